@@ -1,0 +1,9 @@
+//! One module per subcommand; each owns its clap `Args` and a `run`.
+
+pub mod calibrate;
+pub mod check;
+pub mod diagnose;
+pub mod estimate;
+pub mod mig;
+pub mod plan;
+pub mod train_args;

@@ -1,0 +1,80 @@
+//! `vramfit`: where GPU memory goes, why a run OOMed, the cheapest fix,
+//! and whether the machine is what was rented.
+//!
+//! This binary only parses arguments, turns them into domain values once
+//! (rejecting contradictions with the flags named), calls the library
+//! crates, and writes what the renderers return. Exit codes (documented in
+//! docs/exit-codes.md): 0 ok / fits, 1 does not fit (or a finding that
+//! fails a check), 2 bad input.
+
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::process::ExitCode;
+
+mod cmd;
+
+#[derive(Parser, Debug)]
+#[command(name = "vramfit", version, about = "GPU memory: where it goes, why it ran out, the cheapest fix", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Per-GPU memory of a model and workload, by category
+    Estimate(cmd::estimate::EstimateArgs),
+    /// The cheapest setup that fits: software switches, more cards, a bigger card
+    Plan(cmd::plan::PlanArgs),
+    /// Why a run ran out of memory, from its error text, memory_summary, snapshot or script
+    Diagnose(cmd::diagnose::DiagnoseArgs),
+    /// Split GPUs with MIG for several inference services
+    Mig(cmd::mig::MigArgs),
+    /// Check a machine against what was rented (nvidia-smi output or NVML)
+    Check(cmd::check::CheckArgs),
+    /// Accuracy report: estimates against PyTorch-measured cases
+    Calibrate(cmd::calibrate::CalibrateArgs),
+}
+
+/// What a subcommand produced: text for stdout and an exit code.
+pub struct Outcome {
+    pub stdout: String,
+    pub code: u8,
+}
+
+impl Outcome {
+    pub fn ok(stdout: String) -> Self {
+        Outcome { stdout, code: 0 }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Estimate(a) => cmd::estimate::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
+        Command::Diagnose(a) => cmd::diagnose::run(a),
+        Command::Mig(a) => cmd::mig::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Calibrate(a) => cmd::calibrate::run(a),
+    };
+    match result {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (`vramfit … | head`) is not an error.
+            match stdout.write_all(out.stdout.as_bytes()).and_then(|_| stdout.flush()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                Err(e) => {
+                    eprintln!("vramfit: cannot write output: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+            ExitCode::from(out.code)
+        }
+        Err(e) => {
+            eprintln!("vramfit: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The memory ledger: per-GPU bytes by category at the peak, each entry
+//! with its explanation. Categories always sum to `total_bytes`.
+
+use crate::error::CoreError;
+use crate::explain::Explanation;
+use serde::{Deserialize, Serialize};
+
+/// Where memory goes. Serialized names are part of the JSON schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// model parameters in their storage dtype (quantized or not)
+    Weights,
+    /// fp32 master copy kept beside 16-bit weights (DeepSpeed/Megatron mixed precision)
+    MasterWeights,
+    Gradients,
+    OptimizerStates,
+    /// tensors saved for backward, or a forward's working set in inference
+    Activations,
+    KvCache,
+    /// the batch × seq × vocab output (and its fp32 upcast / gradient)
+    Logits,
+    /// short-lived buffers at the peak (optimizer foreach temporaries, casts)
+    Temporaries,
+    /// CUDA context, cuBLAS/cuBLASLt workspaces: outside the allocator's live tensors
+    Runtime,
+    /// headroom for allocator rounding and fragmentation (the "×1.2" rule)
+    Margin,
+}
+
+impl Category {
+    pub const ALL: [Category; 10] = [
+        Category::Weights,
+        Category::MasterWeights,
+        Category::Gradients,
+        Category::OptimizerStates,
+        Category::Activations,
+        Category::KvCache,
+        Category::Logits,
+        Category::Temporaries,
+        Category::Runtime,
+        Category::Margin,
+    ];
+
+    /// The JSON key.
+    pub fn key(self) -> &'static str {
+        match self {
+            Category::Weights => "weights",
+            Category::MasterWeights => "master_weights",
+            Category::Gradients => "gradients",
+            Category::OptimizerStates => "optimizer_states",
+            Category::Activations => "activations",
+            Category::KvCache => "kv_cache",
+            Category::Logits => "logits",
+            Category::Temporaries => "temporaries",
+            Category::Runtime => "runtime",
+            Category::Margin => "margin",
+        }
+    }
+
+    /// Is this a live tensor counted by `torch.cuda.max_memory_allocated()`?
+    pub fn is_tensor(self) -> bool {
+        !matches!(self, Category::Runtime | Category::Margin)
+    }
+}
+
+/// When the peak happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Prefill,
+    Decode,
+    Forward,
+    Backward,
+    OptimizerStep,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::OptimizerStep => "optimizer_step",
+        }
+    }
+}
+
+/// One line of the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub category: Category,
+    /// what this line is, e.g. "linear weights (int4 g128)"
+    pub label: String,
+    pub bytes: u64,
+    pub explain: Explanation,
+}
+
+/// Per-GPU memory at the peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub entries: Vec<Entry>,
+    pub peak_phase: Phase,
+    /// GPUs the job runs on (each holds this ledger, the worst rank)
+    pub gpus: u64,
+    pub params_total: u64,
+    pub params_active: u64,
+    pub params_trainable: u64,
+    /// host RAM needed for offloaded state, summed over the node's ranks
+    pub cpu_bytes: u64,
+    /// NVMe needed for offloaded state
+    pub nvme_bytes: u64,
+    /// statements the user should see (assumptions, "DP saves no memory", …)
+    pub notes: Vec<String>,
+}
+
+impl Ledger {
+    pub fn new(peak_phase: Phase, gpus: u64) -> Ledger {
+        Ledger {
+            entries: Vec::new(),
+            peak_phase,
+            gpus,
+            params_total: 0,
+            params_active: 0,
+            params_trainable: 0,
+            cpu_bytes: 0,
+            nvme_bytes: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, category: Category, label: impl Into<String>, bytes: u64, explain: Explanation) {
+        self.entries.push(Entry { category, label: label.into(), bytes, explain });
+    }
+
+    /// Bytes of one category (sum of its entries).
+    pub fn bytes(&self, category: Category) -> u64 {
+        self.entries.iter().filter(|e| e.category == category).fold(0u64, |a, e| a.saturating_add(e.bytes))
+    }
+
+    /// What `torch.cuda.max_memory_allocated()` would show: live tensors at the peak.
+    pub fn tensor_peak_bytes(&self) -> u64 {
+        self.entries.iter().filter(|e| e.category.is_tensor()).fold(0u64, |a, e| a.saturating_add(e.bytes))
+    }
+
+    /// Everything: tensors + runtime + margin. Equals the sum of categories.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries.iter().fold(0u64, |a, e| a.saturating_add(e.bytes))
+    }
+
+    /// Checked total (the ledger builders use this to refuse overflow).
+    pub fn checked_total(&self) -> Result<u64, CoreError> {
+        self.entries
+            .iter()
+            .try_fold(0u64, |a, e| a.checked_add(e.bytes))
+            .ok_or_else(|| CoreError::Overflow { what: "total per-GPU bytes".into() })
+    }
+
+    /// Categories with their byte sums, in display order, zeros included.
+    pub fn categories(&self) -> Vec<(Category, u64)> {
+        Category::ALL.iter().map(|&c| (c, self.bytes(c))).collect()
+    }
+}

@@ -1,0 +1,108 @@
+//! Byte arithmetic that cannot overflow silently.
+//!
+//! Every byte count in vramfit is a `u64`. Products are formed in `u128`
+//! and narrowed with a check, so "1T parameters × 1M tokens × 1024
+//! requests" becomes a [`CoreError::Overflow`] naming the quantity, never a
+//! wrapped number.
+
+use crate::error::CoreError;
+
+/// Binary gibibyte, the unit of all human-readable output.
+pub const GIB: u64 = 1 << 30;
+/// Binary mebibyte.
+pub const MIB: u64 = 1 << 20;
+
+/// A byte count. Plain `u64` alias: serde writes it as an integer.
+pub type Bytes = u64;
+
+/// Multiply factors into a byte count, failing with the name of `what`
+/// instead of wrapping.
+pub fn product(what: &str, factors: &[u64]) -> Result<u64, CoreError> {
+    let mut acc: u128 = 1;
+    for &f in factors {
+        acc = acc.checked_mul(f as u128).ok_or_else(|| overflow(what))?;
+        if acc > u64::MAX as u128 {
+            return Err(overflow(what));
+        }
+    }
+    Ok(acc as u64)
+}
+
+/// `numerator * a / b` without intermediate overflow (rounded up).
+pub fn mul_div_ceil(what: &str, a: u64, numerator: u64, denominator: u64) -> Result<u64, CoreError> {
+    if denominator == 0 {
+        return Err(CoreError::Invalid { field: what.to_string(), reason: "division by zero".into() });
+    }
+    let v = (a as u128 * numerator as u128).div_ceil(denominator as u128);
+    u64::try_from(v).map_err(|_| overflow(what))
+}
+
+/// Checked sum of byte counts.
+pub fn sum(what: &str, parts: &[u64]) -> Result<u64, CoreError> {
+    parts.iter().try_fold(0u64, |acc, &p| acc.checked_add(p)).ok_or_else(|| overflow(what))
+}
+
+/// Checked addition.
+pub fn add(what: &str, a: u64, b: u64) -> Result<u64, CoreError> {
+    a.checked_add(b).ok_or_else(|| overflow(what))
+}
+
+/// Ceiling division for splitting over GPUs (a shard is never rounded down).
+pub fn div_ceil(a: u64, n: u64) -> u64 {
+    if n == 0 {
+        a
+    } else {
+        a.div_ceil(n)
+    }
+}
+
+/// Apply a fractional factor (e.g. 0.2 headroom) to a byte count, rounding up.
+pub fn scale(what: &str, bytes: u64, factor: f64) -> Result<u64, CoreError> {
+    if !factor.is_finite() || factor < 0.0 {
+        return Err(CoreError::Invalid {
+            field: what.to_string(),
+            reason: format!("factor {factor} is not a finite non-negative number"),
+        });
+    }
+    let v = (bytes as f64 * factor).ceil();
+    if v >= u64::MAX as f64 {
+        return Err(overflow(what));
+    }
+    Ok(v as u64)
+}
+
+/// Bytes to GiB for display.
+pub fn to_gib(bytes: u64) -> f64 {
+    bytes as f64 / GIB as f64
+}
+
+fn overflow(what: &str) -> CoreError {
+    CoreError::Overflow { what: what.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn product_overflows_cleanly() {
+        // 1T params x 1M tokens x 1024 requests does not fit in u64.
+        let r = product("kv_cache", &[1_000_000_000_000, 1_000_000, 1024]);
+        assert!(matches!(r, Err(CoreError::Overflow { .. })));
+        assert_eq!(product("x", &[2, 3, 7]).unwrap(), 42);
+    }
+
+    #[test]
+    fn mul_div_rounds_up() {
+        assert_eq!(mul_div_ceil("x", 10, 1, 3).unwrap(), 4);
+        assert_eq!(mul_div_ceil("x", u64::MAX, 1, 2).unwrap(), u64::MAX / 2 + 1);
+        assert!(mul_div_ceil("x", u64::MAX, 3, 1).is_err());
+    }
+
+    #[test]
+    fn sum_and_scale() {
+        assert!(sum("x", &[u64::MAX, 1]).is_err());
+        assert_eq!(scale("m", 100, 0.2).unwrap(), 20);
+        assert!(scale("m", 100, f64::NAN).is_err());
+    }
+}

@@ -1,0 +1,171 @@
+//! Weight bytes per GPU: dtype or quantization per parameter group, split
+//! by tensor and pipeline parallelism. Shared by inference and training.
+
+use crate::dtype::DType;
+use crate::error::CoreError;
+use crate::explain::Explanation;
+use crate::ledger::{Category, Ledger};
+use crate::params::{LinearRole, ParamGroup, ParamGroupKind, ParamLayout};
+use crate::quant::QuantSpec;
+use crate::units::{div_ceil, mul_div_ceil, product, sum};
+
+/// How a group is laid out over `tp` tensor-parallel ranks.
+///
+/// Megatron / vLLM: attention heads and MLP widths split column/row-wise;
+/// embeddings and the output head split over the vocabulary; norms and
+/// routers are replicated.
+pub fn tp_shards(group: &ParamGroup) -> bool {
+    match group.kind {
+        ParamGroupKind::Linear(LinearRole::Router) => false,
+        ParamGroupKind::Linear(_) | ParamGroupKind::Embedding => true,
+        ParamGroupKind::PositionEmbedding | ParamGroupKind::Norm | ParamGroupKind::Other => false,
+    }
+}
+
+/// Does this group live in the decoder layers (and so split over pipeline stages)?
+pub fn in_layers(group: &ParamGroup) -> bool {
+    group.path.starts_with("layers.") || group.path.starts_with("h.")
+}
+
+/// Is the group quantized when `quant` is set?
+pub fn quantized(group: &ParamGroup) -> bool {
+    matches!(
+        group.kind,
+        ParamGroupKind::Linear(LinearRole::Attention | LinearRole::Mlp | LinearRole::Expert | LinearRole::SharedExpert)
+    )
+}
+
+/// Per-GPU share of `bytes` for a group on the worst pipeline stage.
+///
+/// Layers split as ceil(L / pp) per stage; embeddings sit on the first
+/// stage and the head on the last, so with pp > 1 the worst stage holds
+/// its layers plus the larger of the two ends (`ends` is handled by the caller).
+pub fn shard(group: &ParamGroup, bytes: u64, layers: u64, tp: u64, pp: u64) -> Result<u64, CoreError> {
+    let mut b = bytes;
+    if tp > 1 && tp_shards(group) {
+        b = div_ceil(b, tp);
+    }
+    if pp > 1 && in_layers(group) {
+        let per_stage = layers.div_ceil(pp);
+        b = mul_div_ceil("pipeline stage weights", b, per_stage, layers)?;
+    }
+    Ok(b)
+}
+
+/// Totals of a weight computation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WeightBytes {
+    /// whole model, one copy
+    pub full: u64,
+    /// worst GPU after TP/PP splits
+    pub per_gpu: u64,
+    /// per GPU, the part that is quantized linear weights
+    pub quantized_per_gpu: u64,
+}
+
+/// Bytes of one group in the whole model.
+pub fn group_bytes(group: &ParamGroup, dtype: DType, quant: Option<&QuantSpec>) -> Result<u64, CoreError> {
+    match quant {
+        Some(q) if quantized(group) => {
+            let (m, _) = q.matrix_bytes(group.d_in, group.d_out)?;
+            let bias = product("bias", &[group.bias_elems(), q.compute_dtype.bits() / 8])?;
+            product(&group.path, &[sum(&group.path, &[m, bias])?, group.copies])
+        }
+        _ => {
+            let n = group.params()?;
+            dtype.bytes_for(n).ok_or_else(|| CoreError::Overflow { what: group.path.clone() })
+        }
+    }
+}
+
+/// Push weight entries (per GPU) into `ledger` and return the totals.
+///
+/// `dtype` is the storage of everything unquantized; with `quant`, the
+/// decoder linears use the quantized format and the rest stays in
+/// `quant.compute_dtype`.
+pub fn push_weights(
+    ledger: &mut Ledger,
+    layout: &ParamLayout,
+    layers: u64,
+    dtype: DType,
+    quant: Option<&QuantSpec>,
+    tp: u64,
+    pp: u64,
+) -> Result<WeightBytes, CoreError> {
+    let rest_dtype = quant.map(|q| q.compute_dtype).unwrap_or(dtype);
+    let mut lin = (0u64, 0u64, 0u64); // params, full bytes, per-gpu bytes
+    let mut emb = (0u64, 0u64, 0u64);
+    let mut head = (0u64, 0u64, 0u64);
+    let mut small = (0u64, 0u64, 0u64);
+    for g in &layout.groups {
+        let is_q = quant.is_some() && quantized(g);
+        let full = group_bytes(g, if is_q { dtype } else { rest_dtype }, if is_q { quant } else { None })?;
+        let per = shard(g, full, layers, tp, pp)?;
+        let slot = match g.kind {
+            ParamGroupKind::Linear(LinearRole::LmHead) => &mut head,
+            ParamGroupKind::Embedding | ParamGroupKind::PositionEmbedding => &mut emb,
+            ParamGroupKind::Linear(LinearRole::Router) | ParamGroupKind::Norm | ParamGroupKind::Other => &mut small,
+            ParamGroupKind::Linear(_) => &mut lin,
+        };
+        slot.0 = slot.0.saturating_add(g.params()?);
+        slot.1 = sum("weights", &[slot.1, full])?;
+        slot.2 = sum("weights", &[slot.2, per])?;
+    }
+    // With pipeline stages, embeddings live on the first stage and the head
+    // on the last: the worst stage carries the larger end, not both.
+    let ends_per_gpu = if pp > 1 { emb.2.max(head.2) } else { sum("weights", &[emb.2, head.2])? };
+    let split = split_note(tp, pp);
+    let lin_label = match quant {
+        Some(q) => format!("decoder linear weights ({})", q.label),
+        None => format!("decoder linear weights ({dtype})"),
+    };
+    let lin_formula = match quant {
+        Some(q) => q.matrix_bytes(1, 1).map(|(_, f)| f.to_string()).unwrap_or_default(),
+        None => format!("params × {} B", dtype.bits() / 8),
+    };
+    ledger.push(
+        Category::Weights,
+        lin_label,
+        lin.2,
+        Explanation::new(format!("{lin_formula} per matrix, summed; {split}"))
+            .term("params", lin.0)
+            .term("bytes (whole model)", lin.1),
+    );
+    let end_label =
+        if pp > 1 { "embeddings / output head (worst stage holds the larger)" } else { "embeddings + output head" };
+    ledger.push(
+        Category::Weights,
+        format!("{end_label} ({rest_dtype})"),
+        ends_per_gpu,
+        Explanation::new(format!(
+            "(vocab × hidden [+ positions × hidden]) × {} B, lm_head unless tied; vocab-parallel over TP",
+            rest_dtype.bits() / 8
+        ))
+        .term("embedding params", emb.0)
+        .term("lm_head params", head.0)
+        .note(if quant.is_some() {
+            "quantized checkpoints keep embeddings and lm_head in 16-bit"
+        } else {
+            "same dtype as the rest"
+        }),
+    );
+    ledger.push(
+        Category::Weights,
+        format!("norms, routers, biases ({rest_dtype})"),
+        small.2,
+        Explanation::new(format!("params × {} B, replicated on every TP rank", rest_dtype.bits() / 8))
+            .term("params", small.0),
+    );
+    let full = sum("weights", &[lin.1, emb.1, head.1, small.1])?;
+    let per_gpu = sum("weights", &[lin.2, ends_per_gpu, small.2])?;
+    Ok(WeightBytes { full, per_gpu, quantized_per_gpu: if quant.is_some() { lin.2 } else { 0 } })
+}
+
+fn split_note(tp: u64, pp: u64) -> String {
+    match (tp, pp) {
+        (1, 1) => "one GPU holds all".to_string(),
+        (t, 1) => format!("÷ TP {t}"),
+        (1, p) => format!("layers over PP {p} stages (ceil(L/{p}) per stage)"),
+        (t, p) => format!("÷ TP {t}, layers over PP {p} stages"),
+    }
+}

@@ -1,0 +1,15 @@
+//! vramfit-report: the stable machine interface and the renderers.
+//!
+//! Each command has a module with its JSON schema types (serde, versioned
+//! by `"schema": 1`) and its renderers, which return strings; only the
+//! binary writes them anywhere. docs/schema.md documents every field.
+
+pub mod check;
+pub mod diagnose;
+pub mod estimate;
+pub mod format;
+pub mod mig;
+pub mod plan;
+
+/// Version of every JSON document vramfit emits.
+pub const SCHEMA_VERSION: u32 = 1;
