@@ -25,6 +25,7 @@ pub mod infer;
 pub mod ledger;
 pub mod model;
 pub mod params;
+pub mod plan;
 pub mod quant;
 pub mod runtime;
 pub mod train;
