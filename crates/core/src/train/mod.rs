@@ -1,17 +1,15 @@
-//! Training memory (full fine-tune, LoRA, QLoRA). Filled in by the training work.
+//! Training memory (full fine-tune, LoRA, QLoRA): model states, activations,
+//! logits, optimizer temporaries, sharding, offload.
+
+mod setup;
+
+pub use setup::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainSetup};
 
 use crate::error::CoreError;
 use crate::ledger::Ledger;
 use crate::model::ModelSpec;
 use crate::runtime::RuntimeSetup;
 use crate::workload::Parallelism;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainSetup {
-    pub batch: u64,
-    pub seq: u64,
-}
 
 pub fn estimate_training(
     _spec: &ModelSpec,

@@ -1,0 +1,320 @@
+//! What a training run is: the task (full / LoRA / QLoRA), precision,
+//! optimizer, sizes, checkpointing and attention kernel. Plain data with a
+//! `Default` (a bf16-autocast AdamW full fine-tune, micro-batch 1, seq 2048).
+//!
+//! Stable: fields are only ever added, never renamed or removed (the
+//! planner and the CLI construct this struct).
+
+use crate::dtype::DType;
+use serde::{Deserialize, Serialize};
+
+/// Which parameters train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrainKind {
+    /// every parameter trains (full fine-tune / pre-training)
+    #[default]
+    Full,
+    /// frozen 16-bit (or fp32) base + low-rank adapters (PEFT LoRA)
+    Lora,
+    /// frozen NF4 base (bitsandbytes 4-bit) + adapters, 16-bit compute
+    Qlora,
+}
+
+impl TrainKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrainKind::Full => "train",
+            TrainKind::Lora => "lora",
+            TrainKind::Qlora => "qlora",
+        }
+    }
+}
+
+/// Numeric precision of weights, gradients, optimizer states and activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Precision {
+    /// everything fp32
+    Fp32,
+    /// `torch.autocast(bfloat16)` over fp32 weights: the weights are the
+    /// master copy, grads fp32, states fp32, matmul inputs/outputs bf16
+    /// (autocast keeps a bf16 copy of each weight for the backward)
+    #[default]
+    AmpBf16,
+    /// as `AmpBf16` with fp16 (plus a GradScaler; no memory of note)
+    AmpFp16,
+    /// DeepSpeed/Megatron mixed precision: bf16 weights and grads, fp32
+    /// master weights, fp32 states (2 + 2 + 4 + 8 = 16 B/param with AdamW)
+    MixedBf16,
+    /// as `MixedBf16` with fp16 weights and grads (loss scaling)
+    MixedFp16,
+    /// pure bf16: weights, grads and optimizer states all bf16
+    Bf16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 6] = [
+        Precision::Fp32,
+        Precision::AmpBf16,
+        Precision::AmpFp16,
+        Precision::MixedBf16,
+        Precision::MixedFp16,
+        Precision::Bf16,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::AmpBf16 => "amp-bf16",
+            Precision::AmpFp16 => "amp-fp16",
+            Precision::MixedBf16 => "mixed-bf16",
+            Precision::MixedFp16 => "mixed-fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+
+    /// dtype of activations (matmul outputs, saved tensors).
+    pub fn compute_dtype(self) -> DType {
+        match self {
+            Precision::Fp32 => DType::F32,
+            Precision::AmpBf16 | Precision::MixedBf16 | Precision::Bf16 => DType::BF16,
+            Precision::AmpFp16 | Precision::MixedFp16 => DType::F16,
+        }
+    }
+
+    /// dtype the trainable weights are stored in (and their gradients).
+    pub fn weight_dtype(self) -> DType {
+        match self {
+            Precision::Fp32 | Precision::AmpBf16 | Precision::AmpFp16 => DType::F32,
+            Precision::MixedBf16 | Precision::Bf16 => DType::BF16,
+            Precision::MixedFp16 => DType::F16,
+        }
+    }
+
+    /// A separate fp32 master copy exists beside the 16-bit weights.
+    pub fn has_master(self) -> bool {
+        matches!(self, Precision::MixedBf16 | Precision::MixedFp16)
+    }
+
+    /// Optimizer state dtype for full-precision optimizers.
+    pub fn state_dtype(self) -> DType {
+        if self == Precision::Bf16 {
+            DType::BF16
+        } else {
+            DType::F32
+        }
+    }
+
+    /// autocast: 16-bit copies of fp32 weights are made for each matmul.
+    pub fn is_autocast(self) -> bool {
+        matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Precision::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            format!("unknown precision '{s}': expected one of fp32, amp-bf16, amp-fp16, mixed-bf16, mixed-fp16, bf16")
+        })
+    }
+}
+
+/// The optimizer, as the memory it keeps per trainable parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// `torch.optim.AdamW` (foreach by default on CUDA): exp_avg + exp_avg_sq
+    #[default]
+    AdamW,
+    /// bitsandbytes `AdamW8bit`: two blockwise-quantized int8 states
+    #[serde(rename = "adamw-8bit")]
+    AdamW8bit,
+    /// bitsandbytes `PagedAdamW8bit`: as 8-bit, in CUDA unified (pageable) memory
+    #[serde(rename = "paged-adamw-8bit")]
+    PagedAdamW8bit,
+    /// plain SGD: no state
+    Sgd,
+    /// SGD with momentum: one buffer
+    SgdMomentum,
+    /// Adafactor (no first moment, factored second moment for matrices)
+    Adafactor,
+    /// Lion: one momentum buffer
+    Lion,
+}
+
+impl Optimizer {
+    pub const ALL: [Optimizer; 7] = [
+        Optimizer::AdamW,
+        Optimizer::AdamW8bit,
+        Optimizer::PagedAdamW8bit,
+        Optimizer::Sgd,
+        Optimizer::SgdMomentum,
+        Optimizer::Adafactor,
+        Optimizer::Lion,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Optimizer::AdamW => "adamw",
+            Optimizer::AdamW8bit => "adamw-8bit",
+            Optimizer::PagedAdamW8bit => "paged-adamw-8bit",
+            Optimizer::Sgd => "sgd",
+            Optimizer::SgdMomentum => "sgd-momentum",
+            Optimizer::Adafactor => "adafactor",
+            Optimizer::Lion => "lion",
+        }
+    }
+
+    /// bitsandbytes 8-bit optimizers.
+    pub fn is_8bit(self) -> bool {
+        matches!(self, Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit)
+    }
+}
+
+impl std::str::FromStr for Optimizer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Optimizer::ALL.iter().copied().find(|o| o.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            format!("unknown optimizer '{s}': expected one of adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion")
+        })
+    }
+}
+
+/// Activation (gradient) checkpointing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checkpointing {
+    /// every layer keeps its saved tensors
+    #[default]
+    None,
+    /// HF `gradient_checkpointing_enable()`: each layer keeps only its input;
+    /// recomputed in backward (≈ one extra forward)
+    Full,
+    /// Megatron-style selective recompute: keep the linear-layer inputs, recompute
+    /// the attention core (scores/softmax/dropout) only
+    Selective,
+}
+
+impl Checkpointing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Checkpointing::None => "none",
+            Checkpointing::Full => "full",
+            Checkpointing::Selective => "selective",
+        }
+    }
+}
+
+/// Attention kernel: decides whether the seq × seq scores are materialised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionImpl {
+    /// `scaled_dot_product_attention` (flash / memory-efficient kernels):
+    /// keeps only the output and the logsumexp
+    #[default]
+    Sdpa,
+    /// eager attention: keeps batch × heads × seq × seq scores, softmax and dropout mask
+    Eager,
+}
+
+impl AttentionImpl {
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionImpl::Sdpa => "sdpa",
+            AttentionImpl::Eager => "eager",
+        }
+    }
+}
+
+/// Which modules get LoRA adapters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoraTargets {
+    /// PEFT `all-linear`: every linear in the decoder blocks (not the output head)
+    #[default]
+    AllLinear,
+    /// leaf module names, e.g. `["q_proj", "v_proj"]`
+    Modules(Vec<String>),
+}
+
+/// LoRA adapter shape (used when the kind is `Lora` or `Qlora`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoraSetup {
+    /// rank r: each adapted `d_out × d_in` linear gains `r × (d_in + d_out)` params
+    pub rank: u64,
+    /// scaling numerator (`lora_alpha`); does not change memory
+    pub alpha: f64,
+    pub targets: LoraTargets,
+    /// `lora_dropout` > 0 keeps a dropped copy of each adapted input for backward
+    pub dropout: f64,
+    /// PEFT `autocast_adapter_dtype=True` (default): adapters stored in fp32
+    /// even over a 16-bit base
+    pub adapter_fp32: bool,
+}
+
+impl Default for LoraSetup {
+    fn default() -> Self {
+        LoraSetup { rank: 16, alpha: 32.0, targets: LoraTargets::AllLinear, dropout: 0.05, adapter_fp32: true }
+    }
+}
+
+/// A training step on one model replica.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainSetup {
+    pub kind: TrainKind,
+    pub precision: Precision,
+    pub optimizer: Optimizer,
+    /// micro-batch per GPU (sequences per forward/backward)
+    pub batch: u64,
+    /// tokens per sequence
+    pub seq: u64,
+    /// micro-batches accumulated per optimizer step (no extra memory beyond the gradients)
+    pub grad_accum: u64,
+    pub checkpointing: Checkpointing,
+    pub attention: AttentionImpl,
+    /// adapter shape for `Lora` / `Qlora`
+    pub lora: LoraSetup,
+    /// QLoRA: bitsandbytes double quantization of the NF4 absmax (default on)
+    pub qlora_double_quant: bool,
+    /// storage dtype of a frozen LoRA base (None: the precision's compute
+    /// dtype, e.g. bf16 for amp-bf16; fp32 for fp32). Ignored for full and QLoRA.
+    pub base_dtype: Option<DType>,
+    /// optimizer uses the multi-tensor (`foreach`) path, the CUDA default
+    /// for torch.optim: its step allocates one state-sized temporary
+    pub foreach: bool,
+    /// logits upcast to fp32 before the loss (transformers does this for
+    /// 16-bit logits inside `ForCausalLMLoss`)
+    pub logits_fp32: bool,
+}
+
+impl Default for TrainSetup {
+    fn default() -> Self {
+        TrainSetup {
+            kind: TrainKind::Full,
+            precision: Precision::AmpBf16,
+            optimizer: Optimizer::AdamW,
+            batch: 1,
+            seq: 2048,
+            grad_accum: 1,
+            checkpointing: Checkpointing::None,
+            attention: AttentionImpl::Sdpa,
+            lora: LoraSetup::default(),
+            qlora_double_quant: true,
+            base_dtype: None,
+            foreach: true,
+            logits_fp32: true,
+        }
+    }
+}
+
+impl TrainSetup {
+    /// dtype of the frozen base of a LoRA run.
+    pub fn lora_base_dtype(&self) -> DType {
+        self.base_dtype.unwrap_or(match self.precision {
+            Precision::Fp32 => DType::F32,
+            p => p.compute_dtype(),
+        })
+    }
+}
