@@ -1,1 +1,508 @@
-//! (being built)
+//! The GPU catalogue: `data/gpus.toml`, embedded, parsed by the same code
+//! that reads a user's own file (`--catalog`), and looked up by the names
+//! people type (`a100-80gb`, `A100 80GB`, `rtx-3090`, `3090`, `h100`).
+//!
+//! Parsing is total: a malformed file, a missing or mistyped field, an
+//! unknown key or an impossible value (zero memory, negative bandwidth, a
+//! duplicate id) is a [`CatalogError`] naming the file, the line and the
+//! field. Nothing here reads files; callers hand over the text.
+
+use serde::Deserialize;
+use std::ops::Range;
+use thiserror::Error;
+use vramfit_core::GpuSpec;
+
+/// The embedded GPU catalogue.
+pub const BUILTIN_GPUS_TOML: &str = include_str!("../data/gpus.toml");
+/// Name the embedded file goes by in error messages.
+pub const BUILTIN_GPUS_FILE: &str = "<builtin>/gpus.toml";
+
+/// Largest catalogue file accepted (a real one is a few tens of KiB).
+pub const MAX_CATALOG_BYTES: usize = 4 << 20;
+
+/// Errors from reading catalogue files or looking names up in them.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CatalogError {
+    /// The text is not valid TOML, or a field is missing, mistyped or unknown.
+    #[error("{file}:{line}:{column}: {}{message}", field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
+    Parse { file: String, line: usize, column: usize, field: Option<String>, message: String },
+    /// A field parsed but its value is unusable.
+    #[error("{file}:{line}: field `{field}`: {reason}")]
+    Invalid { file: String, line: usize, field: String, reason: String },
+    /// The file is larger than [`MAX_CATALOG_BYTES`].
+    #[error("{file}: {bytes} bytes is too large for a catalogue file (limit {limit})")]
+    TooLarge { file: String, bytes: usize, limit: usize },
+    /// No GPU matches the name.
+    #[error("unknown GPU '{query}'{}", suggest(suggestions))]
+    UnknownGpu { query: String, suggestions: Vec<String> },
+    /// More than one GPU matches a partial name.
+    #[error("GPU name '{query}' is ambiguous: it matches {}; give one of these ids", candidates.join(", "))]
+    AmbiguousGpu { query: String, candidates: Vec<String> },
+    /// An offer names a GPU id the catalogue does not have.
+    #[error("{file}:{line}: field `gpu`: unknown GPU id '{gpu}'{}", suggest(suggestions))]
+    UnknownOfferGpu { file: String, line: usize, gpu: String, suggestions: Vec<String> },
+}
+
+fn suggest(s: &[String]) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean {}?)", s.join(", "))
+    }
+}
+
+/// 1-based line and column of a byte offset.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// The key on the line where `span` starts (`key = value`), if any.
+fn key_on_line(text: &str, span: &Range<usize>) -> Option<String> {
+    let start = span.start.min(text.len());
+    let line_start = text.get(..start)?.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_end = text.get(start..)?.find('\n').map(|i| start + i).unwrap_or(text.len());
+    let line = text.get(line_start..line_end)?;
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    if !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.') {
+        Some(key.to_string())
+    } else {
+        None
+    }
+}
+
+/// The field a serde message names (`missing field `x``, `unknown field `x``).
+fn field_in_message(msg: &str) -> Option<String> {
+    for marker in ["missing field `", "unknown field `", "duplicate field `"] {
+        if let Some(i) = msg.find(marker) {
+            let rest = &msg[i + marker.len()..];
+            return rest.find('`').map(|j| rest[..j].to_string());
+        }
+    }
+    None
+}
+
+/// Turn a toml error into a [`CatalogError::Parse`] with line, column and field.
+pub(crate) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> CatalogError {
+    let message = e.message().trim().to_string();
+    let (line, column, key) = match e.span() {
+        Some(span) => {
+            let (l, c) = line_col(text, span.start);
+            (l, c, key_on_line(text, &span))
+        }
+        None => (1, 1, None),
+    };
+    let field = field_in_message(&message).or(key);
+    CatalogError::Parse { file: file.to_string(), line, column, field, message }
+}
+
+/// Reject oversized input before parsing.
+pub(crate) fn check_size(file: &str, text: &str) -> Result<(), CatalogError> {
+    if text.len() > MAX_CATALOG_BYTES {
+        return Err(CatalogError::TooLarge { file: file.to_string(), bytes: text.len(), limit: MAX_CATALOG_BYTES });
+    }
+    Ok(())
+}
+
+/// Line of `field = ` inside an entry's span (falls back to the entry's first line).
+///
+/// toml's span of an array-of-tables element may cover only its `[[...]]`
+/// header, so the search runs from the span's start to the next table header.
+pub(crate) fn field_line(text: &str, span: &Range<usize>, field: &str) -> usize {
+    let start = span.start.min(text.len());
+    let body = text.get(start..).unwrap_or("");
+    let mut offset = start;
+    for (i, l) in body.split_inclusive('\n').enumerate() {
+        let t = l.trim_start();
+        if i > 0 && t.starts_with('[') {
+            break;
+        }
+        if let Some(rest) = t.strip_prefix(field) {
+            if rest.trim_start().starts_with('=') {
+                return line_col(text, offset).0;
+            }
+        }
+        offset += l.len();
+    }
+    line_col(text, start).0
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuFile {
+    #[serde(default)]
+    schema: Option<u32>,
+    #[serde(default)]
+    gpu: Vec<toml::Spanned<GpuRow>>,
+    /// offers may live in the same user file; `offers.rs` reads them
+    #[serde(default)]
+    #[allow(dead_code)]
+    offer: Option<toml::Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    discount: Option<toml::Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    upgrade: Option<toml::Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    replace: Option<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuRow {
+    id: String,
+    name: String,
+    #[serde(default)]
+    aliases: Vec<String>,
+    memory_mib: u64,
+    memory_gb: f64,
+    bandwidth_gbs: f64,
+    bf16_tflops: f64,
+    #[serde(default)]
+    fp8_tflops: Option<f64>,
+    #[serde(default)]
+    nvlink_gbs: Option<f64>,
+    pcie_gen: u8,
+    #[serde(default)]
+    mig_max: u8,
+    #[serde(default = "yes")]
+    bf16: bool,
+    #[serde(default)]
+    arch: String,
+    #[serde(default)]
+    confirmed: bool,
+    source: String,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Largest memory accepted per GPU (16 TiB in MiB): beyond is a typo.
+const MAX_MEMORY_MIB: u64 = 16 << 20;
+
+/// Parse a GPU catalogue (`[[gpu]]` tables). `file` names it in errors.
+pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> {
+    check_size(file, text)?;
+    let parsed: GpuFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+    if let Some(s) = parsed.schema {
+        if s != 1 {
+            return Err(CatalogError::Invalid {
+                file: file.into(),
+                line: find_top_key(text, "schema"),
+                field: "schema".into(),
+                reason: format!("version {s} is not supported (expected 1)"),
+            });
+        }
+    }
+    let mut out: Vec<GpuSpec> = Vec::with_capacity(parsed.gpu.len());
+    for spanned in parsed.gpu {
+        let span = spanned.span();
+        let row = spanned.into_inner();
+        let bad = |field: &str, reason: String| CatalogError::Invalid {
+            file: file.into(),
+            line: field_line(text, &span, field),
+            field: field.into(),
+            reason,
+        };
+        if row.id.trim().is_empty() {
+            return Err(bad("id", "must not be empty".into()));
+        }
+        if out.iter().any(|g| g.id.eq_ignore_ascii_case(&row.id)) {
+            return Err(bad("id", format!("duplicate GPU id '{}'", row.id)));
+        }
+        if row.memory_mib == 0 || row.memory_mib > MAX_MEMORY_MIB {
+            return Err(bad("memory_mib", format!("{} MiB is not a plausible GPU memory", row.memory_mib)));
+        }
+        let positive = |field: &str, v: f64| {
+            if v.is_finite() && v > 0.0 && v < 1e9 {
+                Ok(())
+            } else {
+                Err(bad(field, format!("{v} must be a positive number")))
+            }
+        };
+        positive("memory_gb", row.memory_gb)?;
+        positive("bandwidth_gbs", row.bandwidth_gbs)?;
+        positive("bf16_tflops", row.bf16_tflops)?;
+        if let Some(v) = row.fp8_tflops {
+            positive("fp8_tflops", v)?;
+        }
+        if let Some(v) = row.nvlink_gbs {
+            positive("nvlink_gbs", v)?;
+        }
+        if !(1..=7).contains(&row.pcie_gen) {
+            return Err(bad("pcie_gen", format!("{} is not a PCIe generation (1-7)", row.pcie_gen)));
+        }
+        if row.mig_max > 7 {
+            return Err(bad("mig_max", format!("{} MIG instances: at most 7 exist", row.mig_max)));
+        }
+        out.push(GpuSpec {
+            id: row.id,
+            name: row.name,
+            aliases: row.aliases,
+            memory_mib: row.memory_mib,
+            memory_gb: row.memory_gb,
+            bandwidth_gbs: row.bandwidth_gbs,
+            bf16_tflops: row.bf16_tflops,
+            fp8_tflops: row.fp8_tflops,
+            nvlink_gbs: row.nvlink_gbs,
+            pcie_gen: row.pcie_gen,
+            mig_max: row.mig_max,
+            bf16: row.bf16,
+            arch: row.arch,
+            confirmed: row.confirmed,
+            source: row.source,
+        });
+    }
+    Ok(out)
+}
+
+fn find_top_key(text: &str, key: &str) -> usize {
+    for (i, l) in text.lines().enumerate() {
+        if let Some(rest) = l.trim_start().strip_prefix(key) {
+            if rest.trim_start().starts_with('=') {
+                return i + 1;
+            }
+        }
+    }
+    1
+}
+
+/// The embedded catalogue.
+pub fn builtin_gpus() -> Result<Vec<GpuSpec>, CatalogError> {
+    parse_gpus(BUILTIN_GPUS_TOML, BUILTIN_GPUS_FILE)
+}
+
+/// Layer `user` entries over `base`: an entry with the same id replaces the
+/// base one, new ids are appended. With `replace`, only `user` is kept.
+pub fn merge_gpus(base: Vec<GpuSpec>, user: Vec<GpuSpec>, replace: bool) -> Vec<GpuSpec> {
+    if replace {
+        return user;
+    }
+    let mut out = base;
+    for g in user {
+        match out.iter_mut().find(|b| b.id.eq_ignore_ascii_case(&g.id)) {
+            Some(slot) => *slot = g,
+            None => out.push(g),
+        }
+    }
+    out
+}
+
+/// Lowercase, letters and digits only, a leading "nvidia" dropped:
+/// `NVIDIA A100-SXM4-80GB` → `a100sxm480gb`, `A100 80GB` = `a100-80gb`.
+pub fn normalize(name: &str) -> String {
+    let n: String = name.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect();
+    match n.strip_prefix("nvidia") {
+        Some(rest) if !rest.is_empty() => rest.to_string(),
+        _ => n,
+    }
+}
+
+fn spellings(g: &GpuSpec) -> impl Iterator<Item = String> + '_ {
+    std::iter::once(normalize(&g.id))
+        .chain(std::iter::once(normalize(&g.name)))
+        .chain(g.aliases.iter().map(|a| normalize(a)))
+}
+
+/// Find a GPU by id, display name or alias (case, spaces, dashes ignored).
+///
+/// An exact match wins; otherwise a name that starts with the query and
+/// belongs to one GPU only; otherwise an error: ambiguous (with the
+/// candidates) or unknown (with up to three did-you-mean suggestions).
+pub fn find_gpu<'a>(gpus: &'a [GpuSpec], name: &str) -> Result<&'a GpuSpec, CatalogError> {
+    let q = normalize(name);
+    if q.is_empty() {
+        return Err(CatalogError::UnknownGpu { query: name.to_string(), suggestions: Vec::new() });
+    }
+    if let Some(g) = gpus.iter().find(|g| spellings(g).any(|s| s == q)) {
+        return Ok(g);
+    }
+    let prefixed: Vec<&GpuSpec> = gpus.iter().filter(|g| spellings(g).any(|s| s.starts_with(&q))).collect();
+    match prefixed.len() {
+        1 => return Ok(prefixed[0]),
+        n if n > 1 => {
+            return Err(CatalogError::AmbiguousGpu {
+                query: name.to_string(),
+                candidates: prefixed.iter().map(|g| g.id.clone()).collect(),
+            })
+        }
+        _ => {}
+    }
+    let mut scored: Vec<(f64, &str)> = gpus
+        .iter()
+        .map(|g| {
+            let best = spellings(g).map(|s| strsim::jaro_winkler(&q, &s)).fold(0.0, f64::max);
+            (best, g.id.as_str())
+        })
+        .filter(|(s, _)| *s >= 0.7)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    Err(CatalogError::UnknownGpu {
+        query: name.to_string(),
+        suggestions: scored.iter().take(3).map(|(_, id)| id.to_string()).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_parses_and_is_sorted_by_memory() {
+        let gpus = builtin_gpus().unwrap();
+        assert!(gpus.len() >= 20, "{} GPUs", gpus.len());
+        for w in gpus.windows(2) {
+            assert!(
+                (w[0].memory_mib, &w[0].id) <= (w[1].memory_mib, &w[1].id),
+                "{} before {} breaks the memory/id order",
+                w[0].id,
+                w[1].id
+            );
+        }
+        for g in &gpus {
+            assert!(!g.source.is_empty(), "{} has no source", g.id);
+            assert!(!g.arch.is_empty(), "{} has no arch", g.id);
+        }
+    }
+
+    #[test]
+    fn confirmed_nvidia_smi_totals() {
+        // shared/reference/gpus.md, "Exact totals shown by nvidia-smi".
+        let gpus = builtin_gpus().unwrap();
+        let mib = |n: &str| find_gpu(&gpus, n).unwrap().memory_mib;
+        assert_eq!(mib("a100-40gb"), 40960);
+        assert_eq!(mib("a100-80gb"), 81920);
+        assert_eq!(mib("rtx-4090"), 24564);
+        assert_eq!(mib("h100"), 81559);
+        // 81920 MiB = 85,899,345,920 bytes
+        assert_eq!(find_gpu(&gpus, "a100-80gb").unwrap().memory_bytes(), 85_899_345_920);
+    }
+
+    #[test]
+    fn names_people_type() {
+        let gpus = builtin_gpus().unwrap();
+        let id = |n: &str| find_gpu(&gpus, n).unwrap().id.clone();
+        assert_eq!(id("a100-80gb"), "a100-80gb-sxm");
+        assert_eq!(id("A100 80GB"), "a100-80gb-sxm");
+        assert_eq!(id("NVIDIA A100-SXM4-80GB"), "a100-80gb-sxm");
+        assert_eq!(id("rtx-3090"), "rtx-3090");
+        assert_eq!(id("3090"), "rtx-3090");
+        assert_eq!(id("RTX 3090"), "rtx-3090");
+        assert_eq!(id("h100"), "h100-sxm");
+        assert_eq!(id("T4"), "t4");
+        assert_eq!(id("l40"), "l40s"); // unique prefix
+    }
+
+    #[test]
+    fn unknown_and_ambiguous_names() {
+        let gpus = builtin_gpus().unwrap();
+        match find_gpu(&gpus, "a100") {
+            Err(CatalogError::AmbiguousGpu { candidates, .. }) => {
+                assert!(candidates.contains(&"a100-40gb-sxm".to_string()));
+                assert!(candidates.contains(&"a100-80gb-sxm".to_string()));
+            }
+            other => panic!("expected ambiguous, got {other:?}"),
+        }
+        let e = find_gpu(&gpus, "rtx-3080").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("unknown GPU 'rtx-3080'"), "{msg}");
+        assert!(msg.contains("did you mean"), "{msg}");
+        assert!(msg.contains("rtx-3090"), "{msg}");
+        assert!(matches!(find_gpu(&gpus, "---"), Err(CatalogError::UnknownGpu { .. })));
+    }
+
+    const GOOD: &str = r#"
+[[gpu]]
+id = "x1"
+name = "X1"
+memory_mib = 1024
+memory_gb = 1.0
+bandwidth_gbs = 100.0
+bf16_tflops = 10.0
+pcie_gen = 4
+source = "test"
+"#;
+
+    #[test]
+    fn user_file_parses_with_defaults() {
+        let g = parse_gpus(GOOD, "mine.toml").unwrap();
+        assert_eq!(g.len(), 1);
+        assert!(g[0].bf16);
+        assert_eq!(g[0].mig_max, 0);
+        assert_eq!(g[0].nvlink_gbs, None);
+    }
+
+    #[test]
+    fn mistyped_field_names_file_line_and_field() {
+        let text = GOOD.replace("memory_mib = 1024", "memory_mib = \"lots\"");
+        let e = parse_gpus(&text, "mine.toml").unwrap_err();
+        match &e {
+            CatalogError::Parse { file, line, field, .. } => {
+                assert_eq!(file, "mine.toml");
+                assert_eq!(*line, 5); // line 1 is the empty line after r#"
+                assert_eq!(field.as_deref(), Some("memory_mib"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(e.to_string().starts_with("mine.toml:5:"), "{e}");
+    }
+
+    #[test]
+    fn missing_and_unknown_fields_are_named() {
+        let text = GOOD.replace("bandwidth_gbs = 100.0\n", "");
+        let e = parse_gpus(&text, "f.toml").unwrap_err();
+        assert!(matches!(&e, CatalogError::Parse { field: Some(f), .. } if f == "bandwidth_gbs"), "{e:?}");
+        let text = GOOD.replace("pcie_gen = 4", "pcie_gen = 4\nmemroy = 3");
+        let e = parse_gpus(&text, "f.toml").unwrap_err();
+        assert!(matches!(&e, CatalogError::Parse { field: Some(f), .. } if f == "memroy"), "{e:?}");
+    }
+
+    #[test]
+    fn impossible_values_name_line_and_field() {
+        let text = GOOD.replace("bandwidth_gbs = 100.0", "bandwidth_gbs = -1.0");
+        let e = parse_gpus(&text, "f.toml").unwrap_err();
+        assert_eq!(
+            e,
+            CatalogError::Invalid {
+                file: "f.toml".into(),
+                line: 7,
+                field: "bandwidth_gbs".into(),
+                reason: "-1 must be a positive number".into()
+            }
+        );
+        let text = GOOD.replace("memory_mib = 1024", "memory_mib = 0");
+        assert!(matches!(parse_gpus(&text, "f.toml"), Err(CatalogError::Invalid { line: 5, .. })));
+        let twice = format!("{GOOD}{GOOD}");
+        let e = parse_gpus(&twice, "f.toml").unwrap_err();
+        assert!(matches!(&e, CatalogError::Invalid { field, line: 13, .. } if field == "id"), "{e:?}");
+    }
+
+    #[test]
+    fn broken_toml_and_oversize() {
+        let e = parse_gpus("[[gpu]\nid = ", "f.toml").unwrap_err();
+        assert!(matches!(e, CatalogError::Parse { line: 1, .. }), "{e:?}");
+        let big = " ".repeat(MAX_CATALOG_BYTES + 1);
+        assert!(matches!(parse_gpus(&big, "f.toml"), Err(CatalogError::TooLarge { .. })));
+        let e = parse_gpus("schema = 2\n", "f.toml").unwrap_err();
+        assert!(matches!(e, CatalogError::Invalid { line: 1, .. }));
+    }
+
+    #[test]
+    fn merge_replaces_by_id() {
+        let base = builtin_gpus().unwrap();
+        let n = base.len();
+        let mut user = parse_gpus(GOOD, "u").unwrap();
+        user[0].id = "t4".into();
+        let merged = merge_gpus(base.clone(), user.clone(), false);
+        assert_eq!(merged.len(), n);
+        assert_eq!(find_gpu(&merged, "t4").unwrap().memory_mib, 1024);
+        assert_eq!(merge_gpus(base, user, true).len(), 1);
+    }
+}

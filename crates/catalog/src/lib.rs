@@ -9,3 +9,4 @@ pub mod gpus;
 pub mod mig;
 pub mod offers;
 pub mod presets;
+pub use gpus::{builtin_gpus, find_gpu, CatalogError};

@@ -44,6 +44,10 @@ pub struct GpuSpec {
     /// has native bf16 (Ampere and later)
     #[serde(default = "yes")]
     pub bf16: bool,
+    /// architecture (`turing`, `volta`, `ampere`, `ada`, `hopper`, `blackwell`, `cdna3`);
+    /// the planner's time model picks its achievable MFU by this
+    #[serde(default)]
+    pub arch: String,
     /// figures checked against a source
     #[serde(default)]
     pub confirmed: bool,
