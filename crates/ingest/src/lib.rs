@@ -1,6 +1,21 @@
 //! vramfit-ingest: total parsers of model artifacts. Each returns a value
 //! or a typed error naming the file, the field and what was expected.
+//!
+//! - [`config`]: Hugging Face `config.json` → `ModelSpec`
+//! - [`safetensors`]: header-only reading of `.safetensors` (one file or sharded index)
+//! - [`hf_cache`]: finding a hub id in the local Hugging Face cache (never the network)
+//! - [`resolve`]: one entry point for a model argument (path, cache, preset)
+//! - [`peft`], [`deepspeed`]: adapter and DeepSpeed configs
+//! - [`calibration`]: PyTorch-measured cases
 
 pub mod calibration;
+pub mod config;
 pub mod deepspeed;
+pub mod error;
+pub mod hf_cache;
 pub mod peft;
+pub mod resolve;
+pub mod safetensors;
+
+pub use error::IngestError;
+pub use resolve::{resolve_model, ResolvedModel};

@@ -1,0 +1,32 @@
+//! Typed errors of the ingest layer: each names the input, the field and
+//! what was expected.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum IngestError {
+    #[error("{file}: cannot read: {reason}")]
+    Io { file: String, reason: String },
+    #[error("{file}: not valid JSON: {reason}")]
+    Json { file: String, reason: String },
+    #[error("{file}: missing field{} {} (needed for model_type '{model_type}')", if fields.len() > 1 { "s" } else { "" }, fields.join(", "))]
+    MissingFields { file: String, model_type: String, fields: Vec<String> },
+    #[error("{file}: field '{field}': expected {expected}, found {found}")]
+    BadField { file: String, field: String, expected: String, found: String },
+    #[error("{file}: {reason}")]
+    Invalid { file: String, reason: String },
+    #[error("{file}: safetensors header: {reason}")]
+    Safetensors { file: String, reason: String },
+    #[error("unknown model '{query}': not a file or directory, not in the local Hugging Face cache, not a preset{}", did_you_mean(.suggestions))]
+    UnknownModel { query: String, suggestions: Vec<String> },
+    #[error("{file}: {source}")]
+    Model { file: String, source: vramfit_core::CoreError },
+}
+
+fn did_you_mean(s: &[String]) -> String {
+    if s.is_empty() {
+        "; `vramfit estimate --list-presets` lists the presets".to_string()
+    } else {
+        format!("; did you mean: {}?", s.join(", "))
+    }
+}
