@@ -1,1 +1,355 @@
-//! (being built)
+//! `vramfit estimate`: JSON schema and renderers.
+//!
+//! Schema 1 (docs/schema.md): bytes are integers; `per_gpu.categories`
+//! always carries every category key (zeros included) and sums to
+//! `per_gpu.total_bytes`; `per_gpu.tensor_peak_bytes` is what
+//! `torch.cuda.max_memory_allocated()` would show (all categories except
+//! `runtime` and `margin`).
+
+use crate::format::{bytes, params, signed_bytes, thousands};
+use crate::SCHEMA_VERSION;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use vramfit_core::{Category, Explanation, Ledger};
+
+/// The whole `estimate --json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct EstimateReport {
+    pub schema: u32,
+    pub command: &'static str,
+    pub model: ModelInfo,
+    pub workload: WorkloadInfo,
+    pub per_gpu: PerGpu,
+    pub gpus: u64,
+    pub peak_phase: String,
+    /// host RAM for offloaded state (bytes)
+    pub cpu_bytes: u64,
+    /// NVMe for offloaded state (bytes)
+    pub nvme_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv: Option<KvInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitInfo>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    pub source: String,
+    pub family: String,
+    pub attention: String,
+    pub params_total: u64,
+    pub params_active: u64,
+    pub params_trainable: u64,
+    pub layers: u64,
+    pub hidden_size: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub vocab_size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointInfo>,
+    pub notes: Vec<String>,
+}
+
+/// Safetensors header check.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointInfo {
+    pub params: u64,
+    pub data_bytes: u64,
+    pub tensors: u64,
+    pub params_by_dtype: BTreeMap<String, u64>,
+    pub files: u64,
+    pub matches_config: bool,
+    pub verdict: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadInfo {
+    /// `infer`, `train`, `lora`, `qlora`
+    pub task: String,
+    /// weights dtype or quantization label
+    pub dtype: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<String>,
+    pub batch: u64,
+    /// tokens per sequence
+    pub seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+    pub tp: u64,
+    pub pp: u64,
+    pub dp: u64,
+    /// any further settings, as strings (precision, optimizer, zero stage …)
+    pub settings: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PerGpu {
+    pub categories: BTreeMap<&'static str, u64>,
+    pub tensor_peak_bytes: u64,
+    pub total_bytes: u64,
+    pub entries: Vec<EntryInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EntryInfo {
+    pub category: &'static str,
+    pub label: String,
+    pub bytes: u64,
+    pub explain: Explanation,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KvInfo {
+    pub bytes_per_token: u64,
+    pub tokens_per_sequence: u64,
+    pub block_size: u64,
+    pub block_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FitInfo {
+    pub gpu: String,
+    pub gpu_memory_bytes: u64,
+    pub required_bytes: u64,
+    pub fits: bool,
+    /// memory left over (negative: short by), bytes
+    pub headroom_bytes: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityInfo>,
+}
+
+/// Paged-KV capacity at a utilisation (`--gpu-util`).
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityInfo {
+    pub gpu_util: f64,
+    pub budget_bytes: u64,
+    pub kv_budget_bytes: u64,
+    pub kv_blocks: u64,
+    pub max_concurrency: u64,
+    pub max_context: u64,
+}
+
+impl PerGpu {
+    pub fn from_ledger(l: &Ledger) -> PerGpu {
+        PerGpu {
+            categories: l.categories().into_iter().map(|(c, b)| (c.key(), b)).collect(),
+            tensor_peak_bytes: l.tensor_peak_bytes(),
+            total_bytes: l.total_bytes(),
+            entries: l
+                .entries
+                .iter()
+                .map(|e| EntryInfo {
+                    category: e.category.key(),
+                    label: e.label.clone(),
+                    bytes: e.bytes,
+                    explain: e.explain.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl EstimateReport {
+    pub fn new(
+        model: ModelInfo,
+        workload: WorkloadInfo,
+        ledger: &Ledger,
+        kv: Option<KvInfo>,
+        fit: Option<FitInfo>,
+    ) -> Self {
+        EstimateReport {
+            schema: SCHEMA_VERSION,
+            command: "estimate",
+            model,
+            workload,
+            per_gpu: PerGpu::from_ledger(ledger),
+            gpus: ledger.gpus,
+            peak_phase: ledger.peak_phase.name().to_string(),
+            cpu_bytes: ledger.cpu_bytes,
+            nvme_bytes: ledger.nvme_bytes,
+            kv,
+            fit,
+            notes: ledger.notes.clone(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"
+    }
+
+    /// The human table; `explain` adds every entry's formula and inputs.
+    pub fn to_text(&self, explain: bool) -> String {
+        let mut out = String::new();
+        let m = &self.model;
+        let _ = writeln!(
+            out,
+            "{} — {} params{} ({}, {} layers, hidden {}, {} {} heads / {} kv, head_dim {})",
+            m.name,
+            params(m.params_total),
+            if m.params_active != m.params_total {
+                format!(", {} active per token", params(m.params_active))
+            } else {
+                String::new()
+            },
+            m.family,
+            m.layers,
+            m.hidden_size,
+            m.heads,
+            m.attention,
+            m.kv_heads,
+            m.head_dim
+        );
+        let _ = writeln!(out, "source: {}", m.source);
+        let w = &self.workload;
+        let mut wl = format!("task {}, weights {}", w.task, w.dtype);
+        if let Some(k) = &w.kv_dtype {
+            let _ = write!(wl, ", kv {k}");
+        }
+        let _ = write!(wl, ", batch {}, seq {}", w.batch, w.seq);
+        if let Some(c) = w.concurrency {
+            let _ = write!(wl, ", concurrency {c}");
+        }
+        for (k, v) in &w.settings {
+            let _ = write!(wl, ", {k} {v}");
+        }
+        let _ = write!(
+            wl,
+            "; {} GPU{} (TP {} × PP {} × DP {})",
+            self.gpus,
+            if self.gpus == 1 { "" } else { "s" },
+            w.tp,
+            w.pp,
+            w.dp
+        );
+        let _ = writeln!(out, "{wl}");
+        if m.params_trainable > 0 && m.params_trainable != m.params_total {
+            let _ = writeln!(
+                out,
+                "trainable: {} ({:.3}% of {})",
+                thousands(m.params_trainable),
+                m.params_trainable as f64 / m.params_total.max(1) as f64 * 100.0,
+                thousands(m.params_total)
+            );
+        }
+        out.push('\n');
+
+        let total = self.per_gpu.total_bytes.max(1);
+        let mut t = Table::new();
+        t.load_style(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["category", "per GPU", "bytes", "share"]);
+        for cat in category_keys() {
+            let b = &self.per_gpu.categories.get(cat).copied().unwrap_or(0);
+            if *b == 0 {
+                continue;
+            }
+            t.add_row(vec![
+                Cell::new(cat),
+                Cell::new(bytes(*b)).set_alignment(CellAlignment::Right),
+                Cell::new(thousands(*b)).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{:.1}%", *b as f64 / total as f64 * 100.0)).set_alignment(CellAlignment::Right),
+            ]);
+        }
+        t.add_row(vec![
+            Cell::new("tensor peak (max_memory_allocated)"),
+            Cell::new(bytes(self.per_gpu.tensor_peak_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(thousands(self.per_gpu.tensor_peak_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(""),
+        ]);
+        t.add_row(vec![
+            Cell::new("total per GPU"),
+            Cell::new(bytes(self.per_gpu.total_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(thousands(self.per_gpu.total_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new("100%"),
+        ]);
+        let _ = writeln!(out, "{t}");
+        let _ = writeln!(out, "peak phase: {}", self.peak_phase);
+        if self.cpu_bytes > 0 {
+            let _ = writeln!(out, "host RAM needed for offload: {}", bytes(self.cpu_bytes));
+        }
+        if self.nvme_bytes > 0 {
+            let _ = writeln!(out, "NVMe needed for offload: {}", bytes(self.nvme_bytes));
+        }
+        if let Some(kv) = &self.kv {
+            let _ = writeln!(
+                out,
+                "KV cache: {} per token per GPU, {} tokens per sequence, blocks of {} tokens = {} per block",
+                bytes(kv.bytes_per_token),
+                kv.tokens_per_sequence,
+                kv.block_size,
+                bytes(kv.block_bytes)
+            );
+        }
+        if let Some(f) = &self.fit {
+            let _ = writeln!(
+                out,
+                "{}: {} — needs {} of {} ({} {})",
+                f.gpu,
+                if f.fits { "FITS" } else { "DOES NOT FIT" },
+                bytes(f.required_bytes),
+                bytes(f.gpu_memory_bytes),
+                signed_bytes(f.headroom_bytes as i128),
+                if f.fits { "headroom" } else { "short" }
+            );
+            if let Some(c) = &f.capacity {
+                let _ = writeln!(
+                    out,
+                    "at --gpu-util {:.2}: budget {}, KV budget {} = {} blocks → max concurrency {} at this context; max context {} at concurrency {}",
+                    c.gpu_util,
+                    bytes(c.budget_bytes),
+                    bytes(c.kv_budget_bytes),
+                    c.kv_blocks,
+                    c.max_concurrency,
+                    c.max_context,
+                    self.workload.concurrency.unwrap_or(self.workload.batch)
+                );
+            }
+        }
+        for n in self.model.notes.iter().chain(&self.notes) {
+            let _ = writeln!(out, "note: {n}");
+        }
+        if let Some(c) = &self.model.checkpoint {
+            let _ = writeln!(
+                out,
+                "checkpoint: {} tensors in {} file(s), {} elements — {}",
+                c.tensors,
+                c.files,
+                thousands(c.params),
+                c.verdict
+            );
+        }
+        if explain {
+            out.push_str("\nHow each number was computed (per GPU):\n");
+            for e in &self.per_gpu.entries {
+                let _ = writeln!(out, "\n[{}] {} = {} ({} B)", e.category, e.label, bytes(e.bytes), thousands(e.bytes));
+                let _ = writeln!(out, "    formula: {}", e.explain.formula);
+                for term in &e.explain.terms {
+                    let _ = writeln!(out, "    {} = {}", term.name, term.value);
+                }
+                if let Some(n) = &e.explain.note {
+                    let _ = writeln!(out, "    note: {n}");
+                }
+            }
+            let _ = writeln!(
+                out,
+                "\ntensor peak = sum of all categories except runtime and margin = {} B; total = tensor peak + runtime + margin = {} B",
+                thousands(self.per_gpu.tensor_peak_bytes),
+                thousands(self.per_gpu.total_bytes)
+            );
+        } else {
+            out.push_str("(--explain shows the formula and inputs behind every number)\n");
+        }
+        out
+    }
+}
+
+/// Category display order helper for other renderers.
+pub fn category_keys() -> Vec<&'static str> {
+    Category::ALL.iter().map(|c| c.key()).collect()
+}

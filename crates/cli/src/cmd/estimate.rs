@@ -1,10 +1,370 @@
-//! `vramfit estimate` (being built).
+//! `vramfit estimate`: per-GPU memory of a model and workload.
+//!
+//! Also home of [`WorkloadArgs`] (the workload flags shared by `plan`,
+//! `diagnose` and `mig`) and [`ModelArgs`] helpers: parse once, convert
+//! once into domain values, reject contradictions naming the flags.
 
+use crate::cmd::train_args::{Common, TaskKind, TrainArgs};
 use crate::Outcome;
+use anyhow::{bail, Context};
+use vramfit_core::infer::{capacity, estimate_inference, fit};
+use vramfit_core::units::MIB;
+use vramfit_core::{
+    DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, Task, Workload,
+};
+use vramfit_ingest::resolve::ResolvedModel;
+use vramfit_report::estimate::{
+    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
+};
 
 #[derive(clap::Args, Debug)]
-pub struct EstimateArgs {}
+pub struct EstimateArgs {
+    /// Model: preset name (`llama-2-7b`), hub id found in the local HF cache
+    /// (`meta-llama/Llama-2-7b-hf`), a config.json, a .safetensors file or index, or a directory
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`); `--list-gpus` lists them
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// With --gpu: paged-KV capacity at this memory utilisation (vLLM's gpu_memory_utilization, e.g. 0.9)
+    #[arg(long, value_name = "FRACTION")]
+    pub gpu_util: Option<f64>,
+    /// Machine-readable output (schema in docs/schema.md)
+    #[arg(long)]
+    pub json: bool,
+    /// Show the formula and inputs behind every number
+    #[arg(long)]
+    pub explain: bool,
+    /// List the embedded model presets and exit
+    #[arg(long)]
+    pub list_presets: bool,
+    /// List the embedded GPU catalogue and exit
+    #[arg(long)]
+    pub list_gpus: bool,
+}
 
-pub fn run(_args: EstimateArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("'vramfit estimate' is not built yet")
+/// Workload flags common to every command that sizes a job.
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// What is run: inference, full training, LoRA or QLoRA
+    #[arg(long, value_enum, default_value_t = TaskKind::Infer)]
+    pub task: TaskKind,
+    /// Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size) or nf4 (bitsandbytes);
+    /// default: the checkpoint's quantization if any, else bf16
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// KV cache dtype: fp16, bf16, fp8, fp32
+    #[arg(long, default_value = "fp16")]
+    pub kv_dtype: String,
+    /// Sequences per step (inference prefill batch; training micro-batch per GPU)
+    #[arg(long, default_value_t = 1)]
+    pub batch: u64,
+    /// Tokens per sequence (prompt + generated for inference) [default: 4096 inference, 2048 training]
+    #[arg(long, visible_alias = "seq")]
+    pub context: Option<u64>,
+    /// Sequences whose KV cache is resident at once [default: --batch]
+    #[arg(long)]
+    pub concurrency: Option<u64>,
+    /// Tensor-parallel degree
+    #[arg(long, default_value_t = 1)]
+    pub tp: u64,
+    /// Pipeline-parallel stages
+    #[arg(long, default_value_t = 1)]
+    pub pp: u64,
+    /// Total GPUs [default: tp × pp]
+    #[arg(long)]
+    pub gpus: Option<u64>,
+    /// Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style)
+    #[arg(long, default_value_t = 128)]
+    pub group_size: u64,
+    /// Materialise logits in fp32 (an upcast before sampling or loss)
+    #[arg(long)]
+    pub logits_fp32: bool,
+    /// Paged KV block size in tokens
+    #[arg(long, default_value_t = 16)]
+    pub block_size: u64,
+    /// CUDA context + library handles per process per GPU, MiB
+    #[arg(long, default_value_t = vramfit_core::runtime::DEFAULT_CUDA_CONTEXT / MIB)]
+    pub cuda_context_mib: u64,
+    /// cuBLAS + cuBLASLt workspaces per GPU, MiB (fractional allowed)
+    #[arg(long)]
+    pub workspace_mib: Option<f64>,
+    /// Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule)
+    #[arg(long, default_value_t = vramfit_core::runtime::DEFAULT_MARGIN)]
+    pub margin: f64,
+    #[command(flatten)]
+    pub train: TrainArgs,
+}
+
+/// Parse a `--dtype` value into (storage dtype, quantization).
+pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DType, Option<QuantSpec>)> {
+    let compute = model.native_dtype.filter(|d| matches!(d, DType::F16 | DType::BF16)).unwrap_or(DType::BF16);
+    let lower = s.to_ascii_lowercase();
+    if group == 0 {
+        bail!("--group-size must be at least 1");
+    }
+    Ok(match lower.as_str() {
+        "nf4" | "bnb4" | "qlora" => (DType::I4, Some(QuantSpec::nf4(true, compute))),
+        "int4" | "q4" | "gptq" | "awq" => (DType::I4, Some(QuantSpec::int(4, group, DType::F16))),
+        "int8" | "i8" => (DType::I8, Some(QuantSpec::int(8, group, DType::F16))),
+        "fp8" | "f8" | "e4m3" => (DType::F8, Some(QuantSpec::fp8_per_tensor(compute))),
+        other => {
+            let d: DType = other.parse().map_err(|e: String| anyhow::anyhow!("--dtype: {e}, nf4"))?;
+            (d, None)
+        }
+    })
+}
+
+impl WorkloadArgs {
+    fn common(&self, default_seq: u64) -> Common {
+        Common {
+            task: self.task,
+            batch: self.batch,
+            seq: self.context.unwrap_or(default_seq),
+            gpus: self.gpus.unwrap_or(self.tp.max(1) * self.pp.max(1)),
+            tp: self.tp,
+            pp: self.pp,
+            dtype: None,
+        }
+    }
+
+    pub fn runtime(&self) -> anyhow::Result<RuntimeSetup> {
+        let workspace = match self.workspace_mib {
+            Some(w) if !(w.is_finite() && w >= 0.0) => bail!("--workspace-mib: {w} is not a non-negative number"),
+            Some(w) => (w * MIB as f64) as u64,
+            None => vramfit_core::runtime::DEFAULT_WORKSPACE,
+        };
+        let rt = RuntimeSetup {
+            cuda_context_bytes: self
+                .cuda_context_mib
+                .checked_mul(MIB)
+                .context("--cuda-context-mib is absurdly large")?,
+            workspace_bytes: workspace,
+            margin: self.margin,
+        };
+        rt.validate().map_err(|e| anyhow::anyhow!("--margin: {e}"))?;
+        Ok(rt)
+    }
+
+    /// The inference setup these flags describe.
+    pub fn inference(&self, spec: &ModelSpec) -> anyhow::Result<InferenceSetup> {
+        let (weight_dtype, quant) = match &self.dtype {
+            Some(d) => parse_dtype(d, self.group_size, spec)?,
+            None => match &spec.quantization {
+                Some(q) => (if q.bits <= 4 { DType::I4 } else { DType::I8 }, Some(q.clone())),
+                None => (DType::BF16, None),
+            },
+        };
+        let kv_dtype: DType = self.kv_dtype.parse().map_err(|e: String| anyhow::anyhow!("--kv-dtype: {e}"))?;
+        if kv_dtype.bits() < 8 {
+            bail!("--kv-dtype: {kv_dtype} is not a KV cache dtype (fp32, fp16, bf16, fp8)");
+        }
+        let concurrency = self.concurrency.unwrap_or(self.batch);
+        if concurrency < self.batch {
+            bail!(
+                "--concurrency {concurrency} is smaller than --batch {}: every sequence in a batch holds a KV cache",
+                self.batch
+            );
+        }
+        Ok(InferenceSetup {
+            weight_dtype,
+            quant,
+            kv_dtype,
+            batch: self.batch,
+            concurrency,
+            context: self.context.unwrap_or(4096),
+            logits_fp32: self.logits_fp32,
+            block_size: self.block_size,
+        })
+    }
+
+    /// Check the GPU count against TP × PP.
+    fn parallelism(&self) -> anyhow::Result<Parallelism> {
+        if self.tp == 0 || self.pp == 0 {
+            bail!("--tp and --pp must be at least 1");
+        }
+        let gpus = self.gpus.unwrap_or(self.tp * self.pp);
+        if gpus == 0 || gpus % (self.tp * self.pp) != 0 {
+            bail!("--gpus {gpus} is not a multiple of --tp {} × --pp {}", self.tp, self.pp);
+        }
+        Ok(Parallelism { gpus, tp: self.tp, pp: self.pp, ..Parallelism::default() })
+    }
+
+    /// The full workload for `spec`.
+    pub fn build(&self, spec: &ModelSpec) -> anyhow::Result<Workload> {
+        let runtime = self.runtime()?;
+        match self.task {
+            TaskKind::Infer => {
+                let par = self.parallelism()?;
+                if par.dp() > 1 {
+                    // Replicas do not change per-GPU memory; keep the count for the report.
+                }
+                Ok(Workload { task: Task::Inference(self.inference(spec)?), parallelism: par, runtime })
+            }
+            _ => {
+                let mut common = self.common(2048);
+                if let Some(d) = &self.dtype {
+                    common.dtype = Some(d.parse::<DType>().map_err(|e| anyhow::anyhow!("--dtype: {e}"))?);
+                }
+                let (setup, parallelism) = self.train.build(spec, &common)?;
+                Ok(Workload { task: Task::Train(setup), parallelism, runtime })
+            }
+        }
+    }
+}
+
+/// Resolve a model argument with a helpful error.
+pub fn resolve(model: Option<&str>) -> anyhow::Result<ResolvedModel> {
+    let Some(q) = model else {
+        bail!("no model given: name a preset (e.g. llama-2-7b), a hub id in the local HF cache, a config.json or a directory (`vramfit estimate --list-presets`)");
+    };
+    Ok(vramfit_ingest::resolve_model(q)?)
+}
+
+/// Model facts for reports.
+pub fn model_info(r: &ResolvedModel, params_trainable: u64) -> anyhow::Result<ModelInfo> {
+    let s = &r.spec;
+    let l = ParamLayout::of(s)?;
+    Ok(ModelInfo {
+        name: s.name.clone(),
+        source: r.source_text(),
+        family: s.family.name().to_string(),
+        attention: s.attention_kind().to_string(),
+        params_total: l.total()?,
+        params_active: l.active()?,
+        params_trainable,
+        layers: s.num_layers,
+        hidden_size: s.hidden_size,
+        heads: s.num_heads,
+        kv_heads: s.num_kv_heads,
+        head_dim: s.head_dim,
+        vocab_size: s.vocab_size,
+        quantization: s.quantization.as_ref().map(|q| q.label.clone()),
+        checkpoint: r.checkpoint.as_ref().map(|c| CheckpointInfo {
+            params: c.summary.params,
+            data_bytes: c.summary.data_bytes,
+            tensors: c.summary.tensors,
+            params_by_dtype: c.summary.params_by_dtype.clone(),
+            files: c.summary.files.len() as u64,
+            matches_config: c.difference == 0,
+            verdict: c.verdict.clone(),
+        }),
+        notes: s.notes.clone(),
+    })
+}
+
+fn list_presets() -> anyhow::Result<String> {
+    let mut out = String::from("Embedded model presets (name — params — hub ids):\n");
+    for p in vramfit_catalog::presets::builtin()? {
+        let r = vramfit_ingest::resolve::resolve_with_env(&p.name, &|_| None)?;
+        let l = ParamLayout::of(&r.spec)?;
+        out.push_str(&format!(
+            "  {:<16} {:>9}  {}\n",
+            p.name,
+            vramfit_report::format::params(l.total()?),
+            p.hub_ids.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+fn list_gpus() -> anyhow::Result<String> {
+    let mut out = String::from("Embedded GPU catalogue (id — memory as nvidia-smi shows it — name):\n");
+    for g in vramfit_catalog::gpus::builtin_gpus()? {
+        out.push_str(&format!("  {:<22} {:>7} MiB  {}\n", g.id, g.memory_mib, g.name));
+    }
+    Ok(out)
+}
+
+pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
+    if args.list_presets {
+        return Ok(Outcome::ok(list_presets()?));
+    }
+    if args.list_gpus {
+        return Ok(Outcome::ok(list_gpus()?));
+    }
+    let resolved = resolve(args.model.as_deref())?;
+    let spec = &resolved.spec;
+    let workload = args.workload.build(spec)?;
+    let ledger = vramfit_core::estimate(spec, &workload)?;
+    let gpu = match &args.gpu {
+        Some(name) => {
+            let all = vramfit_catalog::gpus::builtin_gpus()?;
+            Some(vramfit_catalog::gpus::find_gpu(&all, name)?.clone())
+        }
+        None => None,
+    };
+    if args.gpu_util.is_some() && gpu.is_none() {
+        bail!("--gpu-util needs --gpu: the capacity is computed for a card");
+    }
+
+    let par = &workload.parallelism;
+    let mut kv = None;
+    let mut workload_info = WorkloadInfo {
+        task: format!("{:?}", args.workload.task).to_ascii_lowercase(),
+        dtype: String::new(),
+        kv_dtype: None,
+        batch: args.workload.batch,
+        seq: 0,
+        concurrency: None,
+        tp: par.tp,
+        pp: par.pp,
+        dp: par.dp(),
+        settings: Default::default(),
+    };
+    let mut cap = None;
+    match &workload.task {
+        Task::Inference(setup) => {
+            let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
+            kv = Some(KvInfo {
+                bytes_per_token: detail.kv.bytes_per_token,
+                tokens_per_sequence: detail.tokens_per_sequence,
+                block_size: setup.block_size,
+                block_bytes: detail.block_bytes,
+            });
+            workload_info.dtype =
+                setup.quant.as_ref().map(|q| q.label.clone()).unwrap_or_else(|| setup.weight_dtype.to_string());
+            workload_info.kv_dtype = Some(setup.kv_dtype.to_string());
+            workload_info.seq = setup.context;
+            workload_info.concurrency = Some(setup.concurrency);
+            if let (Some(g), Some(u)) = (&gpu, args.gpu_util) {
+                let c = capacity(spec, setup, par, &workload.runtime, g.memory_bytes(), u)?;
+                cap = Some(CapacityInfo {
+                    gpu_util: c.gpu_util,
+                    budget_bytes: c.budget_bytes,
+                    kv_budget_bytes: c.kv_budget_bytes,
+                    kv_blocks: c.kv_blocks,
+                    max_concurrency: c.max_concurrency,
+                    max_context: c.max_context,
+                });
+            }
+        }
+        Task::Train(t) => {
+            workload_info.dtype = t.precision.name().to_string();
+            workload_info.seq = t.seq;
+            workload_info.settings.insert("optimizer".into(), t.optimizer.name().to_string());
+            workload_info.settings.insert("checkpointing".into(), t.checkpointing.name().to_string());
+            workload_info.settings.insert("attention".into(), t.attention.name().to_string());
+            workload_info.settings.insert("grad_accum".into(), t.grad_accum.to_string());
+            workload_info.settings.insert("sharding".into(), format!("zero-{}", par.sharding.stage()));
+            workload_info.task = t.kind.name().to_string();
+        }
+    }
+    let fit_info = gpu.as_ref().map(|g| {
+        let f = fit(&ledger, g.memory_bytes());
+        FitInfo {
+            gpu: g.name.clone(),
+            gpu_memory_bytes: f.gpu_memory_bytes,
+            required_bytes: f.required_bytes,
+            fits: f.fits,
+            headroom_bytes: f.headroom_bytes.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            capacity: cap,
+        }
+    });
+    let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
+    let report =
+        EstimateReport::new(model_info(&resolved, ledger.params_trainable)?, workload_info, &ledger, kv, fit_info);
+    let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
+    Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
 }
