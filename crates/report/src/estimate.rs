@@ -289,13 +289,16 @@ impl EstimateReport {
         if let Some(f) = &self.fit {
             let _ = writeln!(
                 out,
-                "{}: {} — needs {} of {} ({} {})",
+                "{}: {} — needs {} of {} ({})",
                 f.gpu,
                 if f.fits { "FITS" } else { "DOES NOT FIT" },
                 bytes(f.required_bytes),
                 bytes(f.gpu_memory_bytes),
-                signed_bytes(f.headroom_bytes as i128),
-                if f.fits { "headroom" } else { "short" }
+                if f.fits {
+                    format!("{} headroom", signed_bytes(f.headroom_bytes as i128))
+                } else {
+                    format!("short by {}", bytes(f.headroom_bytes.unsigned_abs()))
+                }
             );
             if let Some(c) = &f.capacity {
                 let _ = writeln!(

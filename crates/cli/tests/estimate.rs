@@ -1,0 +1,311 @@
+//! `vramfit estimate` through the real binary: the issue's figures, the
+//! JSON schema, exit codes and bad input.
+
+mod common;
+use common::{json, run, vramfit};
+use std::io::Write;
+
+const GIB: u64 = 1 << 30;
+
+fn cat(v: &serde_json::Value, c: &str) -> u64 {
+    v["per_gpu"]["categories"][c].as_u64().unwrap_or_else(|| panic!("no category {c}"))
+}
+
+#[test]
+fn llama2_7b_params_and_bf16_weights() {
+    let v = json(&["estimate", "llama-2-7b", "--json"], 0);
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["model"]["params_total"], 6_738_415_616u64);
+    assert_eq!(v["model"]["params_active"], 6_738_415_616u64);
+    assert_eq!(cat(&v, "weights"), 13_476_831_232);
+}
+
+#[test]
+fn hub_style_ids_and_case_resolve_to_presets() {
+    let v = json(&["estimate", "meta-llama/Llama-2-7b-hf", "--json"], 0);
+    assert_eq!(v["model"]["params_total"], 6_738_415_616u64);
+    let v = json(&["estimate", "MISTRAL-7B", "--json"], 0);
+    assert_eq!(v["model"]["params_total"], 7_241_732_096u64);
+    let v = json(&["estimate", "Qwen/Qwen2.5-7B-Instruct", "--json"], 0);
+    assert_eq!(v["model"]["params_total"], 7_615_616_512u64);
+}
+
+#[test]
+fn kv_cache_gqa_difference_32_by_4096() {
+    // 2 × 32 layers × 32 kv heads × 128 × 2 B × (32 × 4096) tokens = 64 GiB;
+    // Mistral has 8 kv heads: a quarter, 16 GiB.
+    let args = ["--batch", "32", "--context", "4096", "--kv-dtype", "fp16", "--json"];
+    let l = json(&[&["estimate", "llama-2-7b"][..], &args].concat(), 0);
+    let m = json(&[&["estimate", "mistral-7b"][..], &args].concat(), 0);
+    assert_eq!(cat(&l, "kv_cache"), 64 * GIB);
+    assert_eq!(cat(&m, "kv_cache"), 16 * GIB);
+    assert_eq!(l["model"]["attention"], "MHA");
+    assert_eq!(m["model"]["attention"], "GQA");
+    let (text, _) = run(&["estimate", "mistral-7b", "--batch", "32", "--context", "4096"], 0);
+    assert!(text.contains("GQA heads / 8 kv"), "{text}");
+    assert!(text.contains("16.00 GiB"), "{text}");
+}
+
+#[test]
+fn llama2_13b_bf16_is_about_24_2_gib() {
+    let v = json(&["estimate", "llama-2-13b", "--dtype", "bf16", "--json"], 0);
+    let gib = cat(&v, "weights") as f64 / GIB as f64;
+    assert!((gib - 24.24).abs() < 0.01, "{gib}");
+}
+
+#[test]
+fn llama2_70b_int4_shows_its_overhead() {
+    let v = json(&["estimate", "llama-2-70b", "--dtype", "int4", "--json"], 0);
+    let w = cat(&v, "weights");
+    let params = v["model"]["params_total"].as_u64().unwrap();
+    // Pure 4-bit would be params/2; scales, zeros and the 16-bit embeddings add to it.
+    assert!(w > params / 2, "{w} vs {}", params / 2);
+    assert!(w < params * 6 / 10, "{w}");
+    let entries = v["per_gpu"]["entries"].as_array().unwrap();
+    let lin = entries.iter().find(|e| e["label"].as_str().unwrap().contains("int4 g128")).unwrap();
+    assert!(lin["explain"]["formula"].as_str().unwrap().contains("scale"));
+    let (text, _) = run(&["estimate", "llama-2-70b", "--dtype", "int4", "--explain"], 0);
+    assert!(text.contains("(d_in/g)·d_out·(2 B scale + bits/8 zero)"), "{text}");
+    assert!(text.contains("keep embeddings and lm_head in 16-bit"), "{text}");
+}
+
+#[test]
+fn categories_sum_to_total_and_tensor_peak_excludes_runtime() {
+    let v = json(&["estimate", "mixtral-8x7b", "--batch", "4", "--tp", "2", "--json"], 0);
+    let cats = v["per_gpu"]["categories"].as_object().unwrap();
+    let sum: u64 = cats.values().map(|x| x.as_u64().unwrap()).sum();
+    assert_eq!(sum, v["per_gpu"]["total_bytes"].as_u64().unwrap());
+    let peak = sum - cat(&v, "runtime") - cat(&v, "margin");
+    assert_eq!(peak, v["per_gpu"]["tensor_peak_bytes"].as_u64().unwrap());
+    for key in ["weights", "master_weights", "gradients", "optimizer_states", "activations", "kv_cache", "logits", "temporaries", "runtime", "margin"] {
+        assert!(cats.contains_key(key), "missing {key}");
+    }
+    assert_eq!(v["gpus"], 2);
+}
+
+#[test]
+fn tensor_parallel_halves_weights_and_kv() {
+    let one = json(&["estimate", "llama-2-70b", "--json"], 0);
+    let two = json(&["estimate", "llama-2-70b", "--tp", "2", "--json"], 0);
+    assert_eq!(cat(&two, "kv_cache") * 2, cat(&one, "kv_cache"));
+    let (w1, w2) = (cat(&one, "weights"), cat(&two, "weights"));
+    assert!(w2 < w1 / 2 + w1 / 100, "{w1} {w2}");
+}
+
+#[test]
+fn fit_exit_codes() {
+    let v = json(&["estimate", "llama-2-7b", "--gpu", "a100-80gb", "--json"], 0);
+    assert_eq!(v["fit"]["fits"], true);
+    let v = json(&["estimate", "llama-2-70b", "--gpu", "rtx-3090", "--json"], 1);
+    assert_eq!(v["fit"]["fits"], false);
+    assert!(v["fit"]["headroom_bytes"].as_i64().unwrap() < 0);
+}
+
+#[test]
+fn paged_capacity_at_gpu_util() {
+    let v = json(&["estimate", "llama-3.1-8b", "--gpu", "a100-80gb", "--gpu-util", "0.9", "--context", "8192", "--json"], 0);
+    let c = &v["fit"]["capacity"];
+    let per_token = v["kv"]["bytes_per_token"].as_u64().unwrap();
+    assert_eq!(per_token, 2 * 32 * 8 * 128 * 2); // 128 KiB
+    let blocks = c["kv_blocks"].as_u64().unwrap();
+    let conc = c["max_concurrency"].as_u64().unwrap();
+    assert_eq!(conc, blocks / (8192 / 16));
+    assert!(conc > 10 && conc < 80, "{conc}");
+    assert!(c["max_context"].as_u64().unwrap() % 16 == 0);
+    // The longest context for one sequence must itself fit the budget.
+    let max_ctx = c["max_context"].as_u64().unwrap().to_string();
+    let budget = c["budget_bytes"].as_u64().unwrap();
+    let at = json(&["estimate", "llama-3.1-8b", "--context", &max_ctx, "--margin", "0", "--json"], 0);
+    assert!(at["per_gpu"]["total_bytes"].as_u64().unwrap() <= budget);
+}
+
+#[test]
+fn unknown_preset_suggests() {
+    let (_, err) = run(&["estimate", "lama-2-7b"], 2);
+    assert!(err.contains("unknown model 'lama-2-7b'") && err.contains("did you mean: llama-2-7b"), "{err}");
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("vramfit-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn malformed_and_incomplete_configs() {
+    let d = temp_dir("bad-config");
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, b"{\"hidden_size\": 4096,").unwrap();
+    let (_, err) = run(&["estimate", bad.to_str().unwrap()], 2);
+    assert!(err.contains("bad.json") && err.contains("not valid JSON"), "{err}");
+
+    let missing = d.join("missing.json");
+    std::fs::write(&missing, br#"{"model_type":"llama","hidden_size":4096}"#).unwrap();
+    let (_, err) = run(&["estimate", missing.to_str().unwrap()], 2);
+    assert!(err.contains("missing fields") && err.contains("num_hidden_layers") && err.contains("vocab_size"), "{err}");
+
+    let zero = d.join("zero.json");
+    std::fs::write(&zero, br#"{"model_type":"llama","hidden_size":0,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8,"vocab_size":10}"#).unwrap();
+    let (_, err) = run(&["estimate", zero.to_str().unwrap()], 2);
+    assert!(err.contains("hidden_size") && err.contains("at least 1"), "{err}");
+
+    let absurd = d.join("absurd.json");
+    std::fs::write(&absurd, br#"{"model_type":"llama","hidden_size":4096,"num_hidden_layers":99999999,"num_attention_heads":32,"intermediate_size":8,"vocab_size":10}"#).unwrap();
+    let (_, err) = run(&["estimate", absurd.to_str().unwrap()], 2);
+    assert!(err.contains("num_hidden_layers") && err.contains("larger than any real model"), "{err}");
+
+    let wrong_type = d.join("wrong.json");
+    std::fs::write(&wrong_type, br#"{"model_type":"llama","hidden_size":"big","num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8,"vocab_size":10}"#).unwrap();
+    let (_, err) = run(&["estimate", wrong_type.to_str().unwrap()], 2);
+    assert!(err.contains("hidden_size (a non-negative integer, found a string)"), "{err}");
+}
+
+#[test]
+fn zero_and_absurd_workload_sizes() {
+    let (_, err) = run(&["estimate", "llama-2-7b", "--batch", "0"], 2);
+    assert!(err.contains("batch") && err.contains("at least 1"), "{err}");
+    let (_, err) = run(&["estimate", "llama-2-7b", "--context", "99999999999"], 2);
+    assert!(err.contains("context") && err.contains("absurdly large"), "{err}");
+    let (_, err) = run(&["estimate", "llama-2-7b", "--tp", "3"], 2);
+    assert!(err.contains("does not divide the 32 attention heads"), "{err}");
+}
+
+#[test]
+fn byte_arithmetic_overflow_is_an_error_not_a_wrap() {
+    // 405B with 16M concurrent sequences of 2^31 tokens: the KV cache alone
+    // exceeds 2^64 bytes.
+    let (_, err) = run(&["estimate", "llama-3.1-405b", "--concurrency", "16777216", "--context", "2147483648"], 2);
+    assert!(err.contains("overflows 64-bit byte arithmetic"), "{err}");
+}
+
+fn safetensors_bytes(header: &str, data: usize) -> Vec<u8> {
+    let mut v = (header.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(header.as_bytes());
+    v.extend(std::iter::repeat_n(0u8, data));
+    v
+}
+
+/// A tiny GPT-2 (n_embd 4, 1 layer, vocab 8, 2 positions) and a
+/// safetensors header listing exactly its tensors.
+fn tiny_gpt2(dir: &std::path::Path, drop_one: bool) {
+    std::fs::write(dir.join("config.json"), br#"{"model_type":"gpt2","n_embd":4,"n_layer":1,"n_head":2,"vocab_size":8,"n_positions":2}"#).unwrap();
+    let mut tensors = vec![
+        ("wte.weight", vec![8, 4]),
+        ("wpe.weight", vec![2, 4]),
+        ("h.0.ln_1.weight", vec![4]),
+        ("h.0.ln_1.bias", vec![4]),
+        ("h.0.attn.c_attn.weight", vec![4, 12]),
+        ("h.0.attn.c_attn.bias", vec![12]),
+        ("h.0.attn.c_proj.weight", vec![4, 4]),
+        ("h.0.attn.c_proj.bias", vec![4]),
+        ("h.0.ln_2.weight", vec![4]),
+        ("h.0.ln_2.bias", vec![4]),
+        ("h.0.mlp.c_fc.weight", vec![4, 16]),
+        ("h.0.mlp.c_fc.bias", vec![16]),
+        ("h.0.mlp.c_proj.weight", vec![16, 4]),
+        ("h.0.mlp.c_proj.bias", vec![4]),
+        ("ln_f.weight", vec![4]),
+        ("ln_f.bias", vec![4]),
+    ];
+    if drop_one {
+        tensors.pop();
+    }
+    let mut off = 0u64;
+    let mut parts = vec![r#""__metadata__":{"format":"pt"}"#.to_string()];
+    for (name, shape) in &tensors {
+        let n: u64 = shape.iter().product();
+        let b = n * 4;
+        parts.push(format!(r#""{name}":{{"dtype":"F32","shape":{shape:?},"data_offsets":[{off},{}]}}"#, off + b));
+        off += b;
+    }
+    let header = format!("{{{}}}", parts.join(","));
+    std::fs::write(dir.join("model.safetensors"), safetensors_bytes(&header, off as usize)).unwrap();
+}
+
+#[test]
+fn safetensors_headers_match_or_mismatch_the_config() {
+    let d = temp_dir("st-ok");
+    tiny_gpt2(&d, false);
+    let v = json(&["estimate", d.to_str().unwrap(), "--json"], 0);
+    // wte 32 + wpe 8 + ln 8 + c_attn 60 + c_proj 20 + ln 8 + c_fc 80 + c_proj 68 + ln_f 8 = 292
+    assert_eq!(v["model"]["params_total"], 292);
+    assert_eq!(v["model"]["checkpoint"]["params"], 292);
+    assert_eq!(v["model"]["checkpoint"]["matches_config"], true);
+
+    let d = temp_dir("st-mismatch");
+    tiny_gpt2(&d, true);
+    let v = json(&["estimate", d.join("model.safetensors").to_str().unwrap(), "--json"], 0);
+    assert_eq!(v["model"]["checkpoint"]["matches_config"], false);
+    assert!(v["model"]["checkpoint"]["verdict"].as_str().unwrap().starts_with("MISMATCH"));
+}
+
+#[test]
+fn truncated_and_hostile_safetensors_headers() {
+    let d = temp_dir("st-bad");
+    std::fs::write(d.join("config.json"), br#"{"model_type":"gpt2","n_embd":4,"n_layer":1,"n_head":2,"vocab_size":8,"n_positions":2}"#).unwrap();
+    // Header length says 200 bytes, only 10 follow.
+    let mut f = std::fs::File::create(d.join("model.safetensors")).unwrap();
+    f.write_all(&200u64.to_le_bytes()).unwrap();
+    f.write_all(b"{\"a\":{\"dty").unwrap();
+    drop(f);
+    let (_, err) = run(&["estimate", d.to_str().unwrap()], 2);
+    assert!(err.contains("truncated") && err.contains("model.safetensors"), "{err}");
+
+    // A header that claims 10 GB of JSON is refused before any allocation.
+    std::fs::write(d.join("model.safetensors"), 10_000_000_000u64.to_le_bytes()).unwrap();
+    let (_, err) = run(&["estimate", d.to_str().unwrap()], 2);
+    assert!(err.contains("claims 10000000000 bytes"), "{err}");
+
+    // Three bytes: not even a length.
+    std::fs::write(d.join("model.safetensors"), b"abc").unwrap();
+    let (_, err) = run(&["estimate", d.to_str().unwrap()], 2);
+    assert!(err.contains("too short"), "{err}");
+}
+
+#[test]
+fn hub_id_found_in_local_hf_cache_offline() {
+    let home = temp_dir("hf-home");
+    let repo = home.join("hub/models--acme--tiny-llama");
+    let snap = repo.join("snapshots/0123abcd");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+    std::fs::write(
+        snap.join("config.json"),
+        br#"{"model_type":"llama","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"intermediate_size":688,"vocab_size":32000}"#,
+    )
+    .unwrap();
+    let out = vramfit().env("HF_HOME", &home).args(["estimate", "acme/tiny-llama", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // validation.jsonl's llama-tiny-2L-256: 71,865,344 params (fp32 bytes / 4).
+    assert_eq!(v["model"]["params_total"], 71_865_344u64 / 4);
+    assert!(v["model"]["source"].as_str().unwrap().contains("local Hugging Face cache"));
+}
+
+#[test]
+fn multimodal_config_counts_text_model_and_says_so() {
+    let (text, _) = run(&["estimate", "qwen3-vl-8b"], 0);
+    assert!(text.contains("counted the language model in `text_config` only"), "{text}");
+}
+
+#[test]
+fn list_presets_and_gpus() {
+    let (text, _) = run(&["estimate", "--list-presets"], 0);
+    assert!(text.lines().count() > 25, "{text}");
+    let (text, _) = run(&["estimate", "--list-gpus"], 0);
+    assert!(text.contains("MiB"), "{text}");
+}
+
+#[test]
+fn text_output_snapshot() {
+    let (text, _) = run(&["estimate", "llama-2-7b", "--batch", "8", "--context", "2048", "--gpu", "rtx-4090"], 1);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn json_output_snapshot() {
+    let v = json(&["estimate", "mistral-7b", "--dtype", "fp8", "--kv-dtype", "fp8", "--json"], 0);
+    insta::assert_json_snapshot!(v);
+}
