@@ -137,7 +137,7 @@ pub fn estimate_inference(
     if pp > spec.num_layers {
         return Err(CoreError::invalid("pp", format!("{pp} stages for {} layers", spec.num_layers)));
     }
-    let mut ledger = Ledger::new(Phase::Prefill, tp * pp);
+    let mut ledger = Ledger::new(Phase::Prefill, par.gpus.max(tp * pp));
     ledger.params_total = layout.total()?;
     ledger.params_active = layout.active()?;
     push_weights(&mut ledger, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
@@ -206,6 +206,12 @@ pub fn estimate_inference(
     );
     let _ = sum("tensor peak", &[ledger.tensor_peak_bytes()])?;
     runtime.apply(&mut ledger)?;
+    let replicas = par.gpus.max(tp * pp) / (tp * pp);
+    if replicas > 1 {
+        ledger.notes.push(format!(
+            "{replicas} replicas of TP {tp} × PP {pp}: more throughput, the same memory on every GPU (replication saves no memory)"
+        ));
+    }
     if tp > 1 || pp > 1 {
         ledger.notes.push(format!("split over {} GPUs (TP {tp} × PP {pp}); figures are for the worst GPU", tp * pp));
     }
