@@ -256,6 +256,7 @@ pub struct Fit {
     pub fits: bool,
     /// memory left (negative: short by)
     pub headroom_bytes: i128,
+    pub explain: Explanation,
 }
 
 pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64) -> Fit {
@@ -265,6 +266,11 @@ pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64) -> Fit {
         required_bytes: required,
         fits: required <= gpu_memory_bytes,
         headroom_bytes: gpu_memory_bytes as i128 - required as i128,
+        explain: Explanation::new(
+            "fits when total per GPU (tensors + runtime + margin) ≤ GPU memory; headroom = memory − total",
+        )
+        .term("GPU memory (as nvidia-smi reports it)", gpu_memory_bytes)
+        .term("total per GPU", required),
     }
 }
 
@@ -282,6 +288,7 @@ pub struct Capacity {
     pub max_concurrency: u64,
     /// longest context for the requested concurrency (multiple of the block size)
     pub max_context: u64,
+    pub explain: Explanation,
 }
 
 fn fits_util(
@@ -331,6 +338,18 @@ pub fn capacity(
             hi = mid - 1;
         }
     }
+    let explain = Explanation::new(
+        "budget = util × memory; kv budget = budget − (weights + transient + runtime); blocks = kv budget ÷ block bytes; \
+         max concurrency = blocks ÷ blocks per sequence; max context = largest multiple of the block size whose whole estimate fits the budget",
+    )
+    .term("util", gpu_util)
+    .term("memory", gpu_memory_bytes)
+    .term("budget", budget)
+    .term("weights + transient + runtime", non_kv)
+    .term("kv budget", kv_budget)
+    .term("block bytes", detail.block_bytes)
+    .term("blocks per sequence", detail.blocks_per_sequence)
+    .note("the utilisation is the safety margin here (as vLLM's gpu_memory_utilization), so --margin is not added");
     Ok(Capacity {
         gpu_util,
         budget_bytes: budget,
@@ -338,5 +357,6 @@ pub fn capacity(
         kv_blocks,
         max_concurrency,
         max_context: lo * setup.block_size,
+        explain,
     })
 }

@@ -121,6 +121,7 @@ pub struct FitInfo {
     pub fits: bool,
     /// memory left over (negative: short by), bytes
     pub headroom_bytes: i64,
+    pub explain: Explanation,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
 }
@@ -134,6 +135,7 @@ pub struct CapacityInfo {
     pub kv_blocks: u64,
     pub max_concurrency: u64,
     pub max_context: u64,
+    pub explain: Explanation,
 }
 
 impl PerGpu {
@@ -330,13 +332,13 @@ impl EstimateReport {
         if explain {
             out.push_str("\nHow each number was computed (per GPU):\n");
             for e in &self.per_gpu.entries {
-                let _ = writeln!(out, "\n[{}] {} = {} ({} B)", e.category, e.label, bytes(e.bytes), thousands(e.bytes));
-                let _ = writeln!(out, "    formula: {}", e.explain.formula);
-                for term in &e.explain.terms {
-                    let _ = writeln!(out, "    {} = {}", term.name, term.value);
-                }
-                if let Some(n) = &e.explain.note {
-                    let _ = writeln!(out, "    note: {n}");
+                let head = format!("[{}] {} = {} ({} B)", e.category, e.label, bytes(e.bytes), thousands(e.bytes));
+                write_explain(&mut out, &head, &e.explain);
+            }
+            if let Some(f) = &self.fit {
+                write_explain(&mut out, &format!("[fit] {}", f.gpu), &f.explain);
+                if let Some(c) = &f.capacity {
+                    write_explain(&mut out, "[capacity] paged KV", &c.explain);
                 }
             }
             let _ = writeln!(
@@ -355,4 +357,16 @@ impl EstimateReport {
 /// Category display order helper for other renderers.
 pub fn category_keys() -> Vec<&'static str> {
     Category::ALL.iter().map(|c| c.key()).collect()
+}
+
+/// One explained number: heading, formula, inputs, note.
+pub fn write_explain(out: &mut String, head: &str, e: &Explanation) {
+    let _ = writeln!(out, "\n{head}");
+    let _ = writeln!(out, "    formula: {}", e.formula);
+    for term in &e.terms {
+        let _ = writeln!(out, "    {} = {}", term.name, term.value);
+    }
+    if let Some(n) = &e.note {
+        let _ = writeln!(out, "    note: {n}");
+    }
 }

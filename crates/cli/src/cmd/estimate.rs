@@ -337,6 +337,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
                     kv_blocks: c.kv_blocks,
                     max_concurrency: c.max_concurrency,
                     max_context: c.max_context,
+                    explain: c.explain,
                 });
             }
         }
@@ -360,6 +361,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             fits: f.fits,
             headroom_bytes: f.headroom_bytes.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
             capacity: cap,
+            explain: f.explain,
         }
     });
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
