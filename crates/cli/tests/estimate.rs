@@ -309,3 +309,19 @@ fn json_output_snapshot() {
     let v = json(&["estimate", "mistral-7b", "--dtype", "fp8", "--kv-dtype", "fp8", "--json"], 0);
     insta::assert_json_snapshot!(v);
 }
+
+#[test]
+fn documented_schema_keys_are_the_emitted_keys() {
+    // Every top-level and per_gpu key emitted must appear in docs/schema.md.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md")).unwrap();
+    let v = json(&["estimate", "llama-2-7b", "--gpu", "a100-80gb", "--gpu-util", "0.9", "--json"], 0);
+    let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    for sub in ["model", "workload", "per_gpu", "kv", "fit"] {
+        keys.extend(v[sub].as_object().unwrap().keys().map(|k| format!("{sub}.{k}")));
+    }
+    keys.extend(v["fit"]["capacity"].as_object().unwrap().keys().cloned());
+    for k in keys {
+        let leaf = k.rsplit('.').next().unwrap();
+        assert!(doc.contains(&format!("`{k}`")) || doc.contains(&format!("\"{leaf}\"")) || doc.contains(leaf), "docs/schema.md does not document `{k}`");
+    }
+}
