@@ -1,1 +1,354 @@
-//! (being built)
+//! `vramfit mig plan` / `vramfit mig profiles`: JSON schema and renderers
+//! (table, mig-parted YAML). Every field is documented in docs/mig.md.
+
+use crate::format::bytes;
+use crate::SCHEMA_VERSION;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// The card type a plan or listing is for.
+#[derive(Debug, Clone, Serialize)]
+pub struct MigGpuInfo {
+    pub id: String,
+    pub name: String,
+    /// where the profile table comes from
+    pub source: String,
+    pub memory_slices: u8,
+    pub compute_slices: u8,
+    pub whole_card_bytes: u64,
+    pub full_card_sms: Option<u32>,
+    /// PCI device ids (mig-parted `device-filter` form)
+    pub pci_device_ids: Vec<String>,
+}
+
+/// One profile of `mig profiles`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileInfo {
+    pub name: String,
+    pub id: Option<u32>,
+    pub compute_slices: u8,
+    pub memory_slices: u8,
+    pub max_instances: u8,
+    pub starts: Vec<u8>,
+    pub memory_bytes: u64,
+    pub sm_count: Option<u32>,
+    pub special: bool,
+    pub confirmed: bool,
+    pub note: Option<String>,
+}
+
+/// `mig profiles --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct MigProfilesReport {
+    pub schema: u32,
+    pub command: &'static str,
+    pub gpu: MigGpuInfo,
+    pub profiles: Vec<ProfileInfo>,
+}
+
+impl MigProfilesReport {
+    pub fn new(gpu: MigGpuInfo, profiles: Vec<ProfileInfo>) -> Self {
+        MigProfilesReport { schema: SCHEMA_VERSION, command: "mig profiles", gpu, profiles }
+    }
+}
+
+/// A service as given.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServiceInfo {
+    pub name: String,
+    pub need_bytes: u64,
+    /// `inference` or `training`
+    pub kind: String,
+    /// how `need_bytes` was obtained (a raw size, or the estimator on a model)
+    pub sized_by: String,
+    pub params: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceInfo {
+    pub service: String,
+    pub profile: String,
+    pub profile_id: Option<u32>,
+    /// placement start on the memory-slice axis (`nvidia-smi mig -lgi` "Placement Start")
+    pub start: u8,
+    /// memory slices taken ("Placement Size")
+    pub size: u8,
+    pub compute_slices: u8,
+    pub need_bytes: u64,
+    pub slice_bytes: u64,
+    pub waste_bytes: u64,
+    /// share of the whole card's SMs (0..1)
+    pub compute_share: f64,
+    /// share of the card's memory slices, which carry memory bandwidth and L2 (0..1)
+    pub memory_bandwidth_share: f64,
+    pub throughput_basis: String,
+    pub confirmed: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LayoutInfo {
+    /// card index in the plan (0-based; mig-parted `devices`)
+    pub gpu: usize,
+    pub memory_slices_used: u8,
+    pub compute_slices_used: u8,
+    pub waste_bytes: u64,
+    /// in a safe creation order (largest first)
+    pub instances: Vec<InstanceInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusalInfo {
+    pub service: String,
+    /// `too_large`, `training_across_instances`, `large_training`
+    pub kind: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AdviceInfo {
+    /// `one_user`, `unconfirmed_profiles`, `four_plus_three_needs_r510`, `training_in_one_instance`
+    pub kind: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchInfo {
+    /// always `exact`: iterative deepening on the card count + branch and bound
+    pub method: &'static str,
+    pub nodes: u64,
+    pub lower_bound_gpus: usize,
+    /// the objective, in order
+    pub objective: Vec<&'static str>,
+}
+
+/// `mig plan --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct MigPlanReport {
+    pub schema: u32,
+    pub command: &'static str,
+    pub gpu: MigGpuInfo,
+    pub services: Vec<ServiceInfo>,
+    /// every service that was not refused has an instance
+    pub fits: bool,
+    pub gpus_needed: usize,
+    pub total_need_bytes: u64,
+    pub total_slice_bytes: u64,
+    pub total_waste_bytes: u64,
+    pub layouts: Vec<LayoutInfo>,
+    pub refused: Vec<RefusalInfo>,
+    pub advice: Vec<AdviceInfo>,
+    pub throughput_assumption: String,
+    pub search: SearchInfo,
+}
+
+impl MigPlanReport {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gpu: MigGpuInfo,
+        services: Vec<ServiceInfo>,
+        layouts: Vec<LayoutInfo>,
+        refused: Vec<RefusalInfo>,
+        advice: Vec<AdviceInfo>,
+        throughput_assumption: String,
+        nodes: u64,
+        lower_bound_gpus: usize,
+    ) -> Self {
+        let inst = || layouts.iter().flat_map(|l| l.instances.iter());
+        let total_need_bytes = inst().fold(0u64, |a, i| a.saturating_add(i.need_bytes));
+        let total_slice_bytes = inst().fold(0u64, |a, i| a.saturating_add(i.slice_bytes));
+        let total_waste_bytes = inst().fold(0u64, |a, i| a.saturating_add(i.waste_bytes));
+        MigPlanReport {
+            schema: SCHEMA_VERSION,
+            command: "mig plan",
+            gpu,
+            services,
+            fits: refused.is_empty(),
+            gpus_needed: layouts.len(),
+            total_need_bytes,
+            total_slice_bytes,
+            total_waste_bytes,
+            layouts,
+            refused,
+            advice,
+            throughput_assumption,
+            search: SearchInfo {
+                method: "exact",
+                nodes,
+                lower_bound_gpus,
+                objective: vec!["fewest GPUs", "least wasted memory", "fewest compute slices"],
+            },
+        }
+    }
+}
+
+fn pct(f: f64) -> String {
+    format!("{:.1}%", f * 100.0)
+}
+
+/// Human table of a plan.
+pub fn render_plan(r: &MigPlanReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "MIG plan on {} ({}): {} service(s) on {} GPU(s)",
+        r.gpu.name,
+        r.gpu.id,
+        r.layouts.iter().map(|l| l.instances.len()).sum::<usize>(),
+        r.gpus_needed
+    );
+    let _ = writeln!(out, "profiles: {}", r.gpu.source);
+    let _ = writeln!(
+        out,
+        "search: exact (fewest GPUs, then least waste, then fewest compute slices); lower bound {} GPU(s), {} nodes",
+        r.search.lower_bound_gpus, r.search.nodes
+    );
+    for l in &r.layouts {
+        let _ = writeln!(
+            out,
+            "\nGPU {}: {}/{} memory slices, {}/{} compute slices, waste {}",
+            l.gpu,
+            l.memory_slices_used,
+            r.gpu.memory_slices,
+            l.compute_slices_used,
+            r.gpu.compute_slices,
+            bytes(l.waste_bytes)
+        );
+        let mut t = Table::new();
+        t.load_style(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["service", "profile", "start:size", "need", "slice", "waste", "SM share", "mem-BW share"]);
+        for i in &l.instances {
+            let name = if i.confirmed { i.profile.clone() } else { format!("{} (unconfirmed)", i.profile) };
+            t.add_row(vec![
+                Cell::new(&i.service),
+                Cell::new(name),
+                Cell::new(format!("{}:{}", i.start, i.size)),
+                Cell::new(bytes(i.need_bytes)).set_alignment(CellAlignment::Right),
+                Cell::new(bytes(i.slice_bytes)).set_alignment(CellAlignment::Right),
+                Cell::new(bytes(i.waste_bytes)).set_alignment(CellAlignment::Right),
+                Cell::new(pct(i.compute_share)).set_alignment(CellAlignment::Right),
+                Cell::new(pct(i.memory_bandwidth_share)).set_alignment(CellAlignment::Right),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    if !r.layouts.is_empty() {
+        let _ = writeln!(
+            out,
+            "\ntotal: need {}, slices {}, waste {}",
+            bytes(r.total_need_bytes),
+            bytes(r.total_slice_bytes),
+            bytes(r.total_waste_bytes)
+        );
+    }
+    if !r.refused.is_empty() {
+        let _ = writeln!(out, "\nrefused:");
+        for f in &r.refused {
+            let _ = writeln!(out, "  {}: {}", f.service, f.reason);
+        }
+    }
+    if !r.advice.is_empty() {
+        let _ = writeln!(out, "\nadvice:");
+        for a in &r.advice {
+            let _ = writeln!(out, "  - {}", a.text);
+        }
+    }
+    let _ = writeln!(out, "\nthroughput: {}", r.throughput_assumption);
+    out
+}
+
+/// Human table of a profile list.
+pub fn render_profiles(r: &MigProfilesReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "MIG profiles of {} ({}): {} memory slices, {} compute slices; whole card {}",
+        r.gpu.name,
+        r.gpu.id,
+        r.gpu.memory_slices,
+        r.gpu.compute_slices,
+        bytes(r.gpu.whole_card_bytes)
+    );
+    let _ = writeln!(out, "source: {}", r.gpu.source);
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["profile", "ID", "compute", "memory slices", "max", "starts", "memory", "SMs", "confirmed"]);
+    for p in &r.profiles {
+        let starts: Vec<String> = p.starts.iter().map(|s| s.to_string()).collect();
+        t.add_row(vec![
+            Cell::new(&p.name),
+            Cell::new(p.id.map(|i| i.to_string()).unwrap_or_else(|| "-".into())),
+            Cell::new(p.compute_slices),
+            Cell::new(p.memory_slices),
+            Cell::new(p.max_instances),
+            Cell::new(format!("{{{}}}", starts.join(","))),
+            Cell::new(bytes(p.memory_bytes)).set_alignment(CellAlignment::Right),
+            Cell::new(p.sm_count.map(|s| s.to_string()).unwrap_or_else(|| "?".into())),
+            Cell::new(if p.confirmed { "yes" } else { "no" }),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    let notes: Vec<&ProfileInfo> = r.profiles.iter().filter(|p| !p.confirmed && p.note.is_some()).collect();
+    if !notes.is_empty() {
+        let _ = writeln!(out, "unconfirmed:");
+        for p in notes {
+            let _ = writeln!(out, "  {}: {}", p.name, p.note.as_deref().unwrap_or(""));
+        }
+    }
+    out
+}
+
+fn yaml_quote(s: &str) -> String {
+    let mut q = String::with_capacity(s.len() + 2);
+    q.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            c if c.is_control() => {}
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+/// An NVIDIA mig-parted config (`version: v1`, `mig-configs`) for a plan:
+/// one device selector per planned card, `mig-devices` as profile counts.
+/// Apply with `nvidia-mig-parted apply -f <file> -c <config_name>`.
+pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# generated by vramfit mig plan for {} ({})", r.gpu.name, r.gpu.id);
+    let _ = writeln!(out, "# mig-parted chooses the placements itself; the counts below are the plan's");
+    let _ = writeln!(out, "version: v1");
+    let _ = writeln!(out, "mig-configs:");
+    let _ = writeln!(out, "  {}:", yaml_quote(config_name));
+    if r.layouts.is_empty() {
+        let _ = writeln!(out, "    - devices: all");
+        let _ = writeln!(out, "      mig-enabled: false");
+    }
+    for l in &r.layouts {
+        let _ = writeln!(out, "    - devices: [{}]", l.gpu);
+        if !r.gpu.pci_device_ids.is_empty() {
+            let ids: Vec<String> = r.gpu.pci_device_ids.iter().map(|d| yaml_quote(d)).collect();
+            let _ = writeln!(out, "      device-filter: [{}]", ids.join(", "));
+        }
+        let _ = writeln!(out, "      mig-enabled: true");
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for i in &l.instances {
+            match counts.iter_mut().find(|(n, _)| *n == i.profile) {
+                Some((_, c)) => *c += 1,
+                None => counts.push((i.profile.clone(), 1)),
+            }
+        }
+        if counts.is_empty() {
+            let _ = writeln!(out, "      mig-devices: {{}}");
+        } else {
+            let _ = writeln!(out, "      mig-devices:");
+            for (n, c) in counts {
+                let _ = writeln!(out, "        {}: {c}", yaml_quote(&n));
+            }
+        }
+    }
+    out
+}

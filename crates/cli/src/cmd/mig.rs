@@ -1,10 +1,442 @@
-//! `vramfit mig` (being built).
+//! `vramfit mig plan` / `vramfit mig profiles`: split cards with MIG for
+//! several services (docs/mig.md).
 
 use crate::Outcome;
+use anyhow::{anyhow, bail, Context};
+use std::path::PathBuf;
+use vramfit_catalog::mig::{builtin_mig_tables, find_mig_table, MigTable};
+use vramfit_core::{DType, InferenceSetup, ParamLayout, Task, Workload};
+use vramfit_mig::{MigGpu, Refusal, Service, ServiceKind};
+use vramfit_report::mig::{
+    render_mig_parted, render_plan, render_profiles, AdviceInfo, InstanceInfo, LayoutInfo, MigGpuInfo, MigPlanReport,
+    MigProfilesReport, ProfileInfo, RefusalInfo, ServiceInfo,
+};
 
 #[derive(clap::Args, Debug)]
-pub struct MigArgs {}
+pub struct MigArgs {
+    #[command(subcommand)]
+    pub command: MigCommand,
+}
 
-pub fn run(_args: MigArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("'vramfit mig' is not built yet")
+#[derive(clap::Subcommand, Debug)]
+pub enum MigCommand {
+    /// Find MIG instances for services: fewest GPUs, then least wasted memory (exact search)
+    Plan(PlanArgs),
+    /// List the MIG profiles and placements of a card
+    Profiles(ProfilesArgs),
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emit {
+    /// NVIDIA mig-parted config YAML (`version: v1`, `mig-configs`)
+    MigParted,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TableArgs {
+    /// Card type: a100-40gb, a100-80gb, a30, h100-80gb, h100-94gb, h200-141gb (aliases and PCI ids accepted)
+    #[arg(long)]
+    pub gpu: String,
+    /// The card's real profile table: output of `nvidia-smi mig -lgip` (overrides memory sizes, IDs, counts)
+    #[arg(long, value_name = "FILE")]
+    pub lgip: Option<PathBuf>,
+    /// The card's placements: output of `nvidia-smi mig -lgipp` (needs --lgip)
+    #[arg(long, value_name = "FILE", requires = "lgip")]
+    pub lgipp: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    /// A service: NAME=SIZE (12GiB, 4.5GB, 800MiB) or NAME=MODEL[:ctx=N,conc=N,batch=N,dtype=D,task=infer|train];
+    /// raw sizes also take :task=train,params=13B. Repeat for each service.
+    #[arg(long = "service", value_name = "SPEC", required = true)]
+    pub services: Vec<String>,
+    /// Write a config for another tool instead of the table
+    #[arg(long, value_enum)]
+    pub emit: Option<Emit>,
+    /// Name of the mig-parted config (with --emit mig-parted)
+    #[arg(long, default_value = "vramfit-plan")]
+    pub config_name: String,
+    /// Machine-readable output (schema 1, docs/mig.md)
+    #[arg(long, conflicts_with = "emit")]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ProfilesArgs {
+    #[command(flatten)]
+    pub table: TableArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: MigArgs) -> anyhow::Result<Outcome> {
+    match args.command {
+        MigCommand::Plan(a) => run_plan(a),
+        MigCommand::Profiles(a) => run_profiles(a),
+    }
+}
+
+/// Bytes per parameter kept by mixed-precision Adam training: 2 (bf16
+/// weights) + 2 (grads) + 4 + 4 + 4 (fp32 master, m, v) = 16 (ZeRO paper,
+/// Rajbhandari et al. 2020, §3.1). A lower bound: activations not counted.
+const TRAIN_BYTES_PER_PARAM: u64 = 16;
+/// Default context of a model service, tokens.
+const DEFAULT_CONTEXT: u64 = 4096;
+/// Default int4 group size when `dtype=int4` is asked for (the common GPTQ/AWQ setting).
+const DEFAULT_GROUP: u64 = 128;
+
+fn load_table(t: &TableArgs) -> anyhow::Result<(MigGpu, MigTable)> {
+    let tables = builtin_mig_tables()?;
+    let table = find_mig_table(&tables, &t.gpu).map_err(|e| anyhow!("--gpu: {e}"))?.clone();
+    let Some(lgip) = &t.lgip else {
+        return Ok((table.gpu.clone(), table));
+    };
+    let limit = vramfit_hw::mig::MAX_MIG_OUTPUT_BYTES as u64;
+    let lgip_name = lgip.display().to_string();
+    let rows = vramfit_hw::mig::parse_lgip(&vramfit_hw::files::read_text(lgip, limit)?, &lgip_name)?;
+    let lgipp = match &t.lgipp {
+        Some(p) => {
+            let name = p.display().to_string();
+            Some((vramfit_hw::mig::parse_lgipp(&vramfit_hw::files::read_text(p, limit)?, &name)?, name))
+        }
+        None => None,
+    };
+    let gpu = vramfit_hw::mig::apply_profiles(
+        &table.gpu,
+        &rows,
+        &lgip_name,
+        lgipp.as_ref().map(|(r, n)| (r.as_slice(), n.as_str())),
+    )?;
+    Ok((gpu, table))
+}
+
+fn gpu_info(gpu: &MigGpu, table: &MigTable) -> MigGpuInfo {
+    MigGpuInfo {
+        id: gpu.id.clone(),
+        name: gpu.name.clone(),
+        source: gpu.source.clone(),
+        memory_slices: gpu.memory_slices,
+        compute_slices: gpu.compute_slices,
+        whole_card_bytes: gpu.whole_card_bytes,
+        full_card_sms: gpu.full_card_sms,
+        pci_device_ids: table.pci_device_ids.clone(),
+    }
+}
+
+fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
+    let (gpu, table) = load_table(&a.table)?;
+    let profiles = gpu
+        .profiles
+        .iter()
+        .map(|p| ProfileInfo {
+            name: p.name.clone(),
+            id: p.id,
+            compute_slices: p.compute_slices,
+            memory_slices: p.memory_slices,
+            max_instances: p.max_instances,
+            starts: p.starts.clone(),
+            memory_bytes: p.memory_bytes,
+            sm_count: p.sm_count,
+            special: p.special,
+            confirmed: p.confirmed,
+            note: p.note.clone(),
+        })
+        .collect();
+    let r = MigProfilesReport::new(gpu_info(&gpu, &table), profiles);
+    let out = if a.json { serde_json::to_string_pretty(&r)? + "\n" } else { render_profiles(&r) };
+    Ok(Outcome::ok(out))
+}
+
+/// `12GiB`, `4.5GB`, `800MiB` → bytes. `None` when `s` does not start with a digit.
+pub fn parse_size(s: &str) -> Option<anyhow::Result<u64>> {
+    let s = s.trim();
+    if !s.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let unit = unit.trim();
+    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
+        "b" => 1.0,
+        "kib" => 1024.0,
+        "mib" => 1048576.0,
+        "gib" => 1073741824.0,
+        "tib" => 1099511627776.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "" => return Some(Err(anyhow!("size '{s}' has no unit: write e.g. 12GiB or 12GB"))),
+        "g" | "m" | "k" | "t" => {
+            return Some(Err(anyhow!(
+                "size '{s}': unit '{unit}' is ambiguous: write {num}{unit}iB (binary) or {num}{unit}B"
+            )))
+        }
+        _ => return Some(Err(anyhow!("size '{s}': unknown unit '{unit}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"))),
+    };
+    let v: f64 = match num.parse() {
+        Ok(v) => v,
+        Err(_) => return Some(Err(anyhow!("size '{s}': '{num}' is not a number"))),
+    };
+    let b = (v * mult).ceil();
+    if !(b.is_finite() && (1.0..1.8e19).contains(&b)) {
+        return Some(Err(anyhow!("size '{s}' is out of range")));
+    }
+    Some(Ok(b as u64))
+}
+
+/// `13B`, `7.6B`, `350M` → parameter count.
+fn parse_params(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('B') => (&t[..t.len() - 1], 1e9),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('T') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| anyhow!("params '{s}' is not a count like 13B or 350M"))?;
+    let p = (v * mult).round();
+    if !(p.is_finite() && (1.0..1e16).contains(&p)) {
+        bail!("params '{s}' is out of range");
+    }
+    Ok(p as u64)
+}
+
+/// A parsed `--service` with how it was sized.
+struct Sized {
+    service: Service,
+    sized_by: String,
+}
+
+fn parse_service(spec: &str) -> anyhow::Result<Sized> {
+    let ctx = || format!("--service {spec}");
+    let (name, rest) = spec.split_once('=').ok_or_else(|| {
+        anyhow!("--service {spec}: expected NAME=SIZE (chat=12GiB) or NAME=MODEL[:ctx=N,conc=N,dtype=D]")
+    })?;
+    let name = name.trim();
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        bail!("--service {spec}: the name must be 1-64 characters of letters, digits, '-', '_' or '.'");
+    }
+    let (target, opts) = match rest.split_once(':') {
+        Some((t, o)) => (t.trim(), o),
+        None => (rest.trim(), ""),
+    };
+    let mut kv: Vec<(String, String)> = Vec::new();
+    for o in opts.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        let (k, v) = o.split_once('=').ok_or_else(|| anyhow!("{}: option '{o}' is not key=value", ctx()))?;
+        let k = k.trim().to_ascii_lowercase();
+        let known = ["ctx", "context", "conc", "concurrency", "batch", "dtype", "task", "params"];
+        if !known.contains(&k.as_str()) {
+            bail!("{}: unknown option '{k}' (ctx, conc, batch, dtype, task, params)", ctx());
+        }
+        kv.push((k, v.trim().to_string()));
+    }
+    let get = |keys: &[&str]| kv.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.clone());
+    let num = |keys: &[&str]| -> anyhow::Result<Option<u64>> {
+        match get(keys) {
+            None => Ok(None),
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => bail!("{}: {} must be a positive integer, not '{v}'", ctx(), keys[0]),
+            },
+        }
+    };
+    let kind = match get(&["task"]).as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("infer") | Some("inference") | Some("serve") => ServiceKind::Inference,
+        Some("train") | Some("training") | Some("finetune") => ServiceKind::Training,
+        Some(other) => bail!("{}: task '{other}' is not infer or train", ctx()),
+    };
+    if let Some(size) = parse_size(target) {
+        let need = size.with_context(ctx)?;
+        for k in ["ctx", "context", "conc", "concurrency", "batch", "dtype"] {
+            if get(&[k]).is_some() {
+                bail!("{}: '{k}' applies to a model, not to a raw size", ctx());
+            }
+        }
+        let params = get(&["params"]).map(|p| parse_params(&p)).transpose().with_context(ctx)?;
+        return Ok(Sized {
+            service: Service { name: name.into(), need_bytes: need, kind, params },
+            sized_by: format!("given: {target}"),
+        });
+    }
+    if get(&["params"]).is_some() {
+        bail!("{}: 'params' is for raw sizes; a model's parameters are counted from its config", ctx());
+    }
+    let resolved = vramfit_ingest::resolve_model(target).with_context(ctx)?;
+    let spec_m = &resolved.spec;
+    let params = ParamLayout::of(spec_m)?.total()?;
+    if kind == ServiceKind::Training {
+        if kv.iter().any(|(k, _)| k != "task") {
+            bail!("{}: training services take no ctx/conc/batch/dtype here; give a measured size instead (NAME=40GiB:task=train)", ctx());
+        }
+        let need = vramfit_core::units::product("training state", &[params, TRAIN_BYTES_PER_PARAM])?;
+        return Ok(Sized {
+            service: Service { name: name.into(), need_bytes: need, kind, params: Some(params) },
+            sized_by: format!(
+                "{} ({}): {params} params x {TRAIN_BYTES_PER_PARAM} B (mixed-precision Adam states; a lower bound, activations not counted)",
+                spec_m.name,
+                resolved.source_text()
+            ),
+        });
+    }
+    let context = num(&["ctx", "context"])?.unwrap_or(DEFAULT_CONTEXT);
+    let batch = num(&["batch"])?.unwrap_or(1);
+    let concurrency = num(&["conc", "concurrency"])?.unwrap_or(batch);
+    if concurrency < batch {
+        bail!("{}: conc {concurrency} is smaller than batch {batch}", ctx());
+    }
+    let (weight_dtype, quant) = match get(&["dtype"]) {
+        Some(d) => crate::cmd::estimate::parse_dtype(&d, DEFAULT_GROUP, spec_m).with_context(ctx)?,
+        None => match &spec_m.quantization {
+            Some(q) => (if q.bits <= 4 { DType::I4 } else { DType::I8 }, Some(q.clone())),
+            None => (DType::BF16, None),
+        },
+    };
+    let setup = InferenceSetup { weight_dtype, quant, batch, concurrency, context, ..InferenceSetup::default() };
+    let wl = Workload { task: Task::Inference(setup), ..Workload::default() };
+    let ledger = vramfit_core::estimate(spec_m, &wl).with_context(ctx)?;
+    let need = ledger.checked_total()?;
+    Ok(Sized {
+        service: Service { name: name.into(), need_bytes: need, kind, params: Some(params) },
+        sized_by: format!(
+            "estimate of {} ({}): inference, ctx {context}, conc {concurrency}, batch {batch}, weights {}",
+            spec_m.name,
+            resolved.source_text(),
+            weight_dtype
+        ),
+    })
+}
+
+fn refusal_kind(r: &Refusal) -> &'static str {
+    match r {
+        Refusal::TooLarge { .. } => "too_large",
+        Refusal::TrainingAcrossInstances { .. } => "training_across_instances",
+        Refusal::LargeTraining { .. } => "large_training",
+    }
+}
+
+fn advice_kind(a: &vramfit_mig::Advice) -> &'static str {
+    use vramfit_mig::Advice::*;
+    match a {
+        OneUser { .. } => "one_user",
+        UnconfirmedProfiles { .. } => "unconfirmed_profiles",
+        FourPlusThreeNeedsR510 { .. } => "four_plus_three_needs_r510",
+        TrainingInOneInstance { .. } => "training_in_one_instance",
+    }
+}
+
+/// How the throughput share is computed (printed with every plan).
+pub const THROUGHPUT_ASSUMPTION: &str = "compute share = the instance's SMs / the whole card's SMs (from the profile \
+table; where unknown, compute slices / 7 x 98/108, the A100 ratio). Seven 1g slices together are well under the whole \
+card (A100: 7 x 14 = 98 of 108 SMs = 91%; H100 SXM: 7 x 16 = 112 of 132 = 85%). Memory-bandwidth share = memory \
+slices / 8: LLM decode is usually bound by it. Instances share nothing else, so one service cannot slow another, \
+except through the shared PCIe link and power budget.";
+
+fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
+    let (gpu, table) = load_table(&a.table)?;
+    let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s)).collect::<anyhow::Result<_>>()?;
+    let services: Vec<Service> = sized.iter().map(|s| s.service.clone()).collect();
+    let plan = vramfit_mig::plan(&gpu, &services)?;
+    let layouts = plan
+        .layouts
+        .iter()
+        .map(|l| LayoutInfo {
+            gpu: l.index,
+            memory_slices_used: l.memory_slices_used,
+            compute_slices_used: l.compute_slices_used,
+            waste_bytes: l.waste_bytes,
+            instances: l
+                .instances
+                .iter()
+                .map(|i| InstanceInfo {
+                    service: i.service.clone(),
+                    profile: i.profile.clone(),
+                    profile_id: i.profile_id,
+                    start: i.start,
+                    size: i.size,
+                    compute_slices: i.compute_slices,
+                    need_bytes: i.need_bytes,
+                    slice_bytes: i.slice_bytes,
+                    waste_bytes: i.waste_bytes,
+                    compute_share: i.throughput.compute_share,
+                    memory_bandwidth_share: i.throughput.memory_bandwidth_share,
+                    throughput_basis: i.throughput.basis.clone(),
+                    confirmed: i.confirmed,
+                })
+                .collect(),
+        })
+        .collect();
+    let refused = plan
+        .refused
+        .iter()
+        .map(|r| RefusalInfo { service: r.service().to_string(), kind: refusal_kind(r).into(), reason: r.reason() })
+        .collect();
+    let mut advice: Vec<AdviceInfo> =
+        plan.advice.iter().map(|x| AdviceInfo { kind: advice_kind(x).into(), text: x.text() }).collect();
+    if let Some(note) = &table.whole_card_note {
+        advice.push(AdviceInfo { kind: "unconfirmed_whole_card".into(), text: format!("whole-card memory: {note}") });
+    }
+    let service_info = sized
+        .iter()
+        .map(|s| ServiceInfo {
+            name: s.service.name.clone(),
+            need_bytes: s.service.need_bytes,
+            kind: match s.service.kind {
+                ServiceKind::Inference => "inference".into(),
+                ServiceKind::Training => "training".into(),
+            },
+            sized_by: s.sized_by.clone(),
+            params: s.service.params,
+        })
+        .collect();
+    let report = MigPlanReport::new(
+        gpu_info(&gpu, &table),
+        service_info,
+        layouts,
+        refused,
+        advice,
+        THROUGHPUT_ASSUMPTION.to_string(),
+        plan.search.nodes,
+        plan.search.lower_bound_gpus,
+    );
+    let code = if report.fits { 0 } else { 1 };
+    let stdout = match (a.emit, a.json) {
+        (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
+        (None, true) => serde_json::to_string_pretty(&report)? + "\n",
+        (None, false) => render_plan(&report),
+    };
+    Ok(Outcome { stdout, code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("12GiB").unwrap().unwrap(), 12 << 30);
+        assert_eq!(parse_size("4.5GB").unwrap().unwrap(), 4_500_000_000);
+        assert_eq!(parse_size("800 MiB").unwrap().unwrap(), 800 << 20);
+        assert!(parse_size("12G").unwrap().is_err());
+        assert!(parse_size("12").unwrap().is_err());
+        assert!(parse_size("1e30GiB").unwrap().is_err());
+        assert!(parse_size("llama-2-7b").is_none());
+        assert_eq!(parse_params("13B").unwrap(), 13_000_000_000);
+    }
+
+    #[test]
+    fn service_specs() {
+        let s = parse_service("chat=12GiB").unwrap();
+        assert_eq!(s.service.need_bytes, 12 << 30);
+        let s = parse_service("ft=30GiB:task=train,params=13B").unwrap();
+        assert_eq!(s.service.kind, ServiceKind::Training);
+        assert_eq!(s.service.params, Some(13_000_000_000));
+        assert!(parse_service("=12GiB").is_err());
+        assert!(parse_service("a=12GiB:ctx=5").is_err());
+        assert!(parse_service("a=12GiB:foo=1").is_err());
+        assert!(parse_service("a").is_err());
+    }
 }
