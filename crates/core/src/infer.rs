@@ -128,7 +128,7 @@ pub fn estimate_inference(
     }
     let tp = par.tp;
     let pp = par.pp;
-    if spec.num_heads % tp != 0 {
+    if !spec.num_heads.is_multiple_of(tp) {
         return Err(CoreError::invalid(
             "tp",
             format!("tensor-parallel degree {tp} does not divide the {} attention heads", spec.num_heads),

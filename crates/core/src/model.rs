@@ -209,7 +209,7 @@ impl ModelSpec {
             num_layers: layers,
             num_heads: heads,
             num_kv_heads: kv_heads,
-            head_dim: if heads == 0 { 0 } else { hidden / heads },
+            head_dim: hidden.checked_div(heads).unwrap_or(0),
             intermediate_size: intermediate,
             vocab_size: vocab,
             max_position_embeddings: 4096,
@@ -262,7 +262,7 @@ impl ModelSpec {
                 format!("{} is more than num_attention_heads {}", self.num_kv_heads, self.num_heads),
             ));
         }
-        if self.num_heads % self.num_kv_heads != 0 {
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(CoreError::invalid(
                 "num_key_value_heads",
                 format!("{} does not divide num_attention_heads {}", self.num_kv_heads, self.num_heads),

@@ -162,7 +162,7 @@ impl<'a> Fields<'a> {
             Some(Value::Number(n)) => match n.as_u64() {
                 Some(x) => Some(x),
                 None => match n.as_f64() {
-                    Some(x) if x.fract() == 0.0 && x >= 0.0 && x < 1.8e19 => Some(x as u64),
+                    Some(x) if x.fract() == 0.0 && (0.0..1.8e19).contains(&x) => Some(x as u64),
                     _ => {
                         self.missing.push(format!("{key} (a non-negative integer, found {n})"));
                         None
@@ -223,7 +223,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str) -> ModelSp
     s.num_kv_heads = f.u64_or(&["num_key_value_heads"], s.num_heads);
     s.vocab_size = f.u64_any(&["vocab_size"]);
     s.max_position_embeddings = f.u64_or(&["max_position_embeddings"], 4096);
-    let default_head = if s.num_heads > 0 { s.hidden_size / s.num_heads } else { 0 };
+    let default_head = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.head_dim = f.u64_or(&["head_dim"], default_head);
     s.activation = f.str_opt("hidden_act").or_else(|| f.str_opt("hidden_activation")).unwrap_or_else(|| "silu".into());
     s.attention_dropout = f.f64_or("attention_dropout", 0.0);
@@ -338,7 +338,7 @@ fn gpt2(f: &mut Fields, name: &str) -> ModelSpec {
     s.num_layers = f.u64_any(&["n_layer", "num_hidden_layers"]);
     s.num_heads = f.u64_any(&["n_head", "num_attention_heads"]);
     s.num_kv_heads = s.num_heads;
-    s.head_dim = if s.num_heads > 0 { s.hidden_size / s.num_heads } else { 0 };
+    s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.vocab_size = f.u64_any(&["vocab_size"]);
     s.max_position_embeddings = f.u64_or(&["n_positions", "max_position_embeddings"], 1024);
     s.intermediate_size = f.u64_or(&["n_inner"], 4 * s.hidden_size);
@@ -362,7 +362,7 @@ fn neox(f: &mut Fields, name: &str) -> ModelSpec {
     s.num_layers = f.u64_any(&["num_hidden_layers"]);
     s.num_heads = f.u64_any(&["num_attention_heads"]);
     s.num_kv_heads = s.num_heads;
-    s.head_dim = if s.num_heads > 0 { s.hidden_size / s.num_heads } else { 0 };
+    s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.vocab_size = f.u64_any(&["vocab_size"]);
     s.intermediate_size = f.u64_any(&["intermediate_size"]);
     s.max_position_embeddings = f.u64_or(&["max_position_embeddings"], 2048);
@@ -386,7 +386,7 @@ fn falcon(f: &mut Fields, name: &str) -> ModelSpec {
     s.hidden_size = f.u64_any(&["hidden_size", "n_embd"]);
     s.num_layers = f.u64_any(&["num_hidden_layers", "n_layer"]);
     s.num_heads = f.u64_any(&["num_attention_heads", "n_head"]);
-    s.head_dim = if s.num_heads > 0 { s.hidden_size / s.num_heads } else { 0 };
+    s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.vocab_size = f.u64_any(&["vocab_size"]);
     let new_arch = f.bool_or("new_decoder_architecture", false);
     let multi_query = f.bool_or("multi_query", true);
