@@ -340,7 +340,8 @@ impl ParamLayout {
         if let Some(moe) = &spec.moe {
             if moe_layers > 0 {
                 let e = moe.num_experts;
-                g.push(ParamGroup::linear("layers.*.mlp.gate", "gate", Router, h, e, false, moe_layers));
+                let router = if f == Family::Mixtral { "layers.*.block_sparse_moe.gate" } else { "layers.*.mlp.gate" };
+                g.push(ParamGroup::linear(router, "gate", Router, h, e, false, moe_layers));
                 if moe.router_bias {
                     g.push(ParamGroup::new(
                         "layers.*.mlp.gate.e_score_correction_bias",

@@ -54,7 +54,23 @@ pub struct ModelInfo {
     pub quantization: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointInfo>,
+    /// the parameter layout behind `params_total` / `params_active`
+    pub param_groups: Vec<ParamGroupInfo>,
     pub notes: Vec<String>,
+}
+
+/// One parameter group: `copies` instances of a `d_out × d_in` matrix (+ bias).
+#[derive(Debug, Clone, Serialize)]
+pub struct ParamGroupInfo {
+    pub path: String,
+    pub module: String,
+    pub kind: String,
+    pub d_in: u64,
+    pub d_out: u64,
+    pub bias: bool,
+    pub copies: u64,
+    pub active_copies: u64,
+    pub params: u64,
 }
 
 /// Safetensors header check.
@@ -330,6 +346,26 @@ impl EstimateReport {
             );
         }
         if explain {
+            out.push_str("\nParameters (params = copies × (d_in × d_out + bias)):\n");
+            for g in &self.model.param_groups {
+                let _ = writeln!(
+                    out,
+                    "    {:<48} {:>7} × {:<7} {}{:>7} copies{} = {}",
+                    g.path,
+                    g.d_in,
+                    g.d_out,
+                    if g.bias { "+bias " } else { "      " },
+                    g.copies,
+                    if g.active_copies != g.copies { format!(" ({} active)", g.active_copies) } else { String::new() },
+                    thousands(g.params)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "    total {} ; active per token {}",
+                thousands(self.model.params_total),
+                thousands(self.model.params_active)
+            );
             out.push_str("\nHow each number was computed (per GPU):\n");
             for e in &self.per_gpu.entries {
                 let head = format!("[{}] {} = {} ({} B)", e.category, e.label, bytes(e.bytes), thousands(e.bytes));

@@ -14,7 +14,7 @@ use vramfit_core::{
 };
 use vramfit_ingest::resolve::ResolvedModel;
 use vramfit_report::estimate::{
-    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
+    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, ParamGroupInfo, WorkloadInfo,
 };
 
 #[derive(clap::Args, Debug)]
@@ -250,6 +250,28 @@ pub fn model_info(r: &ResolvedModel, params_trainable: u64) -> anyhow::Result<Mo
             matches_config: c.difference == 0,
             verdict: c.verdict.clone(),
         }),
+        param_groups: l
+            .groups
+            .iter()
+            .map(|g| {
+                Ok(ParamGroupInfo {
+                    path: g.path.clone(),
+                    module: g.module.clone(),
+                    kind: match g.kind {
+                        vramfit_core::ParamGroupKind::Linear(r) => {
+                            format!("linear:{}", serde_json::to_value(r)?.as_str().unwrap_or(""))
+                        }
+                        other => serde_json::to_value(other)?["kind"].as_str().unwrap_or("").to_string(),
+                    },
+                    d_in: g.d_in,
+                    d_out: g.d_out,
+                    bias: g.bias,
+                    copies: g.copies,
+                    active_copies: g.active_copies,
+                    params: g.params()?,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
         notes: s.notes.clone(),
     })
 }
