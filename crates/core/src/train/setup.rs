@@ -287,6 +287,11 @@ pub struct TrainSetup {
     /// logits upcast to fp32 before the loss (transformers does this for
     /// 16-bit logits inside `ForCausalLMLoss`)
     pub logits_fp32: bool,
+    /// model the first optimizer step of a fresh run: optimizer states are
+    /// created lazily inside `step()`, so forward/backward run without them
+    /// (what a one-step measurement such as shared/calibration sees). The
+    /// default (false) is the steady state: states live through every step.
+    pub first_step: bool,
 }
 
 impl Default for TrainSetup {
@@ -305,6 +310,7 @@ impl Default for TrainSetup {
             base_dtype: None,
             foreach: true,
             logits_fp32: true,
+            first_step: false,
         }
     }
 }
