@@ -1,1 +1,508 @@
-//! (being built)
+//! Rental offers, discounts and upgrades: `data/offers.toml`, embedded, and
+//! a user's `--catalog FILE` layered on top (or replacing it with
+//! `replace = true`). The same parser reads both. A catalogue file may also
+//! carry `[[gpu]]` tables for cards the embedded list lacks.
+//!
+//! Prices are numbers or `[low, high]` ranges, in the offer's own
+//! `currency` (any code: no conversion is ever made). Every error names the
+//! file, the line and the field.
+
+use crate::gpus::{check_size, field_line, find_gpu, merge_gpus, parse_gpus, toml_error, CatalogError};
+use serde::Deserialize;
+use vramfit_core::plan::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade};
+use vramfit_core::{GpuSpec, Link};
+
+pub const BUILTIN_OFFERS_TOML: &str = include_str!("../data/offers.toml");
+pub const BUILTIN_OFFERS_FILE: &str = "<builtin>/offers.toml";
+
+/// Largest sane price (per month or hour) in any currency unit.
+const MAX_PRICE: f64 = 1e12;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OfferFile {
+    #[serde(default)]
+    #[allow(dead_code)]
+    schema: Option<u32>,
+    /// replace the embedded offers instead of adding to them
+    #[serde(default)]
+    replace: bool,
+    #[serde(default)]
+    offer: Vec<toml::Spanned<OfferRow>>,
+    #[serde(default)]
+    discount: Vec<toml::Spanned<DiscountRow>>,
+    #[serde(default)]
+    upgrade: Vec<toml::Spanned<UpgradeRow>>,
+    /// GPU tables are read by `gpus.rs`
+    #[serde(default)]
+    #[allow(dead_code)]
+    gpu: Option<toml::Value>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(untagged)]
+enum PriceIn {
+    One(f64),
+    Range([f64; 2]),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SliceRow {
+    fraction: f64,
+    label: String,
+    memory_mib: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OfferRow {
+    id: String,
+    provider: String,
+    name: String,
+    gpu: String,
+    #[serde(default = "one")]
+    gpus: u64,
+    #[serde(default)]
+    max_gpus: Option<u64>,
+    #[serde(default)]
+    link: Option<String>,
+    #[serde(default)]
+    slice: Option<SliceRow>,
+    #[serde(default)]
+    cpu_cores: Option<u64>,
+    #[serde(default)]
+    ram_gb: Option<f64>,
+    #[serde(default)]
+    disk_gb: Option<f64>,
+    #[serde(default)]
+    network_mbps: Option<f64>,
+    #[serde(default)]
+    monthly: Option<PriceIn>,
+    #[serde(default)]
+    hourly: Option<PriceIn>,
+    currency: String,
+    #[serde(default)]
+    flags: Vec<String>,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    max_machines: Option<u64>,
+    #[serde(default)]
+    inter_node_gbs: Option<f64>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiscountRow {
+    id: String,
+    provider: String,
+    name: String,
+    #[serde(default)]
+    factor: Option<f64>,
+    #[serde(default)]
+    minus_per_month: Option<f64>,
+    #[serde(default)]
+    term: Option<String>,
+    #[serde(default)]
+    min_gpus: u64,
+    #[serde(default)]
+    max_gpus: Option<u64>,
+    #[serde(default)]
+    stackable: bool,
+    currency: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpgradeRow {
+    id: String,
+    provider: String,
+    name: String,
+    #[serde(default)]
+    offers: Vec<String>,
+    #[serde(default)]
+    ram_gb_to: Option<f64>,
+    #[serde(default)]
+    cpu_cores_to: Option<u64>,
+    #[serde(default)]
+    disk_gb_add: Option<f64>,
+    #[serde(default)]
+    network_mbps_to: Option<f64>,
+    monthly: f64,
+    currency: String,
+}
+
+/// Offers, discounts and upgrades of one file, and whether it replaces the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferFileContents {
+    pub book: PriceBook,
+    pub replace: bool,
+}
+
+/// Parse an offers file; GPU ids are checked against `gpus`.
+pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFileContents, CatalogError> {
+    check_size(file, text)?;
+    let parsed: OfferFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+    let mut book = PriceBook::default();
+    for spanned in parsed.offer {
+        let span = spanned.span();
+        let r = spanned.into_inner();
+        let bad = |field: &str, reason: String| CatalogError::Invalid {
+            file: file.into(),
+            line: field_line(text, &span, field),
+            field: field.into(),
+            reason,
+        };
+        if r.id.trim().is_empty() {
+            return Err(bad("id", "must not be empty".into()));
+        }
+        if book.offers.iter().any(|o| o.id == r.id) {
+            return Err(bad("id", format!("duplicate offer id '{}'", r.id)));
+        }
+        let gpu = match find_gpu(gpus, &r.gpu) {
+            Ok(g) => g,
+            Err(CatalogError::UnknownGpu { suggestions, .. })
+            | Err(CatalogError::AmbiguousGpu { candidates: suggestions, .. }) => {
+                return Err(CatalogError::UnknownOfferGpu {
+                    file: file.into(),
+                    line: field_line(text, &span, "gpu"),
+                    gpu: r.gpu.clone(),
+                    suggestions,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        if r.gpus == 0 || r.gpus > 1024 {
+            return Err(bad("gpus", format!("{} GPUs per unit is not plausible (1–1024)", r.gpus)));
+        }
+        let max_gpus = r.max_gpus.unwrap_or(r.gpus);
+        if max_gpus < r.gpus || max_gpus > 1024 {
+            return Err(bad("max_gpus", format!("{max_gpus} must be between gpus ({}) and 1024", r.gpus)));
+        }
+        let link = match r.link.as_deref().map(|s| s.to_ascii_lowercase()) {
+            None => Link::Pcie,
+            Some(s) if s == "pcie" => Link::Pcie,
+            Some(s) if s == "nvlink" || s == "nvswitch" => {
+                if gpu.nvlink_gbs.is_none() {
+                    return Err(bad("link", format!("{} has no NVLink", gpu.name)));
+                }
+                Link::Nvlink
+            }
+            Some(s) => return Err(bad("link", format!("'{s}' is not one of pcie, nvlink"))),
+        };
+        let price = |field: &str, p: Option<PriceIn>| -> Result<Option<PriceRange>, CatalogError> {
+            let Some(p) = p else { return Ok(None) };
+            let (low, high) = match p {
+                PriceIn::One(v) => (v, v),
+                PriceIn::Range([a, b]) => (a, b),
+            };
+            if !(low.is_finite() && high.is_finite() && low >= 0.0 && high < MAX_PRICE) {
+                return Err(bad(field, format!("{low}–{high} is not a price")));
+            }
+            if low > high {
+                return Err(bad(field, format!("range low {low} is above high {high}")));
+            }
+            Ok(Some(PriceRange { low, high }))
+        };
+        let monthly = price("monthly", r.monthly)?;
+        let hourly = price("hourly", r.hourly)?;
+        if monthly.is_none() && hourly.is_none() {
+            return Err(bad("monthly", "an offer needs a monthly or an hourly price".into()));
+        }
+        if r.currency.trim().is_empty() || r.currency.len() > 16 {
+            return Err(bad("currency", "give a currency code such as CNY, USD, EUR".into()));
+        }
+        let slice = match r.slice {
+            None => None,
+            Some(s) => {
+                if !(s.fraction > 0.0 && s.fraction <= 1.0) {
+                    return Err(bad("slice", format!("fraction {} is not in (0, 1]", s.fraction)));
+                }
+                if s.memory_mib == 0 || s.memory_mib > gpu.memory_mib {
+                    return Err(bad(
+                        "slice",
+                        format!("memory_mib {} must be 1..={} (the card's)", s.memory_mib, gpu.memory_mib),
+                    ));
+                }
+                if r.gpus != 1 || max_gpus != 1 {
+                    return Err(bad("slice", "a slice offer has one slice per unit (gpus = 1)".into()));
+                }
+                Some(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib })
+            }
+        };
+        for (field, v) in [("ram_gb", r.ram_gb), ("disk_gb", r.disk_gb), ("network_mbps", r.network_mbps)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0 && v < 1e9) {
+                    return Err(bad(field, format!("{v} must be a positive number")));
+                }
+            }
+        }
+        if let Some(v) = r.inter_node_gbs {
+            if !(v.is_finite() && v > 0.0 && v < 1e6) {
+                return Err(bad("inter_node_gbs", format!("{v} must be a positive number")));
+            }
+        }
+        let max_machines = r.max_machines.unwrap_or(1);
+        if max_machines == 0 || max_machines > 1024 {
+            return Err(bad("max_machines", format!("{max_machines} is not in 1..=1024")));
+        }
+        if max_machines > 1 && r.inter_node_gbs.is_none() {
+            return Err(bad(
+                "max_machines",
+                "multi-machine jobs need inter_node_gbs (the fabric between machines)".into(),
+            ));
+        }
+        book.offers.push(Offer {
+            id: r.id,
+            provider: r.provider,
+            name: r.name,
+            gpu: gpu.id.clone(),
+            gpus_per_machine: r.gpus,
+            max_gpus,
+            link,
+            slice,
+            cpu_cores: r.cpu_cores,
+            ram_gb: r.ram_gb,
+            disk_gb: r.disk_gb,
+            network_mbps: r.network_mbps,
+            monthly,
+            hourly,
+            currency: r.currency.trim().to_string(),
+            flags: r.flags,
+            source: r.source,
+            max_machines,
+            inter_node_gbs: r.inter_node_gbs,
+        });
+    }
+    for spanned in parsed.discount {
+        let span = spanned.span();
+        let r = spanned.into_inner();
+        let bad = |field: &str, reason: String| CatalogError::Invalid {
+            file: file.into(),
+            line: field_line(text, &span, field),
+            field: field.into(),
+            reason,
+        };
+        let kind = match (r.factor, r.minus_per_month) {
+            (Some(f), None) if f.is_finite() && f > 0.0 && f <= 1.0 => DiscountKind::Factor(f),
+            (Some(f), None) => return Err(bad("factor", format!("{f} is not in (0, 1]"))),
+            (None, Some(m)) if m.is_finite() && m >= 0.0 && m < MAX_PRICE => DiscountKind::MinusPerMonth(m),
+            (None, Some(m)) => return Err(bad("minus_per_month", format!("{m} is not an amount"))),
+            _ => return Err(bad("factor", "give exactly one of factor or minus_per_month".into())),
+        };
+        let term = match r.term.as_deref() {
+            None => None,
+            Some("monthly") => Some(Term::Monthly),
+            Some("quarterly") => Some(Term::Quarterly),
+            Some("yearly") => Some(Term::Yearly),
+            Some(t) => return Err(bad("term", format!("'{t}' is not one of monthly, quarterly, yearly"))),
+        };
+        book.discounts.push(Discount {
+            id: r.id,
+            provider: r.provider,
+            name: r.name,
+            kind,
+            term,
+            min_gpus: r.min_gpus,
+            max_gpus: r.max_gpus,
+            stackable: r.stackable,
+            currency: r.currency,
+        });
+    }
+    for spanned in parsed.upgrade {
+        let span = spanned.span();
+        let r = spanned.into_inner();
+        let bad = |field: &str, reason: String| CatalogError::Invalid {
+            file: file.into(),
+            line: field_line(text, &span, field),
+            field: field.into(),
+            reason,
+        };
+        if !(r.monthly.is_finite() && r.monthly >= 0.0 && r.monthly < MAX_PRICE) {
+            return Err(bad("monthly", format!("{} is not a price", r.monthly)));
+        }
+        if let Some(v) = r.ram_gb_to {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad("ram_gb_to", format!("{v} must be positive")));
+            }
+        }
+        book.upgrades.push(Upgrade {
+            id: r.id,
+            provider: r.provider,
+            name: r.name,
+            offers: r.offers,
+            ram_gb_to: r.ram_gb_to,
+            cpu_cores_to: r.cpu_cores_to,
+            disk_gb_add: r.disk_gb_add,
+            network_mbps_to: r.network_mbps_to,
+            monthly: r.monthly,
+            currency: r.currency,
+        });
+    }
+    Ok(OfferFileContents { book, replace: parsed.replace })
+}
+
+/// The embedded offers (checked against `gpus`).
+pub fn builtin_offers(gpus: &[GpuSpec]) -> Result<PriceBook, CatalogError> {
+    parse_offers(BUILTIN_OFFERS_TOML, BUILTIN_OFFERS_FILE, gpus).map(|c| c.book)
+}
+
+/// GPUs and offers together, as the planner uses them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Catalogue {
+    pub gpus: Vec<GpuSpec>,
+    pub book: PriceBook,
+}
+
+/// The embedded catalogue with an optional user file (`text`, `file` name)
+/// layered on top: its `[[gpu]]` tables add to or override the GPUs by id;
+/// its offers add to the embedded ones (same id: replaced), or replace them
+/// all with `replace = true`.
+pub fn load(user: Option<(&str, &str)>) -> Result<Catalogue, CatalogError> {
+    let mut gpus = crate::gpus::builtin_gpus()?;
+    let mut book = builtin_offers(&gpus)?;
+    if let Some((text, file)) = user {
+        let user_gpus = parse_gpus(text, file)?;
+        gpus = merge_gpus(gpus, user_gpus, false);
+        let contents = parse_offers(text, file, &gpus)?;
+        if contents.replace {
+            book = contents.book;
+        } else {
+            for o in contents.book.offers {
+                match book.offers.iter_mut().find(|b| b.id == o.id) {
+                    Some(slot) => *slot = o,
+                    None => book.offers.push(o),
+                }
+            }
+            book.discounts.extend(contents.book.discounts);
+            book.upgrades.extend(contents.book.upgrades);
+        }
+    }
+    Ok(Catalogue { gpus, book })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpus() -> Vec<GpuSpec> {
+        crate::gpus::builtin_gpus().unwrap()
+    }
+
+    #[test]
+    fn seed_offers_parse_with_ranges() {
+        let book = builtin_offers(&gpus()).unwrap();
+        assert_eq!(book.offers.len(), 10);
+        assert_eq!(book.discounts.len(), 4);
+        assert_eq!(book.upgrades.len(), 4);
+        let o = |id: &str| book.offers.iter().find(|o| o.id == id).unwrap();
+        let a = o("cn-guide/8x-a100-80g-nvlink");
+        assert_eq!(a.monthly, Some(PriceRange { low: 25_000.0, high: 40_000.0 }));
+        assert_eq!((a.gpus_per_machine, a.link), (8, Link::Nvlink));
+        assert!(a.flags.iter().any(|f| f == "estimated") && a.flags.iter().any(|f| f == "unofficial"));
+        assert_eq!(o("cn-guide/t4").monthly, Some(PriceRange::point(900.0)));
+        let c = o("cn-guide/a100-40g-custom");
+        assert_eq!((c.cpu_cores, c.ram_gb, c.disk_gb, c.network_mbps), (Some(8), Some(64.0), Some(400.0), Some(100.0)));
+        let s = o("cn-guide/a100-slice-1-20").slice.as_ref().unwrap();
+        assert_eq!((s.memory_mib, s.fraction), (2048, 0.05));
+        assert!(book.offers.iter().all(|o| o.currency == "CNY"));
+    }
+
+    #[test]
+    fn seed_discounts_compute() {
+        let book = builtin_offers(&gpus()).unwrap();
+        let o = |id: &str| book.offers.iter().find(|o| o.id == id).unwrap();
+        // 8 × A100 80G yearly: ×0.85 then −100 → 21,150–33,900
+        let (p, _) = book.best_monthly(o("cn-guide/8x-a100-80g-nvlink"), Term::Yearly).unwrap();
+        assert_eq!((p.low, p.high), (21_150.0, 33_900.0));
+        // single RTX 3090 yearly: 1750 × 0.8 − 100 = 1300
+        let (p, _) = book.best_monthly(o("cn-guide/rtx-3090"), Term::Yearly).unwrap();
+        assert_eq!(p.low, 1300.0);
+        // quarterly: 1750 × 0.95 − 100 = 1562.5
+        let (p, _) = book.best_monthly(o("cn-guide/rtx-3090"), Term::Quarterly).unwrap();
+        assert_eq!(p.low, 1562.5);
+    }
+
+    const USD: &str = r#"
+replace = true
+
+[[offer]]
+id = "acme/h100"
+provider = "acme"
+name = "H100 hourly"
+gpu = "H100"
+hourly = [2.0, 3.5]
+currency = "USD"
+"#;
+
+    #[test]
+    fn other_currency_replaces() {
+        let cat = load(Some((USD, "usd.toml"))).unwrap();
+        assert_eq!(cat.book.offers.len(), 1);
+        let o = &cat.book.offers[0];
+        assert_eq!((o.gpu.as_str(), o.currency.as_str()), ("h100-sxm", "USD"));
+        assert_eq!(o.hourly, Some(PriceRange { low: 2.0, high: 3.5 }));
+        let added = load(Some((&USD.replace("replace = true", ""), "usd.toml"))).unwrap();
+        assert_eq!(added.book.offers.len(), 11);
+    }
+
+    #[test]
+    fn user_gpu_and_offer_in_one_file() {
+        let text = r#"
+[[gpu]]
+id = "mystery-48"
+name = "Mystery 48"
+memory_mib = 49152
+memory_gb = 48.0
+bandwidth_gbs = 900.0
+bf16_tflops = 150.0
+pcie_gen = 4
+source = "mine"
+
+[[offer]]
+id = "me/m48"
+provider = "me"
+name = "m48"
+gpu = "mystery-48"
+monthly = 100
+currency = "EUR"
+"#;
+        let cat = load(Some((text, "mine.toml"))).unwrap();
+        assert!(cat.gpus.iter().any(|g| g.id == "mystery-48"));
+        assert!(cat.book.offers.iter().any(|o| o.id == "me/m48" && o.currency == "EUR"));
+    }
+
+    #[test]
+    fn bad_offer_files_name_file_line_field() {
+        let g = gpus();
+        // unknown GPU id, with a suggestion
+        let e = parse_offers(&USD.replace("gpu = \"H100\"", "gpu = \"rtx-3080\""), "o.toml", &g).unwrap_err();
+        assert!(matches!(&e, CatalogError::UnknownOfferGpu { line: 8, .. }), "{e:?}");
+        assert!(e.to_string().starts_with("o.toml:8: field `gpu`"), "{e}");
+        // mistyped price
+        let e = parse_offers(&USD.replace("hourly = [2.0, 3.5]", "hourly = \"cheap\""), "o.toml", &g).unwrap_err();
+        assert!(matches!(&e, CatalogError::Parse { line: 9, field: Some(f), .. } if f == "hourly"), "{e:?}");
+        // inverted range
+        let e = parse_offers(&USD.replace("[2.0, 3.5]", "[3.5, 2.0]"), "o.toml", &g).unwrap_err();
+        assert!(matches!(&e, CatalogError::Invalid { line: 9, field, .. } if field == "hourly"), "{e:?}");
+        // no price at all
+        let e = parse_offers(&USD.replace("hourly = [2.0, 3.5]\n", ""), "o.toml", &g).unwrap_err();
+        assert!(matches!(&e, CatalogError::Invalid { field, .. } if field == "monthly"), "{e:?}");
+        // unknown key
+        let e = parse_offers(&USD.replace("currency = \"USD\"", "currency = \"USD\"\nprice = 3"), "o.toml", &g)
+            .unwrap_err();
+        assert!(matches!(&e, CatalogError::Parse { field: Some(f), .. } if f == "price"), "{e:?}");
+        // NVLink on a card without it
+        let e =
+            parse_offers(&USD.replace("gpu = \"H100\"", "gpu = \"t4\"\nlink = \"nvlink\""), "o.toml", &g).unwrap_err();
+        assert!(matches!(&e, CatalogError::Invalid { field, .. } if field == "link"), "{e:?}");
+        // missing currency
+        let e = parse_offers(&USD.replace("currency = \"USD\"\n", ""), "o.toml", &g).unwrap_err();
+        assert!(matches!(&e, CatalogError::Parse { field: Some(f), .. } if f == "currency"), "{e:?}");
+    }
+}

@@ -1,0 +1,343 @@
+//! Path (1): software switches on the card the user has, applied one after
+//! another in the seed's order — mixed precision → gradient accumulation →
+//! checkpointing → 8-bit optimizer → (LoRA / QLoRA when allowed) → offload —
+//! each with what it saves and what it costs in speed. Inference: fp8 KV
+//! cache → int8 → int4 weights (when `--allow quant`). Every figure comes
+//! from [`crate::estimate()`] and the time model; nothing is assumed here.
+
+use super::search::{global_batch, work_of, MemSummary, Work};
+use super::time::TimeModel;
+use super::Allow;
+use crate::dtype::DType;
+use crate::estimate::estimate;
+use crate::hardware::{GpuSpec, Link};
+use crate::model::ModelSpec;
+use crate::quant::QuantSpec;
+use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
+use crate::workload::{Offload, Parallelism, Sharding, Task, Workload};
+use serde::{Deserialize, Serialize};
+
+/// What happened to a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// applied (and kept for the following steps)
+    Applied,
+    /// the job already does this
+    AlreadyOn,
+    /// shown for information, not kept: needs the flag named
+    NotAllowed,
+    /// does not apply to this job
+    NotApplicable,
+    /// the estimator refused the setup
+    Refused,
+}
+
+/// One rung of the ladder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LadderStep {
+    pub name: String,
+    pub status: StepStatus,
+    /// why not applied / what it changed
+    pub detail: String,
+    /// per-GPU bytes after this step (None when refused)
+    pub per_gpu_bytes: Option<u64>,
+    /// bytes saved against the previous kept state (negative: costs memory)
+    pub saved_bytes: Option<i128>,
+    pub fits: bool,
+    /// time per token against the starting point (≥ 1 is slower)
+    pub slowdown: Option<f64>,
+    pub tokens_per_s: Option<f64>,
+    /// host RAM the step needs (offload)
+    pub cpu_bytes: u64,
+    #[serde(skip)]
+    pub workload: Option<Workload>,
+}
+
+/// The whole ladder on one card.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ladder {
+    pub gpu_id: String,
+    pub gpu_name: String,
+    pub gpu_memory_bytes: u64,
+    pub start_bytes: Option<u64>,
+    pub start_fits: bool,
+    pub steps: Vec<LadderStep>,
+    /// index of the first applied step after which the job fits
+    pub first_fit: Option<usize>,
+}
+
+struct Eval {
+    mem: MemSummary,
+    tps: f64,
+}
+
+fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option<Eval> {
+    let l = estimate(spec, w).ok()?;
+    let mem = MemSummary::of(&l);
+    let dev = tm.device(gpu, Link::Pcie, 1.0, None);
+    let tps = match work_of(spec, w, &mem) {
+        Work::Train(work) => {
+            let st = tm.train_step(&work, &dev, None);
+            if st.total_s > 0.0 {
+                work.tokens_per_step / st.total_s
+            } else {
+                0.0
+            }
+        }
+        Work::Infer(work) => tm.infer(&work, &dev).decode_tokens_per_s,
+    };
+    Some(Eval { mem, tps })
+}
+
+/// Build the ladder for `base` on one `gpu`.
+pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm: &TimeModel) -> Ladder {
+    let cap = gpu.memory_bytes();
+    let mut cur = base.clone();
+    cur.parallelism = Parallelism { gpus: 1, tp: 1, pp: 1, ..Parallelism::default() };
+    if let Task::Train(t) = &mut cur.task {
+        let gb = global_batch(t, &base.parallelism);
+        t.grad_accum = gb.div_ceil(t.batch.max(1)).max(1);
+    }
+    let start = eval(spec, &cur, gpu, tm);
+    let start_tps = start.as_ref().map(|e| e.tps).unwrap_or(0.0);
+    let mut prev = start.as_ref().map(|e| e.mem.total);
+    let mut steps: Vec<LadderStep> = Vec::new();
+
+    // Each candidate step: name, a change to the current workload (None:
+    // not applicable, with the reason), whether it is allowed.
+    type Change = Box<dyn Fn(&Workload) -> Result<Workload, (StepStatus, String)>>;
+    let mut changes: Vec<(&str, Change, Option<&str>)> = Vec::new();
+    match &base.task {
+        Task::Train(_) => {
+            let bf16 = gpu.bf16;
+            changes.push((
+                "mixed precision",
+                Box::new(move |w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Train(t) = &mut w.task {
+                        if t.precision != Precision::Fp32 {
+                            return Err((StepStatus::AlreadyOn, format!("already {}", t.precision.name())));
+                        }
+                        t.precision = if bf16 { Precision::AmpBf16 } else { Precision::AmpFp16 };
+                    }
+                    Ok(w)
+                }),
+                None,
+            ));
+            changes.push((
+                "gradient accumulation",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Train(t) = &mut w.task {
+                        if t.batch <= 1 {
+                            return Err((StepStatus::AlreadyOn, "micro-batch already 1".into()));
+                        }
+                        let gb = t.batch * t.grad_accum.max(1);
+                        t.batch = 1;
+                        t.grad_accum = gb;
+                    }
+                    Ok(w)
+                }),
+                None,
+            ));
+            changes.push((
+                "activation checkpointing",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Train(t) = &mut w.task {
+                        if t.checkpointing == Checkpointing::Full {
+                            return Err((StepStatus::AlreadyOn, "already full".into()));
+                        }
+                        t.checkpointing = Checkpointing::Full;
+                    }
+                    Ok(w)
+                }),
+                None,
+            ));
+            changes.push((
+                "8-bit optimizer",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Train(t) = &mut w.task {
+                        match t.optimizer {
+                            Optimizer::AdamW => t.optimizer = Optimizer::AdamW8bit,
+                            o if o.is_8bit() => return Err((StepStatus::AlreadyOn, format!("already {}", o.name()))),
+                            o => return Err((StepStatus::NotApplicable, format!("{} has no 8-bit variant", o.name()))),
+                        }
+                    }
+                    Ok(w)
+                }),
+                None,
+            ));
+            changes.push((
+                "LoRA",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Train(t) = &mut w.task {
+                        if t.kind != TrainKind::Full {
+                            return Err((StepStatus::AlreadyOn, format!("already {}", t.kind.name())));
+                        }
+                        t.kind = TrainKind::Lora;
+                    }
+                    Ok(w)
+                }),
+                if allow.lora { None } else { Some("--allow lora") },
+            ));
+            changes.push((
+                "QLoRA",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Train(t) = &mut w.task {
+                        if t.kind == TrainKind::Qlora {
+                            return Err((StepStatus::AlreadyOn, "already qlora".into()));
+                        }
+                        t.kind = TrainKind::Qlora;
+                    }
+                    Ok(w)
+                }),
+                if allow.qlora { None } else { Some("--allow qlora") },
+            ));
+            changes.push((
+                "CPU offload (optimizer)",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if w.parallelism.offload_optimizer != Offload::None {
+                        return Err((StepStatus::AlreadyOn, "already offloaded".into()));
+                    }
+                    w.parallelism.sharding = Sharding::Zero2;
+                    w.parallelism.offload_optimizer = Offload::Cpu;
+                    if let Task::Train(t) = &mut w.task {
+                        if t.optimizer.is_8bit() {
+                            // DeepSpeed's CPU-Adam replaces the GPU optimizer
+                            t.optimizer = Optimizer::AdamW;
+                        }
+                    }
+                    Ok(w)
+                }),
+                None,
+            ));
+            changes.push((
+                "CPU offload (parameters too)",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if w.parallelism.offload_params != Offload::None {
+                        return Err((StepStatus::AlreadyOn, "already offloaded".into()));
+                    }
+                    w.parallelism.sharding = Sharding::Zero3;
+                    w.parallelism.offload_optimizer = Offload::Cpu;
+                    w.parallelism.offload_params = Offload::Cpu;
+                    Ok(w)
+                }),
+                None,
+            ));
+        }
+        Task::Inference(_) => {
+            let gate = if allow.quant { None } else { Some("--allow quant") };
+            changes.push((
+                "fp8 KV cache",
+                Box::new(|w: &Workload| {
+                    let mut w = w.clone();
+                    if let Task::Inference(s) = &mut w.task {
+                        if s.kv_dtype.bits() <= 8 {
+                            return Err((StepStatus::AlreadyOn, format!("already {}", s.kv_dtype)));
+                        }
+                        s.kv_dtype = DType::F8;
+                    }
+                    Ok(w)
+                }),
+                gate,
+            ));
+            for bits in [8u64, 4] {
+                changes.push((
+                    if bits == 8 { "int8 weights" } else { "int4 weights" },
+                    Box::new(move |w: &Workload| {
+                        let mut w = w.clone();
+                        if let Task::Inference(s) = &mut w.task {
+                            if let Some(q) = &s.quant {
+                                if q.bits <= bits {
+                                    return Err((StepStatus::AlreadyOn, format!("already {}", q.label)));
+                                }
+                            }
+                            s.quant = Some(QuantSpec::int(bits, 128, s.weight_dtype_compute()));
+                        }
+                        Ok(w)
+                    }),
+                    gate,
+                ));
+            }
+        }
+    }
+
+    let mut first_fit = None;
+    let start_fits = start.as_ref().is_some_and(|e| e.mem.total <= cap);
+    for (name, change, gate) in changes {
+        match change(&cur) {
+            Err((status, detail)) => steps.push(LadderStep {
+                name: name.into(),
+                status,
+                detail,
+                per_gpu_bytes: None,
+                saved_bytes: None,
+                fits: false,
+                slowdown: None,
+                tokens_per_s: None,
+                cpu_bytes: 0,
+                workload: None,
+            }),
+            Ok(next) => {
+                let e = eval(spec, &next, gpu, tm);
+                let (bytes, tps, cpu) = match &e {
+                    Some(e) => (Some(e.mem.total), Some(e.tps), e.mem.cpu),
+                    None => (None, None, 0),
+                };
+                let saved = match (prev, bytes) {
+                    (Some(p), Some(b)) => Some(p as i128 - b as i128),
+                    _ => None,
+                };
+                let slowdown = tps.filter(|t| *t > 0.0 && start_tps > 0.0).map(|t| start_tps / t);
+                let fits = bytes.is_some_and(|b| b <= cap);
+                let status = if e.is_none() {
+                    StepStatus::Refused
+                } else if gate.is_some() {
+                    StepStatus::NotAllowed
+                } else {
+                    StepStatus::Applied
+                };
+                let detail = match (&status, gate) {
+                    (StepStatus::NotAllowed, Some(g)) => format!("not applied: needs {g} (changes the method)"),
+                    (StepStatus::Refused, _) => "the estimator refused this setup".into(),
+                    _ => String::new(),
+                };
+                if status == StepStatus::Applied {
+                    cur = next.clone();
+                    prev = bytes;
+                    if fits && first_fit.is_none() && !start_fits {
+                        first_fit = Some(steps.len());
+                    }
+                }
+                steps.push(LadderStep {
+                    name: name.into(),
+                    status,
+                    detail,
+                    per_gpu_bytes: bytes,
+                    saved_bytes: saved,
+                    fits,
+                    slowdown,
+                    tokens_per_s: tps,
+                    cpu_bytes: cpu,
+                    workload: Some(next),
+                });
+            }
+        }
+    }
+    Ladder {
+        gpu_id: gpu.id.clone(),
+        gpu_name: gpu.name.clone(),
+        gpu_memory_bytes: cap,
+        start_bytes: start.as_ref().map(|e| e.mem.total),
+        start_fits,
+        steps,
+        first_fit,
+    }
+}

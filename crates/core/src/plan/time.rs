@@ -1,0 +1,409 @@
+//! How long a job takes: a roofline-style model with every constant named,
+//! documented and overridable ([`TimeModel`]). It is deliberately simple
+//! and meant for *comparing* setups (which is faster, by about how much),
+//! not for promising a wall-clock figure.
+//!
+//! Training: FLOPs per token ≈ 6·N (Kaplan et al. 2020, "Scaling Laws",
+//! §2.1) plus the attention score/value matmuls, 12·L·h·s per token
+//! (Chowdhery et al. 2022, PaLM, App. B); full checkpointing repeats the
+//! forward (+ 2·N + 4·L·h·s), selective recompute repeats the attention core
+//! (+ 4·L·h·s); LoRA skips the frozen weights' gradients (4·N instead of
+//! 6·N). Achieved throughput = dense tensor peak × MFU (per architecture) ×
+//! a micro-batch efficiency. Communication per step follows the ZeRO paper
+//! (Rajbhandari et al. 2020, §7): DP and ZeRO-1/2 move 2Ψ per step, ZeRO-3
+//! 3Ψ; Megatron TP all-reduces the activations 4× per layer per micro-batch
+//! (Shoeybi et al. 2019, §3). Offload is bounded by PCIe host bandwidth and
+//! the CPU optimizer step. Pipeline bubbles: (p−1)/m of the step under 1F1B
+//! (Narayanan et al. 2021).
+//!
+//! Inference: a decode step reads every weight byte and the KV cache once,
+//! so tokens/s = concurrency / (bytes per GPU / (bandwidth × efficiency));
+//! prefill is bound by FLOPs (2·N per token + attention).
+
+use crate::hardware::{GpuSpec, Link};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Achievable model-FLOPs utilisation by architecture for dense training
+/// (bf16/fp16, fp32 accumulate). Rules of thumb from published runs:
+/// Megatron/DeepSpeed report 40–55 % on A100 (Narayanan et al. 2021:
+/// 52 % for GPT-3 175B on 3072 A100s), 35–45 % on H100 without FP8
+/// (MosaicML/Databricks blog figures); consumer and older cards lower.
+/// Unconfirmed for any particular model: override with `mfu`.
+pub const DEFAULT_MFU: &[(&str, f64)] = &[
+    ("ampere", 0.45),
+    ("hopper", 0.40),
+    ("blackwell", 0.35),
+    ("ada", 0.40),
+    ("volta", 0.35),
+    ("turing", 0.30),
+    ("cdna3", 0.30),
+];
+/// MFU for an architecture not in the table.
+pub const FALLBACK_MFU: f64 = 0.30;
+
+/// A micro-batch of `t` tokens per GPU runs at `t / (t + MICRO_BATCH_HALF_TOKENS)`
+/// of the saturated rate: small matmuls underuse the tensor cores. 512 tokens
+/// gives 80 % at seq 2048 × batch 1 and 94 % at batch 4 (heuristic).
+pub const MICRO_BATCH_HALF_TOKENS: f64 = 512.0;
+
+/// Share of the NVLink aggregate (bidirectional) figure a collective achieves
+/// per direction: NCCL bus bandwidth on A100 NVLink3 is ~230 GB/s of the
+/// 300 GB/s per direction (NCCL tests, commonly reported).
+pub const NVLINK_EFFICIENCY: f64 = 0.75;
+
+/// GPU↔GPU bandwidth over PCIe by generation, GB/s per direction: the
+/// "typical measured" pinned copy figures of shared/reference/gpus.md
+/// (Gen3 ~12, Gen4 ~25, Gen5 ~50; unconfirmed rules of thumb). Consumer
+/// cards without P2P go through host memory at about the same rate.
+pub fn pcie_gbs(gen: u8) -> f64 {
+    match gen {
+        0..=3 => 12.0,
+        4 => 25.0,
+        5 => 50.0,
+        _ => 100.0,
+    }
+}
+
+/// Share of the gradient communication hidden behind the backward pass
+/// (DDP/ZeRO bucketing overlaps reduction with compute).
+pub const DP_OVERLAP: f64 = 0.8;
+/// Share of ZeRO-3 parameter gathering hidden by prefetching.
+pub const ZERO3_OVERLAP: f64 = 0.5;
+
+/// DeepSpeed CPU-Adam throughput per core, parameters per second. The
+/// ZeRO-Offload paper (Ren et al. 2021, Table 3) reports CPU-Adam updating
+/// 1B parameters in ~0.2–0.3 s on a 20–28 core Xeon, i.e. ~1.5e8 per core
+/// (rough; unconfirmed for today's CPUs).
+pub const CPU_ADAM_PARAMS_PER_CORE_S: f64 = 1.5e8;
+/// Cores assumed when an offer does not list its CPU.
+pub const DEFAULT_CPU_CORES: u64 = 16;
+
+/// QLoRA's NF4 dequantisation in every forward/backward costs throughput:
+/// bitsandbytes 4-bit matmuls run at ~0.7 of 16-bit ones (heuristic).
+pub const QLORA_SPEED: f64 = 0.7;
+
+/// Share of memory bandwidth a decode step achieves (vLLM reaches 70–85 %).
+pub const DECODE_BW_EFFICIENCY: f64 = 0.8;
+/// MFU of a prefill (large matmuls).
+pub const PREFILL_MFU: f64 = 0.5;
+/// Latency of one small all-reduce in a TP decode step, seconds.
+pub const NVLINK_ALLREDUCE_S: f64 = 10e-6;
+pub const PCIE_ALLREDUCE_S: f64 = 30e-6;
+
+/// Every constant of the model, overridable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeModel {
+    /// MFU by architecture or by GPU id (an id entry wins)
+    pub mfu: BTreeMap<String, f64>,
+    pub fallback_mfu: f64,
+    pub micro_batch_half_tokens: f64,
+    pub nvlink_efficiency: f64,
+    pub dp_overlap: f64,
+    pub zero3_overlap: f64,
+    pub cpu_adam_params_per_core_s: f64,
+    pub default_cpu_cores: u64,
+    pub qlora_speed: f64,
+    pub decode_bw_efficiency: f64,
+    pub prefill_mfu: f64,
+}
+
+impl Default for TimeModel {
+    fn default() -> Self {
+        TimeModel {
+            mfu: DEFAULT_MFU.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            fallback_mfu: FALLBACK_MFU,
+            micro_batch_half_tokens: MICRO_BATCH_HALF_TOKENS,
+            nvlink_efficiency: NVLINK_EFFICIENCY,
+            dp_overlap: DP_OVERLAP,
+            zero3_overlap: ZERO3_OVERLAP,
+            cpu_adam_params_per_core_s: CPU_ADAM_PARAMS_PER_CORE_S,
+            default_cpu_cores: DEFAULT_CPU_CORES,
+            qlora_speed: QLORA_SPEED,
+            decode_bw_efficiency: DECODE_BW_EFFICIENCY,
+            prefill_mfu: PREFILL_MFU,
+        }
+    }
+}
+
+/// One GPU as the time model sees it (a slice scales compute and bandwidth).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Device {
+    /// dense 16-bit FLOP/s
+    pub flops: f64,
+    pub mfu: f64,
+    /// memory bandwidth, bytes/s
+    pub mem_bw: f64,
+    /// GPU↔GPU bandwidth inside the machine, bytes/s per direction
+    pub intra_bw: f64,
+    /// host↔GPU bandwidth, bytes/s
+    pub host_bw: f64,
+    /// GPU↔GPU bandwidth between machines, bytes/s (when the job spans several)
+    pub inter_bw: Option<f64>,
+    pub link: Link,
+}
+
+impl TimeModel {
+    pub fn mfu_for(&self, gpu: &GpuSpec) -> f64 {
+        self.mfu
+            .get(&gpu.id)
+            .or_else(|| self.mfu.get(&gpu.arch))
+            .copied()
+            .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
+            .unwrap_or(self.fallback_mfu)
+    }
+
+    /// The device figures for `gpu` on a machine with `link` (a slice takes `fraction` of it).
+    pub fn device(&self, gpu: &GpuSpec, link: Link, fraction: f64, inter_node_gbs: Option<f64>) -> Device {
+        let intra = match (link, gpu.nvlink_gbs) {
+            (Link::Nvlink, Some(nv)) => nv / 2.0 * self.nvlink_efficiency,
+            _ => pcie_gbs(gpu.pcie_gen),
+        };
+        Device {
+            flops: gpu.bf16_tflops * 1e12 * fraction,
+            mfu: self.mfu_for(gpu),
+            mem_bw: gpu.bandwidth_gbs * 1e9 * fraction,
+            intra_bw: intra * 1e9,
+            host_bw: pcie_gbs(gpu.pcie_gen) * 1e9,
+            inter_bw: inter_node_gbs.map(|g| g * 1e9),
+            link: if gpu.nvlink_gbs.is_some() { link } else { Link::Pcie },
+        }
+    }
+
+    pub fn micro_batch_efficiency(&self, tokens_per_micro: f64) -> f64 {
+        let t = tokens_per_micro.max(1.0);
+        t / (t + self.micro_batch_half_tokens.max(0.0))
+    }
+}
+
+/// What a training step does, independent of the hardware (computed once per
+/// memory configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TrainWork {
+    /// FLOPs per trained token, including recompute
+    pub flops_per_token: f64,
+    /// FLOPs per token without recompute (the "useful" work; MFU basis)
+    pub model_flops_per_token: f64,
+    /// tokens per optimizer step over the whole job (global batch × seq)
+    pub tokens_per_step: f64,
+    /// tokens per micro-batch per GPU
+    pub tokens_per_micro: f64,
+    /// micro-batches per optimizer step on each rank
+    pub micro_steps: f64,
+    /// bytes each GPU sends per optimizer step for DP/ZeRO collectives
+    pub dp_bytes_per_step: f64,
+    /// which overlap applies to them
+    pub zero3: bool,
+    /// bytes each GPU all-reduces per step for TP
+    pub tp_bytes_per_step: f64,
+    /// bytes moved host↔GPU per step per GPU (offload)
+    pub offload_bytes_per_step: f64,
+    /// parameters the CPU optimizer updates per step on one machine
+    pub cpu_params_per_step: f64,
+    pub pp: f64,
+    /// QLoRA dequantisation factor applies
+    pub qlora: bool,
+    /// job spans more than one machine
+    pub multi_node: bool,
+    pub gpus: f64,
+}
+
+/// Seconds per optimizer step, split so the output can say where time goes.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct StepTime {
+    pub compute_s: f64,
+    /// compute without recompute, pipeline bubble or small-batch loss at MFU: the ideal
+    pub ideal_s: f64,
+    pub comm_s: f64,
+    pub offload_s: f64,
+    pub bubble_s: f64,
+    pub total_s: f64,
+}
+
+impl StepTime {
+    /// How much slower than the ideal (≥ 1).
+    pub fn slowdown(&self) -> f64 {
+        if self.ideal_s > 0.0 {
+            self.total_s / self.ideal_s
+        } else {
+            1.0
+        }
+    }
+}
+
+impl TimeModel {
+    /// Time of one optimizer step of `w` on `gpus` copies of `dev`.
+    pub fn train_step(&self, w: &TrainWork, dev: &Device, cpu_cores: Option<u64>) -> StepTime {
+        let per_gpu = dev.flops * dev.mfu * if w.qlora { self.qlora_speed } else { 1.0 };
+        let eff = self.micro_batch_efficiency(w.tokens_per_micro);
+        let total_flops = w.flops_per_token * w.tokens_per_step;
+        let ideal = w.model_flops_per_token * w.tokens_per_step / (w.gpus * per_gpu);
+        let compute = total_flops / (w.gpus * per_gpu * eff);
+        let bubble = if w.pp > 1.0 { compute * (w.pp - 1.0) / w.micro_steps.max(1.0) } else { 0.0 };
+        let dp_bw = if w.multi_node { dev.inter_bw.unwrap_or(dev.intra_bw).min(dev.intra_bw) } else { dev.intra_bw };
+        let dp_comm = w.dp_bytes_per_step / dp_bw;
+        let overlap = if w.zero3 { self.zero3_overlap } else { self.dp_overlap };
+        let exposed_dp = (dp_comm - overlap * compute).max(0.0);
+        // TP all-reduces sit on the critical path: no overlap.
+        let tp_comm = w.tp_bytes_per_step / dev.intra_bw;
+        let cores = cpu_cores.unwrap_or(self.default_cpu_cores).max(1) as f64;
+        let offload = if w.offload_bytes_per_step > 0.0 || w.cpu_params_per_step > 0.0 {
+            w.offload_bytes_per_step / dev.host_bw + w.cpu_params_per_step / (cores * self.cpu_adam_params_per_core_s)
+        } else {
+            0.0
+        };
+        let comm = exposed_dp + tp_comm;
+        StepTime {
+            compute_s: compute,
+            ideal_s: ideal,
+            comm_s: comm,
+            offload_s: offload,
+            bubble_s: bubble,
+            total_s: compute + bubble + comm + offload,
+        }
+    }
+}
+
+/// What an inference setup does per decode step and per prefill, per GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InferWork {
+    /// bytes one GPU reads per decode step (its weights + its KV cache)
+    pub bytes_per_step: f64,
+    /// sequences decoded together
+    pub concurrency: f64,
+    /// FLOPs of one prefill of `batch × context` tokens, whole model
+    pub prefill_flops: f64,
+    pub tp: f64,
+    pub pp: f64,
+    pub layers: f64,
+}
+
+/// Decode and prefill throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct InferTime {
+    pub decode_step_s: f64,
+    /// generated tokens per second over all sequences
+    pub decode_tokens_per_s: f64,
+    pub prefill_s: f64,
+}
+
+impl TimeModel {
+    pub fn infer(&self, w: &InferWork, dev: &Device) -> InferTime {
+        let read = w.bytes_per_step / (dev.mem_bw * self.decode_bw_efficiency);
+        // pipeline stages run one after another for a decode step
+        let mut step = read * w.pp.max(1.0);
+        if w.tp > 1.0 {
+            let lat = if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S };
+            step += 2.0 * w.layers * lat;
+        }
+        let prefill = w.prefill_flops / (w.tp.max(1.0) * dev.flops * self.prefill_mfu);
+        InferTime {
+            decode_step_s: step,
+            decode_tokens_per_s: if step > 0.0 { w.concurrency / step } else { 0.0 },
+            prefill_s: prefill,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a100() -> GpuSpec {
+        GpuSpec {
+            id: "a100-80gb-sxm".into(),
+            name: "A100".into(),
+            aliases: vec![],
+            memory_mib: 81920,
+            memory_gb: 80.0,
+            bandwidth_gbs: 2039.0,
+            bf16_tflops: 312.0,
+            fp8_tflops: None,
+            nvlink_gbs: Some(600.0),
+            pcie_gen: 4,
+            mig_max: 7,
+            bf16: true,
+            arch: "ampere".into(),
+            confirmed: false,
+            source: "t".into(),
+        }
+    }
+
+    #[test]
+    fn compute_bound_step_by_hand() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None);
+        // NVLink 600 GB/s aggregate → 300 per direction × 0.75 = 225 GB/s
+        assert!((dev.intra_bw - 225e9).abs() < 1.0);
+        let w = TrainWork {
+            flops_per_token: 6.0e9,
+            model_flops_per_token: 6.0e9,
+            tokens_per_step: 8.0 * 2048.0,
+            tokens_per_micro: 2048.0,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 8.0,
+        };
+        let t = tm.train_step(&w, &dev, None);
+        // ideal: 6e9 × 16384 / (8 × 312e12 × 0.45) = 8.753e-5 s
+        assert!((t.ideal_s - 8.7537e-5).abs() < 1e-8, "{}", t.ideal_s);
+        // micro-batch efficiency 2048 / 2560 = 0.8 → slowdown 1.25
+        assert!((t.slowdown() - 1.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pcie_offload_and_comm_cost() {
+        let tm = TimeModel::default();
+        let mut g = a100();
+        g.nvlink_gbs = None;
+        let dev = tm.device(&g, Link::Nvlink, 1.0, None);
+        assert_eq!(dev.link, Link::Pcie);
+        assert_eq!(dev.intra_bw, 25e9);
+        let w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            tokens_per_micro: 1e9,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 25e9,
+            zero3: true,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 25e9,
+            cpu_params_per_step: 16.0 * 1.5e8,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 1.0,
+        };
+        let t = tm.train_step(&w, &dev, Some(16));
+        // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam
+        assert!((t.comm_s - 1.0).abs() < 1e-6);
+        assert!((t.offload_s - 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn decode_is_bandwidth_bound() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None);
+        let w =
+            InferWork { bytes_per_step: 13.0e9, concurrency: 1.0, prefill_flops: 0.0, tp: 1.0, pp: 1.0, layers: 32.0 };
+        let t = tm.infer(&w, &dev);
+        // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
+        assert!((t.decode_tokens_per_s - 125.48).abs() < 0.1, "{}", t.decode_tokens_per_s);
+    }
+
+    #[test]
+    fn mfu_override_by_id_wins() {
+        let mut tm = TimeModel::default();
+        assert_eq!(tm.mfu_for(&a100()), 0.45);
+        tm.mfu.insert("a100-80gb-sxm".into(), 0.5);
+        assert_eq!(tm.mfu_for(&a100()), 0.5);
+    }
+}
