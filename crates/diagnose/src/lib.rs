@@ -1,1 +1,186 @@
-//! (being built)
+//! vramfit-diagnose: why a run ran out of GPU memory, from what the user
+//! already has: the error text (PyTorch of every era, JAX/XLA, TensorFlow,
+//! vLLM, DeepSpeed logs), `torch.cuda.memory_summary()`, a memory snapshot
+//! pickle (read without running any pickle code), or the training script.
+//!
+//! [`detect`] decides what the input is; [`diagnose`] parses it and
+//! classifies each OOM ([`classify`]); [`culprit`] puts a vramfit estimate
+//! beside a failing request. Everything except [`input`] is a pure
+//! function of bytes.
+
+pub mod classify;
+pub mod culprit;
+pub mod input;
+pub mod lint;
+pub mod oom;
+pub mod other_frameworks;
+pub mod pickle;
+pub mod size;
+pub mod snapshot;
+pub mod summary;
+pub mod svg;
+
+use serde::Serialize;
+
+pub use classify::{classify, OomClass, Verdict};
+pub use input::{Input, InputError};
+pub use oom::{OomEvent, OomKind};
+
+/// What the input is (`--kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Oom,
+    Summary,
+    Snapshot,
+    Script,
+}
+
+impl Kind {
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Oom => "oom",
+            Kind::Summary => "summary",
+            Kind::Snapshot => "snapshot",
+            Kind::Script => "script",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnoseError {
+    #[error("{name}: not recognised: {why}")]
+    NotRecognised { name: String, why: String },
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{name}: {source}")]
+    Snapshot { name: String, source: snapshot::SnapshotError },
+    #[error("{name}: {source}")]
+    Lint { name: String, source: lint::LintError },
+}
+
+/// One OOM with its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosed {
+    pub event: OomEvent,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Diagnosis {
+    Oom {
+        ooms: Vec<Diagnosed>,
+    },
+    Summary {
+        summary: summary::MemorySummary,
+        verdict: summary::SummaryVerdict,
+        /// OOM messages printed beside the summary
+        ooms: Vec<Diagnosed>,
+    },
+    Snapshot {
+        report: snapshot::SnapshotReport,
+    },
+    Script {
+        report: lint::LintReport,
+    },
+}
+
+impl Diagnosis {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Diagnosis::Oom { .. } => Kind::Oom,
+            Diagnosis::Summary { .. } => Kind::Summary,
+            Diagnosis::Snapshot { .. } => Kind::Snapshot,
+            Diagnosis::Script { .. } => Kind::Script,
+        }
+    }
+}
+
+/// Does the text look like binary data (NULs, or mostly invalid UTF-8)?
+fn binary_reason(bytes: &[u8]) -> Option<String> {
+    let head = &bytes[..bytes.len().min(input::SNIFF)];
+    if head.contains(&0) {
+        return Some("binary data (NUL bytes), not a log, summary, snapshot pickle or script".into());
+    }
+    let lossy = String::from_utf8_lossy(head);
+    let bad = lossy.chars().filter(|&c| c == '\u{fffd}').count();
+    if bad * 20 > lossy.chars().count().max(1) {
+        return Some("binary data (not UTF-8 text)".into());
+    }
+    None
+}
+
+/// What the input is, or why it is not recognised.
+pub fn detect(input: &Input) -> Result<Kind, DiagnoseError> {
+    let nr = |why: &str| DiagnoseError::NotRecognised { name: input.name.clone(), why: why.to_string() };
+    if input.bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(nr("the input is empty"));
+    }
+    if input::looks_like_pickle(&input.bytes) {
+        return Ok(Kind::Snapshot);
+    }
+    if let Some(why) = binary_reason(&input.bytes) {
+        return Err(nr(&why));
+    }
+    let text = String::from_utf8_lossy(&input.bytes);
+    if text.contains("PyTorch CUDA memory summary") {
+        return Ok(Kind::Summary);
+    }
+    if !oom::scan(&text).is_empty() {
+        return Ok(Kind::Oom);
+    }
+    if lint::looks_like_python(&text) {
+        return Ok(Kind::Script);
+    }
+    Err(nr("no OOM message, torch.cuda.memory_summary() table, memory snapshot or Python script found"))
+}
+
+fn diagnosed(text: &str) -> Vec<Diagnosed> {
+    oom::scan(text).into_iter().map(|e| Diagnosed { verdict: classify(&e), event: e }).collect()
+}
+
+/// Parse and diagnose `input` as `kind` (detected when `None`).
+pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, DiagnoseError> {
+    let kind = match kind {
+        Some(k) => k,
+        None => detect(input)?,
+    };
+    let nr = |why: &str| DiagnoseError::NotRecognised { name: input.name.clone(), why: why.to_string() };
+    if kind != Kind::Snapshot {
+        if input.bytes.iter().all(|b| b.is_ascii_whitespace()) {
+            return Err(nr("the input is empty"));
+        }
+        if let Some(why) = binary_reason(&input.bytes) {
+            return Err(nr(&why));
+        }
+    }
+    let text = || String::from_utf8_lossy(&input.bytes);
+    match kind {
+        Kind::Snapshot => {
+            if !input::looks_like_pickle(&input.bytes) {
+                return Err(nr("not a pickle (a snapshot starts with the bytes 0x80 0x02–0x05)"));
+            }
+            let snap = snapshot::load(&input.bytes)
+                .map_err(|source| DiagnoseError::Snapshot { name: input.name.clone(), source })?;
+            Ok(Diagnosis::Snapshot { report: snap.analyze() })
+        }
+        Kind::Summary => {
+            let t = text();
+            let s = summary::parse(&t).ok_or_else(|| nr("no torch.cuda.memory_summary() table found"))?;
+            Ok(Diagnosis::Summary { verdict: s.verdict(), summary: s, ooms: diagnosed(&t) })
+        }
+        Kind::Oom => {
+            let ooms = diagnosed(&text());
+            if ooms.is_empty() {
+                return Err(nr("no out-of-memory message found"));
+            }
+            Ok(Diagnosis::Oom { ooms })
+        }
+        Kind::Script => {
+            let report =
+                lint::lint(&text()).map_err(|source| DiagnoseError::Lint { name: input.name.clone(), source })?;
+            Ok(Diagnosis::Script { report })
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Memory lint of a Python training script, on a real syntax tree
+//! (tree-sitter-python): patterns that keep GPU memory alive or multiply
+//! it, each with the line, why it costs memory, and the fix.
+
+use serde::Serialize;
+use std::collections::HashMap;
+use tree_sitter::{Node, Parser};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// stable rule id
+    pub rule: &'static str,
+    /// 1-based
+    pub line: usize,
+    /// 1-based
+    pub column: usize,
+    /// the source line, trimmed (at most 160 characters)
+    pub code: String,
+    pub why: String,
+    pub fix: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LintError {
+    #[error("the Python grammar could not be loaded: {0}")]
+    Grammar(String),
+    #[error("the script could not be parsed")]
+    Parse,
+}
+
+/// How much of the script the parser could not read (0 = clean).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LintReport {
+    pub lines: usize,
+    pub error_nodes: usize,
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Ctx {
+    /// innermost loop node id and its byte range
+    lp: Option<(usize, usize, usize)>,
+    grad_off: bool,
+    func: usize,
+}
+
+#[derive(Default)]
+struct Func {
+    /// receivers of `.eval()` and their node (outside no_grad)
+    evals: Vec<(String, usize, usize)>,
+    /// plain calls `X(...)` made with grad on: callee name
+    grad_calls: Vec<String>,
+    grad_off_anywhere: bool,
+}
+
+struct Lint<'a> {
+    src: &'a [u8],
+    lines: Vec<&'a str>,
+    findings: Vec<Finding>,
+    funcs: Vec<Func>,
+    /// names bound to `[]`/`list()`: (name, byte offset, loop id at that point)
+    list_inits: Vec<(String, usize, Option<usize>)>,
+    /// names assigned inside each loop
+    loop_assigned: HashMap<usize, Vec<String>>,
+    /// names on which `.backward()` is called
+    backward_on: Vec<String>,
+    has_dropout: bool,
+    has_sharding: bool,
+    errors: usize,
+    /// `+=` of a loss in a loop: (node id, row, column, target, loop id)
+    pending_acc: Vec<(usize, usize, usize, String, usize)>,
+    /// findings decided once the whole file is seen: (node id, rule)
+    later: Vec<(usize, &'static str)>,
+}
+
+fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
+    n.utf8_text(src).unwrap_or("")
+}
+
+const SAFE_METHODS: [&str; 6] = ["item", "detach", "tolist", "cpu", "numpy", "float_"];
+const TENSORISH: [&str; 14] =
+    ["loss", "logit", "output", "out", "pred", "hidden", "feat", "emb", "attn", "grad", "activation", "score", "prob", "y_hat"];
+
+impl<'a> Lint<'a> {
+    fn push(&mut self, n: Node, rule: &'static str, why: &str, fix: &str) {
+        let p = n.start_position();
+        let code: String = self.lines.get(p.row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect();
+        if self.findings.iter().any(|f| f.rule == rule && f.line == p.row + 1) {
+            return;
+        }
+        self.findings.push(Finding { rule, line: p.row + 1, column: p.column + 1, code, why: why.into(), fix: fix.into() });
+    }
+
+    /// Does the expression turn a tensor into something off the graph?
+    fn is_safe(&self, n: Node) -> bool {
+        let mut safe = false;
+        walk(n, &mut |c| {
+            if c.kind() == "call" {
+                if let Some(f) = c.child_by_field_name("function") {
+                    let t = text(f, self.src);
+                    let last = t.rsplit('.').next().unwrap_or(t);
+                    if SAFE_METHODS.contains(&last) || (f.kind() == "identifier" && matches!(t, "float" | "int" | "len" | "str")) {
+                        safe = true;
+                    }
+                }
+            }
+        });
+        safe
+    }
+
+    fn mentions(&self, n: Node, words: &[&str]) -> bool {
+        let mut hit = false;
+        walk(n, &mut |c| {
+            if c.kind() == "identifier" {
+                let t = text(c, self.src).to_ascii_lowercase();
+                if words.iter().any(|w| t.contains(w)) {
+                    hit = true;
+                }
+            }
+        });
+        hit
+    }
+
+    fn keyword(&self, call: Node, name: &str) -> Option<String> {
+        let args = call.child_by_field_name("arguments")?;
+        let mut cur = args.walk();
+        let found = args.named_children(&mut cur).find_map(|a| {
+            if a.kind() != "keyword_argument" {
+                return None;
+            }
+            let k = a.child_by_field_name("name")?;
+            (text(k, self.src) == name).then(|| a.child_by_field_name("value").map(|v| text(v, self.src).to_string()))?
+        });
+        found
+    }
+
+    fn visit(&mut self, n: Node, ctx: Ctx) {
+        if n.is_error() || n.is_missing() {
+            self.errors += 1;
+        }
+        let mut ctx = ctx;
+        match n.kind() {
+            "function_definition" => {
+                self.funcs.push(Func::default());
+                let decorated = n.parent().filter(|p| p.kind() == "decorated_definition").is_some_and(|p| {
+                    let mut cur = p.walk();
+                    let hit = p
+                        .named_children(&mut cur)
+                        .any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
+                    hit
+                });
+                ctx = Ctx { lp: None, grad_off: decorated, func: self.funcs.len() - 1 };
+                if decorated {
+                    self.funcs[ctx.func].grad_off_anywhere = true;
+                }
+            }
+            "for_statement" | "while_statement" => {
+                // the iterable/condition runs in the outer context; the body in the loop
+                let mut cur = n.walk();
+                let kids: Vec<Node> = n.children(&mut cur).collect();
+                for k in kids {
+                    let is_body = n.child_by_field_name("body").is_some_and(|b| b.id() == k.id())
+                        || n.child_by_field_name("alternative").is_some_and(|b| b.id() == k.id());
+                    let c = if is_body { Ctx { lp: Some((n.id(), n.start_byte(), n.end_byte())), ..ctx } } else { ctx };
+                    self.visit(k, c);
+                }
+                return;
+            }
+            "with_statement" => {
+                let mut cur = n.walk();
+                let off = n.children(&mut cur).any(|c| c.kind() == "with_clause" && grad_off_text(text(c, self.src)));
+                if off {
+                    ctx.grad_off = true;
+                    if let Some(f) = self.funcs.get_mut(ctx.func) {
+                        f.grad_off_anywhere = true;
+                    }
+                }
+            }
+            "identifier" => {
+                let t = text(n, self.src);
+                if t.to_ascii_lowercase().contains("dropout") {
+                    self.has_dropout = true;
+                }
+                if matches!(t, "FullyShardedDataParallel" | "fully_shard" | "deepspeed" | "ZeroRedundancyOptimizer" | "FSDP") {
+                    self.has_sharding = true;
+                }
+            }
+            "assignment" => {
+                if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) {
+                    let name = text(l, self.src).to_string();
+                    let rt = text(r, self.src).replace(' ', "");
+                    if rt == "[]" || rt == "list()" {
+                        self.list_inits.push((name.clone(), n.start_byte(), ctx.lp.map(|x| x.0)));
+                    }
+                    if let Some((id, _, _)) = ctx.lp {
+                        self.loop_assigned.entry(id).or_default().push(name);
+                    }
+                }
+            }
+            "augmented_assignment" => self.check_accumulate(n, ctx),
+            "call" => self.check_call(n, ctx),
+            _ => {}
+        }
+        let mut cur = n.walk();
+        let kids: Vec<Node> = n.children(&mut cur).collect();
+        for k in kids {
+            self.visit(k, ctx);
+        }
+    }
+
+    fn check_accumulate(&mut self, n: Node, ctx: Ctx) {
+        let Some((loop_id, _, _)) = ctx.lp else { return };
+        let (Some(l), Some(op), Some(r)) =
+            (n.child_by_field_name("left"), n.child_by_field_name("operator"), n.child_by_field_name("right"))
+        else {
+            return;
+        };
+        if text(op, self.src) != "+=" || ctx.grad_off {
+            return;
+        }
+        if !self.mentions(r, &["loss"]) || self.is_safe(r) {
+            return;
+        }
+        // pending: decided in finish() once all assignments and .backward() targets are known
+        let target = text(l, self.src).to_string();
+        self.pending_acc.push((n.id(), n.start_position().row, n.start_position().column, target, loop_id));
+    }
+
+    fn check_call(&mut self, n: Node, ctx: Ctx) {
+        let Some(f) = n.child_by_field_name("function") else { return };
+        let ft = text(f, self.src);
+        let last = ft.rsplit('.').next().unwrap_or(ft);
+        let receiver = ft.rsplit_once('.').map(|(r, _)| r.to_string());
+        match last {
+            "checkpoint" | "checkpoint_sequential" => {
+                if self.keyword(n, "preserve_rng_state").as_deref() == Some("False") {
+                    self.later.push((n.id(), "checkpoint-rng"));
+                }
+            }
+            "DataParallel" => self.push(
+                n,
+                "data-parallel",
+                "nn.DataParallel keeps a full replica of the model on every GPU and gathers all outputs (and the loss) on GPU 0, so GPU 0 holds more than the others; more GPUs never lower memory per card",
+                "use DistributedDataParallel for speed, and FSDP (FULL_SHARD) or DeepSpeed ZeRO-3 to actually split weights, gradients and optimizer state across cards",
+            ),
+            "DistributedDataParallel" => {
+                self.later.push((n.id(), "ddp-replicates"));
+            }
+            "backward" | "grad" => {
+                let is_autograd = last == "backward" || ft.contains("autograd");
+                if is_autograd && ctx.lp.is_some() && self.keyword(n, "retain_graph").as_deref() == Some("True") {
+                    self.push(
+                        n,
+                        "retain-graph-in-loop",
+                        "retain_graph=True keeps every saved activation of this graph alive after backward; inside a loop each iteration's graph stays until the names holding it are rebound, so memory grows with the iterations",
+                        "drop retain_graph=True (call backward once on the sum of the losses), or detach what carries over between iterations (e.g. hidden = hidden.detach())",
+                    );
+                }
+                if last == "backward" {
+                    if let Some(r) = receiver {
+                        self.backward_on.push(r);
+                    }
+                }
+            }
+            "empty_cache" if ctx.lp.is_some() => self.push(
+                n,
+                "empty-cache-in-loop",
+                "torch.cuda.empty_cache() frees no live tensor: it hands cached free blocks back to the driver, so the next step must cudaMalloc them again (a device sync each time); it slows training and cannot prevent an OOM",
+                "remove it from the loop; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; call it at most between phases (after training, before evaluation in another process)",
+            ),
+            "append" if ctx.lp.is_some() && !ctx.grad_off => {
+                let Some(r) = receiver else { return };
+                let Some(args) = n.child_by_field_name("arguments") else { return };
+                let mut cur = args.walk();
+                let Some(arg) = args.named_children(&mut cur).next() else { return };
+                let Some((_, lstart, lend)) = ctx.lp else { return };
+                let outside = self.list_inits.iter().any(|(name, at, _)| *name == r && (*at < lstart || *at >= lend));
+                if outside && self.mentions(arg, &TENSORISH) && !self.is_safe(arg) {
+                    self.push(
+                        n,
+                        "tensor-list-across-steps",
+                        "appending a tensor that is still attached to the autograd graph keeps that step's whole graph (every saved activation) alive for as long as the list lives; memory grows every step",
+                        "append x.detach() (still on the GPU), x.detach().cpu(), or x.item() for scalars",
+                    );
+                }
+            }
+            "eval" if n.child_by_field_name("arguments").is_some_and(|a| a.named_child_count() == 0) => {
+                if let (Some(r), false) = (receiver, ctx.grad_off) {
+                    let r = r.trim_start_matches("self.").to_string();
+                    if let Some(func) = self.funcs.get_mut(ctx.func) {
+                        func.evals.push((r, n.id(), n.start_byte()));
+                    }
+                }
+            }
+            _ => {
+                if !ctx.grad_off {
+                    let callee = ft.trim_start_matches("self.").to_string();
+                    if let Some(func) = self.funcs.get_mut(ctx.func) {
+                        func.grad_calls.push(callee);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn grad_off_text(t: &str) -> bool {
+    let t = t.replace(' ', "");
+    t.contains("no_grad") || t.contains("inference_mode") || t.contains("set_grad_enabled(False)")
+}
+
+fn walk<'t>(n: Node<'t>, f: &mut dyn FnMut(Node<'t>)) {
+    f(n);
+    let mut cur = n.walk();
+    let kids: Vec<Node<'t>> = n.children(&mut cur).collect();
+    for k in kids {
+        walk(k, f);
+    }
+}
+
+/// Parse and lint `src`.
+pub fn lint(src: &str) -> Result<LintReport, LintError> {
+    let mut parser = Parser::new();
+    parser
+        .set_language(&tree_sitter_python::LANGUAGE.into())
+        .map_err(|e| LintError::Grammar(e.to_string()))?;
+    let tree = parser.parse(src, None).ok_or(LintError::Parse)?;
+    let root = tree.root_node();
+    let mut l = LintState::new(src);
+    l.lint.funcs.push(Func::default()); // module level
+    l.run(root);
+    Ok(LintReport { lines: src.lines().count(), error_nodes: l.lint.errors, findings: l.finish(root) })
+}
+
+/// Does `src` parse as Python with few errors and look like a script?
+pub fn looks_like_python(src: &str) -> bool {
+    let has_marker = src.lines().take(400).any(|l| {
+        let t = l.trim_start();
+        t.starts_with("import ") || t.starts_with("from ") && t.contains(" import ") || t.starts_with("def ") || t.starts_with("class ")
+    });
+    if !has_marker {
+        return false;
+    }
+    let mut parser = Parser::new();
+    if parser.set_language(&tree_sitter_python::LANGUAGE.into()).is_err() {
+        return false;
+    }
+    let Some(tree) = parser.parse(src, None) else { return false };
+    let mut errors = 0usize;
+    let mut nodes = 0usize;
+    walk(tree.root_node(), &mut |n| {
+        nodes += 1;
+        if n.is_error() || n.is_missing() {
+            errors += 1;
+        }
+    });
+    // a script with a typo still counts; prose or a log does not
+    errors * 50 <= nodes.max(1)
+}
+
+struct LintState<'a> {
+    lint: Lint<'a>,
+}
+
+impl<'a> LintState<'a> {
+    fn new(src: &'a str) -> Self {
+        LintState {
+            lint: Lint {
+                src: src.as_bytes(),
+                lines: src.lines().collect(),
+                findings: Vec::new(),
+                funcs: Vec::new(),
+                list_inits: Vec::new(),
+                loop_assigned: HashMap::new(),
+                backward_on: Vec::new(),
+                has_dropout: false,
+                has_sharding: false,
+                errors: 0,
+                pending_acc: Vec::new(),
+                later: Vec::new(),
+            },
+        }
+    }
+    fn run(&mut self, root: Node) {
+        self.lint.visit(root, Ctx::default());
+    }
+    fn finish(mut self, root: Node) -> Vec<Finding> {
+        let l = &mut self.lint;
+        // accumulations: skip per-step losses (assigned in the loop or backward()-ed)
+        let pending = std::mem::take(&mut l.pending_acc);
+        for (_, row, col, target, loop_id) in pending {
+            let per_step = l.loop_assigned.get(&loop_id).is_some_and(|v| v.contains(&target)) || l.backward_on.contains(&target);
+            if per_step {
+                continue;
+            }
+            let code: String = l.lines.get(row).map(|s| s.trim()).unwrap_or("").chars().take(160).collect();
+            l.findings.push(Finding {
+                rule: "accumulated-loss",
+                line: row + 1,
+                column: col + 1,
+                code,
+                why: format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
+                fix: "add loss.item() (a Python float) or loss.detach()".to_string(),
+            });
+        }
+        let later = std::mem::take(&mut l.later);
+        for (id, rule) in later {
+            let Some(n) = find_by_id(root, id) else { continue };
+            match rule {
+                "checkpoint-rng" if l.has_dropout => l.push(
+                    n,
+                    "checkpoint-rng",
+                    "preserve_rng_state=False saves almost no memory (the RNG state is a few bytes per device) but the recomputation in backward draws new dropout masks, so the gradients no longer match the forward: a silent correctness bug in a model with dropout",
+                    "drop preserve_rng_state=False (the default True costs no GPU memory worth counting); pass use_reentrant=False",
+                ),
+                "ddp-replicates" if !l.has_sharding => l.push(
+                    n,
+                    "ddp-replicates",
+                    "plain DistributedDataParallel keeps full weights, gradients and optimizer states on every GPU, plus gradient buckets of about the size of the gradients (unless gradient_as_bucket_view=True); adding GPUs does not lower memory per card",
+                    "FSDP (FULL_SHARD / SHARD_GRAD_OP) or DeepSpeed ZeRO-2/3 to shard model states; at least gradient_as_bucket_view=True",
+                ),
+                _ => {}
+            }
+        }
+        // eval() without no_grad, followed by a call of the same model
+        let funcs = std::mem::take(&mut l.funcs);
+        for f in &funcs {
+            if f.grad_off_anywhere {
+                continue;
+            }
+            for (recv, id, _) in &f.evals {
+                if f.grad_calls.iter().any(|c| c == recv) {
+                    if let Some(n) = find_by_id(root, *id) {
+                        l.push(
+                            n,
+                            "eval-without-no-grad",
+                            "model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped",
+                            "wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())",
+                        );
+                    }
+                }
+            }
+        }
+        let mut out = std::mem::take(&mut l.findings);
+        out.sort_by(|a, b| a.line.cmp(&b.line).then(a.rule.cmp(b.rule)));
+        out
+    }
+}
+
+fn find_by_id(root: Node, id: usize) -> Option<Node> {
+    let mut found = None;
+    walk(root, &mut |n| {
+        if found.is_none() && n.id() == id {
+            found = Some(n);
+        }
+    });
+    found
+}
