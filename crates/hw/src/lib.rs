@@ -1,9 +1,26 @@
 //! vramfit-hw: what machine is this? Parsers of `nvidia-smi` outputs, a
 //! probe trait (files, fixtures, NVML loaded at run time), and the verdict
 //! against what was rented.
+//!
+//! - [`xml`]: `nvidia-smi -q -x`; [`text`]: `nvidia-smi -q`; [`topo`]:
+//!   `nvidia-smi topo -m`; [`list`]: `nvidia-smi -L`; [`mig`]:
+//!   `nvidia-smi mig -lgi`/`-lgip`/`-lgipp`
+//! - [`probe`]: `trait GpuProbe` with files, fake and NVML implementations
+//! - [`verdict`]: the machine against `--expect 8xA100-80GB --expect-nvlink`
 
 pub mod error;
 pub mod files;
+pub mod list;
+pub mod machine;
 pub mod mig;
+pub mod probe;
+pub mod text;
+pub mod topo;
+pub mod verdict;
+pub mod xml;
 
 pub use error::HwError;
+pub use machine::{Gpu, Machine, MigDevice, MigMode};
+pub use probe::{FakeProbe, FilesProbe, GpuProbe, NvmlProbe};
+pub use topo::{Link, Topology};
+pub use verdict::{verdict, Expectation, Finding, Level, Verdict};

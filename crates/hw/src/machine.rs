@@ -1,0 +1,205 @@
+//! What a machine is, as read from nvidia-smi outputs or NVML: the common
+//! model every parser fills and the verdict reads.
+
+use serde::Serialize;
+
+use crate::mig::LgiRow;
+use crate::topo::Topology;
+
+/// MIG mode of a GPU (`current_mig` / `pending_mig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MigMode {
+    Enabled,
+    Disabled,
+    /// `N/A`: the GPU cannot do MIG
+    NotSupported,
+    /// not reported by the source
+    Unknown,
+}
+
+impl MigMode {
+    pub fn parse(s: &str) -> MigMode {
+        match s.trim() {
+            "Enabled" => MigMode::Enabled,
+            "Disabled" => MigMode::Disabled,
+            "N/A" | "[N/A]" => MigMode::NotSupported,
+            _ => MigMode::Unknown,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            MigMode::Enabled => "enabled",
+            MigMode::Disabled => "disabled",
+            MigMode::NotSupported => "not supported",
+            MigMode::Unknown => "unknown",
+        }
+    }
+}
+
+/// ECC mode (`current_ecc` / `pending_ecc`): `None` when not reported or N/A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Ecc {
+    pub current: Option<bool>,
+    pub pending: Option<bool>,
+}
+
+/// One MIG device listed under a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigDevice {
+    pub index: Option<u32>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub sm_count: Option<u32>,
+    pub memory_total_bytes: Option<u64>,
+    /// profile name when the source gives one (`nvidia-smi -L`)
+    pub profile: Option<String>,
+}
+
+/// One physical GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gpu {
+    pub index: u32,
+    pub name: String,
+    pub bus_id: Option<String>,
+    pub uuid: Option<String>,
+    /// `20B010DE` (device id + vendor)
+    pub pci_device_id: Option<String>,
+    /// whole-GPU framebuffer total (`fb_memory_usage/total`)
+    pub memory_total_bytes: Option<u64>,
+    pub memory_reserved_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
+    pub mig_current: MigMode,
+    pub mig_pending: MigMode,
+    pub mig_devices: Vec<MigDevice>,
+    pub ecc: Ecc,
+    pub pcie_gen_max: Option<u32>,
+    pub pcie_gen_current: Option<u32>,
+    pub pcie_width_max: Option<u32>,
+    pub pcie_width_current: Option<u32>,
+}
+
+impl Gpu {
+    pub fn new(index: u32, name: impl Into<String>) -> Gpu {
+        Gpu {
+            index,
+            name: name.into(),
+            bus_id: None,
+            uuid: None,
+            pci_device_id: None,
+            memory_total_bytes: None,
+            memory_reserved_bytes: None,
+            memory_used_bytes: None,
+            mig_current: MigMode::Unknown,
+            mig_pending: MigMode::Unknown,
+            mig_devices: Vec::new(),
+            ecc: Ecc { current: None, pending: None },
+            pcie_gen_max: None,
+            pcie_gen_current: None,
+            pcie_width_max: None,
+            pcie_width_current: None,
+        }
+    }
+}
+
+/// Everything known about one machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Machine {
+    /// where each part came from (file names, or `NVML`)
+    pub sources: Vec<String>,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    /// `attached_gpus` as the source states it (may differ from `gpus.len()`)
+    pub attached_gpus: Option<u32>,
+    pub gpus: Vec<Gpu>,
+    pub topology: Option<Topology>,
+    /// existing GPU instances (`nvidia-smi mig -lgi`)
+    pub gpu_instances: Vec<LgiRow>,
+}
+
+impl Machine {
+    /// Merge another reading of the same machine: fields this one lacks are
+    /// filled from `other`; GPUs are matched by index.
+    pub fn merge(&mut self, other: Machine) {
+        self.sources.extend(other.sources);
+        self.driver_version = self.driver_version.take().or(other.driver_version);
+        self.cuda_version = self.cuda_version.take().or(other.cuda_version);
+        self.attached_gpus = self.attached_gpus.or(other.attached_gpus);
+        if self.topology.is_none() {
+            self.topology = other.topology;
+        }
+        self.gpu_instances.extend(other.gpu_instances);
+        for g in other.gpus {
+            match self.gpus.iter_mut().find(|x| x.index == g.index) {
+                None => self.gpus.push(g),
+                Some(x) => {
+                    x.bus_id = x.bus_id.take().or(g.bus_id);
+                    x.uuid = x.uuid.take().or(g.uuid);
+                    x.pci_device_id = x.pci_device_id.take().or(g.pci_device_id);
+                    x.memory_total_bytes = x.memory_total_bytes.or(g.memory_total_bytes);
+                    x.memory_reserved_bytes = x.memory_reserved_bytes.or(g.memory_reserved_bytes);
+                    x.memory_used_bytes = x.memory_used_bytes.or(g.memory_used_bytes);
+                    if x.mig_current == MigMode::Unknown {
+                        x.mig_current = g.mig_current;
+                    }
+                    if x.mig_pending == MigMode::Unknown {
+                        x.mig_pending = g.mig_pending;
+                    }
+                    if x.mig_devices.is_empty() {
+                        x.mig_devices = g.mig_devices;
+                    } else {
+                        for (a, b) in x.mig_devices.iter_mut().zip(g.mig_devices) {
+                            a.profile = a.profile.take().or(b.profile);
+                            a.memory_total_bytes = a.memory_total_bytes.or(b.memory_total_bytes);
+                        }
+                    }
+                    x.ecc.current = x.ecc.current.or(g.ecc.current);
+                    x.ecc.pending = x.ecc.pending.or(g.ecc.pending);
+                    x.pcie_gen_max = x.pcie_gen_max.or(g.pcie_gen_max);
+                    x.pcie_gen_current = x.pcie_gen_current.or(g.pcie_gen_current);
+                    x.pcie_width_max = x.pcie_width_max.or(g.pcie_width_max);
+                    x.pcie_width_current = x.pcie_width_current.or(g.pcie_width_current);
+                }
+            }
+        }
+        self.gpus.sort_by_key(|g| g.index);
+    }
+}
+
+/// `"40960 MiB"` → bytes; `N/A` and other non-sizes → `None`.
+pub fn parse_mib(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (num, unit) = t.split_once(' ').unwrap_or((t.trim_end_matches(|c: char| c.is_alphabetic()), ""));
+    let unit = if unit.is_empty() { t.trim_start_matches(|c: char| c.is_ascii_digit()) } else { unit };
+    let n: u64 = num.trim().parse().ok()?;
+    let mult: u64 = match unit.trim() {
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KiB" => 1 << 10,
+        "B" => 1,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// `Enabled` / `Disabled` → bool; anything else → `None`.
+pub fn parse_toggle(s: &str) -> Option<bool> {
+    match s.trim() {
+        "Enabled" => Some(true),
+        "Disabled" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_mib("40960 MiB"), Some(40960 << 20));
+        assert_eq!(parse_mib("19968MiB"), Some(19968 << 20));
+        assert_eq!(parse_mib("N/A"), None);
+        assert_eq!(parse_mib("99999999999999999 MiB"), None);
+        assert_eq!(parse_toggle("Enabled"), Some(true));
+    }
+}

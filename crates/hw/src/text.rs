@@ -1,0 +1,142 @@
+//! `nvidia-smi -q` (text) → [`Machine`].
+//!
+//! The layout is an indented tree: 4 spaces per level, `Label : value`
+//! with labels padded to a column, and section headers without a value
+//! (`MIG Mode`, `FB Memory Usage`, `GPU 00000000:01:00.0`). Parsed by
+//! keeping the path of section headers by indentation, then reading the
+//! values by path. Source of the layout: nvidia-smi-formats.md §2 and
+//! public `-q` dumps; the MIG-device block layout is *unconfirmed*.
+
+use crate::error::HwError;
+use crate::machine::{parse_mib, parse_toggle, Ecc, Gpu, Machine, MigDevice, MigMode};
+
+pub const MAX_TEXT_BYTES: usize = 16 << 20;
+
+struct Entry {
+    /// section headers above, outermost first (GPU section excluded)
+    path: Vec<String>,
+    key: String,
+    value: String,
+}
+
+fn indent(s: &str) -> usize {
+    s.chars().take_while(|c| *c == ' ').count()
+}
+
+/// Parse `nvidia-smi -q` output.
+pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(HwError::TooLarge { file: file.into(), bytes: text.len() as u64, limit: MAX_TEXT_BYTES as u64 });
+    }
+    if !text.contains("NVSMI LOG") {
+        return Err(HwError::invalid(
+            file,
+            "no `==============NVSMI LOG==============` banner; is this `nvidia-smi -q` output?",
+        ));
+    }
+    let mut m = Machine { sources: vec![format!("{file} (nvidia-smi -q)")], ..Machine::default() };
+    // per GPU: its entries
+    let mut sections: Vec<(String, Vec<Entry>)> = Vec::new();
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        if raw.contains('\t') {
+            return Err(HwError::syntax(file, i + 1, "space indentation (nvidia-smi -q never prints tabs)", raw));
+        }
+        let t = raw.trim();
+        if t.is_empty() || t.starts_with("====") {
+            continue;
+        }
+        let ind = indent(raw);
+        let (key, value) = match t.split_once(" : ").or_else(|| t.strip_suffix(" :").map(|k| (k, ""))) {
+            Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
+            None => (t.to_string(), None),
+        };
+        if ind == 0 {
+            stack.clear();
+            match value {
+                Some(v) => match key.as_str() {
+                    "Driver Version" => m.driver_version = Some(v).filter(|v| v != "N/A"),
+                    "CUDA Version" => m.cuda_version = Some(v).filter(|v| v != "N/A"),
+                    "Attached GPUs" => {
+                        m.attached_gpus =
+                            Some(v.parse().map_err(|_| HwError::syntax(file, i + 1, "Attached GPUs : <count>", raw))?)
+                    }
+                    _ => {}
+                },
+                None if key.starts_with("GPU ") => sections.push((key.clone(), Vec::new())),
+                None => {}
+            }
+            continue;
+        }
+        let Some((_, entries)) = sections.last_mut() else {
+            return Err(HwError::syntax(file, i + 1, "a `GPU <bus id>` line before indented fields", raw));
+        };
+        while stack.last().is_some_and(|(d, _)| *d >= ind) {
+            stack.pop();
+        }
+        match value {
+            None => stack.push((ind, key)),
+            Some(v) => entries.push(Entry { path: stack.iter().map(|(_, s)| s.clone()).collect(), key, value: v }),
+        }
+    }
+    if sections.is_empty() {
+        return Err(HwError::invalid(file, "no `GPU <bus id>` section"));
+    }
+    for (idx, (header, entries)) in sections.into_iter().enumerate() {
+        let get = |path: &[&str], key: &str| -> Option<&str> {
+            entries
+                .iter()
+                .find(|e| e.key == key && e.path.len() == path.len() && e.path.iter().zip(path).all(|(a, b)| a == b))
+                .map(|e| e.value.as_str())
+        };
+        let name = get(&[], "Product Name")
+            .ok_or_else(|| HwError::invalid(file, format!("{header}: no `Product Name` field")))?;
+        let mut g = Gpu::new(idx as u32, name);
+        g.bus_id = header.strip_prefix("GPU ").map(|s| s.trim().to_string());
+        g.uuid = get(&[], "GPU UUID").map(str::to_string);
+        g.pci_device_id = get(&["PCI"], "Device Id").map(|s| s.trim_start_matches("0x").to_string());
+        g.memory_total_bytes = get(&["FB Memory Usage"], "Total").and_then(parse_mib);
+        g.memory_reserved_bytes = get(&["FB Memory Usage"], "Reserved").and_then(parse_mib);
+        g.memory_used_bytes = get(&["FB Memory Usage"], "Used").and_then(parse_mib);
+        g.mig_current = get(&["MIG Mode"], "Current").map(MigMode::parse).unwrap_or(MigMode::Unknown);
+        g.mig_pending = get(&["MIG Mode"], "Pending").map(MigMode::parse).unwrap_or(MigMode::Unknown);
+        g.ecc = Ecc {
+            current: get(&["Ecc Mode"], "Current").and_then(parse_toggle),
+            pending: get(&["Ecc Mode"], "Pending").and_then(parse_toggle),
+        };
+        let n = |s: Option<&str>| s.and_then(|v| v.trim_end_matches('x').trim().parse::<u32>().ok());
+        g.pcie_gen_max = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Max"));
+        g.pcie_gen_current = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Current"));
+        g.pcie_width_max = n(get(&["PCI", "GPU Link Info", "Link Width"], "Max"));
+        g.pcie_width_current = n(get(&["PCI", "GPU Link Info", "Link Width"], "Current"));
+        // MIG device blocks: `MIG Device` (one section per device; unconfirmed layout).
+        let mut devs: Vec<MigDevice> = Vec::new();
+        for e in &entries {
+            if e.path.first().is_none_or(|p| !p.starts_with("MIG Device")) {
+                continue;
+            }
+            if e.path.len() == 1 && e.key == "Index" {
+                devs.push(MigDevice {
+                    index: e.value.parse().ok(),
+                    gpu_instance_id: None,
+                    compute_instance_id: None,
+                    sm_count: None,
+                    memory_total_bytes: None,
+                    profile: None,
+                });
+                continue;
+            }
+            let Some(d) = devs.last_mut() else { continue };
+            match (e.path.len(), e.key.as_str()) {
+                (1, "GPU Instance ID") => d.gpu_instance_id = e.value.parse().ok(),
+                (1, "Compute Instance ID") => d.compute_instance_id = e.value.parse().ok(),
+                (_, "Multiprocessor count") => d.sm_count = e.value.parse().ok(),
+                (2, "Total") if e.path[1] == "FB Memory Usage" => d.memory_total_bytes = parse_mib(&e.value),
+                _ => {}
+            }
+        }
+        g.mig_devices = devs;
+        m.gpus.push(g);
+    }
+    Ok(m)
+}

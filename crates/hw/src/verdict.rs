@@ -1,0 +1,365 @@
+//! The machine against what was rented: `--expect 8xA100-80GB --expect-nvlink`.
+//!
+//! Findings, each Pass / Fail / Warn / Info with a stable code. The verdict
+//! fails (exit 1) when any finding fails: wrong GPU count or model, a card
+//! whose memory is a MIG slice or smaller than the whole card, MIG enabled
+//! when whole cards were rented, or a GPU pair without NVLink when NVLink
+//! was expected (or no topology to prove it).
+
+use serde::Serialize;
+
+use crate::machine::{Gpu, Machine, MigMode};
+
+/// How far a reported whole-card memory total may be from the catalogue's (nvidia-smi totals vary by a few MiB between drivers).
+pub const WHOLE_CARD_TOLERANCE: f64 = 0.03;
+/// How far a device's memory may be from a MIG profile's `-lgip` size and still be called that slice.
+pub const SLICE_TOLERANCE: f64 = 0.06;
+
+/// A known card: whole-card memory and MIG slice sizes (from the catalogue).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefCard {
+    pub id: String,
+    pub name: String,
+    /// lowercase alphanumeric token the product name must contain (`a100`, `rtx4090`)
+    pub family: String,
+    pub whole_mib: u64,
+    /// (profile name, memory bytes)
+    pub mig_profiles: Vec<(String, u64)>,
+}
+
+/// What was rented.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expectation {
+    pub count: Option<u32>,
+    pub card: Option<RefCard>,
+    pub nvlink: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Pass,
+    Fail,
+    Warn,
+    Info,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub level: Level,
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// What a GPU's memory total says it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MemoryClass {
+    /// matches a known whole card
+    WholeCard {
+        card: String,
+        whole_card_bytes: u64,
+    },
+    /// matches a MIG profile of a known card
+    MigSlice {
+        card: String,
+        profile: String,
+        whole_card_bytes: u64,
+    },
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// per GPU, in order
+    pub memory: Vec<MemoryClass>,
+    pub findings: Vec<Finding>,
+    /// no finding failed
+    pub ok: bool,
+}
+
+pub fn norm(s: &str) -> String {
+    s.to_ascii_lowercase().chars().filter(|c| c.is_ascii_alphanumeric()).collect()
+}
+
+/// Family token of a catalogue id: its segments up to the first with a digit
+/// (`a100-80gb-sxm` → `a100`, `rtx-4090` → `rtx4090`, `h100-nvl` → `h100`).
+pub fn family_of(id: &str) -> String {
+    let mut out = String::new();
+    for seg in id.split('-') {
+        out.push_str(&norm(seg));
+        if seg.chars().any(|c| c.is_ascii_digit()) {
+            break;
+        }
+    }
+    out
+}
+
+fn within(a: u64, b: u64, tol: f64) -> bool {
+    let (a, b) = (a as f64, b as f64);
+    b > 0.0 && (a - b).abs() <= b * tol
+}
+
+/// Classify one memory total against the known cards of the GPU's family.
+pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
+    let n = norm(name);
+    let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
+    if let Some(r) = fam
+        .iter()
+        .filter(|r| within(bytes, r.whole_mib << 20, WHOLE_CARD_TOLERANCE))
+        .min_by_key(|r| (bytes as i128 - ((r.whole_mib << 20) as i128)).unsigned_abs())
+    {
+        return MemoryClass::WholeCard { card: r.name.clone(), whole_card_bytes: r.whole_mib << 20 };
+    }
+    let mut best: Option<(u128, MemoryClass)> = None;
+    for r in &fam {
+        for (p, b) in &r.mig_profiles {
+            if within(bytes, *b, SLICE_TOLERANCE) {
+                let d = (bytes as i128 - *b as i128).unsigned_abs();
+                if best.as_ref().is_none_or(|(bd, _)| d < *bd) {
+                    best = Some((
+                        d,
+                        MemoryClass::MigSlice {
+                            card: r.name.clone(),
+                            profile: p.clone(),
+                            whole_card_bytes: r.whole_mib << 20,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    best.map(|(_, c)| c).unwrap_or(MemoryClass::Unknown)
+}
+
+fn mib(b: u64) -> String {
+    format!("{} MiB", b >> 20)
+}
+
+fn push(f: &mut Vec<Finding>, level: Level, code: &'static str, message: String) {
+    f.push(Finding { level, code, message });
+}
+
+fn mig_summary(g: &Gpu) -> String {
+    let parts: Vec<String> = g
+        .mig_devices
+        .iter()
+        .map(|d| match (&d.profile, d.memory_total_bytes) {
+            (Some(p), _) => p.clone(),
+            (None, Some(b)) => mib(b),
+            (None, None) => "?".into(),
+        })
+        .collect();
+    if parts.is_empty() {
+        "no instances listed".into()
+    } else {
+        format!("{} instance(s): {}", parts.len(), parts.join(", "))
+    }
+}
+
+/// Judge a machine.
+pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
+    let mut f = Vec::new();
+    let memory: Vec<MemoryClass> = m
+        .gpus
+        .iter()
+        .map(|g| g.memory_total_bytes.map(|b| classify(&g.name, b, refs)).unwrap_or(MemoryClass::Unknown))
+        .collect();
+    let versions = format!(
+        "driver {}, CUDA {}",
+        m.driver_version.as_deref().unwrap_or("unknown"),
+        m.cuda_version.as_deref().unwrap_or("unknown")
+    );
+    push(&mut f, Level::Info, "versions", versions);
+
+    // Count.
+    let n = m.gpus.len() as u32;
+    if let Some(a) = m.attached_gpus.filter(|&a| a != n) {
+        push(&mut f, Level::Warn, "attached_mismatch", format!("the source says {a} GPUs are attached but lists {n}"));
+    }
+    if let Some(c) = e.count {
+        let lvl = if c == n { Level::Pass } else { Level::Fail };
+        push(&mut f, lvl, "count", format!("{n} GPU(s) found, {c} expected"));
+    }
+
+    // Model and memory.
+    for (g, class) in m.gpus.iter().zip(&memory) {
+        if let Some(card) = &e.card {
+            let name_ok = norm(&g.name).contains(&card.family);
+            if !name_ok {
+                push(&mut f, Level::Fail, "model", format!("GPU {}: {} is not a {}", g.index, g.name, card.name));
+            }
+            match g.memory_total_bytes {
+                None => {
+                    push(&mut f, Level::Warn, "memory_unknown", format!("GPU {}: memory total not reported", g.index))
+                }
+                Some(b) if within(b, card.whole_mib << 20, WHOLE_CARD_TOLERANCE) => {
+                    if name_ok {
+                        push(
+                            &mut f,
+                            Level::Pass,
+                            "model",
+                            format!("GPU {}: {} with {} (a whole {})", g.index, g.name, mib(b), card.name),
+                        );
+                    }
+                }
+                Some(b) => {
+                    let what = match class {
+                        MemoryClass::MigSlice { profile, card: c, .. } => format!("a MIG slice ({profile} of {c})"),
+                        MemoryClass::WholeCard { card: c, .. } => format!("a whole {c}"),
+                        MemoryClass::Unknown => "not the rented card".into(),
+                    };
+                    push(
+                        &mut f,
+                        Level::Fail,
+                        "memory",
+                        format!(
+                            "GPU {}: {} of memory, a whole {} has {}: this is {what}",
+                            g.index,
+                            mib(b),
+                            card.name,
+                            mib(card.whole_mib << 20)
+                        ),
+                    );
+                }
+            }
+        } else if let (MemoryClass::MigSlice { profile, card, .. }, Some(b)) = (class, g.memory_total_bytes) {
+            push(
+                &mut f,
+                Level::Warn,
+                "memory",
+                format!("GPU {}: {} looks like a MIG slice ({profile} of {card})", g.index, mib(b)),
+            );
+        }
+        // MIG mode.
+        if g.mig_current == MigMode::Enabled {
+            let lvl = if e.card.is_some() { Level::Fail } else { Level::Info };
+            push(
+                &mut f,
+                lvl,
+                "mig_enabled",
+                format!(
+                    "GPU {}: MIG is enabled ({}); processes get instances, not the whole card",
+                    g.index,
+                    mig_summary(g)
+                ),
+            );
+        }
+        if g.mig_current != g.mig_pending && g.mig_pending != MigMode::Unknown && g.mig_current != MigMode::Unknown {
+            push(
+                &mut f,
+                Level::Warn,
+                "mig_pending",
+                format!(
+                    "GPU {}: MIG mode is {} but {} is pending: it changes after a GPU reset or reboot",
+                    g.index,
+                    g.mig_current.name(),
+                    g.mig_pending.name()
+                ),
+            );
+        }
+        // ECC.
+        match (g.ecc.current, g.ecc.pending) {
+            (Some(c), Some(p)) if c != p => push(
+                &mut f,
+                Level::Warn,
+                "ecc_pending",
+                format!("GPU {}: ECC is {} but {} is pending (after reboot)", g.index, onoff(c), onoff(p)),
+            ),
+            (Some(c), _) => push(&mut f, Level::Info, "ecc", format!("GPU {}: ECC {}", g.index, onoff(c))),
+            _ => {}
+        }
+        if let (Some(c), Some(mx)) = (g.pcie_width_current, g.pcie_width_max) {
+            if c < mx {
+                push(&mut f, Level::Warn, "pcie_width", format!("GPU {}: PCIe link runs x{c} of x{mx}", g.index));
+            }
+        }
+    }
+
+    // Interconnect.
+    match &m.topology {
+        Some(t) => {
+            if t.gpus.len() != m.gpus.len() && !m.gpus.is_empty() {
+                push(
+                    &mut f,
+                    Level::Warn,
+                    "topo_count",
+                    format!("topology lists {} GPUs, the GPU report {}", t.gpus.len(), m.gpus.len()),
+                );
+            }
+            let pairs = t.pairs();
+            let bad: Vec<String> = pairs
+                .iter()
+                .filter(|p| !p.link.is_nvlink())
+                .map(|p| format!("GPU{}-GPU{} {}", p.a, p.b, p.link.label()))
+                .collect();
+            if e.nvlink {
+                if pairs.is_empty() {
+                    push(&mut f, Level::Fail, "nvlink", "one GPU: no pair to join with NVLink".into());
+                } else if bad.is_empty() {
+                    push(&mut f, Level::Pass, "nvlink", format!("all {} GPU pairs are joined by NVLink", pairs.len()));
+                } else {
+                    let shown: Vec<String> = bad.iter().take(8).cloned().collect();
+                    push(
+                        &mut f,
+                        Level::Fail,
+                        "nvlink",
+                        format!(
+                            "{} of {} GPU pairs have no NVLink ({}{})",
+                            bad.len(),
+                            pairs.len(),
+                            shown.join(", "),
+                            if bad.len() > shown.len() { ", …" } else { "" }
+                        ),
+                    );
+                }
+            } else if !pairs.is_empty() {
+                push(
+                    &mut f,
+                    Level::Info,
+                    "interconnect",
+                    format!("{} of {} GPU pairs joined by NVLink", pairs.len() - bad.len(), pairs.len()),
+                );
+            }
+        }
+        None if e.nvlink => push(
+            &mut f,
+            Level::Fail,
+            "nvlink",
+            "NVLink not verified: no topology; give --topo <nvidia-smi topo -m> (or --nvml)".into(),
+        ),
+        None => {}
+    }
+    let ok = !f.iter().any(|x| x.level == Level::Fail);
+    Verdict { memory, findings: f, ok }
+}
+
+fn onoff(b: bool) -> &'static str {
+    if b {
+        "enabled"
+    } else {
+        "disabled"
+    }
+}
+
+/// `8xA100-80GB` → (Some(8), "A100-80GB"); `A100-80GB` → (None, …); `8` → (Some(8), "").
+pub fn parse_expect(s: &str) -> Result<(Option<u32>, String), String> {
+    let t = s.trim();
+    let (count, rest) = match t.find(['x', 'X', '×']) {
+        Some(i) if i > 0 && t[..i].chars().all(|c| c.is_ascii_digit()) => (
+            Some(t[..i].parse::<u32>().map_err(|_| format!("--expect {s}: bad count"))?),
+            t[i..].chars().skip(1).collect::<String>(),
+        ),
+        _ if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() => {
+            (Some(t.parse::<u32>().map_err(|_| format!("--expect {s}: bad count"))?), String::new())
+        }
+        _ => (None, t.to_string()),
+    };
+    if count == Some(0) {
+        return Err(format!("--expect {s}: a count of 0 GPUs"));
+    }
+    if count.is_none() && rest.trim().is_empty() {
+        return Err(format!("--expect {s}: expected COUNTxMODEL, e.g. 8xA100-80GB"));
+    }
+    Ok((count, rest.trim().to_string()))
+}
