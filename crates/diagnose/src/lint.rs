@@ -78,8 +78,11 @@ fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
 }
 
 const SAFE_METHODS: [&str; 6] = ["item", "detach", "tolist", "cpu", "numpy", "float_"];
-const TENSORISH: [&str; 14] =
-    ["loss", "logit", "output", "out", "pred", "hidden", "feat", "emb", "attn", "grad", "activation", "score", "prob", "y_hat"];
+/// Names that usually hold tensors (a list of `model(x)` outputs counts too).
+const TENSORISH: [&str; 16] = [
+    "loss", "logit", "output", "out", "pred", "hidden", "feat", "emb", "attn", "grad", "activation", "score", "prob",
+    "y_hat", "model", "net",
+];
 
 impl<'a> Lint<'a> {
     fn push(&mut self, n: Node, rule: &'static str, why: &str, fix: &str) {

@@ -83,7 +83,11 @@ pub fn parse(text: &str) -> Option<MemorySummary> {
     let mut s = MemorySummary { device, cuda_ooms: None, cudamalloc_retries: None, rows: Vec::new(), line: title_i + 1 };
     let mut metric = String::new();
     for (_, l) in lines.take(80) {
-        let t = l.trim();
+        // tolerate "# " comment markers and logger prefixes before the table
+        let t = match l.find('|') {
+            Some(i) if i < MAX_PREFIX => l[i..].trim_end(),
+            _ => l.trim(),
+        };
         if t.starts_with("|===") && !s.rows.is_empty() {
             break;
         }
@@ -176,7 +180,10 @@ impl MemorySummary {
                         share * 100.0
                     ));
                 }
-                if share >= FRAGMENTED_SHARE || gap_peak as f64 >= CACHE_GAP_SHARE * r.peak.value as f64 {
+                let pressure = self.cuda_ooms.unwrap_or(0) > 0 || self.cudamalloc_retries.unwrap_or(0) > 0;
+                if !pressure {
+                    findings.push("No OOM and no cudaMalloc retry recorded: this process never hit the memory limit, so there is no cause to name.".to_string());
+                } else if share >= FRAGMENTED_SHARE || gap_peak as f64 >= CACHE_GAP_SHARE * r.peak.value as f64 {
                     class = Some(OomClass::Fragmentation);
                     fixes.push("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch ≥ 2.1), else max_split_size_mb:128".to_string());
                 } else if self.cuda_ooms.unwrap_or(0) > 0 {
@@ -203,6 +210,8 @@ impl MemorySummary {
     }
 }
 
+/// Longest prefix (comment marker, logger header) before a table row.
+const MAX_PREFIX: usize = 120;
 /// Non-releasable bytes at this share of peak reserved mean fragmentation.
 pub const FRAGMENTED_SHARE: f64 = 0.10;
 /// Reserved peak this much above allocated peak means fragmentation.

@@ -127,7 +127,7 @@ fn reasoning_carries_the_numbers() {
     let gap = v.gap_bytes.unwrap();
     assert_eq!(gap, 24_459_838_751 - 13_668_733_420 - 10_039_486_054);
     assert!(v.reasoning.iter().any(|r| r.contains("12.73 GiB free + 9.35 GiB cached")), "{:#?}", v.reasoning);
-    assert!(v.headline.contains("0.70 GiB"), "{}", v.headline);
+    assert!(v.headline.contains("716.80 MiB"), "{}", v.headline);
 }
 
 #[test]

@@ -1,0 +1,60 @@
+//! The script lint on two small scripts: one with every pattern, one with
+//! the fixed version of each (no findings).
+
+use vramfit_diagnose::lint::{lint, looks_like_python};
+
+fn script(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/fixtures/scripts/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn every_pattern_is_found_on_its_line() {
+    let r = lint(&script("train_bad.py")).unwrap();
+    let got: Vec<(usize, &str)> = r.findings.iter().map(|f| (f.line, f.rule)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (13, "checkpoint-rng"),
+            (19, "data-parallel"),
+            (29, "retain-graph-in-loop"),
+            (32, "accumulated-loss"),
+            (33, "tensor-list-across-steps"),
+            (34, "empty-cache-in-loop"),
+            (39, "eval-without-no-grad"),
+            (42, "tensor-list-across-steps"),
+            (46, "ddp-replicates"),
+        ],
+        "{:#?}",
+        r.findings
+    );
+    assert_eq!(r.error_nodes, 0);
+    let acc = r.findings.iter().find(|f| f.rule == "accumulated-loss").unwrap();
+    assert_eq!(acc.code, "total_loss += loss");
+    assert!(acc.fix.contains(".item()"));
+    for f in &r.findings {
+        assert!(!f.why.is_empty() && !f.fix.is_empty(), "{f:?}");
+    }
+}
+
+#[test]
+fn fixed_script_is_clean() {
+    let r = lint(&script("train_good.py")).unwrap();
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+}
+
+#[test]
+fn no_dropout_no_rng_finding_and_sharded_ddp_is_fine() {
+    let src = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel\ny = checkpoint(f, x, preserve_rng_state=False)\nm = DistributedDataParallel(m)\n";
+    let r = lint(src).unwrap();
+    assert!(r.findings.is_empty(), "{:#?}", r.findings);
+}
+
+#[test]
+fn broken_python_still_lints_and_prose_is_not_python() {
+    let src = "import torch\nfor x in loader:\n    total += loss\n    def broken(:\n";
+    let r = lint(src).unwrap();
+    assert!(r.error_nodes > 0);
+    assert_eq!(r.findings.iter().map(|f| f.rule).collect::<Vec<_>>(), vec!["accumulated-loss"]);
+    assert!(looks_like_python(&script("train_good.py")));
+    assert!(!looks_like_python("The quick brown fox.\nFrom here on, we import nothing: a story.\n"));
+}

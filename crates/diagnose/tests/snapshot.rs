@@ -1,0 +1,155 @@
+//! Snapshot fixture (synthetic but structurally faithful, built by
+//! tests/fixtures/snapshot/make_snapshot.py with the stdlib pickle, frames
+//! shared as PyTorch shares them) and a hostile pickle.
+
+use serde::Deserialize;
+use vramfit_diagnose::classify::OomClass;
+use vramfit_diagnose::pickle::PickleError;
+use vramfit_diagnose::snapshot::{self, SnapshotError};
+
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{}/tests/fixtures/snapshot/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+#[test]
+fn shared_frames_are_kept_shared() {
+    for name in ["snapshot_shared.pickle", "snapshot_shared_p2.pickle"] {
+        let s = snapshot::load(&fixture(name)).unwrap();
+        // 5 unique frame dicts, 4 unique lists (3 tracebacks + the shared empty list)
+        assert_eq!(s.frames.len(), 5, "{name}");
+        assert_eq!(s.stacks.len(), 4, "{name}");
+        // 6 blocks + 13 trace entries reference a frame list: 19 references, 4 first sightings
+        assert_eq!(s.shared_stack_refs, 19 - 4, "{name}");
+        // f_train is in 3 lists: 2 of its references are re-uses (each list read once)
+        assert_eq!(s.shared_frame_refs, 2, "{name}");
+        assert_eq!(s.segments.len(), 2);
+        assert_eq!(s.traces[0].len(), 13);
+    }
+}
+
+#[test]
+fn analysis_of_the_fixture() {
+    let r = snapshot::load(&fixture("snapshot_shared.pickle")).unwrap().analyze();
+    let d = &r.devices[0];
+    // reserved 20 MiB + 2 MiB; allocated 8 + 6 MiB + 512 KiB
+    assert_eq!(d.reserved, 22 * MIB);
+    assert_eq!(d.allocated, 14 * MIB + 512 * KIB);
+    assert_eq!(d.cached_free, 4 * MIB + 2 * MIB + 1536 * KIB);
+    assert_eq!(d.largest_free_block, 4 * MIB);
+    assert_eq!(d.requested, 14 * MIB + 512 * KIB - 1000);
+    // peak after the third alloc: 8 + 4 + 6 = 18 MiB, reserved 20 MiB then
+    let peak = d.peak.as_ref().unwrap();
+    assert_eq!((peak.index, peak.allocated, peak.reserved), (Some(3), 18 * MIB, 20 * MIB));
+    let sizes: Vec<u64> = d.peak_top.iter().map(|l| l.size).collect();
+    assert_eq!(sizes, vec![8 * MIB, 6 * MIB, 4 * MIB]);
+    assert_eq!(d.peak_top[0].group, "forward of train");
+    assert_eq!(d.peak_top[0].frames[0], "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py:125:forward");
+    assert_eq!(d.peak_top[1].group, "optimizer step");
+    let groups: Vec<(&str, u64)> = d.groups.iter().map(|g| (g.label.as_str(), g.bytes)).collect();
+    assert_eq!(groups, vec![("forward of train", 12 * MIB), ("optimizer step", 6 * MIB)]);
+    // the OOM: 32 MiB asked, 8 MiB free, 22 − 14.5 = 7.5 MiB cached → 16.5 MiB short
+    let o = &d.ooms[0];
+    assert_eq!((o.requested, o.device_free, o.allocated_then, o.reserved_then), (32 * MIB, Some(8 * MIB), 14 * MIB + 512 * KIB, 22 * MIB));
+    assert_eq!(o.class, OomClass::GenuineShortage);
+    assert!(o.reasoning.contains("16.50 MiB short"), "{}", o.reasoning);
+    // timeline: baseline + 13 entries, final point equals the segments' state
+    assert_eq!(d.timeline.len(), 14);
+    assert_eq!(d.timeline.last().unwrap().allocated, d.allocated);
+    assert_eq!(d.timeline[0].allocated, 0);
+    assert!(d.notes.is_empty(), "{:?}", d.notes);
+    let seg = &d.most_fragmented[0];
+    assert_eq!((seg.total, seg.allocated, seg.free, seg.largest_free_block), (20 * MIB, 14 * MIB, 6 * MIB, 4 * MIB));
+}
+
+#[test]
+fn svg_has_peak_and_oom() {
+    let r = snapshot::load(&fixture("snapshot_shared.pickle")).unwrap().analyze();
+    let svg = vramfit_diagnose::svg::timeline(&r, "t");
+    assert!(svg.starts_with("<svg"));
+    assert!(svg.contains("peak 18.00 MiB"));
+    assert!(svg.contains("OOM: 32.00 MiB requested (genuine-shortage)"));
+    assert_eq!(svg.matches("<polyline").count(), 2);
+}
+
+#[test]
+fn hostile_pickle_runs_nothing() {
+    let marker = std::path::Path::new("/tmp/vramfit_pickle_pwned_marker");
+    let _ = std::fs::remove_file(marker);
+    let err = snapshot::load(&fixture("hostile_reduce.pickle")).unwrap_err();
+    match err {
+        SnapshotError::Pickle(PickleError::Forbidden { name, .. }) => assert!(name == "STACK_GLOBAL" || name == "GLOBAL", "{name}"),
+        e => panic!("expected a refusal, got {e}"),
+    }
+    assert!(!marker.exists(), "the hostile pickle ran a command");
+}
+
+// ---- differential test against the `pickled` crate (typed serde view)
+
+#[derive(Deserialize)]
+struct PFrame {
+    filename: String,
+    line: i64,
+    name: String,
+}
+#[derive(Deserialize)]
+struct PBlock {
+    size: u64,
+    state: String,
+    frames: Vec<PFrame>,
+}
+#[derive(Deserialize)]
+struct PSeg {
+    total_size: u64,
+    blocks: Vec<PBlock>,
+}
+#[derive(Deserialize)]
+struct PTrace {
+    action: String,
+    size: u64,
+    addr: Option<u64>,
+    frames: Vec<PFrame>,
+}
+#[derive(Deserialize)]
+struct PSnap {
+    segments: Vec<PSeg>,
+    device_traces: Vec<Vec<PTrace>>,
+}
+
+#[test]
+fn same_data_as_pickled() {
+    for name in ["snapshot_shared.pickle", "snapshot_shared_p2.pickle"] {
+        let bytes = fixture(name);
+        let theirs: PSnap = pickled::from_slice(&bytes, pickled::DeOptions::new()).unwrap();
+        let ours = snapshot::load(&bytes).unwrap();
+        let frames = |st: Option<usize>| -> Vec<(String, i64, String)> {
+            st.map(|i| ours.stacks[i].iter().map(|&f| (ours.frames[f].filename.clone(), ours.frames[f].line, ours.frames[f].name.clone())).collect()).unwrap_or_default()
+        };
+        let pf = |v: &[PFrame]| -> Vec<(String, i64, String)> { v.iter().map(|f| (f.filename.clone(), f.line, f.name.clone())).collect() };
+        assert_eq!(theirs.segments.len(), ours.segments.len());
+        for (t, o) in theirs.segments.iter().zip(&ours.segments) {
+            assert_eq!(t.total_size, o.total_size);
+            for (tb, ob) in t.blocks.iter().zip(&o.blocks) {
+                assert_eq!(tb.size, ob.size);
+                assert_eq!(tb.state, serde_json::to_value(ob.state).unwrap().as_str().unwrap());
+                assert_eq!(pf(&tb.frames), frames(ob.stack));
+            }
+        }
+        for (tt, ot) in theirs.device_traces[0].iter().zip(&ours.traces[0]) {
+            assert_eq!(tt.action, serde_json::to_value(&ot.action).unwrap().as_str().unwrap());
+            assert_eq!((tt.size, tt.addr), (ot.size, ot.addr));
+            assert_eq!(pf(&tt.frames), frames(ot.stack));
+        }
+    }
+}
+
+#[test]
+fn truncated_snapshot_is_an_error_not_a_panic() {
+    let bytes = fixture("snapshot_shared.pickle");
+    for cut in (0..bytes.len()).step_by(7) {
+        let _ = snapshot::load(&bytes[..cut]);
+    }
+    assert!(matches!(snapshot::load(&bytes[..bytes.len() / 2]), Err(SnapshotError::Pickle(_))));
+}
