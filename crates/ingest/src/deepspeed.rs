@@ -1,1 +1,346 @@
-//! (being built)
+//! DeepSpeed `ds_config.json`: the parts that decide memory — ZeRO stage,
+//! optimizer/parameter offload, bf16/fp16, micro-batch and gradient
+//! accumulation, the optimizer type. `"auto"` values (filled in by the
+//! Hugging Face Trainer from its own arguments) are reported as such, and
+//! every key this reader does not know is listed, never silently ignored.
+//!
+//! Key names follow DeepSpeed's config classes (`DeepSpeedZeroConfig`,
+//! `DeepSpeedFP16Config`…), including the unprefixed aliases of the
+//! `stage3_*` knobs and the legacy `"cpu_offload": true`.
+
+use crate::error::IngestError;
+use serde_json::{Map, Value};
+use vramfit_core::Offload;
+
+/// Largest DeepSpeed config accepted (real ones are ~1 KiB).
+pub const MAX_DS_BYTES: usize = 1 << 20;
+
+/// A value that may be `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DsValue<T> {
+    #[default]
+    Absent,
+    /// `"auto"`: the Hugging Face Trainer fills it from its own arguments
+    Auto,
+    Set(T),
+}
+
+impl<T: Copy> DsValue<T> {
+    pub fn value(&self) -> Option<T> {
+        match self {
+            DsValue::Set(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+/// What a DeepSpeed config says about memory.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeepSpeedConfig {
+    pub zero_stage: DsValue<u8>,
+    pub offload_optimizer: DsValue<Offload>,
+    pub offload_param: DsValue<Offload>,
+    pub bf16: DsValue<bool>,
+    pub fp16: DsValue<bool>,
+    pub micro_batch: DsValue<u64>,
+    pub grad_accum: DsValue<u64>,
+    pub train_batch_size: DsValue<u64>,
+    /// `optimizer.type` as written (AdamW, Adam, Lamb, OneBitAdam…)
+    pub optimizer_type: Option<String>,
+    /// `activation_checkpointing.partition_activations` etc. present
+    pub activation_checkpointing: bool,
+    /// statements about `"auto"` values and legacy keys
+    pub notes: Vec<String>,
+    /// dotted paths of keys this reader does not know
+    pub unknown_keys: Vec<String>,
+}
+
+const TOP_KEYS: &[&str] = &[
+    "train_batch_size",
+    "train_micro_batch_size_per_gpu",
+    "gradient_accumulation_steps",
+    "gradient_clipping",
+    "steps_per_print",
+    "wall_clock_breakdown",
+    "dump_state",
+    "fp16",
+    "bf16",
+    "amp",
+    "zero_optimization",
+    "optimizer",
+    "scheduler",
+    "zero_allow_untested_optimizer",
+    "zero_force_ds_cpu_optimizer",
+    "activation_checkpointing",
+    "communication_data_type",
+    "seq_parallel_communication_data_type",
+    "prescale_gradients",
+    "gradient_predivide_factor",
+    "sparse_gradients",
+    "flops_profiler",
+    "tensorboard",
+    "wandb",
+    "csv_monitor",
+    "comet",
+    "comms_logger",
+    "aio",
+    "data_types",
+    "elasticity",
+    "checkpoint",
+    "compression_training",
+    "data_efficiency",
+    "pipeline",
+    "memory_breakdown",
+    "disable_allgather",
+    "fp32_allreduce",
+    "torch_autocast",
+    "graph_harvesting",
+    "use_data_before_expert_parallelism",
+];
+
+const ZERO_KEYS: &[&str] = &[
+    "stage",
+    "offload_optimizer",
+    "offload_param",
+    "cpu_offload",
+    "cpu_offload_params",
+    "cpu_offload_use_pin_memory",
+    "overlap_comm",
+    "contiguous_gradients",
+    "sub_group_size",
+    "reduce_bucket_size",
+    "reduce_scatter",
+    "allgather_partitions",
+    "allgather_bucket_size",
+    "round_robin_gradients",
+    "load_from_fp32_weights",
+    "elastic_checkpoint",
+    "ignore_unused_parameters",
+    "legacy_stage1",
+    "memory_efficient_linear",
+    "zero_hpz_partition_size",
+    "zero_quantized_weights",
+    "zero_quantized_nontrainable_weights",
+    "zero_quantized_gradients",
+    "mics_shard_size",
+    "mics_hierarchical_params_gather",
+    "use_multi_rank_bucket_allreduce",
+    "pipeline_loading_checkpoint",
+    "override_module_apply",
+    "log_trace_cache_warnings",
+    "module_granularity_threshold",
+    "use_all_reduce_for_fetch_params",
+    "stage3_prefetch_bucket_size",
+    "prefetch_bucket_size",
+    "stage3_param_persistence_threshold",
+    "param_persistence_threshold",
+    "stage3_model_persistence_threshold",
+    "model_persistence_threshold",
+    "stage3_max_live_parameters",
+    "max_live_parameters",
+    "stage3_max_reuse_distance",
+    "max_reuse_distance",
+    "stage3_gather_16bit_weights_on_model_save",
+    "gather_16bit_weights_on_model_save",
+    "stage3_gather_fp16_weights_on_model_save",
+    "stage3_use_all_reduce_for_fetch_params",
+    "stage3_module_granularity_threshold",
+];
+
+const OFFLOAD_KEYS: &[&str] = &[
+    "device",
+    "pin_memory",
+    "nvme_path",
+    "buffer_count",
+    "buffer_size",
+    "max_in_cpu",
+    "fast_init",
+    "ratio",
+    "pipeline_read",
+    "pipeline_write",
+    "pipeline",
+];
+const PRECISION_KEYS: &[&str] = &[
+    "enabled",
+    "auto_cast",
+    "loss_scale",
+    "initial_scale_power",
+    "loss_scale_window",
+    "hysteresis",
+    "consecutive_hysteresis",
+    "min_loss_scale",
+    "fp16_master_weights_and_grads",
+    "immediate_grad_update",
+    "check_grad_overflow",
+    "bf16_master_weights_and_grads",
+    "bf16_optimizer_states",
+];
+
+fn bad(origin: &str, field: &str, expected: &str, found: &Value) -> IngestError {
+    IngestError::BadField {
+        file: origin.into(),
+        field: field.into(),
+        expected: expected.into(),
+        found: found.to_string().chars().take(60).collect(),
+    }
+}
+
+fn is_auto(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| s.eq_ignore_ascii_case("auto"))
+}
+
+fn count(m: &Map<String, Value>, origin: &str, key: &str, path: &str) -> Result<DsValue<u64>, IngestError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(DsValue::Absent),
+        Some(v) if is_auto(v) => Ok(DsValue::Auto),
+        Some(v) => {
+            let n = v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64));
+            match n {
+                Some(n) if n >= 1 && n <= 1 << 24 => Ok(DsValue::Set(n)),
+                _ => Err(bad(origin, path, "a positive integer or \"auto\"", v)),
+            }
+        }
+    }
+}
+
+fn flag(v: Option<&Value>, origin: &str, path: &str) -> Result<DsValue<bool>, IngestError> {
+    match v {
+        None | Some(Value::Null) => Ok(DsValue::Absent),
+        Some(v) if is_auto(v) => Ok(DsValue::Auto),
+        Some(Value::Bool(b)) => Ok(DsValue::Set(*b)),
+        Some(v) => Err(bad(origin, path, "true, false or \"auto\"", v)),
+    }
+}
+
+fn unknown(m: &Map<String, Value>, known: &[&str], prefix: &str, out: &mut Vec<String>) {
+    for k in m.keys() {
+        if !known.contains(&k.as_str()) {
+            out.push(format!("{prefix}{k}"));
+        }
+    }
+}
+
+fn offload(
+    v: &Value,
+    origin: &str,
+    path: &str,
+    unknown_keys: &mut Vec<String>,
+) -> Result<DsValue<Offload>, IngestError> {
+    let o = v.as_object().ok_or_else(|| bad(origin, path, "an object with \"device\"", v))?;
+    unknown(o, OFFLOAD_KEYS, &format!("{path}."), unknown_keys);
+    match o.get("device") {
+        None | Some(Value::Null) => Ok(DsValue::Set(Offload::None)),
+        Some(d) if is_auto(d) => Ok(DsValue::Auto),
+        Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
+            "cpu" => Ok(DsValue::Set(Offload::Cpu)),
+            "nvme" => Ok(DsValue::Set(Offload::Nvme)),
+            "none" => Ok(DsValue::Set(Offload::None)),
+            _ => {
+                Err(bad(origin, &format!("{path}.device"), "\"cpu\", \"nvme\" or \"none\"", &Value::String(s.clone())))
+            }
+        },
+        Some(d) => Err(bad(origin, &format!("{path}.device"), "\"cpu\", \"nvme\" or \"none\"", d)),
+    }
+}
+
+/// Parse a DeepSpeed config. `origin` names the file in errors.
+pub fn parse_deepspeed(bytes: &[u8], origin: &str) -> Result<DeepSpeedConfig, IngestError> {
+    if bytes.len() > MAX_DS_BYTES {
+        return Err(IngestError::Invalid {
+            file: origin.into(),
+            reason: format!("{} bytes is too large for a DeepSpeed config (limit {MAX_DS_BYTES})", bytes.len()),
+        });
+    }
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
+    let top = v.as_object().ok_or_else(|| bad(origin, "(top level)", "a JSON object", &v))?;
+    let mut c = DeepSpeedConfig::default();
+    unknown(top, TOP_KEYS, "", &mut c.unknown_keys);
+    c.micro_batch = count(top, origin, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu")?;
+    c.grad_accum = count(top, origin, "gradient_accumulation_steps", "gradient_accumulation_steps")?;
+    c.train_batch_size = count(top, origin, "train_batch_size", "train_batch_size")?;
+    for (key, slot) in [("bf16", &mut c.bf16), ("fp16", &mut c.fp16)] {
+        match top.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => {
+                unknown(o, PRECISION_KEYS, &format!("{key}."), &mut c.unknown_keys);
+                *slot = flag(o.get("enabled"), origin, &format!("{key}.enabled"))?;
+                if *slot == DsValue::Absent {
+                    // DeepSpeed: a present section without "enabled" is disabled
+                    *slot = DsValue::Set(false);
+                }
+            }
+            Some(other) => return Err(bad(origin, key, "an object with \"enabled\"", other)),
+        }
+    }
+    if let Some(z) = top.get("zero_optimization") {
+        let z = z.as_object().ok_or_else(|| bad(origin, "zero_optimization", "an object", z))?;
+        unknown(z, ZERO_KEYS, "zero_optimization.", &mut c.unknown_keys);
+        c.zero_stage = match z.get("stage") {
+            None | Some(Value::Null) => DsValue::Set(0),
+            Some(s) if is_auto(s) => DsValue::Auto,
+            Some(s) => match s.as_u64() {
+                Some(n) if n <= 3 => DsValue::Set(n as u8),
+                _ => return Err(bad(origin, "zero_optimization.stage", "0, 1, 2 or 3", s)),
+            },
+        };
+        if let Some(o) = z.get("offload_optimizer") {
+            c.offload_optimizer = offload(o, origin, "zero_optimization.offload_optimizer", &mut c.unknown_keys)?;
+        }
+        if let Some(o) = z.get("offload_param") {
+            c.offload_param = offload(o, origin, "zero_optimization.offload_param", &mut c.unknown_keys)?;
+        }
+        if let Some(Value::Bool(true)) = z.get("cpu_offload") {
+            c.notes.push("legacy \"cpu_offload\": true read as offload_optimizer.device = cpu".into());
+            if c.offload_optimizer == DsValue::Absent {
+                c.offload_optimizer = DsValue::Set(Offload::Cpu);
+            }
+        }
+        if let Some(Value::Bool(true)) = z.get("cpu_offload_params") {
+            c.notes.push("legacy \"cpu_offload_params\": true read as offload_param.device = cpu".into());
+            if c.offload_param == DsValue::Absent {
+                c.offload_param = DsValue::Set(Offload::Cpu);
+            }
+        }
+    }
+    if let Some(o) = top.get("optimizer") {
+        let o = o.as_object().ok_or_else(|| bad(origin, "optimizer", "an object with \"type\"", o))?;
+        match o.get("type") {
+            Some(Value::String(t)) => c.optimizer_type = Some(t.clone()),
+            Some(t) => return Err(bad(origin, "optimizer.type", "a string", t)),
+            None => {}
+        }
+    }
+    c.activation_checkpointing = top.get("activation_checkpointing").is_some();
+    for (name, auto) in [
+        ("train_micro_batch_size_per_gpu", c.micro_batch == DsValue::Auto),
+        ("gradient_accumulation_steps", c.grad_accum == DsValue::Auto),
+        ("train_batch_size", c.train_batch_size == DsValue::Auto),
+        ("bf16.enabled", c.bf16 == DsValue::Auto),
+        ("fp16.enabled", c.fp16 == DsValue::Auto),
+        ("zero_optimization.stage", c.zero_stage == DsValue::Auto),
+    ] {
+        if auto {
+            c.notes.push(format!(
+                "{name} is \"auto\": the Hugging Face Trainer fills it from its own arguments; vramfit uses the command-line flag (or its default) instead"
+            ));
+        }
+    }
+    if let (DsValue::Set(tb), DsValue::Set(mb), DsValue::Set(ga)) = (c.train_batch_size, c.micro_batch, c.grad_accum) {
+        if tb % (mb * ga) != 0 {
+            return Err(IngestError::Invalid {
+                file: origin.into(),
+                reason: format!(
+                    "train_batch_size {tb} is not micro-batch {mb} × gradient_accumulation_steps {ga} × a whole number of GPUs"
+                ),
+            });
+        }
+    }
+    if c.bf16 == DsValue::Set(true) && c.fp16 == DsValue::Set(true) {
+        return Err(IngestError::Invalid {
+            file: origin.into(),
+            reason: "bf16.enabled and fp16.enabled are both true".into(),
+        });
+    }
+    Ok(c)
+}

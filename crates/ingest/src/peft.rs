@@ -1,1 +1,135 @@
-//! (being built)
+//! PEFT `adapter_config.json` (LoRA): rank, alpha, target modules,
+//! dropout — what decides adapter memory. Options that change memory but
+//! are not modelled (`modules_to_save`, DoRA, per-module ranks, layer
+//! subsets) are reported in `notes`; a non-LoRA `peft_type` is an error.
+
+use crate::error::IngestError;
+use serde_json::Value;
+use vramfit_core::train::{LoraSetup, LoraTargets};
+
+/// Largest adapter config accepted (real ones are < 4 KiB).
+pub const MAX_ADAPTER_CONFIG_BYTES: usize = 1 << 20;
+
+/// What an adapter config says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdapterConfig {
+    pub lora: LoraSetup,
+    pub base_model: Option<String>,
+    pub notes: Vec<String>,
+}
+
+fn bad(origin: &str, field: &str, expected: &str, found: &Value) -> IngestError {
+    IngestError::BadField {
+        file: origin.into(),
+        field: field.into(),
+        expected: expected.into(),
+        found: found.to_string().chars().take(60).collect(),
+    }
+}
+
+/// Parse an `adapter_config.json`.
+pub fn parse_adapter_config(bytes: &[u8], origin: &str) -> Result<AdapterConfig, IngestError> {
+    if bytes.len() > MAX_ADAPTER_CONFIG_BYTES {
+        return Err(IngestError::Invalid {
+            file: origin.into(),
+            reason: format!("{} bytes is too large for an adapter_config.json", bytes.len()),
+        });
+    }
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
+    let m = v.as_object().ok_or_else(|| bad(origin, "(top level)", "a JSON object", &v))?;
+    if let Some(t) = m.get("peft_type") {
+        match t.as_str() {
+            Some(s) if s.eq_ignore_ascii_case("lora") => {}
+            _ => return Err(bad(origin, "peft_type", "\"LORA\" (only LoRA adapters are sized)", t)),
+        }
+    }
+    let r = match m.get("r") {
+        Some(v) => match v.as_u64() {
+            Some(r) if (1..=65536).contains(&r) => r,
+            _ => return Err(bad(origin, "r", "a rank between 1 and 65536", v)),
+        },
+        None => {
+            return Err(IngestError::Invalid {
+                file: origin.into(),
+                reason: "missing field 'r' (the LoRA rank)".into(),
+            })
+        }
+    };
+    let alpha = match m.get("lora_alpha") {
+        None | Some(Value::Null) => 8.0,
+        Some(v) => v.as_f64().filter(|a| a.is_finite()).ok_or_else(|| bad(origin, "lora_alpha", "a number", v))?,
+    };
+    let dropout = match m.get("lora_dropout") {
+        None | Some(Value::Null) => 0.0,
+        Some(v) => match v.as_f64() {
+            Some(p) if (0.0..1.0).contains(&p) => p,
+            _ => return Err(bad(origin, "lora_dropout", "a probability in [0, 1)", v)),
+        },
+    };
+    let mut notes = Vec::new();
+    let targets = match m.get("target_modules") {
+        Some(Value::String(s)) if s == "all-linear" => LoraTargets::AllLinear,
+        Some(Value::String(s)) => {
+            // PEFT treats a string as a regex over full module names; keep the leaf names it spells out
+            let names: Vec<String> = s
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| {
+                    w.contains("proj")
+                        || w.starts_with("c_")
+                        || w.starts_with("dense")
+                        || *w == "query_key_value"
+                        || w.starts_with('w') && w.len() == 2
+                })
+                .map(str::to_string)
+                .collect();
+            if names.is_empty() {
+                return Err(bad(
+                    origin,
+                    "target_modules",
+                    "module names, a list, or \"all-linear\"",
+                    &Value::String(s.clone()),
+                ));
+            }
+            notes.push(format!("target_modules is a regex ({s}); read as the modules it names: {}", names.join(", ")));
+            LoraTargets::Modules(names)
+        }
+        Some(Value::Array(a)) => {
+            let mut names = Vec::with_capacity(a.len());
+            for x in a {
+                match x.as_str() {
+                    Some(s) if !s.is_empty() => names.push(s.to_string()),
+                    _ => return Err(bad(origin, "target_modules", "module names (strings)", x)),
+                }
+            }
+            if names.is_empty() {
+                return Err(bad(origin, "target_modules", "at least one module name", &Value::Array(a.clone())));
+            }
+            LoraTargets::Modules(names)
+        }
+        None | Some(Value::Null) => {
+            notes.push("no target_modules: PEFT picks the architecture's defaults; sized as all-linear".into());
+            LoraTargets::AllLinear
+        }
+        Some(v) => return Err(bad(origin, "target_modules", "a list of module names or \"all-linear\"", v)),
+    };
+    if let Some(Value::Array(a)) = m.get("modules_to_save") {
+        if !a.is_empty() {
+            notes.push(format!(
+                "modules_to_save {:?} are trained in full beside the adapters: not included in the estimate",
+                a.iter().filter_map(Value::as_str).collect::<Vec<_>>()
+            ));
+        }
+    }
+    if m.get("use_dora").and_then(Value::as_bool) == Some(true) {
+        notes.push("use_dora: DoRA adds a magnitude vector per module and extra activations: not modelled".into());
+    }
+    if m.get("rank_pattern").and_then(Value::as_object).is_some_and(|o| !o.is_empty()) {
+        notes.push("rank_pattern: per-module ranks are ignored; every adapter sized at r".into());
+    }
+    if m.get("layers_to_transform").is_some_and(|v| !v.is_null()) {
+        notes.push("layers_to_transform: a layer subset is ignored; every layer sized".into());
+    }
+    let base_model = m.get("base_model_name_or_path").and_then(Value::as_str).map(str::to_string);
+    Ok(AdapterConfig { lora: LoraSetup { rank: r, alpha, targets, dropout, adapter_fp32: true }, base_model, notes })
+}

@@ -4,8 +4,10 @@
 //! by `"schema": 1`) and its renderers, which return strings; only the
 //! binary writes them anywhere. docs/schema.md documents every field.
 
+pub mod calibrate;
 pub mod check;
 pub mod diagnose;
+pub mod emit;
 pub mod estimate;
 pub mod format;
 pub mod mig;

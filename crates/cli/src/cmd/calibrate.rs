@@ -1,10 +1,124 @@
-//! `vramfit calibrate` (being built).
+//! `vramfit calibrate`: every embedded PyTorch-measured case (A: parameter
+//! bytes, B: inference prefill peak, C: training-step peak) estimated and
+//! compared; median and max |error|. Exit 1 when the median |error| is above
+//! 3% or any case is above 10%.
 
 use crate::Outcome;
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use vramfit_core::{estimate, DType, ParamLayout};
+use vramfit_ingest::calibration::{embedded, parse_cases, Case, Group, MAX_CASES_BYTES};
+use vramfit_report::calibrate::{render, CalibrateReport, CaseRow, Summary};
+
+/// Median |error| above this fails.
+pub const MEDIAN_LIMIT_PCT: f64 = 3.0;
+/// Any case above this fails.
+pub const MAX_LIMIT_PCT: f64 = 10.0;
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupArg {
+    A,
+    B,
+    C,
+}
 
 #[derive(clap::Args, Debug)]
-pub struct CalibrateArgs {}
+pub struct CalibrateArgs {
+    /// Only this group: A (parameter bytes), B (inference prefill), C (training step)
+    #[arg(long, value_enum)]
+    pub group: Option<GroupArg>,
+    /// A JSONL file of measured cases (format of calibration/data/*.jsonl) instead of the embedded ones
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<PathBuf>,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: CalibrateArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("'vramfit calibrate' is not built yet")
+fn row(c: &Case) -> anyhow::Result<Option<CaseRow>> {
+    let (quantity, est, meas, pe) = match c.group {
+        Group::A => {
+            let Some(meas) = c.measured.param_bytes else { return Ok(None) };
+            let layout = ParamLayout::of(&c.spec).with_context(|| c.origin.clone())?;
+            let est = DType::BF16
+                .bytes_for(layout.total()?)
+                .ok_or_else(|| anyhow::anyhow!("{}: parameter bytes overflow", c.origin))?;
+            ("param_bytes", est, meas, None)
+        }
+        Group::B | Group::C => {
+            let Some(meas) = c.measured.tensor_peak_bytes else { return Ok(None) };
+            let Some(w) = &c.workload else { return Ok(None) };
+            let l = estimate(&c.spec, w).with_context(|| format!("{}: {}", c.origin, c.id))?;
+            ("tensor_peak_bytes", l.tensor_peak_bytes(), meas, Some(l.peak_phase.name().to_string()))
+        }
+    };
+    if meas == 0 {
+        bail!("{}: measured bytes are 0", c.origin);
+    }
+    Ok(Some(CaseRow {
+        id: c.id.clone(),
+        group: c.group.name().to_string(),
+        quantity: quantity.to_string(),
+        estimated_bytes: est,
+        measured_bytes: meas,
+        error_pct: (est as f64 - meas as f64) / meas as f64 * 100.0,
+        peak_phase_estimated: pe,
+        peak_phase_measured: if c.group == Group::A { None } else { c.measured.peak_phase.clone() },
+        source: c.origin.clone(),
+    }))
+}
+
+/// Compare the cases; pure apart from the estimates.
+pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<CalibrateReport> {
+    let mut rows = Vec::new();
+    for c in cases.iter().filter(|c| group.is_none_or(|g| c.group == g)) {
+        if let Some(r) = row(c)? {
+            rows.push(r);
+        }
+    }
+    let mut errs: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
+    errs.sort_by(|a, b| a.total_cmp(b));
+    let median = if errs.is_empty() {
+        0.0
+    } else if errs.len() % 2 == 1 {
+        errs[errs.len() / 2]
+    } else {
+        (errs[errs.len() / 2 - 1] + errs[errs.len() / 2]) / 2.0
+    };
+    let max = errs.last().copied().unwrap_or(0.0);
+    let summary = Summary {
+        cases: rows.len(),
+        median_abs_error_pct: median,
+        max_abs_error_pct: max,
+        median_limit_pct: MEDIAN_LIMIT_PCT,
+        max_limit_pct: MAX_LIMIT_PCT,
+        pass: !rows.is_empty() && median <= MEDIAN_LIMIT_PCT && max <= MAX_LIMIT_PCT,
+    };
+    Ok(CalibrateReport { schema: vramfit_report::SCHEMA_VERSION, cases: rows, summary })
+}
+
+pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
+    let cases = match &args.cases {
+        Some(p) => {
+            let meta = std::fs::metadata(p).with_context(|| format!("{}: cannot read", p.display()))?;
+            if meta.len() > MAX_CASES_BYTES as u64 {
+                bail!("{}: {} bytes is too large for a case file (limit {MAX_CASES_BYTES})", p.display(), meta.len());
+            }
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("{}: cannot read as UTF-8 text", p.display()))?;
+            parse_cases(&text, &p.display().to_string())?
+        }
+        None => embedded()?,
+    };
+    let group = args.group.map(|g| match g {
+        GroupArg::A => Group::A,
+        GroupArg::B => Group::B,
+        GroupArg::C => Group::C,
+    });
+    let report = compare(&cases, group)?;
+    if report.cases.is_empty() {
+        bail!("no measured case to compare (group filter or empty file)");
+    }
+    let stdout = if args.json { serde_json::to_string_pretty(&report)? + "\n" } else { render(&report) };
+    Ok(Outcome { stdout, code: if report.summary.pass { 0 } else { 1 } })
 }
