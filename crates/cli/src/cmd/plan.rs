@@ -1,10 +1,245 @@
-//! `vramfit plan` (being built).
+//! `vramfit plan`: the cheapest setup that fits, the three ways out, and
+//! launch configs for the chosen plan. Parses flags, loads the catalogue
+//! (embedded + `--catalog FILE`), calls `vramfit_core::plan::plan`, renders.
 
+use crate::cmd::estimate::{resolve, WorkloadArgs};
 use crate::Outcome;
+use anyhow::{bail, Context};
+use std::io::Read;
+use std::path::PathBuf;
+use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
+use vramfit_catalog::offers::load;
+use vramfit_core::plan::{plan, summarize, Allow, Job, PlanRequest, TimeModel};
+use vramfit_core::{Task, Workload};
+use vramfit_report::emit;
+use vramfit_report::plan::{job_fields, json, render, PlanDocument, PlanJob, PlanModel};
+
+/// Method changes `--allow` can permit.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowKind {
+    /// LoRA adapters instead of a full fine-tune
+    Lora,
+    /// QLoRA (NF4 base) instead of a full fine-tune or LoRA
+    Qlora,
+    /// inference: int8/int4 weights and an fp8 KV cache
+    Quant,
+}
+
+/// What `--emit` writes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmitKind {
+    /// a DeepSpeed ds_config.json
+    Deepspeed,
+    /// a torchrun launch with Hugging Face Trainer FSDP flags
+    Torchrun,
+    /// an accelerate config YAML
+    Accelerate,
+}
 
 #[derive(clap::Args, Debug)]
-pub struct PlanArgs {}
+pub struct PlanArgs {
+    /// Model: preset name (`llama-2-7b`), hub id in the local HF cache, a config.json or a directory
+    pub model: Option<String>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// The card you have (path 1: software switches on it), e.g. `rtx-3090`
+    #[arg(long, value_name = "GPU")]
+    pub have: Option<String>,
+    /// Method changes you accept: lora, qlora (training), quant (inference)
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub allow: Vec<AllowKind>,
+    /// Job size in tokens (trained, or generated for inference): 1000000000, 1e9, 1B, 500M
+    #[arg(long, value_name = "N", conflicts_with = "hours")]
+    pub tokens: Option<String>,
+    /// Job size in rental hours
+    #[arg(long, value_name = "H")]
+    pub hours: Option<f64>,
+    /// Rows in the ranked table (per currency)
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// A catalogue file layered on the embedded one (format: docs/catalog.md)
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// Write a launch config for the recommended plan instead of the report
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub emit: Option<EmitKind>,
+    /// Override an achievable MFU of the time model: ARCH=V or GPU_ID=V (e.g. ampere=0.5)
+    #[arg(long, value_name = "KEY=MFU")]
+    pub mfu: Vec<String>,
+    /// Machine-readable output (schema in docs/plan.md)
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: PlanArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("'vramfit plan' is not built yet")
+/// Parse `1000000000`, `1e9`, `1.5B`, `500M`, `2T`, `10k`.
+pub fn parse_tokens(s: &str) -> anyhow::Result<u64> {
+    let t = s.trim().replace('_', "");
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('b') | Some('g') => (&t[..t.len() - 1], 1e9),
+        Some('t') => (&t[..t.len() - 1], 1e12),
+        _ => (t.as_str(), 1.0),
+    };
+    let v: f64 = num.parse().map_err(|_| anyhow::anyhow!("--tokens: '{s}' is not a number (e.g. 1e9, 1B, 500M)"))?;
+    let v = v * mult;
+    if !(v.is_finite() && v >= 1.0 && v <= 1e18) {
+        bail!("--tokens: {s} must be between 1 and 10^18");
+    }
+    Ok(v.round() as u64)
+}
+
+fn read_catalog(path: &PathBuf) -> anyhow::Result<String> {
+    let f = std::fs::File::open(path).with_context(|| format!("--catalog: cannot open {}", path.display()))?;
+    let mut text = String::new();
+    f.take(MAX_CATALOG_BYTES as u64 + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("--catalog: {} is not readable UTF-8 text", path.display()))?;
+    if text.len() > MAX_CATALOG_BYTES {
+        bail!("--catalog: {} is larger than {} bytes: not a catalogue file", path.display(), MAX_CATALOG_BYTES);
+    }
+    Ok(text)
+}
+
+fn time_model(overrides: &[String]) -> anyhow::Result<TimeModel> {
+    let mut tm = TimeModel::default();
+    for o in overrides {
+        let Some((k, v)) = o.split_once('=') else { bail!("--mfu: '{o}' is not KEY=VALUE (e.g. ampere=0.5)") };
+        let v: f64 = v.trim().parse().map_err(|_| anyhow::anyhow!("--mfu: '{v}' is not a number"))?;
+        if !(v > 0.0 && v <= 1.0) {
+            bail!("--mfu: {v} is not a fraction in (0, 1]");
+        }
+        tm.mfu.insert(k.trim().to_ascii_lowercase(), v);
+    }
+    Ok(tm)
+}
+
+fn setup_words(w: &Workload) -> String {
+    let s = summarize(w);
+    match &w.task {
+        Task::Train(t) => format!(
+            "{} fine-tune, {} {}, checkpointing {}, micro-batch {} × seq {} × accum {} (global batch {})",
+            s.method,
+            s.precision.unwrap_or_default(),
+            s.optimizer.unwrap_or_default(),
+            s.checkpointing.unwrap_or_default(),
+            t.batch,
+            t.seq,
+            t.grad_accum,
+            s.global_batch
+        ),
+        Task::Inference(i) => format!(
+            "inference, weights {}, kv {}, {} sequences × {} tokens",
+            s.weights.unwrap_or_default(),
+            i.kv_dtype,
+            i.concurrency,
+            i.context
+        ),
+    }
+}
+
+pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
+    let resolved = resolve(args.model.as_deref())?;
+    let spec = &resolved.spec;
+    let workload = args.workload.build(spec)?;
+    let user = match &args.catalog {
+        Some(p) => Some((read_catalog(p)?, p.display().to_string())),
+        None => None,
+    };
+    let cat = load(user.as_ref().map(|(t, f)| (t.as_str(), f.as_str())))?;
+    let have = match &args.have {
+        Some(h) => Some(vramfit_catalog::find_gpu(&cat.gpus, h).map_err(|e| anyhow::anyhow!("--have: {e}"))?),
+        None => None,
+    };
+    let job = match (&args.tokens, args.hours) {
+        (Some(t), _) => Job::Tokens(parse_tokens(t)?),
+        (None, Some(h)) => {
+            if !(h.is_finite() && h > 0.0 && h <= 1e7) {
+                bail!("--hours: {h} must be a positive number of hours");
+            }
+            Job::Hours(h)
+        }
+        _ => Job::None,
+    };
+    let mut allow = Allow::default();
+    for a in &args.allow {
+        match a {
+            AllowKind::Lora => allow.lora = true,
+            AllowKind::Qlora => allow.qlora = true,
+            AllowKind::Quant => allow.quant = true,
+        }
+    }
+    let train = matches!(workload.task, Task::Train(_));
+    if train && allow.quant {
+        bail!("--allow quant applies to inference; for training use --allow qlora");
+    }
+    if !train && (allow.lora || allow.qlora) {
+        bail!("--allow lora/qlora applies to training (--task train)");
+    }
+    if args.top == 0 || args.top > 1000 {
+        bail!("--top must be between 1 and 1000");
+    }
+    let req = PlanRequest {
+        model: spec,
+        workload: &workload,
+        gpus: &cat.gpus,
+        book: &cat.book,
+        have,
+        allow,
+        job,
+        top: args.top,
+        time: time_model(&args.mfu)?,
+    };
+    let report = plan(&req)?;
+    let code = if report.recommended.is_some() { 0 } else { 1 };
+
+    if let Some(kind) = args.emit {
+        let Some(rec) = &report.recommended else {
+            bail!("--emit: no plan fits this job, so there is nothing to write ({})", report.reason);
+        };
+        let s = &rec.setup;
+        let text = match kind {
+            EmitKind::Deepspeed => emit::deepspeed(s),
+            EmitKind::Torchrun => emit::torchrun(s, spec.family, rec.machines),
+            EmitKind::Accelerate => emit::accelerate(s, spec.family, rec.machines),
+        }
+        .map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
+        return Ok(Outcome { stdout: text, code: 0 });
+    }
+
+    let (tokens, hours) = job_fields(job);
+    let mut allow_names = Vec::new();
+    if allow.lora {
+        allow_names.push("lora".to_string());
+    }
+    if allow.qlora {
+        allow_names.push("qlora".to_string());
+    }
+    if allow.quant {
+        allow_names.push("quant".to_string());
+    }
+    let doc = PlanDocument::new(
+        PlanModel { name: spec.name.clone(), source: resolved.source_text(), params_total: report.params_total },
+        PlanJob { task: report.task.clone(), setup: setup_words(&workload), tokens, hours, allow: allow_names },
+        report,
+    );
+    let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };
+    Ok(Outcome { stdout, code })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_suffixes() {
+        assert_eq!(parse_tokens("1e9").unwrap(), 1_000_000_000);
+        assert_eq!(parse_tokens("1B").unwrap(), 1_000_000_000);
+        assert_eq!(parse_tokens("500M").unwrap(), 500_000_000);
+        assert_eq!(parse_tokens("1_000").unwrap(), 1000);
+        assert_eq!(parse_tokens("2.5k").unwrap(), 2500);
+        assert!(parse_tokens("lots").is_err());
+        assert!(parse_tokens("0").is_err());
+        assert!(parse_tokens("1e30").is_err());
+    }
 }

@@ -393,11 +393,23 @@ fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
     })
 }
 
-/// Better of two scored candidates: cheaper, then faster.
-fn better(a: &Scored, b: &Scored) -> bool {
+/// Switches that change what is computed (the method, the optimizer's
+/// numerics, precision, quantization), as opposed to exact ones
+/// (checkpointing, accumulation, sharding, offload).
+fn inexact_switches(s: &Search, c: &Scored) -> u8 {
+    s.entries[c.mem as usize].inexact
+}
+
+/// Better of two scored candidates: cheaper; at the same cost, the one
+/// that changes less of what is computed; then faster.
+fn better(s: &Search, a: &Scored, b: &Scored) -> bool {
     let (ca, cb) = (a.cost_key(), b.cost_key());
     if (ca - cb).abs() > 1e-9 * ca.abs().max(1.0) {
         return ca < cb;
+    }
+    let (ia, ib) = (inexact_switches(s, a), inexact_switches(s, b));
+    if ia != ib {
+        return ia < ib;
     }
     a.tokens_per_s > b.tokens_per_s
 }
@@ -405,11 +417,16 @@ fn better(a: &Scored, b: &Scored) -> bool {
 fn best_where<'s>(s: &'s Search, f: impl Fn(&Scored) -> bool) -> Option<&'s Scored> {
     let mut best: Option<&Scored> = None;
     for c in s.scored.iter().filter(|c| f(c)) {
-        if best.is_none_or(|b| better(c, b)) {
+        if best.is_none_or(|b| better(s, c, b)) {
             best = Some(c);
         }
     }
     best
+}
+
+fn offloads(s: &Search, c: &Scored) -> bool {
+    let p = &s.entries[c.mem as usize].workload.parallelism;
+    p.offload_optimizer != Offload::None || p.offload_params != Offload::None
 }
 
 fn is_unchanged(s: &Search, c: &Scored) -> bool {
@@ -445,7 +462,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     for c in &search.scored {
         match best_per.iter_mut().find(|b| b.offer == c.offer && b.gpus == c.gpus) {
             Some(b) => {
-                if better(c, b) {
+                if better(&search, c, b) {
                     *b = *c;
                 }
             }
@@ -479,9 +496,8 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     let gpus_that_fit = req.gpus.iter().filter(|g| g.memory_bytes() >= baseline).map(|g| g.id.clone()).collect();
 
     // path 2: more cards, same method
-    let more_best =
-        best_where(&search, |c| c.gpus >= 2 && same_method(&search, c) && search.offer(c.offer).slice.is_none())
-            .and_then(|c| row(&search, c));
+    let more_best = best_where(&search, |c| c.gpus >= 2 && same_method(&search, c) && !offloads(&search, c))
+        .and_then(|c| row(&search, c));
     let dp_gpus = more_best.as_ref().map(|r| r.gpus).unwrap_or(8).max(2);
     let dp_only = {
         let mut w = single.clone();
@@ -521,7 +537,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         let mut s2 = Search::new(req.model, &single, one, &book, &req.time, req.job, Allow::default());
         s2.run();
         let mut best: Option<&Scored> = None;
-        for c in s2.scored.iter().filter(|c| c.gpus >= 2 && same_method(&s2, c)) {
+        for c in s2.scored.iter().filter(|c| c.gpus >= 2 && same_method(&s2, c) && !offloads(&s2, c)) {
             let take = match best {
                 None => true,
                 Some(b) => c.gpus < b.gpus || (c.gpus == b.gpus && c.tokens_per_s > b.tokens_per_s),
@@ -601,6 +617,17 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     };
 
     let have_gap = req.have.map(|g| baseline as i128 - g.memory_bytes() as i128);
+    let mut reason = reason;
+    if let (Some(rec), Some(h), Some(g), Some(gap)) = (&recommended, &on_have, req.have, have_gap) {
+        if rec.gpus == 1 && gap > 0 && (gap as u64) < g.memory_bytes() {
+            reason.push_str(&format!(
+                "; {} of your {} with {} would also hold it, but a gap smaller than one card is not worth sharding: the next card up needs no split and no PCIe hops",
+                h.gpus,
+                g.name,
+                if h.setup.pp > 1 { format!("a PP {} split over PCIe", h.setup.pp) } else { format!("{} sharding", h.setup.sharding) }
+            ));
+        }
+    }
     let mut notes = Vec::new();
     if currencies.len() > 1 {
         notes.push(format!(

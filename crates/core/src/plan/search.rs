@@ -121,6 +121,9 @@ pub struct MemEntry {
     /// None: the estimator refused this setup (e.g. TP not dividing the heads)
     pub mem: Option<MemSummary>,
     pub work: Option<Work>,
+    /// switches that change what is computed (method, optimizer, precision,
+    /// quantization) against the user's job: ties prefer fewer
+    pub inexact: u8,
 }
 
 /// A scored candidate (only fitting ones are kept).
@@ -279,8 +282,9 @@ impl<'a> Search<'a> {
             }
             Err(_) => (None, None),
         };
+        let inexact = inexact_count(self.base, &key);
         let i = self.entries.len() as u32;
-        self.entries.push(MemEntry { key: key.clone(), workload, mem, work });
+        self.entries.push(MemEntry { key: key.clone(), workload, mem, work, inexact });
         self.index.insert(key, i);
         i
     }
@@ -318,8 +322,16 @@ impl<'a> Search<'a> {
 
     /// Is a key runnable on `offer` with `gpus` over `machines`?
     fn allowed(&self, key: &MemKey, offer: &Offer, gpu: &GpuSpec, machines: u64) -> bool {
-        if key.gpus > 1 && offer.slice.is_some() {
-            return false; // slices never host multi-instance jobs
+        if offer.slice.is_some() {
+            // a vGPU/MIG slice has no NVLink or P2P to another instance and
+            // shares the host: never multi-instance, never offload
+            if key.gpus > 1 || key.offload_optimizer != Offload::None || key.offload_params != Offload::None {
+                return false;
+            }
+        }
+        if !gpu.bf16 && self.needs_bf16(key) {
+            // bf16 on a card without it would silently change the numerics
+            return false;
         }
         if key.tp > 1 {
             let nvlink = offer.link == Link::Nvlink && gpu.nvlink_gbs.is_some();
@@ -331,6 +343,15 @@ impl<'a> Search<'a> {
             return false;
         }
         true
+    }
+
+    /// Does the key compute in bf16?
+    fn needs_bf16(&self, key: &MemKey) -> bool {
+        match (&key.train, &self.base.task) {
+            (Some(t), _) => t.precision.compute_dtype() == DType::BF16,
+            (None, Task::Inference(s)) => s.weight_dtype_compute() == DType::BF16,
+            _ => false,
+        }
     }
 
     /// Score one candidate (the hot loop: arithmetic only).
@@ -679,6 +700,16 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary) -> Work {
     }
 }
 
+fn inexact_count(base: &Workload, key: &MemKey) -> u8 {
+    match (&base.task, &key.train, &key.infer) {
+        (Task::Train(t), Some(k), _) => {
+            (t.kind != k.kind) as u8 + (t.optimizer != k.optimizer) as u8 + (t.precision != k.precision) as u8
+        }
+        (Task::Inference(s), _, Some(k)) => k.quant_bits.is_some() as u8 + (s.kv_dtype != k.kv_dtype) as u8,
+        _ => 0,
+    }
+}
+
 /// Share of a machine's RAM usable for offloaded state (the OS, data
 /// loaders and pinned buffers take the rest).
 pub const RAM_USABLE: f64 = 0.85;
@@ -704,7 +735,7 @@ pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<(u64, u64, S
                 continue;
             }
             if dp > 1 {
-                for z in [Sharding::Zero3, Sharding::Zero2, Sharding::Zero1, Sharding::None] {
+                for z in [Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3] {
                     v.push((tp, pp, z, Offload::None, Offload::None));
                 }
             } else {

@@ -1,0 +1,365 @@
+//! Launch configurations for a chosen training plan, for real engines:
+//! a DeepSpeed `ds_config.json`, a `torchrun` FSDP launch (Hugging Face
+//! Trainer flags), an `accelerate` config YAML. Only keys the tools
+//! document are written (tests check them against those lists):
+//!
+//! - DeepSpeed: <https://www.deepspeed.ai/docs/config-json/>
+//! - torchrun: <https://pytorch.org/docs/stable/elastic/run.html>
+//! - transformers `TrainingArguments` (`--fsdp`, `--fsdp_config`, …)
+//! - accelerate: `accelerate config` output (`ClusterConfig` fields)
+//!
+//! Values the plan does not decide (learning rate, the script name) are
+//! placeholders named as such in the output.
+
+use serde_json::{json, Map, Value};
+use std::fmt::Write;
+use vramfit_core::plan::SetupSummary;
+use vramfit_core::Family;
+
+/// Why a config cannot be written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EmitError {
+    /// the plan is for inference
+    NotTraining,
+    /// the plan uses something the tool cannot express (the message says what)
+    Unsupported(String),
+}
+
+impl std::fmt::Display for EmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EmitError::NotTraining => f.write_str("--emit writes training launch configs; this plan is for inference"),
+            EmitError::Unsupported(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for EmitError {}
+
+/// The transformer block class FSDP wraps, per family (`transformers` names).
+pub fn layer_class(family: Family) -> Option<&'static str> {
+    Some(match family {
+        Family::Llama => "LlamaDecoderLayer",
+        Family::Mistral => "MistralDecoderLayer",
+        Family::Mixtral => "MixtralDecoderLayer",
+        Family::Qwen2 => "Qwen2DecoderLayer",
+        Family::Qwen2Moe => "Qwen2MoeDecoderLayer",
+        Family::Qwen3 => "Qwen3DecoderLayer",
+        Family::Qwen3Moe => "Qwen3MoeDecoderLayer",
+        Family::Gemma => "GemmaDecoderLayer",
+        Family::Gemma2 => "Gemma2DecoderLayer",
+        Family::Phi3 => "Phi3DecoderLayer",
+        Family::Gpt2 => "GPT2Block",
+        Family::GptNeox => "GPTNeoXLayer",
+        Family::Falcon => "FalconDecoderLayer",
+        Family::DeepseekV3 => "DeepseekV3DecoderLayer",
+        Family::Generic => return None,
+    })
+}
+
+fn train_only(s: &SetupSummary) -> Result<(), EmitError> {
+    if s.method == "inference" {
+        return Err(EmitError::NotTraining);
+    }
+    Ok(())
+}
+
+fn half(s: &SetupSummary) -> Option<&'static str> {
+    match s.precision.as_deref() {
+        Some(p) if p.contains("bf16") => Some("bf16"),
+        Some(p) if p.contains("fp16") => Some("fp16"),
+        _ => None,
+    }
+}
+
+fn stage(s: &SetupSummary) -> u64 {
+    match s.sharding.as_str() {
+        "zero1" => 1,
+        "zero2" => 2,
+        "zero3" => 3,
+        _ => 0,
+    }
+}
+
+/// Learning rate written where a config needs one (a placeholder: set yours).
+pub const PLACEHOLDER_LR: f64 = 2e-5;
+
+/// DeepSpeed `ds_config.json` for the plan.
+pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
+    train_only(s)?;
+    if s.tp > 1 || s.pp > 1 {
+        return Err(EmitError::Unsupported(format!(
+            "the plan uses TP {} × PP {}: DeepSpeed's config has no tensor/pipeline split for Hugging Face models; use Megatron-DeepSpeed, or pick a plan without TP/PP",
+            s.tp, s.pp
+        )));
+    }
+    let mut root = Map::new();
+    root.insert("train_batch_size".into(), json!(s.global_batch));
+    root.insert("train_micro_batch_size_per_gpu".into(), json!(s.micro_batch));
+    root.insert("gradient_accumulation_steps".into(), json!(s.grad_accum));
+    root.insert("gradient_clipping".into(), json!(1.0));
+    match half(s) {
+        Some("bf16") => {
+            root.insert("bf16".into(), json!({"enabled": true}));
+        }
+        Some(_) => {
+            root.insert(
+                "fp16".into(),
+                json!({"enabled": true, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1}),
+            );
+        }
+        None => {}
+    }
+    let st = stage(s);
+    let mut zero = Map::new();
+    zero.insert("stage".into(), json!(st));
+    if st >= 1 {
+        zero.insert("overlap_comm".into(), json!(true));
+        zero.insert("contiguous_gradients".into(), json!(true));
+        zero.insert("reduce_bucket_size".into(), json!(500_000_000u64));
+    }
+    if st == 2 {
+        zero.insert("allgather_partitions".into(), json!(true));
+        zero.insert("allgather_bucket_size".into(), json!(500_000_000u64));
+        zero.insert("reduce_scatter".into(), json!(true));
+    }
+    if st == 3 {
+        zero.insert("stage3_prefetch_bucket_size".into(), json!(50_000_000u64));
+        zero.insert("stage3_param_persistence_threshold".into(), json!(100_000u64));
+        zero.insert("stage3_max_live_parameters".into(), json!(1_000_000_000u64));
+        zero.insert("stage3_gather_16bit_weights_on_model_save".into(), json!(true));
+    }
+    let offload = s.offload_optimizer != "none";
+    if offload {
+        if st == 0 {
+            return Err(EmitError::Unsupported("optimizer offload needs ZeRO stage 1 or more".into()));
+        }
+        zero.insert("offload_optimizer".into(), json!({"device": s.offload_optimizer, "pin_memory": true}));
+    }
+    if s.offload_params != "none" {
+        if st != 3 {
+            return Err(EmitError::Unsupported("parameter offload needs ZeRO stage 3".into()));
+        }
+        zero.insert("offload_param".into(), json!({"device": s.offload_params, "pin_memory": true}));
+    }
+    root.insert("zero_optimization".into(), Value::Object(zero));
+    if offload {
+        // ZeRO-Offload runs DeepSpeed's CPU Adam: the optimizer must be declared here
+        root.insert(
+            "optimizer".into(),
+            json!({"type": "AdamW", "params": {"lr": PLACEHOLDER_LR, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}}),
+        );
+    }
+    root.insert("steps_per_print".into(), json!(100));
+    root.insert("wall_clock_breakdown".into(), json!(false));
+    serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| EmitError::Unsupported(e.to_string()))
+}
+
+/// FSDP sharding strategy for the plan (torch `ShardingStrategy` names).
+fn fsdp_strategy(s: &SetupSummary) -> Result<Option<&'static str>, EmitError> {
+    if s.offload_optimizer != "none" && s.offload_params == "none" {
+        return Err(EmitError::Unsupported(
+            "FSDP cannot offload the optimizer alone (its CPU offload moves parameters, gradients and optimizer states together): use --emit deepspeed".into(),
+        ));
+    }
+    Ok(match s.sharding.as_str() {
+        "zero3" => Some("FULL_SHARD"),
+        // FSDP has no optimizer-only sharding: SHARD_GRAD_OP shards grads + states
+        "zero2" | "zero1" => Some("SHARD_GRAD_OP"),
+        _ => None,
+    })
+}
+
+/// A `torchrun` launch with Hugging Face Trainer FSDP flags, as a shell snippet.
+pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<String, EmitError> {
+    train_only(s)?;
+    if s.tp > 1 || s.pp > 1 {
+        return Err(EmitError::Unsupported(format!(
+            "the plan uses TP {} × PP {}: FSDP through the Trainer does not split layers; pick a plan without TP/PP",
+            s.tp, s.pp
+        )));
+    }
+    let strategy = fsdp_strategy(s)?;
+    let nodes = machines.max(1);
+    let per_node = (s.gpus / nodes).max(1);
+    let mut o = String::new();
+    let mut cfg = Map::new();
+    if strategy.is_some() {
+        match layer_class(family) {
+            Some(c) => {
+                cfg.insert("transformer_layer_cls_to_wrap".into(), json!([c]));
+            }
+            None => {
+                cfg.insert("min_num_params".into(), json!(100_000_000u64));
+            }
+        }
+        cfg.insert("backward_prefetch".into(), json!("backward_pre"));
+        cfg.insert("forward_prefetch".into(), json!(false));
+        cfg.insert("use_orig_params".into(), json!(true));
+        cfg.insert("sync_module_states".into(), json!(true));
+        cfg.insert("cpu_ram_efficient_loading".into(), json!(true));
+        cfg.insert("activation_checkpointing".into(), json!(s.checkpointing.as_deref() == Some("full")));
+        let text =
+            serde_json::to_string_pretty(&Value::Object(cfg)).map_err(|e| EmitError::Unsupported(e.to_string()))?;
+        let _ = writeln!(o, "cat > fsdp_config.json <<'EOF'\n{text}\nEOF");
+    }
+    let mut args: Vec<String> = vec!["torchrun".into()];
+    if nodes == 1 {
+        args.push("--standalone".into());
+        args.push("--nnodes=1".into());
+    } else {
+        args.push(format!("--nnodes={nodes}"));
+        args.push("--node-rank=$NODE_RANK".into());
+        args.push("--rdzv-backend=c10d".into());
+        args.push("--rdzv-endpoint=$MASTER_ADDR:29500".into());
+    }
+    args.push(format!("--nproc-per-node={per_node}"));
+    args.push("train.py".into());
+    if let Some(st) = strategy {
+        let mut mode =
+            if st == "FULL_SHARD" { "full_shard auto_wrap".to_string() } else { "shard_grad_op auto_wrap".to_string() };
+        if s.offload_params != "none" {
+            mode.push_str(" offload");
+        }
+        args.push(format!("--fsdp '{mode}'"));
+        args.push("--fsdp_config fsdp_config.json".into());
+    }
+    args.push(format!("--per_device_train_batch_size {}", s.micro_batch));
+    args.push(format!("--gradient_accumulation_steps {}", s.grad_accum));
+    match half(s) {
+        Some("bf16") => args.push("--bf16".into()),
+        Some(_) => args.push("--fp16".into()),
+        None => {}
+    }
+    // with FSDP, checkpointing goes through fsdp_config (activation_checkpointing)
+    if s.checkpointing.as_deref() == Some("full") && strategy.is_none() {
+        args.push("--gradient_checkpointing".into());
+    }
+    match s.optimizer.as_deref() {
+        Some("adamw-8bit") => args.push("--optim adamw_bnb_8bit".into()),
+        Some("paged-adamw-8bit") => args.push("--optim paged_adamw_8bit".into()),
+        _ => args.push("--optim adamw_torch".into()),
+    }
+    if s.method == "lora" || s.method == "qlora" {
+        let _ = writeln!(
+            o,
+            "# {}: train.py must wrap the model with PEFT (LoraConfig{})",
+            s.method,
+            if s.method == "qlora" { ", BitsAndBytesConfig(load_in_4bit=True)" } else { "" }
+        );
+    }
+    let _ = writeln!(o, "# train.py: your Hugging Face Trainer script (it must accept TrainingArguments flags)");
+    o.push_str(&args.join(" \\\n  "));
+    o.push('\n');
+    Ok(o)
+}
+
+fn yaml_scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => {
+            if s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !["yes", "no", "true", "false", "null", "on", "off"].contains(&s.to_ascii_lowercase().as_str())
+                && !s.chars().next().is_some_and(|c| c.is_ascii_digit())
+            {
+                s.clone()
+            } else {
+                format!("'{}'", s.replace('\'', "''"))
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+fn yaml(map: &Map<String, Value>, indent: usize, out: &mut String) {
+    for (k, v) in map {
+        match v {
+            Value::Object(m) => {
+                let _ = writeln!(out, "{:indent$}{k}:", "");
+                yaml(m, indent + 2, out);
+            }
+            other => {
+                let _ = writeln!(out, "{:indent$}{k}: {}", "", yaml_scalar(other));
+            }
+        }
+    }
+}
+
+/// An `accelerate` config YAML (`accelerate launch --config_file …`).
+pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<String, EmitError> {
+    train_only(s)?;
+    if s.tp > 1 || s.pp > 1 {
+        return Err(EmitError::Unsupported(format!(
+            "the plan uses TP {} × PP {}: pick a plan without TP/PP for accelerate",
+            s.tp, s.pp
+        )));
+    }
+    let st = stage(s);
+    // DeepSpeed when FSDP cannot express the plan (ZeRO-1, optimizer-only offload)
+    let use_ds = st == 1 || (s.offload_optimizer != "none" && s.offload_params == "none");
+    let mut m = Map::new();
+    m.insert("compute_environment".into(), json!("LOCAL_MACHINE"));
+    m.insert("debug".into(), json!(false));
+    let dist = if use_ds {
+        "DEEPSPEED"
+    } else if st >= 2 {
+        "FSDP"
+    } else if s.gpus > 1 {
+        "MULTI_GPU"
+    } else {
+        "NO"
+    };
+    m.insert("distributed_type".into(), json!(dist));
+    if dist == "DEEPSPEED" {
+        let mut d = Map::new();
+        d.insert("gradient_accumulation_steps".into(), json!(s.grad_accum));
+        d.insert("gradient_clipping".into(), json!(1.0));
+        d.insert("offload_optimizer_device".into(), json!(s.offload_optimizer));
+        d.insert("offload_param_device".into(), json!(s.offload_params));
+        d.insert("zero3_init_flag".into(), json!(st == 3));
+        d.insert("zero3_save_16bit_model".into(), json!(st == 3));
+        d.insert("zero_stage".into(), json!(st));
+        m.insert("deepspeed_config".into(), Value::Object(d));
+    }
+    if dist == "FSDP" {
+        let mut f = Map::new();
+        f.insert("fsdp_activation_checkpointing".into(), json!(s.checkpointing.as_deref() == Some("full")));
+        match layer_class(family) {
+            Some(c) => {
+                f.insert("fsdp_auto_wrap_policy".into(), json!("TRANSFORMER_BASED_WRAP"));
+                f.insert("fsdp_transformer_layer_cls_to_wrap".into(), json!(c));
+            }
+            None => {
+                f.insert("fsdp_auto_wrap_policy".into(), json!("SIZE_BASED_WRAP"));
+                f.insert("fsdp_min_num_params".into(), json!(100_000_000u64));
+            }
+        }
+        f.insert("fsdp_backward_prefetch".into(), json!("BACKWARD_PRE"));
+        f.insert("fsdp_cpu_ram_efficient_loading".into(), json!(true));
+        f.insert("fsdp_forward_prefetch".into(), json!(false));
+        f.insert("fsdp_offload_params".into(), json!(s.offload_params != "none"));
+        f.insert("fsdp_sharding_strategy".into(), json!(if st == 3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" }));
+        f.insert("fsdp_state_dict_type".into(), json!("SHARDED_STATE_DICT"));
+        f.insert("fsdp_sync_module_states".into(), json!(true));
+        f.insert("fsdp_use_orig_params".into(), json!(true));
+        m.insert("fsdp_config".into(), Value::Object(f));
+    }
+    m.insert("downcast_bf16".into(), json!("no"));
+    m.insert("machine_rank".into(), json!(0));
+    m.insert("main_training_function".into(), json!("main"));
+    m.insert("mixed_precision".into(), json!(half(s).unwrap_or("no")));
+    m.insert("num_machines".into(), json!(machines.max(1)));
+    m.insert("num_processes".into(), json!(s.gpus.max(1)));
+    m.insert("rdzv_backend".into(), json!("static"));
+    m.insert("same_network".into(), json!(true));
+    m.insert("tpu_env".into(), json!([]));
+    m.insert("tpu_use_cluster".into(), json!(false));
+    m.insert("tpu_use_sudo".into(), json!(false));
+    m.insert("use_cpu".into(), json!(false));
+    let mut out = String::new();
+    // tpu_env is a list: write it inline
+    let mut plain = m.clone();
+    plain.remove("tpu_env");
+    yaml(&plain, 0, &mut out);
+    out.push_str("tpu_env: []\n");
+    Ok(out)
+}
