@@ -104,6 +104,7 @@ fn model_services_are_sized_by_the_estimator() {
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Devices {
+    #[allow(dead_code)]
     All(String),
     List(Vec<u32>),
 }

@@ -104,10 +104,13 @@ fn within(a: u64, b: u64, tol: f64) -> bool {
 pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
     let n = norm(name);
     let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
+    // Among cards of the family with that memory, prefer the one whose id
+    // segments (`sxm`, `pcie`, `nvl`) the product name also contains.
+    let score = |r: &RefCard| r.id.split('-').filter(|seg| n.contains(&norm(seg))).count();
     if let Some(r) = fam
         .iter()
         .filter(|r| within(bytes, r.whole_mib << 20, WHOLE_CARD_TOLERANCE))
-        .min_by_key(|r| (bytes as i128 - ((r.whole_mib << 20) as i128)).unsigned_abs())
+        .min_by_key(|r| (std::cmp::Reverse(score(r)), (bytes as i128 - ((r.whole_mib << 20) as i128)).unsigned_abs()))
     {
         return MemoryClass::WholeCard { card: r.name.clone(), whole_card_bytes: r.whole_mib << 20 };
     }

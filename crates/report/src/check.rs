@@ -1,1 +1,309 @@
-//! (being built)
+//! `vramfit check`: JSON schema and renderer. Every field is documented in docs/check.md.
+
+use crate::format::bytes;
+use crate::SCHEMA_VERSION;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MigDeviceInfo {
+    pub index: Option<u32>,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+    pub sm_count: Option<u32>,
+    pub memory_total_bytes: Option<u64>,
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub name: String,
+    pub bus_id: Option<String>,
+    pub uuid: Option<String>,
+    pub pci_device_id: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_reserved_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
+    /// `whole_card`, `mig_slice` or `unknown`
+    pub memory_class: String,
+    /// the card (and profile, for a slice) the memory total matches
+    pub memory_matches: Option<String>,
+    /// memory of the whole card it matches
+    pub full_card_bytes: Option<u64>,
+    /// `enabled`, `disabled`, `not_supported`, `unknown`
+    pub mig_current: String,
+    pub mig_pending: String,
+    pub mig_devices: Vec<MigDeviceInfo>,
+    pub ecc_current: Option<bool>,
+    pub ecc_pending: Option<bool>,
+    pub pcie_gen_current: Option<u32>,
+    pub pcie_gen_max: Option<u32>,
+    pub pcie_width_current: Option<u32>,
+    pub pcie_width_max: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PairInfo {
+    pub a: usize,
+    pub b: usize,
+    /// as `nvidia-smi topo -m` prints it: `NV12`, `PIX`, `PXB`, `PHB`, `NODE`, `SYS`
+    pub link: String,
+    pub nvlink: bool,
+    pub meaning: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InterconnectInfo {
+    pub gpus: usize,
+    pub nics: Vec<String>,
+    /// every pair is NVLink (false with fewer than 2 GPUs)
+    pub all_nvlink: bool,
+    pub pairs: Vec<PairInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GpuInstanceInfo {
+    pub gpu: u32,
+    pub profile: String,
+    pub profile_id: u32,
+    pub instance_id: u32,
+    pub start: u8,
+    pub size: u8,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MigProfileRowInfo {
+    pub gpu: u32,
+    pub name: String,
+    pub id: u32,
+    pub free: u32,
+    pub total: u32,
+    pub memory_bytes: u64,
+    pub p2p: bool,
+    pub sm: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExpectInfo {
+    pub count: Option<u32>,
+    /// as given on the command line
+    pub model: Option<String>,
+    /// catalogue id it resolved to
+    pub card_id: Option<String>,
+    pub whole_card_bytes: Option<u64>,
+    pub nvlink: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingInfo {
+    /// `pass`, `fail`, `warn`, `info`
+    pub level: String,
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelCount {
+    pub name: String,
+    pub count: usize,
+}
+
+/// `check --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub schema: u32,
+    pub command: &'static str,
+    pub sources: Vec<String>,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
+    pub attached_gpus: Option<u32>,
+    pub gpu_count: usize,
+    pub models: Vec<ModelCount>,
+    pub gpus: Vec<GpuInfo>,
+    pub interconnect: Option<InterconnectInfo>,
+    pub gpu_instances: Vec<GpuInstanceInfo>,
+    pub mig_profiles: Vec<MigProfileRowInfo>,
+    pub expectation: Option<ExpectInfo>,
+    pub findings: Vec<FindingInfo>,
+    /// no finding failed
+    pub ok: bool,
+    /// live bandwidth was not measured (not built): always `null`
+    pub bandwidth: Option<()>,
+}
+
+impl CheckReport {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        sources: Vec<String>,
+        driver_version: Option<String>,
+        cuda_version: Option<String>,
+        attached_gpus: Option<u32>,
+        gpus: Vec<GpuInfo>,
+        interconnect: Option<InterconnectInfo>,
+        gpu_instances: Vec<GpuInstanceInfo>,
+        mig_profiles: Vec<MigProfileRowInfo>,
+        expectation: Option<ExpectInfo>,
+        findings: Vec<FindingInfo>,
+    ) -> Self {
+        let mut models: Vec<ModelCount> = Vec::new();
+        for g in &gpus {
+            match models.iter_mut().find(|m| m.name == g.name) {
+                Some(m) => m.count += 1,
+                None => models.push(ModelCount { name: g.name.clone(), count: 1 }),
+            }
+        }
+        let ok = !findings.iter().any(|f| f.level == "fail");
+        CheckReport {
+            schema: SCHEMA_VERSION,
+            command: "check",
+            sources,
+            driver_version,
+            cuda_version,
+            attached_gpus,
+            gpu_count: gpus.len(),
+            models,
+            gpus,
+            interconnect,
+            gpu_instances,
+            mig_profiles,
+            expectation,
+            findings,
+            ok,
+            bandwidth: None,
+        }
+    }
+}
+
+fn opt_bytes(b: Option<u64>) -> String {
+    b.map(bytes).unwrap_or_else(|| "?".into())
+}
+
+/// Human report.
+pub fn render_check(r: &CheckReport) -> String {
+    let mut out = String::new();
+    let models: Vec<String> = r.models.iter().map(|m| format!("{} x {}", m.count, m.name)).collect();
+    let _ = writeln!(
+        out,
+        "machine: {} GPU(s){}{}",
+        r.gpu_count,
+        if models.is_empty() { String::new() } else { format!(": {}", models.join(", ")) },
+        match (&r.driver_version, &r.cuda_version) {
+            (None, None) => String::new(),
+            (d, c) => format!(" (driver {}, CUDA {})", d.as_deref().unwrap_or("?"), c.as_deref().unwrap_or("?")),
+        }
+    );
+    let _ = writeln!(out, "from: {}", r.sources.join("; "));
+    if !r.gpus.is_empty() {
+        let mut t = Table::new();
+        t.load_style(UTF8_FULL_CONDENSED);
+        t.set_header(vec!["GPU", "name", "memory", "is", "MIG now/pending", "ECC", "PCIe now/max"]);
+        for g in &r.gpus {
+            let is = match (&g.memory_class[..], &g.memory_matches) {
+                ("whole_card", Some(m)) => format!("whole {m}"),
+                ("mig_slice", Some(m)) => format!("MIG slice: {m}"),
+                _ => "?".into(),
+            };
+            let ecc = match g.ecc_current {
+                Some(true) => "on",
+                Some(false) => "off",
+                None => "-",
+            };
+            let pcie = match (g.pcie_gen_current, g.pcie_width_current, g.pcie_gen_max, g.pcie_width_max) {
+                (Some(a), Some(b), Some(c), Some(d)) => format!("gen{a} x{b} / gen{c} x{d}"),
+                _ => "-".into(),
+            };
+            t.add_row(vec![
+                Cell::new(g.index),
+                Cell::new(&g.name),
+                Cell::new(opt_bytes(g.memory_total_bytes)),
+                Cell::new(is),
+                Cell::new(format!("{}/{}", g.mig_current, g.mig_pending)),
+                Cell::new(ecc),
+                Cell::new(pcie),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+        for g in r.gpus.iter().filter(|g| !g.mig_devices.is_empty()) {
+            let devs: Vec<String> = g
+                .mig_devices
+                .iter()
+                .map(|d| {
+                    let mut s = d.profile.clone().unwrap_or_default();
+                    if let Some(b) = d.memory_total_bytes {
+                        if !s.is_empty() {
+                            s.push(' ');
+                        }
+                        s.push_str(&bytes(b));
+                    }
+                    if let Some(sm) = d.sm_count {
+                        s.push_str(&format!(" {sm} SMs"));
+                    }
+                    s
+                })
+                .collect();
+            let _ = writeln!(out, "GPU {} MIG devices: {}", g.index, devs.join("; "));
+        }
+    }
+    if !r.gpu_instances.is_empty() {
+        let gis: Vec<String> = r
+            .gpu_instances
+            .iter()
+            .map(|i| format!("GPU {} {} (GI {}) at {}:{}", i.gpu, i.profile, i.instance_id, i.start, i.size))
+            .collect();
+        let _ = writeln!(out, "GPU instances: {}", gis.join("; "));
+    }
+    if let Some(ic) = &r.interconnect {
+        let _ = writeln!(out, "\ninterconnect ({} GPUs):", ic.gpus);
+        let n = ic.gpus;
+        if n <= 16 {
+            let mut t = Table::new();
+            t.load_style(UTF8_FULL_CONDENSED);
+            let mut head = vec![String::new()];
+            head.extend((0..n).map(|k| format!("GPU{k}")));
+            t.set_header(head);
+            for a in 0..n {
+                let mut row = vec![format!("GPU{a}")];
+                for b in 0..n {
+                    let (x, y) = (a.min(b), a.max(b));
+                    row.push(if a == b {
+                        "X".into()
+                    } else {
+                        ic.pairs.iter().find(|p| p.a == x && p.b == y).map(|p| p.link.clone()).unwrap_or_default()
+                    });
+                }
+                t.add_row(row);
+            }
+            let _ = writeln!(out, "{t}");
+        }
+        let nv = ic.pairs.iter().filter(|p| p.nvlink).count();
+        let _ = writeln!(out, "{nv} of {} pairs NVLink", ic.pairs.len());
+    }
+    if !r.mig_profiles.is_empty() {
+        let ps: Vec<String> = r
+            .mig_profiles
+            .iter()
+            .map(|p| format!("{} {}/{} ({})", p.name, p.free, p.total, bytes(p.memory_bytes)))
+            .collect();
+        let _ = writeln!(out, "MIG profiles (-lgip): {}", ps.join(", "));
+    }
+    let _ = writeln!(out, "\nfindings:");
+    for f in &r.findings {
+        let _ = writeln!(out, "  {:<4} {}: {}", f.level.to_uppercase(), f.code, f.message);
+    }
+    let _ = writeln!(out, "bandwidth: not measured (no live measurement in this build)");
+    match &r.expectation {
+        Some(_) if r.ok => {
+            let _ = writeln!(out, "\nverdict: OK, the machine is what was expected");
+        }
+        Some(_) => {
+            let n = r.findings.iter().filter(|f| f.level == "fail").count();
+            let _ = writeln!(out, "\nverdict: NOT what was expected ({n} failed check(s))");
+        }
+        None => {
+            let _ = writeln!(out, "\n(no --expect given: nothing to judge against)");
+        }
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! `vramfit check` on the real fixtures of crates/hw/tests/fixtures
+//! (sources in SOURCES.md there): report, verdict, exit codes, errors.
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+
+fn fx(rel: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hw/tests/fixtures").join(rel).display().to_string()
+}
+
+fn vramfit() -> Command {
+    Command::cargo_bin("vramfit").unwrap()
+}
+
+fn json(args: &[String]) -> (serde_json::Value, i32) {
+    let out = vramfit().args(args).arg("--json").output().unwrap();
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (v, out.status.code().unwrap())
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+#[test]
+fn mig_enabled_a100_reported_and_fails_a_whole_card_rental() {
+    let xml = fx("nvidia_smi/01.xml");
+    let (v, code) = json(&s(&["check", "--xml", &xml]));
+    assert_eq!(code, 0, "no expectation: report only");
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["gpu_count"], 1);
+    let g = &v["gpus"][0];
+    assert_eq!(g["name"], "NVIDIA A100-SXM4-40GB");
+    assert_eq!(g["memory_class"], "whole_card");
+    assert_eq!(g["memory_matches"], "A100 40GB SXM4");
+    assert_eq!(g["mig_current"], "enabled");
+    assert_eq!(g["mig_devices"].as_array().unwrap().len(), 2);
+    assert_eq!(v["driver_version"], "510.47.03");
+    let (v, code) = json(&s(&["check", "--xml", &xml, "--expect", "1xA100-40GB"]));
+    assert_eq!(code, 1);
+    assert_eq!(v["ok"], false);
+    assert!(v["findings"].as_array().unwrap().iter().any(|f| f["code"] == "mig_enabled" && f["level"] == "fail"));
+}
+
+#[test]
+fn nvlink_topology_passes_and_pcie_only_fails() {
+    let (v, code) = json(&s(&["check", "--topo", &fx("nvidia_smi/12.txt"), "--expect-nvlink"]));
+    assert_eq!(code, 0);
+    assert_eq!(v["interconnect"]["all_nvlink"], true);
+    assert_eq!(v["interconnect"]["pairs"].as_array().unwrap().len(), 28);
+    assert_eq!(v["interconnect"]["pairs"][0]["link"], "NV18");
+    for f in ["13.txt", "14.txt", "15.txt"] {
+        let (v, code) = json(&s(&["check", "--topo", &fx(&format!("nvidia_smi/{f}")), "--expect-nvlink"]));
+        assert_eq!(code, 1, "{f}");
+        assert_eq!(v["interconnect"]["all_nvlink"], false);
+        assert!(v["interconnect"]["pairs"].as_array().unwrap().iter().all(|p| p["nvlink"] == false));
+    }
+}
+
+#[test]
+fn wrong_count_model_and_missing_topology_fail() {
+    let (v, code) =
+        json(&s(&["check", "--xml", &fx("nvidia_smi/03.xml"), "--expect", "8xA100-80GB", "--expect-nvlink"]));
+    assert_eq!(code, 1);
+    let fails: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["level"] == "fail")
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(fails.contains(&"count") && fails.contains(&"model") && fails.contains(&"nvlink"), "{fails:?}");
+    assert_eq!(v["expectation"]["card_id"], "a100-80gb-sxm");
+}
+
+#[test]
+fn list_and_lgi_add_mig_profiles_and_instances() {
+    let (v, _) =
+        json(&s(&["check", "--list", &fx("nvidia_smi/11.txt"), "--lgi", &fx("constructed/a100-40gb.lgi.txt")]));
+    let d = v["gpus"][0]["mig_devices"].as_array().unwrap();
+    assert_eq!(d.len(), 7);
+    assert!(d.iter().all(|x| x["profile"] == "1g.10gb"));
+    assert_eq!(v["gpu_instances"][0]["start"], 4);
+}
+
+#[test]
+fn human_report_snapshot() {
+    let out = vramfit().args(["check", "--xml", &fx("nvidia_smi/01.xml"), "--expect", "1xA100-40GB"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap().replace(&fx(""), "<fixtures>/");
+    insta::assert_snapshot!("check_01_expect_a100_40gb", text);
+}
+
+#[test]
+fn no_driver_no_files_asks_for_files() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return; // a real driver: NVML works here
+    }
+    let out = vramfit().arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("NVML is absent") && err.contains("--xml"), "{err}");
+}
+
+#[test]
+fn malformed_files_exit_2_naming_file_and_expectation() {
+    let dir = std::env::temp_dir().join(format!("vramfit-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.xml");
+    std::fs::write(&bad, "<nvidia_smi_log><gpu><product_name>X</product_name>").unwrap();
+    let out = vramfit().args(["check", "--xml", bad.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("bad.xml: not `nvidia-smi -q -x` XML"), "{err}");
+    let topo = dir.join("topo.txt");
+    std::fs::write(&topo, "\tGPU0\tGPU1\nGPU0\t X \tNVX\nGPU1\tNV4\t X \n").unwrap();
+    let out = vramfit().args(["check", "--topo", topo.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("topo.txt: line 2: expected X, NV#, PIX, PXB, PHB, NODE or SYS for GPU0-GPU1"), "{err}");
+    let out = vramfit().args(["check", "--xml", &fx("nvidia_smi/01.xml"), "--expect", "8xB9000"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}

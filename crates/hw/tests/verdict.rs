@@ -1,0 +1,143 @@
+//! The verdict against what was rented, on the real fixtures.
+
+use std::path::PathBuf;
+use vramfit_hw::verdict::{classify, family_of, parse_expect, MemoryClass, RefCard};
+use vramfit_hw::{topo, verdict, xml, Expectation, Gpu, Level, Machine};
+
+const MIB: u64 = 1 << 20;
+
+fn read(rel: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel);
+    std::fs::read_to_string(p).unwrap()
+}
+
+fn refs() -> Vec<RefCard> {
+    vec![
+        RefCard {
+            id: "a100-40gb-sxm".into(),
+            name: "A100 40GB SXM4".into(),
+            family: family_of("a100-40gb-sxm"),
+            whole_mib: 40960,
+            mig_profiles: vec![("1g.5gb".into(), 4864 * MIB), ("3g.20gb".into(), 20091 * MIB)],
+        },
+        RefCard {
+            id: "a100-80gb-sxm".into(),
+            name: "A100 80GB SXM4".into(),
+            family: family_of("a100-80gb-sxm"),
+            whole_mib: 81920,
+            mig_profiles: vec![("1g.10gb".into(), 9728 * MIB), ("1g.20gb".into(), 19968 * MIB)],
+        },
+        RefCard {
+            id: "h100-sxm".into(),
+            name: "H100 SXM5 80GB".into(),
+            family: family_of("h100-sxm"),
+            whole_mib: 81559,
+            mig_profiles: vec![],
+        },
+    ]
+}
+
+fn codes(v: &vramfit_hw::Verdict, level: Level) -> Vec<&'static str> {
+    v.findings.iter().filter(|f| f.level == level).map(|f| f.code).collect()
+}
+
+#[test]
+fn families_and_expect_strings() {
+    assert_eq!(family_of("a100-80gb-sxm"), "a100");
+    assert_eq!(family_of("rtx-4090"), "rtx4090");
+    assert_eq!(parse_expect("8xA100-80GB").unwrap(), (Some(8), "A100-80GB".into()));
+    assert_eq!(parse_expect("H100").unwrap(), (None, "H100".into()));
+    assert!(parse_expect("0xA100").is_err());
+    assert!(parse_expect("").is_err());
+}
+
+#[test]
+fn slice_sized_memory_is_called_a_mig_slice() {
+    let r = refs();
+    // 10240 MiB vs 1g.10gb 9728 MiB: 5.3 % off, within 6 %
+    assert!(
+        matches!(classify("NVIDIA A100-SXM4-80GB", 10240 * MIB, &r), MemoryClass::MigSlice { profile, .. } if profile == "1g.10gb")
+    );
+    assert!(
+        matches!(classify("NVIDIA A100-SXM4-40GB", 5120 * MIB, &r), MemoryClass::MigSlice { profile, .. } if profile == "1g.5gb")
+    );
+    assert!(
+        matches!(classify("NVIDIA A100-SXM4-40GB", 40960 * MIB, &r), MemoryClass::WholeCard { card, .. } if card == "A100 40GB SXM4")
+    );
+    assert!(
+        matches!(classify("NVIDIA A100-SXM4-80GB", 81920 * MIB, &r), MemoryClass::WholeCard { card, .. } if card == "A100 80GB SXM4")
+    );
+    assert_eq!(classify("Tesla T4", 15360 * MIB, &r), MemoryClass::Unknown);
+}
+
+#[test]
+fn mig_enabled_a100_fails_a_whole_card_rental() {
+    let m = xml::parse_xml(&read("nvidia_smi/01.xml"), "01.xml").unwrap();
+    let r = refs();
+    let e = Expectation { count: Some(1), card: Some(r[0].clone()), nvlink: false };
+    let v = verdict(&m, &e, &r);
+    assert!(!v.ok);
+    assert_eq!(codes(&v, Level::Fail), vec!["mig_enabled"]);
+    assert!(codes(&v, Level::Pass).contains(&"count"));
+    assert!(codes(&v, Level::Pass).contains(&"model"));
+    // without an expectation the same machine is only described
+    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: false }, &r);
+    assert!(v.ok);
+}
+
+#[test]
+fn trimmed_count_fails_and_warns() {
+    let m = xml::parse_xml(&read("nvidia_smi/02.xml"), "02.xml").unwrap();
+    let r = refs();
+    let e = Expectation { count: Some(4), card: Some(r[1].clone()), nvlink: false };
+    let v = verdict(&m, &e, &r);
+    assert!(codes(&v, Level::Fail).contains(&"count"));
+    assert!(codes(&v, Level::Warn).contains(&"attached_mismatch"));
+}
+
+fn machine_with(n: u32, name: &str, mib: u64, topo_file: &str) -> Machine {
+    let mut m = Machine::default();
+    for i in 0..n {
+        let mut g = Gpu::new(i, name);
+        g.memory_total_bytes = Some(mib * MIB);
+        m.gpus.push(g);
+    }
+    m.topology = Some(topo::parse_topo(&read(topo_file), topo_file).unwrap());
+    m
+}
+
+#[test]
+fn nvlink_expected_passes_on_nv18_and_fails_on_pcie() {
+    let r = refs();
+    let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true };
+    let m = machine_with(8, "NVIDIA H100 80GB HBM3", 81559, "nvidia_smi/12.txt");
+    let v = verdict(&m, &e, &r);
+    assert!(v.ok, "{:?}", v.findings);
+    assert!(codes(&v, Level::Pass).contains(&"nvlink"));
+
+    let m = machine_with(8, "NVIDIA H100 80GB HBM3", 81559, "nvidia_smi/13.txt");
+    let v = verdict(&m, &e, &r);
+    assert!(!v.ok);
+    let f = v.findings.iter().find(|f| f.code == "nvlink").unwrap();
+    assert_eq!(f.level, Level::Fail);
+    assert!(f.message.starts_with("28 of 28 GPU pairs have no NVLink (GPU0-GPU1 SYS"), "{}", f.message);
+
+    // no topology at all: NVLink not verified is a failure
+    let mut m = machine_with(8, "NVIDIA H100 80GB HBM3", 81559, "nvidia_smi/12.txt");
+    m.topology = None;
+    let v = verdict(&m, &e, &r);
+    assert!(v.findings.iter().any(|f| f.code == "nvlink" && f.level == Level::Fail && f.message.contains("--topo")));
+}
+
+#[test]
+fn a_slice_rented_as_a_card_fails_on_memory() {
+    let r = refs();
+    let mut m = Machine::default();
+    let mut g = Gpu::new(0, "NVIDIA A100-SXM4-80GB");
+    g.memory_total_bytes = Some(10240 * MIB);
+    m.gpus.push(g);
+    let v = verdict(&m, &Expectation { count: Some(1), card: Some(r[1].clone()), nvlink: false }, &r);
+    let f = v.findings.iter().find(|f| f.code == "memory").unwrap();
+    assert_eq!(f.level, Level::Fail);
+    assert!(f.message.contains("a MIG slice (1g.10gb of A100 80GB SXM4)"), "{}", f.message);
+}
