@@ -282,7 +282,7 @@ impl<'a> Search<'a> {
             }
             Err(_) => (None, None),
         };
-        let inexact = inexact_count(self.base, &key);
+        let inexact = inexact_count(self.base, &key, self.allow);
         let i = self.entries.len() as u32;
         self.entries.push(MemEntry { key: key.clone(), workload, mem, work, inexact });
         self.index.insert(key, i);
@@ -700,12 +700,19 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary) -> Work {
     }
 }
 
-fn inexact_count(base: &Workload, key: &MemKey) -> u8 {
+/// Switches that change what is computed, not counting the method changes
+/// the user allowed with `--allow` (they accepted those).
+fn inexact_count(base: &Workload, key: &MemKey, allow: Allow) -> u8 {
     match (&base.task, &key.train, &key.infer) {
         (Task::Train(t), Some(k), _) => {
-            (t.kind != k.kind) as u8 + (t.optimizer != k.optimizer) as u8 + (t.precision != k.precision) as u8
+            let method = t.kind != k.kind
+                && !(k.kind == TrainKind::Lora && allow.lora)
+                && !(k.kind == TrainKind::Qlora && allow.qlora);
+            method as u8 + (t.optimizer != k.optimizer) as u8 + (t.precision != k.precision) as u8
         }
-        (Task::Inference(s), _, Some(k)) => k.quant_bits.is_some() as u8 + (s.kv_dtype != k.kv_dtype) as u8,
+        (Task::Inference(s), _, Some(k)) if !allow.quant => {
+            k.quant_bits.is_some() as u8 + (s.kv_dtype != k.kv_dtype) as u8
+        }
         _ => 0,
     }
 }
