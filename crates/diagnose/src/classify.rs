@@ -153,19 +153,43 @@ fn shortage_fixes(activity: Option<Activity>) -> Vec<Fix> {
     let mut f = vec![];
     match activity {
         Some(Activity::OptimizerStep) | Some(Activity::Setup) => {
-            f.push(fix(FixCost::Code, "8-bit or paged optimizer (bitsandbytes AdamW8bit)", "Adam keeps two fp32 states per parameter (8 B); 8-bit states take 2 B"));
-            f.push(fix(FixCost::Code, "shard optimizer states/gradients (ZeRO-1/2, FSDP SHARD_GRAD_OP) or offload them to CPU", "each rank then holds 1/N of the states"));
+            f.push(fix(
+                FixCost::Code,
+                "8-bit or paged optimizer (bitsandbytes AdamW8bit)",
+                "Adam keeps two fp32 states per parameter (8 B); 8-bit states take 2 B",
+            ));
+            f.push(fix(
+                FixCost::Code,
+                "shard optimizer states/gradients (ZeRO-1/2, FSDP SHARD_GRAD_OP) or offload them to CPU",
+                "each rank then holds 1/N of the states",
+            ));
         }
         Some(Activity::Generation) => {
-            f.push(fix(FixCost::Workload, "lower batch × (prompt + new tokens)", "the KV cache grows with every generated token"));
+            f.push(fix(
+                FixCost::Workload,
+                "lower batch × (prompt + new tokens)",
+                "the KV cache grows with every generated token",
+            ));
         }
         _ => {
-            f.push(fix(FixCost::Code, "activation (gradient) checkpointing", "saved activations are recomputed in backward instead of kept"));
-            f.push(fix(FixCost::Workload, "halve the micro-batch and double gradient accumulation", "activations scale with the micro-batch; the effective batch stays the same"));
+            f.push(fix(
+                FixCost::Code,
+                "activation (gradient) checkpointing",
+                "saved activations are recomputed in backward instead of kept",
+            ));
+            f.push(fix(
+                FixCost::Workload,
+                "halve the micro-batch and double gradient accumulation",
+                "activations scale with the micro-batch; the effective batch stays the same",
+            ));
         }
     }
     f.push(fix(FixCost::Code, "bf16/fp16 mixed precision if not already on", "halves activation and weight bytes"));
-    f.push(fix(FixCost::Hardware, "more GPUs with sharding (FSDP/ZeRO-3), or a card with more memory", "the job needs more memory than this card has free"));
+    f.push(fix(
+        FixCost::Hardware,
+        "more GPUs with sharding (FSDP/ZeRO-3), or a card with more memory",
+        "the job needs more memory than this card has free",
+    ));
     f
 }
 
@@ -236,21 +260,26 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
             figures.push(fig("other_processes", other));
         }
         let this_b = t.this_process.as_ref().map(|x| x.bytes).unwrap_or(0).max(reserved);
-        let listed_self = presumed_self.and_then(|pid| t.processes.iter().find(|p| p.pid == pid)).map(|p| p.used.bytes).unwrap_or(0);
+        let listed_self =
+            presumed_self.and_then(|pid| t.processes.iter().find(|p| p.pid == pid)).map(|p| p.used.bytes).unwrap_or(0);
         let unaccounted = total.saturating_sub(free).saturating_sub(this_b.max(listed_self)).saturating_sub(other);
         if unaccounted > CONTEXT_ALLOWANCE {
             figures.push(fig("unaccounted", unaccounted));
             reasoning.push(format!(
-                "{} of the card is used but not by any process the message lists (NVML could not see it: another container, a process in another PID namespace, or a colocated engine such as vLLM).",
+                "{} of the card is used but not by any process the message lists: NVML lists compute processes only, so this is a graphics process (a desktop), a process in another container, or an engine sharing the card (e.g. vLLM).",
                 b(unaccounted)
             ));
             if other == 0 {
                 other = unaccounted;
             }
         }
-        if other > 0 {
-            let list: Vec<String> =
-                t.processes.iter().filter(|p| Some(p.pid) != presumed_self).map(|p| format!("PID {} {}", p.pid, p.used.text)).collect();
+        let list: Vec<String> = t
+            .processes
+            .iter()
+            .filter(|p| Some(p.pid) != presumed_self)
+            .map(|p| format!("PID {} {}", p.pid, p.used.text))
+            .collect();
+        if !list.is_empty() {
             reasoning.push(format!("Other processes on the card hold {}: {}.", b(other), list.join(", ")));
         }
     } else {
@@ -277,7 +306,8 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
 
     // 1. bigger than the card
     if t.requested.lo() > t.total.hi() {
-        reasoning.push(format!("{} > {}: a single request larger than the whole card.", t.requested.text, t.total.text));
+        reasoning
+            .push(format!("{} > {}: a single request larger than the whole card.", t.requested.text, t.total.text));
         return Verdict {
             class: OomClass::RequestExceedsCard,
             headline: format!("one allocation of {} is larger than the {} card", t.requested.text, t.total.text),
@@ -309,7 +339,11 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
                     figures,
                     reasoning,
                     gap_bytes: Some(need - c),
-                    fixes: vec![fix(FixCost::Setting, "raise torch.cuda.set_per_process_memory_fraction", "the cap, not the card, is the limit")],
+                    fixes: vec![fix(
+                        FixCost::Setting,
+                        "raise torch.cuda.set_per_process_memory_fraction",
+                        "the cap, not the card, is the limit",
+                    )],
                 };
             }
         }
@@ -347,11 +381,14 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
             reasoning.push(format!("The cache alone ({}) is larger than the request.", b(u)));
         }
         if other >= OTHER_PROCESS_MIN {
-            reasoning.push(format!("Other memory on the card ({}) makes it worse but is not needed to explain it.", b(other)));
+            reasoning.push(format!(
+                "Other memory on the card ({}) makes it worse but is not needed to explain it.",
+                b(other)
+            ));
         }
         return Verdict {
             class: OomClass::Fragmentation,
-            headline: format!("fragmentation: {} cached but unusable for a {} request", b(u), t.requested.text),
+            headline: format!("{} cached but unusable for a {} request", b(u), t.requested.text),
             figures,
             reasoning,
             gap_bytes: None,
@@ -405,7 +442,7 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
         ));
         return Verdict {
             class: OomClass::GenuineShortage,
-            headline: format!("genuine shortage: live tensors fill {share:.0}% of the card"),
+            headline: format!("live tensors fill {share:.0}% of the card"),
             figures,
             reasoning,
             gap_bytes: None,
@@ -422,12 +459,16 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
         b(a)
     ));
     if u >= GIB {
-        reasoning.push(format!("expandable_segments:True would recover part of the {} cache, but not the {} gap.", b(u), b(gap)));
+        reasoning.push(format!(
+            "expandable_segments:True would recover part of the {} cache, but not the {} gap.",
+            b(u),
+            b(gap)
+        ));
     }
     figures.push(fig("gap", gap));
     Verdict {
         class: OomClass::GenuineShortage,
-        headline: format!("genuine shortage: {} more than the card can give", b(gap)),
+        headline: format!("{} more than the card can give", b(gap)),
         figures,
         reasoning,
         gap_bytes: Some(gap),
@@ -446,9 +487,15 @@ pub fn classify(e: &OomEvent) -> Verdict {
                 None => "PyTorch OOM (message cut before its numbers)".to_string(),
             },
             figures: requested.iter().map(|r| fig("requested", r.bytes)).collect(),
-            reasoning: vec!["The message was cut before the device figures, so the cause cannot be told from it.".to_string()],
+            reasoning: vec![
+                "The message was cut before the device figures, so the cause cannot be told from it.".to_string()
+            ],
             gap_bytes: None,
-            fixes: vec![fix(FixCost::Setting, "paste the whole message, or torch.cuda.memory_summary() printed in the except block", "the free/reserved figures decide the cause")],
+            fixes: vec![fix(
+                FixCost::Setting,
+                "paste the whole message, or torch.cuda.memory_summary() printed in the except block",
+                "the free/reserved figures decide the cause",
+            )],
         },
         OomKind::Other(o) => classify_other(o),
     }

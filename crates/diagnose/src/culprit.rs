@@ -47,6 +47,8 @@ pub struct CulpritReport {
     pub reasoning: Vec<String>,
     /// first applied rung after which the estimate fits the card
     pub cheapest_switch: Option<Rung>,
+    /// every rung the caller evaluated, in ladder order
+    pub ladder: Vec<Rung>,
 }
 
 /// How far the failure may exceed the estimate's tensors before the excess
@@ -61,7 +63,11 @@ pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&TorchOom>, lad
         .categories()
         .into_iter()
         .filter(|(_, v)| *v > 0)
-        .map(|(c, v)| CategoryShare { category: c, bytes: v, share: if total > 0 { v as f64 / total as f64 } else { 0.0 } })
+        .map(|(c, v)| CategoryShare {
+            category: c,
+            bytes: v,
+            share: if total > 0 { v as f64 / total as f64 } else { 0.0 },
+        })
         .collect();
     let top = categories.iter().filter(|c| c.category.is_tensor()).max_by_key(|c| c.bytes);
     let gap = total.saturating_sub(card_bytes);
@@ -109,7 +115,10 @@ pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&TorchOom>, lad
             r.name,
             r.per_gpu_bytes.map(b).unwrap_or_default()
         )),
-        None if gap > 0 => reasoning.push("No single-card switch of the ladder closes the gap: more GPUs with sharding, or a bigger card.".to_string()),
+        None if gap > 0 => reasoning.push(
+            "No single-card switch of the ladder closes the gap: more GPUs with sharding, or a bigger card."
+                .to_string(),
+        ),
         None => {}
     }
     CulpritReport {
@@ -123,6 +132,7 @@ pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&TorchOom>, lad
         failing_need_bytes: failing_need,
         reasoning,
         cheapest_switch: cheapest,
+        ladder: ladder.to_vec(),
     }
 }
 
@@ -144,9 +154,19 @@ mod tests {
     fn culprit_and_cheapest_rung() {
         // 14 + 56 + 20 + 1 = 91 GiB on an 80 GiB card: 11 GiB over
         let rungs = vec![
-            Rung { name: "mixed precision".into(), per_gpu_bytes: Some(91 * GIB), applied: false, detail: "already".into() },
+            Rung {
+                name: "mixed precision".into(),
+                per_gpu_bytes: Some(91 * GIB),
+                applied: false,
+                detail: "already".into(),
+            },
             Rung { name: "checkpointing".into(), per_gpu_bytes: Some(85 * GIB), applied: true, detail: String::new() },
-            Rung { name: "8-bit optimizer".into(), per_gpu_bytes: Some(43 * GIB), applied: true, detail: String::new() },
+            Rung {
+                name: "8-bit optimizer".into(),
+                per_gpu_bytes: Some(43 * GIB),
+                applied: true,
+                detail: String::new(),
+            },
         ];
         let r = culprit(&ledger(), 80 * GIB, None, &rungs);
         assert_eq!(r.gap_bytes, 11 * GIB);

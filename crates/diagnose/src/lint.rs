@@ -80,8 +80,22 @@ fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
 const SAFE_METHODS: [&str; 6] = ["item", "detach", "tolist", "cpu", "numpy", "float_"];
 /// Names that usually hold tensors (a list of `model(x)` outputs counts too).
 const TENSORISH: [&str; 16] = [
-    "loss", "logit", "output", "out", "pred", "hidden", "feat", "emb", "attn", "grad", "activation", "score", "prob",
-    "y_hat", "model", "net",
+    "loss",
+    "logit",
+    "output",
+    "out",
+    "pred",
+    "hidden",
+    "feat",
+    "emb",
+    "attn",
+    "grad",
+    "activation",
+    "score",
+    "prob",
+    "y_hat",
+    "model",
+    "net",
 ];
 
 impl<'a> Lint<'a> {
@@ -91,7 +105,14 @@ impl<'a> Lint<'a> {
         if self.findings.iter().any(|f| f.rule == rule && f.line == p.row + 1) {
             return;
         }
-        self.findings.push(Finding { rule, line: p.row + 1, column: p.column + 1, code, why: why.into(), fix: fix.into() });
+        self.findings.push(Finding {
+            rule,
+            line: p.row + 1,
+            column: p.column + 1,
+            code,
+            why: why.into(),
+            fix: fix.into(),
+        });
     }
 
     /// Does the expression turn a tensor into something off the graph?
@@ -102,7 +123,9 @@ impl<'a> Lint<'a> {
                 if let Some(f) = c.child_by_field_name("function") {
                     let t = text(f, self.src);
                     let last = t.rsplit('.').next().unwrap_or(t);
-                    if SAFE_METHODS.contains(&last) || (f.kind() == "identifier" && matches!(t, "float" | "int" | "len" | "str")) {
+                    if SAFE_METHODS.contains(&last)
+                        || (f.kind() == "identifier" && matches!(t, "float" | "int" | "len" | "str"))
+                    {
                         safe = true;
                     }
                 }
@@ -132,7 +155,8 @@ impl<'a> Lint<'a> {
                 return None;
             }
             let k = a.child_by_field_name("name")?;
-            (text(k, self.src) == name).then(|| a.child_by_field_name("value").map(|v| text(v, self.src).to_string()))?
+            (text(k, self.src) == name)
+                .then(|| a.child_by_field_name("value").map(|v| text(v, self.src).to_string()))?
         });
         found
     }
@@ -147,9 +171,8 @@ impl<'a> Lint<'a> {
                 self.funcs.push(Func::default());
                 let decorated = n.parent().filter(|p| p.kind() == "decorated_definition").is_some_and(|p| {
                     let mut cur = p.walk();
-                    let hit = p
-                        .named_children(&mut cur)
-                        .any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
+                    let hit =
+                        p.named_children(&mut cur).any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
                     hit
                 });
                 ctx = Ctx { lp: None, grad_off: decorated, func: self.funcs.len() - 1 };
@@ -184,7 +207,10 @@ impl<'a> Lint<'a> {
                 if t.to_ascii_lowercase().contains("dropout") {
                     self.has_dropout = true;
                 }
-                if matches!(t, "FullyShardedDataParallel" | "fully_shard" | "deepspeed" | "ZeroRedundancyOptimizer" | "FSDP") {
+                if matches!(
+                    t,
+                    "FullyShardedDataParallel" | "fully_shard" | "deepspeed" | "ZeroRedundancyOptimizer" | "FSDP"
+                ) {
                     self.has_sharding = true;
                 }
             }
@@ -324,9 +350,7 @@ fn walk<'t>(n: Node<'t>, f: &mut dyn FnMut(Node<'t>)) {
 /// Parse and lint `src`.
 pub fn lint(src: &str) -> Result<LintReport, LintError> {
     let mut parser = Parser::new();
-    parser
-        .set_language(&tree_sitter_python::LANGUAGE.into())
-        .map_err(|e| LintError::Grammar(e.to_string()))?;
+    parser.set_language(&tree_sitter_python::LANGUAGE.into()).map_err(|e| LintError::Grammar(e.to_string()))?;
     let tree = parser.parse(src, None).ok_or(LintError::Parse)?;
     let root = tree.root_node();
     let mut l = LintState::new(src);
@@ -339,7 +363,10 @@ pub fn lint(src: &str) -> Result<LintReport, LintError> {
 pub fn looks_like_python(src: &str) -> bool {
     let has_marker = src.lines().take(400).any(|l| {
         let t = l.trim_start();
-        t.starts_with("import ") || t.starts_with("from ") && t.contains(" import ") || t.starts_with("def ") || t.starts_with("class ")
+        t.starts_with("import ")
+            || t.starts_with("from ") && t.contains(" import ")
+            || t.starts_with("def ")
+            || t.starts_with("class ")
     });
     if !has_marker {
         return false;
@@ -392,7 +419,8 @@ impl<'a> LintState<'a> {
         // accumulations: skip per-step losses (assigned in the loop or backward()-ed)
         let pending = std::mem::take(&mut l.pending_acc);
         for (_, row, col, target, loop_id) in pending {
-            let per_step = l.loop_assigned.get(&loop_id).is_some_and(|v| v.contains(&target)) || l.backward_on.contains(&target);
+            let per_step =
+                l.loop_assigned.get(&loop_id).is_some_and(|v| v.contains(&target)) || l.backward_on.contains(&target);
             if per_step {
                 continue;
             }

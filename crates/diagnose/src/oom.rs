@@ -81,10 +81,14 @@ pub struct TraceFrame {
 pub struct DeepSpeedUsage {
     pub line: usize,
     /// memory_allocated (MA), bytes
+    #[serde(rename = "allocated_bytes")]
     pub allocated: u64,
+    #[serde(rename = "max_allocated_bytes")]
     pub max_allocated: u64,
     /// memory_reserved (CA), bytes
+    #[serde(rename = "reserved_bytes")]
     pub reserved: u64,
+    #[serde(rename = "max_reserved_bytes")]
     pub max_reserved: u64,
 }
 
@@ -176,7 +180,10 @@ pub enum OomKind {
     /// PyTorch caching allocator
     Torch(TorchOom),
     /// "CUDA out of memory. Tried to allocate X" with the rest missing or cut
-    TorchPartial { requested: Option<Size>, text: String },
+    TorchPartial {
+        requested: Option<Size>,
+        text: String,
+    },
     Other(OtherOom),
 }
 
@@ -301,9 +308,13 @@ pub fn parse_torch_message(window: &str) -> OomKind {
     let Some(req) = requested.clone() else { return partial(requested) };
     // old form: everything in one parenthesis
     if let Some(c) = old_re().captures(window) {
-        let (Some(device), Some(total), Some(alloc), Some(free), Some(last)) =
-            (c.get(1).and_then(|m| m.as_str().parse().ok()), size_at(&c, 2), size_at(&c, 3), size_at(&c, 5), size_at(&c, 7))
-        else {
+        let (Some(device), Some(total), Some(alloc), Some(free), Some(last)) = (
+            c.get(1).and_then(|m| m.as_str().parse().ok()),
+            size_at(&c, 2),
+            size_at(&c, 3),
+            size_at(&c, 5),
+            size_at(&c, 7),
+        ) else {
             return partial(requested);
         };
         let cached = c.get(8).map(|m| m.as_str() == "cached").unwrap_or(false);

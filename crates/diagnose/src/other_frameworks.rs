@@ -22,13 +22,19 @@ pub struct XlaBuffer {
 /// vLLM's memory profile line (`Memory profiling results: …`), bytes.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct VllmProfile {
+    #[serde(rename = "total_gpu_memory_bytes")]
     pub total_gpu_memory: Option<u64>,
+    #[serde(rename = "initial_memory_usage_bytes")]
     pub initial_memory_usage: Option<u64>,
+    #[serde(rename = "peak_torch_memory_bytes")]
     pub peak_torch_memory: Option<u64>,
+    #[serde(rename = "non_torch_memory_bytes")]
     pub non_torch_memory: Option<u64>,
+    #[serde(rename = "kv_cache_size_bytes")]
     pub kv_cache_size: Option<u64>,
     pub gpu_memory_utilization: Option<f64>,
     /// "Loading model weights took X GB" (vLLM divides by 2^30)
+    #[serde(rename = "weights_bytes")]
     pub weights: Option<u64>,
 }
 
@@ -86,7 +92,10 @@ fn xla_re() -> &'static Regex {
 }
 fn xla_stat_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, &format!(r"(parameter|constant|maybe_live_out|preallocated temp|total) (allocation|fragmentation):\s+{XSIZE}"))
+    re(
+        &C,
+        &format!(r"(parameter|constant|maybe_live_out|preallocated temp|total) (allocation|fragmentation):\s+{XSIZE}"),
+    )
 }
 fn xla_buf_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
@@ -133,7 +142,10 @@ fn vllm_weights_re() -> &'static Regex {
 }
 fn cuda_err_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|NCCL[^\n]{0,200}'out of memory'")
+    re(
+        &C,
+        r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|NCCL[^\n]{0,200}'out of memory'",
+    )
 }
 
 /// Size of one element of a TensorFlow dtype name.
@@ -212,7 +224,7 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
                 operator: field("Operator: op_name=").map(|o| o.split('"').next().unwrap_or("").to_string()),
             });
         }
-        peak_buffers.sort_by(|a, b| b.size.bytes.cmp(&a.size.bytes));
+        peak_buffers.sort_by_key(|b| std::cmp::Reverse(b.size.bytes));
         peak_buffers.truncate(5);
         out.push((
             m.start(),
@@ -232,9 +244,10 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
         let shape: Vec<u64> =
             c.get(1).map(|s| s.as_str().split(',').filter_map(|d| d.trim().parse().ok()).collect()).unwrap_or_default();
         let dtype = c.get(2).map(|d| d.as_str().to_string());
-        let bytes = dtype.as_deref().and_then(tf_dtype_bytes).and_then(|e| {
-            shape.iter().try_fold(e, |acc: u64, &d| acc.checked_mul(d))
-        });
+        let bytes = dtype
+            .as_deref()
+            .and_then(tf_dtype_bytes)
+            .and_then(|e| shape.iter().try_fold(e, |acc: u64, &d| acc.checked_mul(d)));
         let device = c.get(3).map(|d| d.as_str().to_string());
         let gpu = device
             .as_deref()

@@ -23,7 +23,9 @@ pub enum Value {
     Bool(bool),
     Int(i64),
     /// an integer beyond 64 bits (kept as its decimal sign only)
-    BigInt { negative: bool },
+    BigInt {
+        negative: bool,
+    },
     Float(f64),
     Str(Rc<str>),
     Bytes(Rc<[u8]>),
@@ -50,7 +52,9 @@ pub struct Pickle {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PickleError {
-    #[error("pickle opcode {name} (0x{op:02x}) at byte {offset} would import or call Python code; refused, nothing was run")]
+    #[error(
+        "pickle opcode {name} (0x{op:02x}) at byte {offset} would import or call Python code; refused, nothing was run"
+    )]
     Forbidden { op: u8, name: &'static str, offset: usize },
     #[error("unsupported pickle opcode 0x{op:02x} at byte {offset} (only protocol 2–5 plain data is read)")]
     Unsupported { op: u8, offset: usize },
@@ -222,7 +226,7 @@ pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
         }
     }
     fn set_items(nodes: &mut [Node], target: &Value, items: Vec<Value>, offset: usize) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(PickleError::Malformed { offset, what: "odd number of items for SETITEMS".into() });
         }
         let Value::Dict(i) = target else {
@@ -475,10 +479,7 @@ mod tests {
         // 2**70
         assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0, 0x40]), Value::BigInt { negative: false });
         // 2**63 - 1 in 9 bytes
-        assert_eq!(
-            decode_long(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]),
-            Value::Int(i64::MAX)
-        );
+        assert_eq!(decode_long(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]), Value::Int(i64::MAX));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use serde::Serialize;
 pub struct Size {
     pub bytes: u64,
     /// ± bytes the printed rounding allows
+    #[serde(rename = "tolerance_bytes")]
     pub tolerance: u64,
     /// the text as printed, e.g. `20.00 MiB`
     pub text: String,

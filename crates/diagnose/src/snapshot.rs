@@ -117,7 +117,9 @@ impl Conv<'_> {
     fn uint(&self, d: &Value, key: &str, path: &str) -> Result<Option<u64>, SnapshotError> {
         match self.p.get(d, key) {
             None | Some(Value::None) => Ok(None),
-            Some(Value::Int(i)) => u64::try_from(*i).map(Some).map_err(|_| field_err(&format!("{path}.{key}"), "a non-negative integer")),
+            Some(Value::Int(i)) => {
+                u64::try_from(*i).map(Some).map_err(|_| field_err(&format!("{path}.{key}"), "a non-negative integer"))
+            }
             Some(Value::Bool(b)) => Ok(Some(*b as u64)),
             Some(_) => Err(field_err(&format!("{path}.{key}"), "an integer below 2^63")),
         }
@@ -207,7 +209,8 @@ pub fn from_pickle(p: &Pickle) -> Result<Snapshot, SnapshotError> {
         if p.entries(s).is_none() {
             return Err(field_err(&path, "a dict"));
         }
-        let total_size = c.uint(s, "total_size", &path)?.ok_or_else(|| field_err(&format!("{path}.total_size"), "an integer"))?;
+        let total_size =
+            c.uint(s, "total_size", &path)?.ok_or_else(|| field_err(&format!("{path}.total_size"), "an integer"))?;
         let mut blocks = Vec::new();
         if let Some(bv) = p.get(s, "blocks") {
             let items = p.items(bv).ok_or_else(|| field_err(&format!("{path}.blocks"), "a list"))?;
@@ -217,12 +220,18 @@ pub fn from_pickle(p: &Pickle) -> Result<Snapshot, SnapshotError> {
                 if p.entries(bl).is_none() {
                     return Err(field_err(&bpath, "a dict"));
                 }
-                let size = c.uint(bl, "size", &bpath)?.ok_or_else(|| field_err(&format!("{bpath}.size"), "an integer"))?;
+                let size =
+                    c.uint(bl, "size", &bpath)?.ok_or_else(|| field_err(&format!("{bpath}.size"), "an integer"))?;
                 let state = match c.string(bl, "state").as_deref() {
                     Some("active_allocated") => BlockState::ActiveAllocated,
                     Some("active_awaiting_free") => BlockState::ActiveAwaitingFree,
                     Some("inactive") => BlockState::Inactive,
-                    _ => return Err(field_err(&format!("{bpath}.state"), "active_allocated, active_awaiting_free or inactive")),
+                    _ => {
+                        return Err(field_err(
+                            &format!("{bpath}.state"),
+                            "active_allocated, active_awaiting_free or inactive",
+                        ))
+                    }
                 };
                 // legacy (< 2.1): history[0].real_size and frames
                 let history = p.get(bl, "history").and_then(|h| p.items(h)).and_then(|h| h.first());
@@ -303,13 +312,16 @@ pub fn from_pickle(p: &Pickle) -> Result<Snapshot, SnapshotError> {
 pub struct Point {
     pub index: Option<usize>,
     pub time_us: Option<i64>,
+    #[serde(rename = "allocated_bytes")]
     pub allocated: u64,
+    #[serde(rename = "reserved_bytes")]
     pub reserved: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LiveAlloc {
     pub address: Option<u64>,
+    #[serde(rename = "size_bytes")]
     pub size: u64,
     pub group: String,
     /// innermost first, `file:line:name`, at most 6
@@ -327,10 +339,14 @@ pub struct Group {
 pub struct SegmentUse {
     pub address: u64,
     pub segment_type: String,
+    #[serde(rename = "total_bytes")]
     pub total: u64,
+    #[serde(rename = "allocated_bytes")]
     pub allocated: u64,
     /// inactive blocks (free inside the segment)
+    #[serde(rename = "free_bytes")]
     pub free: u64,
+    #[serde(rename = "largest_free_block_bytes")]
     pub largest_free_block: u64,
     pub blocks: usize,
 }
@@ -339,9 +355,13 @@ pub struct SegmentUse {
 pub struct SnapOom {
     pub index: usize,
     pub time_us: Option<i64>,
+    #[serde(rename = "requested_bytes")]
     pub requested: u64,
+    #[serde(rename = "device_free_bytes")]
     pub device_free: Option<u64>,
+    #[serde(rename = "allocated_then_bytes")]
     pub allocated_then: u64,
+    #[serde(rename = "reserved_then_bytes")]
     pub reserved_then: u64,
     pub class: crate::classify::OomClass,
     pub reasoning: String,
@@ -350,13 +370,19 @@ pub struct SnapOom {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceReport {
     pub device: u64,
+    #[serde(rename = "reserved_bytes")]
     pub reserved: u64,
+    #[serde(rename = "allocated_bytes")]
     pub allocated: u64,
     /// Σ requested_size of allocated blocks (user bytes; the rest is 512-B rounding)
+    #[serde(rename = "requested_bytes")]
     pub requested: u64,
+    #[serde(rename = "awaiting_free_bytes")]
     pub awaiting_free: u64,
     /// free bytes inside segments (reserved but unallocated)
+    #[serde(rename = "cached_free_bytes")]
     pub cached_free: u64,
+    #[serde(rename = "largest_free_block_bytes")]
     pub largest_free_block: u64,
     pub segments: usize,
     /// segments with the most free bytes inside them, at most 8
@@ -420,7 +446,9 @@ pub fn group_label(frames: &[&Frame]) -> String {
 
 impl Snapshot {
     fn stack_frames(&self, s: Option<usize>) -> Vec<&Frame> {
-        s.and_then(|i| self.stacks.get(i)).map(|ids| ids.iter().filter_map(|&i| self.frames.get(i)).collect()).unwrap_or_default()
+        s.and_then(|i| self.stacks.get(i))
+            .map(|ids| ids.iter().filter_map(|&i| self.frames.get(i)).collect())
+            .unwrap_or_default()
     }
     fn label(&self, s: Option<usize>) -> String {
         group_label(&self.stack_frames(s))
@@ -432,7 +460,9 @@ impl Snapshot {
     /// Everything the report shows, per device.
     pub fn analyze(&self) -> SnapshotReport {
         let mut devices: Vec<u64> = self.segments.iter().map(|s| s.device).collect();
-        devices.extend((0..self.traces.len() as u64).filter(|&d| self.traces.get(d as usize).is_some_and(|t| !t.is_empty())));
+        devices.extend(
+            (0..self.traces.len() as u64).filter(|&d| self.traces.get(d as usize).is_some_and(|t| !t.is_empty())),
+        );
         devices.sort_unstable();
         devices.dedup();
         SnapshotReport {
@@ -447,7 +477,8 @@ impl Snapshot {
     fn analyze_device(&self, device: u64) -> DeviceReport {
         let segs: Vec<&Segment> = self.segments.iter().filter(|s| s.device == device).collect();
         let mut notes = Vec::new();
-        let (mut reserved, mut allocated, mut requested, mut awaiting, mut cached_free, mut largest_free) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut reserved, mut allocated, mut requested, mut awaiting, mut cached_free, mut largest_free) =
+            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
         let mut seg_use = Vec::new();
         for s in &segs {
             reserved = reserved.saturating_add(s.total_size);
@@ -513,7 +544,12 @@ impl Snapshot {
             base_res = base_res.max(0);
         }
         let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
-        let mut points = vec![Point { index: None, time_us: trace.first().and_then(|t| t.time_us), allocated: clamp(base_alloc), reserved: clamp(base_res) }];
+        let mut points = vec![Point {
+            index: None,
+            time_us: trace.first().and_then(|t| t.time_us),
+            allocated: clamp(base_alloc),
+            reserved: clamp(base_res),
+        }];
         let (mut cur_a, mut cur_r) = (base_alloc, base_res);
         let mut peak_i: Option<usize> = None;
         let mut peak_v = cur_a;
@@ -530,7 +566,13 @@ impl Snapshot {
                     let (class, reasoning) = match t.device_free {
                         Some(f) if f.saturating_add(cached) >= t.size && f < t.size => (
                             crate::classify::OomClass::Fragmentation,
-                            format!("{} free on the device + {} cached = {} ≥ {} requested, but no single block fit", crate::classify::b(f), crate::classify::b(cached), crate::classify::b(f + cached), crate::classify::b(t.size)),
+                            format!(
+                                "{} free on the device + {} cached = {} ≥ {} requested, but no single block fit",
+                                crate::classify::b(f),
+                                crate::classify::b(cached),
+                                crate::classify::b(f + cached),
+                                crate::classify::b(t.size)
+                            ),
                         ),
                         Some(f) if f >= t.size => (
                             crate::classify::OomClass::Unexplained,
@@ -538,11 +580,26 @@ impl Snapshot {
                         ),
                         Some(f) => (
                             crate::classify::OomClass::GenuineShortage,
-                            format!("{} free + {} cached < {} requested: {} short", crate::classify::b(f), crate::classify::b(cached), crate::classify::b(t.size), crate::classify::b(t.size - f - cached)),
+                            format!(
+                                "{} free + {} cached < {} requested: {} short",
+                                crate::classify::b(f),
+                                crate::classify::b(cached),
+                                crate::classify::b(t.size),
+                                crate::classify::b(t.size - f - cached)
+                            ),
                         ),
                         None => (crate::classify::OomClass::Unknown, "the entry has no device_free".to_string()),
                     };
-                    ooms.push(SnapOom { index: i, time_us: t.time_us, requested: t.size, device_free: t.device_free, allocated_then: a, reserved_then: r, class, reasoning });
+                    ooms.push(SnapOom {
+                        index: i,
+                        time_us: t.time_us,
+                        requested: t.size,
+                        device_free: t.device_free,
+                        allocated_then: a,
+                        reserved_then: r,
+                        class,
+                        reasoning,
+                    });
                 }
                 _ => {}
             }
@@ -559,7 +616,12 @@ impl Snapshot {
         if trace.is_empty() {
             for s in &segs {
                 for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
-                    live.push(LiveAlloc { address: Some(b.address), size: b.size, group: self.label(b.stack), frames: self.frame_lines(b.stack) });
+                    live.push(LiveAlloc {
+                        address: Some(b.address),
+                        size: b.size,
+                        group: self.label(b.stack),
+                        frames: self.frame_lines(b.stack),
+                    });
                 }
             }
         } else {
@@ -578,7 +640,12 @@ impl Snapshot {
             }
             let touched: std::collections::HashSet<u64> = trace.iter().filter_map(|t| t.addr).collect();
             for (a, (size, st)) in &map {
-                live.push(LiveAlloc { address: Some(*a), size: *size, group: self.label(*st), frames: self.frame_lines(*st) });
+                live.push(LiveAlloc {
+                    address: Some(*a),
+                    size: *size,
+                    group: self.label(*st),
+                    frames: self.frame_lines(*st),
+                });
             }
             // allocated before the trace began and freed after the peak
             let mut seen_after = std::collections::HashSet::new();
@@ -589,7 +656,12 @@ impl Snapshot {
                     }
                     (Action::FreeCompleted, Some(a)) => {
                         if !seen_after.contains(&a) && !map.contains_key(&a) {
-                            live.push(LiveAlloc { address: Some(a), size: t.size, group: self.label(t.stack), frames: self.frame_lines(t.stack) });
+                            live.push(LiveAlloc {
+                                address: Some(a),
+                                size: t.size,
+                                group: self.label(t.stack),
+                                frames: self.frame_lines(t.stack),
+                            });
                         }
                         seen_after.insert(a);
                     }
@@ -599,7 +671,12 @@ impl Snapshot {
             // never touched by the trace: live all along
             for s in &segs {
                 for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive && !touched.contains(&b.address)) {
-                    live.push(LiveAlloc { address: Some(b.address), size: b.size, group: self.label(b.stack), frames: self.frame_lines(b.stack) });
+                    live.push(LiveAlloc {
+                        address: Some(b.address),
+                        size: b.size,
+                        group: self.label(b.stack),
+                        frames: self.frame_lines(b.stack),
+                    });
                 }
             }
         }
@@ -609,7 +686,8 @@ impl Snapshot {
             g.0 = g.0.saturating_add(l.size);
             g.1 += 1;
         }
-        let mut groups: Vec<Group> = groups.into_iter().map(|(label, (bytes, count))| Group { label, bytes, count }).collect();
+        let mut groups: Vec<Group> =
+            groups.into_iter().map(|(label, (bytes, count))| Group { label, bytes, count }).collect();
         groups.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.label.cmp(&b.label)));
         live.sort_by(|a, b| b.size.cmp(&a.size).then(a.address.cmp(&b.address)));
         live.truncate(10);
@@ -622,7 +700,12 @@ impl Snapshot {
             let keep: std::collections::HashSet<usize> =
                 ooms.iter().map(|o| o.index + 1).chain(peak_i.map(|i| i + 1)).collect();
             let last = points.len() - 1;
-            points.into_iter().enumerate().filter(|(i, _)| i % step == 0 || keep.contains(i) || *i == last).map(|(_, p)| p).collect()
+            points
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % step == 0 || keep.contains(i) || *i == last)
+                .map(|(_, p)| p)
+                .collect()
         };
 
         DeviceReport {

@@ -80,7 +80,8 @@ pub fn parse(text: &str) -> Option<MemorySummary> {
     let mut lines = text.lines().enumerate().skip_while(|(_, l)| !l.contains("PyTorch CUDA memory summary"));
     let (title_i, title) = lines.next()?;
     let device = title.split("device ID").nth(1).and_then(|r| r.trim().trim_end_matches('|').trim().parse().ok());
-    let mut s = MemorySummary { device, cuda_ooms: None, cudamalloc_retries: None, rows: Vec::new(), line: title_i + 1 };
+    let mut s =
+        MemorySummary { device, cuda_ooms: None, cudamalloc_retries: None, rows: Vec::new(), line: title_i + 1 };
     let mut metric = String::new();
     for (_, l) in lines.take(80) {
         // tolerate "# " comment markers and logger prefixes before the table
@@ -116,7 +117,9 @@ pub fn parse(text: &str) -> Option<MemorySummary> {
         if name == "Metric" {
             continue;
         }
-        let (Some(c), Some(p), Some(a), Some(f)) = (parse_cell(cells[1]), parse_cell(cells[2]), parse_cell(cells[3]), parse_cell(cells[4])) else {
+        let (Some(c), Some(p), Some(a), Some(f)) =
+            (parse_cell(cells[1]), parse_cell(cells[2]), parse_cell(cells[3]), parse_cell(cells[4]))
+        else {
             continue;
         };
         let pool = match name {
@@ -185,7 +188,10 @@ impl MemorySummary {
                     findings.push("No OOM and no cudaMalloc retry recorded: this process never hit the memory limit, so there is no cause to name.".to_string());
                 } else if share >= FRAGMENTED_SHARE || gap_peak as f64 >= CACHE_GAP_SHARE * r.peak.value as f64 {
                     class = Some(OomClass::Fragmentation);
-                    fixes.push("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch ≥ 2.1), else max_split_size_mb:128".to_string());
+                    fixes.push(
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PyTorch ≥ 2.1), else max_split_size_mb:128"
+                            .to_string(),
+                    );
                 } else if self.cuda_ooms.unwrap_or(0) > 0 {
                     class = Some(OomClass::GenuineShortage);
                     findings.push(format!(
@@ -204,7 +210,10 @@ impl MemorySummary {
             }
         }
         if let Some(o) = self.row(&["Oversize allocations"]).filter(|o| o.peak.value > 0) {
-            findings.push(format!("{} oversize allocation(s) at peak (max_split_size_mb is set; those blocks are never split).", o.peak.value));
+            findings.push(format!(
+                "{} oversize allocation(s) at peak (max_split_size_mb is set; those blocks are never split).",
+                o.peak.value
+            ));
         }
         SummaryVerdict { class, findings, fixes }
     }

@@ -52,7 +52,8 @@ pub fn timeline(report: &SnapshotReport, title: &str) -> String {
             y0 + TOP,
             W - LEFT - RIGHT
         );
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, LEFT - 6.0, y0 + TOP + 4.0, esc(&b(max)));
+        let _ =
+            writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#, LEFT - 6.0, y0 + TOP + 4.0, esc(&b(max)));
         let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="end">0</text>"#, LEFT - 6.0, y0 + TOP + PLOT_H);
         let _ = writeln!(
             s,
@@ -99,7 +100,12 @@ pub fn timeline(report: &SnapshotReport, title: &str) -> String {
                 }
             }
         } else {
-            let _ = writeln!(s, r#"<text x="{}" y="{}">no trace recorded (enable _record_memory_history before the run)</text>"#, LEFT + 10.0, y0 + TOP + 20.0);
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{}">no trace recorded (enable _record_memory_history before the run)</text>"#,
+                LEFT + 10.0,
+                y0 + TOP + 20.0
+            );
         }
         let _ = writeln!(
             s,

@@ -74,7 +74,18 @@ fn every_fixture_parses_and_classifies() {
                         assert_eq!(got.as_str(), Some(a), "{name}: activity");
                     }
                 }
-                (OomKind::Other(OtherOom::Xla { requested, total_allocation, parameter_allocation, temp_allocation, fragmentation, peak_buffers, .. }), "xla") => {
+                (
+                    OomKind::Other(OtherOom::Xla {
+                        requested,
+                        total_allocation,
+                        parameter_allocation,
+                        temp_allocation,
+                        fragmentation,
+                        peak_buffers,
+                        ..
+                    }),
+                    "xla",
+                ) => {
                     assert_eq!(requested.bytes, u(x, "requested").unwrap(), "{name}");
                     assert_eq!(total_allocation.as_ref().map(|s| s.bytes), u(x, "total_allocation"), "{name}");
                     if let Some(p) = u(x, "parameter_allocation") {
@@ -95,7 +106,10 @@ fn every_fixture_parses_and_classifies() {
                     assert_eq!(node.as_deref(), x["node"].as_str(), "{name}");
                 }
                 (OomKind::Other(OtherOom::VllmNoCacheBlocks { .. }), "vllm_no_cache_blocks") => {}
-                (OomKind::Other(OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, profile }), "vllm_max_len_tokens") => {
+                (
+                    OomKind::Other(OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, profile }),
+                    "vllm_max_len_tokens",
+                ) => {
                     assert_eq!(*max_model_len, u(x, "max_model_len").unwrap());
                     assert_eq!(*kv_cache_tokens, u(x, "kv_cache_tokens").unwrap());
                     let p = profile.as_ref().unwrap();
@@ -104,7 +118,16 @@ fn every_fixture_parses_and_classifies() {
                     assert_eq!(p.weights, u(x, "weights"));
                     assert_eq!(p.gpu_memory_utilization, Some(0.90));
                 }
-                (OomKind::Other(OtherOom::VllmMaxLenMemory { max_model_len, needed, available, estimated_max_len, .. }), "vllm_max_len_memory") => {
+                (
+                    OomKind::Other(OtherOom::VllmMaxLenMemory {
+                        max_model_len,
+                        needed,
+                        available,
+                        estimated_max_len,
+                        ..
+                    }),
+                    "vllm_max_len_memory",
+                ) => {
                     assert_eq!(*max_model_len, u(x, "max_model_len").unwrap());
                     assert_eq!(needed.bytes, u(x, "needed").unwrap());
                     assert_eq!(available.bytes, u(x, "available").unwrap());
@@ -120,7 +143,9 @@ fn every_fixture_parses_and_classifies() {
 
 #[test]
 fn reasoning_carries_the_numbers() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/oom/pt22_cads4_shortage.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/oom/pt22_cads4_shortage.txt"))
+            .unwrap();
     let e = &oom::scan(&text)[0];
     let v = classify(e);
     // 22.78 GiB − (12.73 + 9.35) GiB = 0.70 GiB; in bytes from the parsed values
@@ -141,7 +166,9 @@ fn container_pid_is_taken_as_self_and_fix_is_expandable_segments() {
     assert!(v.reasoning.iter().any(|r| r.contains("PID 105400") && r.contains("container")), "{:#?}", v.reasoning);
     assert_eq!(v.fixes[0].action, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
     // old era gets max_split_size_mb instead
-    let old = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/oom/pt110_hint_compvis702.txt")).unwrap();
+    let old =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/oom/pt110_hint_compvis702.txt"))
+            .unwrap();
     let v = classify(&oom::scan(&old)[0]);
     assert!(v.fixes[0].action.contains("max_split_size_mb"), "{:?}", v.fixes);
 }

@@ -52,7 +52,10 @@ fn analysis_of_the_fixture() {
     assert_eq!(groups, vec![("forward of train", 12 * MIB), ("optimizer step", 6 * MIB)]);
     // the OOM: 32 MiB asked, 8 MiB free, 22 − 14.5 = 7.5 MiB cached → 16.5 MiB short
     let o = &d.ooms[0];
-    assert_eq!((o.requested, o.device_free, o.allocated_then, o.reserved_then), (32 * MIB, Some(8 * MIB), 14 * MIB + 512 * KIB, 22 * MIB));
+    assert_eq!(
+        (o.requested, o.device_free, o.allocated_then, o.reserved_then),
+        (32 * MIB, Some(8 * MIB), 14 * MIB + 512 * KIB, 22 * MIB)
+    );
     assert_eq!(o.class, OomClass::GenuineShortage);
     assert!(o.reasoning.contains("16.50 MiB short"), "{}", o.reasoning);
     // timeline: baseline + 13 entries, final point equals the segments' state
@@ -80,7 +83,9 @@ fn hostile_pickle_runs_nothing() {
     let _ = std::fs::remove_file(marker);
     let err = snapshot::load(&fixture("hostile_reduce.pickle")).unwrap_err();
     match err {
-        SnapshotError::Pickle(PickleError::Forbidden { name, .. }) => assert!(name == "STACK_GLOBAL" || name == "GLOBAL", "{name}"),
+        SnapshotError::Pickle(PickleError::Forbidden { name, .. }) => {
+            assert!(name == "STACK_GLOBAL" || name == "GLOBAL", "{name}")
+        }
         e => panic!("expected a refusal, got {e}"),
     }
     assert!(!marker.exists(), "the hostile pickle ran a command");
@@ -125,9 +130,17 @@ fn same_data_as_pickled() {
         let theirs: PSnap = pickled::from_slice(&bytes, pickled::DeOptions::new()).unwrap();
         let ours = snapshot::load(&bytes).unwrap();
         let frames = |st: Option<usize>| -> Vec<(String, i64, String)> {
-            st.map(|i| ours.stacks[i].iter().map(|&f| (ours.frames[f].filename.clone(), ours.frames[f].line, ours.frames[f].name.clone())).collect()).unwrap_or_default()
+            st.map(|i| {
+                ours.stacks[i]
+                    .iter()
+                    .map(|&f| (ours.frames[f].filename.clone(), ours.frames[f].line, ours.frames[f].name.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
         };
-        let pf = |v: &[PFrame]| -> Vec<(String, i64, String)> { v.iter().map(|f| (f.filename.clone(), f.line, f.name.clone())).collect() };
+        let pf = |v: &[PFrame]| -> Vec<(String, i64, String)> {
+            v.iter().map(|f| (f.filename.clone(), f.line, f.name.clone())).collect()
+        };
         assert_eq!(theirs.segments.len(), ours.segments.len());
         for (t, o) in theirs.segments.iter().zip(&ours.segments) {
             assert_eq!(t.total_size, o.total_size);

@@ -1,1 +1,322 @@
-//! (being built)
+//! `vramfit diagnose`: JSON schema and the text renderer.
+//!
+//! Schema 1 (docs/diagnose.md): `{"schema": 1, "command": "diagnose",
+//! "input": {…}, "kind": "oom"|"summary"|"snapshot"|"script",
+//! "diagnosis": {…}, "estimate": {…}|null, "svg": path|null}`; bytes are
+//! integers, parsed sizes keep their printed text and rounding tolerance.
+
+use crate::format::bytes;
+use crate::SCHEMA_VERSION;
+use serde::Serialize;
+use std::fmt::Write;
+use vramfit_diagnose::culprit::CulpritReport;
+use vramfit_diagnose::oom::{OomKind, TorchEra};
+use vramfit_diagnose::{Diagnosed, Diagnosis};
+
+/// What was read.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputInfo {
+    pub name: String,
+    /// size of the source (for a stream: what was read)
+    pub size_bytes: u64,
+    pub read_bytes: u64,
+    /// middle of a large text file not read
+    pub skipped_bytes: u64,
+    /// a stream longer than the limit: only its start was read
+    pub truncated: bool,
+}
+
+/// The whole `diagnose --json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiagnoseReport {
+    pub schema: u32,
+    pub command: &'static str,
+    pub input: InputInfo,
+    pub kind: &'static str,
+    pub diagnosis: Diagnosis,
+    /// the estimate beside the failure (`--model` given)
+    pub estimate: Option<CulpritReport>,
+    /// where the SVG timeline was written (`--svg`)
+    pub svg: Option<String>,
+}
+
+impl DiagnoseReport {
+    pub fn new(input: InputInfo, diagnosis: Diagnosis, estimate: Option<CulpritReport>, svg: Option<String>) -> Self {
+        DiagnoseReport {
+            schema: SCHEMA_VERSION,
+            command: "diagnose",
+            input,
+            kind: diagnosis.kind().key(),
+            diagnosis,
+            estimate,
+            svg,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"
+    }
+
+    /// Human report.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let i = &self.input;
+        let _ = write!(out, "{} ({}, read as {})", i.name, bytes(i.size_bytes), self.kind);
+        if i.skipped_bytes > 0 {
+            let _ = write!(
+                out,
+                "; large file: read its first and last parts, {} in the middle skipped",
+                bytes(i.skipped_bytes)
+            );
+        }
+        if i.truncated {
+            let _ = write!(out, "; stream longer than the limit: only its first {} read", bytes(i.read_bytes));
+        }
+        out.push('\n');
+        match &self.diagnosis {
+            Diagnosis::Oom { ooms } => {
+                let _ = writeln!(
+                    out,
+                    "{} out-of-memory message{} found",
+                    ooms.len(),
+                    if ooms.len() == 1 { "" } else { "s" }
+                );
+                for (n, d) in ooms.iter().enumerate() {
+                    write_oom(&mut out, n + 1, d);
+                }
+            }
+            Diagnosis::Summary { summary, verdict, ooms } => {
+                let _ = writeln!(
+                    out,
+                    "\ntorch.cuda.memory_summary() of device {} (line {}): CUDA OOMs {}, cudaMalloc retries {}",
+                    summary.device.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+                    summary.line,
+                    summary.cuda_ooms.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+                    summary.cudamalloc_retries.map(|d| d.to_string()).unwrap_or_else(|| "?".into())
+                );
+                let _ = writeln!(out, "  {:<24}{:>12}{:>12}", "", "current", "peak");
+                for r in summary.rows.iter().filter(|r| r.pool == vramfit_diagnose::summary::Pool::All) {
+                    let f = |c: &vramfit_diagnose::summary::Cell| {
+                        if c.is_bytes {
+                            bytes(c.value)
+                        } else {
+                            c.value.to_string()
+                        }
+                    };
+                    let _ = writeln!(out, "  {:<24}{:>12}{:>12}", r.metric, f(&r.current), f(&r.peak));
+                }
+                if let Some(c) = verdict.class {
+                    let _ = writeln!(out, "verdict: {}", c.key());
+                }
+                for f in &verdict.findings {
+                    let _ = writeln!(out, "  - {f}");
+                }
+                for (k, f) in verdict.fixes.iter().enumerate() {
+                    let _ = writeln!(out, "  fix {}. {f}", k + 1);
+                }
+                for (n, d) in ooms.iter().enumerate() {
+                    write_oom(&mut out, n + 1, d);
+                }
+            }
+            Diagnosis::Snapshot { report } => {
+                let _ = writeln!(
+                    out,
+                    "memory snapshot: {} unique frames in {} tracebacks ({} shared frame and {} shared traceback references)",
+                    report.frames, report.stacks, report.shared_frame_refs, report.shared_stack_refs
+                );
+                for d in &report.devices {
+                    let _ = writeln!(
+                        out,
+                        "\nGPU {}: {} reserved in {} segments, {} allocated ({} requested by tensors), {} free inside segments (largest free block {})",
+                        d.device,
+                        bytes(d.reserved),
+                        d.segments,
+                        bytes(d.allocated),
+                        bytes(d.requested),
+                        bytes(d.cached_free),
+                        bytes(d.largest_free_block)
+                    );
+                    match &d.peak {
+                        Some(p) => {
+                            let _ = writeln!(
+                                out,
+                                "  peak: {} allocated ({} reserved) after trace entry {} of {}",
+                                bytes(p.allocated),
+                                bytes(p.reserved),
+                                p.index.map(|i| i.to_string()).unwrap_or_else(|| "0 (before the trace)".into()),
+                                d.trace_entries
+                            );
+                        }
+                        None => {
+                            let _ =
+                                writeln!(out, "  no trace in the snapshot: live allocations below are at the snapshot");
+                        }
+                    }
+                    if !d.groups.is_empty() {
+                        let _ = writeln!(out, "  live at the peak, by what the frames say:");
+                        for g in d.groups.iter().take(8) {
+                            let _ =
+                                writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), g.label, g.count);
+                        }
+                    }
+                    if !d.peak_top.is_empty() {
+                        let _ = writeln!(out, "  largest live allocations at the peak:");
+                        for l in d.peak_top.iter().take(5) {
+                            let _ = writeln!(out, "    {:>12}  {}", bytes(l.size), l.group);
+                            for f in l.frames.iter().take(3) {
+                                let _ = writeln!(out, "                  {f}");
+                            }
+                        }
+                    }
+                    if !d.most_fragmented.is_empty() {
+                        let _ = writeln!(out, "  segments with free space inside (reserved vs allocated):");
+                        for s in d.most_fragmented.iter().take(5) {
+                            let _ = writeln!(
+                                out,
+                                "    0x{:x} {}: {} reserved, {} allocated, {} free (largest block {})",
+                                s.address,
+                                s.segment_type,
+                                bytes(s.total),
+                                bytes(s.allocated),
+                                bytes(s.free),
+                                bytes(s.largest_free_block)
+                            );
+                        }
+                    }
+                    for o in &d.ooms {
+                        let _ = writeln!(out, "  OOM at trace entry {}: {} — {}", o.index, o.class.key(), o.reasoning);
+                    }
+                    for n in &d.notes {
+                        let _ = writeln!(out, "  note: {n}");
+                    }
+                }
+            }
+            Diagnosis::Script { report } => {
+                if report.findings.is_empty() {
+                    let _ = writeln!(out, "no memory findings in {} lines", report.lines);
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "{} memory finding{} in {} lines",
+                        report.findings.len(),
+                        if report.findings.len() == 1 { "" } else { "s" },
+                        report.lines
+                    );
+                }
+                if report.error_nodes > 0 {
+                    let _ = writeln!(
+                        out,
+                        "(the parser could not read {} part(s) of the script; findings come from the rest)",
+                        report.error_nodes
+                    );
+                }
+                for f in &report.findings {
+                    let _ = writeln!(
+                        out,
+                        "\nline {}:{} {}\n    {}\n  why: {}\n  fix: {}",
+                        f.line, f.column, f.rule, f.code, f.why, f.fix
+                    );
+                }
+            }
+        }
+        if let Some(e) = &self.estimate {
+            let _ = writeln!(out, "\nestimate beside the failure (per GPU):");
+            for c in &e.categories {
+                let _ = writeln!(out, "  {:<18}{:>12}  {:>4.0}%", c.category.key(), bytes(c.bytes), c.share * 100.0);
+            }
+            let _ = writeln!(out, "  {:<18}{:>12}", "total", bytes(e.estimate_bytes));
+            let _ = writeln!(out, "  {:<18}{:>12}", "card", bytes(e.card_bytes));
+            if let Some(c) = e.culprit {
+                let _ = writeln!(out, "  culprit: {} ({})", c.key(), bytes(e.culprit_bytes));
+            }
+            for r in &e.reasoning {
+                let _ = writeln!(out, "  - {r}");
+            }
+            if !e.ladder.is_empty() {
+                let _ = writeln!(out, "  ladder on this card (cumulative, cheapest first):");
+                for r in &e.ladder {
+                    let _ = writeln!(
+                        out,
+                        "    {:<28}{:>12}  {}{}",
+                        r.name,
+                        r.per_gpu_bytes.map(bytes).unwrap_or_else(|| "—".into()),
+                        if r.applied { "" } else { "(not applied) " },
+                        r.detail
+                    );
+                }
+            }
+        }
+        if let Some(p) = &self.svg {
+            let _ = writeln!(out, "\ntimeline written to {p}");
+        }
+        out
+    }
+}
+
+fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
+    let e = &d.event;
+    let v = &d.verdict;
+    let what = match &e.kind {
+        OomKind::Torch(t) => format!(
+            "PyTorch ({}), GPU {}",
+            match t.era {
+                TorchEra::Cached => "≤1.4 message",
+                TorchEra::Reserved => "1.5–2.0 message",
+                TorchEra::Sentences => "≥2.1 message",
+            },
+            t.device
+        ),
+        OomKind::TorchPartial { .. } => "PyTorch (partial message)".to_string(),
+        OomKind::Other(o) => match o {
+            vramfit_diagnose::other_frameworks::OtherOom::Xla { .. } => "JAX/XLA".to_string(),
+            vramfit_diagnose::other_frameworks::OtherOom::TensorFlow { gpu, .. } => {
+                format!("TensorFlow{}", gpu.map(|g| format!(", GPU {g}")).unwrap_or_default())
+            }
+            vramfit_diagnose::other_frameworks::OtherOom::CudaError { .. } => "CUDA runtime".to_string(),
+            _ => "vLLM".to_string(),
+        },
+    };
+    let _ = write!(out, "\nOOM {n}: line {}, {what}", e.line);
+    if let Some(r) = e.rank {
+        let _ = write!(out, ", rank {r}");
+    }
+    if e.occurrences > 1 {
+        let lines: Vec<String> = e.lines.iter().map(|l| l.to_string()).collect();
+        let _ = write!(out, " (printed {} times: lines {})", e.occurrences, lines.join(", "));
+    }
+    if let Some(a) = e.context.activity {
+        let _ = write!(out, ", during {}", a.name());
+    }
+    if let Some(m) = &e.context.forward_of {
+        let _ = write!(out, " (forward of {m})");
+    }
+    if e.context.deepspeed {
+        out.push_str(", DeepSpeed");
+    }
+    out.push('\n');
+    let _ = writeln!(out, "  {}: {}", v.class.key(), v.headline);
+    if !v.figures.is_empty() {
+        let figs: Vec<String> = v.figures.iter().map(|f| format!("{} {}", f.name, bytes(f.bytes))).collect();
+        let _ = writeln!(out, "  figures: {}", figs.join(" · "));
+    }
+    if let Some(u) = &e.context.deepspeed_usage {
+        let _ = writeln!(
+            out,
+            "  DeepSpeed see_memory_usage (line {}): allocated {} (max {}), reserved {} (max {})",
+            u.line,
+            bytes(u.allocated),
+            bytes(u.max_allocated),
+            bytes(u.reserved),
+            bytes(u.max_reserved)
+        );
+    }
+    let _ = writeln!(out, "  why:");
+    for r in &v.reasoning {
+        let _ = writeln!(out, "    - {r}");
+    }
+    let _ = writeln!(out, "  fixes, cheapest first:");
+    for (k, f) in v.fixes.iter().enumerate() {
+        let cost = serde_json::to_value(f.cost).ok().and_then(|c| c.as_str().map(String::from)).unwrap_or_default();
+        let _ = writeln!(out, "    {}. [{cost}] {} — {}", k + 1, f.action, f.why);
+    }
+}

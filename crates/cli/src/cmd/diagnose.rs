@@ -1,10 +1,156 @@
-//! `vramfit diagnose` (being built).
+//! `vramfit diagnose <FILE|->`: why a run ran out of memory, from its
+//! error text, `torch.cuda.memory_summary()`, a memory snapshot, or the
+//! training script; with `--model` and the workload flags, the estimate
+//! beside the failure and the cheapest switch of the planner's ladder.
 
+use crate::cmd::estimate::{resolve, WorkloadArgs};
 use crate::Outcome;
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
+use vramfit_core::GpuSpec;
+use vramfit_diagnose::culprit::{culprit, CulpritReport, Rung};
+use vramfit_diagnose::input::{read_path, read_stream};
+use vramfit_diagnose::oom::{OomKind, TorchOom};
+use vramfit_diagnose::{diagnose, Diagnosis, Kind};
+use vramfit_report::diagnose::{DiagnoseReport, InputInfo};
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KindArg {
+    #[default]
+    Auto,
+    Oom,
+    Summary,
+    Snapshot,
+    Script,
+}
 
 #[derive(clap::Args, Debug)]
-pub struct DiagnoseArgs {}
+pub struct DiagnoseArgs {
+    /// What the failed run left: a log or error text, memory_summary() output, a
+    /// memory snapshot pickle (_dump_snapshot), or the training script; `-` reads stdin
+    pub file: String,
+    /// What the input is [default: detected]
+    #[arg(long, value_enum, default_value_t = KindArg::Auto)]
+    pub kind: KindArg,
+    /// Machine-readable output (schema 1, docs/diagnose.md)
+    #[arg(long)]
+    pub json: bool,
+    /// Snapshots: write the allocated/reserved timeline as SVG to this path
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+    /// Put this model's estimate beside the failure (preset, hub id, config.json, directory);
+    /// the workload flags below describe the job
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The card, when the input does not say (e.g. a100-80gb); default: the total in the OOM message
+    #[arg(long)]
+    pub gpu: Option<String>,
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+}
 
-pub fn run(_args: DiagnoseArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("'vramfit diagnose' is not built yet")
+fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
+    let ooms = match d {
+        Diagnosis::Oom { ooms } | Diagnosis::Summary { ooms, .. } => ooms,
+        _ => return None,
+    };
+    ooms.iter().find_map(|o| match &o.event.kind {
+        OomKind::Torch(t) => Some(t),
+        _ => None,
+    })
+}
+
+/// The card to compare against: `--gpu`, else the catalogue GPU closest to
+/// the message's total (for speed figures) with the message's memory.
+fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpec, u64, String)> {
+    let all = vramfit_catalog::gpus::builtin_gpus()?;
+    if let Some(name) = gpu {
+        let g = vramfit_catalog::gpus::find_gpu(&all, name)?.clone();
+        let m = g.memory_bytes();
+        let what = format!("{} (--gpu)", g.name);
+        return Ok((g, m, what));
+    }
+    let Some(t) = failing else {
+        bail!("--model needs the card: give --gpu (e.g. --gpu a100-80gb), or a PyTorch OOM message that states the total capacity");
+    };
+    let total = t.total.bytes;
+    let closest =
+        all.iter().min_by_key(|g| g.memory_bytes().abs_diff(total)).cloned().context("the GPU catalogue is empty")?;
+    let mut g = closest.clone();
+    g.memory_mib = total / vramfit_core::MIB;
+    Ok((g, total, format!("{} total from the message (speed figures of {})", t.total.text, closest.name)))
+}
+
+fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<CulpritReport>> {
+    let Some(model) = &args.model else { return Ok(None) };
+    let resolved = resolve(Some(model))?;
+    let spec = &resolved.spec;
+    let workload = args.workload.build(spec)?;
+    let ledger = vramfit_core::estimate(spec, &workload)?;
+    let failing = first_torch(d);
+    let (gpu, card_bytes, card_what) = card(args.gpu.as_deref(), failing)?;
+    let (rungs, note) = if workload.parallelism.gpus <= 1 {
+        let l = ladder(spec, &workload, &gpu, Allow::default(), &TimeModel::default());
+        let rungs = l
+            .steps
+            .iter()
+            .map(|s| Rung {
+                name: s.name.clone(),
+                per_gpu_bytes: s.per_gpu_bytes,
+                applied: s.status == StepStatus::Applied,
+                detail: s.detail.clone(),
+            })
+            .collect();
+        (rungs, None)
+    } else {
+        (Vec::new(), Some("The job spans several GPUs: `vramfit plan` searches sharding and card counts; the single-card ladder is not applied here.".to_string()))
+    };
+    let mut r = culprit(&ledger, card_bytes, failing, &rungs);
+    r.reasoning.insert(0, format!("Card: {card_what}; model: {}.", resolved.source_text()));
+    if let Some(n) = note {
+        r.reasoning.push(n);
+    }
+    Ok(Some(r))
+}
+
+pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
+    let input = if args.file == "-" {
+        read_stream("<stdin>", &mut std::io::stdin().lock())?
+    } else {
+        read_path(std::path::Path::new(&args.file))?
+    };
+    let kind = match args.kind {
+        KindArg::Auto => None,
+        KindArg::Oom => Some(Kind::Oom),
+        KindArg::Summary => Some(Kind::Summary),
+        KindArg::Snapshot => Some(Kind::Snapshot),
+        KindArg::Script => Some(Kind::Script),
+    };
+    let d = diagnose(&input, kind)?;
+    let svg = match (&args.svg, &d) {
+        (None, _) => None,
+        (Some(p), Diagnosis::Snapshot { report }) => {
+            let svg = vramfit_diagnose::svg::timeline(report, &input.name);
+            std::fs::write(p, svg).with_context(|| format!("--svg {}: cannot write", p.display()))?;
+            Some(p.display().to_string())
+        }
+        (Some(_), other) => {
+            bail!("--svg: only a memory snapshot has a timeline; {} is a {}", input.name, other.kind().key())
+        }
+    };
+    let estimate = estimate_beside(&args, &d)?;
+    let report = DiagnoseReport::new(
+        InputInfo {
+            name: input.name.clone(),
+            size_bytes: input.size,
+            read_bytes: input.bytes.len() as u64,
+            skipped_bytes: input.skipped,
+            truncated: input.truncated,
+        },
+        d,
+        estimate,
+        svg,
+    );
+    Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text() }))
 }
