@@ -363,3 +363,295 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     out.push_str("tpu_env: []\n");
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Top-level keys of https://www.deepspeed.ai/docs/config-json/ (the subset a plan can need and more).
+    const DS_TOP: &[&str] = &[
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "optimizer",
+        "scheduler",
+        "fp16",
+        "bf16",
+        "amp",
+        "gradient_clipping",
+        "zero_optimization",
+        "steps_per_print",
+        "wall_clock_breakdown",
+        "activation_checkpointing",
+        "communication_data_type",
+        "prescale_gradients",
+        "gradient_predivide_factor",
+        "zero_allow_untested_optimizer",
+    ];
+    const DS_ZERO: &[&str] = &[
+        "stage",
+        "allgather_partitions",
+        "allgather_bucket_size",
+        "overlap_comm",
+        "reduce_scatter",
+        "reduce_bucket_size",
+        "contiguous_gradients",
+        "offload_param",
+        "offload_optimizer",
+        "stage3_max_live_parameters",
+        "stage3_max_reuse_distance",
+        "stage3_prefetch_bucket_size",
+        "stage3_param_persistence_threshold",
+        "stage3_gather_16bit_weights_on_model_save",
+        "sub_group_size",
+        "round_robin_gradients",
+    ];
+    const DS_OFFLOAD: &[&str] =
+        &["device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu", "ratio", "fast_init"];
+    const DS_FP16: &[&str] = &[
+        "enabled",
+        "auto_cast",
+        "loss_scale",
+        "initial_scale_power",
+        "loss_scale_window",
+        "hysteresis",
+        "consecutive_hysteresis",
+        "min_loss_scale",
+    ];
+    /// accelerate `ClusterConfig` fields (accelerate/commands/config/config_args.py).
+    const ACC_TOP: &[&str] = &[
+        "compute_environment",
+        "distributed_type",
+        "mixed_precision",
+        "use_cpu",
+        "debug",
+        "num_processes",
+        "machine_rank",
+        "num_machines",
+        "gpu_ids",
+        "main_process_ip",
+        "main_process_port",
+        "rdzv_backend",
+        "same_network",
+        "main_training_function",
+        "enable_cpu_affinity",
+        "deepspeed_config",
+        "fsdp_config",
+        "megatron_lm_config",
+        "downcast_bf16",
+        "tpu_name",
+        "tpu_zone",
+        "tpu_use_cluster",
+        "tpu_use_sudo",
+        "tpu_env",
+        "dynamo_config",
+    ];
+    const ACC_DS: &[&str] = &[
+        "deepspeed_config_file",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "offload_optimizer_device",
+        "offload_param_device",
+        "offload_optimizer_nvme_path",
+        "offload_param_nvme_path",
+        "zero3_init_flag",
+        "zero3_save_16bit_model",
+        "zero_stage",
+        "deepspeed_multinode_launcher",
+        "deepspeed_hostfile",
+    ];
+    const ACC_FSDP: &[&str] = &[
+        "fsdp_activation_checkpointing",
+        "fsdp_auto_wrap_policy",
+        "fsdp_backward_prefetch",
+        "fsdp_cpu_ram_efficient_loading",
+        "fsdp_forward_prefetch",
+        "fsdp_min_num_params",
+        "fsdp_offload_params",
+        "fsdp_sharding_strategy",
+        "fsdp_state_dict_type",
+        "fsdp_sync_module_states",
+        "fsdp_transformer_layer_cls_to_wrap",
+        "fsdp_use_orig_params",
+        "fsdp_version",
+    ];
+    /// torchrun options (torch/distributed/run.py) and the Trainer flags we write.
+    const TORCHRUN: &[&str] = &[
+        "--standalone",
+        "--nnodes",
+        "--nproc-per-node",
+        "--node-rank",
+        "--rdzv-backend",
+        "--rdzv-endpoint",
+        "--master-port",
+    ];
+    const TRAINER: &[&str] = &[
+        "--fsdp",
+        "--fsdp_config",
+        "--per_device_train_batch_size",
+        "--gradient_accumulation_steps",
+        "--bf16",
+        "--fp16",
+        "--gradient_checkpointing",
+        "--optim",
+    ];
+    /// transformers `fsdp_config` keys.
+    const TRAINER_FSDP: &[&str] = &[
+        "min_num_params",
+        "transformer_layer_cls_to_wrap",
+        "backward_prefetch",
+        "forward_prefetch",
+        "limit_all_gathers",
+        "use_orig_params",
+        "sync_module_states",
+        "cpu_ram_efficient_loading",
+        "activation_checkpointing",
+    ];
+
+    fn setup(sharding: &str, gpus: u64, off_opt: &str, off_par: &str) -> SetupSummary {
+        SetupSummary {
+            method: "full".into(),
+            precision: Some("mixed-bf16".into()),
+            optimizer: Some("adamw".into()),
+            checkpointing: Some("full".into()),
+            micro_batch: 2,
+            grad_accum: 4,
+            global_batch: 2 * 4 * gpus,
+            gpus,
+            tp: 1,
+            pp: 1,
+            dp: gpus,
+            sharding: sharding.into(),
+            offload_optimizer: off_opt.into(),
+            offload_params: off_par.into(),
+            weights: None,
+            kv_dtype: None,
+        }
+    }
+
+    fn keys_in(v: &Value, allowed: &[&str], what: &str) {
+        for k in v.as_object().unwrap_or_else(|| panic!("{what} is not an object")).keys() {
+            assert!(allowed.contains(&k.as_str()), "{what}: `{k}` is not a documented key");
+        }
+    }
+
+    #[test]
+    fn deepspeed_configs_parse_back_with_documented_keys() {
+        for (sh, opt, par) in
+            [("zero2", "none", "none"), ("zero3", "cpu", "cpu"), ("zero2", "cpu", "none"), ("none", "none", "none")]
+        {
+            let s = setup(sh, 8, opt, par);
+            let text = deepspeed(&s).unwrap();
+            let v: Value = serde_json::from_str(&text).unwrap();
+            keys_in(&v, DS_TOP, "ds_config");
+            keys_in(&v["zero_optimization"], DS_ZERO, "zero_optimization");
+            // DeepSpeed asserts train_batch_size = micro × accum × world size (no TP/PP here)
+            assert_eq!(
+                v["train_batch_size"].as_u64().unwrap(),
+                v["train_micro_batch_size_per_gpu"].as_u64().unwrap()
+                    * v["gradient_accumulation_steps"].as_u64().unwrap()
+                    * 8
+            );
+            assert_eq!(v["bf16"]["enabled"], json!(true));
+            assert_eq!(v["zero_optimization"]["stage"].as_u64().unwrap(), stage(&s));
+            if opt != "none" {
+                keys_in(&v["zero_optimization"]["offload_optimizer"], DS_OFFLOAD, "offload_optimizer");
+                assert_eq!(v["zero_optimization"]["offload_optimizer"]["device"], json!("cpu"));
+                assert_eq!(v["optimizer"]["type"], json!("AdamW"));
+            }
+            if par != "none" {
+                keys_in(&v["zero_optimization"]["offload_param"], DS_OFFLOAD, "offload_param");
+            }
+        }
+        let mut s = setup("zero2", 2, "none", "none");
+        s.precision = Some("mixed-fp16".into());
+        let v: Value = serde_json::from_str(&deepspeed(&s).unwrap()).unwrap();
+        keys_in(&v["fp16"], DS_FP16, "fp16");
+        assert!(v.get("bf16").is_none());
+    }
+
+    #[test]
+    fn deepspeed_refuses_what_it_cannot_express() {
+        let mut s = setup("zero2", 8, "none", "none");
+        s.tp = 2;
+        assert!(matches!(deepspeed(&s), Err(EmitError::Unsupported(_))));
+        let s = setup("zero2", 8, "none", "cpu");
+        assert!(matches!(deepspeed(&s), Err(EmitError::Unsupported(m)) if m.contains("stage 3")));
+        let mut s = setup("none", 1, "none", "none");
+        s.method = "inference".into();
+        assert_eq!(deepspeed(&s), Err(EmitError::NotTraining));
+    }
+
+    #[test]
+    fn accelerate_yaml_parses_back_with_documented_keys() {
+        for (sh, opt, par, want) in [
+            ("zero3", "none", "none", "FSDP"),
+            ("zero2", "none", "none", "FSDP"),
+            ("zero1", "none", "none", "DEEPSPEED"),
+            ("zero2", "cpu", "none", "DEEPSPEED"),
+            ("zero3", "cpu", "cpu", "FSDP"),
+            ("none", "none", "none", "MULTI_GPU"),
+        ] {
+            let text = accelerate(&setup(sh, 8, opt, par), Family::Llama, 1).unwrap();
+            let v: BTreeMap<String, serde_json::Value> =
+                serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let v = Value::Object(v.into_iter().collect());
+            keys_in(&v, ACC_TOP, "accelerate config");
+            assert_eq!(v["distributed_type"], json!(want), "{text}");
+            assert_eq!(v["num_processes"], json!(8));
+            assert_eq!(v["mixed_precision"], json!("bf16"));
+            if want == "FSDP" {
+                keys_in(&v["fsdp_config"], ACC_FSDP, "fsdp_config");
+                assert_eq!(v["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"], json!("LlamaDecoderLayer"));
+                let strat = if sh == "zero3" { "FULL_SHARD" } else { "SHARD_GRAD_OP" };
+                assert_eq!(v["fsdp_config"]["fsdp_sharding_strategy"], json!(strat));
+                assert_eq!(v["fsdp_config"]["fsdp_offload_params"], json!(par != "none"));
+            }
+            if want == "DEEPSPEED" {
+                keys_in(&v["deepspeed_config"], ACC_DS, "deepspeed_config");
+                assert_eq!(v["deepspeed_config"]["gradient_accumulation_steps"], json!(4));
+                assert_eq!(v["deepspeed_config"]["offload_optimizer_device"], json!(opt));
+            }
+        }
+    }
+
+    #[test]
+    fn torchrun_command_uses_documented_flags() {
+        for (sh, machines) in [("zero3", 1), ("zero2", 2), ("none", 1)] {
+            let text = torchrun(&setup(sh, 8, "none", "none"), Family::Llama, machines).unwrap();
+            // the fsdp_config.json here-doc parses and uses Trainer keys
+            if sh != "none" {
+                let start = text.find("<<'EOF'\n").unwrap() + 8;
+                let end = text[start..].find("\nEOF").unwrap() + start;
+                let cfg: Value = serde_json::from_str(&text[start..end]).unwrap();
+                keys_in(&cfg, TRAINER_FSDP, "fsdp_config.json");
+                assert_eq!(cfg["transformer_layer_cls_to_wrap"], json!(["LlamaDecoderLayer"]));
+            }
+            let cmd: String = text[text.find("torchrun").unwrap()..].replace("\\\n", " ");
+            let mut after_script = false;
+            for tok in cmd.split_whitespace() {
+                if tok == "train.py" {
+                    after_script = true;
+                    continue;
+                }
+                if !tok.starts_with("--") {
+                    continue;
+                }
+                let flag = tok.split('=').next().unwrap();
+                let known = if after_script { TRAINER } else { TORCHRUN };
+                assert!(
+                    known.contains(&flag),
+                    "`{flag}` is not a documented {} flag",
+                    if after_script { "Trainer" } else { "torchrun" }
+                );
+            }
+            assert!(cmd.contains(&format!("--nproc-per-node={}", 8 / machines)));
+            if sh == "zero3" {
+                assert!(cmd.contains("--fsdp 'full_shard auto_wrap'"));
+            }
+        }
+        // FSDP has no optimizer-only offload
+        assert!(torchrun(&setup("zero2", 8, "cpu", "none"), Family::Llama, 1).is_err());
+    }
+}
