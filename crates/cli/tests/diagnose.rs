@@ -1,0 +1,228 @@
+//! `vramfit diagnose` end to end: every input kind, JSON schema, bad input
+//! (exit 2 "not recognised"), a 1 GiB file, a hostile pickle, --svg, --model.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+fn fx(rel: &str) -> String {
+    format!("{}/../diagnose/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn vramfit() -> Command {
+    Command::cargo_bin("vramfit").unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("vramfit-diagnose-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = vramfit().arg("diagnose").args(args).arg("--json").assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[test]
+fn oom_log_text_and_json() {
+    vramfit()
+        .args(["diagnose", &fx("oom/pt22_cads4_shortage.txt")])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("genuine-shortage: 716.80 MiB more than the card can give"))
+        .stdout(predicate::str::contains("12.73 GiB free + 9.35 GiB cached = 22.08 GiB < 22.78 GiB"));
+    let j = json(&[&fx("oom/composed_multi_rank_log.txt")]);
+    assert_eq!(j["schema"], 1);
+    assert_eq!(j["command"], "diagnose");
+    assert_eq!(j["kind"], "oom");
+    let ooms = j["diagnosis"]["ooms"].as_array().unwrap();
+    assert_eq!(ooms.len(), 2);
+    assert_eq!(ooms[0]["event"]["rank"], 1);
+    assert_eq!(ooms[0]["event"]["occurrences"], 2);
+    assert_eq!(ooms[0]["verdict"]["class"], "fragmentation");
+    let t = &ooms[0]["event"]["kind"];
+    assert_eq!(t["framework"], "torch");
+    // 3.39 GiB = 339 × 1073741824 / 100 = 3639984783.36 → 3639984783 bytes, an integer
+    assert_eq!(t["requested"]["bytes"].as_u64(), Some(3_639_984_783));
+    assert_eq!(t["requested"]["text"], "3.39 GiB");
+    assert_eq!(ooms[0]["verdict"]["fixes"][0]["action"], "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+    assert!(j["estimate"].is_null());
+}
+
+#[test]
+fn other_frameworks_are_recognised() {
+    for (f, class) in [
+        ("oom/xla_afprofile8_stats.txt", "genuine-shortage"),
+        ("oom/tf_keras9643_gpu1.txt", "genuine-shortage"),
+        ("oom/vllm_v1_tpu223_estimated.txt", "genuine-shortage"),
+    ] {
+        let j = json(&[&fx(f)]);
+        assert_eq!(j["diagnosis"]["ooms"][0]["verdict"]["class"], class, "{f}");
+    }
+    vramfit()
+        .args(["diagnose", &fx("oom/vllm_v1_tpu223_estimated.txt")])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--max-model-len 5632"));
+}
+
+#[test]
+fn stdin_and_forced_kind() {
+    let text = std::fs::read_to_string(fx("oom/pt21_capacty_neurolens2.txt")).unwrap();
+    vramfit()
+        .args(["diagnose", "-"])
+        .write_stdin(text.clone())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("request-exceeds-card"));
+    // forcing a kind the text is not
+    vramfit()
+        .args(["diagnose", "-", "--kind", "summary"])
+        .write_stdin(text)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not recognised: no torch.cuda.memory_summary() table found"));
+}
+
+#[test]
+fn memory_summary() {
+    let j = json(&[&fx("memory_summary/01.raw.txt")]);
+    assert_eq!(j["kind"], "summary");
+    assert_eq!(j["diagnosis"]["verdict"]["class"], "genuine-shortage");
+    assert_eq!(j["diagnosis"]["summary"]["cuda_ooms"], 1);
+}
+
+#[test]
+fn snapshot_with_svg() {
+    let svg = tmp("t.svg");
+    let j = json(&[&fx("snapshot/snapshot_shared.pickle"), "--svg", svg.to_str().unwrap()]);
+    assert_eq!(j["kind"], "snapshot");
+    let d = &j["diagnosis"]["report"]["devices"][0];
+    assert_eq!(d["reserved_bytes"], 22 * 1024 * 1024);
+    assert_eq!(d["peak"]["allocated_bytes"], 18 * 1024 * 1024);
+    assert_eq!(d["groups"][0]["label"], "forward of train");
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.starts_with("<svg") && s.contains("polyline"));
+    // --svg on a non-snapshot is refused
+    vramfit()
+        .args(["diagnose", &fx("oom/pt22_cads4_shortage.txt"), "--svg", svg.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("only a memory snapshot has a timeline"));
+}
+
+#[test]
+fn hostile_pickle_runs_nothing() {
+    let marker = std::path::Path::new("/tmp/vramfit_pickle_pwned_marker");
+    let _ = std::fs::remove_file(marker);
+    vramfit()
+        .args(["diagnose", &fx("snapshot/hostile_reduce.pickle")])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("refused, nothing was run"));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn script_lint() {
+    vramfit()
+        .args(["diagnose", &fx("scripts/train_bad.py")])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("9 memory findings"))
+        .stdout(predicate::str::contains("line 32:9 accumulated-loss"));
+    let j = json(&[&fx("scripts/train_good.py")]);
+    assert_eq!(j["kind"], "script");
+    assert_eq!(j["diagnosis"]["report"]["findings"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn garbage_binary_and_empty_are_not_recognised() {
+    let garbage = tmp("garbage.txt");
+    std::fs::write(&garbage, "hello world\nthis is not a log of anything\n").unwrap();
+    let binary = tmp("binary.bin");
+    std::fs::write(&binary, (0u8..=255).cycle().take(10_000).collect::<Vec<u8>>()).unwrap();
+    let empty = tmp("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    for (p, why) in [(&garbage, "no OOM message"), (&binary, "binary data"), (&empty, "empty")] {
+        vramfit()
+            .args(["diagnose", p.to_str().unwrap()])
+            .assert()
+            .code(2)
+            .stdout(predicate::str::is_empty())
+            .stderr(predicate::str::contains("not recognised").and(predicate::str::contains(why)));
+    }
+    vramfit()
+        .args(["diagnose", "/nonexistent/file.log"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read"));
+}
+
+#[test]
+fn one_gib_files_are_not_loaded_whole() {
+    // sparse 1 GiB of zeros: binary, refused after reading at most 32 MiB
+    let zeros = tmp("zeros.bin");
+    let f = std::fs::File::create(&zeros).unwrap();
+    f.set_len(1 << 30).unwrap();
+    vramfit()
+        .args(["diagnose", zeros.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not recognised"));
+    // 1 GiB "log": text at the start, a hole, the OOM at the very end
+    let log = tmp("big.log");
+    let mut f = std::fs::File::create(&log).unwrap();
+    f.write_all("INFO step 1 loss 2.3\n".repeat(4000).as_bytes()).unwrap();
+    let msg = std::fs::read(fx("oom/pt22_cads4_shortage.txt")).unwrap();
+    f.seek(SeekFrom::Start((1 << 30) - msg.len() as u64)).unwrap();
+    f.write_all(&msg).unwrap();
+    drop(f);
+    let j = json(&[log.to_str().unwrap()]);
+    assert_eq!(j["input"]["size_bytes"], 1u64 << 30);
+    assert_eq!(j["input"]["skipped_bytes"], (1u64 << 30) - (32 << 20));
+    assert_eq!(j["input"]["read_bytes"], (32u64 << 20) + 1);
+    assert_eq!(j["diagnosis"]["ooms"][0]["verdict"]["class"], "genuine-shortage");
+    let _ = std::fs::remove_file(&zeros);
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn estimate_beside_the_failure() {
+    let j = json(&[
+        &fx("oom/pt22_vsmtrans3_backward.txt"),
+        "--model",
+        "llama-2-7b",
+        "--task",
+        "train",
+        "--batch",
+        "4",
+        "--seq",
+        "2048",
+    ]);
+    let e = &j["estimate"];
+    // the card comes from the message: 15.70 GiB = 1570 × 1073741824 / 100 = 16857746636.8 → 16857746637
+    assert_eq!(e["card_bytes"].as_u64(), Some(16_857_746_637));
+    assert!(e["estimate_bytes"].as_u64().unwrap() > e["card_bytes"].as_u64().unwrap());
+    let cats = e["categories"].as_array().unwrap();
+    let max = cats
+        .iter()
+        .filter(|c| c["category"] != "margin" && c["category"] != "runtime")
+        .map(|c| c["bytes"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let culprit = cats.iter().find(|c| c["category"] == e["culprit"]).unwrap();
+    assert_eq!(culprit["bytes"].as_u64().unwrap(), max);
+    assert_eq!(e["culprit_bytes"].as_u64().unwrap(), max);
+    // the failing request: 14.81 GiB held + 226.00 MiB asked
+    assert_eq!(e["failing_need_bytes"].as_u64(), Some(15_902_116_413 + 236_978_176));
+    // without a card: a clear error
+    vramfit()
+        .args(["diagnose", &fx("scripts/train_good.py"), "--model", "llama-2-7b"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--model needs the card"));
+}
