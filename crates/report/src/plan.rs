@@ -370,8 +370,11 @@ pub fn render(doc: &PlanDocument) -> String {
         Some(b) => {
             let _ = writeln!(o, "cheapest: {}", row_line(b));
         }
-        None => {
+        None if r.task == "train" => {
             let _ = writeln!(o, "no multi-GPU offer fits without offload");
+        }
+        None => {
+            let _ = writeln!(o, "no multi-GPU split in the catalogue fits");
         }
     }
     if let Some(h) = &mc.on_have {
