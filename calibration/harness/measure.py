@@ -89,6 +89,25 @@ CASES = {
 }
 
 
+def _gpu_like_dropout():
+    """CPU dropout keeps a float mask of the input dtype; CUDA's fused
+    native_dropout keeps a bool mask (1 B). Route F.dropout to native_dropout
+    so fake CPU runs keep what a GPU keeps."""
+    import torch.nn.functional as F
+    if getattr(F.dropout, "_vramfit", False):
+        return
+    orig = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and 0.0 < p < 1.0 and not inplace:
+            return torch.native_dropout(input, p, True)[0]
+        return orig(input, p, training, inplace)
+
+    dropout._vramfit = True
+    F.dropout = dropout
+    torch.nn.modules.dropout.F.dropout = dropout
+
+
 def build_config(arch):
     import transformers
     a = dict(arch)
@@ -109,6 +128,8 @@ def measure(case_id, setup, device):
     prec = setup["precision"]
     base = setup.get("base_dtype")
     fake = device == "cpu"
+    if fake:
+        _gpu_like_dropout()
     ctx = FakeTensorMode() if fake else torch.device(device)
     t0 = time.time()
     with ctx:
@@ -182,6 +203,7 @@ def measure(case_id, setup, device):
         "checkpointing": setup.get("checkpointing", "none"),
         "gradient_checkpointing": setup.get("checkpointing") == "full",
         "attn_implementation": "sdpa (CPU fused flash kernel)" if fake else "sdpa",
+        "dropout": "native_dropout (bool mask, as CUDA)" if fake else "cuda",
         "lora": setup.get("lora"),
         "params_total": int(n_total), "trainable_params": int(n_train),
         "peak_total": total, "peak_breakdown": _cats(peak[dev]),

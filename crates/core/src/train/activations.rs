@@ -79,8 +79,14 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     let kvw = if spec.mla.is_some() { qw } else { spec.kv_width() };
     let heads = spec.num_heads;
     let lora = &setup.lora;
-    // adapter input bytes: autocast casts to 16-bit; otherwise PEFT casts x to the adapter dtype
-    let ai = if autocast { a } else { prof.adapter_bytes.max(a) };
+    // What an adapted linear keeps of its input. PEFT casts x to the adapter
+    // dtype (fp32) before lora_dropout and lora_A; under autocast lora_A then
+    // casts it back to 16-bit. So each adapter keeps its own copy: 16-bit under
+    // autocast, adapter bytes otherwise; with dropout, plus a 1-byte mask
+    // (CUDA `native_dropout`). Only when no cast happens and there is no
+    // dropout do the adapters share the base input.
+    let cast_per_adapter = p.is_autocast() || prof.adapter_bytes != r;
+    let ai = if p.is_autocast() { a } else { prof.adapter_bytes.max(a) };
     let drop = lora.dropout > 0.0;
     let adapted = |name: &str| !full && prof.lora_modules.iter().any(|m| m == name);
     // bytes one linear-input site keeps, given the consumer module names
@@ -91,9 +97,8 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         let n = consumers.iter().filter(|c| adapted(c)).count() as u64;
         if n == 0 {
             0
-        } else if drop {
-            // each adapter has its own dropout: its output and 1-byte mask
-            n * (ai + 1) * width
+        } else if drop || cast_per_adapter {
+            n * (ai + u64::from(drop)) * width
         } else {
             ai * width
         }
@@ -157,11 +162,10 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     if setup.attention == AttentionImpl::Sdpa {
         split += 4 * heads;
     }
-    if spec.attention_dropout > 0.0 {
+    if spec.attention_dropout > 0.0 || !full {
+        // full fine-tune: o_proj reuses the kernel's output unless attention
+        // dropout forces a contiguous copy; LoRA: the adapter's own input copy
         split += site(aw, &[o_name]);
-    } else if !full && adapted(o_name) {
-        // the adapter keeps its own (dropped-out) input beside the kernel's output
-        split += if drop { (ai + 1) * aw } else { 0 };
     }
     if autocast && spec.positional == Positional::Rotary {
         split += AMP_ROPE_EXTRA_PER_QW * qw;
