@@ -123,3 +123,51 @@ fn malformed_files_exit_2_naming_file_and_expectation() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn keys(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                out.push(format!("{prefix}{k}"));
+                keys(x, &format!("{prefix}{k}."), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                keys(x, prefix, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_json_key_is_documented_in_docs_check_md() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/check.md")).unwrap();
+    let (v, _) = json(&s(&[
+        "check",
+        "--xml",
+        &fx("nvidia_smi/01.xml"),
+        "--list",
+        &fx("nvidia_smi/11.txt"),
+        "--topo",
+        &fx("nvidia_smi/13.txt"),
+        "--lgi",
+        &fx("constructed/a100-40gb.lgi.txt"),
+        "--lgip",
+        &fx("constructed/a100-40gb.lgip.txt"),
+        "--expect",
+        "8xA100-40GB",
+        "--expect-nvlink",
+    ]));
+    let mut k = Vec::new();
+    keys(&v, "", &mut k);
+    assert!(k.len() > 40);
+    for key in k {
+        let leaf = key.rsplit('.').next().unwrap();
+        assert!(
+            doc.contains(&format!("`{leaf}`")) || doc.contains(&format!("`{leaf}[]`")),
+            "docs/check.md does not document `{key}`"
+        );
+    }
+}

@@ -213,3 +213,37 @@ fn bad_input_exits_2_with_a_clear_message() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+fn keys(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                out.push(format!("{prefix}{k}"));
+                keys(x, &format!("{prefix}{k}."), out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a {
+                keys(x, prefix, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_json_key_is_documented_in_docs_mig_md() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/mig.md")).unwrap();
+    let (a, _) = plan("a100-40gb", &["a=12GiB", "t=60GiB:task=train", "m=llama-2-7b"]);
+    let (b, _) = run_json(&["mig", "profiles", "--gpu", "h200"]);
+    let mut k = Vec::new();
+    keys(&a, "", &mut k);
+    keys(&b, "", &mut k);
+    for key in k {
+        let leaf = key.rsplit('.').next().unwrap();
+        assert!(
+            doc.contains(&format!("`{leaf}`")) || doc.contains(&format!("`{leaf}[]`")),
+            "docs/mig.md does not document `{key}`"
+        );
+    }
+}
