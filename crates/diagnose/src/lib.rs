@@ -111,6 +111,25 @@ fn binary_reason(bytes: &[u8]) -> Option<String> {
     None
 }
 
+/// Like [`detect`], but answers `Oom` for any text that is not a snapshot
+/// or a summary (the caller scans for messages itself).
+fn detect_without_scan(input: &Input) -> Result<Kind, DiagnoseError> {
+    let nr = |why: &str| DiagnoseError::NotRecognised { name: input.name.clone(), why: why.to_string() };
+    if input.bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(nr("the input is empty"));
+    }
+    if input::looks_like_pickle(&input.bytes) {
+        return Ok(Kind::Snapshot);
+    }
+    if let Some(why) = binary_reason(&input.bytes) {
+        return Err(nr(&why));
+    }
+    if String::from_utf8_lossy(&input.bytes).contains("PyTorch CUDA memory summary") {
+        return Ok(Kind::Summary);
+    }
+    Ok(Kind::Oom)
+}
+
 /// What the input is, or why it is not recognised.
 pub fn detect(input: &Input) -> Result<Kind, DiagnoseError> {
     let nr = |why: &str| DiagnoseError::NotRecognised { name: input.name.clone(), why: why.to_string() };
@@ -144,7 +163,20 @@ fn diagnosed(text: &str) -> Vec<Diagnosed> {
 pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, DiagnoseError> {
     let kind = match kind {
         Some(k) => k,
-        None => detect(input)?,
+        None => {
+            // scan once: detect() would scan for OOMs and diagnosing would again
+            let k = detect_without_scan(input)?;
+            if k == Kind::Oom {
+                let ooms = diagnosed(&String::from_utf8_lossy(&input.bytes));
+                if !ooms.is_empty() {
+                    return Ok(Diagnosis::Oom { ooms });
+                }
+            }
+            match k {
+                Kind::Oom => detect(input)?,
+                k => k,
+            }
+        }
     };
     let nr = |why: &str| DiagnoseError::NotRecognised { name: input.name.clone(), why: why.to_string() };
     if kind != Kind::Snapshot {

@@ -446,7 +446,8 @@ struct LineIndex {
 
 impl LineIndex {
     fn new(text: &str) -> Self {
-        LineIndex { newlines: text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect() }
+        // match_indices runs std's (optimised) memchr even in debug builds
+        LineIndex { newlines: text.match_indices('\n').map(|(i, _)| i).collect() }
     }
     fn line(&self, offset: usize) -> usize {
         self.newlines.partition_point(|&n| n < offset) + 1
@@ -461,6 +462,29 @@ impl LineIndex {
     }
 }
 
+/// Offsets where a PyTorch message starts: "CUDA out of memory." or a
+/// bare "Tried to allocate <digit>" (pasted without its first sentence).
+/// Literal search first (std's substring search is fast in every build),
+/// the regex only on a few bytes around each hit.
+fn message_starts(text: &str) -> Vec<usize> {
+    const HEAD: &str = "CUDA out of memory.";
+    const TRIED: &str = "Tried to allocate ";
+    let mut starts: Vec<usize> = text.match_indices(HEAD).map(|(i, _)| i).collect();
+    for (i, _) in text.match_indices(TRIED) {
+        // part of a "CUDA out of memory. Tried to allocate" already found?
+        let back = floor_boundary(text, i.saturating_sub(HEAD.len() + 2));
+        if text[back..i].contains(HEAD) {
+            continue;
+        }
+        let end = floor_boundary(text, i + TRIED.len() + 1);
+        if start_re().is_match(&text[i..end]) {
+            starts.push(i);
+        }
+    }
+    starts.sort_unstable();
+    starts
+}
+
 /// Most events reported from one input (the rest are counted, not kept).
 pub const MAX_EVENTS: usize = 200;
 
@@ -469,7 +493,7 @@ pub const MAX_EVENTS: usize = 200;
 pub fn scan(text: &str) -> Vec<OomEvent> {
     let idx = LineIndex::new(text);
     let mut raw: Vec<(usize, OomKind)> = Vec::new();
-    let starts: Vec<usize> = start_re().find_iter(text).map(|m| m.start()).collect();
+    let starts = message_starts(text);
     for (i, &s) in starts.iter().enumerate() {
         let next = starts.get(i + 1).copied().unwrap_or(text.len());
         let end = floor_boundary(text, (s + MESSAGE_WINDOW).min(next));

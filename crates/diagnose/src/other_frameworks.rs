@@ -192,7 +192,19 @@ fn vllm_profile(text: &str, before: usize) -> Option<VllmProfile> {
 /// Every non-PyTorch OOM in `text`, with its byte offset.
 pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
     let mut out = Vec::new();
-    for c in xla_re().captures_iter(text) {
+    // Each pattern runs only when its literal is present: std's substring
+    // search is fast in every build, the regex engine is not in debug.
+    let has = |lits: &[&str]| lits.iter().any(|l| text.contains(l));
+    let xla = has(&["Out of memory while trying to allocate", "Out of memory allocating"]);
+    let tf = has(&["OOM when allocating tensor"]);
+    let vllm = has(&["No available memory for the cache blocks", "max seq len"]);
+    let cuda = has(&[
+        "out of memory'",
+        "CUDA error: out of memory",
+        "CUBLAS_STATUS_ALLOC_FAILED",
+        "cudaErrorMemoryAllocation",
+    ]);
+    for c in xla_re().captures_iter(if xla { text } else { "" }) {
         let (Some(m), Some(n)) = (c.get(0), c.get(1)) else { continue };
         let Ok(bytes) = n.as_str().parse::<u64>() else { continue };
         let end = floor_boundary(text, m.end() + 8192);
@@ -239,7 +251,7 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
             },
         ));
     }
-    for c in tf_re().captures_iter(text) {
+    for c in tf_re().captures_iter(if tf { text } else { "" }) {
         let Some(m) = c.get(0) else { continue };
         let shape: Vec<u64> =
             c.get(1).map(|s| s.as_str().split(',').filter_map(|d| d.trim().parse().ok()).collect()).unwrap_or_default();
@@ -269,10 +281,11 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
             },
         ));
     }
-    for m in vllm_none_re().find_iter(text) {
+    let vtext = if vllm { text } else { "" };
+    for m in vllm_none_re().find_iter(vtext) {
         out.push((m.start(), OtherOom::VllmNoCacheBlocks { profile: vllm_profile(text, m.start()) }));
     }
-    for c in vllm_tokens_re().captures_iter(text) {
+    for c in vllm_tokens_re().captures_iter(vtext) {
         let (Some(m), Some(a), Some(b)) = (c.get(0), c.get(1), c.get(2)) else { continue };
         let (Ok(max_model_len), Ok(kv_cache_tokens)) = (a.as_str().parse(), b.as_str().parse()) else { continue };
         out.push((
@@ -280,7 +293,7 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
             OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, profile: vllm_profile(text, m.start()) },
         ));
     }
-    for c in vllm_mem_re().captures_iter(text) {
+    for c in vllm_mem_re().captures_iter(vtext) {
         let Some(m) = c.get(0) else { continue };
         let (Some(len), Some(needed), Some(available)) = (
             c.get(1).and_then(|v| v.as_str().parse().ok()),
@@ -300,7 +313,7 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
             },
         ));
     }
-    for m in cuda_err_re().find_iter(text) {
+    for m in cuda_err_re().find_iter(if cuda { text } else { "" }) {
         out.push((m.start(), OtherOom::CudaError { text: m.as_str().to_string() }));
     }
     out
