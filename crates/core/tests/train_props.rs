@@ -91,7 +91,7 @@ proptest! {
         let spec = model(m);
         let s = TrainSetup { seq: q, ..s };
         let mut last = u64::MAX;
-        for pp in (1..=spec.num_layers).filter(|p| spec.num_layers % p == 0 && *p <= 8) {
+        for pp in (1..=spec.num_layers).filter(|p| spec.num_layers.is_multiple_of(*p) && *p <= 8) {
             let par = Parallelism { gpus: pp, pp, ..Parallelism::default() };
             let p = peak(&spec, &s, &par);
             prop_assert!(p <= last, "pp {pp}: {p} > {last}");

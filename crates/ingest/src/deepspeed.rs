@@ -196,7 +196,7 @@ fn count(m: &Map<String, Value>, origin: &str, key: &str, path: &str) -> Result<
         Some(v) => {
             let n = v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64));
             match n {
-                Some(n) if n >= 1 && n <= 1 << 24 => Ok(DsValue::Set(n)),
+                Some(n) if (1..=1 << 24).contains(&n) => Ok(DsValue::Set(n)),
                 _ => Err(bad(origin, path, "a positive integer or \"auto\"", v)),
             }
         }

@@ -112,13 +112,13 @@ pub fn validate(spec: &ModelSpec, setup: &TrainSetup, par: &Parallelism) -> Resu
         ));
     }
     let tp_pp = par.tp * par.pp;
-    if par.gpus % tp_pp != 0 {
+    if !par.gpus.is_multiple_of(tp_pp) {
         return Err(CoreError::invalid(
             "gpus",
             format!("{} GPUs is not a multiple of tp {} × pp {} = {tp_pp}", par.gpus, par.tp, par.pp),
         ));
     }
-    if spec.num_heads % par.tp != 0 {
+    if !spec.num_heads.is_multiple_of(par.tp) {
         return Err(CoreError::invalid(
             "tp",
             format!("tensor-parallel degree {} does not divide the {} attention heads", par.tp, spec.num_heads),
