@@ -545,6 +545,39 @@ impl<'a> Search<'a> {
         groups
     }
 
+    /// Re-score every estimated setup against every offer and count it can
+    /// run on, with the memo warm: the per-candidate arithmetic alone (what
+    /// the benchmark's candidates/s figure measures). Returns the number of
+    /// candidates evaluated; fitting ones are counted, not stored.
+    pub fn score_all(&mut self) -> (u64, u64) {
+        let mut evaluated = 0u64;
+        let mut fitting = 0u64;
+        let offers: Vec<(u32, Vec<(u64, u64)>)> = (0..self.book.offers.len() as u32)
+            .filter(|&oi| self.offer_gpu[oi as usize].is_some())
+            .map(|oi| (oi, Self::counts_for(&self.book.offers[oi as usize])))
+            .collect();
+        for mi in 0..self.entries.len() as u32 {
+            let gpus = self.entries[mi as usize].key.gpus;
+            for (oi, counts) in &offers {
+                for &(n, machines) in counts {
+                    if n != gpus {
+                        continue;
+                    }
+                    let offer = &self.book.offers[*oi as usize];
+                    let Some(gpu) = self.offer_gpu(*oi) else { continue };
+                    if !self.allowed(&self.entries[mi as usize].key, offer, gpu, machines) {
+                        continue;
+                    }
+                    evaluated += 1;
+                    if self.score(mi, *oi, n, machines).is_some() {
+                        fitting += 1;
+                    }
+                }
+            }
+        }
+        (evaluated, fitting)
+    }
+
     /// Run the whole search.
     pub fn run(&mut self) {
         // (offer, gpus, machines) triples grouped by GPU count
@@ -574,7 +607,17 @@ impl<'a> Search<'a> {
                 .max()
                 .unwrap_or(0);
             for group in self.key_groups(n) {
+                // memory never falls as checkpointing relaxes (full → selective → none)
+                // or the micro-batch grows: once a member is too big for every card,
+                // skip what can only be bigger
+                let mut skip_micro: Option<u64> = None;
                 for key in group {
+                    let micro = key.train.as_ref().map(|t| (t.micro_batch, t.checkpointing));
+                    if let (Some(m), Some((km, _))) = (skip_micro, micro) {
+                        if km == m {
+                            continue;
+                        }
+                    }
                     let usable: Vec<(u32, u64)> = offers
                         .iter()
                         .copied()
@@ -592,9 +635,14 @@ impl<'a> Search<'a> {
                         None => continue,
                     };
                     if total > max_cap {
-                        // the smallest footprint of the group is already too big
-                        // for every card: larger members cannot fit either
-                        break;
+                        match micro {
+                            // the smallest footprint at this micro-batch: larger ones cannot fit
+                            Some((_, Checkpointing::Full)) | None => break,
+                            Some((m, _)) => {
+                                skip_micro = Some(m);
+                                continue;
+                            }
+                        }
                     }
                     for (oi, machines) in usable {
                         if let Some(s) = self.score(i, oi, n, machines) {

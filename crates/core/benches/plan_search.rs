@@ -1,0 +1,132 @@
+//! How fast the planner searches. `cargo bench -p vramfit-core --bench plan_search`
+//! prints, for Llama-2-7B and 70B full fine-tunes over a catalogue shaped
+//! like the embedded one (10 offers, 1–8 GPUs):
+//!
+//! - `plan()` end to end (memo cold: every distinct setup estimated once);
+//! - the candidate loop with the memo warm, as candidates per second
+//!   (criterion's `thrpt`, in elements = candidates).
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::hint::black_box;
+use vramfit_core::plan::{plan, Allow, Job, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
+use vramfit_core::train::{Precision, TrainSetup};
+use vramfit_core::{GpuSpec, Link, ModelSpec, Task, Workload};
+
+fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) -> GpuSpec {
+    GpuSpec {
+        id: id.into(),
+        name: id.into(),
+        aliases: vec![],
+        memory_mib: mib,
+        memory_gb: mib as f64 / 1024.0,
+        bandwidth_gbs: bw,
+        bf16_tflops: tf,
+        fp8_tflops: None,
+        nvlink_gbs: nvlink,
+        pcie_gen: 4,
+        mig_max: 0,
+        bf16: true,
+        arch: arch.into(),
+        confirmed: false,
+        source: "bench".into(),
+    }
+}
+
+fn offer(id: &str, g: &str, per: u64, max: u64, link: Link, low: f64, high: f64) -> Offer {
+    Offer {
+        id: id.into(),
+        provider: "bench".into(),
+        name: id.into(),
+        gpu: g.into(),
+        gpus_per_machine: per,
+        max_gpus: max,
+        link,
+        slice: None,
+        cpu_cores: Some(16),
+        ram_gb: Some(512.0),
+        disk_gb: None,
+        network_mbps: None,
+        monthly: Some(PriceRange { low, high }),
+        hourly: None,
+        currency: "CNY".into(),
+        flags: vec![],
+        source: "bench".into(),
+        max_machines: 1,
+        inter_node_gbs: None,
+    }
+}
+
+fn catalogue() -> (Vec<GpuSpec>, PriceBook) {
+    let gpus = vec![
+        gpu("rtx-3090", 24576, 936.0, 71.0, Some(112.5), "ampere"),
+        gpu("a100-40", 40960, 1555.0, 312.0, Some(600.0), "ampere"),
+        gpu("a100-80", 81920, 2039.0, 312.0, Some(600.0), "ampere"),
+        gpu("h100", 81559, 3350.0, 989.5, Some(900.0), "hopper"),
+        gpu("l40s", 46068, 864.0, 362.0, None, "ada"),
+    ];
+    let offers = vec![
+        offer("3090", "rtx-3090", 1, 1, Link::Pcie, 1750.0, 1750.0),
+        offer("3090x8", "rtx-3090", 1, 8, Link::Pcie, 1700.0, 1900.0),
+        offer("a100-40", "a100-40", 1, 1, Link::Pcie, 2800.0, 2800.0),
+        offer("a100-40-cloud", "a100-40", 1, 8, Link::Pcie, 2500.0, 2500.0),
+        offer("a100-80x8", "a100-80", 8, 8, Link::Nvlink, 25_000.0, 40_000.0),
+        offer("a100-80x4", "a100-80", 4, 4, Link::Nvlink, 14_000.0, 20_000.0),
+        offer("h100", "h100", 1, 1, Link::Pcie, 12_000.0, 18_000.0),
+        offer("h100x8", "h100", 8, 8, Link::Nvlink, 80_000.0, 120_000.0),
+        offer("l40s", "l40s", 1, 8, Link::Pcie, 4000.0, 5000.0),
+        offer("l40s-single", "l40s", 1, 1, Link::Pcie, 4500.0, 4500.0),
+    ];
+    (gpus, PriceBook { offers, discounts: vec![], upgrades: vec![] })
+}
+
+fn bench(c: &mut Criterion) {
+    let (gpus, book) = catalogue();
+    let tm = TimeModel::default();
+    let cases = [
+        ("llama-2-7b", ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000), 4u64),
+        ("llama-2-70b", ModelSpec::llama_like("llama-2-70b", 8192, 80, 64, 8, 28672, 32000), 1),
+    ];
+    for (name, model, batch) in &cases {
+        let w = Workload {
+            task: Task::Train(TrainSetup {
+                precision: Precision::MixedBf16,
+                batch: *batch,
+                grad_accum: 8,
+                ..TrainSetup::default()
+            }),
+            ..Workload::default()
+        };
+        let allow = Allow { lora: true, qlora: true, quant: false };
+        let req = PlanRequest {
+            model,
+            workload: &w,
+            gpus: &gpus,
+            book: &book,
+            have: None,
+            allow,
+            job: Job::Tokens(1_000_000_000),
+            top: 10,
+            time: tm.clone(),
+        };
+        let first = plan(&req).expect("plans");
+        eprintln!(
+            "{name}: {} candidates, {} fit, {} distinct setups estimated per plan()",
+            first.stats.candidates, first.stats.fitting, first.stats.estimates
+        );
+        c.bench_function(&format!("plan() end to end, {name} full fine-tune"), |b| {
+            b.iter(|| black_box(plan(black_box(&req)).ok()))
+        });
+
+        let mut s = Search::new(model, &w, &gpus, &book, &tm, Job::Tokens(1_000_000_000), allow);
+        s.run();
+        let (n, fit) = s.score_all();
+        eprintln!("{name}: warm candidate loop covers {n} candidates ({fit} fit) over {} setups", s.entries.len());
+        let mut g = c.benchmark_group(format!("candidate loop, memo warm, {name}"));
+        g.throughput(Throughput::Elements(n));
+        g.bench_function("score_all", |b| b.iter(|| black_box(s.score_all())));
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
