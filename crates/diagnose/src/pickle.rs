@@ -14,6 +14,7 @@
 //! Opcode list and semantics: CPython `Lib/pickletools.py` / `Lib/pickle.py`
 //! (protocols 2–5, the ones `pickle.dump` writes by default since 3.0).
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 /// A value of the pickle.
@@ -68,6 +69,8 @@ pub enum PickleError {
 
 /// Most values on the stack and memo entries (bounds memory on hostile input).
 const MAX_ITEMS: usize = 50_000_000;
+/// Dicts up to this size replace duplicate keys in place.
+const DEDUP_LIMIT: usize = 64;
 
 struct Reader<'a> {
     data: &'a [u8],
@@ -158,7 +161,8 @@ fn decode_long(bytes: &[u8]) -> Value {
 pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
     let mut r = Reader { data, pos: 0 };
     let mut stack: Vec<Slot> = Vec::new();
-    let mut memo: Vec<Option<Value>> = Vec::new();
+    // a map, not a Vec: a hostile LONG_BINPUT index must not allocate
+    let mut memo: HashMap<usize, Value> = HashMap::new();
     let mut nodes: Vec<Node> = Vec::new();
 
     fn pop(stack: &mut Vec<Slot>, offset: usize) -> Result<Value, PickleError> {
@@ -189,19 +193,16 @@ pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
         nodes.push(n);
         Ok(nodes.len() - 1)
     }
-    fn memo_put(memo: &mut Vec<Option<Value>>, idx: usize, v: Value) -> Result<(), PickleError> {
-        if idx >= MAX_ITEMS {
-            return Err(PickleError::Limit { what: "memo index too large" });
+    fn memo_put(memo: &mut HashMap<usize, Value>, idx: usize, v: Value) -> Result<(), PickleError> {
+        if memo.len() >= MAX_ITEMS {
+            return Err(PickleError::Limit { what: "too many memo entries" });
         }
-        if memo.len() <= idx {
-            memo.resize(idx + 1, None);
-        }
-        memo[idx] = Some(v);
+        memo.insert(idx, v);
         Ok(())
     }
-    fn memo_get(memo: &[Option<Value>], idx: usize, offset: usize) -> Result<Value, PickleError> {
-        memo.get(idx)
-            .and_then(|v| v.clone())
+    fn memo_get(memo: &HashMap<usize, Value>, idx: usize, offset: usize) -> Result<Value, PickleError> {
+        memo.get(&idx)
+            .cloned()
             .ok_or_else(|| PickleError::Malformed { offset, what: format!("memo entry {idx} used before it was set") })
     }
     fn utf8(b: &[u8], offset: usize) -> Result<Rc<str>, PickleError> {
@@ -237,11 +238,13 @@ pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
         };
         let mut it = items.into_iter();
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            // later keys replace earlier ones, as in Python
-            if let Some(slot) = d.iter_mut().find(|(ek, _)| *ek == k) {
-                slot.1 = v;
-            } else {
-                d.push((k, v));
+            // later keys replace earlier ones, as in Python; big dicts
+            // (never in a snapshot) skip the linear check and rely on
+            // lookups searching from the end
+            let small = d.len() <= DEDUP_LIMIT;
+            match d.iter_mut().take(DEDUP_LIMIT).find(|(ek, _)| *ek == k) {
+                Some(slot) if small => slot.1 = v,
+                _ => d.push((k, v)),
             }
         }
         Ok(())
@@ -449,7 +452,8 @@ impl Pickle {
     }
     /// `dict[key]` for a string key.
     pub fn get<'a>(&'a self, dict: &Value, key: &str) -> Option<&'a Value> {
-        self.entries(dict)?.iter().find(|(k, _)| matches!(k, Value::Str(s) if &**s == key)).map(|(_, v)| v)
+        // from the end: the last binding of a key wins, as in Python
+        self.entries(dict)?.iter().rev().find(|(k, _)| matches!(k, Value::Str(s) if &**s == key)).map(|(_, v)| v)
     }
 }
 

@@ -166,3 +166,42 @@ fn truncated_snapshot_is_an_error_not_a_panic() {
     }
     assert!(matches!(snapshot::load(&bytes[..bytes.len() / 2]), Err(SnapshotError::Pickle(_))));
 }
+
+#[test]
+fn legacy_history_layout() {
+    let r = snapshot::load(&fixture("legacy_history.pickle")).unwrap().analyze();
+    let d = &r.devices[0];
+    assert_eq!(d.device, 1);
+    assert_eq!((d.reserved, d.allocated, d.requested), (20 * MIB, 12 * MIB, 12 * MIB - 4096));
+    assert!(d.peak.is_none());
+    assert_eq!(d.peak_top[0].group, "forward of train");
+    // blocks without addresses get them from the segment start
+    assert_eq!(d.most_fragmented[0].largest_free_block, 8 * MIB);
+}
+
+#[test]
+fn segment_list_only() {
+    let r = snapshot::load(&fixture("segments_only.pickle")).unwrap().analyze();
+    assert_eq!(r.devices[0].reserved, 22 * MIB);
+    assert_eq!(r.devices[0].trace_entries, 0);
+}
+
+#[test]
+fn hostile_sizes_stay_cheap() {
+    use vramfit_diagnose::pickle::parse;
+    // LONG_BINPUT at index 4e9: a map entry, not a 4e9-slot vector
+    let p = parse(b"\x80\x04]r\x00\x28\x6b\xee.").unwrap();
+    assert!(p.items(&p.root).unwrap().is_empty());
+    // a dict of 200,000 distinct keys in one SETITEMS
+    let mut b = b"\x80\x04}(".to_vec();
+    for i in 0..200_000u32 {
+        b.push(b'J');
+        b.extend_from_slice(&i.to_le_bytes());
+        b.push(b'N');
+    }
+    b.extend_from_slice(b"u.");
+    let p = parse(&b).unwrap();
+    assert_eq!(p.entries(&p.root).unwrap().len(), 200_000);
+    // a protocol-0 pickle is refused as unsupported, not misread
+    assert!(matches!(parse(b"(lp0\n."), Err(PickleError::Unsupported { .. })));
+}
