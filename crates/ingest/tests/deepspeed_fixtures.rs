@@ -1,0 +1,88 @@
+//! Real DeepSpeed configs (tests/fixtures/deepspeed, sources in index.json).
+
+use vramfit_core::Offload;
+use vramfit_ingest::deepspeed::{parse_deepspeed, DsValue};
+
+fn load(name: &str) -> vramfit_ingest::deepspeed::DeepSpeedConfig {
+    let path = format!("{}/tests/fixtures/deepspeed/{name}", env!("CARGO_MANIFEST_DIR"));
+    parse_deepspeed(&std::fs::read(&path).unwrap(), &path).unwrap()
+}
+
+#[test]
+fn zero2_legacy_cpu_offload_fp16() {
+    let c = load("01_zero2_cpu_offload_fp16.json");
+    assert_eq!(c.zero_stage, DsValue::Set(2));
+    assert_eq!(c.offload_optimizer, DsValue::Set(Offload::Cpu));
+    assert_eq!(c.fp16, DsValue::Set(true));
+    assert_eq!(c.train_batch_size, DsValue::Set(4));
+    assert_eq!(c.grad_accum, DsValue::Set(1));
+    assert!(c.notes.iter().any(|n| n.contains("legacy \"cpu_offload\"")), "{:?}", c.notes);
+    assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+}
+
+#[test]
+fn zero2_auto_values_are_explained() {
+    let c = load("02_zero2_offload_optimizer_auto.json");
+    assert_eq!(c.zero_stage, DsValue::Set(2));
+    assert_eq!(c.offload_optimizer, DsValue::Set(Offload::Cpu));
+    assert_eq!(c.micro_batch, DsValue::Auto);
+    assert_eq!(c.grad_accum, DsValue::Auto);
+    assert_eq!(c.bf16, DsValue::Auto);
+    assert_eq!(c.fp16, DsValue::Auto);
+    for k in ["train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16.enabled", "fp16.enabled"] {
+        assert!(c.notes.iter().any(|n| n.starts_with(k) && n.contains("\"auto\"")), "{k}: {:?}", c.notes);
+    }
+}
+
+#[test]
+fn zero3_bf16_with_optimizer() {
+    let c = load("03_zero3_bf16.json");
+    assert_eq!(c.zero_stage, DsValue::Set(3));
+    assert_eq!(c.bf16, DsValue::Set(true));
+    assert_eq!(c.micro_batch, DsValue::Set(1));
+    assert_eq!(c.optimizer_type.as_deref(), Some("AdamW"));
+    assert_eq!(c.offload_optimizer, DsValue::Absent);
+    assert!(c.unknown_keys.is_empty(), "{:?}", c.unknown_keys);
+}
+
+#[test]
+fn zero3_offload_everything() {
+    for f in ["04_zero3_offload_optimizer_param_auto.json", "05_zero3_bf16_cpuoffload_all.json"] {
+        let c = load(f);
+        assert_eq!(c.zero_stage, DsValue::Set(3), "{f}");
+        assert_eq!(c.offload_optimizer, DsValue::Set(Offload::Cpu), "{f}");
+        assert_eq!(c.offload_param, DsValue::Set(Offload::Cpu), "{f}");
+        assert!(c.unknown_keys.is_empty(), "{f}: {:?}", c.unknown_keys);
+    }
+}
+
+#[test]
+fn unknown_keys_are_reported_not_ignored() {
+    let c = parse_deepspeed(
+        br#"{"zero_optimization": {"stage": 1, "stage4_magic": true}, "bf16": {"enabled": true}, "my_key": 1}"#,
+        "x.json",
+    )
+    .unwrap();
+    assert_eq!(c.unknown_keys, ["my_key", "zero_optimization.stage4_magic"]);
+}
+
+#[test]
+fn bad_values_name_the_field() {
+    for (doc, field) in [
+        (r#"{"zero_optimization": {"stage": 4}}"#, "zero_optimization.stage"),
+        (r#"{"train_micro_batch_size_per_gpu": -1}"#, "train_micro_batch_size_per_gpu"),
+        (r#"{"bf16": {"enabled": "yes"}}"#, "bf16.enabled"),
+        (
+            r#"{"zero_optimization": {"offload_optimizer": {"device": "gpu"}}}"#,
+            "zero_optimization.offload_optimizer.device",
+        ),
+    ] {
+        let e = parse_deepspeed(doc.as_bytes(), "ds.json").unwrap_err().to_string();
+        assert!(e.contains(field) && e.contains("ds.json"), "{doc}: {e}");
+    }
+    assert!(parse_deepspeed(b"[1]", "ds.json").is_err());
+    assert!(parse_deepspeed(b"{", "ds.json").unwrap_err().to_string().contains("not valid JSON"));
+    assert!(parse_deepspeed(br#"{"bf16": {"enabled": true}, "fp16": {"enabled": true}}"#, "ds.json").is_err());
+    let big = vec![b' '; (1 << 20) + 1];
+    assert!(parse_deepspeed(&big, "ds.json").unwrap_err().to_string().contains("too large"));
+}
