@@ -39,11 +39,20 @@ struct OfferFile {
     gpu: Option<toml::Value>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
-#[serde(untagged)]
-enum PriceIn {
-    One(f64),
-    Range([f64; 2]),
+/// A price as written: a number or `[low, high]` (checked by hand so the
+/// message can say what was expected).
+type PriceIn = toml::Value;
+
+fn price_pair(v: &toml::Value) -> Option<(f64, f64)> {
+    let num = |x: &toml::Value| match x {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    };
+    match v {
+        toml::Value::Array(a) if a.len() == 2 => Some((num(&a[0])?, num(&a[1])?)),
+        other => num(other).map(|x| (x, x)),
+    }
 }
 
 #[derive(Deserialize)]
@@ -197,9 +206,8 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
         };
         let price = |field: &str, p: Option<PriceIn>| -> Result<Option<PriceRange>, CatalogError> {
             let Some(p) = p else { return Ok(None) };
-            let (low, high) = match p {
-                PriceIn::One(v) => (v, v),
-                PriceIn::Range([a, b]) => (a, b),
+            let Some((low, high)) = price_pair(&p) else {
+                return Err(bad(field, format!("{p} is not a price: expected a number or [low, high]")));
             };
             if !(low.is_finite() && high.is_finite() && low >= 0.0 && high < MAX_PRICE) {
                 return Err(bad(field, format!("{low}–{high} is not a price")));
@@ -209,8 +217,8 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
             }
             Ok(Some(PriceRange { low, high }))
         };
-        let monthly = price("monthly", r.monthly)?;
-        let hourly = price("hourly", r.hourly)?;
+        let monthly = price("monthly", r.monthly.clone())?;
+        let hourly = price("hourly", r.hourly.clone())?;
         if monthly.is_none() && hourly.is_none() {
             return Err(bad("monthly", "an offer needs a monthly or an hourly price".into()));
         }
@@ -486,7 +494,8 @@ currency = "EUR"
         assert!(e.to_string().starts_with("o.toml:8: field `gpu`"), "{e}");
         // mistyped price
         let e = parse_offers(&USD.replace("hourly = [2.0, 3.5]", "hourly = \"cheap\""), "o.toml", &g).unwrap_err();
-        assert!(matches!(&e, CatalogError::Parse { line: 9, field: Some(f), .. } if f == "hourly"), "{e:?}");
+        assert!(matches!(&e, CatalogError::Invalid { line: 9, field, .. } if field == "hourly"), "{e:?}");
+        assert!(e.to_string().contains("expected a number or [low, high]"), "{e}");
         // inverted range
         let e = parse_offers(&USD.replace("[2.0, 3.5]", "[3.5, 2.0]"), "o.toml", &g).unwrap_err();
         assert!(matches!(&e, CatalogError::Invalid { line: 9, field, .. } if field == "hourly"), "{e:?}");
