@@ -247,3 +247,17 @@ fn every_json_key_is_documented_in_docs_mig_md() {
         );
     }
 }
+
+#[test]
+fn explain_shows_the_arithmetic() {
+    let out =
+        vramfit().args(["mig", "plan", "--gpu", "a100-40gb", "--service", "a=12GiB", "--explain"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    // 20091 MiB = 21066940416 B; 12 GiB = 12884901888 B; difference 8182038528 B = 7803 MiB
+    assert!(
+        text.contains("waste = 19.62 GiB - 12.00 GiB = 7.62 GiB (21066940416 - 12884901888 = 8182038528 bytes)"),
+        "{text}"
+    );
+    assert!(text.contains("too small: 1g.5gb, 1g.10gb, 2g.10gb"), "{text}");
+    assert!(text.contains("42 of the card's 108 SMs"), "{text}");
+}

@@ -23,4 +23,4 @@ pub use error::HwError;
 pub use machine::{Gpu, Machine, MigDevice, MigMode};
 pub use probe::{FakeProbe, FilesProbe, GpuProbe, NvmlProbe};
 pub use topo::{Link, Topology};
-pub use verdict::{verdict, Expectation, Finding, Level, Verdict};
+pub use verdict::{verdict, Expectation, Finding, Level, RefCard, RefSlice, Verdict};

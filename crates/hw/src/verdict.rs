@@ -23,8 +23,15 @@ pub struct RefCard {
     /// lowercase alphanumeric token the product name must contain (`a100`, `rtx4090`)
     pub family: String,
     pub whole_mib: u64,
-    /// (profile name, memory bytes)
-    pub mig_profiles: Vec<(String, u64)>,
+    pub mig_profiles: Vec<RefSlice>,
+}
+
+/// One MIG profile of a known card.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefSlice {
+    pub profile: String,
+    pub bytes: u64,
+    pub sms: Option<u32>,
 }
 
 /// What was rented.
@@ -116,7 +123,7 @@ pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
     }
     let mut best: Option<(u128, MemoryClass)> = None;
     for r in &fam {
-        for (p, b) in &r.mig_profiles {
+        for RefSlice { profile: p, bytes: b, .. } in &r.mig_profiles {
             if within(bytes, *b, SLICE_TOLERANCE) {
                 let d = (bytes as i128 - *b as i128).unsigned_abs();
                 if best.as_ref().is_none_or(|(bd, _)| d < *bd) {
@@ -133,6 +140,39 @@ pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
         }
     }
     best.map(|(_, c)| c).unwrap_or(MemoryClass::Unknown)
+}
+
+/// The profile of a MIG device, from its memory (within [`SLICE_TOLERANCE`])
+/// and, when both are known, its SM count, among the MIG profiles of the
+/// cards of the GPU's family whose whole-card memory matches the parent's.
+/// `None` when no profile or more than one fits.
+pub fn infer_mig_profile(
+    gpu_name: &str,
+    parent_bytes: Option<u64>,
+    dev_bytes: u64,
+    sms: Option<u32>,
+    refs: &[RefCard],
+) -> Option<String> {
+    let n = norm(gpu_name);
+    let mut hits: Vec<&str> = Vec::new();
+    for r in refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)) {
+        if parent_bytes.is_some_and(|p| !within(p, r.whole_mib << 20, WHOLE_CARD_TOLERANCE)) {
+            continue;
+        }
+        for s in &r.mig_profiles {
+            let sm_ok = match (sms, s.sms) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            };
+            if sm_ok && within(dev_bytes, s.bytes, SLICE_TOLERANCE) && !hits.contains(&s.profile.as_str()) {
+                hits.push(&s.profile);
+            }
+        }
+    }
+    match hits.as_slice() {
+        [one] => Some(one.to_string()),
+        _ => None,
+    }
 }
 
 fn mib(b: u64) -> String {

@@ -1,7 +1,7 @@
 //! The verdict against what was rented, on the real fixtures.
 
 use std::path::PathBuf;
-use vramfit_hw::verdict::{classify, family_of, parse_expect, MemoryClass, RefCard};
+use vramfit_hw::verdict::{classify, family_of, infer_mig_profile, parse_expect, MemoryClass, RefCard, RefSlice};
 use vramfit_hw::{topo, verdict, xml, Expectation, Gpu, Level, Machine};
 
 const MIB: u64 = 1 << 20;
@@ -11,6 +11,16 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
+fn sl(p: &str, mib: u64) -> RefSlice {
+    let sms = match p {
+        "1g.5gb" | "1g.10gb" | "1g.20gb" => Some(14),
+        "3g.20gb" => Some(42),
+        "4g.20gb" => Some(56),
+        _ => None,
+    };
+    RefSlice { profile: p.into(), bytes: mib * MIB, sms }
+}
+
 fn refs() -> Vec<RefCard> {
     vec![
         RefCard {
@@ -18,14 +28,14 @@ fn refs() -> Vec<RefCard> {
             name: "A100 40GB SXM4".into(),
             family: family_of("a100-40gb-sxm"),
             whole_mib: 40960,
-            mig_profiles: vec![("1g.5gb".into(), 4864 * MIB), ("3g.20gb".into(), 20091 * MIB)],
+            mig_profiles: vec![sl("1g.5gb", 4864), sl("3g.20gb", 20091), sl("4g.20gb", 20091)],
         },
         RefCard {
             id: "a100-80gb-sxm".into(),
             name: "A100 80GB SXM4".into(),
             family: family_of("a100-80gb-sxm"),
             whole_mib: 81920,
-            mig_profiles: vec![("1g.10gb".into(), 9728 * MIB), ("1g.20gb".into(), 19968 * MIB)],
+            mig_profiles: vec![sl("1g.10gb", 9728), sl("1g.20gb", 19968)],
         },
         RefCard {
             id: "h100-sxm".into(),
@@ -140,4 +150,23 @@ fn a_slice_rented_as_a_card_fails_on_memory() {
     let f = v.findings.iter().find(|f| f.code == "memory").unwrap();
     assert_eq!(f.level, Level::Fail);
     assert!(f.message.contains("a MIG slice (1g.10gb of A100 80GB SXM4)"), "{}", f.message);
+}
+
+#[test]
+fn mig_device_profiles_are_inferred_from_memory_and_sms() {
+    let r = refs();
+    let a100_40 = Some(40960 * MIB);
+    // fixture 01: 19968 MiB, 42 SMs on an A100-SXM4-40GB: 3g.20gb (4g.20gb has 56 SMs)
+    assert_eq!(
+        infer_mig_profile("NVIDIA A100-SXM4-40GB", a100_40, 19968 * MIB, Some(42), &r).as_deref(),
+        Some("3g.20gb")
+    );
+    // without the SM count the two 20 GB profiles are indistinguishable
+    assert_eq!(infer_mig_profile("NVIDIA A100-SXM4-40GB", a100_40, 19968 * MIB, None, &r), None);
+    // fixture 02: 19968 MiB, 14 SMs on an A100-SXM4-80GB: 1g.20gb
+    assert_eq!(
+        infer_mig_profile("NVIDIA A100-SXM4-80GB", Some(81920 * MIB), 19968 * MIB, Some(14), &r).as_deref(),
+        Some("1g.20gb")
+    );
+    assert_eq!(infer_mig_profile("Tesla T4", None, 19968 * MIB, Some(14), &r), None);
 }

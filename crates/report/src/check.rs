@@ -14,6 +14,8 @@ pub struct MigDeviceInfo {
     pub sm_count: Option<u32>,
     pub memory_total_bytes: Option<u64>,
     pub profile: Option<String>,
+    /// `named by the source` (`nvidia-smi -L`) or `inferred from memory and SM count`
+    pub profile_source: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -352,3 +352,65 @@ pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
     }
     out
 }
+
+/// `--explain`: for every service, where its need comes from, which
+/// profiles were large enough, what was chosen and the arithmetic of waste
+/// and throughput share.
+pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\nexplain:");
+    let _ = writeln!(
+        out,
+        "  objective: fewest GPUs, then least waste (sum of slice - need), then fewest compute slices; \
+         exact search, {} nodes",
+        r.search.nodes
+    );
+    for s in &r.services {
+        let _ = writeln!(out, "  {}: need {} ({} bytes): {}", s.name, bytes(s.need_bytes), s.need_bytes, s.sized_by);
+        let big: Vec<String> = profiles
+            .iter()
+            .filter(|p| !p.special && p.memory_bytes >= s.need_bytes)
+            .map(|p| format!("{} {}", p.name, bytes(p.memory_bytes)))
+            .collect();
+        let small: Vec<&str> =
+            profiles.iter().filter(|p| !p.special && p.memory_bytes < s.need_bytes).map(|p| p.name.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "    large enough: {}{}",
+            if big.is_empty() { "none".to_string() } else { big.join(", ") },
+            if small.is_empty() { String::new() } else { format!("; too small: {}", small.join(", ")) }
+        );
+        let inst = r
+            .layouts
+            .iter()
+            .flat_map(|l| l.instances.iter().map(move |i| (l.gpu, i)))
+            .find(|(_, i)| i.service == s.name);
+        match inst {
+            Some((g, i)) => {
+                let _ = writeln!(
+                    out,
+                    "    chosen: GPU {g} {} at {}:{}; waste = {} - {} = {} ({} - {} = {} bytes)",
+                    i.profile,
+                    i.start,
+                    i.size,
+                    bytes(i.slice_bytes),
+                    bytes(i.need_bytes),
+                    bytes(i.waste_bytes),
+                    i.slice_bytes,
+                    i.need_bytes,
+                    i.waste_bytes
+                );
+                let _ = writeln!(
+                    out,
+                    "    compute share {:.4} ({}); memory-bandwidth share {}/{} = {:.4}",
+                    i.compute_share, i.throughput_basis, i.size, r.gpu.memory_slices, i.memory_bandwidth_share
+                );
+            }
+            None => {
+                let why = r.refused.iter().find(|f| f.service == s.name).map(|f| f.reason.as_str()).unwrap_or("");
+                let _ = writeln!(out, "    refused: {why}");
+            }
+        }
+    }
+    out
+}

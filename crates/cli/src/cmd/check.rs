@@ -5,7 +5,9 @@ use anyhow::{anyhow, bail};
 use std::path::PathBuf;
 use vramfit_catalog::gpus::{builtin_gpus, find_gpu};
 use vramfit_catalog::mig::builtin_mig_tables;
-use vramfit_hw::verdict::{family_of, parse_expect, MemoryClass, RefCard, WHOLE_CARD_TOLERANCE};
+use vramfit_hw::verdict::{
+    family_of, infer_mig_profile, parse_expect, MemoryClass, RefCard, RefSlice, WHOLE_CARD_TOLERANCE,
+};
 use vramfit_hw::{verdict, Expectation, FilesProbe, GpuProbe, Level, Machine, MigMode, NvmlProbe};
 use vramfit_report::check::{
     render_check, CheckReport, ExpectInfo, FindingInfo, GpuInfo, GpuInstanceInfo, InterconnectInfo, MigDeviceInfo,
@@ -62,7 +64,13 @@ fn reference_cards() -> anyhow::Result<Vec<RefCard>> {
                     let (a, b) = (t.gpu.whole_card_bytes as f64, g.memory_bytes() as f64);
                     b > 0.0 && (a - b).abs() <= b * WHOLE_CARD_TOLERANCE
                 })
-                .flat_map(|t| t.gpu.profiles.iter().map(|p| (p.name.clone(), p.memory_bytes)))
+                .flat_map(|t| {
+                    t.gpu.profiles.iter().map(|p| RefSlice {
+                        profile: p.name.clone(),
+                        bytes: p.memory_bytes,
+                        sms: p.sm_count,
+                    })
+                })
                 .collect();
             RefCard { id: g.id.clone(), name: g.name.clone(), family, whole_mib: g.memory_mib, mig_profiles }
         })
@@ -173,13 +181,24 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
                 mig_devices: g
                     .mig_devices
                     .iter()
-                    .map(|d| MigDeviceInfo {
-                        index: d.index,
-                        gpu_instance_id: d.gpu_instance_id,
-                        compute_instance_id: d.compute_instance_id,
-                        sm_count: d.sm_count,
-                        memory_total_bytes: d.memory_total_bytes,
-                        profile: d.profile.clone(),
+                    .map(|d| {
+                        let inferred = match (&d.profile, d.memory_total_bytes) {
+                            (None, Some(b)) => infer_mig_profile(&g.name, g.memory_total_bytes, b, d.sm_count, &refs),
+                            _ => None,
+                        };
+                        MigDeviceInfo {
+                            index: d.index,
+                            gpu_instance_id: d.gpu_instance_id,
+                            compute_instance_id: d.compute_instance_id,
+                            sm_count: d.sm_count,
+                            memory_total_bytes: d.memory_total_bytes,
+                            profile_source: match (&d.profile, &inferred) {
+                                (Some(_), _) => Some("named by the source".into()),
+                                (None, Some(_)) => Some("inferred from memory and SM count".into()),
+                                _ => None,
+                            },
+                            profile: d.profile.clone().or(inferred),
+                        }
                     })
                     .collect(),
                 ecc_current: g.ecc.current,

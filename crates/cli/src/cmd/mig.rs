@@ -8,8 +8,8 @@ use vramfit_catalog::mig::{builtin_mig_tables, find_mig_table, MigTable};
 use vramfit_core::{DType, InferenceSetup, ParamLayout, Task, Workload};
 use vramfit_mig::{MigGpu, Refusal, Service, ServiceKind};
 use vramfit_report::mig::{
-    render_mig_parted, render_plan, render_profiles, AdviceInfo, InstanceInfo, LayoutInfo, MigGpuInfo, MigPlanReport,
-    MigProfilesReport, ProfileInfo, RefusalInfo, ServiceInfo,
+    render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, InstanceInfo, LayoutInfo, MigGpuInfo,
+    MigPlanReport, MigProfilesReport, ProfileInfo, RefusalInfo, ServiceInfo,
 };
 
 #[derive(clap::Args, Debug)]
@@ -62,6 +62,9 @@ pub struct PlanArgs {
     /// Machine-readable output (schema 1, docs/mig.md)
     #[arg(long, conflicts_with = "emit")]
     pub json: bool,
+    /// Show, per service, the sizing, the profiles large enough, and the waste and share arithmetic
+    #[arg(long, conflicts_with_all = ["emit", "json"])]
+    pub explain: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -126,10 +129,8 @@ fn gpu_info(gpu: &MigGpu, table: &MigTable) -> MigGpuInfo {
     }
 }
 
-fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
-    let (gpu, table) = load_table(&a.table)?;
-    let profiles = gpu
-        .profiles
+fn profile_infos(gpu: &MigGpu) -> Vec<ProfileInfo> {
+    gpu.profiles
         .iter()
         .map(|p| ProfileInfo {
             name: p.name.clone(),
@@ -144,8 +145,12 @@ fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
             confirmed: p.confirmed,
             note: p.note.clone(),
         })
-        .collect();
-    let r = MigProfilesReport::new(gpu_info(&gpu, &table), profiles);
+        .collect()
+}
+
+fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
+    let (gpu, table) = load_table(&a.table)?;
+    let r = MigProfilesReport::new(gpu_info(&gpu, &table), profile_infos(&gpu));
     let out = if a.json { serde_json::to_string_pretty(&r)? + "\n" } else { render_profiles(&r) };
     Ok(Outcome::ok(out))
 }
@@ -406,6 +411,7 @@ fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
         (None, true) => serde_json::to_string_pretty(&report)? + "\n",
+        (None, false) if a.explain => render_plan(&report) + &render_explain(&report, &profile_infos(&gpu)),
         (None, false) => render_plan(&report),
     };
     Ok(Outcome { stdout, code })
