@@ -17,8 +17,11 @@ pub const MAX_LIMIT_PCT: f64 = 10.0;
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupArg {
+    #[value(name = "A", alias = "a")]
     A,
+    #[value(name = "B", alias = "b")]
     B,
+    #[value(name = "C", alias = "c")]
     C,
 }
 
