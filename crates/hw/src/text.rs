@@ -5,7 +5,8 @@
 //! (`MIG Mode`, `FB Memory Usage`, `GPU 00000000:01:00.0`). Parsed by
 //! keeping the path of section headers by indentation, then reading the
 //! values by path. Source of the layout: nvidia-smi-formats.md §2 and
-//! public `-q` dumps; the MIG-device block layout is *unconfirmed*.
+//! public `-q` dumps (one of which shows the `MIG Device` block with
+//! `Shared FB Memory Usage` on a newer driver).
 
 use crate::error::HwError;
 use crate::machine::{parse_mib, parse_toggle, Ecc, Gpu, Machine, MigDevice, MigMode};
@@ -131,7 +132,10 @@ pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
                 (1, "GPU Instance ID") => d.gpu_instance_id = e.value.parse().ok(),
                 (1, "Compute Instance ID") => d.compute_instance_id = e.value.parse().ok(),
                 (_, "Multiprocessor count") => d.sm_count = e.value.parse().ok(),
-                (2, "Total") if e.path[1] == "FB Memory Usage" => d.memory_total_bytes = parse_mib(&e.value),
+                // newer drivers print `Shared FB Memory Usage` inside a MIG device
+                (2, "Total") if e.path[1] == "FB Memory Usage" || e.path[1] == "Shared FB Memory Usage" => {
+                    d.memory_total_bytes = parse_mib(&e.value)
+                }
                 _ => {}
             }
         }
@@ -139,4 +143,36 @@ pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
         m.gpus.push(g);
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_driver_shared_fb_label_in_mig_device() {
+        // Layout of a public `nvidia-smi -q` MIG section on a newer driver (labels padded wider).
+        let t = r#"==============NVSMI LOG==============
+Driver Version                            : 580.65.06
+GPU 00000000:01:00.0
+    Product Name                                       : NVIDIA H100 NVL
+    MIG Mode
+        Current                                        : Enabled
+        Pending                                        : Enabled
+    MIG Device
+        Index                                          : 0
+        GPU Instance ID                                : 0
+        Compute Instance ID                            : 0
+        Device Attributes
+            Shared
+                Multiprocessor count                   : 70
+        Shared FB Memory Usage
+            Total                                      : 64912 MiB
+            Used                                       : 1 MiB
+"#;
+        let m = parse_text(t, "q").unwrap();
+        let d = &m.gpus[0].mig_devices[0];
+        assert_eq!((d.sm_count, d.memory_total_bytes, d.gpu_instance_id), (Some(70), Some(64912 << 20), Some(0)));
+        assert_eq!(m.gpus[0].memory_total_bytes, None);
+    }
 }

@@ -50,6 +50,7 @@ struct XMigDevice {
     gpu_instance_id: Option<String>,
     compute_instance_id: Option<String>,
     device_attributes: Option<XAttrs>,
+    #[serde(alias = "shared_fb_memory_usage")]
     fb_memory_usage: Option<XMem>,
 }
 
