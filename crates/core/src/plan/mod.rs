@@ -16,6 +16,8 @@
 pub mod ladder;
 pub mod pricing;
 pub mod search;
+#[cfg(test)]
+mod tests;
 pub mod time;
 
 pub use ladder::{Ladder, LadderStep, StepStatus};

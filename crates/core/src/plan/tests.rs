@@ -1,0 +1,179 @@
+//! Planner properties on small hand-made catalogues: every figure comes
+//! from `estimate()`, rankings are sorted, fits are real, prices scale
+//! without changing the answer, more offers never make it dearer.
+
+use super::*;
+use crate::train::TrainSetup;
+use crate::workload::Workload;
+use proptest::prelude::*;
+
+fn gpu(id: &str, mib: u64, tf: f64, nvlink: bool) -> GpuSpec {
+    GpuSpec {
+        id: id.into(),
+        name: id.into(),
+        aliases: vec![],
+        memory_mib: mib,
+        memory_gb: mib as f64 / 1024.0,
+        bandwidth_gbs: 1000.0,
+        bf16_tflops: tf,
+        fp8_tflops: None,
+        nvlink_gbs: if nvlink { Some(600.0) } else { None },
+        pcie_gen: 4,
+        mig_max: 0,
+        bf16: true,
+        arch: "ampere".into(),
+        confirmed: false,
+        source: "test".into(),
+    }
+}
+
+fn offer(id: &str, g: &str, per: u64, max: u64, nvlink: bool, price: f64) -> Offer {
+    Offer {
+        id: id.into(),
+        provider: "p".into(),
+        name: id.into(),
+        gpu: g.into(),
+        gpus_per_machine: per,
+        max_gpus: max,
+        link: if nvlink { Link::Nvlink } else { Link::Pcie },
+        slice: None,
+        cpu_cores: Some(16),
+        ram_gb: Some(256.0),
+        disk_gb: None,
+        network_mbps: None,
+        monthly: Some(PriceRange { low: price, high: price * 1.5 }),
+        hourly: None,
+        currency: "XTS".into(),
+        flags: vec![],
+        source: "test".into(),
+        max_machines: 1,
+        inter_node_gbs: None,
+    }
+}
+
+fn model() -> ModelSpec {
+    // ~0.5 B params: small enough for quick estimates, big enough to need cards
+    ModelSpec::llama_like("small", 1536, 16, 12, 12, 4096, 32000)
+}
+
+fn gpus() -> Vec<GpuSpec> {
+    vec![gpu("g8", 8192, 100.0, false), gpu("g16", 16384, 200.0, true), gpu("g48", 49152, 300.0, true)]
+}
+
+fn train(batch: u64) -> Workload {
+    Workload {
+        task: crate::workload::Task::Train(TrainSetup { batch, seq: 1024, grad_accum: 2, ..TrainSetup::default() }),
+        ..Workload::default()
+    }
+}
+
+fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a PriceBook, job: Job) -> PlanRequest<'a> {
+    PlanRequest {
+        model: m,
+        workload: w,
+        gpus: g,
+        book: b,
+        have: None,
+        allow: Allow::default(),
+        job,
+        top: 50,
+        time: TimeModel::default(),
+    }
+}
+
+#[test]
+fn figures_come_from_the_estimator() {
+    let (m, w, g) = (model(), train(2), gpus());
+    let book = PriceBook { offers: vec![offer("big", "g48", 1, 1, false, 100.0)], discounts: vec![], upgrades: vec![] };
+    let r = plan(&request(&m, &w, &g, &book, Job::None)).unwrap();
+    let rec = r.recommended.unwrap();
+    let l = crate::estimate(&m, rec.workload.as_ref().unwrap()).unwrap();
+    assert_eq!(rec.per_gpu_bytes, l.total_bytes());
+    assert_eq!(rec.model_states_bytes, model_states(&l));
+    assert_eq!(r.baseline_bytes, Some(crate::estimate(&m, &w).unwrap().total_bytes()));
+    // one 48 GiB card holds a 0.5 B full fine-tune unchanged: no switches needed
+    assert!(rec.switches.is_empty(), "{:?}", rec.switches);
+}
+
+#[test]
+fn tp_never_over_pcie_and_slices_never_shared() {
+    let (m, w, g) = (model(), train(4), gpus());
+    let mut slice = offer("slice", "g48", 1, 1, false, 1.0);
+    slice.slice = Some(Slice { fraction: 0.5, label: "1/2".into(), memory_mib: 2048 });
+    let book = PriceBook {
+        offers: vec![offer("pcie8", "g8", 1, 8, false, 10.0), offer("nv16", "g16", 8, 8, true, 100.0), slice],
+        discounts: vec![],
+        upgrades: vec![],
+    };
+    let tm = TimeModel::default();
+    let mut s = Search::new(&m, &w, &g, &book, &tm, Job::None, Allow::default());
+    s.run();
+    assert!(!s.scored.is_empty());
+    for c in &s.scored {
+        let e = &s.entries[c.mem as usize];
+        let o = s.offer(c.offer);
+        if e.key.tp > 1 {
+            assert_eq!(o.link, Link::Nvlink, "TP {} on {}", e.key.tp, o.id);
+        }
+        if o.slice.is_some() {
+            assert_eq!(c.gpus, 1);
+            assert_eq!(e.key.offload_optimizer, Offload::None);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ranked_rows_fit_and_are_sorted(p8 in 1.0f64..5000.0, p16 in 1.0f64..5000.0, p48 in 1.0f64..20000.0, batch in 1u64..5) {
+        let (m, w, g) = (model(), train(batch), gpus());
+        let book = PriceBook {
+            offers: vec![offer("a", "g8", 1, 8, false, p8), offer("b", "g16", 8, 8, true, p16 * 8.0), offer("c", "g48", 1, 1, false, p48)],
+            discounts: vec![],
+            upgrades: vec![],
+        };
+        let r = plan(&request(&m, &w, &g, &book, Job::None)).unwrap();
+        for row in &r.ranked {
+            prop_assert!(row.fits && row.per_gpu_bytes <= row.gpu_memory_bytes);
+        }
+        for pair in r.ranked.windows(2) {
+            prop_assert!(pair[0].monthly.unwrap().low <= pair[1].monthly.unwrap().low + 1e-9);
+        }
+        if let Some(rec) = &r.recommended {
+            prop_assert!(rec.fits);
+        }
+    }
+
+    #[test]
+    fn scaling_prices_changes_no_choice(k in 0.01f64..100.0, tokens in 1_000_000u64..10_000_000_000) {
+        let (m, w, g) = (model(), train(2), gpus());
+        let base = PriceBook {
+            offers: vec![offer("a", "g8", 1, 8, false, 300.0), offer("b", "g16", 8, 8, true, 4000.0), offer("c", "g48", 1, 1, false, 1500.0)],
+            discounts: vec![],
+            upgrades: vec![],
+        };
+        let mut scaled = base.clone();
+        for o in &mut scaled.offers {
+            o.monthly = o.monthly.map(|p| p.scale(k));
+        }
+        let a = plan(&request(&m, &w, &g, &base, Job::Tokens(tokens))).unwrap();
+        let b = plan(&request(&m, &w, &g, &scaled, Job::Tokens(tokens))).unwrap();
+        let key = |r: &PlanReport| r.recommended.as_ref().map(|x| (x.offer_id.clone(), x.gpus, x.setup.clone()));
+        prop_assert_eq!(key(&a), key(&b));
+    }
+
+    #[test]
+    fn another_offer_never_makes_it_dearer(price in 1.0f64..10000.0, mib in 4096u64..65536) {
+        let (m, w) = (model(), train(2));
+        let mut g = gpus();
+        g.push(gpu("extra", mib, 150.0, false));
+        let base = PriceBook { offers: vec![offer("c", "g48", 1, 1, false, 1500.0)], discounts: vec![], upgrades: vec![] };
+        let mut more = base.clone();
+        more.offers.push(offer("x", "extra", 1, 4, false, price));
+        let a = plan(&request(&m, &w, &g, &base, Job::None)).unwrap();
+        let b = plan(&request(&m, &w, &g, &more, Job::None)).unwrap();
+        let cheapest = |r: &PlanReport| r.ranked.first().and_then(|x| x.monthly).map(|p| p.low).unwrap_or(f64::INFINITY);
+        prop_assert!(cheapest(&b) <= cheapest(&a) + 1e-9);
+    }
+}
