@@ -221,8 +221,21 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
         push(&mut f, Level::Warn, "attached_mismatch", format!("the source says {a} GPUs are attached but lists {n}"));
     }
     if let Some(c) = e.count {
+        // Only a topology given: count its GPUs, but the model cannot be checked.
+        let (n, from) = match (&m.topology, m.gpus.is_empty()) {
+            (Some(t), true) => (t.gpus.len() as u32, " (in the topology)"),
+            _ => (n, ""),
+        };
         let lvl = if c == n { Level::Pass } else { Level::Fail };
-        push(&mut f, lvl, "count", format!("{n} GPU(s) found, {c} expected"));
+        push(&mut f, lvl, "count", format!("{n} GPU(s) found{from}, {c} expected"));
+    }
+    if let (Some(card), true) = (&e.card, m.gpus.is_empty()) {
+        push(
+            &mut f,
+            Level::Fail,
+            "model",
+            format!("{} not verified: no GPU list; give --xml, --text or --list (or --nvml)", card.name),
+        );
     }
 
     // Model and memory.

@@ -170,3 +170,17 @@ fn mig_device_profiles_are_inferred_from_memory_and_sms() {
     );
     assert_eq!(infer_mig_profile("Tesla T4", None, 19968 * MIB, Some(14), &r), None);
 }
+
+#[test]
+fn topology_only_counts_gpus_but_cannot_prove_the_model() {
+    let r = refs();
+    let mut m = Machine::default();
+    m.topology = Some(topo::parse_topo(&read("nvidia_smi/12.txt"), "12.txt").unwrap());
+    let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true };
+    let v = verdict(&m, &e, &r);
+    assert!(codes(&v, Level::Pass).contains(&"count"));
+    assert!(codes(&v, Level::Pass).contains(&"nvlink"));
+    assert_eq!(codes(&v, Level::Fail), vec!["model"]);
+    let v = verdict(&m, &Expectation { count: Some(8), card: None, nvlink: true }, &r);
+    assert!(v.ok);
+}
