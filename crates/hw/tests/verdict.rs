@@ -174,8 +174,10 @@ fn mig_device_profiles_are_inferred_from_memory_and_sms() {
 #[test]
 fn topology_only_counts_gpus_but_cannot_prove_the_model() {
     let r = refs();
-    let mut m = Machine::default();
-    m.topology = Some(topo::parse_topo(&read("nvidia_smi/12.txt"), "12.txt").unwrap());
+    let m = Machine {
+        topology: Some(topo::parse_topo(&read("nvidia_smi/12.txt"), "12.txt").unwrap()),
+        ..Machine::default()
+    };
     let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true };
     let v = verdict(&m, &e, &r);
     assert!(codes(&v, Level::Pass).contains(&"count"));
