@@ -261,3 +261,39 @@ fn explain_shows_the_arithmetic() {
     assert!(text.contains("too small: 1g.5gb, 1g.10gb, 2g.10gb"), "{text}");
     assert!(text.contains("42 of the card's 108 SMs"), "{text}");
 }
+
+fn hw_fx(rel: &str) -> String {
+    format!("{}/../hw/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn lgip_file_overrides_the_catalogue_sizes() {
+    let lgip = hw_fx("constructed/a100-40gb.lgip.txt");
+    let lgipp = hw_fx("constructed/a100-40gb.lgipp.txt");
+    for extra in [vec![], vec!["--lgipp".to_string(), lgipp.clone()]] {
+        let mut args: Vec<String> = ["mig", "plan", "--gpu", "a100-40gb", "--service", "a=12GiB", "--lgip", &lgip]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(extra);
+        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let (v, code) = run_json(&refs);
+        assert_eq!(code, 0);
+        assert!(v["gpu"]["source"].as_str().unwrap().contains("a100-40gb.lgip.txt"));
+        let i = &v["layouts"][0]["instances"][0];
+        assert_eq!(i["profile"], "3g.20gb");
+        // the file says 19.50 GiB = 19968 MiB: waste 19968 - 12288 = 7680 MiB
+        assert_eq!(i["waste_bytes"].as_u64().unwrap(), 7680 * MIB);
+    }
+}
+
+#[test]
+fn mig_parted_yaml_snapshot() {
+    let out = vramfit()
+        .args(["mig", "plan", "--gpu", "h100-80gb", "--emit", "mig-parted"])
+        .args(["--service", "a=30GiB", "--service", "b=15GiB", "--service", "c=8GiB", "--service", "d=8GiB"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!("h100_mig_parted", String::from_utf8(out.stdout).unwrap());
+}
