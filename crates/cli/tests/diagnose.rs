@@ -43,7 +43,7 @@ fn oom_log_text_and_json() {
     assert_eq!(ooms[0]["event"]["rank"], 1);
     assert_eq!(ooms[0]["event"]["occurrences"], 2);
     assert_eq!(ooms[0]["verdict"]["class"], "fragmentation");
-    let t = &ooms[0]["event"]["kind"];
+    let t = &ooms[0]["event"]["message"];
     assert_eq!(t["framework"], "torch");
     // 3.39 GiB = 339 × 1073741824 / 100 = 3639984783.36 → 3639984783 bytes, an integer
     assert_eq!(t["requested"]["bytes"].as_u64(), Some(3_639_984_783));
@@ -225,4 +225,44 @@ fn estimate_beside_the_failure() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--model needs the card"));
+}
+
+fn keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                keys(x, out);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_emitted_key_is_documented() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/diagnose.md")).unwrap();
+    let mut all = std::collections::BTreeSet::new();
+    let dir = fx("oom");
+    let mut inputs: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".txt") && !p.contains("shannonai"))
+        .collect();
+    inputs.sort();
+    inputs.extend([
+        fx("memory_summary/01.txt"),
+        fx("snapshot/snapshot_shared.pickle"),
+        fx("snapshot/legacy_history.pickle"),
+        fx("scripts/train_bad.py"),
+    ]);
+    for p in &inputs {
+        keys(&json(&[p]), &mut all);
+    }
+    keys(&json(&[&fx("oom/pt22_vsmtrans3_backward.txt"), "--model", "llama-2-7b", "--task", "train"]), &mut all);
+    assert!(all.len() > 140, "{}", all.len());
+    let missing: Vec<&String> =
+        all.iter().filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!(".{k}`"))).collect();
+    assert!(missing.is_empty(), "docs/diagnose.md does not document {missing:?}");
 }

@@ -171,6 +171,8 @@ pub struct OomEvent {
     /// the exception type printed before the message
     pub exception: Option<String>,
     pub context: Context,
+    /// the parsed message (JSON key `message`)
+    #[serde(rename = "message")]
     pub kind: OomKind,
 }
 

@@ -54,6 +54,7 @@ pub enum OtherOom {
         peak_buffers: Vec<XlaBuffer>,
     },
     /// TensorFlow BFC allocator
+    #[serde(rename = "tensorflow")]
     TensorFlow {
         shape: Vec<u64>,
         dtype: Option<String>,
