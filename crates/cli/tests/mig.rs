@@ -297,3 +297,20 @@ fn mig_parted_yaml_snapshot() {
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!("h100_mig_parted", String::from_utf8(out.stdout).unwrap());
 }
+
+#[test]
+fn model_service_need_equals_vramfit_estimate_total() {
+    for (opts, est) in [
+        ("ctx=4096,conc=8", vec!["--context", "4096", "--concurrency", "8"]),
+        ("dtype=int4", vec!["--dtype", "int4"]),
+        ("ctx=16384,dtype=fp8", vec!["--context", "16384", "--dtype", "fp8"]),
+    ] {
+        let spec = format!("chat=llama-2-7b:{opts}");
+        let (m, _) = plan("a100-80gb", &[&spec]);
+        let mut a = vec!["estimate", "llama-2-7b"];
+        a.extend(est);
+        let (e, code) = run_json(&a);
+        assert_eq!(code, 0);
+        assert_eq!(m["services"][0]["need_bytes"], e["per_gpu"]["total_bytes"], "{opts}");
+    }
+}
