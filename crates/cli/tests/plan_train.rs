@@ -1,0 +1,176 @@
+//! `vramfit plan` for training through the real binary: the seed's cases,
+//! `--deepspeed` input, and `--emit` outputs parsed back.
+
+mod common;
+use common::{json, run};
+
+const GIB: u64 = 1 << 30;
+
+fn ranked(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    v["ranked"].as_array().unwrap()
+}
+
+#[test]
+fn llama7b_full_finetune_no_80gb_card_and_zero2_on_8x40() {
+    let v =
+        json(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "8", "--json"], 0);
+    assert_eq!(v["task"], "train");
+    // the job unchanged fits no offered single card, no 80 GB card at all
+    assert!(v["bigger_card"]["best"].is_null());
+    assert!(v["baseline_bytes"].as_u64().unwrap() > 80 * GIB);
+    let fit: Vec<&str> =
+        v["bigger_card"]["gpus_that_fit"].as_array().unwrap().iter().map(|g| g.as_str().unwrap()).collect();
+    assert!(!fit.iter().any(|g| g.contains("80gb") || g.starts_with("h100")), "{fit:?}");
+    // 8 × A100 40G, ZeRO-2: 2Ψ + 14Ψ/8 = 13.48 + 11.79 = 25.27 GB of model states per GPU
+    let row =
+        ranked(&v).iter().find(|r| r["gpus"] == 8 && r["gpu_id"].as_str().unwrap().starts_with("a100-40gb")).unwrap();
+    assert_eq!(row["setup"]["sharding"], "zero2");
+    let states = row["model_states_bytes"].as_f64().unwrap() / 1e9;
+    assert!((states - 25.27).abs() < 0.5, "{states}");
+    // DP alone: the same per-GPU bytes as one GPU
+    assert_eq!(v["more_cards"]["dp_only_bytes"], v["more_cards"]["single_bytes"]);
+    let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16"], 0);
+    assert!(out.contains("DP alone does not lower per-GPU memory"), "{out}");
+}
+
+#[test]
+fn llama7b_with_lora_is_cheapest_on_a_24gb_card() {
+    let v = json(
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--grad-accum",
+            "8",
+            "--have",
+            "rtx-3090",
+            "--allow",
+            "lora",
+            "--json",
+        ],
+        0,
+    );
+    let rec = &v["recommended"];
+    assert_eq!(rec["setup"]["method"], "lora");
+    assert_eq!(rec["gpus"], 1);
+    assert_eq!(rec["gpu_memory_bytes"].as_u64().unwrap(), 24 * GIB);
+    // the ladder on the 3090 in the seed's order
+    let names: Vec<&str> =
+        v["software"]["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "mixed precision",
+            "gradient accumulation",
+            "activation checkpointing",
+            "8-bit optimizer",
+            "LoRA",
+            "QLoRA",
+            "CPU offload (optimizer)",
+            "CPU offload (parameters too)"
+        ]
+    );
+    let lora = &v["software"]["steps"][4];
+    assert_eq!(lora["status"], "applied");
+    assert_eq!(lora["fits"], true);
+    assert_eq!(v["software"]["steps"][5]["status"], "not_allowed");
+}
+
+#[test]
+fn llama70b_8x80_beats_8x40_over_the_job() {
+    let v = json(
+        &[
+            "plan",
+            "llama-2-70b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--grad-accum",
+            "64",
+            "--tokens",
+            "1B",
+            "--json",
+        ],
+        0,
+    );
+    let rec = &v["recommended"];
+    assert_eq!(rec["gpus"], 8);
+    assert!(rec["gpu_memory_bytes"].as_u64().unwrap() > 79 * GIB);
+    let sh = rec["setup"]["sharding"].as_str().unwrap();
+    assert!(sh == "zero2" || sh == "zero3", "{sh}");
+    let forty =
+        ranked(&v).iter().find(|r| r["gpus"] == 8 && r["gpu_id"].as_str().unwrap().starts_with("a100-40gb")).unwrap();
+    assert!(forty["job_hours"].as_f64().unwrap() > rec["job_hours"].as_f64().unwrap());
+    assert!(forty["job_cost"]["low"].as_f64().unwrap() > rec["job_cost"]["low"].as_f64().unwrap());
+    assert!(forty["job_cost"]["high"].as_f64().unwrap() > forty["job_cost"]["low"].as_f64().unwrap() - 1e-9);
+}
+
+#[test]
+fn deepspeed_config_as_input() {
+    let v = json(
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--deepspeed",
+            "tests/fixtures/plan/ds_zero3_bf16.json",
+            "--gpus",
+            "8",
+            "--json",
+        ],
+        0,
+    );
+    assert!(
+        v["job"]["setup"].as_str().unwrap().contains("mixed-bf16")
+            || v["job"]["setup"].as_str().unwrap().contains("bf16")
+    );
+    assert!(v["recommended"].is_object());
+}
+
+#[test]
+fn emit_deepspeed_is_a_valid_config() {
+    let (out, _) = run(
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--grad-accum",
+            "8",
+            "--tokens",
+            "1B",
+            "--emit",
+            "deepspeed",
+        ],
+        0,
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let micro = v["train_micro_batch_size_per_gpu"].as_u64().unwrap();
+    let accum = v["gradient_accumulation_steps"].as_u64().unwrap();
+    let total = v["train_batch_size"].as_u64().unwrap();
+    assert_eq!(total % (micro * accum), 0);
+    assert!(v["zero_optimization"]["stage"].as_u64().unwrap() <= 3);
+    assert_eq!(v["bf16"]["enabled"], true);
+}
+
+#[test]
+fn emit_accelerate_and_torchrun_parse_back() {
+    let args =
+        ["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "8", "--tokens", "1B"];
+    let (out, _) = run(&[&args[..], &["--emit", "accelerate"]].concat(), 0);
+    let v: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_saphyr::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    assert!(["FSDP", "DEEPSPEED", "MULTI_GPU", "NO"].contains(&v["distributed_type"].as_str().unwrap()));
+    assert_eq!(v["mixed_precision"], "bf16");
+    assert!(v["num_processes"].as_u64().unwrap() >= 1);
+    let (out, _) = run(&[&args[..], &["--emit", "torchrun"]].concat(), 0);
+    assert!(out.contains("torchrun"), "{out}");
+    assert!(out.contains("--nproc-per-node="), "{out}");
+}
