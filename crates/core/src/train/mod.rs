@@ -156,6 +156,9 @@ impl TrainModel {
     /// Per-GPU bytes for one candidate. Reads `batch`, `seq`, `grad_accum`,
     /// `checkpointing` and `first_step` from `setup`; allocation-free.
     pub fn evaluate(&self, setup: &TrainSetup, par: &Parallelism) -> Result<TrainBreakdown, CoreError> {
+        if setup.batch > MAX_BATCH || setup.seq > MAX_SEQ || par.tp > 1 << 12 || par.pp > 1 << 12 {
+            return Err(CoreError::invalid("batch/seq/tp/pp", "outside the sane range (see train::validate)"));
+        }
         let prof = &self.profile;
         let ap = &self.act;
         let tp = par.tp.max(1);
