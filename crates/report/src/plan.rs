@@ -179,6 +179,14 @@ fn row_line(r: &PlanRow) -> String {
     );
     if let Some(h) = r.job_hours {
         let _ = write!(s, "; job {} costing {}", duration(h), job_cost(r));
+        if let (Some(n), Some(m)) = (r.months_billed, &r.monthly) {
+            let _ = write!(
+                s,
+                " — a monthly rental bills {n} month{}: {}",
+                if n == 1 { "" } else { "s" },
+                price(&m.scale(n as f64), &r.currency)
+            );
+        }
     }
     s
 }
@@ -311,6 +319,13 @@ pub fn render(doc: &PlanDocument) -> String {
             let _ = writeln!(o, "Recommended: {}", row_line(rec));
             if !rec.switches.is_empty() {
                 let _ = writeln!(o, "  changes: {}", rec.switches.join("; "));
+            }
+            for n in rec.notes.iter().chain(rec.flags.iter().filter(|f| f.as_str() != "check the live price")) {
+                let _ = writeln!(o, "  note: {n}");
+            }
+            if let (Some(y), false) = (&rec.monthly_yearly, rec.yearly_discounts.is_empty()) {
+                let _ =
+                    writeln!(o, "  yearly term: {}/mo ({})", price(y, &rec.currency), rec.yearly_discounts.join(", "));
             }
             let _ = writeln!(o, "  why: {}", r.reason);
         }
