@@ -299,7 +299,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
         let kind = match (r.factor, r.minus_per_month) {
             (Some(f), None) if f.is_finite() && f > 0.0 && f <= 1.0 => DiscountKind::Factor(f),
             (Some(f), None) => return Err(bad("factor", format!("{f} is not in (0, 1]"))),
-            (None, Some(m)) if m.is_finite() && m >= 0.0 && m < MAX_PRICE => DiscountKind::MinusPerMonth(m),
+            (None, Some(m)) if (0.0..MAX_PRICE).contains(&m) => DiscountKind::MinusPerMonth(m),
             (None, Some(m)) => return Err(bad("minus_per_month", format!("{m} is not an amount"))),
             _ => return Err(bad("factor", "give exactly one of factor or minus_per_month".into())),
         };

@@ -83,7 +83,7 @@ pub fn parse_tokens(s: &str) -> anyhow::Result<u64> {
     };
     let v: f64 = num.parse().map_err(|_| anyhow::anyhow!("--tokens: '{s}' is not a number (e.g. 1e9, 1B, 500M)"))?;
     let v = v * mult;
-    if !(v.is_finite() && v >= 1.0 && v <= 1e18) {
+    if !(1.0..=1e18).contains(&v) {
         bail!("--tokens: {s} must be between 1 and 10^18");
     }
     Ok(v.round() as u64)
