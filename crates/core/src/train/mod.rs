@@ -257,6 +257,14 @@ impl TrainModel {
     }
 }
 
+fn with_note(e: Explanation, note: &str) -> Explanation {
+    if note.is_empty() {
+        e
+    } else {
+        e.note(note)
+    }
+}
+
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / GIB as f64)
 }
@@ -328,10 +336,12 @@ pub fn estimate_training(
             Category::MasterWeights,
             "fp32 master weights",
             s.master,
-            Explanation::new("trainable params × 4 B")
-                .term("trainable per GPU", s.trainable_per_gpu)
-                .term("sharding", shard_note("master weights", 1))
-                .note(if par.offload_optimizer != Offload::None { "offloaded: 0 on the GPU" } else { "" }),
+            with_note(
+                Explanation::new("trainable params × 4 B")
+                    .term("trainable per GPU", s.trainable_per_gpu)
+                    .term("sharding", shard_note("master weights", 1)),
+                if par.offload_optimizer != Offload::None { "offloaded: 0 on the GPU" } else { "" },
+            ),
         );
     }
     let grads_live = at_step || setup.grad_accum > 1;
@@ -361,17 +371,19 @@ pub fn estimate_training(
         Category::OptimizerStates,
         format!("{} states{}", setup.optimizer.name(), if states_live { "" } else { " — created at the first step()" }),
         if states_live { s.optimizer } else { 0 },
-        Explanation::new(opt_formula)
-            .term("trainable per GPU", s.trainable_per_gpu)
-            .term("states", s.optimizer)
-            .term("sharding", shard_note("optimizer states", 1))
-            .note(if setup.optimizer == Optimizer::PagedAdamW8bit {
+        with_note(
+            Explanation::new(opt_formula)
+                .term("trainable per GPU", s.trainable_per_gpu)
+                .term("states", s.optimizer)
+                .term("sharding", shard_note("optimizer states", 1)),
+            if setup.optimizer == Optimizer::PagedAdamW8bit {
                 "paged: CUDA unified memory, evicted to host RAM under pressure (counted as resident)"
             } else if par.offload_optimizer != Offload::None {
                 "offloaded: held in host RAM / NVMe, 0 on the GPU"
             } else {
                 ""
-            }),
+            },
+        ),
     );
 
     // Phase-dependent parts.

@@ -1,0 +1,132 @@
+//! Hand-worked formula checks for the training estimate.
+
+use vramfit_core::train::{LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainModel, TrainProfile};
+use vramfit_core::{Family, MlpKind, ModelSpec, NormKind, Parallelism, Positional, Sharding, TrainSetup};
+
+fn tinyllama() -> ModelSpec {
+    ModelSpec::llama_like("tinyllama", 2048, 22, 32, 4, 5632, 32000)
+}
+
+fn gpt2() -> ModelSpec {
+    let mut m = ModelSpec::llama_like("gpt2", 768, 12, 12, 12, 3072, 50257);
+    m.family = Family::Gpt2;
+    m.mlp = MlpKind::Plain;
+    m.activation = "gelu_new".into();
+    m.norm = NormKind::LayerNorm;
+    m.attention = vramfit_core::Attention::FusedQkv;
+    m.positional = Positional::Learned;
+    m.max_position_embeddings = 2048;
+    m.tied_embeddings = true;
+    m.qkv_bias = true;
+    m.o_bias = true;
+    m.mlp_bias = true;
+    m.attention_dropout = 0.1;
+    m.hidden_dropout = 0.1;
+    m
+}
+
+#[test]
+fn tinyllama_amp_layer_bytes_per_token() {
+    // amp-bf16, fp32 stream, h=2048, q_width 2048, kv_width 256, I=5632, 32 heads:
+    // 2 RMSNorms × (4h fp32 input + 4 rsqrt + 4h normed + 2h bf16 cast) = 2 × 20,484 = 40,968
+    // q,k,v bf16 2·(2048 + 2·256) = 5,120; out 2·2048 = 4,096; lse 4·32 = 128;
+    // RoPE under autocast 6·2048 = 12,288; SwiGLU 4 × 2·5632 = 45,056 → split 66,688
+    // total 107,656 B per token per layer (measured from group C: 107,660)
+    let m = TrainModel::new(&tinyllama(), &TrainSetup::default()).unwrap();
+    assert_eq!(m.act.layer_rep, 40_968);
+    assert_eq!(m.act.layer_split, 66_688);
+    assert_eq!(m.act.layer_per_key, 0);
+    assert_eq!(m.act.layer_input, 4 * 2048);
+    assert_eq!(m.act.logits_saved, 4);
+    assert_eq!(m.act.logits_grad, 8);
+}
+
+#[test]
+fn gpt2_fp32_layer_bytes_per_token() {
+    // 2 LayerNorms × (4h input + 8 stats + 4h output) + 2 dropout masks × h = 12,304 + 1,536
+    // fused qkv 4·3·768 = 9,216; out 3,072; lse 48; o_proj copy (attention dropout) 3,072;
+    // gelu_new MLP: fc 4·3072 + 3 python intermediates 3·4·3072 + act 4·3072 = 61,440
+    let s = TrainSetup { precision: Precision::Fp32, ..TrainSetup::default() };
+    let m = TrainModel::new(&gpt2(), &s).unwrap();
+    assert_eq!(m.act.layer_rep, 13_840);
+    assert_eq!(m.act.layer_split, 9_216 + 3_072 + 48 + 3_072 + 61_440);
+}
+
+#[test]
+fn eager_attention_per_key_term() {
+    // amp-bf16, eager, no attention dropout: heads × (4 B fp32 softmax + 2 B bf16 cast) = 32 × 6
+    let s = TrainSetup { attention: vramfit_core::train::AttentionImpl::Eager, ..TrainSetup::default() };
+    let m = TrainModel::new(&tinyllama(), &s).unwrap();
+    assert_eq!(m.act.layer_per_key, 192);
+}
+
+#[test]
+fn eight_bit_adamw_states() {
+    // 2 states × (1 B + 4 B absmax / 256) = 2.03125 B/param:
+    // 6,738,415,616 × 520 / 256 = 13,687,406,720 B
+    let spec = ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = TrainSetup { optimizer: Optimizer::AdamW8bit, ..TrainSetup::default() };
+    let st = TrainProfile::new(&spec, &s).unwrap().states(&Parallelism::default()).unwrap();
+    assert_eq!(st.optimizer, 13_687_406_720);
+    assert_eq!(st.step_temporaries, 0);
+}
+
+#[test]
+fn lora_all_linear_parameter_count() {
+    // r=8: per layer q,k,v,o 4·8·(4096+4096) = 262,144; gate,up 2·8·(4096+11008) = 241,664;
+    // down 8·(11008+4096) = 120,832 → 624,640 × 32 = 19,988,480 (PEFT prints the same)
+    let spec = ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = TrainSetup {
+        kind: TrainKind::Lora,
+        lora: LoraSetup { rank: 8, targets: LoraTargets::AllLinear, ..LoraSetup::default() },
+        ..TrainSetup::default()
+    };
+    assert_eq!(TrainProfile::new(&spec, &s).unwrap().params_trainable, 19_988_480);
+    let bad = TrainSetup {
+        lora: LoraSetup { targets: LoraTargets::Modules(vec!["c_attn".into()]), ..LoraSetup::default() },
+        ..s
+    };
+    let e = TrainProfile::new(&spec, &bad).unwrap_err().to_string();
+    assert!(e.contains("c_attn") && e.contains("q_proj"), "{e}");
+}
+
+#[test]
+fn tp_and_sp_split_activations() {
+    let spec = tinyllama();
+    let s = TrainSetup { batch: 1, seq: 1024, ..TrainSetup::default() };
+    let m = TrainModel::new(&spec, &s).unwrap();
+    let one = m.evaluate(&s, &Parallelism::default()).unwrap();
+    let tp2 = m.evaluate(&s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }).unwrap();
+    let sp2 =
+        m.evaluate(&s, &Parallelism { gpus: 2, tp: 2, sequence_parallel: true, ..Parallelism::default() }).unwrap();
+    // 1024 tokens × 22 layers × (40,968 replicated + 66,688 / 2) without SP; all halved with SP
+    assert_eq!(one.act_layers, 1024 * 22 * (40_968 + 66_688));
+    assert_eq!(tp2.act_layers, 1024 * 22 * (40_968 + 33_344));
+    assert_eq!(sp2.act_layers, 1024 * 22 * (20_484 + 33_344));
+    // vocab-parallel logits
+    assert_eq!(tp2.logits_saved, one.logits_saved / 2);
+}
+
+#[test]
+fn pipeline_first_stage_holds_pp_micro_batches() {
+    // pp=2, grad_accum 8: the first stage keeps 2 micro-batches × 11 layers
+    let spec = tinyllama();
+    let s = TrainSetup { batch: 1, seq: 1024, grad_accum: 8, ..TrainSetup::default() };
+    let m = TrainModel::new(&spec, &s).unwrap();
+    let b = m.evaluate(&s, &Parallelism { gpus: 2, pp: 2, ..Parallelism::default() }).unwrap();
+    assert_eq!(b.in_flight, 2);
+    assert_eq!(b.act_layers, 2 * 1024 * 11 * (40_968 + 66_688));
+}
+
+#[test]
+fn zero3_gathers_two_layers() {
+    // layer params = (1,100,048,384 − 2·65,536,000 embeddings/head − 2,048 final norm) / 22 = 44,044,288
+    // gathered = 2 layers × 44,044,288 × 2 B (bf16)
+    let spec = tinyllama();
+    let s = TrainSetup { precision: Precision::MixedBf16, ..TrainSetup::default() };
+    let p = TrainProfile::new(&spec, &s).unwrap();
+    let st = p.states(&Parallelism { gpus: 8, sharding: Sharding::Zero3, ..Parallelism::default() }).unwrap();
+    assert_eq!(p.layer_params, 44_044_288);
+    assert_eq!(st.gathered, 2 * 44_044_288 * 2);
+    assert_eq!(st.weights, (2 * 1_100_048_384u64).div_ceil(8));
+}
