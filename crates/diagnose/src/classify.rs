@@ -101,6 +101,8 @@ pub const CONTEXT_ALLOWANCE: u64 = GIB;
 /// Cached-but-unallocated below this share of reserved is scraps, not the
 /// cause (e.g. the ~34 KiB tail of each 2 MiB small-pool segment).
 pub const FRAG_MIN_SHARE: f64 = 0.02;
+/// An XLA program needing less than this did not exhaust a GPU on its own.
+pub const XLA_SMALL_PROGRAM: u64 = GIB;
 /// Other processes below this are noise for the verdict.
 pub const OTHER_PROCESS_MIN: u64 = 256 * MIB;
 /// A process listed by PID whose use is within this much above the
@@ -519,14 +521,21 @@ fn classify_other(o: &OtherOom) -> Verdict {
                     buf.operator.as_ref().map(|s| format!(" from {s}")).unwrap_or_default()
                 ));
             }
+            let small = total_allocation.as_ref().is_some_and(|t| t.bytes < XLA_SMALL_PROGRAM);
             let class = if total_allocation.as_ref().is_some_and(|t| t.bytes > 0 && frag * 4 > t.bytes) {
                 OomClass::Fragmentation
+            } else if small {
+                reasoning.push(format!(
+                    "A program that needs less than {} cannot fill a GPU by itself: the memory was taken before it ran, typically by JAX's default preallocation (75% of the card) in this or another process, or by another framework in the same process.",
+                    b(XLA_SMALL_PROGRAM)
+                ));
+                OomClass::Unexplained
             } else {
                 OomClass::GenuineShortage
             };
             Verdict {
                 class,
-                headline: format!("XLA needed {} more bytes than the device had", requested.bytes),
+                headline: format!("XLA could not allocate {} ({} bytes)", b(requested.bytes), requested.bytes),
                 figures,
                 reasoning,
                 gap_bytes: None,
