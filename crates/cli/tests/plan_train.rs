@@ -107,6 +107,26 @@ fn llama70b_8x80_beats_8x40_over_the_job() {
     assert!(forty["job_hours"].as_f64().unwrap() > rec["job_hours"].as_f64().unwrap());
     assert!(forty["job_cost"]["low"].as_f64().unwrap() > rec["job_cost"]["low"].as_f64().unwrap());
     assert!(forty["job_cost"]["high"].as_f64().unwrap() > forty["job_cost"]["low"].as_f64().unwrap() - 1e-9);
+    // the report says why the cheaper rental loses over the job
+    let (out, _) = run(
+        &[
+            "plan",
+            "llama-2-70b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--grad-accum",
+            "64",
+            "--tokens",
+            "1B",
+        ],
+        0,
+    );
+    let why = out.split("Cheaper to rent, but not over this job").nth(1).unwrap_or_else(|| panic!("{out}"));
+    let line = why.lines().nth(1).unwrap();
+    assert!(line.contains("8 × A100 40GB"), "{line}");
+    assert!(line.contains("most lost to"), "{line}");
 }
 
 #[test]

@@ -166,6 +166,27 @@ fn rate(r: &PlanRow) -> String {
     }
 }
 
+/// Where a training plan loses time against its ideal, in words.
+fn overhead(r: &PlanRow) -> String {
+    let st = &r.step;
+    if st.total_s <= 0.0 || r.setup.method == "inference" {
+        return String::new();
+    }
+    let recompute = (st.compute_s - st.ideal_s).max(0.0);
+    let link = if r.link == vramfit_core::Link::Nvlink { "NVLink" } else { "PCIe" };
+    let parts = [
+        (st.offload_s, "offload over PCIe and the CPU optimizer step".to_string()),
+        (st.comm_s, format!("exposed {} collectives over {link}", r.setup.sharding.replace("zero", "ZeRO-"))),
+        (st.bubble_s, "pipeline bubbles".to_string()),
+        (recompute, "recompute and small micro-batches".to_string()),
+    ];
+    let (t, what) = parts.iter().max_by(|a, b| a.0.total_cmp(&b.0)).cloned().unwrap_or((0.0, String::new()));
+    if t <= 0.0 {
+        return String::new();
+    }
+    format!(" (×{:.2} of ideal; most lost to {what}: {:.0}% of each step)", r.slowdown, t / st.total_s * 100.0)
+}
+
 fn row_line(r: &PlanRow) -> String {
     let mut s = format!(
         "{} — {} [{}]: {} per GPU of {}, {}, {}",
@@ -423,6 +444,49 @@ pub fn render(doc: &PlanDocument) -> String {
     }
 
     let has_job = doc.job.tokens.is_some() || doc.job.hours.is_some();
+    if let (Some(rec), Some(_)) = (&r.recommended, doc.job.tokens) {
+        let cheaper: Vec<&PlanRow> = r
+            .ranked
+            .iter()
+            .filter(|x| x.currency == rec.currency && !(x.offer_id == rec.offer_id && x.gpus == rec.gpus))
+            .filter(|x| match (x.monthly, rec.monthly) {
+                (Some(a), Some(b)) => a.low < b.low,
+                _ => false,
+            })
+            .filter(|x| match (x.job_cost, rec.job_cost) {
+                (Some(a), Some(b)) => a.low >= b.low,
+                _ => false,
+            })
+            .collect();
+        if !cheaper.is_empty() {
+            let _ = writeln!(
+                o,
+                "
+Cheaper to rent, but not over this job"
+            );
+            for x in cheaper.iter().take(3) {
+                let _ = writeln!(
+                    o,
+                    "  {} ({}): {} against {}{}; job {} against {}",
+                    hardware(x),
+                    monthly(x),
+                    x.job_hours.map(duration).unwrap_or_default(),
+                    rec.job_hours.map(duration).unwrap_or_default(),
+                    overhead(x),
+                    job_cost(x),
+                    job_cost(rec)
+                );
+                if let (Some(a), Some(b)) = (x.job_cost, rec.job_cost) {
+                    if a.low < b.high {
+                        let _ = writeln!(
+                            o,
+                            "    (the price ranges overlap: at the top of the recommended plan's range it would cost more)"
+                        );
+                    }
+                }
+            }
+        }
+    }
     if !r.ranked.is_empty() {
         let _ = writeln!(o, "\nTop {} plans that fit (best setup per offer and GPU count)", r.ranked.len());
         o.push_str(&ranked_table(&r.ranked, has_job));
