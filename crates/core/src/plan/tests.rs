@@ -177,3 +177,66 @@ proptest! {
         prop_assert!(cheapest(&b) <= cheapest(&a) + 1e-9);
     }
 }
+
+#[test]
+fn offload_ram_buys_the_upgrade_or_is_refused() {
+    let (m, w, g) = (model(), train(2), gpus());
+    let mut o = offer("small-ram", "g8", 1, 1, false, 100.0);
+    o.ram_gb = Some(1.0);
+    let up = Upgrade {
+        id: "ram".into(),
+        provider: "p".into(),
+        name: "RAM to 512 GB".into(),
+        offers: vec![],
+        ram_gb_to: Some(512.0),
+        cpu_cores_to: None,
+        disk_gb_add: None,
+        network_mbps_to: None,
+        monthly: 50.0,
+        currency: "XTS".into(),
+    };
+    let tm = TimeModel::default();
+    let with = PriceBook { offers: vec![o.clone()], discounts: vec![], upgrades: vec![up] };
+    let mut s = Search::new(&m, &w, &g, &with, &tm, Job::None, Allow::default());
+    s.run();
+    let offloaded: Vec<&Scored> = s.scored.iter().filter(|c| s.entries[c.mem as usize].mem.unwrap().cpu > 0).collect();
+    assert!(!offloaded.is_empty(), "an 8 GiB card needs offload for this job");
+    for c in &offloaded {
+        assert_eq!(c.upgrade, Some(0));
+        // the upgrade is added to the unit price: 100 + 50 per month
+        assert_eq!(c.monthly.unwrap().low, 150.0);
+    }
+    let without = PriceBook { offers: vec![o], discounts: vec![], upgrades: vec![] };
+    let mut s = Search::new(&m, &w, &g, &without, &tm, Job::None, Allow::default());
+    s.run();
+    assert!(s.scored.iter().all(|c| s.entries[c.mem as usize].mem.unwrap().cpu == 0));
+}
+
+#[test]
+fn multi_machine_counts_and_tp_inside_a_node() {
+    let mut o = offer("cluster", "g16", 8, 8, true, 1000.0);
+    o.max_machines = 4;
+    o.inter_node_gbs = Some(50.0);
+    assert_eq!(Search::counts_for(&o), vec![(8, 1), (16, 2), (32, 4)]);
+    let per_card = offer("cloud", "g8", 1, 8, false, 10.0);
+    assert_eq!(Search::counts_for(&per_card), vec![(1, 1), (2, 1), (4, 1), (8, 1)]);
+    let (m, w, g) = (model(), train(2), gpus());
+    let book = PriceBook { offers: vec![o], discounts: vec![], upgrades: vec![] };
+    let tm = TimeModel::default();
+    let mut s = Search::new(&m, &w, &g, &book, &tm, Job::Tokens(1_000_000_000), Allow::default());
+    s.run();
+    assert!(s.scored.iter().any(|c| c.machines == 4));
+    for c in &s.scored {
+        assert!(s.entries[c.mem as usize].key.tp <= 8);
+    }
+    // the same job is slower per GPU across machines (50 GB/s fabric vs NVLink)
+    let per_gpu = |machines: u64| {
+        s.scored
+            .iter()
+            .filter(|c| c.machines == machines && s.entries[c.mem as usize].key.sharding == Sharding::Zero3)
+            .map(|c| c.tokens_per_s / c.gpus as f64)
+            .fold(0.0, f64::max)
+    };
+    assert!(per_gpu(1) > 0.0 && per_gpu(4) > 0.0);
+    assert!(per_gpu(4) <= per_gpu(1), "{} vs {}", per_gpu(4), per_gpu(1));
+}
