@@ -43,6 +43,9 @@ use crate::workload::{Offload, Parallelism, Sharding};
 pub const MAX_BATCH: u64 = 1 << 20;
 /// Longest sequence accepted.
 pub const MAX_SEQ: u64 = 1 << 24;
+/// Eager attention backward: fp32 gradients of softmax output and scores, bytes per
+/// head × query × key element of one layer (calibrated on TinyLlama eager, group C).
+pub const EAGER_BWD_BYTES: u64 = 8;
 /// Most micro-batches accumulated.
 pub const MAX_GRAD_ACCUM: u64 = 1 << 20;
 
@@ -75,6 +78,8 @@ pub struct TrainBreakdown {
     pub recompute: u64,
     /// QLoRA: one base matrix dequantized to 16-bit at a time
     pub dequant: u64,
+    /// eager attention: one layer's s × s gradients (+ the output head's gradient) in backward
+    pub attention_backward: u64,
     /// micro-batches whose activations the worst stage holds (1F1B: pp on the first stage)
     pub in_flight: u64,
     pub backward_peak: u64,
@@ -207,6 +212,30 @@ impl TrainModel {
             all + if prof.tied { head_copy } else { 0 }
         };
         let recompute = if ckpt_full { t * full_layer + layer_copies } else { 0 };
+        // Eager attention: inside one layer's attention backward the fp32 gradients of the
+        // softmax output and of the scores (2 × 4 B per head × query × key) are live, after the
+        // logits buffers are freed and the output head's gradient exists (measured on
+        // TinyLlama eager, group C: 8 B per element of Temp at the peak), while that layer's
+        // 16-bit softmax cast is already freed. Selective recompute rebuilds the layer's
+        // s × s tensors first.
+        let attn_bwd = if ap.layer_per_key > 0 {
+            let elems = t * setup.seq as u128 * self.heads.div_ceil(tp) as u128;
+            let rebuilt = if setup.checkpointing == Checkpointing::Selective {
+                (t * (ap.layer_per_key as u128 * setup.seq as u128)).div_ceil(tp as u128)
+            } else {
+                0
+            };
+            let head_grad = if prof.kind == TrainKind::Full {
+                prof.head_params.div_ceil(tp) as u128 * prof.grad_bytes as u128
+            } else {
+                0
+            };
+            // the layer's 16-bit softmax cast is freed once `probs @ v` has been differentiated
+            let cast = if self.compute_bytes != 4 { self.compute_bytes } else { 0 };
+            elems * (EAGER_BWD_BYTES - cast) as u128 + rebuilt + head_grad
+        } else {
+            0
+        };
         let dequant = if prof.base_quant.is_some() {
             2 * (prof.largest_base_matrix.div_ceil(tp) as u128) * self.compute_bytes as u128
         } else {
@@ -232,7 +261,7 @@ impl TrainModel {
         if setup.grad_accum > 1 {
             base += s.gradients as u128;
         }
-        let bwd = base + act_layers + act_ends + copies + (l_saved + l_grad).max(recompute);
+        let bwd = base + act_layers + act_ends + copies + (l_saved + l_grad).max(recompute).max(attn_bwd);
         let step = s.weights as u128
             + s.master as u128
             + s.gradients as u128
@@ -248,6 +277,7 @@ impl TrainModel {
             logits_grad: ck("logits", l_grad)?,
             recompute: ck("recompute", recompute)?,
             dequant: ck("dequant", dequant)?,
+            attention_backward: ck("attention backward", attn_bwd)?,
             in_flight,
             backward_peak: ck("backward peak", bwd)?,
             step_peak: ck("optimizer step peak", step)?,
@@ -455,7 +485,8 @@ pub fn estimate_training(
                 ),
             );
         }
-        let logits_here = b.logits_saved + b.logits_grad >= b.recompute;
+        let logit_bufs = b.logits_saved + b.logits_grad;
+        let logits_here = logit_bufs >= b.recompute && logit_bufs >= b.attention_backward;
         ledger.push(
             Category::Logits,
             "log-softmax of the logits, saved for the loss",
@@ -464,7 +495,7 @@ pub fn estimate_training(
                 .term("tokens", tokens)
                 .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
                 .term("bytes", model.act.logits_saved)
-                .note("transformers upcasts logits to fp32 inside the loss"),
+                .note("transformers upcasts logits to fp32 inside the loss; freed once the loss backward ran"),
         );
         ledger.push(
             Category::Logits,
@@ -474,13 +505,26 @@ pub fn estimate_training(
                 .term("tokens", tokens)
                 .term("bytes", model.act.logits_saved),
         );
-        if !logits_here {
+        if !logits_here && b.recompute >= b.attention_backward {
             ledger.push(
                 Category::Temporaries,
                 "checkpointing: one layer recomputed in backward",
                 b.recompute,
                 Explanation::new("tokens × one layer's full saved set (+ its weight casts under autocast)")
-                    .term("tokens", tokens),
+                    .term("tokens", tokens)
+                    .note("later in backward than the logits buffers, which are freed by then"),
+            );
+        } else if !logits_here {
+            ledger.push(
+                Category::Temporaries,
+                "eager attention backward: one layer's softmax and score gradients",
+                b.attention_backward,
+                Explanation::new(format!(
+                    "batch × heads × seq × seq × {EAGER_BWD_BYTES} B (fp32 grads of softmax and scores) [+ output-head gradient]"
+                ))
+                .term("tokens", tokens)
+                .term("heads per TP rank", model.heads.div_ceil(par.tp))
+                .note("the peak of a long-sequence eager run sits inside attention backward, after the logits buffers are freed"),
             );
         }
         if b.dequant > 0 {
@@ -500,6 +544,13 @@ pub fn estimate_training(
                 Explanation::new("2 × layer params ÷ TP × weight bytes").term("layer params", prof.layer_params),
             );
         }
+    }
+    let tensors = ledger.checked_total()?;
+    if tensors != b.tensor_peak {
+        return Err(CoreError::Unsupported(format!(
+            "internal: ledger tensors {tensors} B differ from the computed peak {} B",
+            b.tensor_peak
+        )));
     }
     rt.apply(&mut ledger)?;
 
