@@ -266,3 +266,26 @@ fn every_emitted_key_is_documented() {
         all.iter().filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!(".{k}`"))).collect();
     assert!(missing.is_empty(), "docs/diagnose.md does not document {missing:?}");
 }
+
+#[test]
+fn deepspeed_config_on_several_gpus() {
+    let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/deepspeed/03_zero3_bf16.json");
+    if !std::path::Path::new(ds).exists() {
+        return; // the shared fixtures are not part of every checkout
+    }
+    let j = json(&[
+        &fx("oom/pt110_hint_gpt4llm_deepspeed_wrapped.txt"),
+        "--model",
+        "llama-2-7b",
+        "--task",
+        "train",
+        "--gpus",
+        "2",
+        "--deepspeed",
+        ds,
+    ]);
+    let e = &j["estimate"];
+    assert!(e["estimate_bytes"].as_u64().unwrap() > 0);
+    assert!(e["ladder"].as_array().unwrap().is_empty());
+    assert!(e["reasoning"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().contains("vramfit plan")));
+}

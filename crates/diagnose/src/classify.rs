@@ -376,7 +376,7 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
             "{} free + {} cached-but-unallocated = {} ≥ {}: the bytes exist, but the cached part is split inside segments that still hold live tensors (PyTorch already released every whole free segment before printing this), so no single free block was large enough.",
             t.free.text,
             b(u),
-            b(free + u),
+            b(free.saturating_add(u)),
             t.requested.text
         ));
         if u >= r {
@@ -455,7 +455,7 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
         "{} free + {} cached = {} < {}: even a perfectly reusable cache leaves {} missing; the live tensors ({}) are the problem.",
         t.free.text,
         b(u),
-        b(free + u),
+        b(free.saturating_add(u)),
         t.requested.text,
         b(gap),
         b(a)

@@ -167,9 +167,19 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
             // scan once: detect() would scan for OOMs and diagnosing would again
             let k = detect_without_scan(input)?;
             if k == Kind::Oom {
-                let ooms = diagnosed(&String::from_utf8_lossy(&input.bytes));
-                if !ooms.is_empty() {
+                let text = String::from_utf8_lossy(&input.bytes);
+                let ooms = diagnosed(&text);
+                // a script that merely mentions the message (an except
+                // clause matching it) is still a script
+                let only_mentions = ooms.iter().all(|o| matches!(o.event.kind, OomKind::TorchPartial { .. }));
+                let script = (input.name.ends_with(".py") || only_mentions) && lint::looks_like_python(&text);
+                if !ooms.is_empty() && !script {
                     return Ok(Diagnosis::Oom { ooms });
+                }
+                if script {
+                    let report =
+                        lint::lint(&text).map_err(|source| DiagnoseError::Lint { name: input.name.clone(), source })?;
+                    return Ok(Diagnosis::Script { report });
                 }
             }
             match k {

@@ -570,7 +570,7 @@ impl Snapshot {
                                 "{} free on the device + {} cached = {} ≥ {} requested, but no single block fit",
                                 crate::classify::b(f),
                                 crate::classify::b(cached),
-                                crate::classify::b(f + cached),
+                                crate::classify::b(f.saturating_add(cached)),
                                 crate::classify::b(t.size)
                             ),
                         ),
@@ -585,7 +585,7 @@ impl Snapshot {
                                 crate::classify::b(f),
                                 crate::classify::b(cached),
                                 crate::classify::b(t.size),
-                                crate::classify::b(t.size - f - cached)
+                                crate::classify::b(t.size.saturating_sub(f).saturating_sub(cached))
                             ),
                         ),
                         None => (crate::classify::OomClass::Unknown, "the entry has no device_free".to_string()),

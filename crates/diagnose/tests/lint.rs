@@ -58,3 +58,17 @@ fn broken_python_still_lints_and_prose_is_not_python() {
     assert!(looks_like_python(&script("train_good.py")));
     assert!(!looks_like_python("The quick brown fox.\nFrom here on, we import nothing: a story.\n"));
 }
+
+#[test]
+fn a_script_that_mentions_the_oom_message_is_still_a_script() {
+    let src = "import torch\ntry:\n    step()\nexcept RuntimeError as e:\n    if 'CUDA out of memory. Tried to allocate' in str(e):\n        torch.cuda.empty_cache()\n";
+    let input = vramfit_diagnose::Input {
+        name: "x.txt".into(),
+        bytes: src.as_bytes().to_vec(),
+        size: src.len() as u64,
+        skipped: 0,
+        truncated: false,
+    };
+    let d = vramfit_diagnose::diagnose(&input, None).unwrap();
+    assert_eq!(d.kind(), vramfit_diagnose::Kind::Script);
+}

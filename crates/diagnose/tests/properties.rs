@@ -245,3 +245,11 @@ proptest! {
         let _ = vramfit_diagnose::snapshot::load(&with_header);
     }
 }
+
+#[test]
+fn absurd_figures_do_not_overflow() {
+    let m = "CUDA out of memory. Tried to allocate 16000000.00 TiB. GPU 0 has a total capacity of 16000000.00 TiB of which 15000000.00 TiB is free. Of the allocated memory 15000000.00 TiB is allocated by PyTorch, and 15000000.00 TiB is reserved by PyTorch but unallocated.";
+    for e in vramfit_diagnose::oom::scan(m) {
+        let _ = vramfit_diagnose::classify(&e);
+    }
+}
