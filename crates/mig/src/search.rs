@@ -15,7 +15,9 @@
 //! memory slices each remaining service could take), and the only symmetry
 //! cuts are "a new card is the lowest unused one" and "identical services
 //! take their (card, profile) in non-decreasing order", so the result is the
-//! optimum, not a greedy guess. A node budget turns a pathological input
+//! optimum, not a greedy guess. A transposition table skips a search state
+//! (depth, ordering constraint, every card's profile counts) reached again
+//! at no lower cost: the rest of the search depends on nothing else. A node budget turns a pathological input
 //! into an error instead of a hang.
 
 use std::collections::HashMap;
@@ -29,6 +31,8 @@ use crate::model::{find_placement, MigGpu, Placed};
 pub const MAX_SERVICES: usize = 64;
 /// Node budget of the branch and bound.
 pub const MAX_NODES: u64 = 20_000_000;
+/// Entries kept in the transposition table (beyond it, states are simply not remembered).
+pub const MAX_SEEN: usize = 2_000_000;
 /// Training a model of this many parameters or more is refused on MIG: it
 /// wants whole cards (and NVLink between them), not a slice. (Issue 6:
 /// "13B+ training".)
@@ -248,6 +252,8 @@ struct Search<'a> {
     suffix_compute: Vec<u32>,
     suffix_mem: Vec<u32>,
     memo: HashMap<Vec<u8>, bool>,
+    /// transposition table: (depth, ordering constraint, card states) → best (waste, compute) reached there
+    seen: HashMap<Vec<u8>, (u64, u32)>,
     nodes: u64,
     k: usize,
     best: Option<Best>,
@@ -309,6 +315,15 @@ impl Search<'_> {
         if self.suffix_mem[i] > free_mem {
             return;
         }
+        let used_compute: u32 = state
+            .iter()
+            .map(|c| {
+                c.iter().enumerate().map(|(p, &n)| n as u32 * self.gpu.profiles[p].compute_slices as u32).sum::<u32>()
+            })
+            .sum();
+        if self.suffix_compute[i] > self.k as u32 * self.gpu.compute_slices as u32 - used_compute {
+            return;
+        }
         let (min_g, min_c) = if self.items[i].same_as_prev {
             let (g, p) = assign[i - 1];
             let c = self.items[i].cands.iter().position(|&q| q == p).unwrap_or(0);
@@ -316,6 +331,25 @@ impl Search<'_> {
         } else {
             (0, 0)
         };
+        // The rest of the search depends only on (i, the ordering constraint, the
+        // card states): if this point was reached before at no higher cost, its
+        // subtree has been explored already.
+        let mut key = Vec::with_capacity(6 + state.len() * self.gpu.profiles.len());
+        key.extend_from_slice(&(i as u16).to_le_bytes());
+        key.extend_from_slice(&(min_g as u16).to_le_bytes());
+        key.extend_from_slice(&(min_c as u16).to_le_bytes());
+        for c in state.iter() {
+            key.extend_from_slice(c);
+        }
+        let room = self.seen.len() < MAX_SEEN;
+        match self.seen.get_mut(&key) {
+            Some(prev) if *prev <= (waste, compute) => return,
+            Some(prev) => *prev = (waste, compute),
+            None if room => {
+                self.seen.insert(key, (waste, compute));
+            }
+            None => {}
+        }
         let max_g = (used_gpus + 1).min(self.k);
         for g in min_g..max_g {
             let cands = self.items[i].cands.clone();
@@ -435,6 +469,7 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
         suffix_compute,
         suffix_mem,
         memo: HashMap::new(),
+        seen: HashMap::new(),
         nodes: 0,
         k: 0,
         best: None,
@@ -444,6 +479,7 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
     if n > 0 {
         for k in lower_bound..=n {
             search.k = k;
+            search.seen.clear();
             let mut state = vec![vec![0u8; gpu.profiles.len()]; k];
             let mut used_mem = vec![0u32; k];
             let mut assign = Vec::with_capacity(n);

@@ -173,10 +173,20 @@ fn brute(gpu: &MigGpu, s: &[Service]) -> Option<(usize, u64, u32)> {
         rec(gpu, profs, &mut Vec::new())
     }
     loop {
-        // evaluate
-        let mut ok = true;
+        // evaluate only assignments whose cards are numbered in order of first use
+        // (every other assignment is a relabelling of one of those)
+        let mut top = 0usize;
+        let mut canonical = true;
+        for (j, &(g, _)) in idx.iter().enumerate() {
+            if (j == 0 && g != 0) || g > top + 1 {
+                canonical = false;
+                break;
+            }
+            top = top.max(g);
+        }
+        let mut ok = canonical;
         let mut cards = 0;
-        for g in 0..n {
+        for g in 0..if ok { n } else { 0 } {
             let profs: Vec<usize> = (0..n).filter(|&j| idx[j].0 == g).map(|j| cands[j][idx[j].1]).collect();
             if !profs.is_empty() {
                 cards += 1;
