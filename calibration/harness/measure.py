@@ -80,6 +80,16 @@ CASES = {
                                                 base_dtype="bf16", batch=4, seq=2048, checkpointing="full",
                                                 lora=dict(r=16, lora_alpha=32, target_modules=ALL_LLAMA,
                                                           lora_dropout=0.0)),
+    "tinyllama_full_amp_eager_b1_s2048": dict(model="tinyllama-1.1b", task="train", precision="amp-bf16",
+                                              batch=1, seq=2048, attention="eager"),
+    # Megatron-style selective recompute: only the attention core (scores, softmax) is
+    # checkpointed; transformers has no such mode, so the harness registers one.
+    "tinyllama_full_amp_eager_selective_b1_s2048": dict(model="tinyllama-1.1b", task="train",
+                                                        precision="amp-bf16", batch=1, seq=2048,
+                                                        attention="eager_selective", checkpointing="selective"),
+    "tinyllama_full_amp_eager_selective_b4_s2048": dict(model="tinyllama-1.1b", task="train",
+                                                        precision="amp-bf16", batch=4, seq=2048,
+                                                        attention="eager_selective", checkpointing="selective"),
     "qwen2.5-0.5b_full_amp_b2_s1024": dict(model="qwen2.5-0.5b", task="train", precision="amp-bf16",
                                            batch=2, seq=1024),
     "qwen2.5-0.5b_full_bf16_b4_s1024": dict(model="qwen2.5-0.5b", task="train", precision="bf16",
@@ -108,13 +118,31 @@ def _gpu_like_dropout():
     torch.nn.modules.dropout.F.dropout = dropout
 
 
-def build_config(arch):
+def _register_selective():
+    """An attention implementation that checkpoints only the eager attention core."""
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+    import torch.utils.checkpoint as ckpt
+
+    def eager_selective(module, query, key, value, attention_mask, **kw):
+        def core(q, k, v, m):
+            return eager_attention_forward(module, q, k, v, m, **kw)[0]
+        return ckpt.checkpoint(core, query, key, value, attention_mask, use_reentrant=False), None
+
+    ALL_ATTENTION_FUNCTIONS["eager_selective"] = eager_selective
+    ALL_MASK_ATTENTION_FUNCTIONS.register("eager_selective", ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+
+
+def build_config(arch, attention="sdpa"):
     import transformers
     a = dict(arch)
     fam = a.pop("family")
     cls = transformers.AutoConfig.for_model(fam).__class__
     cfg = cls(**a)
-    cfg._attn_implementation = "sdpa"
+    if attention == "eager_selective":
+        _register_selective()
+    cfg._attn_implementation = attention
     return cfg
 
 
@@ -124,7 +152,8 @@ def measure(case_id, setup, device):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     arch = ARCHS[setup["model"]]
-    cfg = build_config(arch)
+    attention = setup.get("attention", "sdpa")
+    cfg = build_config(arch, attention)
     prec = setup["precision"]
     base = setup.get("base_dtype")
     fake = device == "cpu"
@@ -151,7 +180,7 @@ def measure(case_id, setup, device):
             model = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", **lora))
             if fake:
                 torch.nn.Module.to = orig_to
-        if setup.get("checkpointing") == "full":
+        if setup.get("checkpointing") == "full":  # "selective" is the attention implementation
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if lora:
                 model.enable_input_require_grads()
@@ -202,7 +231,8 @@ def measure(case_id, setup, device):
         "batch": setup["batch"], "seq": setup["seq"],
         "checkpointing": setup.get("checkpointing", "none"),
         "gradient_checkpointing": setup.get("checkpointing") == "full",
-        "attn_implementation": "sdpa (CPU fused flash kernel)" if fake else "sdpa",
+        "attn_implementation": ("eager" if attention.startswith("eager") else
+                                ("sdpa (CPU fused flash kernel)" if fake else "sdpa")),
         "dropout": "native_dropout (bool mask, as CUDA)" if fake else "cuda",
         "lora": setup.get("lora"),
         "params_total": int(n_total), "trainable_params": int(n_train),
