@@ -43,6 +43,7 @@ pub struct CheckArgs {
     /// Every GPU pair must be joined by NVLink
     #[arg(long)]
     pub expect_nvlink: bool,
+    /// Machine-readable output (schema 1, docs/check.md)
     #[arg(long)]
     pub json: bool,
 }

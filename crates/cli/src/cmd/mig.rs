@@ -71,6 +71,7 @@ pub struct PlanArgs {
 pub struct ProfilesArgs {
     #[command(flatten)]
     pub table: TableArgs,
+    /// Machine-readable output (schema 1, docs/mig.md)
     #[arg(long)]
     pub json: bool,
 }
