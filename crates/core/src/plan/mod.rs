@@ -516,7 +516,8 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
                 provider: "yours".into(),
                 name: format!("your {} cards (PCIe, unpriced)", g.name),
                 gpu: g.id.clone(),
-                gpus_per_machine: 1,
+                // counts 2, 4, 8: one card is the ladder's business
+                gpus_per_machine: 2,
                 max_gpus: 8,
                 link: Link::Pcie,
                 slice: None,

@@ -483,6 +483,16 @@ impl<'a> Search<'a> {
                                 if off_opt != Offload::None && optimizer.is_8bit() {
                                     continue; // DeepSpeed CPU-Adam replaces the optimizer
                                 }
+                                if kind != TrainKind::Full && kind != t.kind {
+                                    // adapters' optimizer states are a few MiB: swapping the
+                                    // optimizer or offloading only them cannot change a fit
+                                    if optimizer != t.optimizer {
+                                        continue;
+                                    }
+                                    if off_opt != Offload::None && off_par == Offload::None {
+                                        continue;
+                                    }
+                                }
                                 let mut g = Vec::new();
                                 for &micro in &micros {
                                     for &ck in &ckpts {
