@@ -232,7 +232,8 @@ fn place(gpu: &MigGpu, order: &[usize], i: usize, used: u32, out: &mut Vec<Place
         if s < min_start || s as u32 + prof.memory_slices as u32 > gpu.memory_slices as u32 {
             continue;
         }
-        let mask = ((1u32 << prof.memory_slices) - 1) << s;
+        // memory_slices <= MAX_MEMORY_SLICES (16) on a validated table; checked anyway
+        let Some(mask) = 1u32.checked_shl(prof.memory_slices as u32).map(|b| (b - 1) << s) else { continue };
         if used & mask != 0 {
             continue;
         }
