@@ -233,7 +233,9 @@ fn place(gpu: &MigGpu, order: &[usize], i: usize, used: u32, out: &mut Vec<Place
             continue;
         }
         // memory_slices <= MAX_MEMORY_SLICES (16) on a validated table; checked anyway
-        let Some(mask) = 1u32.checked_shl(prof.memory_slices as u32).map(|b| (b - 1) << s) else { continue };
+        let Some(mask) = 1u32.checked_shl(prof.memory_slices as u32).and_then(|b| (b - 1).checked_shl(s as u32)) else {
+            continue;
+        };
         if used & mask != 0 {
             continue;
         }
