@@ -47,3 +47,10 @@ fn a_badly_estimated_case_fails_with_exit_1() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cases.jsonl:1"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn group_a_table_snapshot() {
+    let out = Command::cargo_bin("vramfit").unwrap().args(["calibrate", "--group", "A"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+}

@@ -55,15 +55,17 @@ pub fn render(r: &CalibrateReport) -> String {
             (Some(e), None) => e.clone(),
             _ => String::new(),
         };
-        s.push_str(&format!(
-            "{:<w$}  {:>3}  {:>12}  {:>12}  {:>+7.2}%  {}\n",
+        let line = format!(
+            "{:<w$}  {:>3}  {:>12}  {:>12}  {:>+7.2}%  {}",
             c.id,
             c.group,
             bytes(c.estimated_bytes),
             bytes(c.measured_bytes),
             c.error_pct,
             phase
-        ));
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
     }
     let m = &r.summary;
     s.push_str(&format!(
