@@ -21,6 +21,36 @@ pub struct Rung {
     /// kept (false: shown only, e.g. not allowed or not applicable)
     pub applied: bool,
     pub detail: String,
+    /// what the rung changes, category by category, against the state before it
+    pub changes: Vec<CategoryDelta>,
+}
+
+/// A category's change in bytes (negative: saved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CategoryDelta {
+    pub category: Category,
+    pub delta_bytes: i64,
+}
+
+/// Category-by-category difference `after − before` (non-zero entries only).
+pub fn deltas(before: &Ledger, after: &Ledger) -> Vec<CategoryDelta> {
+    before
+        .categories()
+        .into_iter()
+        .zip(after.categories())
+        .filter_map(|((c, x), (_, y))| {
+            let d = (y as i128 - x as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+            (d != 0).then_some(CategoryDelta { category: c, delta_bytes: d })
+        })
+        .collect()
+}
+
+fn signed(d: i64) -> String {
+    if d < 0 {
+        format!("−{}", b(d.unsigned_abs()))
+    } else {
+        format!("+{}", b(d as u64))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -110,11 +140,16 @@ pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&TorchOom>, lad
         ladder.iter().find(|r| r.applied && r.per_gpu_bytes.is_some_and(|x| x <= card_bytes)).cloned()
     };
     match &cheapest {
-        Some(r) => reasoning.push(format!(
-            "Cheapest switch that removes the gap: {} → {} per GPU.",
-            r.name,
-            r.per_gpu_bytes.map(b).unwrap_or_default()
-        )),
+        Some(r) => {
+            let what: Vec<String> =
+                r.changes.iter().map(|c| format!("{} {}", c.category.key(), signed(c.delta_bytes))).collect();
+            reasoning.push(format!(
+                "Cheapest switch that removes the gap: {} → {} per GPU{}.",
+                r.name,
+                r.per_gpu_bytes.map(b).unwrap_or_default(),
+                if what.is_empty() { String::new() } else { format!(" ({})", what.join(", ")) }
+            ))
+        }
         None if gap > 0 => reasoning.push(
             "No single-card switch of the ladder closes the gap: more GPUs with sharding, or a bigger card."
                 .to_string(),
@@ -153,26 +188,37 @@ mod tests {
     #[test]
     fn culprit_and_cheapest_rung() {
         // 14 + 56 + 20 + 1 = 91 GiB on an 80 GiB card: 11 GiB over
+        let rung = |name: &str, gib: u64, applied: bool, changes: Vec<CategoryDelta>| Rung {
+            name: name.into(),
+            per_gpu_bytes: Some(gib * GIB),
+            applied,
+            detail: String::new(),
+            changes,
+        };
         let rungs = vec![
-            Rung {
-                name: "mixed precision".into(),
-                per_gpu_bytes: Some(91 * GIB),
-                applied: false,
-                detail: "already".into(),
-            },
-            Rung { name: "checkpointing".into(), per_gpu_bytes: Some(85 * GIB), applied: true, detail: String::new() },
-            Rung {
-                name: "8-bit optimizer".into(),
-                per_gpu_bytes: Some(43 * GIB),
-                applied: true,
-                detail: String::new(),
-            },
+            rung("mixed precision", 91, false, vec![]),
+            rung("checkpointing", 85, true, vec![]),
+            rung(
+                "8-bit optimizer",
+                43,
+                true,
+                vec![CategoryDelta { category: Category::OptimizerStates, delta_bytes: -42 * GIB as i64 }],
+            ),
         ];
         let r = culprit(&ledger(), 80 * GIB, None, &rungs);
         assert_eq!(r.gap_bytes, 11 * GIB);
         assert_eq!(r.culprit, Some(Category::OptimizerStates));
         assert_eq!(r.cheapest_switch.unwrap().name, "8-bit optimizer");
+        assert!(r.reasoning.iter().any(|x| x.contains("(optimizer_states −42.00 GiB)")), "{:?}", r.reasoning);
         assert_eq!(r.estimate_tensor_bytes, 90 * GIB);
+    }
+
+    #[test]
+    fn deltas_by_category() {
+        let mut after = ledger();
+        after.entries[1].bytes = 14 * GIB; // 56 → 14 GiB of optimizer states
+        let d = deltas(&ledger(), &after);
+        assert_eq!(d, vec![CategoryDelta { category: Category::OptimizerStates, delta_bytes: -42 * GIB as i64 }]);
     }
 
     #[test]

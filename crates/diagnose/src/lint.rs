@@ -359,6 +359,9 @@ pub fn lint(src: &str) -> Result<LintReport, LintError> {
     Ok(LintReport { lines: src.lines().count(), error_nodes: l.lint.errors, findings: l.finish(root) })
 }
 
+/// Bytes of the input the Python detection parses.
+const DETECT_BYTES: usize = 1 << 20;
+
 /// Does `src` parse as Python with few errors and look like a script?
 pub fn looks_like_python(src: &str) -> bool {
     let has_marker = src.lines().take(400).any(|l| {
@@ -375,7 +378,12 @@ pub fn looks_like_python(src: &str) -> bool {
     if parser.set_language(&tree_sitter_python::LANGUAGE.into()).is_err() {
         return false;
     }
-    let Some(tree) = parser.parse(src, None) else { return false };
+    // the first MiB decides (a huge log is not parsed whole to say no)
+    let mut end = src.len().min(DETECT_BYTES);
+    while end > 0 && !src.is_char_boundary(end) {
+        end -= 1;
+    }
+    let Some(tree) = parser.parse(&src[..end], None) else { return false };
     let mut errors = 0usize;
     let mut nodes = 0usize;
     walk(tree.root_node(), &mut |n| {

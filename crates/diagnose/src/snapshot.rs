@@ -409,6 +409,8 @@ pub struct SnapshotReport {
 }
 
 pub const MAX_POINTS: usize = 2000;
+/// Below this share of the peak, the live set found there is reported as incomplete.
+pub const LIVE_ACCOUNTED_SHARE: f64 = 0.9;
 
 fn stem(path: &str) -> &str {
     let f = path.rsplit(['/', '\\']).next().unwrap_or(path);
@@ -678,6 +680,16 @@ impl Snapshot {
                         frames: self.frame_lines(b.stack),
                     });
                 }
+            }
+        }
+        let live_sum = live.iter().fold(0u64, |a, l| a.saturating_add(l.size));
+        if let Some(p) = &peak {
+            if (live_sum as f64) < LIVE_ACCOUNTED_SHARE * p.allocated as f64 {
+                notes.push(format!(
+                    "the live allocations found at the peak add up to {} of its {}: the rest was allocated before the recorded trace began (history ring buffer) and never freed or touched in it",
+                    crate::classify::b(live_sum),
+                    crate::classify::b(p.allocated)
+                ));
             }
         }
         let mut groups: HashMap<String, (u64, u64)> = HashMap::new();

@@ -235,13 +235,19 @@ impl DiagnoseReport {
             if !e.ladder.is_empty() {
                 let _ = writeln!(out, "  ladder on this card (cumulative, cheapest first):");
                 for r in &e.ladder {
+                    let what: Vec<String> = r
+                        .changes
+                        .iter()
+                        .map(|c| format!("{} {}", c.category.key(), crate::format::signed_bytes(c.delta_bytes as i128)))
+                        .collect();
                     let _ = writeln!(
                         out,
-                        "    {:<28}{:>12}  {}{}",
+                        "    {:<28}{:>12}  {}{}{}",
                         r.name,
                         r.per_gpu_bytes.map(bytes).unwrap_or_else(|| "—".into()),
                         if r.applied { "" } else { "(not applied) " },
-                        r.detail
+                        r.detail,
+                        if what.is_empty() { String::new() } else { format!(" [{}]", what.join(", ")) }
                     );
                 }
             }

@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_core::GpuSpec;
-use vramfit_diagnose::culprit::{culprit, CulpritReport, Rung};
+use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Rung};
 use vramfit_diagnose::input::{read_path, read_stream};
 use vramfit_diagnose::oom::{OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
@@ -92,16 +92,24 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
     let (gpu, card_bytes, card_what) = card(args.gpu.as_deref(), failing)?;
     let (rungs, note) = if workload.parallelism.gpus <= 1 {
         let l = ladder(spec, &workload, &gpu, Allow::default(), &TimeModel::default());
-        let rungs = l
-            .steps
-            .iter()
-            .map(|s| Rung {
+        // each rung's ledger against the state before it (the kept rungs chain)
+        let mut prev = ledger.clone();
+        let mut rungs = Vec::new();
+        for s in &l.steps {
+            let applied = s.status == StepStatus::Applied;
+            let after = s.workload.as_ref().and_then(|w| vramfit_core::estimate(spec, w).ok());
+            let changes = after.as_ref().map(|a| deltas(&prev, a)).unwrap_or_default();
+            if let (true, Some(a)) = (applied, after) {
+                prev = a;
+            }
+            rungs.push(Rung {
                 name: s.name.clone(),
                 per_gpu_bytes: s.per_gpu_bytes,
-                applied: s.status == StepStatus::Applied,
+                applied,
                 detail: s.detail.clone(),
-            })
-            .collect();
+                changes,
+            });
+        }
         (rungs, None)
     } else {
         (Vec::new(), Some("The job spans several GPUs: `vramfit plan` searches sharding and card counts; the single-card ladder is not applied here.".to_string()))
