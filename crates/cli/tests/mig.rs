@@ -314,3 +314,20 @@ fn model_service_need_equals_vramfit_estimate_total() {
         assert_eq!(m["services"][0]["need_bytes"], e["per_gpu"]["total_bytes"], "{opts}");
     }
 }
+
+#[test]
+fn max_gpus_turns_a_two_card_plan_into_does_not_fit() {
+    let mut a: Vec<String> =
+        ["mig", "plan", "--gpu", "a100-40gb", "--max-gpus", "1"].iter().map(|s| s.to_string()).collect();
+    a.extend(svc_args(&["a=12GiB", "b=12GiB", "c=12GiB"]));
+    let refs: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    let (v, code) = run_json(&refs);
+    assert_eq!(code, 1);
+    assert_eq!(v["fits"], false);
+    assert_eq!(v["gpus_needed"], 2);
+    assert_eq!(v["max_gpus"], 1);
+    let out = vramfit().args(&refs).output().unwrap();
+    assert!(String::from_utf8(out.stdout).unwrap().contains("does not fit: the plan needs 2 GPU(s), 1 available"));
+    let (v, code) = plan("a100-40gb", &["a=12GiB"]);
+    assert_eq!((code, v["max_gpus"].is_null()), (0, true));
+}

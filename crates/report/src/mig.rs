@@ -129,9 +129,11 @@ pub struct MigPlanReport {
     pub command: &'static str,
     pub gpu: MigGpuInfo,
     pub services: Vec<ServiceInfo>,
-    /// every service that was not refused has an instance
+    /// no service was refused and the plan needs no more than `max_gpus` cards
     pub fits: bool,
     pub gpus_needed: usize,
+    /// cards available (`--max-gpus`); null when not given
+    pub max_gpus: Option<usize>,
     pub total_need_bytes: u64,
     pub total_slice_bytes: u64,
     pub total_waste_bytes: u64,
@@ -143,6 +145,15 @@ pub struct MigPlanReport {
 }
 
 impl MigPlanReport {
+    /// Only `max` cards are available: the plan fits only if it needs no more.
+    pub fn with_max_gpus(mut self, max: Option<usize>) -> Self {
+        self.max_gpus = max;
+        if max.is_some_and(|m| self.gpus_needed > m) {
+            self.fits = false;
+        }
+        self
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         gpu: MigGpuInfo,
@@ -165,6 +176,7 @@ impl MigPlanReport {
             services,
             fits: refused.is_empty(),
             gpus_needed: layouts.len(),
+            max_gpus: None,
             total_need_bytes,
             total_slice_bytes,
             total_waste_bytes,
@@ -240,6 +252,9 @@ pub fn render_plan(r: &MigPlanReport) -> String {
             bytes(r.total_slice_bytes),
             bytes(r.total_waste_bytes)
         );
+    }
+    if let Some(m) = r.max_gpus.filter(|&m| r.gpus_needed > m) {
+        let _ = writeln!(out, "\ndoes not fit: the plan needs {} GPU(s), {m} available (--max-gpus)", r.gpus_needed);
     }
     if !r.refused.is_empty() {
         let _ = writeln!(out, "\nrefused:");

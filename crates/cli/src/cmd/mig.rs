@@ -53,6 +53,9 @@ pub struct PlanArgs {
     /// raw sizes also take :task=train,params=13B. Repeat for each service.
     #[arg(long = "service", value_name = "SPEC", required = true)]
     pub services: Vec<String>,
+    /// Cards available: the plan does not fit (exit 1) when it needs more
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_gpus: Option<u64>,
     /// Write a config for another tool instead of the table
     #[arg(long, value_enum)]
     pub emit: Option<Emit>,
@@ -407,7 +410,8 @@ fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
         THROUGHPUT_ASSUMPTION.to_string(),
         plan.search.nodes,
         plan.search.lower_bound_gpus,
-    );
+    )
+    .with_max_gpus(a.max_gpus.map(|m| m as usize));
     let code = if report.fits { 0 } else { 1 };
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
