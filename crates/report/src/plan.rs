@@ -454,7 +454,7 @@ pub fn render(doc: &PlanDocument) -> String {
                 _ => false,
             })
             .filter(|x| match (x.job_cost, rec.job_cost) {
-                (Some(a), Some(b)) => a.low >= b.low,
+                (Some(a), Some(b)) => a.low > b.low * 1.005,
                 _ => false,
             })
             .collect();

@@ -402,18 +402,40 @@ fn inexact_switches(s: &Search, c: &Scored) -> u8 {
     s.entries[c.mem as usize].inexact
 }
 
-/// Better of two scored candidates: cheaper; at the same cost, the one
-/// that changes less of what is computed; then faster.
+/// Costs within about 0.5 % of each other rank as equal (logarithmic
+/// buckets keep the order total, as sorting needs).
+fn cost_bucket(c: f64) -> i64 {
+    if c.is_nan() || c == f64::INFINITY {
+        i64::MAX
+    } else if c <= 0.0 {
+        i64::MIN
+    } else {
+        (c.ln() * 200.0).round() as i64
+    }
+}
+
+/// What a monthly-only rental actually bills for the job (whole months);
+/// hourly offers bill what they cost.
+fn billed(c: &Scored) -> f64 {
+    match (c.job_hours, c.monthly, c.hourly_prorated) {
+        (Some(h), Some(m), true) => (h / HOURS_PER_MONTH).ceil().max(1.0) * m.low,
+        _ => c.cost_key(),
+    }
+}
+
+/// The ranking: cheaper (job cost, else monthly price); at the same cost,
+/// the one that changes less of what is computed, then the smaller bill
+/// of whole months, then faster.
+fn order(s: &Search, a: &Scored, b: &Scored) -> std::cmp::Ordering {
+    cost_bucket(a.cost_key())
+        .cmp(&cost_bucket(b.cost_key()))
+        .then(inexact_switches(s, a).cmp(&inexact_switches(s, b)))
+        .then(billed(a).total_cmp(&billed(b)))
+        .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
+}
+
 fn better(s: &Search, a: &Scored, b: &Scored) -> bool {
-    let (ca, cb) = (a.cost_key(), b.cost_key());
-    if (ca - cb).abs() > 1e-9 * ca.abs().max(1.0) {
-        return ca < cb;
-    }
-    let (ia, ib) = (inexact_switches(s, a), inexact_switches(s, b));
-    if ia != ib {
-        return ia < ib;
-    }
-    a.tokens_per_s > b.tokens_per_s
+    order(s, a, b) == std::cmp::Ordering::Less
 }
 
 fn best_where<'s>(s: &'s Search, f: impl Fn(&Scored) -> bool) -> Option<&'s Scored> {
@@ -480,7 +502,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     best_per.sort_by(|a, b| {
         let ca = currencies.iter().position(|c| *c == search.offer(a.offer).currency);
         let cb = currencies.iter().position(|c| *c == search.offer(b.offer).currency);
-        ca.cmp(&cb).then(a.cost_key().total_cmp(&b.cost_key())).then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
+        ca.cmp(&cb).then(order(&search, a, b))
     });
     let mut ranked = Vec::new();
     for cur in &currencies {

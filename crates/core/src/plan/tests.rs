@@ -138,7 +138,8 @@ proptest! {
             prop_assert!(row.fits && row.per_gpu_bytes <= row.gpu_memory_bytes);
         }
         for pair in r.ranked.windows(2) {
-            prop_assert!(pair[0].monthly.unwrap().low <= pair[1].monthly.unwrap().low + 1e-9);
+            // costs within ~0.5 % rank as equal (then exactness, bill, speed decide)
+            prop_assert!(pair[0].monthly.unwrap().low <= pair[1].monthly.unwrap().low * 1.006);
         }
         if let Some(rec) = &r.recommended {
             prop_assert!(rec.fits);
