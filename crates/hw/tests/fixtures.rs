@@ -146,6 +146,8 @@ fn constructed_lgip_lgipp_lgi() {
     assert_eq!(gi.len(), 3);
     assert_eq!((gi[0].start, gi[0].size), (4, 4));
     insta::assert_json_snapshot!("lgip", rows);
+    insta::assert_json_snapshot!("lgipp", pp);
+    insta::assert_json_snapshot!("lgi", gi);
 }
 
 #[test]
@@ -163,6 +165,7 @@ fn constructed_q_text_with_mig_device() {
     assert_eq!((g.pcie_gen_max, g.pcie_width_current), (Some(4), Some(16)));
     assert_eq!(g.ecc.current, Some(true));
     assert_eq!(m.driver_version.as_deref(), Some("535.129.03"));
+    insta::assert_json_snapshot!("q_text_constructed", m);
 }
 
 #[test]
