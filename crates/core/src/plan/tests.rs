@@ -241,3 +241,44 @@ fn multi_machine_counts_and_tp_inside_a_node() {
     assert!(per_gpu(1) > 0.0 && per_gpu(4) > 0.0);
     assert!(per_gpu(4) <= per_gpu(1), "{} vs {}", per_gpu(4), per_gpu(1));
 }
+
+#[test]
+fn ladder_applies_switches_in_the_seed_order() {
+    let m = model();
+    let w = Workload {
+        task: crate::workload::Task::Train(TrainSetup {
+            precision: crate::train::Precision::Fp32,
+            batch: 8,
+            seq: 1024,
+            ..TrainSetup::default()
+        }),
+        ..Workload::default()
+    };
+    let card = gpu("g8", 8192, 100.0, false);
+    let l = ladder::ladder(&m, &w, &card, Allow { lora: true, ..Allow::default() }, &TimeModel::default());
+    let names: Vec<&str> = l.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        &names[..5],
+        ["mixed precision", "gradient accumulation", "activation checkpointing", "8-bit optimizer", "LoRA"]
+    );
+    // fp32 → amp-bf16 and micro-batch 8 → 1 × accum 8 both apply
+    assert_eq!(l.steps[0].status, StepStatus::Applied);
+    assert_eq!(l.steps[1].status, StepStatus::Applied);
+    // accumulation keeps the global batch and lowers memory (activations of 1 sequence, not 8)
+    assert!(l.steps[1].saved_bytes.unwrap() > 0, "{:?}", l.steps[1]);
+    // every applied step's bytes are the estimator's for its workload, and savings chain
+    let mut prev = l.start_bytes.unwrap() as i128;
+    for s in l.steps.iter().filter(|s| s.status == StepStatus::Applied) {
+        let b = crate::estimate(&m, s.workload.as_ref().unwrap()).unwrap().total_bytes();
+        assert_eq!(s.per_gpu_bytes, Some(b));
+        assert_eq!(s.saved_bytes, Some(prev - b as i128));
+        prev = b as i128;
+    }
+    // QLoRA is not allowed: shown, not kept
+    let q = l.steps.iter().find(|s| s.name == "QLoRA").unwrap();
+    assert_eq!(q.status, StepStatus::NotAllowed);
+    assert!(q.detail.contains("--allow qlora"));
+    // checkpointing costs time (≈ one more forward), accumulation keeps it about the same
+    let ck = l.steps.iter().find(|s| s.name == "activation checkpointing").unwrap();
+    assert!(ck.slowdown.unwrap() > l.steps[1].slowdown.unwrap());
+}
