@@ -67,8 +67,8 @@ struct Lint<'a> {
     has_dropout: bool,
     has_sharding: bool,
     errors: usize,
-    /// `+=` of a loss in a loop: (node id, row, column, target, loop id)
-    pending_acc: Vec<(usize, usize, usize, String, usize)>,
+    /// `+=` of a loss in a loop: (row, column, target, right-hand side, loop id)
+    pending_acc: Vec<(usize, usize, String, String, usize)>,
     /// findings decided once the whole file is seen: (node id, rule)
     later: Vec<(usize, &'static str)>,
 }
@@ -252,7 +252,8 @@ impl<'a> Lint<'a> {
         }
         // pending: decided in finish() once all assignments and .backward() targets are known
         let target = text(l, self.src).to_string();
-        self.pending_acc.push((n.id(), n.start_position().row, n.start_position().column, target, loop_id));
+        let rhs = text(r, self.src).to_string();
+        self.pending_acc.push((n.start_position().row, n.start_position().column, target, rhs, loop_id));
     }
 
     fn check_call(&mut self, n: Node, ctx: Ctx) {
@@ -305,11 +306,13 @@ impl<'a> Lint<'a> {
                 let Some((_, lstart, lend)) = ctx.lp else { return };
                 let outside = self.list_inits.iter().any(|(name, at, _)| *name == r && (*at < lstart || *at >= lend));
                 if outside && self.mentions(arg, &TENSORISH) && !self.is_safe(arg) {
+                    let a = text(arg, self.src);
+                    let a = if a.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') { a.to_string() } else { format!("({a})") };
                     self.push(
                         n,
                         "tensor-list-across-steps",
                         "appending a tensor that is still attached to the autograd graph keeps that step's whole graph (every saved activation) alive for as long as the list lives; memory grows every step",
-                        "append x.detach() (still on the GPU), x.detach().cpu(), or x.item() for scalars",
+                        &format!("`{r}.append({a}.detach())` (still on the GPU), `{a}.detach().cpu()`, or `{a}.item()` for a scalar"),
                     );
                 }
             }
@@ -426,7 +429,7 @@ impl<'a> LintState<'a> {
         let l = &mut self.lint;
         // accumulations: skip per-step losses (assigned in the loop or backward()-ed)
         let pending = std::mem::take(&mut l.pending_acc);
-        for (_, row, col, target, loop_id) in pending {
+        for (row, col, target, rhs, loop_id) in pending {
             let per_step =
                 l.loop_assigned.get(&loop_id).is_some_and(|v| v.contains(&target)) || l.backward_on.contains(&target);
             if per_step {
@@ -439,7 +442,11 @@ impl<'a> LintState<'a> {
                 column: col + 1,
                 code,
                 why: format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
-                fix: "add loss.item() (a Python float) or loss.detach()".to_string(),
+                fix: if rhs.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+                    format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph")
+                } else {
+                    format!("`{target} += ({rhs}).item()` (a Python float), or `.detach()` to keep it on the GPU without the graph")
+                },
             });
         }
         let later = std::mem::take(&mut l.later);
