@@ -252,7 +252,7 @@ impl<'a> Lint<'a> {
         }
         // pending: decided in finish() once all assignments and .backward() targets are known
         let target = text(l, self.src).to_string();
-        let rhs = text(r, self.src).to_string();
+        let rhs = atom(r, self.src);
         self.pending_acc.push((n.start_position().row, n.start_position().column, target, rhs, loop_id));
     }
 
@@ -306,8 +306,7 @@ impl<'a> Lint<'a> {
                 let Some((_, lstart, lend)) = ctx.lp else { return };
                 let outside = self.list_inits.iter().any(|(name, at, _)| *name == r && (*at < lstart || *at >= lend));
                 if outside && self.mentions(arg, &TENSORISH) && !self.is_safe(arg) {
-                    let a = text(arg, self.src);
-                    let a = if a.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') { a.to_string() } else { format!("({a})") };
+                    let a = atom(arg, self.src);
                     self.push(
                         n,
                         "tensor-list-across-steps",
@@ -333,6 +332,16 @@ impl<'a> Lint<'a> {
                 }
             }
         }
+    }
+}
+
+/// The expression's text, parenthesised unless it is already an atom
+/// (so `.item()` can be appended).
+fn atom(n: Node, src: &[u8]) -> String {
+    let t = text(n, src);
+    match n.kind() {
+        "identifier" | "attribute" | "call" | "subscript" | "parenthesized_expression" => t.to_string(),
+        _ => format!("({t})"),
     }
 }
 
@@ -442,11 +451,7 @@ impl<'a> LintState<'a> {
                 column: col + 1,
                 code,
                 why: format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
-                fix: if rhs.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
-                    format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph")
-                } else {
-                    format!("`{target} += ({rhs}).item()` (a Python float), or `.detach()` to keep it on the GPU without the graph")
-                },
+                fix: format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph"),
             });
         }
         let later = std::mem::take(&mut l.later);

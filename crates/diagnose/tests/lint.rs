@@ -30,7 +30,10 @@ fn every_pattern_is_found_on_its_line() {
     assert_eq!(r.error_nodes, 0);
     let acc = r.findings.iter().find(|f| f.rule == "accumulated-loss").unwrap();
     assert_eq!(acc.code, "total_loss += loss");
-    assert_eq!(acc.fix, "`total_loss += loss.item()` (a Python float), or `loss.detach()` to keep it on the GPU without the graph");
+    assert_eq!(
+        acc.fix,
+        "`total_loss += loss.item()` (a Python float), or `loss.detach()` to keep it on the GPU without the graph"
+    );
     for f in &r.findings {
         assert!(!f.why.is_empty() && !f.fix.is_empty(), "{f:?}");
     }
