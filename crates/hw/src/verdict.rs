@@ -107,10 +107,31 @@ fn within(a: u64, b: u64, tol: f64) -> bool {
     b > 0.0 && (a - b).abs() <= b * tol
 }
 
+/// The known cards a product name can be: same family and, when the name
+/// states a size (`A100-SXM4-80GB`, `H100 80GB HBM3`), that size (whole-card
+/// GiB rounded).
+fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
+    let n = norm(name);
+    let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
+    let lower = name.to_ascii_lowercase();
+    let stated: Option<u64> = lower
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find_map(|w| w.strip_suffix("gb").and_then(|d| d.parse::<u64>().ok()));
+    let sized: Vec<&RefCard> = match stated {
+        Some(gb) => fam.iter().copied().filter(|r| (r.whole_mib as f64 / 1024.0).round() as u64 == gb).collect(),
+        None => Vec::new(),
+    };
+    if sized.is_empty() {
+        fam
+    } else {
+        sized
+    }
+}
+
 /// Classify one memory total against the known cards of the GPU's family.
 pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
     let n = norm(name);
-    let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
+    let fam = family_cards(name, refs);
     // Among cards of the family with that memory, prefer the one whose id
     // segments (`sxm`, `pcie`, `nvl`) the product name also contains.
     let score = |r: &RefCard| r.id.split('-').filter(|seg| n.contains(&norm(seg))).count();
@@ -153,9 +174,8 @@ pub fn infer_mig_profile(
     sms: Option<u32>,
     refs: &[RefCard],
 ) -> Option<String> {
-    let n = norm(gpu_name);
     let mut hits: Vec<&str> = Vec::new();
-    for r in refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)) {
+    for r in family_cards(gpu_name, refs) {
         if parent_bytes.is_some_and(|p| !within(p, r.whole_mib << 20, WHOLE_CARD_TOLERANCE)) {
             continue;
         }

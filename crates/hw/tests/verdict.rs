@@ -78,6 +78,15 @@ fn slice_sized_memory_is_called_a_mig_slice() {
         matches!(classify("NVIDIA A100-SXM4-80GB", 81920 * MIB, &r), MemoryClass::WholeCard { card, .. } if card == "A100 80GB SXM4")
     );
     assert_eq!(classify("Tesla T4", 15360 * MIB, &r), MemoryClass::Unknown);
+    // 9984 MiB is nearer an A100-40GB 2-slice profile, but the name says 80GB
+    let mut r2 = r.clone();
+    r2[0].mig_profiles.push(sl("1g.10gb", 9984));
+    assert!(
+        matches!(classify("NVIDIA A100-SXM4-80GB", 10240 * MIB, &r2), MemoryClass::MigSlice { card, profile, .. } if profile == "1g.10gb" && card == "A100 80GB SXM4")
+    );
+    assert!(
+        matches!(classify("NVIDIA A100-SXM4-40GB", 10240 * MIB, &r2), MemoryClass::MigSlice { card, .. } if card == "A100 40GB SXM4")
+    );
 }
 
 #[test]
