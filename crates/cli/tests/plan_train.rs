@@ -194,3 +194,61 @@ fn emit_accelerate_and_torchrun_parse_back() {
     assert!(out.contains("torchrun"), "{out}");
     assert!(out.contains("--nproc-per-node="), "{out}");
 }
+
+fn collect_keys(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                collect_keys(x, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_keys(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_emitted_json_key_is_documented() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/plan.md")).unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    for args in [
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--have",
+            "rtx-3090",
+            "--allow",
+            "lora",
+            "--tokens",
+            "1B",
+            "--json",
+        ][..],
+        &["plan", "llama-2-13b", "--dtype", "fp16", "--have", "rtx-3090", "--hours", "5", "--json"][..],
+    ] {
+        collect_keys(&json(args, 0), &mut keys);
+    }
+    // keys of free-form maps (none today) would be skipped here; every field name must be in the doc
+    let documented = |k: &str| {
+        [
+            format!("`{k}`"),
+            format!("{{{k},"),
+            format!(", {k}}}"),
+            format!(", {k},"),
+            format!("{{{k}}}"),
+            format!("{{{k}:"),
+            format!(", {k}:"),
+            format!(", {k} ("),
+            format!("`{k} ("),
+            format!("`{k} "),
+        ]
+        .iter()
+        .any(|p| doc.contains(p.as_str()))
+    };
+    let missing: Vec<&String> = keys.iter().filter(|k| !documented(k)).collect();
+    assert!(missing.is_empty(), "docs/plan.md does not document {missing:?}");
+}
