@@ -171,3 +171,26 @@ fn every_json_key_is_documented_in_docs_check_md() {
         );
     }
 }
+
+#[test]
+fn slice_sized_devices_are_called_mig_slices_against_the_real_catalogue() {
+    let dir = std::env::temp_dir().join(format!("vramfit-check-slice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (src, whole, slice, expect, want) in [
+        ("nvidia_smi/02.xml", "81920 MiB", "10240 MiB", "1xA100-80GB", "1g.10gb of A100 80GB SXM4"),
+        ("nvidia_smi/01.xml", "40960 MiB", "5120 MiB", "1xA100-40GB", "1g.5gb of A100 40GB SXM4"),
+    ] {
+        let text = std::fs::read_to_string(fx(src)).unwrap();
+        let needle = format!("<total>{whole}</total>");
+        assert!(text.contains(&needle));
+        let p = dir.join(src.replace('/', "_"));
+        std::fs::write(&p, text.replacen(&needle, &format!("<total>{slice}</total>"), 1)).unwrap();
+        let (v, code) = json(&s(&["check", "--xml", p.to_str().unwrap(), "--expect", expect]));
+        assert_eq!(code, 1);
+        assert_eq!(v["gpus"][0]["memory_class"], "mig_slice");
+        assert_eq!(v["gpus"][0]["memory_matches"], want);
+        let f = v["findings"].as_array().unwrap().iter().find(|f| f["code"] == "memory").unwrap();
+        assert!(f["message"].as_str().unwrap().contains(&format!("a MIG slice ({want})")), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -142,14 +142,14 @@ pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
     {
         return MemoryClass::WholeCard { card: r.name.clone(), whole_card_bytes: r.whole_mib << 20 };
     }
-    let mut best: Option<(u128, MemoryClass)> = None;
+    let mut best: Option<((std::cmp::Reverse<usize>, u128), MemoryClass)> = None;
     for r in &fam {
         for RefSlice { profile: p, bytes: b, .. } in &r.mig_profiles {
             if within(bytes, *b, SLICE_TOLERANCE) {
-                let d = (bytes as i128 - *b as i128).unsigned_abs();
-                if best.as_ref().is_none_or(|(bd, _)| d < *bd) {
+                let key = (std::cmp::Reverse(score(r)), (bytes as i128 - *b as i128).unsigned_abs());
+                if best.as_ref().is_none_or(|(bk, _)| key < *bk) {
                     best = Some((
-                        d,
+                        key,
                         MemoryClass::MigSlice {
                             card: r.name.clone(),
                             profile: p.clone(),
