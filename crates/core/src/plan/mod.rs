@@ -578,7 +578,12 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     let software = req.have.map(|g| ladder::ladder(req.model, &single, g, req.allow, &req.time));
 
     // break-even: best single card vs best whole machine of ≥ 8 GPUs, same currency
-    let primary = currencies.first().cloned();
+    // the first currency of the catalogue in which something fits
+    let primary = currencies
+        .iter()
+        .find(|cur| search.scored.iter().any(|c| &search.offer(c.offer).currency == *cur))
+        .or(currencies.first())
+        .cloned();
     let break_even = primary.as_ref().and_then(|cur| {
         let single_c = best_where(&search, |c| {
             let o = search.offer(c.offer);

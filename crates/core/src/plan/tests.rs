@@ -282,3 +282,17 @@ fn ladder_applies_switches_in_the_seed_order() {
     let ck = l.steps.iter().find(|s| s.name == "activation checkpointing").unwrap();
     assert!(ck.slowdown.unwrap() > l.steps[1].slowdown.unwrap());
 }
+
+#[test]
+fn recommendation_uses_the_first_currency_that_has_a_fit() {
+    let (m, w, g) = (model(), train(2), gpus());
+    // the first currency's only offer is too small; the second one fits
+    let mut tiny = offer("tiny", "g8", 1, 1, false, 1.0);
+    tiny.slice = Some(Slice { fraction: 0.1, label: "1/10".into(), memory_mib: 512 });
+    let mut usd = offer("usd", "g48", 1, 1, false, 3.0);
+    usd.currency = "USD".into();
+    let book = PriceBook { offers: vec![tiny, usd], discounts: vec![], upgrades: vec![] };
+    let r = plan(&request(&m, &w, &g, &book, Job::None)).unwrap();
+    assert_eq!(r.recommended.as_ref().map(|x| x.currency.as_str()), Some("USD"));
+    assert!(r.notes.iter().any(|n| n.contains("ranked separately")));
+}
