@@ -194,9 +194,19 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let code = if report.recommended.is_some() { 0 } else { 1 };
 
     if let Some(kind) = args.emit {
-        let Some(rec) = &report.recommended else {
+        let Some(mut rec) = report.recommended.as_ref() else {
             bail!("--emit: no plan fits this job, so there is nothing to write ({})", report.reason);
         };
+        if rec.setup.tp > 1 || rec.setup.pp > 1 {
+            // these launchers cannot split a Hugging Face model: take the best plan they can run
+            if let Some(alt) = report.ranked.iter().find(|r| r.setup.tp == 1 && r.setup.pp == 1) {
+                eprintln!(
+                    "vramfit: note: the recommended plan uses TP {} × PP {}, which --emit cannot express; writing the best plan without them: {} × {} ({})",
+                    rec.setup.tp, rec.setup.pp, alt.gpus, alt.gpu_name, alt.offer_id
+                );
+                rec = alt;
+            }
+        }
         let s = &rec.setup;
         let text = match kind {
             EmitKind::Deepspeed => emit::deepspeed(s),
