@@ -186,10 +186,14 @@ fn opt_bytes(b: Option<u64>) -> String {
 pub fn render_check(r: &CheckReport) -> String {
     let mut out = String::new();
     let models: Vec<String> = r.models.iter().map(|m| format!("{} x {}", m.count, m.name)).collect();
+    let count = match (&r.interconnect, r.gpu_count) {
+        (Some(ic), 0) => format!("{} GPU(s) in the topology, no GPU list", ic.gpus),
+        (_, n) => format!("{n} GPU(s)"),
+    };
     let _ = writeln!(
         out,
-        "machine: {} GPU(s){}{}",
-        r.gpu_count,
+        "machine: {}{}{}",
+        count,
         if models.is_empty() { String::new() } else { format!(": {}", models.join(", ")) },
         match (&r.driver_version, &r.cuda_version) {
             (None, None) => String::new(),
