@@ -617,6 +617,20 @@ mod tests {
     }
 
     #[test]
+    fn emitted_configs_snapshot() {
+        let s = setup("zero3", 8, "cpu", "cpu");
+        insta::assert_snapshot!("ds_zero3_offload", deepspeed(&s).unwrap());
+        insta::assert_snapshot!(
+            "accelerate_fsdp_full_shard",
+            accelerate(&setup("zero3", 8, "none", "none"), Family::Llama, 1).unwrap()
+        );
+        insta::assert_snapshot!(
+            "torchrun_fsdp_two_nodes",
+            torchrun(&setup("zero3", 16, "none", "none"), Family::Mistral, 2).unwrap()
+        );
+    }
+
+    #[test]
     fn torchrun_command_uses_documented_flags() {
         for (sh, machines) in [("zero3", 1), ("zero2", 2), ("none", 1)] {
             let text = torchrun(&setup(sh, 8, "none", "none"), Family::Llama, machines).unwrap();
