@@ -111,7 +111,7 @@ fn paged_capacity_at_gpu_util() {
     let conc = c["max_concurrency"].as_u64().unwrap();
     assert_eq!(conc, blocks / (8192 / 16));
     assert!(conc > 10 && conc < 80, "{conc}");
-    assert!(c["max_context"].as_u64().unwrap() % 16 == 0);
+    assert!(c["max_context"].as_u64().unwrap().is_multiple_of(16));
     // The longest context for one sequence must itself fit the budget.
     let max_ctx = c["max_context"].as_u64().unwrap().to_string();
     let budget = c["budget_bytes"].as_u64().unwrap();

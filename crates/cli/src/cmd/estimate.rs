@@ -185,7 +185,7 @@ impl WorkloadArgs {
             bail!("--tp and --pp must be at least 1");
         }
         let gpus = self.gpus.unwrap_or(self.tp * self.pp);
-        if gpus == 0 || gpus % (self.tp * self.pp) != 0 {
+        if gpus == 0 || !gpus.is_multiple_of(self.tp * self.pp) {
             bail!("--gpus {gpus} is not a multiple of --tp {} × --pp {}", self.tp, self.pp);
         }
         Ok(Parallelism { gpus, tp: self.tp, pp: self.pp, ..Parallelism::default() })
@@ -196,10 +196,8 @@ impl WorkloadArgs {
         let runtime = self.runtime()?;
         match self.task {
             TaskKind::Infer => {
+                // Replicas (gpus > tp × pp) keep per-GPU memory; the ledger says so.
                 let par = self.parallelism()?;
-                if par.dp() > 1 {
-                    // Replicas do not change per-GPU memory; keep the count for the report.
-                }
                 Ok(Workload { task: Task::Inference(self.inference(spec)?), parallelism: par, runtime })
             }
             _ => {
