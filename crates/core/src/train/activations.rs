@@ -148,7 +148,19 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         norm(&both)
     } else {
         // Gemma-2 style extra post-norms keep their fp32 inputs
-        norm(&qkv_names) + norm(&up_names) + (norms - 2) * (4 * h + 4)
+        let both = norm(&qkv_names) + norm(&up_names) + (norms - 2) * (4 * h + 4);
+        if spec.parallel_residual {
+            // GPT-NeoX parallel block: both norms read the same residual, saved once
+            let input = match spec.norm {
+                NormKind::LayerNorm => r * h,
+                // a 16-bit stream is upcast separately by each norm: nothing shared
+                NormKind::RmsNorm if fp32_stream => 4 * h,
+                NormKind::RmsNorm => 0,
+            };
+            both - input
+        } else {
+            both
+        }
     };
     let hidden_drop = spec.hidden_dropout > 0.0;
     if hidden_drop {
