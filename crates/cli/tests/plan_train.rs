@@ -252,3 +252,38 @@ fn every_emitted_json_key_is_documented() {
     let missing: Vec<&String> = keys.iter().filter(|k| !documented(k)).collect();
     assert!(missing.is_empty(), "docs/plan.md does not document {missing:?}");
 }
+
+#[test]
+fn mfu_override_and_hours_budget() {
+    let base = [
+        "plan",
+        "llama-2-7b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--grad-accum",
+        "8",
+        "--tokens",
+        "1B",
+        "--json",
+    ];
+    let v = json(&base, 0);
+    let faster = json(&[&base[..], &["--mfu", "ampere=0.9"]].concat(), 0);
+    let hours = |v: &serde_json::Value, offer: &str, gpus: u64| {
+        ranked(v).iter().find(|r| r["offer_id"] == offer && r["gpus"] == gpus).and_then(|r| r["job_hours"].as_f64())
+    };
+    let (a, b) = (
+        hours(&v, "cn-guide/8x-a100-80g-nvlink", 8).unwrap(),
+        hours(&faster, "cn-guide/8x-a100-80g-nvlink", 8).unwrap(),
+    );
+    // doubling the A100's MFU (0.45 → 0.9) at least shortens the job, at most halves it
+    assert!(b < a && b >= a / 2.0 - 1e-9, "{a} h → {b} h");
+    // --hours: tokens = tokens/s × hours × 3600, cost = hourly × hours
+    let v = json(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--hours", "10", "--json"], 0);
+    let rec = &v["recommended"];
+    let tps = rec["tokens_per_s"].as_f64().unwrap();
+    assert!((rec["job_tokens"].as_f64().unwrap() - tps * 36000.0).abs() < 1e-6 * tps * 36000.0);
+    assert!((rec["job_cost"]["low"].as_f64().unwrap() - rec["hourly"]["low"].as_f64().unwrap() * 10.0).abs() < 1e-6);
+    assert_eq!(v["job"]["hours"], 10.0);
+}
