@@ -306,6 +306,25 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
         figures.push(fig("allowed", c));
     }
 
+    // 0. figures that cannot all be true
+    if t.free.lo() > t.total.hi() {
+        reasoning.push(format!(
+            "{} free > {} total: the driver reports the card's total wrongly (integrated GPUs with unified memory, e.g. AMD APUs, report a fixed carve-out as the total), so the verdict cannot rest on these figures.",
+            t.free.text, t.total.text
+        ));
+        return Verdict {
+            class: OomClass::Unexplained,
+            headline: "the message's free memory exceeds its total".to_string(),
+            figures,
+            reasoning,
+            gap_bytes: None,
+            fixes: vec![
+                fix(FixCost::Setting, "check the memory the driver gives the GPU (BIOS/driver UMA or GTT size on APUs; HSA_XNACK / unified-memory settings)", "the total the allocator sees is below the free figure"),
+                fix(FixCost::Workload, "split or shrink the allocation below the reported total", "the allocator refuses requests above the reported total"),
+            ],
+        };
+    }
+
     // 1. bigger than the card
     if t.requested.lo() > t.total.hi() {
         reasoning
@@ -328,9 +347,16 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
     if t.free.lo() >= t.requested.hi() {
         if let Some(c) = cap {
             let need = a.saturating_add(u).saturating_add(r);
-            if need > c {
+            let slack = t
+                .allowed
+                .as_ref()
+                .map(|x| x.tolerance)
+                .unwrap_or(0)
+                .saturating_add(t.allocated.tolerance)
+                .saturating_add(t.unallocated_tolerance());
+            if need.saturating_add(slack) >= c {
                 reasoning.push(format!(
-                    "The device had room, but the process is capped at {} (set_per_process_memory_fraction) and {} + {} > cap.",
+                    "The device had room, but the process is capped at {} (set_per_process_memory_fraction) and {} reserved + {} requested reaches the cap (within print rounding).",
                     b(c),
                     b(reserved),
                     t.requested.text
@@ -340,7 +366,7 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
                     headline: format!("the memory-fraction cap of {} is reached", b(c)),
                     figures,
                     reasoning,
-                    gap_bytes: Some(need - c),
+                    gap_bytes: Some(need.saturating_sub(c)),
                     fixes: vec![fix(
                         FixCost::Setting,
                         "raise torch.cuda.set_per_process_memory_fraction",
@@ -638,6 +664,57 @@ fn classify_other(o: &OtherOom) -> Verdict {
                 fix(FixCost::Setting, "raise --gpu-memory-utilization or add --tensor-parallel-size", "more bytes for the cache"),
             ],
         },
+        OtherOom::Mps { allocated, other, max_allowed, requested, .. } => {
+            let (a, o, m, r) = (allocated.bytes, other.bytes, max_allowed.bytes, requested.bytes);
+            let need = a.saturating_add(o).saturating_add(r);
+            let mut reasoning = vec![format!(
+                "MPS allocated {} + other allocations {} + request {} = {} against the {} high-watermark limit.",
+                allocated.text,
+                other.text,
+                requested.text,
+                b(need),
+                max_allowed.text
+            )];
+            let watermark = fix(
+                FixCost::Setting,
+                "PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 (no limit; the system may swap or hang)",
+                "the limit is a share of unified memory, not the hardware",
+            );
+            let (class, headline, fixes) = if r > m {
+                reasoning.push(format!("{} alone exceeds the limit.", requested.text));
+                (OomClass::RequestExceedsCard, format!("one allocation of {} exceeds the {} MPS limit", requested.text, max_allowed.text), vec![
+                    fix(FixCost::Workload, "split the operation or shrink the batch / resolution", "no single tensor above the limit can be placed"),
+                    watermark,
+                ])
+            } else if o >= a && o >= OTHER_PROCESS_MIN {
+                // MPSAllocator.mm: other = [device currentAllocatedSize] − the allocator's own buffers,
+                // after it has already freed its cached buffers and retried
+                reasoning.push(format!(
+                    "{} is Metal memory of this process outside PyTorch's MPS allocator (MPSGraph caches and kernels, other Metal users in the process), more than PyTorch's own {}; PyTorch had already freed its cached buffers and retried.",
+                    other.text, allocated.text
+                ));
+                (OomClass::GenuineShortage, format!("{} held outside PyTorch's MPS allocator, {} over the limit", other.text, b(need.saturating_sub(m))), vec![
+                    fix(FixCost::Code, "compare torch.mps.driver_allocated_memory() with torch.mps.current_allocated_memory() while running; release what holds the rest (other Metal/CoreML models in the process, graph caches)", "the bulk is not PyTorch tensors"),
+                    fix(FixCost::Workload, "lower the batch / resolution / sequence length", "fewer and smaller graphs and tensors"),
+                    watermark,
+                ])
+            } else {
+                reasoning.push(format!("{} short.", b(need.saturating_sub(m))));
+                (OomClass::GenuineShortage, format!("{} over the MPS limit", b(need.saturating_sub(m))), vec![
+                    fix(FixCost::Workload, "lower the batch / resolution / sequence length", "PyTorch's own allocations are the bulk"),
+                    fix(FixCost::Code, "fp16 weights and activations", "halves the bytes"),
+                    watermark,
+                ])
+            };
+            Verdict {
+                class,
+                headline,
+                figures: vec![fig("allocated", a), fig("other", o), fig("allowed", m), fig("requested", r)],
+                reasoning,
+                gap_bytes: Some(need.saturating_sub(m)),
+                fixes,
+            }
+        }
         OtherOom::CudaError { text } => Verdict {
             class: OomClass::Unknown,
             headline: format!("{text}: memory outside PyTorch's caching allocator ran out"),

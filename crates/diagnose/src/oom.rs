@@ -107,6 +107,8 @@ pub struct Context {
 /// One PyTorch CUDA OOM, numbers as printed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TorchOom {
+    /// `CUDA`, `HIP` (ROCm) or `XPU`; `CUDA` when the message was pasted without it
+    pub backend: String,
     pub era: TorchEra,
     pub device: u32,
     /// the rounded size the allocator asked for (`get_allocation_size`)
@@ -200,11 +202,11 @@ const SIZE: &str = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]i?B))";
 fn start_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     // a pasted message often starts at "Tried to allocate"
-    re(&C, r"(?:CUDA out of memory\. ?)?Tried to allocate \d|CUDA out of memory\.")
+    re(&C, r"(?:(?:CUDA|HIP|XPU) out of memory\. ?)?Tried to allocate \d|(?:CUDA|HIP|XPU) out of memory\.")
 }
 fn requested_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, &format!(r"^(?:CUDA out of memory\. ?)?Tried to allocate {SIZE}"))
+    re(&C, &format!(r"^(?:(?:CUDA|HIP|XPU) out of memory\. ?)?Tried to allocate {SIZE}"))
 }
 fn old_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
@@ -232,7 +234,7 @@ fn new_tail_re() -> &'static Regex {
     re(
         &C,
         &format!(
-            r"Of the allocated memory {SIZE} is allocated by PyTorch, (?:with {SIZE} allocated in private pools \(e\.g\., CUDA Graphs\), )?and {SIZE} is reserved by PyTorch but unallocated\."
+            r"Of the allocated memory {SIZE} is allocated by PyTorch, (?:with {SIZE} allocated in private pools \(e\.g\., \w+ Graphs\), )?and {SIZE} is reserved by PyTorch but unallocated\."
         ),
     )
 }
@@ -293,6 +295,10 @@ const CONTEXT_BACK: usize = 16 * 1024;
 /// How far back to look for DeepSpeed's memory line.
 const DS_BACK: usize = 64 * 1024;
 
+fn backend(window: &str) -> String {
+    ["HIP", "XPU"].iter().find(|b| window.starts_with(&format!("{b} out of memory"))).unwrap_or(&"CUDA").to_string()
+}
+
 /// Parse one PyTorch message starting at `window` (already squashed).
 pub fn parse_torch_message(window: &str) -> OomKind {
     let requested = requested_re().captures(window).and_then(|c| size_at(&c, 1));
@@ -321,6 +327,7 @@ pub fn parse_torch_message(window: &str) -> OomKind {
         };
         let cached = c.get(8).map(|m| m.as_str() == "cached").unwrap_or(false);
         return OomKind::Torch(TorchOom {
+            backend: backend(window),
             era: if cached { TorchEra::Cached } else { TorchEra::Reserved },
             device,
             requested: req,
@@ -357,6 +364,7 @@ pub fn parse_torch_message(window: &str) -> OomKind {
     let allowed = allowed_re().captures(between).and_then(|c| size_at(&c, 1));
     let Some(allocated) = size_at(&tail, 1) else { return partial(requested) };
     OomKind::Torch(TorchOom {
+        backend: backend(window),
         era: TorchEra::Sentences,
         device,
         requested: req,
@@ -469,13 +477,19 @@ impl LineIndex {
 /// Literal search first (std's substring search is fast in every build),
 /// the regex only on a few bytes around each hit.
 fn message_starts(text: &str) -> Vec<usize> {
-    const HEAD: &str = "CUDA out of memory.";
+    /// CUDA, ROCm (HIP) and Intel (XPU) builds print the same message
+    const HEADS: [&str; 3] = ["CUDA out of memory.", "HIP out of memory.", "XPU out of memory."];
     const TRIED: &str = "Tried to allocate ";
-    let mut starts: Vec<usize> = text.match_indices(HEAD).map(|(i, _)| i).collect();
+    let mut starts: Vec<usize> = HEADS.iter().flat_map(|h| text.match_indices(h).map(|(i, _)| i)).collect();
     for (i, _) in text.match_indices(TRIED) {
         // part of a "CUDA out of memory. Tried to allocate" already found?
-        let back = floor_boundary(text, i.saturating_sub(HEAD.len() + 2));
-        if text[back..i].contains(HEAD) {
+        let back = floor_boundary(text, i.saturating_sub(HEADS[0].len() + 2));
+        if HEADS.iter().any(|h| text[back..i].contains(h)) {
+            continue;
+        }
+        // MPS prints "Tried to allocate" after its own figures (other_frameworks)
+        let mps_back = floor_boundary(text, i.saturating_sub(MPS_REACH));
+        if text[mps_back..i].contains("MPS backend out of memory") {
             continue;
         }
         let end = floor_boundary(text, i + TRIED.len() + 1);
@@ -486,6 +500,9 @@ fn message_starts(text: &str) -> Vec<usize> {
     starts.sort_unstable();
     starts
 }
+
+/// How far before "Tried to allocate" an MPS message starts.
+const MPS_REACH: usize = 200;
 
 /// Most events reported from one input (the rest are counted, not kept).
 pub const MAX_EVENTS: usize = 200;

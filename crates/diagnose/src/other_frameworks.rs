@@ -77,6 +77,8 @@ pub enum OtherOom {
         estimated_max_len: Option<u64>,
         profile: Option<VllmProfile>,
     },
+    /// Apple MPS: `MPS backend out of memory (MPS allocated: A, other allocations: O, max allowed: M). Tried to allocate R on private pool`
+    Mps { allocated: Size, other: Size, max_allowed: Size, requested: Size, pool: String },
     /// `CUDA error: out of memory` / `CUBLAS_STATUS_ALLOC_FAILED` / NCCL
     CudaError { text: String },
 }
@@ -140,6 +142,15 @@ fn vllm_profile_re() -> &'static Regex {
 fn vllm_weights_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     re(&C, r"(?:Loading model weights took|Model loading took) ([\d.]{1,12}) ?Gi?B")
+}
+fn mps_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(
+        &C,
+        &format!(
+            r"MPS backend out of memory \(MPS allocated: {XSIZE}, other allocations: {XSIZE}, max allowed: {XSIZE}\)\. Tried to allocate {XSIZE} on (\w+) pool"
+        ),
+    )
 }
 fn cuda_err_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
@@ -313,6 +324,17 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
                 profile: vllm_profile(text, m.start()),
             },
         ));
+    }
+    let mps = has(&["MPS backend out of memory"]);
+    for c in mps_re().captures_iter(if mps { text } else { "" }) {
+        let Some(m) = c.get(0) else { continue };
+        let size = |i: usize| c.get(i).and_then(|v| parse_size(v.as_str()));
+        let (Some(allocated), Some(other), Some(max_allowed), Some(requested)) = (size(1), size(2), size(3), size(4))
+        else {
+            continue;
+        };
+        let pool = c.get(5).map(|p| p.as_str().to_string()).unwrap_or_default();
+        out.push((m.start(), OtherOom::Mps { allocated, other, max_allowed, requested, pool }));
     }
     for m in cuda_err_re().find_iter(if cuda { text } else { "" }) {
         out.push((m.start(), OtherOom::CudaError { text: m.as_str().to_string() }));

@@ -48,6 +48,12 @@ fn every_fixture_parses_and_classifies() {
             match (&e.kind, x["framework"].as_str().unwrap()) {
                 (OomKind::Torch(t), "torch") => {
                     assert_eq!(t.device as u64, u(x, "device").unwrap(), "{name}: device");
+                    assert_eq!(
+                        t.backend,
+                        x.get("backend").and_then(|b| b.as_str()).unwrap_or("CUDA"),
+                        "{name}: backend"
+                    );
+                    assert_eq!(t.allowed.as_ref().map(|s| s.bytes), u(x, "allowed"), "{name}: allowed");
                     let era = match t.era {
                         TorchEra::Cached => "cached",
                         TorchEra::Reserved => "reserved",
@@ -106,6 +112,13 @@ fn every_fixture_parses_and_classifies() {
                     assert_eq!(node.as_deref(), x["node"].as_str(), "{name}");
                 }
                 (OomKind::Other(OtherOom::VllmNoCacheBlocks { .. }), "vllm_no_cache_blocks") => {}
+                (OomKind::Other(OtherOom::Mps { allocated, other, max_allowed, requested, pool }), "mps") => {
+                    assert_eq!(allocated.bytes, u(x, "allocated").unwrap(), "{name}");
+                    assert_eq!(other.bytes, u(x, "other").unwrap(), "{name}");
+                    assert_eq!(max_allowed.bytes, u(x, "max_allowed").unwrap(), "{name}");
+                    assert_eq!(requested.bytes, u(x, "requested").unwrap(), "{name}");
+                    assert_eq!(pool, x["pool"].as_str().unwrap(), "{name}");
+                }
                 (
                     OomKind::Other(OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, profile }),
                     "vllm_max_len_tokens",
@@ -138,7 +151,7 @@ fn every_fixture_parses_and_classifies() {
             checked += 1;
         }
     }
-    assert!(checked >= 33, "checked {checked}");
+    assert!(checked >= 42, "checked {checked}");
 }
 
 #[test]

@@ -264,7 +264,8 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
     let v = &d.verdict;
     let what = match &e.kind {
         OomKind::Torch(t) => format!(
-            "PyTorch ({}), GPU {}",
+            "PyTorch {} ({}), GPU {}",
+            t.backend,
             match t.era {
                 TorchEra::Cached => "≤1.4 message",
                 TorchEra::Reserved => "1.5–2.0 message",
@@ -279,6 +280,7 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
                 format!("TensorFlow{}", gpu.map(|g| format!(", GPU {g}")).unwrap_or_default())
             }
             vramfit_diagnose::other_frameworks::OtherOom::CudaError { .. } => "CUDA runtime".to_string(),
+            vramfit_diagnose::other_frameworks::OtherOom::Mps { .. } => "PyTorch MPS (Apple)".to_string(),
             _ => "vLLM".to_string(),
         },
     };
