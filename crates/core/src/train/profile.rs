@@ -157,11 +157,8 @@ impl TrainProfile {
             return Err(CoreError::invalid("lora-rank", format!("{} is absurdly large", setup.lora.rank)));
         }
         let base_quant = match setup.kind {
-            TrainKind::Qlora => Some(
-                spec.quantization
-                    .clone()
-                    .unwrap_or_else(|| QuantSpec::nf4(setup.qlora_double_quant, p.compute_dtype())),
-            ),
+            // QLoRA quantizes the base to NF4 at load, whatever the checkpoint's own format
+            TrainKind::Qlora => Some(QuantSpec::nf4(setup.qlora_double_quant, p.compute_dtype())),
             TrainKind::Lora => spec.quantization.clone(),
             TrainKind::Full => None,
         };
