@@ -6,7 +6,8 @@ use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
 use vramfit_core::{estimate, ModelSpec, Parallelism, Sharding, Task, TrainSetup, Workload};
 
 fuzz_target!(|d: [u64; 8]| {
-    let spec = ModelSpec::llama_like("fuzz", 1 + d[0] % 65536, 1 + d[1] % 256, 32, 8, 1 + d[2] % 100_000, 1 + d[3] % 300_000);
+    let spec =
+        ModelSpec::llama_like("fuzz", 1 + d[0] % 65536, 1 + d[1] % 256, 32, 8, 1 + d[2] % 100_000, 1 + d[3] % 300_000);
     let setup = TrainSetup {
         kind: [TrainKind::Full, TrainKind::Lora, TrainKind::Qlora][(d[4] % 3) as usize],
         precision: Precision::ALL[(d[4] / 3 % 6) as usize],
