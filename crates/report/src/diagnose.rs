@@ -81,6 +81,7 @@ impl DiagnoseReport {
                     ooms.len(),
                     if ooms.len() == 1 { "" } else { "s" }
                 );
+                write_by_device(&mut out, ooms);
                 for (n, d) in ooms.iter().enumerate() {
                     write_oom(&mut out, n + 1, d);
                 }
@@ -256,6 +257,31 @@ impl DiagnoseReport {
             let _ = writeln!(out, "\ntimeline written to {p}");
         }
         out
+    }
+}
+
+/// One line per GPU (and rank) when the log has several.
+fn write_by_device(out: &mut String, ooms: &[Diagnosed]) {
+    let mut by: std::collections::BTreeMap<(Option<u32>, Option<u32>), Vec<&'static str>> = Default::default();
+    for d in ooms {
+        let dev = match &d.event.kind {
+            OomKind::Torch(t) => Some(t.device),
+            OomKind::Other(vramfit_diagnose::other_frameworks::OtherOom::TensorFlow { gpu, .. }) => *gpu,
+            _ => None,
+        };
+        by.entry((dev, d.event.rank)).or_default().push(d.verdict.class.key());
+    }
+    if by.len() < 2 {
+        return;
+    }
+    for ((dev, rank), classes) in by {
+        let _ = writeln!(
+            out,
+            "  {}{}: {}",
+            dev.map(|g| format!("GPU {g}")).unwrap_or_else(|| "device ?".into()),
+            rank.map(|r| format!(" (rank {r})")).unwrap_or_default(),
+            classes.join(", ")
+        );
     }
 }
 
