@@ -30,11 +30,13 @@ fn tinyllama_amp_layer_bytes_per_token() {
     // amp-bf16, fp32 stream, h=2048, q_width 2048, kv_width 256, I=5632, 32 heads:
     // 2 RMSNorms × (4h fp32 input + 4 rsqrt + 4h normed + 2h bf16 cast) = 2 × 20,484 = 40,968
     // q,k,v bf16 2·(2048 + 2·256) = 5,120; out 2·2048 = 4,096; lse 4·32 = 128;
-    // RoPE under autocast 6·2048 = 12,288; SwiGLU 4 × 2·5632 = 45,056 → split 66,688
-    // total 107,656 B per token per layer (measured from group C: 107,660)
+    // RoPE under autocast 6·2048 = 12,288; SwiGLU 4 × 2·5632 = 45,056 → split 66,688, of which
+    // k,v (2·2·256 = 1,024) split by kv heads; total 107,656 B per token per layer
+    // (measured from group C: 107,660)
     let m = TrainModel::new(&tinyllama(), &TrainSetup::default()).unwrap();
     assert_eq!(m.act.layer_rep, 40_968);
-    assert_eq!(m.act.layer_split, 66_688);
+    assert_eq!(m.act.layer_split + m.act.layer_kv, 66_688);
+    assert_eq!(m.act.layer_kv, 1_024);
     assert_eq!(m.act.layer_per_key, 0);
     assert_eq!(m.act.layer_input, 4 * 2048);
     assert_eq!(m.act.logits_saved, 4);
@@ -49,7 +51,7 @@ fn gpt2_fp32_layer_bytes_per_token() {
     let s = TrainSetup { precision: Precision::Fp32, ..TrainSetup::default() };
     let m = TrainModel::new(&gpt2(), &s).unwrap();
     assert_eq!(m.act.layer_rep, 13_840);
-    assert_eq!(m.act.layer_split, 9_216 + 3_072 + 48 + 3_072 + 61_440);
+    assert_eq!(m.act.layer_split + m.act.layer_kv, 9_216 + 3_072 + 48 + 3_072 + 61_440);
 }
 
 #[test]
@@ -105,6 +107,9 @@ fn tp_and_sp_split_activations() {
     assert_eq!(sp2.act_layers, 1024 * 22 * (20_484 + 33_344));
     // vocab-parallel logits
     assert_eq!(tp2.logits_saved, one.logits_saved / 2);
+    // 4 kv heads over TP 8: each rank keeps one kv head (1,024 × 1/4), the rest ÷ 8
+    let tp8 = m.evaluate(&s, &Parallelism { gpus: 8, tp: 8, ..Parallelism::default() }).unwrap();
+    assert_eq!(tp8.act_layers, 1024 * 22 * (40_968 + 65_664 / 8 + 256));
 }
 
 #[test]

@@ -44,6 +44,10 @@ pub struct ActProfile {
     pub layer_split: u64,
     /// per token per key per layer (eager s×s terms), split by TP over heads
     pub layer_per_key: u64,
+    /// per token per layer: k and v (when not repeated), split by TP over kv heads
+    pub layer_kv: u64,
+    /// key/value heads (for the TP split of `layer_kv`)
+    pub kv_heads: u64,
     /// per token per layer kept under full checkpointing (the layer input)
     pub layer_input: u64,
     /// per token outside the layers (final norm, embedding dropout mask)
@@ -170,7 +174,9 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     // Attention core.
     let repeat = setup.attention == AttentionImpl::Eager || (p == Precision::Fp32 && kvw < qw);
     let kv_saved = if repeat { qw } else { kvw };
-    let mut split = a * (qw + 2 * kv_saved) + a * aw;
+    // k and v split over TP by kv heads (each rank keeps at least one): kept apart
+    let layer_kv = if repeat { 0 } else { 2 * a * kvw };
+    let mut split = a * qw + 2 * a * kv_saved - layer_kv + a * aw;
     if setup.attention == AttentionImpl::Sdpa {
         split += 4 * heads;
     }
@@ -226,6 +232,8 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         layer_rep: rep,
         layer_split: split,
         layer_per_key: per_key,
+        layer_kv,
+        kv_heads: spec.num_kv_heads,
         layer_input: r * h,
         ends,
         logits_saved: lb,
@@ -241,6 +249,8 @@ pub fn layer_bytes_per_token(ap: &ActProfile, seq: u64, tp: u64, sp: bool, ckpt:
     let tp = tp.max(1) as u128;
     let rep = if sp { (ap.layer_rep as u128).div_ceil(tp) } else { ap.layer_rep as u128 };
     let split = (ap.layer_split as u128).div_ceil(tp);
+    let kv_heads = ap.kv_heads.max(1) as u128;
+    let kv = (ap.layer_kv as u128 * kv_heads.div_ceil(tp)).div_ceil(kv_heads);
     let key = if ckpt == Checkpointing::Selective { 0 } else { (ap.layer_per_key as u128 * seq as u128).div_ceil(tp) };
-    rep + split + key
+    rep + split + kv + key
 }

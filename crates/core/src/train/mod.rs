@@ -456,6 +456,7 @@ pub fn estimate_training(
                 .term("layers per stage", prof.layers.div_ceil(par.pp))
                 .term("per token per layer (replicated)", model.act.layer_rep)
                 .term("per token per layer (split by TP)", model.act.layer_split)
+                .term("per token per layer k,v (split by TP over kv heads)", model.act.layer_kv)
                 .term("per token per layer per key", model.act.layer_per_key)
                 .term("layer input kept under checkpointing", model.act.layer_input)
                 .term("in-flight micro-batches", b.in_flight)
