@@ -63,3 +63,33 @@ fn raw_commented_original_is_found_too() {
     let s = parse(&raw).unwrap();
     assert_eq!(s.rows.len(), 29);
 }
+
+#[test]
+fn issue_35901_cut_table_is_fragmentation() {
+    // 12420 MB reserved at peak for a 4877 MB allocated peak: 61% cache overhead
+    let s = parse(&fixture("issue_pytorch35901_partial.txt")).unwrap();
+    assert_eq!(s.row(&["Allocated memory"]).unwrap().peak.value, 4877 * MIB);
+    assert_eq!(s.row(&["GPU reserved memory"]).unwrap().peak.value, 12_420 * MIB);
+    // the cut "from large pool" row of reserved memory is not read
+    assert_eq!(s.rows.len(), 7);
+    assert_eq!(s.verdict().class, Some(OomClass::Fragmentation));
+}
+
+#[test]
+fn issue_37250_summary_with_an_oom_beside_it() {
+    let text = fixture("issue_pytorch37250_with_oom.txt");
+    let input =
+        vramfit_diagnose::Input { name: "x".into(), bytes: text.into_bytes(), size: 0, skipped: 0, truncated: false };
+    let vramfit_diagnose::Diagnosis::Summary { summary, verdict, ooms } =
+        vramfit_diagnose::diagnose(&input, None).unwrap()
+    else {
+        panic!("not a summary")
+    };
+    assert_eq!(summary.cudamalloc_retries, Some(1));
+    assert_eq!(summary.rows.len(), 2);
+    // no reserved row in the cut table: no class from the summary itself
+    assert_eq!(verdict.class, None);
+    // the OOM: 10.91 GiB − 100.81 MiB free − 5.75 GiB reserved ≈ 5.06 GiB outside PyTorch
+    assert_eq!(ooms.len(), 1);
+    assert_eq!(ooms[0].verdict.class, OomClass::OtherProcess);
+}
