@@ -115,7 +115,8 @@ impl Precision {
 impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Precision::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+        let n = s.replace('_', "-");
+        Precision::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(&n)).ok_or_else(|| {
             format!("unknown precision '{s}': expected one of fp32, amp-bf16, amp-fp16, mixed-bf16, mixed-fp16, bf16")
         })
     }
@@ -176,7 +177,15 @@ impl Optimizer {
 impl std::str::FromStr for Optimizer {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Optimizer::ALL.iter().copied().find(|o| o.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+        // accept transformers' spellings too: adamw_torch, adamw_bnb_8bit, paged_adamw_8bit
+        let n = s.to_ascii_lowercase().replace('_', "-");
+        let n = match n.as_str() {
+            "adamw-torch" | "adamw-torch-fused" | "adam" => "adamw".to_string(),
+            "adamw-bnb-8bit" | "adamw8bit" => "adamw-8bit".to_string(),
+            "paged-adamw8bit" => "paged-adamw-8bit".to_string(),
+            _ => n,
+        };
+        Optimizer::ALL.iter().copied().find(|o| o.name() == n).ok_or_else(|| {
             format!("unknown optimizer '{s}': expected one of adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion")
         })
     }
