@@ -36,8 +36,12 @@ pub struct LintReport {
     pub findings: Vec<Finding>,
 }
 
+/// Deeper syntax than this is not linted (counted in `error_nodes`).
+const MAX_DEPTH: usize = 400;
+
 #[derive(Clone, Copy, Default)]
 struct Ctx {
+    depth: usize,
     /// innermost loop node id and its byte range
     lp: Option<(usize, usize, usize)>,
     grad_off: bool,
@@ -165,7 +169,11 @@ impl<'a> Lint<'a> {
         if n.is_error() || n.is_missing() {
             self.errors += 1;
         }
-        let mut ctx = ctx;
+        if ctx.depth > MAX_DEPTH {
+            self.errors += 1;
+            return;
+        }
+        let mut ctx = Ctx { depth: ctx.depth + 1, ..ctx };
         match n.kind() {
             "function_definition" => {
                 self.funcs.push(Func::default());
@@ -175,7 +183,7 @@ impl<'a> Lint<'a> {
                         p.named_children(&mut cur).any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
                     hit
                 });
-                ctx = Ctx { lp: None, grad_off: decorated, func: self.funcs.len() - 1 };
+                ctx = Ctx { lp: None, grad_off: decorated, func: self.funcs.len() - 1, depth: ctx.depth };
                 if decorated {
                     self.funcs[ctx.func].grad_off_anywhere = true;
                 }
@@ -350,12 +358,15 @@ fn grad_off_text(t: &str) -> bool {
     t.contains("no_grad") || t.contains("inference_mode") || t.contains("set_grad_enabled(False)")
 }
 
+/// Pre-order over a subtree with an explicit stack (no recursion: a hostile
+/// script can nest expressions hundreds of thousands deep).
 fn walk<'t>(n: Node<'t>, f: &mut dyn FnMut(Node<'t>)) {
-    f(n);
-    let mut cur = n.walk();
-    let kids: Vec<Node<'t>> = n.children(&mut cur).collect();
-    for k in kids {
-        walk(k, f);
+    let mut stack = vec![n];
+    while let Some(n) = stack.pop() {
+        f(n);
+        let mut cur = n.walk();
+        let kids: Vec<Node<'t>> = n.children(&mut cur).collect();
+        stack.extend(kids.into_iter().rev());
     }
 }
 

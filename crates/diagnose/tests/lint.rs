@@ -75,3 +75,18 @@ fn a_script_that_mentions_the_oom_message_is_still_a_script() {
     let d = vramfit_diagnose::diagnose(&input, None).unwrap();
     assert_eq!(d.kind(), vramfit_diagnose::Kind::Script);
 }
+
+#[test]
+fn deeply_nested_source_does_not_overflow_the_stack() {
+    // 50,000 nested parentheses; test threads have small stacks
+    let src = format!(
+        "import torch\nx = {}1{}\nfor b in loader:\n    total += loss\n",
+        "(".repeat(50_000),
+        ")".repeat(50_000)
+    );
+    let r = lint(&src).unwrap();
+    assert!(r.error_nodes > 0);
+    // detection walks the same tree (iteratively) and still sees Python
+    assert!(looks_like_python(&src));
+    assert_eq!(r.findings.iter().map(|f| f.rule).collect::<Vec<_>>(), vec!["accumulated-loss"]);
+}
