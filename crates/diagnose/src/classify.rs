@@ -225,18 +225,24 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
     // Memory on the device outside this process's allocator.
     let mut other: u64 = 0;
     let mut presumed_self = None;
-    if t.era == TorchEra::Sentences {
+    // ≥2.1 messages carry process figures only when NVML answered
+    let has_processes = t.this_process.is_some() || !t.processes.is_empty();
+    if t.era == TorchEra::Sentences && has_processes {
         if let Some(this) = &t.this_process {
-            let nontorch = this.bytes.saturating_sub(reserved);
-            figures.push(fig("this_process", this.bytes));
-            figures.push(fig("this_process_non_pytorch", nontorch));
-            reasoning.push(format!(
-                "This process uses {} in all; {} of it is outside PyTorch's allocator (CUDA context, NCCL, cuBLAS/cuDNN workspaces, other libraries).",
-                this.text,
-                b(nontorch)
-            ));
             if this.bytes == 0 && reserved > 0 {
-                reasoning.push("NVML reported 0 bytes for this process (a known NVML/driver reporting gap, e.g. under some containers); its figure is ignored.".to_string());
+                reasoning.push(format!(
+                    "NVML reported 0 bytes for this process although PyTorch holds {} (a known NVML/driver reporting gap, e.g. under some containers); the figure is ignored.",
+                    b(reserved)
+                ));
+            } else {
+                let nontorch = this.bytes.saturating_sub(reserved);
+                figures.push(fig("this_process", this.bytes));
+                figures.push(fig("this_process_non_pytorch", nontorch));
+                reasoning.push(format!(
+                    "This process uses {} in all; {} of it is outside PyTorch's allocator (CUDA context, NCCL, cuBLAS/cuDNN workspaces, other libraries).",
+                    this.text,
+                    b(nontorch)
+                ));
             }
         } else if let Some(p) = t
             .processes
@@ -288,8 +294,9 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
         let outside = total.saturating_sub(free).saturating_sub(reserved);
         figures.push(fig("outside_allocator", outside));
         reasoning.push(format!(
-            "{} of the card is neither free nor reserved by PyTorch: this process's CUDA context (~0.25–0.6 GiB) plus anything other processes or non-PyTorch code hold.",
-            b(outside)
+            "{} of the card is neither free nor reserved by PyTorch: this process's CUDA context (~0.25–0.6 GiB) plus anything other processes or non-PyTorch code hold{}.",
+            b(outside),
+            if t.era == TorchEra::Sentences { " (the message has no process figures: NVML was unavailable, e.g. on Windows or ROCm)" } else { "" }
         ));
         if outside > CONTEXT_ALLOWANCE {
             other = outside - CONTEXT_ALLOWANCE;
