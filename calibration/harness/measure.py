@@ -47,6 +47,21 @@ ARCHS = {
         "hidden_act": "silu", "rope_theta": 1000000.0, "attention_dropout": 0.0,
         "use_sliding_window": False,
     },
+    "gpt2-124m": {
+        "family": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
+        "n_positions": 1024, "n_inner": None, "activation_function": "gelu_new", "resid_pdrop": 0.1,
+        # attn_pdrop 0: CPU SDPA has no fused kernel with dropout (it falls back to the math
+        # kernel, which keeps seq x seq tensors a GPU would not); residual dropout stays on
+        "embd_pdrop": 0.1, "attn_pdrop": 0.0, "tie_word_embeddings": True,
+    },
+    "phi-3-mini": {
+        "family": "phi3", "hidden_size": 3072, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "intermediate_size": 8192, "vocab_size": 32064,
+        "max_position_embeddings": 4096, "original_max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-05, "hidden_act": "silu", "tie_word_embeddings": False,
+        "attention_dropout": 0.0, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "rope_theta": 10000.0,
+        "sliding_window": 2047,
+    },
     "pythia-160m": {
         "family": "gpt_neox", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
         "intermediate_size": 3072, "vocab_size": 50304, "max_position_embeddings": 2048,
@@ -98,6 +113,16 @@ CASES = {
                                                base_dtype="bf16", batch=4, seq=1024,
                                                lora=dict(r=16, lora_alpha=32, target_modules=ALL_LLAMA,
                                                          lora_dropout=0.0)),
+    # fp32 base under autocast: frozen weights are cast (not cached) and the casts saved
+    "gpt2_lora_cattn_fp32base_b4_s1024": dict(model="gpt2-124m", task="lora", precision="amp-bf16",
+                                              base_dtype="fp32", batch=4, seq=1024,
+                                              lora=dict(r=8, lora_alpha=16, target_modules=["c_attn"],
+                                                        lora_dropout=0.0, fan_in_fan_out=True)),
+    "phi-3-mini_lora_all_r16_b1_s1024": dict(model="phi-3-mini", task="lora", precision="amp-bf16",
+                                             base_dtype="bf16", batch=1, seq=1024,
+                                             lora=dict(r=16, lora_alpha=32,
+                                                       target_modules=["qkv_proj", "o_proj", "gate_up_proj",
+                                                                       "down_proj"], lora_dropout=0.0)),
     "qwen2.5-0.5b_full_amp_b2_s1024": dict(model="qwen2.5-0.5b", task="train", precision="amp-bf16",
                                            batch=2, seq=1024),
     "qwen2.5-0.5b_full_bf16_b4_s1024": dict(model="qwen2.5-0.5b", task="train", precision="bf16",
