@@ -289,3 +289,12 @@ fn deepspeed_config_on_several_gpus() {
     assert!(e["ladder"].as_array().unwrap().is_empty());
     assert!(e["reasoning"].as_array().unwrap().iter().any(|r| r.as_str().unwrap().contains("vramfit plan")));
 }
+
+#[test]
+fn snapshot_oom_is_the_failing_request_with_a_gpu() {
+    let j = json(&[&fx("snapshot/snapshot_shared.pickle"), "--model", "gpt2", "--task", "train", "--gpu", "rtx-3090"]);
+    // the trace's OOM: 14.5 MiB live + 32 MiB asked
+    assert_eq!(j["estimate"]["failing_need_bytes"].as_u64(), Some((14 << 20) + (512 << 10) + (32 << 20)));
+    // the card from the catalogue: 24 GiB class
+    assert!(j["estimate"]["card_bytes"].as_u64().unwrap() > 20u64 << 30);
+}

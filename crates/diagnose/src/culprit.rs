@@ -85,8 +85,22 @@ pub struct CulpritReport {
 /// is called out as something the model does not account for.
 pub const UNEXPLAINED_EXCESS: f64 = 0.20;
 
+/// What was live and what was asked for when the allocation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failing {
+    /// bytes PyTorch held in tensors
+    pub held_bytes: u64,
+    pub requested_bytes: u64,
+}
+
+impl From<&TorchOom> for Failing {
+    fn from(t: &TorchOom) -> Self {
+        Failing { held_bytes: t.allocated.bytes, requested_bytes: t.requested.bytes }
+    }
+}
+
 /// Put `ledger` beside `card_bytes` and the failing request.
-pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&TorchOom>, ladder: &[Rung]) -> CulpritReport {
+pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&Failing>, ladder: &[Rung]) -> CulpritReport {
     let total = ledger.total_bytes();
     let tensors = ledger.tensor_peak_bytes();
     let categories: Vec<CategoryShare> = ledger
@@ -116,12 +130,12 @@ pub fn culprit(ledger: &Ledger, card_bytes: u64, failing: Option<&TorchOom>, lad
             t.share * 100.0
         ));
     }
-    let failing_need = failing.map(|f| f.allocated.bytes.saturating_add(f.requested.bytes));
+    let failing_need = failing.map(|f| f.held_bytes.saturating_add(f.requested_bytes));
     if let (Some(need), Some(f)) = (failing_need, failing) {
         reasoning.push(format!(
             "At the failure PyTorch held {} and asked for {} more: {} of tensors.",
-            f.allocated.text,
-            f.requested.text,
+            b(f.held_bytes),
+            b(f.requested_bytes),
             b(need)
         ));
         if tensors > 0 && need as f64 > tensors as f64 * (1.0 + UNEXPLAINED_EXCESS) {

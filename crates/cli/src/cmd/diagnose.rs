@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_core::GpuSpec;
-use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Rung};
+use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
 use vramfit_diagnose::input::{read_path, read_stream};
 use vramfit_diagnose::oom::{OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
@@ -88,8 +88,18 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
     let spec = &resolved.spec;
     let workload = args.workload.build(spec)?;
     let ledger = vramfit_core::estimate(spec, &workload)?;
-    let failing = first_torch(d);
-    let (gpu, card_bytes, card_what) = card(args.gpu.as_deref(), failing)?;
+    let failing_torch = first_torch(d);
+    let (gpu, card_bytes, card_what) = card(args.gpu.as_deref(), failing_torch)?;
+    // the failing request: the first PyTorch message, else a snapshot's first OOM entry
+    let failing: Option<Failing> = failing_torch.map(Failing::from).or_else(|| match d {
+        Diagnosis::Snapshot { report } => report
+            .devices
+            .iter()
+            .flat_map(|dv| dv.ooms.iter())
+            .next()
+            .map(|o| Failing { held_bytes: o.allocated_then, requested_bytes: o.requested }),
+        _ => None,
+    });
     let (rungs, note) = if workload.parallelism.gpus <= 1 {
         let l = ladder(spec, &workload, &gpu, Allow::default(), &TimeModel::default());
         // each rung's ledger against the state before it (the kept rungs chain)
@@ -114,7 +124,7 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
     } else {
         (Vec::new(), Some("The job spans several GPUs: `vramfit plan` searches sharding and card counts; the single-card ladder is not applied here.".to_string()))
     };
-    let mut r = culprit(&ledger, card_bytes, failing, &rungs);
+    let mut r = culprit(&ledger, card_bytes, failing.as_ref(), &rungs);
     r.reasoning.insert(0, format!("Card: {card_what}; model: {}.", resolved.source_text()));
     if let Some(n) = note {
         r.reasoning.push(n);
