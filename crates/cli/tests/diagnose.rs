@@ -132,7 +132,7 @@ fn script_lint() {
         .args(["diagnose", &fx("scripts/train_bad.py")])
         .assert()
         .success()
-        .stdout(predicate::str::contains("9 memory findings"))
+        .stdout(predicate::str::contains("10 memory findings"))
         .stdout(predicate::str::contains("line 32:9 accumulated-loss"));
     let j = json(&[&fx("scripts/train_good.py")]);
     assert_eq!(j["kind"], "script");

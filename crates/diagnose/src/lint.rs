@@ -82,6 +82,11 @@ fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
 }
 
 const SAFE_METHODS: [&str; 6] = ["item", "detach", "tolist", "cpu", "numpy", "float_"];
+/// Loop iterables naming an evaluation split…
+const EVAL_SPLITS: [&str; 4] = ["val", "eval", "test", "dev"];
+/// …of a data pipeline.
+const DATA_WORDS: [&str; 4] = ["loader", "data", "batches", "iter"];
+
 /// Names that usually hold tensors (a list of `model(x)` outputs counts too).
 const TENSORISH: [&str; 16] = [
     "loss",
@@ -189,6 +194,9 @@ impl<'a> Lint<'a> {
                 }
             }
             "for_statement" | "while_statement" => {
+                if n.kind() == "for_statement" && !ctx.grad_off {
+                    self.check_eval_loop(n);
+                }
                 // the iterable/condition runs in the outer context; the body in the loop
                 let mut cur = n.walk();
                 let kids: Vec<Node> = n.children(&mut cur).collect();
@@ -242,6 +250,39 @@ impl<'a> Lint<'a> {
         let kids: Vec<Node> = n.children(&mut cur).collect();
         for k in kids {
             self.visit(k, ctx);
+        }
+    }
+
+    /// `for batch in val_loader:` calling a model, with gradients on.
+    fn check_eval_loop(&mut self, n: Node) {
+        let (Some(it), Some(body)) = (n.child_by_field_name("right"), n.child_by_field_name("body")) else { return };
+        let name = text(it, self.src).to_ascii_lowercase();
+        let evalish = EVAL_SPLITS.iter().any(|w| name.contains(w)) && DATA_WORDS.iter().any(|w| name.contains(w));
+        if !evalish {
+            return;
+        }
+        // a call of a model inside the body, outside any no_grad block in it
+        let mut calls_model = false;
+        let mut off_inside = false;
+        walk(body, &mut |c| match c.kind() {
+            "with_clause" if grad_off_text(text(c, self.src)) => off_inside = true,
+            "call" => {
+                if let Some(f) = c.child_by_field_name("function") {
+                    let callee = text(f, self.src).trim_start_matches("self.").to_ascii_lowercase();
+                    if callee.ends_with("model") || callee.ends_with("net") || callee.ends_with("module") {
+                        calls_model = true;
+                    }
+                }
+            }
+            _ => {}
+        });
+        if calls_model && !off_inside {
+            self.push(
+                n,
+                "eval-without-no-grad",
+                "this loop runs the model over an evaluation split with gradients on: every forward records the autograd graph and saves its activations, as much as a training forward, instead of freeing each layer's output once the next layer has used it",
+                "wrap the loop in `with torch.inference_mode():` (or torch.no_grad()), or decorate the function with @torch.no_grad()",
+            );
         }
     }
 

@@ -23,6 +23,7 @@ fn every_pattern_is_found_on_its_line() {
             (39, "eval-without-no-grad"),
             (42, "tensor-list-across-steps"),
             (46, "ddp-replicates"),
+            (51, "eval-without-no-grad"),
         ],
         "{:#?}",
         r.findings
