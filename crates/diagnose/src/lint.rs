@@ -237,8 +237,26 @@ impl<'a> Lint<'a> {
                     if rt == "[]" || rt == "list()" {
                         self.list_inits.push((name.clone(), n.start_byte(), ctx.lp.map(|x| x.0)));
                     }
-                    if let Some((id, _, _)) = ctx.lp {
-                        self.loop_assigned.entry(id).or_default().push(name);
+                    // `total = total + loss` accumulates like `+=`
+                    let self_sum = r.kind() == "binary_operator"
+                        && r.child_by_field_name("operator").is_some_and(|o| text(o, self.src) == "+")
+                        && r.child_by_field_name("left").is_some_and(|x| text(x, self.src) == name);
+                    if self_sum {
+                        if let Some(rhs) = r.child_by_field_name("right") {
+                            self.accumulate(n, ctx, &name, rhs);
+                        }
+                    } else if let Some((id, _, _)) = ctx.lp {
+                        // only an unconditional reset at the top of the loop body makes
+                        // the name per-step (a reset under an `if` is periodic: the
+                        // graph still piles up between resets)
+                        let top_level = n
+                            .parent()
+                            .and_then(|stmt| stmt.parent())
+                            .and_then(|block| block.parent())
+                            .is_some_and(|lp| lp.id() == id);
+                        if top_level {
+                            self.loop_assigned.entry(id).or_default().push(name);
+                        }
                     }
                 }
             }
@@ -287,22 +305,27 @@ impl<'a> Lint<'a> {
     }
 
     fn check_accumulate(&mut self, n: Node, ctx: Ctx) {
-        let Some((loop_id, _, _)) = ctx.lp else { return };
         let (Some(l), Some(op), Some(r)) =
             (n.child_by_field_name("left"), n.child_by_field_name("operator"), n.child_by_field_name("right"))
         else {
             return;
         };
-        if text(op, self.src) != "+=" || ctx.grad_off {
+        if text(op, self.src) != "+=" {
             return;
         }
-        if !self.mentions(r, &["loss"]) || self.is_safe(r) {
+        let target = text(l, self.src).to_string();
+        self.accumulate(n, ctx, &target, r);
+    }
+
+    /// `target (+= | = target +) rhs` in a loop: a candidate accumulated loss.
+    fn accumulate(&mut self, n: Node, ctx: Ctx, target: &str, r: Node) {
+        let Some((loop_id, _, _)) = ctx.lp else { return };
+        if ctx.grad_off || !self.mentions(r, &["loss"]) || self.is_safe(r) {
             return;
         }
         // pending: decided in finish() once all assignments and .backward() targets are known
-        let target = text(l, self.src).to_string();
         let rhs = atom(r, self.src);
-        self.pending_acc.push((n.start_position().row, n.start_position().column, target, rhs, loop_id));
+        self.pending_acc.push((n.start_position().row, n.start_position().column, target.to_string(), rhs, loop_id));
     }
 
     fn check_call(&mut self, n: Node, ctx: Ctx) {

@@ -91,3 +91,36 @@ fn deeply_nested_source_does_not_overflow_the_stack() {
     assert!(looks_like_python(&src));
     assert_eq!(r.findings.iter().map(|f| f.rule).collect::<Vec<_>>(), vec!["accumulated-loss"]);
 }
+
+#[test]
+fn the_tutorial_loop_is_clean_and_self_sums_are_caught() {
+    // the shape of the PyTorch CIFAR-10 tutorial's training loop
+    let clean = r#"
+import torch
+for epoch in range(2):
+    running_loss = 0.0
+    for i, data in enumerate(trainloader, 0):
+        inputs, labels = data
+        optimizer.zero_grad()
+        outputs = net(inputs)
+        loss = criterion(outputs, labels)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.item()
+        if i % 2000 == 1999:
+            print(f'[{epoch + 1}, {i + 1:5d}] loss: {running_loss / 2000:.3f}')
+            running_loss = 0.0
+"#;
+    assert!(lint(clean).unwrap().findings.is_empty(), "{:#?}", lint(clean).unwrap().findings);
+    let leaky = "import torch\nepoch_loss = 0\nfor x in loader:\n    loss = f(x)\n    epoch_loss = epoch_loss + loss\n";
+    let r = lint(leaky).unwrap();
+    assert_eq!(r.findings.iter().map(|f| (f.line, f.rule)).collect::<Vec<_>>(), vec![(5, "accumulated-loss")]);
+    assert!(r.findings[0].fix.starts_with("`epoch_loss += loss.item()`"), "{}", r.findings[0].fix);
+}
+
+#[test]
+fn a_periodic_reset_does_not_hide_an_accumulated_loss() {
+    let src = "import torch\nfor i, x in enumerate(loader):\n    loss = f(x)\n    loss.backward()\n    running_loss += loss\n    if i % 100 == 99:\n        running_loss = 0.0\n";
+    let r = lint(src).unwrap();
+    assert_eq!(r.findings.iter().map(|f| (f.line, f.rule)).collect::<Vec<_>>(), vec![(5, "accumulated-loss")]);
+}
