@@ -199,11 +199,6 @@ fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
 
 const SIZE: &str = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]i?B))";
 
-fn start_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    // a pasted message often starts at "Tried to allocate"
-    re(&C, r"(?:(?:CUDA|HIP|XPU) out of memory\. ?)?Tried to allocate \d|(?:CUDA|HIP|XPU) out of memory\.")
-}
 fn requested_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     re(&C, &format!(r"^(?:(?:CUDA|HIP|XPU) out of memory\. ?)?Tried to allocate {SIZE}"))
@@ -492,8 +487,9 @@ fn message_starts(text: &str) -> Vec<usize> {
         if text[mps_back..i].contains("MPS backend out of memory") {
             continue;
         }
-        let end = floor_boundary(text, i + TRIED.len() + 1);
-        if start_re().is_match(&text[i..end]) {
+        // a bare "Tried to allocate" counts only when a size follows it
+        let end = floor_boundary(text, i + TRIED.len() + 24);
+        if requested_re().is_match(&text[i..end]) {
             starts.push(i);
         }
     }

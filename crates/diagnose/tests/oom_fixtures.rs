@@ -185,3 +185,9 @@ fn container_pid_is_taken_as_self_and_fix_is_expandable_segments() {
     let v = classify(&oom::scan(&old)[0]);
     assert!(v.fixes[0].action.contains("max_split_size_mb"), "{:?}", v.fixes);
 }
+
+#[test]
+fn a_bare_tried_to_allocate_needs_a_size() {
+    assert!(oom::scan("Tried to allocate 3 workers for the data loader").is_empty());
+    assert_eq!(oom::scan("Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)").len(), 1);
+}
