@@ -269,7 +269,7 @@ fn every_emitted_key_is_documented() {
 
 #[test]
 fn deepspeed_config_on_several_gpus() {
-    let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/fixtures/deepspeed/03_zero3_bf16.json");
+    let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/../ingest/tests/fixtures/deepspeed/03_zero3_bf16.json");
     if !std::path::Path::new(ds).exists() {
         return; // the shared fixtures are not part of every checkout
     }
