@@ -77,7 +77,18 @@ fn categories_sum_to_total_and_tensor_peak_excludes_runtime() {
     assert_eq!(sum, v["per_gpu"]["total_bytes"].as_u64().unwrap());
     let peak = sum - cat(&v, "runtime") - cat(&v, "margin");
     assert_eq!(peak, v["per_gpu"]["tensor_peak_bytes"].as_u64().unwrap());
-    for key in ["weights", "master_weights", "gradients", "optimizer_states", "activations", "kv_cache", "logits", "temporaries", "runtime", "margin"] {
+    for key in [
+        "weights",
+        "master_weights",
+        "gradients",
+        "optimizer_states",
+        "activations",
+        "kv_cache",
+        "logits",
+        "temporaries",
+        "runtime",
+        "margin",
+    ] {
         assert!(cats.contains_key(key), "missing {key}");
     }
     assert_eq!(v["gpus"], 2);
@@ -103,7 +114,10 @@ fn fit_exit_codes() {
 
 #[test]
 fn paged_capacity_at_gpu_util() {
-    let v = json(&["estimate", "llama-3.1-8b", "--gpu", "a100-80gb", "--gpu-util", "0.9", "--context", "8192", "--json"], 0);
+    let v = json(
+        &["estimate", "llama-3.1-8b", "--gpu", "a100-80gb", "--gpu-util", "0.9", "--context", "8192", "--json"],
+        0,
+    );
     let c = &v["fit"]["capacity"];
     let per_token = v["kv"]["bytes_per_token"].as_u64().unwrap();
     assert_eq!(per_token, 2 * 32 * 8 * 128 * 2); // 128 KiB
@@ -189,7 +203,11 @@ fn safetensors_bytes(header: &str, data: usize) -> Vec<u8> {
 /// A tiny GPT-2 (n_embd 4, 1 layer, vocab 8, 2 positions) and a
 /// safetensors header listing exactly its tensors.
 fn tiny_gpt2(dir: &std::path::Path, drop_one: bool) {
-    std::fs::write(dir.join("config.json"), br#"{"model_type":"gpt2","n_embd":4,"n_layer":1,"n_head":2,"vocab_size":8,"n_positions":2}"#).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        br#"{"model_type":"gpt2","n_embd":4,"n_layer":1,"n_head":2,"vocab_size":8,"n_positions":2}"#,
+    )
+    .unwrap();
     let mut tensors = vec![
         ("wte.weight", vec![8, 4]),
         ("wpe.weight", vec![2, 4]),
@@ -243,7 +261,11 @@ fn safetensors_headers_match_or_mismatch_the_config() {
 #[test]
 fn truncated_and_hostile_safetensors_headers() {
     let d = temp_dir("st-bad");
-    std::fs::write(d.join("config.json"), br#"{"model_type":"gpt2","n_embd":4,"n_layer":1,"n_head":2,"vocab_size":8,"n_positions":2}"#).unwrap();
+    std::fs::write(
+        d.join("config.json"),
+        br#"{"model_type":"gpt2","n_embd":4,"n_layer":1,"n_head":2,"vocab_size":8,"n_positions":2}"#,
+    )
+    .unwrap();
     // Header length says 200 bytes, only 10 follow.
     let mut f = std::fs::File::create(d.join("model.safetensors")).unwrap();
     f.write_all(&200u64.to_le_bytes()).unwrap();
@@ -322,6 +344,9 @@ fn documented_schema_keys_are_the_emitted_keys() {
     keys.extend(v["fit"]["capacity"].as_object().unwrap().keys().cloned());
     for k in keys {
         let leaf = k.rsplit('.').next().unwrap();
-        assert!(doc.contains(&format!("`{k}`")) || doc.contains(&format!("\"{leaf}\"")) || doc.contains(leaf), "docs/schema.md does not document `{k}`");
+        assert!(
+            doc.contains(&format!("`{k}`")) || doc.contains(&format!("\"{leaf}\"")) || doc.contains(leaf),
+            "docs/schema.md does not document `{k}`"
+        );
     }
 }
