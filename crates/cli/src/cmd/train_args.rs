@@ -154,6 +154,34 @@ fn parse_targets(s: &str) -> anyhow::Result<LoraTargets> {
 }
 
 impl TrainArgs {
+    /// The names of every training-only flag the user actually set, in the
+    /// order they are declared (`--precision`, `--optimizer`, …). Empty when
+    /// none was given; `vramfit estimate --task infer` rejects a non-empty list.
+    pub fn given_flags(&self) -> Vec<&'static str> {
+        [
+            ("--precision", self.precision.is_some()),
+            ("--optimizer", self.optimizer.is_some()),
+            ("--grad-accum", self.grad_accum.is_some()),
+            ("--checkpointing", self.checkpointing.is_some()),
+            ("--attention", self.attention.is_some()),
+            ("--lora-rank", self.lora_rank.is_some()),
+            ("--lora-alpha", self.lora_alpha.is_some()),
+            ("--lora-targets", self.lora_targets.is_some()),
+            ("--lora-dropout", self.lora_dropout.is_some()),
+            ("--adapter-config", self.adapter_config.is_some()),
+            ("--zero", self.zero.is_some()),
+            ("--fsdp", self.fsdp.is_some()),
+            ("--sp", self.sp),
+            ("--offload", self.offload.is_some()),
+            ("--deepspeed", self.deepspeed.is_some()),
+            ("--first-step", self.first_step),
+            ("--no-foreach", self.no_foreach),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
+
     /// Turn the training flags into a training setup and its parallelism.
     /// Notes about config files ("auto" values, unknown keys) go to stderr.
     pub fn build(&self, _spec: &ModelSpec, common: &Common) -> anyhow::Result<(TrainSetup, Parallelism)> {
@@ -406,5 +434,87 @@ impl TrainArgs {
             offload_params: offload_param,
         };
         Ok((setup, par, notes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        train: TrainArgs,
+    }
+
+    fn flags(argv: &[&str]) -> Vec<&'static str> {
+        let mut v = vec!["vramfit"];
+        v.extend_from_slice(argv);
+        Cli::try_parse_from(v).expect("flags parse").train.given_flags()
+    }
+
+    #[test]
+    fn training_flags_with_task_infer_given_flags_empty_by_default() {
+        assert!(flags(&[]).is_empty());
+        assert!(TrainArgs::default().given_flags().is_empty());
+    }
+
+    #[test]
+    fn training_flags_with_task_infer_given_flags_names_each_flag() {
+        assert_eq!(
+            flags(&[
+                "--zero",
+                "2",
+                "--optimizer",
+                "sgd",
+                "--lora-rank",
+                "8",
+                "--first-step",
+                "--checkpointing",
+                "full"
+            ]),
+            vec!["--optimizer", "--checkpointing", "--lora-rank", "--zero", "--first-step"]
+        );
+        assert_eq!(flags(&["--deepspeed", "ds.json"]), vec!["--deepspeed"]);
+        // an explicit default value still counts as given
+        assert_eq!(flags(&["--checkpointing", "none", "--zero", "0"]), vec!["--checkpointing", "--zero"]);
+        assert_eq!(
+            flags(&[
+                "--precision",
+                "fp32",
+                "--grad-accum",
+                "2",
+                "--attention",
+                "eager",
+                "--lora-alpha",
+                "16",
+                "--lora-targets",
+                "q_proj",
+                "--lora-dropout",
+                "0.1",
+                "--adapter-config",
+                "a.json",
+                "--fsdp",
+                "full-shard",
+                "--sp",
+                "--offload",
+                "cpu",
+                "--no-foreach",
+            ]),
+            vec![
+                "--precision",
+                "--grad-accum",
+                "--attention",
+                "--lora-alpha",
+                "--lora-targets",
+                "--lora-dropout",
+                "--adapter-config",
+                "--fsdp",
+                "--sp",
+                "--offload",
+                "--no-foreach",
+            ]
+        );
     }
 }
