@@ -200,5 +200,21 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
         .enumerate()
         .map(|(k, r)| r.ok_or_else(|| HwError::invalid(file, format!("no row for GPU{k}"))))
         .collect::<Result<_, _>>()?;
+    // A real matrix is symmetric: the link between two GPUs is one link.
+    for a in 0..n {
+        for b in a + 1..n {
+            if links[a][b] != links[b][a] {
+                return Err(HwError::invalid(
+                    file,
+                    format!(
+                        "asymmetric matrix: GPU{a}→GPU{b} is {} but GPU{b}→GPU{a} is {}; \
+                         `nvidia-smi topo -m` is symmetric, so this file was edited or damaged",
+                        links[a][b].label(),
+                        links[b][a].label()
+                    ),
+                ));
+            }
+        }
+    }
     Ok(Topology { gpus, nics, links, cpu_affinity, numa_affinity })
 }

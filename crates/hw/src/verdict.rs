@@ -356,11 +356,20 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
     match &m.topology {
         Some(t) => {
             if t.gpus.len() != m.gpus.len() && !m.gpus.is_empty() {
+                // Inputs that disagree on the GPU count come from different
+                // machines (or a trimmed dump): nothing they say together can
+                // pass a verdict.
+                let judged = e.count.is_some() || e.card.is_some() || e.nvlink;
                 push(
                     &mut f,
-                    Level::Warn,
+                    if judged { Level::Fail } else { Level::Warn },
                     "topo_count",
-                    format!("topology lists {} GPUs, the GPU report {}", t.gpus.len(), m.gpus.len()),
+                    format!(
+                        "inputs disagree: the topology lists {} GPUs, the GPU report {}; \
+                         give files from the same machine",
+                        t.gpus.len(),
+                        m.gpus.len()
+                    ),
                 );
             }
             let pairs = t.pairs();
@@ -418,24 +427,39 @@ fn onoff(b: bool) -> &'static str {
     }
 }
 
-/// `8xA100-80GB` → (Some(8), "A100-80GB"); `A100-80GB` → (None, …); `8` → (Some(8), "").
+/// `8xA100-80GB` → (Some(8), "A100-80GB"); `A100-80GB` → (None, …) (the model
+/// only). A count without a model (`8`, `8x`), a count of 0, a model with
+/// spaces or stray characters (`8xxA100`, `8xA100 80GB`) are errors naming the
+/// expected format.
 pub fn parse_expect(s: &str) -> Result<(Option<u32>, String), String> {
+    const FORMAT: &str = "expected COUNTxMODEL with a GPU model, e.g. 8xA100-80GB (or MODEL alone: A100-80GB)";
     let t = s.trim();
-    let (count, rest) = match t.find(['x', 'X', '×']) {
-        Some(i) if i > 0 && t[..i].chars().all(|c| c.is_ascii_digit()) => (
-            Some(t[..i].parse::<u32>().map_err(|_| format!("--expect {s}: bad count"))?),
-            t[i..].chars().skip(1).collect::<String>(),
-        ),
-        _ if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() => {
-            (Some(t.parse::<u32>().map_err(|_| format!("--expect {s}: bad count"))?), String::new())
+    let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
+    let after = &t[digits..];
+    let (count, model) = if digits > 0 {
+        let Some(model) = after.strip_prefix(['x', 'X', '×']) else {
+            return Err(if after.is_empty() {
+                format!("--expect {s}: a GPU count without a GPU model; {FORMAT}")
+            } else {
+                format!("--expect {s}: {FORMAT}")
+            });
+        };
+        let n = t[..digits].parse::<u32>().map_err(|_| format!("--expect {s}: GPU count too large; {FORMAT}"))?;
+        if n == 0 {
+            return Err(format!("--expect {s}: a count of 0 GPUs; {FORMAT}"));
         }
-        _ => (None, t.to_string()),
+        (Some(n), model)
+    } else {
+        (None, t)
     };
-    if count == Some(0) {
-        return Err(format!("--expect {s}: a count of 0 GPUs"));
+    if model.is_empty() {
+        return Err(format!("--expect {s}: no GPU model; {FORMAT}"));
     }
-    if count.is_none() && rest.trim().is_empty() {
-        return Err(format!("--expect {s}: expected COUNTxMODEL, e.g. 8xA100-80GB"));
+    let model_ok = model.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && model.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !(count.is_some() && model.starts_with(['x', 'X']));
+    if !model_ok {
+        return Err(format!("--expect {s}: {model:?} is not a GPU model name; {FORMAT}"));
     }
-    Ok((count, rest.trim().to_string()))
+    Ok((count, model.to_string()))
 }

@@ -222,6 +222,15 @@ fn malformed_inputs_give_clear_errors() {
     let t: String = read("nvidia_smi/12.txt").lines().filter(|l| !l.starts_with("GPU3")).collect::<Vec<_>>().join("\n");
     assert!(err(topo::parse_topo(&t, "t.txt")).contains("no row for GPU3"));
 
+    // topo_asymmetric_matrix_is_an_error: GPU0→GPU1 NV4 but GPU1→GPU0 SYS
+    let e = err(topo::parse_topo("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tSYS\t X \n", "asym.txt"));
+    assert!(e.starts_with("asym.txt: asymmetric matrix: GPU0→GPU1 is NV4 but GPU1→GPU0 is SYS"), "{e}");
+    let t = read("nvidia_smi/12.txt");
+    let row7 = t.lines().find(|l| l.starts_with("GPU7")).unwrap();
+    let broken = t.replacen(row7, &row7.replacen("NV18", "PIX", 1), 1);
+    let e = err(topo::parse_topo(&broken, "t.txt"));
+    assert!(e.contains("GPU0→GPU7 is NV18 but GPU7→GPU0 is PIX"), "{e}");
+
     let e = err(mig::parse_lgip("|   0  MIG 1g.5gb  19  7/7  lots  No  14  0  0 |", "p.txt"));
     assert!(e.contains("p.txt: line 1: expected memory GiB (a number)"), "{e}");
     assert!(err(mig::parse_lgip("nothing here", "p.txt")).contains("no profile rows"));

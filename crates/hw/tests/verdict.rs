@@ -195,3 +195,45 @@ fn topology_only_counts_gpus_but_cannot_prove_the_model() {
     let v = verdict(&m, &Expectation { count: Some(8), card: None, nvlink: true }, &r);
     assert!(v.ok);
 }
+
+#[test]
+fn expect_without_a_model_or_malformed_is_refused() {
+    for bad in [
+        "8x",
+        "8X",
+        "8",
+        "8×",
+        " 8x ",
+        "0xA100",
+        "8xxA100",
+        "8xA100 80GB",
+        "8x-A100",
+        "-1xA100",
+        "8yA100",
+        "99999999999xA100",
+        "8x!",
+    ] {
+        let e = parse_expect(bad).unwrap_err();
+        assert!(e.contains("8xA100-80GB"), "{bad}: {e}");
+    }
+    assert!(parse_expect("8x").unwrap_err().contains("no GPU model"));
+    assert!(parse_expect("8").unwrap_err().contains("without a GPU model"));
+    assert_eq!(parse_expect("8×H100").unwrap(), (Some(8), "H100".into()));
+    assert_eq!(parse_expect(" 2XA100-80GB ").unwrap(), (Some(2), "A100-80GB".into()));
+}
+
+#[test]
+fn topo_count_disagreeing_with_the_gpu_report_fails_the_verdict() {
+    // 8-GPU topology (all NV18) with a 1-GPU report: inputs from different machines.
+    let r = refs();
+    let m = machine_with(1, "NVIDIA H100 80GB HBM3", 81559, "nvidia_smi/12.txt");
+    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: true }, &r);
+    assert!(!v.ok);
+    let f = v.findings.iter().find(|f| f.code == "topo_count").unwrap();
+    assert_eq!(f.level, Level::Fail);
+    assert!(f.message.contains("topology lists 8 GPUs, the GPU report 1"), "{}", f.message);
+    // described only (no expectation): a warning, the machine is still described
+    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: false }, &r);
+    assert!(v.ok);
+    assert!(codes(&v, Level::Warn).contains(&"topo_count"));
+}
