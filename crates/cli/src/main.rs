@@ -73,8 +73,22 @@ fn main() -> ExitCode {
             ExitCode::from(out.code)
         }
         Err(e) => {
-            eprintln!("vramfit: error: {e:#}");
+            eprintln!("vramfit: error: {}", error_text(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, skipping a cause whose text the message
+/// already contains (typed errors often print their source themselves).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
 }

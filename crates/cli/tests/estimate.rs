@@ -157,7 +157,7 @@ fn malformed_and_incomplete_configs() {
     let missing = d.join("missing.json");
     std::fs::write(&missing, br#"{"model_type":"llama","hidden_size":4096}"#).unwrap();
     let (_, err) = run(&["estimate", missing.to_str().unwrap()], 2);
-    assert!(err.contains("missing fields") && err.contains("num_hidden_layers") && err.contains("vocab_size"), "{err}");
+    assert!(err.contains("missing or invalid fields") && err.contains("num_hidden_layers") && err.contains("vocab_size"), "{err}");
 
     let zero = d.join("zero.json");
     std::fs::write(&zero, br#"{"model_type":"llama","hidden_size":0,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8,"vocab_size":10}"#).unwrap();
@@ -245,7 +245,7 @@ fn tiny_gpt2(dir: &std::path::Path, drop_one: bool) {
 fn safetensors_headers_match_or_mismatch_the_config() {
     let d = temp_dir("st-ok");
     tiny_gpt2(&d, false);
-    let v = json(&["estimate", d.to_str().unwrap(), "--json"], 0);
+    let v = json(&["estimate", d.to_str().unwrap(), "--context", "2", "--json"], 0);
     // wte 32 + wpe 8 + ln 8 + c_attn 60 + c_proj 20 + ln 8 + c_fc 80 + c_proj 68 + ln_f 8 = 292
     assert_eq!(v["model"]["params_total"], 292);
     assert_eq!(v["model"]["checkpoint"]["params"], 292);
@@ -253,7 +253,7 @@ fn safetensors_headers_match_or_mismatch_the_config() {
 
     let d = temp_dir("st-mismatch");
     tiny_gpt2(&d, true);
-    let v = json(&["estimate", d.join("model.safetensors").to_str().unwrap(), "--json"], 0);
+    let v = json(&["estimate", d.join("model.safetensors").to_str().unwrap(), "--context", "2", "--json"], 0);
     assert_eq!(v["model"]["checkpoint"]["matches_config"], false);
     assert!(v["model"]["checkpoint"]["verdict"].as_str().unwrap().starts_with("MISMATCH"));
 }
@@ -349,4 +349,67 @@ fn documented_schema_keys_are_the_emitted_keys() {
             "docs/schema.md does not document `{k}`"
         );
     }
+}
+
+#[test]
+fn regression_training_flags_on_inference_are_refused() {
+    // QA: `--task infer --zero 2 --optimizer sgd` used to be accepted silently.
+    let (_, err) = run(&["estimate", "llama-2-7b", "--task", "infer", "--zero", "2", "--optimizer", "sgd"], 2);
+    assert!(err.contains("--optimizer, --zero apply to training only"), "{err}");
+    let (_, err) = run(&["estimate", "llama-2-7b", "--task", "train", "--concurrency", "4"], 2);
+    assert!(err.contains("--concurrency applies to inference only"), "{err}");
+    let (_, err) = run(&["estimate", "llama-2-7b", "--task", "train", "--gpu", "a100-80gb", "--gpu-util", "0.9"], 2);
+    assert!(err.contains("--task infer only"), "{err}");
+}
+
+#[test]
+fn regression_context_beyond_positions() {
+    // QA: gpt2 --context 4096 was accepted; GPT-2 has 1024 learned positions.
+    let (_, err) = run(&["estimate", "gpt2", "--context", "4096"], 2);
+    assert!(err.contains("learned position table of 1024 positions"), "{err}");
+    // Rotary models run past the limit, with a note.
+    let v = json(&["estimate", "llama-2-7b", "--context", "8192", "--json"], 0);
+    assert!(v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().contains("max_position_embeddings 4096")));
+    // QA: max_context was 115,744 on a 4096-position model at --gpu-util 1.0.
+    let v = json(&["estimate", "llama-2-7b", "--gpu", "h200", "--gpu-util", "1.0", "--json"], 0);
+    assert_eq!(v["fit"]["capacity"]["max_context"], 4096);
+}
+
+#[test]
+fn regression_errors_are_not_printed_twice() {
+    // QA: "invalid num_attention_heads: must be at least 1: invalid num_attention_heads: …"
+    let d = temp_dir("twice");
+    let f = d.join("zh.json");
+    std::fs::write(&f, br#"{"model_type":"llama","hidden_size":4096,"num_hidden_layers":2,"num_attention_heads":0,"intermediate_size":8,"vocab_size":10}"#).unwrap();
+    let (_, err) = run(&["estimate", f.to_str().unwrap()], 2);
+    assert_eq!(err.matches("must be at least 1").count(), 1, "{err}");
+    // A negative value is reported once, as invalid, with its value.
+    let f = d.join("neg.json");
+    std::fs::write(&f, br#"{"model_type":"llama","hidden_size":-4096,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8,"vocab_size":10}"#).unwrap();
+    let (_, err) = run(&["estimate", f.to_str().unwrap()], 2);
+    assert!(err.contains("missing or invalid field hidden_size (a non-negative integer, found -4096)"), "{err}");
+    assert_eq!(err.matches("hidden_size").count(), 1, "{err}");
+    let (_, err) = run(&["estimate", "llama-2-7b", "--gpus", "0"], 2);
+    assert!(err.contains("--gpus must be at least 1"), "{err}");
+}
+
+#[test]
+fn regression_deepspeed_micro_batch_is_reported() {
+    // QA: a DeepSpeed micro-batch of 4 was used in the sums but reported as batch 1.
+    let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/../ingest/tests/fixtures/deepspeed/03_zero3_bf16.json");
+    let text = std::fs::read_to_string(ds).unwrap();
+    let dir = temp_dir("ds-mb");
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["train_micro_batch_size_per_gpu"] = serde_json::json!(4);
+    let f = dir.join("ds.json");
+    std::fs::write(&f, v.to_string()).unwrap();
+    let out = json(
+        &["estimate", "llama-2-7b", "--task", "train", "--gpus", "8", "--deepspeed", f.to_str().unwrap(), "--json"],
+        0,
+    );
+    assert_eq!(out["workload"]["batch"], 4);
 }

@@ -324,9 +324,10 @@ pub fn capacity(
     let kv_blocks = kv_budget.checked_div(detail.block_bytes).unwrap_or(0);
     let max_concurrency = kv_blocks / detail.blocks_per_sequence.max(1);
 
-    // Longest context: the transient grows with context too, so search.
+    // Longest context: the transient grows with context too, so search,
+    // no further than the model's own position limit.
     let mut lo = 0u64; // fits (0 = nothing fits)
-    let mut hi = MAX_CONTEXT / setup.block_size;
+    let mut hi = spec.max_position_embeddings.min(MAX_CONTEXT) / setup.block_size;
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
         let mut s = setup.clone();
@@ -349,7 +350,8 @@ pub fn capacity(
     .term("kv budget", kv_budget)
     .term("block bytes", detail.block_bytes)
     .term("blocks per sequence", detail.blocks_per_sequence)
-    .note("the utilisation is the safety margin here (as vLLM's gpu_memory_utilization), so --margin is not added");
+    .term("model max_position_embeddings (cap on max context)", spec.max_position_embeddings)
+    .note("the utilisation is the safety margin here (as vLLM's gpu_memory_utilization), so --margin is not added; max context never exceeds the model's max_position_embeddings");
     Ok(Capacity {
         gpu_util,
         budget_bytes: budget,

@@ -92,7 +92,7 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
         spec.quantization = quantization(q, origin, &mut notes)?;
     }
     spec.notes.extend(notes);
-    spec.validate().map_err(|e| IngestError::Model { file: origin.into(), source: e })?;
+    spec.validate().map_err(|e| IngestError::Model { file: origin.into(), error: e })?;
     Ok(spec)
 }
 
@@ -178,12 +178,16 @@ impl<'a> Fields<'a> {
 
     /// First present of several spellings, required.
     fn u64_any(&mut self, keys: &[&str]) -> u64 {
+        let before = self.missing.len();
         for k in keys {
             if let Some(v) = self.u64_opt(k) {
                 return v;
             }
         }
-        self.missing.push(keys.join(" or "));
+        // Present but invalid was already reported with its value.
+        if self.missing.len() == before {
+            self.missing.push(keys.join(" or "));
+        }
         0
     }
 

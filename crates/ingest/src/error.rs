@@ -9,7 +9,7 @@ pub enum IngestError {
     Io { file: String, reason: String },
     #[error("{file}: not valid JSON: {reason}")]
     Json { file: String, reason: String },
-    #[error("{file}: missing field{} {} (needed for model_type '{model_type}')", if fields.len() > 1 { "s" } else { "" }, fields.join(", "))]
+    #[error("{file}: missing or invalid field{} {} (needed for model_type '{model_type}')", if fields.len() > 1 { "s" } else { "" }, fields.join(", "))]
     MissingFields { file: String, model_type: String, fields: Vec<String> },
     #[error("{file}: field '{field}': expected {expected}, found {found}")]
     BadField { file: String, field: String, expected: String, found: String },
@@ -19,8 +19,8 @@ pub enum IngestError {
     Safetensors { file: String, reason: String },
     #[error("unknown model '{query}': not a file or directory, not in the local Hugging Face cache, not a preset{}", did_you_mean(.suggestions))]
     UnknownModel { query: String, suggestions: Vec<String> },
-    #[error("{file}: {source}")]
-    Model { file: String, source: vramfit_core::CoreError },
+    #[error("{file}: {error}")]
+    Model { file: String, error: vramfit_core::CoreError },
 }
 
 fn did_you_mean(s: &[String]) -> String {

@@ -156,7 +156,7 @@ fn from_dir(dir: &Path) -> Result<ResolvedModel, IngestError> {
 pub fn check(spec: &ModelSpec, summary: SafetensorsSummary) -> Result<CheckpointCheck, IngestError> {
     let config_params = ParamLayout::of(spec)
         .and_then(|l| l.total())
-        .map_err(|e| IngestError::Model { file: spec.name.clone(), source: e })?;
+        .map_err(|e| IngestError::Model { file: spec.name.clone(), error: e })?;
     let difference = summary.params as i128 - config_params as i128;
     let verdict = if difference == 0 {
         "safetensors headers match the config's parameter count exactly".to_string()
@@ -167,8 +167,13 @@ pub fn check(spec: &ModelSpec, summary: SafetensorsSummary) -> Result<Checkpoint
         )
     } else {
         let rel = difference as f64 / config_params.max(1) as f64 * 100.0;
+        let why = if difference > 0 {
+            "extra tensors (e.g. an MTP layer, vision tower, buffers) or a config that does not describe this checkpoint"
+        } else {
+            "missing tensors (an incomplete download, shards not listed in the index) or a config that does not describe this checkpoint"
+        };
         format!(
-            "MISMATCH: checkpoint holds {} parameters, the config implies {} ({:+} = {:+.3}%): extra tensors (e.g. an MTP layer, buffers) or a config that does not describe this checkpoint",
+            "MISMATCH: checkpoint holds {} parameters, the config implies {} ({:+} = {:+.3}%): {why}",
             summary.params, config_params, difference, rel
         )
     };

@@ -185,28 +185,67 @@ impl WorkloadArgs {
             bail!("--tp and --pp must be at least 1");
         }
         let gpus = self.gpus.unwrap_or(self.tp * self.pp);
-        if gpus == 0 || !gpus.is_multiple_of(self.tp * self.pp) {
+        if gpus == 0 {
+            bail!("--gpus must be at least 1");
+        }
+        if !gpus.is_multiple_of(self.tp * self.pp) {
             bail!("--gpus {gpus} is not a multiple of --tp {} × --pp {}", self.tp, self.pp);
         }
         Ok(Parallelism { gpus, tp: self.tp, pp: self.pp, ..Parallelism::default() })
     }
 
-    /// The full workload for `spec`.
+    /// The full workload for `spec`; notes about config files ("auto"
+    /// values, unknown keys) go to stderr.
     pub fn build(&self, spec: &ModelSpec) -> anyhow::Result<Workload> {
+        let (w, notes) = self.build_with_notes(spec)?;
+        for n in notes {
+            eprintln!("note: {n}");
+        }
+        Ok(w)
+    }
+
+    /// The full workload for `spec` and the notes its config files raised.
+    pub fn build_with_notes(&self, spec: &ModelSpec) -> anyhow::Result<(Workload, Vec<String>)> {
         let runtime = self.runtime()?;
         match self.task {
             TaskKind::Infer => {
+                let given = self.train.given_flags();
+                if !given.is_empty() {
+                    bail!(
+                        "{} appl{} to training only: add --task train|lora|qlora, or drop {}",
+                        given.join(", "),
+                        if given.len() == 1 { "ies" } else { "y" },
+                        if given.len() == 1 { "it" } else { "them" }
+                    );
+                }
                 // Replicas (gpus > tp × pp) keep per-GPU memory; the ledger says so.
                 let par = self.parallelism()?;
-                Ok(Workload { task: Task::Inference(self.inference(spec)?), parallelism: par, runtime })
+                Ok((Workload { task: Task::Inference(self.inference(spec)?), parallelism: par, runtime }, Vec::new()))
             }
             _ => {
+                let mut inference_only = Vec::new();
+                if self.concurrency.is_some() {
+                    inference_only.push("--concurrency");
+                }
+                if self.kv_dtype != "fp16" {
+                    inference_only.push("--kv-dtype");
+                }
+                if self.block_size != 16 {
+                    inference_only.push("--block-size");
+                }
+                if !inference_only.is_empty() {
+                    bail!(
+                        "{} appl{} to inference only (--task infer)",
+                        inference_only.join(", "),
+                        if inference_only.len() == 1 { "ies" } else { "y" }
+                    );
+                }
                 let mut common = self.common(2048);
                 if let Some(d) = &self.dtype {
                     common.dtype = Some(d.parse::<DType>().map_err(|e| anyhow::anyhow!("--dtype: {e}"))?);
                 }
-                let (setup, parallelism) = self.train.build(spec, &common)?;
-                Ok(Workload { task: Task::Train(setup), parallelism, runtime })
+                let (setup, parallelism, notes) = self.train.build_with_notes(&common)?;
+                Ok((Workload { task: Task::Train(setup), parallelism, runtime }, notes))
             }
         }
     }
@@ -306,8 +345,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     }
     let resolved = resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
-    let workload = args.workload.build(spec)?;
-    let ledger = vramfit_core::estimate(spec, &workload)?;
+    let (workload, config_notes) = args.workload.build_with_notes(spec)?;
+    let mut ledger = vramfit_core::estimate(spec, &workload)?;
+    ledger.notes.extend(config_notes);
     let gpu = match &args.gpu {
         Some(name) => {
             let all = vramfit_catalog::gpus::builtin_gpus()?;
@@ -317,6 +357,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     };
     if args.gpu_util.is_some() && gpu.is_none() {
         bail!("--gpu-util needs --gpu: the capacity is computed for a card");
+    }
+    if args.gpu_util.is_some() && !matches!(workload.task, Task::Inference(_)) {
+        bail!("--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
     }
 
     let par = &workload.parallelism;
@@ -363,6 +406,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         }
         Task::Train(t) => {
             workload_info.dtype = t.precision.name().to_string();
+            workload_info.batch = t.batch;
             workload_info.seq = t.seq;
             workload_info.settings.insert("optimizer".into(), t.optimizer.name().to_string());
             workload_info.settings.insert("checkpointing".into(), t.checkpointing.name().to_string());
