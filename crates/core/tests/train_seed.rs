@@ -160,3 +160,51 @@ fn offload_reports_host_memory() {
     assert_eq!(l.bytes(Category::MasterWeights), 0);
     assert!(l.notes.iter().any(|n| n.contains("host RAM")));
 }
+
+#[test]
+fn mixed_precision_fp32_grad_copy_at_the_step() {
+    // mixed-bf16 AdamW foreach, batch 1, seq 128: model states stay 16 B/param
+    // (2 weights + 2 grads + 4 master + 8 states); the step adds the foreach sqrt buffer
+    // (4 B/param) AND the fp32 copy of the gradient partition (4 B/param):
+    // 24 × 6,738,415,616 = 161,721,974,784 B at the step.
+    let setup = TrainSetup { batch: 1, seq: 128, ..mixed() };
+    let w = Workload { task: Task::Train(setup.clone()), ..Workload::default() };
+    let l = estimate(&llama2_7b(), &w).unwrap();
+    assert_eq!(l.peak_phase, Phase::OptimizerStep);
+    assert_eq!(l.bytes(Category::Temporaries), 8 * P7);
+    assert_eq!(l.tensor_peak_bytes(), 24 * P7);
+    let copy = l.entries.iter().find(|e| e.label.starts_with("fp32 gradient copy")).expect("its own ledger line");
+    assert_eq!(copy.bytes, 4 * P7);
+    let prof = TrainProfile::new(&llama2_7b(), &setup).unwrap();
+    let s = prof.states(&Parallelism::default()).unwrap();
+    assert_eq!(s.total(), 16 * P7);
+    assert_eq!((s.step_temporaries, s.fp32_grad_copy), (8 * P7, 4 * P7));
+    // ZeRO-1 over 8 ranks: the copy is of the rank's partition
+    let par = Parallelism { gpus: 8, sharding: Sharding::Zero1, ..Parallelism::default() };
+    let s8 = prof.states(&par).unwrap();
+    assert_eq!(s8.fp32_grad_copy, (4 * P7).div_ceil(8));
+    // batch 4 × seq 2048: the step (24 B/param = 161,721,974,784 B) now beats backward
+    let big = TrainSetup { batch: 4, seq: 2048, ..mixed() };
+    let b = TrainModel::new(&llama2_7b(), &big).unwrap().evaluate(&big, &Parallelism::default()).unwrap();
+    assert_eq!(b.step_peak, 24 * P7);
+    assert!(b.step_peak > b.backward_peak, "{b:?}");
+    assert_eq!(b.peak_phase, Phase::OptimizerStep);
+    // amp-bf16 (group C's setup) has no master and no copy: 20 B/param as before
+    let amp = TrainSetup { batch: 1, seq: 128, ..TrainSetup::default() };
+    let s = TrainProfile::new(&llama2_7b(), &amp).unwrap().states(&Parallelism::default()).unwrap();
+    assert_eq!((s.step_temporaries, s.fp32_grad_copy), (4 * P7, 0));
+}
+
+#[test]
+fn zero_2_3_with_pipeline_parallelism_is_refused() {
+    for (z, ok) in [(Sharding::Zero1, true), (Sharding::Zero2, false), (Sharding::Zero3, false)] {
+        let par = Parallelism { gpus: 8, pp: 2, sharding: z, ..Parallelism::default() };
+        let w = Workload { task: Task::Train(mixed()), parallelism: par, ..Workload::default() };
+        let r = estimate(&llama2_7b(), &w);
+        assert_eq!(r.is_ok(), ok, "{z:?}: {r:?}");
+        if let Err(e) = r {
+            let m = e.to_string();
+            assert!(m.contains("--zero") && m.contains("--pp"), "{m}");
+        }
+    }
+}

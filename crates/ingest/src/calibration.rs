@@ -128,7 +128,10 @@ fn bool_field(m: &Map<String, Value>, origin: &str, field: &str) -> Result<Optio
 /// or the shared set's `dtype_setup` (`a_fp32`, `b_amp_bf16`, `c_pure_bf16`).
 fn precision(m: &Map<String, Value>, origin: &str) -> Result<Precision, IngestError> {
     if let Some(p) = str_field(m, origin, "precision")? {
-        return p.parse().map_err(|e: String| bad(origin, "precision", &e, &Value::String(p.into())));
+        return p.parse().map_err(|_: String| {
+            let names: Vec<&str> = Precision::ALL.iter().map(|x| x.name()).collect();
+            bad(origin, "precision", &format!("one of {}", names.join(", ")), &Value::String(p.into()))
+        });
     }
     let d = str_field(m, origin, "dtype_setup")?.ok_or_else(|| missing(origin, "dtype_setup"))?;
     let l = d.to_ascii_lowercase();

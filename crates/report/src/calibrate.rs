@@ -37,6 +37,8 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibrateReport {
     pub schema: u32,
+    /// always "calibrate"
+    pub command: &'static str,
     pub cases: Vec<CaseRow>,
     pub summary: Summary,
 }

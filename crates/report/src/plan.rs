@@ -240,16 +240,18 @@ fn ladder_table(l: &Ladder) -> String {
     for (i, s) in l.steps.iter().enumerate() {
         let status = match s.status {
             StepStatus::Applied => {
+                let what = if s.detail.is_empty() { "applied".to_string() } else { format!("applied ({})", s.detail) };
                 if l.first_fit == Some(i) {
-                    "applied ← fits from here".to_string()
+                    format!("{what} ← fits from here")
                 } else {
-                    "applied".to_string()
+                    what
                 }
             }
             StepStatus::AlreadyOn => format!("already on ({})", s.detail),
             StepStatus::NotAllowed => s.detail.clone(),
             StepStatus::NotApplicable => format!("n/a ({})", s.detail),
             StepStatus::Refused => "refused by the estimator".into(),
+            StepStatus::Skipped => format!("skipped: {}", s.detail),
         };
         let speed = s.slowdown.map(speed_words).unwrap_or_default();
         let mut per_gpu = s.per_gpu_bytes.map(bytes).unwrap_or_default();

@@ -97,7 +97,7 @@ pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<Calibrate
         max_limit_pct: MAX_LIMIT_PCT,
         pass: !rows.is_empty() && median <= MEDIAN_LIMIT_PCT && max <= MAX_LIMIT_PCT,
     };
-    Ok(CalibrateReport { schema: vramfit_report::SCHEMA_VERSION, cases: rows, summary })
+    Ok(CalibrateReport { schema: vramfit_report::SCHEMA_VERSION, command: "calibrate", cases: rows, summary })
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {

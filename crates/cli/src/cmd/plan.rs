@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
 use vramfit_core::plan::{plan, summarize, Allow, Job, PlanRequest, TimeModel};
-use vramfit_core::{Task, Workload};
+use vramfit_core::{GpuSpec, Task, Workload};
 use vramfit_report::emit;
 use vramfit_report::plan::{job_fields, json, render, PlanDocument, PlanJob, PlanModel};
 
@@ -101,15 +101,30 @@ fn read_catalog(path: &PathBuf) -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn time_model(overrides: &[String]) -> anyhow::Result<TimeModel> {
+fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeModel> {
     let mut tm = TimeModel::default();
+    // valid keys: an architecture (the MFU table's and the catalogue's) or a catalogue GPU id
+    let mut arches: Vec<String> = tm.mfu.keys().cloned().collect();
+    arches.extend(gpus.iter().map(|g| g.arch.to_ascii_lowercase()));
+    arches.sort();
+    arches.dedup();
     for o in overrides {
         let Some((k, v)) = o.split_once('=') else { bail!("--mfu: '{o}' is not KEY=VALUE (e.g. ampere=0.5)") };
+        let key = k.trim().to_ascii_lowercase();
+        if !arches.contains(&key) && !gpus.iter().any(|g| g.id.eq_ignore_ascii_case(&key)) {
+            let ids: Vec<&str> = gpus.iter().map(|g| g.id.as_str()).collect();
+            bail!(
+                "--mfu: unknown key '{}': give an architecture ({}) or a GPU id ({})",
+                k.trim(),
+                arches.join(", "),
+                ids.join(", ")
+            );
+        }
         let v: f64 = v.trim().parse().map_err(|_| anyhow::anyhow!("--mfu: '{v}' is not a number"))?;
         if !(v > 0.0 && v <= 1.0) {
             bail!("--mfu: {v} is not a fraction in (0, 1]");
         }
-        tm.mfu.insert(k.trim().to_ascii_lowercase(), v);
+        tm.mfu.insert(key, v);
     }
     Ok(tm)
 }
@@ -188,7 +203,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         allow,
         job,
         top: args.top,
-        time: time_model(&args.mfu)?,
+        time: time_model(&args.mfu, &cat.gpus)?,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };

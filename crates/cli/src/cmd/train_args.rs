@@ -320,6 +320,14 @@ impl TrainArgs {
             (None, Some(FsdpArg::ShardGradOp)) => Sharding::Zero2,
             (None, None) => Sharding::None,
         };
+        if let Some((z, flag)) = zero {
+            if z >= 2 && common.pp > 1 {
+                bail!(
+                    "{flag} {z} with --pp {}: DeepSpeed does not support ZeRO-2/3 with pipeline parallelism (use --zero 1 with --pp, or drop --pp)",
+                    common.pp
+                );
+            }
+        }
         let offload_opt = offload_opt.unwrap_or(Offload::None);
         if offload_opt != Offload::None && sharding == Sharding::None {
             bail!("--offload needs sharded optimizer states: add --zero 1|2|3 (or --fsdp)");

@@ -11,6 +11,7 @@ use super::Allow;
 use crate::dtype::DType;
 use crate::estimate::estimate;
 use crate::hardware::{GpuSpec, Link};
+use crate::ledger::Phase;
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
 use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
@@ -31,6 +32,9 @@ pub enum StepStatus {
     NotApplicable,
     /// the estimator refused the setup
     Refused,
+    /// tried, but it does not lower per-GPU memory at the peak: not kept, not
+    /// counted in the speed cost or the "fits after" chain (`detail` says why)
+    Skipped,
 }
 
 /// One rung of the ladder.
@@ -70,11 +74,13 @@ pub struct Ladder {
 struct Eval {
     mem: MemSummary,
     tps: f64,
+    phase: Phase,
 }
 
 fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option<Eval> {
     let l = estimate(spec, w).ok()?;
     let mem = MemSummary::of(&l);
+    let phase = l.peak_phase;
     let dev = tm.device(gpu, Link::Pcie, 1.0, None);
     let tps = match work_of(spec, w, &mem) {
         Work::Train(work) => {
@@ -87,7 +93,80 @@ fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option
         }
         Work::Infer(work) => tm.infer(&work, &dev).decode_tokens_per_s,
     };
-    Some(Eval { mem, tps })
+    Some(Eval { mem, tps, phase })
+}
+
+struct Ctx<'a> {
+    spec: &'a ModelSpec,
+    gpu: &'a GpuSpec,
+    tm: &'a TimeModel,
+    cap: u64,
+    start_tps: f64,
+}
+
+impl Ctx<'_> {
+    /// Evaluate one candidate step against the last kept state.
+    fn measure(
+        &self,
+        name: &str,
+        next: Workload,
+        gate: Option<&str>,
+        prev: Option<u64>,
+        prev_phase: Option<Phase>,
+    ) -> (LadderStep, Option<Eval>) {
+        let e = eval(self.spec, &next, self.gpu, self.tm);
+        let (bytes, tps, cpu) = match &e {
+            Some(e) => (Some(e.mem.total), Some(e.tps), e.mem.cpu),
+            None => (None, None, 0),
+        };
+        let saved = match (prev, bytes) {
+            (Some(p), Some(b)) => Some(p as i128 - b as i128),
+            _ => None,
+        };
+        let start_tps = self.start_tps;
+        let slowdown = tps.filter(|t| *t > 0.0 && start_tps > 0.0).map(|t| start_tps / t);
+        let fits = bytes.is_some_and(|b| b <= self.cap);
+        let status = if e.is_none() {
+            StepStatus::Refused
+        } else if gate.is_some() {
+            StepStatus::NotAllowed
+        } else if saved.is_some_and(|d| d <= 0) {
+            StepStatus::Skipped
+        } else {
+            StepStatus::Applied
+        };
+        let detail = match (&status, gate) {
+            (StepStatus::NotAllowed, Some(g)) => format!("not applied: needs {g} (changes the method)"),
+            (StepStatus::Refused, _) => "the estimator refused this setup".into(),
+            (StepStatus::Skipped, _) => skip_reason(name, prev_phase, saved.unwrap_or(0)),
+            _ => String::new(),
+        };
+        // a skipped step is not kept: no speed cost, no fit
+        let (slowdown, fits) = if status == StepStatus::Skipped { (None, false) } else { (slowdown, fits) };
+        let step = LadderStep {
+            name: name.into(),
+            status,
+            detail,
+            per_gpu_bytes: bytes,
+            saved_bytes: saved,
+            fits,
+            slowdown,
+            tokens_per_s: tps,
+            cpu_bytes: cpu,
+            workload: Some(next),
+        };
+        (step, e)
+    }
+}
+
+fn phase_words(p: Phase) -> &'static str {
+    match p {
+        Phase::OptimizerStep => "the optimizer step",
+        Phase::Backward => "backward",
+        Phase::Forward => "forward",
+        Phase::Prefill => "prefill",
+        Phase::Decode => "decode",
+    }
 }
 
 /// Build the ladder for `base` on one `gpu`.
@@ -102,6 +181,7 @@ pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm
     let start = eval(spec, &cur, gpu, tm);
     let start_tps = start.as_ref().map(|e| e.tps).unwrap_or(0.0);
     let mut prev = start.as_ref().map(|e| e.mem.total);
+    let mut prev_phase = start.as_ref().map(|e| e.phase);
     let mut steps: Vec<LadderStep> = Vec::new();
 
     // Each candidate step: name, a change to the current workload (None:
@@ -271,63 +351,65 @@ pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm
 
     let mut first_fit = None;
     let start_fits = start.as_ref().is_some_and(|e| e.mem.total <= cap);
-    for (name, change, gate) in changes {
-        match change(&cur) {
-            Err((status, detail)) => steps.push(LadderStep {
-                name: name.into(),
-                status,
-                detail,
-                per_gpu_bytes: None,
-                saved_bytes: None,
-                fits: false,
-                slowdown: None,
-                tokens_per_s: None,
-                cpu_bytes: 0,
-                workload: None,
-            }),
-            Ok(next) => {
-                let e = eval(spec, &next, gpu, tm);
-                let (bytes, tps, cpu) = match &e {
-                    Some(e) => (Some(e.mem.total), Some(e.tps), e.mem.cpu),
-                    None => (None, None, 0),
-                };
-                let saved = match (prev, bytes) {
-                    (Some(p), Some(b)) => Some(p as i128 - b as i128),
-                    _ => None,
-                };
-                let slowdown = tps.filter(|t| *t > 0.0 && start_tps > 0.0).map(|t| start_tps / t);
-                let fits = bytes.is_some_and(|b| b <= cap);
-                let status = if e.is_none() {
-                    StepStatus::Refused
-                } else if gate.is_some() {
-                    StepStatus::NotAllowed
-                } else {
-                    StepStatus::Applied
-                };
-                let detail = match (&status, gate) {
-                    (StepStatus::NotAllowed, Some(g)) => format!("not applied: needs {g} (changes the method)"),
-                    (StepStatus::Refused, _) => "the estimator refused this setup".into(),
-                    _ => String::new(),
-                };
-                if status == StepStatus::Applied {
-                    cur = next.clone();
-                    prev = bytes;
-                    if fits && first_fit.is_none() && !start_fits {
-                        first_fit = Some(steps.len());
-                    }
-                }
+    // Steps skipped because they lowered nothing; tried again after each later kept
+    // step (e.g. checkpointing once LoRA has moved the peak from the step to backward).
+    let mut pending: Vec<usize> = Vec::new();
+    let ctx = Ctx { spec, gpu, tm, cap, start_tps };
+    for (i, (name, change, gate)) in changes.iter().enumerate() {
+        let next = match change(&cur) {
+            Err((status, detail)) => {
                 steps.push(LadderStep {
-                    name: name.into(),
+                    name: (*name).into(),
                     status,
                     detail,
-                    per_gpu_bytes: bytes,
-                    saved_bytes: saved,
-                    fits,
-                    slowdown,
-                    tokens_per_s: tps,
-                    cpu_bytes: cpu,
-                    workload: Some(next),
+                    per_gpu_bytes: None,
+                    saved_bytes: None,
+                    fits: false,
+                    slowdown: None,
+                    tokens_per_s: None,
+                    cpu_bytes: 0,
+                    workload: None,
                 });
+                continue;
+            }
+            Ok(next) => next,
+        };
+        let (step, e) = ctx.measure(name, next, *gate, prev, prev_phase);
+        let applied = step.status == StepStatus::Applied;
+        if step.status == StepStatus::Skipped {
+            pending.push(i);
+        }
+        let mut kept = None;
+        if applied {
+            kept = Some((step, e));
+        } else {
+            steps.push(step);
+        }
+        while let Some((step, e)) = kept.take() {
+            if let Some(w) = &step.workload {
+                cur = w.clone();
+            }
+            prev = step.per_gpu_bytes;
+            prev_phase = e.as_ref().map(|e| e.phase);
+            if step.fits && first_fit.is_none() && !start_fits {
+                first_fit = Some(steps.len());
+            }
+            steps.push(step);
+            // retry the skipped steps, in order, against the new state
+            for k in 0..pending.len() {
+                let (rname, rchange, _) = &changes[pending[k]];
+                let Ok(next) = rchange(&cur) else { continue };
+                let (mut step, e) = ctx.measure(rname, next, None, prev, prev_phase);
+                if step.status == StepStatus::Applied {
+                    step.detail = format!(
+                        "retried after {}: the peak moved to {}",
+                        steps.last().map(|s| s.name.as_str()).unwrap_or("the previous step"),
+                        prev_phase.map(phase_words).unwrap_or("another phase")
+                    );
+                    pending.remove(k);
+                    kept = Some((step, e));
+                    break;
+                }
             }
         }
     }
@@ -339,5 +421,31 @@ pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm
         start_fits,
         steps,
         first_fit,
+    }
+}
+
+/// Why a step that lowers nothing is skipped: where the peak sits decides it.
+fn skip_reason(name: &str, phase: Option<Phase>, saved: i128) -> String {
+    let what = match name {
+        "activation checkpointing" => "checkpointing",
+        "gradient accumulation" => "accumulation",
+        n => n,
+    };
+    let effect = if saved < 0 {
+        format!("raises the peak by {:.2} GiB", -saved as f64 / crate::units::GIB as f64)
+    } else {
+        "saves nothing".to_string()
+    };
+    match (phase, name) {
+        (Some(Phase::OptimizerStep), "gradient accumulation") if saved < 0 => {
+            format!("peak is at the optimizer step: {what} {effect} (gradients persist through backward) — not kept")
+        }
+        (Some(Phase::OptimizerStep), _) => {
+            format!("peak is at the optimizer step: {what} {effect} there — not kept")
+        }
+        (_, "gradient accumulation") if saved < 0 => {
+            format!("{what} {effect}: gradients persist through every micro-batch's backward — not kept")
+        }
+        _ => format!("{what} {effect} at the peak — not kept"),
     }
 }

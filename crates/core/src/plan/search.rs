@@ -800,7 +800,15 @@ pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<(u64, u64, S
                 continue;
             }
             if dp > 1 {
-                for z in [Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3] {
+                // DeepSpeed's pipeline engine refuses ZeRO-2/3 (gradient/parameter partitioning
+                // conflicts with per-micro-batch pipeline gradients); ZeRO-1 + PP is supported.
+                // FSDP + PP is not proposed either: the planner sizes DeepSpeed layouts.
+                let stages: &[Sharding] = if pp > 1 {
+                    &[Sharding::None, Sharding::Zero1]
+                } else {
+                    &[Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3]
+                };
+                for &z in stages {
                     v.push((tp, pp, z, Offload::None, Offload::None));
                 }
             } else {

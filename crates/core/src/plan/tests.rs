@@ -296,3 +296,65 @@ fn recommendation_uses_the_first_currency_that_has_a_fit() {
     assert_eq!(r.recommended.as_ref().map(|x| x.currency.as_str()), Some("USD"));
     assert!(r.notes.iter().any(|n| n.contains("ranked separately")));
 }
+
+#[test]
+fn ladder_step_that_saves_nothing_is_skipped() {
+    // llama-2-7b amp-bf16 full fine-tune, batch 1 × seq 2048 on a 24 GiB card: the peak is at
+    // the optimizer step, so checkpointing saves 0 B there; it is skipped (not in the speed
+    // cost nor the chain) and retried once the 8-bit optimizer moves the peak to backward.
+    let m = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
+    let w = Workload {
+        task: crate::workload::Task::Train(TrainSetup { batch: 1, seq: 2048, ..TrainSetup::default() }),
+        ..Workload::default()
+    };
+    let card = gpu("g24", 24576, 71.0, false);
+    let l = ladder::ladder(&m, &w, &card, Allow { lora: true, qlora: true, ..Allow::default() }, &TimeModel::default());
+    let ck: Vec<&ladder::LadderStep> = l.steps.iter().filter(|s| s.name == "activation checkpointing").collect();
+    assert_eq!(ck.len(), 2, "{:#?}", l.steps);
+    assert_eq!(ck[0].status, StepStatus::Skipped);
+    assert!(ck[0].detail.contains("peak is at the optimizer step"), "{}", ck[0].detail);
+    assert_eq!(ck[0].saved_bytes, Some(0));
+    assert_eq!(ck[0].slowdown, None);
+    // the 8-bit optimizer right after it carries no checkpointing slowdown
+    let i8 = l.steps.iter().position(|s| s.name == "8-bit optimizer").unwrap();
+    assert!(l.steps[i8].slowdown.unwrap() < 1.05, "{:?}", l.steps[i8]);
+    assert_eq!(l.steps[i8 + 1].name, "activation checkpointing");
+    assert_eq!(ck[1].status, StepStatus::Applied);
+    assert!(ck[1].saved_bytes.unwrap() > 0 && ck[1].detail.contains("backward"), "{:?}", ck[1]);
+    // every applied step lowers memory
+    for s in l.steps.iter().filter(|s| s.status == StepStatus::Applied) {
+        assert!(s.saved_bytes.unwrap() > 0, "{s:?}");
+    }
+}
+
+#[test]
+fn ladder_gradient_accumulation_that_raises_the_peak_is_skipped() {
+    // batch 2 vs batch 1 × accum 2 on llama-2-7b full fine-tune: the step holds the
+    // gradients either way, and accumulation adds them to backward too
+    let m = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
+    let w = Workload {
+        task: crate::workload::Task::Train(TrainSetup { batch: 2, seq: 2048, ..TrainSetup::default() }),
+        ..Workload::default()
+    };
+    let card = gpu("g24", 24576, 71.0, false);
+    let l = ladder::ladder(&m, &w, &card, Allow::default(), &TimeModel::default());
+    let ga = l.steps.iter().find(|s| s.name == "gradient accumulation").unwrap();
+    let b1 = crate::estimate(&m, ga.workload.as_ref().unwrap()).unwrap().total_bytes();
+    assert!(b1 >= l.start_bytes.unwrap(), "accumulation does not lower it here");
+    assert_eq!(ga.status, StepStatus::Skipped);
+    assert!(ga.detail.contains("accumulation"), "{}", ga.detail);
+}
+
+#[test]
+fn zero_2_3_with_pipeline_parallelism_never_proposed() {
+    let m = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
+    let w = Workload {
+        task: crate::workload::Task::Train(TrainSetup { batch: 1, seq: 2048, ..TrainSetup::default() }),
+        ..Workload::default()
+    };
+    for g in [2, 4, 8, 16] {
+        for (tp, pp, z, _, _) in search::layouts(&m, g, &w) {
+            assert!(pp == 1 || z.stage() <= 1, "{g} GPUs: tp {tp} pp {pp} {z:?}");
+        }
+    }
+}

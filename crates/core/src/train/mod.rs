@@ -11,7 +11,8 @@
 //!   (2 × batch × seq × vocab × 4 B); with checkpointing, later in backward
 //!   one recomputed layer's saved set replaces the logits buffers;
 //! * **optimizer step**: weights + master + gradients + states + the step's
-//!   temporaries (AdamW `foreach`: one state-sized buffer).
+//!   temporaries (AdamW `foreach`: one state-sized buffer; mixed precision:
+//!   + the fp32 copy of the gradient partition, 4 B/param).
 //!
 //! # For the planner (fast path)
 //! Build a [`TrainModel`] once per (model, precision, kind, optimizer,
@@ -134,6 +135,16 @@ pub fn validate(spec: &ModelSpec, setup: &TrainSetup, par: &Parallelism) -> Resu
     }
     if par.sequence_parallel && par.tp == 1 {
         return Err(CoreError::invalid("sp", "sequence parallelism needs tensor parallelism (--tp > 1)"));
+    }
+    if par.pp > 1 && !par.fsdp && par.sharding.stage() >= 2 {
+        return Err(CoreError::invalid(
+            "zero",
+            format!(
+                "--zero {} with --pp {}: DeepSpeed's pipeline engine does not support ZeRO-2/3 with pipeline parallelism (ZeRO-1 + PP is allowed)",
+                par.sharding.stage(),
+                par.pp
+            ),
+        ));
     }
     if par.offload_params != Offload::None && par.sharding != Sharding::Zero3 {
         return Err(CoreError::invalid("offload", "parameter offload needs ZeRO-3 / FSDP full-shard"));
@@ -420,7 +431,7 @@ pub fn estimate_training(
         ledger.push(
             Category::Temporaries,
             "optimizer-step temporaries",
-            s.step_temporaries,
+            s.step_temporaries - s.fp32_grad_copy,
             Explanation::new(match setup.optimizer {
                 Optimizer::AdamW if setup.foreach => {
                     "foreach AdamW: torch._foreach_sqrt(exp_avg_sq) = trainable × state bytes"
@@ -429,13 +440,24 @@ pub fn estimate_training(
                 Optimizer::Adafactor | Optimizer::Lion => "per-parameter update buffers of the largest tensor",
                 _ => "fused in-place update",
             })
-            .term("bytes", s.step_temporaries)
-            .note(if p.has_master() {
-                "mixed precision: the optimizer reads an fp32 copy of the gradient partition (4 B/param)"
-            } else {
-                "activations are freed by now; the peak of a small-seq full fine-tune sits here"
-            }),
+            .term("bytes", s.step_temporaries - s.fp32_grad_copy)
+            .note("activations are freed by now; the peak of a small-seq full fine-tune sits here"),
         );
+        if p.has_master() {
+            ledger.push(
+                Category::Temporaries,
+                "fp32 gradient copy for the master step (mixed precision)",
+                s.fp32_grad_copy,
+                Explanation::new("trainable params × 4 B")
+                    .term("trainable per GPU", s.trainable_per_gpu)
+                    .term("sharding", shard_note("the fp32 gradient partition", 1))
+                    .note(if par.offload_optimizer != Offload::None {
+                        "offloaded: the fp32 gradient partition lives in pinned host memory, 0 on the GPU"
+                    } else {
+                        "mixed precision adds a 4 B/param fp32 gradient copy at the step: DeepSpeed up-casts the 16-bit gradient partition and attaches it to the fp32 master partition before optimizer.step(), on top of the optimizer's own temporaries"
+                    }),
+            );
+        }
     } else {
         let act_note = format!(
             "checkpointing {}; attention {}; {} in flight",

@@ -69,8 +69,11 @@ pub struct ModelStates {
     pub master: u64,
     pub gradients: u64,
     pub optimizer: u64,
-    /// transient at the optimizer step (foreach temporaries, fp32 grad partition)
+    /// transient at the optimizer step (foreach temporaries + the fp32 grad partition)
     pub step_temporaries: u64,
+    /// of `step_temporaries`: mixed precision's fp32 copy of the gradient partition
+    /// the optimizer steps the fp32 master with (4 B/param; 0 otherwise)
+    pub fp32_grad_copy: u64,
     /// ZeRO-3 / FSDP: parameters all-gathered for the running layer (+ prefetch)
     pub gathered: u64,
     /// trainable parameters held per GPU before data-parallel sharding
@@ -357,16 +360,18 @@ impl TrainProfile {
             Optimizer::Adafactor => 2 * largest * 4,
             Optimizer::Lion => 2 * largest * sb,
         };
-        if self.precision.has_master() {
-            // the fp32 copy of the gradient partition the optimizer reads
-            temps = temps.max(t * 4);
-        }
+        // Mixed precision: DeepSpeed's FP16/BF16 optimizers up-cast the 16-bit gradient
+        // partition to an fp32 buffer and attach it to the fp32 master partition
+        // (`single_partition_of_fp32_groups[i].grad`) before `optimizer.step()`; the
+        // optimizer's own temporaries come on top of it.
+        let mut grad_copy = if self.precision.has_master() { t * 4 } else { 0 };
         // ZeRO sharding over the data-parallel ranks.
         if dp > 1 {
             if stage >= 1 {
                 opt = div_ceil128(opt, dp);
                 master = div_ceil128(master, dp);
                 temps = div_ceil128(temps, dp);
+                grad_copy = div_ceil128(grad_copy, dp);
             }
             if stage >= 2 {
                 grads = div_ceil128(grads, dp);
@@ -399,6 +404,7 @@ impl TrainProfile {
             master = 0;
             // the step runs on the CPU (DeepSpeedCPUAdam): no GPU temporaries
             temps = 0;
+            grad_copy = 0;
         }
         if par.offload_params != Offload::None && stage >= 3 {
             match par.offload_params {
@@ -415,7 +421,8 @@ impl TrainProfile {
             master: u("master weights per GPU", master)?,
             gradients: u("gradients per GPU", grads)?,
             optimizer: u("optimizer states per GPU", opt)?,
-            step_temporaries: u("optimizer temporaries", temps)?,
+            step_temporaries: u("optimizer temporaries", temps + grad_copy)?,
+            fp32_grad_copy: u("fp32 gradient copy", grad_copy)?,
             gathered: u("gathered parameters", gathered)?,
             trainable_per_gpu: u("trainable per GPU", t)?,
             cpu_bytes: u("offloaded bytes", cpu)?,
