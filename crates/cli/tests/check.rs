@@ -194,3 +194,35 @@ fn slice_sized_devices_are_called_mig_slices_against_the_real_catalogue() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn asymmetric_topo_matrix_is_an_error_naming_the_cells() {
+    let p = std::env::temp_dir().join(format!("vramfit-check-asym-{}.txt", std::process::id()));
+    std::fs::write(&p, "\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tSYS\t X \n").unwrap();
+    let out = vramfit().args(["check", "--topo", p.to_str().unwrap(), "--expect-nvlink"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(p.to_str().unwrap()) && err.contains("GPU0→GPU1 is NV4 but GPU1→GPU0 is SYS"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn topo_and_xml_disagreeing_on_gpu_count_fail_the_verdict() {
+    let args = s(&["check", "--xml", &fx("nvidia_smi/04.xml"), "--topo", &fx("nvidia_smi/12.txt"), "--expect-nvlink"]);
+    let (v, code) = json(&args);
+    assert_eq!(code, 1);
+    assert_eq!(v["ok"], false);
+    let f = v["findings"].as_array().unwrap().iter().find(|f| f["code"] == "topo_count").unwrap();
+    assert_eq!(f["level"], "fail");
+    assert!(f["message"].as_str().unwrap().contains("topology lists 8 GPUs, the GPU report 1"), "{f}");
+}
+
+#[test]
+fn expect_without_a_gpu_model_exits_2_with_the_format() {
+    for bad in ["8x", "8", "0xA100-80GB", "8xxA100", "8xA100 80GB", "8x!"] {
+        let out = vramfit().args(["check", "--xml", &fx("nvidia_smi/04.xml"), "--expect", bad]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("8xA100-80GB"), "{bad}: {err}");
+    }
+}

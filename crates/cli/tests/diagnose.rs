@@ -292,9 +292,72 @@ fn deepspeed_config_on_several_gpus() {
 
 #[test]
 fn snapshot_oom_is_the_failing_request_with_a_gpu() {
-    let j = json(&[&fx("snapshot/snapshot_shared.pickle"), "--model", "gpt2", "--task", "train", "--gpu", "rtx-3090"]);
+    // gpt2 has 1024 positions: the training default of 2048 is refused
+    let j = json(&[
+        &fx("snapshot/snapshot_shared.pickle"),
+        "--model",
+        "gpt2",
+        "--task",
+        "train",
+        "--seq",
+        "1024",
+        "--gpu",
+        "rtx-3090",
+    ]);
     // the trace's OOM: 14.5 MiB live + 32 MiB asked
     assert_eq!(j["estimate"]["failing_need_bytes"].as_u64(), Some((14 << 20) + (512 << 10) + (32 << 20)));
     // the card from the catalogue: 24 GiB class
     assert!(j["estimate"]["card_bytes"].as_u64().unwrap() > 20u64 << 30);
+}
+
+#[test]
+fn forced_script_kind_on_a_log_text_or_json_is_refused() {
+    let log = tmp("crash.log");
+    std::fs::write(&log, std::fs::read_to_string(fx("oom/pt22_vsmtrans3_backward.txt")).unwrap()).unwrap();
+    let txt = tmp("hello.txt");
+    std::fs::write(&txt, "hello world\n").unwrap();
+    let js = tmp("config.json");
+    std::fs::write(&js, "{\"hidden_size\": 4096, \"layers\": [1, 2, 3], \"name\": \"x\"}\n").unwrap();
+    for p in [&log, &txt, &js] {
+        vramfit()
+            .args(["diagnose", p.to_str().unwrap(), "--kind", "script"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("not recognised: not a Python script"));
+    }
+    // a real script with a syntax error is still linted
+    let py = tmp("broken.py");
+    let src = std::fs::read_to_string(fx("scripts/train_bad.py")).unwrap();
+    std::fs::write(&py, format!("{src}\ndef broken(:\n    pass\n")).unwrap();
+    let j = json(&[py.to_str().unwrap(), "--kind", "script"]);
+    assert_eq!(j["kind"], "script");
+    assert!(j["diagnosis"]["report"]["error_nodes"].as_u64().unwrap() > 0);
+    assert!(!j["diagnosis"]["report"]["findings"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn error_messages_are_not_printed_twice() {
+    let dir = tmp("a_directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = vramfit().args(["diagnose", dir.to_str().unwrap()]).assert().code(2).get_output().stderr.clone();
+    let err = String::from_utf8(out).unwrap();
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    assert!(err.contains("cannot read"), "{err}");
+    // a truncated snapshot: the pickle error once
+    let pk = std::fs::read(fx("snapshot/snapshot_shared.pickle")).unwrap();
+    let cut = tmp("trunc.pickle");
+    std::fs::write(&cut, &pk[..pk.len() / 2]).unwrap();
+    let out = vramfit().args(["diagnose", cut.to_str().unwrap()]).assert().code(2).get_output().stderr.clone();
+    let err = String::from_utf8(out).unwrap();
+    assert_eq!(err.matches("pickle ends early").count(), 1, "{err}");
+}
+
+#[test]
+fn impossible_oom_figures_get_no_confident_verdict() {
+    let log = tmp("impossible.log");
+    std::fs::write(&log, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 10.76 GiB total capacity; 12.50 GiB already allocated; 100.00 MiB free; 12.60 GiB reserved in total by PyTorch)\n").unwrap();
+    let j = json(&[log.to_str().unwrap()]);
+    let v = &j["diagnosis"]["ooms"][0]["verdict"];
+    assert_eq!(v["class"], "unexplained");
+    assert!(v["headline"].as_str().unwrap().contains("12.50 GiB allocated > 10.76 GiB total capacity"), "{v}");
 }

@@ -331,3 +331,12 @@ fn max_gpus_turns_a_two_card_plan_into_does_not_fit() {
     let (v, code) = plan("a100-40gb", &["a=12GiB"]);
     assert_eq!((code, v["max_gpus"].is_null()), (0, true));
 }
+
+#[test]
+fn mig_negative_size_is_a_size_error_not_an_unknown_model() {
+    let out = vramfit().args(["mig", "plan", "--gpu", "a100-40gb", "--service", "chat=-1GiB"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("service 'chat': size -1GiB must be positive"), "{err}");
+    assert!(!err.contains("model"), "{err}");
+}

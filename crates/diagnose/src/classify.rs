@@ -195,6 +195,64 @@ fn shortage_fixes(activity: Option<Activity>) -> Vec<Fix> {
     f
 }
 
+/// The pairs of figures of a PyTorch message that cannot both be true,
+/// each stated with the printed numbers (free > total is handled apart).
+/// Compared with the print rounding on each side (a figure's lowest true
+/// value against the other's highest).
+pub fn contradictions(t: &TorchOom) -> Vec<String> {
+    let mut out = Vec::new();
+    let total = &t.total;
+    if t.allocated.lo() > total.hi() {
+        out.push(format!("{} allocated > {} total capacity", t.allocated.text, total.text));
+    }
+    let reserved_lo = match (&t.reserved, &t.unallocated) {
+        (Some(r), _) => {
+            if r.lo() > total.hi() {
+                out.push(format!("{} reserved > {} total capacity", r.text, total.text));
+            }
+            if t.allocated.lo() > r.hi() {
+                out.push(format!("{} allocated > {} reserved", t.allocated.text, r.text));
+            }
+            r.lo()
+        }
+        (None, Some(u)) => {
+            let lo = t.allocated.lo().saturating_add(u.lo());
+            if u.lo() > total.hi() {
+                out.push(format!("{} reserved but unallocated > {} total capacity", u.text, total.text));
+            } else if out.is_empty() && lo > total.hi() {
+                out.push(format!(
+                    "{} allocated + {} reserved but unallocated = {} > {} total capacity",
+                    t.allocated.text,
+                    u.text,
+                    b(t.allocated.bytes.saturating_add(u.bytes)),
+                    total.text
+                ));
+            }
+            lo
+        }
+        (None, None) => t.allocated.lo(),
+    };
+    if out.is_empty() && t.free.lo() <= total.hi() && t.free.lo().saturating_add(reserved_lo) > total.hi() {
+        out.push(format!(
+            "{} free + {} reserved by PyTorch > {} total capacity",
+            t.free.text,
+            b(t.reserved_bytes()),
+            total.text
+        ));
+    }
+    if let Some(p) = &t.this_process {
+        if p.lo() > total.hi() {
+            out.push(format!("this process has {} > {} total capacity", p.text, total.text));
+        }
+    }
+    for p in &t.processes {
+        if p.used.lo() > total.hi() {
+            out.push(format!("process {} has {} > {} total capacity", p.pid, p.used.text, total.text));
+        }
+    }
+    out
+}
+
 /// Verdict for one PyTorch OOM.
 pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
     let r = t.requested.bytes;
@@ -328,6 +386,30 @@ pub fn classify_torch(t: &TorchOom, activity: Option<Activity>) -> Verdict {
             fixes: vec![
                 fix(FixCost::Setting, "check the memory the driver gives the GPU (BIOS/driver UMA or GTT size on APUs; HSA_XNACK / unified-memory settings)", "the total the allocator sees is below the free figure"),
                 fix(FixCost::Workload, "split or shrink the allocation below the reported total", "the allocator refuses requests above the reported total"),
+            ],
+        };
+    }
+
+    // 0b. other figures that cannot all be true: parts of the card larger
+    // than the card, or live tensors larger than the cache holding them
+    let contradictions = contradictions(t);
+    if !contradictions.is_empty() {
+        reasoning.push(format!(
+            "The figures contradict each other (beyond print rounding): {}. (Allocated memory is part of reserved, and free and reserved are disjoint parts of the total.) A message edited by hand, pasted from two runs, or printed by a driver that misreports the card; no cause can be read from it.",
+            contradictions.join("; ")
+        ));
+        if contradictions.iter().any(|c| c.contains("total capacity")) {
+            reasoning.push("On Windows, the driver's CUDA system-memory fallback (driver ≥ 536.40) lets allocations spill past the card's total into shared system memory, which makes PyTorch's figures exceed the total; there it is slow, not an out-of-memory cause.".to_string());
+        }
+        return Verdict {
+            class: OomClass::Unexplained,
+            headline: format!("the message's figures contradict each other: {}", contradictions[0]),
+            figures,
+            reasoning,
+            gap_bytes: None,
+            fixes: vec![
+                fix(FixCost::Setting, "take the message from the failing run's own log, unedited (all figures of one OOM come from one print)", "the figures as given cannot all describe one card"),
+                fix(FixCost::Setting, "capture a memory snapshot (torch.cuda.memory._record_memory_history) and run `vramfit diagnose` on it", "it records the allocator's state at the OOM"),
             ],
         };
     }

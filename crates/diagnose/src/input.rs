@@ -22,8 +22,10 @@ pub const SNIFF: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
-    #[error("{name}: cannot read: {source}")]
-    Io { name: String, source: std::io::Error },
+    // The I/O error is in the message and deliberately not a `source`:
+    // `{:#}` (anyhow's chain) would print it twice.
+    #[error("{name}: cannot read: {error}")]
+    Io { name: String, error: std::io::Error },
     #[error("{name}: the snapshot is {size} bytes, more than the {limit}-byte limit for parsing a pickle")]
     TooLarge { name: String, size: u64, limit: u64 },
 }
@@ -42,7 +44,7 @@ pub struct Input {
 }
 
 fn io(name: &str) -> impl Fn(std::io::Error) -> InputError + '_ {
-    move |source| InputError::Io { name: name.to_string(), source }
+    move |error| InputError::Io { name: name.to_string(), error }
 }
 
 /// Is this the start of a pickle (protocol 2–5)?

@@ -53,10 +53,12 @@ pub enum DiagnoseError {
     NotRecognised { name: String, why: String },
     #[error(transparent)]
     Input(#[from] InputError),
-    #[error("{name}: {source}")]
-    Snapshot { name: String, source: snapshot::SnapshotError },
-    #[error("{name}: {source}")]
-    Lint { name: String, source: lint::LintError },
+    // The inner error is in the message and deliberately not a `source`:
+    // `{:#}` (anyhow's chain) would print it twice.
+    #[error("{name}: {error}")]
+    Snapshot { name: String, error: snapshot::SnapshotError },
+    #[error("{name}: {error}")]
+    Lint { name: String, error: lint::LintError },
 }
 
 /// One OOM with its verdict.
@@ -178,7 +180,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
                 }
                 if script {
                     let report =
-                        lint::lint(&text).map_err(|source| DiagnoseError::Lint { name: input.name.clone(), source })?;
+                        lint::lint(&text).map_err(|error| DiagnoseError::Lint { name: input.name.clone(), error })?;
                     return Ok(Diagnosis::Script { report });
                 }
             }
@@ -204,7 +206,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
                 return Err(nr("not a pickle (a snapshot starts with the bytes 0x80 0x02–0x05)"));
             }
             let snap = snapshot::load(&input.bytes)
-                .map_err(|source| DiagnoseError::Snapshot { name: input.name.clone(), source })?;
+                .map_err(|error| DiagnoseError::Snapshot { name: input.name.clone(), error })?;
             Ok(Diagnosis::Snapshot { report: snap.analyze() })
         }
         Kind::Summary => {
@@ -220,8 +222,11 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
             Ok(Diagnosis::Oom { ooms })
         }
         Kind::Script => {
-            let report =
-                lint::lint(&text()).map_err(|source| DiagnoseError::Lint { name: input.name.clone(), source })?;
+            let t = text();
+            if let Some(why) = lint::not_python_reason(&t) {
+                return Err(nr(&why));
+            }
+            let report = lint::lint(&t).map_err(|error| DiagnoseError::Lint { name: input.name.clone(), error })?;
             Ok(Diagnosis::Script { report })
         }
     }

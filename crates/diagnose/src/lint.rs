@@ -483,6 +483,108 @@ pub fn looks_like_python(src: &str) -> bool {
     errors * 50 <= nodes.max(1)
 }
 
+/// What the parser made of a text, to tell a script with a few syntax
+/// errors from something that is not Python at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PythonEvidence {
+    /// statements that only Python code has (imports, definitions, control
+    /// flow, assignments, calls) parsed without an error inside them; a bare
+    /// literal or name (`{"a": 1}`, `hello`) is not counted
+    pub statements: usize,
+    /// non-whitespace bytes inside the parser's ERROR nodes
+    pub error_bytes: usize,
+    /// non-whitespace bytes read (the first MiB)
+    pub text_bytes: usize,
+}
+
+fn non_ws(b: &[u8]) -> usize {
+    b.iter().filter(|c| !c.is_ascii_whitespace()).count()
+}
+
+fn is_python_statement(n: Node) -> bool {
+    match n.kind() {
+        "import_statement"
+        | "import_from_statement"
+        | "future_import_statement"
+        | "function_definition"
+        | "class_definition"
+        | "decorated_definition"
+        | "for_statement"
+        | "while_statement"
+        | "if_statement"
+        | "with_statement"
+        | "try_statement"
+        | "return_statement"
+        | "assert_statement"
+        | "global_statement"
+        | "nonlocal_statement"
+        | "delete_statement"
+        | "raise_statement" => true,
+        "expression_statement" => n.named_child(0).is_some_and(|c| {
+            // `x: T` alone (no value) is how `Label: value` log lines parse
+            c.kind() == "assignment" && c.child_by_field_name("right").is_some()
+                || matches!(c.kind(), "augmented_assignment" | "await")
+                || c.kind() == "call" && c.child_by_field_name("function").is_some()
+        }),
+        _ => false,
+    }
+}
+
+/// Parse the first MiB of `src` and measure how much of it is Python.
+pub fn python_evidence(src: &str) -> PythonEvidence {
+    let mut end = src.len().min(DETECT_BYTES);
+    while end > 0 && !src.is_char_boundary(end) {
+        end -= 1;
+    }
+    let src = &src[..end];
+    let mut ev = PythonEvidence { statements: 0, error_bytes: 0, text_bytes: non_ws(src.as_bytes()) };
+    let mut parser = Parser::new();
+    if parser.set_language(&tree_sitter_python::LANGUAGE.into()).is_err() {
+        ev.error_bytes = ev.text_bytes;
+        return ev;
+    }
+    let Some(tree) = parser.parse(src, None) else {
+        ev.error_bytes = ev.text_bytes;
+        return ev;
+    };
+    let mut stack = vec![tree.root_node()];
+    while let Some(n) = stack.pop() {
+        if n.is_error() {
+            ev.error_bytes += non_ws(&src.as_bytes()[n.start_byte()..n.end_byte().min(src.len())]);
+            continue; // statements recovered inside an error do not count
+        }
+        if is_python_statement(n) && !n.has_error() {
+            ev.statements += 1;
+        }
+        let mut cur = n.walk();
+        stack.extend(n.children(&mut cur));
+    }
+    ev
+}
+
+/// Why a text forced to be a script (`--kind script`) is not one: no
+/// Python statement parsed cleanly, or more than a quarter of its text is
+/// inside parse errors. A script with a few typos passes.
+pub fn not_python_reason(src: &str) -> Option<String> {
+    let ev = python_evidence(src);
+    if ev.statements == 0 {
+        return Some(format!(
+            "not a Python script: no Python statement (import, def, class, assignment, call, loop…) parses \
+             ({} of {} non-blank bytes inside parse errors)",
+            ev.error_bytes, ev.text_bytes
+        ));
+    }
+    if ev.error_bytes * 4 > ev.text_bytes {
+        return Some(format!(
+            "not a Python script: {} of {} non-blank bytes ({:.0}%) do not parse as Python",
+            ev.error_bytes,
+            ev.text_bytes,
+            100.0 * ev.error_bytes as f64 / ev.text_bytes.max(1) as f64
+        ));
+    }
+    None
+}
+
 struct LintState<'a> {
     lint: Lint<'a>,
 }

@@ -1,7 +1,7 @@
 //! The script lint on two small scripts: one with every pattern, one with
 //! the fixed version of each (no findings).
 
-use vramfit_diagnose::lint::{lint, looks_like_python};
+use vramfit_diagnose::lint::{lint, looks_like_python, not_python_reason, python_evidence};
 
 fn script(name: &str) -> String {
     std::fs::read_to_string(format!("{}/tests/fixtures/scripts/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -123,4 +123,44 @@ fn a_periodic_reset_does_not_hide_an_accumulated_loss() {
     let src = "import torch\nfor i, x in enumerate(loader):\n    loss = f(x)\n    loss.backward()\n    running_loss += loss\n    if i % 100 == 99:\n        running_loss = 0.0\n";
     let r = lint(src).unwrap();
     assert_eq!(r.findings.iter().map(|f| (f.line, f.rule)).collect::<Vec<_>>(), vec![(5, "accumulated-loss")]);
+}
+
+fn fixture_texts(dir: &str) -> Vec<(String, String)> {
+    let d = format!("{}/tests/fixtures/{dir}", env!("CARGO_MANIFEST_DIR"));
+    let mut v: Vec<(String, String)> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn forced_script_kind_refuses_what_is_not_python() {
+    // real scripts, also with a few syntax errors, are Python
+    for name in ["train_bad.py", "train_good.py"] {
+        assert_eq!(not_python_reason(&script(name)), None, "{name}: {:?}", python_evidence(&script(name)));
+        let broken = script(name).replacen("):", "", 1).replacen("(", "", 1);
+        assert_eq!(not_python_reason(&broken), None, "{name} broken: {:?}", python_evidence(&broken));
+    }
+    assert_eq!(not_python_reason("import torch\nfor x in loader:\n    total += loss\n    def broken(:\n"), None);
+    assert_eq!(not_python_reason("total_loss += loss\n"), None);
+    // logs with tracebacks, plain text, JSON, a bare word: not scripts
+    let mut others = fixture_texts("oom");
+    others.extend(fixture_texts("memory_summary"));
+    others.push(("hello".into(), "hello world\n".into()));
+    others.push(("word".into(), "hello\n".into()));
+    others.push(("json".into(), r#"{"a": 1, "b": [1, 2, {"c": null}], "d": "x"}"#.into()));
+    others.push(("prose".into(), "The quick brown fox.\nFrom here on, we import nothing: a story.\n".into()));
+    assert!(others.len() > 40);
+    for (name, text) in &others {
+        let why = not_python_reason(text);
+        assert!(
+            why.as_deref().is_some_and(|w| w.starts_with("not a Python script")),
+            "{name}: {:?}",
+            python_evidence(text)
+        );
+    }
 }

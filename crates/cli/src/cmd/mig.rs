@@ -159,14 +159,53 @@ fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::ok(out))
 }
 
-/// `12GiB`, `4.5GB`, `800MiB` → bytes. `None` when `s` does not start with a digit.
+/// Does `s` look like a size rather than a model name: an optional sign,
+/// a number (digits and dots, optionally an exponent), optional spaces, then
+/// letters only (the unit)? `-1GiB`, `0GiB`, `1..2GiB`, `12 GiB` do;
+/// `llama-2-7b`, `01-ai/Yi-6B` do not.
+fn size_like(s: &str) -> bool {
+    let t = s.trim();
+    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let num_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    if !t[..num_end].chars().any(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let mut rest = &t[num_end..];
+    // an exponent: e30, E+3, e-2
+    if let Some(e) = rest.strip_prefix(['e', 'E']) {
+        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
+        let d = e.find(|c: char| !c.is_ascii_digit()).unwrap_or(e.len());
+        if d > 0 {
+            rest = &e[d..];
+        }
+    }
+    rest.trim_start().chars().all(|c| c.is_ascii_alphabetic())
+}
+
+/// `12GiB`, `4.5GB`, `800MiB` → bytes. `None` when `s` does not look like a
+/// size ([`size_like`]): it is then a model name. A size that is negative,
+/// zero, or not a number is an error, never a model lookup.
 pub fn parse_size(s: &str) -> Option<anyhow::Result<u64>> {
     let s = s.trim();
-    if !s.starts_with(|c: char| c.is_ascii_digit()) {
+    if !size_like(s) {
         return None;
     }
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
+    let body = s.strip_prefix('+').unwrap_or(s);
+    if body.starts_with('-') {
+        return Some(Err(anyhow!("size {s} must be positive")));
+    }
+    let split = body
+        .char_indices()
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || (c == 'e' || c == 'E')
+                    && body[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '+' || d == '-')
+                || (c == '+' || c == '-') && i > 0 && body[..i].ends_with(['e', 'E']))
+        })
+        .map(|(i, _)| i)
+        .unwrap_or(body.len());
+    let (num, unit) = body.split_at(split);
     let unit = unit.trim();
     let mult: f64 = match unit.to_ascii_lowercase().as_str() {
         "b" => 1.0,
@@ -178,21 +217,24 @@ pub fn parse_size(s: &str) -> Option<anyhow::Result<u64>> {
         "mb" => 1e6,
         "gb" => 1e9,
         "tb" => 1e12,
-        "" => return Some(Err(anyhow!("size '{s}' has no unit: write e.g. 12GiB or 12GB"))),
+        "" => return Some(Err(anyhow!("size {s} has no unit: write e.g. 12GiB or 12GB"))),
         "g" | "m" | "k" | "t" => {
             return Some(Err(anyhow!(
-                "size '{s}': unit '{unit}' is ambiguous: write {num}{unit}iB (binary) or {num}{unit}B"
+                "size {s}: unit '{unit}' is ambiguous: write {num}{unit}iB (binary) or {num}{unit}B"
             )))
         }
-        _ => return Some(Err(anyhow!("size '{s}': unknown unit '{unit}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"))),
+        _ => return Some(Err(anyhow!("size {s}: unknown unit '{unit}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"))),
     };
     let v: f64 = match num.parse() {
         Ok(v) => v,
-        Err(_) => return Some(Err(anyhow!("size '{s}': '{num}' is not a number"))),
+        Err(_) => return Some(Err(anyhow!("size {s}: '{num}' is not a number"))),
     };
+    if v <= 0.0 {
+        return Some(Err(anyhow!("size {s} must be positive")));
+    }
     let b = (v * mult).ceil();
     if !(b.is_finite() && (1.0..1.8e19).contains(&b)) {
-        return Some(Err(anyhow!("size '{s}' is out of range")));
+        return Some(Err(anyhow!("size {s} is out of range")));
     }
     Some(Ok(b as u64))
 }
@@ -259,7 +301,7 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
         Some(other) => bail!("{}: task '{other}' is not infer or train", ctx()),
     };
     if let Some(size) = parse_size(target) {
-        let need = size.with_context(ctx)?;
+        let need = size.map_err(|e| anyhow!("service '{name}': {e}"))?;
         for k in ["ctx", "context", "conc", "concurrency", "batch", "dtype"] {
             if get(&[k]).is_some() {
                 bail!("{}: '{k}' applies to a model, not to a raw size", ctx());
@@ -435,6 +477,9 @@ mod tests {
         assert!(parse_size("12").unwrap().is_err());
         assert!(parse_size("1e30GiB").unwrap().is_err());
         assert!(parse_size("llama-2-7b").is_none());
+        assert!(parse_size("01-ai/Yi-6B").is_none());
+        assert_eq!(parse_size("1.5e1GiB").unwrap().unwrap(), 15 << 30);
+        assert_eq!(parse_size("+2GiB").unwrap().unwrap(), 2 << 30);
         assert_eq!(parse_params("13B").unwrap(), 13_000_000_000);
     }
 
@@ -449,5 +494,21 @@ mod tests {
         assert!(parse_service("a=12GiB:ctx=5").is_err());
         assert!(parse_service("a=12GiB:foo=1").is_err());
         assert!(parse_service("a").is_err());
+    }
+
+    #[test]
+    fn mig_negative_or_garbled_size_is_a_size_error_not_a_model() {
+        for (spec, want) in [
+            ("chat=-1GiB", "service 'chat': size -1GiB must be positive"),
+            ("chat=0GiB", "service 'chat': size 0GiB must be positive"),
+            ("chat=0.0MiB", "service 'chat': size 0.0MiB must be positive"),
+            ("chat=-0.5GB:task=train", "service 'chat': size -0.5GB must be positive"),
+            ("chat=1..2GiB", "service 'chat': size 1..2GiB: '1..2' is not a number"),
+            ("chat=12GiBs", "service 'chat': size 12GiBs: unknown unit 'GiBs'"),
+        ] {
+            let e = parse_service(spec).err().map(|e| format!("{e:#}")).unwrap_or_default();
+            assert!(e.starts_with(want), "{spec}: {e}");
+            assert!(!e.contains("model"), "{spec}: {e}");
+        }
     }
 }
