@@ -201,16 +201,17 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
         .map(|(k, r)| r.ok_or_else(|| HwError::invalid(file, format!("no row for GPU{k}"))))
         .collect::<Result<_, _>>()?;
     // A real matrix is symmetric: the link between two GPUs is one link.
-    for a in 0..n {
-        for b in a + 1..n {
-            if links[a][b] != links[b][a] {
+    for (a, row) in links.iter().enumerate() {
+        for (b, ab) in row.iter().enumerate().skip(a + 1) {
+            let ba = &links[b][a];
+            if ab != ba {
                 return Err(HwError::invalid(
                     file,
                     format!(
                         "asymmetric matrix: GPU{a}→GPU{b} is {} but GPU{b}→GPU{a} is {}; \
                          `nvidia-smi topo -m` is symmetric, so this file was edited or damaged",
-                        links[a][b].label(),
-                        links[b][a].label()
+                        ab.label(),
+                        ba.label()
                     ),
                 ));
             }
