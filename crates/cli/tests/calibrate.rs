@@ -54,3 +54,30 @@ fn group_a_table_snapshot() {
     assert_eq!(out.status.code(), Some(0));
     insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
 }
+
+#[test]
+fn calibrate_json_has_command_field() {
+    let out = Command::cargo_bin("vramfit").unwrap().args(["calibrate", "--group", "A", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], 1);
+    assert_eq!(v["command"], "calibrate");
+}
+
+#[test]
+fn calibrate_bad_precision_wording() {
+    let shared = include_str!("../../../calibration/data/shared-cases.jsonl");
+    let line = shared.lines().find(|l| l.contains("\"C_gpt2-124m-pos2048_a_fp32_b4_s512_sdpa_ckpt0\"")).unwrap();
+    let mut rec: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
+    rec.insert("precision".into(), Value::String("fp64".into()));
+    let dir = std::env::temp_dir().join(format!("vramfit-cal-prec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("cases.jsonl");
+    std::fs::write(&f, serde_json::to_string(&rec).unwrap()).unwrap();
+    let out = Command::cargo_bin("vramfit").unwrap().args(["calibrate", "--cases"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected one of fp32, amp-bf16"), "{err}");
+    assert!(err.contains("fp64") && !err.contains("expected unknown"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

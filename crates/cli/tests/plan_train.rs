@@ -68,15 +68,24 @@ fn llama7b_with_lora_is_cheapest_on_a_24gb_card() {
             "activation checkpointing",
             "8-bit optimizer",
             "LoRA",
+            "activation checkpointing",
             "QLoRA",
             "CPU offload (optimizer)",
             "CPU offload (parameters too)"
         ]
     );
-    let lora = &v["software"]["steps"][4];
+    let steps = &v["software"]["steps"];
+    // the peak starts at the optimizer step: checkpointing saves nothing there and is
+    // skipped, then retried once LoRA has moved the peak to backward
+    assert_eq!(steps[2]["status"], "skipped");
+    assert_eq!(steps[2]["saved_bytes"], 0);
+    assert!(steps[2]["detail"].as_str().unwrap().contains("peak is at the optimizer step"));
+    let lora = &steps[4];
     assert_eq!(lora["status"], "applied");
-    assert_eq!(lora["fits"], true);
-    assert_eq!(v["software"]["steps"][5]["status"], "not_allowed");
+    assert_eq!(steps[5]["status"], "applied");
+    assert_eq!(steps[5]["fits"], true);
+    assert!(steps[5]["saved_bytes"].as_i64().unwrap() > 0);
+    assert_eq!(steps[6]["status"], "not_allowed");
 }
 
 #[test]
@@ -286,4 +295,63 @@ fn mfu_override_and_hours_budget() {
     assert!((rec["job_tokens"].as_f64().unwrap() - tps * 36000.0).abs() < 1e-6 * tps * 36000.0);
     assert!((rec["job_cost"]["low"].as_f64().unwrap() - rec["hourly"]["low"].as_f64().unwrap() * 10.0).abs() < 1e-6);
     assert_eq!(v["job"]["hours"], 10.0);
+}
+
+#[test]
+fn ladder_step_that_saves_nothing_is_skipped() {
+    // QA repro: checkpointing saved 0 B (peak at the optimizer step) but was kept in the chain
+    let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--have", "rtx-3090", "--allow", "lora,qlora"], 0);
+    assert!(out.contains("skipped: peak is at the optimizer step: checkpointing saves nothing there"), "{out}");
+    // no kept step saves 0 B
+    for l in out.lines().filter(|l| l.contains("┆ applied")) {
+        assert!(!l.contains("┆       0 B ┆"), "{l}");
+    }
+    let chain = out.lines().find(|l| l.starts_with("fits after:")).unwrap();
+    assert_eq!(chain, "fits after: 8-bit optimizer → activation checkpointing → LoRA");
+}
+
+#[test]
+fn ladder_gradient_accumulation_that_raises_the_peak_is_skipped() {
+    let v = json(&["plan", "llama-2-7b", "--task", "train", "--batch", "2", "--have", "rtx-3090", "--json"], 0);
+    let ga = v["software"]["steps"].as_array().unwrap().iter().find(|s| s["name"] == "gradient accumulation").unwrap();
+    assert_eq!(ga["status"], "skipped", "{ga}");
+    assert!(ga["saved_bytes"].as_i64().unwrap() < 0, "{ga}");
+    assert!(ga["detail"].as_str().unwrap().contains("raises the peak"), "{ga}");
+}
+
+#[test]
+fn zero_2_3_with_pipeline_parallelism_never_proposed() {
+    let v = json(
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--have",
+            "rtx-3090",
+            "--allow",
+            "lora,qlora",
+            "--json",
+            "--top",
+            "50",
+        ],
+        0,
+    );
+    let mut setups: Vec<&serde_json::Value> = v["ranked"].as_array().unwrap().iter().map(|r| &r["setup"]).collect();
+    if let Some(h) = v["more_cards"]["on_have"].get("setup") {
+        setups.push(h);
+    }
+    assert!(!setups.is_empty());
+    for s in setups {
+        let pp = s["pp"].as_u64().unwrap();
+        assert!(pp == 1 || !matches!(s["sharding"].as_str(), Some("zero2" | "zero3")), "{s}");
+    }
+}
+
+#[test]
+fn unknown_mfu_key_is_an_error() {
+    let (_, err) = run(&["plan", "llama-2-7b", "--mfu", "foo=0.3"], 2);
+    assert!(err.contains("'foo'") && err.contains("ampere") && err.contains("rtx-3090"), "{err}");
+    // known keys still work: an architecture and a GPU id
+    run(&["plan", "llama-2-7b", "--mfu", "ampere=0.5", "--mfu", "rtx-3090=0.4"], 0);
 }

@@ -126,8 +126,9 @@ fn deepspeed_config_is_read() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("\"auto\""), "{err}");
+    // the config's notes are reported with the estimate's notes (stdout)
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("\"auto\""), "{text}");
 }
 
 #[test]
@@ -155,5 +156,86 @@ fn contradictions_are_rejected_naming_the_flags() {
             assert!(err.contains(n), "{args:?}: '{n}' not in {err}");
         }
         assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn zero_2_3_with_pipeline_parallelism_is_rejected() {
+    let ds = fixture("deepspeed/03_zero3_bf16.json");
+    for (args, needles) in [
+        (vec!["--gpus", "8", "--zero", "3", "--pp", "2"], vec!["--zero 3", "--pp 2"]),
+        (vec!["--gpus", "8", "--zero", "2", "--pp", "2"], vec!["--zero 2", "--pp 2"]),
+        (vec!["--gpus", "8", "--deepspeed", ds.as_str(), "--pp", "2"], vec!["zero_optimization.stage 3", "--pp 2"]),
+    ] {
+        let out = Command::cargo_bin("vramfit")
+            .unwrap()
+            .args(["estimate", "llama-2-7b", "--task", "train"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
+        let err = String::from_utf8_lossy(&out.stderr);
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: '{n}' not in {err}");
+        }
+    }
+    // ZeRO-1 + PP is allowed
+    let v = json(&["estimate", "llama-2-7b", "--task", "train", "--gpus", "8", "--zero", "1", "--pp", "2"]);
+    assert_eq!(v["schema"], 1);
+}
+
+#[test]
+fn mixed_precision_fp32_grad_copy_at_the_step() {
+    // 8 B/param of step temporaries: foreach sqrt (4) + the fp32 gradient copy (4)
+    let v = json(&[
+        "estimate",
+        "llama-2-7b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--batch",
+        "1",
+        "--seq",
+        "128",
+    ]);
+    assert_eq!(cat(&v, "temporaries"), 8 * P7);
+    assert_eq!(v["per_gpu"]["tensor_peak_bytes"].as_u64().unwrap(), 24 * P7);
+    let v = json(&[
+        "estimate",
+        "llama-2-7b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--batch",
+        "4",
+        "--seq",
+        "2048",
+    ]);
+    assert_eq!(v["per_gpu"]["tensor_peak_bytes"].as_u64().unwrap(), 24 * P7);
+    assert_eq!(v["peak_phase"], "optimizer_step");
+}
+
+#[test]
+fn training_flags_with_task_infer_are_rejected() {
+    for (args, needles) in [
+        (
+            vec!["--zero", "2", "--optimizer", "sgd", "--lora-rank", "8", "--first-step", "--checkpointing", "full"],
+            vec!["--zero", "--optimizer", "--lora-rank", "--first-step", "--checkpointing"],
+        ),
+        (vec!["--deepspeed", "ds.json"], vec!["--deepspeed"]),
+    ] {
+        let out = Command::cargo_bin("vramfit")
+            .unwrap()
+            .args(["estimate", "llama-2-7b", "--task", "infer"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stdout));
+        let err = String::from_utf8_lossy(&out.stderr);
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: '{n}' not in {err}");
+        }
     }
 }

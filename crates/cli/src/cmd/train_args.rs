@@ -10,7 +10,7 @@
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind};
-use vramfit_core::{DType, ModelSpec, Offload, Parallelism, Sharding, TrainSetup};
+use vramfit_core::{DType, Offload, Parallelism, Sharding, TrainSetup};
 use vramfit_ingest::deepspeed::{parse_deepspeed, DsValue, MAX_DS_BYTES};
 use vramfit_ingest::peft::{parse_adapter_config, MAX_ADAPTER_CONFIG_BYTES};
 
@@ -182,17 +182,8 @@ impl TrainArgs {
         .collect()
     }
 
-    /// Turn the training flags into a training setup and its parallelism.
-    /// Notes about config files ("auto" values, unknown keys) go to stderr.
-    pub fn build(&self, _spec: &ModelSpec, common: &Common) -> anyhow::Result<(TrainSetup, Parallelism)> {
-        let (setup, par, notes) = self.build_with_notes(common)?;
-        for n in notes {
-            eprintln!("note: {n}");
-        }
-        Ok((setup, par))
-    }
-
-    /// As [`TrainArgs::build`], returning the notes instead of printing them.
+    /// Turn the training flags into a training setup, its parallelism and the
+    /// notes config files raised ("auto" values, unknown keys).
     pub fn build_with_notes(&self, common: &Common) -> anyhow::Result<(TrainSetup, Parallelism, Vec<String>)> {
         let mut notes = Vec::new();
         let kind = match common.task {
