@@ -97,11 +97,14 @@ fn llama7b_with_lora_allowed_goes_to_a_24gb_card() {
     assert_eq!(rec.gpus, 1);
     let gpu = cat.gpus.iter().find(|g| g.id == rec.gpu_id).unwrap();
     assert_eq!(gpu.memory_gb, 24.0, "recommended {}:\n{}", rec.gpu_id, dump(&r));
-    // the ladder on the 3090 reaches a fit at or before LoRA
+    // The ladder on the 3090 reaches a fit with LoRA, or with checkpointing
+    // retried right after LoRA (at seq 2048 LoRA alone needs ~40 GiB: the
+    // peak moves to backward, where checkpointing then pays) — never by offload.
     let l = r.software.as_ref().unwrap();
     let i = l.first_fit.expect("no fit on the ladder");
     let lora = l.steps.iter().position(|s| s.name == "LoRA").unwrap();
-    assert!(i <= lora, "first fit at step {i}");
+    assert!(i <= lora + 1, "first fit at step {i}:\n{}", dump(&r));
+    assert!(matches!(l.steps[i].name.as_str(), "LoRA" | "activation checkpointing"), "fit by {}", l.steps[i].name);
 }
 
 #[test]

@@ -157,7 +157,10 @@ fn malformed_and_incomplete_configs() {
     let missing = d.join("missing.json");
     std::fs::write(&missing, br#"{"model_type":"llama","hidden_size":4096}"#).unwrap();
     let (_, err) = run(&["estimate", missing.to_str().unwrap()], 2);
-    assert!(err.contains("missing or invalid fields") && err.contains("num_hidden_layers") && err.contains("vocab_size"), "{err}");
+    assert!(
+        err.contains("missing or invalid fields") && err.contains("num_hidden_layers") && err.contains("vocab_size"),
+        "{err}"
+    );
 
     let zero = d.join("zero.json");
     std::fs::write(&zero, br#"{"model_type":"llama","hidden_size":0,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":8,"vocab_size":10}"#).unwrap();
