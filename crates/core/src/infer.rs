@@ -84,15 +84,7 @@ pub struct InferenceDetail {
 }
 
 pub fn validate(setup: &InferenceSetup, par: &Parallelism) -> Result<(), CoreError> {
-    let check = |field: &str, v: u64, max: u64| {
-        if v == 0 {
-            Err(CoreError::invalid(field, "must be at least 1"))
-        } else if v > max {
-            Err(CoreError::invalid(field, format!("{v} is absurdly large (limit {max})")))
-        } else {
-            Ok(())
-        }
-    };
+    let check = crate::units::check_size;
     check("batch", setup.batch, MAX_CONCURRENCY)?;
     check("concurrency", setup.concurrency, MAX_CONCURRENCY)?;
     check("context", setup.context, MAX_CONTEXT)?;

@@ -71,6 +71,18 @@ pub fn scale(what: &str, bytes: u64, factor: f64) -> Result<u64, CoreError> {
     Ok(v as u64)
 }
 
+/// A size input must be at least 1 and at most `max` (a bound no real
+/// model or job reaches): the one check behind every "zero or absurd" error.
+pub fn check_size(field: &str, v: u64, max: u64) -> Result<(), CoreError> {
+    if v == 0 {
+        Err(CoreError::invalid(field, "must be at least 1"))
+    } else if v > max {
+        Err(CoreError::invalid(field, format!("{v} is absurdly large (limit {max})")))
+    } else {
+        Ok(())
+    }
+}
+
 /// Bytes to GiB for display.
 pub fn to_gib(bytes: u64) -> f64 {
     bytes as f64 / GIB as f64

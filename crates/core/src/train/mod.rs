@@ -96,15 +96,7 @@ fn ck(what: &str, v: u128) -> Result<u64, CoreError> {
 
 /// Check sizes and the parallel layout.
 pub fn validate(spec: &ModelSpec, setup: &TrainSetup, par: &Parallelism) -> Result<(), CoreError> {
-    let check = |field: &str, v: u64, max: u64| {
-        if v == 0 {
-            Err(CoreError::invalid(field, "must be at least 1"))
-        } else if v > max {
-            Err(CoreError::invalid(field, format!("{v} is absurdly large (limit {max})")))
-        } else {
-            Ok(())
-        }
-    };
+    let check = crate::units::check_size;
     check("batch", setup.batch, MAX_BATCH)?;
     check("seq", setup.seq, MAX_SEQ)?;
     check("grad-accum", setup.grad_accum, MAX_GRAD_ACCUM)?;
