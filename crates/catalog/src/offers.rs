@@ -161,12 +161,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     for spanned in parsed.offer {
         let span = spanned.span();
         let r = spanned.into_inner();
-        let bad = |field: &str, reason: String| CatalogError::Invalid {
-            file: file.into(),
-            line: field_line(text, &span, field),
-            field: field.into(),
-            reason,
-        };
+        let bad = |field: &str, reason: String| entry_error(file, text, &span, field, reason);
         if r.id.trim().is_empty() {
             return Err(bad("id", "must not be empty".into()));
         }
@@ -290,12 +285,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     for spanned in parsed.discount {
         let span = spanned.span();
         let r = spanned.into_inner();
-        let bad = |field: &str, reason: String| CatalogError::Invalid {
-            file: file.into(),
-            line: field_line(text, &span, field),
-            field: field.into(),
-            reason,
-        };
+        let bad = |field: &str, reason: String| entry_error(file, text, &span, field, reason);
         let kind = match (r.factor, r.minus_per_month) {
             (Some(f), None) if f.is_finite() && f > 0.0 && f <= 1.0 => DiscountKind::Factor(f),
             (Some(f), None) => return Err(bad("factor", format!("{f} is not in (0, 1]"))),
@@ -325,12 +315,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     for spanned in parsed.upgrade {
         let span = spanned.span();
         let r = spanned.into_inner();
-        let bad = |field: &str, reason: String| CatalogError::Invalid {
-            file: file.into(),
-            line: field_line(text, &span, field),
-            field: field.into(),
-            reason,
-        };
+        let bad = |field: &str, reason: String| entry_error(file, text, &span, field, reason);
         if !(r.monthly.is_finite() && r.monthly >= 0.0 && r.monthly < MAX_PRICE) {
             return Err(bad("monthly", format!("{} is not a price", r.monthly)));
         }
@@ -392,6 +377,12 @@ pub fn load(user: Option<(&str, &str)>) -> Result<Catalogue, CatalogError> {
         }
     }
     Ok(Catalogue { gpus, book })
+}
+
+/// A bad field inside one catalogue entry: the error names the file, the
+/// field's line (found inside the entry's span) and the reason.
+fn entry_error(file: &str, text: &str, span: &std::ops::Range<usize>, field: &str, reason: String) -> CatalogError {
+    CatalogError::Invalid { file: file.into(), line: field_line(text, span, field), field: field.into(), reason }
 }
 
 #[cfg(test)]
