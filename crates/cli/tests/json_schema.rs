@@ -5,8 +5,28 @@ mod common;
 use common::json;
 
 fn snap(name: &str, args: &[&str], code: i32) {
-    let v = json(args, code);
+    let mut v = json(args, code);
+    relative_paths(&mut v);
     insta::assert_json_snapshot!(name, v);
+}
+
+/// Fixture paths are absolute (`…/crates/cli/../diagnose/…`): write them
+/// from the checkout's root so the snapshots hold in any clone or worktree.
+fn relative_paths(v: &mut serde_json::Value) {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    match v {
+        serde_json::Value::String(s) => {
+            let cli = concat!(env!("CARGO_MANIFEST_DIR"), "/");
+            if let Some(rest) = s.strip_prefix(cli) {
+                *s = format!("[repo]/crates/cli/{rest}");
+            } else if let Some(rest) = s.strip_prefix(root) {
+                *s = format!("[repo]/{rest}");
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(relative_paths),
+        serde_json::Value::Object(o) => o.values_mut().for_each(relative_paths),
+        _ => {}
+    }
 }
 
 #[test]
