@@ -195,6 +195,17 @@ fn from_preset(p: &presets::Preset) -> Result<ResolvedModel, IngestError> {
     })
 }
 
+/// Presets named like a hub id are other models (a sibling's config is the
+/// bug this avoids): list them as such, not as "did you mean".
+fn similar_presets(all: &[presets::Preset], q: &str) -> String {
+    let s = presets::suggestions(all, q);
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!("; presets with similar names (other models: check their source before using one): {}", s.join(", "))
+    }
+}
+
 /// What to say when a hub id is neither cached nor a preset and the Hub
 /// cannot be asked.
 fn offline_advice(q: &str, why: &str, cache: Option<&Path>) -> String {
@@ -223,8 +234,8 @@ fn from_hub(
             q,
             "this vramfit was built without Hub access (cargo feature `hub`, on by default; rebuild without --no-default-features)",
             cache,
-        ),
-        suggestions: presets::suggestions(all, q),
+        ) + &similar_presets(all, q),
+        suggestions: Vec::new(),
     })
 }
 
@@ -239,23 +250,20 @@ fn from_hub(
     if let Some(why) = &settings.offline_reason {
         return Err(IngestError::UnknownModel {
             query: q.into(),
-            advice: offline_advice(q, &format!("{why} forbids the network"), cache),
-            suggestions: presets::suggestions(all, q),
+            advice: offline_advice(q, &format!("{why} forbids the network"), cache) + &similar_presets(all, q),
+            suggestions: Vec::new(),
         });
     }
     let revision = opts.revision.unwrap_or("main");
     let client = crate::hub::HubClient::new(settings.clone())?;
     let fetched = crate::hub::fetch_model(&client, q, revision, opts.progress).map_err(|e| match e {
-        IngestError::Hub(crate::hub::HubError::RepoNotFound { .. }) => {
-            let s = presets::suggestions(all, q);
-            if s.is_empty() {
-                e
-            } else {
-                IngestError::Invalid {
-                    file: q.into(),
-                    reason: format!("{e}; presets with a similar name: {}", s.join(", ")),
-                }
-            }
+        IngestError::Hub(crate::hub::HubError::RepoNotFound { repo, endpoint, token_sent, .. }) => {
+            IngestError::Hub(crate::hub::HubError::RepoNotFound {
+                repo,
+                endpoint,
+                token_sent,
+                hint: similar_presets(all, q),
+            })
         }
         other => other,
     })?;

@@ -360,7 +360,9 @@ impl HubClient {
                 token_sent,
                 token_source: self.settings.token_source.as_ref().map(|s| s.to_string()),
             },
-            ("RepoNotFound", _) => HubError::RepoNotFound { repo: repo.into(), endpoint, token_sent },
+            ("RepoNotFound", _) => {
+                HubError::RepoNotFound { repo: repo.into(), endpoint, token_sent, hint: String::new() }
+            }
             ("RevisionNotFound", _) => {
                 HubError::RevisionNotFound { repo: repo.into(), revision: revision.into(), endpoint }
             }

@@ -200,10 +200,10 @@ pub enum HubError {
     )]
     Gated { repo: String, endpoint: String, url: String, token_sent: bool, token_source: Option<String> },
     #[error(
-        "{repo}: no such model on {endpoint}{}",
-        if *token_sent { " (or your token cannot see it): check the spelling (org/name, as on its page)".to_string() } else { ": check the spelling (org/name, as on its page); a private model needs HF_TOKEN set".to_string() }
+        "{repo}: no such model on {endpoint}{}{hint}",
+        if *token_sent { " (or your token cannot see it): check the spelling (org/name, as on its page)" } else { ": check the spelling (org/name, as on its page); a private model needs HF_TOKEN set" }
     )]
-    RepoNotFound { repo: String, endpoint: String, token_sent: bool },
+    RepoNotFound { repo: String, endpoint: String, token_sent: bool, hint: String },
     #[error("{repo}: revision '{revision}' not found on {endpoint}: give a branch, tag or commit of the repo (--revision), or drop --revision for main")]
     RevisionNotFound { repo: String, revision: String, endpoint: String },
     #[error("{repo}: the repo has no config.json at {revision} ({endpoint}/{repo}/tree/{revision}): it is not a transformers model (a GGUF-only or diffusers repo?); pass a config.json path instead")]
