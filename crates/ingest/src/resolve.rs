@@ -207,17 +207,21 @@ fn similar_presets(all: &[presets::Preset], q: &str) -> String {
 }
 
 /// What to say when a hub id is neither cached nor a preset and the Hub
-/// cannot be asked.
-fn offline_advice(q: &str, why: &str, cache: Option<&Path>) -> String {
+/// cannot be asked (`why`); `online_helps`: running with the network would.
+fn offline_advice(q: &str, why: &str, cache: Option<&Path>, online_helps: bool) -> String {
     let cache = match cache {
         Some(c) => format!("not in the local Hugging Face cache at {}", c.display()),
         None => "not in a local Hugging Face cache (none found: HOME, HF_HOME and HF_HUB_CACHE are unset)".into(),
     };
-    format!(
-        "{cache}, not a preset, and {why}. Run once with the network (drop --offline, unset HF_HUB_OFFLINE) to fetch \
-         its config.json and safetensors headers into the cache, or `huggingface-cli download {q} config.json`, or \
-         pass the path of a config.json"
-    )
+    let online = if online_helps {
+        "Run once with the network (drop --offline, unset HF_HUB_OFFLINE) to fetch its config.json and safetensors \
+         headers into the cache, or "
+    } else {
+        ""
+    };
+    let download = format!("`huggingface-cli download {q} config.json` puts its config in the cache");
+    let download = if online_helps { download } else { download[..1].to_uppercase() + &download[1..] };
+    format!("{cache}, not a preset, and {why}. {online}{download}, or pass the path of a config.json")
 }
 
 #[cfg(not(feature = "hub"))]
@@ -234,6 +238,7 @@ fn from_hub(
             q,
             "this vramfit was built without Hub access (cargo feature `hub`, on by default; rebuild without --no-default-features)",
             cache,
+            false,
         ) + &similar_presets(all, q),
         suggestions: Vec::new(),
     })
@@ -250,7 +255,7 @@ fn from_hub(
     if let Some(why) = &settings.offline_reason {
         return Err(IngestError::UnknownModel {
             query: q.into(),
-            advice: offline_advice(q, &format!("{why} forbids the network"), cache) + &similar_presets(all, q),
+            advice: offline_advice(q, &format!("{why} forbids the network"), cache, true) + &similar_presets(all, q),
             suggestions: Vec::new(),
         });
     }

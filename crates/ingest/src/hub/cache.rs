@@ -15,8 +15,7 @@
 //! would make transformers load a truncated checkpoint. Headers go to a
 //! vramfit-owned sidecar instead,
 //! `vramfit/safetensors-headers/<commit>/<file>.json`, inside the repo's
-//! cache folder (so `huggingface-cli delete-cache` removes it with the
-//! repo). It holds the header JSON verbatim and the file's size, enough to
+//! cache folder (deleting the repo's folder removes it too). It holds the header JSON verbatim and the file's size, enough to
 //! check every tensor's offsets against the real file offline.
 //!
 //! Every write goes to a temporary name first and is renamed into place, so
