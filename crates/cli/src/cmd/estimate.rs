@@ -257,12 +257,10 @@ impl WorkloadArgs {
     }
 }
 
-/// Resolve a model argument with a helpful error.
+/// Resolve a model argument with a helpful error (default `--offline` and
+/// `--revision`: the environment decides).
 pub fn resolve(model: Option<&str>) -> anyhow::Result<ResolvedModel> {
-    let Some(q) = model else {
-        bail!("no model given: name a preset (e.g. llama-2-7b), a hub id in the local HF cache, a config.json or a directory (`vramfit estimate --list-presets`)");
-    };
-    Ok(vramfit_ingest::resolve_model(q)?)
+    crate::cmd::model_args::HubArgs::default().resolve(model)
 }
 
 /// Model facts for reports.
