@@ -70,6 +70,7 @@ pub struct Gpu {
     pub memory_reserved_bytes: Option<u64>,
     pub memory_used_bytes: Option<u64>,
     /// free framebuffer memory (NVML `memory_info().free`: total − reserved − used)
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_free_bytes: Option<u64>,
     pub mig_current: MigMode,
     pub mig_pending: MigMode,
