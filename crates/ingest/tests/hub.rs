@@ -176,6 +176,10 @@ fn not_found_revision_no_config_and_not_a_hub() {
     assert!(e.contains("no config.json") && e.contains("pass a config.json path"), "{e}");
     let e = resolve("acme/odd", &env, None).unwrap_err().to_string();
     assert!(e.contains("X-Repo-Commit"), "{e}");
+    // a web server that is not a Hub answers a bare 404: not "no config.json"
+    let not_hub = Env::new(&hub, &home).set("HF_ENDPOINT", &format!("{}/not/a/hub", hub.url));
+    let e = resolve("acme/tiny", &not_hub, None).unwrap_err().to_string();
+    assert!(e.contains("HTTP 404") && e.contains("is HF_ENDPOINT a Hugging Face Hub"), "{e}");
 }
 
 #[test]

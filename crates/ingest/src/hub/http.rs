@@ -366,7 +366,17 @@ impl HubClient {
             ("RevisionNotFound", _) => {
                 HubError::RevisionNotFound { repo: repo.into(), revision: revision.into(), endpoint }
             }
-            ("EntryNotFound", _) | (_, 404) => return Ok(None),
+            ("EntryNotFound", _) => return Ok(None),
+            // the Hub names the commit even when a file is absent; a bare 404 is some other server
+            (_, 404) if header(h, "x-repo-commit").is_some() => return Ok(None),
+            (_, 404) => HubError::Status {
+                url: url.into(),
+                status,
+                message:
+                    "not found, without the Hub's X-Error-Code: is HF_ENDPOINT a Hugging Face Hub or a mirror of one?"
+                        .into(),
+                attempts: 1,
+            },
             (_, 401) | (_, 403) if message.is_empty() => HubError::Denied { url: url.into(), status, token_sent },
             _ => HubError::Status { url: url.into(), status, message, attempts: 1 },
         })
