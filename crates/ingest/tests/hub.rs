@@ -299,6 +299,26 @@ fn generic_range_read_for_other_formats() {
     assert!(r.bytes.is_empty());
     assert_eq!(r.file_size, Some(5000));
     assert!(client.read_range("acme/gguf", "main", "nope.gguf", 0, 10).unwrap().is_none());
+
+    // a growing prefix: the "parser" needs 4,500 bytes, then is satisfied
+    let big: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+    hub.add("acme/big", Repo::new(&commit("big")).file("m.gguf", big.clone()));
+    hub.clear_log();
+    let mut asks = Vec::new();
+    let r = client
+        .read_prefix("acme/big", "main", "m.gguf", 1 << 20, &mut |p, size| {
+            asks.push((p.len(), size));
+            (p.len() < 250_000).then_some(250_000)
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.bytes, big[..250_000]);
+    assert_eq!(asks, [(100_000, Some(300_000)), (250_000, Some(300_000))]);
+    let ranges: Vec<_> = hub.log().iter().filter_map(|l| l.range).collect();
+    assert_eq!(ranges, [(0, 99_999), (100_000, 249_999)], "exactly the missing bytes");
+    // over the cap: refused before reading
+    let e = client.read_prefix("acme/big", "main", "m.gguf", 200_000, &mut |_, _| Some(250_000)).unwrap_err();
+    assert!(e.to_string().contains("larger than 200000 bytes"), "{e}");
 }
 
 #[test]

@@ -46,6 +46,10 @@ pub struct RangeRead {
     pub etag: Option<String>,
 }
 
+/// How many bytes from the start a prefix parser needs, given the prefix
+/// read so far and the file's size (see [`HubClient::read_prefix`]).
+pub type PrefixNeed<'a> = dyn FnMut(&[u8], Option<u64>) -> Option<u64> + 'a;
+
 /// `(scheme, host, port)` of a URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Origin(String, String, u16);
@@ -193,6 +197,49 @@ impl HubClient {
             reason: "byte range past 2^64".into(),
         })?;
         self.request(repo, revision, &self.file_url(repo, revision, file), Some((start, end)), len)
+    }
+
+    /// A prefix of a Hub file, grown until `needed` is satisfied: after each
+    /// read, `needed(prefix, file_size)` returns how many bytes from the
+    /// start it needs (`None` or a number ≤ the prefix: enough), and exactly
+    /// the missing bytes are fetched. A parser that says how many bytes it
+    /// needs (GGUF: header, then metadata of unknown length) reads only what
+    /// it parses. More than `cap` bytes is an error; a file that ends first
+    /// returns the short prefix (the parser reports the truncation). `None`
+    /// when the file does not exist.
+    pub fn read_prefix(
+        &self,
+        repo: &str,
+        revision: &str,
+        file: &str,
+        cap: u64,
+        needed: &mut PrefixNeed,
+    ) -> Result<Option<RangeRead>, HubError> {
+        let Some(mut out) = self.read_range(repo, revision, file, 0, FIRST_READ_BYTES.min(cap))? else {
+            return Ok(None);
+        };
+        loop {
+            let have = out.bytes.len() as u64;
+            let want = match needed(&out.bytes, out.file_size) {
+                Some(n) if n > have => n,
+                _ => return Ok(Some(out)),
+            };
+            if want > cap {
+                return Err(HubError::TooLarge {
+                    url: self.file_url(repo, revision, file),
+                    what: format!("the part of {file} to parse ({want} bytes)"),
+                    limit: cap,
+                });
+            }
+            let Some(more) = self.read_range(repo, revision, file, have, want - have)? else {
+                return Ok(Some(out));
+            };
+            if more.bytes.is_empty() {
+                return Ok(Some(out));
+            }
+            out.bytes.extend_from_slice(&more.bytes);
+            out.file_size = more.file_size.or(out.file_size);
+        }
     }
 
     fn request(

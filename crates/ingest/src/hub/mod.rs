@@ -26,7 +26,7 @@ mod http;
 #[cfg(feature = "hub")]
 pub use fetch::{fetch_model, FetchedModel};
 #[cfg(feature = "hub")]
-pub use http::{parse_content_range, ContentRange, HubClient, RangeRead, FIRST_READ_BYTES};
+pub use http::{parse_content_range, ContentRange, HubClient, PrefixNeed, RangeRead, FIRST_READ_BYTES};
 
 use crate::hf_cache::{self, Env};
 use std::path::PathBuf;
