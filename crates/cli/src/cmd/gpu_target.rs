@@ -284,6 +284,56 @@ mod tests {
     }
 
     #[test]
+    fn auto_fit_renders_free_memory_and_what_others_hold() {
+        use vramfit_report::estimate::{EstimateReport, FitInfo, WorkloadInfo};
+        // 18.5 GiB needed: the whole card (23.99 GiB) would fit, its free memory does not
+        let m = machine(vec![gpu(0, "NVIDIA GeForce RTX 4090", 24564, 6000, 0)]);
+        let t = from_machine(&m, 1, None, None).unwrap();
+        let r = vramfit_ingest::resolve::resolve_with_env("llama-2-7b", &|_| None).unwrap();
+        let w = vramfit_core::Workload::default();
+        let ledger = vramfit_core::estimate(&r.spec, &w).unwrap();
+        let f = vramfit_core::infer::fit(&ledger, t.memory_bytes);
+        let fit = FitInfo {
+            gpu: t.name.clone(),
+            gpu_memory_bytes: f.gpu_memory_bytes,
+            required_bytes: f.required_bytes,
+            fits: f.fits,
+            headroom_bytes: f.headroom_bytes as i64,
+            explain: f.explain,
+            capacity: None,
+            detected: t.detected.clone(),
+        };
+        let wi = WorkloadInfo {
+            task: "infer".into(),
+            dtype: "bf16".into(),
+            kv_dtype: None,
+            batch: 1,
+            seq: 4096,
+            concurrency: None,
+            tp: 1,
+            pp: 1,
+            dp: 1,
+            settings: Default::default(),
+        };
+        let model = crate::cmd::estimate::model_info(&r, 0).unwrap();
+        let report = EstimateReport::new(model, wi, &ledger, None, Some(fit));
+        let text = report.to_text(false);
+        assert!(
+            text.contains("NVIDIA GeForce RTX 4090 (GPU 0, free memory): DOES NOT FIT — needs 18.50 GiB of 18.13 GiB"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "GPU 0 NVIDIA GeForce RTX 4090 (NVML): 18.13 GiB free of 23.99 GiB; other processes hold 5.86 GiB"
+            ),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["fit"]["gpu_memory_bytes"], (24564u64 - 6000) * MIB);
+        assert_eq!(json["fit"]["detected"]["gpus"][0]["used_bytes"], 6000 * MIB);
+    }
+
+    #[test]
     fn cuda_visible_devices_and_mig() {
         let mut mig = gpu(1, "NVIDIA A100-SXM4-40GB", 40960, 0, 0);
         mig.mig_current = MigMode::Enabled;
