@@ -64,11 +64,17 @@ fn norm(s: &str) -> String {
     s.trim().to_ascii_lowercase().replace('_', "-")
 }
 
-/// Find a preset by name, alias or hub id (case-insensitive; `_` = `-`).
+/// Find a preset by name or alias (case-insensitive; `_` = `-`) or by
+/// hub id (case-insensitive like the Hub, otherwise exact: `_` and `-` are
+/// different repos there, e.g. `TinyLlama/TinyLlama_v1.1`). A hub id matches
+/// only the repos a preset lists, never a sibling with a different config.
 pub fn find<'a>(presets: &'a [Preset], query: &str) -> Option<&'a Preset> {
     let q = norm(query);
+    let hub = query.trim();
     presets.iter().find(|p| {
-        norm(&p.name) == q || p.aliases.iter().any(|a| norm(a) == q) || p.hub_ids.iter().any(|h| norm(h) == q)
+        norm(&p.name) == q
+            || p.aliases.iter().any(|a| norm(a) == q)
+            || p.hub_ids.iter().any(|h| h.eq_ignore_ascii_case(hub))
     })
 }
 
@@ -126,5 +132,30 @@ mod tests {
         assert_eq!(find(&p, "meta-llama/Llama-2-7b-hf").unwrap().name, "llama-2-7b");
         assert!(find(&p, "llama-9-7b").is_none());
         assert!(suggestions(&p, "lama-2-7b").contains(&"llama-2-7b".to_string()));
+    }
+
+    #[test]
+    fn a_hub_id_never_resolves_to_a_sibling() {
+        let p = builtin().unwrap();
+        // Llama 3 (8192 positions) is not Llama 3.1 (131072): issue 15.
+        assert!(find(&p, "meta-llama/Meta-Llama-3-8B").is_none());
+        assert!(find(&p, "llama-3-8b").is_none());
+        assert!(find(&p, "llama3-8b").is_none());
+        assert!(find(&p, "llama-3-70b").is_none());
+        assert_eq!(find(&p, "meta-llama/Meta-Llama-3.1-8B").unwrap().name, "llama-3.1-8b");
+        // hub ids: case-insensitive, but `_` and `-` name different repos
+        assert_eq!(find(&p, "tinyllama/tinyllama_v1.1").unwrap().name, "tinyllama-1.1b");
+        assert!(find(&p, "TinyLlama/TinyLlama-v1.1").is_none());
+        // family names are not models
+        for family in ["mistral", "mixtral", "qwen3-moe"] {
+            assert!(find(&p, family).is_none(), "{family}");
+        }
+    }
+
+    #[test]
+    fn sources_cite_no_path_outside_the_repo() {
+        for p in builtin().unwrap() {
+            assert!(!p.source.contains("shared/"), "{}: {}", p.name, p.source);
+        }
     }
 }

@@ -278,9 +278,15 @@ fn truncated_and_hostile_safetensors_headers() {
     assert!(err.contains("truncated") && err.contains("model.safetensors"), "{err}");
 
     // A header that claims 10 GB of JSON is refused before any allocation.
-    std::fs::write(d.join("model.safetensors"), 10_000_000_000u64.to_le_bytes()).unwrap();
+    let mut huge = 10_000_000_000u64.to_le_bytes().to_vec();
+    huge.extend_from_slice(b"{\"a\":");
+    std::fs::write(d.join("model.safetensors"), huge).unwrap();
     let (_, err) = run(&["estimate", d.to_str().unwrap()], 2);
     assert!(err.contains("claims 10000000000 bytes"), "{err}");
+    // Eight bytes and nothing after: not a safetensors file, no decoded size.
+    std::fs::write(d.join("model.safetensors"), 10_000_000_000u64.to_le_bytes()).unwrap();
+    let (_, err) = run(&["estimate", d.to_str().unwrap()], 2);
+    assert!(err.contains("not a safetensors file") && !err.contains("10000000000"), "{err}");
 
     // Three bytes: not even a length.
     std::fs::write(d.join("model.safetensors"), b"abc").unwrap();

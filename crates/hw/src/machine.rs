@@ -69,6 +69,9 @@ pub struct Gpu {
     pub memory_total_bytes: Option<u64>,
     pub memory_reserved_bytes: Option<u64>,
     pub memory_used_bytes: Option<u64>,
+    /// free framebuffer memory (NVML `memory_info().free`: total − reserved − used)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_free_bytes: Option<u64>,
     pub mig_current: MigMode,
     pub mig_pending: MigMode,
     pub mig_devices: Vec<MigDevice>,
@@ -90,6 +93,7 @@ impl Gpu {
             memory_total_bytes: None,
             memory_reserved_bytes: None,
             memory_used_bytes: None,
+            memory_free_bytes: None,
             mig_current: MigMode::Unknown,
             mig_pending: MigMode::Unknown,
             mig_devices: Vec::new(),
@@ -139,6 +143,7 @@ impl Machine {
                     x.memory_total_bytes = x.memory_total_bytes.or(g.memory_total_bytes);
                     x.memory_reserved_bytes = x.memory_reserved_bytes.or(g.memory_reserved_bytes);
                     x.memory_used_bytes = x.memory_used_bytes.or(g.memory_used_bytes);
+                    x.memory_free_bytes = x.memory_free_bytes.or(g.memory_free_bytes);
                     if x.mig_current == MigMode::Unknown {
                         x.mig_current = g.mig_current;
                     }

@@ -123,6 +123,7 @@ impl GpuProbe for NvmlProbe {
                 g.memory_total_bytes = Some(mem.total);
                 g.memory_used_bytes = Some(mem.used);
                 g.memory_reserved_bytes = Some(mem.reserved);
+                g.memory_free_bytes = Some(mem.free);
             }
             match d.mig_mode() {
                 Ok(mm) => {

@@ -17,15 +17,20 @@ pub enum IngestError {
     Invalid { file: String, reason: String },
     #[error("{file}: safetensors header: {reason}")]
     Safetensors { file: String, reason: String },
-    #[error("unknown model '{query}': not a file or directory, not in the local Hugging Face cache, not a preset{}", did_you_mean(.suggestions))]
-    UnknownModel { query: String, suggestions: Vec<String> },
+    /// `advice` says what to do (the command, flag or variable), never just "not found".
+    #[error("unknown model '{}': {advice}{}", .query.escape_debug(), did_you_mean(.suggestions))]
+    UnknownModel { query: String, advice: String, suggestions: Vec<String> },
     #[error("{file}: {error}")]
     Model { file: String, error: vramfit_core::CoreError },
+    #[error(transparent)]
+    Input(#[from] vramfit_input::InputError),
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
 }
 
 fn did_you_mean(s: &[String]) -> String {
     if s.is_empty() {
-        "; `vramfit estimate --list-presets` lists the presets".to_string()
+        String::new()
     } else {
         format!("; did you mean: {}?", s.join(", "))
     }

@@ -4,7 +4,9 @@
 //! - [`config`]: Hugging Face `config.json` → `ModelSpec`
 //! - [`safetensors`]: header-only reading of `.safetensors` (one file or sharded index)
 //! - [`hf_cache`]: finding a hub id in the local Hugging Face cache (never the network)
-//! - [`resolve`]: one entry point for a model argument (path, cache, preset)
+//! - [`hub`]: the Hugging Face Hub on demand (config.json and safetensors
+//!   headers by range requests; cargo feature `hub`), cached for offline runs
+//! - [`resolve`]: one entry point for a model argument (path, cache, preset, Hub)
 //! - [`peft`], [`deepspeed`]: adapter and DeepSpeed configs
 //! - [`calibration`]: PyTorch-measured cases
 
@@ -13,6 +15,7 @@ pub mod config;
 pub mod deepspeed;
 pub mod error;
 pub mod hf_cache;
+pub mod hub;
 pub mod peft;
 pub mod resolve;
 pub mod safetensors;

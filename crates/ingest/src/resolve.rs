@@ -1,23 +1,56 @@
-//! One entry point for a model argument: a `config.json` path, a directory
-//! holding one (and maybe safetensors), a hub id found in the local
-//! Hugging Face cache, or an embedded preset. Never the network.
+//! One entry point for a model argument:
+//!
+//! 1. a path: a `config.json`, a `.safetensors` file or index, or a
+//!    directory holding them;
+//! 2. a hub id (`org/name`): the local Hugging Face cache at the revision;
+//!    else the embedded preset that lists exactly this id (no revision
+//!    asked); else, unless offline, the Hub itself (config.json and
+//!    safetensors headers, cached for next time — see [`crate::hub`]);
+//! 3. a preset name or alias.
+//!
+//! A hub id resolves to its own config, never a sibling's: presets list only
+//! the repos whose config they embed. Every file is read through
+//! `vramfit-input` (regular files only, a byte cap per kind).
 
 use crate::config::parse_config;
 use crate::error::IngestError;
-use crate::hf_cache;
+use crate::hf_cache::{self, Snapshot};
+use crate::hub::cache::RepoCache;
 use crate::safetensors::{self, SafetensorsSummary};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use vramfit_catalog::presets;
 use vramfit_core::{ModelSpec, ParamLayout};
 
+pub use crate::hf_cache::Env;
+
 /// Where a model came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Source {
-    Preset { name: String, source: String },
-    ConfigFile { path: String },
-    HfCache { repo_id: String, snapshot: String },
+    Preset {
+        name: String,
+        source: String,
+    },
+    ConfigFile {
+        path: String,
+    },
+    /// found in the local Hugging Face cache
+    HfCache {
+        repo_id: String,
+        revision: String,
+        commit: String,
+        snapshot: String,
+    },
+    /// fetched from the Hub in this run
+    Hub {
+        repo_id: String,
+        revision: String,
+        commit: String,
+        endpoint: String,
+        /// the snapshot folder written, if the cache could be written
+        cached_in: Option<String>,
+    },
 }
 
 /// Count check against a checkpoint's safetensors headers.
@@ -39,62 +72,320 @@ pub struct ResolvedModel {
     pub checkpoint: Option<CheckpointCheck>,
 }
 
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}
+
 impl ResolvedModel {
     /// One-line description of the source.
     pub fn source_text(&self) -> String {
         match &self.source {
             Source::Preset { name, source } => format!("preset {name} ({source})"),
             Source::ConfigFile { path } => path.clone(),
-            Source::HfCache { repo_id, snapshot } => {
-                format!("{repo_id} from the local Hugging Face cache ({snapshot})")
+            Source::HfCache { repo_id, revision, commit, snapshot } => {
+                let rev = if revision == commit { String::new() } else { format!("{revision}, ") };
+                format!("{repo_id} ({rev}commit {}) from the local Hugging Face cache ({snapshot})", short(commit))
+            }
+            Source::Hub { repo_id, revision, commit, endpoint, cached_in } => {
+                let rev = if revision == commit { String::new() } else { format!("{revision}, ") };
+                format!(
+                    "{repo_id} ({rev}commit {}) fetched from {endpoint}: config.json and safetensors headers{}",
+                    short(commit),
+                    match cached_in {
+                        Some(d) => format!(", cached in {d}"),
+                        None => String::new(),
+                    }
+                )
             }
         }
     }
 }
 
-/// Environment lookups, injectable for tests.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// How to resolve: environment, offline mode, revision, progress messages.
+pub struct ResolveOptions<'a> {
+    pub env: Env<'a>,
+    /// `--offline` (`HF_HUB_OFFLINE=1` in `env` works too)
+    pub offline: bool,
+    /// `--revision`: a branch, tag or commit of a hub id
+    pub revision: Option<&'a str>,
+    /// called before network work starts (e.g. "fetching …" on stderr)
+    pub progress: &'a dyn Fn(&str),
+}
+
+impl<'a> ResolveOptions<'a> {
+    pub fn new(env: Env<'a>) -> ResolveOptions<'a> {
+        ResolveOptions { env, offline: false, revision: None, progress: &|_| {} }
+    }
+}
 
 /// Resolve `query` with the process environment.
 pub fn resolve_model(query: &str) -> Result<ResolvedModel, IngestError> {
     resolve_with_env(query, &|k| std::env::var(k).ok())
 }
 
-/// Resolve `query`: path, then local HF cache (for hub ids), then preset.
+/// Resolve `query` with `env` and no flags.
 pub fn resolve_with_env(query: &str, env: Env) -> Result<ResolvedModel, IngestError> {
+    resolve_with(query, &ResolveOptions::new(env))
+}
+
+/// Resolve `query`: path, then hub id (cache, preset, Hub), then preset.
+pub fn resolve_with(query: &str, opts: &ResolveOptions) -> Result<ResolvedModel, IngestError> {
     let q = query.trim();
+    let all = presets::builtin()
+        .map_err(|e| IngestError::Invalid { file: "embedded presets".into(), reason: e.to_string() })?;
     if q.is_empty() {
-        return Err(IngestError::UnknownModel { query: query.into(), suggestions: vec![] });
+        return Err(IngestError::UnknownModel {
+            query: query.into(),
+            advice: not_a_model_advice(),
+            suggestions: vec![],
+        });
+    }
+    if let Some(rev) = opts.revision {
+        hf_cache::check_revision(rev)?;
+        if !hf_cache::looks_like_hub_id(q) {
+            return Err(IngestError::Invalid {
+                file: "--revision".into(),
+                reason: format!("applies to hub ids (org/name), not to '{}'", q.escape_debug()),
+            });
+        }
     }
     let path = Path::new(q);
-    if path.exists() {
+    if std::fs::symlink_metadata(path).is_ok() {
         return from_path(path);
     }
     if hf_cache::looks_like_hub_id(q) {
-        if let Some(cache) = hf_cache::cache_dir(env) {
-            if let Some(snap) = hf_cache::find_snapshot(&cache, q) {
-                let mut r = from_dir(&snap)?;
-                r.source = Source::HfCache { repo_id: q.into(), snapshot: snap.display().to_string() };
-                if r.spec.name.ends_with("config.json") {
-                    r.spec.name = q.into();
-                }
-                return Ok(r);
+        let cache = hf_cache::cache_dir(opts.env);
+        if let Some(cache) = &cache {
+            if let Some(snap) = hf_cache::find_snapshot(cache, q, opts.revision)? {
+                return from_cache(cache, q, opts.revision.unwrap_or("main"), snap);
             }
         }
+        if opts.revision.is_none() {
+            if let Some(p) = presets::find(&all, q) {
+                return from_preset(p);
+            }
+        }
+        return from_hub(q, opts, cache.as_deref(), &all);
     }
-    let all = presets::builtin()
-        .map_err(|e| IngestError::Invalid { file: "embedded presets".into(), reason: e.to_string() })?;
     if let Some(p) = presets::find(&all, q) {
-        let origin = format!("preset {}", p.name);
-        let mut spec = crate::config::parse_config_value(&p.config, &origin)?;
-        spec.name = p.name.clone();
-        return Ok(ResolvedModel {
-            spec,
-            source: Source::Preset { name: p.name.clone(), source: p.source.clone() },
-            checkpoint: None,
+        return from_preset(p);
+    }
+    Err(IngestError::UnknownModel {
+        query: q.into(),
+        advice: not_a_model_advice(),
+        suggestions: presets::suggestions(&all, q),
+    })
+}
+
+fn not_a_model_advice() -> String {
+    "not a preset, a file or directory, or a hub id. Name a preset (`vramfit estimate --list-presets` lists them), \
+     a model on the Hugging Face Hub as org/name (e.g. Qwen/Qwen2.5-7B-Instruct), or a local config.json or the \
+     directory holding it"
+        .to_string()
+}
+
+fn from_preset(p: &presets::Preset) -> Result<ResolvedModel, IngestError> {
+    let origin = format!("preset {}", p.name);
+    let mut spec = crate::config::parse_config_value(&p.config, &origin)?;
+    spec.name = p.name.clone();
+    Ok(ResolvedModel {
+        spec,
+        source: Source::Preset { name: p.name.clone(), source: p.source.clone() },
+        checkpoint: None,
+    })
+}
+
+/// Presets named like a hub id are other models (a sibling's config is the
+/// bug this avoids): list them as such, not as "did you mean".
+fn similar_presets(all: &[presets::Preset], q: &str) -> String {
+    let s = presets::suggestions(all, q);
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!("; presets with similar names (other models: check their source before using one): {}", s.join(", "))
+    }
+}
+
+/// What to say when a hub id is neither cached nor a preset and the Hub
+/// cannot be asked (`why`); `online_helps`: running with the network would.
+fn offline_advice(q: &str, why: &str, cache: Option<&Path>, online_helps: bool) -> String {
+    let cache = match cache {
+        Some(c) => format!("not in the local Hugging Face cache at {}", c.display()),
+        None => "not in a local Hugging Face cache (none found: HOME, HF_HOME and HF_HUB_CACHE are unset)".into(),
+    };
+    let online = if online_helps {
+        "Run once with the network (drop --offline, unset HF_HUB_OFFLINE) to fetch its config.json and safetensors \
+         headers into the cache, or "
+    } else {
+        ""
+    };
+    let download = format!("`huggingface-cli download {q} config.json` puts its config in the cache");
+    let download = if online_helps { download } else { download[..1].to_uppercase() + &download[1..] };
+    format!("{cache}, not a preset, and {why}. {online}{download}, or pass the path of a config.json")
+}
+
+#[cfg(not(feature = "hub"))]
+fn from_hub(
+    q: &str,
+    opts: &ResolveOptions,
+    cache: Option<&Path>,
+    all: &[presets::Preset],
+) -> Result<ResolvedModel, IngestError> {
+    let _ = opts;
+    Err(IngestError::UnknownModel {
+        query: q.into(),
+        advice: offline_advice(
+            q,
+            "this vramfit was built without Hub access (cargo feature `hub`, on by default; rebuild without --no-default-features)",
+            cache,
+            false,
+        ) + &similar_presets(all, q),
+        suggestions: Vec::new(),
+    })
+}
+
+#[cfg(feature = "hub")]
+fn from_hub(
+    q: &str,
+    opts: &ResolveOptions,
+    cache: Option<&Path>,
+    all: &[presets::Preset],
+) -> Result<ResolvedModel, IngestError> {
+    let settings = crate::hub::HubSettings::from_env(opts.env, opts.offline)?;
+    if let Some(why) = &settings.offline_reason {
+        return Err(IngestError::UnknownModel {
+            query: q.into(),
+            advice: offline_advice(q, &format!("{why} forbids the network"), cache, true) + &similar_presets(all, q),
+            suggestions: Vec::new(),
         });
     }
-    Err(IngestError::UnknownModel { query: q.into(), suggestions: presets::suggestions(&all, q) })
+    let revision = opts.revision.unwrap_or("main");
+    let client = crate::hub::HubClient::new(settings.clone())?;
+    let fetched = crate::hub::fetch_model(&client, q, revision, opts.progress).map_err(|e| match e {
+        IngestError::Hub(crate::hub::HubError::RepoNotFound { repo, endpoint, token_sent, .. }) => {
+            IngestError::Hub(crate::hub::HubError::RepoNotFound {
+                repo,
+                endpoint,
+                token_sent,
+                hint: similar_presets(all, q),
+            })
+        }
+        other => other,
+    })?;
+    let origin = format!("{q}@{}/config.json", short(&fetched.commit));
+    let text = vramfit_input::decode_text(&origin, fetched.config.clone())?;
+    let mut spec = parse_config(text.as_bytes(), &origin)?;
+    name_spec(&mut spec, &origin, q);
+    spec.notes.extend(fetched.notes.iter().cloned());
+    let checkpoint = match fetched.checkpoint.clone() {
+        Some(s) => Some(check(&spec, s)?),
+        None => None,
+    };
+    (opts.progress)(&format!(
+        "fetched {q} at commit {}: {} requests, {} bytes{}",
+        short(&fetched.commit),
+        fetched.requests,
+        fetched.bytes_received,
+        match &fetched.cached {
+            Ok(d) => format!("; cached in {}", d.display()),
+            Err(_) => String::new(),
+        }
+    ));
+    Ok(ResolvedModel {
+        spec,
+        source: Source::Hub {
+            repo_id: q.into(),
+            revision: revision.into(),
+            commit: fetched.commit.clone(),
+            endpoint: settings.endpoint,
+            cached_in: fetched.cached.ok().map(|d| d.display().to_string()),
+        },
+        checkpoint,
+    })
+}
+
+/// A config's `_name_or_path` is often a training machine's folder; a hub
+/// id names the model better.
+fn name_spec(spec: &mut ModelSpec, origin: &str, repo_id: &str) {
+    if spec.name == origin || spec.name.is_empty() || spec.name.ends_with("config.json") || spec.name.starts_with('/') {
+        spec.name = repo_id.into();
+    }
+}
+
+fn from_cache(cache: &Path, repo_id: &str, revision: &str, snap: Snapshot) -> Result<ResolvedModel, IngestError> {
+    let mut r = read_config(&snap.dir.join("config.json"))?;
+    name_spec(&mut r.spec, &snap.dir.join("config.json").display().to_string(), repo_id);
+    if r.spec.name == snap.dir.file_name().and_then(|n| n.to_str()).unwrap_or("") {
+        r.spec.name = repo_id.into();
+    }
+    let (summary, note) = cached_checkpoint(cache, repo_id, &snap)?;
+    if let Some(s) = summary {
+        r.checkpoint = Some(check(&r.spec, s)?);
+    }
+    r.spec.notes.extend(note);
+    r.source = Source::HfCache {
+        repo_id: repo_id.into(),
+        revision: if snap.via == "commit" { snap.commit.clone() } else { revision.into() },
+        commit: snap.commit.clone(),
+        snapshot: snap.dir.display().to_string(),
+    };
+    Ok(r)
+}
+
+/// Safetensors headers of a cached snapshot: real files where they are
+/// (huggingface_hub downloaded them), vramfit's header sidecars where not.
+/// A shard known in neither way leaves the count unchecked, with a note.
+fn cached_checkpoint(
+    cache: &Path,
+    repo_id: &str,
+    snap: &Snapshot,
+) -> Result<(Option<SafetensorsSummary>, Option<String>), IngestError> {
+    let repo = RepoCache::new(cache, repo_id);
+    let index = snap.dir.join("model.safetensors.index.json");
+    let mut missing: Option<String> = None;
+    let one = |shard: &str| -> Result<Option<SafetensorsSummary>, IngestError> {
+        let file = snap.dir.join(shard);
+        if std::fs::symlink_metadata(&file).is_ok() {
+            return safetensors::read_file(&file).map(Some);
+        }
+        match repo.read_header(&snap.commit, shard)? {
+            Some(h) => {
+                let origin = format!("{repo_id}@{}/{shard} (header cached in {})", short(&snap.commit), {
+                    repo.sidecar_path(&snap.commit, shard).map(|p| p.display().to_string()).unwrap_or_default()
+                });
+                h.summary(&origin).map(Some)
+            }
+            None => Ok(None),
+        }
+    };
+    if std::fs::symlink_metadata(&index).is_ok() {
+        let mut total = SafetensorsSummary::default();
+        let bytes = vramfit_input::read_bytes(&index, "a safetensors index", safetensors::MAX_INDEX_BYTES)?;
+        let shown = index.display().to_string();
+        for shard in safetensors::index_shards(&bytes, &shown)? {
+            match one(&shard)? {
+                Some(s) => total.add(s, &shown)?,
+                None => {
+                    missing = Some(shard);
+                    break;
+                }
+            }
+        }
+        if let Some(shard) = missing {
+            return Ok((
+                None,
+                Some(format!(
+                    "the cache holds neither shard {shard} nor its header: the parameter count is not checked against the checkpoint (run once with the network after deleting {} to fetch the headers)",
+                    snap.dir.display()
+                )),
+            ));
+        }
+        return Ok((Some(total), None));
+    }
+    if let Some(s) = one("model.safetensors")? {
+        return Ok((Some(s), None));
+    }
+    Ok((None, None))
 }
 
 fn from_path(path: &Path) -> Result<ResolvedModel, IngestError> {
@@ -116,15 +407,8 @@ fn from_path(path: &Path) -> Result<ResolvedModel, IngestError> {
 
 fn read_config(path: &Path) -> Result<ResolvedModel, IngestError> {
     let file = path.display().to_string();
-    let meta = std::fs::metadata(path).map_err(|e| IngestError::Io { file: file.clone(), reason: e.to_string() })?;
-    if meta.len() > crate::config::MAX_CONFIG_BYTES as u64 {
-        return Err(IngestError::Invalid {
-            file,
-            reason: format!("{} bytes is too large for a config.json", meta.len()),
-        });
-    }
-    let bytes = std::fs::read(path).map_err(|e| IngestError::Io { file: file.clone(), reason: e.to_string() })?;
-    let mut spec = parse_config(&bytes, &file)?;
+    let text = vramfit_input::read_text(path, "a config.json", crate::config::MAX_CONFIG_BYTES as u64)?;
+    let mut spec = parse_config(text.as_bytes(), &file)?;
     if spec.name == file || spec.name.is_empty() {
         spec.name = path
             .parent()
@@ -139,7 +423,7 @@ fn read_config(path: &Path) -> Result<ResolvedModel, IngestError> {
 
 fn from_dir(dir: &Path) -> Result<ResolvedModel, IngestError> {
     let cfg = dir.join("config.json");
-    if !cfg.is_file() {
+    if std::fs::symlink_metadata(&cfg).is_err() {
         return Err(IngestError::Io {
             file: cfg.display().to_string(),
             reason: "no config.json in this directory".into(),
@@ -178,4 +462,49 @@ pub fn check(spec: &ModelSpec, summary: SafetensorsSummary) -> Result<Checkpoint
         )
     };
     Ok(CheckpointCheck { summary, config_params, difference, verdict })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| pairs.iter().find(|(a, _)| *a == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn unknown_names_say_what_to_do() {
+        let e = resolve_with_env("no-such-model-xyz", &env(&[])).unwrap_err().to_string();
+        assert!(e.contains("--list-presets") && e.contains("org/name") && e.contains("config.json"), "{e}");
+    }
+
+    #[test]
+    fn a_sibling_hub_id_is_not_a_preset_offline() {
+        // Meta-Llama-3-8B is not Llama 3.1 8B: offline it is unknown, with the way out
+        let e = resolve_with_env(
+            "meta-llama/Meta-Llama-3-8B",
+            &env(&[("HF_HUB_OFFLINE", "1"), ("HF_HOME", "/nonexistent-vramfit")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown model 'meta-llama/Meta-Llama-3-8B'"), "{e}");
+        assert!(e.contains("/nonexistent-vramfit/hub"), "names the cache it looked in: {e}");
+        assert!(e.contains("huggingface-cli download meta-llama/Meta-Llama-3-8B config.json"), "{e}");
+        #[cfg(feature = "hub")]
+        assert!(e.contains("HF_HUB_OFFLINE=1 forbids the network"), "{e}");
+        #[cfg(not(feature = "hub"))]
+        assert!(e.contains("built without Hub access"), "{e}");
+        // the preset's own ids still resolve, offline
+        let r = resolve_with_env("meta-llama/Llama-3.1-8B", &env(&[("HF_HUB_OFFLINE", "1")])).unwrap();
+        assert_eq!(r.spec.name, "llama-3.1-8b");
+    }
+
+    #[test]
+    fn revision_only_for_hub_ids() {
+        let o = ResolveOptions { revision: Some("v1"), ..ResolveOptions::new(&|_| None) };
+        let e = resolve_with("llama-2-7b", &o).unwrap_err().to_string();
+        assert!(e.contains("--revision") && e.contains("hub ids"), "{e}");
+        let o = ResolveOptions { revision: Some("../x"), ..ResolveOptions::new(&|_| None) };
+        assert!(resolve_with("a/b", &o).is_err());
+    }
 }

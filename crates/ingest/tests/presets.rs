@@ -67,3 +67,25 @@ fn every_preset_parses_and_has_a_source() {
         assert!(t > 0 && a <= t, "{}", p.name);
     }
 }
+
+/// A preset that names a copy in this repo (`in this repo: <path>`) must
+/// point at a file that exists and holds the same values for every field
+/// the preset keeps (issue 15: sources printed `shared/...` paths that do
+/// not exist in the repository).
+#[test]
+fn sources_point_at_files_in_this_repo_with_the_same_fields() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut checked = 0;
+    for p in vramfit_catalog::presets::builtin().unwrap() {
+        assert!(p.source.starts_with("huggingface.co/"), "{}: source must name the Hub repo: {}", p.name, p.source);
+        let Some((_, path)) = p.source.split_once("in this repo: ") else { continue };
+        let path = path.split_whitespace().next().unwrap();
+        let text = std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{}: {path}: {e}", p.name));
+        let file: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for (k, v) in p.config.as_object().unwrap() {
+            assert_eq!(file.get(k), Some(v), "{}: field {k} differs from {path}", p.name);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 13, "only {checked} presets cite a file in this repo");
+}

@@ -140,6 +140,34 @@ pub struct FitInfo {
     pub explain: Explanation,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
+    /// only with `--gpu auto`: the local GPUs read through NVML; the fit is
+    /// against the smallest free memory among the GPUs used
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detected: Option<DetectedGpus>,
+}
+
+/// The local GPUs `--gpu auto` read.
+#[derive(Debug, Clone, Serialize)]
+pub struct DetectedGpus {
+    /// `NVML`
+    pub source: String,
+    /// the GPUs the workload uses (most free memory first)
+    pub gpus: Vec<DetectedGpu>,
+    /// GPUs seen but not used, and why (MIG enabled, not needed, hidden by `CUDA_VISIBLE_DEVICES`)
+    pub skipped: Vec<String>,
+}
+
+/// One local GPU's memory as NVML reports it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DetectedGpu {
+    pub index: u32,
+    pub name: String,
+    pub total_bytes: u64,
+    /// held by other processes (and this driver's contexts)
+    pub used_bytes: u64,
+    /// reserved by the driver
+    pub reserved_bytes: u64,
+    pub free_bytes: u64,
 }
 
 /// Paged-KV capacity at a utilisation (`--gpu-util`).
@@ -318,6 +346,24 @@ impl EstimateReport {
                     format!("short by {}", bytes(f.headroom_bytes.unsigned_abs()))
                 }
             );
+            if let Some(d) = &f.detected {
+                for g in &d.gpus {
+                    let _ = writeln!(
+                        out,
+                        "  GPU {} {} ({}): {} free of {}; other processes hold {}, the driver reserves {}",
+                        g.index,
+                        g.name,
+                        d.source,
+                        bytes(g.free_bytes),
+                        bytes(g.total_bytes),
+                        bytes(g.used_bytes),
+                        bytes(g.reserved_bytes)
+                    );
+                }
+                for s in &d.skipped {
+                    let _ = writeln!(out, "  not used: {s}");
+                }
+            }
             if let Some(c) = &f.capacity {
                 let _ = writeln!(
                     out,

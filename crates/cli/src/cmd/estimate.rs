@@ -19,14 +19,20 @@ use vramfit_report::estimate::{
 
 #[derive(clap::Args, Debug)]
 pub struct EstimateArgs {
-    /// Model: preset name (`llama-2-7b`), hub id found in the local HF cache
-    /// (`meta-llama/Llama-2-7b-hf`), a config.json, a .safetensors file or index, or a directory
+    /// Model: preset name (`llama-2-7b`), hub id (`Qwen/Qwen2.5-7B-Instruct`: the local HF cache,
+    /// else fetched from the Hub), a config.json, a .safetensors file or index, or a directory
     pub model: Option<String>,
     #[command(flatten)]
+    pub hub: crate::cmd::model_args::HubArgs,
+    #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`); `--list-gpus` lists them
+    /// GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or `auto`:
+    /// the local GPUs through NVML, fitted against their free memory
     #[arg(long)]
     pub gpu: Option<String>,
+    /// Fit on a card with this much memory (as nvidia-smi reports it), e.g. `24GiB`, `24576MiB`, `24GB`
+    #[arg(long, value_name = "SIZE", conflicts_with = "gpu")]
+    pub gpu_mem: Option<String>,
     /// With --gpu: paged-KV capacity at this memory utilisation (vLLM's gpu_memory_utilization, e.g. 0.9)
     #[arg(long, value_name = "FRACTION")]
     pub gpu_util: Option<f64>,
@@ -251,12 +257,10 @@ impl WorkloadArgs {
     }
 }
 
-/// Resolve a model argument with a helpful error.
+/// Resolve a model argument with a helpful error (default `--offline` and
+/// `--revision`: the environment decides).
 pub fn resolve(model: Option<&str>) -> anyhow::Result<ResolvedModel> {
-    let Some(q) = model else {
-        bail!("no model given: name a preset (e.g. llama-2-7b), a hub id in the local HF cache, a config.json or a directory (`vramfit estimate --list-presets`)");
-    };
-    Ok(vramfit_ingest::resolve_model(q)?)
+    crate::cmd::model_args::HubArgs::default().resolve(model)
 }
 
 /// Model facts for reports.
@@ -343,20 +347,14 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
-    let resolved = resolve(args.model.as_deref())?;
+    let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
     let (workload, config_notes) = args.workload.build_with_notes(spec)?;
     let mut ledger = vramfit_core::estimate(spec, &workload)?;
     ledger.notes.extend(config_notes);
-    let gpu = match &args.gpu {
-        Some(name) => {
-            let all = vramfit_catalog::gpus::builtin_gpus()?;
-            Some(vramfit_catalog::gpus::find_gpu(&all, name)?.clone())
-        }
-        None => None,
-    };
+    let gpu = crate::cmd::gpu_target::target(args.gpu.as_deref(), args.gpu_mem.as_deref(), workload.parallelism.gpus)?;
     if args.gpu_util.is_some() && gpu.is_none() {
-        bail!("--gpu-util needs --gpu: the capacity is computed for a card");
+        bail!("--gpu-util needs --gpu or --gpu-mem: the capacity is computed for a card");
     }
     if args.gpu_util.is_some() && !matches!(workload.task, Task::Inference(_)) {
         bail!("--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
@@ -392,7 +390,14 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             workload_info.seq = setup.context;
             workload_info.concurrency = Some(setup.concurrency);
             if let (Some(g), Some(u)) = (&gpu, args.gpu_util) {
-                let c = capacity(spec, setup, par, &workload.runtime, g.memory_bytes(), u)?;
+                // vLLM's gpu_memory_utilization is a fraction of the whole card
+                let c = capacity(spec, setup, par, &workload.runtime, g.total_bytes, u)?;
+                if g.detected.is_some() && (g.memory_bytes as f64) < u * g.total_bytes as f64 {
+                    ledger.notes.push(format!(
+                        "--gpu-util {u}: vLLM reserves {u} × total memory at start-up, but only {} is free now: it would refuse to start (lower --gpu-util or free the GPU)",
+                        vramfit_report::format::bytes(g.memory_bytes)
+                    ));
+                }
                 cap = Some(CapacityInfo {
                     gpu_util: c.gpu_util,
                     budget_bytes: c.budget_bytes,
@@ -416,8 +421,15 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             workload_info.task = t.kind.name().to_string();
         }
     }
+    if let Some(g) = &gpu {
+        ledger.notes.extend(g.notes.iter().cloned());
+    }
     let fit_info = gpu.as_ref().map(|g| {
-        let f = fit(&ledger, g.memory_bytes());
+        let mut f = fit(&ledger, g.memory_bytes);
+        if g.detected.is_some() {
+            f.explain =
+                f.explain.term("GPU memory used for the fit", "free memory now (NVML: total − reserved − used)");
+        }
         FitInfo {
             gpu: g.name.clone(),
             gpu_memory_bytes: f.gpu_memory_bytes,
@@ -426,6 +438,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             headroom_bytes: f.headroom_bytes.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
             capacity: cap,
             explain: f.explain,
+            detected: g.detected.clone(),
         }
     });
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);

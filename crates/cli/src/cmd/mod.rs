@@ -4,6 +4,8 @@ pub mod calibrate;
 pub mod check;
 pub mod diagnose;
 pub mod estimate;
+pub mod gpu_target;
 pub mod mig;
+pub mod model_args;
 pub mod plan;
 pub mod train_args;

@@ -2,7 +2,7 @@
 //! launch configs for the chosen plan. Parses flags, loads the catalogue
 //! (embedded + `--catalog FILE`), calls `vramfit_core::plan::plan`, renders.
 
-use crate::cmd::estimate::{resolve, WorkloadArgs};
+use crate::cmd::estimate::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::io::Read;
@@ -38,8 +38,11 @@ pub enum EmitKind {
 
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
-    /// Model: preset name (`llama-2-7b`), hub id in the local HF cache, a config.json or a directory
+    /// Model: preset name (`llama-2-7b`), hub id (the local HF cache, else fetched from the Hub),
+    /// a config.json or a directory
     pub model: Option<String>,
+    #[command(flatten)]
+    pub hub: crate::cmd::model_args::HubArgs,
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// The card you have (path 1: software switches on it), e.g. `rtx-3090`
@@ -154,7 +157,7 @@ fn setup_words(w: &Workload) -> String {
 }
 
 pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
-    let resolved = resolve(args.model.as_deref())?;
+    let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
     let workload = args.workload.build(spec)?;
     let user = match &args.catalog {

@@ -5,8 +5,15 @@ use assert_cmd::Command;
 
 pub fn vramfit() -> Command {
     let mut c = Command::cargo_bin("vramfit").expect("binary built");
-    // Never let the developer's own HF cache leak into tests.
-    c.env("HF_HOME", "/nonexistent-vramfit-test").env_remove("HF_HUB_CACHE");
+    // Never let the developer's own HF cache or token leak into tests, and
+    // never touch the network: a hub id that is not a preset stays offline
+    // (tests of the Hub set HF_ENDPOINT to an in-process fake and lift this).
+    c.env("HF_HOME", "/nonexistent-vramfit-test").env("HF_HUB_OFFLINE", "1");
+    for k in
+        ["HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"]
+    {
+        c.env_remove(k);
+    }
     c
 }
 
