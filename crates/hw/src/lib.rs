@@ -8,12 +8,16 @@
 //! - [`probe`]: `trait GpuProbe` with files, fake and NVML implementations
 //! - [`verdict`]: the machine against `--expect 8xA100-80GB --expect-nvlink`
 
+pub mod check;
+pub mod clean;
 pub mod error;
 pub mod files;
+pub mod foreign;
 pub mod list;
 pub mod machine;
 pub mod mig;
 pub mod probe;
+pub mod reference;
 pub mod text;
 pub mod topo;
 pub mod verdict;

@@ -5,6 +5,11 @@ use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
 use std::fmt::Write;
+use vramfit_hw::check::{Checked, DeviceProfile};
+use vramfit_hw::machine::{Gpu, MigDevice, MigMode};
+use vramfit_hw::mig::{LgiRow, LgipRow};
+use vramfit_hw::topo::Topology;
+use vramfit_hw::verdict::{Finding, Level, MemoryClass};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct MigDeviceInfo {
@@ -135,44 +140,174 @@ pub struct CheckReport {
     pub bandwidth: Option<()>,
 }
 
-impl CheckReport {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        sources: Vec<String>,
-        driver_version: Option<String>,
-        cuda_version: Option<String>,
-        attached_gpus: Option<u32>,
-        gpus: Vec<GpuInfo>,
-        interconnect: Option<InterconnectInfo>,
-        gpu_instances: Vec<GpuInstanceInfo>,
-        mig_profiles: Vec<MigProfileRowInfo>,
-        expectation: Option<ExpectInfo>,
-        findings: Vec<FindingInfo>,
-    ) -> Self {
+fn level(l: Level) -> &'static str {
+    match l {
+        Level::Pass => "pass",
+        Level::Fail => "fail",
+        Level::Warn => "warn",
+        Level::Info => "info",
+    }
+}
+
+fn mig_mode(m: MigMode) -> String {
+    match m {
+        MigMode::Enabled => "enabled",
+        MigMode::Disabled => "disabled",
+        MigMode::NotSupported => "not_supported",
+        MigMode::Unknown => "unknown",
+    }
+    .into()
+}
+
+impl From<&Finding> for FindingInfo {
+    fn from(f: &Finding) -> Self {
+        FindingInfo { level: level(f.level).into(), code: f.code.into(), message: f.message.clone() }
+    }
+}
+
+impl From<&Topology> for InterconnectInfo {
+    fn from(t: &Topology) -> Self {
+        let pairs: Vec<PairInfo> = t
+            .pairs()
+            .into_iter()
+            .map(|p| PairInfo {
+                a: p.a,
+                b: p.b,
+                link: p.link.label(),
+                nvlink: p.link.is_nvlink(),
+                meaning: p.link.meaning().into(),
+            })
+            .collect();
+        InterconnectInfo {
+            gpus: t.gpus.len(),
+            nics: t.nics.clone(),
+            all_nvlink: !pairs.is_empty() && pairs.iter().all(|p| p.nvlink),
+            pairs,
+        }
+    }
+}
+
+impl From<&LgiRow> for GpuInstanceInfo {
+    fn from(i: &LgiRow) -> Self {
+        GpuInstanceInfo {
+            gpu: i.gpu,
+            profile: i.name.clone(),
+            profile_id: i.profile_id,
+            instance_id: i.instance_id,
+            start: i.start,
+            size: i.size,
+        }
+    }
+}
+
+impl From<&LgipRow> for MigProfileRowInfo {
+    fn from(r: &LgipRow) -> Self {
+        MigProfileRowInfo {
+            gpu: r.gpu,
+            name: r.name.clone(),
+            id: r.id,
+            free: r.free,
+            total: r.total,
+            // the column is GiB with two decimals: bytes rounded to the nearest
+            memory_bytes: (r.memory_gib * (1u64 << 30) as f64).round() as u64,
+            p2p: r.p2p,
+            sm: r.sm,
+        }
+    }
+}
+
+impl From<(&MigDevice, &Option<DeviceProfile>)> for MigDeviceInfo {
+    fn from((d, p): (&MigDevice, &Option<DeviceProfile>)) -> Self {
+        MigDeviceInfo {
+            index: d.index,
+            gpu_instance_id: d.gpu_instance_id,
+            compute_instance_id: d.compute_instance_id,
+            sm_count: d.sm_count,
+            memory_total_bytes: d.memory_total_bytes,
+            profile: p.as_ref().map(|p| p.profile.clone()),
+            profile_source: p.as_ref().map(|p| p.source.describe().into()),
+        }
+    }
+}
+
+impl From<(&Gpu, &MemoryClass, &[Option<DeviceProfile>])> for GpuInfo {
+    fn from((g, class, profiles): (&Gpu, &MemoryClass, &[Option<DeviceProfile>])) -> Self {
+        let (memory_class, memory_matches, full_card_bytes) = match class {
+            MemoryClass::WholeCard { card, whole_card_bytes } => {
+                ("whole_card", Some(card.clone()), Some(*whole_card_bytes))
+            }
+            MemoryClass::MigSlice { card, profile, whole_card_bytes } => {
+                ("mig_slice", Some(format!("{profile} of {card}")), Some(*whole_card_bytes))
+            }
+            MemoryClass::Unknown => ("unknown", None, None),
+        };
+        GpuInfo {
+            index: g.index,
+            name: g.name.clone(),
+            bus_id: g.bus_id.clone(),
+            uuid: g.uuid.clone(),
+            pci_device_id: g.pci_device_id.clone(),
+            memory_total_bytes: g.memory_total_bytes,
+            memory_reserved_bytes: g.memory_reserved_bytes,
+            memory_used_bytes: g.memory_used_bytes,
+            memory_class: memory_class.into(),
+            memory_matches,
+            full_card_bytes,
+            mig_current: mig_mode(g.mig_current),
+            mig_pending: mig_mode(g.mig_pending),
+            mig_devices: g.mig_devices.iter().zip(profiles).map(MigDeviceInfo::from).collect(),
+            ecc_current: g.ecc.current,
+            ecc_pending: g.ecc.pending,
+            pcie_gen_current: g.pcie_gen_current,
+            pcie_gen_max: g.pcie_gen_max,
+            pcie_width_current: g.pcie_width_current,
+            pcie_width_max: g.pcie_width_max,
+        }
+    }
+}
+
+impl From<&Checked> for CheckReport {
+    fn from(c: &Checked) -> Self {
+        let m = &c.machine;
+        let gpus: Vec<GpuInfo> = m
+            .gpus
+            .iter()
+            .zip(&c.verdict.memory)
+            .zip(&c.device_profiles)
+            .map(|((g, class), p)| GpuInfo::from((g, class, p.as_slice())))
+            .collect();
         let mut models: Vec<ModelCount> = Vec::new();
         for g in &gpus {
-            match models.iter_mut().find(|m| m.name == g.name) {
-                Some(m) => m.count += 1,
+            match models.iter_mut().find(|x| x.name == g.name) {
+                Some(x) => x.count += 1,
                 None => models.push(ModelCount { name: g.name.clone(), count: 1 }),
             }
         }
-        let ok = !findings.iter().any(|f| f.level == "fail");
+        let e = &c.expectation;
+        let expectation = c.judged.then(|| ExpectInfo {
+            count: e.count,
+            model: e.card.as_ref().map(|k| k.name.clone()),
+            card_id: e.card.as_ref().map(|k| k.id.clone()),
+            whole_card_bytes: e.card.as_ref().map(|k| k.whole_mib << 20),
+            nvlink: e.nvlink,
+        });
+        let findings: Vec<FindingInfo> = c.verdict.findings.iter().map(FindingInfo::from).collect();
         CheckReport {
             schema: SCHEMA_VERSION,
             command: "check",
-            sources,
-            driver_version,
-            cuda_version,
-            attached_gpus,
+            sources: m.sources.clone(),
+            driver_version: m.driver_version.clone(),
+            cuda_version: m.cuda_version.clone(),
+            attached_gpus: m.attached_gpus,
             gpu_count: gpus.len(),
             models,
             gpus,
-            interconnect,
-            gpu_instances,
-            mig_profiles,
+            interconnect: m.topology.as_ref().map(InterconnectInfo::from),
+            gpu_instances: m.gpu_instances.iter().map(GpuInstanceInfo::from).collect(),
+            mig_profiles: c.mig_profiles.iter().map(MigProfileRowInfo::from).collect(),
             expectation,
+            ok: c.verdict.ok,
             findings,
-            ok,
             bandwidth: None,
         }
     }
