@@ -2,6 +2,7 @@
 //! verdict, and every inference the report shows (MIG device profiles). No
 //! I/O; the report crate turns a [`Checked`] into the JSON schema.
 
+use crate::bandwidth::judge::{judge, BandwidthReport, Measurements};
 use crate::machine::Machine;
 use crate::mig::LgipRow;
 use crate::verdict::{infer_mig_profile, verdict, Expectation, RefCard, Verdict};
@@ -44,11 +45,25 @@ pub struct Checked {
     pub verdict: Verdict,
     /// per GPU, per MIG device: its profile, when known
     pub device_profiles: Vec<Vec<Option<DeviceProfile>>>,
+    /// the bandwidth reports judged, when any was given (their findings are
+    /// also in the verdict)
+    pub bandwidth: Option<BandwidthReport>,
 }
 
-/// Check `machine` against `expectation` with the known cards `refs`.
-pub fn check(machine: Machine, mig_profiles: Vec<LgipRow>, expectation: Expectation, refs: &[RefCard]) -> Checked {
-    let v = verdict(&machine, &expectation, refs);
+/// Check `machine` and the bandwidth reports against `expectation` with the known cards `refs`.
+pub fn check(
+    machine: Machine,
+    mig_profiles: Vec<LgipRow>,
+    measurements: &Measurements,
+    expectation: Expectation,
+    refs: &[RefCard],
+) -> Checked {
+    let mut v = verdict(&machine, &expectation, refs);
+    let bandwidth = (!measurements.is_empty()).then(|| judge(measurements, &machine, &expectation, refs));
+    if let Some(b) = &bandwidth {
+        v.findings.extend(b.findings.iter().cloned());
+        v.ok = !v.findings.iter().any(|f| f.level == crate::verdict::Level::Fail);
+    }
     let device_profiles = machine
         .gpus
         .iter()
@@ -65,5 +80,5 @@ pub fn check(machine: Machine, mig_profiles: Vec<LgipRow>, expectation: Expectat
         })
         .collect();
     let judged = expectation.count.is_some() || expectation.card.is_some() || expectation.nvlink;
-    Checked { machine, mig_profiles, expectation, judged, verdict: v, device_profiles }
+    Checked { machine, mig_profiles, expectation, judged, verdict: v, device_profiles, bandwidth }
 }

@@ -8,6 +8,7 @@
 //! - [`probe`]: `trait GpuProbe` with files, fake and NVML implementations
 //! - [`verdict`]: the machine against `--expect 8xA100-80GB --expect-nvlink`
 
+pub mod bandwidth;
 pub mod check;
 pub mod clean;
 pub mod error;

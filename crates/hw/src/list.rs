@@ -15,6 +15,10 @@ pub fn parse_list(text: &str, file: &str) -> Result<Machine, HwError> {
         return Err(HwError::TooLarge { file: file.into(), bytes: text.len() as u64, limit: MAX_LIST_BYTES as u64 });
     }
     let text = normalize_newlines(text);
+    // rocm-smi prints `GPU  Temp …` rows: name the tool before reading lines as -L's
+    if let Some(e) = crate::foreign::refuse(&text, file, "--list") {
+        return Err(e);
+    }
     let mut gpus: Vec<Gpu> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let t = raw.trim();
@@ -59,9 +63,6 @@ pub fn parse_list(text: &str, file: &str) -> Result<Machine, HwError> {
         }
     }
     if gpus.is_empty() {
-        if let Some(e) = crate::foreign::refuse(&text, file, "--list") {
-            return Err(e);
-        }
         return Err(HwError::invalid(file, "no `GPU <n>: <name>` line; is this `nvidia-smi -L` output?"));
     }
     Ok(Machine { sources: vec![format!("{file} (nvidia-smi -L)")], gpus, ..Machine::default() })

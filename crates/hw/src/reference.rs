@@ -49,6 +49,7 @@ pub fn reference_cards(gpus: &[GpuSpec], tables: &[&MigGpu], pci: &[GpuPciIds]) 
                 pcie_gen: Some(g.pcie_gen),
                 nvlink_gbs: g.nvlink_gbs,
                 arch: g.arch.clone(),
+                memory_gbs: Some(g.bandwidth_gbs),
             }
         })
         .collect()

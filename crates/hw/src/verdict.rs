@@ -36,6 +36,8 @@ pub struct RefCard {
     pub nvlink_gbs: Option<f64>,
     /// architecture (`ampere`, `hopper`, …), for the NVLink generation
     pub arch: String,
+    /// memory bandwidth, decimal GB/s (catalogue)
+    pub memory_gbs: Option<f64>,
 }
 
 /// One MIG profile of a known card.
@@ -128,7 +130,7 @@ pub fn within(a: u64, b: u64, tol: f64) -> bool {
 /// The known cards a product name can be: same family and, when the name
 /// states a size (`A100-SXM4-80GB`, `H100 80GB HBM3`), that size (whole-card
 /// GiB rounded).
-fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
+pub(crate) fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
     let n = norm(name);
     let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
     let lower = name.to_ascii_lowercase();
@@ -240,13 +242,15 @@ pub fn identify<'a>(g: &Gpu, refs: &'a [RefCard]) -> Option<(&'a RefCard, Identi
 /// H100 SXM5, printed "NVIDIA H100 80GB HBM3" with the H100 PCIe's 81559
 /// MiB, is not taken for the PCIe card), else by [`classify`].
 pub fn classify_gpu(g: &Gpu, refs: &[RefCard]) -> (MemoryClass, IdentifiedBy) {
+    let known = identify(g, refs);
+    let by = known.map(|(_, b)| b).unwrap_or(IdentifiedBy::NameAndMemory);
     let Some(bytes) = g.memory_total_bytes else {
-        return (MemoryClass::Unknown, IdentifiedBy::NameAndMemory);
+        return (MemoryClass::Unknown, by);
     };
-    if let Some((r, by)) = identify(g, refs) {
-        return (classify_among(&g.name, bytes, vec![r]), by);
+    match known {
+        Some((r, _)) => (classify_among(&g.name, bytes, vec![r]), by),
+        None => (classify(&g.name, bytes, refs), by),
     }
-    (classify(&g.name, bytes, refs), IdentifiedBy::NameAndMemory)
 }
 
 /// The profile of a MIG device, from its memory (within [`SLICE_TOLERANCE`])

@@ -3,8 +3,12 @@
 use crate::Outcome;
 use anyhow::{anyhow, bail};
 use std::path::PathBuf;
+use vramfit_hw::bandwidth::bandwidth_test::parse_bandwidth_test;
+use vramfit_hw::bandwidth::judge::Measurements;
+use vramfit_hw::bandwidth::nccl::parse_nccl;
+use vramfit_hw::bandwidth::p2p::parse_p2p;
 use vramfit_hw::check::check;
-use vramfit_hw::files::read_kind;
+use vramfit_hw::files::{read_kind, MAX_BANDWIDTH_BYTES};
 use vramfit_hw::mig::{parse_lgip, MAX_MIG_OUTPUT_BYTES};
 use vramfit_hw::reference::{builtin_reference_cards, expectation};
 use vramfit_hw::verdict::parse_expect;
@@ -31,6 +35,15 @@ pub struct CheckArgs {
     /// Output of `nvidia-smi mig -lgip` (the card's MIG profiles)
     #[arg(long, value_name = "FILE")]
     pub lgip: Option<PathBuf>,
+    /// Output of CUDA samples `bandwidthTest` (host↔device, device↔device)
+    #[arg(long, value_name = "FILE")]
+    pub bandwidth: Option<PathBuf>,
+    /// Output of CUDA samples `p2pBandwidthLatencyTest` (GPU↔GPU)
+    #[arg(long, value_name = "FILE")]
+    pub p2p: Option<PathBuf>,
+    /// Output of nccl-tests `all_reduce_perf` (bus bandwidth)
+    #[arg(long, value_name = "FILE")]
+    pub nccl: Option<PathBuf>,
     /// Query the GPUs live through NVML (the default when no file is given)
     #[arg(long)]
     pub nvml: bool,
@@ -45,6 +58,27 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
+/// The bandwidth reports named on the command line, read and parsed.
+fn read_measurements(a: &CheckArgs) -> anyhow::Result<Measurements> {
+    let read = |p: &PathBuf, what: &str| -> anyhow::Result<(String, String)> {
+        Ok((p.display().to_string(), read_kind(p, what, MAX_BANDWIDTH_BYTES)?))
+    };
+    let mut m = Measurements::default();
+    if let Some(p) = &a.bandwidth {
+        let (name, text) = read(p, "`bandwidthTest` output")?;
+        m.bandwidth_test = Some((name.clone(), parse_bandwidth_test(&text, &name)?));
+    }
+    if let Some(p) = &a.p2p {
+        let (name, text) = read(p, "`p2pBandwidthLatencyTest` output")?;
+        m.p2p = Some((name.clone(), parse_p2p(&text, &name)?));
+    }
+    if let Some(p) = &a.nccl {
+        let (name, text) = read(p, "nccl-tests output")?;
+        m.nccl = Some((name.clone(), parse_nccl(&text, &name)?));
+    }
+    Ok(m)
+}
+
 pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
     let files = FilesProbe {
         xml: a.xml.clone(),
@@ -53,8 +87,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
         topo: a.topo.clone(),
         lgi: a.lgi.clone(),
     };
+    let measurements = read_measurements(&a)?;
     let mut machine = Machine::default();
-    if a.nvml || (files.is_empty() && a.lgip.is_none()) {
+    if a.nvml || (files.is_empty() && a.lgip.is_none() && measurements.is_empty()) {
         machine = NvmlProbe.probe()?;
     }
     if !files.is_empty() {
@@ -71,6 +106,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
         && machine.topology.is_none()
         && machine.gpu_instances.is_empty()
         && mig_profiles.is_empty()
+        && measurements.is_empty()
     {
         bail!("no GPU found in the inputs");
     }
@@ -83,7 +119,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
         None => (None, None),
     };
     let expectation = expectation(count, model.as_deref(), a.expect_nvlink, &gpus, &refs).map_err(|e| anyhow!(e))?;
-    let checked = check(machine, mig_profiles, expectation, &refs);
+    let checked = check(machine, mig_profiles, &measurements, expectation, &refs);
     let report = CheckReport::from(&checked);
     let code = if report.ok { 0 } else { 1 };
     let stdout = if a.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_check(&report) };
