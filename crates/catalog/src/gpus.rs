@@ -274,6 +274,86 @@ fn find_top_key(text: &str, key: &str) -> usize {
     1
 }
 
+/// The embedded PCI device ids of the catalogue's cards (`vramfit check`).
+pub const BUILTIN_PCI_IDS_TOML: &str = include_str!("../data/gpu_pci_ids.toml");
+/// Name the embedded PCI id file goes by in error messages.
+pub const BUILTIN_PCI_IDS_FILE: &str = "<builtin>/gpu_pci_ids.toml";
+
+/// The PCI device ids of one catalogue card, with their source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuPciIds {
+    /// catalogue id
+    pub gpu: String,
+    /// PCI device ids (vendor 0x10DE)
+    pub device_ids: Vec<u16>,
+    /// names nvidia-smi prints for the card that do not say the variant
+    pub product_names: Vec<String>,
+    pub source: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PciFile {
+    #[serde(default)]
+    pci: Vec<toml::Spanned<PciRow>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PciRow {
+    gpu: String,
+    device_ids: Vec<String>,
+    #[serde(default)]
+    product_names: Vec<String>,
+    source: String,
+}
+
+/// Parse a PCI id file (`[[pci]]` tables) against the catalogue `gpus`:
+/// every `gpu` must be a catalogue id, every id four hex digits, each id
+/// listed once, every entry sourced.
+pub fn parse_pci_ids(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<Vec<GpuPciIds>, CatalogError> {
+    check_size(file, text)?;
+    let parsed: PciFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
+    let mut out: Vec<GpuPciIds> = Vec::with_capacity(parsed.pci.len());
+    for spanned in parsed.pci {
+        let span = spanned.span();
+        let row = spanned.into_inner();
+        let bad = |field: &str, reason: String| CatalogError::Invalid {
+            file: file.into(),
+            line: field_line(text, &span, field),
+            field: field.into(),
+            reason,
+        };
+        if !gpus.iter().any(|g| g.id == row.gpu) {
+            return Err(bad("gpu", format!("'{}' is not a catalogue GPU id", row.gpu)));
+        }
+        if row.source.trim().is_empty() {
+            return Err(bad("source", "must say where the ids were read".into()));
+        }
+        let mut ids = Vec::with_capacity(row.device_ids.len());
+        for d in &row.device_ids {
+            let hex = d.trim_start_matches("0x");
+            let id = (hex.len() == 4).then(|| u16::from_str_radix(hex, 16).ok()).flatten().ok_or_else(|| {
+                bad("device_ids", format!("'{d}' is not a 16-bit PCI device id (four hex digits, e.g. 2330)"))
+            })?;
+            if out.iter().flat_map(|p| &p.device_ids).chain(&ids).any(|&x| x == id) {
+                return Err(bad("device_ids", format!("{id:04X} is listed twice")));
+            }
+            ids.push(id);
+        }
+        if ids.is_empty() {
+            return Err(bad("device_ids", "must list at least one id".into()));
+        }
+        out.push(GpuPciIds { gpu: row.gpu, device_ids: ids, product_names: row.product_names, source: row.source });
+    }
+    Ok(out)
+}
+
+/// The embedded PCI ids, checked against the embedded catalogue.
+pub fn builtin_pci_ids(gpus: &[GpuSpec]) -> Result<Vec<GpuPciIds>, CatalogError> {
+    parse_pci_ids(BUILTIN_PCI_IDS_TOML, BUILTIN_PCI_IDS_FILE, gpus)
+}
+
 /// The embedded catalogue.
 pub fn builtin_gpus() -> Result<Vec<GpuSpec>, CatalogError> {
     parse_gpus(BUILTIN_GPUS_TOML, BUILTIN_GPUS_FILE)
@@ -416,6 +496,26 @@ mod tests {
         assert!(msg.contains("did you mean"), "{msg}");
         assert!(msg.contains("rtx-3090"), "{msg}");
         assert!(matches!(find_gpu(&gpus, "---"), Err(CatalogError::UnknownGpu { .. })));
+    }
+
+    #[test]
+    fn builtin_pci_ids_name_catalogue_cards_once_each_with_a_source() {
+        let gpus = builtin_gpus().unwrap();
+        let ids = builtin_pci_ids(&gpus).unwrap();
+        let of = |d: u16| ids.iter().find(|p| p.device_ids.contains(&d)).map(|p| p.gpu.as_str());
+        // the pair nvidia-smi names alike (H100 SXM5 prints "NVIDIA H100 80GB HBM3")
+        assert_eq!(of(0x2330), Some("h100-sxm"));
+        assert_eq!(of(0x2331), Some("h100-pcie"));
+        assert_eq!(of(0x20B0), Some("a100-40gb-sxm"));
+        assert_eq!(of(0x20F1), Some("a100-40gb-pcie"));
+        assert!(ids.iter().all(|p| p.source.contains("pci.ids") || p.source.contains("nvidia-smi -q")));
+        let e =
+            parse_pci_ids("[[pci]]\ngpu = \"h100-sxm\"\ndevice_ids = [\"23300\"]\nsource = \"x\"\n", "p.toml", &gpus)
+                .unwrap_err();
+        assert!(e.to_string().contains("p.toml:3: field `device_ids`: '23300' is not a 16-bit PCI device id"), "{e}");
+        let e = parse_pci_ids("[[pci]]\ngpu = \"h999\"\ndevice_ids = [\"2330\"]\nsource = \"x\"\n", "p.toml", &gpus)
+            .unwrap_err();
+        assert!(e.to_string().contains("'h999' is not a catalogue GPU id"), "{e}");
     }
 
     const GOOD: &str = r#"

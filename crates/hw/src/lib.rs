@@ -6,14 +6,26 @@
 //!   `nvidia-smi topo -m`; [`list`]: `nvidia-smi -L`; [`mig`]:
 //!   `nvidia-smi mig -lgi`/`-lgip`/`-lgipp`
 //! - [`probe`]: `trait GpuProbe` with files, fake and NVML implementations
-//! - [`verdict`]: the machine against `--expect 8xA100-80GB --expect-nvlink`
+//! - [`bandwidth`]: `bandwidthTest`, `p2pBandwidthLatencyTest` and nccl-tests
+//!   reports, and their judgement against the links
+//! - [`reference`](mod@reference): the known cards (catalogue × MIG tables × PCI ids) and
+//!   the card an `--expect` model names
+//! - [`verdict`](mod@verdict): the machine against `--expect 8xA100-80GB --expect-nvlink`
+//! - [`check`]: one decided check (machine, verdict, bandwidth), for the report
+//! - [`clean`], [`foreign`], [`files`]: input hygiene: escaped text, other
+//!   tools' outputs named, bounded reads
 
+pub mod bandwidth;
+pub mod check;
+pub mod clean;
 pub mod error;
 pub mod files;
+pub mod foreign;
 pub mod list;
 pub mod machine;
 pub mod mig;
 pub mod probe;
+pub mod reference;
 pub mod text;
 pub mod topo;
 pub mod verdict;

@@ -3,8 +3,9 @@
 //! `GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-…)` then
 //! `  MIG 1g.10gb     Device  0: (UUID: MIG-…)` (MIG user guide; fixture 11).
 
+use crate::clean::{escape_controls, normalize_newlines};
 use crate::error::HwError;
-use crate::machine::{Gpu, Machine, MigDevice};
+use crate::machine::{Gpu, Machine, MigDevice, MAX_GPUS};
 
 pub const MAX_LIST_BYTES: usize = 1 << 20;
 
@@ -12,6 +13,11 @@ pub const MAX_LIST_BYTES: usize = 1 << 20;
 pub fn parse_list(text: &str, file: &str) -> Result<Machine, HwError> {
     if text.len() > MAX_LIST_BYTES {
         return Err(HwError::TooLarge { file: file.into(), bytes: text.len() as u64, limit: MAX_LIST_BYTES as u64 });
+    }
+    let text = normalize_newlines(text);
+    // rocm-smi prints `GPU  Temp …` rows: name the tool before reading lines as -L's
+    if let Some(e) = crate::foreign::refuse(&text, file, "--list") {
+        return Err(e);
     }
     let mut gpus: Vec<Gpu> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -27,8 +33,14 @@ pub fn parse_list(text: &str, file: &str) -> Result<Machine, HwError> {
             if name.is_empty() {
                 return Err(HwError::syntax(file, i + 1, "a GPU name", raw));
             }
-            let mut g = Gpu::new(index, name);
-            g.uuid = uuid;
+            if gpus.len() == MAX_GPUS {
+                return Err(HwError::invalid(
+                    file,
+                    format!("more than {MAX_GPUS} GPU lines; one machine has at most {MAX_GPUS}"),
+                ));
+            }
+            let mut g = Gpu::new(index, escape_controls(name));
+            g.uuid = uuid.map(|u| escape_controls(&u));
             gpus.push(g);
         } else if let Some(rest) = t.strip_prefix("MIG ") {
             let gpu =
@@ -46,7 +58,7 @@ pub fn parse_list(text: &str, file: &str) -> Result<Machine, HwError> {
                 compute_instance_id: None,
                 sm_count: None,
                 memory_total_bytes: None,
-                profile: Some(profile.to_string()),
+                profile: Some(escape_controls(profile)),
             });
         }
     }

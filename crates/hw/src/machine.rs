@@ -67,6 +67,11 @@ pub struct Gpu {
     pub pci_device_id: Option<String>,
     /// whole-GPU framebuffer total (`fb_memory_usage/total`)
     pub memory_total_bytes: Option<u64>,
+    /// the total as printed when it is not a readable size (`-1 MiB`,
+    /// `NaN MiB`, past 2^64 bytes), control characters escaped; such a GPU
+    /// cannot confirm what was rented
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_total_unreadable: Option<String>,
     pub memory_reserved_bytes: Option<u64>,
     pub memory_used_bytes: Option<u64>,
     /// free framebuffer memory (NVML `memory_info().free`: total − reserved − used)
@@ -91,6 +96,7 @@ impl Gpu {
             uuid: None,
             pci_device_id: None,
             memory_total_bytes: None,
+            memory_total_unreadable: None,
             memory_reserved_bytes: None,
             memory_used_bytes: None,
             memory_free_bytes: None,
@@ -123,7 +129,8 @@ pub struct Machine {
 
 impl Machine {
     /// Merge another reading of the same machine: fields this one lacks are
-    /// filled from `other`; GPUs are matched by index.
+    /// filled from `other`; GPUs are matched by index (sorted, then binary
+    /// search: linear-logarithmic in the GPU count, never quadratic).
     pub fn merge(&mut self, other: Machine) {
         self.sources.extend(other.sources);
         self.driver_version = self.driver_version.take().or(other.driver_version);
@@ -133,42 +140,93 @@ impl Machine {
             self.topology = other.topology;
         }
         self.gpu_instances.extend(other.gpu_instances);
+        self.gpus.sort_by_key(|g| g.index);
+        let mut added = Vec::new();
         for g in other.gpus {
-            match self.gpus.iter_mut().find(|x| x.index == g.index) {
-                None => self.gpus.push(g),
-                Some(x) => {
-                    x.bus_id = x.bus_id.take().or(g.bus_id);
-                    x.uuid = x.uuid.take().or(g.uuid);
-                    x.pci_device_id = x.pci_device_id.take().or(g.pci_device_id);
-                    x.memory_total_bytes = x.memory_total_bytes.or(g.memory_total_bytes);
-                    x.memory_reserved_bytes = x.memory_reserved_bytes.or(g.memory_reserved_bytes);
-                    x.memory_used_bytes = x.memory_used_bytes.or(g.memory_used_bytes);
-                    x.memory_free_bytes = x.memory_free_bytes.or(g.memory_free_bytes);
-                    if x.mig_current == MigMode::Unknown {
-                        x.mig_current = g.mig_current;
-                    }
-                    if x.mig_pending == MigMode::Unknown {
-                        x.mig_pending = g.mig_pending;
-                    }
-                    if x.mig_devices.is_empty() {
-                        x.mig_devices = g.mig_devices;
-                    } else {
-                        for (a, b) in x.mig_devices.iter_mut().zip(g.mig_devices) {
-                            a.profile = a.profile.take().or(b.profile);
-                            a.memory_total_bytes = a.memory_total_bytes.or(b.memory_total_bytes);
-                        }
-                    }
-                    x.ecc.current = x.ecc.current.or(g.ecc.current);
-                    x.ecc.pending = x.ecc.pending.or(g.ecc.pending);
-                    x.pcie_gen_max = x.pcie_gen_max.or(g.pcie_gen_max);
-                    x.pcie_gen_current = x.pcie_gen_current.or(g.pcie_gen_current);
-                    x.pcie_width_max = x.pcie_width_max.or(g.pcie_width_max);
-                    x.pcie_width_current = x.pcie_width_current.or(g.pcie_width_current);
-                }
+            match self.gpus.binary_search_by_key(&g.index, |x| x.index) {
+                Err(_) => added.push(g),
+                Ok(i) => self.gpus[i].fill_from(g),
             }
         }
+        self.gpus.extend(added);
         self.gpus.sort_by_key(|g| g.index);
     }
+}
+
+impl Gpu {
+    /// Fill the fields this reading lacks from another reading of the same GPU.
+    fn fill_from(&mut self, g: Gpu) {
+        let x = self;
+        x.bus_id = x.bus_id.take().or(g.bus_id);
+        x.uuid = x.uuid.take().or(g.uuid);
+        x.pci_device_id = x.pci_device_id.take().or(g.pci_device_id);
+        if x.memory_total_bytes.is_none() && x.memory_total_unreadable.is_none() {
+            x.memory_total_bytes = g.memory_total_bytes;
+            x.memory_total_unreadable = g.memory_total_unreadable;
+        }
+        x.memory_reserved_bytes = x.memory_reserved_bytes.or(g.memory_reserved_bytes);
+        x.memory_used_bytes = x.memory_used_bytes.or(g.memory_used_bytes);
+        x.memory_free_bytes = x.memory_free_bytes.or(g.memory_free_bytes);
+        if x.mig_current == MigMode::Unknown {
+            x.mig_current = g.mig_current;
+        }
+        if x.mig_pending == MigMode::Unknown {
+            x.mig_pending = g.mig_pending;
+        }
+        if x.mig_devices.is_empty() {
+            x.mig_devices = g.mig_devices;
+        } else {
+            for (a, b) in x.mig_devices.iter_mut().zip(g.mig_devices) {
+                a.profile = a.profile.take().or(b.profile);
+                a.memory_total_bytes = a.memory_total_bytes.or(b.memory_total_bytes);
+            }
+        }
+        x.ecc.current = x.ecc.current.or(g.ecc.current);
+        x.ecc.pending = x.ecc.pending.or(g.ecc.pending);
+        x.pcie_gen_max = x.pcie_gen_max.or(g.pcie_gen_max);
+        x.pcie_gen_current = x.pcie_gen_current.or(g.pcie_gen_current);
+        x.pcie_width_max = x.pcie_width_max.or(g.pcie_width_max);
+        x.pcie_width_current = x.pcie_width_current.or(g.pcie_width_current);
+    }
+}
+
+/// Most GPUs one file may list. The largest single machines expose 16
+/// GPUs (DGX-2, HGX-2); NVML numbers devices with an unsigned int but no
+/// real host comes near this. A file with more was generated or joined
+/// from many machines, and is refused with this number in the message.
+pub const MAX_GPUS: usize = 256;
+
+/// A memory figure as printed by nvidia-smi.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Size {
+    Bytes(u64),
+    /// `N/A`, `[N/A]`, `Not Supported`, empty: the source does not report it
+    NotReported,
+    /// anything else (`-1 MiB`, `NaN MiB`, a number past 2^64 bytes), as
+    /// printed, control characters escaped
+    Unreadable(String),
+}
+
+/// Read a memory figure (`"81559 MiB"`, `"19968MiB"`).
+pub fn read_size(s: &str) -> Size {
+    let t = s.trim();
+    if t.is_empty() || matches!(t, "N/A" | "[N/A]" | "Not Supported" | "[Not Supported]" | "Unknown Error") {
+        return Size::NotReported;
+    }
+    match parse_mib(t) {
+        Some(b) => Size::Bytes(b),
+        None => Size::Unreadable(crate::clean::escape_controls(&t.chars().take(40).collect::<String>())),
+    }
+}
+
+/// A version as nvidia-smi prints it: the leading dotted number
+/// (`"13.3 [Deprecated; … Use CUDA UMD Version instead]"` → `13.3`, driver
+/// 610); `None` for `N/A`, `Not Found` (no CUDA driver library) or
+/// anything else that is not a version.
+pub fn read_version(s: &str) -> Option<String> {
+    let first = s.split_whitespace().next()?;
+    let ok = first.split('.').all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()));
+    ok.then(|| first.to_string())
 }
 
 /// `"40960 MiB"` → bytes; `N/A` and other non-sizes → `None`.
@@ -206,5 +264,16 @@ mod tests {
         assert_eq!(parse_mib("N/A"), None);
         assert_eq!(parse_mib("99999999999999999 MiB"), None);
         assert_eq!(parse_toggle("Enabled"), Some(true));
+        assert_eq!(read_size("81559 MiB"), Size::Bytes(81559 << 20));
+        assert_eq!(read_size("N/A"), Size::NotReported);
+        for bad in ["-1 MiB", "NaN MiB", "18446744073709551616 MiB", "17592186044416 MiB", "1.5 MiB"] {
+            assert!(matches!(read_size(bad), Size::Unreadable(_)), "{bad}");
+        }
+        assert_eq!(read_size("1\x1b[2J MiB"), Size::Unreadable("1\\x1b[2J MiB".into()));
+        assert_eq!(read_version("13.3 [Deprecated; will be removed in CUDA 14.0]"), Some("13.3".into()));
+        assert_eq!(read_version("535.129.03"), Some("535.129.03".into()));
+        for none in ["Not Found", "CUDA Not Found", "N/A", "", "12.", "1a.2"] {
+            assert_eq!(read_version(none), None, "{none}");
+        }
     }
 }

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use crate::error::HwError;
-use crate::files::{read_text, MAX_INPUT_BYTES};
+use crate::files::{read_kind, MAX_INPUT_BYTES};
 use crate::machine::{Ecc, Gpu, Machine, MigDevice, MigMode};
 use crate::topo::{Link, Topology};
 
@@ -61,21 +61,22 @@ impl GpuProbe for FilesProbe {
         let mut m = Machine::default();
         let name = |p: &PathBuf| p.display().to_string();
         if let Some(p) = &self.xml {
-            m.merge(crate::xml::parse_xml(&read_text(p, MAX_INPUT_BYTES)?, &name(p))?);
+            m.merge(crate::xml::parse_xml(&read_kind(p, "`nvidia-smi -q -x` output", MAX_INPUT_BYTES)?, &name(p))?);
         }
         if let Some(p) = &self.text {
-            m.merge(crate::text::parse_text(&read_text(p, MAX_INPUT_BYTES)?, &name(p))?);
+            m.merge(crate::text::parse_text(&read_kind(p, "`nvidia-smi -q` output", MAX_INPUT_BYTES)?, &name(p))?);
         }
         if let Some(p) = &self.list {
-            m.merge(crate::list::parse_list(&read_text(p, MAX_INPUT_BYTES)?, &name(p))?);
+            m.merge(crate::list::parse_list(&read_kind(p, "`nvidia-smi -L` output", MAX_INPUT_BYTES)?, &name(p))?);
         }
         if let Some(p) = &self.topo {
-            let t = crate::topo::parse_topo(&read_text(p, MAX_INPUT_BYTES)?, &name(p))?;
+            let t = crate::topo::parse_topo(&read_kind(p, "`nvidia-smi topo -m` output", MAX_INPUT_BYTES)?, &name(p))?;
             m.sources.push(format!("{} (nvidia-smi topo -m)", name(p)));
             m.topology = Some(t);
         }
         if let Some(p) = &self.lgi {
-            m.gpu_instances = crate::mig::parse_lgi(&read_text(p, MAX_INPUT_BYTES)?, &name(p))?;
+            m.gpu_instances =
+                crate::mig::parse_lgi(&read_kind(p, "`nvidia-smi mig -lgi` output", MAX_INPUT_BYTES)?, &name(p))?;
             m.sources.push(format!("{} (nvidia-smi mig -lgi)", name(p)));
         }
         Ok(m)

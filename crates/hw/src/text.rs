@@ -8,8 +8,11 @@
 //! public `-q` dumps (one of which shows the `MIG Device` block with
 //! `Shared FB Memory Usage` on a newer driver).
 
+use crate::clean::{escape_controls, normalize_newlines};
 use crate::error::HwError;
-use crate::machine::{parse_mib, parse_toggle, Ecc, Gpu, Machine, MigDevice, MigMode};
+use crate::machine::{
+    parse_mib, parse_toggle, read_size, read_version, Ecc, Gpu, Machine, MigDevice, MigMode, Size, MAX_GPUS,
+};
 
 pub const MAX_TEXT_BYTES: usize = 16 << 20;
 
@@ -30,12 +33,19 @@ pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
         return Err(HwError::TooLarge { file: file.into(), bytes: text.len() as u64, limit: MAX_TEXT_BYTES as u64 });
     }
     if !text.contains("NVSMI LOG") {
+        if let Some(e) = crate::foreign::refuse(text, file, "--text") {
+            return Err(e);
+        }
         return Err(HwError::invalid(
             file,
             "no `==============NVSMI LOG==============` banner; is this `nvidia-smi -q` output?",
         ));
     }
+    // CRLF (a file saved on Windows) is layout; terminal codes are content, shown escaped.
+    let text = normalize_newlines(text);
     let mut m = Machine { sources: vec![format!("{file} (nvidia-smi -q)")], ..Machine::default() };
+    // Driver 610 marks the old labels deprecated and adds these; prefer them when present.
+    let (mut kmd, mut umd) = (None, None);
     // per GPU: its entries
     let mut sections: Vec<(String, Vec<Entry>)> = Vec::new();
     let mut stack: Vec<(usize, String)> = Vec::new();
@@ -56,15 +66,25 @@ pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
             stack.clear();
             match value {
                 Some(v) => match key.as_str() {
-                    "Driver Version" => m.driver_version = Some(v).filter(|v| v != "N/A"),
-                    "CUDA Version" => m.cuda_version = Some(v).filter(|v| v != "N/A"),
+                    "Driver Version" => m.driver_version = read_version(&v),
+                    "CUDA Version" => m.cuda_version = read_version(&v),
+                    "KMD Version" => kmd = read_version(&v),
+                    "CUDA UMD Version" => umd = read_version(&v),
                     "Attached GPUs" => {
                         m.attached_gpus =
                             Some(v.parse().map_err(|_| HwError::syntax(file, i + 1, "Attached GPUs : <count>", raw))?)
                     }
                     _ => {}
                 },
-                None if key.starts_with("GPU ") => sections.push((key.clone(), Vec::new())),
+                None if key.starts_with("GPU ") => {
+                    if sections.len() == MAX_GPUS {
+                        return Err(HwError::invalid(
+                            file,
+                            format!("more than {MAX_GPUS} `GPU <bus id>` sections; one machine has at most {MAX_GPUS}"),
+                        ));
+                    }
+                    sections.push((key.clone(), Vec::new()))
+                }
                 None => {}
             }
             continue;
@@ -83,27 +103,39 @@ pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
     if sections.is_empty() {
         return Err(HwError::invalid(file, "no `GPU <bus id>` section"));
     }
+    m.driver_version = kmd.or(m.driver_version.take());
+    m.cuda_version = umd.or(m.cuda_version.take());
     for (idx, (header, entries)) in sections.into_iter().enumerate() {
+        // Labels are matched without regard to case: drivers print `Ecc Mode`
+        // (R535 and older) and `ECC Mode` (R590, the H100 capture of SOURCES.md).
         let get = |path: &[&str], key: &str| -> Option<&str> {
             entries
                 .iter()
-                .find(|e| e.key == key && e.path.len() == path.len() && e.path.iter().zip(path).all(|(a, b)| a == b))
+                .find(|e| {
+                    e.key.eq_ignore_ascii_case(key)
+                        && e.path.len() == path.len()
+                        && e.path.iter().zip(path).all(|(a, b)| a.eq_ignore_ascii_case(b))
+                })
                 .map(|e| e.value.as_str())
         };
         let name = get(&[], "Product Name")
-            .ok_or_else(|| HwError::invalid(file, format!("{header}: no `Product Name` field")))?;
-        let mut g = Gpu::new(idx as u32, name);
-        g.bus_id = header.strip_prefix("GPU ").map(|s| s.trim().to_string());
-        g.uuid = get(&[], "GPU UUID").map(str::to_string);
-        g.pci_device_id = get(&["PCI"], "Device Id").map(|s| s.trim_start_matches("0x").to_string());
-        g.memory_total_bytes = get(&["FB Memory Usage"], "Total").and_then(parse_mib);
+            .ok_or_else(|| HwError::invalid(file, format!("{}: no `Product Name` field", escape_controls(&header))))?;
+        let mut g = Gpu::new(idx as u32, escape_controls(name));
+        g.bus_id = header.strip_prefix("GPU ").map(|s| escape_controls(s.trim()));
+        g.uuid = get(&[], "GPU UUID").map(escape_controls);
+        g.pci_device_id = get(&["PCI"], "Device Id").map(|s| escape_controls(s.trim_start_matches("0x")));
+        match get(&["FB Memory Usage"], "Total").map(read_size) {
+            Some(Size::Bytes(b)) => g.memory_total_bytes = Some(b),
+            Some(Size::Unreadable(raw)) => g.memory_total_unreadable = Some(raw),
+            Some(Size::NotReported) | None => {}
+        }
         g.memory_reserved_bytes = get(&["FB Memory Usage"], "Reserved").and_then(parse_mib);
         g.memory_used_bytes = get(&["FB Memory Usage"], "Used").and_then(parse_mib);
         g.mig_current = get(&["MIG Mode"], "Current").map(MigMode::parse).unwrap_or(MigMode::Unknown);
         g.mig_pending = get(&["MIG Mode"], "Pending").map(MigMode::parse).unwrap_or(MigMode::Unknown);
         g.ecc = Ecc {
-            current: get(&["Ecc Mode"], "Current").and_then(parse_toggle),
-            pending: get(&["Ecc Mode"], "Pending").and_then(parse_toggle),
+            current: get(&["ECC Mode"], "Current").and_then(parse_toggle),
+            pending: get(&["ECC Mode"], "Pending").and_then(parse_toggle),
         };
         let n = |s: Option<&str>| s.and_then(|v| v.trim_end_matches('x').trim().parse::<u32>().ok());
         g.pcie_gen_max = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Max"));

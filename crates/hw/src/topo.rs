@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use crate::clean::{first_control, strip_terminal_codes};
 use crate::error::HwError;
 
 /// Largest matrix accepted.
@@ -118,104 +119,238 @@ impl Topology {
     }
 }
 
-fn is_device(tok: &str) -> bool {
-    let gpu = tok.strip_prefix("GPU").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-    let nic = tok.strip_prefix("NIC").is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-    gpu || nic || tok.starts_with("mlx") || tok.starts_with("ib")
+fn is_gpu_label(tok: &str) -> bool {
+    tok.strip_prefix("GPU").is_some_and(|n| !n.is_empty() && n.len() <= 4 && n.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// A NIC column label: `NIC0` (drivers ≥ R515, with a NIC legend) or the
+/// device name older drivers print (`mlx5_0`, `bnxt_re0`).
+fn is_nic_label(tok: &str) -> bool {
+    let nic = tok.strip_prefix("NIC").is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+    nic || (tok.len() <= 32
+        && tok.starts_with(|c: char| c.is_ascii_lowercase())
+        && tok.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'))
+}
+
+/// The trailing column titles, as whitespace-split words.
+const TITLES: [&[&str]; 3] = [&["CPU", "Affinity"], &["NUMA", "Affinity"], &["GPU", "NUMA", "ID"]];
+
+/// An affinity cell: a CPU or NUMA list (`0-47,96-143`, `1`) or `N/A`.
+fn is_affinity(tok: &str) -> bool {
+    tok == "N/A"
+        || tok.split(',').all(|r| {
+            let mut ends = r.splitn(2, '-');
+            ends.all(|n| !n.is_empty() && n.len() <= 6 && n.bytes().all(|c| c.is_ascii_digit()))
+        })
+}
+
+/// The header row: the first line whose first cell is `GPU0` and whose
+/// second is not a matrix cell (the `GPU0` row has ` X ` there).
+fn find_header(lines: &[&str]) -> Option<usize> {
+    lines.iter().position(|l| {
+        let mut toks = l.split_whitespace();
+        toks.next() == Some("GPU0") && toks.next().is_none_or(|t| Link::parse(t).is_none())
+    })
 }
 
 /// Parse `nvidia-smi topo -m`.
+///
+/// Terminal codes and CRLF are removed first ([`crate::clean`]). Every row
+/// is checked against the header, so a mangled paste is refused with the
+/// line and the cell rather than miscounted: a GPU row must have one link
+/// cell per device column (GPU columns `X`/`NV#`/`PIX`/`PXB`/`PHB`/`NODE`/
+/// `SYS`, NIC columns the PCIe levels), then at most one affinity cell per
+/// affinity title; a CPU list where a link should be means a column is
+/// missing, a link where an affinity should be means the header lost a
+/// column. Any other control character is an error showing it escaped.
 pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
     if text.len() > MAX_TOPO_BYTES {
         return Err(HwError::TooLarge { file: file.into(), bytes: text.len() as u64, limit: MAX_TOPO_BYTES as u64 });
     }
+    let text = strip_terminal_codes(text);
     let lines: Vec<&str> = text.lines().collect();
-    let (hline, header) = lines
-        .iter()
-        .enumerate()
-        .find_map(|(i, l)| {
-            let toks: Vec<&str> = l.split_whitespace().collect();
-            (toks.first() == Some(&"GPU0") && !l.starts_with("GPU0")).then_some((i, toks))
-        })
-        .ok_or_else(|| {
-            HwError::invalid(
+    let Some(hline) = find_header(&lines) else {
+        if let Some(e) = crate::foreign::refuse(&text, file, "--topo") {
+            return Err(e);
+        }
+        return Err(HwError::invalid(
+            file,
+            "no header row starting with GPU0 (`\\tGPU0\\tGPU1 …`); is this `nvidia-smi topo -m`?",
+        ));
+    };
+    let control = |i: usize, raw: &str| -> Result<(), HwError> {
+        match first_control(raw) {
+            Some(c) => Err(HwError::syntax(
                 file,
-                "no header row starting with GPU0 (`\\tGPU0\\tGPU1 …`); is this `nvidia-smi topo -m`?",
-            )
-        })?;
-    let devices: Vec<&str> = header.iter().copied().take_while(|t| is_device(t)).collect();
-    if devices.len() > MAX_DEVICES {
-        return Err(HwError::invalid(file, format!("{} devices; at most {MAX_DEVICES}", devices.len())));
+                i + 1,
+                format!("printable cells (found the control character {c}, which is not part of a terminal code)"),
+                raw,
+            )),
+            None => Ok(()),
+        }
+    };
+    control(hline, lines[hline])?;
+    let header: Vec<&str> = lines[hline].split_whitespace().collect();
+    let ngpus = header.iter().take_while(|t| is_gpu_label(t)).count();
+    let nnics = header[ngpus..].iter().take_while(|t| !TITLES.iter().any(|w| w[0] == **t) && is_nic_label(t)).count();
+    let ndev = ngpus + nnics;
+    if ndev > MAX_DEVICES {
+        return Err(HwError::invalid(file, format!("{ndev} devices; at most {MAX_DEVICES}")));
     }
-    let gpus: Vec<String> = devices.iter().filter(|d| d.starts_with("GPU")).map(|s| s.to_string()).collect();
-    let nics: Vec<String> = devices.iter().filter(|d| !d.starts_with("GPU")).map(|s| s.to_string()).collect();
+    // The rest of the header: the affinity titles, each once, in order.
+    let mut rest = &header[ndev..];
+    let mut titles = 0;
+    for title in TITLES {
+        if rest.starts_with(title) {
+            rest = &rest[title.len()..];
+            titles += 1;
+        }
+    }
+    if let Some(odd) = rest.first() {
+        let what = if is_gpu_label(odd) {
+            "GPU columns before NIC columns".to_string()
+        } else {
+            format!("device labels (GPU0…, NIC0…, mlx5_0…) then `CPU Affinity`, `NUMA Affinity`, `GPU NUMA ID`; `{odd}` is none of these")
+        };
+        return Err(HwError::syntax(file, hline + 1, what, lines[hline]));
+    }
+    let gpus: Vec<String> = header[..ngpus].iter().map(|s| s.to_string()).collect();
+    let nics: Vec<String> = header[ngpus..ndev].iter().map(|s| s.to_string()).collect();
     for (k, g) in gpus.iter().enumerate() {
         if *g != format!("GPU{k}") {
             return Err(HwError::syntax(file, hline + 1, format!("GPU{k} in the header"), lines[hline]));
         }
     }
-    let n = gpus.len();
+    let n = ngpus;
     let mut links: Vec<Option<Vec<Link>>> = vec![None; n];
+    let mut nic_links: Vec<Option<Vec<Link>>> = vec![None; nnics];
     let mut cpu_affinity = vec![None; n];
     let mut numa_affinity = vec![None; n];
     for (i, raw) in lines.iter().enumerate().skip(hline + 1) {
         let toks: Vec<&str> = raw.split_whitespace().collect();
         let Some(first) = toks.first() else { continue };
-        if *first == "Legend:" {
+        if *first == "Legend:" || (*first == "NIC" && toks.get(1) == Some(&"Legend:")) {
             break;
         }
-        let Some(row) = first.strip_prefix("GPU").and_then(|k| k.parse::<usize>().ok()) else { continue };
-        if row >= n {
-            return Err(HwError::syntax(file, i + 1, format!("a row label GPU0..GPU{}", n.saturating_sub(1)), raw));
+        control(i, raw)?;
+        let (row, is_gpu) = match gpus.iter().position(|g| g == first) {
+            Some(r) => (r, true),
+            None => match nics.iter().position(|x| x == first) {
+                Some(r) => (r, false),
+                None => {
+                    return Err(HwError::syntax(
+                        file,
+                        i + 1,
+                        format!(
+                            "a row labelled with a header device ({}{})",
+                            header[0],
+                            if ndev > 1 { " …" } else { "" }
+                        ),
+                        raw,
+                    ))
+                }
+            },
+        };
+        let cells = &toks[1..];
+        if cells.len() < ndev {
+            return Err(HwError::syntax(
+                file,
+                i + 1,
+                format!("{ndev} connection cells after {first} (one per header device); found {} cells", cells.len()),
+                raw,
+            ));
         }
-        if toks.len() < 1 + devices.len() {
-            return Err(HwError::syntax(file, i + 1, format!("{} connection cells after {first}", devices.len()), raw));
-        }
-        let mut r = Vec::with_capacity(n);
-        for (j, cell) in toks[1..=n].iter().enumerate() {
-            let l = Link::parse(cell).ok_or_else(|| {
-                HwError::syntax(file, i + 1, format!("X, NV#, PIX, PXB, PHB, NODE or SYS for GPU{row}-GPU{j}"), raw)
-            })?;
-            if (l == Link::SelfLink) != (j == row) {
+        let mut r = Vec::with_capacity(ndev);
+        for (j, cell) in cells[..ndev].iter().enumerate() {
+            let col = header[j];
+            let diagonal = (is_gpu && j == row) || (!is_gpu && j == ngpus + row);
+            let Some(l) = Link::parse(cell) else {
+                let hint = if is_affinity(cell) {
+                    " (this row has fewer link cells than the header has columns, so a CPU/NUMA list \
+                     stands where a link should be: a mangled paste?)"
+                } else {
+                    ""
+                };
                 return Err(HwError::syntax(
                     file,
                     i + 1,
-                    format!("X exactly on the diagonal (GPU{row}, GPU{row})"),
+                    format!("X, NV#, PIX, PXB, PHB, NODE or SYS for {first}-{col}{hint}"),
                     raw,
                 ));
+            };
+            if (l == Link::SelfLink) != diagonal {
+                return Err(HwError::syntax(file, i + 1, format!("X exactly on the diagonal ({first}, {first})"), raw));
             }
             r.push(l);
         }
-        let rest = &toks[1 + devices.len()..];
-        // CPU affinity is one token (`0-47,96-143`), NUMA affinity the next.
-        cpu_affinity[row] = rest.first().filter(|s| **s != "N/A").map(|s| s.to_string());
-        numa_affinity[row] = rest.get(1).filter(|s| **s != "N/A").map(|s| s.to_string());
-        if links[row].is_some() {
-            return Err(HwError::syntax(file, i + 1, format!("one row for GPU{row}"), raw));
+        let trailing = &cells[ndev..];
+        if let Some(bad) = trailing.iter().find(|t| !is_affinity(t)) {
+            let why = if Link::parse(bad).is_some() {
+                "more link cells than the header has device columns (did the header lose a NIC or GPU label?)"
+            } else {
+                "an affinity (a CPU list such as 0-47,96-143, a NUMA node, or N/A)"
+            };
+            return Err(HwError::syntax(file, i + 1, format!("{why}; found `{bad}` after the {ndev} link cells"), raw));
         }
-        links[row] = Some(r);
+        if trailing.len() > titles {
+            return Err(HwError::syntax(
+                file,
+                i + 1,
+                format!("at most {titles} affinity cells (the header's titles); found {}", trailing.len()),
+                raw,
+            ));
+        }
+        if is_gpu {
+            if links[row].is_some() {
+                return Err(HwError::syntax(file, i + 1, format!("one row for {first}"), raw));
+            }
+            // CPU affinity is one token (`0-47,96-143`), NUMA affinity the next.
+            cpu_affinity[row] = trailing.first().filter(|s| **s != "N/A").map(|s| s.to_string());
+            numa_affinity[row] = trailing.get(1).filter(|s| **s != "N/A").map(|s| s.to_string());
+            links[row] = Some(r);
+        } else {
+            if nic_links[row].is_some() {
+                return Err(HwError::syntax(file, i + 1, format!("one row for {first}"), raw));
+            }
+            nic_links[row] = Some(r);
+        }
     }
-    let links: Vec<Vec<Link>> = links
+    let full: Vec<Vec<Link>> = links
         .into_iter()
         .enumerate()
         .map(|(k, r)| r.ok_or_else(|| HwError::invalid(file, format!("no row for GPU{k}"))))
         .collect::<Result<_, _>>()?;
-    // A real matrix is symmetric: the link between two GPUs is one link.
-    for (a, row) in links.iter().enumerate() {
-        for (b, ab) in row.iter().enumerate().skip(a + 1) {
-            let ba = &links[b][a];
+    // A real matrix is symmetric: the link between two devices is one link.
+    for (a, row) in full.iter().enumerate() {
+        for (b, ab) in row.iter().enumerate().take(n).skip(a + 1) {
+            let ba = &full[b][a];
             if ab != ba {
-                return Err(HwError::invalid(
-                    file,
-                    format!(
-                        "asymmetric matrix: GPU{a}→GPU{b} is {} but GPU{b}→GPU{a} is {}; \
-                         `nvidia-smi topo -m` is symmetric, so this file was edited or damaged",
-                        ab.label(),
-                        ba.label()
-                    ),
-                ));
+                return Err(asymmetric(file, &gpus[a], &gpus[b], ab, ba));
+            }
+        }
+        for (k, nic_row) in nic_links.iter().enumerate() {
+            if let Some(nr) = nic_row {
+                let (gn, ng) = (&row[n + k], &nr[a]);
+                if gn != ng {
+                    return Err(asymmetric(file, &gpus[a], &nics[k], gn, ng));
+                }
             }
         }
     }
-    Ok(Topology { gpus, nics, links, cpu_affinity, numa_affinity })
+    let links = full.into_iter().map(|mut r| {
+        r.truncate(n);
+        r
+    });
+    Ok(Topology { gpus, nics, links: links.collect(), cpu_affinity, numa_affinity })
+}
+
+fn asymmetric(file: &str, a: &str, b: &str, ab: &Link, ba: &Link) -> HwError {
+    HwError::invalid(
+        file,
+        format!(
+            "asymmetric matrix: {a}→{b} is {} but {b}→{a} is {}; `nvidia-smi topo -m` is symmetric, so this file was edited or damaged",
+            ab.label(),
+            ba.label()
+        ),
+    )
 }

@@ -16,7 +16,7 @@ pub const WHOLE_CARD_TOLERANCE: f64 = 0.03;
 pub const SLICE_TOLERANCE: f64 = 0.06;
 
 /// A known card: whole-card memory and MIG slice sizes (from the catalogue).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RefCard {
     pub id: String,
     pub name: String,
@@ -24,6 +24,20 @@ pub struct RefCard {
     pub family: String,
     pub whole_mib: u64,
     pub mig_profiles: Vec<RefSlice>,
+    /// PCI device ids (the high 16 bits of nvidia-smi's `20B010DE`) that
+    /// are this card, from the catalogue (`gpu_pci_ids.toml`, sourced)
+    pub pci_device_ids: Vec<u16>,
+    /// product names nvidia-smi prints for this card when they do not say
+    /// the variant (`NVIDIA H100 80GB HBM3` is the SXM5 card)
+    pub product_names: Vec<String>,
+    /// PCIe generation of the card's host link (catalogue)
+    pub pcie_gen: Option<u8>,
+    /// NVLink aggregate per GPU, both directions, GB/s (catalogue; absent: PCIe only)
+    pub nvlink_gbs: Option<f64>,
+    /// architecture (`ampere`, `hopper`, …), for the NVLink generation
+    pub arch: String,
+    /// memory bandwidth, decimal GB/s (catalogue)
+    pub memory_gbs: Option<f64>,
 }
 
 /// One MIG profile of a known card.
@@ -35,11 +49,14 @@ pub struct RefSlice {
 }
 
 /// What was rented.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Expectation {
     pub count: Option<u32>,
     pub card: Option<RefCard>,
     pub nvlink: bool,
+    /// the model as typed names a variant (`sxm`, `pcie`, `nvl`): a GPU whose
+    /// PCI device id is another variant of the family then fails `model`
+    pub variant_named: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -80,6 +97,8 @@ pub enum MemoryClass {
 pub struct Verdict {
     /// per GPU, in order
     pub memory: Vec<MemoryClass>,
+    /// per GPU, how its card was identified
+    pub identified_by: Vec<IdentifiedBy>,
     pub findings: Vec<Finding>,
     /// no finding failed
     pub ok: bool,
@@ -102,7 +121,8 @@ pub fn family_of(id: &str) -> String {
     out
 }
 
-fn within(a: u64, b: u64, tol: f64) -> bool {
+/// `a` within `tol` (a fraction) of `b`.
+pub fn within(a: u64, b: u64, tol: f64) -> bool {
     let (a, b) = (a as f64, b as f64);
     b > 0.0 && (a - b).abs() <= b * tol
 }
@@ -110,7 +130,7 @@ fn within(a: u64, b: u64, tol: f64) -> bool {
 /// The known cards a product name can be: same family and, when the name
 /// states a size (`A100-SXM4-80GB`, `H100 80GB HBM3`), that size (whole-card
 /// GiB rounded).
-fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
+pub(crate) fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
     let n = norm(name);
     let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
     let lower = name.to_ascii_lowercase();
@@ -130,8 +150,13 @@ fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
 
 /// Classify one memory total against the known cards of the GPU's family.
 pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
+    classify_among(name, bytes, family_cards(name, refs))
+}
+
+/// Classify a memory total against the given cards (the family's, or the
+/// one card a PCI id named).
+fn classify_among(name: &str, bytes: u64, fam: Vec<&RefCard>) -> MemoryClass {
     let n = norm(name);
-    let fam = family_cards(name, refs);
     // Among cards of the family with that memory, prefer the one whose id
     // segments (`sxm`, `pcie`, `nvl`) the product name also contains.
     let score = |r: &RefCard| r.id.split('-').filter(|seg| n.contains(&norm(seg))).count();
@@ -161,6 +186,71 @@ pub fn classify(name: &str, bytes: u64, refs: &[RefCard]) -> MemoryClass {
         }
     }
     best.map(|(_, c)| c).unwrap_or(MemoryClass::Unknown)
+}
+
+/// How a GPU was matched to a known card.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentifiedBy {
+    /// its PCI device id is one of the card's (catalogue `gpu_pci_ids.toml`)
+    PciDeviceId,
+    /// its product name is one nvidia-smi prints for the card alone
+    ProductName,
+    /// family in the name, then memory total (and variant words in the name)
+    NameAndMemory,
+}
+
+impl IdentifiedBy {
+    pub fn describe(self) -> &'static str {
+        match self {
+            IdentifiedBy::PciDeviceId => "PCI device id",
+            IdentifiedBy::ProductName => "product name",
+            IdentifiedBy::NameAndMemory => "name and memory",
+        }
+    }
+}
+
+/// The 16-bit PCI device id in nvidia-smi's `20B010DE` / `0x233010DE`
+/// (device in the high 16 bits, vendor 0x10DE in the low 16); `None` for
+/// another vendor, a zero device (virtual GPUs print `000000DE`) or text
+/// that is not 8 hex digits.
+pub fn pci_device(s: &str) -> Option<u16> {
+    let hex = s.trim().trim_start_matches("0x").trim_start_matches("0X");
+    let v = (hex.len() == 8).then(|| u32::from_str_radix(hex, 16).ok()).flatten()?;
+    let (device, vendor) = ((v >> 16) as u16, (v & 0xffff) as u16);
+    (vendor == 0x10de && device != 0).then_some(device)
+}
+
+/// The known card a GPU is, when its PCI device id or its product name
+/// says so unambiguously.
+pub fn identify<'a>(g: &Gpu, refs: &'a [RefCard]) -> Option<(&'a RefCard, IdentifiedBy)> {
+    if let Some(d) = g.pci_device_id.as_deref().and_then(pci_device) {
+        if let Some(r) = refs.iter().find(|r| r.pci_device_ids.contains(&d)) {
+            return Some((r, IdentifiedBy::PciDeviceId));
+        }
+    }
+    let by_name: Vec<&RefCard> =
+        refs.iter().filter(|r| r.product_names.iter().any(|n| n.eq_ignore_ascii_case(g.name.trim()))).collect();
+    match by_name.as_slice() {
+        [one] => Some((one, IdentifiedBy::ProductName)),
+        _ => None,
+    }
+}
+
+/// What a GPU's memory total says it is, and how the card was identified:
+/// by PCI device id or product name when the catalogue knows them (so an
+/// H100 SXM5, printed "NVIDIA H100 80GB HBM3" with the H100 PCIe's 81559
+/// MiB, is not taken for the PCIe card), else by [`classify`].
+pub fn classify_gpu(g: &Gpu, refs: &[RefCard]) -> (MemoryClass, IdentifiedBy) {
+    let known = identify(g, refs);
+    let by = known.map(|(_, b)| b).unwrap_or(IdentifiedBy::NameAndMemory);
+    let Some(bytes) = g.memory_total_bytes else {
+        return (MemoryClass::Unknown, by);
+    };
+    match known {
+        Some((r, _)) => (classify_among(&g.name, bytes, vec![r]), by),
+        None => (classify(&g.name, bytes, refs), by),
+    }
 }
 
 /// The profile of a MIG device, from its memory (within [`SLICE_TOLERANCE`])
@@ -223,11 +313,9 @@ fn mig_summary(g: &Gpu) -> String {
 /// Judge a machine.
 pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
     let mut f = Vec::new();
-    let memory: Vec<MemoryClass> = m
-        .gpus
-        .iter()
-        .map(|g| g.memory_total_bytes.map(|b| classify(&g.name, b, refs)).unwrap_or(MemoryClass::Unknown))
-        .collect();
+    let classes: Vec<(MemoryClass, IdentifiedBy)> = m.gpus.iter().map(|g| classify_gpu(g, refs)).collect();
+    let identified: Vec<IdentifiedBy> = classes.iter().map(|(_, b)| *b).collect();
+    let memory: Vec<MemoryClass> = classes.into_iter().map(|(c, _)| c).collect();
     let versions = format!(
         "driver {}, CUDA {}",
         m.driver_version.as_deref().unwrap_or("unknown"),
@@ -261,11 +349,54 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
     // Model and memory.
     for (g, class) in m.gpus.iter().zip(&memory) {
         if let Some(card) = &e.card {
-            let name_ok = norm(&g.name).contains(&card.family);
+            let mut name_ok = norm(&g.name).contains(&card.family);
             if !name_ok {
                 push(&mut f, Level::Fail, "model", format!("GPU {}: {} is not a {}", g.index, g.name, card.name));
             }
+            // Same family, another variant (H100 PCIe for an H100 SXM5): the PCI device id says so.
+            if let Some((is, by)) =
+                identify(g, refs).filter(|(is, _)| name_ok && is.id != card.id && is.family == card.family)
+            {
+                let how = match (by, g.pci_device_id.as_deref().and_then(pci_device)) {
+                    (IdentifiedBy::PciDeviceId, Some(d)) => format!("PCI device id {d:04X}"),
+                    _ => format!("product name \"{}\"", g.name),
+                };
+                if e.variant_named {
+                    name_ok = false;
+                    push(
+                        &mut f,
+                        Level::Fail,
+                        "model",
+                        format!("GPU {}: {} is an {} ({how}), not an {}", g.index, g.name, is.name, card.name),
+                    );
+                } else {
+                    push(
+                        &mut f,
+                        Level::Info,
+                        "variant",
+                        format!(
+                            "GPU {}: {} is an {} ({how}); {} was read as the catalogue's {}: name the variant \
+                             (e.g. {}) to have it checked",
+                            g.index, g.name, is.name, card.name, card.id, is.id
+                        ),
+                    );
+                }
+            }
             match g.memory_total_bytes {
+                // An unreadable total (`-1 MiB`, `NaN MiB`, past 2^64 bytes) is a damaged or
+                // forged report: it cannot confirm the memory that was rented.
+                None if g.memory_total_unreadable.is_some() => push(
+                    &mut f,
+                    Level::Fail,
+                    "memory",
+                    format!(
+                        "GPU {}: memory total \"{}\" is not a readable size; it cannot confirm a whole {} ({})",
+                        g.index,
+                        g.memory_total_unreadable.as_deref().unwrap_or_default(),
+                        card.name,
+                        mib(card.whole_mib << 20)
+                    ),
+                ),
                 None => {
                     push(&mut f, Level::Warn, "memory_unknown", format!("GPU {}: memory total not reported", g.index))
                 }
@@ -299,6 +430,13 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
                     );
                 }
             }
+        } else if let Some(raw) = &g.memory_total_unreadable {
+            push(
+                &mut f,
+                Level::Warn,
+                "memory_unreadable",
+                format!("GPU {}: memory total \"{raw}\" is not a readable size", g.index),
+            );
         } else if let (MemoryClass::MigSlice { profile, card, .. }, Some(b)) = (class, g.memory_total_bytes) {
             push(
                 &mut f,
@@ -416,7 +554,7 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
         None => {}
     }
     let ok = !f.iter().any(|x| x.level == Level::Fail);
-    Verdict { memory, findings: f, ok }
+    Verdict { memory, identified_by: identified, findings: f, ok }
 }
 
 fn onoff(b: bool) -> &'static str {

@@ -6,8 +6,11 @@
 
 use serde::Deserialize;
 
+use crate::clean::value;
 use crate::error::HwError;
-use crate::machine::{parse_mib, parse_toggle, Ecc, Gpu, Machine, MigDevice, MigMode};
+use crate::machine::{
+    parse_mib, parse_toggle, read_size, read_version, Ecc, Gpu, Machine, MigDevice, MigMode, Size, MAX_GPUS,
+};
 
 #[derive(Debug, Deserialize)]
 struct Log {
@@ -106,14 +109,36 @@ fn num(s: &Option<String>) -> Option<u32> {
     s.as_deref().and_then(|v| v.trim().trim_end_matches('x').parse().ok())
 }
 
+/// A text value, trimmed, control characters escaped; `None` when empty or `N/A`.
 fn text(s: Option<String>) -> Option<String> {
-    s.map(|v| v.trim().to_string()).filter(|v| !v.is_empty() && v != "N/A")
+    s.as_deref().and_then(value).filter(|v| v != "N/A")
+}
+
+/// How many `<gpu>` elements the text has (`<gpu>` or `<gpu id=…>`), counted
+/// without parsing, so an absurd file is refused before any allocation.
+fn count_gpu_elements(input: &str) -> usize {
+    input
+        .match_indices("<gpu")
+        .filter(|(i, _)| matches!(input.as_bytes().get(i + 4), Some(b'>' | b' ' | b'\t' | b'\n' | b'\r' | b'/')))
+        .count()
 }
 
 /// Parse `nvidia-smi -q -x` output.
 pub fn parse_xml(input: &str, file: &str) -> Result<Machine, HwError> {
     if !input.contains("<nvidia_smi_log") {
+        if let Some(e) = crate::foreign::refuse(input, file, "--xml") {
+            return Err(e);
+        }
         return Err(HwError::Xml { file: file.into(), message: "no <nvidia_smi_log> root element".into() });
+    }
+    let n = count_gpu_elements(input);
+    if n > MAX_GPUS {
+        return Err(HwError::invalid(
+            file,
+            format!(
+                "{n} <gpu> elements; one machine has at most {MAX_GPUS} (is this file generated, or joined from many machines?)"
+            ),
+        ));
     }
     let log: Log = quick_xml::de::from_str(input)
         .map_err(|e| HwError::Xml { file: file.into(), message: e.to_string().chars().take(300).collect() })?;
@@ -152,7 +177,11 @@ pub fn parse_xml(input: &str, file: &str) -> Result<Machine, HwError> {
             }
         }
         if let Some(m) = &g.fb_memory_usage {
-            gpu.memory_total_bytes = m.total.as_deref().and_then(parse_mib);
+            match m.total.as_deref().map(read_size) {
+                Some(Size::Bytes(b)) => gpu.memory_total_bytes = Some(b),
+                Some(Size::Unreadable(raw)) => gpu.memory_total_unreadable = Some(raw),
+                Some(Size::NotReported) | None => {}
+            }
             gpu.memory_reserved_bytes = m.reserved.as_deref().and_then(parse_mib);
             gpu.memory_used_bytes = m.used.as_deref().and_then(parse_mib);
         }
@@ -178,14 +207,15 @@ pub fn parse_xml(input: &str, file: &str) -> Result<Machine, HwError> {
                     memory_total_bytes: d.fb_memory_usage.and_then(|m| m.total).as_deref().and_then(parse_mib),
                     profile: None,
                 })
+                .take(MAX_GPUS)
                 .collect();
         }
         gpus.push(gpu);
     }
     Ok(Machine {
         sources: vec![format!("{file} (nvidia-smi -q -x)")],
-        driver_version: text(log.driver_version),
-        cuda_version: text(log.cuda_version),
+        driver_version: log.driver_version.as_deref().and_then(read_version),
+        cuda_version: log.cuda_version.as_deref().and_then(read_version),
         attached_gpus,
         gpus,
         topology: None,

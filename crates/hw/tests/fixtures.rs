@@ -1,7 +1,12 @@
-//! One test per fixture (tests/fixtures/SOURCES.md): parse, check the facts
-//! the check relies on, snapshot the parsed result. Then malformed inputs.
+//! One test per fixture file (tests/fixtures/SOURCES.md): parse, check the
+//! facts the check relies on, snapshot the parsed result. A file under
+//! tests/fixtures without its own test fails `every_fixture_file_has_its_own_test`,
+//! so the first failure never hides the rest. Then malformed inputs.
 
 use std::path::PathBuf;
+use vramfit_hw::bandwidth::bandwidth_test::{parse_bandwidth_test, Direction, HostMemory};
+use vramfit_hw::bandwidth::nccl::parse_nccl;
+use vramfit_hw::bandwidth::p2p::{parse_p2p, MatrixKind};
 use vramfit_hw::machine::MigMode;
 use vramfit_hw::topo::Link;
 use vramfit_hw::{list, mig, text, topo, xml, HwError};
@@ -16,156 +21,355 @@ fn read(rel: &str) -> String {
 
 const MIB: u64 = 1 << 20;
 
-#[test]
-fn xml_01_a100_40gb_mig_two_3g() {
-    let m = xml::parse_xml(&read("nvidia_smi/01.xml"), "01.xml").unwrap();
-    assert_eq!(m.driver_version.as_deref(), Some("510.47.03"));
-    assert_eq!(m.cuda_version.as_deref(), Some("11.6"));
-    assert_eq!(m.gpus.len(), 1);
-    let g = &m.gpus[0];
-    assert_eq!(g.name, "NVIDIA A100-SXM4-40GB");
-    assert_eq!(g.mig_current, MigMode::Enabled);
-    assert_eq!(g.mig_pending, MigMode::Enabled);
-    assert_eq!(g.memory_total_bytes, Some(40960 * MIB));
-    assert_eq!(g.mig_devices.len(), 2);
-    assert!(g.mig_devices.iter().all(|d| d.sm_count == Some(42) && d.memory_total_bytes == Some(19968 * MIB)));
-    assert_eq!(g.pci_device_id.as_deref(), Some("20B010DE"));
-    insta::assert_json_snapshot!("xml_01", m);
+/// `name: "path" => |text, file| { … };` — one `#[test]` per fixture file,
+/// and the list of files covered.
+macro_rules! fixtures {
+    ($($name:ident : $path:literal => $check:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                let text = read($path);
+                let check: fn(&str, &str) = $check;
+                check(&text, $path);
+            }
+        )*
+        const COVERED: &[&str] = &[$($path),*];
+    };
 }
 
 #[test]
-fn xml_02_a100_80gb_mig_four_1g_and_trimmed_count() {
-    let m = xml::parse_xml(&read("nvidia_smi/02.xml"), "02.xml").unwrap();
-    assert_eq!(m.attached_gpus, Some(4));
-    assert_eq!(m.gpus.len(), 1);
-    let g = &m.gpus[0];
-    assert_eq!(g.memory_total_bytes, Some(81920 * MIB));
-    assert_eq!(g.mig_devices.len(), 4);
-    assert!(g.mig_devices.iter().all(|d| d.sm_count == Some(14)));
-    assert_eq!(g.ecc.current, Some(true));
-    insta::assert_json_snapshot!("xml_02", m);
+fn every_fixture_file_has_its_own_test() {
+    fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else {
+                out.push(p.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let base = path("");
+    let mut files = Vec::new();
+    walk(&base, &base, &mut files);
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !f.ends_with("SOURCES.md") && !f.ends_with("index.json") && !COVERED.contains(&f.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "fixture files without a test: {missing:?}");
 }
 
-#[test]
-fn xml_03_dual_a5000_v13() {
-    let m = xml::parse_xml(&read("nvidia_smi/03.xml"), "03.xml").unwrap();
-    assert_eq!(m.gpus.len(), 2);
-    assert!(m.gpus.iter().all(|g| g.mig_current == MigMode::NotSupported && g.mig_devices.is_empty()));
-    assert_eq!(m.gpus[0].memory_total_bytes, Some(24564 * MIB));
-    assert_eq!(m.gpus[1].bus_id.as_deref(), Some("00000000:C1:00.0"));
-    assert_eq!(m.gpus[0].ecc.current, Some(false));
-    insta::assert_json_snapshot!("xml_03", m);
-}
+fixtures! {
+    xml_01_a100_40gb_mig_two_3g: "nvidia_smi/01.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.driver_version.as_deref(), Some("510.47.03"));
+        assert_eq!(m.cuda_version.as_deref(), Some("11.6"));
+        assert_eq!(m.gpus.len(), 1);
+        let g = &m.gpus[0];
+        assert_eq!(g.name, "NVIDIA A100-SXM4-40GB");
+        assert_eq!(g.mig_current, MigMode::Enabled);
+        assert_eq!(g.mig_pending, MigMode::Enabled);
+        assert_eq!(g.memory_total_bytes, Some(40960 * MIB));
+        assert_eq!(g.mig_devices.len(), 2);
+        assert!(g.mig_devices.iter().all(|d| d.sm_count == Some(42) && d.memory_total_bytes == Some(19968 * MIB)));
+        assert_eq!(g.pci_device_id.as_deref(), Some("20B010DE"));
+        insta::assert_json_snapshot!("xml_01", m);
+    };
+    xml_02_a100_80gb_mig_four_1g_and_trimmed_count: "nvidia_smi/02.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.attached_gpus, Some(4));
+        assert_eq!(m.gpus.len(), 1);
+        let g = &m.gpus[0];
+        assert_eq!(g.memory_total_bytes, Some(81920 * MIB));
+        assert_eq!(g.mig_devices.len(), 4);
+        assert!(g.mig_devices.iter().all(|d| d.sm_count == Some(14)));
+        assert_eq!(g.ecc.current, Some(true));
+        insta::assert_json_snapshot!("xml_02", m);
+    };
+    xml_03_dual_a5000_v13: "nvidia_smi/03.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.gpus.len(), 2);
+        assert!(m.gpus.iter().all(|g| g.mig_current == MigMode::NotSupported && g.mig_devices.is_empty()));
+        assert_eq!(m.gpus[0].memory_total_bytes, Some(24564 * MIB));
+        assert_eq!(m.gpus[1].bus_id.as_deref(), Some("00000000:C1:00.0"));
+        assert_eq!(m.gpus[0].ecc.current, Some(false));
+        insta::assert_json_snapshot!("xml_03", m);
+    };
+    xml_04_tesla_t4: "nvidia_smi/04.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.gpus[0].name, "Tesla T4");
+        insta::assert_json_snapshot!("xml_04", m);
+    };
+    xml_05_a10g: "nvidia_smi/05.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.gpus[0].name, "NVIDIA A10G");
+        // a virtual GPU prints device 0000: no PCI id to identify it by
+        assert_eq!(vramfit_hw::verdict::pci_device(m.gpus[0].pci_device_id.as_deref().unwrap()), None);
+        insta::assert_json_snapshot!("xml_05", m);
+    };
+    xml_06_tesla_p100: "nvidia_smi/06.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.gpus[0].name, "Tesla P100-PCIE-16GB");
+        insta::assert_json_snapshot!("xml_06", m);
+    };
+    xml_07_rtx_4000_ada_v13: "nvidia_smi/07.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.gpus[0].name, "NVIDIA RTX 4000 SFF Ada Generation");
+        insta::assert_json_snapshot!("xml_07", m);
+    };
+    list_11_seven_1g_10gb: "nvidia_smi/11.txt" => |t, f| {
+        let m = list::parse_list(t, f).unwrap();
+        assert_eq!(m.gpus.len(), 1);
+        assert_eq!(m.gpus[0].name, "NVIDIA A100-SXM4-80GB");
+        assert_eq!(m.gpus[0].mig_devices.len(), 7);
+        assert!(m.gpus[0].mig_devices.iter().all(|d| d.profile.as_deref() == Some("1g.10gb")));
+        insta::assert_json_snapshot!("list_11", m);
+    };
+    topo_12_h100_nv18_everywhere: "nvidia_smi/12.txt" => |t, f| {
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.gpus.len(), 8);
+        let p = t.pairs();
+        assert_eq!(p.len(), 28);
+        assert!(p.iter().all(|p| p.link == Link::Nvlink { links: 18 }));
+        assert_eq!(t.numa_affinity[4].as_deref(), Some("1"));
+        insta::assert_json_snapshot!("topo_12", t);
+    };
+    topo_13_pcie_only_sys_with_nics: "nvidia_smi/13.txt" => |t, f| {
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.gpus.len(), 8);
+        assert_eq!(t.nics, vec!["NIC0", "NIC1"]);
+        assert!(t.pairs().iter().all(|p| p.link == Link::Sys));
+        assert_eq!(t.cpu_affinity[6].as_deref(), Some("56-111,168-223"));
+        insta::assert_json_snapshot!("topo_13", t);
+    };
+    topo_14_pcie_mixed: "nvidia_smi/14.txt" => |t, f| {
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.gpus.len(), 5);
+        assert_eq!(t.links[1][2], Link::Phb);
+        assert_eq!(t.links[1][3], Link::Node);
+        assert_eq!(t.links[0][4], Link::Sys);
+        assert!(!t.pairs().iter().any(|p| p.link.is_nvlink()));
+        insta::assert_json_snapshot!("topo_14", t);
+    };
+    topo_15_two_5090_phb: "nvidia_smi/15.txt" => |t, f| {
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.pairs(), vec![topo::Pair { a: 0, b: 1, link: Link::Phb }]);
+        insta::assert_json_snapshot!("topo_15", t);
+    };
+    constructed_lgip: "constructed/a100-40gb.lgip.txt" => |t, f| {
+        let rows = mig::parse_lgip(t, f).unwrap();
+        assert_eq!(rows.len(), 7);
+        assert_eq!((rows[4].name.as_str(), rows[4].id, rows[4].total, rows[4].sm), ("3g.20gb", 9, 2, 42));
+        assert!((rows[4].memory_gib - 19.50).abs() < 1e-9);
+        insta::assert_json_snapshot!("lgip", rows);
+    };
+    constructed_lgipp: "constructed/a100-40gb.lgipp.txt" => |t, f| {
+        let pp = mig::parse_lgipp(t, f).unwrap();
+        assert_eq!(pp.len(), 7);
+        assert_eq!(pp[5], mig::LgippRow { gpu: 0, id: 5, starts: vec![0], size: 4 });
+        insta::assert_json_snapshot!("lgipp", pp);
+    };
+    constructed_lgi: "constructed/a100-40gb.lgi.txt" => |t, f| {
+        let gi = mig::parse_lgi(t, f).unwrap();
+        assert_eq!(gi.len(), 3);
+        assert_eq!((gi[0].start, gi[0].size), (4, 4));
+        insta::assert_json_snapshot!("lgi", gi);
+    };
+    constructed_q_text_with_mig_device: "constructed/a100-40gb-mig.q.txt" => |t, f| {
+        let m = text::parse_text(t, f).unwrap();
+        let g = &m.gpus[0];
+        assert_eq!(g.name, "NVIDIA A100-PCIE-40GB");
+        assert_eq!(g.memory_total_bytes, Some(40960 * MIB));
+        assert_eq!(g.memory_reserved_bytes, Some(473 * MIB));
+        assert_eq!(g.mig_current, MigMode::Enabled);
+        assert_eq!(g.mig_devices.len(), 1);
+        assert_eq!(g.mig_devices[0].sm_count, Some(42));
+        assert_eq!(g.mig_devices[0].memory_total_bytes, Some(20096 * MIB));
+        assert_eq!(g.pci_device_id.as_deref(), Some("20F110DE"));
+        assert_eq!((g.pcie_gen_max, g.pcie_width_current), (Some(4), Some(16)));
+        assert_eq!(g.ecc.current, Some(true));
+        assert_eq!(m.driver_version.as_deref(), Some("535.129.03"));
+        insta::assert_json_snapshot!("q_text_constructed", m);
+    };
 
-#[test]
-fn xml_04_tesla_t4() {
-    let m = xml::parse_xml(&read("nvidia_smi/04.xml"), "04.xml").unwrap();
-    assert_eq!(m.gpus[0].name, "Tesla T4");
-    insta::assert_json_snapshot!("xml_04", m);
-}
+    // -- issue 14 §3: the files people actually paste --
+    capture_h100_topo_ansi_header: "captures/h100-hbm3-590.topo.txt" => |t, f| {
+        // current drivers underline the header: `\t\x1b[4mGPU0\tCPU Affinity…\x1b[0m`
+        assert!(t.contains("\x1b[4mGPU0"));
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.gpus, vec!["GPU0"]);
+        assert_eq!(t.cpu_affinity[0].as_deref(), Some("0-19"));
+        assert!(t.pairs().is_empty());
+    };
+    capture_windows_topo_ansi_empty_affinity: "captures/rtx2080s-win-610.topo.txt" => |t, f| {
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.gpus, vec!["GPU0"]);
+        assert_eq!(t.cpu_affinity[0], None);
+    };
+    capture_h100_q_ecc_mode_and_device_id: "captures/h100-hbm3-590.q.txt" => |t, f| {
+        let m = text::parse_text(t, f).unwrap();
+        let g = &m.gpus[0];
+        assert_eq!(g.name, "NVIDIA H100 80GB HBM3");
+        // `ECC Mode` (R590), not `Ecc Mode`: read
+        assert_eq!((g.ecc.current, g.ecc.pending), (Some(true), Some(true)));
+        assert_eq!(g.pci_device_id.as_deref(), Some("233010DE"));
+        assert_eq!(g.memory_total_bytes, Some(81559 * MIB));
+        assert_eq!((g.pcie_gen_max, g.pcie_width_max), (Some(5), Some(16)));
+        assert_eq!(m.cuda_version.as_deref(), Some("13.1"));
+        insta::assert_json_snapshot!("capture_h100_q", m);
+    };
+    capture_h100_list: "captures/h100-hbm3-590.L.txt" => |t, f| {
+        let m = list::parse_list(t, f).unwrap();
+        assert_eq!(m.gpus[0].name, "NVIDIA H100 80GB HBM3");
+    };
+    capture_h100_mig_q_four_devices: "captures/h100-mig-590.q.txt" => |t, f| {
+        let m = text::parse_text(t, f).unwrap();
+        let g = &m.gpus[0];
+        assert_eq!(g.mig_current, MigMode::Enabled);
+        let d: Vec<(Option<u32>, Option<u64>)> = g.mig_devices.iter().map(|d| (d.sm_count, d.memory_total_bytes.map(|b| b / MIB))).collect();
+        assert_eq!(d, vec![(Some(60), Some(40448)), (Some(32), Some(20096)), (Some(16), Some(9984)), (Some(16), Some(9984))]);
+        insta::assert_json_snapshot!("capture_h100_mig_q", m);
+    };
+    capture_driver_610_deprecated_version_labels: "captures/rtx2080s-610.q.txt" => |t, f| {
+        // `CUDA Version : 13.3 [Deprecated; …]` plus `KMD Version` / `CUDA UMD Version`
+        let m = text::parse_text(t, f).unwrap();
+        assert_eq!(m.driver_version.as_deref(), Some("610.57.04"));
+        assert_eq!(m.cuda_version.as_deref(), Some("13.3"));
+        assert_eq!(m.gpus[0].pci_device_id.as_deref(), Some("1E8110DE"));
+    };
+    capture_l40s_q: "captures/l40s-595.q.txt" => |t, f| {
+        let m = text::parse_text(t, f).unwrap();
+        assert_eq!(m.gpus[0].name, "NVIDIA L40S");
+        assert_eq!(m.gpus[0].memory_total_bytes, Some(46068 * MIB));
+        assert_eq!(m.gpus[0].ecc.current, Some(true));
+    };
+    derived_8x_nv18_with_ansi_header_and_crlf: "derived/12-ansi-crlf.topo.txt" => |t, f| {
+        assert!(t.contains("\x1b[4mGPU0") && t.contains("\r\n"));
+        let a = topo::parse_topo(t, f).unwrap();
+        let b = topo::parse_topo(&read("nvidia_smi/12.txt"), "12.txt").unwrap();
+        assert_eq!(a, b, "escapes and CRLF change nothing");
+    };
+    derived_nic_cell_dropped_is_refused: "derived/13-nic-cell-dropped.topo.txt" => |t, f| {
+        let e = topo::parse_topo(t, f).unwrap_err().to_string();
+        assert!(e.contains("line 8") && e.contains("GPU6-NIC1") && e.contains("mangled paste"), "{e}");
+    };
+    derived_header_lost_nic_labels_is_refused: "derived/13-header-nics-lost.topo.txt" => |t, f| {
+        // the old parser read `SYS` as GPU0's CPU affinity here
+        let e = topo::parse_topo(t, f).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("more link cells than the header has device columns"), "{e}");
+    };
+    derived_xml_cuda_not_found: "derived/04-cuda-not-found.xml" => |t, f| {
+        let m = xml::parse_xml(t, f).unwrap();
+        assert_eq!(m.cuda_version, None, "\"Not Found\" is not a version");
+        assert_eq!(m.driver_version.as_deref(), Some("515.105.01"));
+        let q = t.replace("<cuda_version>Not Found</cuda_version>", "<cuda_version>CUDA Not Found</cuda_version>");
+        assert_eq!(xml::parse_xml(&q, f).unwrap().cuda_version, None);
+    };
+    rocm_smi_table_is_named: "rocm/roc-smi-90.txt" => |t, f| {
+        for e in [
+            xml::parse_xml(t, f).unwrap_err(),
+            text::parse_text(t, f).unwrap_err(),
+            list::parse_list(t, f).unwrap_err(),
+            topo::parse_topo(t, f).unwrap_err(),
+        ] {
+            let e = e.to_string();
+            assert!(e.contains("this is rocm-smi output (AMD GPUs)") && e.contains("`nvidia-smi -q -x` (--xml)"), "{e}");
+        }
+    };
+    rocm_smi_id_is_named: "rocm/legacy-rocm-build-4750-mi300x.txt" => |t, f| {
+        let e = xml::parse_xml(t, f).unwrap_err().to_string();
+        assert!(e.contains("this is rocm-smi output"), "{e}");
+    };
 
-#[test]
-fn xml_05_a10g() {
-    let m = xml::parse_xml(&read("nvidia_smi/05.xml"), "05.xml").unwrap();
-    assert_eq!(m.gpus[0].name, "NVIDIA A10G");
-    insta::assert_json_snapshot!("xml_05", m);
-}
-
-#[test]
-fn xml_06_tesla_p100() {
-    let m = xml::parse_xml(&read("nvidia_smi/06.xml"), "06.xml").unwrap();
-    assert_eq!(m.gpus[0].name, "Tesla P100-PCIE-16GB");
-    insta::assert_json_snapshot!("xml_06", m);
-}
-
-#[test]
-fn xml_07_rtx_4000_ada_v13() {
-    let m = xml::parse_xml(&read("nvidia_smi/07.xml"), "07.xml").unwrap();
-    assert_eq!(m.gpus[0].name, "NVIDIA RTX 4000 SFF Ada Generation");
-    insta::assert_json_snapshot!("xml_07", m);
-}
-
-#[test]
-fn list_11_seven_1g_10gb() {
-    let m = list::parse_list(&read("nvidia_smi/11.txt"), "11.txt").unwrap();
-    assert_eq!(m.gpus.len(), 1);
-    assert_eq!(m.gpus[0].name, "NVIDIA A100-SXM4-80GB");
-    assert_eq!(m.gpus[0].mig_devices.len(), 7);
-    assert!(m.gpus[0].mig_devices.iter().all(|d| d.profile.as_deref() == Some("1g.10gb")));
-    insta::assert_json_snapshot!("list_11", m);
-}
-
-#[test]
-fn topo_12_h100_nv18_everywhere() {
-    let t = topo::parse_topo(&read("nvidia_smi/12.txt"), "12.txt").unwrap();
-    assert_eq!(t.gpus.len(), 8);
-    let p = t.pairs();
-    assert_eq!(p.len(), 28);
-    assert!(p.iter().all(|p| p.link == Link::Nvlink { links: 18 }));
-    assert_eq!(t.numa_affinity[4].as_deref(), Some("1"));
-    insta::assert_json_snapshot!("topo_12", t);
-}
-
-#[test]
-fn topo_13_pcie_only_sys_with_nics() {
-    let t = topo::parse_topo(&read("nvidia_smi/13.txt"), "13.txt").unwrap();
-    assert_eq!(t.gpus.len(), 8);
-    assert_eq!(t.nics, vec!["NIC0", "NIC1"]);
-    assert!(t.pairs().iter().all(|p| p.link == Link::Sys));
-    insta::assert_json_snapshot!("topo_13", t);
-}
-
-#[test]
-fn topo_14_pcie_mixed() {
-    let t = topo::parse_topo(&read("nvidia_smi/14.txt"), "14.txt").unwrap();
-    assert_eq!(t.gpus.len(), 5);
-    assert_eq!(t.links[1][2], Link::Phb);
-    assert_eq!(t.links[1][3], Link::Node);
-    assert_eq!(t.links[0][4], Link::Sys);
-    assert!(!t.pairs().iter().any(|p| p.link.is_nvlink()));
-    insta::assert_json_snapshot!("topo_14", t);
-}
-
-#[test]
-fn topo_15_two_5090_phb() {
-    let t = topo::parse_topo(&read("nvidia_smi/15.txt"), "15.txt").unwrap();
-    assert_eq!(t.pairs(), vec![topo::Pair { a: 0, b: 1, link: Link::Phb }]);
-    insta::assert_json_snapshot!("topo_15", t);
-}
-
-#[test]
-fn constructed_lgip_lgipp_lgi() {
-    let rows = mig::parse_lgip(&read("constructed/a100-40gb.lgip.txt"), "lgip").unwrap();
-    assert_eq!(rows.len(), 7);
-    assert_eq!((rows[4].name.as_str(), rows[4].id, rows[4].total, rows[4].sm), ("3g.20gb", 9, 2, 42));
-    assert!((rows[4].memory_gib - 19.50).abs() < 1e-9);
-    let pp = mig::parse_lgipp(&read("constructed/a100-40gb.lgipp.txt"), "lgipp").unwrap();
-    assert_eq!(pp.len(), 7);
-    assert_eq!(pp[5], mig::LgippRow { gpu: 0, id: 5, starts: vec![0], size: 4 });
-    let gi = mig::parse_lgi(&read("constructed/a100-40gb.lgi.txt"), "lgi").unwrap();
-    assert_eq!(gi.len(), 3);
-    assert_eq!((gi[0].start, gi[0].size), (4, 4));
-    insta::assert_json_snapshot!("lgip", rows);
-    insta::assert_json_snapshot!("lgipp", pp);
-    insta::assert_json_snapshot!("lgi", gi);
-}
-
-#[test]
-fn constructed_q_text_with_mig_device() {
-    let m = text::parse_text(&read("constructed/a100-40gb-mig.q.txt"), "q.txt").unwrap();
-    let g = &m.gpus[0];
-    assert_eq!(g.name, "NVIDIA A100-PCIE-40GB");
-    assert_eq!(g.memory_total_bytes, Some(40960 * MIB));
-    assert_eq!(g.memory_reserved_bytes, Some(473 * MIB));
-    assert_eq!(g.mig_current, MigMode::Enabled);
-    assert_eq!(g.mig_devices.len(), 1);
-    assert_eq!(g.mig_devices[0].sm_count, Some(42));
-    assert_eq!(g.mig_devices[0].memory_total_bytes, Some(20096 * MIB));
-    assert_eq!(g.pci_device_id.as_deref(), Some("20F110DE"));
-    assert_eq!((g.pcie_gen_max, g.pcie_width_current), (Some(4), Some(16)));
-    assert_eq!(g.ecc.current, Some(true));
-    assert_eq!(m.driver_version.as_deref(), Some("535.129.03"));
-    insta::assert_json_snapshot!("q_text_constructed", m);
+    // -- issue 14 §4: bandwidth reports --
+    bw_autodl_2080ti_quick: "bandwidth/autodl-2080ti.bandwidthTest.txt" => |t, f| {
+        let b = parse_bandwidth_test(t, f).unwrap();
+        assert_eq!(b.devices, vec![(0, "NVIDIA GeForce RTX 2080 Ti".to_string())]);
+        assert_eq!(b.best(Direction::HostToDevice).unwrap().gbs, 12.2);
+        assert_eq!(b.best(Direction::DeviceToHost).unwrap().gbs, 13.2);
+        assert_eq!(b.best(Direction::DeviceToDevice).unwrap().gbs, 518.9);
+        assert_eq!(b.passed, Some(true));
+    };
+    bw_cloud_a100_gen3_speed: "bandwidth/cloud-a100-sxm4-40gb.bandwidthTest.txt" => |t, f| {
+        let b = parse_bandwidth_test(t, f).unwrap();
+        assert_eq!(b.devices[0].1, "NVIDIA A100-SXM4-40GB");
+        assert_eq!(b.best(Direction::HostToDevice).unwrap().gbs, 12.3);
+    };
+    bw_cloud_t4: "bandwidth/cloud-t4.bandwidthTest.txt" => |t, f| {
+        let b = parse_bandwidth_test(t, f).unwrap();
+        assert_eq!(b.devices[0].1, "Tesla T4");
+        assert_eq!(b.best(Direction::HostToDevice).unwrap().gbs, 9.7);
+    };
+    bw_cloud_v100: "bandwidth/cloud-v100-sxm2-16gb.bandwidthTest.txt" => |t, f| {
+        let b = parse_bandwidth_test(t, f).unwrap();
+        assert_eq!(b.best(Direction::DeviceToDevice).unwrap().gbs, 739.8);
+    };
+    bw_p100_mb_per_s: "bandwidth/gearshifft-p100-numa0.bandwidthTest.txt" => |t, f| {
+        // CUDA < 11 prints MB/s
+        let b = parse_bandwidth_test(t, f).unwrap();
+        assert!((b.best(Direction::HostToDevice).unwrap().gbs - 12.1507).abs() < 1e-9);
+        assert!((b.best(Direction::DeviceToDevice).unwrap().gbs - 443.8377).abs() < 1e-9);
+        assert_eq!(b.passed, None);
+    };
+    bw_p100_other_numa_node: "bandwidth/gearshifft-p100-numa1.bandwidthTest.txt" => |t, f| {
+        let b = parse_bandwidth_test(t, f).unwrap();
+        assert!((b.best(Direction::HostToDevice).unwrap().gbs - 3.7834).abs() < 1e-9);
+        assert!(b.best(Direction::DeviceToDevice).is_none());
+    };
+    bw_range_mode: "bandwidth/helixer-2080ti-range.bandwidthTest.txt" => |t, f| {
+        let b = parse_bandwidth_test(t, f).unwrap();
+        let h = b.best(Direction::HostToDevice).unwrap();
+        assert_eq!((h.size_bytes, h.gbs, h.memory), (100_000_000, 13.1, HostMemory::Pinned));
+    };
+    p2p_autodl_2080ti_no_peer_access: "bandwidth/autodl-2080ti.p2p.txt" => |t, f| {
+        let p = parse_p2p(t, f).unwrap();
+        assert_eq!(p.devices.len(), 2);
+        assert_eq!(p.access[0][1], Some(false));
+        assert_eq!(p.matrices.len(), 4);
+        assert_eq!(p.pair_gbs(0, 1), Some((5.72, MatrixKind::UnidirectionalWrites)));
+    };
+    p2p_h100_sxm_nvlink_bidirectional: "bandwidth/nccl1264-h100-sxm-bidir.p2p.txt" => |t, f| {
+        let p = parse_p2p(t, f).unwrap();
+        assert_eq!(p.size(), 8);
+        let (v, k) = p.pair_gbs(0, 4).unwrap();
+        assert_eq!(k, MatrixKind::BidirectionalEnabled);
+        // the slower direction of the pair, halved: min(740.60, 748.38) / 2
+        assert!((v - 740.60 / 2.0).abs() < 1e-9, "{v}");
+    };
+    p2p_three_4090_pcie: "bandwidth/tinygrad6-3x4090-bidir.p2p.txt" => |t, f| {
+        let p = parse_p2p(t, f).unwrap();
+        assert_eq!(p.pair_gbs(0, 1).map(|x| x.0), Some(41.38 / 2.0));
+    };
+    p2p_six_gpus_enabled_slower_than_disabled: "bandwidth/nccl814-6gpu-uni.p2p.txt" => |t, f| {
+        let p = parse_p2p(t, f).unwrap();
+        assert_eq!(p.matrices.len(), 3);
+        assert_eq!(p.pair_gbs(0, 1), Some((9.90, MatrixKind::UnidirectionalWrites)));
+    };
+    nccl_autodl_2080ti_all_reduce: "bandwidth/autodl-2080ti.all_reduce.txt" => |t, f| {
+        let n = parse_nccl(t, f).unwrap();
+        assert_eq!(n.test.as_deref(), Some("all_reduce_perf"));
+        assert_eq!(n.ranks.len(), 2);
+        assert_eq!(n.rows.len(), 28);
+        assert_eq!(n.peak().unwrap().busbw(), 4.00);
+        assert_eq!(n.avg_busbw, Some(2.05774));
+        assert_eq!(n.hosts(), vec!["autodl-container-xxxxx"]);
+    };
+    nccl_two_h100_hosts: "bandwidth/a3mega-2x8-h100.all_reduce.txt" => |t, f| {
+        let n = parse_nccl(t, f).unwrap();
+        assert_eq!(n.ranks.len(), 16);
+        assert_eq!(n.hosts().len(), 2);
+        let p = n.peak().unwrap();
+        assert_eq!((p.size_bytes, p.busbw()), (8_589_934_592, 338.82));
+    };
+    default_table_autodl_is_named: "bandwidth/autodl-2080ti.table.txt" => |t, f| {
+        let e = xml::parse_xml(t, f).unwrap_err().to_string();
+        assert!(e.contains("the default `nvidia-smi` table"), "{e}");
+    };
+    topo_autodl_2080ti_pix: "bandwidth/autodl-2080ti.topo.txt" => |t, f| {
+        // a shell prompt before, `topo -p2p p` after the legend: both skipped
+        let t = topo::parse_topo(t, f).unwrap();
+        assert_eq!(t.pairs(), vec![topo::Pair { a: 0, b: 1, link: Link::Pix }]);
+    };
 }
 
 #[test]
@@ -218,6 +422,8 @@ fn malformed_inputs_give_clear_errors() {
     let e = err(topo::parse_topo(&t, "t.txt"));
     assert!(e.starts_with("t.txt: line 2: expected X, NV#, PIX"), "{e}");
     let e = err(topo::parse_topo(&read("nvidia_smi/11.txt"), "l.txt"));
+    assert!(e.contains("this is `nvidia-smi -L` output (give it with --list), not what --topo reads"), "{e}");
+    let e = err(topo::parse_topo("nothing here\n", "n.txt"));
     assert!(e.contains("no header row starting with GPU0"), "{e}");
     let t: String = read("nvidia_smi/12.txt").lines().filter(|l| !l.starts_with("GPU3")).collect::<Vec<_>>().join("\n");
     assert!(err(topo::parse_topo(&t, "t.txt")).contains("no row for GPU3"));
@@ -248,9 +454,9 @@ fn malformed_inputs_give_clear_errors() {
     let big = "x".repeat(2 << 20);
     assert!(matches!(mig::parse_lgip(&big, "big"), Err(HwError::TooLarge { .. })));
     let e = err(vramfit_hw::files::read_text(&path("nope.xml"), 10));
-    assert!(e.starts_with("cannot read"), "{e}");
+    assert!(e.contains("nope.xml: cannot read"), "{e}");
     let e = err(vramfit_hw::files::read_text(&path("nvidia_smi/03.xml"), 1000));
-    assert!(e.contains("at most 1000 are read"), "{e}");
+    assert!(e.contains("larger than the 1000-byte limit for nvidia-smi output"), "{e}");
 }
 
 #[test]

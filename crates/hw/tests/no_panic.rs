@@ -43,5 +43,19 @@ proptest! {
         let _ = vramfit_hw::mig::parse_lgipp(&pp, "pp.txt");
         let gi = mutate(&read("constructed/a100-40gb.lgi.txt"), a, b, &ins, op);
         let _ = vramfit_hw::mig::parse_lgi(&gi, "gi.txt");
+        let t = mutate(&read("derived/12-ansi-crlf.topo.txt"), a, b, &ins, op);
+        let _ = vramfit_hw::topo::parse_topo(&t, "t.txt");
+        let bt = mutate(&read("bandwidth/autodl-2080ti.bandwidthTest.txt"), a, b, &ins, op);
+        if let Ok(x) = vramfit_hw::bandwidth::bandwidth_test::parse_bandwidth_test(&bt, "b.txt") {
+            prop_assert!(x.transfers.iter().all(|t| t.gbs.is_finite() && t.gbs >= 0.0));
+        }
+        let p = mutate(&read("bandwidth/autodl-2080ti.p2p.txt"), a, b, &ins, op);
+        if let Ok(x) = vramfit_hw::bandwidth::p2p::parse_p2p(&p, "p.txt") {
+            let n = x.size();
+            prop_assert!(x.matrices.iter().all(|m| m.values.len() == n && m.values.iter().all(|r| r.len() == n)));
+            prop_assert!(x.access.len() == n);
+        }
+        let nc = mutate(&read("bandwidth/autodl-2080ti.all_reduce.txt"), a, b, &ins, op);
+        let _ = vramfit_hw::bandwidth::nccl::parse_nccl(&nc, "n.txt");
     }
 }

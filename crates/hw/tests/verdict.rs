@@ -29,6 +29,7 @@ fn refs() -> Vec<RefCard> {
             family: family_of("a100-40gb-sxm"),
             whole_mib: 40960,
             mig_profiles: vec![sl("1g.5gb", 4864), sl("3g.20gb", 20091), sl("4g.20gb", 20091)],
+            ..RefCard::default()
         },
         RefCard {
             id: "a100-80gb-sxm".into(),
@@ -36,6 +37,7 @@ fn refs() -> Vec<RefCard> {
             family: family_of("a100-80gb-sxm"),
             whole_mib: 81920,
             mig_profiles: vec![sl("1g.10gb", 9728), sl("1g.20gb", 19968)],
+            ..RefCard::default()
         },
         RefCard {
             id: "h100-sxm".into(),
@@ -43,6 +45,7 @@ fn refs() -> Vec<RefCard> {
             family: family_of("h100-sxm"),
             whole_mib: 81559,
             mig_profiles: vec![],
+            ..RefCard::default()
         },
     ]
 }
@@ -93,14 +96,14 @@ fn slice_sized_memory_is_called_a_mig_slice() {
 fn mig_enabled_a100_fails_a_whole_card_rental() {
     let m = xml::parse_xml(&read("nvidia_smi/01.xml"), "01.xml").unwrap();
     let r = refs();
-    let e = Expectation { count: Some(1), card: Some(r[0].clone()), nvlink: false };
+    let e = Expectation { count: Some(1), card: Some(r[0].clone()), nvlink: false, ..Expectation::default() };
     let v = verdict(&m, &e, &r);
     assert!(!v.ok);
     assert_eq!(codes(&v, Level::Fail), vec!["mig_enabled"]);
     assert!(codes(&v, Level::Pass).contains(&"count"));
     assert!(codes(&v, Level::Pass).contains(&"model"));
     // without an expectation the same machine is only described
-    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: false }, &r);
+    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: false, ..Expectation::default() }, &r);
     assert!(v.ok);
 }
 
@@ -108,7 +111,7 @@ fn mig_enabled_a100_fails_a_whole_card_rental() {
 fn trimmed_count_fails_and_warns() {
     let m = xml::parse_xml(&read("nvidia_smi/02.xml"), "02.xml").unwrap();
     let r = refs();
-    let e = Expectation { count: Some(4), card: Some(r[1].clone()), nvlink: false };
+    let e = Expectation { count: Some(4), card: Some(r[1].clone()), nvlink: false, ..Expectation::default() };
     let v = verdict(&m, &e, &r);
     assert!(codes(&v, Level::Fail).contains(&"count"));
     assert!(codes(&v, Level::Warn).contains(&"attached_mismatch"));
@@ -128,7 +131,7 @@ fn machine_with(n: u32, name: &str, mib: u64, topo_file: &str) -> Machine {
 #[test]
 fn nvlink_expected_passes_on_nv18_and_fails_on_pcie() {
     let r = refs();
-    let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true };
+    let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true, ..Expectation::default() };
     let m = machine_with(8, "NVIDIA H100 80GB HBM3", 81559, "nvidia_smi/12.txt");
     let v = verdict(&m, &e, &r);
     assert!(v.ok, "{:?}", v.findings);
@@ -155,7 +158,11 @@ fn a_slice_rented_as_a_card_fails_on_memory() {
     let mut g = Gpu::new(0, "NVIDIA A100-SXM4-80GB");
     g.memory_total_bytes = Some(10240 * MIB);
     m.gpus.push(g);
-    let v = verdict(&m, &Expectation { count: Some(1), card: Some(r[1].clone()), nvlink: false }, &r);
+    let v = verdict(
+        &m,
+        &Expectation { count: Some(1), card: Some(r[1].clone()), nvlink: false, ..Expectation::default() },
+        &r,
+    );
     let f = v.findings.iter().find(|f| f.code == "memory").unwrap();
     assert_eq!(f.level, Level::Fail);
     assert!(f.message.contains("a MIG slice (1g.10gb of A100 80GB SXM4)"), "{}", f.message);
@@ -187,12 +194,12 @@ fn topology_only_counts_gpus_but_cannot_prove_the_model() {
         topology: Some(topo::parse_topo(&read("nvidia_smi/12.txt"), "12.txt").unwrap()),
         ..Machine::default()
     };
-    let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true };
+    let e = Expectation { count: Some(8), card: Some(r[2].clone()), nvlink: true, ..Expectation::default() };
     let v = verdict(&m, &e, &r);
     assert!(codes(&v, Level::Pass).contains(&"count"));
     assert!(codes(&v, Level::Pass).contains(&"nvlink"));
     assert_eq!(codes(&v, Level::Fail), vec!["model"]);
-    let v = verdict(&m, &Expectation { count: Some(8), card: None, nvlink: true }, &r);
+    let v = verdict(&m, &Expectation { count: Some(8), card: None, nvlink: true, ..Expectation::default() }, &r);
     assert!(v.ok);
 }
 
@@ -227,13 +234,13 @@ fn topo_count_disagreeing_with_the_gpu_report_fails_the_verdict() {
     // 8-GPU topology (all NV18) with a 1-GPU report: inputs from different machines.
     let r = refs();
     let m = machine_with(1, "NVIDIA H100 80GB HBM3", 81559, "nvidia_smi/12.txt");
-    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: true }, &r);
+    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: true, ..Expectation::default() }, &r);
     assert!(!v.ok);
     let f = v.findings.iter().find(|f| f.code == "topo_count").unwrap();
     assert_eq!(f.level, Level::Fail);
     assert!(f.message.contains("topology lists 8 GPUs, the GPU report 1"), "{}", f.message);
     // described only (no expectation): a warning, the machine is still described
-    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: false }, &r);
+    let v = verdict(&m, &Expectation { count: None, card: None, nvlink: false, ..Expectation::default() }, &r);
     assert!(v.ok);
     assert!(codes(&v, Level::Warn).contains(&"topo_count"));
 }

@@ -3,16 +3,17 @@
 use crate::Outcome;
 use anyhow::{anyhow, bail};
 use std::path::PathBuf;
-use vramfit_catalog::gpus::{builtin_gpus, find_gpu};
-use vramfit_catalog::mig::builtin_mig_tables;
-use vramfit_hw::verdict::{
-    family_of, infer_mig_profile, parse_expect, MemoryClass, RefCard, RefSlice, WHOLE_CARD_TOLERANCE,
-};
-use vramfit_hw::{verdict, Expectation, FilesProbe, GpuProbe, Level, Machine, MigMode, NvmlProbe};
-use vramfit_report::check::{
-    render_check, CheckReport, ExpectInfo, FindingInfo, GpuInfo, GpuInstanceInfo, InterconnectInfo, MigDeviceInfo,
-    MigProfileRowInfo, PairInfo,
-};
+use vramfit_hw::bandwidth::bandwidth_test::parse_bandwidth_test;
+use vramfit_hw::bandwidth::judge::Measurements;
+use vramfit_hw::bandwidth::nccl::parse_nccl;
+use vramfit_hw::bandwidth::p2p::parse_p2p;
+use vramfit_hw::check::check;
+use vramfit_hw::files::{read_kind, MAX_BANDWIDTH_BYTES};
+use vramfit_hw::mig::{parse_lgip, MAX_MIG_OUTPUT_BYTES};
+use vramfit_hw::reference::{builtin_reference_cards, expectation};
+use vramfit_hw::verdict::parse_expect;
+use vramfit_hw::{FilesProbe, GpuProbe, Machine, NvmlProbe};
+use vramfit_report::check::{render_check, CheckReport};
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
@@ -34,6 +35,15 @@ pub struct CheckArgs {
     /// Output of `nvidia-smi mig -lgip` (the card's MIG profiles)
     #[arg(long, value_name = "FILE")]
     pub lgip: Option<PathBuf>,
+    /// Output of CUDA samples `bandwidthTest` (host↔device, device↔device)
+    #[arg(long, value_name = "FILE")]
+    pub bandwidth: Option<PathBuf>,
+    /// Output of CUDA samples `p2pBandwidthLatencyTest` (GPU↔GPU)
+    #[arg(long, value_name = "FILE")]
+    pub p2p: Option<PathBuf>,
+    /// Output of nccl-tests `all_reduce_perf` (bus bandwidth)
+    #[arg(long, value_name = "FILE")]
+    pub nccl: Option<PathBuf>,
     /// Query the GPUs live through NVML (the default when no file is given)
     #[arg(long)]
     pub nvml: bool,
@@ -48,44 +58,25 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-/// Known cards for the memory classification: the GPU catalogue, with the
-/// MIG slice sizes of the matching MIG table (same family, whole-card
-/// memory within tolerance).
-fn reference_cards() -> anyhow::Result<Vec<RefCard>> {
-    let gpus = builtin_gpus()?;
-    let tables = builtin_mig_tables()?;
-    Ok(gpus
-        .iter()
-        .map(|g| {
-            let family = family_of(&g.id);
-            let mig_profiles = tables
-                .iter()
-                .filter(|t| family_of(&t.gpu.id) == family)
-                .filter(|t| {
-                    let (a, b) = (t.gpu.whole_card_bytes as f64, g.memory_bytes() as f64);
-                    b > 0.0 && (a - b).abs() <= b * WHOLE_CARD_TOLERANCE
-                })
-                .flat_map(|t| {
-                    t.gpu.profiles.iter().map(|p| RefSlice {
-                        profile: p.name.clone(),
-                        bytes: p.memory_bytes,
-                        sms: p.sm_count,
-                    })
-                })
-                .collect();
-            RefCard { id: g.id.clone(), name: g.name.clone(), family, whole_mib: g.memory_mib, mig_profiles }
-        })
-        .collect())
-}
-
-fn mode(m: MigMode) -> String {
-    match m {
-        MigMode::Enabled => "enabled",
-        MigMode::Disabled => "disabled",
-        MigMode::NotSupported => "not_supported",
-        MigMode::Unknown => "unknown",
+/// The bandwidth reports named on the command line, read and parsed.
+fn read_measurements(a: &CheckArgs) -> anyhow::Result<Measurements> {
+    let read = |p: &PathBuf, what: &str| -> anyhow::Result<(String, String)> {
+        Ok((p.display().to_string(), read_kind(p, what, MAX_BANDWIDTH_BYTES)?))
+    };
+    let mut m = Measurements::default();
+    if let Some(p) = &a.bandwidth {
+        let (name, text) = read(p, "`bandwidthTest` output")?;
+        m.bandwidth_test = Some((name.clone(), parse_bandwidth_test(&text, &name)?));
     }
-    .into()
+    if let Some(p) = &a.p2p {
+        let (name, text) = read(p, "`p2pBandwidthLatencyTest` output")?;
+        m.p2p = Some((name.clone(), parse_p2p(&text, &name)?));
+    }
+    if let Some(p) = &a.nccl {
+        let (name, text) = read(p, "nccl-tests output")?;
+        m.nccl = Some((name.clone(), parse_nccl(&text, &name)?));
+    }
+    Ok(m)
 }
 
 pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
@@ -96,8 +87,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
         topo: a.topo.clone(),
         lgi: a.lgi.clone(),
     };
+    let measurements = read_measurements(&a)?;
     let mut machine = Machine::default();
-    if a.nvml || (files.is_empty() && a.lgip.is_none()) {
+    if a.nvml || (files.is_empty() && a.lgip.is_none() && measurements.is_empty()) {
         machine = NvmlProbe.probe()?;
     }
     if !files.is_empty() {
@@ -106,176 +98,29 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
     let mut mig_profiles = Vec::new();
     if let Some(p) = &a.lgip {
         let name = p.display().to_string();
-        let text = vramfit_hw::files::read_text(p, vramfit_hw::mig::MAX_MIG_OUTPUT_BYTES as u64)?;
-        mig_profiles = vramfit_hw::mig::parse_lgip(&text, &name)?
-            .into_iter()
-            .map(|r| MigProfileRowInfo {
-                gpu: r.gpu,
-                name: r.name,
-                id: r.id,
-                free: r.free,
-                total: r.total,
-                memory_bytes: (r.memory_gib * (1u64 << 30) as f64).round() as u64,
-                p2p: r.p2p,
-                sm: r.sm,
-            })
-            .collect();
+        let text = read_kind(p, "`nvidia-smi mig -lgip` output", MAX_MIG_OUTPUT_BYTES as u64)?;
+        mig_profiles = parse_lgip(&text, &name)?;
         machine.sources.push(format!("{name} (nvidia-smi mig -lgip)"));
     }
     if machine.gpus.is_empty()
         && machine.topology.is_none()
         && machine.gpu_instances.is_empty()
         && mig_profiles.is_empty()
+        && measurements.is_empty()
     {
         bail!("no GPU found in the inputs");
     }
-
-    let refs = reference_cards()?;
+    let (gpus, refs) = builtin_reference_cards()?;
     let (count, model) = match &a.expect {
-        Some(s) => parse_expect(s).map_err(|e| anyhow!(e))?,
-        None => (None, String::new()),
-    };
-    let card = if model.is_empty() {
-        None
-    } else {
-        let all = builtin_gpus()?;
-        let spec = find_gpu(&all, &model).map_err(|e| anyhow!("--expect: {e}"))?;
-        let mut r = refs
-            .iter()
-            .find(|r| r.id == spec.id)
-            .cloned()
-            .ok_or_else(|| anyhow!("--expect: {} has no reference entry", spec.id))?;
-        r.name = model.clone();
-        Some(r)
-    };
-    let expectation = Expectation { count, card: card.clone(), nvlink: a.expect_nvlink };
-    let v = verdict(&machine, &expectation, &refs);
-
-    let gpus = machine
-        .gpus
-        .iter()
-        .zip(&v.memory)
-        .map(|(g, class)| {
-            let (memory_class, memory_matches, full_card_bytes) = match class {
-                MemoryClass::WholeCard { card, whole_card_bytes } => {
-                    ("whole_card", Some(card.clone()), Some(*whole_card_bytes))
-                }
-                MemoryClass::MigSlice { card, profile, whole_card_bytes } => {
-                    ("mig_slice", Some(format!("{profile} of {card}")), Some(*whole_card_bytes))
-                }
-                MemoryClass::Unknown => ("unknown", None, None),
-            };
-            GpuInfo {
-                index: g.index,
-                name: g.name.clone(),
-                bus_id: g.bus_id.clone(),
-                uuid: g.uuid.clone(),
-                pci_device_id: g.pci_device_id.clone(),
-                memory_total_bytes: g.memory_total_bytes,
-                memory_reserved_bytes: g.memory_reserved_bytes,
-                memory_used_bytes: g.memory_used_bytes,
-                memory_class: memory_class.into(),
-                memory_matches,
-                full_card_bytes,
-                mig_current: mode(g.mig_current),
-                mig_pending: mode(g.mig_pending),
-                mig_devices: g
-                    .mig_devices
-                    .iter()
-                    .map(|d| {
-                        let inferred = match (&d.profile, d.memory_total_bytes) {
-                            (None, Some(b)) => infer_mig_profile(&g.name, g.memory_total_bytes, b, d.sm_count, &refs),
-                            _ => None,
-                        };
-                        MigDeviceInfo {
-                            index: d.index,
-                            gpu_instance_id: d.gpu_instance_id,
-                            compute_instance_id: d.compute_instance_id,
-                            sm_count: d.sm_count,
-                            memory_total_bytes: d.memory_total_bytes,
-                            profile_source: match (&d.profile, &inferred) {
-                                (Some(_), _) => Some("named by the source".into()),
-                                (None, Some(_)) => Some("inferred from memory and SM count".into()),
-                                _ => None,
-                            },
-                            profile: d.profile.clone().or(inferred),
-                        }
-                    })
-                    .collect(),
-                ecc_current: g.ecc.current,
-                ecc_pending: g.ecc.pending,
-                pcie_gen_current: g.pcie_gen_current,
-                pcie_gen_max: g.pcie_gen_max,
-                pcie_width_current: g.pcie_width_current,
-                pcie_width_max: g.pcie_width_max,
-            }
-        })
-        .collect();
-    let interconnect = machine.topology.as_ref().map(|t| {
-        let pairs: Vec<PairInfo> = t
-            .pairs()
-            .into_iter()
-            .map(|p| PairInfo {
-                a: p.a,
-                b: p.b,
-                link: p.link.label(),
-                nvlink: p.link.is_nvlink(),
-                meaning: p.link.meaning().into(),
-            })
-            .collect();
-        InterconnectInfo {
-            gpus: t.gpus.len(),
-            nics: t.nics.clone(),
-            all_nvlink: !pairs.is_empty() && pairs.iter().all(|p| p.nvlink),
-            pairs,
+        Some(s) => {
+            let (c, m) = parse_expect(s).map_err(|e| anyhow!(e))?;
+            (c, Some(m))
         }
-    });
-    let gpu_instances = machine
-        .gpu_instances
-        .iter()
-        .map(|i| GpuInstanceInfo {
-            gpu: i.gpu,
-            profile: i.name.clone(),
-            profile_id: i.profile_id,
-            instance_id: i.instance_id,
-            start: i.start,
-            size: i.size,
-        })
-        .collect();
-    let findings = v
-        .findings
-        .iter()
-        .map(|f| FindingInfo {
-            level: match f.level {
-                Level::Pass => "pass",
-                Level::Fail => "fail",
-                Level::Warn => "warn",
-                Level::Info => "info",
-            }
-            .into(),
-            code: f.code.into(),
-            message: f.message.clone(),
-        })
-        .collect();
-    let expect_info = (a.expect.is_some() || a.expect_nvlink).then(|| ExpectInfo {
-        count,
-        model: (!model.is_empty()).then(|| model.clone()),
-        card_id: card.as_ref().map(|c| c.id.clone()),
-        whole_card_bytes: card.as_ref().map(|c| c.whole_mib << 20),
-        nvlink: a.expect_nvlink,
-    });
-    let report = CheckReport::new(
-        machine.sources.clone(),
-        machine.driver_version.clone(),
-        machine.cuda_version.clone(),
-        machine.attached_gpus,
-        gpus,
-        interconnect,
-        gpu_instances,
-        mig_profiles,
-        expect_info,
-        findings,
-    );
+        None => (None, None),
+    };
+    let expectation = expectation(count, model.as_deref(), a.expect_nvlink, &gpus, &refs).map_err(|e| anyhow!(e))?;
+    let checked = check(machine, mig_profiles, &measurements, expectation, &refs);
+    let report = CheckReport::from(&checked);
     let code = if report.ok { 0 } else { 1 };
     let stdout = if a.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_check(&report) };
     Ok(Outcome { stdout, code })
