@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: Hugging Face `config.json` → `ModelSpec`
 //! - [`safetensors`]: header-only reading of `.safetensors` (one file or sharded index)
+//! - [`gguf`]: GGUF headers (metadata and tensor infos) → the model llama.cpp loads
 //! - [`hf_cache`]: finding a hub id in the local Hugging Face cache (never the network)
 //! - [`resolve`]: one entry point for a model argument (path, cache, preset)
 //! - [`peft`], [`deepspeed`]: adapter and DeepSpeed configs
@@ -12,6 +13,7 @@ pub mod calibration;
 pub mod config;
 pub mod deepspeed;
 pub mod error;
+pub mod gguf;
 pub mod hf_cache;
 pub mod peft;
 pub mod resolve;
