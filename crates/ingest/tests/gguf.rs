@@ -193,7 +193,10 @@ fn unknown_and_retired_tensor_types_are_refused() {
         let mut b2 = b.clone();
         b2[pos..pos + 4].copy_from_slice(&id.to_le_bytes());
         let e = error(&b2);
-        assert!(matches!(e, GgufError::TensorType { ref tensor, type_id, .. } if tensor == "w" && type_id == id), "{e}");
+        assert!(
+            matches!(e, GgufError::TensorType { ref tensor, type_id, .. } if tensor == "w" && type_id == id),
+            "{e}"
+        );
         assert!(e.to_string().contains(hint), "{e}");
     }
 }

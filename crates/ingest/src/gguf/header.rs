@@ -55,7 +55,9 @@ pub enum GgufError {
     NotGguf { found: String },
     #[error("GGUF version {version} is not supported (expected 2 or 3{hint})")]
     Version { version: u32, hint: &'static str },
-    #[error("field {field}: needs {needed} bytes at offset {at} but the file ends at {file_len} (truncated or corrupt)")]
+    #[error(
+        "field {field}: needs {needed} bytes at offset {at} but the file ends at {file_len} (truncated or corrupt)"
+    )]
     PastEnd { field: String, at: u64, needed: u64, file_len: u64 },
     #[error("field {field}: {value} exceeds the limit of {limit} ({what})")]
     TooLarge { field: String, value: u64, limit: u64, what: &'static str },
@@ -122,7 +124,9 @@ pub enum Parsed {
     Complete(Box<GgufHeader>),
     /// the prefix ends inside the header: at least this many bytes of the
     /// file (from its start) are needed to go on
-    NeedMore { bytes: u64 },
+    NeedMore {
+        bytes: u64,
+    },
 }
 
 /// Internal: a parse step either fails or lacks input.
@@ -150,7 +154,12 @@ impl<'a> Cursor<'a> {
             Stop::Err(GgufError::PastEnd { field: field(), at: self.pos, needed: n, file_len: self.file_len })
         })?;
         if end > self.file_len {
-            return Err(Stop::Err(GgufError::PastEnd { field: field(), at: self.pos, needed: n, file_len: self.file_len }));
+            return Err(Stop::Err(GgufError::PastEnd {
+                field: field(),
+                at: self.pos,
+                needed: n,
+                file_len: self.file_len,
+            }));
         }
         if end > limits::MAX_HEADER_BYTES {
             return Err(Stop::Err(GgufError::TooLarge {
@@ -200,7 +209,12 @@ impl<'a> Cursor<'a> {
         }
         let need = n.saturating_mul(min_size);
         if need > self.remaining() {
-            return Err(Stop::Err(GgufError::PastEnd { field: f(), at: self.pos, needed: need, file_len: self.file_len }));
+            return Err(Stop::Err(GgufError::PastEnd {
+                field: f(),
+                at: self.pos,
+                needed: need,
+                file_len: self.file_len,
+            }));
         }
         Ok(n)
     }
@@ -241,9 +255,19 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
     let version = c.u32(&|| "version".into())?;
     match version {
         2 | 3 => {}
-        1 => return Err(GgufError::Version { version, hint: "; version 1 (2023) used 32-bit counts: re-convert the model" }.into()),
+        1 => {
+            return Err(GgufError::Version {
+                version,
+                hint: "; version 1 (2023) used 32-bit counts: re-convert the model",
+            }
+            .into())
+        }
         v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
-            return Err(GgufError::Version { version, hint: "; this looks like a big-endian GGUF, which vramfit does not read" }.into())
+            return Err(GgufError::Version {
+                version,
+                hint: "; this looks like a big-endian GGUF, which vramfit does not read",
+            }
+            .into())
         }
         _ => return Err(GgufError::Version { version, hint: "" }.into()),
     }
@@ -280,13 +304,19 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
         let f = move |what: &str| format!("tensor '{nf}' {what}");
         let n_dims = c.u32(&|| f("n_dims"))?;
         if n_dims == 0 || n_dims > limits::MAX_DIMS {
-            return Err(GgufError::Tensor { tensor: name, reason: format!("n_dims {n_dims} is not between 1 and 4") }.into());
+            return Err(
+                GgufError::Tensor { tensor: name, reason: format!("n_dims {n_dims} is not between 1 and 4") }.into()
+            );
         }
         let mut ne = Vec::with_capacity(n_dims as usize);
         for d in 0..n_dims {
             let v = c.u64(&|| f(&format!("ne[{d}]")))?;
             if v > i64::MAX as u64 {
-                return Err(GgufError::Tensor { tensor: name, reason: format!("dimension ne[{d}] = {v} is negative as int64") }.into());
+                return Err(GgufError::Tensor {
+                    tensor: name,
+                    reason: format!("dimension ne[{d}] = {v} is negative as int64"),
+                }
+                .into());
             }
             ne.push(v);
         }
@@ -300,7 +330,12 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
         if ne[0] % ty.block_size() != 0 {
             return Err(GgufError::Tensor {
                 tensor: name,
-                reason: format!("ne[0] = {} is not a multiple of the {} block size {}", ne[0], ty.name(), ty.block_size()),
+                reason: format!(
+                    "ne[0] = {} is not a multiple of the {} block size {}",
+                    ne[0],
+                    ty.name(),
+                    ty.block_size()
+                ),
             }
             .into());
         }
@@ -340,7 +375,8 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
         }
     }
     // overlapping tensor data means a corrupt file
-    let mut spans: Vec<(u64, u64, &str)> = tensors.iter().map(|t| (t.offset, t.offset + t.bytes, t.name.as_str())).collect();
+    let mut spans: Vec<(u64, u64, &str)> =
+        tensors.iter().map(|t| (t.offset, t.offset + t.bytes, t.name.as_str())).collect();
     spans.sort_unstable();
     for w in spans.windows(2) {
         if w[1].0 < w[0].1 {
@@ -373,7 +409,9 @@ fn read_scalar(c: &mut Cursor, ty: ValueType, f: &dyn Fn() -> String) -> Result<
             }
             MetaValue::Bool(b == 1)
         }
-        ValueType::String => MetaValue::String(String::from_utf8_lossy(c.string_bytes(limits::MAX_STRING_LEN, f)?).into_owned()),
+        ValueType::String => {
+            MetaValue::String(String::from_utf8_lossy(c.string_bytes(limits::MAX_STRING_LEN, f)?).into_owned())
+        }
         ValueType::Array => unreachable!("arrays are read by read_value"),
     })
 }

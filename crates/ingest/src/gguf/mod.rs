@@ -53,7 +53,12 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufFileError> {
                 if next <= want || (buf.len() as u64) < want {
                     return Err(GgufFileError::Header {
                         file,
-                        error: GgufError::PastEnd { field: "header".into(), at: buf.len() as u64, needed: bytes, file_len: len },
+                        error: GgufError::PastEnd {
+                            field: "header".into(),
+                            at: buf.len() as u64,
+                            needed: bytes,
+                            file_len: len,
+                        },
                     });
                 }
                 want = next;
@@ -67,6 +72,7 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufFileError> {
 pub fn read_model(path: &Path) -> Result<(GgufHeader, vramfit_core::llamacpp::LlamaModel), GgufFileError> {
     let h = read_header(path)?;
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let m = model_from_header(&h, &name).map_err(|error| GgufFileError::Model { file: path.display().to_string(), error })?;
+    let m = model_from_header(&h, &name)
+        .map_err(|error| GgufFileError::Model { file: path.display().to_string(), error })?;
     Ok((h, m))
 }

@@ -73,8 +73,18 @@ impl<'a> Keys<'a> {
 /// Architectures whose every layer keeps a recurrent state.
 const RECURRENT: &[&str] = &["mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"];
 /// Hybrids: a layer is recurrent when it has no KV heads (or by `full_attention_interval`).
-const HYBRID: &[&str] =
-    &["jamba", "granitehybrid", "nemotron_h", "nemotron_h_moe", "falcon-h1", "plamo2", "lfm2", "lfm2moe", "qwen3next", "kimi-linear"];
+const HYBRID: &[&str] = &[
+    "jamba",
+    "granitehybrid",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "falcon-h1",
+    "plamo2",
+    "lfm2",
+    "lfm2moe",
+    "qwen3next",
+    "kimi-linear",
+];
 /// Architectures whose attention and FFN read the same input.
 const PARALLEL: &[&str] = &["gptneox", "phi2", "gptj", "command-r", "cohere2", "falcon"];
 
@@ -102,7 +112,11 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let mut notes = Vec::new();
     let n_layer = k.u64_req("block_count")?;
     if n_layer == 0 || n_layer > vramfit_core::llamacpp::model::limits::MAX_LAYERS {
-        return Err(ModelError::Bad { key: k.key("block_count"), expected: "1 to 4096 layers".into(), found: n_layer.to_string() });
+        return Err(ModelError::Bad {
+            key: k.key("block_count"),
+            expected: "1 to 4096 layers".into(),
+            found: n_layer.to_string(),
+        });
     }
     let nl = n_layer as usize;
     let n_embd = k.u64_req("embedding_length")?;
@@ -216,7 +230,14 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let tensors: Vec<TensorInfo> = h
         .tensors
         .iter()
-        .map(|t| TensorInfo { name: t.name.clone(), ty: t.ty, ne: t.ne.clone(), bytes: t.bytes, offset: t.offset, slot: slot_of(&t.name) })
+        .map(|t| TensorInfo {
+            name: t.name.clone(),
+            ty: t.ty,
+            ne: t.ne.clone(),
+            bytes: t.bytes,
+            offset: t.offset,
+            slot: slot_of(&t.name),
+        })
         .collect();
     let has = |n: &str| tensors.iter().any(|t| t.name == n);
     let embd_vocab = tensors.iter().find(|t| t.name == "token_embd.weight").and_then(|t| t.ne.get(1).copied());
@@ -247,16 +268,16 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let first_attn = (0..nl).find(|&il| layers[il].has_kv()).unwrap_or(0);
     let fused_qkv = has(&format!("blk.{first_attn}.attn_qkv.weight"));
     let qk_norm = has(&format!("blk.{first_attn}.attn_q_norm.weight"));
-    let gated_ffn = (0..nl).any(|il| {
-        has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight"))
-    }) || (0..nl).any(|il| {
-        // Phi-3 fuses gate and up into one ffn_up of 2·n_ff rows
-        tensors
-            .iter()
-            .find(|t| t.name == format!("blk.{il}.ffn_up.weight"))
-            .and_then(|t| t.ne.get(1))
-            .is_some_and(|&rows| ff[il] > 0 && rows == 2 * ff[il])
-    });
+    let gated_ffn = (0..nl)
+        .any(|il| has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight")))
+        || (0..nl).any(|il| {
+            // Phi-3 fuses gate and up into one ffn_up of 2·n_ff rows
+            tensors
+                .iter()
+                .find(|t| t.name == format!("blk.{il}.ffn_up.weight"))
+                .and_then(|t| t.ne.get(1))
+                .is_some_and(|&rows| ff[il] > 0 && rows == 2 * ff[il])
+        });
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
     // the slot of tensors past block_count: with the output layer
     let tensors = tensors

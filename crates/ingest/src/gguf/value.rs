@@ -132,10 +132,9 @@ impl MetaValue {
     /// Elements of a kept boolean array (integers 0/1 accepted).
     pub fn as_bool_vec(&self) -> Option<Vec<bool>> {
         match self {
-            MetaValue::Array { values: Some(v), .. } => v
-                .iter()
-                .map(|x| x.as_bool().or_else(|| x.as_u64().map(|n| n != 0)))
-                .collect(),
+            MetaValue::Array { values: Some(v), .. } => {
+                v.iter().map(|x| x.as_bool().or_else(|| x.as_u64().map(|n| n != 0))).collect()
+            }
             _ => None,
         }
     }
