@@ -18,9 +18,10 @@
 //! into cache views and copies fused-QKV slices with `ggml_cont`;
 //! [`GraphEra::Current`] uses `ggml_set_rows` with row-index inputs (for a
 //! transposed V cache one index per value: `n_tokens × n_embd_v_gqa` i64),
-//! RoPEs fused-QKV views directly, expands V before K, gathers the output
-//! rows in the last layer (`inp_out_ids`, kept even when all tokens are
-//! outputs, PR #14275) and uses the fused `swiglu` op.
+//! RoPEs fused-QKV views directly, expands V before K and uses the fused
+//! `swiglu` op. Both gather the output rows in the last layer
+//! (`inp_out_ids`: the reserve graph outputs every token, and the gather is
+//! kept even then, PR #14275).
 //!
 //! Families other than dense/MoE attention decoders (recurrent state
 //! layers, MLA, encoders) are built from the same pieces with the sizes of
@@ -71,6 +72,9 @@ pub struct ComputeSetup {
     pub type_k: GgmlType,
     pub type_v: GgmlType,
     pub era: GraphEra,
+    /// the host CPU repacks Q4_0/Q4_K/IQ4_NL/MXFP4 matrices (ops reading
+    /// them then stay on the CPU); see `placement::cpu_repacked`
+    pub cpu_repack: bool,
 }
 
 /// Compute buffer of one backend.
@@ -96,6 +100,7 @@ struct Builder<'a> {
     m: &'a LlamaModel,
     p: &'a Placement,
     full_offload: bool,
+    cpu_repack: bool,
     t: u64,
 }
 
@@ -107,11 +112,30 @@ fn f32_bytes(what: &str, dims: &[u64]) -> Result<u64, CoreError> {
 
 impl<'a> Builder<'a> {
     fn weight(&mut self, il: Option<u32>, suffix: &str, fallback: u64) -> TensorId {
-        let (bytes, dev) = match il {
-            Some(il) => (self.m.layer_tensor_bytes(il, suffix).unwrap_or(fallback), self.p.layers[il as usize]),
-            None => (self.m.tensor(suffix).map(|t| t.bytes).unwrap_or(fallback), self.p.output),
+        let (info, dev) = match il {
+            Some(il) => (self.m.tensor(&format!("blk.{il}.{suffix}")), self.p.layers[il as usize]),
+            None => (self.m.tensor(suffix), self.p.output),
         };
-        self.g.weight("weight", bytes, dev)
+        let bytes = info.map(|t| t.bytes).unwrap_or(fallback);
+        let w = self.g.weight("weight", bytes, dev);
+        if self.cpu_repack && dev == Device::Cpu && info.is_some_and(super::placement::cpu_repacked) {
+            self.g.tensors[w].repacked = true;
+        }
+        w
+    }
+
+    /// `ggml_add(x, bias)` when the layer has the bias tensor (in place; a
+    /// host bias still decides where the add runs)
+    fn bias(&mut self, il: Option<u32>, suffix: &str, x: TensorId) -> TensorId {
+        let present = match il {
+            Some(il) => self.m.tensor(&format!("blk.{il}.{suffix}")).is_some(),
+            None => self.m.tensor(suffix).is_some(),
+        };
+        if !present {
+            return x;
+        }
+        let w = self.weight(il, suffix, 0);
+        self.inplace("add", x, &[x, w])
     }
 
     fn fresh(
@@ -194,7 +218,7 @@ pub fn compute_buffers(
     let full_offload = placement.layers.iter().all(|d| *d != Device::Cpu) && placement.output != Device::Cpu;
     let has_gpu = placement.layers.iter().chain(std::iter::once(&placement.output)).any(|d| *d != Device::Cpu);
     let t = s.n_tokens;
-    let mut b = Builder { g: Graph::new(), m: model, p: placement, full_offload, t };
+    let mut b = Builder { g: Graph::new(), m: model, p: placement, full_offload, cpu_repack: s.cpu_repack, t };
     let mut approximate: Option<String> = None;
     let e = model.n_embd;
     let streams = s.streams.max(1);
@@ -237,7 +261,7 @@ pub fn compute_buffers(
     } else {
         (None, None)
     };
-    let out_ids = if current { Some(b.g.input("inp_out_ids", I32, [t, 1, 1, 1], t * 4)) } else { None };
+    let out_ids = Some(b.g.input("inp_out_ids", I32, [t, 1, 1, 1], t * 4));
 
     let mut inp = embd;
     for (il, l) in model.layers.iter().enumerate() {
@@ -281,6 +305,7 @@ pub fn compute_buffers(
         if model.fused_qkv {
             let w = b.weight(Some(ilu), "attn_qkv.weight", 0);
             let qkv = b.mm(w, x, hq + hk + hv, t)?;
+            let qkv = b.bias(Some(ilu), "attn_qkv.bias", qkv);
             if current {
                 let vq = b.g.view("q_view", qkv);
                 q = b.fresh("rope_q", F32, [l.head_dim_k, l.n_head, t, 1], &[vq, pos], t)?;
@@ -303,10 +328,13 @@ pub fn compute_buffers(
         } else {
             let wq = b.weight(Some(ilu), "attn_q.weight", 0);
             let qm = b.mm(wq, x, hq, t)?;
+            let qm = b.bias(Some(ilu), "attn_q.bias", qm);
             let wk = b.weight(Some(ilu), "attn_k.weight", 0);
             let km = b.mm(wk, x, hk, t)?;
+            let km = b.bias(Some(ilu), "attn_k.bias", km);
             let wv = b.weight(Some(ilu), "attn_v.weight", 0);
             let vm = b.mm(wv, x, hv, t)?;
+            let vm = b.bias(Some(ilu), "attn_v.bias", vm);
             let rq = b.g.view("reshape_q", qm);
             let rk = b.g.view("reshape_k", km);
             let (qi, ki) = if model.qk_norm {
@@ -386,6 +414,7 @@ pub fn compute_buffers(
         };
         let wo = b.weight(Some(ilu), "attn_output.weight", 0);
         let mut cur = b.mm(wo, attn, e, t)?;
+        cur = b.bias(Some(ilu), "attn_output.bias", cur);
         let mut inp_sa = inp;
         if last {
             if let Some(ids) = out_ids {
@@ -496,12 +525,12 @@ fn dense_ffn(
     } else {
         let wu = b.weight(Some(il), "ffn_up.weight", 0);
         let up = b.mm(wu, x, n_ff, t)?;
-        let bias = b.weight(Some(il), "ffn_up.bias", 0);
-        let up = b.inplace("add", up, &[up, bias]);
+        let up = b.bias(Some(il), "ffn_up.bias", up);
         b.inplace("gelu", up, &[up])
     };
     let wd = b.weight(Some(il), "ffn_down.weight", 0);
-    b.mm(wd, act, e, t)
+    let down = b.mm(wd, act, e, t)?;
+    Ok(b.bias(Some(il), "ffn_down.bias", down))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -81,6 +81,9 @@ pub struct Tensor {
     pub external: bool,
     /// a model weight (buffer usage WEIGHTS): ops that read it run where it is
     pub weight: bool,
+    /// a host weight in the CPU's repack buffer (not a host buffer to ggml):
+    /// a GPU never takes over the ops reading it
+    pub repacked: bool,
     /// `ggml_set_input`: allocated before everything else, on the host
     pub input: bool,
     /// `ggml_set_output`: never freed, never reused in place
@@ -111,6 +114,9 @@ pub type BufferSizes = Vec<(Device, u64)>;
 /// `ggml_backend_cuda_device_offload_op`).
 pub const OFFLOAD_MIN_BATCH: u64 = 32;
 
+/// `GGML_SCHED_MAX_SPLIT_INPUTS` (= `GGML_MAX_SRC`, ggml-backend.cpp).
+pub const MAX_SPLIT_INPUTS: usize = 10;
+
 impl Graph {
     pub fn new() -> Graph {
         Graph::default()
@@ -132,6 +138,7 @@ impl Graph {
             view_src: None,
             external: false,
             weight: false,
+            repacked: false,
             input: false,
             output: false,
             rows: 0,
@@ -275,7 +282,13 @@ impl Graph {
                         return None;
                     }
                     let d = rt.device?;
-                    if d == Device::Cpu && has_gpu && op_offload && t.offloadable && t.rows >= OFFLOAD_MIN_BATCH {
+                    if d == Device::Cpu
+                        && has_gpu
+                        && op_offload
+                        && !rt.repacked
+                        && t.offloadable
+                        && t.rows >= OFFLOAD_MIN_BATCH
+                    {
                         Some(Device::Gpu(0))
                     } else {
                         Some(d)
@@ -321,57 +334,90 @@ impl Graph {
         tensors[r].device.or(tensors[id].device).unwrap_or(Device::Cpu)
     }
 
-    /// Insert the scheduler's copies: every source used on a device other
-    /// than its own is copied to that device once, just before the split
-    /// (run of same-device nodes) that first needs it.
+    /// Insert the scheduler's copies as `ggml_backend_sched_split_graph`
+    /// does. Nodes run in splits: a split ends where the device changes, and
+    /// also before a node reading a weight from another device's memory
+    /// when the split already has inputs ("by starting a new split, the
+    /// memory of the previously offloaded weights can be reused"), or when
+    /// the split is at [`MAX_SPLIT_INPUTS`] and the node needs a new copy.
+    /// Every source used on a device other than its own is copied to that
+    /// device once (later splits reuse the copy) at the start of the split
+    /// that first needs it, after a no-op node reading the source
+    /// (`input_dep`) that keeps the source alive until then. Views belong to
+    /// whichever split their position falls in.
     fn split(&self) -> (Vec<Tensor>, Vec<TensorId>) {
         let mut tensors = self.tensors.clone();
         let mut order: Vec<TensorId> = Vec::with_capacity(self.nodes.len() * 2);
         let mut copies: HashMap<(TensorId, Device), TensorId> = HashMap::new();
-        let node_dev = |ts: &Vec<Tensor>, n: TensorId| ts[n].device.unwrap_or(Device::Cpu);
-        let mut i = 0;
-        while i < self.nodes.len() {
-            let dev = node_dev(&tensors, self.nodes[i]);
-            let mut j = i;
-            while j < self.nodes.len() && node_dev(&tensors, self.nodes[j]) == dev {
-                j += 1;
+        let mut cur: Option<Device> = None;
+        let mut inputs: Vec<TensorId> = Vec::new(); // dep, copy, dep, copy, …
+        let mut n_inputs = 0usize;
+        let mut body: Vec<TensorId> = Vec::new();
+        for &n in &self.nodes {
+            if tensors[n].op == OpKind::View {
+                body.push(n); // a view reads its source where it lives
+                continue;
             }
-            let mut split_inputs: Vec<TensorId> = Vec::new();
-            for &n in &self.nodes[i..j] {
-                if tensors[n].op == OpKind::View {
-                    continue; // a view reads its source where it lives
+            let dev = tensors[n].device.unwrap_or(Device::Cpu);
+            let foreign = |ts: &Vec<Tensor>, s: TensorId| self.dev(ts, s) != dev;
+            let mut new_split = cur != Some(dev);
+            if !new_split && n_inputs > 0 {
+                let reads_foreign_weight = tensors[n].srcs.iter().any(|&s| {
+                    let r = tensors[s].view_src.unwrap_or(s);
+                    tensors[r].weight && foreign(&tensors, s)
+                });
+                let needs_new_copy = n_inputs == MAX_SPLIT_INPUTS
+                    && tensors[n].srcs.iter().any(|&s| foreign(&tensors, s) && !copies.contains_key(&(s, dev)));
+                new_split = reads_foreign_weight || needs_new_copy;
+            }
+            if new_split {
+                order.append(&mut inputs);
+                order.append(&mut body);
+                n_inputs = 0;
+                cur = Some(dev);
+            }
+            for k in 0..tensors[n].srcs.len() {
+                let s = tensors[n].srcs[k];
+                if !foreign(&tensors, s) {
+                    continue;
                 }
-                for k in 0..tensors[n].srcs.len() {
-                    let s = tensors[n].srcs[k];
-                    if self.dev(&tensors, s) == dev {
-                        continue;
+                let c = match copies.get(&(s, dev)) {
+                    Some(&c) => c,
+                    None => {
+                        let st = &tensors[s];
+                        // a copied view carries its source's extent (cache views
+                        // span the layer's cache at the reserve's full n_kv)
+                        let (bytes, layout) = if st.op == OpKind::View {
+                            let r = &tensors[st.view_src.unwrap_or(s)];
+                            (r.bytes, r.layout)
+                        } else {
+                            (st.bytes, st.layout)
+                        };
+                        // ggml-backend's `input_dep`: a no-op node reading the
+                        // source just before the copy, so that the source is
+                        // freed there (not before) when nothing else reads it
+                        let src_dev = self.dev(&tensors, s);
+                        tensors.push(Tensor {
+                            srcs: vec![s],
+                            external: true,
+                            device: Some(src_dev),
+                            ..Graph::blank("sched input dep")
+                        });
+                        inputs.push(tensors.len() - 1);
+                        tensors.push(Tensor { bytes, layout, device: Some(dev), ..Graph::blank("sched copy") });
+                        let c = tensors.len() - 1;
+                        copies.insert((s, dev), c);
+                        inputs.push(c);
+                        n_inputs += 1;
+                        c
                     }
-                    let c = match copies.get(&(s, dev)) {
-                        Some(&c) => c,
-                        None => {
-                            let st = &tensors[s];
-                            // a copied view carries its source's extent (cache views
-                            // span the layer's cache at the reserve's full n_kv)
-                            let (bytes, layout) = if st.op == OpKind::View {
-                                let r = &tensors[st.view_src.unwrap_or(s)];
-                                (r.bytes, r.layout)
-                            } else {
-                                (st.bytes, st.layout)
-                            };
-                            tensors.push(Tensor { bytes, layout, device: Some(dev), ..Graph::blank("sched copy") });
-                            let c = tensors.len() - 1;
-                            copies.insert((s, dev), c);
-                            split_inputs.push(c);
-                            c
-                        }
-                    };
-                    tensors[n].srcs[k] = c;
-                }
+                };
+                tensors[n].srcs[k] = c;
             }
-            order.extend(split_inputs);
-            order.extend_from_slice(&self.nodes[i..j]);
-            i = j;
+            body.push(n);
         }
+        order.append(&mut inputs);
+        order.append(&mut body);
         (tensors, order)
     }
 

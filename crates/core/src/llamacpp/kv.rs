@@ -37,6 +37,19 @@ use serde::{Deserialize, Serialize};
 
 /// `GGML_PAD(n_ctx, 256)` (llama-context.cpp; PR #17046 discussion r2503085732).
 pub const CTX_PAD: u64 = 256;
+/// Before the KV-cache rework, the context was padded to
+/// `llama_kv_cache_get_padding(cparams)`: 256 with flash attention, else 32
+/// (llama.cpp up to mid-2025, e.g. build 4897's `llama_context`).
+pub const LEGACY_CTX_PAD_NO_FA: u64 = 32;
+
+/// The context padding of a graph era.
+pub fn ctx_pad(era: super::compute::GraphEra, flash_attn: bool) -> u64 {
+    match era {
+        super::compute::GraphEra::Current => CTX_PAD,
+        super::compute::GraphEra::Legacy if flash_attn => CTX_PAD,
+        super::compute::GraphEra::Legacy => LEGACY_CTX_PAD_NO_FA,
+    }
+}
 /// The SWA cache is always padded to 256 cells (llama-kv-cache-iswa.cpp, issue #17037).
 pub const SWA_PAD: u64 = 256;
 
@@ -66,15 +79,16 @@ pub fn context_size(
     unified: bool,
     n_ubatch: u64,
     swa_full: bool,
+    ctx_pad: u64,
 ) -> Result<ContextSize, CoreError> {
     crate::units::check_size("parallel", n_parallel, 1 << 16)?;
     let req = if requested == 0 { model.n_ctx_train } else { requested };
     crate::units::check_size("ctx-size", req, super::model::limits::MAX_CTX)?;
-    let mut n_ctx = pad("n_ctx", req, CTX_PAD)?;
+    let mut n_ctx = pad("n_ctx", req, ctx_pad.max(1))?;
     let (n_ctx_seq, streams) = if unified {
         (n_ctx, 1)
     } else {
-        let per = pad("n_ctx_seq", n_ctx / n_parallel, CTX_PAD)?;
+        let per = pad("n_ctx_seq", n_ctx / n_parallel, ctx_pad.max(1))?;
         if per == 0 {
             return Err(CoreError::invalid(
                 "ctx-size",

@@ -26,7 +26,7 @@
 
 use super::ggml::GgmlType;
 use super::graph::Device;
-use super::model::{LlamaModel, Slot};
+use super::model::{LlamaModel, Slot, TensorInfo};
 use crate::error::CoreError;
 use crate::explain::Explanation;
 use crate::units::{add, sum};
@@ -160,6 +160,20 @@ pub fn alloc_size(ty: GgmlType, ne: &[u64], bytes: u64, device: Device) -> Resul
     }
 }
 
+/// Whether llama.cpp loads a host weight into the CPU's repack buffer
+/// (`CPU_REPACK`, `CPU_AARCH64` before mid-2025) on an x86-64 AVX2 host:
+/// ggml-cpu `repack.cpp` `ggml_repack_get_optimal_repack_type` repacks
+/// Q4_0, Q4_K, IQ4_NL and MXFP4 matrices whose row count is a multiple of 8
+/// (8×8 interleave), for `MUL_MAT` (2D) and `MUL_MAT_ID` (3D expert stacks);
+/// the token embedding feeds `GET_ROWS` and is never repacked. AVX-512
+/// hosts also repack Q2_K, ARM hosts other sets (Q4_0/Q4_K/Q5_K/Q6_K/Q8_0/
+/// IQ4_NL/MXFP4 with NEON dot-product or i8mm): vramfit assumes AVX2.
+pub fn cpu_repacked(t: &TensorInfo) -> bool {
+    let kind = matches!(t.ty, GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::Iq4Nl | GgmlType::Mxfp4);
+    let matrix = t.ne.len() == 2 || (t.ne.len() == 3 && t.name.contains("_exps"));
+    kind && matrix && t.slot != Slot::Input && t.ne.get(1).is_some_and(|r| r % 8 == 0)
+}
+
 /// One device's model buffer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelBuffer {
@@ -175,7 +189,12 @@ pub struct ModelBuffer {
 }
 
 /// Model buffers of every device that holds weights.
-pub fn model_buffers(model: &LlamaModel, placement: &Placement, mmap: bool) -> Result<Vec<ModelBuffer>, CoreError> {
+pub fn model_buffers(
+    model: &LlamaModel,
+    placement: &Placement,
+    mmap: bool,
+    cpu_repack: bool,
+) -> Result<Vec<ModelBuffer>, CoreError> {
     let mut out: Vec<ModelBuffer> = Vec::new();
     let mut gpus: Vec<u32> = placement
         .layers
@@ -228,8 +247,28 @@ pub fn model_buffers(model: &LlamaModel, placement: &Placement, mmap: bool) -> R
             .note("ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size / get_alignment"),
         });
     }
-    // host: the input layer plus every slot left on the CPU
-    let host: Vec<_> = model.tensors.iter().filter(|t| placement.slot_device(t.slot) == Device::Cpu).collect();
+    // host: the input layer plus every slot left on the CPU; matrices the
+    // CPU repacks are copied into their own buffer, the rest stay mapped
+    let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.slot_device(t.slot) == Device::Cpu).collect();
+    let (repacked, host): (Vec<_>, Vec<_>) = on_host.into_iter().partition(|t| cpu_repack && cpu_repacked(t));
+    if !repacked.is_empty() {
+        let mut bytes = 0u64;
+        for t in &repacked {
+            bytes = add("repack buffer", bytes, alloc_size(t.ty, &t.ne, t.bytes, Device::Cpu)?)?;
+        }
+        let used = sum("repacked weights", &repacked.iter().map(|t| t.bytes).collect::<Vec<_>>())?;
+        out.push(ModelBuffer {
+            device: Device::Cpu,
+            name: "CPU_REPACK".into(),
+            bytes,
+            tensors: repacked.len() as u64,
+            used_bytes: used,
+            explain: Explanation::new("Σ pad(nbytes, 32 B) of the host matrices the CPU backend repacks (Q4_0, Q4_K, IQ4_NL, MXFP4 with rows % 8 = 0 on x86-64 AVX2)")
+                .term("tensors", repacked.len())
+                .term("tensor bytes", used)
+                .note("ggml-cpu repack.cpp ggml_repack_get_optimal_repack_type; llama.cpp logs it as CPU_REPACK (CPU_AARCH64 before mid-2025); --no-repack turns it off; a GPU never takes over ops reading these weights"),
+        });
+    }
     if !host.is_empty() {
         let used = sum("host weights", &host.iter().map(|t| t.bytes).collect::<Vec<_>>())?;
         if mmap {

@@ -61,6 +61,9 @@ pub struct LlamaCppOptions {
     pub swa_full: bool,
     /// `--no-mmap` clears it
     pub mmap: bool,
+    /// the CPU backend repacks host matrices of some types (x86-64 AVX2
+    /// rules; `--no-repack` clears it)
+    pub cpu_repack: bool,
     /// bytes per GPU outside llama.cpp's buffers (CUDA context, cuBLAS)
     pub gpu_reserve: u64,
     pub order: OffloadOrder,
@@ -85,6 +88,7 @@ impl Default for LlamaCppOptions {
             op_offload: true,
             swa_full: false,
             mmap: true,
+            cpu_repack: true,
             gpu_reserve: crate::runtime::DEFAULT_CUDA_CONTEXT,
             order: OffloadOrder::OutputFirst,
             era: GraphEra::Current,
@@ -186,7 +190,8 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
     let ubatch = opts.ubatch.min(opts.batch);
-    let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full)?;
+    let pad = super::kv::ctx_pad(opts.era, fa);
+    let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full, pad)?;
     if size.n_ctx_seq > model.n_ctx_train && model.n_ctx_train > 0 {
         notes.push(format!(
             "context per sequence {} exceeds the model's training context {}: llama.cpp allows it (with a warning), quality may suffer",
@@ -210,7 +215,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     };
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
     let placement = place(model.n_layer, ngl, &split, opts.order)?;
-    let buffers = model_buffers(model, &placement, opts.mmap)?;
+    let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
     let cache_opt = CacheOptions {
         type_k: opts.cache_type_k,
         type_v: opts.cache_type_v,
@@ -234,6 +239,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             type_k: opts.cache_type_k,
             type_v: opts.cache_type_v,
             era: opts.era,
+            cpu_repack: opts.cpu_repack,
         },
     )?;
     if let Some(a) = &compute.approximate {
@@ -278,16 +284,14 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
                 explain: compute_note(d),
             });
         }
-        if !lines.is_empty() || true {
-            lines.push(MemoryLine {
-                kind: "reserve".into(),
-                label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
-                bytes: opts.gpu_reserve,
-                explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
-                    .term("reserve", opts.gpu_reserve)
-                    .note("core::runtime::DEFAULT_CUDA_CONTEXT unless --gpu-reserve-mib overrides it"),
-            });
-        }
+        lines.push(MemoryLine {
+            kind: "reserve".into(),
+            label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
+            bytes: opts.gpu_reserve,
+            explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
+                .term("reserve", opts.gpu_reserve)
+                .note("core::runtime::DEFAULT_CUDA_CONTEXT unless --gpu-reserve-mib overrides it"),
+        });
         let total = sum("GPU total", &lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
         gpus.push(DeviceMemory {
             device: d,

@@ -99,6 +99,29 @@ impl GgufWriter {
 
     /// Bytes of the file: header, padding to 32, zero-filled tensor data.
     pub fn to_bytes(&self) -> Vec<u8> {
+        let (mut out, len) = self.header_and_len();
+        if !self.truncate_data {
+            out.resize(len as usize, 0);
+        }
+        out
+    }
+
+    /// Write the file with its tensor data as a hole (`set_len`): a
+    /// realistic 5 GB model costs a few kilobytes of disk on most file systems.
+    pub fn write_sparse(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let (head, len) = self.header_and_len();
+        let mut f = std::fs::File::create(path)?;
+        f.write_all(&head)?;
+        if !self.truncate_data {
+            f.set_len(len)?;
+        }
+        Ok(())
+    }
+
+    /// The header bytes (up to the data section) and the full file length:
+    /// what a range reader would see of the file.
+    pub fn header_and_len(&self) -> (Vec<u8>, u64) {
         const ALIGN: u64 = 32;
         let mut out = Vec::new();
         out.extend(b"GGUF");
@@ -125,10 +148,7 @@ impl GgufWriter {
             offset = (offset + bytes).next_multiple_of(ALIGN);
         }
         let data_start = (out.len() as u64).next_multiple_of(ALIGN);
-        if !self.truncate_data {
-            out.resize((data_start + offset) as usize, 0);
-        }
-        out
+        (out, data_start + offset)
     }
 }
 
@@ -189,6 +209,16 @@ pub mod fixtures {
 
     /// The GGUF bytes of a model of this shape (zero weights).
     pub fn model(s: &Shape) -> Vec<u8> {
+        writer(s).to_bytes()
+    }
+
+    /// Write a model of this shape with sparse (hole) tensor data.
+    pub fn write_model(s: &Shape, path: &std::path::Path) -> std::io::Result<()> {
+        writer(s).write_sparse(path)
+    }
+
+    /// The writer of a model of this shape.
+    pub fn writer(s: &Shape) -> GgufWriter {
         let a = s.arch;
         let mut w = GgufWriter::new()
             .kv("general.architecture", WValue::Str(a.into()))
@@ -256,6 +286,6 @@ pub mod fixtures {
         if !s.tied {
             w = w.tensor("output.weight", s.embd, &[e, s.n_vocab]);
         }
-        w.to_bytes()
+        w
     }
 }
