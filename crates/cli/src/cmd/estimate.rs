@@ -24,6 +24,8 @@ pub struct EstimateArgs {
     pub model: Option<String>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub gguf: crate::cmd::gguf::GgufArgs,
     /// GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`); `--list-gpus` lists them
     #[arg(long)]
     pub gpu: Option<String>,
@@ -342,6 +344,11 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     }
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
+    }
+    if let Some(out) =
+        crate::cmd::gguf::dispatch(args.model.as_deref(), &args.gguf, args.gpu.as_deref(), args.json, args.explain)?
+    {
+        return Ok(out);
     }
     let resolved = resolve(args.model.as_deref())?;
     let spec = &resolved.spec;

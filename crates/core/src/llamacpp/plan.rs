@@ -375,7 +375,8 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
 pub fn command_line(model_path: &str, model: &LlamaModel, opts: &LlamaCppOptions, p: &LlamaCppPlan) -> String {
     let mut c = format!("llama-server -m {}", shell_quote(model_path));
     c.push_str(&format!(" -c {}", p.context.n_ctx));
-    c.push_str(&format!(" -ngl {}", p.n_gpu_layers.min(model.n_layer as u64 + 1)));
+    let ngl = if opts.gpus.is_empty() { 0 } else { p.n_gpu_layers.min(model.n_layer as u64 + 1) };
+    c.push_str(&format!(" -ngl {ngl}"));
     if opts.gpus.len() > 1 {
         let shares: Vec<String> = if opts.tensor_split.is_empty() {
             opts.gpus.iter().map(|g| format!("{}", g.memory_bytes / (1 << 30))).collect()
@@ -412,6 +413,9 @@ pub fn command_line(model_path: &str, model: &LlamaModel, opts: &LlamaCppOptions
     }
     if !opts.op_offload {
         c.push_str(" --no-op-offload");
+    }
+    if !opts.cpu_repack {
+        c.push_str(" --no-repack");
     }
     c
 }
