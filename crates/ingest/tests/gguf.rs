@@ -241,7 +241,8 @@ fn llama_model_from_header() {
     assert_eq!(m.weight_bytes(), h.tensor_bytes());
     let q4k_rows = |rows: u64, cols: u64| rows / 256 * 144 * cols;
     let layer = 2 * 256 * 4 /* norms */ + q4k_rows(256, 256) * 2 + q4k_rows(256, 64) * 2 + q4k_rows(256, 512) * 2 + q4k_rows(512, 256);
-    let embd = 256 / 256 * 210 * 64;
+    let q6k_rows = |rows: u64, cols: u64| rows / 256 * 210 * cols;
+    let embd = q6k_rows(256, 64);
     assert_eq!(m.weight_bytes(), 4 * layer + 2 * embd + 256 * 4);
 }
 
@@ -322,5 +323,74 @@ proptest! {
         if let Ok(Parsed::Complete(h)) = parse(&b, len) {
             let _ = model_from_header(&h, "p");
         }
+    }
+}
+
+/// A random small model and launch: every tensor is placed exactly once,
+/// device totals are the sums of their lines, the KV buffers add up to the
+/// cache, and more offloaded layers never move weights back to the host.
+fn plan_case(
+    shape: (u32, u64, u64, u64, u64, u64),
+    ty: usize,
+    arch: usize,
+    moe: bool,
+    swa: bool,
+    launch: (u64, u64, u64, bool, bool, usize),
+) -> Result<(), TestCaseError> {
+    use vramfit_core::llamacpp::{plan, FlashAttn, GpuSlot, LlamaCppOptions};
+    let (n_layer, embd_blocks, heads, kv_div, ff_blocks, vocab) = shape;
+    let (ngl, ctx, np, unified, fa, gpus) = launch;
+    let types = [GgmlType::Q4K, GgmlType::Q8_0, GgmlType::Iq4Xs, GgmlType::Mxfp4, GgmlType::F16, GgmlType::Q4_0];
+    let mut s = Shape::llama(n_layer as u64, embd_blocks * 256, heads, (heads / kv_div).max(1), ff_blocks * 256, vocab);
+    s.arch = ["llama", "gemma3", "gptneox", "qwen3"][arch];
+    s.matrix = types[ty];
+    if moe {
+        s.experts = Some((4, 2, 256));
+    }
+    if swa {
+        s.sliding_window = Some(512);
+    }
+    let h = complete(&model(&s));
+    let m = model_from_header(&h, "p").map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let opts = |ngl: u64| LlamaCppOptions {
+        ctx_size: ctx,
+        parallel: np,
+        kv_unified: unified,
+        flash_attn: if fa { FlashAttn::On } else { FlashAttn::Off },
+        n_gpu_layers: Some(ngl),
+        gpus: (0..gpus).map(|i| GpuSlot { name: format!("g{i}"), memory_bytes: 80 << 30 }).collect(),
+        tensor_split: if gpus == 2 { vec![1.0, 2.0] } else { vec![] },
+        ..LlamaCppOptions::default()
+    };
+    let p = plan(&m, &opts(ngl)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let placed: u64 = p.model_buffers.iter().map(|b| b.used_bytes).sum();
+    prop_assert_eq!(placed, m.weight_bytes());
+    for d in p.gpus.iter().chain(std::iter::once(&p.host)) {
+        prop_assert_eq!(d.total_bytes, d.lines.iter().map(|l| l.bytes).sum::<u64>());
+    }
+    let kv: u64 = p.kv.buffers.iter().map(|b| b.bytes).sum();
+    prop_assert_eq!(kv, p.kv.k_bytes + p.kv.v_bytes + p.kv.state_bytes);
+    prop_assert!(p.context.n_ctx >= ctx.min(m.n_ctx_train.max(1)) || ctx == 0);
+    if gpus > 0 {
+        let q = plan(&m, &opts(ngl + 1)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let on_gpu = |p: &vramfit_core::llamacpp::LlamaCppPlan| p.gpus.iter().map(|g| g.bytes("model")).sum::<u64>();
+        prop_assert!(on_gpu(&q) >= on_gpu(&p));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn plans_place_every_tensor_once_and_add_up(
+        shape in (1u32..5, 1u64..4, prop::sample::select(vec![4u64, 8]), prop::sample::select(vec![1u64, 2, 4]), 1u64..5, 16u64..300),
+        ty in 0usize..6,
+        arch in 0usize..4,
+        moe in any::<bool>(),
+        swa in any::<bool>(),
+        launch in (0u64..7, 0u64..5000, 1u64..4, any::<bool>(), any::<bool>(), 0usize..3),
+    ) {
+        plan_case(shape, ty, arch, moe, swa, launch)?;
     }
 }

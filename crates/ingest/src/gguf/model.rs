@@ -128,7 +128,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         Some(_) => k.per_layer("attention.head_count_kv", nl, None)?,
     };
     let n_head0 = heads.iter().copied().find(|&x| x > 0).unwrap_or(0);
-    let default_head = if n_head0 > 0 { Some(n_embd / n_head0) } else { Some(0) };
+    let default_head = Some(n_embd.checked_div(n_head0).unwrap_or(0));
     let head_k = k.u64_opt("attention.key_length")?.or(default_head).unwrap_or(0);
     let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
     let ff = k.per_layer("feed_forward_length", nl, Some(0))?;
