@@ -94,9 +94,8 @@ fn quant_type(recipe: &str, name: &str, il: u64, n_layer: u64) -> GgmlType {
             }
         }
         "q5_k_m" => {
-            if name == "output.weight" || is("attn_qkv.weight") {
-                Q6K
-            } else if (is("attn_v.weight") || is("ffn_down.weight")) && use_more_bits(il, n_layer) {
+            let more = (is("attn_v.weight") || is("ffn_down.weight")) && use_more_bits(il, n_layer);
+            if name == "output.weight" || is("attn_qkv.weight") || more {
                 Q6K
             } else {
                 Q5K
@@ -136,7 +135,7 @@ fn writer(a: &Value, recipe: &str) -> GgufWriter {
             "tokenizer.ggml.tokens",
             WValue::Array(ValueType::String, (0..v).map(|i| WValue::Str(format!("t{i}"))).collect()),
         );
-    let mut t = |w: GgufWriter, name: String, ne: &[u64], il: u64| {
+    let t = |w: GgufWriter, name: String, ne: &[u64], il: u64| {
         let ty = if ne.len() == 1 { GgmlType::F32 } else { quant_type(recipe, &name, il, nl) };
         w.tensor(&name, ty, ne)
     };
