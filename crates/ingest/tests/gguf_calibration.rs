@@ -192,9 +192,10 @@ fn figure(p: &LlamaCppPlan, key: &str) -> f64 {
         "compute CUDA0" => gpu0().bytes("compute"),
         "kv CPU" => p.host.bytes("kv"),
         "compute host" => p.host.bytes("compute"),
+        // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
         "model CPU_Mapped" | "model CPU_REPACK" => {
-            let label = format!("{} model buffer", &key["model ".len()..]);
-            p.host.lines.iter().filter(|l| l.label == label).fold(0, |a, l| a + l.bytes)
+            let name = &key["model ".len()..];
+            p.model_buffers.iter().filter(|b| b.name == name).fold(0, |a, b| a + b.bytes)
         }
         other => panic!("unknown figure {other}"),
     };

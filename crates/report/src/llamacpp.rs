@@ -171,6 +171,9 @@ pub struct FitSearch {
     pub max_gpu_layers: Option<u64>,
     /// largest context (multiple of 256) that fits at the requested `-ngl`
     pub max_context: Option<u64>,
+    /// where the context search stops: the model's trained context (at
+    /// least 4096); llama.cpp itself accepts more
+    pub max_context_cap: u64,
     /// the command line for the largest `-ngl`, when it differs
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_gpu_layers_command: Option<String>,
@@ -339,9 +342,14 @@ impl LlamaCppReport {
         if let Some(f) = &self.fit {
             let _ = writeln!(
                 out,
-                "largest -ngl that fits: {}; largest context that fits at this -ngl: {}",
+                "largest -ngl that fits: {}; largest context that fits at this -ngl: {}{}",
                 f.max_gpu_layers.map(|n| n.to_string()).unwrap_or_else(|| "none (not even -ngl 0)".into()),
-                f.max_context.map(|n| n.to_string()).unwrap_or_else(|| "none".into())
+                f.max_context.map(|n| n.to_string()).unwrap_or_else(|| "none".into()),
+                if f.max_context.is_some_and(|c| c + 256 > f.max_context_cap) {
+                    " (the search stops at the trained context; more may fit)"
+                } else {
+                    ""
+                }
             );
             if let Some(c) = &f.max_gpu_layers_command {
                 let _ = writeln!(out, "  {c}");

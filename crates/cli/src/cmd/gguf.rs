@@ -301,6 +301,7 @@ pub fn run(path: &str, args: &GgufArgs, gpu: Option<&str>, json: bool, explain: 
             fits: plan.fits(),
             max_gpu_layers: max_ngl,
             max_context: max_ctx,
+            max_context_cap: cap,
             max_gpu_layers_command: max_cmd,
             explain: Explanation::new(
                 "fits when, on every GPU, model + KV + compute buffers + reserve ≤ memory; largest -ngl: the highest 0..=n_layer+1 whose plan fits; largest context: binary search over multiples of 256 up to the training context",

@@ -72,6 +72,8 @@ pub struct ComputeSetup {
     pub type_k: GgmlType,
     pub type_v: GgmlType,
     pub era: GraphEra,
+    /// GPU backends in the scheduler (0: a CPU-only build)
+    pub gpus: u32,
     /// the host CPU repacks Q4_0/Q4_K/IQ4_NL/MXFP4 matrices (ops reading
     /// them then stay on the CPU); see `placement::cpu_repacked`
     pub cpu_repack: bool,
@@ -216,7 +218,9 @@ pub fn compute_buffers(
 ) -> Result<ComputeBuffers, CoreError> {
     crate::units::check_size("micro-batch tokens", s.n_tokens, 1 << 20)?;
     let full_offload = placement.layers.iter().all(|d| *d != Device::Cpu) && placement.output != Device::Cpu;
-    let has_gpu = placement.layers.iter().chain(std::iter::once(&placement.output)).any(|d| *d != Device::Cpu);
+    // the scheduler holds a GPU backend whenever the build has one, even at
+    // -ngl 0 (op offload then still sends big host-weight ops to it)
+    let has_gpu = s.gpus > 0;
     let t = s.n_tokens;
     let mut b = Builder { g: Graph::new(), m: model, p: placement, full_offload, cpu_repack: s.cpu_repack, t };
     let mut approximate: Option<String> = None;

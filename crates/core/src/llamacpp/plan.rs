@@ -240,6 +240,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             type_v: opts.cache_type_v,
             era: opts.era,
             cpu_repack: opts.cpu_repack,
+            gpus: opts.gpus.len() as u32,
         },
     )?;
     if let Some(a) = &compute.approximate {
@@ -304,12 +305,20 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     let mut host_lines = Vec::new();
     let host_prefix = if opts.gpus.is_empty() { "CPU" } else { "CUDA_Host" };
     for b in buffers.iter().filter(|b| b.device == Device::Cpu) {
-        host_lines.push(MemoryLine {
-            kind: "model".into(),
-            label: format!("{} model buffer", b.name),
-            bytes: b.bytes,
-            explain: b.explain.clone(),
-        });
+        // a mapped range that spans other devices' (or repacked) tensors
+        // costs only its host tensors' pages: count those, show the range
+        let (bytes, explain) = if b.name == "CPU_Mapped" && b.bytes != b.used_bytes {
+            (
+                b.used_bytes,
+                b.explain
+                    .clone()
+                    .term("counted (host tensors' pages)", b.used_bytes)
+                    .term("mapped range as llama.cpp logs it", b.bytes),
+            )
+        } else {
+            (b.bytes, b.explain.clone())
+        };
+        host_lines.push(MemoryLine { kind: "model".into(), label: format!("{} model buffer", b.name), bytes, explain });
     }
     for c in kv.buffers.iter().filter(|c| c.device == Device::Cpu) {
         host_lines.push(MemoryLine {
@@ -348,10 +357,11 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         notes.push("-ngl 0: no layer on the GPU; prompt processing still offloads large matrix multiplications to it (op offload), hence its compute buffer".into());
     }
     if let Some(mb) = buffers.iter().find(|b| b.name == "CPU_Mapped") {
-        if mb.bytes > mb.used_bytes.saturating_add(mb.used_bytes / 50) {
+        if mb.bytes != mb.used_bytes {
             notes.push(format!(
-                "the host mmap range spans {} B of which {} B are host tensors: the file's tensor order interleaves devices",
-                mb.bytes, mb.used_bytes
+                "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
+                mb.bytes as f64 / crate::units::MIB as f64,
+                mb.used_bytes as f64 / crate::units::MIB as f64
             ));
         }
     }
