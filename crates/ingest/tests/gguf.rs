@@ -295,6 +295,70 @@ fn local_files_go_through_the_bounded_reader() {
     assert!(e.to_string().contains("missing.gguf"), "{e}");
 }
 
+/// Write `s` as `count` shards the way `llama-gguf-split` does: metadata in
+/// shard 1, `split.*` keys in every shard, tensors spread over the shards.
+fn write_split(dir: &std::path::Path, prefix: &str, s: &Shape, count: u16) -> Vec<std::path::PathBuf> {
+    let full = complete(&model(s));
+    let n = full.tensors.len();
+    let mut paths = Vec::new();
+    for no in 0..count {
+        let mut w = GgufWriter::new()
+            .kv("split.no", WValue::U16(no))
+            .kv("split.count", WValue::U16(count))
+            .kv("split.tensors.count", WValue::I32(n as i32));
+        if no == 0 {
+            let a = s.arch;
+            w = w
+                .kv("general.architecture", WValue::Str(a.into()))
+                .kv(&format!("{a}.block_count"), WValue::U32(s.n_layer as u32))
+                .kv(&format!("{a}.context_length"), WValue::U32(s.ctx as u32))
+                .kv(&format!("{a}.embedding_length"), WValue::U32(s.n_embd as u32))
+                .kv(&format!("{a}.feed_forward_length"), WValue::U32(s.n_ff as u32))
+                .kv(&format!("{a}.attention.head_count"), WValue::U32(s.n_head as u32))
+                .kv(&format!("{a}.attention.head_count_kv"), WValue::U32(s.n_head_kv as u32));
+        }
+        let per = n.div_ceil(count as usize);
+        for t in full.tensors.iter().skip(no as usize * per).take(per) {
+            w = w.tensor(&t.name, t.ty, &t.ne);
+        }
+        let p = dir.join(format!("{prefix}-{:05}-of-{count:05}.gguf", no + 1));
+        w.write_sparse(&p).unwrap();
+        paths.push(p);
+    }
+    paths
+}
+
+#[test]
+fn split_models_are_read_whole() {
+    let dir = std::env::temp_dir().join(format!("vramfit-gguf-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = Shape::llama(4, 256, 8, 2, 512, 64);
+    let whole = complete(&model(&s));
+    let paths = write_split(&dir, "m", &s, 3);
+    // any shard names the whole model
+    for p in &paths {
+        let (h, m) = read_model(p).unwrap();
+        assert_eq!(h.tensors.len(), whole.tensors.len());
+        assert_eq!(m.weight_bytes(), whole.tensor_bytes());
+        assert_eq!(m.n_layer, 4);
+    }
+    // a missing shard is named
+    std::fs::remove_file(&paths[2]).unwrap();
+    let e = read_model(&paths[0]).unwrap_err().to_string();
+    assert!(e.contains("m-00003-of-00003.gguf"), "{e}");
+    // a shard renamed out of the convention cannot find its siblings
+    let odd = dir.join("renamed.gguf");
+    std::fs::rename(&paths[1], &odd).unwrap();
+    let e = read_model(&odd).unwrap_err().to_string();
+    assert!(e.contains("split GGUF") && e.contains("00001-of-00003"), "{e}");
+    // shard numbering must match split.no
+    let paths = write_split(&dir, "n", &s, 2);
+    std::fs::rename(&paths[1], dir.join("n-00002-of-00002.tmp")).unwrap();
+    std::fs::copy(&paths[0], &paths[1]).unwrap();
+    let e = read_model(&paths[0]).unwrap_err().to_string();
+    assert!(e.contains("split.no"), "{e}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
