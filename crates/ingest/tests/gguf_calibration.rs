@@ -121,6 +121,8 @@ fn writer(a: &Value, recipe: &str) -> GgufWriter {
     let biases = a["biases"].as_bool().unwrap_or(false);
     let fused = a["fused_qkv"].as_bool().unwrap_or(false);
     let gated = a["gated_ffn"].as_bool().unwrap_or(true);
+    // tied embeddings: no output.weight, and llama-quantize types token_embd as the output
+    let tied = a["tied"].as_bool().unwrap_or(false);
     let mut w = GgufWriter::new()
         .kv("general.architecture", WValue::Str(arch.into()))
         .kv(&format!("{arch}.block_count"), WValue::U32(nl as u32))
@@ -139,7 +141,11 @@ fn writer(a: &Value, recipe: &str) -> GgufWriter {
         let ty = if ne.len() == 1 { GgmlType::F32 } else { quant_type(recipe, &name, il, nl) };
         w.tensor(&name, ty, ne)
     };
-    w = t(w, "token_embd.weight".into(), &[e, v], 0);
+    w = if tied {
+        w.tensor("token_embd.weight", quant_type(recipe, "output.weight", 0, nl), &[e, v])
+    } else {
+        t(w, "token_embd.weight".into(), &[e, v], 0)
+    };
     for il in 0..nl {
         let p = |s: &str| format!("blk.{il}.{s}");
         let (q, kv) = (h * d, hkv * d);
@@ -181,7 +187,11 @@ fn writer(a: &Value, recipe: &str) -> GgufWriter {
     if biases {
         w = t(w, "output_norm.bias".into(), &[e], nl);
     }
-    t(w, "output.weight".into(), &[e, v], nl)
+    if tied {
+        w
+    } else {
+        t(w, "output.weight".into(), &[e, v], nl)
+    }
 }
 
 fn figure(p: &LlamaCppPlan, key: &str) -> f64 {

@@ -74,6 +74,9 @@ pub struct ComputeSetup {
     pub era: GraphEra,
     /// GPU backends in the scheduler (0: a CPU-only build)
     pub gpus: u32,
+    /// copies of each input a pipeline-parallel scheduler keeps (1: none;
+    /// llama.cpp enables it with several GPUs and every layer offloaded)
+    pub pipeline_copies: u32,
     /// the host CPU repacks Q4_0/Q4_K/IQ4_NL/MXFP4 matrices (ops reading
     /// them then stay on the CPU); see `placement::cpu_repacked`
     pub cpu_repack: bool,
@@ -483,10 +486,13 @@ pub fn compute_buffers(
     };
     b.g.expand(last);
     b.g.schedule(has_gpu, s.op_offload);
-    let sizes = b.g.allocate(&|d| match d {
-        Device::Cpu => CPU_ALIGNMENT,
-        Device::Gpu(_) => CUDA_ALIGNMENT,
-    })?;
+    let sizes = b.g.allocate(
+        &|d| match d {
+            Device::Cpu => CPU_ALIGNMENT,
+            Device::Gpu(_) => CUDA_ALIGNMENT,
+        },
+        s.pipeline_copies.max(1),
+    )?;
     Ok(ComputeBuffers {
         buffers: sizes.into_iter().map(|(device, bytes)| ComputeBuffer { device, bytes }).collect(),
         nodes: b.g.nodes().len() as u64,

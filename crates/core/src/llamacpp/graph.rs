@@ -114,6 +114,13 @@ pub type BufferSizes = Vec<(Device, u64)>;
 /// `ggml_backend_cuda_device_offload_op`).
 pub const OFFLOAD_MIN_BATCH: u64 = 32;
 
+/// Name of the scheduler's copies of split inputs.
+const SCHED_COPY: &str = "sched copy";
+
+/// `GGML_SCHED_MAX_COPIES`: copies of every input kept by a pipeline-
+/// parallel scheduler (ggml-backend.cpp).
+pub const PIPELINE_COPIES: u32 = 4;
+
 /// `GGML_SCHED_MAX_SPLIT_INPUTS` (= `GGML_MAX_SRC`, ggml-backend.cpp).
 pub const MAX_SPLIT_INPUTS: usize = 10;
 
@@ -404,7 +411,7 @@ impl Graph {
                             ..Graph::blank("sched input dep")
                         });
                         inputs.push(tensors.len() - 1);
-                        tensors.push(Tensor { bytes, layout, device: Some(dev), ..Graph::blank("sched copy") });
+                        tensors.push(Tensor { bytes, layout, device: Some(dev), ..Graph::blank(SCHED_COPY) });
                         let c = tensors.len() - 1;
                         copies.insert((s, dev), c);
                         inputs.push(c);
@@ -423,15 +430,38 @@ impl Graph {
 
     /// Replay `ggml_gallocr` on the scheduled, split graph: the peak of each
     /// device's buffer, allocations padded to `alignment(device)` bytes.
+    /// With `pipeline_copies` > 1 (a pipeline-parallel scheduler: several
+    /// GPUs, every layer offloaded) every graph input and every split input
+    /// is kept that many times, allocated before any node and never freed
+    /// (`ggml_backend_sched_split_graph` adds them as input+output leafs).
     /// Call [`Graph::schedule`] first.
-    pub fn allocate(&self, alignment: &dyn Fn(Device) -> u64) -> Result<BufferSizes, CoreError> {
-        let (tensors, order) = self.split();
+    pub fn allocate(&self, alignment: &dyn Fn(Device) -> u64, pipeline_copies: u32) -> Result<BufferSizes, CoreError> {
+        let (mut tensors, order) = self.split();
         let n = tensors.len();
         let mut children = vec![0u32; n];
         let mut views = vec![0u32; n];
         let mut allocated = vec![false; n];
         let mut offset = vec![0u64; n];
         let mut pools: HashMap<Device, Pool> = HashMap::new();
+        if pipeline_copies > 1 {
+            let kept: Vec<TensorId> = self
+                .leafs
+                .iter()
+                .copied()
+                .filter(|&id| tensors[id].input)
+                .chain(order.iter().copied().filter(|&id| tensors[id].name == SCHED_COPY))
+                .collect();
+            for id in kept {
+                let d = tensors[id].device.unwrap_or(Device::Cpu);
+                let pool = pools.entry(d).or_insert_with(|| Pool::new(alignment(d).max(1)));
+                for _ in 0..pipeline_copies {
+                    pool.alloc(tensors[id].bytes)?;
+                }
+                // held for good: never allocated again, never freed
+                tensors[id].external = true;
+                tensors[id].output = true;
+            }
+        }
         for &id in &order {
             let t = &tensors[id];
             if matches!(t.op, OpKind::View | OpKind::Store) {
@@ -611,7 +641,7 @@ mod tests {
 
     fn run(g: &mut Graph) -> BufferSizes {
         g.schedule(true, true);
-        g.allocate(&|_| 32).unwrap()
+        g.allocate(&|_| 32, 1).unwrap()
     }
 
     #[test]
@@ -682,5 +712,23 @@ mod tests {
             let gpu = sizes.iter().find(|(d, _)| *d == G0).map(|(_, b)| *b).unwrap_or(0);
             assert_eq!(gpu, if expect_gpu > 0 { expect_gpu + 1024 } else { 0 }, "rows {rows}");
         }
+    }
+
+    #[test]
+    fn pipeline_parallel_keeps_every_input_and_copy_four_times() {
+        let build = || {
+            let mut g = Graph::new();
+            let w = g.weight("w", 64, G0);
+            let x = g.input("x", F32, [256, 1, 1, 1], 1024);
+            let a = g.op("a", OpKind::Fresh, F32, [256, 1, 1, 1], 1024, &[w, x], 512);
+            let b = g.op("b", OpKind::Fresh, F32, [256, 1, 1, 1], 1024, &[w, a], 512);
+            g.expand(b);
+            g.schedule(true, true);
+            g
+        };
+        assert_eq!(build().allocate(&|_| 32, 1).unwrap(), vec![(Device::Cpu, 1024), (G0, 2048)]);
+        // host: x ×4; GPU: the copy of x ×4 held for good, then a and b on top
+        let sizes = build().allocate(&|_| 32, PIPELINE_COPIES).unwrap();
+        assert_eq!(sizes, vec![(Device::Cpu, 4 * 1024), (G0, 4 * 1024 + 2048)]);
     }
 }

@@ -241,8 +241,22 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             era: opts.era,
             cpu_repack: opts.cpu_repack,
             gpus: opts.gpus.len() as u32,
+            // llama_context: pipeline parallelism when several devices hold
+            // every layer (-ngl > n_layer), split by layer, KV offloaded
+            pipeline_copies: if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
+                super::graph::PIPELINE_COPIES
+            } else {
+                1
+            },
         },
     )?;
+    if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
+        notes.push(format!(
+            "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
+            super::graph::PIPELINE_COPIES,
+            super::graph::PIPELINE_COPIES
+        ));
+    }
     if let Some(a) = &compute.approximate {
         notes.push(format!("compute buffers approximate: {a}"));
     }
