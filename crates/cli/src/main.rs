@@ -49,7 +49,7 @@ impl Outcome {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cmd::gguf::llama_cpp_short_flags(std::env::args_os()));
     let result = match cli.command {
         Command::Estimate(a) => cmd::estimate::run(a),
         Command::Plan(a) => cmd::plan::run(a),

@@ -23,6 +23,7 @@ pub mod explain;
 pub mod hardware;
 pub mod infer;
 pub mod ledger;
+pub mod llamacpp;
 pub mod model;
 pub mod params;
 pub mod plan;

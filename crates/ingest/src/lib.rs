@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: Hugging Face `config.json` → `ModelSpec`
 //! - [`safetensors`]: header-only reading of `.safetensors` (one file or sharded index)
+//! - [`gguf`]: GGUF headers (metadata and tensor infos) → the model llama.cpp loads
 //! - [`hf_cache`]: finding a hub id in the local Hugging Face cache (never the network)
 //! - [`hub`]: the Hugging Face Hub on demand (config.json and safetensors
 //!   headers by range requests; cargo feature `hub`), cached for offline runs
@@ -14,6 +15,7 @@ pub mod calibration;
 pub mod config;
 pub mod deepspeed;
 pub mod error;
+pub mod gguf;
 pub mod hf_cache;
 pub mod hub;
 pub mod peft;

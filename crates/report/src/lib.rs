@@ -10,6 +10,7 @@ pub mod diagnose;
 pub mod emit;
 pub mod estimate;
 pub mod format;
+pub mod llamacpp;
 pub mod mig;
 pub mod plan;
 

@@ -26,6 +26,8 @@ pub struct EstimateArgs {
     pub hub: crate::cmd::model_args::HubArgs,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub gguf: crate::cmd::gguf::GgufArgs,
     /// GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or `auto`:
     /// the local GPUs through NVML, fitted against their free memory
     #[arg(long)]
@@ -346,6 +348,11 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     }
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
+    }
+    if let Some(out) =
+        crate::cmd::gguf::dispatch(args.model.as_deref(), &args.gguf, args.gpu.as_deref(), args.json, args.explain)?
+    {
+        return Ok(out);
     }
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;

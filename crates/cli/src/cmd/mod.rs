@@ -4,6 +4,7 @@ pub mod calibrate;
 pub mod check;
 pub mod diagnose;
 pub mod estimate;
+pub mod gguf;
 pub mod gpu_target;
 pub mod mig;
 pub mod model_args;

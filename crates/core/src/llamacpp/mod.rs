@@ -1,0 +1,31 @@
+//! llama.cpp's memory, computed the way llama.cpp computes it.
+//!
+//! Given a GGUF model ([`model::LlamaModel`], read by `vramfit-ingest`) and
+//! a launch (`-c`, `-ngl`, `-ts`, `-ctk/-ctv`, `-np`, `-fa`, …), [`plan::plan`]
+//! returns, per GPU and for the host, the buffers llama.cpp prints at start
+//! (`model buffer`, `KV buffer`, `compute buffer`, `output buffer`), which
+//! layers sit where, and [`plan::command_line`] the flags that reproduce it;
+//! [`plan::max_gpu_layers`] and [`plan::max_context`] search what fits.
+//!
+//! - [`ggml`]: tensor types, block sizes, cache types
+//! - [`model`]: the model description and tensor slots
+//! - [`placement`]: `-ngl` / `--tensor-split` → devices, model buffers
+//! - [`kv`]: context padding, parallel sequences, sliding-window and recurrent caches
+//! - [`graph`]: a replica of ggml's scheduler and graph allocator
+//! - [`compute`]: llama.cpp's reserve graph, built op by op
+//! - [`plan`]: all of it per device, the command line, the searches
+//!
+//! Pure: no I/O. Every byte count carries its formula and source.
+
+pub mod compute;
+pub mod ggml;
+pub mod graph;
+pub mod kv;
+pub mod model;
+pub mod placement;
+pub mod plan;
+
+pub use ggml::GgmlType;
+pub use graph::Device;
+pub use model::{LlamaModel, Slot, TensorInfo};
+pub use plan::{command_line, max_context, max_gpu_layers, plan, FlashAttn, GpuSlot, LlamaCppOptions, LlamaCppPlan};

@@ -1,0 +1,357 @@
+//! Which device holds which weights, and the model buffers that result.
+//!
+//! llama.cpp (`llama_model::load_tensors`, `src/llama-model.cpp`) numbers
+//! `n_layer + 1` slots: the repeating layers `0..n_layer` and the output
+//! layer as slot `n_layer`. With `-ngl N` the *last* `N` slots go to the
+//! GPUs: since ggml-org/llama.cpp PR #18148 (merged 2025-12-17, "offload
+//! output layer to GPU first") `i_gpu_start = max(n_layer + 1 - N, 0)`, so
+//! `-ngl 1` offloads the output layer alone and `-ngl n_layer` leaves only
+//! nothing but the input layer on the host; before it, `i_gpu_start =
+//! max(n_layer - N, 0)` and the output layer moved last, at `-ngl n_layer+1`
+//! ([`OffloadOrder::OutputLast`]). Offloaded slots are spread over the GPUs
+//! by `--tensor-split` (default: proportional to free memory): slot `il`
+//! goes to the first GPU whose cumulative share exceeds
+//! `(il - i_gpu_start) / act_gpu_layers` (`std::upper_bound`). The input
+//! layer (token embeddings) always stays on the host.
+//!
+//! Buffer sizes (`ggml_backend_alloc_ctx_tensors_from_buft`): each tensor
+//! takes `GGML_PAD(alloc_size, alignment)`; CUDA's alignment is 128 bytes
+//! and its `get_alloc_size` pads a quantized tensor whose row length is not
+//! a multiple of `MATRIX_ROW_PADDING` (512) by the bytes of the missing
+//! elements (`ggml_backend_cuda_buffer_type_get_alloc_size`). Host tensors
+//! read through mmap form one `CPU_Mapped` buffer spanning the file range
+//! from the first to the last host tensor (`llama_model_loader::
+//! get_mapping_range`); without mmap they are copied into a `CPU` buffer
+//! (32-byte aligned).
+
+use super::ggml::GgmlType;
+use super::graph::Device;
+use super::model::{LlamaModel, Slot, TensorInfo};
+use crate::error::CoreError;
+use crate::explain::Explanation;
+use crate::units::{add, sum};
+use serde::{Deserialize, Serialize};
+
+/// CUDA buffer alignment (`ggml_backend_cuda_buffer_type_get_alignment`).
+pub const CUDA_ALIGNMENT: u64 = 128;
+/// Host buffer alignment (`TENSOR_ALIGNMENT` in `ggml-backend.cpp`).
+pub const CPU_ALIGNMENT: u64 = 32;
+/// CUDA pads quantized rows to a multiple of this many elements (`MATRIX_ROW_PADDING`).
+pub const MATRIX_ROW_PADDING: u64 = 512;
+
+/// Which end of the model `-ngl` offloads first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OffloadOrder {
+    /// llama.cpp since PR #18148 (2025-12-17): the output layer, then the last repeating layers
+    #[default]
+    OutputFirst,
+    /// before PR #18148: the last repeating layers, the output layer only at `n_layer + 1`
+    OutputLast,
+}
+
+/// Device of every slot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// device of repeating layer `i`
+    pub layers: Vec<Device>,
+    pub output: Device,
+    /// GPU slots counted as llama.cpp prints "offloaded X/Y layers"
+    pub offloaded: u32,
+    pub explain: Explanation,
+}
+
+impl Placement {
+    pub fn slot_device(&self, slot: Slot) -> Device {
+        match slot {
+            Slot::Input => Device::Cpu,
+            Slot::Layer(il) => self.layers.get(il as usize).copied().unwrap_or(self.output),
+            Slot::Output => self.output,
+        }
+    }
+
+    /// Layers on each GPU, for display: `[(gpu, first, last)]`.
+    pub fn ranges(&self) -> Vec<(Device, u32, u32)> {
+        let mut out: Vec<(Device, u32, u32)> = Vec::new();
+        for (i, &d) in self.layers.iter().enumerate() {
+            match out.last_mut() {
+                Some(last) if last.0 == d => last.2 = i as u32,
+                _ => out.push((d, i as u32, i as u32)),
+            }
+        }
+        out
+    }
+}
+
+/// Normalised cumulative split points from `--tensor-split` weights.
+pub fn split_points(weights: &[f64]) -> Result<Vec<f64>, CoreError> {
+    if weights.is_empty() {
+        return Err(CoreError::invalid("tensor-split", "no GPUs"));
+    }
+    if weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
+        return Err(CoreError::invalid("tensor-split", "shares must be finite and non-negative"));
+    }
+    let total: f64 = weights.iter().sum();
+    if total <= 0.0 {
+        return Err(CoreError::invalid("tensor-split", "at least one share must be positive"));
+    }
+    let mut acc = 0.0;
+    Ok(weights
+        .iter()
+        .map(|w| {
+            acc += w;
+            acc / total
+        })
+        .collect())
+}
+
+/// Assign slots to devices as llama.cpp does for `-ngl n_gpu_layers` over
+/// GPUs with `split` shares (one per GPU; empty = no GPU).
+pub fn place(n_layer: u32, n_gpu_layers: u64, split: &[f64], order: OffloadOrder) -> Result<Placement, CoreError> {
+    let slots = n_layer as i64 + 1;
+    let ngl = n_gpu_layers.min(i64::MAX as u64) as i64;
+    let act = if split.is_empty() { 0 } else { ngl.min(slots) };
+    let start = match order {
+        OffloadOrder::OutputFirst => (slots - ngl).max(0),
+        OffloadOrder::OutputLast => (n_layer as i64 - ngl).max(0),
+    };
+    let points = if split.is_empty() { Vec::new() } else { split_points(split)? };
+    let dev = |il: i64| -> Device {
+        if act == 0 || il < start || il - start >= act {
+            return Device::Cpu;
+        }
+        let x = (il - start) as f64 / act as f64;
+        // std::upper_bound: first split point strictly greater than x
+        let idx = points.iter().position(|&p| p > x).unwrap_or(points.len() - 1);
+        Device::Gpu(idx as u32)
+    };
+    let layers: Vec<Device> = (0..n_layer as i64).map(dev).collect();
+    let output = dev(n_layer as i64);
+    let offloaded = layers.iter().filter(|d| **d != Device::Cpu).count() as u32 + u32::from(output != Device::Cpu);
+    let rule = match order {
+        OffloadOrder::OutputFirst => "i_gpu_start = max(n_layer + 1 − ngl, 0); slots i_gpu_start..=n_layer (the output layer is slot n_layer, so it goes first)",
+        OffloadOrder::OutputLast => "i_gpu_start = max(n_layer − ngl, 0); the output layer only when ngl > n_layer",
+    };
+    let explain = Explanation::new(format!(
+        "{rule}; GPU of slot il = first GPU whose cumulative --tensor-split share > (il − i_gpu_start) / min(ngl, n_layer + 1); token embeddings stay on the host"
+    ))
+    .term("n_layer", n_layer)
+    .term("ngl", n_gpu_layers)
+    .term("tensor split (cumulative)", format!("{points:?}"))
+    .note("llama.cpp src/llama-model.cpp load_tensors (get_layer_buft_list); output-first order since PR #18148");
+    Ok(Placement { layers, output, offloaded, explain })
+}
+
+/// Bytes a tensor takes in a device's model buffer.
+pub fn alloc_size(ty: GgmlType, ne: &[u64], bytes: u64, device: Device) -> Result<u64, CoreError> {
+    match device {
+        Device::Cpu => {
+            bytes.checked_next_multiple_of(CPU_ALIGNMENT).ok_or(CoreError::Overflow { what: "tensor".into() })
+        }
+        Device::Gpu(_) => {
+            let mut size = bytes;
+            let ne0 = ne.first().copied().unwrap_or(0);
+            if ty.is_quantized() && ne0 % MATRIX_ROW_PADDING != 0 {
+                let pad = ty.row_size(MATRIX_ROW_PADDING - ne0 % MATRIX_ROW_PADDING).unwrap_or(0);
+                size = add("tensor padding", size, pad)?;
+            }
+            size.checked_next_multiple_of(CUDA_ALIGNMENT).ok_or(CoreError::Overflow { what: "tensor".into() })
+        }
+    }
+}
+
+/// Whether llama.cpp loads a host weight into the CPU's repack buffer
+/// (`CPU_REPACK`, `CPU_AARCH64` before mid-2025) on an x86-64 AVX2 host:
+/// ggml-cpu `repack.cpp` `ggml_repack_get_optimal_repack_type` repacks
+/// Q4_0, Q4_K, IQ4_NL and MXFP4 matrices whose row count is a multiple of 8
+/// (8×8 interleave), for `MUL_MAT` (2D) and `MUL_MAT_ID` (3D expert stacks);
+/// the token embedding feeds `GET_ROWS` and is never repacked. AVX-512
+/// hosts also repack Q2_K, ARM hosts other sets (Q4_0/Q4_K/Q5_K/Q6_K/Q8_0/
+/// IQ4_NL/MXFP4 with NEON dot-product or i8mm): vramfit assumes AVX2.
+pub fn cpu_repacked(t: &TensorInfo) -> bool {
+    let kind = matches!(t.ty, GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::Iq4Nl | GgmlType::Mxfp4);
+    let matrix = t.ne.len() == 2 || (t.ne.len() == 3 && t.name.contains("_exps"));
+    kind && matrix && t.slot != Slot::Input && t.ne.get(1).is_some_and(|r| r % 8 == 0)
+}
+
+/// One device's model buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelBuffer {
+    pub device: Device,
+    /// llama.cpp's name: `CUDA0`, `CPU_Mapped`, `CPU`
+    pub name: String,
+    pub bytes: u64,
+    pub tensors: u64,
+    /// bytes of tensors actually used on this device (for `CPU_Mapped`, the
+    /// span may include other devices' tensors lying in between)
+    pub used_bytes: u64,
+    pub explain: Explanation,
+}
+
+/// Model buffers of every device that holds weights.
+pub fn model_buffers(
+    model: &LlamaModel,
+    placement: &Placement,
+    mmap: bool,
+    cpu_repack: bool,
+) -> Result<Vec<ModelBuffer>, CoreError> {
+    let mut out: Vec<ModelBuffer> = Vec::new();
+    let mut gpus: Vec<u32> = placement
+        .layers
+        .iter()
+        .chain(std::iter::once(&placement.output))
+        .filter_map(|d| match d {
+            Device::Gpu(g) => Some(*g),
+            Device::Cpu => None,
+        })
+        .collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    for g in gpus {
+        let dev = Device::Gpu(g);
+        let mut bytes = 0u64;
+        let mut used = 0u64;
+        let mut n = 0u64;
+        let mut padded = 0u64;
+        for t in &model.tensors {
+            if placement.slot_device(t.slot) != dev {
+                continue;
+            }
+            let a = alloc_size(t.ty, &t.ne, t.bytes, dev)?;
+            padded = add("padding", padded, a - t.bytes)?;
+            bytes = add("model buffer", bytes, a)?;
+            used = add("model buffer", used, t.bytes)?;
+            n += 1;
+        }
+        // a tied output head is loaded again into the output slot
+        if model.tied_output && placement.output == dev {
+            if let Some(t) = model.tensors.iter().find(|t| t.slot == Slot::Input && t.name == "token_embd.weight") {
+                let a = alloc_size(t.ty, &t.ne, t.bytes, dev)?;
+                bytes = add("model buffer", bytes, a)?;
+                used = add("model buffer", used, t.bytes)?;
+                n += 1;
+            }
+        }
+        out.push(ModelBuffer {
+            device: dev,
+            name: format!("CUDA{g}"),
+            bytes,
+            tensors: n,
+            used_bytes: used,
+            explain: Explanation::new(
+                "Σ over this GPU's tensors of pad(nbytes + row padding, 128 B); row padding: a quantized tensor whose ne0 is not a multiple of 512 gets the bytes of the missing elements",
+            )
+            .term("tensors", n)
+            .term("tensor bytes", used)
+            .term("alignment and row padding", padded)
+            .note("ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size / get_alignment"),
+        });
+    }
+    // host: the input layer plus every slot left on the CPU; matrices the
+    // CPU repacks are copied into their own buffer, the rest stay mapped
+    let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.slot_device(t.slot) == Device::Cpu).collect();
+    let (repacked, host): (Vec<_>, Vec<_>) = on_host.into_iter().partition(|t| cpu_repack && cpu_repacked(t));
+    if !repacked.is_empty() {
+        let mut bytes = 0u64;
+        for t in &repacked {
+            bytes = add("repack buffer", bytes, alloc_size(t.ty, &t.ne, t.bytes, Device::Cpu)?)?;
+        }
+        let used = sum("repacked weights", &repacked.iter().map(|t| t.bytes).collect::<Vec<_>>())?;
+        out.push(ModelBuffer {
+            device: Device::Cpu,
+            name: "CPU_REPACK".into(),
+            bytes,
+            tensors: repacked.len() as u64,
+            used_bytes: used,
+            explain: Explanation::new("Σ pad(nbytes, 32 B) of the host matrices the CPU backend repacks (Q4_0, Q4_K, IQ4_NL, MXFP4 with rows % 8 = 0 on x86-64 AVX2)")
+                .term("tensors", repacked.len())
+                .term("tensor bytes", used)
+                .note("ggml-cpu repack.cpp ggml_repack_get_optimal_repack_type; llama.cpp logs it as CPU_REPACK (CPU_AARCH64 before mid-2025); --no-repack turns it off; a GPU never takes over ops reading these weights"),
+        });
+    }
+    if !host.is_empty() {
+        let used = sum("host weights", &host.iter().map(|t| t.bytes).collect::<Vec<_>>())?;
+        if mmap {
+            let first = host.iter().map(|t| t.offset).min().unwrap_or(0);
+            let last = host.iter().map(|t| t.offset.saturating_add(t.bytes)).max().unwrap_or(0);
+            let span = last.saturating_sub(first);
+            out.push(ModelBuffer {
+                device: Device::Cpu,
+                name: "CPU_Mapped".into(),
+                bytes: span,
+                tensors: host.len() as u64,
+                used_bytes: used,
+                explain: Explanation::new("last byte − first byte of the host tensors in the file (one mmap range)")
+                    .term("first offset", first)
+                    .term("end", last)
+                    .term("host tensor bytes", used)
+                    .note(if span > used {
+                        "the mapped range includes other devices' tensors lying between host tensors in the file; only the host tensors' pages stay resident"
+                    } else {
+                        "llama_model_loader::get_mapping_range"
+                    }),
+            });
+        } else {
+            let mut bytes = 0u64;
+            for t in &host {
+                bytes = add("host buffer", bytes, alloc_size(t.ty, &t.ne, t.bytes, Device::Cpu)?)?;
+            }
+            out.push(ModelBuffer {
+                device: Device::Cpu,
+                name: "CPU".into(),
+                bytes,
+                tensors: host.len() as u64,
+                used_bytes: used,
+                explain: Explanation::new("Σ pad(nbytes, 32 B) of the host tensors (--no-mmap copies them)")
+                    .term("host tensor bytes", used),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_first_offload_order() {
+        // 4 layers, -ngl 1: only the output layer goes to the GPU
+        let p = place(4, 1, &[1.0], OffloadOrder::OutputFirst).unwrap();
+        assert_eq!(p.layers, vec![Device::Cpu; 4]);
+        assert_eq!(p.output, Device::Gpu(0));
+        // -ngl 3: output + the last two layers
+        let p = place(4, 3, &[1.0], OffloadOrder::OutputFirst).unwrap();
+        assert_eq!(p.layers, vec![Device::Cpu, Device::Cpu, Device::Gpu(0), Device::Gpu(0)]);
+        assert_eq!(p.offloaded, 3);
+        // the old order keeps the output on the host until -ngl 5
+        let p = place(4, 4, &[1.0], OffloadOrder::OutputLast).unwrap();
+        assert_eq!(p.layers, vec![Device::Gpu(0); 4]);
+        assert_eq!(p.output, Device::Cpu);
+        let p = place(4, 99, &[1.0], OffloadOrder::OutputLast).unwrap();
+        assert_eq!(p.output, Device::Gpu(0));
+    }
+
+    #[test]
+    fn tensor_split_uses_upper_bound() {
+        // 32 layers + output = 33 slots over 1:1 → x = il/33; GPU0 while x < 0.5 → il 0..=16
+        let p = place(32, 99, &[1.0, 1.0], OffloadOrder::OutputFirst).unwrap();
+        assert_eq!(p.layers.iter().filter(|d| **d == Device::Gpu(0)).count(), 17);
+        assert_eq!(p.output, Device::Gpu(1));
+        // no GPU: everything on the host whatever -ngl says
+        let p = place(32, 99, &[], OffloadOrder::OutputFirst).unwrap();
+        assert_eq!(p.offloaded, 0);
+        assert!(split_points(&[0.0, 0.0]).is_err());
+        assert!(split_points(&[f64::NAN]).is_err());
+    }
+
+    #[test]
+    fn cuda_pads_quantized_rows() {
+        // ne0 = 2880 (gpt-oss): 2880 % 512 = 320 → 192 missing elements = 6 MXFP4 blocks = 102 B
+        let bytes = GgmlType::Mxfp4.nbytes(&[2880, 2880]).unwrap();
+        let a = alloc_size(GgmlType::Mxfp4, &[2880, 2880], bytes, Device::Gpu(0)).unwrap();
+        assert_eq!(a, (bytes + 102).next_multiple_of(128));
+        // f16 is not padded
+        assert_eq!(alloc_size(GgmlType::F16, &[2880, 2], 2880 * 4, Device::Gpu(0)).unwrap(), 11520);
+    }
+}

@@ -1,0 +1,499 @@
+//! One llama.cpp launch: where every byte goes per device, the command
+//! line that reproduces it, and the largest `-ngl` / context that fit.
+
+use super::compute::{compute_buffers, ComputeBuffers, ComputeSetup, GraphEra};
+use super::ggml::GgmlType;
+use super::graph::Device;
+use super::kv::{context_size, kv_cache, CacheOptions, ContextSize, KvCache};
+use super::model::LlamaModel;
+use super::placement::{model_buffers, place, ModelBuffer, OffloadOrder, Placement};
+use crate::error::CoreError;
+use crate::explain::Explanation;
+use crate::units::{add, product, sum};
+use serde::{Deserialize, Serialize};
+
+/// `--flash-attn on|off|auto` (llama.cpp's default is auto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FlashAttn {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+/// A GPU the plan places layers on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSlot {
+    pub name: String,
+    /// memory as nvidia-smi reports it
+    pub memory_bytes: u64,
+}
+
+/// The launch flags (llama.cpp names in the docs of each field).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaCppOptions {
+    /// `-c` (0: the model's training context)
+    pub ctx_size: u64,
+    /// `-b`
+    pub batch: u64,
+    /// `-ub`
+    pub ubatch: u64,
+    /// `-np`
+    pub parallel: u64,
+    /// `--kv-unified`
+    pub kv_unified: bool,
+    /// `-ctk`, `-ctv`
+    pub cache_type_k: GgmlType,
+    pub cache_type_v: GgmlType,
+    /// `-fa`
+    pub flash_attn: FlashAttn,
+    /// `-ngl` (None: all layers, llama.cpp's `-ngl 999`)
+    pub n_gpu_layers: Option<u64>,
+    /// `-ts` (empty: proportional to GPU memory, as llama.cpp splits by free memory)
+    pub tensor_split: Vec<f64>,
+    pub gpus: Vec<GpuSlot>,
+    /// `--no-kv-offload` clears it
+    pub offload_kqv: bool,
+    /// `--no-op-offload` clears it
+    pub op_offload: bool,
+    /// `--swa-full`
+    pub swa_full: bool,
+    /// `--no-mmap` clears it
+    pub mmap: bool,
+    /// the CPU backend repacks host matrices of some types (x86-64 AVX2
+    /// rules; `--no-repack` clears it)
+    pub cpu_repack: bool,
+    /// bytes per GPU outside llama.cpp's buffers (CUDA context, cuBLAS)
+    pub gpu_reserve: u64,
+    pub order: OffloadOrder,
+    pub era: GraphEra,
+}
+
+impl Default for LlamaCppOptions {
+    fn default() -> Self {
+        LlamaCppOptions {
+            ctx_size: 4096,
+            batch: 2048,
+            ubatch: 512,
+            parallel: 1,
+            kv_unified: false,
+            cache_type_k: GgmlType::F16,
+            cache_type_v: GgmlType::F16,
+            flash_attn: FlashAttn::Auto,
+            n_gpu_layers: None,
+            tensor_split: Vec::new(),
+            gpus: Vec::new(),
+            offload_kqv: true,
+            op_offload: true,
+            swa_full: false,
+            mmap: true,
+            cpu_repack: true,
+            gpu_reserve: crate::runtime::DEFAULT_CUDA_CONTEXT,
+            order: OffloadOrder::OutputFirst,
+            era: GraphEra::Current,
+        }
+    }
+}
+
+/// One line of a device's memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryLine {
+    /// `model`, `kv`, `state`, `compute`, `output`, `reserve`
+    pub kind: String,
+    /// llama.cpp's log name of the buffer (`CUDA0 model buffer`, …)
+    pub label: String,
+    pub bytes: u64,
+    pub explain: Explanation,
+}
+
+/// Everything on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceMemory {
+    pub device: Device,
+    /// `CUDA0` … or `host`
+    pub name: String,
+    pub lines: Vec<MemoryLine>,
+    pub total_bytes: u64,
+    /// GPU memory (None for the host)
+    pub capacity_bytes: Option<u64>,
+}
+
+impl DeviceMemory {
+    pub fn bytes(&self, kind: &str) -> u64 {
+        self.lines.iter().filter(|l| l.kind == kind).fold(0u64, |a, l| a.saturating_add(l.bytes))
+    }
+
+    pub fn fits(&self) -> Option<bool> {
+        self.capacity_bytes.map(|c| self.total_bytes <= c)
+    }
+}
+
+/// The plan of one launch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlamaCppPlan {
+    pub context: ContextSize,
+    pub n_ubatch: u64,
+    pub flash_attn: bool,
+    pub n_gpu_layers: u64,
+    pub placement: Placement,
+    pub model_buffers: Vec<ModelBuffer>,
+    pub kv: KvCache,
+    pub compute: ComputeBuffers,
+    pub gpus: Vec<DeviceMemory>,
+    pub host: DeviceMemory,
+    pub notes: Vec<String>,
+}
+
+impl LlamaCppPlan {
+    /// Every GPU within its memory (true when no GPU).
+    pub fn fits(&self) -> bool {
+        self.gpus.iter().all(|g| g.fits().unwrap_or(true))
+    }
+}
+
+fn resolve_flash_attn(model: &LlamaModel, opts: &LlamaCppOptions) -> (bool, Option<String>) {
+    match opts.flash_attn {
+        FlashAttn::On => (true, None),
+        FlashAttn::Off => (false, None),
+        FlashAttn::Auto => {
+            // llama.cpp's auto check turns FA on when the device of every
+            // attention layer supports it, which CUDA and the CPU do for the
+            // usual head sizes; quantized V caches need it.
+            let odd =
+                model.layers.iter().any(|l| l.has_kv() && ![64, 80, 96, 112, 128, 256, 576].contains(&l.head_dim_k));
+            if odd {
+                (false, Some("flash attention auto → assumed off: a head size outside the CUDA kernels' 64/80/96/112/128/256/576".into()))
+            } else {
+                (true, Some("flash attention auto → on (llama.cpp enables it when the attention devices support it; pass -fa off to compare)".into()))
+            }
+        }
+    }
+}
+
+/// Where every byte goes for one launch.
+pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, CoreError> {
+    model.validate()?;
+    crate::units::check_size("ubatch-size", opts.ubatch, 1 << 20)?;
+    crate::units::check_size("batch-size", opts.batch, 1 << 24)?;
+    let mut notes = Vec::new();
+    let (fa, fa_note) = resolve_flash_attn(model, opts);
+    notes.extend(fa_note);
+    if !fa && opts.cache_type_v.is_quantized() {
+        return Err(CoreError::invalid(
+            "cache-type-v",
+            format!(
+                "a quantized V cache ({}) needs flash attention: llama.cpp refuses it with -fa off",
+                opts.cache_type_v
+            ),
+        ));
+    }
+    // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
+    let ubatch = opts.ubatch.min(opts.batch);
+    let pad = super::kv::ctx_pad(opts.era, fa);
+    let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full, pad)?;
+    if size.n_ctx_seq > model.n_ctx_train && model.n_ctx_train > 0 {
+        notes.push(format!(
+            "context per sequence {} exceeds the model's training context {}: llama.cpp allows it (with a warning), quality may suffer",
+            size.n_ctx_seq, model.n_ctx_train
+        ));
+    }
+    let split: Vec<f64> = if opts.gpus.is_empty() {
+        Vec::new()
+    } else if opts.tensor_split.is_empty() {
+        opts.gpus.iter().map(|g| g.memory_bytes as f64).collect()
+    } else {
+        if opts.tensor_split.len() > opts.gpus.len() {
+            return Err(CoreError::invalid(
+                "tensor-split",
+                format!("{} shares for {} GPUs", opts.tensor_split.len(), opts.gpus.len()),
+            ));
+        }
+        let mut s = opts.tensor_split.clone();
+        s.resize(opts.gpus.len(), 0.0);
+        s
+    };
+    let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
+    let placement = place(model.n_layer, ngl, &split, opts.order)?;
+    let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
+    let cache_opt = CacheOptions {
+        type_k: opts.cache_type_k,
+        type_v: opts.cache_type_v,
+        flash_attn: fa,
+        offload_kqv: opts.offload_kqv,
+        n_parallel: opts.parallel,
+    };
+    let kv = kv_cache(model, &placement, size, cache_opt)?;
+    let n_tokens = size.n_ctx.min(ubatch);
+    let compute = compute_buffers(
+        model,
+        &placement,
+        ComputeSetup {
+            n_tokens,
+            n_kv: size.n_ctx_seq,
+            n_kv_swa: size.swa_cells,
+            streams: size.streams,
+            flash_attn: fa,
+            offload_kqv: opts.offload_kqv,
+            op_offload: opts.op_offload,
+            type_k: opts.cache_type_k,
+            type_v: opts.cache_type_v,
+            era: opts.era,
+            cpu_repack: opts.cpu_repack,
+            gpus: opts.gpus.len() as u32,
+            // llama_context: pipeline parallelism when several devices hold
+            // every layer (-ngl > n_layer), split by layer, KV offloaded
+            pipeline_copies: if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
+                super::graph::PIPELINE_COPIES
+            } else {
+                1
+            },
+        },
+    )?;
+    if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
+        notes.push(format!(
+            "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
+            super::graph::PIPELINE_COPIES,
+            super::graph::PIPELINE_COPIES
+        ));
+    }
+    if let Some(a) = &compute.approximate {
+        notes.push(format!("compute buffers approximate: {a}"));
+    }
+    // output buffer: logits of max(1, n_seq) outputs, pinned host memory
+    let output_bytes = product("output buffer", &[model.n_vocab, opts.parallel.max(1), 4])?;
+
+    let compute_note = |d: Device| {
+        Explanation::new("peak of ggml's graph allocator over llama.cpp's reserved graph (one full micro-batch against a full KV cache), replayed op by op")
+            .term("micro-batch tokens", n_tokens)
+            .term("KV cells attended (full / sliding)", format!("{} / {}", size.n_ctx_seq, size.swa_cells))
+            .term("flash attention", fa)
+            .term("device", format!("{d:?}"))
+            .note("llama.cpp llama_context::graph_reserve → ggml_backend_sched_reserve; ggml-alloc.c gallocr; see docs/gguf.md")
+    };
+    let mut gpus = Vec::new();
+    for (i, g) in opts.gpus.iter().enumerate() {
+        let d = Device::Gpu(i as u32);
+        let mut lines = Vec::new();
+        for b in buffers.iter().filter(|b| b.device == d) {
+            lines.push(MemoryLine {
+                kind: "model".into(),
+                label: format!("{} model buffer", b.name),
+                bytes: b.bytes,
+                explain: b.explain.clone(),
+            });
+        }
+        for c in kv.buffers.iter().filter(|c| c.device == d) {
+            lines.push(MemoryLine {
+                kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+                label: format!("CUDA{i} {} buffer", c.kind),
+                bytes: c.bytes,
+                explain: c.explain.clone(),
+            });
+        }
+        for c in compute.buffers.iter().filter(|c| c.device == d) {
+            lines.push(MemoryLine {
+                kind: "compute".into(),
+                label: format!("CUDA{i} compute buffer"),
+                bytes: c.bytes,
+                explain: compute_note(d),
+            });
+        }
+        lines.push(MemoryLine {
+            kind: "reserve".into(),
+            label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
+            bytes: opts.gpu_reserve,
+            explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
+                .term("reserve", opts.gpu_reserve)
+                .note("core::runtime::DEFAULT_CUDA_CONTEXT unless --gpu-reserve-mib overrides it"),
+        });
+        let total = sum("GPU total", &lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
+        gpus.push(DeviceMemory {
+            device: d,
+            name: format!("CUDA{i}"),
+            lines,
+            total_bytes: total,
+            capacity_bytes: Some(g.memory_bytes),
+        });
+    }
+    let mut host_lines = Vec::new();
+    let host_prefix = if opts.gpus.is_empty() { "CPU" } else { "CUDA_Host" };
+    for b in buffers.iter().filter(|b| b.device == Device::Cpu) {
+        // a mapped range that spans other devices' (or repacked) tensors
+        // costs only its host tensors' pages: count those, show the range
+        let (bytes, explain) = if b.name == "CPU_Mapped" && b.bytes != b.used_bytes {
+            (
+                b.used_bytes,
+                b.explain
+                    .clone()
+                    .term("counted (host tensors' pages)", b.used_bytes)
+                    .term("mapped range as llama.cpp logs it", b.bytes),
+            )
+        } else {
+            (b.bytes, b.explain.clone())
+        };
+        host_lines.push(MemoryLine { kind: "model".into(), label: format!("{} model buffer", b.name), bytes, explain });
+    }
+    for c in kv.buffers.iter().filter(|c| c.device == Device::Cpu) {
+        host_lines.push(MemoryLine {
+            kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+            label: format!("CPU {} buffer", c.kind),
+            bytes: c.bytes,
+            explain: c.explain.clone(),
+        });
+    }
+    for c in compute.buffers.iter().filter(|c| c.device == Device::Cpu) {
+        host_lines.push(MemoryLine {
+            kind: "compute".into(),
+            label: format!("{host_prefix} compute buffer"),
+            bytes: c.bytes,
+            explain: compute_note(Device::Cpu),
+        });
+    }
+    host_lines.push(MemoryLine {
+        kind: "output".into(),
+        label: format!("{host_prefix} output buffer"),
+        bytes: output_bytes,
+        explain: Explanation::new("n_vocab × max(1, parallel) × 4 B (f32 logits of one output per sequence)")
+            .term("n_vocab", model.n_vocab)
+            .term("sequences", opts.parallel.max(1))
+            .note("llama_context::output_reserve"),
+    });
+    let host_total = sum("host total", &host_lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
+    let host = DeviceMemory {
+        device: Device::Cpu,
+        name: "host".into(),
+        lines: host_lines,
+        total_bytes: host_total,
+        capacity_bytes: None,
+    };
+    if placement.offloaded == 0 && !opts.gpus.is_empty() {
+        notes.push("-ngl 0: no layer on the GPU; prompt processing still offloads large matrix multiplications to it (op offload), hence its compute buffer".into());
+    }
+    if let Some(mb) = buffers.iter().find(|b| b.name == "CPU_Mapped") {
+        if mb.bytes != mb.used_bytes {
+            notes.push(format!(
+                "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
+                mb.bytes as f64 / crate::units::MIB as f64,
+                mb.used_bytes as f64 / crate::units::MIB as f64
+            ));
+        }
+    }
+    let _ = add("plan", 0, 0)?;
+    Ok(LlamaCppPlan {
+        context: size,
+        n_ubatch: ubatch,
+        flash_attn: fa,
+        n_gpu_layers: ngl,
+        placement,
+        model_buffers: buffers,
+        kv,
+        compute,
+        gpus,
+        host,
+        notes,
+    })
+}
+
+/// The llama.cpp command line for a plan.
+pub fn command_line(model_path: &str, model: &LlamaModel, opts: &LlamaCppOptions, p: &LlamaCppPlan) -> String {
+    let mut c = format!("llama-server -m {}", shell_quote(model_path));
+    c.push_str(&format!(" -c {}", p.context.n_ctx));
+    let ngl = if opts.gpus.is_empty() { 0 } else { p.n_gpu_layers.min(model.n_layer as u64 + 1) };
+    c.push_str(&format!(" -ngl {ngl}"));
+    if opts.gpus.len() > 1 {
+        let shares: Vec<String> = if opts.tensor_split.is_empty() {
+            opts.gpus.iter().map(|g| format!("{}", g.memory_bytes / (1 << 30))).collect()
+        } else {
+            opts.tensor_split.iter().map(|s| trim_float(*s)).collect()
+        };
+        c.push_str(&format!(" -ts {}", shares.join(",")));
+    }
+    c.push_str(&format!(" -fa {}", if p.flash_attn { "on" } else { "off" }));
+    if opts.cache_type_k != GgmlType::F16 {
+        c.push_str(&format!(" -ctk {}", opts.cache_type_k));
+    }
+    if opts.cache_type_v != GgmlType::F16 {
+        c.push_str(&format!(" -ctv {}", opts.cache_type_v));
+    }
+    c.push_str(&format!(" -np {}", opts.parallel.max(1)));
+    if opts.kv_unified {
+        c.push_str(" --kv-unified");
+    }
+    if opts.ubatch != 512 {
+        c.push_str(&format!(" -ub {}", opts.ubatch));
+    }
+    if opts.batch != 2048 {
+        c.push_str(&format!(" -b {}", opts.batch));
+    }
+    if !opts.offload_kqv {
+        c.push_str(" --no-kv-offload");
+    }
+    if opts.swa_full {
+        c.push_str(" --swa-full");
+    }
+    if !opts.mmap {
+        c.push_str(" --no-mmap");
+    }
+    if !opts.op_offload {
+        c.push_str(" --no-op-offload");
+    }
+    if !opts.cpu_repack {
+        c.push_str(" --no-repack");
+    }
+    c
+}
+
+fn trim_float(v: f64) -> String {
+    let s = format!("{v}");
+    s
+}
+
+fn shell_quote(s: &str) -> String {
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/+:=@%,".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The largest `-ngl` whose plan fits every GPU (None: not even `-ngl 0`).
+pub fn max_gpu_layers(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<Option<u64>, CoreError> {
+    let top = model.n_layer as u64 + 1;
+    for ngl in (0..=top).rev() {
+        let mut o = opts.clone();
+        o.n_gpu_layers = Some(ngl);
+        if plan(model, &o)?.fits() {
+            return Ok(Some(ngl));
+        }
+    }
+    Ok(None)
+}
+
+/// The largest context (a multiple of 256, at most the training context
+/// unless `cap` is larger) whose plan fits every GPU at the options' `-ngl`.
+pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Result<Option<u64>, CoreError> {
+    let step = super::kv::CTX_PAD;
+    let fits = |ctx: u64| -> Result<bool, CoreError> {
+        let mut o = opts.clone();
+        o.ctx_size = ctx;
+        Ok(plan(model, &o)?.fits())
+    };
+    let hi_steps = (cap / step).max(1);
+    if !fits(step)? {
+        return Ok(None);
+    }
+    let (mut lo, mut hi) = (1u64, hi_steps);
+    if fits(hi * step)? {
+        return Ok(Some(hi * step));
+    }
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid * step)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(Some(lo * step))
+}

@@ -1,0 +1,315 @@
+//! From a GGUF header to the model llama.cpp loads: hyper-parameters per
+//! layer (`llama_model::load_hparams` / `llama_hparams`, keys from
+//! `gguf-py/gguf/constants.py`) and the tensor list with its slots.
+
+use super::header::GgufHeader;
+use super::value::MetaValue;
+use vramfit_core::llamacpp::model::{
+    slot_of, ExpertSpec, GraphFamily, LayerHparams, LlamaModel, RecurrentState, TensorInfo,
+};
+
+/// Why a header cannot become a model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("metadata '{key}' is missing (needed for architecture '{arch}')")]
+    Missing { key: String, arch: String },
+    #[error("metadata '{key}': expected {expected}, found {found}")]
+    Bad { key: String, expected: String, found: String },
+    #[error("{0}")]
+    Core(String),
+}
+
+struct Keys<'a> {
+    h: &'a GgufHeader,
+    arch: String,
+}
+
+impl<'a> Keys<'a> {
+    fn key(&self, k: &str) -> String {
+        format!("{}.{k}", self.arch)
+    }
+    fn get(&self, k: &str) -> Option<&'a MetaValue> {
+        self.h.get(&self.key(k))
+    }
+    fn u64_opt(&self, k: &str) -> Result<Option<u64>, ModelError> {
+        match self.get(k) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| ModelError::Bad {
+                key: self.key(k),
+                expected: "a non-negative integer".into(),
+                found: v.describe(),
+            }),
+        }
+    }
+    fn u64_req(&self, k: &str) -> Result<u64, ModelError> {
+        self.u64_opt(k)?.ok_or_else(|| ModelError::Missing { key: self.key(k), arch: self.arch.clone() })
+    }
+    /// A per-layer value: a scalar for all layers or an array of n_layer.
+    fn per_layer(&self, k: &str, n_layer: usize, default: Option<u64>) -> Result<Vec<u64>, ModelError> {
+        match self.get(k) {
+            None => default
+                .map(|d| vec![d; n_layer])
+                .ok_or_else(|| ModelError::Missing { key: self.key(k), arch: self.arch.clone() }),
+            Some(MetaValue::Array { len, values, .. }) => {
+                let vals = values.as_ref().and_then(|v| v.iter().map(MetaValue::as_u64).collect::<Option<Vec<u64>>>());
+                match vals {
+                    Some(v) if v.len() == n_layer => Ok(v),
+                    _ => Err(ModelError::Bad {
+                        key: self.key(k),
+                        expected: format!("{n_layer} non-negative integers (one per layer)"),
+                        found: format!("an array of {len}"),
+                    }),
+                }
+            }
+            Some(v) => v.as_u64().map(|x| vec![x; n_layer]).ok_or_else(|| ModelError::Bad {
+                key: self.key(k),
+                expected: "a non-negative integer or a per-layer array".into(),
+                found: v.describe(),
+            }),
+        }
+    }
+}
+
+/// Architectures whose every layer keeps a recurrent state.
+const RECURRENT: &[&str] = &["mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"];
+/// Hybrids: a layer is recurrent when it has no KV heads (or by `full_attention_interval`).
+const HYBRID: &[&str] = &[
+    "jamba",
+    "granitehybrid",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "falcon-h1",
+    "plamo2",
+    "lfm2",
+    "lfm2moe",
+    "qwen3next",
+    "kimi-linear",
+];
+/// Architectures whose attention and FFN read the same input.
+const PARALLEL: &[&str] = &["gptneox", "phi2", "gptj", "command-r", "cohere2", "falcon"];
+
+/// Sliding-window layer pattern llama.cpp sets per architecture when the
+/// file has no explicit pattern (`hparams.set_swa_pattern(n)`: layer `il`
+/// slides when `il % n < n - 1`).
+fn default_swa_pattern(arch: &str) -> Option<u64> {
+    Some(match arch {
+        "gemma2" | "gpt-oss" => 2,
+        "gemma3" | "gemma3n" | "gemma-embedding" => 6,
+        "cohere2" => 4,
+        "llama4" => 4,
+        _ => return None,
+    })
+}
+
+/// Build the model llama.cpp would load from a parsed header.
+pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, ModelError> {
+    let arch = h
+        .get("general.architecture")
+        .and_then(MetaValue::as_str)
+        .ok_or_else(|| ModelError::Missing { key: "general.architecture".into(), arch: "?".into() })?
+        .to_string();
+    let k = Keys { h, arch: arch.clone() };
+    let mut notes = Vec::new();
+    let n_layer = k.u64_req("block_count")?;
+    if n_layer == 0 || n_layer > vramfit_core::llamacpp::model::limits::MAX_LAYERS {
+        return Err(ModelError::Bad {
+            key: k.key("block_count"),
+            expected: "1 to 4096 layers".into(),
+            found: n_layer.to_string(),
+        });
+    }
+    let nl = n_layer as usize;
+    let n_embd = k.u64_req("embedding_length")?;
+    let n_ctx_train = k.u64_opt("context_length")?.unwrap_or(0);
+    let is_recurrent_arch = RECURRENT.contains(&arch.as_str());
+    let heads = k.per_layer("attention.head_count", nl, if is_recurrent_arch { Some(0) } else { None })?;
+    let heads_kv = match k.get("attention.head_count_kv") {
+        None => heads.clone(),
+        Some(_) => k.per_layer("attention.head_count_kv", nl, None)?,
+    };
+    let n_head0 = heads.iter().copied().find(|&x| x > 0).unwrap_or(0);
+    let default_head = Some(n_embd.checked_div(n_head0).unwrap_or(0));
+    let head_k = k.u64_opt("attention.key_length")?.or(default_head).unwrap_or(0);
+    let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
+    let ff = k.per_layer("feed_forward_length", nl, Some(0))?;
+
+    // sliding window
+    let n_swa = k.u64_opt("attention.sliding_window")?.unwrap_or(0);
+    let mut sliding = vec![false; nl];
+    if n_swa > 0 {
+        match k.get("attention.sliding_window_pattern") {
+            Some(v @ MetaValue::Array { .. }) => match v.as_bool_vec() {
+                Some(p) if p.len() == nl => sliding = p,
+                _ => {
+                    return Err(ModelError::Bad {
+                        key: k.key("attention.sliding_window_pattern"),
+                        expected: format!("{nl} booleans"),
+                        found: v.describe(),
+                    })
+                }
+            },
+            Some(v) => {
+                let n = v.as_u64().ok_or_else(|| ModelError::Bad {
+                    key: k.key("attention.sliding_window_pattern"),
+                    expected: "a layer period or a per-layer bool array".into(),
+                    found: v.describe(),
+                })?;
+                for (il, s) in sliding.iter_mut().enumerate() {
+                    *s = n == 0 || (il as u64 % n) < n - 1;
+                }
+            }
+            None => match default_swa_pattern(&arch) {
+                Some(n) => {
+                    for (il, s) in sliding.iter_mut().enumerate() {
+                        *s = (il as u64 % n) < n - 1;
+                    }
+                }
+                None => notes.push(format!(
+                    "{arch}: the file declares a sliding window of {n_swa} but llama.cpp attends over the whole context for this architecture; the KV cache is sized in full"
+                )),
+            },
+        }
+    }
+    // recurrent layers
+    let interval = k.u64_opt("full_attention_interval")?;
+    let d_conv = k.u64_opt("ssm.conv_kernel")?.unwrap_or(0);
+    let d_inner = k.u64_opt("ssm.inner_size")?.unwrap_or(0);
+    let d_state = k.u64_opt("ssm.state_size")?.unwrap_or(0);
+    let n_group = k.u64_opt("ssm.group_count")?.unwrap_or(0);
+    let wkv_head = k.u64_opt("wkv.head_size")?.unwrap_or(0);
+    let shift = k.u64_opt("token_shift_count")?.unwrap_or(2);
+    let l_cache = k.u64_opt("shortconv.l_cache")?.unwrap_or(0);
+    let state = if wkv_head > 0 {
+        Some(RecurrentState { r: shift * n_embd, s: n_embd * wkv_head })
+    } else if l_cache > 0 {
+        Some(RecurrentState { r: n_embd * (l_cache - 1), s: 0 })
+    } else if d_conv > 0 || d_state > 0 {
+        Some(RecurrentState { r: d_conv.saturating_sub(1) * (d_inner + 2 * n_group * d_state), s: d_state * d_inner })
+    } else {
+        None
+    };
+    let is_hybrid = HYBRID.contains(&arch.as_str());
+    let mut layers = Vec::with_capacity(nl);
+    for il in 0..nl {
+        let recurrent_layer = if is_recurrent_arch {
+            true
+        } else if is_hybrid {
+            match interval {
+                Some(n) if n > 0 => (il as u64 % n) != n - 1,
+                _ => heads_kv[il] == 0,
+            }
+        } else {
+            false
+        };
+        let kv = if recurrent_layer { 0 } else { heads_kv[il] };
+        if recurrent_layer && state.is_none() {
+            return Err(ModelError::Missing { key: k.key("ssm.state_size"), arch: arch.clone() });
+        }
+        layers.push(LayerHparams {
+            n_head: heads[il],
+            n_head_kv: kv,
+            head_dim_k: head_k,
+            head_dim_v: head_v,
+            n_ff: ff[il],
+            sliding: sliding[il],
+            recurrent: if recurrent_layer { state } else { None },
+        });
+    }
+    // experts
+    let experts = match k.u64_opt("expert_count")? {
+        Some(n) if n > 0 => Some(ExpertSpec {
+            count: n,
+            used: k.u64_opt("expert_used_count")?.unwrap_or(1).max(1),
+            ff: k.u64_opt("expert_feed_forward_length")?.unwrap_or(ff.first().copied().unwrap_or(0)),
+            shared: k.u64_opt("expert_shared_count")?.unwrap_or(0),
+            shared_ff: k.u64_opt("expert_shared_feed_forward_length")?.unwrap_or(0),
+        }),
+        _ => None,
+    };
+    // tensors and vocabulary
+    let tensors: Vec<TensorInfo> = h
+        .tensors
+        .iter()
+        .map(|t| TensorInfo {
+            name: t.name.clone(),
+            ty: t.ty,
+            ne: t.ne.clone(),
+            bytes: t.bytes,
+            offset: t.offset,
+            slot: slot_of(&t.name),
+        })
+        .collect();
+    let has = |n: &str| tensors.iter().any(|t| t.name == n);
+    let embd_vocab = tensors.iter().find(|t| t.name == "token_embd.weight").and_then(|t| t.ne.get(1).copied());
+    let n_vocab = k
+        .u64_opt("vocab_size")?
+        .or_else(|| h.get("tokenizer.ggml.tokens").and_then(MetaValue::array_len))
+        .or(embd_vocab)
+        .unwrap_or(0);
+    for t in &tensors {
+        if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
+            if il as u64 >= n_layer {
+                notes.push(format!(
+                    "tensor '{}' belongs to layer {il} beyond block_count {n_layer} (an extra prediction layer); it is placed with the output layer",
+                    t.name
+                ));
+                break;
+            }
+        }
+    }
+    let causal = k.get("attention.causal").and_then(MetaValue::as_bool).unwrap_or(true);
+    let family = if PARALLEL.contains(&arch.as_str())
+        && k.get("use_parallel_residual").and_then(MetaValue::as_bool).unwrap_or(true)
+    {
+        GraphFamily::Parallel
+    } else {
+        GraphFamily::Sequential
+    };
+    let first_attn = (0..nl).find(|&il| layers[il].has_kv()).unwrap_or(0);
+    let fused_qkv = has(&format!("blk.{first_attn}.attn_qkv.weight"));
+    let qk_norm = has(&format!("blk.{first_attn}.attn_q_norm.weight"));
+    let gated_ffn = (0..nl)
+        .any(|il| has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight")))
+        || (0..nl).any(|il| {
+            // Phi-3 fuses gate and up into one ffn_up of 2·n_ff rows
+            tensors
+                .iter()
+                .find(|t| t.name == format!("blk.{il}.ffn_up.weight"))
+                .and_then(|t| t.ne.get(1))
+                .is_some_and(|&rows| ff[il] > 0 && rows == 2 * ff[il])
+        });
+    let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
+    // the slot of tensors past block_count: with the output layer
+    let tensors = tensors
+        .into_iter()
+        .map(|mut t| {
+            if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
+                if il as u64 >= n_layer {
+                    t.slot = vramfit_core::llamacpp::Slot::Output;
+                }
+            }
+            t
+        })
+        .collect();
+    let m = LlamaModel {
+        name: h.get("general.name").and_then(MetaValue::as_str).unwrap_or(name).to_string(),
+        arch,
+        n_layer: n_layer as u32,
+        n_embd,
+        n_vocab,
+        n_ctx_train,
+        layers,
+        n_swa,
+        experts,
+        causal,
+        family,
+        fused_qkv,
+        qk_norm,
+        gated_ffn,
+        tied_output,
+        tensors,
+        notes,
+    };
+    m.validate().map_err(|e| ModelError::Core(e.to_string()))?;
+    Ok(m)
+}
