@@ -11,7 +11,7 @@
 
 use crate::error::CoreError;
 use crate::model::{Attention as AttnLayout, Family, MlpKind, ModelSpec, NormKind, Positional};
-use crate::units::product;
+use crate::units::{add, product};
 use serde::{Deserialize, Serialize};
 
 /// What a linear layer does: decides quantization (routers and lm_head
@@ -77,8 +77,8 @@ impl ParamGroup {
     }
 
     /// Weight elements of one instance (the matrix, or a norm's gamma).
-    pub fn weight_elems(&self) -> u64 {
-        self.d_in.saturating_mul(self.d_out)
+    pub fn weight_elems(&self) -> Result<u64, CoreError> {
+        product(&self.path, &[self.d_in, self.d_out])
     }
 
     /// Bias elements of one instance.
@@ -92,17 +92,17 @@ impl ParamGroup {
 
     /// All parameters of this group across the model.
     pub fn params(&self) -> Result<u64, CoreError> {
-        let per = self
-            .weight_elems()
-            .checked_add(self.bias_elems())
-            .ok_or_else(|| CoreError::Overflow { what: self.path.clone() })?;
-        product(&self.path, &[per, self.copies])
+        self.params_over(self.copies)
     }
 
     /// Parameters a token touches.
     pub fn active_params(&self) -> Result<u64, CoreError> {
-        let per = self.weight_elems() + self.bias_elems();
-        product(&self.path, &[per, self.active_copies])
+        self.params_over(self.active_copies)
+    }
+
+    fn params_over(&self, copies: u64) -> Result<u64, CoreError> {
+        let per = add(&self.path, self.weight_elems()?, self.bias_elems())?;
+        product(&self.path, &[per, copies])
     }
 
     pub fn is_linear(&self) -> bool {
@@ -412,23 +412,17 @@ impl ParamLayout {
 
     /// Total parameters (tied weights counted once).
     pub fn total(&self) -> Result<u64, CoreError> {
-        self.groups.iter().try_fold(0u64, |acc, grp| {
-            acc.checked_add(grp.params()?).ok_or_else(|| CoreError::Overflow { what: "params_total".into() })
-        })
+        self.groups.iter().try_fold(0u64, |acc, grp| add("params_total", acc, grp.params()?))
     }
 
     /// Parameters each token passes through (MoE: top-k experts only).
     pub fn active(&self) -> Result<u64, CoreError> {
-        self.groups.iter().try_fold(0u64, |acc, grp| {
-            acc.checked_add(grp.active_params()?).ok_or_else(|| CoreError::Overflow { what: "params_active".into() })
-        })
+        self.groups.iter().try_fold(0u64, |acc, grp| add("params_active", acc, grp.active_params()?))
     }
 
     /// Sum of parameters over the groups that match `pred`.
     pub fn sum_where(&self, pred: impl Fn(&ParamGroup) -> bool) -> Result<u64, CoreError> {
-        self.groups.iter().filter(|g| pred(g)).try_fold(0u64, |acc, grp| {
-            acc.checked_add(grp.params()?).ok_or_else(|| CoreError::Overflow { what: "params".into() })
-        })
+        self.groups.iter().filter(|g| pred(g)).try_fold(0u64, |acc, grp| add("params", acc, grp.params()?))
     }
 
     /// Embedding table parameters (token + position).

@@ -26,9 +26,11 @@
 //!   (dropped-out) input; frozen norm weights drop the normalised tensor.
 
 use super::profile::TrainProfile;
-use super::setup::{AttentionImpl, Checkpointing, Precision, TrainKind, TrainSetup};
 use crate::dtype::DType;
+use crate::error::CoreError;
 use crate::model::{Attention, MlpKind, ModelSpec, NormKind, Positional};
+use crate::units::{div_ceil, mul, sum};
+use crate::workload::{AttentionImpl, Checkpointing, Precision, TrainKind, TrainSetup};
 
 /// Calibrated: extra bytes per q-width element per token per layer under
 /// autocast over an fp32 stream with rotary embeddings (TinyLlama amp-bf16,
@@ -63,15 +65,15 @@ pub struct ActProfile {
 }
 
 /// Sizes needed per token.
-pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) -> ActProfile {
+pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) -> Result<ActProfile, CoreError> {
     let p = setup.precision;
-    let a = p.compute_dtype().bits() / 8;
+    let a = p.compute_dtype().bytes()?;
     let stream: DType = match setup.kind {
         TrainKind::Full => p.weight_dtype(),
         TrainKind::Lora => setup.lora_base_dtype(),
         TrainKind::Qlora => p.compute_dtype(),
     };
-    let r = stream.bits() / 8;
+    let r = stream.bytes()?;
     let fp32_stream = r == 4;
     // autocast is a no-op over a 16-bit stream
     let autocast = p.is_autocast() && fp32_stream;
@@ -228,7 +230,7 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     };
     let ends = final_norm + if hidden_drop { h } else { 0 };
     let lb = if setup.logits_fp32 { 4 } else { a };
-    ActProfile {
+    Ok(ActProfile {
         layer_rep: rep,
         layer_split: split,
         layer_per_key: per_key,
@@ -240,17 +242,25 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         logits_grad: 2 * lb,
         weight_copy_bytes: if autocast { 2 } else { 0 },
         fp32_stream,
-    }
+    })
 }
 
 /// Saved bytes per token of one layer on one GPU (TP/SP applied), and
 /// the per-key bytes for a sequence of `seq` keys.
-pub fn layer_bytes_per_token(ap: &ActProfile, seq: u64, tp: u64, sp: bool, ckpt: Checkpointing) -> u128 {
-    let tp = tp.max(1) as u128;
-    let rep = if sp { (ap.layer_rep as u128).div_ceil(tp) } else { ap.layer_rep as u128 };
-    let split = (ap.layer_split as u128).div_ceil(tp);
-    let kv_heads = ap.kv_heads.max(1) as u128;
-    let kv = (ap.layer_kv as u128 * kv_heads.div_ceil(tp)).div_ceil(kv_heads);
-    let key = if ckpt == Checkpointing::Selective { 0 } else { (ap.layer_per_key as u128 * seq as u128).div_ceil(tp) };
-    rep + split + kv + key
+pub fn layer_bytes_per_token(
+    ap: &ActProfile,
+    seq: u64,
+    tp: u64,
+    sp: bool,
+    ckpt: Checkpointing,
+) -> Result<u64, CoreError> {
+    let tp = tp.max(1);
+    let what = "activations per token";
+    let rep = if sp { div_ceil(ap.layer_rep, tp) } else { ap.layer_rep };
+    let split = div_ceil(ap.layer_split, tp);
+    // k and v split over TP by kv heads, each rank keeping at least one
+    let kv_heads = ap.kv_heads.max(1);
+    let kv = div_ceil(mul(what, ap.layer_kv, kv_heads.div_ceil(tp))?, kv_heads);
+    let key = if ckpt == Checkpointing::Selective { 0 } else { div_ceil(mul(what, ap.layer_per_key, seq)?, tp) };
+    sum(what, &[rep, split, kv, key])
 }

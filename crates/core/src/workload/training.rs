@@ -5,6 +5,7 @@
 //! Stable: fields are only ever added, never renamed or removed (the
 //! planner and the CLI construct this struct).
 
+use super::defaults;
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 
@@ -265,7 +266,13 @@ pub struct LoraSetup {
 
 impl Default for LoraSetup {
     fn default() -> Self {
-        LoraSetup { rank: 16, alpha: 32.0, targets: LoraTargets::AllLinear, dropout: 0.05, adapter_fp32: true }
+        LoraSetup {
+            rank: defaults::LORA_RANK,
+            alpha: defaults::LORA_ALPHA_PER_RANK * defaults::LORA_RANK as f64,
+            targets: LoraTargets::AllLinear,
+            dropout: defaults::LORA_DROPOUT,
+            adapter_fp32: true,
+        }
     }
 }
 
@@ -309,9 +316,9 @@ impl Default for TrainSetup {
             kind: TrainKind::Full,
             precision: Precision::AmpBf16,
             optimizer: Optimizer::AdamW,
-            batch: 1,
-            seq: 2048,
-            grad_accum: 1,
+            batch: defaults::BATCH,
+            seq: defaults::TRAIN_SEQ,
+            grad_accum: defaults::GRAD_ACCUM,
             checkpointing: Checkpointing::None,
             attention: AttentionImpl::Sdpa,
             lora: LoraSetup::default(),
