@@ -109,7 +109,7 @@ fn lora_and_qlora() {
 fn deepspeed_config_is_read() {
     let ds = fixture("deepspeed/03_zero3_bf16.json");
     let v = json(&["estimate", "llama-2-7b", "--task", "train", "--gpus", "8", "--deepspeed", &ds]);
-    assert_eq!(v["workload"]["settings"]["sharding"], "zero-3");
+    assert_eq!(v["workload"]["settings"]["sharding"], "zero3");
     assert_eq!(v["workload"]["dtype"], "mixed-bf16");
     let out = Command::cargo_bin("vramfit")
         .unwrap()

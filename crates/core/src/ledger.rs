@@ -107,9 +107,11 @@ pub struct Ledger {
     pub params_total: u64,
     pub params_active: u64,
     pub params_trainable: u64,
-    /// host RAM needed for offloaded state, summed over the node's ranks
+    /// Host RAM the whole job needs for offloaded state: the sum over all its
+    /// ranks, on all machines (per rank: `train::ModelStates::cpu_bytes`; per
+    /// machine: this ÷ machines). The one meaning of `cpu_bytes` everywhere.
     pub cpu_bytes: u64,
-    /// NVMe needed for offloaded state
+    /// NVMe the whole job needs for offloaded state (all ranks, as `cpu_bytes`)
     pub nvme_bytes: u64,
     /// statements the user should see (assumptions, "DP saves no memory", …)
     pub notes: Vec<String>,

@@ -12,7 +12,11 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use vramfit_core::{Category, Explanation, Ledger};
+use vramfit_core::infer::InferenceDetail;
+use vramfit_core::{
+    Capacity, Category, CoreError, Explanation, Fit, GpuSpec, Ledger, ModelSpec, ParamGroup, ParamGroupKind,
+    ParamLayout, Task, Value, Workload,
+};
 
 /// The whole `estimate --json` document.
 #[derive(Debug, Clone, Serialize)]
@@ -87,7 +91,7 @@ pub struct CheckpointInfo {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadInfo {
-    /// `infer`, `train`, `lora`, `qlora`
+    /// `infer`, `train`, `lora`, `qlora` (the `--task` value)
     pub task: String,
     /// weights dtype or quantization label
     pub dtype: String,
@@ -118,7 +122,63 @@ pub struct EntryInfo {
     pub category: &'static str,
     pub label: String,
     pub bytes: u64,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
+}
+
+/// How a number was computed: `{formula, terms: [{name, value}], note?}`;
+/// a term's value keeps its type (an integer, a real number or a string).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExplainInfo {
+    pub formula: String,
+    pub terms: Vec<TermInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TermInfo {
+    pub name: String,
+    pub value: TermValue,
+}
+
+/// A term's value: written as a JSON number when it is one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum TermValue {
+    Integer(u64),
+    Number(f64),
+    Text(String),
+}
+
+impl From<&Explanation> for ExplainInfo {
+    fn from(e: &Explanation) -> ExplainInfo {
+        ExplainInfo {
+            formula: e.formula.clone(),
+            terms: e
+                .terms
+                .iter()
+                .map(|t| TermInfo {
+                    name: t.name.clone(),
+                    value: match &t.value {
+                        Value::Count(n) => TermValue::Integer(*n),
+                        Value::Number(x) => TermValue::Number(*x),
+                        Value::Text(s) => TermValue::Text(s.clone()),
+                    },
+                })
+                .collect(),
+            note: e.note.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for TermValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TermValue::Integer(n) => write!(f, "{n}"),
+            TermValue::Number(x) => write!(f, "{x}"),
+            TermValue::Text(s) => f.write_str(s),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,8 +196,8 @@ pub struct FitInfo {
     pub required_bytes: u64,
     pub fits: bool,
     /// memory left over (negative: short by), bytes
-    pub headroom_bytes: i64,
-    pub explain: Explanation,
+    pub headroom_bytes: i128,
+    pub explain: ExplainInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
 }
@@ -151,7 +211,143 @@ pub struct CapacityInfo {
     pub kv_blocks: u64,
     pub max_concurrency: u64,
     pub max_context: u64,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
+}
+
+impl From<&Capacity> for CapacityInfo {
+    fn from(c: &Capacity) -> CapacityInfo {
+        CapacityInfo {
+            gpu_util: c.gpu_util,
+            budget_bytes: c.budget_bytes,
+            kv_budget_bytes: c.kv_budget_bytes,
+            kv_blocks: c.kv_blocks,
+            max_concurrency: c.max_concurrency,
+            max_context: c.max_context,
+            explain: (&c.explain).into(),
+        }
+    }
+}
+
+impl FitInfo {
+    /// The fit of the estimate on `gpu`, with the paged-KV capacity when asked.
+    pub fn of(gpu: &GpuSpec, fit: &Fit, capacity: Option<CapacityInfo>) -> FitInfo {
+        FitInfo {
+            gpu: gpu.name.clone(),
+            gpu_memory_bytes: fit.gpu_memory_bytes,
+            required_bytes: fit.required_bytes,
+            fits: fit.fits,
+            headroom_bytes: fit.headroom_bytes,
+            explain: (&fit.explain).into(),
+            capacity,
+        }
+    }
+}
+
+impl KvInfo {
+    /// The KV cache geometry of an inference estimate.
+    pub fn of(detail: &InferenceDetail, block_size: u64) -> KvInfo {
+        KvInfo {
+            bytes_per_token: detail.kv.bytes_per_token,
+            tokens_per_sequence: detail.tokens_per_sequence,
+            block_size,
+            block_bytes: detail.block_bytes,
+        }
+    }
+}
+
+impl ParamGroupInfo {
+    /// One parameter group; `kind` is `linear:<role>` or the group kind's name.
+    pub fn of(g: &ParamGroup) -> Result<ParamGroupInfo, CoreError> {
+        Ok(ParamGroupInfo {
+            path: g.path.clone(),
+            module: g.module.clone(),
+            kind: match g.kind {
+                ParamGroupKind::Linear(role) => format!("linear:{}", role.name()),
+                other => other.name().to_string(),
+            },
+            d_in: g.d_in,
+            d_out: g.d_out,
+            bias: g.bias,
+            copies: g.copies,
+            active_copies: g.active_copies,
+            params: g.params()?,
+        })
+    }
+}
+
+impl ModelInfo {
+    /// Model facts for the report: `source` says where the spec came from,
+    /// `checkpoint` what its safetensors headers held (when read).
+    pub fn of(
+        spec: &ModelSpec,
+        source: String,
+        checkpoint: Option<CheckpointInfo>,
+        params_trainable: u64,
+    ) -> Result<ModelInfo, CoreError> {
+        let layout = ParamLayout::of(spec)?;
+        Ok(ModelInfo {
+            name: spec.name.clone(),
+            source,
+            family: spec.family.name().to_string(),
+            attention: spec.attention_kind().to_string(),
+            params_total: layout.total()?,
+            params_active: layout.active()?,
+            params_trainable,
+            layers: spec.num_layers,
+            hidden_size: spec.hidden_size,
+            heads: spec.num_heads,
+            kv_heads: spec.num_kv_heads,
+            head_dim: spec.head_dim,
+            vocab_size: spec.vocab_size,
+            quantization: spec.quantization.as_ref().map(|q| q.label.clone()),
+            checkpoint,
+            param_groups: layout.groups.iter().map(ParamGroupInfo::of).collect::<Result<_, _>>()?,
+            notes: spec.notes.clone(),
+        })
+    }
+}
+
+impl From<&Workload> for WorkloadInfo {
+    fn from(w: &Workload) -> WorkloadInfo {
+        let par = &w.parallelism;
+        let mut info = WorkloadInfo {
+            task: String::new(),
+            dtype: String::new(),
+            kv_dtype: None,
+            batch: 0,
+            seq: 0,
+            concurrency: None,
+            tp: par.tp,
+            pp: par.pp,
+            dp: par.dp(),
+            settings: BTreeMap::new(),
+        };
+        match &w.task {
+            Task::Inference(s) => {
+                info.task = "infer".into();
+                info.dtype = s.weights_label();
+                info.kv_dtype = Some(s.kv_dtype.name().to_string());
+                info.batch = s.batch;
+                info.seq = s.context;
+                info.concurrency = Some(s.concurrency);
+            }
+            Task::Train(t) => {
+                info.task = t.kind.name().into();
+                info.dtype = t.precision.name().into();
+                info.batch = t.batch;
+                info.seq = t.seq;
+                let settings = [
+                    ("optimizer", t.optimizer.name().to_string()),
+                    ("checkpointing", t.checkpointing.name().to_string()),
+                    ("attention", t.attention.name().to_string()),
+                    ("grad_accum", t.grad_accum.to_string()),
+                    ("sharding", par.sharding.key().to_string()),
+                ];
+                info.settings = settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            }
+        }
+        info
+    }
 }
 
 impl PerGpu {
@@ -167,7 +363,7 @@ impl PerGpu {
                     category: e.category.key(),
                     label: e.label.clone(),
                     bytes: e.bytes,
-                    explain: e.explain.clone(),
+                    explain: (&e.explain).into(),
                 })
                 .collect(),
         }
@@ -313,9 +509,9 @@ impl EstimateReport {
                 bytes(f.required_bytes),
                 bytes(f.gpu_memory_bytes),
                 if f.fits {
-                    format!("{} headroom", signed_bytes(f.headroom_bytes as i128))
+                    format!("{} headroom", signed_bytes(f.headroom_bytes))
                 } else {
-                    format!("short by {}", bytes(f.headroom_bytes.unsigned_abs()))
+                    format!("short by {}", bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64))
                 }
             );
             if let Some(c) = &f.capacity {
@@ -396,7 +592,7 @@ pub fn category_keys() -> Vec<&'static str> {
 }
 
 /// One explained number: heading, formula, inputs, note.
-pub fn write_explain(out: &mut String, head: &str, e: &Explanation) {
+pub fn write_explain(out: &mut String, head: &str, e: &ExplainInfo) {
     let _ = writeln!(out, "\n{head}");
     let _ = writeln!(out, "    formula: {}", e.formula);
     for term in &e.terms {

@@ -15,7 +15,7 @@ use vramfit_core::{
 };
 use vramfit_ingest::resolve::ResolvedModel;
 use vramfit_report::estimate::{
-    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, ParamGroupInfo, WorkloadInfo,
+    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
 };
 
 #[derive(clap::Args, Debug)]
@@ -276,58 +276,18 @@ pub fn resolve(model: Option<&str>) -> anyhow::Result<ResolvedModel> {
     Ok(vramfit_ingest::resolve_model(q)?)
 }
 
-/// Model facts for reports.
+/// Model facts for reports, with what the safetensors headers held.
 pub fn model_info(r: &ResolvedModel, params_trainable: u64) -> anyhow::Result<ModelInfo> {
-    let s = &r.spec;
-    let l = ParamLayout::of(s)?;
-    Ok(ModelInfo {
-        name: s.name.clone(),
-        source: r.source_text(),
-        family: s.family.name().to_string(),
-        attention: s.attention_kind().to_string(),
-        params_total: l.total()?,
-        params_active: l.active()?,
-        params_trainable,
-        layers: s.num_layers,
-        hidden_size: s.hidden_size,
-        heads: s.num_heads,
-        kv_heads: s.num_kv_heads,
-        head_dim: s.head_dim,
-        vocab_size: s.vocab_size,
-        quantization: s.quantization.as_ref().map(|q| q.label.clone()),
-        checkpoint: r.checkpoint.as_ref().map(|c| CheckpointInfo {
-            params: c.summary.params,
-            data_bytes: c.summary.data_bytes,
-            tensors: c.summary.tensors,
-            params_by_dtype: c.summary.params_by_dtype.clone(),
-            files: c.summary.files.len() as u64,
-            matches_config: c.difference == 0,
-            verdict: c.verdict.clone(),
-        }),
-        param_groups: l
-            .groups
-            .iter()
-            .map(|g| {
-                Ok(ParamGroupInfo {
-                    path: g.path.clone(),
-                    module: g.module.clone(),
-                    kind: match g.kind {
-                        vramfit_core::ParamGroupKind::Linear(r) => {
-                            format!("linear:{}", serde_json::to_value(r)?.as_str().unwrap_or(""))
-                        }
-                        other => serde_json::to_value(other)?["kind"].as_str().unwrap_or("").to_string(),
-                    },
-                    d_in: g.d_in,
-                    d_out: g.d_out,
-                    bias: g.bias,
-                    copies: g.copies,
-                    active_copies: g.active_copies,
-                    params: g.params()?,
-                })
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?,
-        notes: s.notes.clone(),
-    })
+    let checkpoint = r.checkpoint.as_ref().map(|c| CheckpointInfo {
+        params: c.summary.params,
+        data_bytes: c.summary.data_bytes,
+        tensors: c.summary.tensors,
+        params_by_dtype: c.summary.params_by_dtype.clone(),
+        files: c.summary.files.len() as u64,
+        matches_config: c.difference == 0,
+        verdict: c.verdict.clone(),
+    });
+    Ok(ModelInfo::of(&r.spec, r.source_text(), checkpoint, params_trainable)?)
 }
 
 fn list_presets() -> anyhow::Result<String> {
@@ -379,76 +339,29 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         bail!("--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
     }
 
-    let par = &workload.parallelism;
-    let mut kv = None;
-    let mut workload_info = WorkloadInfo {
-        task: format!("{:?}", args.workload.task).to_ascii_lowercase(),
-        dtype: String::new(),
-        kv_dtype: None,
-        batch: 0,
-        seq: 0,
-        concurrency: None,
-        tp: par.tp,
-        pp: par.pp,
-        dp: par.dp(),
-        settings: Default::default(),
-    };
-    let mut cap = None;
-    match &workload.task {
+    let (kv, capacity) = match &workload.task {
         Task::Inference(setup) => {
+            let par = &workload.parallelism;
             let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-            kv = Some(KvInfo {
-                bytes_per_token: detail.kv.bytes_per_token,
-                tokens_per_sequence: detail.tokens_per_sequence,
-                block_size: setup.block_size,
-                block_bytes: detail.block_bytes,
-            });
-            workload_info.dtype =
-                setup.quant.as_ref().map(|q| q.label.clone()).unwrap_or_else(|| setup.weight_dtype.to_string());
-            workload_info.kv_dtype = Some(setup.kv_dtype.to_string());
-            workload_info.seq = setup.context;
-            workload_info.batch = setup.batch;
-            workload_info.concurrency = Some(setup.concurrency);
-            if let (Some(g), Some(u)) = (&gpu, args.gpu_util) {
-                let c = capacity(spec, setup, par, &workload.runtime, g.memory_bytes(), u)?;
-                cap = Some(CapacityInfo {
-                    gpu_util: c.gpu_util,
-                    budget_bytes: c.budget_bytes,
-                    kv_budget_bytes: c.kv_budget_bytes,
-                    kv_blocks: c.kv_blocks,
-                    max_concurrency: c.max_concurrency,
-                    max_context: c.max_context,
-                    explain: c.explain,
-                });
-            }
+            let capacity = match (&gpu, args.gpu_util) {
+                (Some(g), Some(u)) => Some(capacity(spec, setup, par, &workload.runtime, g.memory_bytes(), u)?),
+                _ => None,
+            };
+            (Some(KvInfo::of(&detail, setup.block_size)), capacity)
         }
-        Task::Train(t) => {
-            workload_info.dtype = t.precision.name().to_string();
-            workload_info.batch = t.batch;
-            workload_info.seq = t.seq;
-            workload_info.settings.insert("optimizer".into(), t.optimizer.name().to_string());
-            workload_info.settings.insert("checkpointing".into(), t.checkpointing.name().to_string());
-            workload_info.settings.insert("attention".into(), t.attention.name().to_string());
-            workload_info.settings.insert("grad_accum".into(), t.grad_accum.to_string());
-            workload_info.settings.insert("sharding".into(), format!("zero-{}", par.sharding.stage()));
-            workload_info.task = t.kind.name().to_string();
-        }
-    }
-    let fit_info = gpu.as_ref().map(|g| {
-        let f = fit(&ledger, g.memory_bytes());
-        FitInfo {
-            gpu: g.name.clone(),
-            gpu_memory_bytes: f.gpu_memory_bytes,
-            required_bytes: f.required_bytes,
-            fits: f.fits,
-            headroom_bytes: f.headroom_bytes.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
-            capacity: cap,
-            explain: f.explain,
-        }
-    });
+        Task::Train(_) => (None, None),
+    };
+    let fit_info = gpu
+        .as_ref()
+        .map(|g| FitInfo::of(g, &fit(&ledger, g.memory_bytes()), capacity.as_ref().map(CapacityInfo::from)));
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
-    let report =
-        EstimateReport::new(model_info(&resolved, ledger.params_trainable)?, workload_info, &ledger, kv, fit_info);
+    let report = EstimateReport::new(
+        model_info(&resolved, ledger.params_trainable)?,
+        WorkloadInfo::from(&workload),
+        &ledger,
+        kv,
+        fit_info,
+    );
     let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
     Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
 }

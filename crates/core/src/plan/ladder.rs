@@ -15,11 +15,11 @@ use crate::ledger::Phase;
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
 use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
-use crate::workload::{Offload, Parallelism, Sharding, Task, Workload};
-use serde::{Deserialize, Serialize};
+use crate::workload::{defaults, Offload, Parallelism, Sharding, Task, Workload};
+use serde::Serialize;
 
 /// What happened to a step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// applied (and kept for the following steps)
@@ -38,7 +38,7 @@ pub enum StepStatus {
 }
 
 /// One rung of the ladder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LadderStep {
     pub name: String,
     pub status: StepStatus,
@@ -52,14 +52,14 @@ pub struct LadderStep {
     /// time per token against the starting point (≥ 1 is slower)
     pub slowdown: Option<f64>,
     pub tokens_per_s: Option<f64>,
-    /// host RAM the step needs (offload)
+    /// host RAM the job needs after this step (offload; `Ledger::cpu_bytes`, one GPU)
     pub cpu_bytes: u64,
-    #[serde(skip)]
+    /// the workload after this step (for the diagnosis's per-rung ledgers)
     pub workload: Option<Workload>,
 }
 
 /// The whole ladder on one card.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Ladder {
     pub gpu_id: String,
     pub gpu_name: String,
@@ -79,7 +79,7 @@ struct Eval {
 
 fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option<Eval> {
     let l = estimate(spec, w).ok()?;
-    let mem = MemSummary::of(&l);
+    let mem = MemSummary::of(&l).ok()?;
     let phase = l.peak_phase;
     let dev = tm.device(gpu, Link::Pcie, 1.0, None);
     let tps = match work_of(spec, w, &mem) {
@@ -339,7 +339,7 @@ pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm
                                     return Err((StepStatus::AlreadyOn, format!("already {}", q.label)));
                                 }
                             }
-                            s.quant = Some(QuantSpec::int(bits, 128, s.weight_dtype_compute()));
+                            s.quant = Some(QuantSpec::int(bits, defaults::GROUP_SIZE, s.weight_dtype_compute()));
                         }
                         Ok(w)
                     }),

@@ -78,9 +78,10 @@ pub struct ModelStates {
     pub gathered: u64,
     /// trainable parameters held per GPU before data-parallel sharding
     pub trainable_per_gpu: u64,
-    /// host RAM needed per rank for offloaded state
+    /// host RAM needed by this rank for offloaded state (the ledger's
+    /// `cpu_bytes` is the whole job's: this × ranks)
     pub cpu_bytes: u64,
-    /// NVMe needed per rank for offloaded state
+    /// NVMe needed by this rank for offloaded state
     pub nvme_bytes: u64,
 }
 

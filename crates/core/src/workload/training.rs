@@ -129,6 +129,7 @@ impl std::str::FromStr for Precision {
 pub enum Optimizer {
     /// `torch.optim.AdamW` (foreach by default on CUDA): exp_avg + exp_avg_sq
     #[default]
+    #[serde(rename = "adamw")]
     AdamW,
     /// bitsandbytes `AdamW8bit`: two blockwise-quantized int8 states
     #[serde(rename = "adamw-8bit")]
@@ -208,6 +209,8 @@ pub enum Checkpointing {
 }
 
 impl Checkpointing {
+    pub const ALL: [Checkpointing; 3] = [Checkpointing::None, Checkpointing::Full, Checkpointing::Selective];
+
     pub fn name(self) -> &'static str {
         match self {
             Checkpointing::None => "none",
@@ -338,5 +341,25 @@ impl TrainSetup {
             Precision::Fp32 => DType::F32,
             p => p.compute_dtype(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One spelling per value: the JSON (serde) name is the `name()` the text uses.
+    #[test]
+    fn json_spelling_is_the_name() {
+        let json = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in Precision::ALL {
+            assert_eq!(json(serde_json::to_value(p).unwrap()), p.name());
+        }
+        for o in Optimizer::ALL {
+            assert_eq!(json(serde_json::to_value(o).unwrap()), o.name());
+        }
+        for c in Checkpointing::ALL {
+            assert_eq!(json(serde_json::to_value(c).unwrap()), c.name());
+        }
     }
 }
