@@ -50,7 +50,7 @@ fn dump(r: &PlanReport) -> String {
                 "{} x{} {} {:.1}GiB states {:.1}GB {:?} cost {:?} h {:?}\n",
                 x.offer_id,
                 x.gpus,
-                x.setup.sharding.key(),
+                x.setup.sharding.label(),
                 x.per_gpu_bytes as f64 / GIB as f64,
                 x.model_states_bytes as f64 / 1e9,
                 x.switches,

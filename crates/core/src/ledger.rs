@@ -136,6 +136,11 @@ impl Ledger {
         self.entries.push(Entry { category, label: label.into(), bytes, explain });
     }
 
+    // The sums below cannot saturate for a ledger built by `estimate()`: every
+    // builder refuses a ledger whose `checked_total` overflows (an error naming
+    // the quantity), and each sum here is a part of that total. A ledger built
+    // by hand should call `checked_total` before reading them.
+
     /// Bytes of one category (sum of its entries).
     pub fn bytes(&self, category: Category) -> u64 {
         self.entries.iter().filter(|e| e.category == category).fold(0u64, |a, e| a.saturating_add(e.bytes))

@@ -307,6 +307,14 @@ impl ModelInfo {
     }
 }
 
+/// An enum value as its JSON (serde) name.
+fn json_name<T: Serialize>(v: T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => other.map(|v| v.to_string()).unwrap_or_default(),
+    }
+}
+
 impl From<&Workload> for WorkloadInfo {
     fn from(w: &Workload) -> WorkloadInfo {
         let par = &w.parallelism;
@@ -341,7 +349,7 @@ impl From<&Workload> for WorkloadInfo {
                     ("checkpointing", t.checkpointing.name().to_string()),
                     ("attention", t.attention.name().to_string()),
                     ("grad_accum", t.grad_accum.to_string()),
-                    ("sharding", par.sharding.key().to_string()),
+                    ("sharding", json_name(par.sharding)),
                 ];
                 info.settings = settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             }
@@ -401,6 +409,20 @@ impl EstimateReport {
     /// The human table; `explain` adds every entry's formula and inputs.
     pub fn to_text(&self, explain: bool) -> String {
         let mut out = String::new();
+        self.write_header(&mut out);
+        let _ = writeln!(out, "{}", self.category_table());
+        self.write_facts(&mut out);
+        self.write_notes(&mut out);
+        if explain {
+            self.write_explanations(&mut out);
+        } else {
+            out.push_str("(--explain shows the formula and inputs behind every number)\n");
+        }
+        out
+    }
+
+    /// Model and workload in one line each.
+    fn write_header(&self, out: &mut String) {
         let m = &self.model;
         let _ = writeln!(
             out,
@@ -453,7 +475,10 @@ impl EstimateReport {
             );
         }
         out.push('\n');
+    }
 
+    /// Bytes per category, the tensor peak and the total.
+    fn category_table(&self) -> Table {
         let total = self.per_gpu.total_bytes.max(1);
         let mut t = Table::new();
         t.load_style(UTF8_FULL_CONDENSED);
@@ -482,7 +507,11 @@ impl EstimateReport {
             Cell::new(thousands(self.per_gpu.total_bytes)).set_alignment(CellAlignment::Right),
             Cell::new("100%"),
         ]);
-        let _ = writeln!(out, "{t}");
+        t
+    }
+
+    /// Peak phase, offload needs, the KV cache, the fit on a card.
+    fn write_facts(&self, out: &mut String) {
         let _ = writeln!(out, "peak phase: {}", self.peak_phase);
         if self.cpu_bytes > 0 {
             let _ = writeln!(out, "host RAM needed for offload: {}", bytes(self.cpu_bytes));
@@ -528,6 +557,9 @@ impl EstimateReport {
                 );
             }
         }
+    }
+
+    fn write_notes(&self, out: &mut String) {
         for n in self.model.notes.iter().chain(&self.notes) {
             let _ = writeln!(out, "note: {n}");
         }
@@ -541,7 +573,11 @@ impl EstimateReport {
                 c.verdict
             );
         }
-        if explain {
+    }
+
+    /// The parameter layout and every entry's formula and inputs.
+    fn write_explanations(&self, out: &mut String) {
+        {
             out.push_str("\nParameters (params = copies × (d_in × d_out + bias)):\n");
             for g in &self.model.param_groups {
                 let _ = writeln!(
@@ -565,12 +601,12 @@ impl EstimateReport {
             out.push_str("\nHow each number was computed (per GPU):\n");
             for e in &self.per_gpu.entries {
                 let head = format!("[{}] {} = {} ({} B)", e.category, e.label, bytes(e.bytes), thousands(e.bytes));
-                write_explain(&mut out, &head, &e.explain);
+                write_explain(out, &head, &e.explain);
             }
             if let Some(f) = &self.fit {
-                write_explain(&mut out, &format!("[fit] {}", f.gpu), &f.explain);
+                write_explain(out, &format!("[fit] {}", f.gpu), &f.explain);
                 if let Some(c) = &f.capacity {
-                    write_explain(&mut out, "[capacity] paged KV", &c.explain);
+                    write_explain(out, "[capacity] paged KV", &c.explain);
                 }
             }
             let _ = writeln!(
@@ -579,10 +615,7 @@ impl EstimateReport {
                 thousands(self.per_gpu.tensor_peak_bytes),
                 thousands(self.per_gpu.total_bytes)
             );
-        } else {
-            out.push_str("(--explain shows the formula and inputs behind every number)\n");
         }
-        out
     }
 }
 

@@ -157,7 +157,8 @@ pub struct Setup {
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
     pub weights: Option<String>,
-    pub kv_dtype: Option<DType>,
+    /// the dtype's name (`fp16`, `fp8`)
+    pub kv_dtype: Option<&'static str>,
 }
 
 impl From<&SetupSummary> for Setup {
@@ -178,7 +179,7 @@ impl From<&SetupSummary> for Setup {
             offload_optimizer: s.offload_optimizer,
             offload_params: s.offload_params,
             weights: s.weights.clone(),
-            kv_dtype: s.kv_dtype,
+            kv_dtype: s.kv_dtype.map(DType::name),
         }
     }
 }

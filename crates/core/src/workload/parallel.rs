@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 
 /// ZeRO / FSDP sharding of model states over data-parallel ranks.
 ///
-/// One spelling per audience: the serde name ([`Sharding::key`]: `none`,
-/// `zero1`, `zero2`, `zero3`) in every JSON document, [`Parallelism::sharding_label`]
-/// (`ZeRO-2`, `FSDP FULL_SHARD`) in sentences.
+/// One spelling per audience: the serde name (`none`, `zero1`, `zero2`,
+/// `zero3`, from `rename_all`) in every JSON document, [`Sharding::label`] /
+/// [`Parallelism::sharding_label`] (`ZeRO-2`, `FSDP FULL_SHARD`) in sentences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sharding {
@@ -36,16 +36,6 @@ impl Sharding {
 
     pub fn from_stage(stage: u8) -> Option<Sharding> {
         Sharding::ALL.into_iter().find(|s| s.stage() == stage)
-    }
-
-    /// The JSON spelling (the serde name).
-    pub fn key(self) -> &'static str {
-        match self {
-            Sharding::None => "none",
-            Sharding::Zero1 => "zero1",
-            Sharding::Zero2 => "zero2",
-            Sharding::Zero3 => "zero3",
-        }
     }
 
     /// How a sentence names it with DeepSpeed's words (`ZeRO-2`; `none`).
@@ -145,7 +135,10 @@ mod tests {
     #[test]
     fn one_json_spelling_per_value() {
         for s in Sharding::ALL {
-            assert_eq!(serde_json::to_value(s).unwrap(), s.key());
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(serde_json::from_value::<Sharding>(json.clone()).unwrap(), s);
+            // the JSON name is the label's words in lower case without the dash (ZeRO-2 → zero2)
+            assert_eq!(json, s.label().to_ascii_lowercase().replace('-', ""));
             assert_eq!(Sharding::from_stage(s.stage()), Some(s));
         }
         for o in Offload::ALL {
