@@ -315,3 +315,55 @@ impl TrainModel {
         product("dequant", &[2, div_ceil(prof.largest_base_matrix, par.tp.max(1)), self.compute_bytes])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Offload, Precision, Sharding, TrainKind};
+
+    /// The peak is the sum of the lines of its moment, and each moment's lines
+    /// sum to that moment's peak: the ledger prints exactly these lines.
+    #[test]
+    fn peak_lines_sum_to_the_peak() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 8, 1376, 32000);
+        for (kind, precision, ckpt, batch, seq, accum, first_step) in [
+            (TrainKind::Full, Precision::MixedBf16, Checkpointing::None, 1, 64, 1, false),
+            (TrainKind::Full, Precision::AmpBf16, Checkpointing::Full, 8, 2048, 4, false),
+            (TrainKind::Lora, Precision::AmpBf16, Checkpointing::Selective, 4, 1024, 1, true),
+            (TrainKind::Qlora, Precision::Bf16, Checkpointing::Full, 2, 4096, 2, false),
+        ] {
+            let setup = TrainSetup {
+                kind,
+                precision,
+                checkpointing: ckpt,
+                batch,
+                seq,
+                grad_accum: accum,
+                first_step,
+                ..TrainSetup::default()
+            };
+            let m = TrainModel::new(&spec, &setup).unwrap();
+            for par in [
+                Parallelism::default(),
+                Parallelism { gpus: 4, sharding: Sharding::Zero3, ..Parallelism::default() },
+                Parallelism {
+                    gpus: 4,
+                    sharding: Sharding::Zero2,
+                    offload_optimizer: Offload::Cpu,
+                    ..Parallelism::default()
+                },
+                Parallelism { gpus: 4, tp: 2, pp: 2, ..Parallelism::default() },
+            ] {
+                let b = m.evaluate(&setup, &par).unwrap();
+                assert_eq!(b.at_peak.total().unwrap(), b.tensor_peak, "{setup:?} {par:?}");
+                assert_eq!(b.tensor_peak, b.backward_peak.max(b.step_peak));
+                let at_step = b.peak_phase == Phase::OptimizerStep;
+                assert_eq!(at_step, b.step_peak > b.backward_peak);
+                // only one backward transient is live at the peak
+                let transients =
+                    [b.at_peak.logits_saved + b.at_peak.logits_grad, b.at_peak.recompute, b.at_peak.attention_backward];
+                assert!(transients.iter().filter(|&&t| t > 0).count() <= 1, "{:?}", b.at_peak);
+            }
+        }
+    }
+}

@@ -90,9 +90,10 @@ fn size(field: Field, value: u64, limit: u64) -> Result<(), WorkloadError> {
 
 /// GPUs = TP × PP × DP; TP divides the attention heads; PP at most the layers.
 fn layout(model: &ModelSpec, par: &Parallelism) -> Result<(), WorkloadError> {
-    size(Field::Gpus, par.gpus, MAX_GPUS)?;
+    // TP and PP first: an unset GPU count defaults to their product
     size(Field::Tp, par.tp, MAX_MODEL_PARALLEL)?;
     size(Field::Pp, par.pp, MAX_MODEL_PARALLEL)?;
+    size(Field::Gpus, par.gpus, MAX_GPUS)?;
     // both at most 2^12: the product cannot overflow
     if !par.gpus.is_multiple_of(par.tp * par.pp) {
         return Err(WorkloadError::GpusNotMultiple { gpus: par.gpus, tp: par.tp, pp: par.pp });
@@ -212,6 +213,54 @@ fn runtime(rt: &RuntimeSetup) -> Result<(), WorkloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
+    use crate::quant::QuantSpec;
+
+    fn llama() -> ModelSpec {
+        ModelSpec::llama_like("tiny", 256, 4, 4, 4, 688, 32000)
+    }
+
+    fn infer(s: InferenceSetup, par: Parallelism) -> Result<(), WorkloadError> {
+        inference(&llama(), &s, &par, &RuntimeSetup::default())
+    }
+
+    #[test]
+    fn inference_rules_name_their_field() {
+        let d = InferenceSetup::default;
+        let p = Parallelism::default;
+        let field = |r: Result<(), WorkloadError>| r.unwrap_err().field();
+        assert_eq!(infer(d(), p()), Ok(()));
+        assert_eq!(field(infer(InferenceSetup { batch: 4, concurrency: 2, ..d() }, p())), Field::Batch);
+        assert_eq!(field(infer(InferenceSetup { kv_dtype: DType::I4, ..d() }, p())), Field::KvDtype);
+        assert_eq!(field(infer(InferenceSetup { weight_dtype: DType::I8, ..d() }, p())), Field::Dtype);
+        let g0 = QuantSpec { group_size: Some(0), ..QuantSpec::int(4, 128, DType::F16) };
+        assert_eq!(field(infer(InferenceSetup { quant: Some(g0), ..d() }, p())), Field::GroupSize);
+        assert_eq!(field(infer(InferenceSetup { block_size: 0, ..d() }, p())), Field::BlockSize);
+        assert_eq!(field(infer(InferenceSetup { context: 1 << 40, ..d() }, p())), Field::Context);
+        assert_eq!(field(infer(d(), Parallelism { gpus: 2, sharding: Sharding::Zero1, ..p() })), Field::Sharding);
+        assert_eq!(field(infer(d(), Parallelism { gpus: 3, tp: 2, ..p() })), Field::Gpus);
+        let mut gpt2 = llama();
+        gpt2.positional = Positional::Learned;
+        gpt2.max_position_embeddings = 1024;
+        let e = inference(&gpt2, &InferenceSetup { context: 2048, ..d() }, &p(), &RuntimeSetup::default());
+        assert!(matches!(e, Err(WorkloadError::LearnedPositions { field: Field::Context, positions: 1024, .. })));
+        let rt = RuntimeSetup { margin: f64::NAN, ..RuntimeSetup::default() };
+        assert_eq!(inference(&llama(), &d(), &p(), &rt).unwrap_err().field(), Field::Margin);
+    }
+
+    #[test]
+    fn batch_limit_is_one_for_both_tasks() {
+        use super::super::limits::MAX_SEQUENCES;
+        let t = TrainSetup { batch: MAX_SEQUENCES + 1, ..TrainSetup::default() };
+        let rt = RuntimeSetup::default();
+        let e = training(&llama(), &t, &Parallelism::default(), &rt).unwrap_err();
+        assert_eq!(e, WorkloadError::TooLarge { field: Field::Batch, value: MAX_SEQUENCES + 1, limit: MAX_SEQUENCES });
+        let s =
+            InferenceSetup { batch: MAX_SEQUENCES + 1, concurrency: MAX_SEQUENCES + 1, ..InferenceSetup::default() };
+        assert_eq!(infer(s, Parallelism::default()).unwrap_err().field(), Field::Batch);
+        let t = TrainSetup { batch: MAX_SEQUENCES, seq: 1, ..TrainSetup::default() };
+        assert_eq!(training(&llama(), &t, &Parallelism::default(), &rt), Ok(()));
+    }
 
     #[test]
     fn offload_needs_the_right_stage() {
