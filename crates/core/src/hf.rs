@@ -50,11 +50,48 @@ pub struct FamilyNames {
     pub decoder_layer: Option<&'static str>,
 }
 
+/// DeepSeek multi-head latent attention's modules (`modeling_deepseek_v3.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlaNames {
+    /// low-rank query: down-projection, its norm, up-projection
+    pub q_a: &'static str,
+    pub q_a_norm: &'static str,
+    pub q_b: &'static str,
+    /// the plain query projection (no `q_lora_rank`)
+    pub q: &'static str,
+    /// the compressed K/V latent (+ the shared rope key), its norm, its up-projection
+    pub kv_a: &'static str,
+    pub kv_a_norm: &'static str,
+    pub kv_b: &'static str,
+    pub out: &'static str,
+}
+
+pub const MLA_NAMES: MlaNames = MlaNames {
+    q_a: "q_a_proj",
+    q_a_norm: "q_a_layernorm",
+    q_b: "q_b_proj",
+    q: "q_proj",
+    kv_a: "kv_a_proj_with_mqa",
+    kv_a_norm: "kv_a_layernorm",
+    kv_b: "kv_b_proj",
+    out: "o_proj",
+};
+
+/// Qwen3's per-head q/k RMSNorms: path prefix and leaf names.
+pub const QK_NORMS: (&str, [&str; 2]) = ("layers.*.self_attn.", ["q_norm", "k_norm"]);
+/// DeepSeek-V3's per-expert router correction bias.
+pub const ROUTER_BIAS: &str = "layers.*.mlp.gate.e_score_correction_bias";
+/// Qwen2-MoE's hidden → 1 gate on the shared expert.
+pub const SHARED_EXPERT_GATE: &str = "layers.*.mlp.shared_expert_gate";
+
 const SEPARATE: AttnNames =
     AttnNames { prefix: "layers.*.self_attn.", inputs: &["q_proj", "k_proj", "v_proj"], out: "o_proj" };
 /// DeepSeek multi-head latent attention: the modules reading the block's input.
-const MLA: AttnNames =
-    AttnNames { prefix: "layers.*.self_attn.", inputs: &["q_a_proj", "q_proj", "kv_a_proj_with_mqa"], out: "o_proj" };
+const MLA: AttnNames = AttnNames {
+    prefix: "layers.*.self_attn.",
+    inputs: &[MLA_NAMES.q_a, MLA_NAMES.q, MLA_NAMES.kv_a],
+    out: MLA_NAMES.out,
+};
 const NEOX_FUSED: AttnNames = AttnNames { prefix: "layers.*.attention.", inputs: &["query_key_value"], out: "dense" };
 const GATED: MlpNames = MlpNames { prefix: "layers.*.mlp.", inputs: &["gate_proj", "up_proj"], down: "down_proj" };
 const PLAIN: MlpNames = MlpNames { prefix: "layers.*.mlp.", inputs: &["dense_h_to_4h"], down: "dense_4h_to_h" };

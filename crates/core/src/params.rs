@@ -217,6 +217,11 @@ impl ParamLayout {
     }
 }
 
+/// The leaf module name of a dotted path (`…mlp.shared_expert_gate` → `shared_expert_gate`).
+fn leaf(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
+}
+
 /// LayerNorm has a bias (beta); RMSNorm does not.
 fn norm_bias(spec: &ModelSpec) -> bool {
     spec.norm == NormKind::LayerNorm
@@ -255,16 +260,9 @@ fn push_attention(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames
         AttnLayout::Mla => push_mla(g, spec, p)?,
     }
     if spec.qk_norm {
-        for name in ["q_norm", "k_norm"] {
-            g.push(ParamGroup::new(
-                &format!("layers.*.self_attn.{name}"),
-                name,
-                ParamGroupKind::Norm,
-                1,
-                spec.head_dim,
-                false,
-                l,
-            ));
+        let (prefix, names) = hf::QK_NORMS;
+        for name in names {
+            g.push(ParamGroup::new(&format!("{prefix}{name}"), name, ParamGroupKind::Norm, 1, spec.head_dim, false, l));
         }
     }
     Ok(())
@@ -281,18 +279,19 @@ fn push_mla(g: &mut Vec<ParamGroup>, spec: &ModelSpec, p: &str) -> Result<(), Co
     };
     let norm =
         |name: &str, width| ParamGroup::new(&format!("{p}{name}"), name, ParamGroupKind::Norm, 1, width, false, l);
+    let n = hf::MLA_NAMES;
     match m.q_lora_rank {
         Some(r) => {
-            g.push(linear("q_a_proj", h, r, spec.qkv_bias));
-            g.push(norm("q_a_layernorm", r));
-            g.push(linear("q_b_proj", r, heads * q_head, false));
+            g.push(linear(n.q_a, h, r, spec.qkv_bias));
+            g.push(norm(n.q_a_norm, r));
+            g.push(linear(n.q_b, r, heads * q_head, false));
         }
-        None => g.push(linear("q_proj", h, heads * q_head, false)),
+        None => g.push(linear(n.q, h, heads * q_head, false)),
     }
-    g.push(linear("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim, spec.qkv_bias));
-    g.push(norm("kv_a_layernorm", m.kv_lora_rank));
-    g.push(linear("kv_b_proj", m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), false));
-    g.push(linear("o_proj", heads * m.v_head_dim, h, spec.o_bias));
+    g.push(linear(n.kv_a, h, m.kv_lora_rank + m.qk_rope_head_dim, spec.qkv_bias));
+    g.push(norm(n.kv_a_norm, m.kv_lora_rank));
+    g.push(linear(n.kv_b, m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), false));
+    g.push(linear(n.out, heads * m.v_head_dim, h, spec.o_bias));
     Ok(())
 }
 
@@ -322,15 +321,7 @@ fn push_mlps(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) {
     let e = moe.num_experts;
     g.push(ParamGroup::linear(names.router, "gate", Router, h, e, false, moe_layers));
     if moe.router_bias {
-        g.push(ParamGroup::new(
-            "layers.*.mlp.gate.e_score_correction_bias",
-            "e_score_correction_bias",
-            ParamGroupKind::Other,
-            1,
-            e,
-            false,
-            moe_layers,
-        ));
+        g.push(ParamGroup::new(hf::ROUTER_BIAS, leaf(hf::ROUTER_BIAS), ParamGroupKind::Other, 1, e, false, moe_layers));
     }
     let expert = names.expert(spec.mlp);
     push_mlp(g, spec, expert, Expert, moe.expert_intermediate, moe_layers * e, moe_layers * moe.experts_per_token);
@@ -342,8 +333,8 @@ fn push_mlps(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) {
     }
     if moe.shared_expert_gate {
         g.push(ParamGroup::linear(
-            "layers.*.mlp.shared_expert_gate",
-            "shared_expert_gate",
+            hf::SHARED_EXPERT_GATE,
+            leaf(hf::SHARED_EXPERT_GATE),
             Router,
             h,
             1,

@@ -286,7 +286,9 @@ impl TrainArgs {
         };
         let sharding = match (merged.zero, self.fsdp) {
             (Some((_, source)), Some(_)) => bail!("{source} and --fsdp both shard model states; give one of them"),
-            (Some((z, _)), None) => Sharding::from_stage(z).unwrap_or(Sharding::None),
+            (Some((z, source)), None) => {
+                Sharding::from_stage(z).with_context(|| format!("{source} {z}: a ZeRO stage is 0, 1, 2 or 3"))?
+            }
             (None, Some(FsdpArg::FullShard)) => Sharding::Zero3,
             (None, Some(FsdpArg::ShardGradOp)) => Sharding::Zero2,
             (None, None) => Sharding::None,
