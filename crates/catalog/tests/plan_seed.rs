@@ -2,9 +2,9 @@
 //! through `vramfit_core::plan::plan` with the real GPU list and offers.
 
 use vramfit_catalog::offers::{load, Catalogue};
-use vramfit_core::plan::{plan, Allow, Job, PlanReport, PlanRequest, TimeModel};
-use vramfit_core::train::{Precision, TrainSetup};
-use vramfit_core::{DType, InferenceSetup, ModelSpec, Task, Workload, GIB};
+use vramfit_core::plan::{plan, Allow, Job, Method, PlanReport, PlanRequest, TimeModel};
+use vramfit_core::train::{Optimizer, Precision, TrainSetup};
+use vramfit_core::{DType, InferenceSetup, ModelSpec, Sharding, Task, Workload, GIB};
 
 fn llama(b: u64) -> ModelSpec {
     match b {
@@ -50,7 +50,7 @@ fn dump(r: &PlanReport) -> String {
                 "{} x{} {} {:.1}GiB states {:.1}GB {:?} cost {:?} h {:?}\n",
                 x.offer_id,
                 x.gpus,
-                x.setup.sharding,
+                x.setup.sharding.label(),
                 x.per_gpu_bytes as f64 / GIB as f64,
                 x.model_states_bytes as f64 / 1e9,
                 x.switches,
@@ -79,8 +79,8 @@ fn llama7b_full_finetune_needs_sharding() {
         .find(|x| x.gpu_id.starts_with("a100-40gb") && x.gpus == 8)
         .unwrap_or_else(|| panic!("no 8 × A100 40G row:\n{}", dump(&r)));
     assert!(row.fits);
-    assert_eq!(row.setup.sharding, "zero2", "{}", dump(&r));
-    assert_eq!(row.setup.optimizer.as_deref(), Some("adamw"));
+    assert_eq!(row.setup.sharding, Sharding::Zero2, "{}", dump(&r));
+    assert_eq!(row.setup.optimizer, Some(Optimizer::AdamW));
     let states = row.model_states_bytes as f64 / 1e9;
     assert!((states - 25.27).abs() < 0.5, "model states {states} GB");
     // plain DP keeps the whole job on each GPU
@@ -93,7 +93,7 @@ fn llama7b_with_lora_allowed_goes_to_a_24gb_card() {
     let allow = Allow { lora: true, ..Allow::default() };
     let r = run(&cat, &llama(7), &full_ft(1, 8), Some("rtx-3090"), allow, Job::None);
     let rec = r.recommended.as_ref().unwrap();
-    assert_eq!(rec.setup.method, "lora", "{}", dump(&r));
+    assert_eq!(rec.setup.method, Method::Lora, "{}", dump(&r));
     assert_eq!(rec.gpus, 1);
     let gpu = cat.gpus.iter().find(|g| g.id == rec.gpu_id).unwrap();
     assert_eq!(gpu.memory_gb, 24.0, "recommended {}:\n{}", rec.gpu_id, dump(&r));
@@ -133,7 +133,7 @@ fn llama70b_full_finetune_8x80_beats_8x40_over_the_job() {
     let rec = r.recommended.as_ref().unwrap();
     assert_eq!(rec.gpus, 8, "{}", dump(&r));
     assert!(rec.gpu_memory_bytes > 79 * GIB, "{}", dump(&r));
-    assert!(matches!(rec.setup.sharding.as_str(), "zero2" | "zero3"), "{}", dump(&r));
+    assert!(matches!(rec.setup.sharding, Sharding::Zero2 | Sharding::Zero3), "{}", dump(&r));
     let forty = r
         .ranked
         .iter()

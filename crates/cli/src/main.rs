@@ -5,13 +5,20 @@
 //! (rejecting contradictions with the flags named), calls the library
 //! crates, and writes what the renderers return. Exit codes (documented in
 //! docs/exit-codes.md): 0 ok / fits, 1 does not fit (or a finding that
-//! fails a check), 2 bad input.
+//! fails a check), 2 bad input, 3 an internal inconsistency (a bug in
+//! vramfit, never the user's input).
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
+use vramfit_core::CoreError;
 
 mod cmd;
+
+/// Bad input: a file, a flag or a combination the user can fix.
+const EXIT_BAD_INPUT: u8 = 2;
+/// vramfit broke one of its own invariants: a bug to report, not bad input.
+const EXIT_INTERNAL: u8 = 3;
 
 #[derive(Parser, Debug)]
 #[command(name = "vramfit", version, about = "GPU memory: where it goes, why it ran out, the cheapest fix", long_about = None)]
@@ -74,8 +81,19 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("vramfit: error: {}", error_text(&e));
-            ExitCode::from(2)
+            ExitCode::from(exit_code(&e))
         }
+    }
+}
+
+/// The exit code of an error: [`EXIT_INTERNAL`] when any cause is vramfit's
+/// own inconsistency ([`CoreError::Internal`]), else [`EXIT_BAD_INPUT`].
+fn exit_code(e: &anyhow::Error) -> u8 {
+    let internal = e.chain().any(|c| matches!(c.downcast_ref::<CoreError>(), Some(CoreError::Internal(_))));
+    if internal {
+        EXIT_INTERNAL
+    } else {
+        EXIT_BAD_INPUT
     }
 }
 
@@ -91,4 +109,23 @@ fn error_text(e: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_inconsistency_is_not_exit_2() {
+        // what the training ledger returns if its lines ever stop summing to the peak
+        let e = anyhow::Error::from(CoreError::Internal("training ledger lines sum to 1 B, the peak is 2 B".into()));
+        assert_eq!(exit_code(&e), 3);
+        assert_ne!(exit_code(&e), 2);
+        // also under added context
+        assert_eq!(exit_code(&e.context("estimate llama-2-7b")), 3);
+        // bad input stays 2
+        let bad = anyhow::Error::from(CoreError::invalid("hidden_size", "must be at least 1"));
+        assert_eq!(exit_code(&bad), 2);
+        assert_eq!(exit_code(&anyhow::anyhow!("--batch 1 contradicts train_micro_batch_size_per_gpu 4")), 2);
+    }
 }

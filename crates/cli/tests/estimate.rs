@@ -422,3 +422,22 @@ fn regression_deepspeed_micro_batch_is_reported() {
     );
     assert_eq!(out["workload"]["batch"], 4);
 }
+
+#[test]
+fn workload_errors_name_the_flag() {
+    // one core validation; the CLI names the flag that set the value
+    for (args, needle) in [
+        (vec!["--kv-dtype", "int4"], "--kv-dtype int4 is not a KV cache dtype"),
+        (vec!["--dtype", "int4", "--group-size", "0"], "--group-size must be at least 1"),
+        (vec!["--batch", "8", "--concurrency", "4"], "--batch 8 is more than --concurrency 4"),
+        (vec!["--tp", "0"], "--tp must be at least 1"),
+        (vec!["--gpus", "3", "--tp", "2"], "--gpus 3 is not a multiple of --tp 2 × --pp 1"),
+        (vec!["--margin", "11"], "--margin 11 is not a fraction between 0 and 10"),
+    ] {
+        let mut argv = vec!["estimate", "llama-2-7b"];
+        argv.extend(args.iter().copied());
+        let (out, err) = run(&argv, 2);
+        assert!(out.is_empty());
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

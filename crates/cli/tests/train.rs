@@ -109,7 +109,7 @@ fn lora_and_qlora() {
 fn deepspeed_config_is_read() {
     let ds = fixture("deepspeed/03_zero3_bf16.json");
     let v = json(&["estimate", "llama-2-7b", "--task", "train", "--gpus", "8", "--deepspeed", &ds]);
-    assert_eq!(v["workload"]["settings"]["sharding"], "zero-3");
+    assert_eq!(v["workload"]["settings"]["sharding"], "zero3");
     assert_eq!(v["workload"]["dtype"], "mixed-bf16");
     let out = Command::cargo_bin("vramfit")
         .unwrap()
@@ -238,4 +238,46 @@ fn training_flags_with_task_infer_are_rejected() {
             assert!(err.contains(n), "{args:?}: '{n}' not in {err}");
         }
     }
+}
+
+#[test]
+fn regression_batch_flag_and_deepspeed_micro_batch_are_not_silently_merged() {
+    // QA (issue 9): `--batch 1 --deepspeed ds.json` with micro-batch 4 in the file
+    // silently ran batch 4, because "was --batch given?" was decided by comparing
+    // with its default 1. An explicit --batch that disagrees with the file is refused,
+    // naming both values; one that agrees (or none) runs the file's micro-batch.
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("deepspeed/03_zero3_bf16.json")).unwrap()).unwrap();
+    v["train_micro_batch_size_per_gpu"] = serde_json::json!(4);
+    let dir = std::env::temp_dir().join(format!("vramfit-ds-batch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ds = dir.join("ds.json");
+    std::fs::write(&ds, v.to_string()).unwrap();
+    let ds = ds.to_str().unwrap();
+    let base = ["estimate", "llama-2-7b", "--task", "train", "--gpus", "8", "--deepspeed", ds];
+    let out = Command::cargo_bin("vramfit").unwrap().args(base).args(["--batch", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--batch 1") && err.contains("train_micro_batch_size_per_gpu 4"), "{err}");
+    assert!(out.stdout.is_empty());
+    let agreed = json(&[&base[..], &["--batch", "4"]].concat());
+    assert_eq!(agreed["workload"]["batch"], 4);
+    let from_file = json(&base);
+    assert_eq!(from_file["workload"]["batch"], 4);
+    assert_eq!(agreed["per_gpu"], from_file["per_gpu"]);
+}
+
+#[test]
+fn errors_name_the_config_key_that_set_a_value() {
+    // a value from the DeepSpeed file is named by its key, not by a flag the user never typed
+    let ds = fixture("deepspeed/03_zero3_bf16.json");
+    let out = Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["estimate", "llama-2-7b", "--task", "train", "--gpus", "8", "--deepspeed", &ds, "--pp", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("zero_optimization.stage 3 with --pp 2"), "{err}");
+    assert!(!err.contains("--zero"), "{err}");
 }

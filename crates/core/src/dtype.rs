@@ -1,10 +1,14 @@
 //! Element types and their storage size.
 
+use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
 /// Storage type of a tensor. Sub-byte types are counted in bits.
+///
+/// Reports write a dtype with [`DType::name`] (`fp16`); the serde form
+/// (`f16`) is only used by debug snapshots of model specs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
@@ -30,10 +34,29 @@ impl DType {
         }
     }
 
+    /// Bytes per element of a whole-byte type. A sub-byte type (int4) has no
+    /// whole-byte size: it is an error here, and its storage is counted in
+    /// bits by [`DType::bytes_for`] (packed) or by its quantization format.
+    pub fn bytes(self) -> Result<u64, CoreError> {
+        match self.bits() {
+            b if b % 8 == 0 => Ok(b / 8),
+            b => Err(CoreError::invalid(
+                "dtype",
+                format!(
+                    "{self} is {b} bits per element: it has no whole-byte size (packed storage is counted in bits)"
+                ),
+            )),
+        }
+    }
+
+    /// Bytes per element as a real number (int4: 0.5), for rates and the time model.
+    pub fn bytes_f64(self) -> f64 {
+        self.bits() as f64 / 8.0
+    }
+
     /// Bytes for `n` elements, rounded up to whole bytes.
     pub fn bytes_for(self, n: u64) -> Option<u64> {
-        let bits = (n as u128) * self.bits() as u128;
-        u64::try_from(bits.div_ceil(8)).ok()
+        crate::units::mul_div_ceil("elements", n, self.bits(), 8).ok()
     }
 
     pub fn name(self) -> &'static str {
@@ -71,5 +94,22 @@ impl FromStr for DType {
             "int4" | "i4" | "q4" => DType::I4,
             other => return Err(format!("unknown dtype '{other}': expected one of fp32, fp16, bf16, fp8, int8, int4")),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_bytes_or_an_error() {
+        assert_eq!(DType::BF16.bytes().unwrap(), 2);
+        assert_eq!(DType::F32.bytes().unwrap(), 4);
+        assert_eq!(DType::F8.bytes().unwrap(), 1);
+        // int4 used to come out as 4 / 8 = 0 bytes
+        assert!(DType::I4.bytes().is_err());
+        assert_eq!(DType::I4.bytes_f64(), 0.5);
+        assert_eq!(DType::I4.bytes_for(3), Some(2));
+        assert_eq!(DType::I4.bytes_for(u64::MAX), Some(u64::MAX / 2 + 1));
     }
 }

@@ -60,7 +60,9 @@ fn yes() -> bool {
 }
 
 impl GpuSpec {
-    /// Usable memory in bytes (what the driver exposes).
+    /// Usable memory in bytes (what the driver exposes). The catalogue
+    /// refuses a `memory_mib` above its plausible maximum, so the product
+    /// cannot saturate for a catalogue card.
     pub fn memory_bytes(&self) -> u64 {
         self.memory_mib.saturating_mul(crate::units::MIB)
     }

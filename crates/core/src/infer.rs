@@ -9,15 +9,11 @@ use crate::ledger::{Category, Ledger, Phase};
 use crate::model::ModelSpec;
 use crate::params::ParamLayout;
 use crate::runtime::RuntimeSetup;
-use crate::units::{div_ceil, product, sum};
+use crate::units::{div_ceil, product};
 use crate::weights::push_weights;
-use crate::workload::{InferenceSetup, Parallelism};
+use crate::workload::limits::MAX_TOKENS;
+use crate::workload::{validate, InferenceSetup, Parallelism};
 use serde::{Deserialize, Serialize};
-
-/// Largest sane token count per sequence (2^31): beyond it, an error.
-pub const MAX_CONTEXT: u64 = 1 << 31;
-/// Largest sane number of concurrent sequences.
-pub const MAX_CONCURRENCY: u64 = 1 << 24;
 
 /// KV cache geometry of a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,10 +34,8 @@ pub struct KvGeometry {
 /// replicating when kv_heads < tp (each rank keeps ≥ 1 head).
 pub fn kv_geometry(spec: &ModelSpec, kv_dtype: DType, tp: u64, pp: u64) -> Result<KvGeometry, CoreError> {
     let layers = spec.num_layers.div_ceil(pp.max(1));
-    let bytes = kv_dtype.bits() / 8;
-    if kv_dtype.bits() < 8 {
-        return Err(CoreError::invalid("kv-dtype", "KV cache must be fp32, fp16, bf16 or fp8"));
-    }
+    // a sub-byte KV dtype is refused by validate (and by `bytes` here)
+    let bytes = kv_dtype.bytes()?;
     if let Some(m) = &spec.mla {
         let width = m.kv_lora_rank + m.qk_rope_head_dim;
         let b = product("kv bytes per token", &[layers, width, bytes])?;
@@ -83,29 +77,6 @@ pub struct InferenceDetail {
     pub block_bytes: u64,
 }
 
-pub fn validate(setup: &InferenceSetup, par: &Parallelism) -> Result<(), CoreError> {
-    let check = crate::units::check_size;
-    check("batch", setup.batch, MAX_CONCURRENCY)?;
-    check("concurrency", setup.concurrency, MAX_CONCURRENCY)?;
-    check("context", setup.context, MAX_CONTEXT)?;
-    check("block size", setup.block_size, 1 << 16)?;
-    check("tp", par.tp, 1 << 12)?;
-    check("pp", par.pp, 1 << 12)?;
-    if setup.batch > setup.concurrency {
-        return Err(CoreError::invalid(
-            "batch",
-            format!(
-                "{} sequences in a prefill batch but only {} resident (concurrency must be ≥ batch)",
-                setup.batch, setup.concurrency
-            ),
-        ));
-    }
-    if !setup.weight_dtype.is_compute_float() && setup.quant.is_none() {
-        return Err(CoreError::invalid("dtype", "integer storage needs a quantization spec"));
-    }
-    Ok(())
-}
-
 /// The inference ledger for one GPU (the worst rank).
 pub fn estimate_inference(
     spec: &ModelSpec,
@@ -113,23 +84,11 @@ pub fn estimate_inference(
     par: &Parallelism,
     runtime: &RuntimeSetup,
 ) -> Result<(Ledger, InferenceDetail), CoreError> {
-    validate(setup, par)?;
+    validate::inference(spec, setup, par, runtime)?;
     let layout = ParamLayout::of(spec)?;
-    if let Some(q) = &setup.quant {
-        q.validate()?;
-    }
     let tp = par.tp;
     let pp = par.pp;
-    if !spec.num_heads.is_multiple_of(tp) {
-        return Err(CoreError::invalid(
-            "tp",
-            format!("tensor-parallel degree {tp} does not divide the {} attention heads", spec.num_heads),
-        ));
-    }
-    if pp > spec.num_layers {
-        return Err(CoreError::invalid("pp", format!("{pp} stages for {} layers", spec.num_layers)));
-    }
-    let mut ledger = Ledger::new(Phase::Prefill, par.gpus.max(tp * pp));
+    let mut ledger = Ledger::new(Phase::Prefill, par.gpus);
     ledger.params_total = layout.total()?;
     ledger.params_active = layout.active()?;
     push_weights(&mut ledger, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
@@ -155,7 +114,7 @@ pub fn estimate_inference(
 
     // Prefill transient: logits and the largest working set.
     let act = setup.weight_dtype_compute();
-    let act_b = act.bits() / 8;
+    let act_b = act.bytes()?;
     let tokens = product("prefill tokens", &[setup.batch, setup.context])?;
     let logit_b = if setup.logits_fp32 { 4 } else { act_b };
     let vocab_shard = div_ceil(spec.vocab_size, tp);
@@ -181,8 +140,10 @@ pub fn estimate_inference(
     let end_set = product("final working set", &[tokens, h, 2 * act_b + 4])?;
     let width = mlp_width(spec) / tp;
     let mlp_set = product("mlp working set", &[tokens, 2 * h + 3 * width, act_b])?;
-    let act_bytes = end_set.max(mlp_set.saturating_sub(logits));
-    let which = if end_set >= mlp_set.saturating_sub(logits) { "final norm beside the logits" } else { "largest MLP" };
+    // the MLP's working set beyond the logits it no longer shares (none when the logits are larger)
+    let mlp_beyond_logits = mlp_set.max(logits) - logits;
+    let act_bytes = end_set.max(mlp_beyond_logits);
+    let which = if end_set >= mlp_beyond_logits { "final norm beside the logits" } else { "largest MLP" };
     ledger.push(
         Category::Activations,
         format!("prefill working set ({which})"),
@@ -196,9 +157,8 @@ pub fn estimate_inference(
         .term("act bytes", act_b)
         .note("the peak of a no_grad prefill is at the output head; decode steps need far less"),
     );
-    let _ = sum("tensor peak", &[ledger.tensor_peak_bytes()])?;
     runtime.apply(&mut ledger)?;
-    let replicas = par.gpus.max(tp * pp) / (tp * pp);
+    let replicas = par.gpus / (tp * pp);
     if replicas > 1 {
         ledger.notes.push(format!(
             "{replicas} replicas of TP {tp} × PP {pp}: more throughput, the same memory on every GPU (replication saves no memory)"
@@ -226,17 +186,6 @@ fn mlp_width(spec: &ModelSpec) -> u64 {
             m.expert_intermediate.max(m.shared_intermediate * m.shared_experts)
         }
         _ => spec.intermediate_size,
-    }
-}
-
-impl InferenceSetup {
-    /// dtype of activations and unquantized weights during compute.
-    pub fn weight_dtype_compute(&self) -> DType {
-        match &self.quant {
-            Some(q) => q.compute_dtype,
-            None if self.weight_dtype.is_compute_float() => self.weight_dtype,
-            None => DType::F16,
-        }
     }
 }
 
@@ -319,7 +268,7 @@ pub fn capacity(
     // Longest context: the transient grows with context too, so search,
     // no further than the model's own position limit.
     let mut lo = 0u64; // fits (0 = nothing fits)
-    let mut hi = spec.max_position_embeddings.min(MAX_CONTEXT) / setup.block_size;
+    let mut hi = spec.max_position_embeddings.min(MAX_TOKENS) / setup.block_size;
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
         let mut s = setup.clone();

@@ -107,9 +107,11 @@ pub struct Ledger {
     pub params_total: u64,
     pub params_active: u64,
     pub params_trainable: u64,
-    /// host RAM needed for offloaded state, summed over the node's ranks
+    /// Host RAM the whole job needs for offloaded state: the sum over all its
+    /// ranks, on all machines (per rank: `train::ModelStates::cpu_bytes`; per
+    /// machine: this ÷ machines). The one meaning of `cpu_bytes` everywhere.
     pub cpu_bytes: u64,
-    /// NVMe needed for offloaded state
+    /// NVMe the whole job needs for offloaded state (all ranks, as `cpu_bytes`)
     pub nvme_bytes: u64,
     /// statements the user should see (assumptions, "DP saves no memory", …)
     pub notes: Vec<String>,
@@ -133,6 +135,11 @@ impl Ledger {
     pub fn push(&mut self, category: Category, label: impl Into<String>, bytes: u64, explain: Explanation) {
         self.entries.push(Entry { category, label: label.into(), bytes, explain });
     }
+
+    // The sums below cannot saturate for a ledger built by `estimate()`: every
+    // builder refuses a ledger whose `checked_total` overflows (an error naming
+    // the quantity), and each sum here is a part of that total. A ledger built
+    // by hand should call `checked_total` before reading them.
 
     /// Bytes of one category (sum of its entries).
     pub fn bytes(&self, category: Category) -> u64 {

@@ -16,11 +16,13 @@
 //! assert!(ledger.bytes(Category::Weights) > 0);
 //! ```
 
+pub mod accuracy;
 pub mod dtype;
 pub mod error;
 pub mod estimate;
 pub mod explain;
 pub mod hardware;
+pub mod hf;
 pub mod infer;
 pub mod ledger;
 pub mod llamacpp;
@@ -37,7 +39,7 @@ pub mod workload;
 pub use dtype::DType;
 pub use error::CoreError;
 pub use estimate::estimate;
-pub use explain::{Explanation, Term};
+pub use explain::{Explanation, Term, Value};
 pub use hardware::{GpuSpec, Link};
 pub use infer::{capacity, fit, Capacity, Fit, KvGeometry};
 pub use ledger::{Category, Entry, Ledger, Phase};

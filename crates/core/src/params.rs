@@ -10,9 +10,11 @@
 //! `shared/calibration/cases.jsonl` group A and against model cards.
 
 use crate::error::CoreError;
-use crate::model::{Attention as AttnLayout, Family, MlpKind, ModelSpec, NormKind, Positional};
-use crate::units::product;
+use crate::hf::{self, FamilyNames, MlpNames};
+use crate::model::{Attention as AttnLayout, MlpKind, ModelSpec, NormKind, Positional};
+use crate::units::{add, product};
 use serde::{Deserialize, Serialize};
+use LinearRole::{Attention, Expert, Mlp, Router, SharedExpert};
 
 /// What a linear layer does: decides quantization (routers and lm_head
 /// stay 16-bit), tensor-parallel splitting and activation shapes.
@@ -27,6 +29,29 @@ pub enum LinearRole {
     LmHead,
 }
 
+impl LinearRole {
+    pub const ALL: [LinearRole; 6] = [
+        LinearRole::Attention,
+        LinearRole::Mlp,
+        LinearRole::Expert,
+        LinearRole::SharedExpert,
+        LinearRole::Router,
+        LinearRole::LmHead,
+    ];
+
+    /// The JSON spelling (the serde name).
+    pub fn name(self) -> &'static str {
+        match self {
+            LinearRole::Attention => "attention",
+            LinearRole::Mlp => "mlp",
+            LinearRole::Expert => "expert",
+            LinearRole::SharedExpert => "shared_expert",
+            LinearRole::Router => "router",
+            LinearRole::LmHead => "lm_head",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "role")]
 pub enum ParamGroupKind {
@@ -36,6 +61,19 @@ pub enum ParamGroupKind {
     Norm,
     /// free-standing vectors (router correction bias)
     Other,
+}
+
+impl ParamGroupKind {
+    /// The JSON spelling of the kind (the serde tag: `linear`, `embedding`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamGroupKind::Linear(_) => "linear",
+            ParamGroupKind::Embedding => "embedding",
+            ParamGroupKind::PositionEmbedding => "position_embedding",
+            ParamGroupKind::Norm => "norm",
+            ParamGroupKind::Other => "other",
+        }
+    }
 }
 
 /// One kind of parameter tensor, repeated `copies` times in the model.
@@ -77,8 +115,8 @@ impl ParamGroup {
     }
 
     /// Weight elements of one instance (the matrix, or a norm's gamma).
-    pub fn weight_elems(&self) -> u64 {
-        self.d_in.saturating_mul(self.d_out)
+    pub fn weight_elems(&self) -> Result<u64, CoreError> {
+        product(&self.path, &[self.d_in, self.d_out])
     }
 
     /// Bias elements of one instance.
@@ -92,17 +130,17 @@ impl ParamGroup {
 
     /// All parameters of this group across the model.
     pub fn params(&self) -> Result<u64, CoreError> {
-        let per = self
-            .weight_elems()
-            .checked_add(self.bias_elems())
-            .ok_or_else(|| CoreError::Overflow { what: self.path.clone() })?;
-        product(&self.path, &[per, self.copies])
+        self.params_over(self.copies)
     }
 
     /// Parameters a token touches.
     pub fn active_params(&self) -> Result<u64, CoreError> {
-        let per = self.weight_elems() + self.bias_elems();
-        product(&self.path, &[per, self.active_copies])
+        self.params_over(self.active_copies)
+    }
+
+    fn params_over(&self, copies: u64) -> Result<u64, CoreError> {
+        let per = add(&self.path, self.weight_elems()?, self.bias_elems())?;
+        product(&self.path, &[per, copies])
     }
 
     pub fn is_linear(&self) -> bool {
@@ -125,310 +163,37 @@ pub struct ParamLayout {
 
 impl ParamLayout {
     /// Build the layout of `spec`. The spec must have passed `validate()`.
+    /// Module names and paths come from the family table ([`crate::hf`]).
     pub fn of(spec: &ModelSpec) -> Result<ParamLayout, CoreError> {
         spec.validate()?;
+        let names = hf::names(spec.family);
         let mut g = Vec::new();
-        let l = spec.num_layers;
-        let h = spec.hidden_size;
-        let f = spec.family;
-        use LinearRole::*;
-
-        // Embeddings.
-        let (embed_name, lm_name) = match f {
-            Family::Gpt2 => ("wte", "lm_head"),
-            Family::GptNeox => ("embed_in", "embed_out"),
-            Family::Falcon => ("word_embeddings", "lm_head"),
-            _ => ("embed_tokens", "lm_head"),
-        };
-        g.push(ParamGroup::new(embed_name, embed_name, ParamGroupKind::Embedding, spec.vocab_size, h, false, 1));
-        if spec.positional == Positional::Learned {
-            g.push(ParamGroup::new(
-                "wpe",
-                "wpe",
-                ParamGroupKind::PositionEmbedding,
-                spec.max_position_embeddings,
-                h,
-                false,
-                1,
-            ));
-        }
-
-        // Attention.
-        let norm_bias = spec.norm == NormKind::LayerNorm;
-        match spec.attention {
-            AttnLayout::Separate => {
-                let p = "layers.*.self_attn.";
-                g.push(ParamGroup::linear(
-                    &format!("{p}q_proj"),
-                    "q_proj",
-                    Attention,
-                    h,
-                    spec.q_width(),
-                    spec.qkv_bias,
-                    l,
-                ));
-                g.push(ParamGroup::linear(
-                    &format!("{p}k_proj"),
-                    "k_proj",
-                    Attention,
-                    h,
-                    spec.kv_width(),
-                    spec.qkv_bias,
-                    l,
-                ));
-                g.push(ParamGroup::linear(
-                    &format!("{p}v_proj"),
-                    "v_proj",
-                    Attention,
-                    h,
-                    spec.kv_width(),
-                    spec.qkv_bias,
-                    l,
-                ));
-                g.push(ParamGroup::linear(
-                    &format!("{p}o_proj"),
-                    "o_proj",
-                    Attention,
-                    spec.attn_out_width(),
-                    h,
-                    spec.o_bias,
-                    l,
-                ));
-            }
-            AttnLayout::FusedQkv => {
-                let qkv = spec.q_width() + 2 * spec.kv_width();
-                let (path, qkv_name, o_name) = match f {
-                    Family::Gpt2 => ("h.*.attn.", "c_attn", "c_proj"),
-                    Family::Phi3 => ("layers.*.self_attn.", "qkv_proj", "o_proj"),
-                    Family::Falcon => ("h.*.self_attention.", "query_key_value", "dense"),
-                    _ => ("layers.*.attention.", "query_key_value", "dense"),
-                };
-                g.push(ParamGroup::linear(&format!("{path}{qkv_name}"), qkv_name, Attention, h, qkv, spec.qkv_bias, l));
-                g.push(ParamGroup::linear(
-                    &format!("{path}{o_name}"),
-                    o_name,
-                    Attention,
-                    spec.attn_out_width(),
-                    h,
-                    spec.o_bias,
-                    l,
-                ));
-            }
-            AttnLayout::Mla => {
-                let m = spec
-                    .mla
-                    .as_ref()
-                    .ok_or_else(|| CoreError::invalid("attention", "MLA layout without MLA dimensions"))?;
-                let p = "layers.*.self_attn.";
-                let q_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
-                match m.q_lora_rank {
-                    Some(r) => {
-                        g.push(ParamGroup::linear(
-                            &format!("{p}q_a_proj"),
-                            "q_a_proj",
-                            Attention,
-                            h,
-                            r,
-                            spec.qkv_bias,
-                            l,
-                        ));
-                        g.push(ParamGroup::new(
-                            &format!("{p}q_a_layernorm"),
-                            "q_a_layernorm",
-                            ParamGroupKind::Norm,
-                            1,
-                            r,
-                            false,
-                            l,
-                        ));
-                        g.push(ParamGroup::linear(
-                            &format!("{p}q_b_proj"),
-                            "q_b_proj",
-                            Attention,
-                            r,
-                            spec.num_heads * q_head,
-                            false,
-                            l,
-                        ));
-                    }
-                    None => g.push(ParamGroup::linear(
-                        &format!("{p}q_proj"),
-                        "q_proj",
-                        Attention,
-                        h,
-                        spec.num_heads * q_head,
-                        false,
-                        l,
-                    )),
-                }
-                g.push(ParamGroup::linear(
-                    &format!("{p}kv_a_proj_with_mqa"),
-                    "kv_a_proj_with_mqa",
-                    Attention,
-                    h,
-                    m.kv_lora_rank + m.qk_rope_head_dim,
-                    spec.qkv_bias,
-                    l,
-                ));
-                g.push(ParamGroup::new(
-                    &format!("{p}kv_a_layernorm"),
-                    "kv_a_layernorm",
-                    ParamGroupKind::Norm,
-                    1,
-                    m.kv_lora_rank,
-                    false,
-                    l,
-                ));
-                g.push(ParamGroup::linear(
-                    &format!("{p}kv_b_proj"),
-                    "kv_b_proj",
-                    Attention,
-                    m.kv_lora_rank,
-                    spec.num_heads * (m.qk_nope_head_dim + m.v_head_dim),
-                    false,
-                    l,
-                ));
-                g.push(ParamGroup::linear(
-                    &format!("{p}o_proj"),
-                    "o_proj",
-                    Attention,
-                    spec.num_heads * m.v_head_dim,
-                    h,
-                    spec.o_bias,
-                    l,
-                ));
-            }
-        }
-        if spec.qk_norm {
-            g.push(ParamGroup::new(
-                "layers.*.self_attn.q_norm",
-                "q_norm",
-                ParamGroupKind::Norm,
-                1,
-                spec.head_dim,
-                false,
-                l,
-            ));
-            g.push(ParamGroup::new(
-                "layers.*.self_attn.k_norm",
-                "k_norm",
-                ParamGroupKind::Norm,
-                1,
-                spec.head_dim,
-                false,
-                l,
-            ));
-        }
-
-        // Layer norms.
-        g.push(ParamGroup::new(
-            "layers.*.norms",
-            "norm",
-            ParamGroupKind::Norm,
-            1,
-            h,
-            norm_bias,
-            l * spec.norms_per_layer,
-        ));
-
-        // MLPs: dense layers, then MoE layers.
-        let moe_layers = spec.moe_layers();
-        let dense_layers = l - moe_layers;
-        if dense_layers > 0 {
-            push_mlp(&mut g, spec, "layers.*.mlp.", Mlp, spec.intermediate_size, dense_layers, dense_layers);
-        }
-        if let Some(moe) = &spec.moe {
-            if moe_layers > 0 {
-                let e = moe.num_experts;
-                let router = if f == Family::Mixtral { "layers.*.block_sparse_moe.gate" } else { "layers.*.mlp.gate" };
-                g.push(ParamGroup::linear(router, "gate", Router, h, e, false, moe_layers));
-                if moe.router_bias {
-                    g.push(ParamGroup::new(
-                        "layers.*.mlp.gate.e_score_correction_bias",
-                        "e_score_correction_bias",
-                        ParamGroupKind::Other,
-                        1,
-                        e,
-                        false,
-                        moe_layers,
-                    ));
-                }
-                let before = g.len();
-                push_mlp(
-                    &mut g,
-                    spec,
-                    "layers.*.mlp.experts.*.",
-                    Expert,
-                    moe.expert_intermediate,
-                    moe_layers * e,
-                    moe_layers * moe.experts_per_token,
-                );
-                if f == Family::Mixtral {
-                    // Mixtral names its expert matrices w1 (gate), w3 (up), w2 (down).
-                    for (grp, name) in g[before..].iter_mut().zip(["w1", "w3", "w2"]) {
-                        grp.module = name.to_string();
-                        grp.path = format!("layers.*.block_sparse_moe.experts.*.{name}");
-                    }
-                }
-                if moe.shared_experts > 0 {
-                    let prefix = if f == Family::Qwen2Moe {
-                        "layers.*.mlp.shared_expert."
-                    } else {
-                        "layers.*.mlp.shared_experts."
-                    };
-                    // DeepSeek fuses its shared experts into one MLP of n_shared × width.
-                    let copies = moe_layers;
-                    push_mlp(
-                        &mut g,
-                        spec,
-                        prefix,
-                        SharedExpert,
-                        moe.shared_intermediate * moe.shared_experts,
-                        copies,
-                        copies,
-                    );
-                }
-                if moe.shared_expert_gate {
-                    g.push(ParamGroup::linear(
-                        "layers.*.mlp.shared_expert_gate",
-                        "shared_expert_gate",
-                        Router,
-                        h,
-                        1,
-                        false,
-                        moe_layers,
-                    ));
-                }
-            }
-        }
-
+        push_embeddings(&mut g, spec, &names);
+        push_attention(&mut g, spec, &names)?;
+        push_norms(&mut g, spec);
+        push_mlps(&mut g, spec, &names);
         // Final norm and head.
-        g.push(ParamGroup::new("norm", "norm", ParamGroupKind::Norm, 1, h, norm_bias, 1));
+        g.push(ParamGroup::new("norm", "norm", ParamGroupKind::Norm, 1, spec.hidden_size, norm_bias(spec), 1));
         if !spec.tied_embeddings {
-            g.push(ParamGroup::linear(lm_name, lm_name, LmHead, h, spec.vocab_size, false, 1));
+            let head = names.lm_head;
+            g.push(ParamGroup::linear(head, head, LinearRole::LmHead, spec.hidden_size, spec.vocab_size, false, 1));
         }
         Ok(ParamLayout { groups: g })
     }
 
     /// Total parameters (tied weights counted once).
     pub fn total(&self) -> Result<u64, CoreError> {
-        self.groups.iter().try_fold(0u64, |acc, grp| {
-            acc.checked_add(grp.params()?).ok_or_else(|| CoreError::Overflow { what: "params_total".into() })
-        })
+        self.groups.iter().try_fold(0u64, |acc, grp| add("params_total", acc, grp.params()?))
     }
 
     /// Parameters each token passes through (MoE: top-k experts only).
     pub fn active(&self) -> Result<u64, CoreError> {
-        self.groups.iter().try_fold(0u64, |acc, grp| {
-            acc.checked_add(grp.active_params()?).ok_or_else(|| CoreError::Overflow { what: "params_active".into() })
-        })
+        self.groups.iter().try_fold(0u64, |acc, grp| add("params_active", acc, grp.active_params()?))
     }
 
     /// Sum of parameters over the groups that match `pred`.
     pub fn sum_where(&self, pred: impl Fn(&ParamGroup) -> bool) -> Result<u64, CoreError> {
-        self.groups.iter().filter(|g| pred(g)).try_fold(0u64, |acc, grp| {
-            acc.checked_add(grp.params()?).ok_or_else(|| CoreError::Overflow { what: "params".into() })
-        })
+        self.groups.iter().filter(|g| pred(g)).try_fold(0u64, |acc, grp| add("params", acc, grp.params()?))
     }
 
     /// Embedding table parameters (token + position).
@@ -452,41 +217,157 @@ impl ParamLayout {
     }
 }
 
+/// The leaf module name of a dotted path (`…mlp.shared_expert_gate` → `shared_expert_gate`).
+fn leaf(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
+}
+
+/// LayerNorm has a bias (beta); RMSNorm does not.
+fn norm_bias(spec: &ModelSpec) -> bool {
+    spec.norm == NormKind::LayerNorm
+}
+
+/// Token embeddings, and the learned position table when there is one.
+fn push_embeddings(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) {
+    let h = spec.hidden_size;
+    g.push(ParamGroup::new(names.embed, names.embed, ParamGroupKind::Embedding, spec.vocab_size, h, false, 1));
+    if spec.positional == Positional::Learned {
+        let wpe = names.position_embed;
+        g.push(ParamGroup::new(wpe, wpe, ParamGroupKind::PositionEmbedding, spec.max_position_embeddings, h, false, 1));
+    }
+}
+
+/// The attention projections of every layer (and Qwen3's q/k norms).
+fn push_attention(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) -> Result<(), CoreError> {
+    let (l, h) = (spec.num_layers, spec.hidden_size);
+    let n = names.attention(spec.attention);
+    let p = n.prefix;
+    let mut linear = |name: &str, d_in, d_out, bias| {
+        g.push(ParamGroup::linear(&format!("{p}{name}"), name, Attention, d_in, d_out, bias, l))
+    };
+    match spec.attention {
+        AttnLayout::Separate => {
+            let [q, k, v] = [n.inputs[0], n.inputs[1], n.inputs[2]];
+            linear(q, h, spec.q_width(), spec.qkv_bias);
+            linear(k, h, spec.kv_width(), spec.qkv_bias);
+            linear(v, h, spec.kv_width(), spec.qkv_bias);
+            linear(n.out, spec.attn_out_width(), h, spec.o_bias);
+        }
+        AttnLayout::FusedQkv => {
+            linear(n.inputs[0], h, spec.q_width() + 2 * spec.kv_width(), spec.qkv_bias);
+            linear(n.out, spec.attn_out_width(), h, spec.o_bias);
+        }
+        AttnLayout::Mla => push_mla(g, spec, p)?,
+    }
+    if spec.qk_norm {
+        let (prefix, names) = hf::QK_NORMS;
+        for name in names {
+            g.push(ParamGroup::new(&format!("{prefix}{name}"), name, ParamGroupKind::Norm, 1, spec.head_dim, false, l));
+        }
+    }
+    Ok(())
+}
+
+/// DeepSeek multi-head latent attention (`modeling_deepseek_v3.py`): a
+/// low-rank query (or a plain q_proj) and the compressed K/V latent.
+fn push_mla(g: &mut Vec<ParamGroup>, spec: &ModelSpec, p: &str) -> Result<(), CoreError> {
+    let m = spec.mla.as_ref().ok_or_else(|| CoreError::invalid("attention", "MLA layout without MLA dimensions"))?;
+    let (l, h, heads) = (spec.num_layers, spec.hidden_size, spec.num_heads);
+    let q_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    let linear = |name: &str, d_in, d_out, bias| {
+        ParamGroup::linear(&format!("{p}{name}"), name, Attention, d_in, d_out, bias, l)
+    };
+    let norm =
+        |name: &str, width| ParamGroup::new(&format!("{p}{name}"), name, ParamGroupKind::Norm, 1, width, false, l);
+    let n = hf::MLA_NAMES;
+    match m.q_lora_rank {
+        Some(r) => {
+            g.push(linear(n.q_a, h, r, spec.qkv_bias));
+            g.push(norm(n.q_a_norm, r));
+            g.push(linear(n.q_b, r, heads * q_head, false));
+        }
+        None => g.push(linear(n.q, h, heads * q_head, false)),
+    }
+    g.push(linear(n.kv_a, h, m.kv_lora_rank + m.qk_rope_head_dim, spec.qkv_bias));
+    g.push(norm(n.kv_a_norm, m.kv_lora_rank));
+    g.push(linear(n.kv_b, m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), false));
+    g.push(linear(n.out, heads * m.v_head_dim, h, spec.o_bias));
+    Ok(())
+}
+
+/// The layer norms of every layer, counted together.
+fn push_norms(g: &mut Vec<ParamGroup>, spec: &ModelSpec) {
+    g.push(ParamGroup::new(
+        "layers.*.norms",
+        "norm",
+        ParamGroupKind::Norm,
+        1,
+        spec.hidden_size,
+        norm_bias(spec),
+        spec.num_layers * spec.norms_per_layer,
+    ));
+}
+
+/// MLPs: the dense layers, then the MoE layers (router, routed experts,
+/// shared experts and their gate).
+fn push_mlps(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) {
+    let h = spec.hidden_size;
+    let moe_layers = spec.moe_layers();
+    let dense_layers = spec.num_layers - moe_layers;
+    if dense_layers > 0 {
+        push_mlp(g, spec, names.mlp(spec.mlp), Mlp, spec.intermediate_size, dense_layers, dense_layers);
+    }
+    let Some(moe) = spec.moe.as_ref().filter(|_| moe_layers > 0) else { return };
+    let e = moe.num_experts;
+    g.push(ParamGroup::linear(names.router, "gate", Router, h, e, false, moe_layers));
+    if moe.router_bias {
+        g.push(ParamGroup::new(hf::ROUTER_BIAS, leaf(hf::ROUTER_BIAS), ParamGroupKind::Other, 1, e, false, moe_layers));
+    }
+    let expert = names.expert(spec.mlp);
+    push_mlp(g, spec, expert, Expert, moe.expert_intermediate, moe_layers * e, moe_layers * moe.experts_per_token);
+    if moe.shared_experts > 0 {
+        // DeepSeek fuses its shared experts into one MLP of n_shared × width.
+        let shared = MlpNames { prefix: names.shared_experts, ..names.mlp(spec.mlp) };
+        let width = moe.shared_intermediate * moe.shared_experts;
+        push_mlp(g, spec, shared, SharedExpert, width, moe_layers, moe_layers);
+    }
+    if moe.shared_expert_gate {
+        g.push(ParamGroup::linear(
+            hf::SHARED_EXPERT_GATE,
+            leaf(hf::SHARED_EXPERT_GATE),
+            Router,
+            h,
+            1,
+            false,
+            moe_layers,
+        ));
+    }
+}
+
+/// One MLP's matrices: each input projection (a fused gate_up is twice as
+/// wide), then the down projection.
 fn push_mlp(
     g: &mut Vec<ParamGroup>,
     spec: &ModelSpec,
-    prefix: &str,
+    names: MlpNames,
     role: LinearRole,
     width: u64,
     copies: u64,
     active: u64,
 ) {
     let h = spec.hidden_size;
-    let b = spec.mlp_bias;
+    let fused_gate_up = spec.mlp == MlpKind::Gated && names.inputs.len() == 1;
+    let up_width = if fused_gate_up { 2 * width } else { width };
     let mut add = |module: &str, d_in: u64, d_out: u64| {
-        let mut grp = ParamGroup::linear(&format!("{prefix}{module}"), module, role, d_in, d_out, b, copies);
+        let path = format!("{}{module}", names.prefix);
+        let mut grp = ParamGroup::linear(&path, module, role, d_in, d_out, spec.mlp_bias, copies);
         grp.active_copies = active;
         g.push(grp);
     };
-    match (spec.mlp, spec.family) {
-        (MlpKind::Gated, Family::Phi3) => {
-            add("gate_up_proj", h, 2 * width);
-            add("down_proj", width, h);
-        }
-        (MlpKind::Gated, _) => {
-            add("gate_proj", h, width);
-            add("up_proj", h, width);
-            add("down_proj", width, h);
-        }
-        (MlpKind::Plain, Family::Gpt2) => {
-            add("c_fc", h, width);
-            add("c_proj", width, h);
-        }
-        (MlpKind::Plain, _) => {
-            add("dense_h_to_4h", h, width);
-            add("dense_4h_to_h", width, h);
-        }
+    for module in names.inputs {
+        add(module, h, up_width);
     }
+    add(names.down, width, h);
 }
 
 #[cfg(test)]
@@ -507,6 +388,20 @@ mod tests {
         // Mistral-7B: kv_heads 8 → k,v are 4096×1024.
         let m = ModelSpec::llama_like("mistral-7b", 4096, 32, 32, 8, 14336, 32000);
         assert_eq!(ParamLayout::of(&m).unwrap().total().unwrap(), 7_241_732_096);
+    }
+
+    #[test]
+    fn json_spelling_is_the_name() {
+        for r in LinearRole::ALL {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.name());
+            let k = ParamGroupKind::Linear(r);
+            assert_eq!(serde_json::to_value(k).unwrap()["kind"], k.name());
+        }
+        for k in
+            [ParamGroupKind::Embedding, ParamGroupKind::PositionEmbedding, ParamGroupKind::Norm, ParamGroupKind::Other]
+        {
+            assert_eq!(serde_json::to_value(k).unwrap()["kind"], k.name());
+        }
     }
 
     #[test]

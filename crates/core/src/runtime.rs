@@ -41,17 +41,11 @@ impl Default for RuntimeSetup {
 }
 
 impl RuntimeSetup {
-    pub fn validate(&self) -> Result<(), CoreError> {
-        if !self.margin.is_finite() || !(0.0..=10.0).contains(&self.margin) {
-            return Err(CoreError::invalid("margin", format!("{} is not a fraction between 0 and 10", self.margin)));
-        }
-        Ok(())
-    }
-
     /// Append the runtime and margin entries to a ledger whose tensor
-    /// entries are complete.
+    /// entries are complete. The margin is checked with the rest of the
+    /// workload ([`crate::workload::validate`]); `scale` refuses a
+    /// non-finite or negative one here too.
     pub fn apply(&self, ledger: &mut Ledger) -> Result<(), CoreError> {
-        self.validate()?;
         ledger.push(
             Category::Runtime,
             "CUDA context + library handles",

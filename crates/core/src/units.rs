@@ -47,6 +47,18 @@ pub fn add(what: &str, a: u64, b: u64) -> Result<u64, CoreError> {
     a.checked_add(b).ok_or_else(|| overflow(what))
 }
 
+/// Checked product of two factors.
+pub fn mul(what: &str, a: u64, b: u64) -> Result<u64, CoreError> {
+    a.checked_mul(b).ok_or_else(|| overflow(what))
+}
+
+/// `a − b` where `b` is a part of `a` (e.g. the adapters inside the
+/// weights): a negative result means vramfit broke its own bookkeeping,
+/// which is an internal error, never a silent 0.
+pub fn part_of(what: &str, a: u64, b: u64) -> Result<u64, CoreError> {
+    a.checked_sub(b).ok_or_else(|| CoreError::Internal(format!("{what}: part {b} B is larger than its whole {a} B")))
+}
+
 /// Ceiling division for splitting over GPUs (a shard is never rounded down).
 pub fn div_ceil(a: u64, n: u64) -> u64 {
     if n == 0 {
@@ -109,6 +121,14 @@ mod tests {
         assert_eq!(mul_div_ceil("x", 10, 1, 3).unwrap(), 4);
         assert_eq!(mul_div_ceil("x", u64::MAX, 1, 2).unwrap(), u64::MAX / 2 + 1);
         assert!(mul_div_ceil("x", u64::MAX, 3, 1).is_err());
+    }
+
+    #[test]
+    fn mul_and_part_of() {
+        assert_eq!(mul("x", 6, 7).unwrap(), 42);
+        assert!(matches!(mul("x", u64::MAX, 2), Err(CoreError::Overflow { .. })));
+        assert_eq!(part_of("x", 10, 4).unwrap(), 6);
+        assert!(matches!(part_of("x", 4, 10), Err(CoreError::Internal(_))));
     }
 
     #[test]

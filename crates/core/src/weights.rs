@@ -7,7 +7,7 @@ use crate::explain::Explanation;
 use crate::ledger::{Category, Ledger};
 use crate::params::{LinearRole, ParamGroup, ParamGroupKind, ParamLayout};
 use crate::quant::QuantSpec;
-use crate::units::{div_ceil, mul_div_ceil, product, sum};
+use crate::units::{add, div_ceil, mul_div_ceil, product, sum};
 
 /// How a group is laid out over `tp` tensor-parallel ranks.
 ///
@@ -68,7 +68,7 @@ pub fn group_bytes(group: &ParamGroup, dtype: DType, quant: Option<&QuantSpec>) 
     match quant {
         Some(q) if quantized(group) => {
             let (m, _) = q.matrix_bytes(group.d_in, group.d_out)?;
-            let bias = product("bias", &[group.bias_elems(), q.compute_dtype.bits() / 8])?;
+            let bias = product("bias", &[group.bias_elems(), q.compute_dtype.bytes()?])?;
             product(&group.path, &[sum(&group.path, &[m, bias])?, group.copies])
         }
         _ => {
@@ -107,7 +107,7 @@ pub fn push_weights(
             ParamGroupKind::Linear(LinearRole::Router) | ParamGroupKind::Norm | ParamGroupKind::Other => &mut small,
             ParamGroupKind::Linear(_) => &mut lin,
         };
-        slot.0 = slot.0.saturating_add(g.params()?);
+        slot.0 = add("params", slot.0, g.params()?)?;
         slot.1 = sum("weights", &[slot.1, full])?;
         slot.2 = sum("weights", &[slot.2, per])?;
     }
@@ -121,7 +121,7 @@ pub fn push_weights(
     };
     let lin_formula = match quant {
         Some(q) => q.matrix_bytes(1, 1).map(|(_, f)| f.to_string()).unwrap_or_default(),
-        None => format!("params × {} B", dtype.bits() / 8),
+        None => format!("params × {} B", dtype.bytes()?),
     };
     ledger.push(
         Category::Weights,
@@ -139,7 +139,7 @@ pub fn push_weights(
         ends_per_gpu,
         Explanation::new(format!(
             "(vocab × hidden [+ positions × hidden]) × {} B, lm_head unless tied; vocab-parallel over TP",
-            rest_dtype.bits() / 8
+            rest_dtype.bytes()?
         ))
         .term("embedding params", emb.0)
         .term("lm_head params", head.0)
@@ -153,7 +153,7 @@ pub fn push_weights(
         Category::Weights,
         format!("norms, routers, biases ({rest_dtype})"),
         small.2,
-        Explanation::new(format!("params × {} B, replicated on every TP rank", rest_dtype.bits() / 8))
+        Explanation::new(format!("params × {} B, replicated on every TP rank", rest_dtype.bytes()?))
             .term("params", small.0),
     );
     let full = sum("weights", &[lin.1, emb.1, head.1, small.1])?;

@@ -11,10 +11,11 @@ fn run(s: TrainSetup, p: Parallelism) -> Result<vramfit_core::Ledger, CoreError>
     estimate(&spec(), &Workload { task: Task::Train(s), parallelism: p, ..Workload::default() })
 }
 
+/// The id of the field a workload error names (`CoreError::Workload`).
 fn field(r: Result<vramfit_core::Ledger, CoreError>) -> String {
     match r {
-        Err(CoreError::Invalid { field, .. }) => field,
-        other => panic!("expected Invalid, got {other:?}"),
+        Err(CoreError::Workload(e)) => e.field().id().to_string(),
+        other => panic!("expected a workload error, got {other:?}"),
     }
 }
 

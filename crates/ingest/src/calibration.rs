@@ -134,22 +134,24 @@ fn precision(m: &Map<String, Value>, origin: &str) -> Result<Precision, IngestEr
         });
     }
     let d = str_field(m, origin, "dtype_setup")?.ok_or_else(|| missing(origin, "dtype_setup"))?;
-    let l = d.to_ascii_lowercase();
-    Ok(if l.contains("amp") && l.contains("bf16") {
-        Precision::AmpBf16
-    } else if l.contains("amp") && l.contains("fp16") {
-        Precision::AmpFp16
-    } else if l.contains("pure") && l.contains("bf16") {
-        Precision::Bf16
-    } else if l.contains("fp32") {
-        Precision::Fp32
-    } else {
-        return Err(bad(
-            origin,
-            "dtype_setup",
-            "a_fp32, b_amp_bf16, c_pure_bf16 (or a `precision` field)",
-            &Value::String(d.into()),
-        ));
+    dtype_setup(d).ok_or_else(|| {
+        bad(origin, "dtype_setup", "a_fp32, b_amp_bf16, c_pure_bf16 (or a `precision` field)", &Value::String(d.into()))
+    })
+}
+
+/// The shared set's `dtype_setup` label, read as words (`b_amp_bf16` → amp, bf16):
+/// autocast or pure, and the 16-bit dtype by its name.
+fn dtype_setup(label: &str) -> Option<Precision> {
+    let lower = label.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let has = |w: &str| words.contains(&w);
+    let half = [DType::BF16, DType::F16].into_iter().find(|d| has(d.name()));
+    Some(match (has("amp"), has("pure"), half) {
+        (true, _, Some(DType::BF16)) => Precision::AmpBf16,
+        (true, _, Some(_)) => Precision::AmpFp16,
+        (false, true, Some(DType::BF16)) => Precision::Bf16,
+        _ if has(DType::F32.name()) => Precision::Fp32,
+        _ => return None,
     })
 }
 

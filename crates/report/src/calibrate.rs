@@ -3,6 +3,7 @@
 
 use crate::format::bytes;
 use serde::Serialize;
+use vramfit_core::accuracy::Accuracy;
 
 /// One compared case.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -34,6 +35,19 @@ pub struct Summary {
     pub pass: bool,
 }
 
+impl From<&Accuracy> for Summary {
+    fn from(a: &Accuracy) -> Summary {
+        Summary {
+            cases: a.cases,
+            median_abs_error_pct: a.median_abs_error_pct,
+            max_abs_error_pct: a.max_abs_error_pct,
+            median_limit_pct: a.median_limit_pct,
+            max_limit_pct: a.max_limit_pct,
+            pass: a.pass,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CalibrateReport {
     pub schema: u32,
@@ -41,6 +55,19 @@ pub struct CalibrateReport {
     pub command: &'static str,
     pub cases: Vec<CaseRow>,
     pub summary: Summary,
+}
+
+impl CalibrateReport {
+    /// The report of compared cases; the summary is their [`Accuracy`].
+    pub fn new(cases: Vec<CaseRow>) -> CalibrateReport {
+        let errors: Vec<f64> = cases.iter().map(|c| c.error_pct).collect();
+        let summary = Summary::from(&Accuracy::of(&errors));
+        CalibrateReport { schema: crate::SCHEMA_VERSION, command: "calibrate", cases, summary }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"schema\":1,\"error\":\"{e}\"}}")) + "\n"
+    }
 }
 
 /// Human table.

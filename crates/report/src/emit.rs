@@ -13,8 +13,11 @@
 
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
-use vramfit_core::plan::SetupSummary;
-use vramfit_core::Family;
+use vramfit_core::hf::layer_class;
+use vramfit_core::plan::{Method, SetupSummary};
+use vramfit_core::train::{Checkpointing, Optimizer};
+use vramfit_core::workload::validate::offload_rules;
+use vramfit_core::{DType, Family, Sharding};
 
 /// Why a config cannot be written.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,49 +39,24 @@ impl std::fmt::Display for EmitError {
 
 impl std::error::Error for EmitError {}
 
-/// The transformer block class FSDP wraps, per family (`transformers` names).
-pub fn layer_class(family: Family) -> Option<&'static str> {
-    Some(match family {
-        Family::Llama => "LlamaDecoderLayer",
-        Family::Mistral => "MistralDecoderLayer",
-        Family::Mixtral => "MixtralDecoderLayer",
-        Family::Qwen2 => "Qwen2DecoderLayer",
-        Family::Qwen2Moe => "Qwen2MoeDecoderLayer",
-        Family::Qwen3 => "Qwen3DecoderLayer",
-        Family::Qwen3Moe => "Qwen3MoeDecoderLayer",
-        Family::Gemma => "GemmaDecoderLayer",
-        Family::Gemma2 => "Gemma2DecoderLayer",
-        Family::Phi3 => "Phi3DecoderLayer",
-        Family::Gpt2 => "GPT2Block",
-        Family::GptNeox => "GPTNeoXLayer",
-        Family::Falcon => "FalconDecoderLayer",
-        Family::DeepseekV3 => "DeepseekV3DecoderLayer",
-        Family::Generic => return None,
-    })
-}
-
 fn train_only(s: &SetupSummary) -> Result<(), EmitError> {
-    if s.method == "inference" {
+    if !s.method.is_training() {
         return Err(EmitError::NotTraining);
     }
     Ok(())
 }
 
-fn half(s: &SetupSummary) -> Option<&'static str> {
-    match s.precision.as_deref() {
-        Some(p) if p.contains("bf16") => Some("bf16"),
-        Some(p) if p.contains("fp16") => Some("fp16"),
-        _ => None,
-    }
+/// The 16-bit dtype the plan computes in (`None`: fp32).
+fn half(s: &SetupSummary) -> Option<DType> {
+    s.precision.map(|p| p.compute_dtype()).filter(|d| matches!(d, DType::BF16 | DType::F16))
 }
 
 fn stage(s: &SetupSummary) -> u64 {
-    match s.sharding.as_str() {
-        "zero1" => 1,
-        "zero2" => 2,
-        "zero3" => 3,
-        _ => 0,
-    }
+    s.sharding.stage().into()
+}
+
+fn full_checkpointing(s: &SetupSummary) -> bool {
+    s.checkpointing == Some(Checkpointing::Full)
 }
 
 /// Learning rate written where a config needs one (a placeholder: set yours).
@@ -99,7 +77,7 @@ pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
     root.insert("gradient_accumulation_steps".into(), json!(s.grad_accum));
     root.insert("gradient_clipping".into(), json!(1.0));
     match half(s) {
-        Some("bf16") => {
+        Some(DType::BF16) => {
             root.insert("bf16".into(), json!({"enabled": true}));
         }
         Some(_) => {
@@ -129,18 +107,15 @@ pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
         zero.insert("stage3_max_live_parameters".into(), json!(1_000_000_000u64));
         zero.insert("stage3_gather_16bit_weights_on_model_save".into(), json!(true));
     }
-    let offload = s.offload_optimizer != "none";
+    // the same offload rules the estimator checks a workload against
+    offload_rules(s.sharding, s.offload_optimizer, s.offload_params)
+        .map_err(|e| EmitError::Unsupported(e.to_string()))?;
+    let offload = s.offload_optimizer.is_some();
     if offload {
-        if st == 0 {
-            return Err(EmitError::Unsupported("optimizer offload needs ZeRO stage 1 or more".into()));
-        }
-        zero.insert("offload_optimizer".into(), json!({"device": s.offload_optimizer, "pin_memory": true}));
+        zero.insert("offload_optimizer".into(), json!({"device": s.offload_optimizer.key(), "pin_memory": true}));
     }
-    if s.offload_params != "none" {
-        if st != 3 {
-            return Err(EmitError::Unsupported("parameter offload needs ZeRO stage 3".into()));
-        }
-        zero.insert("offload_param".into(), json!({"device": s.offload_params, "pin_memory": true}));
+    if s.offload_params.is_some() {
+        zero.insert("offload_param".into(), json!({"device": s.offload_params.key(), "pin_memory": true}));
     }
     root.insert("zero_optimization".into(), Value::Object(zero));
     if offload {
@@ -157,16 +132,16 @@ pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
 
 /// FSDP sharding strategy for the plan (torch `ShardingStrategy` names).
 fn fsdp_strategy(s: &SetupSummary) -> Result<Option<&'static str>, EmitError> {
-    if s.offload_optimizer != "none" && s.offload_params == "none" {
+    if s.offload_optimizer.is_some() && !s.offload_params.is_some() {
         return Err(EmitError::Unsupported(
             "FSDP cannot offload the optimizer alone (its CPU offload moves parameters, gradients and optimizer states together): use --emit deepspeed".into(),
         ));
     }
-    Ok(match s.sharding.as_str() {
-        "zero3" => Some("FULL_SHARD"),
+    Ok(match s.sharding {
+        Sharding::Zero3 => Some("FULL_SHARD"),
         // FSDP has no optimizer-only sharding: SHARD_GRAD_OP shards grads + states
-        "zero2" | "zero1" => Some("SHARD_GRAD_OP"),
-        _ => None,
+        Sharding::Zero2 | Sharding::Zero1 => Some("SHARD_GRAD_OP"),
+        Sharding::None => None,
     })
 }
 
@@ -198,7 +173,7 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
         cfg.insert("use_orig_params".into(), json!(true));
         cfg.insert("sync_module_states".into(), json!(true));
         cfg.insert("cpu_ram_efficient_loading".into(), json!(true));
-        cfg.insert("activation_checkpointing".into(), json!(s.checkpointing.as_deref() == Some("full")));
+        cfg.insert("activation_checkpointing".into(), json!(full_checkpointing(s)));
         let text =
             serde_json::to_string_pretty(&Value::Object(cfg)).map_err(|e| EmitError::Unsupported(e.to_string()))?;
         let _ = writeln!(o, "cat > fsdp_config.json <<'EOF'\n{text}\nEOF");
@@ -218,7 +193,7 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
     if let Some(st) = strategy {
         let mut mode =
             if st == "FULL_SHARD" { "full_shard auto_wrap".to_string() } else { "shard_grad_op auto_wrap".to_string() };
-        if s.offload_params != "none" {
+        if s.offload_params.is_some() {
             mode.push_str(" offload");
         }
         args.push(format!("--fsdp '{mode}'"));
@@ -227,25 +202,26 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
     args.push(format!("--per_device_train_batch_size {}", s.micro_batch));
     args.push(format!("--gradient_accumulation_steps {}", s.grad_accum));
     match half(s) {
-        Some("bf16") => args.push("--bf16".into()),
+        Some(DType::BF16) => args.push("--bf16".into()),
         Some(_) => args.push("--fp16".into()),
         None => {}
     }
     // with FSDP, checkpointing goes through fsdp_config (activation_checkpointing)
-    if s.checkpointing.as_deref() == Some("full") && strategy.is_none() {
+    if full_checkpointing(s) && strategy.is_none() {
         args.push("--gradient_checkpointing".into());
     }
-    match s.optimizer.as_deref() {
-        Some("adamw-8bit") => args.push("--optim adamw_bnb_8bit".into()),
-        Some("paged-adamw-8bit") => args.push("--optim paged_adamw_8bit".into()),
+    // transformers' `--optim` names
+    match s.optimizer {
+        Some(Optimizer::AdamW8bit) => args.push("--optim adamw_bnb_8bit".into()),
+        Some(Optimizer::PagedAdamW8bit) => args.push("--optim paged_adamw_8bit".into()),
         _ => args.push("--optim adamw_torch".into()),
     }
-    if s.method == "lora" || s.method == "qlora" {
+    if matches!(s.method, Method::Lora | Method::Qlora) {
         let _ = writeln!(
             o,
             "# {}: train.py must wrap the model with PEFT (LoraConfig{})",
-            s.method,
-            if s.method == "qlora" { ", BitsAndBytesConfig(load_in_4bit=True)" } else { "" }
+            s.method.name(),
+            if s.method == Method::Qlora { ", BitsAndBytesConfig(load_in_4bit=True)" } else { "" }
         );
     }
     let _ = writeln!(o, "# train.py: your Hugging Face Trainer script (it must accept TrainingArguments flags)");
@@ -295,7 +271,7 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     }
     let st = stage(s);
     // DeepSpeed when FSDP cannot express the plan (ZeRO-1, optimizer-only offload)
-    let use_ds = st == 1 || (s.offload_optimizer != "none" && s.offload_params == "none");
+    let use_ds = st == 1 || (s.offload_optimizer.is_some() && !s.offload_params.is_some());
     let mut m = Map::new();
     m.insert("compute_environment".into(), json!("LOCAL_MACHINE"));
     m.insert("debug".into(), json!(false));
@@ -313,8 +289,8 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
         let mut d = Map::new();
         d.insert("gradient_accumulation_steps".into(), json!(s.grad_accum));
         d.insert("gradient_clipping".into(), json!(1.0));
-        d.insert("offload_optimizer_device".into(), json!(s.offload_optimizer));
-        d.insert("offload_param_device".into(), json!(s.offload_params));
+        d.insert("offload_optimizer_device".into(), json!(s.offload_optimizer.key()));
+        d.insert("offload_param_device".into(), json!(s.offload_params.key()));
         d.insert("zero3_init_flag".into(), json!(st == 3));
         d.insert("zero3_save_16bit_model".into(), json!(st == 3));
         d.insert("zero_stage".into(), json!(st));
@@ -322,7 +298,7 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     }
     if dist == "FSDP" {
         let mut f = Map::new();
-        f.insert("fsdp_activation_checkpointing".into(), json!(s.checkpointing.as_deref() == Some("full")));
+        f.insert("fsdp_activation_checkpointing".into(), json!(full_checkpointing(s)));
         match layer_class(family) {
             Some(c) => {
                 f.insert("fsdp_auto_wrap_policy".into(), json!("TRANSFORMER_BASED_WRAP"));
@@ -336,7 +312,7 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
         f.insert("fsdp_backward_prefetch".into(), json!("BACKWARD_PRE"));
         f.insert("fsdp_cpu_ram_efficient_loading".into(), json!(true));
         f.insert("fsdp_forward_prefetch".into(), json!(false));
-        f.insert("fsdp_offload_params".into(), json!(s.offload_params != "none"));
+        f.insert("fsdp_offload_params".into(), json!(s.offload_params.is_some()));
         f.insert("fsdp_sharding_strategy".into(), json!(if st == 3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" }));
         f.insert("fsdp_state_dict_type".into(), json!("SHARDED_STATE_DICT"));
         f.insert("fsdp_sync_module_states".into(), json!(true));
@@ -346,7 +322,7 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     m.insert("downcast_bf16".into(), json!("no"));
     m.insert("machine_rank".into(), json!(0));
     m.insert("main_training_function".into(), json!("main"));
-    m.insert("mixed_precision".into(), json!(half(s).unwrap_or("no")));
+    m.insert("mixed_precision".into(), json!(half(s).map(DType::name).unwrap_or("no")));
     m.insert("num_machines".into(), json!(machines.max(1)));
     m.insert("num_processes".into(), json!(s.gpus.max(1)));
     m.insert("rdzv_backend".into(), json!("static"));
@@ -368,6 +344,10 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use vramfit_core::train::Precision;
+    use vramfit_core::Offload;
+    use Offload::{Cpu, None as NoOffload};
+    use Sharding::{Zero1, Zero2, Zero3};
 
     /// Top-level keys of https://www.deepspeed.ai/docs/config-json/ (the subset a plan can need and more).
     const DS_TOP: &[&str] = &[
@@ -509,12 +489,12 @@ mod tests {
         "activation_checkpointing",
     ];
 
-    fn setup(sharding: &str, gpus: u64, off_opt: &str, off_par: &str) -> SetupSummary {
+    fn setup(sharding: Sharding, gpus: u64, off_opt: Offload, off_par: Offload) -> SetupSummary {
         SetupSummary {
-            method: "full".into(),
-            precision: Some("mixed-bf16".into()),
-            optimizer: Some("adamw".into()),
-            checkpointing: Some("full".into()),
+            method: Method::Full,
+            precision: Some(Precision::MixedBf16),
+            optimizer: Some(Optimizer::AdamW),
+            checkpointing: Some(Checkpointing::Full),
             micro_batch: 2,
             grad_accum: 4,
             global_batch: 2 * 4 * gpus,
@@ -522,9 +502,9 @@ mod tests {
             tp: 1,
             pp: 1,
             dp: gpus,
-            sharding: sharding.into(),
-            offload_optimizer: off_opt.into(),
-            offload_params: off_par.into(),
+            sharding,
+            offload_optimizer: off_opt,
+            offload_params: off_par,
             weights: None,
             kv_dtype: None,
         }
@@ -538,9 +518,12 @@ mod tests {
 
     #[test]
     fn deepspeed_configs_parse_back_with_documented_keys() {
-        for (sh, opt, par) in
-            [("zero2", "none", "none"), ("zero3", "cpu", "cpu"), ("zero2", "cpu", "none"), ("none", "none", "none")]
-        {
+        for (sh, opt, par) in [
+            (Zero2, NoOffload, NoOffload),
+            (Zero3, Cpu, Cpu),
+            (Zero2, Cpu, NoOffload),
+            (Sharding::None, NoOffload, NoOffload),
+        ] {
             let s = setup(sh, 8, opt, par);
             let text = deepspeed(&s).unwrap();
             let v: Value = serde_json::from_str(&text).unwrap();
@@ -555,17 +538,17 @@ mod tests {
             );
             assert_eq!(v["bf16"]["enabled"], json!(true));
             assert_eq!(v["zero_optimization"]["stage"].as_u64().unwrap(), stage(&s));
-            if opt != "none" {
+            if opt != NoOffload {
                 keys_in(&v["zero_optimization"]["offload_optimizer"], DS_OFFLOAD, "offload_optimizer");
                 assert_eq!(v["zero_optimization"]["offload_optimizer"]["device"], json!("cpu"));
                 assert_eq!(v["optimizer"]["type"], json!("AdamW"));
             }
-            if par != "none" {
+            if par != NoOffload {
                 keys_in(&v["zero_optimization"]["offload_param"], DS_OFFLOAD, "offload_param");
             }
         }
-        let mut s = setup("zero2", 2, "none", "none");
-        s.precision = Some("mixed-fp16".into());
+        let mut s = setup(Zero2, 2, NoOffload, NoOffload);
+        s.precision = Some(Precision::MixedFp16);
         let v: Value = serde_json::from_str(&deepspeed(&s).unwrap()).unwrap();
         keys_in(&v["fp16"], DS_FP16, "fp16");
         assert!(v.get("bf16").is_none());
@@ -573,25 +556,25 @@ mod tests {
 
     #[test]
     fn deepspeed_refuses_what_it_cannot_express() {
-        let mut s = setup("zero2", 8, "none", "none");
+        let mut s = setup(Zero2, 8, NoOffload, NoOffload);
         s.tp = 2;
         assert!(matches!(deepspeed(&s), Err(EmitError::Unsupported(_))));
-        let s = setup("zero2", 8, "none", "cpu");
+        let s = setup(Zero2, 8, NoOffload, Cpu);
         assert!(matches!(deepspeed(&s), Err(EmitError::Unsupported(m)) if m.contains("stage 3")));
-        let mut s = setup("none", 1, "none", "none");
-        s.method = "inference".into();
+        let mut s = setup(Sharding::None, 1, NoOffload, NoOffload);
+        s.method = Method::Inference;
         assert_eq!(deepspeed(&s), Err(EmitError::NotTraining));
     }
 
     #[test]
     fn accelerate_yaml_parses_back_with_documented_keys() {
         for (sh, opt, par, want) in [
-            ("zero3", "none", "none", "FSDP"),
-            ("zero2", "none", "none", "FSDP"),
-            ("zero1", "none", "none", "DEEPSPEED"),
-            ("zero2", "cpu", "none", "DEEPSPEED"),
-            ("zero3", "cpu", "cpu", "FSDP"),
-            ("none", "none", "none", "MULTI_GPU"),
+            (Zero3, NoOffload, NoOffload, "FSDP"),
+            (Zero2, NoOffload, NoOffload, "FSDP"),
+            (Zero1, NoOffload, NoOffload, "DEEPSPEED"),
+            (Zero2, Cpu, NoOffload, "DEEPSPEED"),
+            (Zero3, Cpu, Cpu, "FSDP"),
+            (Sharding::None, NoOffload, NoOffload, "MULTI_GPU"),
         ] {
             let text = accelerate(&setup(sh, 8, opt, par), Family::Llama, 1).unwrap();
             let v: BTreeMap<String, serde_json::Value> =
@@ -604,9 +587,9 @@ mod tests {
             if want == "FSDP" {
                 keys_in(&v["fsdp_config"], ACC_FSDP, "fsdp_config");
                 assert_eq!(v["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"], json!("LlamaDecoderLayer"));
-                let strat = if sh == "zero3" { "FULL_SHARD" } else { "SHARD_GRAD_OP" };
+                let strat = if sh == Zero3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" };
                 assert_eq!(v["fsdp_config"]["fsdp_sharding_strategy"], json!(strat));
-                assert_eq!(v["fsdp_config"]["fsdp_offload_params"], json!(par != "none"));
+                assert_eq!(v["fsdp_config"]["fsdp_offload_params"], json!(par != NoOffload));
             }
             if want == "DEEPSPEED" {
                 keys_in(&v["deepspeed_config"], ACC_DS, "deepspeed_config");
@@ -618,24 +601,24 @@ mod tests {
 
     #[test]
     fn emitted_configs_snapshot() {
-        let s = setup("zero3", 8, "cpu", "cpu");
+        let s = setup(Zero3, 8, Cpu, Cpu);
         insta::assert_snapshot!("ds_zero3_offload", deepspeed(&s).unwrap());
         insta::assert_snapshot!(
             "accelerate_fsdp_full_shard",
-            accelerate(&setup("zero3", 8, "none", "none"), Family::Llama, 1).unwrap()
+            accelerate(&setup(Zero3, 8, NoOffload, NoOffload), Family::Llama, 1).unwrap()
         );
         insta::assert_snapshot!(
             "torchrun_fsdp_two_nodes",
-            torchrun(&setup("zero3", 16, "none", "none"), Family::Mistral, 2).unwrap()
+            torchrun(&setup(Zero3, 16, NoOffload, NoOffload), Family::Mistral, 2).unwrap()
         );
     }
 
     #[test]
     fn torchrun_command_uses_documented_flags() {
-        for (sh, machines) in [("zero3", 1), ("zero2", 2), ("none", 1)] {
-            let text = torchrun(&setup(sh, 8, "none", "none"), Family::Llama, machines).unwrap();
+        for (sh, machines) in [(Zero3, 1), (Zero2, 2), (Sharding::None, 1)] {
+            let text = torchrun(&setup(sh, 8, NoOffload, NoOffload), Family::Llama, machines).unwrap();
             // the fsdp_config.json here-doc parses and uses Trainer keys
-            if sh != "none" {
+            if sh != Sharding::None {
                 let start = text.find("<<'EOF'\n").unwrap() + 8;
                 let end = text[start..].find("\nEOF").unwrap() + start;
                 let cfg: Value = serde_json::from_str(&text[start..end]).unwrap();
@@ -661,11 +644,11 @@ mod tests {
                 );
             }
             assert!(cmd.contains(&format!("--nproc-per-node={}", 8 / machines)));
-            if sh == "zero3" {
+            if sh == Zero3 {
                 assert!(cmd.contains("--fsdp 'full_shard auto_wrap'"));
             }
         }
         // FSDP has no optimizer-only offload
-        assert!(torchrun(&setup("zero2", 8, "cpu", "none"), Family::Llama, 1).is_err());
+        assert!(torchrun(&setup(Zero2, 8, Cpu, NoOffload), Family::Llama, 1).is_err());
     }
 }

@@ -12,7 +12,11 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use vramfit_core::{Category, Explanation, Ledger};
+use vramfit_core::infer::InferenceDetail;
+use vramfit_core::{
+    Capacity, Category, CoreError, Explanation, Fit, Ledger, ModelSpec, ParamGroup, ParamGroupKind, ParamLayout, Task,
+    Value, Workload,
+};
 
 /// The whole `estimate --json` document.
 #[derive(Debug, Clone, Serialize)]
@@ -87,7 +91,7 @@ pub struct CheckpointInfo {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadInfo {
-    /// `infer`, `train`, `lora`, `qlora`
+    /// `infer`, `train`, `lora`, `qlora` (the `--task` value)
     pub task: String,
     /// weights dtype or quantization label
     pub dtype: String,
@@ -118,7 +122,66 @@ pub struct EntryInfo {
     pub category: &'static str,
     pub label: String,
     pub bytes: u64,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
+}
+
+/// How a number was computed: `{formula, terms: [{name, value}], note?}`;
+/// a term's value keeps its type (an integer, a real number or a string).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExplainInfo {
+    pub formula: String,
+    pub terms: Vec<TermInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TermInfo {
+    pub name: String,
+    pub value: TermValue,
+}
+
+/// A term's value: written as a JSON number when it is one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum TermValue {
+    Integer(u64),
+    Number(f64),
+    Flag(bool),
+    Text(String),
+}
+
+impl From<&Explanation> for ExplainInfo {
+    fn from(e: &Explanation) -> ExplainInfo {
+        ExplainInfo {
+            formula: e.formula.clone(),
+            terms: e
+                .terms
+                .iter()
+                .map(|t| TermInfo {
+                    name: t.name.clone(),
+                    value: match &t.value {
+                        Value::Count(n) => TermValue::Integer(*n),
+                        Value::Number(x) => TermValue::Number(*x),
+                        Value::Flag(b) => TermValue::Flag(*b),
+                        Value::Text(s) => TermValue::Text(s.clone()),
+                    },
+                })
+                .collect(),
+            note: e.note.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for TermValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TermValue::Integer(n) => write!(f, "{n}"),
+            TermValue::Number(x) => write!(f, "{x}"),
+            TermValue::Flag(b) => write!(f, "{b}"),
+            TermValue::Text(s) => f.write_str(s),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,8 +199,8 @@ pub struct FitInfo {
     pub required_bytes: u64,
     pub fits: bool,
     /// memory left over (negative: short by), bytes
-    pub headroom_bytes: i64,
-    pub explain: Explanation,
+    pub headroom_bytes: i128,
+    pub explain: ExplainInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
     /// only with `--gpu auto`: the local GPUs read through NVML; the fit is
@@ -179,7 +242,152 @@ pub struct CapacityInfo {
     pub kv_blocks: u64,
     pub max_concurrency: u64,
     pub max_context: u64,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
+}
+
+impl From<&Capacity> for CapacityInfo {
+    fn from(c: &Capacity) -> CapacityInfo {
+        CapacityInfo {
+            gpu_util: c.gpu_util,
+            budget_bytes: c.budget_bytes,
+            kv_budget_bytes: c.kv_budget_bytes,
+            kv_blocks: c.kv_blocks,
+            max_concurrency: c.max_concurrency,
+            max_context: c.max_context,
+            explain: (&c.explain).into(),
+        }
+    }
+}
+
+impl FitInfo {
+    /// The fit of the estimate on `gpu`, with the paged-KV capacity when asked.
+    pub fn of(gpu: &str, fit: &Fit, capacity: Option<CapacityInfo>, detected: Option<DetectedGpus>) -> FitInfo {
+        FitInfo {
+            gpu: gpu.to_string(),
+            gpu_memory_bytes: fit.gpu_memory_bytes,
+            required_bytes: fit.required_bytes,
+            fits: fit.fits,
+            headroom_bytes: fit.headroom_bytes,
+            explain: (&fit.explain).into(),
+            capacity,
+            detected,
+        }
+    }
+}
+
+impl KvInfo {
+    /// The KV cache geometry of an inference estimate.
+    pub fn of(detail: &InferenceDetail, block_size: u64) -> KvInfo {
+        KvInfo {
+            bytes_per_token: detail.kv.bytes_per_token,
+            tokens_per_sequence: detail.tokens_per_sequence,
+            block_size,
+            block_bytes: detail.block_bytes,
+        }
+    }
+}
+
+impl ParamGroupInfo {
+    /// One parameter group; `kind` is `linear:<role>` or the group kind's name.
+    pub fn of(g: &ParamGroup) -> Result<ParamGroupInfo, CoreError> {
+        Ok(ParamGroupInfo {
+            path: g.path.clone(),
+            module: g.module.clone(),
+            kind: match g.kind {
+                ParamGroupKind::Linear(role) => format!("linear:{}", role.name()),
+                other => other.name().to_string(),
+            },
+            d_in: g.d_in,
+            d_out: g.d_out,
+            bias: g.bias,
+            copies: g.copies,
+            active_copies: g.active_copies,
+            params: g.params()?,
+        })
+    }
+}
+
+impl ModelInfo {
+    /// Model facts for the report: `source` says where the spec came from,
+    /// `checkpoint` what its safetensors headers held (when read).
+    pub fn of(
+        spec: &ModelSpec,
+        source: String,
+        checkpoint: Option<CheckpointInfo>,
+        params_trainable: u64,
+    ) -> Result<ModelInfo, CoreError> {
+        let layout = ParamLayout::of(spec)?;
+        Ok(ModelInfo {
+            name: spec.name.clone(),
+            source,
+            family: spec.family.name().to_string(),
+            attention: spec.attention_kind().to_string(),
+            params_total: layout.total()?,
+            params_active: layout.active()?,
+            params_trainable,
+            layers: spec.num_layers,
+            hidden_size: spec.hidden_size,
+            heads: spec.num_heads,
+            kv_heads: spec.num_kv_heads,
+            head_dim: spec.head_dim,
+            vocab_size: spec.vocab_size,
+            quantization: spec.quantization.as_ref().map(|q| q.label.clone()),
+            checkpoint,
+            param_groups: layout.groups.iter().map(ParamGroupInfo::of).collect::<Result<_, _>>()?,
+            notes: spec.notes.clone(),
+        })
+    }
+}
+
+/// An enum value as its JSON (serde) name.
+fn json_name<T: Serialize>(v: T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => other.map(|v| v.to_string()).unwrap_or_default(),
+    }
+}
+
+impl From<&Workload> for WorkloadInfo {
+    fn from(w: &Workload) -> WorkloadInfo {
+        let par = &w.parallelism;
+        let mut info = WorkloadInfo {
+            task: String::new(),
+            dtype: String::new(),
+            kv_dtype: None,
+            batch: 0,
+            seq: 0,
+            concurrency: None,
+            tp: par.tp,
+            pp: par.pp,
+            dp: par.dp(),
+            settings: BTreeMap::new(),
+        };
+        match &w.task {
+            Task::Inference(s) => {
+                info.task = "infer".into();
+                info.dtype = s.weights_label();
+                info.kv_dtype = Some(s.kv_dtype.name().to_string());
+                info.batch = s.batch;
+                info.seq = s.context;
+                info.concurrency = Some(s.concurrency);
+            }
+            Task::Train(t) => {
+                info.task = t.kind.name().into();
+                info.dtype = t.precision.name().into();
+                info.batch = t.batch;
+                info.seq = t.seq;
+                let settings = [
+                    ("optimizer", t.optimizer.name().to_string()),
+                    ("checkpointing", t.checkpointing.name().to_string()),
+                    ("attention", t.attention.name().to_string()),
+                    ("grad_accum", t.grad_accum.to_string()),
+                    ("sharding", json_name(par.sharding)),
+                ];
+                info.settings = settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            }
+        }
+        info
+    }
 }
 
 impl PerGpu {
@@ -195,7 +403,7 @@ impl PerGpu {
                     category: e.category.key(),
                     label: e.label.clone(),
                     bytes: e.bytes,
-                    explain: e.explain.clone(),
+                    explain: (&e.explain).into(),
                 })
                 .collect(),
         }
@@ -233,6 +441,20 @@ impl EstimateReport {
     /// The human table; `explain` adds every entry's formula and inputs.
     pub fn to_text(&self, explain: bool) -> String {
         let mut out = String::new();
+        self.write_header(&mut out);
+        let _ = writeln!(out, "{}", self.category_table());
+        self.write_facts(&mut out);
+        self.write_notes(&mut out);
+        if explain {
+            self.write_explanations(&mut out);
+        } else {
+            out.push_str("(--explain shows the formula and inputs behind every number)\n");
+        }
+        out
+    }
+
+    /// Model and workload in one line each.
+    fn write_header(&self, out: &mut String) {
         let m = &self.model;
         let _ = writeln!(
             out,
@@ -285,7 +507,10 @@ impl EstimateReport {
             );
         }
         out.push('\n');
+    }
 
+    /// Bytes per category, the tensor peak and the total.
+    fn category_table(&self) -> Table {
         let total = self.per_gpu.total_bytes.max(1);
         let mut t = Table::new();
         t.load_style(UTF8_FULL_CONDENSED);
@@ -314,7 +539,11 @@ impl EstimateReport {
             Cell::new(thousands(self.per_gpu.total_bytes)).set_alignment(CellAlignment::Right),
             Cell::new("100%"),
         ]);
-        let _ = writeln!(out, "{t}");
+        t
+    }
+
+    /// Peak phase, offload needs, the KV cache, the fit on a card.
+    fn write_facts(&self, out: &mut String) {
         let _ = writeln!(out, "peak phase: {}", self.peak_phase);
         if self.cpu_bytes > 0 {
             let _ = writeln!(out, "host RAM needed for offload: {}", bytes(self.cpu_bytes));
@@ -341,9 +570,9 @@ impl EstimateReport {
                 bytes(f.required_bytes),
                 bytes(f.gpu_memory_bytes),
                 if f.fits {
-                    format!("{} headroom", signed_bytes(f.headroom_bytes as i128))
+                    format!("{} headroom", signed_bytes(f.headroom_bytes))
                 } else {
-                    format!("short by {}", bytes(f.headroom_bytes.unsigned_abs()))
+                    format!("short by {}", bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64))
                 }
             );
             if let Some(d) = &f.detected {
@@ -378,6 +607,9 @@ impl EstimateReport {
                 );
             }
         }
+    }
+
+    fn write_notes(&self, out: &mut String) {
         for n in self.model.notes.iter().chain(&self.notes) {
             let _ = writeln!(out, "note: {n}");
         }
@@ -391,7 +623,11 @@ impl EstimateReport {
                 c.verdict
             );
         }
-        if explain {
+    }
+
+    /// The parameter layout and every entry's formula and inputs.
+    fn write_explanations(&self, out: &mut String) {
+        {
             out.push_str("\nParameters (params = copies × (d_in × d_out + bias)):\n");
             for g in &self.model.param_groups {
                 let _ = writeln!(
@@ -415,12 +651,12 @@ impl EstimateReport {
             out.push_str("\nHow each number was computed (per GPU):\n");
             for e in &self.per_gpu.entries {
                 let head = format!("[{}] {} = {} ({} B)", e.category, e.label, bytes(e.bytes), thousands(e.bytes));
-                write_explain(&mut out, &head, &e.explain);
+                write_explain(out, &head, &e.explain);
             }
             if let Some(f) = &self.fit {
-                write_explain(&mut out, &format!("[fit] {}", f.gpu), &f.explain);
+                write_explain(out, &format!("[fit] {}", f.gpu), &f.explain);
                 if let Some(c) = &f.capacity {
-                    write_explain(&mut out, "[capacity] paged KV", &c.explain);
+                    write_explain(out, "[capacity] paged KV", &c.explain);
                 }
             }
             let _ = writeln!(
@@ -429,10 +665,7 @@ impl EstimateReport {
                 thousands(self.per_gpu.tensor_peak_bytes),
                 thousands(self.per_gpu.total_bytes)
             );
-        } else {
-            out.push_str("(--explain shows the formula and inputs behind every number)\n");
         }
-        out
     }
 }
 
@@ -442,7 +675,7 @@ pub fn category_keys() -> Vec<&'static str> {
 }
 
 /// One explained number: heading, formula, inputs, note.
-pub fn write_explain(out: &mut String, head: &str, e: &Explanation) {
+pub fn write_explain(out: &mut String, head: &str, e: &ExplainInfo) {
     let _ = writeln!(out, "\n{head}");
     let _ = writeln!(out, "    formula: {}", e.formula);
     for term in &e.terms {

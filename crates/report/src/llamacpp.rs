@@ -6,13 +6,13 @@
 //! `vramfit_core::llamacpp::LlamaCppPlan`; the renderers here hold no
 //! formulas.
 
+use crate::estimate::ExplainInfo;
 use crate::format::{bytes, params, signed_bytes, thousands};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use vramfit_core::Explanation;
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize)]
@@ -112,7 +112,7 @@ pub struct PlacementInfo {
     pub output: String,
     /// runs of repeating layers on one device
     pub layers: Vec<LayerRange>,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -129,7 +129,7 @@ pub struct BufferLine {
     pub kind: String,
     pub label: String,
     pub bytes: u64,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
 }
 
 /// A GPU or the host.
@@ -177,7 +177,7 @@ pub struct FitSearch {
     /// the command line for the largest `-ngl`, when it differs
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_gpu_layers_command: Option<String>,
-    pub explain: Explanation,
+    pub explain: ExplainInfo,
 }
 
 impl LlamaCppReport {

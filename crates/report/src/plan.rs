@@ -1,16 +1,22 @@
 //! `vramfit plan`: JSON schema and the human renderer.
 //!
-//! Schema 1 (docs/plan.md): the planner's [`PlanReport`] flattened under a
-//! header with the model and the job. Bytes are integers; prices are
-//! `{low, high}` ranges in the offer's `currency` (never converted); hours
-//! and tokens/s are floats.
+//! Schema 1 (docs/plan.md): serde-only types built from the planner's
+//! [`PlanReport`] (`From` impls), under a header with the model and the
+//! job. Bytes are integers; prices are `{low, high}` ranges in the offer's
+//! `currency` (never converted); hours and tokens/s are floats. Enum values
+//! are written with their serde names, which equal their `name()`.
 
 use crate::format::{bytes, params, signed_bytes, thousands};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::fmt::Write;
-use vramfit_core::plan::{Job, Ladder, PlanReport, PlanRow, PriceRange, StepStatus};
+use vramfit_core::plan::{
+    self as core_plan, JobKind, Ladder, LadderStep, Method, PlanReport, PlanRow, PriceRange, SetupSummary, StepStatus,
+    StepTime,
+};
+use vramfit_core::train::{Checkpointing, Optimizer, Precision};
+use vramfit_core::{DType, Link, Offload, Sharding, Task, Workload};
 
 /// The model a plan is for.
 #[derive(Debug, Clone, Serialize)]
@@ -24,7 +30,7 @@ pub struct PlanModel {
 #[derive(Debug, Clone, Serialize)]
 pub struct PlanJob {
     /// `train` or `inference`
-    pub task: String,
+    pub task: JobKind,
     /// the user's setup in words
     pub setup: String,
     /// tokens to train on / generate (`--tokens`)
@@ -42,22 +48,379 @@ pub struct PlanDocument {
     pub command: &'static str,
     pub model: PlanModel,
     pub job: PlanJob,
-    #[serde(flatten)]
-    pub report: PlanReport,
+    pub task: JobKind,
+    pub params_total: u64,
+    /// the unchanged job on one GPU, per-GPU bytes
+    pub baseline_bytes: Option<u64>,
+    pub have: Option<String>,
+    pub have_memory_bytes: Option<u64>,
+    /// bytes the unchanged job lacks on the user's card (negative: spare)
+    pub have_gap_bytes: Option<i128>,
+    pub ranked: Vec<Row>,
+    pub software: Option<LadderInfo>,
+    pub more_cards: MoreCards,
+    pub bigger_card: BiggerCard,
+    pub break_even: Option<BreakEven>,
+    pub recommended: Option<Row>,
+    pub reason: String,
+    /// with `--tokens`: plans that rent for less than `recommended` but cost more over the job
+    pub cheaper_to_rent: Vec<Row>,
+    pub stats: Stats,
+    pub notes: Vec<String>,
 }
 
 impl PlanDocument {
-    pub fn new(model: PlanModel, job: PlanJob, report: PlanReport) -> Self {
-        PlanDocument { schema: SCHEMA_VERSION, command: "plan", model, job, report }
+    pub fn new(model: PlanModel, job: PlanJob, r: &PlanReport) -> Self {
+        PlanDocument {
+            schema: SCHEMA_VERSION,
+            command: "plan",
+            model,
+            job,
+            task: r.task,
+            params_total: r.params_total,
+            baseline_bytes: r.baseline_bytes,
+            have: r.have.clone(),
+            have_memory_bytes: r.have_memory_bytes,
+            have_gap_bytes: r.have_gap_bytes,
+            ranked: r.ranked.iter().map(Row::from).collect(),
+            software: r.software.as_ref().map(LadderInfo::from),
+            more_cards: MoreCards::from(&r.more_cards),
+            bigger_card: BiggerCard::from(&r.bigger_card),
+            break_even: r.break_even.as_ref().map(BreakEven::from),
+            recommended: r.recommended.as_ref().map(Row::from),
+            reason: r.reason.clone(),
+            cheaper_to_rent: r.cheaper_to_rent.iter().map(Row::from).collect(),
+            stats: Stats { candidates: r.stats.candidates, fitting: r.stats.fitting, estimates: r.stats.estimates },
+            notes: r.notes.clone(),
+        }
     }
 }
 
+/// A price range in the offer's currency.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Price {
+    pub low: f64,
+    pub high: f64,
+}
+
+impl From<PriceRange> for Price {
+    fn from(p: PriceRange) -> Price {
+        Price { low: p.low, high: p.high }
+    }
+}
+
+impl Price {
+    fn range(self) -> PriceRange {
+        PriceRange { low: self.low, high: self.high }
+    }
+}
+
+/// Seconds per optimizer step (training; zeros for inference).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Step {
+    pub compute_s: f64,
+    pub ideal_s: f64,
+    pub comm_s: f64,
+    pub offload_s: f64,
+    pub bubble_s: f64,
+    pub total_s: f64,
+}
+
+impl From<StepTime> for Step {
+    fn from(s: StepTime) -> Step {
+        Step {
+            compute_s: s.compute_s,
+            ideal_s: s.ideal_s,
+            comm_s: s.comm_s,
+            offload_s: s.offload_s,
+            bubble_s: s.bubble_s,
+            total_s: s.total_s,
+        }
+    }
+}
+
+/// A plan's setup (docs/plan.md "SetupSummary").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Setup {
+    pub method: Method,
+    pub precision: Option<Precision>,
+    pub optimizer: Option<Optimizer>,
+    pub checkpointing: Option<Checkpointing>,
+    pub micro_batch: u64,
+    pub grad_accum: u64,
+    pub global_batch: u64,
+    pub gpus: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub dp: u64,
+    pub sharding: Sharding,
+    pub offload_optimizer: Offload,
+    pub offload_params: Offload,
+    pub weights: Option<String>,
+    /// the dtype's name (`fp16`, `fp8`)
+    pub kv_dtype: Option<&'static str>,
+}
+
+impl From<&SetupSummary> for Setup {
+    fn from(s: &SetupSummary) -> Setup {
+        Setup {
+            method: s.method,
+            precision: s.precision,
+            optimizer: s.optimizer,
+            checkpointing: s.checkpointing,
+            micro_batch: s.micro_batch,
+            grad_accum: s.grad_accum,
+            global_batch: s.global_batch,
+            gpus: s.gpus,
+            tp: s.tp,
+            pp: s.pp,
+            dp: s.dp,
+            sharding: s.sharding,
+            offload_optimizer: s.offload_optimizer,
+            offload_params: s.offload_params,
+            weights: s.weights.clone(),
+            kv_dtype: s.kv_dtype.map(DType::name),
+        }
+    }
+}
+
+/// One priced plan (docs/plan.md "PlanRow").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub offer_id: String,
+    pub provider: String,
+    pub offer_name: String,
+    pub gpu_id: String,
+    pub gpu_name: String,
+    pub gpus: u64,
+    pub machines: u64,
+    pub link: Link,
+    pub currency: String,
+    pub flags: Vec<String>,
+    pub setup: Setup,
+    pub switches: Vec<String>,
+    pub per_gpu_bytes: u64,
+    pub gpu_memory_bytes: u64,
+    pub headroom_bytes: i128,
+    pub model_states_bytes: u64,
+    /// host RAM for offloaded state, the whole job (all ranks, all machines)
+    pub cpu_bytes: u64,
+    pub fits: bool,
+    pub slowdown: f64,
+    pub step: Step,
+    pub tokens_per_s: f64,
+    pub monthly: Option<Price>,
+    pub monthly_yearly: Option<Price>,
+    pub yearly_discounts: Vec<String>,
+    pub hourly: Option<Price>,
+    pub hourly_prorated: bool,
+    pub job_hours: Option<f64>,
+    pub job_tokens: Option<f64>,
+    pub job_cost: Option<Price>,
+    pub months_billed: Option<u64>,
+    pub upgrades: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+impl From<&PlanRow> for Row {
+    fn from(r: &PlanRow) -> Row {
+        Row {
+            offer_id: r.offer_id.clone(),
+            provider: r.provider.clone(),
+            offer_name: r.offer_name.clone(),
+            gpu_id: r.gpu_id.clone(),
+            gpu_name: r.gpu_name.clone(),
+            gpus: r.gpus,
+            machines: r.machines,
+            link: r.link,
+            currency: r.currency.clone(),
+            flags: r.flags.clone(),
+            setup: Setup::from(&r.setup),
+            switches: r.switches.iter().map(|s| s.to_string()).collect(),
+            per_gpu_bytes: r.per_gpu_bytes,
+            gpu_memory_bytes: r.gpu_memory_bytes,
+            headroom_bytes: r.headroom_bytes,
+            model_states_bytes: r.model_states_bytes,
+            cpu_bytes: r.cpu_bytes,
+            fits: r.fits,
+            slowdown: r.slowdown,
+            step: r.step.into(),
+            tokens_per_s: r.tokens_per_s,
+            monthly: r.monthly.map(Price::from),
+            monthly_yearly: r.monthly_yearly.map(Price::from),
+            yearly_discounts: r.yearly_discounts.clone(),
+            hourly: r.hourly.map(Price::from),
+            hourly_prorated: r.hourly_prorated,
+            job_hours: r.job_hours,
+            job_tokens: r.job_tokens,
+            job_cost: r.job_cost.map(Price::from),
+            months_billed: r.months_billed,
+            upgrades: r.upgrades.clone(),
+            notes: r.notes.clone(),
+        }
+    }
+}
+
+/// One rung of the software ladder.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LadderStepInfo {
+    pub name: String,
+    pub status: StepStatus,
+    pub detail: String,
+    pub per_gpu_bytes: Option<u64>,
+    pub saved_bytes: Option<i128>,
+    pub fits: bool,
+    pub slowdown: Option<f64>,
+    pub tokens_per_s: Option<f64>,
+    pub cpu_bytes: u64,
+}
+
+impl From<&LadderStep> for LadderStepInfo {
+    fn from(s: &LadderStep) -> LadderStepInfo {
+        LadderStepInfo {
+            name: s.name.clone(),
+            status: s.status,
+            detail: s.detail.clone(),
+            per_gpu_bytes: s.per_gpu_bytes,
+            saved_bytes: s.saved_bytes,
+            fits: s.fits,
+            slowdown: s.slowdown,
+            tokens_per_s: s.tokens_per_s,
+            cpu_bytes: s.cpu_bytes,
+        }
+    }
+}
+
+/// Path (1): the software switches on the user's card.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LadderInfo {
+    pub gpu_id: String,
+    pub gpu_name: String,
+    pub gpu_memory_bytes: u64,
+    pub start_bytes: Option<u64>,
+    pub start_fits: bool,
+    pub steps: Vec<LadderStepInfo>,
+    pub first_fit: Option<usize>,
+}
+
+impl From<&Ladder> for LadderInfo {
+    fn from(l: &Ladder) -> LadderInfo {
+        LadderInfo {
+            gpu_id: l.gpu_id.clone(),
+            gpu_name: l.gpu_name.clone(),
+            gpu_memory_bytes: l.gpu_memory_bytes,
+            start_bytes: l.start_bytes,
+            start_fits: l.start_fits,
+            steps: l.steps.iter().map(LadderStepInfo::from).collect(),
+            first_fit: l.first_fit,
+        }
+    }
+}
+
+/// Path (2): more cards, sharded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MoreCards {
+    pub single_bytes: Option<u64>,
+    pub dp_only_bytes: Option<u64>,
+    pub dp_gpus: u64,
+    pub best: Option<Row>,
+    pub on_have: Option<Row>,
+}
+
+impl From<&core_plan::MoreCards> for MoreCards {
+    fn from(m: &core_plan::MoreCards) -> MoreCards {
+        MoreCards {
+            single_bytes: m.single_bytes,
+            dp_only_bytes: m.dp_only_bytes,
+            dp_gpus: m.dp_gpus,
+            best: m.best.as_ref().map(Row::from),
+            on_have: m.on_have.as_ref().map(Row::from),
+        }
+    }
+}
+
+/// Path (3): a bigger single card.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BiggerCard {
+    pub need_bytes: Option<u64>,
+    pub best: Option<Row>,
+    pub gpus_that_fit: Vec<String>,
+}
+
+impl From<&core_plan::BiggerCard> for BiggerCard {
+    fn from(b: &core_plan::BiggerCard) -> BiggerCard {
+        BiggerCard {
+            need_bytes: b.need_bytes,
+            best: b.best.as_ref().map(Row::from),
+            gpus_that_fit: b.gpus_that_fit.clone(),
+        }
+    }
+}
+
+/// Single cards against a whole 8-GPU machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BreakEven {
+    pub single: Row,
+    pub machine: Row,
+    pub currency: String,
+    pub price_ratio: Option<Price>,
+    pub speed_ratio: f64,
+    pub machine_cheaper_per_token: Option<bool>,
+}
+
+impl From<&core_plan::BreakEven> for BreakEven {
+    fn from(b: &core_plan::BreakEven) -> BreakEven {
+        BreakEven {
+            single: Row::from(&b.single),
+            machine: Row::from(&b.machine),
+            currency: b.currency.clone(),
+            price_ratio: b.price_ratio.map(Price::from),
+            speed_ratio: b.speed_ratio,
+            machine_cheaper_per_token: b.machine_cheaper_per_token,
+        }
+    }
+}
+
+/// How big the search was.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    pub candidates: u64,
+    pub fitting: u64,
+    pub estimates: u64,
+}
+
 /// `Job` as the header records it.
-pub fn job_fields(job: Job) -> (Option<u64>, Option<f64>) {
+pub fn job_fields(job: core_plan::Job) -> (Option<u64>, Option<f64>) {
     match job {
-        Job::None => (None, None),
-        Job::Tokens(t) => (Some(t), None),
-        Job::Hours(h) => (None, Some(h)),
+        core_plan::Job::None => (None, None),
+        core_plan::Job::Tokens(t) => (Some(t), None),
+        core_plan::Job::Hours(h) => (None, Some(h)),
+    }
+}
+
+/// The user's job in words, for the header.
+pub fn job_setup_words(w: &Workload) -> String {
+    let s = core_plan::summarize(w);
+    let name = |x: Option<&'static str>| x.unwrap_or_default();
+    match &w.task {
+        Task::Train(t) => format!(
+            "{} fine-tune, {} {}, checkpointing {}, micro-batch {} × seq {} × accum {} (global batch {})",
+            s.method.name(),
+            name(s.precision.map(Precision::name)),
+            name(s.optimizer.map(Optimizer::name)),
+            name(s.checkpointing.map(Checkpointing::name)),
+            t.batch,
+            t.seq,
+            t.grad_accum,
+            s.global_batch
+        ),
+        Task::Inference(i) => format!(
+            "inference, weights {}, kv {}, {} sequences × {} tokens",
+            s.weights.unwrap_or_default(),
+            i.kv_dtype,
+            i.concurrency,
+            i.context
+        ),
     }
 }
 
@@ -82,6 +445,10 @@ pub fn price(p: &PriceRange, currency: &str) -> String {
     }
 }
 
+fn price_of(p: &Price, currency: &str) -> String {
+    price(&p.range(), currency)
+}
+
 /// Hours as `18.7 h`, `12.3 days`.
 pub fn duration(h: f64) -> String {
     if !h.is_finite() {
@@ -93,13 +460,14 @@ pub fn duration(h: f64) -> String {
     }
 }
 
-fn setup_words(r: &PlanRow) -> String {
+fn setup_words(r: &Row) -> String {
     let s = &r.setup;
+    let training = s.method.is_training();
     let mut parts = Vec::new();
-    if s.method != "inference" {
-        parts.push(s.method.clone());
-        if s.sharding != "none" {
-            parts.push(s.sharding.replace("zero", "ZeRO-"));
+    if training {
+        parts.push(s.method.name().to_string());
+        if s.sharding != Sharding::None {
+            parts.push(s.sharding.label().to_string());
         } else if s.dp > 1 {
             parts.push(format!("DP {}", s.dp));
         }
@@ -110,73 +478,69 @@ fn setup_words(r: &PlanRow) -> String {
     if s.pp > 1 {
         parts.push(format!("PP {}", s.pp));
     }
-    if let Some(c) = &s.checkpointing {
-        if c != "none" {
-            parts.push(format!("ckpt {c}"));
-        }
+    if let Some(c) = s.checkpointing.filter(|c| *c != Checkpointing::None) {
+        parts.push(format!("ckpt {}", c.name()));
     }
-    if let Some(o) = &s.optimizer {
-        if o != "adamw" {
-            parts.push(o.clone());
-        }
+    if let Some(o) = s.optimizer.filter(|o| *o != Optimizer::AdamW) {
+        parts.push(o.name().to_string());
     }
-    if s.method != "inference" {
+    if training {
         parts.push(format!("mb {}×{}", s.micro_batch, s.grad_accum));
     }
-    if s.offload_optimizer != "none" {
-        parts.push(format!("offload opt→{}", s.offload_optimizer));
+    if s.offload_optimizer.is_some() {
+        parts.push(format!("offload opt→{}", s.offload_optimizer.key()));
     }
-    if s.offload_params != "none" {
-        parts.push(format!("offload params→{}", s.offload_params));
+    if s.offload_params.is_some() {
+        parts.push(format!("offload params→{}", s.offload_params.key()));
     }
     if let Some(w) = &s.weights {
         parts.push(w.clone());
     }
-    if let Some(k) = &s.kv_dtype {
+    if let Some(k) = s.kv_dtype {
         parts.push(format!("kv {k}"));
     }
     parts.join(", ")
 }
 
-fn hardware(r: &PlanRow) -> String {
+fn hardware(r: &Row) -> String {
     format!("{} × {}", r.gpus, r.gpu_name)
 }
 
-fn monthly(r: &PlanRow) -> String {
+fn monthly(r: &Row) -> String {
     match (&r.monthly, &r.hourly) {
-        (Some(m), _) => format!("{}/mo", price(m, &r.currency)),
-        (None, Some(h)) => format!("{}/h", price(h, &r.currency)),
+        (Some(m), _) => format!("{}/mo", price_of(m, &r.currency)),
+        (None, Some(h)) => format!("{}/h", price_of(h, &r.currency)),
         _ => "unpriced".into(),
     }
 }
 
-fn job_cost(r: &PlanRow) -> String {
+fn job_cost(r: &Row) -> String {
     match (&r.job_cost, r.hourly_prorated) {
-        (Some(c), true) => format!("{} (prorated)", price(c, &r.currency)),
-        (Some(c), false) => price(c, &r.currency),
+        (Some(c), true) => format!("{} (prorated)", price_of(c, &r.currency)),
+        (Some(c), false) => price_of(c, &r.currency),
         _ => "–".into(),
     }
 }
 
-fn rate(r: &PlanRow) -> String {
-    if r.setup.method == "inference" {
-        format!("~{:.0} tokens/s decode", r.tokens_per_s)
-    } else {
+fn rate(r: &Row) -> String {
+    if r.setup.method.is_training() {
         format!("~{} tokens/s, ×{:.2} of ideal time", thousands(r.tokens_per_s.max(0.0).round() as u64), r.slowdown)
+    } else {
+        format!("~{:.0} tokens/s decode", r.tokens_per_s)
     }
 }
 
 /// Where a training plan loses time against its ideal, in words.
-fn overhead(r: &PlanRow) -> String {
+fn overhead(r: &Row) -> String {
     let st = &r.step;
-    if st.total_s <= 0.0 || r.setup.method == "inference" {
+    if st.total_s <= 0.0 || !r.setup.method.is_training() {
         return String::new();
     }
     let recompute = (st.compute_s - st.ideal_s).max(0.0);
-    let link = if r.link == vramfit_core::Link::Nvlink { "NVLink" } else { "PCIe" };
+    let link = if r.link == Link::Nvlink { "NVLink" } else { "PCIe" };
     let parts = [
         (st.offload_s, "offload over PCIe and the CPU optimizer step".to_string()),
-        (st.comm_s, format!("exposed {} collectives over {link}", r.setup.sharding.replace("zero", "ZeRO-"))),
+        (st.comm_s, format!("exposed {} collectives over {link}", r.setup.sharding.label())),
         (st.bubble_s, "pipeline bubbles".to_string()),
         (recompute, "recompute and small micro-batches".to_string()),
     ];
@@ -187,7 +551,7 @@ fn overhead(r: &PlanRow) -> String {
     format!(" (×{:.2} of ideal; most lost to {what}: {:.0}% of each step)", r.slowdown, t / st.total_s * 100.0)
 }
 
-fn row_line(r: &PlanRow) -> String {
+fn row_line(r: &Row) -> String {
     let mut s = format!(
         "{} — {} [{}]: {} per GPU of {}, {}, {}",
         hardware(r),
@@ -205,7 +569,7 @@ fn row_line(r: &PlanRow) -> String {
                 s,
                 " — a monthly rental bills {n} month{}: {}",
                 if n == 1 { "" } else { "s" },
-                price(&m.scale(n as f64), &r.currency)
+                price(&m.range().scale(n as f64), &r.currency)
             );
         }
     }
@@ -225,7 +589,7 @@ pub fn speed_words(x: f64) -> String {
     }
 }
 
-fn ladder_table(l: &Ladder) -> String {
+fn ladder_table(l: &LadderInfo) -> String {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
     t.set_header(vec!["step", "status", "per GPU", "saves", "fits", "speed vs start"]);
@@ -274,7 +638,7 @@ fn ladder_table(l: &Ladder) -> String {
     t.to_string()
 }
 
-fn ranked_table(rows: &[PlanRow], has_job: bool) -> String {
+fn ranked_table(rows: &[Row], has_job: bool) -> String {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
     let mut header = vec!["#", "GPUs", "offer", "setup", "per GPU", "tokens/s", "price"];
@@ -307,8 +671,37 @@ fn ranked_table(rows: &[PlanRow], has_job: bool) -> String {
 
 /// The human report.
 pub fn render(doc: &PlanDocument) -> String {
-    let r = &doc.report;
     let mut o = String::new();
+    header(&mut o, doc);
+    recommendation(&mut o, doc);
+    software(&mut o, doc);
+    more_cards(&mut o, doc);
+    bigger_card(&mut o, doc);
+    cheaper_to_rent(&mut o, doc);
+    if !doc.ranked.is_empty() {
+        let has_job = doc.job.tokens.is_some() || doc.job.hours.is_some();
+        let _ = writeln!(o, "\nTop {} plans that fit (best setup per offer and GPU count)", doc.ranked.len());
+        o.push_str(&ranked_table(&doc.ranked, has_job));
+        o.push('\n');
+    }
+    break_even(&mut o, doc);
+    if !doc.notes.is_empty() {
+        let _ = writeln!(o, "\nnotes:");
+        for n in &doc.notes {
+            let _ = writeln!(o, "  - {n}");
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\nsearched {} candidates ({} fit) over {} estimated setups; prices as listed: check the live price",
+        thousands(doc.stats.candidates),
+        thousands(doc.stats.fitting),
+        thousands(doc.stats.estimates)
+    );
+    o
+}
+
+fn header(o: &mut String, doc: &PlanDocument) {
     let _ =
         writeln!(o, "vramfit plan: {} ({} params) — {}", doc.model.name, params(doc.model.params_total), doc.job.setup);
     match (doc.job.tokens, doc.job.hours) {
@@ -325,74 +718,68 @@ pub fn render(doc: &PlanDocument) -> String {
             );
         }
     }
-    if let Some(b) = r.baseline_bytes {
+    if let Some(b) = doc.baseline_bytes {
         let _ = writeln!(o, "the job as given needs {} per GPU on one card", bytes(b));
     }
-    if let (Some(h), Some(gap)) = (&r.have, r.have_gap_bytes) {
+    if let (Some(h), Some(gap)) = (&doc.have, doc.have_gap_bytes) {
         if gap > 0 {
-            let _ =
-                writeln!(o, "your {h} ({}) is short by {}", bytes(r.have_memory_bytes.unwrap_or(0)), bytes(gap as u64));
+            let have = bytes(doc.have_memory_bytes.unwrap_or(0));
+            let _ = writeln!(o, "your {h} ({have}) is short by {}", bytes(gap as u64));
         } else {
             let _ = writeln!(o, "your {h} holds it with {} to spare", bytes((-gap) as u64));
         }
     }
     o.push('\n');
-    match &r.recommended {
-        Some(rec) => {
-            let _ = writeln!(o, "Recommended: {}", row_line(rec));
-            if !rec.switches.is_empty() {
-                let _ = writeln!(o, "  changes: {}", rec.switches.join("; "));
-            }
-            for n in rec.notes.iter().chain(rec.flags.iter().filter(|f| f.as_str() != "check the live price")) {
-                let _ = writeln!(o, "  note: {n}");
-            }
-            if let (Some(y), false) = (&rec.monthly_yearly, rec.yearly_discounts.is_empty()) {
-                let _ =
-                    writeln!(o, "  yearly term: {}/mo ({})", price(y, &rec.currency), rec.yearly_discounts.join(", "));
-            }
-            let _ = writeln!(o, "  why: {}", r.reason);
-        }
-        None => {
-            let _ = writeln!(o, "Recommended: nothing — {}", r.reason);
-        }
-    }
+}
 
+fn recommendation(o: &mut String, doc: &PlanDocument) {
+    let Some(rec) = &doc.recommended else {
+        let _ = writeln!(o, "Recommended: nothing — {}", doc.reason);
+        return;
+    };
+    let _ = writeln!(o, "Recommended: {}", row_line(rec));
+    if !rec.switches.is_empty() {
+        let _ = writeln!(o, "  changes: {}", rec.switches.join("; "));
+    }
+    for n in rec.notes.iter().chain(rec.flags.iter().filter(|f| f.as_str() != "check the live price")) {
+        let _ = writeln!(o, "  note: {n}");
+    }
+    if let (Some(y), false) = (&rec.monthly_yearly, rec.yearly_discounts.is_empty()) {
+        let _ = writeln!(o, "  yearly term: {}/mo ({})", price_of(y, &rec.currency), rec.yearly_discounts.join(", "));
+    }
+    let _ = writeln!(o, "  why: {}", doc.reason);
+}
+
+fn software(o: &mut String, doc: &PlanDocument) {
     let _ = writeln!(o, "\n(1) Software switches on your card");
-    match &r.software {
-        Some(l) => {
-            let _ = writeln!(o, "{} ({}), applied in order:", l.gpu_name, bytes(l.gpu_memory_bytes));
-            o.push_str(&ladder_table(l));
-            o.push('\n');
-            match (l.start_fits, l.first_fit) {
-                (true, _) => {
-                    let _ = writeln!(o, "it already fits as given");
-                }
-                (false, Some(i)) => {
-                    let _ = writeln!(
-                        o,
-                        "fits after: {}",
-                        l.steps[..=i]
-                            .iter()
-                            .filter(|s| s.status == StepStatus::Applied)
-                            .map(|s| s.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(" → ")
-                    );
-                }
-                (false, None) => {
-                    let _ = writeln!(o, "no allowed switch makes it fit this card");
-                }
-            }
+    let Some(l) = &doc.software else {
+        let _ = writeln!(o, "give --have GPU to see what each switch saves on your card");
+        return;
+    };
+    let _ = writeln!(o, "{} ({}), applied in order:", l.gpu_name, bytes(l.gpu_memory_bytes));
+    o.push_str(&ladder_table(l));
+    o.push('\n');
+    match (l.start_fits, l.first_fit) {
+        (true, _) => {
+            let _ = writeln!(o, "it already fits as given");
         }
-        None => {
-            let _ = writeln!(o, "give --have GPU to see what each switch saves on your card");
+        (false, Some(i)) => {
+            let applied: Vec<&str> =
+                l.steps[..=i].iter().filter(|s| s.status == StepStatus::Applied).map(|s| s.name.as_str()).collect();
+            let _ = writeln!(o, "fits after: {}", applied.join(" → "));
+        }
+        (false, None) => {
+            let _ = writeln!(o, "no allowed switch makes it fit this card");
         }
     }
+}
 
+fn more_cards(o: &mut String, doc: &PlanDocument) {
     let _ = writeln!(o, "\n(2) More cards, sharded");
-    let mc = &r.more_cards;
+    let mc = &doc.more_cards;
+    let train = doc.task == JobKind::Train;
     if let (Some(single), Some(dp)) = (mc.single_bytes, mc.dp_only_bytes) {
-        if r.task == "train" {
+        if train {
             let _ = writeln!(
                 o,
                 "plain data parallelism on {} GPUs: {} per GPU (one GPU: {}) — DP alone does not lower per-GPU memory; sharding does",
@@ -408,7 +795,7 @@ pub fn render(doc: &PlanDocument) -> String {
         Some(b) => {
             let _ = writeln!(o, "cheapest: {}", row_line(b));
         }
-        None if r.task == "train" => {
+        None if train => {
             let _ = writeln!(o, "no multi-GPU offer fits without offload");
         }
         None => {
@@ -424,109 +811,74 @@ pub fn render(doc: &PlanDocument) -> String {
             bytes(h.per_gpu_bytes)
         );
     }
+}
 
+fn bigger_card(o: &mut String, doc: &PlanDocument) {
     let _ = writeln!(o, "\n(3) A bigger single card, job unchanged");
-    let bc = &r.bigger_card;
-    match &bc.best {
-        Some(b) => {
-            let _ = writeln!(o, "cheapest: {}", row_line(b));
-        }
-        None => {
-            let need = bc.need_bytes.map(bytes).unwrap_or_default();
-            if bc.gpus_that_fit.is_empty() {
-                let _ = writeln!(o, "no single card holds it (needs {need}); no GPU in the catalogue is that big");
-            } else {
+    let bc = &doc.bigger_card;
+    if let Some(b) = &bc.best {
+        let _ = writeln!(o, "cheapest: {}", row_line(b));
+        return;
+    }
+    let need = bc.need_bytes.map(bytes).unwrap_or_default();
+    if bc.gpus_that_fit.is_empty() {
+        let _ = writeln!(o, "no single card holds it (needs {need}); no GPU in the catalogue is that big");
+    } else {
+        let _ = writeln!(
+            o,
+            "no offered single card holds it (needs {need}); big enough but not offered: {}",
+            bc.gpus_that_fit.join(", ")
+        );
+    }
+}
+
+/// Plans that rent for less but cost more over the job (chosen by the planner).
+fn cheaper_to_rent(o: &mut String, doc: &PlanDocument) {
+    let Some(rec) = &doc.recommended else { return };
+    if doc.cheaper_to_rent.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nCheaper to rent, but not over this job");
+    for x in doc.cheaper_to_rent.iter().take(3) {
+        let _ = writeln!(
+            o,
+            "  {} ({}): {} against {}{}; job {} against {}",
+            hardware(x),
+            monthly(x),
+            x.job_hours.map(duration).unwrap_or_default(),
+            rec.job_hours.map(duration).unwrap_or_default(),
+            overhead(x),
+            job_cost(x),
+            job_cost(rec)
+        );
+        if let (Some(a), Some(b)) = (x.job_cost, rec.job_cost) {
+            if a.low < b.high {
                 let _ = writeln!(
                     o,
-                    "no offered single card holds it (needs {need}); big enough but not offered: {}",
-                    bc.gpus_that_fit.join(", ")
+                    "    (the price ranges overlap: at the top of the recommended plan's range it would cost more)"
                 );
             }
         }
     }
+}
 
-    let has_job = doc.job.tokens.is_some() || doc.job.hours.is_some();
-    if let (Some(rec), Some(_)) = (&r.recommended, doc.job.tokens) {
-        let cheaper: Vec<&PlanRow> = r
-            .ranked
-            .iter()
-            .filter(|x| x.currency == rec.currency && !(x.offer_id == rec.offer_id && x.gpus == rec.gpus))
-            .filter(|x| match (x.monthly, rec.monthly) {
-                (Some(a), Some(b)) => a.low < b.low,
-                _ => false,
-            })
-            .filter(|x| match (x.job_cost, rec.job_cost) {
-                (Some(a), Some(b)) => a.low > b.low * 1.005,
-                _ => false,
-            })
-            .collect();
-        if !cheaper.is_empty() {
-            let _ = writeln!(
-                o,
-                "
-Cheaper to rent, but not over this job"
-            );
-            for x in cheaper.iter().take(3) {
-                let _ = writeln!(
-                    o,
-                    "  {} ({}): {} against {}{}; job {} against {}",
-                    hardware(x),
-                    monthly(x),
-                    x.job_hours.map(duration).unwrap_or_default(),
-                    rec.job_hours.map(duration).unwrap_or_default(),
-                    overhead(x),
-                    job_cost(x),
-                    job_cost(rec)
-                );
-                if let (Some(a), Some(b)) = (x.job_cost, rec.job_cost) {
-                    if a.low < b.high {
-                        let _ = writeln!(
-                            o,
-                            "    (the price ranges overlap: at the top of the recommended plan's range it would cost more)"
-                        );
-                    }
-                }
-            }
-        }
+fn break_even(o: &mut String, doc: &PlanDocument) {
+    let Some(be) = &doc.break_even else { return };
+    let _ = writeln!(o, "\nBreak-even: single cards vs a whole 8-GPU machine");
+    let _ = writeln!(o, "  single: {}", row_line(&be.single));
+    let _ = writeln!(o, "  machine: {}", row_line(&be.machine));
+    if let Some(p) = &be.price_ratio {
+        let verdict = match be.machine_cheaper_per_token {
+            Some(true) => "the machine is cheaper per token",
+            Some(false) => "single cards are cheaper per token; the machine buys time, not savings",
+            None => "about even per token (inside the price range)",
+        };
+        let _ = writeln!(
+            o,
+            "  the machine costs {:.1}–{:.1}× a single card and runs this job {:.1}× faster: {verdict}",
+            p.low, p.high, be.speed_ratio
+        );
     }
-    if !r.ranked.is_empty() {
-        let _ = writeln!(o, "\nTop {} plans that fit (best setup per offer and GPU count)", r.ranked.len());
-        o.push_str(&ranked_table(&r.ranked, has_job));
-        o.push('\n');
-    }
-
-    if let Some(be) = &r.break_even {
-        let _ = writeln!(o, "\nBreak-even: single cards vs a whole 8-GPU machine");
-        let _ = writeln!(o, "  single: {}", row_line(&be.single));
-        let _ = writeln!(o, "  machine: {}", row_line(&be.machine));
-        if let Some(p) = &be.price_ratio {
-            let verdict = match be.machine_cheaper_per_token {
-                Some(true) => "the machine is cheaper per token",
-                Some(false) => "single cards are cheaper per token; the machine buys time, not savings",
-                None => "about even per token (inside the price range)",
-            };
-            let _ = writeln!(
-                o,
-                "  the machine costs {:.1}–{:.1}× a single card and runs this job {:.1}× faster: {verdict}",
-                p.low, p.high, be.speed_ratio
-            );
-        }
-    }
-
-    if !r.notes.is_empty() {
-        let _ = writeln!(o, "\nnotes:");
-        for n in &r.notes {
-            let _ = writeln!(o, "  - {n}");
-        }
-    }
-    let _ = writeln!(
-        o,
-        "\nsearched {} candidates ({} fit) over {} estimated setups; prices as listed: check the live price",
-        thousands(r.stats.candidates),
-        thousands(r.stats.fitting),
-        thousands(r.stats.estimates)
-    );
-    o
 }
 
 /// `--json`.

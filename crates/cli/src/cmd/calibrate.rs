@@ -1,19 +1,15 @@
 //! `vramfit calibrate`: every embedded PyTorch-measured case (A: parameter
 //! bytes, B: inference prefill peak, C: training-step peak) estimated and
-//! compared; median and max |error|. Exit 1 when the median |error| is above
-//! 3% or any case is above 10%.
+//! compared; median and max |error|. Exit 1 when the set misses the accuracy
+//! bar of `vramfit_core::accuracy` (median |error| above 3% or any case above 10%).
 
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::path::PathBuf;
+use vramfit_core::accuracy::error_pct;
 use vramfit_core::{estimate, DType, ParamLayout};
 use vramfit_ingest::calibration::{embedded, parse_cases, Case, Group, MAX_CASES_BYTES};
-use vramfit_report::calibrate::{render, CalibrateReport, CaseRow, Summary};
-
-/// Median |error| above this fails.
-pub const MEDIAN_LIMIT_PCT: f64 = 3.0;
-/// Any case above this fails.
-pub const MAX_LIMIT_PCT: f64 = 10.0;
+use vramfit_report::calibrate::{render, CalibrateReport, CaseRow};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupArg {
@@ -55,16 +51,14 @@ fn row(c: &Case) -> anyhow::Result<Option<CaseRow>> {
             ("tensor_peak_bytes", l.tensor_peak_bytes(), meas, Some(l.peak_phase.name().to_string()))
         }
     };
-    if meas == 0 {
-        bail!("{}: measured bytes are 0", c.origin);
-    }
+    let Some(error_pct) = error_pct(est, meas) else { bail!("{}: measured bytes are 0", c.origin) };
     Ok(Some(CaseRow {
         id: c.id.clone(),
         group: c.group.name().to_string(),
         quantity: quantity.to_string(),
         estimated_bytes: est,
         measured_bytes: meas,
-        error_pct: (est as f64 - meas as f64) / meas as f64 * 100.0,
+        error_pct,
         peak_phase_estimated: pe,
         peak_phase_measured: if c.group == Group::A { None } else { c.measured.peak_phase.clone() },
         source: c.origin.clone(),
@@ -79,25 +73,7 @@ pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<Calibrate
             rows.push(r);
         }
     }
-    let mut errs: Vec<f64> = rows.iter().map(|r| r.error_pct.abs()).collect();
-    errs.sort_by(|a, b| a.total_cmp(b));
-    let median = if errs.is_empty() {
-        0.0
-    } else if errs.len() % 2 == 1 {
-        errs[errs.len() / 2]
-    } else {
-        (errs[errs.len() / 2 - 1] + errs[errs.len() / 2]) / 2.0
-    };
-    let max = errs.last().copied().unwrap_or(0.0);
-    let summary = Summary {
-        cases: rows.len(),
-        median_abs_error_pct: median,
-        max_abs_error_pct: max,
-        median_limit_pct: MEDIAN_LIMIT_PCT,
-        max_limit_pct: MAX_LIMIT_PCT,
-        pass: !rows.is_empty() && median <= MEDIAN_LIMIT_PCT && max <= MAX_LIMIT_PCT,
-    };
-    Ok(CalibrateReport { schema: vramfit_report::SCHEMA_VERSION, command: "calibrate", cases: rows, summary })
+    Ok(CalibrateReport::new(rows))
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
@@ -122,6 +98,6 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     if report.cases.is_empty() {
         bail!("no measured case to compare (group filter or empty file)");
     }
-    let stdout = if args.json { serde_json::to_string_pretty(&report)? + "\n" } else { render(&report) };
+    let stdout = if args.json { report.to_json() } else { render(&report) };
     Ok(Outcome { stdout, code: if report.summary.pass { 0 } else { 1 } })
 }

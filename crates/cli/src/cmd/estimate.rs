@@ -4,17 +4,18 @@
 //! `diagnose` and `mig`) and [`ModelArgs`] helpers: parse once, convert
 //! once into domain values, reject contradictions naming the flags.
 
-use crate::cmd::train_args::{Common, TaskKind, TrainArgs};
+use crate::cmd::train_args::{Common, FieldNames, TaskKind, TrainArgs};
 use crate::Outcome;
 use anyhow::{bail, Context};
 use vramfit_core::infer::{capacity, estimate_inference, fit};
 use vramfit_core::units::MIB;
+use vramfit_core::workload::{defaults, validate};
 use vramfit_core::{
     DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, Task, Workload,
 };
 use vramfit_ingest::resolve::ResolvedModel;
 use vramfit_report::estimate::{
-    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, ParamGroupInfo, WorkloadInfo,
+    CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
 };
 
 #[derive(clap::Args, Debug)]
@@ -52,7 +53,9 @@ pub struct EstimateArgs {
     pub list_gpus: bool,
 }
 
-/// Workload flags common to every command that sizes a job.
+/// Workload flags common to every command that sizes a job. A flag the user
+/// did not give is `None`; its default comes from
+/// `vramfit_core::workload::defaults` (or `vramfit_core::runtime`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// What is run: inference, full training, LoRA or QLoRA
@@ -62,56 +65,63 @@ pub struct WorkloadArgs {
     /// default: the checkpoint's quantization if any, else bf16
     #[arg(long)]
     pub dtype: Option<String>,
-    /// KV cache dtype: fp16, bf16, fp8, fp32
-    #[arg(long, default_value = "fp16")]
-    pub kv_dtype: String,
-    /// Sequences per step (inference prefill batch; training micro-batch per GPU)
-    #[arg(long, default_value_t = 1)]
-    pub batch: u64,
-    /// Tokens per sequence (prompt + generated for inference) [default: 4096 inference, 2048 training]
-    #[arg(long, visible_alias = "seq")]
+    #[arg(long, help = format!("KV cache dtype: fp16, bf16, fp8, fp32 [default: {}]", defaults::KV_DTYPE))]
+    pub kv_dtype: Option<String>,
+    #[arg(long, help = format!(
+        "Sequences per step (inference prefill batch; training micro-batch per GPU) [default: {}]",
+        defaults::BATCH
+    ))]
+    pub batch: Option<u64>,
+    #[arg(long, visible_alias = "seq", help = format!(
+        "Tokens per sequence (prompt + generated for inference) [default: {} inference, {} training]",
+        defaults::CONTEXT,
+        defaults::TRAIN_SEQ
+    ))]
     pub context: Option<u64>,
     /// Sequences whose KV cache is resident at once [default: --batch]
     #[arg(long)]
     pub concurrency: Option<u64>,
-    /// Tensor-parallel degree
-    #[arg(long, default_value_t = 1)]
-    pub tp: u64,
-    /// Pipeline-parallel stages
-    #[arg(long, default_value_t = 1)]
-    pub pp: u64,
+    /// Tensor-parallel degree [default: 1]
+    #[arg(long)]
+    pub tp: Option<u64>,
+    /// Pipeline-parallel stages [default: 1]
+    #[arg(long)]
+    pub pp: Option<u64>,
     /// Total GPUs [default: tp × pp]
     #[arg(long)]
     pub gpus: Option<u64>,
-    /// Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style)
-    #[arg(long, default_value_t = 128)]
-    pub group_size: u64,
+    #[arg(long, help = format!(
+        "Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style) [default: {}]",
+        defaults::GROUP_SIZE
+    ))]
+    pub group_size: Option<u64>,
     /// Materialise logits in fp32 (an upcast before sampling or loss)
     #[arg(long)]
     pub logits_fp32: bool,
-    /// Paged KV block size in tokens
-    #[arg(long, default_value_t = 16)]
-    pub block_size: u64,
-    /// CUDA context + library handles per process per GPU, MiB
-    #[arg(long, default_value_t = vramfit_core::runtime::DEFAULT_CUDA_CONTEXT / MIB)]
-    pub cuda_context_mib: u64,
-    /// cuBLAS + cuBLASLt workspaces per GPU, MiB (fractional allowed)
+    #[arg(long, help = format!("Paged KV block size in tokens [default: {}]", defaults::BLOCK_SIZE))]
+    pub block_size: Option<u64>,
+    #[arg(long, help = format!(
+        "CUDA context + library handles per process per GPU, MiB [default: {}]",
+        vramfit_core::runtime::DEFAULT_CUDA_CONTEXT / MIB
+    ))]
+    pub cuda_context_mib: Option<u64>,
+    /// cuBLAS + cuBLASLt workspaces per GPU, MiB (fractional allowed) [default: 8.1 + 4 MiB]
     #[arg(long)]
     pub workspace_mib: Option<f64>,
-    /// Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule)
-    #[arg(long, default_value_t = vramfit_core::runtime::DEFAULT_MARGIN)]
-    pub margin: f64,
+    #[arg(long, help = format!(
+        "Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule) [default: {}]",
+        vramfit_core::runtime::DEFAULT_MARGIN
+    ))]
+    pub margin: Option<f64>,
     #[command(flatten)]
     pub train: TrainArgs,
 }
 
-/// Parse a `--dtype` value into (storage dtype, quantization).
+/// Parse a `--dtype` value into (storage dtype, quantization); `group` is
+/// the scale group of int4/int8 (checked with the rest of the workload).
 pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DType, Option<QuantSpec>)> {
     let compute = model.native_dtype.filter(|d| matches!(d, DType::F16 | DType::BF16)).unwrap_or(DType::BF16);
     let lower = s.to_ascii_lowercase();
-    if group == 0 {
-        bail!("--group-size must be at least 1");
-    }
     Ok(match lower.as_str() {
         "nf4" | "bnb4" | "qlora" => (DType::I4, Some(QuantSpec::nf4(true, compute))),
         "int4" | "q4" | "gptq" | "awq" => (DType::I4, Some(QuantSpec::int(4, group, DType::F16))),
@@ -125,84 +135,77 @@ pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DT
 }
 
 impl WorkloadArgs {
-    fn common(&self, default_seq: u64) -> Common {
+    fn tp(&self) -> u64 {
+        self.tp.unwrap_or(1)
+    }
+
+    fn pp(&self) -> u64 {
+        self.pp.unwrap_or(1)
+    }
+
+    /// Total GPUs: `--gpus`, else one replica of TP × PP (validate refuses a
+    /// TP or PP above 2^12, so their product is only a stand-in when absurd).
+    fn gpus(&self) -> u64 {
+        self.gpus.unwrap_or(self.tp().saturating_mul(self.pp()))
+    }
+
+    fn common(&self) -> Common {
         Common {
             task: self.task,
             batch: self.batch,
-            seq: self.context.unwrap_or(default_seq),
-            gpus: self.gpus.unwrap_or(self.tp.max(1) * self.pp.max(1)),
-            tp: self.tp,
-            pp: self.pp,
+            seq: self.context.unwrap_or(defaults::TRAIN_SEQ),
+            gpus: self.gpus(),
+            tp: self.tp(),
+            pp: self.pp(),
             dtype: None,
         }
     }
 
     pub fn runtime(&self) -> anyhow::Result<RuntimeSetup> {
+        let defaults = RuntimeSetup::default();
         let workspace = match self.workspace_mib {
             Some(w) if !(w.is_finite() && w >= 0.0) => bail!("--workspace-mib: {w} is not a non-negative number"),
             Some(w) => (w * MIB as f64) as u64,
-            None => vramfit_core::runtime::DEFAULT_WORKSPACE,
+            None => defaults.workspace_bytes,
         };
-        let rt = RuntimeSetup {
-            cuda_context_bytes: self
-                .cuda_context_mib
-                .checked_mul(MIB)
-                .context("--cuda-context-mib is absurdly large")?,
+        let cuda_context_bytes = match self.cuda_context_mib {
+            Some(m) => m.checked_mul(MIB).context("--cuda-context-mib is absurdly large")?,
+            None => defaults.cuda_context_bytes,
+        };
+        Ok(RuntimeSetup {
+            cuda_context_bytes,
             workspace_bytes: workspace,
-            margin: self.margin,
-        };
-        rt.validate().map_err(|e| anyhow::anyhow!("--margin: {e}"))?;
-        Ok(rt)
+            margin: self.margin.unwrap_or(defaults.margin),
+        })
     }
 
     /// The inference setup these flags describe.
     pub fn inference(&self, spec: &ModelSpec) -> anyhow::Result<InferenceSetup> {
         let (weight_dtype, quant) = match &self.dtype {
-            Some(d) => parse_dtype(d, self.group_size, spec)?,
+            Some(d) => parse_dtype(d, self.group_size.unwrap_or(defaults::GROUP_SIZE), spec)?,
             None => match &spec.quantization {
                 Some(q) => (if q.bits <= 4 { DType::I4 } else { DType::I8 }, Some(q.clone())),
-                None => (DType::BF16, None),
+                None => (defaults::WEIGHT_DTYPE, None),
             },
         };
-        let kv_dtype: DType = self.kv_dtype.parse().map_err(|e: String| anyhow::anyhow!("--kv-dtype: {e}"))?;
-        if kv_dtype.bits() < 8 {
-            bail!("--kv-dtype: {kv_dtype} is not a KV cache dtype (fp32, fp16, bf16, fp8)");
-        }
-        let concurrency = self.concurrency.unwrap_or(self.batch);
-        if concurrency < self.batch {
-            bail!(
-                "--concurrency {concurrency} is smaller than --batch {}: every sequence in a batch holds a KV cache",
-                self.batch
-            );
-        }
+        let kv_dtype: DType = match &self.kv_dtype {
+            Some(k) => k.parse().map_err(|e: String| anyhow::anyhow!("--kv-dtype: {e}"))?,
+            None => defaults::KV_DTYPE,
+        };
+        let batch = self.batch.unwrap_or(defaults::BATCH);
         Ok(InferenceSetup {
             weight_dtype,
             quant,
             kv_dtype,
-            batch: self.batch,
-            concurrency,
-            context: self.context.unwrap_or(4096),
+            batch,
+            concurrency: self.concurrency.unwrap_or(batch),
+            context: self.context.unwrap_or(defaults::CONTEXT),
             logits_fp32: self.logits_fp32,
-            block_size: self.block_size,
+            block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
         })
     }
 
-    /// Check the GPU count against TP × PP.
-    fn parallelism(&self) -> anyhow::Result<Parallelism> {
-        if self.tp == 0 || self.pp == 0 {
-            bail!("--tp and --pp must be at least 1");
-        }
-        let gpus = self.gpus.unwrap_or(self.tp * self.pp);
-        if gpus == 0 {
-            bail!("--gpus must be at least 1");
-        }
-        if !gpus.is_multiple_of(self.tp * self.pp) {
-            bail!("--gpus {gpus} is not a multiple of --tp {} × --pp {}", self.tp, self.pp);
-        }
-        Ok(Parallelism { gpus, tp: self.tp, pp: self.pp, ..Parallelism::default() })
-    }
-
-    /// The full workload for `spec`; notes about config files ("auto"
+    /// The full workload for `spec`, checked; notes about config files ("auto"
     /// values, unknown keys) go to stderr.
     pub fn build(&self, spec: &ModelSpec) -> anyhow::Result<Workload> {
         let (w, notes) = self.build_with_notes(spec)?;
@@ -213,49 +216,63 @@ impl WorkloadArgs {
     }
 
     /// The full workload for `spec` and the notes its config files raised.
+    /// The workload is checked here (`vramfit_core::workload::validate`), so
+    /// an error names the flag, or the config-file key, that set the value.
     pub fn build_with_notes(&self, spec: &ModelSpec) -> anyhow::Result<(Workload, Vec<String>)> {
         let runtime = self.runtime()?;
-        match self.task {
+        let (workload, notes, names) = match self.task {
             TaskKind::Infer => {
-                let given = self.train.given_flags();
-                if !given.is_empty() {
-                    bail!(
-                        "{} appl{} to training only: add --task train|lora|qlora, or drop {}",
-                        given.join(", "),
-                        if given.len() == 1 { "ies" } else { "y" },
-                        if given.len() == 1 { "it" } else { "them" }
-                    );
-                }
+                self.refuse_training_flags()?;
                 // Replicas (gpus > tp × pp) keep per-GPU memory; the ledger says so.
-                let par = self.parallelism()?;
-                Ok((Workload { task: Task::Inference(self.inference(spec)?), parallelism: par, runtime }, Vec::new()))
+                let parallelism =
+                    Parallelism { gpus: self.gpus(), tp: self.tp(), pp: self.pp(), ..Parallelism::default() };
+                let task = Task::Inference(self.inference(spec)?);
+                (Workload { task, parallelism, runtime }, Vec::new(), FieldNames::default())
             }
             _ => {
-                let mut inference_only = Vec::new();
-                if self.concurrency.is_some() {
-                    inference_only.push("--concurrency");
-                }
-                if self.kv_dtype != "fp16" {
-                    inference_only.push("--kv-dtype");
-                }
-                if self.block_size != 16 {
-                    inference_only.push("--block-size");
-                }
-                if !inference_only.is_empty() {
-                    bail!(
-                        "{} appl{} to inference only (--task infer)",
-                        inference_only.join(", "),
-                        if inference_only.len() == 1 { "ies" } else { "y" }
-                    );
-                }
-                let mut common = self.common(2048);
+                self.refuse_inference_flags()?;
+                let mut common = self.common();
                 if let Some(d) = &self.dtype {
                     common.dtype = Some(d.parse::<DType>().map_err(|e| anyhow::anyhow!("--dtype: {e}"))?);
                 }
-                let (setup, parallelism, notes) = self.train.build_with_notes(&common)?;
-                Ok((Workload { task: Task::Train(setup), parallelism, runtime }, notes))
+                let b = self.train.build(&common)?;
+                (Workload { task: Task::Train(b.setup), parallelism: b.parallelism, runtime }, b.notes, b.names)
             }
+        };
+        validate(spec, &workload).map_err(|e| anyhow::anyhow!(names.render(&e)))?;
+        Ok((workload, notes))
+    }
+
+    fn refuse_training_flags(&self) -> anyhow::Result<()> {
+        let given = self.train.given_flags();
+        if !given.is_empty() {
+            bail!(
+                "{} appl{} to training only: add --task train|lora|qlora, or drop {}",
+                given.join(", "),
+                if given.len() == 1 { "ies" } else { "y" },
+                if given.len() == 1 { "it" } else { "them" }
+            );
         }
+        Ok(())
+    }
+
+    fn refuse_inference_flags(&self) -> anyhow::Result<()> {
+        let inference_only: Vec<&str> = [
+            ("--concurrency", self.concurrency.is_some()),
+            ("--kv-dtype", self.kv_dtype.is_some()),
+            ("--block-size", self.block_size.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        if !inference_only.is_empty() {
+            bail!(
+                "{} appl{} to inference only (--task infer)",
+                inference_only.join(", "),
+                if inference_only.len() == 1 { "ies" } else { "y" }
+            );
+        }
+        Ok(())
     }
 }
 
@@ -265,58 +282,18 @@ pub fn resolve(model: Option<&str>) -> anyhow::Result<ResolvedModel> {
     crate::cmd::model_args::HubArgs::default().resolve(model)
 }
 
-/// Model facts for reports.
+/// Model facts for reports, with what the safetensors headers held.
 pub fn model_info(r: &ResolvedModel, params_trainable: u64) -> anyhow::Result<ModelInfo> {
-    let s = &r.spec;
-    let l = ParamLayout::of(s)?;
-    Ok(ModelInfo {
-        name: s.name.clone(),
-        source: r.source_text(),
-        family: s.family.name().to_string(),
-        attention: s.attention_kind().to_string(),
-        params_total: l.total()?,
-        params_active: l.active()?,
-        params_trainable,
-        layers: s.num_layers,
-        hidden_size: s.hidden_size,
-        heads: s.num_heads,
-        kv_heads: s.num_kv_heads,
-        head_dim: s.head_dim,
-        vocab_size: s.vocab_size,
-        quantization: s.quantization.as_ref().map(|q| q.label.clone()),
-        checkpoint: r.checkpoint.as_ref().map(|c| CheckpointInfo {
-            params: c.summary.params,
-            data_bytes: c.summary.data_bytes,
-            tensors: c.summary.tensors,
-            params_by_dtype: c.summary.params_by_dtype.clone(),
-            files: c.summary.files.len() as u64,
-            matches_config: c.difference == 0,
-            verdict: c.verdict.clone(),
-        }),
-        param_groups: l
-            .groups
-            .iter()
-            .map(|g| {
-                Ok(ParamGroupInfo {
-                    path: g.path.clone(),
-                    module: g.module.clone(),
-                    kind: match g.kind {
-                        vramfit_core::ParamGroupKind::Linear(r) => {
-                            format!("linear:{}", serde_json::to_value(r)?.as_str().unwrap_or(""))
-                        }
-                        other => serde_json::to_value(other)?["kind"].as_str().unwrap_or("").to_string(),
-                    },
-                    d_in: g.d_in,
-                    d_out: g.d_out,
-                    bias: g.bias,
-                    copies: g.copies,
-                    active_copies: g.active_copies,
-                    params: g.params()?,
-                })
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?,
-        notes: s.notes.clone(),
-    })
+    let checkpoint = r.checkpoint.as_ref().map(|c| CheckpointInfo {
+        params: c.summary.params,
+        data_bytes: c.summary.data_bytes,
+        tensors: c.summary.tensors,
+        params_by_dtype: c.summary.params_by_dtype.clone(),
+        files: c.summary.files.len() as u64,
+        matches_config: c.difference == 0,
+        verdict: c.verdict.clone(),
+    });
+    Ok(ModelInfo::of(&r.spec, r.source_text(), checkpoint, params_trainable)?)
 }
 
 fn list_presets() -> anyhow::Result<String> {
@@ -367,67 +344,27 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         bail!("--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
     }
 
-    let par = &workload.parallelism;
-    let mut kv = None;
-    let mut workload_info = WorkloadInfo {
-        task: format!("{:?}", args.workload.task).to_ascii_lowercase(),
-        dtype: String::new(),
-        kv_dtype: None,
-        batch: args.workload.batch,
-        seq: 0,
-        concurrency: None,
-        tp: par.tp,
-        pp: par.pp,
-        dp: par.dp(),
-        settings: Default::default(),
-    };
-    let mut cap = None;
-    match &workload.task {
+    let (kv, capacity) = match &workload.task {
         Task::Inference(setup) => {
+            let par = &workload.parallelism;
             let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-            kv = Some(KvInfo {
-                bytes_per_token: detail.kv.bytes_per_token,
-                tokens_per_sequence: detail.tokens_per_sequence,
-                block_size: setup.block_size,
-                block_bytes: detail.block_bytes,
-            });
-            workload_info.dtype =
-                setup.quant.as_ref().map(|q| q.label.clone()).unwrap_or_else(|| setup.weight_dtype.to_string());
-            workload_info.kv_dtype = Some(setup.kv_dtype.to_string());
-            workload_info.seq = setup.context;
-            workload_info.concurrency = Some(setup.concurrency);
-            if let (Some(g), Some(u)) = (&gpu, args.gpu_util) {
+            let capacity = match (&gpu, args.gpu_util) {
                 // vLLM's gpu_memory_utilization is a fraction of the whole card
-                let c = capacity(spec, setup, par, &workload.runtime, g.total_bytes, u)?;
-                if g.detected.is_some() && (g.memory_bytes as f64) < u * g.total_bytes as f64 {
-                    ledger.notes.push(format!(
-                        "--gpu-util {u}: vLLM reserves {u} × total memory at start-up, but only {} is free now: it would refuse to start (lower --gpu-util or free the GPU)",
-                        vramfit_report::format::bytes(g.memory_bytes)
-                    ));
+                (Some(g), Some(u)) => {
+                    if g.detected.is_some() && (g.memory_bytes as f64) < u * g.total_bytes as f64 {
+                        ledger.notes.push(format!(
+                            "--gpu-util {u}: vLLM reserves {u} × total memory at start-up, but only {} is free now: it would refuse to start (lower --gpu-util or free the GPU)",
+                            vramfit_report::format::bytes(g.memory_bytes)
+                        ));
+                    }
+                    Some(capacity(spec, setup, par, &workload.runtime, g.total_bytes, u)?)
                 }
-                cap = Some(CapacityInfo {
-                    gpu_util: c.gpu_util,
-                    budget_bytes: c.budget_bytes,
-                    kv_budget_bytes: c.kv_budget_bytes,
-                    kv_blocks: c.kv_blocks,
-                    max_concurrency: c.max_concurrency,
-                    max_context: c.max_context,
-                    explain: c.explain,
-                });
-            }
+                _ => None,
+            };
+            (Some(KvInfo::of(&detail, setup.block_size)), capacity)
         }
-        Task::Train(t) => {
-            workload_info.dtype = t.precision.name().to_string();
-            workload_info.batch = t.batch;
-            workload_info.seq = t.seq;
-            workload_info.settings.insert("optimizer".into(), t.optimizer.name().to_string());
-            workload_info.settings.insert("checkpointing".into(), t.checkpointing.name().to_string());
-            workload_info.settings.insert("attention".into(), t.attention.name().to_string());
-            workload_info.settings.insert("grad_accum".into(), t.grad_accum.to_string());
-            workload_info.settings.insert("sharding".into(), format!("zero-{}", par.sharding.stage()));
-            workload_info.task = t.kind.name().to_string();
-        }
-    }
+        Task::Train(_) => (None, None),
+    };
     if let Some(g) = &gpu {
         ledger.notes.extend(g.notes.iter().cloned());
     }
@@ -437,20 +374,16 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             f.explain =
                 f.explain.term("GPU memory used for the fit", "free memory now (NVML: total − reserved − used)");
         }
-        FitInfo {
-            gpu: g.name.clone(),
-            gpu_memory_bytes: f.gpu_memory_bytes,
-            required_bytes: f.required_bytes,
-            fits: f.fits,
-            headroom_bytes: f.headroom_bytes.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
-            capacity: cap,
-            explain: f.explain,
-            detected: g.detected.clone(),
-        }
+        FitInfo::of(&g.name, &f, capacity.as_ref().map(CapacityInfo::from), g.detected.clone())
     });
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
-    let report =
-        EstimateReport::new(model_info(&resolved, ledger.params_trainable)?, workload_info, &ledger, kv, fit_info);
+    let report = EstimateReport::new(
+        model_info(&resolved, ledger.params_trainable)?,
+        WorkloadInfo::from(&workload),
+        &ledger,
+        kv,
+        fit_info,
+    );
     let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
     Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
 }

@@ -303,12 +303,13 @@ pub fn run(path: &str, args: &GgufArgs, gpu: Option<&str>, json: bool, explain: 
             max_context: max_ctx,
             max_context_cap: cap,
             max_gpu_layers_command: max_cmd,
-            explain: Explanation::new(
+            explain: (&Explanation::new(
                 "fits when, on every GPU, model + KV + compute buffers + reserve ≤ memory; largest -ngl: the highest 0..=n_layer+1 whose plan fits; largest context: binary search over multiples of 256 up to the training context",
             )
             .term("GPUs", gpus.iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
             .term("reserve per GPU", opts.gpu_reserve)
-            .term("context search cap", cap),
+            .term("context search cap", cap))
+            .into(),
         })
     } else {
         None
@@ -369,7 +370,7 @@ pub fn run(path: &str, args: &GgufArgs, gpu: Option<&str>, json: bool, explain: 
             .into_iter()
             .map(|(d, a, b)| LayerRange { device: dev_name(d), first: a as u64, last: b as u64 })
             .collect(),
-        explain: plan.placement.explain.clone(),
+        explain: (&plan.placement.explain).into(),
     };
     let lines = |d: &lc::plan::DeviceMemory| -> Vec<BufferLine> {
         d.lines
@@ -378,7 +379,7 @@ pub fn run(path: &str, args: &GgufArgs, gpu: Option<&str>, json: bool, explain: 
                 kind: l.kind.clone(),
                 label: l.label.clone(),
                 bytes: l.bytes,
-                explain: l.explain.clone(),
+                explain: (&l.explain).into(),
             })
             .collect()
     };

@@ -293,16 +293,7 @@ mod tests {
         let w = vramfit_core::Workload::default();
         let ledger = vramfit_core::estimate(&r.spec, &w).unwrap();
         let f = vramfit_core::infer::fit(&ledger, t.memory_bytes);
-        let fit = FitInfo {
-            gpu: t.name.clone(),
-            gpu_memory_bytes: f.gpu_memory_bytes,
-            required_bytes: f.required_bytes,
-            fits: f.fits,
-            headroom_bytes: f.headroom_bytes as i64,
-            explain: f.explain,
-            capacity: None,
-            detected: t.detected.clone(),
-        };
+        let fit = FitInfo::of(&t.name, &f, None, t.detected.clone());
         let wi = WorkloadInfo {
             task: "infer".into(),
             dtype: "bf16".into(),

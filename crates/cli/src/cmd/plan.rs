@@ -9,10 +9,10 @@ use std::io::Read;
 use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
-use vramfit_core::plan::{plan, summarize, Allow, Job, PlanRequest, TimeModel};
-use vramfit_core::{GpuSpec, Task, Workload};
+use vramfit_core::plan::{plan, Allow, Job, PlanRequest, TimeModel};
+use vramfit_core::{GpuSpec, Task};
 use vramfit_report::emit;
-use vramfit_report::plan::{job_fields, json, render, PlanDocument, PlanJob, PlanModel};
+use vramfit_report::plan::{job_fields, job_setup_words, json, render, PlanDocument, PlanJob, PlanModel};
 
 /// Method changes `--allow` can permit.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,30 +132,6 @@ fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeMode
     Ok(tm)
 }
 
-fn setup_words(w: &Workload) -> String {
-    let s = summarize(w);
-    match &w.task {
-        Task::Train(t) => format!(
-            "{} fine-tune, {} {}, checkpointing {}, micro-batch {} × seq {} × accum {} (global batch {})",
-            s.method,
-            s.precision.unwrap_or_default(),
-            s.optimizer.unwrap_or_default(),
-            s.checkpointing.unwrap_or_default(),
-            t.batch,
-            t.seq,
-            t.grad_accum,
-            s.global_batch
-        ),
-        Task::Inference(i) => format!(
-            "inference, weights {}, kv {}, {} sequences × {} tokens",
-            s.weights.unwrap_or_default(),
-            i.kv_dtype,
-            i.concurrency,
-            i.context
-        ),
-    }
-}
-
 pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
@@ -248,8 +224,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     }
     let doc = PlanDocument::new(
         PlanModel { name: spec.name.clone(), source: resolved.source_text(), params_total: report.params_total },
-        PlanJob { task: report.task.clone(), setup: setup_words(&workload), tokens, hours, allow: allow_names },
-        report,
+        PlanJob { task: report.task, setup: job_setup_words(&workload), tokens, hours, allow: allow_names },
+        &report,
     );
     let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };
     Ok(Outcome { stdout, code })

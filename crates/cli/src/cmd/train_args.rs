@@ -5,13 +5,20 @@
 //! `--gpus`, `--tp`, `--pp`, `--dtype`) are parsed there and handed over as
 //! [`Common`]; everything training-only lives here. A DeepSpeed config
 //! (`--deepspeed`) and a PEFT adapter config (`--adapter-config`) fill the
-//! same fields; a flag that contradicts them is an error naming both.
+//! same fields; a flag that contradicts them is an error naming both values
+//! (an explicit flag never silently loses to a file, nor a file to a flag).
+//! A flag the user did not give is `None`; defaults come from
+//! `vramfit_core::workload::defaults`. Whether the values make a valid
+//! workload is decided by `vramfit_core::workload::validate`, once; this
+//! module only records where each value came from ([`FieldNames`]) so the
+//! error names the flag or the file key.
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
 use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind};
+use vramfit_core::workload::{defaults, Field, WorkloadError};
 use vramfit_core::{DType, Offload, Parallelism, Sharding, TrainSetup};
-use vramfit_ingest::deepspeed::{parse_deepspeed, DsValue, MAX_DS_BYTES};
+use vramfit_ingest::deepspeed::{parse_deepspeed, DeepSpeedConfig, DsValue, MAX_DS_BYTES};
 use vramfit_ingest::peft::{parse_adapter_config, MAX_ADAPTER_CONFIG_BYTES};
 
 /// What `--task` asked for.
@@ -28,8 +35,8 @@ pub enum TaskKind {
 #[derive(Debug, Clone)]
 pub struct Common {
     pub task: TaskKind,
-    /// micro-batch per GPU (`--batch`)
-    pub batch: u64,
+    /// micro-batch per GPU (`--batch`), when given
+    pub batch: Option<u64>,
     /// tokens per sequence (`--seq` / `--context`)
     pub seq: u64,
     /// total GPUs (`--gpus`)
@@ -133,6 +140,82 @@ pub struct TrainArgs {
     pub no_foreach: bool,
 }
 
+/// Where each workload value came from, to name it in an error: the flag
+/// (`--batch`, the default), or the key of the config file that set it
+/// (`train_micro_batch_size_per_gpu`).
+#[derive(Debug, Clone, Default)]
+pub struct FieldNames {
+    from_files: Vec<(Field, String)>,
+}
+
+impl FieldNames {
+    /// `field` was set by a config file under `key`.
+    pub fn set(&mut self, field: Field, key: impl Into<String>) {
+        self.from_files.retain(|(f, _)| *f != field);
+        self.from_files.push((field, key.into()));
+    }
+
+    /// The name of `field` for an error message.
+    pub fn name(&self, field: Field) -> String {
+        match self.from_files.iter().find(|(f, _)| *f == field) {
+            Some((_, key)) => key.clone(),
+            None => format!("--{}", field.id()),
+        }
+    }
+
+    /// A workload error with every field it mentions named by its source.
+    pub fn render(&self, e: &WorkloadError) -> String {
+        e.render(&|f| self.name(f))
+    }
+}
+
+/// A training setup, its parallel layout, the notes config files raised
+/// and where each value came from.
+#[derive(Debug, Clone)]
+pub struct TrainBuild {
+    pub setup: TrainSetup,
+    pub parallelism: Parallelism,
+    pub notes: Vec<String>,
+    pub names: FieldNames,
+}
+
+/// The values a DeepSpeed config shares with the flags, after checking the
+/// two agree (`None`: neither said).
+#[derive(Debug, Clone, Default)]
+struct Merged {
+    /// ZeRO stage and the name of its source (`--zero`, `zero_optimization.stage`)
+    zero: Option<(u8, &'static str)>,
+    precision: Option<Precision>,
+    offload_optimizer: Option<Offload>,
+    offload_params: Option<Offload>,
+    batch: Option<u64>,
+    grad_accum: Option<u64>,
+    optimizer: Option<Optimizer>,
+}
+
+fn offload(o: OffloadArg) -> Offload {
+    match o {
+        OffloadArg::None => Offload::None,
+        OffloadArg::Cpu => Offload::Cpu,
+        OffloadArg::Nvme => Offload::Nvme,
+    }
+}
+
+/// A flag and a file value for the same thing: the one given, or both when
+/// they agree; a contradiction names both values.
+fn agree<T: PartialEq + Copy>(
+    flag: Option<T>,
+    file: DsValue<T>,
+    contradiction: impl Fn(T, T) -> String,
+) -> anyhow::Result<Option<T>> {
+    match (flag, file) {
+        (Some(f), DsValue::Set(v)) if f != v => bail!(contradiction(f, v)),
+        (Some(f), _) => Ok(Some(f)),
+        (None, DsValue::Set(v)) => Ok(Some(v)),
+        (None, _) => Ok(None),
+    }
+}
+
 fn read_capped(path: &Path, cap: usize, what: &str) -> anyhow::Result<Vec<u8>> {
     let meta = std::fs::metadata(path).with_context(|| format!("{}: cannot read {what}", path.display()))?;
     if meta.len() > cap as u64 {
@@ -182,11 +265,88 @@ impl TrainArgs {
         .collect()
     }
 
-    /// Turn the training flags into a training setup, its parallelism and the
-    /// notes config files raised ("auto" values, unknown keys).
-    pub fn build_with_notes(&self, common: &Common) -> anyhow::Result<(TrainSetup, Parallelism, Vec<String>)> {
+    /// Turn the training flags into a training setup, its parallelism, the
+    /// notes config files raised ("auto" values, unknown keys) and the
+    /// source of each value.
+    pub fn build(&self, common: &Common) -> anyhow::Result<TrainBuild> {
+        let kind = self.kind(common.task)?;
         let mut notes = Vec::new();
-        let kind = match common.task {
+        let mut names = FieldNames::default();
+        let merged = match &self.deepspeed {
+            Some(path) => self.merge_deepspeed(path, common, &mut names, &mut notes)?,
+            None => Merged {
+                zero: self.zero.map(|z| (z, "--zero")),
+                precision: self.precision,
+                offload_optimizer: self.offload.map(offload),
+                batch: common.batch,
+                grad_accum: self.grad_accum,
+                optimizer: self.optimizer,
+                ..Merged::default()
+            },
+        };
+        let sharding = match (merged.zero, self.fsdp) {
+            (Some((_, source)), Some(_)) => bail!("{source} and --fsdp both shard model states; give one of them"),
+            (Some((z, source)), None) => {
+                Sharding::from_stage(z).with_context(|| format!("{source} {z}: a ZeRO stage is 0, 1, 2 or 3"))?
+            }
+            (None, Some(FsdpArg::FullShard)) => Sharding::Zero3,
+            (None, Some(FsdpArg::ShardGradOp)) => Sharding::Zero2,
+            (None, None) => Sharding::None,
+        };
+        let offload_optimizer = merged.offload_optimizer.unwrap_or_default();
+        let offload_params = match merged.offload_params {
+            Some(o) => o,
+            // --offload with ZeRO-3 moves the parameters too (ZeRO-Infinity)
+            None if sharding == Sharding::Zero3 && self.deepspeed.is_none() => offload_optimizer,
+            None => Offload::None,
+        };
+        let mut setup = TrainSetup {
+            kind,
+            precision: precision(merged.precision, common.dtype, kind)?,
+            optimizer: merged.optimizer.unwrap_or_default(),
+            batch: merged.batch.unwrap_or(defaults::BATCH),
+            seq: common.seq,
+            grad_accum: merged.grad_accum.unwrap_or(defaults::GRAD_ACCUM),
+            checkpointing: match self.checkpointing {
+                None | Some(CheckpointingArg::None) => Checkpointing::None,
+                Some(CheckpointingArg::Full) => Checkpointing::Full,
+                Some(CheckpointingArg::Selective) => Checkpointing::Selective,
+            },
+            attention: match self.attention {
+                Some(AttentionArg::Eager) => AttentionImpl::Eager,
+                _ => AttentionImpl::Sdpa,
+            },
+            first_step: self.first_step,
+            foreach: !self.no_foreach,
+            ..TrainSetup::default()
+        };
+        match (kind, common.dtype) {
+            // a LoRA base in a dtype no kernel computes in is refused by validate
+            (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
+            (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
+                bail!("--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)")
+            }
+            _ => {}
+        }
+        if kind != TrainKind::Full {
+            setup.lora = self.lora(&mut names, &mut notes)?;
+        }
+        let parallelism = Parallelism {
+            gpus: common.gpus,
+            tp: common.tp,
+            pp: common.pp,
+            sharding,
+            fsdp: self.fsdp.is_some(),
+            sequence_parallel: self.sp,
+            offload_optimizer,
+            offload_params,
+        };
+        Ok(TrainBuild { setup, parallelism, notes, names })
+    }
+
+    /// The training kind of `--task`; LoRA flags on a full fine-tune are refused.
+    fn kind(&self, task: TaskKind) -> anyhow::Result<TrainKind> {
+        let kind = match task {
             TaskKind::Train => TrainKind::Full,
             TaskKind::Lora => TrainKind::Lora,
             TaskKind::Qlora => TrainKind::Qlora,
@@ -204,236 +364,174 @@ impl TrainArgs {
                 bail!("{f} only applies to --task lora or qlora (this is --task train, a full fine-tune)");
             }
         }
-        let mut setup = TrainSetup { kind, batch: common.batch, seq: common.seq, ..TrainSetup::default() };
-        let mut precision = self.precision;
-        let mut zero = self.zero.map(|z| (z, "--zero"));
-        let mut offload_opt = self.offload.map(|o| match o {
-            OffloadArg::None => Offload::None,
-            OffloadArg::Cpu => Offload::Cpu,
-            OffloadArg::Nvme => Offload::Nvme,
-        });
-        let mut offload_param: Option<Offload> = None;
-        let mut grad_accum = self.grad_accum;
-        let mut optimizer = self.optimizer;
+        Ok(kind)
+    }
 
-        // DeepSpeed config.
-        if let Some(path) = &self.deepspeed {
+    /// Read `--deepspeed` and merge it with the flags that set the same
+    /// values: a flag and the file must agree (both values named if not).
+    fn merge_deepspeed(
+        &self,
+        path: &Path,
+        common: &Common,
+        names: &mut FieldNames,
+        notes: &mut Vec<String>,
+    ) -> anyhow::Result<Merged> {
+        let file = path.display().to_string();
+        let ds = parse_deepspeed(&read_capped(path, MAX_DS_BYTES, "a DeepSpeed config")?, &file)?;
+        let zero_flag = self.zero.map(|z| (z, "--zero"));
+        let zero = match (zero_flag, ds.zero_stage) {
+            (Some((z, flag)), DsValue::Set(stage)) if z != stage => {
+                bail!("{flag} {z} contradicts zero_optimization.stage {stage} in {file}")
+            }
+            (Some(z), _) => Some(z),
+            (None, DsValue::Set(stage)) => {
+                names.set(Field::Sharding, "zero_optimization.stage");
+                Some((stage, "zero_optimization.stage"))
+            }
+            (None, _) => None,
+        };
+        let precision = match (self.precision, ds_precision(&ds)) {
+            (Some(p), Some(dp)) if p.compute_dtype() != dp.compute_dtype() => bail!(
+                "--precision {} contradicts {file} ({} enabled)",
+                p.name(),
+                if dp == Precision::Fp32 { "neither bf16 nor fp16" } else { dp.name() }
+            ),
+            (Some(p), _) => Some(p),
+            (None, dp) => dp,
+        };
+        let offload_key = "zero_optimization.offload_optimizer.device";
+        let offload_optimizer = agree(self.offload.map(offload), ds.offload_optimizer, |f, v| {
+            format!("--offload {f:?} contradicts {offload_key} {v:?} in {file}")
+        })?;
+        if self.offload.is_none() && ds.offload_optimizer.value().is_some() {
+            names.set(Field::Offload, offload_key);
+        }
+        let offload_params = ds.offload_param.value();
+        if offload_params.is_some_and(|o| o != Offload::None) && self.offload.is_none() {
+            names.set(Field::Offload, "zero_optimization.offload_param.device");
+        }
+        let batch = agree(common.batch, ds.micro_batch, |f, v| {
+            format!("--batch {f} contradicts train_micro_batch_size_per_gpu {v} in {file}: give one of them")
+        })?;
+        if common.batch.is_none() && ds.micro_batch.value().is_some() {
+            names.set(Field::Batch, "train_micro_batch_size_per_gpu");
+        }
+        let grad_accum = agree(self.grad_accum, ds.grad_accum, |f, v| {
+            format!("--grad-accum {f} contradicts gradient_accumulation_steps {v} in {file}")
+        })?;
+        if self.grad_accum.is_none() && ds.grad_accum.value().is_some() {
+            names.set(Field::GradAccum, "gradient_accumulation_steps");
+        }
+        let optimizer = self.ds_optimizer(&ds, &file, notes)?;
+        notes.extend(ds.notes.iter().map(|n| format!("{file}: {n}")));
+        if !ds.unknown_keys.is_empty() {
+            notes.push(format!("{file}: keys not used by vramfit: {}", ds.unknown_keys.join(", ")));
+        }
+        if ds.activation_checkpointing && self.checkpointing.is_none() {
+            notes.push(format!(
+                "{file}: activation_checkpointing is configured but the model decides whether it checkpoints; pass --checkpointing full to size it"
+            ));
+        }
+        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer })
+    }
+
+    /// `--optimizer` against the config's `optimizer.type` (DeepSpeed's names).
+    fn ds_optimizer(
+        &self,
+        ds: &DeepSpeedConfig,
+        file: &str,
+        notes: &mut Vec<String>,
+    ) -> anyhow::Result<Option<Optimizer>> {
+        let Some(t) = &ds.optimizer_type else { return Ok(self.optimizer) };
+        let mapped = match t.to_ascii_lowercase().as_str() {
+            "adam" | "adamw" | "fusedadam" | "cpuadam" => Some(Optimizer::AdamW),
+            "sgd" => Some(Optimizer::Sgd),
+            "lion" | "fusedlion" => Some(Optimizer::Lion),
+            _ => None,
+        };
+        match (mapped, self.optimizer) {
+            (Some(m), Some(o)) if m != o => bail!("--optimizer {} contradicts optimizer.type {t} in {file}", o.name()),
+            (Some(m), None) => Ok(Some(m)),
+            (None, o) => {
+                notes.push(format!("{file}: optimizer.type {t} is not modelled; sized as AdamW"));
+                Ok(o)
+            }
+            (Some(_), o) => Ok(o),
+        }
+    }
+
+    /// The LoRA shape: `--adapter-config` and the `--lora-*` flags (which must agree).
+    fn lora(&self, names: &mut FieldNames, notes: &mut Vec<String>) -> anyhow::Result<LoraSetup> {
+        let mut lora = LoraSetup::default();
+        if let Some(path) = &self.adapter_config {
             let file = path.display().to_string();
-            let ds = parse_deepspeed(&read_capped(path, MAX_DS_BYTES, "a DeepSpeed config")?, &file)?;
-            if let DsValue::Set(stage) = ds.zero_stage {
-                match zero {
-                    Some((z, flag)) if z != stage => {
-                        bail!("{flag} {z} contradicts zero_optimization.stage {stage} in {file}")
-                    }
-                    _ => zero = Some((stage, "zero_optimization.stage")),
+            let a =
+                parse_adapter_config(&read_capped(path, MAX_ADAPTER_CONFIG_BYTES, "an adapter_config.json")?, &file)?;
+            if let Some(g) = self.lora_rank {
+                if g != a.lora.rank {
+                    bail!("--lora-rank {g} contradicts r {} in {file}", a.lora.rank);
                 }
-            }
-            let ds_prec = match (ds.bf16, ds.fp16) {
-                (DsValue::Set(true), _) => Some(Precision::MixedBf16),
-                (_, DsValue::Set(true)) => Some(Precision::MixedFp16),
-                (DsValue::Set(false) | DsValue::Absent, DsValue::Set(false) | DsValue::Absent)
-                    if ds.bf16 != DsValue::Absent || ds.fp16 != DsValue::Absent =>
-                {
-                    Some(Precision::Fp32)
-                }
-                _ => None,
-            };
-            if let Some(dp) = ds_prec {
-                match precision {
-                    Some(p) if p.compute_dtype() != dp.compute_dtype() => bail!(
-                        "--precision {} contradicts {file} ({} enabled)",
-                        p.name(),
-                        if dp == Precision::Fp32 { "neither bf16 nor fp16" } else { dp.name() }
-                    ),
-                    Some(_) => {}
-                    None => precision = Some(dp),
-                }
-            }
-            for (ds_v, slot, name) in [
-                (ds.offload_optimizer, &mut offload_opt, "zero_optimization.offload_optimizer.device"),
-                (ds.offload_param, &mut offload_param, "zero_optimization.offload_param.device"),
-            ] {
-                if let DsValue::Set(o) = ds_v {
-                    match slot {
-                        Some(flag) if *flag != o && name.contains("optimizer") => {
-                            bail!("--offload {flag:?} contradicts {name} {o:?} in {file}")
-                        }
-                        _ => *slot = Some(o),
-                    }
-                }
-            }
-            if let DsValue::Set(mb) = ds.micro_batch {
-                if common.batch != 1 && common.batch != mb {
-                    bail!("--batch {} contradicts train_micro_batch_size_per_gpu {mb} in {file}", common.batch);
-                }
-                setup.batch = mb;
-            }
-            if let DsValue::Set(ga) = ds.grad_accum {
-                match grad_accum {
-                    Some(g) if g != ga => {
-                        bail!("--grad-accum {g} contradicts gradient_accumulation_steps {ga} in {file}")
-                    }
-                    _ => grad_accum = Some(ga),
-                }
-            }
-            if let Some(t) = &ds.optimizer_type {
-                let mapped = match t.to_ascii_lowercase().as_str() {
-                    "adam" | "adamw" | "fusedadam" | "cpuadam" => Some(Optimizer::AdamW),
-                    "sgd" => Some(Optimizer::Sgd),
-                    "lion" | "fusedlion" => Some(Optimizer::Lion),
-                    _ => None,
-                };
-                match (mapped, optimizer) {
-                    (Some(m), None) => optimizer = Some(m),
-                    (Some(m), Some(o)) if m != o => {
-                        bail!("--optimizer {} contradicts optimizer.type {t} in {file}", o.name())
-                    }
-                    (None, _) => notes.push(format!("{file}: optimizer.type {t} is not modelled; sized as AdamW")),
-                    _ => {}
-                }
-            }
-            notes.extend(ds.notes.iter().map(|n| format!("{file}: {n}")));
-            if !ds.unknown_keys.is_empty() {
-                notes.push(format!("{file}: keys not used by vramfit: {}", ds.unknown_keys.join(", ")));
-            }
-            if ds.activation_checkpointing && self.checkpointing.is_none() {
-                notes.push(format!(
-                    "{file}: activation_checkpointing is configured but the model decides whether it checkpoints; pass --checkpointing full to size it"
-                ));
-            }
-        }
-
-        // Sharding.
-        let sharding = match (zero, self.fsdp) {
-            (Some((_, flag)), Some(_)) => bail!("{flag} and --fsdp both shard model states; give one of them"),
-            (Some((z, _)), None) => Sharding::from_stage(z).unwrap_or(Sharding::None),
-            (None, Some(FsdpArg::FullShard)) => Sharding::Zero3,
-            (None, Some(FsdpArg::ShardGradOp)) => Sharding::Zero2,
-            (None, None) => Sharding::None,
-        };
-        if let Some((z, flag)) = zero {
-            if z >= 2 && common.pp > 1 {
-                bail!(
-                    "{flag} {z} with --pp {}: DeepSpeed does not support ZeRO-2/3 with pipeline parallelism (use --zero 1 with --pp, or drop --pp)",
-                    common.pp
-                );
-            }
-        }
-        let offload_opt = offload_opt.unwrap_or(Offload::None);
-        if offload_opt != Offload::None && sharding == Sharding::None {
-            bail!("--offload needs sharded optimizer states: add --zero 1|2|3 (or --fsdp)");
-        }
-        let offload_param = match offload_param {
-            Some(o) => o,
-            // --offload with ZeRO-3 moves the parameters too (ZeRO-Infinity)
-            None if sharding == Sharding::Zero3 && self.deepspeed.is_none() => offload_opt,
-            None => Offload::None,
-        };
-        if offload_param != Offload::None && sharding != Sharding::Zero3 {
-            bail!("parameter offload needs ZeRO-3 / --fsdp full-shard");
-        }
-        if self.sp && common.tp <= 1 {
-            bail!("--sp (sequence parallelism) needs --tp 2 or more");
-        }
-
-        // Precision and --dtype.
-        let precision = match (precision, common.dtype, kind) {
-            (Some(p), Some(d), TrainKind::Full) if p.weight_dtype() != d => {
-                bail!("--dtype {d} contradicts --precision {} (its weights are {})", p.name(), p.weight_dtype())
-            }
-            (None, Some(DType::F32), TrainKind::Full) => Precision::Fp32,
-            (None, Some(DType::BF16), TrainKind::Full) => Precision::Bf16,
-            (None, Some(d), TrainKind::Full) => {
-                bail!("--dtype {d} for a full fine-tune: say --precision mixed-fp16, amp-fp16, amp-bf16, bf16 or fp32")
-            }
-            (p, _, _) => p.unwrap_or_default(),
-        };
-        setup.precision = precision;
-        match (kind, common.dtype) {
-            (TrainKind::Lora, Some(d)) if d.is_compute_float() => setup.base_dtype = Some(d),
-            (TrainKind::Lora, Some(d)) => {
-                bail!("--dtype {d} for the LoRA base: use --task qlora for a 4-bit base (or a quantized checkpoint)")
-            }
-            (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
-                bail!("--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)")
-            }
-            _ => {}
-        }
-        setup.optimizer = optimizer.unwrap_or_default();
-        setup.grad_accum = grad_accum.unwrap_or(1);
-        if setup.grad_accum == 0 {
-            bail!("--grad-accum must be at least 1");
-        }
-        setup.checkpointing = match self.checkpointing {
-            None | Some(CheckpointingArg::None) => Checkpointing::None,
-            Some(CheckpointingArg::Full) => Checkpointing::Full,
-            Some(CheckpointingArg::Selective) => Checkpointing::Selective,
-        };
-        setup.attention = match self.attention {
-            Some(AttentionArg::Eager) => AttentionImpl::Eager,
-            _ => AttentionImpl::Sdpa,
-        };
-        setup.first_step = self.first_step;
-        setup.foreach = !self.no_foreach;
-
-        // LoRA.
-        if kind != TrainKind::Full {
-            let mut lora = LoraSetup::default();
-            if let Some(path) = &self.adapter_config {
-                let file = path.display().to_string();
-                let a = parse_adapter_config(
-                    &read_capped(path, MAX_ADAPTER_CONFIG_BYTES, "an adapter_config.json")?,
-                    &file,
-                )?;
-                if let Some(g) = self.lora_rank {
-                    if g != a.lora.rank {
-                        bail!("--lora-rank {g} contradicts r {} in {file}", a.lora.rank);
-                    }
-                }
-                if let Some(t) = &self.lora_targets {
-                    if parse_targets(t)? != a.lora.targets {
-                        bail!("--lora-targets {t} contradicts target_modules in {file}");
-                    }
-                }
-                notes.extend(a.notes.iter().map(|n| format!("{file}: {n}")));
-                lora = a.lora;
-            }
-            if let Some(r) = self.lora_rank {
-                if r == 0 {
-                    bail!("--lora-rank must be at least 1");
-                }
-                lora.rank = r;
-                if self.lora_alpha.is_none() && self.adapter_config.is_none() {
-                    lora.alpha = 2.0 * r as f64;
-                }
-            }
-            if let Some(a) = self.lora_alpha {
-                lora.alpha = a;
             }
             if let Some(t) = &self.lora_targets {
-                lora.targets = parse_targets(t)?;
-            }
-            if let Some(d) = self.lora_dropout {
-                if !(0.0..1.0).contains(&d) {
-                    bail!("--lora-dropout {d} is not a probability in [0, 1)");
+                if parse_targets(t)? != a.lora.targets {
+                    bail!("--lora-targets {t} contradicts target_modules in {file}");
                 }
-                lora.dropout = d;
             }
-            setup.lora = lora;
+            notes.extend(a.notes.iter().map(|n| format!("{file}: {n}")));
+            names.set(Field::LoraRank, format!("r in {file}"));
+            names.set(Field::LoraTargets, format!("target_modules in {file}"));
+            if self.lora_dropout.is_none() {
+                names.set(Field::LoraDropout, format!("lora_dropout in {file}"));
+            }
+            lora = a.lora;
         }
-
-        let par = Parallelism {
-            gpus: common.gpus,
-            tp: common.tp,
-            pp: common.pp,
-            sharding,
-            fsdp: self.fsdp.is_some(),
-            sequence_parallel: self.sp,
-            offload_optimizer: offload_opt,
-            offload_params: offload_param,
-        };
-        Ok((setup, par, notes))
+        if let Some(r) = self.lora_rank {
+            lora.rank = r;
+            if self.lora_alpha.is_none() && self.adapter_config.is_none() {
+                lora.alpha = defaults::LORA_ALPHA_PER_RANK * r as f64;
+            }
+        }
+        if let Some(a) = self.lora_alpha {
+            lora.alpha = a;
+        }
+        if let Some(t) = &self.lora_targets {
+            lora.targets = parse_targets(t)?;
+        }
+        if let Some(d) = self.lora_dropout {
+            lora.dropout = d;
+        }
+        Ok(lora)
     }
+}
+
+/// The precision a DeepSpeed config implies (`bf16`/`fp16` blocks), if any.
+fn ds_precision(ds: &DeepSpeedConfig) -> Option<Precision> {
+    match (ds.bf16, ds.fp16) {
+        (DsValue::Set(true), _) => Some(Precision::MixedBf16),
+        (_, DsValue::Set(true)) => Some(Precision::MixedFp16),
+        (DsValue::Set(false) | DsValue::Absent, DsValue::Set(false) | DsValue::Absent)
+            if ds.bf16 != DsValue::Absent || ds.fp16 != DsValue::Absent =>
+        {
+            Some(Precision::Fp32)
+        }
+        _ => None,
+    }
+}
+
+/// The training precision from `--precision` (or the config) and `--dtype`:
+/// for a full fine-tune `--dtype` names the weights' dtype, which must match.
+fn precision(given: Option<Precision>, dtype: Option<DType>, kind: TrainKind) -> anyhow::Result<Precision> {
+    Ok(match (given, dtype, kind) {
+        (Some(p), Some(d), TrainKind::Full) if p.weight_dtype() != d => {
+            bail!("--dtype {d} contradicts --precision {} (its weights are {})", p.name(), p.weight_dtype())
+        }
+        (None, Some(DType::F32), TrainKind::Full) => Precision::Fp32,
+        (None, Some(DType::BF16), TrainKind::Full) => Precision::Bf16,
+        (None, Some(d), TrainKind::Full) => {
+            bail!("--dtype {d} for a full fine-tune: say --precision mixed-fp16, amp-fp16, amp-bf16, bf16 or fp32")
+        }
+        (p, _, _) => p.unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]

@@ -15,11 +15,11 @@ use crate::ledger::Phase;
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
 use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
-use crate::workload::{Offload, Parallelism, Sharding, Task, Workload};
-use serde::{Deserialize, Serialize};
+use crate::workload::{defaults, Offload, Parallelism, Sharding, Task, Workload};
+use serde::Serialize;
 
 /// What happened to a step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// applied (and kept for the following steps)
@@ -38,7 +38,7 @@ pub enum StepStatus {
 }
 
 /// One rung of the ladder.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LadderStep {
     pub name: String,
     pub status: StepStatus,
@@ -52,14 +52,14 @@ pub struct LadderStep {
     /// time per token against the starting point (≥ 1 is slower)
     pub slowdown: Option<f64>,
     pub tokens_per_s: Option<f64>,
-    /// host RAM the step needs (offload)
+    /// host RAM the job needs after this step (offload; `Ledger::cpu_bytes`, one GPU)
     pub cpu_bytes: u64,
-    #[serde(skip)]
+    /// the workload after this step (for the diagnosis's per-rung ledgers)
     pub workload: Option<Workload>,
 }
 
 /// The whole ladder on one card.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Ladder {
     pub gpu_id: String,
     pub gpu_name: String,
@@ -79,7 +79,7 @@ struct Eval {
 
 fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option<Eval> {
     let l = estimate(spec, w).ok()?;
-    let mem = MemSummary::of(&l);
+    let mem = MemSummary::of(&l).ok()?;
     let phase = l.peak_phase;
     let dev = tm.device(gpu, Link::Pcie, 1.0, None);
     let tps = match work_of(spec, w, &mem) {
@@ -169,218 +169,199 @@ fn phase_words(p: Phase) -> &'static str {
     }
 }
 
-/// Build the ladder for `base` on one `gpu`.
-pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm: &TimeModel) -> Ladder {
-    let cap = gpu.memory_bytes();
+/// One software switch of the ladder, in the seed's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rung {
+    MixedPrecision,
+    GradientAccumulation,
+    Checkpointing,
+    EightBitOptimizer,
+    Lora,
+    Qlora,
+    OffloadOptimizer,
+    OffloadParams,
+    Fp8Kv,
+    IntWeights(u64),
+}
+
+/// A switch that cannot be tried on the current state, and why.
+type NotTried = (StepStatus, String);
+
+impl Rung {
+    const TRAIN: [Rung; 8] = [
+        Rung::MixedPrecision,
+        Rung::GradientAccumulation,
+        Rung::Checkpointing,
+        Rung::EightBitOptimizer,
+        Rung::Lora,
+        Rung::Qlora,
+        Rung::OffloadOptimizer,
+        Rung::OffloadParams,
+    ];
+    const INFER: [Rung; 3] = [Rung::Fp8Kv, Rung::IntWeights(8), Rung::IntWeights(4)];
+
+    fn name(self) -> &'static str {
+        match self {
+            Rung::MixedPrecision => "mixed precision",
+            Rung::GradientAccumulation => "gradient accumulation",
+            Rung::Checkpointing => "activation checkpointing",
+            Rung::EightBitOptimizer => "8-bit optimizer",
+            Rung::Lora => "LoRA",
+            Rung::Qlora => "QLoRA",
+            Rung::OffloadOptimizer => "CPU offload (optimizer)",
+            Rung::OffloadParams => "CPU offload (parameters too)",
+            Rung::Fp8Kv => "fp8 KV cache",
+            Rung::IntWeights(8) => "int8 weights",
+            Rung::IntWeights(_) => "int4 weights",
+        }
+    }
+
+    /// The flag a method change needs (`None`: allowed).
+    fn gate(self, allow: Allow) -> Option<&'static str> {
+        match self {
+            Rung::Lora if !allow.lora => Some("--allow lora"),
+            Rung::Qlora if !allow.qlora => Some("--allow qlora"),
+            Rung::Fp8Kv | Rung::IntWeights(_) if !allow.quant => Some("--allow quant"),
+            _ => None,
+        }
+    }
+
+    /// `w` with this switch on, or why it cannot be tried.
+    fn apply(self, w: &Workload, gpu_bf16: bool) -> Result<Workload, NotTried> {
+        let mut w = w.clone();
+        match (&mut w.task, self) {
+            (Task::Train(t), Rung::MixedPrecision) => {
+                if t.precision != Precision::Fp32 {
+                    return Err((StepStatus::AlreadyOn, format!("already {}", t.precision.name())));
+                }
+                t.precision = if gpu_bf16 { Precision::AmpBf16 } else { Precision::AmpFp16 };
+            }
+            (Task::Train(t), Rung::GradientAccumulation) => {
+                if t.batch <= 1 {
+                    return Err((StepStatus::AlreadyOn, "micro-batch already 1".into()));
+                }
+                t.grad_accum = t.batch * t.grad_accum.max(1);
+                t.batch = 1;
+            }
+            (Task::Train(t), Rung::Checkpointing) => {
+                if t.checkpointing == Checkpointing::Full {
+                    return Err((StepStatus::AlreadyOn, "already full".into()));
+                }
+                t.checkpointing = Checkpointing::Full;
+            }
+            (Task::Train(t), Rung::EightBitOptimizer) => match t.optimizer {
+                Optimizer::AdamW => t.optimizer = Optimizer::AdamW8bit,
+                o if o.is_8bit() => return Err((StepStatus::AlreadyOn, format!("already {}", o.name()))),
+                o => return Err((StepStatus::NotApplicable, format!("{} has no 8-bit variant", o.name()))),
+            },
+            (Task::Train(t), Rung::Lora) => {
+                if t.kind != TrainKind::Full {
+                    return Err((StepStatus::AlreadyOn, format!("already {}", t.kind.name())));
+                }
+                t.kind = TrainKind::Lora;
+            }
+            (Task::Train(t), Rung::Qlora) => {
+                if t.kind == TrainKind::Qlora {
+                    return Err((StepStatus::AlreadyOn, "already qlora".into()));
+                }
+                t.kind = TrainKind::Qlora;
+            }
+            (Task::Train(t), Rung::OffloadOptimizer) => {
+                if w.parallelism.offload_optimizer != Offload::None {
+                    return Err((StepStatus::AlreadyOn, "already offloaded".into()));
+                }
+                w.parallelism.sharding = Sharding::Zero2;
+                w.parallelism.offload_optimizer = Offload::Cpu;
+                if t.optimizer.is_8bit() {
+                    // DeepSpeed's CPU-Adam replaces the GPU optimizer
+                    t.optimizer = Optimizer::AdamW;
+                }
+            }
+            (Task::Train(_), Rung::OffloadParams) => {
+                if w.parallelism.offload_params != Offload::None {
+                    return Err((StepStatus::AlreadyOn, "already offloaded".into()));
+                }
+                w.parallelism.sharding = Sharding::Zero3;
+                w.parallelism.offload_optimizer = Offload::Cpu;
+                w.parallelism.offload_params = Offload::Cpu;
+            }
+            (Task::Inference(s), Rung::Fp8Kv) => {
+                if s.kv_dtype.bits() <= 8 {
+                    return Err((StepStatus::AlreadyOn, format!("already {}", s.kv_dtype)));
+                }
+                s.kv_dtype = DType::F8;
+            }
+            (Task::Inference(s), Rung::IntWeights(bits)) => {
+                if let Some(q) = s.quant.as_ref().filter(|q| q.bits <= bits) {
+                    return Err((StepStatus::AlreadyOn, format!("already {}", q.label)));
+                }
+                s.quant = Some(QuantSpec::int(bits, defaults::GROUP_SIZE, s.weight_dtype_compute()));
+            }
+            _ => return Err((StepStatus::NotApplicable, "not for this task".into())),
+        }
+        Ok(w)
+    }
+}
+
+/// A step that was not tried (already on, or not applicable).
+fn not_tried(rung: Rung, (status, detail): NotTried) -> LadderStep {
+    LadderStep {
+        name: rung.name().into(),
+        status,
+        detail,
+        per_gpu_bytes: None,
+        saved_bytes: None,
+        fits: false,
+        slowdown: None,
+        tokens_per_s: None,
+        cpu_bytes: 0,
+        workload: None,
+    }
+}
+
+/// The user's job on one GPU, global batch kept.
+fn on_one_gpu(base: &Workload) -> Workload {
     let mut cur = base.clone();
     cur.parallelism = Parallelism { gpus: 1, tp: 1, pp: 1, ..Parallelism::default() };
     if let Task::Train(t) = &mut cur.task {
         let gb = global_batch(t, &base.parallelism);
         t.grad_accum = gb.div_ceil(t.batch.max(1)).max(1);
     }
+    cur
+}
+
+/// Build the ladder for `base` on one `gpu`.
+pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm: &TimeModel) -> Ladder {
+    let cap = gpu.memory_bytes();
+    let mut cur = on_one_gpu(base);
     let start = eval(spec, &cur, gpu, tm);
-    let start_tps = start.as_ref().map(|e| e.tps).unwrap_or(0.0);
+    let start_fits = start.as_ref().is_some_and(|e| e.mem.total <= cap);
     let mut prev = start.as_ref().map(|e| e.mem.total);
     let mut prev_phase = start.as_ref().map(|e| e.phase);
+    let ctx = Ctx { spec, gpu, tm, cap, start_tps: start.as_ref().map(|e| e.tps).unwrap_or(0.0) };
+    let rungs: &[Rung] = match base.task {
+        Task::Train(_) => &Rung::TRAIN,
+        Task::Inference(_) => &Rung::INFER,
+    };
     let mut steps: Vec<LadderStep> = Vec::new();
-
-    // Each candidate step: name, a change to the current workload (None:
-    // not applicable, with the reason), whether it is allowed.
-    type Change = Box<dyn Fn(&Workload) -> Result<Workload, (StepStatus, String)>>;
-    let mut changes: Vec<(&str, Change, Option<&str>)> = Vec::new();
-    match &base.task {
-        Task::Train(_) => {
-            let bf16 = gpu.bf16;
-            changes.push((
-                "mixed precision",
-                Box::new(move |w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Train(t) = &mut w.task {
-                        if t.precision != Precision::Fp32 {
-                            return Err((StepStatus::AlreadyOn, format!("already {}", t.precision.name())));
-                        }
-                        t.precision = if bf16 { Precision::AmpBf16 } else { Precision::AmpFp16 };
-                    }
-                    Ok(w)
-                }),
-                None,
-            ));
-            changes.push((
-                "gradient accumulation",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Train(t) = &mut w.task {
-                        if t.batch <= 1 {
-                            return Err((StepStatus::AlreadyOn, "micro-batch already 1".into()));
-                        }
-                        let gb = t.batch * t.grad_accum.max(1);
-                        t.batch = 1;
-                        t.grad_accum = gb;
-                    }
-                    Ok(w)
-                }),
-                None,
-            ));
-            changes.push((
-                "activation checkpointing",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Train(t) = &mut w.task {
-                        if t.checkpointing == Checkpointing::Full {
-                            return Err((StepStatus::AlreadyOn, "already full".into()));
-                        }
-                        t.checkpointing = Checkpointing::Full;
-                    }
-                    Ok(w)
-                }),
-                None,
-            ));
-            changes.push((
-                "8-bit optimizer",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Train(t) = &mut w.task {
-                        match t.optimizer {
-                            Optimizer::AdamW => t.optimizer = Optimizer::AdamW8bit,
-                            o if o.is_8bit() => return Err((StepStatus::AlreadyOn, format!("already {}", o.name()))),
-                            o => return Err((StepStatus::NotApplicable, format!("{} has no 8-bit variant", o.name()))),
-                        }
-                    }
-                    Ok(w)
-                }),
-                None,
-            ));
-            changes.push((
-                "LoRA",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Train(t) = &mut w.task {
-                        if t.kind != TrainKind::Full {
-                            return Err((StepStatus::AlreadyOn, format!("already {}", t.kind.name())));
-                        }
-                        t.kind = TrainKind::Lora;
-                    }
-                    Ok(w)
-                }),
-                if allow.lora { None } else { Some("--allow lora") },
-            ));
-            changes.push((
-                "QLoRA",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Train(t) = &mut w.task {
-                        if t.kind == TrainKind::Qlora {
-                            return Err((StepStatus::AlreadyOn, "already qlora".into()));
-                        }
-                        t.kind = TrainKind::Qlora;
-                    }
-                    Ok(w)
-                }),
-                if allow.qlora { None } else { Some("--allow qlora") },
-            ));
-            changes.push((
-                "CPU offload (optimizer)",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if w.parallelism.offload_optimizer != Offload::None {
-                        return Err((StepStatus::AlreadyOn, "already offloaded".into()));
-                    }
-                    w.parallelism.sharding = Sharding::Zero2;
-                    w.parallelism.offload_optimizer = Offload::Cpu;
-                    if let Task::Train(t) = &mut w.task {
-                        if t.optimizer.is_8bit() {
-                            // DeepSpeed's CPU-Adam replaces the GPU optimizer
-                            t.optimizer = Optimizer::AdamW;
-                        }
-                    }
-                    Ok(w)
-                }),
-                None,
-            ));
-            changes.push((
-                "CPU offload (parameters too)",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if w.parallelism.offload_params != Offload::None {
-                        return Err((StepStatus::AlreadyOn, "already offloaded".into()));
-                    }
-                    w.parallelism.sharding = Sharding::Zero3;
-                    w.parallelism.offload_optimizer = Offload::Cpu;
-                    w.parallelism.offload_params = Offload::Cpu;
-                    Ok(w)
-                }),
-                None,
-            ));
-        }
-        Task::Inference(_) => {
-            let gate = if allow.quant { None } else { Some("--allow quant") };
-            changes.push((
-                "fp8 KV cache",
-                Box::new(|w: &Workload| {
-                    let mut w = w.clone();
-                    if let Task::Inference(s) = &mut w.task {
-                        if s.kv_dtype.bits() <= 8 {
-                            return Err((StepStatus::AlreadyOn, format!("already {}", s.kv_dtype)));
-                        }
-                        s.kv_dtype = DType::F8;
-                    }
-                    Ok(w)
-                }),
-                gate,
-            ));
-            for bits in [8u64, 4] {
-                changes.push((
-                    if bits == 8 { "int8 weights" } else { "int4 weights" },
-                    Box::new(move |w: &Workload| {
-                        let mut w = w.clone();
-                        if let Task::Inference(s) = &mut w.task {
-                            if let Some(q) = &s.quant {
-                                if q.bits <= bits {
-                                    return Err((StepStatus::AlreadyOn, format!("already {}", q.label)));
-                                }
-                            }
-                            s.quant = Some(QuantSpec::int(bits, 128, s.weight_dtype_compute()));
-                        }
-                        Ok(w)
-                    }),
-                    gate,
-                ));
-            }
-        }
-    }
-
     let mut first_fit = None;
-    let start_fits = start.as_ref().is_some_and(|e| e.mem.total <= cap);
     // Steps skipped because they lowered nothing; tried again after each later kept
     // step (e.g. checkpointing once LoRA has moved the peak from the step to backward).
-    let mut pending: Vec<usize> = Vec::new();
-    let ctx = Ctx { spec, gpu, tm, cap, start_tps };
-    for (i, (name, change, gate)) in changes.iter().enumerate() {
-        let next = match change(&cur) {
-            Err((status, detail)) => {
-                steps.push(LadderStep {
-                    name: (*name).into(),
-                    status,
-                    detail,
-                    per_gpu_bytes: None,
-                    saved_bytes: None,
-                    fits: false,
-                    slowdown: None,
-                    tokens_per_s: None,
-                    cpu_bytes: 0,
-                    workload: None,
-                });
+    let mut pending: Vec<Rung> = Vec::new();
+    for &rung in rungs {
+        let next = match rung.apply(&cur, gpu.bf16) {
+            Err(why) => {
+                steps.push(not_tried(rung, why));
                 continue;
             }
             Ok(next) => next,
         };
-        let (step, e) = ctx.measure(name, next, *gate, prev, prev_phase);
-        let applied = step.status == StepStatus::Applied;
+        let (step, e) = ctx.measure(rung.name(), next, rung.gate(allow), prev, prev_phase);
         if step.status == StepStatus::Skipped {
-            pending.push(i);
+            pending.push(rung);
         }
         let mut kept = None;
-        if applied {
+        if step.status == StepStatus::Applied {
             kept = Some((step, e));
         } else {
             steps.push(step);
@@ -397,9 +378,8 @@ pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm
             steps.push(step);
             // retry the skipped steps, in order, against the new state
             for k in 0..pending.len() {
-                let (rname, rchange, _) = &changes[pending[k]];
-                let Ok(next) = rchange(&cur) else { continue };
-                let (mut step, e) = ctx.measure(rname, next, None, prev, prev_phase);
+                let Ok(next) = pending[k].apply(&cur, gpu.bf16) else { continue };
+                let (mut step, e) = ctx.measure(pending[k].name(), next, None, prev, prev_phase);
                 if step.status == StepStatus::Applied {
                     step.detail = format!(
                         "retried after {}: the peak moved to {}",

@@ -46,6 +46,13 @@ pub struct Slice {
     pub memory_mib: u64,
 }
 
+impl Slice {
+    /// Memory of the slice in bytes (as [`crate::GpuSpec::memory_bytes`]).
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_mib.saturating_mul(crate::units::MIB)
+    }
+}
+
 /// One rentable machine type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offer {

@@ -12,6 +12,7 @@
 //! is abandoned after one estimate.
 
 use super::pricing::{Offer, PriceBook, PriceRange, Term};
+use super::report::model_states;
 use super::time::{Device, InferTime, InferWork, StepTime, TimeModel, TrainWork};
 use super::{Allow, Job};
 use crate::dtype::DType;
@@ -22,7 +23,8 @@ use crate::ledger::{Category, Ledger};
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
 use crate::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainSetup};
-use crate::workload::{Offload, Parallelism, Sharding, Task, Workload};
+use crate::units::div_ceil;
+use crate::workload::{defaults, Offload, Parallelism, Sharding, Task, Workload};
 use std::collections::HashMap;
 
 /// Largest GPU count searched (covers 8 machines of 8).
@@ -81,6 +83,7 @@ pub struct MemSummary {
     pub weights: u64,
     pub kv: u64,
     pub model_states: u64,
+    /// host RAM for offloaded state, the whole job (`Ledger::cpu_bytes`)
     pub cpu: u64,
     pub params_total: u64,
     pub params_active: u64,
@@ -88,21 +91,18 @@ pub struct MemSummary {
 }
 
 impl MemSummary {
-    pub fn of(l: &Ledger) -> MemSummary {
-        let states = [Category::Weights, Category::MasterWeights, Category::Gradients, Category::OptimizerStates]
-            .iter()
-            .fold(0u64, |a, &c| a.saturating_add(l.bytes(c)));
-        MemSummary {
+    pub fn of(l: &Ledger) -> Result<MemSummary, CoreError> {
+        Ok(MemSummary {
             total: l.total_bytes(),
             tensor_peak: l.tensor_peak_bytes(),
             weights: l.bytes(Category::Weights),
             kv: l.bytes(Category::KvCache),
-            model_states: states,
+            model_states: model_states(l)?,
             cpu: l.cpu_bytes,
             params_total: l.params_total,
             params_active: l.params_active,
             params_trainable: l.params_trainable,
-        }
+        })
     }
 }
 
@@ -258,7 +258,7 @@ impl<'a> Search<'a> {
             }
             (Task::Inference(s), _, Some(k)) => {
                 if let Some(bits) = k.quant_bits {
-                    s.quant = Some(QuantSpec::int(bits, 128, s.weight_dtype_compute()));
+                    s.quant = Some(QuantSpec::int(bits, defaults::GROUP_SIZE, s.weight_dtype_compute()));
                 }
                 s.kv_dtype = k.kv_dtype;
             }
@@ -275,11 +275,8 @@ impl<'a> Search<'a> {
         let workload = self.workload_for(&key);
         let ledger = estimate(self.model, &workload);
         self.estimated += 1;
-        let (mem, work) = match &ledger {
-            Ok(l) => {
-                let m = MemSummary::of(l);
-                (Some(m), Some(work_of(self.model, &workload, &m)))
-            }
+        let (mem, work) = match ledger.and_then(|l| MemSummary::of(&l)) {
+            Ok(m) => (Some(m), Some(work_of(self.model, &workload, &m))),
             Err(_) => (None, None),
         };
         let inexact = inexact_count(self.base, &key, self.allow);
@@ -364,7 +361,7 @@ impl<'a> Search<'a> {
         let offer = &self.book.offers[offer_i as usize];
         let gpu = &self.gpus[self.offer_gpu[offer_i as usize]?];
         let capacity = match &offer.slice {
-            Some(s) => s.memory_mib.saturating_mul(crate::units::MIB),
+            Some(s) => s.memory_bytes(),
             None => gpu.memory_bytes(),
         };
         if m.total > capacity {
@@ -372,12 +369,12 @@ impl<'a> Search<'a> {
         }
         let fraction = offer.slice.as_ref().map(|s| s.fraction).unwrap_or(1.0);
         let units = offer.units_for(gpus).max(machines);
-        // host RAM for offload (cpu_bytes is per node)
+        // host RAM for offload: the job's total over its machines, against one machine's RAM
         let mut upgrade = None;
         let mut ram_unchecked = false;
         let mut extra_monthly = 0.0;
         if m.cpu > 0 {
-            let need_gb = m.cpu as f64 / 1e9;
+            let need_gb = div_ceil(m.cpu, machines.max(1)) as f64 / 1e9;
             match offer.ram_gb {
                 None => ram_unchecked = true,
                 Some(have) if have * RAM_USABLE >= need_gb => {}
@@ -610,7 +607,7 @@ impl<'a> Search<'a> {
                 .filter_map(|&(oi, _)| {
                     let o = &self.book.offers[oi as usize];
                     match &o.slice {
-                        Some(s) => Some(s.memory_mib.saturating_mul(crate::units::MIB)),
+                        Some(s) => Some(s.memory_bytes()),
                         None => self.offer_gpu(oi).map(|g| g.memory_bytes()),
                     }
                 })
@@ -694,11 +691,11 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary) -> Work {
                     2.0
                 }
             } else {
-                (t.precision.weight_dtype().bits() / 8) as f64
+                t.precision.weight_dtype().bytes_f64()
             };
             let wb = match t.kind {
-                TrainKind::Full => (t.precision.weight_dtype().bits() / 8) as f64,
-                TrainKind::Lora => (t.lora_base_dtype().bits() / 8) as f64,
+                TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
+                TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
                 TrainKind::Qlora => 0.5,
             };
             let k = t.grad_accum.max(1) as f64;
@@ -709,7 +706,7 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary) -> Work {
                 Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
             };
             let tp = par.tp.max(1) as f64;
-            let act_b = (t.precision.compute_dtype().bits() / 8) as f64;
+            let act_b = t.precision.compute_dtype().bytes_f64();
             let tp_bytes = if tp > 1.0 {
                 let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
                 let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };

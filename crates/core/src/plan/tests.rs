@@ -3,8 +3,10 @@
 //! without changing the answer, more offers never make it dearer.
 
 use super::*;
+use crate::hardware::{GpuSpec, Link};
+use crate::model::ModelSpec;
 use crate::train::TrainSetup;
-use crate::workload::Workload;
+use crate::workload::{Offload, Sharding, Workload};
 use proptest::prelude::*;
 
 fn gpu(id: &str, mib: u64, tf: f64, nvlink: bool) -> GpuSpec {
@@ -89,7 +91,7 @@ fn figures_come_from_the_estimator() {
     let rec = r.recommended.unwrap();
     let l = crate::estimate(&m, rec.workload.as_ref().unwrap()).unwrap();
     assert_eq!(rec.per_gpu_bytes, l.total_bytes());
-    assert_eq!(rec.model_states_bytes, model_states(&l));
+    assert_eq!(rec.model_states_bytes, model_states(&l).unwrap());
     assert_eq!(r.baseline_bytes, Some(crate::estimate(&m, &w).unwrap().total_bytes()));
     // one 48 GiB card holds a 0.5 B full fine-tune unchanged: no switches needed
     assert!(rec.switches.is_empty(), "{:?}", rec.switches);

@@ -26,9 +26,11 @@
 //!   (dropped-out) input; frozen norm weights drop the normalised tensor.
 
 use super::profile::TrainProfile;
-use super::setup::{AttentionImpl, Checkpointing, Precision, TrainKind, TrainSetup};
-use crate::dtype::DType;
-use crate::model::{Attention, MlpKind, ModelSpec, NormKind, Positional};
+use crate::error::CoreError;
+use crate::hf;
+use crate::model::{MlpKind, ModelSpec, NormKind, Positional};
+use crate::units::{div_ceil, mul, sum};
+use crate::workload::{AttentionImpl, Checkpointing, Precision, TrainKind, TrainSetup};
 
 /// Calibrated: extra bytes per q-width element per token per layer under
 /// autocast over an fp32 stream with rotary embeddings (TinyLlama amp-bf16,
@@ -62,195 +64,239 @@ pub struct ActProfile {
     pub fp32_stream: bool,
 }
 
+/// The byte sizes the accounting works with, and which linears train.
+///
+/// Every factor here is bounded by the model limits (`crate::model::limits`:
+/// hidden ≤ 2^20, heads ≤ 2^16, MLP width ≤ 2^22 per expert) and by 4-byte
+/// elements, so the per-token sums stay far below 2^64; the products with
+/// tokens, layers and sequence length are checked where they are formed
+/// (`super::breakdown`, [`layer_bytes_per_token`]).
+struct Saves<'a> {
+    /// bytes of an activation (the compute dtype; 4 over an fp32 stream without autocast)
+    act: u64,
+    /// bytes of the residual stream (the weights' dtype)
+    stream: u64,
+    fp32_stream: bool,
+    /// a full fine-tune: every linear saves its input
+    full: bool,
+    /// bytes of an adapted linear's own copy of its input
+    adapter_input: u64,
+    /// each adapter keeps its own (cast and/or dropped-out) copy of its input
+    copy_per_adapter: bool,
+    dropout: bool,
+    lora_modules: &'a [String],
+    hidden: u64,
+}
+
+impl Saves<'_> {
+    fn adapted(&self, name: &str) -> bool {
+        !self.full && self.lora_modules.iter().any(|m| m == name)
+    }
+
+    /// Bytes one linear-input site of `width` keeps, given the modules reading it.
+    fn site(&self, width: u64, consumers: &[&str]) -> u64 {
+        if self.full {
+            return self.act * width;
+        }
+        let n = consumers.iter().filter(|c| self.adapted(c)).count() as u64;
+        if n == 0 {
+            0
+        } else if self.dropout || self.copy_per_adapter {
+            n * (self.adapter_input + u64::from(self.dropout)) * width
+        } else {
+            self.adapter_input * width
+        }
+    }
+
+    /// One norm, including the linear-input site it feeds.
+    fn norm(&self, kind: NormKind, consumers: &[&str]) -> u64 {
+        let h = self.hidden;
+        let out = self.site(h, consumers);
+        match kind {
+            NormKind::RmsNorm => {
+                let internal = 4 * h + 4; // fp32 input or upcast, + rsqrt
+                let normed = match (self.full, self.fp32_stream) {
+                    (true, true) => 4 * h,
+                    (true, false) => self.act * h,
+                    (false, _) => 0,
+                };
+                internal + normed + out
+            }
+            NormKind::LayerNorm => self.stream * h + 8 + out,
+        }
+    }
+}
+
 /// Sizes needed per token.
-pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) -> ActProfile {
+pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) -> Result<ActProfile, CoreError> {
     let p = setup.precision;
-    let a = p.compute_dtype().bits() / 8;
-    let stream: DType = match setup.kind {
+    let stream = match setup.kind {
         TrainKind::Full => p.weight_dtype(),
         TrainKind::Lora => setup.lora_base_dtype(),
         TrainKind::Qlora => p.compute_dtype(),
-    };
-    let r = stream.bits() / 8;
-    let fp32_stream = r == 4;
+    }
+    .bytes()?;
+    let fp32_stream = stream == 4;
     // autocast is a no-op over a 16-bit stream
     let autocast = p.is_autocast() && fp32_stream;
-    let a = if fp32_stream && !p.is_autocast() { 4 } else { a };
-    let full = setup.kind == TrainKind::Full;
-    let h = spec.hidden_size;
-    let qw = spec.q_width();
-    let aw = spec.attn_out_width();
-    let kvw = if spec.mla.is_some() { qw } else { spec.kv_width() };
-    let heads = spec.num_heads;
-    let lora = &setup.lora;
+    let act = if fp32_stream && !p.is_autocast() { 4 } else { p.compute_dtype().bytes()? };
     // What an adapted linear keeps of its input. PEFT casts x to the adapter
     // dtype (fp32) before lora_dropout and lora_A; under autocast lora_A then
     // casts it back to 16-bit. So each adapter keeps its own copy: 16-bit under
     // autocast, adapter bytes otherwise; with dropout, plus a 1-byte mask
     // (CUDA `native_dropout`). Only when no cast happens and there is no
     // dropout do the adapters share the base input.
-    let cast_per_adapter = p.is_autocast() || prof.adapter_bytes != r;
-    let ai = if p.is_autocast() { a } else { prof.adapter_bytes.max(a) };
-    let drop = lora.dropout > 0.0;
-    let adapted = |name: &str| !full && prof.lora_modules.iter().any(|m| m == name);
-    // bytes one linear-input site keeps, given the consumer module names
-    let site = |width: u64, consumers: &[&str]| -> u64 {
-        if full {
-            return a * width;
-        }
-        let n = consumers.iter().filter(|c| adapted(c)).count() as u64;
-        if n == 0 {
-            0
-        } else if drop || cast_per_adapter {
-            n * (ai + u64::from(drop)) * width
-        } else {
-            ai * width
-        }
+    let saves = Saves {
+        act,
+        stream,
+        fp32_stream,
+        full: setup.kind == TrainKind::Full,
+        adapter_input: if p.is_autocast() { act } else { prof.adapter_bytes.max(act) },
+        copy_per_adapter: p.is_autocast() || prof.adapter_bytes != stream,
+        dropout: setup.lora.dropout > 0.0,
+        lora_modules: &prof.lora_modules,
+        hidden: spec.hidden_size,
     };
-    let has = |n: &str| prof.linear_names.iter().any(|m| m == n);
-    let (qkv_names, o_name): (Vec<&str>, &str) = match spec.attention {
-        Attention::Separate => (vec!["q_proj", "k_proj", "v_proj"], "o_proj"),
-        Attention::FusedQkv => {
-            let q = ["c_attn", "qkv_proj", "query_key_value"].into_iter().find(|n| has(n)).unwrap_or("qkv");
-            let o = ["c_proj", "o_proj", "dense"].into_iter().find(|n| has(n)).unwrap_or("o_proj");
-            (vec![q], o)
-        }
-        Attention::Mla => (vec!["q_a_proj", "q_proj", "kv_a_proj_with_mqa"], "o_proj"),
-    };
-    let (up_names, down_name): (Vec<&str>, &str) = match (spec.mlp, spec.family) {
-        (MlpKind::Gated, crate::model::Family::Phi3) => (vec!["gate_up_proj"], "down_proj"),
-        (MlpKind::Gated, crate::model::Family::Mixtral) => (vec!["w1", "w3"], "w2"),
-        (MlpKind::Gated, _) => (vec!["gate_proj", "up_proj"], "down_proj"),
-        (MlpKind::Plain, crate::model::Family::Gpt2) => (vec!["c_fc"], "c_proj"),
-        (MlpKind::Plain, _) => (vec!["dense_h_to_4h"], "dense_4h_to_h"),
-    };
-
-    // One norm: (replicated bytes) incl. the linear-input site it feeds.
-    let norm = |consumers: &[&str]| -> u64 {
-        let out = site(h, consumers);
-        match spec.norm {
-            NormKind::RmsNorm => {
-                let internal = 4 * h + 4; // fp32 input or upcast, + rsqrt
-                let normed = if full {
-                    if fp32_stream {
-                        4 * h
-                    } else {
-                        a * h
-                    }
-                } else {
-                    0
-                };
-                internal + normed + out
-            }
-            NormKind::LayerNorm => r * h + 8 + out,
-        }
-    };
-    let norms = spec.norms_per_layer.max(1);
-    let mut rep = if norms == 1 {
-        // one norm feeds attention and MLP (Falcon-7B parallel block)
-        let both: Vec<&str> = qkv_names.iter().chain(up_names.iter()).copied().collect();
-        norm(&both)
-    } else {
-        // Gemma-2 style extra post-norms keep their fp32 inputs
-        let both = norm(&qkv_names) + norm(&up_names) + (norms - 2) * (4 * h + 4);
-        if spec.parallel_residual {
-            // GPT-NeoX parallel block: both norms read the same residual, saved once
-            let input = match spec.norm {
-                NormKind::LayerNorm => r * h,
-                // a 16-bit stream is upcast separately by each norm: nothing shared
-                NormKind::RmsNorm if fp32_stream => 4 * h,
-                NormKind::RmsNorm => 0,
-            };
-            both - input
-        } else {
-            both
-        }
-    };
+    let names = hf::names(spec.family);
+    let attn = names.attention(spec.attention);
+    let mlp = if spec.moe_layers() > 0 { names.expert(spec.mlp) } else { names.mlp(spec.mlp) };
     let hidden_drop = spec.hidden_dropout > 0.0;
-    if hidden_drop {
-        rep += 2 * h;
-    }
+    let rep = replicated(spec, &saves, attn.inputs, mlp.inputs) + if hidden_drop { 2 * spec.hidden_size } else { 0 };
+    let core = attention_core(spec, setup, &saves, attn.out, autocast);
+    let ends = ends(spec, &saves) + if hidden_drop { spec.hidden_size } else { 0 };
+    let logits = if setup.logits_fp32 { 4 } else { act };
+    Ok(ActProfile {
+        layer_rep: rep,
+        layer_split: core.split + mlp_bytes(spec, &saves, mlp.down),
+        layer_per_key: core.per_key,
+        layer_kv: core.kv,
+        kv_heads: spec.num_kv_heads,
+        layer_input: stream * spec.hidden_size,
+        ends,
+        logits_saved: logits,
+        logits_grad: 2 * logits,
+        weight_copy_bytes: if autocast { 2 } else { 0 },
+        fp32_stream,
+    })
+}
 
-    // Attention core.
-    let repeat = setup.attention == AttentionImpl::Eager || (p == Precision::Fp32 && kvw < qw);
+/// Per token per layer, not split by TP: the norms (with the inputs of the
+/// linears they feed) and, with hidden dropout, its masks.
+fn replicated(spec: &ModelSpec, saves: &Saves, qkv: &[&str], up: &[&str]) -> u64 {
+    let h = spec.hidden_size;
+    let norms = spec.norms_per_layer.max(1);
+    if norms == 1 {
+        // one norm feeds attention and MLP (Falcon-7B parallel block)
+        let both: Vec<&str> = qkv.iter().chain(up.iter()).copied().collect();
+        return saves.norm(spec.norm, &both);
+    }
+    // Gemma-2 style extra post-norms keep their fp32 inputs
+    let both = saves.norm(spec.norm, qkv) + saves.norm(spec.norm, up) + (norms - 2) * (4 * h + 4);
+    if !spec.parallel_residual {
+        return both;
+    }
+    // GPT-NeoX parallel block: both norms read the same residual, saved once
+    let shared = match spec.norm {
+        NormKind::LayerNorm => saves.stream * h,
+        // a 16-bit stream is upcast separately by each norm: nothing shared
+        NormKind::RmsNorm if saves.fp32_stream => 4 * h,
+        NormKind::RmsNorm => 0,
+    };
+    both - shared
+}
+
+/// The attention core's saved bytes per token per layer.
+struct AttentionCore {
+    /// split by TP over heads: q, k/v when repeated, the output, SDPA's logsumexp, RoPE casts
+    split: u64,
+    /// k and v when kept at kv-head width (split by TP over kv heads)
+    kv: u64,
+    /// per key (eager attention's s × s tensors)
+    per_key: u64,
+}
+
+fn attention_core(spec: &ModelSpec, setup: &TrainSetup, saves: &Saves, out: &str, autocast: bool) -> AttentionCore {
+    let a = saves.act;
+    let qw = spec.q_width();
+    let aw = spec.attn_out_width();
+    let kvw = if spec.mla.is_some() { qw } else { spec.kv_width() };
+    let heads = spec.num_heads;
+    let eager = setup.attention == AttentionImpl::Eager;
+    let repeat = eager || (setup.precision == Precision::Fp32 && kvw < qw);
     let kv_saved = if repeat { qw } else { kvw };
     // k and v split over TP by kv heads (each rank keeps at least one): kept apart
-    let layer_kv = if repeat { 0 } else { 2 * a * kvw };
-    let mut split = a * qw + 2 * a * kv_saved - layer_kv + a * aw;
-    if setup.attention == AttentionImpl::Sdpa {
+    let kv = if repeat { 0 } else { 2 * a * kvw };
+    let mut split = a * qw + 2 * a * kv_saved - kv + a * aw;
+    if !eager {
         split += 4 * heads;
     }
-    if spec.attention_dropout > 0.0 || !full {
+    if spec.attention_dropout > 0.0 || !saves.full {
         // full fine-tune: o_proj reuses the kernel's output unless attention
         // dropout forces a contiguous copy; LoRA: the adapter's own input copy
-        split += site(aw, &[o_name]);
+        split += saves.site(aw, &[out]);
     }
     if autocast && spec.positional == Positional::Rotary {
         split += AMP_ROPE_EXTRA_PER_QW * qw;
     }
-    let per_key = if setup.attention == AttentionImpl::Eager {
+    let per_key = if eager {
         let cast = if a != 4 { a } else { 0 };
-        let d = if spec.attention_dropout > 0.0 { 1 + a } else { 0 };
-        heads * (4 + cast + d)
+        let dropout = if spec.attention_dropout > 0.0 { 1 + a } else { 0 };
+        heads * (4 + cast + dropout)
     } else {
         0
     };
+    AttentionCore { split, kv, per_key }
+}
 
-    // MLP.
-    let width = match &spec.moe {
-        Some(m) if spec.moe_layers() > 0 => {
-            m.expert_intermediate * m.experts_per_token + m.shared_intermediate * m.shared_experts
-        }
-        _ => spec.intermediate_size,
+/// The MLP's saved bytes per token per layer (the top-k experts' widths for MoE),
+/// with the router's logits and weights.
+fn mlp_bytes(spec: &ModelSpec, saves: &Saves, down: &str) -> u64 {
+    let a = saves.act;
+    let moe = spec.moe.as_ref().filter(|_| spec.moe_layers() > 0);
+    let width = match moe {
+        Some(m) => m.expert_intermediate * m.experts_per_token + m.shared_intermediate * m.shared_experts,
+        None => spec.intermediate_size,
     };
-    split += match spec.mlp {
-        MlpKind::Gated => 3 * a * width + site(width, &[down_name]),
+    let saved = match spec.mlp {
+        MlpKind::Gated => 3 * a * width + saves.site(width, &[down]),
         MlpKind::Plain => {
             let gelu_new = matches!(spec.activation.as_str(), "gelu_new" | "gelu_fast" | "quick_gelu");
             let act_inter = if gelu_new { 3 * a * width } else { 0 };
-            a * width + act_inter + site(width, &[down_name])
+            a * width + act_inter + saves.site(width, &[down])
         }
     };
-    if let Some(m) = &spec.moe {
-        if spec.moe_layers() > 0 {
-            // router logits (fp32 softmax over experts) and routing weights
-            split += 4 * m.num_experts + 8 * m.experts_per_token;
-        }
-    }
+    // router logits (fp32 softmax over experts) and routing weights
+    saved + moe.map(|m| 4 * m.num_experts + 8 * m.experts_per_token).unwrap_or(0)
+}
 
-    // Ends: final norm (+ the head's input when the head trains) and embedding dropout mask.
-    let head_trains = full || adapted("lm_head");
-    let final_norm = match spec.norm {
+/// Outside the layers: the final norm (+ the head's input when the head trains).
+fn ends(spec: &ModelSpec, saves: &Saves) -> u64 {
+    let (h, a) = (spec.hidden_size, saves.act);
+    let head_trains = saves.full || saves.adapted(hf::names(spec.family).lm_head);
+    match spec.norm {
         NormKind::RmsNorm => {
-            4 * h + 4 + if head_trains { (if fp32_stream { 4 * h } else { a * h }) + a * h } else { 0 }
+            4 * h + 4 + if head_trains { (if saves.fp32_stream { 4 * h } else { a * h }) + a * h } else { 0 }
         }
-        NormKind::LayerNorm => r * h + 8 + if head_trains { a * h } else { 0 },
-    };
-    let ends = final_norm + if hidden_drop { h } else { 0 };
-    let lb = if setup.logits_fp32 { 4 } else { a };
-    ActProfile {
-        layer_rep: rep,
-        layer_split: split,
-        layer_per_key: per_key,
-        layer_kv,
-        kv_heads: spec.num_kv_heads,
-        layer_input: r * h,
-        ends,
-        logits_saved: lb,
-        logits_grad: 2 * lb,
-        weight_copy_bytes: if autocast { 2 } else { 0 },
-        fp32_stream,
+        NormKind::LayerNorm => saves.stream * h + 8 + if head_trains { a * h } else { 0 },
     }
 }
 
 /// Saved bytes per token of one layer on one GPU (TP/SP applied), and
 /// the per-key bytes for a sequence of `seq` keys.
-pub fn layer_bytes_per_token(ap: &ActProfile, seq: u64, tp: u64, sp: bool, ckpt: Checkpointing) -> u128 {
-    let tp = tp.max(1) as u128;
-    let rep = if sp { (ap.layer_rep as u128).div_ceil(tp) } else { ap.layer_rep as u128 };
-    let split = (ap.layer_split as u128).div_ceil(tp);
-    let kv_heads = ap.kv_heads.max(1) as u128;
-    let kv = (ap.layer_kv as u128 * kv_heads.div_ceil(tp)).div_ceil(kv_heads);
-    let key = if ckpt == Checkpointing::Selective { 0 } else { (ap.layer_per_key as u128 * seq as u128).div_ceil(tp) };
-    rep + split + kv + key
+pub fn layer_bytes_per_token(
+    ap: &ActProfile,
+    seq: u64,
+    tp: u64,
+    sp: bool,
+    ckpt: Checkpointing,
+) -> Result<u64, CoreError> {
+    let tp = tp.max(1);
+    let what = "activations per token";
+    let rep = if sp { div_ceil(ap.layer_rep, tp) } else { ap.layer_rep };
+    let split = div_ceil(ap.layer_split, tp);
+    // k and v split over TP by kv heads, each rank keeping at least one
+    let kv_heads = ap.kv_heads.max(1);
+    let kv = div_ceil(mul(what, ap.layer_kv, kv_heads.div_ceil(tp))?, kv_heads);
+    let key = if ckpt == Checkpointing::Selective { 0 } else { div_ceil(mul(what, ap.layer_per_key, seq)?, tp) };
+    sum(what, &[rep, split, kv, key])
 }

@@ -17,14 +17,14 @@
 //! | mixed-* | 2 | 4 | 2 | 8 |
 //! | bf16 | 2 | 0 | 2 | 4 |
 
-use super::setup::{LoraTargets, Optimizer, Precision, TrainKind, TrainSetup};
 use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::model::ModelSpec;
-use crate::params::{LinearRole, ParamGroupKind, ParamLayout};
+use crate::params::{LinearRole, ParamGroup, ParamGroupKind, ParamLayout};
 use crate::quant::QuantSpec;
+use crate::units::{add, div_ceil, mul, mul_div_ceil, product, sum};
 use crate::weights::{group_bytes, in_layers, quantized, tp_shards};
-use crate::workload::{Offload, Parallelism, Sharding};
+use crate::workload::{validate, Offload, Optimizer, Parallelism, Precision, TrainKind, TrainSetup};
 
 /// bitsandbytes 8-bit optimizers quantize states in blocks of 256 values,
 /// each block with one fp32 absmax (`Optimizer2State.init_state`).
@@ -78,16 +78,17 @@ pub struct ModelStates {
     pub gathered: u64,
     /// trainable parameters held per GPU before data-parallel sharding
     pub trainable_per_gpu: u64,
-    /// host RAM needed per rank for offloaded state
+    /// host RAM needed by this rank for offloaded state (the ledger's
+    /// `cpu_bytes` is the whole job's: this × ranks)
     pub cpu_bytes: u64,
-    /// NVMe needed per rank for offloaded state
+    /// NVMe needed by this rank for offloaded state
     pub nvme_bytes: u64,
 }
 
 impl ModelStates {
     /// weights + master + gradients + optimizer states.
-    pub fn total(&self) -> u64 {
-        self.weights.saturating_add(self.master).saturating_add(self.gradients).saturating_add(self.optimizer)
+    pub fn total(&self) -> Result<u64, CoreError> {
+        sum("model states per GPU", &[self.weights, self.master, self.gradients, self.optimizer])
     }
 }
 
@@ -102,6 +103,8 @@ pub struct TrainProfile {
     /// bytes per trainable weight / gradient element
     pub weight_bytes: u64,
     pub grad_bytes: u64,
+    /// bytes per element of full-precision optimizer states (4, or 2 for pure bf16)
+    pub state_bytes: u64,
     /// bytes of optimizer state per trainable element, in 1/256 B (to keep 8-bit block overhead exact)
     pub state_bytes_x256: u64,
     /// largest single trainable tensor (elements): non-foreach optimizer temporaries
@@ -130,16 +133,13 @@ pub struct TrainProfile {
     pub head_params: u64,
 }
 
-fn u(what: &str, v: u128) -> Result<u64, CoreError> {
-    u64::try_from(v).map_err(|_| CoreError::Overflow { what: what.to_string() })
-}
-
-fn div_ceil128(a: u128, b: u128) -> u128 {
-    if b == 0 {
-        a
-    } else {
-        a.div_ceil(b)
-    }
+/// What the per-group loop of [`TrainProfile::new`] adds up.
+#[derive(Default)]
+struct GroupTotals {
+    trainable: u64,
+    largest_trainable: u64,
+    largest_base: u64,
+    layer_params: u64,
 }
 
 impl TrainProfile {
@@ -152,12 +152,6 @@ impl TrainProfile {
                 "full fine-tuning of a quantized checkpoint: quantized weights cannot be trained; use --task lora or qlora"
                     .into(),
             ));
-        }
-        if lora && setup.lora.rank == 0 {
-            return Err(CoreError::invalid("lora-rank", "must be at least 1"));
-        }
-        if lora && setup.lora.rank > 1 << 16 {
-            return Err(CoreError::invalid("lora-rank", format!("{} is absurdly large", setup.lora.rank)));
         }
         let base_quant = match setup.kind {
             // QLoRA quantizes the base to NF4 at load, whatever the checkpoint's own format
@@ -175,123 +169,49 @@ impl TrainProfile {
         };
         let adapter_dtype =
             if setup.lora.adapter_fp32 || p == Precision::Fp32 { DType::F32 } else { p.compute_dtype() };
-        // Which linears get adapters.
         let all_names = layout.linear_module_names();
-        let targets: Vec<String> = match &setup.lora.targets {
-            LoraTargets::AllLinear => all_names
-                .iter()
-                .filter(|n| layout.groups.iter().any(|g| &g.module == *n && g.role() != Some(LinearRole::Router)))
-                .cloned()
-                .collect(),
-            LoraTargets::Modules(m) => {
-                if lora && m.is_empty() {
-                    return Err(CoreError::invalid("lora-targets", "no target modules given"));
-                }
-                for name in m {
-                    if lora && !all_names.iter().any(|n| n == name) {
-                        return Err(CoreError::invalid(
-                            "lora-targets",
-                            format!(
-                                "'{name}' is not a linear module of this {} model; its linears are: {}",
-                                spec.family.name(),
-                                all_names.join(", ")
-                            ),
-                        ));
-                    }
-                }
-                m.clone()
-            }
-        };
-        let r = setup.lora.rank as u128;
+        let targets = if lora { validate::lora_targets(spec, &layout, &setup.lora.targets)? } else { Vec::new() };
         let mut groups = Vec::with_capacity(layout.groups.len());
-        let mut trainable_total: u128 = 0;
-        let mut largest_trainable = 0u64;
-        let mut largest_base = 0u64;
-        let mut layer_params: u128 = 0;
+        let mut totals = GroupTotals::default();
         for g in &layout.groups {
-            let place = match g.kind {
-                ParamGroupKind::Linear(LinearRole::LmHead) => Place::Head,
-                ParamGroupKind::Embedding | ParamGroupKind::PositionEmbedding => Place::Embed,
-                _ if in_layers(g) => Place::Layers,
-                _ => Place::Other,
-            };
-            let is_q = base_quant.is_some() && quantized(g);
-            let base_bytes =
-                if is_q { group_bytes(g, base_dtype, base_quant.as_ref())? } else { group_bytes(g, base_dtype, None)? };
-            let params = g.params()? as u128;
-            if place == Place::Layers {
-                layer_params += params;
-            }
-            if g.is_linear() {
-                largest_base = largest_base.max(g.weight_elems());
-            }
-            let (trainable, ada) = if !lora {
-                let ada = match g.kind {
-                    ParamGroupKind::Linear(_) | ParamGroupKind::Embedding | ParamGroupKind::PositionEmbedding => {
-                        (g.d_in as u128 + g.d_out as u128 + g.bias_elems() as u128) * g.copies as u128
-                    }
-                    _ => params,
-                };
-                largest_trainable = largest_trainable.max(g.weight_elems());
-                (params, ada)
-            } else if g.is_linear() && g.role() != Some(LinearRole::LmHead) && targets.iter().any(|t| t == &g.module) {
-                let a = r * (g.d_in as u128 + g.d_out as u128) * g.copies as u128;
-                let ada = (2 * r + g.d_in as u128 + g.d_out as u128) * g.copies as u128;
-                largest_trainable = largest_trainable.max(u("lora", r * g.d_in.max(g.d_out) as u128)?);
-                (a, ada)
-            } else {
-                (0, 0)
-            };
-            trainable_total += trainable;
-            let cast_params = match g.kind {
-                ParamGroupKind::Linear(_) => params,
-                _ => 0,
-            };
-            groups.push(GroupInfo {
-                place,
-                tp_split: tp_shards(g),
-                base_bytes,
-                trainable: u("trainable params", trainable)?,
-                adafactor_elems: u("adafactor", ada)?,
-                cast_params: u("params", cast_params)?,
-            });
+            let adapted = lora && g.role() != Some(LinearRole::LmHead) && g.is_linear() && targets.contains(&g.module);
+            groups.push(group_info(g, lora, adapted, setup.lora.rank, base_dtype, base_quant.as_ref(), &mut totals)?);
         }
-        let weight_bytes = if lora { adapter_dtype.bits() / 8 } else { p.weight_dtype().bits() / 8 };
-        let grad_bytes = weight_bytes;
-        let sb = p.state_dtype().bits() / 8;
+        let weight_bytes = if lora { adapter_dtype.bytes()? } else { p.weight_dtype().bytes()? };
+        let state_bytes = p.state_dtype().bytes()?;
         let state_bytes_x256 = match setup.optimizer {
-            Optimizer::AdamW => 2 * sb * 256,
+            Optimizer::AdamW => 2 * state_bytes * 256,
             // 2 states × (1 B + 4 B absmax / 256)
-            Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2 * (256 + 4),
+            Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2 * (BNB_OPT_BLOCK + 4),
             Optimizer::Sgd => 0,
-            Optimizer::SgdMomentum | Optimizer::Lion => sb * 256,
+            Optimizer::SgdMomentum | Optimizer::Lion => state_bytes * 256,
             // factored: counted from adafactor_elems instead
             Optimizer::Adafactor => 0,
         };
-        let lora_modules = if lora { targets } else { Vec::new() };
         Ok(TrainProfile {
             groups,
             layers: spec.num_layers,
             params_total: layout.total()?,
             params_active: layout.active()?,
-            params_trainable: u("trainable params", trainable_total)?,
+            params_trainable: totals.trainable,
             weight_bytes,
-            grad_bytes,
+            grad_bytes: weight_bytes,
+            state_bytes,
             state_bytes_x256,
-            largest_trainable,
-            largest_base_matrix: largest_base,
-            layer_params: u("layer params", layer_params / spec.num_layers.max(1) as u128)?,
+            largest_trainable: totals.largest_trainable,
+            largest_base_matrix: totals.largest_base,
+            layer_params: totals.layer_params / spec.num_layers.max(1),
             base_quant,
             base_dtype,
             precision: p,
             optimizer: setup.optimizer,
             kind: setup.kind,
             foreach: setup.foreach,
-            adapter_bytes: adapter_dtype.bits() / 8,
-            lora_modules,
+            adapter_bytes: adapter_dtype.bytes()?,
+            lora_modules: targets,
             linear_names: all_names,
             tied: spec.tied_embeddings,
-            head_params: u("head params", spec.vocab_size as u128 * spec.hidden_size as u128)?,
+            head_params: mul("head params", spec.vocab_size, spec.hidden_size)?,
         })
     }
 
@@ -299,104 +219,90 @@ impl TrainProfile {
     /// following [`crate::weights::shard`]: TP splits what it splits,
     /// layers go ceil(L/pp) per stage, the worst stage carries the larger
     /// of embeddings and head when pp > 1.
-    fn per_gpu(&self, tp: u64, pp: u64, f: impl Fn(&GroupInfo) -> u64) -> u128 {
-        let tp = tp.max(1) as u128;
+    fn per_gpu(&self, what: &str, tp: u64, pp: u64, f: impl Fn(&GroupInfo) -> u64) -> Result<u64, CoreError> {
+        let tp = tp.max(1);
         let pp = pp.max(1);
-        let l = self.layers.max(1) as u128;
-        let per_stage = self.layers.div_ceil(pp) as u128;
-        let (mut layers, mut emb, mut head, mut other) = (0u128, 0u128, 0u128, 0u128);
+        let (mut layers, mut emb, mut head, mut other) = (0u64, 0u64, 0u64, 0u64);
         for g in &self.groups {
-            let mut v = f(g) as u128;
-            if g.tp_split && tp > 1 {
-                v = div_ceil128(v, tp);
-            }
-            match g.place {
-                Place::Layers => layers += v,
-                Place::Embed => emb += v,
-                Place::Head => head += v,
-                Place::Other => other += v,
-            }
+            let v = if g.tp_split { div_ceil(f(g), tp) } else { f(g) };
+            let slot = match g.place {
+                Place::Layers => &mut layers,
+                Place::Embed => &mut emb,
+                Place::Head => &mut head,
+                Place::Other => &mut other,
+            };
+            *slot = add(what, *slot, v)?;
         }
-        let layers = if pp > 1 { div_ceil128(layers * per_stage, l) } else { layers };
-        let ends = if pp > 1 { emb.max(head) } else { emb + head };
-        layers + ends + other
+        let layers =
+            if pp > 1 { mul_div_ceil(what, layers, self.layers.div_ceil(pp), self.layers.max(1))? } else { layers };
+        let ends = if pp > 1 { emb.max(head) } else { add(what, emb, head)? };
+        sum(what, &[layers, ends, other])
     }
 
     /// Trainable parameters on the worst GPU before ZeRO sharding.
-    pub fn trainable_per_gpu(&self, tp: u64, pp: u64) -> u64 {
-        u64::try_from(self.per_gpu(tp, pp, |g| g.trainable)).unwrap_or(u64::MAX)
+    pub fn trainable_per_gpu(&self, tp: u64, pp: u64) -> Result<u64, CoreError> {
+        self.per_gpu("trainable per GPU", tp, pp, |g| g.trainable)
     }
 
     /// Model-state bytes per GPU under `par`. Allocation-free.
     pub fn states(&self, par: &Parallelism) -> Result<ModelStates, CoreError> {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
-        let dp = par.dp() as u128;
+        let dp = par.dp();
         let stage = par.sharding.stage();
-        let t = self.per_gpu(tp, pp, |g| g.trainable);
-        let base = self.per_gpu(tp, pp, |g| g.base_bytes);
+        let t = self.trainable_per_gpu(tp, pp)?;
+        let base = self.per_gpu("weights per GPU", tp, pp, |g| g.base_bytes)?;
         let lora = self.kind != TrainKind::Full;
         // weights on the GPU: the base (frozen or trainable) + adapters
-        let mut adapters = if lora { t * self.adapter_bytes as u128 } else { 0 };
-        let mut weights = base + adapters;
-        let mut master = if self.precision.has_master() { t * 4 } else { 0 };
-        let mut grads = t * self.grad_bytes as u128;
+        let mut adapters = if lora { mul("adapters per GPU", t, self.adapter_bytes)? } else { 0 };
+        let mut weights = add("weights per GPU", base, adapters)?;
+        let mut master = if self.precision.has_master() { mul("master weights per GPU", t, 4)? } else { 0 };
+        let mut grads = mul("gradients per GPU", t, self.grad_bytes)?;
         let mut opt = match self.optimizer {
-            Optimizer::Adafactor => {
-                self.per_gpu(tp, pp, |g| g.adafactor_elems) * (self.precision.state_dtype().bits() / 8) as u128
-            }
-            _ => div_ceil128(t * self.state_bytes_x256 as u128, 256),
+            Optimizer::Adafactor => mul(
+                "optimizer states per GPU",
+                self.per_gpu("optimizer states per GPU", tp, pp, |g| g.adafactor_elems)?,
+                self.state_bytes,
+            )?,
+            _ => mul_div_ceil("optimizer states per GPU", t, self.state_bytes_x256, 256)?,
         };
-        let sb = (self.precision.state_dtype().bits() / 8) as u128;
-        let largest = self.largest_trainable as u128;
-        let mut temps = match self.optimizer {
-            // _multi_tensor_adamw: torch._foreach_sqrt(exp_avg_sq) is one state-sized buffer
-            Optimizer::AdamW if self.foreach => t * sb,
-            Optimizer::AdamW => largest * sb,
-            // fused CUDA kernels update in place
-            Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit | Optimizer::Sgd => 0,
-            Optimizer::SgdMomentum => 0,
-            // per-parameter: update and its square for the largest tensor
-            Optimizer::Adafactor => 2 * largest * 4,
-            Optimizer::Lion => 2 * largest * sb,
-        };
+        let mut temps = self.step_temporaries(t)?;
         // Mixed precision: DeepSpeed's FP16/BF16 optimizers up-cast the 16-bit gradient
         // partition to an fp32 buffer and attach it to the fp32 master partition
         // (`single_partition_of_fp32_groups[i].grad`) before `optimizer.step()`; the
         // optimizer's own temporaries come on top of it.
-        let mut grad_copy = if self.precision.has_master() { t * 4 } else { 0 };
+        let mut grad_copy = if self.precision.has_master() { mul("fp32 gradient copy", t, 4)? } else { 0 };
         // ZeRO sharding over the data-parallel ranks.
-        if dp > 1 {
-            if stage >= 1 {
-                opt = div_ceil128(opt, dp);
-                master = div_ceil128(master, dp);
-                temps = div_ceil128(temps, dp);
-                grad_copy = div_ceil128(grad_copy, dp);
-            }
-            if stage >= 2 {
-                grads = div_ceil128(grads, dp);
-            }
+        if dp > 1 && stage >= 1 {
+            opt = div_ceil(opt, dp);
+            master = div_ceil(master, dp);
+            temps = div_ceil(temps, dp);
+            grad_copy = div_ceil(grad_copy, dp);
         }
-        let mut gathered = 0u128;
+        if dp > 1 && stage >= 2 {
+            grads = div_ceil(grads, dp);
+        }
+        let mut gathered = 0;
         if stage >= 3 && dp > 1 {
-            weights = div_ceil128(weights, dp);
-            adapters = div_ceil128(adapters, dp);
+            weights = div_ceil(weights, dp);
+            adapters = div_ceil(adapters, dp);
             // the running layer and the prefetched next one, gathered in the weight dtype
-            let w_b = (self.base_dtype.bits() / 8).max(1) as u128;
-            gathered = 2 * div_ceil128(self.layer_params as u128, tp as u128) * w_b;
+            let w_b = self.base_dtype.bytes()?;
+            gathered = product("gathered parameters", &[2, div_ceil(self.layer_params, tp), w_b])?;
         }
         // Offload.
-        let mut cpu = 0u128;
-        let mut nvme = 0u128;
+        let mut cpu = 0;
+        let mut nvme = 0;
         if par.offload_optimizer != Offload::None {
             // ZeRO-Offload also keeps the fp32 gradient partition in pinned host memory
-            let moved = opt + master + div_ceil128(t * 4, dp);
+            let grad_partition = div_ceil(mul("offloaded bytes", t, 4)?, dp);
+            let states = add("offloaded bytes", opt, master)?;
             match par.offload_optimizer {
-                Offload::Cpu => cpu += moved,
+                Offload::Cpu => cpu = add("offloaded bytes", states, grad_partition)?,
                 Offload::Nvme => {
-                    nvme += opt + master;
+                    nvme = states;
                     // the fp32 gradient partition stays in pinned host memory
-                    cpu += moved - opt - master;
+                    cpu = grad_partition;
                 }
                 Offload::None => {}
             }
@@ -408,48 +314,109 @@ impl TrainProfile {
         }
         if par.offload_params != Offload::None && stage >= 3 {
             match par.offload_params {
-                Offload::Cpu => cpu += weights,
-                Offload::Nvme => nvme += weights,
+                Offload::Cpu => cpu = add("offloaded bytes", cpu, weights)?,
+                Offload::Nvme => nvme = add("offloaded bytes", nvme, weights)?,
                 Offload::None => {}
             }
             weights = 0;
             adapters = 0;
         }
         Ok(ModelStates {
-            weights: u("weights per GPU", weights)?,
-            adapters: u("adapters per GPU", adapters)?,
-            master: u("master weights per GPU", master)?,
-            gradients: u("gradients per GPU", grads)?,
-            optimizer: u("optimizer states per GPU", opt)?,
-            step_temporaries: u("optimizer temporaries", temps + grad_copy)?,
-            fp32_grad_copy: u("fp32 gradient copy", grad_copy)?,
-            gathered: u("gathered parameters", gathered)?,
-            trainable_per_gpu: u("trainable per GPU", t)?,
-            cpu_bytes: u("offloaded bytes", cpu)?,
-            nvme_bytes: u("offloaded bytes", nvme)?,
+            weights,
+            adapters,
+            master,
+            gradients: grads,
+            optimizer: opt,
+            step_temporaries: add("optimizer temporaries", temps, grad_copy)?,
+            fp32_grad_copy: grad_copy,
+            gathered,
+            trainable_per_gpu: t,
+            cpu_bytes: cpu,
+            nvme_bytes: nvme,
         })
     }
 
+    /// The optimizer's own temporaries at `step()` for `t` trainable
+    /// parameters per GPU (before ZeRO sharding).
+    fn step_temporaries(&self, t: u64) -> Result<u64, CoreError> {
+        let sb = self.state_bytes;
+        let largest = self.largest_trainable;
+        let what = "optimizer temporaries";
+        match self.optimizer {
+            // _multi_tensor_adamw: torch._foreach_sqrt(exp_avg_sq) is one state-sized buffer
+            Optimizer::AdamW if self.foreach => mul(what, t, sb),
+            Optimizer::AdamW => mul(what, largest, sb),
+            // fused CUDA kernels update in place
+            Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit | Optimizer::Sgd | Optimizer::SgdMomentum => Ok(0),
+            // per-parameter: update and its square for the largest tensor
+            Optimizer::Adafactor => product(what, &[2, largest, 4]),
+            Optimizer::Lion => product(what, &[2, largest, sb]),
+        }
+    }
+
     /// Decoder-linear parameters (what autocast casts to 16-bit) per GPU on the worst stage.
-    pub fn cast_params_per_gpu(&self, tp: u64, pp: u64) -> u64 {
-        u64::try_from(self.per_gpu(tp, pp, |g| g.cast_params)).unwrap_or(u64::MAX)
+    pub fn cast_params_per_gpu(&self, tp: u64, pp: u64) -> Result<u64, CoreError> {
+        self.per_gpu("cast parameters", tp, pp, |g| g.cast_params)
     }
 
     /// Cast parameters of the decoder layers only (per GPU).
-    pub fn layer_cast_params_per_gpu(&self, tp: u64, pp: u64) -> u64 {
-        let all = self.per_gpu(tp, pp, |g| if g.place == Place::Layers { g.cast_params } else { 0 });
-        u64::try_from(all).unwrap_or(u64::MAX)
+    pub fn layer_cast_params_per_gpu(&self, tp: u64, pp: u64) -> Result<u64, CoreError> {
+        self.per_gpu("cast parameters", tp, pp, |g| if g.place == Place::Layers { g.cast_params } else { 0 })
     }
+}
 
-    /// Whether the sharding is the only thing splitting model states.
-    pub fn sharding_name(par: &Parallelism) -> &'static str {
-        match (par.sharding, par.fsdp) {
-            (Sharding::None, _) => "none",
-            (Sharding::Zero1, _) => "ZeRO-1",
-            (Sharding::Zero2, false) => "ZeRO-2",
-            (Sharding::Zero2, true) => "FSDP SHARD_GRAD_OP",
-            (Sharding::Zero3, false) => "ZeRO-3",
-            (Sharding::Zero3, true) => "FSDP FULL_SHARD",
-        }
+/// One parameter group reduced to what the memory arithmetic needs, and
+/// its share of the model-wide totals.
+fn group_info(
+    g: &ParamGroup,
+    lora: bool,
+    adapted: bool,
+    rank: u64,
+    base_dtype: DType,
+    base_quant: Option<&QuantSpec>,
+    totals: &mut GroupTotals,
+) -> Result<GroupInfo, CoreError> {
+    let place = match g.kind {
+        ParamGroupKind::Linear(LinearRole::LmHead) => Place::Head,
+        ParamGroupKind::Embedding | ParamGroupKind::PositionEmbedding => Place::Embed,
+        _ if in_layers(g) => Place::Layers,
+        _ => Place::Other,
+    };
+    let quant = base_quant.filter(|_| quantized(g));
+    let base_bytes = group_bytes(g, base_dtype, quant)?;
+    let params = g.params()?;
+    if place == Place::Layers {
+        totals.layer_params = add("layer params", totals.layer_params, params)?;
     }
+    if g.is_linear() {
+        totals.largest_base = totals.largest_base.max(g.weight_elems()?);
+    }
+    let (trainable, adafactor_elems) = if !lora {
+        // Adafactor factors a matrix's second moment into rows + columns
+        let ada = match g.kind {
+            ParamGroupKind::Linear(_) | ParamGroupKind::Embedding | ParamGroupKind::PositionEmbedding => {
+                product("adafactor", &[sum("adafactor", &[g.d_in, g.d_out, g.bias_elems()])?, g.copies])?
+            }
+            _ => params,
+        };
+        totals.largest_trainable = totals.largest_trainable.max(g.weight_elems()?);
+        (params, ada)
+    } else if adapted {
+        // A is r × d_in, B is d_out × r
+        let a = product("trainable params", &[rank, add("lora", g.d_in, g.d_out)?, g.copies])?;
+        let ada = product("adafactor", &[sum("adafactor", &[2 * rank, g.d_in, g.d_out])?, g.copies])?;
+        totals.largest_trainable = totals.largest_trainable.max(mul("lora", rank, g.d_in.max(g.d_out))?);
+        (a, ada)
+    } else {
+        (0, 0)
+    };
+    totals.trainable = add("trainable params", totals.trainable, trainable)?;
+    Ok(GroupInfo {
+        place,
+        tp_split: tp_shards(g),
+        base_bytes,
+        trainable,
+        adafactor_elems,
+        cast_params: if g.is_linear() { params } else { 0 },
+    })
 }

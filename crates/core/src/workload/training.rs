@@ -5,6 +5,7 @@
 //! Stable: fields are only ever added, never renamed or removed (the
 //! planner and the CLI construct this struct).
 
+use super::defaults;
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 
@@ -128,6 +129,7 @@ impl std::str::FromStr for Precision {
 pub enum Optimizer {
     /// `torch.optim.AdamW` (foreach by default on CUDA): exp_avg + exp_avg_sq
     #[default]
+    #[serde(rename = "adamw")]
     AdamW,
     /// bitsandbytes `AdamW8bit`: two blockwise-quantized int8 states
     #[serde(rename = "adamw-8bit")]
@@ -207,6 +209,8 @@ pub enum Checkpointing {
 }
 
 impl Checkpointing {
+    pub const ALL: [Checkpointing; 3] = [Checkpointing::None, Checkpointing::Full, Checkpointing::Selective];
+
     pub fn name(self) -> &'static str {
         match self {
             Checkpointing::None => "none",
@@ -265,7 +269,13 @@ pub struct LoraSetup {
 
 impl Default for LoraSetup {
     fn default() -> Self {
-        LoraSetup { rank: 16, alpha: 32.0, targets: LoraTargets::AllLinear, dropout: 0.05, adapter_fp32: true }
+        LoraSetup {
+            rank: defaults::LORA_RANK,
+            alpha: defaults::LORA_ALPHA_PER_RANK * defaults::LORA_RANK as f64,
+            targets: LoraTargets::AllLinear,
+            dropout: defaults::LORA_DROPOUT,
+            adapter_fp32: true,
+        }
     }
 }
 
@@ -309,9 +319,9 @@ impl Default for TrainSetup {
             kind: TrainKind::Full,
             precision: Precision::AmpBf16,
             optimizer: Optimizer::AdamW,
-            batch: 1,
-            seq: 2048,
-            grad_accum: 1,
+            batch: defaults::BATCH,
+            seq: defaults::TRAIN_SEQ,
+            grad_accum: defaults::GRAD_ACCUM,
             checkpointing: Checkpointing::None,
             attention: AttentionImpl::Sdpa,
             lora: LoraSetup::default(),
@@ -331,5 +341,25 @@ impl TrainSetup {
             Precision::Fp32 => DType::F32,
             p => p.compute_dtype(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One spelling per value: the JSON (serde) name is the `name()` the text uses.
+    #[test]
+    fn json_spelling_is_the_name() {
+        let json = |v: serde_json::Value| v.as_str().unwrap().to_string();
+        for p in Precision::ALL {
+            assert_eq!(json(serde_json::to_value(p).unwrap()), p.name());
+        }
+        for o in Optimizer::ALL {
+            assert_eq!(json(serde_json::to_value(o).unwrap()), o.name());
+        }
+        for c in Checkpointing::ALL {
+            assert_eq!(json(serde_json::to_value(c).unwrap()), c.name());
+        }
     }
 }

@@ -1,0 +1,192 @@
+//! Hugging Face module names per model family, in one table: the parameter
+//! paths and leaf names of each family (what PEFT `target_modules` matches,
+//! used by the parameter layout and by the activation accounting of adapted
+//! linears) and the decoder block class FSDP wraps (used by launch configs).
+//!
+//! Source: each family's `modeling_*.py` in `transformers`
+//! (`modeling_llama.py`, `modeling_gpt2.py`, `modeling_gpt_neox.py`,
+//! `modeling_falcon.py`, `modeling_phi3.py`, `modeling_mixtral.py`,
+//! `modeling_qwen2_moe.py`, `modeling_deepseek_v3.py`…).
+
+use crate::model::{Attention, Family, MlpKind};
+
+/// Attention projections: the path prefix, the modules that read the
+/// block's input (q/k/v or the fused qkv) and the output projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttnNames {
+    pub prefix: &'static str,
+    pub inputs: &'static [&'static str],
+    pub out: &'static str,
+}
+
+/// An MLP: the path prefix, the modules that read its input (gate and up,
+/// a fused gate_up, or one fc) and the down projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlpNames {
+    pub prefix: &'static str,
+    pub inputs: &'static [&'static str],
+    pub down: &'static str,
+}
+
+/// Every name vramfit needs of one family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilyNames {
+    pub embed: &'static str,
+    /// the learned position table (GPT-2 `wpe`)
+    pub position_embed: &'static str,
+    /// the output head (GPT-NeoX calls it `embed_out`)
+    pub lm_head: &'static str,
+    /// the fused-qkv layout of this family (GPT-2 `c_attn`, Phi-3 `qkv_proj`, NeoX/Falcon `query_key_value`)
+    fused_attention: AttnNames,
+    gated_mlp: MlpNames,
+    plain_mlp: MlpNames,
+    /// routed experts (Mixtral names them w1/w3/w2 under `block_sparse_moe`)
+    experts: Option<MlpNames>,
+    /// the MoE router's path (its leaf is `gate`)
+    pub router: &'static str,
+    /// the shared experts' prefix (Qwen2-MoE: one `shared_expert`, DeepSeek: fused `shared_experts`)
+    pub shared_experts: &'static str,
+    /// the decoder block class FSDP's transformer auto-wrap policy wraps (None: unknown)
+    pub decoder_layer: Option<&'static str>,
+}
+
+/// DeepSeek multi-head latent attention's modules (`modeling_deepseek_v3.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlaNames {
+    /// low-rank query: down-projection, its norm, up-projection
+    pub q_a: &'static str,
+    pub q_a_norm: &'static str,
+    pub q_b: &'static str,
+    /// the plain query projection (no `q_lora_rank`)
+    pub q: &'static str,
+    /// the compressed K/V latent (+ the shared rope key), its norm, its up-projection
+    pub kv_a: &'static str,
+    pub kv_a_norm: &'static str,
+    pub kv_b: &'static str,
+    pub out: &'static str,
+}
+
+pub const MLA_NAMES: MlaNames = MlaNames {
+    q_a: "q_a_proj",
+    q_a_norm: "q_a_layernorm",
+    q_b: "q_b_proj",
+    q: "q_proj",
+    kv_a: "kv_a_proj_with_mqa",
+    kv_a_norm: "kv_a_layernorm",
+    kv_b: "kv_b_proj",
+    out: "o_proj",
+};
+
+/// Qwen3's per-head q/k RMSNorms: path prefix and leaf names.
+pub const QK_NORMS: (&str, [&str; 2]) = ("layers.*.self_attn.", ["q_norm", "k_norm"]);
+/// DeepSeek-V3's per-expert router correction bias.
+pub const ROUTER_BIAS: &str = "layers.*.mlp.gate.e_score_correction_bias";
+/// Qwen2-MoE's hidden → 1 gate on the shared expert.
+pub const SHARED_EXPERT_GATE: &str = "layers.*.mlp.shared_expert_gate";
+
+const SEPARATE: AttnNames =
+    AttnNames { prefix: "layers.*.self_attn.", inputs: &["q_proj", "k_proj", "v_proj"], out: "o_proj" };
+/// DeepSeek multi-head latent attention: the modules reading the block's input.
+const MLA: AttnNames = AttnNames {
+    prefix: "layers.*.self_attn.",
+    inputs: &[MLA_NAMES.q_a, MLA_NAMES.q, MLA_NAMES.kv_a],
+    out: MLA_NAMES.out,
+};
+const NEOX_FUSED: AttnNames = AttnNames { prefix: "layers.*.attention.", inputs: &["query_key_value"], out: "dense" };
+const GATED: MlpNames = MlpNames { prefix: "layers.*.mlp.", inputs: &["gate_proj", "up_proj"], down: "down_proj" };
+const PLAIN: MlpNames = MlpNames { prefix: "layers.*.mlp.", inputs: &["dense_h_to_4h"], down: "dense_4h_to_h" };
+
+const LLAMA_LIKE: FamilyNames = FamilyNames {
+    embed: "embed_tokens",
+    position_embed: "wpe",
+    lm_head: "lm_head",
+    fused_attention: NEOX_FUSED,
+    gated_mlp: GATED,
+    plain_mlp: PLAIN,
+    experts: None,
+    router: "layers.*.mlp.gate",
+    shared_experts: "layers.*.mlp.shared_experts.",
+    decoder_layer: None,
+};
+
+/// The names of `family`.
+pub fn names(family: Family) -> FamilyNames {
+    let layer = |c: &'static str| Some(c);
+    match family {
+        Family::Llama => FamilyNames { decoder_layer: layer("LlamaDecoderLayer"), ..LLAMA_LIKE },
+        Family::Mistral => FamilyNames { decoder_layer: layer("MistralDecoderLayer"), ..LLAMA_LIKE },
+        Family::Mixtral => FamilyNames {
+            experts: Some(MlpNames {
+                prefix: "layers.*.block_sparse_moe.experts.*.",
+                inputs: &["w1", "w3"],
+                down: "w2",
+            }),
+            router: "layers.*.block_sparse_moe.gate",
+            decoder_layer: layer("MixtralDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Qwen2 => FamilyNames { decoder_layer: layer("Qwen2DecoderLayer"), ..LLAMA_LIKE },
+        Family::Qwen2Moe => FamilyNames {
+            shared_experts: "layers.*.mlp.shared_expert.",
+            decoder_layer: layer("Qwen2MoeDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Qwen3 => FamilyNames { decoder_layer: layer("Qwen3DecoderLayer"), ..LLAMA_LIKE },
+        Family::Qwen3Moe => FamilyNames { decoder_layer: layer("Qwen3MoeDecoderLayer"), ..LLAMA_LIKE },
+        Family::Gemma => FamilyNames { decoder_layer: layer("GemmaDecoderLayer"), ..LLAMA_LIKE },
+        Family::Gemma2 => FamilyNames { decoder_layer: layer("Gemma2DecoderLayer"), ..LLAMA_LIKE },
+        Family::Phi3 => FamilyNames {
+            fused_attention: AttnNames { prefix: "layers.*.self_attn.", inputs: &["qkv_proj"], out: "o_proj" },
+            gated_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["gate_up_proj"], down: "down_proj" },
+            decoder_layer: layer("Phi3DecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Gpt2 => FamilyNames {
+            embed: "wte",
+            fused_attention: AttnNames { prefix: "h.*.attn.", inputs: &["c_attn"], out: "c_proj" },
+            plain_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["c_fc"], down: "c_proj" },
+            decoder_layer: layer("GPT2Block"),
+            ..LLAMA_LIKE
+        },
+        Family::GptNeox => {
+            FamilyNames { embed: "embed_in", lm_head: "embed_out", decoder_layer: layer("GPTNeoXLayer"), ..LLAMA_LIKE }
+        }
+        Family::Falcon => FamilyNames {
+            embed: "word_embeddings",
+            fused_attention: AttnNames { prefix: "h.*.self_attention.", inputs: &["query_key_value"], out: "dense" },
+            decoder_layer: layer("FalconDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::DeepseekV3 => FamilyNames { decoder_layer: layer("DeepseekV3DecoderLayer"), ..LLAMA_LIKE },
+        Family::Generic => LLAMA_LIKE,
+    }
+}
+
+impl FamilyNames {
+    /// The attention projections of `layout`.
+    pub fn attention(&self, layout: Attention) -> AttnNames {
+        match layout {
+            Attention::Separate => SEPARATE,
+            Attention::FusedQkv => self.fused_attention,
+            Attention::Mla => MLA,
+        }
+    }
+
+    /// A dense MLP of `kind`.
+    pub fn mlp(&self, kind: MlpKind) -> MlpNames {
+        match kind {
+            MlpKind::Gated => self.gated_mlp,
+            MlpKind::Plain => self.plain_mlp,
+        }
+    }
+
+    /// One routed expert's MLP of `kind`.
+    pub fn expert(&self, kind: MlpKind) -> MlpNames {
+        self.experts.unwrap_or(MlpNames { prefix: "layers.*.mlp.experts.*.", ..self.mlp(kind) })
+    }
+}
+
+/// The transformer block class FSDP wraps, per family (`transformers` names).
+pub fn layer_class(family: Family) -> Option<&'static str> {
+    names(family).decoder_layer
+}

@@ -1,0 +1,159 @@
+//! The planner's answer as core values (the JSON schema of `plan` lives in
+//! `vramfit-report`, built from these).
+
+use super::ladder::Ladder;
+use super::pricing::PriceRange;
+use super::summary::{SetupSummary, Switch};
+use super::time::StepTime;
+use crate::error::CoreError;
+use crate::hardware::Link;
+use crate::ledger::{Category, Ledger};
+use crate::units::sum;
+use crate::workload::Workload;
+use serde::Serialize;
+
+/// One priced, scored plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRow {
+    pub offer_id: String,
+    pub provider: String,
+    pub offer_name: String,
+    pub gpu_id: String,
+    pub gpu_name: String,
+    pub gpus: u64,
+    pub machines: u64,
+    pub link: Link,
+    pub currency: String,
+    pub flags: Vec<String>,
+    pub setup: SetupSummary,
+    /// what differs from the user's job
+    pub switches: Vec<Switch>,
+    pub per_gpu_bytes: u64,
+    pub gpu_memory_bytes: u64,
+    pub headroom_bytes: i128,
+    /// weights + master weights + gradients + optimizer states, per GPU
+    pub model_states_bytes: u64,
+    /// host RAM for offloaded state, the whole job (all ranks, all machines;
+    /// the same meaning as `Ledger::cpu_bytes`)
+    pub cpu_bytes: u64,
+    pub fits: bool,
+    /// time per token against the ideal on this hardware (recompute, comm, offload, bubbles)
+    pub slowdown: f64,
+    pub step: StepTime,
+    pub tokens_per_s: f64,
+    pub monthly: Option<PriceRange>,
+    /// best monthly price on a yearly term, with the discounts used
+    pub monthly_yearly: Option<PriceRange>,
+    pub yearly_discounts: Vec<String>,
+    pub hourly: Option<PriceRange>,
+    /// the hourly figure is the monthly one / 730
+    pub hourly_prorated: bool,
+    pub job_hours: Option<f64>,
+    pub job_tokens: Option<f64>,
+    pub job_cost: Option<PriceRange>,
+    /// whole months billed when only monthly prices exist
+    pub months_billed: Option<u64>,
+    pub upgrades: Vec<String>,
+    pub notes: Vec<String>,
+    /// the workload this row plans (for launch configs and the ladder's rungs)
+    pub workload: Option<Workload>,
+}
+
+/// Path (2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoreCards {
+    /// per-GPU bytes of the unchanged job on one GPU
+    pub single_bytes: Option<u64>,
+    /// per-GPU bytes of the unchanged job with plain data parallelism over `dp_gpus`
+    pub dp_only_bytes: Option<u64>,
+    pub dp_gpus: u64,
+    pub best: Option<PlanRow>,
+    /// the fewest of the user's own cards that would hold it (PCIe, unpriced)
+    pub on_have: Option<PlanRow>,
+}
+
+/// Path (3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BiggerCard {
+    /// per-GPU bytes of the unchanged job on one GPU
+    pub need_bytes: Option<u64>,
+    pub best: Option<PlanRow>,
+    /// catalogue GPUs big enough, offered or not
+    pub gpus_that_fit: Vec<String>,
+}
+
+/// Single cards against a whole 8-GPU machine for this job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BreakEven {
+    pub single: PlanRow,
+    pub machine: PlanRow,
+    pub currency: String,
+    /// machine monthly price / single-card monthly price
+    pub price_ratio: Option<PriceRange>,
+    /// machine tokens/s / single-card tokens/s
+    pub speed_ratio: f64,
+    /// the machine is cheaper per token (speed ratio above the price ratio)
+    pub machine_cheaper_per_token: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchStats {
+    pub candidates: u64,
+    pub fitting: u64,
+    pub estimates: u64,
+}
+
+/// What the planned job does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Train,
+    Inference,
+}
+
+impl JobKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobKind::Train => "train",
+            JobKind::Inference => "inference",
+        }
+    }
+}
+
+/// The planner's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanReport {
+    pub task: JobKind,
+    pub params_total: u64,
+    /// the unchanged job on one GPU, per-GPU bytes
+    pub baseline_bytes: Option<u64>,
+    pub have: Option<String>,
+    pub have_memory_bytes: Option<u64>,
+    /// bytes the unchanged job lacks on the user's card (negative: spare)
+    pub have_gap_bytes: Option<i128>,
+    pub ranked: Vec<PlanRow>,
+    pub software: Option<Ladder>,
+    pub more_cards: MoreCards,
+    pub bigger_card: BiggerCard,
+    pub break_even: Option<BreakEven>,
+    pub recommended: Option<PlanRow>,
+    pub reason: String,
+    /// with a token count: ranked plans that rent for less than the recommended
+    /// one but cost more over the job (beyond a price tie, [`super::PRICE_TIE`])
+    pub cheaper_to_rent: Vec<PlanRow>,
+    pub stats: SearchStats,
+    pub notes: Vec<String>,
+}
+
+/// Model-state bytes of a ledger (weights + master + gradients + optimizer states).
+pub fn model_states(l: &Ledger) -> Result<u64, CoreError> {
+    sum(
+        "model states",
+        &[
+            l.bytes(Category::Weights),
+            l.bytes(Category::MasterWeights),
+            l.bytes(Category::Gradients),
+            l.bytes(Category::OptimizerStates),
+        ],
+    )
+}

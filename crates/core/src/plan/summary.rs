@@ -1,0 +1,193 @@
+//! A plan's software and parallel setup as typed values ([`SetupSummary`]),
+//! and what it changes against the user's job ([`Switch`]). Values stay
+//! typed here; the report renders them (JSON spellings are the serde names,
+//! equal to each type's `name()`/`key()`).
+
+use crate::dtype::DType;
+use crate::workload::{Checkpointing, Offload, Optimizer, Precision, Sharding, Task, TrainKind, Workload};
+use serde::Serialize;
+use std::fmt;
+
+/// What is run: a training method or inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    Full,
+    Lora,
+    Qlora,
+    Inference,
+}
+
+impl Method {
+    pub const ALL: [Method; 4] = [Method::Full, Method::Lora, Method::Qlora, Method::Inference];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Full => "full",
+            Method::Lora => "lora",
+            Method::Qlora => "qlora",
+            Method::Inference => "inference",
+        }
+    }
+
+    pub fn is_training(self) -> bool {
+        self != Method::Inference
+    }
+}
+
+impl From<TrainKind> for Method {
+    fn from(k: TrainKind) -> Method {
+        match k {
+            TrainKind::Full => Method::Full,
+            TrainKind::Lora => Method::Lora,
+            TrainKind::Qlora => Method::Qlora,
+        }
+    }
+}
+
+/// The software and parallel setup of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetupSummary {
+    pub method: Method,
+    /// training only
+    pub precision: Option<Precision>,
+    pub optimizer: Option<Optimizer>,
+    pub checkpointing: Option<Checkpointing>,
+    pub micro_batch: u64,
+    pub grad_accum: u64,
+    /// sequences per optimizer step over all ranks (inference: resident sequences)
+    pub global_batch: u64,
+    pub gpus: u64,
+    pub tp: u64,
+    pub pp: u64,
+    pub dp: u64,
+    pub sharding: Sharding,
+    pub offload_optimizer: Offload,
+    pub offload_params: Offload,
+    /// inference weight format: the quantization label, else the dtype
+    pub weights: Option<String>,
+    pub kv_dtype: Option<DType>,
+}
+
+/// Describe a workload.
+pub fn summarize(w: &Workload) -> SetupSummary {
+    let p = &w.parallelism;
+    let dp = p.dp();
+    let common = SetupSummary {
+        method: Method::Inference,
+        precision: None,
+        optimizer: None,
+        checkpointing: None,
+        micro_batch: 1,
+        grad_accum: 1,
+        global_batch: 1,
+        gpus: p.gpus,
+        tp: p.tp,
+        pp: p.pp,
+        dp,
+        sharding: Sharding::None,
+        offload_optimizer: Offload::None,
+        offload_params: Offload::None,
+        weights: None,
+        kv_dtype: None,
+    };
+    match &w.task {
+        Task::Train(t) => SetupSummary {
+            method: t.kind.into(),
+            precision: Some(t.precision),
+            optimizer: Some(t.optimizer),
+            checkpointing: Some(t.checkpointing),
+            micro_batch: t.batch,
+            grad_accum: t.grad_accum,
+            global_batch: super::search::global_batch(t, p),
+            sharding: p.sharding,
+            offload_optimizer: p.offload_optimizer,
+            offload_params: p.offload_params,
+            ..common
+        },
+        Task::Inference(s) => SetupSummary {
+            micro_batch: s.batch,
+            global_batch: s.concurrency,
+            weights: Some(s.weights_label()),
+            kv_dtype: Some(s.kv_dtype),
+            ..common
+        },
+    }
+}
+
+/// One thing a plan changes against the user's job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Switch {
+    Method(Method),
+    Precision(Precision),
+    Optimizer(Optimizer),
+    Checkpointing(Checkpointing),
+    MicroBatch { micro_batch: u64, grad_accum: u64 },
+    Weights(String),
+    KvDtype(DType),
+    OffloadOptimizer(Offload),
+    OffloadParams(Offload),
+}
+
+impl fmt::Display for Switch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Switch::Method(m) => f.write_str(m.name()),
+            Switch::Precision(p) => write!(f, "precision {}", p.name()),
+            Switch::Optimizer(o) => write!(f, "optimizer {}", o.name()),
+            Switch::Checkpointing(c) => write!(f, "checkpointing {}", c.name()),
+            Switch::MicroBatch { micro_batch, grad_accum } => {
+                write!(f, "micro-batch {micro_batch} × accum {grad_accum}")
+            }
+            Switch::Weights(w) => write!(f, "weights {w}"),
+            Switch::KvDtype(d) => write!(f, "kv {d}"),
+            Switch::OffloadOptimizer(o) => write!(f, "offload optimizer → {}", o.key()),
+            Switch::OffloadParams(o) => write!(f, "offload params → {}", o.key()),
+        }
+    }
+}
+
+/// `b` when it differs from `a`.
+fn changed<T: PartialEq>(a: Option<T>, b: Option<T>) -> Option<T> {
+    if a != b {
+        b
+    } else {
+        None
+    }
+}
+
+/// What `w` changes against the user's job `base` (empty: the job unchanged).
+pub fn switches(base: &Workload, w: &Workload) -> Vec<Switch> {
+    let (a, b) = (summarize(base), summarize(w));
+    let mut v = Vec::new();
+    if a.method != b.method {
+        v.push(Switch::Method(b.method));
+    }
+    v.extend(changed(a.precision, b.precision).map(Switch::Precision));
+    v.extend(changed(a.optimizer, b.optimizer).map(Switch::Optimizer));
+    v.extend(changed(a.checkpointing, b.checkpointing).map(Switch::Checkpointing));
+    if a.micro_batch != b.micro_batch && b.method.is_training() {
+        v.push(Switch::MicroBatch { micro_batch: b.micro_batch, grad_accum: b.grad_accum });
+    }
+    v.extend(changed(a.weights.clone(), b.weights.clone()).map(Switch::Weights));
+    v.extend(changed(a.kv_dtype, b.kv_dtype).map(Switch::KvDtype));
+    if b.offload_optimizer.is_some() {
+        v.push(Switch::OffloadOptimizer(b.offload_optimizer));
+    }
+    if b.offload_params.is_some() {
+        v.push(Switch::OffloadParams(b.offload_params));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_json_spelling_is_its_name() {
+        for m in Method::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        }
+    }
+}

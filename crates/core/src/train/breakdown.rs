@@ -1,0 +1,369 @@
+//! The peak of one training step per GPU, computed once.
+//!
+//! [`TrainModel::evaluate`] works out every part (model states, saved
+//! activations, logits buffers, recompute, eager attention backward, QLoRA
+//! dequantization), then lays out the two competing moments — start of
+//! backward and the optimizer step — as [`PeakLines`]: one field per ledger
+//! line, 0 where a part is not live at that moment. The peak is the larger
+//! sum; the ledger (`super::ledger`) prints exactly the lines of the winning
+//! moment, so its tensor total is the peak by construction.
+
+use super::activations::{act_profile, layer_bytes_per_token, ActProfile};
+use super::profile::{ModelStates, TrainProfile};
+use crate::error::CoreError;
+use crate::ledger::Phase;
+use crate::model::ModelSpec;
+use crate::units::{add, div_ceil, mul, part_of, product, sum};
+use crate::workload::{Checkpointing, Parallelism, TrainKind, TrainSetup};
+
+/// Eager attention backward: fp32 gradients of softmax output and scores, bytes per
+/// head × query × key element of one layer (calibrated on TinyLlama eager, group C).
+pub const EAGER_BWD_BYTES: u64 = 8;
+
+/// A model prepared for training estimates.
+#[derive(Debug, Clone)]
+pub struct TrainModel {
+    pub profile: TrainProfile,
+    pub act: ActProfile,
+    pub vocab: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub compute_bytes: u64,
+}
+
+/// Bytes live at one moment of the step on one GPU, one field per ledger
+/// line (0: not live at that moment). [`PeakLines::total`] is the tensor
+/// total of that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PeakLines {
+    /// base (frozen or trainable) weights, adapters excluded
+    pub base_weights: u64,
+    pub adapters: u64,
+    pub master: u64,
+    pub gradients: u64,
+    pub optimizer: u64,
+    /// the optimizer's own temporaries at `step()` (without the fp32 gradient copy)
+    pub step_temporaries: u64,
+    /// mixed precision: the fp32 copy of the gradient partition at `step()`
+    pub fp32_grad_copy: u64,
+    pub act_layers: u64,
+    pub act_ends: u64,
+    pub weight_copies: u64,
+    pub logits_saved: u64,
+    pub logits_grad: u64,
+    pub recompute: u64,
+    pub attention_backward: u64,
+    pub dequant: u64,
+    pub gathered: u64,
+}
+
+impl PeakLines {
+    /// Live tensor bytes at this moment.
+    pub fn total(&self) -> Result<u64, CoreError> {
+        sum(
+            "tensor peak",
+            &[
+                self.base_weights,
+                self.adapters,
+                self.master,
+                self.gradients,
+                self.optimizer,
+                self.step_temporaries,
+                self.fp32_grad_copy,
+                self.act_layers,
+                self.act_ends,
+                self.weight_copies,
+                self.logits_saved,
+                self.logits_grad,
+                self.recompute,
+                self.attention_backward,
+                self.dequant,
+                self.gathered,
+            ],
+        )
+    }
+}
+
+/// Per-GPU bytes of a training step at its peak, by part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainBreakdown {
+    pub states: ModelStates,
+    /// saved activations of the decoder layers (worst stage, all in-flight micro-batches)
+    pub act_layers: u64,
+    /// saved activations outside the layers (final norm, embedding dropout)
+    pub act_ends: u64,
+    /// 16-bit weight casts autocast keeps for backward
+    pub weight_copies: u64,
+    /// the saved log-softmax (batch × seq × vocab)
+    pub logits_saved: u64,
+    /// gradients of log-softmax and logits at the start of backward
+    pub logits_grad: u64,
+    /// checkpointing: one layer recomputed in backward (its saved set, + its weight casts under autocast)
+    pub recompute: u64,
+    /// QLoRA: one base matrix dequantized to 16-bit at a time
+    pub dequant: u64,
+    /// eager attention: one layer's s × s gradients (+ the output head's gradient) in backward
+    pub attention_backward: u64,
+    /// micro-batches whose activations the worst stage holds (1F1B: pp on the first stage)
+    pub in_flight: u64,
+    pub backward_peak: u64,
+    pub step_peak: u64,
+    pub peak_phase: Phase,
+    /// the ledger lines of the peak moment; they sum to `tensor_peak`
+    pub at_peak: PeakLines,
+    /// max(backward_peak, step_peak): what `max_memory_allocated()` would show
+    pub tensor_peak: u64,
+}
+
+/// Saved activations and logits buffers of the worst pipeline stage.
+struct Saved {
+    act_layers: u64,
+    act_ends: u64,
+    logits_saved: u64,
+    logits_grad: u64,
+    in_flight: u64,
+    /// one layer's full saved set per token (what checkpointing recomputes)
+    full_layer: u64,
+}
+
+impl TrainModel {
+    pub fn new(spec: &ModelSpec, setup: &TrainSetup) -> Result<TrainModel, CoreError> {
+        let profile = TrainProfile::new(spec, setup)?;
+        let act = act_profile(spec, setup, &profile)?;
+        Ok(TrainModel {
+            profile,
+            act,
+            vocab: spec.vocab_size,
+            heads: spec.num_heads,
+            kv_heads: spec.num_kv_heads,
+            compute_bytes: setup.precision.compute_dtype().bytes()?,
+        })
+    }
+
+    /// Per-GPU bytes for one candidate. Reads `batch`, `seq`, `grad_accum`,
+    /// `checkpointing` and `first_step` from `setup`; allocation-free. The
+    /// setup is assumed valid ([`crate::workload::validate`]); any size
+    /// still gives a number or an overflow error, never a wrapped value.
+    pub fn evaluate(&self, setup: &TrainSetup, par: &Parallelism) -> Result<TrainBreakdown, CoreError> {
+        let s = self.profile.states(par)?;
+        let saved = self.saved(setup, par)?;
+        let (weight_copies, recompute) = self.casts_and_recompute(setup, par, saved.full_layer)?;
+        let attention_backward = self.attention_backward(setup, par)?;
+        let dequant = self.dequant(par)?;
+        let base_weights = part_of("base weights", s.weights, s.adapters)?;
+        let resident = PeakLines { base_weights, adapters: s.adapters, master: s.master, ..PeakLines::default() };
+        let step = PeakLines {
+            gradients: s.gradients,
+            optimizer: s.optimizer,
+            step_temporaries: part_of("optimizer temporaries", s.step_temporaries, s.fp32_grad_copy)?,
+            fp32_grad_copy: s.fp32_grad_copy,
+            ..resident
+        };
+        // In backward one of three transients sits on top: the logits buffers at its start,
+        // a recomputed layer later (checkpointing), or one layer's eager attention backward.
+        let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
+        let (logits_saved, logits_grad, recompute_live, attention_live) =
+            if logits >= recompute && logits >= attention_backward {
+                (saved.logits_saved, saved.logits_grad, 0, 0)
+            } else if recompute >= attention_backward {
+                (0, 0, recompute, 0)
+            } else {
+                (0, 0, 0, attention_backward)
+            };
+        let backward = PeakLines {
+            // gradients persist between accumulated micro-batches; optimizer states
+            // exist from the first step() on
+            gradients: if setup.grad_accum > 1 { s.gradients } else { 0 },
+            optimizer: if setup.first_step { 0 } else { s.optimizer },
+            act_layers: saved.act_layers,
+            act_ends: saved.act_ends,
+            weight_copies,
+            logits_saved,
+            logits_grad,
+            recompute: recompute_live,
+            attention_backward: attention_live,
+            dequant,
+            gathered: s.gathered,
+            ..resident
+        };
+        let backward_peak = backward.total()?;
+        let step_peak = step.total()?;
+        let (peak_phase, at_peak, tensor_peak) = if step_peak > backward_peak {
+            (Phase::OptimizerStep, step, step_peak)
+        } else {
+            (Phase::Backward, backward, backward_peak)
+        };
+        Ok(TrainBreakdown {
+            states: s,
+            act_layers: saved.act_layers,
+            act_ends: saved.act_ends,
+            weight_copies,
+            logits_saved: saved.logits_saved,
+            logits_grad: saved.logits_grad,
+            recompute,
+            dequant,
+            attention_backward,
+            in_flight: saved.in_flight,
+            backward_peak,
+            step_peak,
+            peak_phase,
+            at_peak,
+            tensor_peak,
+        })
+    }
+
+    /// Activations and logits buffers saved for backward on the worst stage:
+    /// the first stage holds `in_flight` micro-batches (1F1B), the last the logits.
+    fn saved(&self, setup: &TrainSetup, par: &Parallelism) -> Result<Saved, CoreError> {
+        let ap = &self.act;
+        let tp = par.tp.max(1);
+        let pp = par.pp.max(1);
+        let sp = par.sequence_parallel;
+        let tokens = mul("tokens", setup.batch, setup.seq)?;
+        let in_flight = if pp > 1 { pp.min(setup.grad_accum) } else { 1 };
+        let full_layer = layer_bytes_per_token(ap, setup.seq, tp, sp, setup.checkpointing)?;
+        let kept = match setup.checkpointing {
+            Checkpointing::Full if sp => div_ceil(ap.layer_input, tp),
+            Checkpointing::Full => ap.layer_input,
+            _ => full_layer,
+        };
+        let layers_one = product("activations", &[tokens, self.profile.layers.div_ceil(pp), kept])?;
+        let ends = mul("activations", tokens, if sp { div_ceil(ap.ends, tp) } else { ap.ends })?;
+        let vocab = div_ceil(self.vocab, tp);
+        let logits_saved = product("logits", &[tokens, vocab, ap.logits_saved])?;
+        let logits_grad = product("logits", &[tokens, vocab, ap.logits_grad])?;
+        let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
+        if pp == 1 {
+            return Ok(all);
+        }
+        let first = mul("activations", layers_one, in_flight)?;
+        let last = sum("activations", &[layers_one, ends, logits_saved, logits_grad])?;
+        Ok(if first > last {
+            Saved { act_layers: first, act_ends: 0, logits_saved: 0, logits_grad: 0, ..all }
+        } else {
+            all
+        })
+    }
+
+    /// Autocast's 16-bit weight casts kept for backward, and the bytes of
+    /// one layer recomputed under full checkpointing (its saved set + its casts).
+    fn casts_and_recompute(
+        &self,
+        setup: &TrainSetup,
+        par: &Parallelism,
+        full_layer: u64,
+    ) -> Result<(u64, u64), CoreError> {
+        let prof = &self.profile;
+        let per_param = self.act.weight_copy_bytes;
+        let tp = par.tp.max(1);
+        let pp = par.pp.max(1);
+        let ckpt_full = setup.checkpointing == Checkpointing::Full;
+        let head_trains_fp32 = prof.kind == TrainKind::Full || prof.base_dtype.bits() == 32;
+        let head_copy = if per_param > 0 && head_trains_fp32 {
+            mul("weight copies", div_ceil(prof.head_params, tp), per_param)?
+        } else {
+            0
+        };
+        let copies = if per_param == 0 {
+            0
+        } else if ckpt_full {
+            head_copy
+        } else {
+            let all = mul("weight copies", per_param, prof.cast_params_per_gpu(tp, pp)?)?;
+            // tied heads reuse the embedding, which is not a linear group
+            add("weight copies", all, if prof.tied { head_copy } else { 0 })?
+        };
+        let recompute = if ckpt_full {
+            let layer_copies = mul("recompute", per_param, prof.layer_cast_params_per_gpu(tp, pp)?)?;
+            add("recompute", mul("recompute", mul("tokens", setup.batch, setup.seq)?, full_layer)?, layer_copies)?
+        } else {
+            0
+        };
+        Ok((copies, recompute))
+    }
+
+    /// Eager attention: inside one layer's attention backward the fp32 gradients of the
+    /// softmax output and of the scores (2 × 4 B per head × query × key) are live, after the
+    /// logits buffers are freed and the output head's gradient exists (measured on
+    /// TinyLlama eager, group C: 8 B per element of Temp at the peak), while that layer's
+    /// 16-bit softmax cast is already freed. Selective recompute rebuilds the layer's
+    /// s × s tensors first.
+    fn attention_backward(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        if self.act.layer_per_key == 0 {
+            return Ok(0);
+        }
+        let prof = &self.profile;
+        let tp = par.tp.max(1);
+        let what = "attention backward";
+        let elems = product(what, &[setup.batch, setup.seq, setup.seq, div_ceil(self.heads, tp)])?;
+        // selective recompute rebuilds the layer's fp32 softmax (4 B per element) first
+        // (measured: TinyLlama eager, attention core checkpointed: ≈ 10 B per element in all)
+        let rebuilt = if setup.checkpointing == Checkpointing::Selective { mul(what, elems, 4)? } else { 0 };
+        let head_grad =
+            if prof.kind == TrainKind::Full { mul(what, div_ceil(prof.head_params, tp), prof.grad_bytes)? } else { 0 };
+        // the layer's 16-bit softmax cast is freed once `probs @ v` has been differentiated
+        let cast = if self.compute_bytes != 4 { self.compute_bytes } else { 0 };
+        sum(what, &[mul(what, elems, EAGER_BWD_BYTES - cast)?, rebuilt, head_grad])
+    }
+
+    /// QLoRA: one base matrix dequantized to 16-bit in forward and one in backward.
+    fn dequant(&self, par: &Parallelism) -> Result<u64, CoreError> {
+        let prof = &self.profile;
+        if prof.base_quant.is_none() {
+            return Ok(0);
+        }
+        product("dequant", &[2, div_ceil(prof.largest_base_matrix, par.tp.max(1)), self.compute_bytes])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Offload, Precision, Sharding, TrainKind};
+
+    /// The peak is the sum of the lines of its moment, and each moment's lines
+    /// sum to that moment's peak: the ledger prints exactly these lines.
+    #[test]
+    fn peak_lines_sum_to_the_peak() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 8, 1376, 32000);
+        for (kind, precision, ckpt, batch, seq, accum, first_step) in [
+            (TrainKind::Full, Precision::MixedBf16, Checkpointing::None, 1, 64, 1, false),
+            (TrainKind::Full, Precision::AmpBf16, Checkpointing::Full, 8, 2048, 4, false),
+            (TrainKind::Lora, Precision::AmpBf16, Checkpointing::Selective, 4, 1024, 1, true),
+            (TrainKind::Qlora, Precision::Bf16, Checkpointing::Full, 2, 4096, 2, false),
+        ] {
+            let setup = TrainSetup {
+                kind,
+                precision,
+                checkpointing: ckpt,
+                batch,
+                seq,
+                grad_accum: accum,
+                first_step,
+                ..TrainSetup::default()
+            };
+            let m = TrainModel::new(&spec, &setup).unwrap();
+            for par in [
+                Parallelism::default(),
+                Parallelism { gpus: 4, sharding: Sharding::Zero3, ..Parallelism::default() },
+                Parallelism {
+                    gpus: 4,
+                    sharding: Sharding::Zero2,
+                    offload_optimizer: Offload::Cpu,
+                    ..Parallelism::default()
+                },
+                Parallelism { gpus: 4, tp: 2, pp: 2, ..Parallelism::default() },
+            ] {
+                let b = m.evaluate(&setup, &par).unwrap();
+                assert_eq!(b.at_peak.total().unwrap(), b.tensor_peak, "{setup:?} {par:?}");
+                assert_eq!(b.tensor_peak, b.backward_peak.max(b.step_peak));
+                let at_step = b.peak_phase == Phase::OptimizerStep;
+                assert_eq!(at_step, b.step_peak > b.backward_peak);
+                // only one backward transient is live at the peak
+                let transients =
+                    [b.at_peak.logits_saved + b.at_peak.logits_grad, b.at_peak.recompute, b.at_peak.attention_backward];
+                assert!(transients.iter().filter(|&&t| t > 0).count() <= 1, "{:?}", b.at_peak);
+            }
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The training ledger: the lines of the peak moment of one
+//! [`TrainBreakdown`], each with its explanation, then runtime, margin and
+//! notes. No byte count is computed here: every line's bytes are a field of
+//! [`super::breakdown::PeakLines`], so the ledger's tensors are the peak.
+
+use super::breakdown::{TrainBreakdown, TrainModel, EAGER_BWD_BYTES};
+use crate::error::CoreError;
+use crate::explain::Explanation;
+use crate::ledger::{Category, Ledger, Phase};
+use crate::model::ModelSpec;
+use crate::runtime::RuntimeSetup;
+use crate::units::{product, GIB};
+use crate::workload::{
+    validate, AttentionImpl, Checkpointing, Offload, Optimizer, Parallelism, Sharding, TrainKind, TrainSetup,
+};
+
+/// The training ledger for one GPU (the worst rank).
+pub fn estimate_training(
+    spec: &ModelSpec,
+    setup: &TrainSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+) -> Result<Ledger, CoreError> {
+    validate::training(spec, setup, par, rt)?;
+    let model = TrainModel::new(spec, setup)?;
+    let b = model.evaluate(setup, par)?;
+    let prof = &model.profile;
+    let mut ledger = Ledger::new(b.peak_phase, par.gpus);
+    ledger.params_total = prof.params_total;
+    ledger.params_active = prof.params_active;
+    ledger.params_trainable = prof.params_trainable;
+    let lines = Lines { model: &model, setup, par, b: &b };
+    lines.model_states(&mut ledger)?;
+    if b.peak_phase == Phase::OptimizerStep {
+        lines.step(&mut ledger);
+    } else {
+        lines.backward(&mut ledger)?;
+    }
+    // The lines are the fields of `b.at_peak`; a difference is a bug, never bad input.
+    let tensors = ledger.checked_total()?;
+    if tensors != b.tensor_peak {
+        return Err(CoreError::Internal(format!(
+            "training ledger lines sum to {tensors} B, the peak they come from is {} B",
+            b.tensor_peak
+        )));
+    }
+    rt.apply(&mut ledger)?;
+    // offloaded state: per rank in the breakdown, the whole job's in the ledger
+    ledger.cpu_bytes = product("host RAM for offload", &[b.states.cpu_bytes, par.gpus])?;
+    ledger.nvme_bytes = product("NVMe for offload", &[b.states.nvme_bytes, par.gpus])?;
+    ledger.notes.extend(notes(setup, par, &b, ledger.cpu_bytes, ledger.nvme_bytes));
+    Ok(ledger)
+}
+
+/// What the line builders share.
+struct Lines<'a> {
+    model: &'a TrainModel,
+    setup: &'a TrainSetup,
+    par: &'a Parallelism,
+    b: &'a TrainBreakdown,
+}
+
+fn with_note(e: Explanation, note: &str) -> Explanation {
+    if note.is_empty() {
+        e
+    } else {
+        e.note(note)
+    }
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / GIB as f64)
+}
+
+impl Lines<'_> {
+    /// How a state is split over data-parallel ranks (ZeRO shards it from `stage` on).
+    fn shard_note(&self, what: &str, stage: u8) -> String {
+        let dp = self.par.dp();
+        if dp > 1 && self.par.sharding.stage() >= stage {
+            format!("÷ DP {dp} ({}: {what} sharded)", self.par.sharding_label())
+        } else {
+            "not sharded over data-parallel ranks".to_string()
+        }
+    }
+
+    fn offloaded(&self) -> bool {
+        self.par.offload_optimizer != Offload::None
+    }
+
+    /// Weights, adapters, master weights, gradients and optimizer states.
+    fn model_states(&self, ledger: &mut Ledger) -> Result<(), CoreError> {
+        let (prof, setup, at) = (&self.model.profile, self.setup, &self.b.at_peak);
+        let s = &self.b.states;
+        let at_step = self.b.peak_phase == Phase::OptimizerStep;
+        let base_label = match (&prof.base_quant, prof.kind) {
+            (Some(q), _) => format!("frozen base weights ({} linears, 16-bit rest)", q.label),
+            (None, TrainKind::Full) => format!("weights ({})", prof.base_dtype),
+            (None, _) => format!("frozen base weights ({})", prof.base_dtype),
+        };
+        let base_formula = match prof.base_quant {
+            Some(_) => "quantized decoder linears (packed 4-bit + absmax [+ double-quant scales]) + 16-bit embeddings/head/norms"
+                .to_string(),
+            None => format!("params × {} B", prof.base_dtype.bytes()?),
+        };
+        ledger.push(
+            Category::Weights,
+            base_label,
+            at.base_weights,
+            Explanation::new(base_formula)
+                .term("params_total", prof.params_total)
+                .term("layout", format!("per GPU after TP {} × PP {} (worst stage)", self.par.tp, self.par.pp))
+                .term("sharding", self.shard_note("parameters", 3)),
+        );
+        if prof.kind != TrainKind::Full {
+            ledger.push(
+                Category::Weights,
+                format!("LoRA adapters (r={}, {} B/param)", setup.lora.rank, prof.adapter_bytes),
+                at.adapters,
+                Explanation::new("Σ over adapted linears of r × (d_in + d_out) × copies × bytes")
+                    .term("rank", setup.lora.rank)
+                    .term("targets", prof.lora_modules.join(","))
+                    .term("trainable params", prof.params_trainable)
+                    .note("PEFT autocast_adapter_dtype=True keeps adapters in fp32"),
+            );
+        }
+        if setup.precision.has_master() {
+            ledger.push(
+                Category::MasterWeights,
+                "fp32 master weights",
+                at.master,
+                with_note(
+                    Explanation::new("trainable params × 4 B")
+                        .term("trainable per GPU", s.trainable_per_gpu)
+                        .term("sharding", self.shard_note("master weights", 1)),
+                    if self.offloaded() { "offloaded: 0 on the GPU" } else { "" },
+                ),
+            );
+        }
+        let grads_live = at_step || setup.grad_accum > 1;
+        ledger.push(
+            Category::Gradients,
+            format!("gradients ({} B/param){}", prof.grad_bytes, if grads_live { "" } else { " — none yet at this peak" }),
+            at.gradients,
+            Explanation::new("trainable params × grad bytes")
+                .term("trainable per GPU", s.trainable_per_gpu)
+                .term("grad bytes", prof.grad_bytes)
+                .term("full gradient buffer", s.gradients)
+                .term("sharding", self.shard_note("gradients", 2))
+                .note("at the start of backward (grad_accum 1, zero_grad(set_to_none)) no gradient exists yet; with accumulation they persist"),
+        );
+        let states_live = at_step || !setup.first_step;
+        ledger.push(
+            Category::OptimizerStates,
+            format!(
+                "{} states{}",
+                setup.optimizer.name(),
+                if states_live { "" } else { " — created at the first step()" }
+            ),
+            at.optimizer,
+            with_note(
+                Explanation::new(self.optimizer_formula())
+                    .term("trainable per GPU", s.trainable_per_gpu)
+                    .term("states", s.optimizer)
+                    .term("sharding", self.shard_note("optimizer states", 1)),
+                if setup.optimizer == Optimizer::PagedAdamW8bit {
+                    "paged: CUDA unified memory, evicted to host RAM under pressure (counted as resident)"
+                } else if self.offloaded() {
+                    "offloaded: held in host RAM / NVMe, 0 on the GPU"
+                } else {
+                    ""
+                },
+            ),
+        );
+        Ok(())
+    }
+
+    fn optimizer_formula(&self) -> String {
+        let sb = self.model.profile.state_bytes;
+        match self.setup.optimizer {
+            Optimizer::AdamW => format!("trainable × 2 states × {sb} B (exp_avg, exp_avg_sq)"),
+            Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => {
+                "trainable × 2 × (1 B + 4 B absmax / 256) (bitsandbytes blockwise 8-bit)".to_string()
+            }
+            Optimizer::Sgd => "none: plain SGD keeps no state".to_string(),
+            Optimizer::SgdMomentum => format!("trainable × {sb} B momentum buffer"),
+            Optimizer::Lion => format!("trainable × {sb} B (exp_avg)"),
+            Optimizer::Adafactor => {
+                "Σ matrices (rows + cols) × 4 B + vectors × 4 B (factored second moment)".to_string()
+            }
+        }
+    }
+
+    /// The optimizer step's temporaries (the peak of a short-sequence full fine-tune).
+    fn step(&self, ledger: &mut Ledger) {
+        let (setup, at) = (self.setup, &self.b.at_peak);
+        ledger.push(
+            Category::Temporaries,
+            "optimizer-step temporaries",
+            at.step_temporaries,
+            Explanation::new(match setup.optimizer {
+                Optimizer::AdamW if setup.foreach => {
+                    "foreach AdamW: torch._foreach_sqrt(exp_avg_sq) = trainable × state bytes"
+                }
+                Optimizer::AdamW => "per-parameter AdamW: largest tensor × state bytes",
+                Optimizer::Adafactor | Optimizer::Lion => "per-parameter update buffers of the largest tensor",
+                _ => "fused in-place update",
+            })
+            .term("bytes", at.step_temporaries)
+            .note("activations are freed by now; the peak of a small-seq full fine-tune sits here"),
+        );
+        if setup.precision.has_master() {
+            ledger.push(
+                Category::Temporaries,
+                "fp32 gradient copy for the master step (mixed precision)",
+                at.fp32_grad_copy,
+                Explanation::new("trainable params × 4 B")
+                    .term("trainable per GPU", self.b.states.trainable_per_gpu)
+                    .term("sharding", self.shard_note("the fp32 gradient partition", 1))
+                    .note(if self.offloaded() {
+                        "offloaded: the fp32 gradient partition lives in pinned host memory, 0 on the GPU"
+                    } else {
+                        "mixed precision adds a 4 B/param fp32 gradient copy at the step: DeepSpeed up-casts the 16-bit gradient partition and attaches it to the fp32 master partition before optimizer.step(), on top of the optimizer's own temporaries"
+                    }),
+            );
+        }
+    }
+
+    /// Saved activations, logits buffers and the transients of backward.
+    fn backward(&self, ledger: &mut Ledger) -> Result<(), CoreError> {
+        let (model, setup, par, b, at) = (self.model, self.setup, self.par, self.b, &self.b.at_peak);
+        let act = &model.act;
+        let tokens = product("tokens", &[setup.batch, setup.seq])?;
+        let per_layer_formula = match setup.checkpointing {
+            Checkpointing::Full => "layers/stage × tokens × layer input (hidden × stream bytes)".to_string(),
+            _ => "layers/stage × tokens × (norms + q/k/v + attention out + MLP intermediates [+ heads × seq × softmax bytes for eager])".to_string(),
+        };
+        ledger.push(
+            Category::Activations,
+            "saved activations, decoder layers",
+            at.act_layers,
+            Explanation::new(per_layer_formula)
+                .term("tokens", tokens)
+                .term("layers per stage", model.profile.layers.div_ceil(par.pp))
+                .term("per token per layer (replicated)", act.layer_rep)
+                .term("per token per layer (split by TP)", act.layer_split)
+                .term("per token per layer k,v (split by TP over kv heads)", act.layer_kv)
+                .term("per token per layer per key", act.layer_per_key)
+                .term("layer input kept under checkpointing", act.layer_input)
+                .term("in-flight micro-batches", b.in_flight)
+                .note(format!(
+                    "checkpointing {}; attention {}; {} in flight",
+                    setup.checkpointing.name(),
+                    setup.attention.name(),
+                    b.in_flight
+                )),
+        );
+        ledger.push(
+            Category::Activations,
+            "saved activations, final norm + embeddings",
+            at.act_ends,
+            Explanation::new("tokens × final-norm saved bytes (+ embedding dropout mask)")
+                .term("tokens", tokens)
+                .term("per token", act.ends),
+        );
+        if at.weight_copies > 0 {
+            ledger.push(
+                Category::Activations,
+                "16-bit weight casts kept by autocast",
+                at.weight_copies,
+                Explanation::new("linear params per GPU × 2 B (the cast weights each matmul saves for backward)").note(
+                    if setup.checkpointing == Checkpointing::Full {
+                        "with checkpointing only the output head's cast survives the forward"
+                    } else {
+                        "autocast caches one 16-bit copy of every fp32 weight during forward"
+                    },
+                ),
+            );
+        }
+        self.backward_transients(ledger, tokens);
+        Ok(())
+    }
+
+    /// Logits buffers, or the recomputed layer, or eager attention's gradients
+    /// (whichever is live at the peak), QLoRA's dequantized matrix, ZeRO-3's gathered layer.
+    fn backward_transients(&self, ledger: &mut Ledger, tokens: u64) {
+        let (model, par, at) = (self.model, self.par, &self.b.at_peak);
+        ledger.push(
+            Category::Logits,
+            "log-softmax of the logits, saved for the loss",
+            at.logits_saved,
+            Explanation::new("batch × seq × vocab (per TP rank) × bytes")
+                .term("tokens", tokens)
+                .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
+                .term("bytes", model.act.logits_saved)
+                .note("transformers upcasts logits to fp32 inside the loss; freed once the loss backward ran"),
+        );
+        ledger.push(
+            Category::Logits,
+            "gradients of log-softmax and logits (start of backward)",
+            at.logits_grad,
+            Explanation::new("2 × batch × seq × vocab × bytes")
+                .term("tokens", tokens)
+                .term("bytes", model.act.logits_saved),
+        );
+        if at.recompute > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "checkpointing: one layer recomputed in backward",
+                at.recompute,
+                Explanation::new("tokens × one layer's full saved set (+ its weight casts under autocast)")
+                    .term("tokens", tokens)
+                    .note("later in backward than the logits buffers, which are freed by then"),
+            );
+        }
+        if at.attention_backward > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "eager attention backward: one layer's softmax and score gradients",
+                at.attention_backward,
+                Explanation::new(format!(
+                    "batch × heads × seq × seq × {EAGER_BWD_BYTES} B (fp32 grads of softmax and scores) [+ output-head gradient]"
+                ))
+                .term("tokens", tokens)
+                .term("heads per TP rank", model.heads.div_ceil(par.tp))
+                .note("the peak of a long-sequence eager run sits inside attention backward, after the logits buffers are freed"),
+            );
+        }
+        if at.dequant > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "QLoRA: one base matrix dequantized to 16-bit",
+                at.dequant,
+                Explanation::new("2 × largest linear (d_in × d_out) × compute bytes (forward and backward dequantize)")
+                    .term("largest matrix elements", model.profile.largest_base_matrix),
+            );
+        }
+        if at.gathered > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "ZeRO-3 / FSDP gathered parameters (running + prefetched layer)",
+                at.gathered,
+                Explanation::new("2 × layer params ÷ TP × weight bytes")
+                    .term("layer params", model.profile.layer_params),
+            );
+        }
+    }
+}
+
+/// What the user should know about this training setup, in sentences.
+fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u64, nvme_total: u64) -> Vec<String> {
+    let dp = par.dp();
+    let mut notes = Vec::new();
+    if dp > 1 && par.sharding == Sharding::None {
+        notes.push(format!(
+            "data parallelism alone ({dp} replicas) saves no memory per GPU: every GPU holds the full model states; use --zero 1|2|3 / --fsdp to shard them (PyTorch DDP also keeps gradient buckets, ≈ one more gradient copy unless gradient_as_bucket_view=True)"
+        ));
+    }
+    if dp == 1 && par.sharding != Sharding::None {
+        notes.push(format!(
+            "{} with one data-parallel rank shards nothing: give --gpus (the DP degree is gpus ÷ (tp × pp))",
+            par.sharding_label()
+        ));
+    }
+    if par.gpus > 1 {
+        notes.push(format!(
+            "{} GPUs = TP {} × PP {} × DP {dp}; figures are per GPU (the worst rank)",
+            par.gpus, par.tp, par.pp
+        ));
+    }
+    match setup.checkpointing {
+        Checkpointing::Full => notes.push(
+            "full activation checkpointing keeps only each layer's input and recomputes the layer in backward: ≈ one extra forward (~33% more compute)".into(),
+        ),
+        Checkpointing::Selective => notes.push(if setup.attention == AttentionImpl::Eager {
+            "selective recompute drops the seq × seq attention tensors and recomputes the attention core (a few % more compute)".into()
+        } else {
+            "selective recompute only drops the seq × seq attention tensors, which SDPA/flash never keeps: no saving here".into()
+        }),
+        Checkpointing::None => {}
+    }
+    if par.pp > 1 {
+        notes.push(format!(
+            "1F1B pipeline: the first stage holds {} micro-batches of activations in flight (min(pp, grad_accum))",
+            b.in_flight
+        ));
+    }
+    if setup.grad_accum > 1 {
+        notes.push(format!(
+            "gradient accumulation over {} micro-batches: memory of one micro-batch, gradients persist between them",
+            setup.grad_accum
+        ));
+    }
+    let s = &b.states;
+    if s.cpu_bytes > 0 || s.nvme_bytes > 0 {
+        notes.push(format!(
+            "offload: host RAM {} and NVMe {} for all {} ranks ({} / {} per rank)",
+            gib(cpu_total),
+            gib(nvme_total),
+            par.gpus,
+            gib(s.cpu_bytes),
+            gib(s.nvme_bytes)
+        ));
+    }
+    if setup.first_step {
+        notes.push(
+            "first-step view: optimizer states are created inside the first step(); later steps also hold them through forward/backward".into(),
+        );
+    }
+    if setup.attention == AttentionImpl::Eager {
+        notes.push(
+            "eager attention keeps batch × heads × seq × seq softmax tensors per layer; sdpa/flash keeps none".into(),
+        );
+    }
+    notes
+}

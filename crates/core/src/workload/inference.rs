@@ -1,0 +1,60 @@
+//! Serving or batch inference: what is run and with which dtypes.
+
+use super::defaults;
+use crate::dtype::DType;
+use crate::quant::QuantSpec;
+use serde::{Deserialize, Serialize};
+
+/// Serving or batch inference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InferenceSetup {
+    /// storage dtype of unquantized weights (and of everything that stays 16-bit)
+    pub weight_dtype: DType,
+    /// weight-only quantization applied (from the checkpoint or `--dtype int4|int8|fp8`)
+    pub quant: Option<QuantSpec>,
+    pub kv_dtype: DType,
+    /// sequences processed together in one prefill step
+    pub batch: u64,
+    /// sequences whose KV cache is resident at once (≥ batch)
+    pub concurrency: u64,
+    /// tokens per sequence: prompt + generated
+    pub context: u64,
+    /// logits materialised in fp32 (an upcast before sampling or loss)
+    pub logits_fp32: bool,
+    /// paged KV block size in tokens (vLLM default 16)
+    pub block_size: u64,
+}
+
+impl Default for InferenceSetup {
+    fn default() -> Self {
+        InferenceSetup {
+            weight_dtype: defaults::WEIGHT_DTYPE,
+            quant: None,
+            kv_dtype: defaults::KV_DTYPE,
+            batch: defaults::BATCH,
+            concurrency: defaults::BATCH,
+            context: defaults::CONTEXT,
+            logits_fp32: false,
+            block_size: defaults::BLOCK_SIZE,
+        }
+    }
+}
+
+impl InferenceSetup {
+    /// dtype of activations and unquantized weights during compute.
+    pub fn weight_dtype_compute(&self) -> DType {
+        match &self.quant {
+            Some(q) => q.compute_dtype,
+            None if self.weight_dtype.is_compute_float() => self.weight_dtype,
+            None => DType::F16,
+        }
+    }
+
+    /// The weight format in words: the quantization label, else the dtype.
+    pub fn weights_label(&self) -> String {
+        match &self.quant {
+            Some(q) => q.label.clone(),
+            None => self.weight_dtype.name().to_string(),
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! What is done with a model: the task, its sizes and dtypes, how it is
+//! split over GPUs, and the runtime overhead assumed per process. Plain
+//! data, its defaults ([`defaults`]), its limits ([`limits`]) and the one
+//! check of it ([`validate()`]). The formulas that size it live in
+//! `crate::infer` and `crate::train`, which import from here (never the
+//! other way round).
+
+pub mod defaults;
+mod inference;
+pub mod limits;
+mod parallel;
+mod training;
+pub mod validate;
+
+pub use inference::InferenceSetup;
+pub use parallel::{Offload, Parallelism, Sharding};
+pub use training::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainSetup};
+pub use validate::{validate, Field, WorkloadError};
+
+use crate::runtime::RuntimeSetup;
+use serde::{Deserialize, Serialize};
+
+/// A job on a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub task: Task,
+    pub parallelism: Parallelism,
+    pub runtime: RuntimeSetup,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            task: Task::Inference(InferenceSetup::default()),
+            parallelism: Parallelism::default(),
+            runtime: RuntimeSetup::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "task")]
+pub enum Task {
+    Inference(InferenceSetup),
+    Train(TrainSetup),
+}

@@ -1,0 +1,148 @@
+//! How a job is split over GPUs: tensor, pipeline and data parallelism,
+//! ZeRO / FSDP sharding of model states, offload.
+
+use serde::{Deserialize, Serialize};
+
+/// ZeRO / FSDP sharding of model states over data-parallel ranks.
+///
+/// One spelling per audience: the serde name (`none`, `zero1`, `zero2`,
+/// `zero3`, from `rename_all`) in every JSON document, [`Sharding::label`] /
+/// [`Parallelism::sharding_label`] (`ZeRO-2`, `FSDP FULL_SHARD`) in sentences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sharding {
+    /// plain data parallelism: every rank holds everything
+    #[default]
+    None,
+    /// ZeRO-1: optimizer states sharded
+    Zero1,
+    /// ZeRO-2 / FSDP SHARD_GRAD_OP: + gradients sharded
+    Zero2,
+    /// ZeRO-3 / FSDP FULL_SHARD: + parameters sharded
+    Zero3,
+}
+
+impl Sharding {
+    pub const ALL: [Sharding; 4] = [Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3];
+
+    pub fn stage(self) -> u8 {
+        match self {
+            Sharding::None => 0,
+            Sharding::Zero1 => 1,
+            Sharding::Zero2 => 2,
+            Sharding::Zero3 => 3,
+        }
+    }
+
+    pub fn from_stage(stage: u8) -> Option<Sharding> {
+        Sharding::ALL.into_iter().find(|s| s.stage() == stage)
+    }
+
+    /// How a sentence names it with DeepSpeed's words (`ZeRO-2`; `none`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Sharding::None => "none",
+            Sharding::Zero1 => "ZeRO-1",
+            Sharding::Zero2 => "ZeRO-2",
+            Sharding::Zero3 => "ZeRO-3",
+        }
+    }
+}
+
+/// Where offloaded state goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Offload {
+    #[default]
+    None,
+    Cpu,
+    Nvme,
+}
+
+impl Offload {
+    pub const ALL: [Offload; 3] = [Offload::None, Offload::Cpu, Offload::Nvme];
+
+    /// The JSON spelling (the serde name), also the DeepSpeed `device` value.
+    pub fn key(self) -> &'static str {
+        match self {
+            Offload::None => "none",
+            Offload::Cpu => "cpu",
+            Offload::Nvme => "nvme",
+        }
+    }
+
+    pub fn is_some(self) -> bool {
+        self != Offload::None
+    }
+}
+
+/// How the job is split over GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Parallelism {
+    /// total GPUs (= tp × pp × dp)
+    pub gpus: u64,
+    /// tensor-parallel degree (Megatron column/row splits)
+    pub tp: u64,
+    /// pipeline stages
+    pub pp: u64,
+    pub sharding: Sharding,
+    /// FSDP spelling of the sharding was used (affects names in output only)
+    pub fsdp: bool,
+    /// Megatron sequence parallelism (with tp > 1)
+    pub sequence_parallel: bool,
+    /// offload optimizer states (and, with ZeRO-3, parameters)
+    pub offload_optimizer: Offload,
+    pub offload_params: Offload,
+}
+
+impl Default for Parallelism {
+    fn default() -> Self {
+        Parallelism {
+            gpus: 1,
+            tp: 1,
+            pp: 1,
+            sharding: Sharding::None,
+            fsdp: false,
+            sequence_parallel: false,
+            offload_optimizer: Offload::None,
+            offload_params: Offload::None,
+        }
+    }
+}
+
+impl Parallelism {
+    /// Data-parallel degree.
+    pub fn dp(&self) -> u64 {
+        let tp_pp = self.tp.max(1).saturating_mul(self.pp.max(1));
+        (self.gpus / tp_pp).max(1)
+    }
+
+    /// The sharding as a sentence names it: `ZeRO-1`, `ZeRO-2`, `ZeRO-3`, or
+    /// FSDP's `SHARD_GRAD_OP` / `FULL_SHARD` when FSDP was asked for.
+    pub fn sharding_label(&self) -> &'static str {
+        match (self.sharding, self.fsdp) {
+            (Sharding::Zero2, true) => "FSDP SHARD_GRAD_OP",
+            (Sharding::Zero3, true) => "FSDP FULL_SHARD",
+            (s, _) => s.label(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_json_spelling_per_value() {
+        for s in Sharding::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(serde_json::from_value::<Sharding>(json.clone()).unwrap(), s);
+            // the JSON name is the label's words in lower case without the dash (ZeRO-2 → zero2)
+            assert_eq!(json, s.label().to_ascii_lowercase().replace('-', ""));
+            assert_eq!(Sharding::from_stage(s.stage()), Some(s));
+        }
+        for o in Offload::ALL {
+            assert_eq!(serde_json::to_value(o).unwrap(), o.key());
+        }
+    }
+}

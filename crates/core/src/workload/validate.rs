@@ -1,0 +1,277 @@
+//! The one check of a workload against a model.
+//!
+//! Every rule a workload must satisfy lives here: sizes against
+//! [`super::limits`], the parallel layout (GPUs = TP × PP × DP, TP divides
+//! the heads, PP at most the layers), ZeRO / offload / sequence-parallel
+//! rules, inference dtypes and concurrency, the LoRA shape and targets, the
+//! position table and the runtime margin. Each rule is a small function
+//! returning data (a [`WorkloadError`] naming its [`Field`]); the sentence
+//! is rendered separately by [`WorkloadError::render`], with a name for
+//! each field: core writes field ids (`batch`, `grad-accum`), the CLI its
+//! flags (`--batch`, or `train_micro_batch_size_per_gpu` when a DeepSpeed
+//! config set it).
+
+use super::limits::{
+    MAX_BLOCK_SIZE, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_RANK, MAX_MODEL_PARALLEL, MAX_SEQUENCES, MAX_TOKENS,
+};
+use super::{InferenceSetup, LoraTargets, Offload, Parallelism, Sharding, Task, TrainKind, TrainSetup, Workload};
+pub use crate::error::{Field, WorkloadError};
+use crate::model::{ModelSpec, Positional};
+use crate::params::{LinearRole, ParamLayout};
+use crate::runtime::RuntimeSetup;
+
+/// Check `workload` against `model`: the first rule broken, or `Ok`.
+pub fn validate(model: &ModelSpec, workload: &Workload) -> Result<(), WorkloadError> {
+    match &workload.task {
+        Task::Inference(s) => inference(model, s, &workload.parallelism, &workload.runtime),
+        Task::Train(t) => training(model, t, &workload.parallelism, &workload.runtime),
+    }
+}
+
+/// The rules of an inference job.
+pub fn inference(
+    model: &ModelSpec,
+    s: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+) -> Result<(), WorkloadError> {
+    size(Field::Batch, s.batch, MAX_SEQUENCES)?;
+    size(Field::Concurrency, s.concurrency, MAX_SEQUENCES)?;
+    size(Field::Context, s.context, MAX_TOKENS)?;
+    size(Field::BlockSize, s.block_size, MAX_BLOCK_SIZE)?;
+    layout(model, par)?;
+    no_training_parallelism(par)?;
+    if s.batch > s.concurrency {
+        return Err(WorkloadError::BatchOverConcurrency { batch: s.batch, concurrency: s.concurrency });
+    }
+    if s.kv_dtype.bits() < 8 {
+        return Err(WorkloadError::KvDtype { dtype: s.kv_dtype.name() });
+    }
+    match &s.quant {
+        None if !s.weight_dtype.is_compute_float() => {
+            return Err(WorkloadError::IntegerWeights { dtype: s.weight_dtype.name() })
+        }
+        None => {}
+        Some(q) => {
+            if q.group_size == Some(0) {
+                return Err(WorkloadError::Zero { field: Field::GroupSize });
+            }
+            q.validate().map_err(|e| WorkloadError::Quantization { reason: e.to_string() })?;
+        }
+    }
+    positions(model, Field::Context, s.context)?;
+    runtime(rt)
+}
+
+/// The rules of a training job.
+pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &RuntimeSetup) -> Result<(), WorkloadError> {
+    size(Field::Batch, t.batch, MAX_SEQUENCES)?;
+    size(Field::Seq, t.seq, MAX_TOKENS)?;
+    size(Field::GradAccum, t.grad_accum, MAX_GRAD_ACCUM)?;
+    layout(model, par)?;
+    sharding(par)?;
+    if t.kind != TrainKind::Full {
+        lora(model, t)?;
+    }
+    positions(model, Field::Seq, t.seq)?;
+    runtime(rt)
+}
+
+/// A size is at least 1 and at most its limit.
+fn size(field: Field, value: u64, limit: u64) -> Result<(), WorkloadError> {
+    if value == 0 {
+        Err(WorkloadError::Zero { field })
+    } else if value > limit {
+        Err(WorkloadError::TooLarge { field, value, limit })
+    } else {
+        Ok(())
+    }
+}
+
+/// GPUs = TP × PP × DP; TP divides the attention heads; PP at most the layers.
+fn layout(model: &ModelSpec, par: &Parallelism) -> Result<(), WorkloadError> {
+    // TP and PP first: an unset GPU count defaults to their product
+    size(Field::Tp, par.tp, MAX_MODEL_PARALLEL)?;
+    size(Field::Pp, par.pp, MAX_MODEL_PARALLEL)?;
+    size(Field::Gpus, par.gpus, MAX_GPUS)?;
+    // both at most 2^12: the product cannot overflow
+    if !par.gpus.is_multiple_of(par.tp * par.pp) {
+        return Err(WorkloadError::GpusNotMultiple { gpus: par.gpus, tp: par.tp, pp: par.pp });
+    }
+    if !model.num_heads.is_multiple_of(par.tp) {
+        return Err(WorkloadError::TpSplitsHeads { tp: par.tp, heads: model.num_heads });
+    }
+    if par.pp > model.num_layers {
+        return Err(WorkloadError::PpOverLayers { pp: par.pp, layers: model.num_layers });
+    }
+    Ok(())
+}
+
+/// Sharding, offload and sequence parallelism exist for training only.
+fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
+    let field = if par.sharding != Sharding::None {
+        Field::Sharding
+    } else if par.offload_optimizer.is_some() || par.offload_params.is_some() {
+        Field::Offload
+    } else if par.sequence_parallel {
+        Field::SequenceParallel
+    } else {
+        return Ok(());
+    };
+    Err(WorkloadError::TrainingOnly { field })
+}
+
+/// ZeRO with pipelines, offload and sequence parallelism.
+fn sharding(par: &Parallelism) -> Result<(), WorkloadError> {
+    if par.sequence_parallel && par.tp == 1 {
+        return Err(WorkloadError::SequenceParallelWithoutTp);
+    }
+    // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 (gradient and parameter
+    // partitioning conflict with per-micro-batch pipeline gradients); FSDP is not DeepSpeed.
+    if par.pp > 1 && !par.fsdp && par.sharding.stage() >= 2 {
+        return Err(WorkloadError::ShardedPipeline { stage: par.sharding.stage(), pp: par.pp });
+    }
+    offload_rules(par.sharding, par.offload_optimizer, par.offload_params)
+}
+
+/// Offload needs sharded states: the optimizer's at ZeRO-1 or more, the
+/// parameters' at ZeRO-3 (what DeepSpeed accepts; also what a launch config
+/// for a plan must respect).
+pub fn offload_rules(sharding: Sharding, optimizer: Offload, params: Offload) -> Result<(), WorkloadError> {
+    if params.is_some() && sharding != Sharding::Zero3 {
+        return Err(WorkloadError::ParamOffloadNeedsZero3);
+    }
+    if optimizer.is_some() && sharding == Sharding::None {
+        return Err(WorkloadError::OptimizerOffloadNeedsZero);
+    }
+    Ok(())
+}
+
+/// LoRA rank and dropout, the base dtype, and targets that exist in the model.
+fn lora(model: &ModelSpec, t: &TrainSetup) -> Result<(), WorkloadError> {
+    size(Field::LoraRank, t.lora.rank, MAX_LORA_RANK)?;
+    if !(0.0..1.0).contains(&t.lora.dropout) {
+        return Err(WorkloadError::Probability { field: Field::LoraDropout, value: t.lora.dropout });
+    }
+    if let Some(d) = t.base_dtype.filter(|d| !d.is_compute_float()) {
+        return Err(WorkloadError::LoraBaseDtype { dtype: d.name() });
+    }
+    if t.lora.targets == LoraTargets::AllLinear {
+        return Ok(());
+    }
+    // a model the layout refuses is reported by the estimate itself
+    let Ok(layout) = ParamLayout::of(model) else { return Ok(()) };
+    lora_targets(model, &layout, &t.lora.targets).map(|_| ())
+}
+
+/// The linears that get LoRA adapters: PEFT's `all-linear` (every decoder
+/// linear but the output head and routers), or the listed modules, each of
+/// which must be a linear of the model.
+pub fn lora_targets(
+    model: &ModelSpec,
+    layout: &ParamLayout,
+    targets: &LoraTargets,
+) -> Result<Vec<String>, WorkloadError> {
+    let linears = layout.linear_module_names();
+    match targets {
+        LoraTargets::AllLinear => Ok(linears
+            .into_iter()
+            .filter(|n| layout.groups.iter().any(|g| &g.module == n && g.role() != Some(LinearRole::Router)))
+            .collect()),
+        LoraTargets::Modules(names) if names.is_empty() => Err(WorkloadError::NoLoraTargets),
+        LoraTargets::Modules(names) => match names.iter().find(|n| !linears.contains(n)) {
+            Some(name) => {
+                Err(WorkloadError::UnknownLoraTarget { name: name.clone(), family: model.family.name(), linears })
+            }
+            None => Ok(names.clone()),
+        },
+    }
+}
+
+/// A learned position table has exactly `max_position_embeddings` rows: a
+/// longer sequence cannot run at all (GPT-2: 1024).
+fn positions(model: &ModelSpec, field: Field, tokens: u64) -> Result<(), WorkloadError> {
+    if model.positional == Positional::Learned && tokens > model.max_position_embeddings {
+        return Err(WorkloadError::LearnedPositions {
+            field,
+            tokens,
+            model: model.name.clone(),
+            positions: model.max_position_embeddings,
+        });
+    }
+    Ok(())
+}
+
+/// The margin is a finite fraction (0.2 = the ×1.2 rule), at most 10.
+fn runtime(rt: &RuntimeSetup) -> Result<(), WorkloadError> {
+    if !rt.margin.is_finite() || !(0.0..=10.0).contains(&rt.margin) {
+        return Err(WorkloadError::Margin { value: rt.margin });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::quant::QuantSpec;
+
+    fn llama() -> ModelSpec {
+        ModelSpec::llama_like("tiny", 256, 4, 4, 4, 688, 32000)
+    }
+
+    fn infer(s: InferenceSetup, par: Parallelism) -> Result<(), WorkloadError> {
+        inference(&llama(), &s, &par, &RuntimeSetup::default())
+    }
+
+    #[test]
+    fn inference_rules_name_their_field() {
+        let d = InferenceSetup::default;
+        let p = Parallelism::default;
+        let field = |r: Result<(), WorkloadError>| r.unwrap_err().field();
+        assert_eq!(infer(d(), p()), Ok(()));
+        assert_eq!(field(infer(InferenceSetup { batch: 4, concurrency: 2, ..d() }, p())), Field::Batch);
+        assert_eq!(field(infer(InferenceSetup { kv_dtype: DType::I4, ..d() }, p())), Field::KvDtype);
+        assert_eq!(field(infer(InferenceSetup { weight_dtype: DType::I8, ..d() }, p())), Field::Dtype);
+        let g0 = QuantSpec { group_size: Some(0), ..QuantSpec::int(4, 128, DType::F16) };
+        assert_eq!(field(infer(InferenceSetup { quant: Some(g0), ..d() }, p())), Field::GroupSize);
+        assert_eq!(field(infer(InferenceSetup { block_size: 0, ..d() }, p())), Field::BlockSize);
+        assert_eq!(field(infer(InferenceSetup { context: 1 << 40, ..d() }, p())), Field::Context);
+        assert_eq!(field(infer(d(), Parallelism { gpus: 2, sharding: Sharding::Zero1, ..p() })), Field::Sharding);
+        assert_eq!(field(infer(d(), Parallelism { gpus: 3, tp: 2, ..p() })), Field::Gpus);
+        let mut gpt2 = llama();
+        gpt2.positional = Positional::Learned;
+        gpt2.max_position_embeddings = 1024;
+        let e = inference(&gpt2, &InferenceSetup { context: 2048, ..d() }, &p(), &RuntimeSetup::default());
+        assert!(matches!(e, Err(WorkloadError::LearnedPositions { field: Field::Context, positions: 1024, .. })));
+        let rt = RuntimeSetup { margin: f64::NAN, ..RuntimeSetup::default() };
+        assert_eq!(inference(&llama(), &d(), &p(), &rt).unwrap_err().field(), Field::Margin);
+    }
+
+    #[test]
+    fn batch_limit_is_one_for_both_tasks() {
+        use super::super::limits::MAX_SEQUENCES;
+        let t = TrainSetup { batch: MAX_SEQUENCES + 1, ..TrainSetup::default() };
+        let rt = RuntimeSetup::default();
+        let e = training(&llama(), &t, &Parallelism::default(), &rt).unwrap_err();
+        assert_eq!(e, WorkloadError::TooLarge { field: Field::Batch, value: MAX_SEQUENCES + 1, limit: MAX_SEQUENCES });
+        let s =
+            InferenceSetup { batch: MAX_SEQUENCES + 1, concurrency: MAX_SEQUENCES + 1, ..InferenceSetup::default() };
+        assert_eq!(infer(s, Parallelism::default()).unwrap_err().field(), Field::Batch);
+        let t = TrainSetup { batch: MAX_SEQUENCES, seq: 1, ..TrainSetup::default() };
+        assert_eq!(training(&llama(), &t, &Parallelism::default(), &rt), Ok(()));
+    }
+
+    #[test]
+    fn offload_needs_the_right_stage() {
+        assert_eq!(offload_rules(Sharding::Zero2, Offload::Cpu, Offload::None), Ok(()));
+        assert_eq!(
+            offload_rules(Sharding::Zero2, Offload::Cpu, Offload::Cpu),
+            Err(WorkloadError::ParamOffloadNeedsZero3)
+        );
+        assert_eq!(
+            offload_rules(Sharding::None, Offload::Cpu, Offload::None),
+            Err(WorkloadError::OptimizerOffloadNeedsZero)
+        );
+    }
+}
