@@ -5,8 +5,9 @@ use crate::Outcome;
 use anyhow::{anyhow, bail, Context};
 use std::path::PathBuf;
 use vramfit_catalog::mig::{builtin_mig_tables, find_mig_table, MigTable};
+use vramfit_core::quantity::{self, looks_like_quantity, QuantityError};
 use vramfit_core::{DType, InferenceSetup, ParamLayout, Task, Workload};
-use vramfit_mig::{MigGpu, Refusal, Service, ServiceKind};
+use vramfit_mig::{training_state_bytes, MigGpu, Refusal, Service, ServiceKind, TRAIN_BYTES_PER_PARAM};
 use vramfit_report::mig::{
     render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, InstanceInfo, LayoutInfo, MigGpuInfo,
     MigPlanReport, MigProfilesReport, ProfileInfo, RefusalInfo, ServiceInfo,
@@ -86,10 +87,6 @@ pub fn run(args: MigArgs) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Bytes per parameter kept by mixed-precision Adam training: 2 (bf16
-/// weights) + 2 (grads) + 4 + 4 + 4 (fp32 master, m, v) = 16 (ZeRO paper,
-/// Rajbhandari et al. 2020, §3.1). A lower bound: activations not counted.
-const TRAIN_BYTES_PER_PARAM: u64 = 16;
 /// Default context of a model service, tokens.
 const DEFAULT_CONTEXT: u64 = 4096;
 /// Default int4 group size when `dtype=int4` is asked for (the common GPTQ/AWQ setting).
@@ -159,101 +156,22 @@ fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::ok(out))
 }
 
-/// Does `s` look like a size rather than a model name: an optional sign,
-/// a number (digits and dots, optionally an exponent), optional spaces, then
-/// letters only (the unit)? `-1GiB`, `0GiB`, `1..2GiB`, `12 GiB` do;
-/// `llama-2-7b`, `01-ai/Yi-6B` do not.
-fn size_like(s: &str) -> bool {
-    let t = s.trim();
-    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
-    let num_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    if !t[..num_end].chars().any(|c| c.is_ascii_digit()) {
-        return false;
-    }
-    let mut rest = &t[num_end..];
-    // an exponent: e30, E+3, e-2
-    if let Some(e) = rest.strip_prefix(['e', 'E']) {
-        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
-        let d = e.find(|c: char| !c.is_ascii_digit()).unwrap_or(e.len());
-        if d > 0 {
-            rest = &e[d..];
-        }
-    }
-    rest.trim_start().chars().all(|c| c.is_ascii_alphabetic())
+/// A MIG service's `SIZE` or `MODEL`: a size when the value looks like a
+/// typed quantity ([`looks_like_quantity`]: `12GiB`, `-1GiB`, `7B`), read
+/// by the one quantity parser of core (sizes need a unit; `7B` is refused
+/// as a size, it is a parameter count); `None` means a model name. A size
+/// that is negative, zero, or not a number is an error, never a model lookup.
+/// `flag` names the service in errors (`service 'chat'`).
+pub fn parse_size(flag: &str, s: &str) -> Option<Result<u64, QuantityError>> {
+    looks_like_quantity(s).then(|| quantity::parse_size(flag, s, 1..=u64::MAX))
 }
 
-/// `12GiB`, `4.5GB`, `800MiB` → bytes. `None` when `s` does not look like a
-/// size ([`size_like`]): it is then a model name. A size that is negative,
-/// zero, or not a number is an error, never a model lookup.
-pub fn parse_size(s: &str) -> Option<anyhow::Result<u64>> {
-    let s = s.trim();
-    if !size_like(s) {
-        return None;
-    }
-    let body = s.strip_prefix('+').unwrap_or(s);
-    if body.starts_with('-') {
-        return Some(Err(anyhow!("size {s} must be positive")));
-    }
-    let split = body
-        .char_indices()
-        .find(|&(i, c)| {
-            !(c.is_ascii_digit()
-                || c == '.'
-                || (c == 'e' || c == 'E')
-                    && body[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '+' || d == '-')
-                || (c == '+' || c == '-') && i > 0 && body[..i].ends_with(['e', 'E']))
-        })
-        .map(|(i, _)| i)
-        .unwrap_or(body.len());
-    let (num, unit) = body.split_at(split);
-    let unit = unit.trim();
-    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
-        "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1048576.0,
-        "gib" => 1073741824.0,
-        "tib" => 1099511627776.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        "" => return Some(Err(anyhow!("size {s} has no unit: write e.g. 12GiB or 12GB"))),
-        "g" | "m" | "k" | "t" => {
-            return Some(Err(anyhow!(
-                "size {s}: unit '{unit}' is ambiguous: write {num}{unit}iB (binary) or {num}{unit}B"
-            )))
-        }
-        _ => return Some(Err(anyhow!("size {s}: unknown unit '{unit}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"))),
-    };
-    let v: f64 = match num.parse() {
-        Ok(v) => v,
-        Err(_) => return Some(Err(anyhow!("size {s}: '{num}' is not a number"))),
-    };
-    if v <= 0.0 {
-        return Some(Err(anyhow!("size {s} must be positive")));
-    }
-    let b = (v * mult).ceil();
-    if !(b.is_finite() && (1.0..1.8e19).contains(&b)) {
-        return Some(Err(anyhow!("size {s} is out of range")));
-    }
-    Some(Ok(b as u64))
-}
+/// Largest parameter count `params=` accepts (10^16: far beyond any model).
+const MAX_PARAMS: u64 = 10_000_000_000_000_000;
 
-/// `13B`, `7.6B`, `350M` → parameter count.
-fn parse_params(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('B') => (&t[..t.len() - 1], 1e9),
-        Some('M') => (&t[..t.len() - 1], 1e6),
-        Some('T') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| anyhow!("params '{s}' is not a count like 13B or 350M"))?;
-    let p = (v * mult).round();
-    if !(p.is_finite() && (1.0..1e16).contains(&p)) {
-        bail!("params '{s}' is out of range");
-    }
-    Ok(p as u64)
+/// `params=13B`, `7.6B`, `350M` → parameter count (`B` is billions here).
+fn parse_params(flag: &str, s: &str) -> Result<u64, QuantityError> {
+    quantity::parse_count(flag, s, 1..=MAX_PARAMS)
 }
 
 /// A parsed `--service` with how it was sized.
@@ -286,28 +204,23 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
         kv.push((k, v.trim().to_string()));
     }
     let get = |keys: &[&str]| kv.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.clone());
-    let num = |keys: &[&str]| -> anyhow::Result<Option<u64>> {
-        match get(keys) {
-            None => Ok(None),
-            Some(v) => match v.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => bail!("{}: {} must be a positive integer, not '{v}'", ctx(), keys[0]),
-            },
-        }
+    // counts: `ctx=8k`, `conc=16` (core::quantity; the estimator checks the limits)
+    let num = |keys: &[&str]| -> Result<Option<u64>, QuantityError> {
+        get(keys).map(|v| quantity::parse_count(&format!("{}: {}", ctx(), keys[0]), &v, 1..=u64::MAX)).transpose()
     };
     let kind = match get(&["task"]).as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("infer") | Some("inference") | Some("serve") => ServiceKind::Inference,
         Some("train") | Some("training") | Some("finetune") => ServiceKind::Training,
         Some(other) => bail!("{}: task '{other}' is not infer or train", ctx()),
     };
-    if let Some(size) = parse_size(target) {
-        let need = size.map_err(|e| anyhow!("service '{name}': {e}"))?;
+    if let Some(size) = parse_size(&format!("service '{name}'"), target) {
+        let need = size?;
         for k in ["ctx", "context", "conc", "concurrency", "batch", "dtype"] {
             if get(&[k]).is_some() {
                 bail!("{}: '{k}' applies to a model, not to a raw size", ctx());
             }
         }
-        let params = get(&["params"]).map(|p| parse_params(&p)).transpose().with_context(ctx)?;
+        let params = get(&["params"]).map(|p| parse_params(&format!("{}: params", ctx()), &p)).transpose()?;
         return Ok(Sized {
             service: Service { name: name.into(), need_bytes: need, kind, params },
             sized_by: format!("given: {target}"),
@@ -323,7 +236,7 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
         if kv.iter().any(|(k, _)| k != "task") {
             bail!("{}: training services take no ctx/conc/batch/dtype here; give a measured size instead (NAME=40GiB:task=train)", ctx());
         }
-        let need = vramfit_core::units::product("training state", &[params, TRAIN_BYTES_PER_PARAM])?;
+        let need = training_state_bytes(params)?;
         return Ok(Sized {
             service: Service { name: name.into(), need_bytes: need, kind, params: Some(params) },
             sized_by: format!(
@@ -470,17 +383,17 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("12GiB").unwrap().unwrap(), 12 << 30);
-        assert_eq!(parse_size("4.5GB").unwrap().unwrap(), 4_500_000_000);
-        assert_eq!(parse_size("800 MiB").unwrap().unwrap(), 800 << 20);
-        assert!(parse_size("12G").unwrap().is_err());
-        assert!(parse_size("12").unwrap().is_err());
-        assert!(parse_size("1e30GiB").unwrap().is_err());
-        assert!(parse_size("llama-2-7b").is_none());
-        assert!(parse_size("01-ai/Yi-6B").is_none());
-        assert_eq!(parse_size("1.5e1GiB").unwrap().unwrap(), 15 << 30);
-        assert_eq!(parse_size("+2GiB").unwrap().unwrap(), 2 << 30);
-        assert_eq!(parse_params("13B").unwrap(), 13_000_000_000);
+        assert_eq!(parse_size("size", "12GiB").unwrap().unwrap(), 12 << 30);
+        assert_eq!(parse_size("size", "4.5GB").unwrap().unwrap(), 4_500_000_000);
+        assert_eq!(parse_size("size", "800 MiB").unwrap().unwrap(), 800 << 20);
+        assert!(parse_size("size", "12G").unwrap().is_err());
+        assert!(parse_size("size", "12").unwrap().is_err());
+        assert!(parse_size("size", "1e30GiB").unwrap().is_err());
+        assert!(parse_size("size", "llama-2-7b").is_none());
+        assert!(parse_size("size", "01-ai/Yi-6B").is_none());
+        assert_eq!(parse_size("size", "1.5e1GiB").unwrap().unwrap(), 15 << 30);
+        assert_eq!(parse_size("size", "+2GiB").unwrap().unwrap(), 2 << 30);
+        assert_eq!(parse_params("params", "13B").unwrap(), 13_000_000_000);
     }
 
     #[test]
