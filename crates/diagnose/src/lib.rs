@@ -19,6 +19,7 @@ pub mod size;
 pub mod snapshot;
 pub mod summary;
 pub mod svg;
+mod text;
 
 use serde::Serialize;
 

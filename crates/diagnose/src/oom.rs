@@ -11,6 +11,7 @@
 
 use crate::other_frameworks::{self, OtherOom};
 use crate::size::{parse_size, Size};
+use crate::text::{floor_boundary, re, squash, LineIndex};
 use regex::Regex;
 use serde::Serialize;
 use std::sync::OnceLock;
@@ -191,12 +192,6 @@ pub enum OomKind {
     Other(OtherOom),
 }
 
-fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
-    // The patterns are literals in this file, tested below; a failure here
-    // is a programming error caught by every test run.
-    cell.get_or_init(|| Regex::new(pat).unwrap_or_else(|e| panic!("bad built-in regex {pat}: {e}")))
-}
-
 const SIZE: &str = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]i?B))";
 
 fn requested_re() -> &'static Regex {
@@ -248,35 +243,6 @@ fn frame_re() -> &'static Regex {
 fn ds_usage_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     re(&C, r"MA ([\d.]+) GB\s+Max_MA ([\d.]+) GB\s+CA ([\d.]+) GB\s+Max_CA ([\d.]+) GB")
-}
-
-/// Largest index ≤ i on a char boundary.
-pub(crate) fn floor_boundary(s: &str, mut i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// Collapse whitespace runs to one space (messages wrapped over lines).
-fn squash(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut space = false;
-    for c in s.chars() {
-        if c.is_whitespace() {
-            if !space {
-                out.push(' ');
-            }
-            space = true;
-        } else {
-            out.push(c);
-            space = false;
-        }
-    }
-    out
 }
 
 fn size_at(caps: &regex::Captures, i: usize) -> Option<Size> {
@@ -442,29 +408,6 @@ fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> C
         })
     });
     Context { frames, activity, forward_of, deepspeed: deepspeed || deepspeed_usage.is_some(), deepspeed_usage }
-}
-
-/// Line numbers by byte offset (1-based).
-struct LineIndex {
-    newlines: Vec<usize>,
-}
-
-impl LineIndex {
-    fn new(text: &str) -> Self {
-        // match_indices runs std's (optimised) memchr even in debug builds
-        LineIndex { newlines: text.match_indices('\n').map(|(i, _)| i).collect() }
-    }
-    fn line(&self, offset: usize) -> usize {
-        self.newlines.partition_point(|&n| n < offset) + 1
-    }
-    fn line_start(&self, offset: usize) -> usize {
-        let i = self.newlines.partition_point(|&n| n < offset);
-        if i == 0 {
-            0
-        } else {
-            self.newlines[i - 1] + 1
-        }
-    }
 }
 
 /// Offsets where a PyTorch message starts: "CUDA out of memory." or a

@@ -5,8 +5,8 @@
 //! DeepSpeed OOMs are PyTorch messages with DeepSpeed frames; they are
 //! recognised in [`crate::oom`] (frames, `see_memory_usage` lines).
 
-use crate::oom::floor_boundary;
 use crate::size::{parse_size, Size};
+use crate::text::{floor_boundary, re};
 use regex::Regex;
 use serde::Serialize;
 use std::sync::OnceLock;
@@ -81,10 +81,6 @@ pub enum OtherOom {
     Mps { allocated: Size, other: Size, max_allowed: Size, requested: Size, pool: String },
     /// `CUDA error: out of memory` / `CUBLAS_STATUS_ALLOC_FAILED` / NCCL
     CudaError { text: String },
-}
-
-fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(pat).unwrap_or_else(|e| panic!("bad built-in regex {pat}: {e}")))
 }
 
 const XSIZE: &str = r"(\d+(?:\.\d+)? ?(?:[KMGTP]i?B|B|bytes))";
