@@ -5,8 +5,22 @@ mod common;
 use common::json;
 
 fn snap(name: &str, args: &[&str], code: i32) {
-    let v = json(args, code);
+    let mut v = json(args, code);
+    repo_relative(&mut v);
     insta::assert_json_snapshot!(name, v);
+}
+
+/// Paths of the fixtures read are written from the repository root
+/// (`<repo>/…`), so the snapshots hold in any checkout.
+fn repo_relative(v: &mut serde_json::Value) {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let root = std::path::Path::new(root).canonicalize().unwrap().display().to_string();
+    match v {
+        serde_json::Value::String(s) => *s = s.replace(&root, "<repo>"),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(repo_relative),
+        serde_json::Value::Object(m) => m.values_mut().for_each(repo_relative),
+        _ => {}
+    }
 }
 
 #[test]
