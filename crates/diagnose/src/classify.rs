@@ -1,20 +1,32 @@
 //! Why an OOM happened, from its numbers alone: pure functions of parsed
-//! values, each verdict with the arithmetic that led to it and the fixes in
-//! the order they cost.
+//! values, each verdict with the arithmetic that led to it, the main cause
+//! and the other contributors with their share of the card, and the fixes
+//! in the order they cost.
 //!
-//! PyTorch rules (R = request, T = total, F = device free, A = allocated,
-//! U = reserved but unallocated, O = memory of other processes):
-//! 1. `R > T` → **request-exceeds-card**: no allocator setting helps.
-//! 2. `F ≥ R` clearly (beyond print rounding) → **unexplained** unless a
-//!    memory-fraction cap explains it (then genuine shortage of the cap).
-//! 3. `F + U ≥ R` → **fragmentation**. By the time PyTorch prints the
-//!    message it has already freed every unsplit cached block
+//! PyTorch rules, first that holds decides the main cause (R = request,
+//! T = total, F = device free, A = allocated, U = reserved but unallocated,
+//! O = memory of other users of the card, M = the effectively-full margin,
+//! max(2 MiB page, 1% of T), plus ≤1.4's segment rounding of R):
+//! 0. `F > T`, or figures that contradict each other → **unexplained**;
+//!    but `R > T` is decisive even then → **request-exceeds-card**.
+//! 1. `F ≥ R + M` → **unexplained** unless a memory-fraction cap explains
+//!    it. `R ≤ F < R + M` is not room: the card is effectively full, and
+//!    the rules below decide.
+//! 2. O is more than this job holds and asks for (`O > A + U + R`) →
+//!    **other-process**, even when the cache could serve the request.
+//! 3. `U ≥ R`, U material → **fragmentation**. By the time PyTorch prints
+//!    the message it has already freed every unsplit cached block
 //!    (`release_cached_blocks`, CUDACachingAllocator.cpp: "The only
 //!    remaining cached memory is split from a larger block that is
 //!    partially in-use"), so U is free bytes stuck inside segments that
 //!    still hold live tensors; expandable segments let it be reused.
-//! 4. `F + U + O ≥ R`, O material → **other-process**.
-//! 5. otherwise → **genuine-shortage**, gap = `R − (F + U)`.
+//! 4. O material and needed (`F + U < R ≤ F + U + O`; O read from NVML's
+//!    process list or a pasted nvidia-smi table may also merely suffice)
+//!    → **other-process**.
+//! 5. Only free and cache together cover R: **fragmentation**, unless what
+//!    they leave (`F + U − R`) is under M → the card is full:
+//!    **genuine-shortage** with fragmentation as a contributor.
+//! 6. otherwise → **genuine-shortage**, gap = `R − (F + U)`.
 
 mod fixes;
 mod other;
@@ -38,6 +50,9 @@ pub enum OomClass {
     Unexplained,
     /// the message lacks the numbers needed
     Unknown,
+    /// a serving engine's own memory budget left nothing (vLLM's
+    /// `gpu_memory_utilization` share had no room for KV-cache blocks)
+    Budget,
 }
 
 impl OomClass {
@@ -49,6 +64,7 @@ impl OomClass {
             OomClass::GenuineShortage => "genuine-shortage",
             OomClass::Unexplained => "unexplained",
             OomClass::Unknown => "unknown",
+            OomClass::Budget => "budget",
         }
     }
 }
@@ -87,9 +103,36 @@ pub struct Figure {
     pub bytes: u64,
 }
 
+/// A cause and the bytes of the card it accounts for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cause {
+    pub class: OomClass,
+    /// what the bytes are, e.g. "live tensors", "cached but unallocated"
+    pub what: String,
+    pub bytes: Option<u64>,
+    /// `bytes` over the card's total capacity (above 1 for a request larger
+    /// than the card); null where the total or the bytes are unknown
+    pub share: Option<f64>,
+}
+
+impl Cause {
+    pub(crate) fn new(class: OomClass, what: &str, bytes: Option<u64>, total: Option<u64>) -> Cause {
+        let share = match (bytes, total) {
+            (Some(b), Some(t)) if t > 0 => Some(b as f64 / t as f64),
+            _ => None,
+        };
+        Cause { class, what: what.to_string(), bytes, share }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
+    /// the main cause's class (kept as the verdict's key)
     pub class: OomClass,
+    /// the condition that explains most of the failure
+    pub main_cause: Cause,
+    /// the other conditions that hold, largest first
+    pub contributors: Vec<Cause>,
     pub headline: String,
     /// the figures, in the order the reasoning uses them
     pub figures: Vec<Figure>,
@@ -117,6 +160,21 @@ pub const OTHER_PROCESS_MIN: u64 = 256 * MIB;
 /// match its own and prints "Process N" instead of "this process").
 pub const SELF_PID_SLACK: u64 = 4 * GIB;
 
+/// Free memory this close above the request is not room: the driver maps
+/// memory in 2 MiB pages and keeps some for page tables and its own
+/// structures, so the card is effectively full. The issue's bound: a few
+/// MiB, or well under 5% of the card; 1% of the card here (e.g. 72 MiB of
+/// "free" beyond an 8.13 GiB request on a 10.76 GiB card is not room).
+pub const EFFECTIVELY_FULL_SHARE: f64 = 0.01;
+/// The driver's large-page granularity.
+pub const DRIVER_PAGE: u64 = 2 * MIB;
+/// Memory beyond a context that is only inferred (no process list) counts
+/// as another user's when it is at least this share of the card: a larger
+/// context, the desktop or driver state take a few hundred MiB on any card.
+pub const INFERRED_OTHER_MIN_SHARE: f64 = 0.05;
+/// Live tensors are listed as a contributor from this share of the card.
+pub const CONTRIBUTOR_MIN_SHARE: f64 = 0.01;
+
 /// `12.50 MiB`-style figure for reasoning text.
 pub fn b(bytes: u64) -> String {
     if bytes >= GIB {
@@ -137,9 +195,11 @@ fn fig(name: &str, bytes: u64) -> Figure {
 /// Verdict for any event.
 pub fn classify(e: &OomEvent) -> Verdict {
     match &e.kind {
-        OomKind::Torch(t) => torch::classify_torch(t, e.context.activity),
+        OomKind::Torch(t) => torch::classify_torch_with(t, e.context.activity, e.context.nvidia_smi.as_ref()),
         OomKind::TorchPartial { requested, .. } => Verdict {
             class: OomClass::Unknown,
+            main_cause: Cause::new(OomClass::Unknown, "the request", requested.as_ref().map(|r| r.bytes), None),
+            contributors: Vec::new(),
             headline: match requested {
                 Some(r) => format!("PyTorch OOM for {} (the rest of the message is missing)", r.text),
                 None => "PyTorch OOM (message cut before its numbers)".to_string(),
@@ -151,6 +211,6 @@ pub fn classify(e: &OomEvent) -> Verdict {
             gap_bytes: None,
             fixes: fixes::partial_message(),
         },
-        OomKind::Other(o) => other::classify_other(o),
+        OomKind::Other(o) => other::classify_other(o, e.context.nvidia_smi.as_ref()),
     }
 }

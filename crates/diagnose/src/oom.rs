@@ -9,6 +9,7 @@
 //! "cached" figure is `amount_cached - amount_allocated` (cached but
 //! unallocated) and the 1.5+ "reserved in total by PyTorch" is all reserved.
 
+use crate::nvidia_smi::{self, NvidiaSmi};
 use crate::other_frameworks::{self, OtherOom};
 use crate::size::{parse_size, Size};
 use crate::text::{floor_boundary, re, squash, LineIndex};
@@ -103,6 +104,8 @@ pub struct Context {
     pub forward_of: Option<String>,
     pub deepspeed: bool,
     pub deepspeed_usage: Option<DeepSpeedUsage>,
+    /// an nvidia-smi table pasted in the same text (its GPU memory cells and process rows)
+    pub nvidia_smi: Option<NvidiaSmi>,
 }
 
 /// One PyTorch CUDA OOM, numbers as printed.
@@ -203,7 +206,7 @@ fn old_re() -> &'static Regex {
     re(
         &C,
         &format!(
-            r"\(GPU (\d+); {SIZE} total capacity; {SIZE} already allocated; (?:{SIZE} current active; )?{SIZE} free; (?:{SIZE} allowed; )?{SIZE} (reserved in total by PyTorch|cached)\)"
+            r"\(GPU (\d+); {SIZE} total capacity; {SIZE} already allocated; (?:{SIZE} current active; )?{SIZE} free; (?:{SIZE} allowed; )?{SIZE} (reserved in total by PyTorch|cached)\)?"
         ),
     )
 }
@@ -407,7 +410,14 @@ fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> C
             max_reserved: g(4)?,
         })
     });
-    Context { frames, activity, forward_of, deepspeed: deepspeed || deepspeed_usage.is_some(), deepspeed_usage }
+    Context {
+        frames,
+        activity,
+        forward_of,
+        deepspeed: deepspeed || deepspeed_usage.is_some(),
+        deepspeed_usage,
+        nvidia_smi: None,
+    }
 }
 
 /// Offsets where a PyTorch message starts: "CUDA out of memory." or a
@@ -450,6 +460,7 @@ pub const MAX_EVENTS: usize = 200;
 /// appearance.
 pub fn scan(text: &str) -> Vec<OomEvent> {
     let idx = LineIndex::new(text);
+    let smi = nvidia_smi::parse(text);
     let mut raw: Vec<(usize, OomKind)> = Vec::new();
     let starts = message_starts(text);
     for (i, &s) in starts.iter().enumerate() {
@@ -477,7 +488,8 @@ pub fn scan(text: &str) -> Vec<OomEvent> {
             continue;
         }
         let exception = exc_re().captures_iter(prefix).last().and_then(|c| Some(c.get(1)?.as_str().to_string()));
-        let context = context_from(text, s, |o| idx.line(o));
+        let mut context = context_from(text, s, |o| idx.line(o));
+        context.nvidia_smi = smi.clone();
         events.push(OomEvent { line, occurrences: 1, lines: vec![line], rank, exception, context, kind });
     }
     events

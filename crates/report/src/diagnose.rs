@@ -307,6 +307,13 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
             }
             vramfit_diagnose::other_frameworks::OtherOom::CudaError { .. } => "CUDA runtime".to_string(),
             vramfit_diagnose::other_frameworks::OtherOom::Mps { .. } => "PyTorch MPS (Apple)".to_string(),
+            vramfit_diagnose::other_frameworks::OtherOom::LegacyThc { .. } => "PyTorch ≤0.4 (THC)".to_string(),
+            vramfit_diagnose::other_frameworks::OtherOom::TensorFlowDriver { .. } => {
+                "TensorFlow (StreamExecutor)".to_string()
+            }
+            vramfit_diagnose::other_frameworks::OtherOom::AllocatorRetries { .. } => {
+                "PyTorch allocator (DeepSpeed warning)".to_string()
+            }
             _ => "vLLM".to_string(),
         },
     };

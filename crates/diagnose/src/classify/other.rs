@@ -1,13 +1,18 @@
 //! Verdicts for the OOMs of other frameworks (JAX/XLA, TensorFlow, vLLM,
-//! Apple MPS, raw CUDA errors): one function per message kind.
+//! Apple MPS) and for messages without figures (raw CUDA errors, legacy
+//! THC, TensorFlow's StreamExecutor, allocator retries): one function per
+//! message kind. A message without free/total figures is `unknown`, with
+//! the next step that would tell the cause; an nvidia-smi table pasted
+//! beside it is named as evidence.
 
-use super::{b, fig, fix, FixCost, OomClass, Verdict, OTHER_PROCESS_MIN, XLA_SMALL_PROGRAM};
+use super::{b, fig, fix, Cause, FixCost, OomClass, Verdict, OTHER_PROCESS_MIN, XLA_SMALL_PROGRAM};
+use crate::nvidia_smi::NvidiaSmi;
 use crate::other_frameworks::{OtherOom, VllmProfile, XlaBuffer};
 use crate::size::Size;
 
 /// Verdict for a non-PyTorch OOM.
-pub(crate) fn classify_other(o: &OtherOom) -> Verdict {
-    match o {
+pub(crate) fn classify_other(o: &OtherOom, smi: Option<&NvidiaSmi>) -> Verdict {
+    let mut v = match o {
         OtherOom::Xla { requested, total_allocation, fragmentation, peak_buffers, .. } => {
             xla(requested, total_allocation, fragmentation, peak_buffers)
         }
@@ -21,7 +26,50 @@ pub(crate) fn classify_other(o: &OtherOom) -> Verdict {
         }
         OtherOom::Mps { allocated, other, max_allowed, requested, .. } => mps(allocated, other, max_allowed, requested),
         OtherOom::CudaError { text } => cuda_error(text),
+        OtherOom::LegacyThc { text } => legacy_thc(text),
+        OtherOom::TensorFlowDriver { requested } => tensorflow_driver(requested),
+        OtherOom::AllocatorRetries { retries } => allocator_retries(*retries),
+    };
+    if let Some(smi) = smi {
+        v.reasoning.extend(nvidia_smi_evidence(smi));
     }
+    v
+}
+
+/// What a pasted nvidia-smi table shows, for messages without figures:
+/// the cards in use and the processes holding them.
+fn nvidia_smi_evidence(smi: &NvidiaSmi) -> Vec<String> {
+    let mut out = Vec::new();
+    let busy: Vec<String> = smi
+        .gpus
+        .iter()
+        .filter(|g| g.used as f64 >= 0.5 * g.total as f64)
+        .map(|g| {
+            format!(
+                "GPU {} {} of {} ({:.0}%)",
+                g.index,
+                b(g.used),
+                b(g.total),
+                g.used as f64 * 100.0 / g.total.max(1) as f64
+            )
+        })
+        .collect();
+    let idle: Vec<String> =
+        smi.gpus.iter().filter(|g| (g.used as f64) < 0.05 * g.total as f64).map(|g| g.index.to_string()).collect();
+    if !busy.is_empty() {
+        out.push(format!(
+            "The nvidia-smi table in the log (line {}) shows {} in use{}: another job on that card leaves this one no room; run on an idle card (CUDA_VISIBLE_DEVICES) or stop the other job.",
+            smi.line,
+            busy.join(", "),
+            if idle.is_empty() { String::new() } else { format!(" while GPU {} idle", idle.join(", ")) }
+        ));
+    }
+    let procs: Vec<String> =
+        smi.processes.iter().map(|p| format!("GPU {} PID {} {} {}", p.gpu, p.pid, p.name, b(p.used))).collect();
+    if !procs.is_empty() {
+        out.push(format!("Processes it lists: {}.", procs.join(", ")));
+    }
+    out
 }
 
 /// JAX/XLA: fragmentation when the program's own fragmentation is a
@@ -61,6 +109,13 @@ fn xla(
     };
     Verdict {
         class,
+        main_cause: Cause::new(
+            class,
+            if class == OomClass::Unexplained { "memory taken before the program ran" } else { "the compiled program" },
+            Some(total_allocation.as_ref().map(|t| t.bytes).unwrap_or(requested.bytes)),
+            None,
+        ),
+        contributors: Vec::new(),
         headline: format!("XLA could not allocate {} ({} bytes)", b(requested.bytes), requested.bytes),
         figures,
         reasoning,
@@ -94,7 +149,9 @@ fn tensorflow(
     node: &Option<String>,
 ) -> Verdict {
     Verdict {
-    class: OomClass::GenuineShortage,
+    class: OomClass::Unknown,
+    main_cause: Cause::new(OomClass::Unknown, "the request", *bytes, None),
+    contributors: Vec::new(),
     headline: format!(
         "TensorFlow could not allocate a {} tensor{}",
         bytes.map(b).unwrap_or_else(|| "?".into()),
@@ -102,7 +159,7 @@ fn tensorflow(
     ),
     figures: bytes.iter().map(|&x| fig("requested", x)).collect(),
     reasoning: vec![format!(
-        "Shape {:?} of {} = {}{}. The BFC allocator message carries no free/total figures, so only the request size is known.",
+        "Shape {:?} of {} = {}{}. The BFC allocator message carries no free/total figures, so only the request size is known: the cause (the job's own tensors, TensorFlow's own preallocation of the card, another process) cannot be told from it. Its Stats block (Limit/InUse/MaxInUse, printed with TF_CPP_MIN_LOG_LEVEL=0) or report_tensor_allocations_upon_oom would tell.",
         shape,
         dtype.as_deref().unwrap_or("unknown dtype"),
         bytes.map(b).unwrap_or_else(|| "unknown bytes".into()),
@@ -119,7 +176,7 @@ fn tensorflow(
 
 /// vLLM: no room for a single KV block.
 fn vllm_no_cache_blocks(profile: &Option<VllmProfile>) -> Verdict {
-    let mut reasoning = vec!["vLLM reserves gpu_memory_utilization × total for itself; after the weights and the profiling peak nothing was left for a single KV block.".to_string()];
+    let mut reasoning = vec!["vLLM reserves gpu_memory_utilization × total for itself; after the weights and the profiling peak nothing was left for a single KV block: the budget, not the card, ran out (the memory outside the budget was never offered).".to_string()];
     let mut figures = vec![];
     if let Some(p) = profile {
         if let (Some(t), Some(u)) = (p.total_gpu_memory, p.gpu_memory_utilization) {
@@ -137,7 +194,9 @@ fn vllm_no_cache_blocks(profile: &Option<VllmProfile>) -> Verdict {
         }
     }
     Verdict {
-        class: OomClass::GenuineShortage,
+        class: OomClass::Budget,
+        main_cause: budget_cause(profile),
+        contributors: Vec::new(),
         headline: "vLLM: no memory left for the KV cache".to_string(),
         figures,
         reasoning,
@@ -166,6 +225,8 @@ fn vllm_no_cache_blocks(profile: &Option<VllmProfile>) -> Verdict {
 fn vllm_max_len_tokens(max_model_len: &u64, kv_cache_tokens: &u64) -> Verdict {
     Verdict {
     class: OomClass::GenuineShortage,
+    main_cause: Cause::new(OomClass::GenuineShortage, "the KV cache for one max_model_len sequence", None, None),
+    contributors: Vec::new(),
     headline: format!("vLLM: the KV cache holds {kv_cache_tokens} tokens, max_model_len is {max_model_len}"),
     figures: vec![],
     reasoning: vec![format!(
@@ -190,6 +251,13 @@ fn vllm_max_len_memory(
 ) -> Verdict {
     Verdict {
         class: OomClass::GenuineShortage,
+        main_cause: Cause::new(
+            OomClass::GenuineShortage,
+            "KV cache needed beyond what is available",
+            Some(needed.bytes.saturating_sub(available.bytes)),
+            None,
+        ),
+        contributors: Vec::new(),
         headline: format!(
             "vLLM: one {max_model_len}-token request needs {} of KV cache, {} available",
             needed.text, available.text
@@ -286,6 +354,25 @@ fn mps(allocated: &Size, other: &Size, max_allowed: &Size, requested: &Size) -> 
     };
     Verdict {
         class,
+        main_cause: Cause::new(
+            class,
+            if class == OomClass::RequestExceedsCard {
+                "the request"
+            } else if o >= a && o >= OTHER_PROCESS_MIN {
+                "Metal memory outside PyTorch's allocator"
+            } else {
+                "PyTorch's MPS allocations"
+            },
+            Some(if class == OomClass::RequestExceedsCard {
+                r
+            } else if o >= a && o >= OTHER_PROCESS_MIN {
+                o
+            } else {
+                a
+            }),
+            Some(m),
+        ),
+        contributors: Vec::new(),
         headline,
         figures: vec![fig("allocated", a), fig("other", o), fig("allowed", m), fig("requested", r)],
         reasoning,
@@ -298,6 +385,8 @@ fn mps(allocated: &Size, other: &Size, max_allowed: &Size, requested: &Size) -> 
 fn cuda_error(text: &str) -> Verdict {
     Verdict {
     class: OomClass::Unknown,
+    main_cause: Cause::new(OomClass::Unknown, "memory outside the caching allocator", None, None),
+    contributors: Vec::new(),
     headline: format!("{text}: memory outside PyTorch's caching allocator ran out"),
     figures: vec![],
     reasoning: vec!["This error comes from a raw CUDA call (context creation, NCCL buffers, cuBLAS/cuDNN handles), not from the caching allocator, so no figures are printed. It usually means the card was already full of cached tensors or of another process when a library asked for its own memory.".to_string()],
@@ -307,4 +396,82 @@ fn cuda_error(text: &str) -> Verdict {
         fix(FixCost::Setting, "set torch.cuda.set_per_process_memory_fraction(0.95) or NCCL_BUFFSIZE lower", "leaves headroom for library allocations"),
     ],
 }
+}
+
+/// vLLM's budget (`gpu_memory_utilization` × total) as the main cause, with
+/// its share of the card when the profile line gives both.
+fn budget_cause(profile: &Option<VllmProfile>) -> Cause {
+    let total = profile.as_ref().and_then(|p| p.total_gpu_memory);
+    let budget = profile.as_ref().and_then(|p| Some((p.total_gpu_memory? as f64 * p.gpu_memory_utilization?) as u64));
+    Cause::new(OomClass::Budget, "vLLM's gpu_memory_utilization budget", budget, total)
+}
+
+fn unknown(
+    headline: String,
+    figures: Vec<super::Figure>,
+    bytes: Option<u64>,
+    reasoning: Vec<String>,
+    fixes: Vec<super::Fix>,
+) -> Verdict {
+    Verdict {
+        class: OomClass::Unknown,
+        main_cause: Cause::new(OomClass::Unknown, "the request", bytes, None),
+        contributors: Vec::new(),
+        headline,
+        figures,
+        reasoning,
+        gap_bytes: None,
+        fixes,
+    }
+}
+
+/// PyTorch ≤ 0.4's THC message: no figures at all.
+fn legacy_thc(text: &str) -> Verdict {
+    unknown(
+        format!("{text}: PyTorch ≤ 0.4 (THC) printed no figures"),
+        vec![],
+        None,
+        vec!["The legacy THC allocator's message carries no request, free or total figures, so the cause cannot be told from it.".to_string()],
+        vec![
+            fix(FixCost::Housekeeping, "check the card while the job runs (nvidia-smi --query-gpu=memory.used,memory.total --format=csv -l 1)", "shows whether the job or another process fills it"),
+            fix(FixCost::Setting, "upgrade PyTorch (≥ 1.0 prints the request, free and reserved figures; ≥ 2.1 the processes on the card)", "the figures decide the cause"),
+            fix(FixCost::Workload, "halve the batch size", "the usual first step while the cause is unknown"),
+        ],
+    )
+}
+
+/// TensorFlow's StreamExecutor could not get memory from the driver.
+fn tensorflow_driver(requested: &Size) -> Verdict {
+    unknown(
+        format!("TensorFlow could not get {} from the driver (CUDA_ERROR_OUT_OF_MEMORY)", b(requested.bytes)),
+        vec![fig("requested", requested.bytes)],
+        Some(requested.bytes),
+        vec![format!(
+            "cuMemAlloc of {} bytes failed in TensorFlow's StreamExecutor. It usually comes from TensorFlow reserving most of the card at start-up (or growing its region) while another process, or another framework in the same process, already holds memory; the line has no free/total figures.",
+            requested.bytes
+        )],
+        vec![
+            fix(FixCost::Setting, "tf.config.experimental.set_memory_growth(gpu, True) (or TF_FORCE_GPU_ALLOW_GROWTH=true)", "TensorFlow then takes memory as it needs it instead of most of the card"),
+            fix(FixCost::Housekeeping, "check other processes on the card (nvidia-smi)", "another job's memory is not available to this one"),
+            fix(FixCost::Workload, "lower the batch size", "smaller activations"),
+        ],
+    )
+}
+
+/// DeepSpeed's warning that the allocator had to retry cudaMalloc after
+/// freeing its cache (`num_alloc_retries`): memory pressure, not yet an OOM.
+fn allocator_retries(retries: u64) -> Verdict {
+    unknown(
+        format!("{retries} cudaMalloc retries since the last step: the allocator is at the card's limit"),
+        vec![],
+        None,
+        vec![format!(
+            "Each retry means cudaMalloc failed, PyTorch freed its whole cache and tried again: a synchronising stall that only happens at the memory limit ({retries} since the last step). No OOM yet and no figures to name a cause; the next allocation that does not fit will fail."
+        )],
+        vec![
+            fix(FixCost::Setting, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "less fragmentation means fewer retries"),
+            fix(FixCost::Code, "print torch.cuda.memory_summary() at a step and run `vramfit diagnose` on it", "its figures tell fragmentation from a shortage"),
+            fix(FixCost::Workload, "lower the micro-batch or enable activation checkpointing", "headroom below the limit removes the retries"),
+        ],
+    )
 }

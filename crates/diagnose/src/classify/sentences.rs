@@ -3,7 +3,7 @@
 //! only this file says it in words.
 
 use super::torch::Ruling;
-use super::{b, OomClass};
+use super::{b, Cause};
 
 /// One step of the reasoning, as data.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,11 +29,32 @@ pub(crate) enum Note {
     CacheIsScraps { cached: u64, of_reserved: f64, allocated: String, share: f64 },
     Gap { free: String, cached: u64, sum: u64, requested: String, gap: u64, allocated: u64 },
     ExpandableRecoversPart { cached: u64, gap: u64 },
+    EffectivelyFull { free: String, requested: String, left: u64, margin: u64 },
+    ContradictionsBeside { list: Vec<String> },
+    OtherHoldsMost { other: u64, job: u64, share: Option<f64> },
+    FullWithCache { free: String, cached: u64, requested: String, left: u64, margin: u64 },
+    NvidiaSmiGpu { line: usize, gpu: u32, used: u64, total: u64 },
+    NvidiaSmiProcesses { line: usize, gpu: u32, own: Option<u64>, others: Vec<(u64, String, u64)>, sum: u64 },
+    Contributors { main: Cause, rest: Vec<Cause> },
+}
+
+fn share_text(c: &Cause) -> String {
+    match (c.bytes, c.share) {
+        (Some(bytes), Some(s)) => format!("{} ({:.0}% of the card)", b(bytes), s * 100.0),
+        (Some(bytes), None) => b(bytes),
+        _ => "—".to_string(),
+    }
 }
 
 impl Note {
+    /// The sentence of this step.
     pub fn sentence(&self) -> String {
-        match self {
+        self.figure_sentence().unwrap_or_else(|| self.rule_sentence())
+    }
+
+    /// Steps that state the figures and who holds the card.
+    fn figure_sentence(&self) -> Option<String> {
+        Some(match self {
             Note::Overview { device, requested, free, total, reserved, allocated, cached } => format!(
                 "GPU {device}: the allocator asked for {requested} with {free} free of {total}; PyTorch holds {} reserved, {} of it in live tensors and {} cached but unallocated.",
                 b(*reserved),
@@ -71,6 +92,13 @@ impl Note {
                 b(*allowance),
                 b(*other)
             ),
+            _ => return None,
+        })
+    }
+
+    /// Steps of the rules: what decided the cause.
+    fn rule_sentence(&self) -> String {
+        match self {
             Note::FreeAboveTotal { free, total } => format!(
                 "{free} free > {total} total: the driver reports the card's total wrongly (integrated GPUs with unified memory, e.g. AMD APUs, report a fixed carve-out as the total), so the verdict cannot rest on these figures."
             ),
@@ -121,6 +149,47 @@ impl Note {
                 b(*cached),
                 b(*gap)
             ),
+            Note::EffectivelyFull { free, requested, left, margin } => format!(
+                "{free} free ≥ {requested} requested, but only by {}: less than the {} the driver needs to place it (2 MiB pages, page tables, its own structures; 1% of the card), so the card is effectively full and the other figures decide.",
+                b(*left),
+                b(*margin)
+            ),
+            Note::ContradictionsBeside { list } => format!(
+                "Other figures contradict each other ({}; e.g. Windows' CUDA system-memory fallback lets allocations exceed the card), but the request alone decides: no setting places a tensor larger than the card.",
+                list.join("; ")
+            ),
+            Note::OtherHoldsMost { other, job, share } => format!(
+                "Other users of the card hold {}{}, more than this job's {} (reserved + the request): they are the main cause, whatever the cache could serve.",
+                b(*other),
+                share.map(|s| format!(" ({s:.0}% of the card)")).unwrap_or_default(),
+                b(*job)
+            ),
+            Note::FullWithCache { free, cached, requested, left, margin } => format!(
+                "{free} free + {} cached ≥ {requested} only together, and they would leave {} (under the {} effectively-full margin): the card is full of this job's tensors; the split cache only contributes (expandable_segments:True may get past this allocation, not the next).",
+                b(*cached),
+                b(*left),
+                b(*margin)
+            ),
+            Note::NvidiaSmiGpu { line, gpu, used, total } => format!(
+                "The nvidia-smi table in the log (line {line}) shows GPU {gpu} with {} of {} in use ({:.0}%), and no process rows.",
+                b(*used),
+                b(*total),
+                *used as f64 * 100.0 / (*total).max(1) as f64
+            ),
+            Note::NvidiaSmiProcesses { line, gpu, own, others, sum } => {
+                let list: Vec<String> =
+                    others.iter().map(|(pid, name, used)| format!("PID {pid} {name} {}", b(*used))).collect();
+                format!(
+                    "The nvidia-smi table in the log (line {line}) lists on GPU {gpu}: {}{}.",
+                    if list.is_empty() { "no other process".to_string() } else { format!("{} ({} in all)", list.join(", "), b(*sum)) },
+                    own.map(|p| format!("; PID {p} matches PyTorch's reserved bytes, so it is this process")).unwrap_or_default()
+                )
+            }
+            Note::Contributors { main, rest } => {
+                let rest: Vec<String> = rest.iter().map(|c| format!("{} {}", c.what, share_text(c))).collect();
+                format!("Main cause: {} {}; also contributing: {}.", main.what, share_text(main), rest.join(", "))
+            }
+            _ => String::new(),
         }
     }
 }
@@ -137,6 +206,7 @@ pub(crate) enum Headline {
     HeldElsewhere { other: u64, device: u32 },
     LiveTensorsFill { share: f64 },
     Gap { gap: u64 },
+    CardFull { need: u64, share: Option<f64> },
 }
 
 impl Headline {
@@ -157,6 +227,11 @@ impl Headline {
             }
             Headline::LiveTensorsFill { share } => format!("live tensors fill {share:.0}% of the card"),
             Headline::Gap { gap } => format!("{} more than the card can give", b(*gap)),
+            Headline::CardFull { need, share } => format!(
+                "the card is effectively full: live tensors + the request = {}{}",
+                b(*need),
+                share.map(|s| format!(" ({s:.0}% of the card)")).unwrap_or_default()
+            ),
         }
     }
 }
@@ -165,21 +240,24 @@ impl Headline {
 /// replayed figures (free on the device, the cache, the request).
 pub(crate) fn state_sentence(ruling: &Ruling, free: u64, cached: u64, requested: u64) -> String {
     let sum = free.saturating_add(cached);
-    match (ruling.class, ruling.gap) {
-        (OomClass::Fragmentation, _) => format!(
+    match &ruling.headline {
+        Headline::CacheUnusable { .. } => format!(
             "{} free on the device + {} cached = {} ≥ {} requested, but no single block fit",
             b(free),
             b(cached),
             b(sum),
             b(requested)
         ),
-        (OomClass::Unexplained, _) => format!("{} free ≥ {} requested", b(free), b(requested)),
-        (_, Some(gap)) => format!(
-            "{} free + {} cached < {} requested: {} short",
+        Headline::FreeCoversRequest => format!("{} free ≥ {} requested", b(free), b(requested)),
+        Headline::Gap { gap } => {
+            format!("{} free + {} cached < {} requested: {} short", b(free), b(cached), b(requested), b(*gap))
+        }
+        Headline::CardFull { .. } => format!(
+            "{} free + {} cached ≥ {} requested only together, leaving {}: the card is effectively full",
             b(free),
             b(cached),
             b(requested),
-            b(gap)
+            b(sum.saturating_sub(requested))
         ),
         _ => format!(
             "{} free + {} cached ≥ {} requested, but the cache is scraps (under {:.0}% of reserved): live tensors fill what PyTorch reserved",
