@@ -19,6 +19,6 @@ pub use error::MigError;
 pub use model::{check_layout, find_placement, LayoutError, MigGpu, Placed, Profile};
 pub use search::{
     plan, Advice, GpuLayout, Instance, Plan, Refusal, Service, ServiceKind, Throughput, LARGE_TRAINING_PARAMS,
-    MAX_SERVICES,
+    MAX_SERVICES, THROUGHPUT_ASSUMPTION,
 };
 pub use sizing::{training_state_bytes, TRAIN_BYTES_PER_PARAM};

@@ -201,11 +201,28 @@ pub struct Plan {
     pub gpus: usize,
     pub layouts: Vec<GpuLayout>,
     pub total_need_bytes: u64,
+    /// memory of the instances created (Σ their profiles' memory)
+    pub total_slice_bytes: u64,
     pub total_waste_bytes: u64,
     pub refused: Vec<Refusal>,
     pub advice: Vec<Advice>,
     pub search: SearchStats,
 }
+
+impl Plan {
+    /// Every service got an instance, on no more than `max_gpus` cards when
+    /// that many are available.
+    pub fn fits(&self, max_gpus: Option<usize>) -> bool {
+        self.refused.is_empty() && max_gpus.is_none_or(|m| self.gpus <= m)
+    }
+}
+
+/// How the throughput share of an instance is computed (printed with every plan).
+pub const THROUGHPUT_ASSUMPTION: &str = "compute share = the instance's SMs / the whole card's SMs (from the profile \
+table; where unknown, compute slices / 7 x 98/108, the A100 ratio). Seven 1g slices together are well under the whole \
+card (A100: 7 x 14 = 98 of 108 SMs = 91%; H100 SXM: 7 x 16 = 112 of 132 = 85%). Memory-bandwidth share = memory \
+slices / 8: LLM decode is usually bound by it. Instances share nothing else, so one service cannot slow another, \
+except through the shared PCIe link and power budget.";
 
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
@@ -603,7 +620,9 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
     let gpus = assignment.iter().map(|&(g, _)| g + 1).max().unwrap_or(0);
     let layouts: Vec<GpuLayout> = (0..gpus).map(|g| layout_of(gpu, services, &search.items, &assignment, g)).collect();
     let total_waste = layouts.iter().fold(0u64, |a, l| a.saturating_add(l.waste_bytes));
-    let total_need = layouts.iter().flat_map(|l| &l.instances).fold(0u64, |a, i| a.saturating_add(i.need_bytes));
+    let instances = || layouts.iter().flat_map(|l| &l.instances);
+    let total_need = instances().fold(0u64, |a, i| a.saturating_add(i.need_bytes));
+    let total_slice = instances().fold(0u64, |a, i| a.saturating_add(i.slice_bytes));
     let one_user = search.items.len() == 1 && refused.is_empty();
     let advice = advice(gpu, services, &search.items, &layouts, &usable, one_user);
     Ok(Plan {
@@ -612,6 +631,7 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
         gpus,
         layouts,
         total_need_bytes: total_need,
+        total_slice_bytes: total_slice,
         total_waste_bytes: total_waste,
         refused,
         advice,

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use vramfit_catalog::mig::{builtin_mig_tables, find_mig_table, MigTable};
 use vramfit_core::quantity::{self, looks_like_quantity, QuantityError};
 use vramfit_core::{DType, InferenceSetup, ParamLayout, Task, Workload};
-use vramfit_mig::{training_state_bytes, MigGpu, Refusal, Service, ServiceKind, TRAIN_BYTES_PER_PARAM};
+use vramfit_mig::{training_state_bytes, MigGpu, Service, ServiceKind, TRAIN_BYTES_PER_PARAM};
 use vramfit_report::mig::{
-    render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, InstanceInfo, LayoutInfo, MigGpuInfo,
-    MigPlanReport, MigProfilesReport, ProfileInfo, RefusalInfo, ServiceInfo,
+    profile_infos, render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, MigGpuInfo,
+    MigPlanReport, MigProfilesReport, ServiceInfo,
 };
 
 #[derive(clap::Args, Debug)]
@@ -118,35 +118,7 @@ fn load_table(t: &TableArgs) -> anyhow::Result<(MigGpu, MigTable)> {
 }
 
 fn gpu_info(gpu: &MigGpu, table: &MigTable) -> MigGpuInfo {
-    MigGpuInfo {
-        id: gpu.id.clone(),
-        name: gpu.name.clone(),
-        source: gpu.source.clone(),
-        memory_slices: gpu.memory_slices,
-        compute_slices: gpu.compute_slices,
-        whole_card_bytes: gpu.whole_card_bytes,
-        full_card_sms: gpu.full_card_sms,
-        pci_device_ids: table.pci_device_ids.clone(),
-    }
-}
-
-fn profile_infos(gpu: &MigGpu) -> Vec<ProfileInfo> {
-    gpu.profiles
-        .iter()
-        .map(|p| ProfileInfo {
-            name: p.name.clone(),
-            id: p.id,
-            compute_slices: p.compute_slices,
-            memory_slices: p.memory_slices,
-            max_instances: p.max_instances,
-            starts: p.starts.clone(),
-            memory_bytes: p.memory_bytes,
-            sm_count: p.sm_count,
-            special: p.special,
-            confirmed: p.confirmed,
-            note: p.note.clone(),
-        })
-        .collect()
+    MigGpuInfo::new(gpu, table.pci_device_ids.clone())
 }
 
 fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
@@ -274,99 +246,19 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
     })
 }
 
-fn refusal_kind(r: &Refusal) -> &'static str {
-    match r {
-        Refusal::TooLarge { .. } => "too_large",
-        Refusal::TrainingAcrossInstances { .. } => "training_across_instances",
-        Refusal::LargeTraining { .. } => "large_training",
-    }
-}
-
-fn advice_kind(a: &vramfit_mig::Advice) -> &'static str {
-    use vramfit_mig::Advice::*;
-    match a {
-        OneUser { .. } => "one_user",
-        UnconfirmedProfiles { .. } => "unconfirmed_profiles",
-        FourPlusThreeNeedsR510 { .. } => "four_plus_three_needs_r510",
-        TrainingInOneInstance { .. } => "training_in_one_instance",
-    }
-}
-
-/// How the throughput share is computed (printed with every plan).
-pub const THROUGHPUT_ASSUMPTION: &str = "compute share = the instance's SMs / the whole card's SMs (from the profile \
-table; where unknown, compute slices / 7 x 98/108, the A100 ratio). Seven 1g slices together are well under the whole \
-card (A100: 7 x 14 = 98 of 108 SMs = 91%; H100 SXM: 7 x 16 = 112 of 132 = 85%). Memory-bandwidth share = memory \
-slices / 8: LLM decode is usually bound by it. Instances share nothing else, so one service cannot slow another, \
-except through the shared PCIe link and power budget.";
-
 fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let (gpu, table) = load_table(&a.table)?;
     let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s)).collect::<anyhow::Result<_>>()?;
     let services: Vec<Service> = sized.iter().map(|s| s.service.clone()).collect();
     let plan = vramfit_mig::plan(&gpu, &services)?;
-    let layouts = plan
-        .layouts
+    let catalogue_note = table
+        .whole_card_note
         .iter()
-        .map(|l| LayoutInfo {
-            gpu: l.index,
-            memory_slices_used: l.memory_slices_used,
-            compute_slices_used: l.compute_slices_used,
-            waste_bytes: l.waste_bytes,
-            instances: l
-                .instances
-                .iter()
-                .map(|i| InstanceInfo {
-                    service: i.service.clone(),
-                    profile: i.profile.clone(),
-                    profile_id: i.profile_id,
-                    start: i.start,
-                    size: i.size,
-                    compute_slices: i.compute_slices,
-                    need_bytes: i.need_bytes,
-                    slice_bytes: i.slice_bytes,
-                    waste_bytes: i.waste_bytes,
-                    compute_share: i.throughput.compute_share,
-                    memory_bandwidth_share: i.throughput.memory_bandwidth_share,
-                    throughput_basis: i.throughput.basis.clone(),
-                    confirmed: i.confirmed,
-                })
-                .collect(),
-        })
+        .map(|note| AdviceInfo { kind: "unconfirmed_whole_card".into(), text: format!("whole-card memory: {note}") })
         .collect();
-    let refused = plan
-        .refused
-        .iter()
-        .map(|r| RefusalInfo { service: r.service().to_string(), kind: refusal_kind(r).into(), reason: r.reason() })
-        .collect();
-    let mut advice: Vec<AdviceInfo> =
-        plan.advice.iter().map(|x| AdviceInfo { kind: advice_kind(x).into(), text: x.text() }).collect();
-    if let Some(note) = &table.whole_card_note {
-        advice.push(AdviceInfo { kind: "unconfirmed_whole_card".into(), text: format!("whole-card memory: {note}") });
-    }
-    let service_info = sized
-        .iter()
-        .map(|s| ServiceInfo {
-            name: s.service.name.clone(),
-            need_bytes: s.service.need_bytes,
-            kind: match s.service.kind {
-                ServiceKind::Inference => "inference".into(),
-                ServiceKind::Training => "training".into(),
-            },
-            sized_by: s.sized_by.clone(),
-            params: s.service.params,
-        })
-        .collect();
-    let report = MigPlanReport::new(
-        gpu_info(&gpu, &table),
-        service_info,
-        layouts,
-        refused,
-        advice,
-        THROUGHPUT_ASSUMPTION.to_string(),
-        plan.search.nodes,
-        plan.search.lower_bound_gpus,
-    )
-    .with_max_gpus(a.max_gpus.map(|m| m as usize));
+    let service_info = sized.iter().map(|s| ServiceInfo::new(&s.service, s.sized_by.clone())).collect();
+    let max_gpus = a.max_gpus.map(|m| m as usize);
+    let report = MigPlanReport::from_plan(gpu_info(&gpu, &table), service_info, &plan, catalogue_note, max_gpus);
     let code = if report.fits { 0 } else { 1 };
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
