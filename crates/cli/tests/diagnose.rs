@@ -42,7 +42,13 @@ fn oom_log_text_and_json() {
     assert_eq!(ooms.len(), 2);
     assert_eq!(ooms[0]["event"]["rank"], 1);
     assert_eq!(ooms[0]["event"]["occurrences"], 2);
-    assert_eq!(ooms[0]["verdict"]["class"], "fragmentation");
+    // relabelled by issue 14 §1 (was "fragmentation"): the 1.59 GiB cache is smaller than the
+    // 3.39 GiB request and covers it only with the free 2.40 GiB, leaving 0.6 GiB of 79.32 GiB:
+    // the card is full, fragmentation only contributes
+    assert_eq!(ooms[0]["verdict"]["class"], "genuine-shortage");
+    assert_eq!(ooms[0]["verdict"]["main_cause"]["class"], "genuine-shortage");
+    assert_eq!(ooms[0]["verdict"]["contributors"][0]["class"], "fragmentation");
+    assert_eq!(ooms[0]["verdict"]["contributors"][0]["bytes"].as_u64(), Some(1_707_249_500));
     let t = &ooms[0]["event"]["message"];
     assert_eq!(t["framework"], "torch");
     // 3.39 GiB = 339 × 1073741824 / 100 = 3639984783.36 → 3639984783 bytes, an integer
@@ -52,11 +58,29 @@ fn oom_log_text_and_json() {
     assert!(j["estimate"].is_null());
 }
 
+/// Messages without figures are diagnosed (exit 0), never "not recognised" (issue 14 §1).
+#[test]
+fn messages_without_figures_exit_zero() {
+    for (f, class) in [
+        ("oom/thc_ncrfpp121_backward.txt", "unknown"),
+        ("oom/thc_neuralmotifs58.txt", "unknown"),
+        ("oom/cuda_tinycudann387.txt", "unknown"),
+        ("oom/tf_tf12237_driver_oom.txt", "unknown"),
+        ("oom/vllm_qwen12_budget.txt", "budget"),
+        ("oom/ds_easycontext11_cache_flushes.txt", "unknown"),
+    ] {
+        let j = json(&[&fx(f)]);
+        assert_eq!(j["diagnosis"]["ooms"][0]["verdict"]["class"], class, "{f}");
+        assert!(!j["diagnosis"]["ooms"][0]["verdict"]["fixes"].as_array().unwrap().is_empty(), "{f}");
+    }
+}
+
 #[test]
 fn other_frameworks_are_recognised() {
     for (f, class) in [
         ("oom/xla_afprofile8_stats.txt", "genuine-shortage"),
-        ("oom/tf_keras9643_gpu1.txt", "genuine-shortage"),
+        // relabelled by issue 14 §1 (was "genuine-shortage"): TensorFlow's shape-only OOM has no figures
+        ("oom/tf_keras9643_gpu1.txt", "unknown"),
         ("oom/vllm_v1_tpu223_estimated.txt", "genuine-shortage"),
     ] {
         let j = json(&[&fx(f)]);

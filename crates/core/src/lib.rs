@@ -30,6 +30,7 @@ pub mod model;
 pub mod params;
 pub mod plan;
 pub mod quant;
+pub mod quantity;
 pub mod runtime;
 pub mod train;
 pub mod units;

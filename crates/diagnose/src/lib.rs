@@ -1,6 +1,7 @@
 //! vramfit-diagnose: why a run ran out of GPU memory, from what the user
 //! already has: the error text (PyTorch of every era, JAX/XLA, TensorFlow,
-//! vLLM, DeepSpeed logs), `torch.cuda.memory_summary()`, a memory snapshot
+//! vLLM, DeepSpeed logs, an nvidia-smi table pasted beside them),
+//! `torch.cuda.memory_summary()`, a memory snapshot
 //! pickle (read without running any pickle code), or the training script.
 //!
 //! [`detect`] decides what the input is; [`diagnose`] parses it and
@@ -12,6 +13,7 @@ pub mod classify;
 pub mod culprit;
 pub mod input;
 pub mod lint;
+pub mod nvidia_smi;
 pub mod oom;
 pub mod other_frameworks;
 pub mod pickle;
@@ -19,6 +21,7 @@ pub mod size;
 pub mod snapshot;
 pub mod summary;
 pub mod svg;
+mod text;
 
 use serde::Serialize;
 

@@ -9,8 +9,10 @@
 //! "cached" figure is `amount_cached - amount_allocated` (cached but
 //! unallocated) and the 1.5+ "reserved in total by PyTorch" is all reserved.
 
+use crate::nvidia_smi::{self, NvidiaSmi};
 use crate::other_frameworks::{self, OtherOom};
 use crate::size::{parse_size, Size};
+use crate::text::{floor_boundary, re, squash, LineIndex};
 use regex::Regex;
 use serde::Serialize;
 use std::sync::OnceLock;
@@ -102,6 +104,8 @@ pub struct Context {
     pub forward_of: Option<String>,
     pub deepspeed: bool,
     pub deepspeed_usage: Option<DeepSpeedUsage>,
+    /// an nvidia-smi table pasted in the same text (its GPU memory cells and process rows)
+    pub nvidia_smi: Option<NvidiaSmi>,
 }
 
 /// One PyTorch CUDA OOM, numbers as printed.
@@ -191,12 +195,6 @@ pub enum OomKind {
     Other(OtherOom),
 }
 
-fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
-    // The patterns are literals in this file, tested below; a failure here
-    // is a programming error caught by every test run.
-    cell.get_or_init(|| Regex::new(pat).unwrap_or_else(|e| panic!("bad built-in regex {pat}: {e}")))
-}
-
 const SIZE: &str = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]i?B))";
 
 fn requested_re() -> &'static Regex {
@@ -208,7 +206,7 @@ fn old_re() -> &'static Regex {
     re(
         &C,
         &format!(
-            r"\(GPU (\d+); {SIZE} total capacity; {SIZE} already allocated; (?:{SIZE} current active; )?{SIZE} free; (?:{SIZE} allowed; )?{SIZE} (reserved in total by PyTorch|cached)\)"
+            r"\(GPU (\d+); {SIZE} total capacity; {SIZE} already allocated; (?:{SIZE} current active; )?{SIZE} free; (?:{SIZE} allowed; )?{SIZE} (reserved in total by PyTorch|cached)\)?"
         ),
     )
 }
@@ -248,35 +246,6 @@ fn frame_re() -> &'static Regex {
 fn ds_usage_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     re(&C, r"MA ([\d.]+) GB\s+Max_MA ([\d.]+) GB\s+CA ([\d.]+) GB\s+Max_CA ([\d.]+) GB")
-}
-
-/// Largest index ≤ i on a char boundary.
-pub(crate) fn floor_boundary(s: &str, mut i: usize) -> usize {
-    if i >= s.len() {
-        return s.len();
-    }
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// Collapse whitespace runs to one space (messages wrapped over lines).
-fn squash(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut space = false;
-    for c in s.chars() {
-        if c.is_whitespace() {
-            if !space {
-                out.push(' ');
-            }
-            space = true;
-        } else {
-            out.push(c);
-            space = false;
-        }
-    }
-    out
 }
 
 fn size_at(caps: &regex::Captures, i: usize) -> Option<Size> {
@@ -441,29 +410,13 @@ fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> C
             max_reserved: g(4)?,
         })
     });
-    Context { frames, activity, forward_of, deepspeed: deepspeed || deepspeed_usage.is_some(), deepspeed_usage }
-}
-
-/// Line numbers by byte offset (1-based).
-struct LineIndex {
-    newlines: Vec<usize>,
-}
-
-impl LineIndex {
-    fn new(text: &str) -> Self {
-        // match_indices runs std's (optimised) memchr even in debug builds
-        LineIndex { newlines: text.match_indices('\n').map(|(i, _)| i).collect() }
-    }
-    fn line(&self, offset: usize) -> usize {
-        self.newlines.partition_point(|&n| n < offset) + 1
-    }
-    fn line_start(&self, offset: usize) -> usize {
-        let i = self.newlines.partition_point(|&n| n < offset);
-        if i == 0 {
-            0
-        } else {
-            self.newlines[i - 1] + 1
-        }
+    Context {
+        frames,
+        activity,
+        forward_of,
+        deepspeed: deepspeed || deepspeed_usage.is_some(),
+        deepspeed_usage,
+        nvidia_smi: None,
     }
 }
 
@@ -507,6 +460,7 @@ pub const MAX_EVENTS: usize = 200;
 /// appearance.
 pub fn scan(text: &str) -> Vec<OomEvent> {
     let idx = LineIndex::new(text);
+    let smi = nvidia_smi::parse(text);
     let mut raw: Vec<(usize, OomKind)> = Vec::new();
     let starts = message_starts(text);
     for (i, &s) in starts.iter().enumerate() {
@@ -534,7 +488,8 @@ pub fn scan(text: &str) -> Vec<OomEvent> {
             continue;
         }
         let exception = exc_re().captures_iter(prefix).last().and_then(|c| Some(c.get(1)?.as_str().to_string()));
-        let context = context_from(text, s, |o| idx.line(o));
+        let mut context = context_from(text, s, |o| idx.line(o));
+        context.nvidia_smi = smi.clone();
         events.push(OomEvent { line, occurrences: 1, lines: vec![line], rank, exception, context, kind });
     }
     events

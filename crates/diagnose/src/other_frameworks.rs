@@ -1,12 +1,14 @@
 //! OOMs that are not PyTorch's caching-allocator message: JAX/XLA
-//! `RESOURCE_EXHAUSTED`, TensorFlow `OOM when allocating tensor`, vLLM's
-//! KV-cache start-up errors, and raw `CUDA error: out of memory` (memory
-//! the caching allocator does not manage: context, NCCL, cuBLAS handles).
+//! `RESOURCE_EXHAUSTED`, TensorFlow `OOM when allocating tensor` and its
+//! StreamExecutor `CUDA_ERROR_OUT_OF_MEMORY`, vLLM's KV-cache start-up
+//! errors, Apple MPS, raw `CUDA error: out of memory` (memory the caching
+//! allocator does not manage: context, NCCL, cuBLAS handles), the legacy
+//! THC `cuda runtime error (2)`, and DeepSpeed's allocator-retry warning.
 //! DeepSpeed OOMs are PyTorch messages with DeepSpeed frames; they are
 //! recognised in [`crate::oom`] (frames, `see_memory_usage` lines).
 
-use crate::oom::floor_boundary;
 use crate::size::{parse_size, Size};
+use crate::text::{floor_boundary, re};
 use regex::Regex;
 use serde::Serialize;
 use std::sync::OnceLock;
@@ -79,12 +81,16 @@ pub enum OtherOom {
     },
     /// Apple MPS: `MPS backend out of memory (MPS allocated: A, other allocations: O, max allowed: M). Tried to allocate R on private pool`
     Mps { allocated: Size, other: Size, max_allowed: Size, requested: Size, pool: String },
-    /// `CUDA error: out of memory` / `CUBLAS_STATUS_ALLOC_FAILED` / NCCL
+    /// `CUDA error: out of memory` / `CUBLAS_STATUS_ALLOC_FAILED` / `CUDA_ERROR_OUT_OF_MEMORY` / NCCL
     CudaError { text: String },
-}
-
-fn re(cell: &'static OnceLock<Regex>, pat: &str) -> &'static Regex {
-    cell.get_or_init(|| Regex::new(pat).unwrap_or_else(|e| panic!("bad built-in regex {pat}: {e}")))
+    /// PyTorch ≤ 0.4 (THC): `cuda runtime error (2) : out of memory at …/THCStorage.cu:58`, no figures
+    LegacyThc { text: String },
+    /// TensorFlow's StreamExecutor: `failed to allocate 1.51G (1617277696 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY`
+    #[serde(rename = "tensorflow_driver")]
+    TensorFlowDriver { requested: Size },
+    /// DeepSpeed ZeRO-3's warning `N pytorch allocator cache flushes since last step` (the allocator's
+    /// `num_alloc_retries`: cudaMalloc failed, the cache was freed and the call retried)
+    AllocatorRetries { retries: u64 },
 }
 
 const XSIZE: &str = r"(\d+(?:\.\d+)? ?(?:[KMGTP]i?B|B|bytes))";
@@ -156,8 +162,23 @@ fn cuda_err_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     re(
         &C,
-        r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|NCCL[^\n]{0,200}'out of memory'",
+        r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|NCCL[^\n]{0,200}'out of memory'",
     )
+}
+fn thc_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, r"cuda runtime error \(2\) ?: out of memory|THCudaCheck FAIL file=[^\n]{0,300}? error=2 : out of memory")
+}
+fn tf_driver_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(
+        &C,
+        r"failed to allocate [\d.]{1,12}[KMGT]? \((\d{1,20}) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY(?:: out of memory)?",
+    )
+}
+fn retries_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, r"(\d{1,12}) pytorch allocator cache flushes since last step")
 }
 
 /// Size of one element of a TensorFlow dtype name.
@@ -203,20 +224,79 @@ fn vllm_profile(text: &str, before: usize) -> Option<VllmProfile> {
 
 /// Every non-PyTorch OOM in `text`, with its byte offset.
 pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
-    let mut out = Vec::new();
-    // Each pattern runs only when its literal is present: std's substring
+    // Each scanner runs only when its literal is present: std's substring
     // search is fast in every build, the regex engine is not in debug.
     let has = |lits: &[&str]| lits.iter().any(|l| text.contains(l));
-    let xla = has(&["Out of memory while trying to allocate", "Out of memory allocating"]);
-    let tf = has(&["OOM when allocating tensor"]);
-    let vllm = has(&["No available memory for the cache blocks", "max seq len"]);
-    let cuda = has(&[
+    let mut out = Vec::new();
+    if has(&["Out of memory while trying to allocate", "Out of memory allocating"]) {
+        out.extend(scan_xla(text));
+    }
+    if has(&["OOM when allocating tensor"]) {
+        out.extend(scan_tensorflow(text));
+    }
+    if has(&["No available memory for the cache blocks", "max seq len"]) {
+        out.extend(scan_vllm(text));
+    }
+    if has(&["MPS backend out of memory"]) {
+        out.extend(scan_mps(text));
+    }
+    if has(&[
         "out of memory'",
         "CUDA error: out of memory",
         "CUBLAS_STATUS_ALLOC_FAILED",
         "cudaErrorMemoryAllocation",
-    ]);
-    for c in xla_re().captures_iter(if xla { text } else { "" }) {
+        "CUDA_ERROR_OUT_OF_MEMORY",
+    ]) {
+        out.extend(scan_cuda_errors(text));
+    }
+    if has(&[": out of memory"]) {
+        out.extend(scan_legacy_thc(text));
+    }
+    if has(&["pytorch allocator cache flushes"]) {
+        out.extend(retries_re().captures_iter(text).filter_map(|c| {
+            Some((c.get(0)?.start(), OtherOom::AllocatorRetries { retries: c.get(1)?.as_str().parse().ok()? }))
+        }));
+    }
+    out
+}
+
+/// XLA's BufferAssignment stats after one message, up to the next message.
+fn xla_stats(after: &str) -> std::collections::HashMap<String, Size> {
+    let mut stats = std::collections::HashMap::new();
+    for s in xla_stat_re().captures_iter(after) {
+        let (Some(k), Some(kind), Some(v)) = (s.get(1), s.get(2), s.get(3)) else { continue };
+        if let Some(sz) = parse_size(v.as_str()) {
+            stats.entry(format!("{} {}", k.as_str(), kind.as_str())).or_insert(sz);
+        }
+    }
+    stats
+}
+
+/// XLA's "Peak buffers" list: largest first, at most 5.
+fn xla_peak_buffers(after: &str) -> Vec<XlaBuffer> {
+    let mut peak_buffers = Vec::new();
+    let bufs: Vec<_> = xla_buf_re().captures_iter(after).collect();
+    for (i, b) in bufs.iter().enumerate() {
+        let (Some(whole), Some(sz)) = (b.get(0), b.get(1).and_then(|v| parse_size(v.as_str()))) else { continue };
+        let stop = bufs.get(i + 1).and_then(|n| n.get(0)).map(|n| n.start()).unwrap_or(after.len());
+        let body = &after[whole.end()..stop.max(whole.end())];
+        let field = |name: &str| {
+            body.lines().find_map(|l| l.trim().strip_prefix(name)).map(|v| v.trim().trim_matches('"').to_string())
+        };
+        peak_buffers.push(XlaBuffer {
+            size: sz,
+            shape: field("Shape:"),
+            operator: field("Operator: op_name=").map(|o| o.split('"').next().unwrap_or("").to_string()),
+        });
+    }
+    peak_buffers.sort_by_key(|b| std::cmp::Reverse(b.size.bytes));
+    peak_buffers.truncate(5);
+    peak_buffers
+}
+
+fn scan_xla(text: &str) -> Vec<(usize, OtherOom)> {
+    let mut out = Vec::new();
+    for c in xla_re().captures_iter(text) {
         let (Some(m), Some(n)) = (c.get(0), c.get(1)) else { continue };
         let Ok(bytes) = n.as_str().parse::<u64>() else { continue };
         let end = floor_boundary(text, m.end() + 8192);
@@ -226,30 +306,7 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
             Some(nx) => &after[..nx.start()],
             None => after,
         };
-        let mut stats = std::collections::HashMap::new();
-        for s in xla_stat_re().captures_iter(after) {
-            let (Some(k), Some(kind), Some(v)) = (s.get(1), s.get(2), s.get(3)) else { continue };
-            if let Some(sz) = parse_size(v.as_str()) {
-                stats.entry(format!("{} {}", k.as_str(), kind.as_str())).or_insert(sz);
-            }
-        }
-        let mut peak_buffers = Vec::new();
-        let bufs: Vec<_> = xla_buf_re().captures_iter(after).collect();
-        for (i, b) in bufs.iter().enumerate() {
-            let (Some(whole), Some(sz)) = (b.get(0), b.get(1).and_then(|v| parse_size(v.as_str()))) else { continue };
-            let stop = bufs.get(i + 1).and_then(|n| n.get(0)).map(|n| n.start()).unwrap_or(after.len());
-            let body = &after[whole.end()..stop.max(whole.end())];
-            let field = |name: &str| {
-                body.lines().find_map(|l| l.trim().strip_prefix(name)).map(|v| v.trim().trim_matches('"').to_string())
-            };
-            peak_buffers.push(XlaBuffer {
-                size: sz,
-                shape: field("Shape:"),
-                operator: field("Operator: op_name=").map(|o| o.split('"').next().unwrap_or("").to_string()),
-            });
-        }
-        peak_buffers.sort_by_key(|b| std::cmp::Reverse(b.size.bytes));
-        peak_buffers.truncate(5);
+        let mut stats = xla_stats(after);
         out.push((
             m.start(),
             OtherOom::Xla {
@@ -259,11 +316,16 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
                 temp_allocation: stats.remove("preallocated temp allocation"),
                 live_out_allocation: stats.remove("maybe_live_out allocation"),
                 fragmentation: stats.remove("total fragmentation"),
-                peak_buffers,
+                peak_buffers: xla_peak_buffers(after),
             },
         ));
     }
-    for c in tf_re().captures_iter(if tf { text } else { "" }) {
+    out
+}
+
+fn scan_tensorflow(text: &str) -> Vec<(usize, OtherOom)> {
+    let mut out = Vec::new();
+    for c in tf_re().captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
         let shape: Vec<u64> =
             c.get(1).map(|s| s.as_str().split(',').filter_map(|d| d.trim().parse().ok()).collect()).unwrap_or_default();
@@ -280,32 +342,24 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
         let node = tf_node_re()
             .captures(&text[m.end()..end])
             .and_then(|n| n.get(1).or(n.get(2)).map(|x| x.as_str().to_string()));
-        out.push((
-            m.start(),
-            OtherOom::TensorFlow {
-                shape,
-                dtype,
-                bytes,
-                device,
-                gpu,
-                allocator: c.get(4).map(|a| a.as_str().to_string()),
-                node,
-            },
-        ));
+        let allocator = c.get(4).map(|a| a.as_str().to_string());
+        out.push((m.start(), OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node }));
     }
-    let vtext = if vllm { text } else { "" };
-    for m in vllm_none_re().find_iter(vtext) {
+    out
+}
+
+fn scan_vllm(text: &str) -> Vec<(usize, OtherOom)> {
+    let mut out = Vec::new();
+    for m in vllm_none_re().find_iter(text) {
         out.push((m.start(), OtherOom::VllmNoCacheBlocks { profile: vllm_profile(text, m.start()) }));
     }
-    for c in vllm_tokens_re().captures_iter(vtext) {
+    for c in vllm_tokens_re().captures_iter(text) {
         let (Some(m), Some(a), Some(b)) = (c.get(0), c.get(1), c.get(2)) else { continue };
         let (Ok(max_model_len), Ok(kv_cache_tokens)) = (a.as_str().parse(), b.as_str().parse()) else { continue };
-        out.push((
-            m.start(),
-            OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, profile: vllm_profile(text, m.start()) },
-        ));
+        let profile = vllm_profile(text, m.start());
+        out.push((m.start(), OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, profile }));
     }
-    for c in vllm_mem_re().captures_iter(vtext) {
+    for c in vllm_mem_re().captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
         let (Some(len), Some(needed), Some(available)) = (
             c.get(1).and_then(|v| v.as_str().parse().ok()),
@@ -325,8 +379,12 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
             },
         ));
     }
-    let mps = has(&["MPS backend out of memory"]);
-    for c in mps_re().captures_iter(if mps { text } else { "" }) {
+    out
+}
+
+fn scan_mps(text: &str) -> Vec<(usize, OtherOom)> {
+    let mut out = Vec::new();
+    for c in mps_re().captures_iter(text) {
         let Some(m) = c.get(0) else { continue };
         let size = |i: usize| c.get(i).and_then(|v| parse_size(v.as_str()));
         let (Some(allocated), Some(other), Some(max_allowed), Some(requested)) = (size(1), size(2), size(3), size(4))
@@ -336,8 +394,46 @@ pub fn scan(text: &str) -> Vec<(usize, OtherOom)> {
         let pool = c.get(5).map(|p| p.as_str().to_string()).unwrap_or_default();
         out.push((m.start(), OtherOom::Mps { allocated, other, max_allowed, requested, pool }));
     }
-    for m in cuda_err_re().find_iter(if cuda { text } else { "" }) {
+    out
+}
+
+/// Raw CUDA errors; a TensorFlow StreamExecutor line carries its request
+/// and is reported as such (not twice).
+fn scan_cuda_errors(text: &str) -> Vec<(usize, OtherOom)> {
+    let mut out = Vec::new();
+    let mut driver_spans = Vec::new();
+    for c in tf_driver_re().captures_iter(text) {
+        let (Some(m), Some(n)) = (c.get(0), c.get(1)) else { continue };
+        let Ok(bytes) = n.as_str().parse::<u64>() else { continue };
+        driver_spans.push(m.range());
+        out.push((m.start(), OtherOom::TensorFlowDriver { requested: Size::exact(bytes) }));
+    }
+    for m in cuda_err_re().find_iter(text) {
+        if driver_spans.iter().any(|r| r.contains(&m.start())) {
+            continue;
+        }
         out.push((m.start(), OtherOom::CudaError { text: m.as_str().to_string() }));
+    }
+    out
+}
+
+/// How far a THC `RuntimeError` may follow its `THCudaCheck FAIL` line.
+const THC_PAIR_REACH: usize = 4096;
+
+/// Legacy THC messages; the `THCudaCheck FAIL` line printed before the
+/// `RuntimeError` of the same failure is folded into it.
+fn scan_legacy_thc(text: &str) -> Vec<(usize, OtherOom)> {
+    let hits: Vec<regex::Match> = thc_re().find_iter(text).collect();
+    let mut out = Vec::new();
+    for (i, m) in hits.iter().enumerate() {
+        let is_check = m.as_str().starts_with("THCudaCheck");
+        let runtime_follows = hits
+            .get(i + 1)
+            .is_some_and(|n| !n.as_str().starts_with("THCudaCheck") && n.start() - m.end() <= THC_PAIR_REACH);
+        if is_check && runtime_follows {
+            continue;
+        }
+        out.push((m.start(), OtherOom::LegacyThc { text: m.as_str().to_string() }));
     }
     out
 }

@@ -564,34 +564,7 @@ impl Snapshot {
                 Action::SegmentFree | Action::SegmentUnmap => cur_r -= t.size as i128,
                 Action::Oom => {
                     let (a, r) = (clamp(cur_a), clamp(cur_r));
-                    let cached = r.saturating_sub(a);
-                    let (class, reasoning) = match t.device_free {
-                        Some(f) if f.saturating_add(cached) >= t.size && f < t.size => (
-                            crate::classify::OomClass::Fragmentation,
-                            format!(
-                                "{} free on the device + {} cached = {} ≥ {} requested, but no single block fit",
-                                crate::classify::b(f),
-                                crate::classify::b(cached),
-                                crate::classify::b(f.saturating_add(cached)),
-                                crate::classify::b(t.size)
-                            ),
-                        ),
-                        Some(f) if f >= t.size => (
-                            crate::classify::OomClass::Unexplained,
-                            format!("{} free ≥ {} requested", crate::classify::b(f), crate::classify::b(t.size)),
-                        ),
-                        Some(f) => (
-                            crate::classify::OomClass::GenuineShortage,
-                            format!(
-                                "{} free + {} cached < {} requested: {} short",
-                                crate::classify::b(f),
-                                crate::classify::b(cached),
-                                crate::classify::b(t.size),
-                                crate::classify::b(t.size.saturating_sub(f).saturating_sub(cached))
-                            ),
-                        ),
-                        None => (crate::classify::OomClass::Unknown, "the entry has no device_free".to_string()),
-                    };
+                    let (class, reasoning) = crate::classify::classify_allocator_state(t.size, t.device_free, a, r);
                     ooms.push(SnapOom {
                         index: i,
                         time_us: t.time_us,

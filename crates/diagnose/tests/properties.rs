@@ -66,8 +66,13 @@ proptest! {
             }
             OomClass::OtherProcess => {}
             OomClass::Unknown => prop_assert!(false, "unknown for a full message"),
+            OomClass::Budget => prop_assert!(false, "budget is vLLM's"),
         }
         prop_assert!(!v.reasoning.is_empty() && !v.fixes.is_empty());
+        // the main cause is the class; contributors are other causes, largest first, with shares of the card
+        prop_assert_eq!(v.main_cause.class, v.class);
+        prop_assert!(v.contributors.iter().all(|c| c.class != v.class && c.bytes.is_some() && c.share.is_some()));
+        prop_assert!(v.contributors.windows(2).all(|w| w[0].bytes >= w[1].bytes));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Fixture-driven tests: one real config.json → one test → one snapshot
-//! of the parsed ModelSpec, plus the parameter counts the cards state.
+//! Named cases on the real and constructed config.json files (each real
+//! file is also parsed and snapshotted on its own in fixture_files.rs).
 
 use vramfit_core::{ModelSpec, ParamLayout, QuantMethod};
 use vramfit_ingest::config::parse_config;
@@ -13,35 +13,6 @@ fn load(name: &str) -> ModelSpec {
 fn total(s: &ModelSpec) -> u64 {
     ParamLayout::of(s).unwrap().total().unwrap()
 }
-
-macro_rules! fixture {
-    ($test:ident, $file:literal, $params:expr) => {
-        #[test]
-        fn $test() {
-            let spec = load($file);
-            insta::assert_json_snapshot!(stringify!($test), spec);
-            if let Some(p) = $params {
-                assert_eq!(total(&spec), p, "{}", $file);
-            }
-        }
-    };
-}
-
-fixture!(llama_3_1_8b, "01_llama-3.1-8b.json", Some(8_030_261_248u64));
-fixture!(llama_2_7b, "02_llama-2-7b-arch.json", Some(6_738_415_616u64));
-fixture!(mistral_7b, "03_mistral-7b-arch.json", Some(7_241_732_096u64));
-fixture!(mixtral_8x7b, "04_mixtral-8x7b.json", Some(46_702_792_704u64));
-fixture!(qwen2_5_7b, "05_qwen2.5-7b-instruct.json", Some(7_615_616_512u64));
-fixture!(qwen3_30b_a3b, "06_qwen3-30b-a3b.json", Some(30_532_122_624u64));
-fixture!(gemma_2_9b, "07_gemma-2-9b-arch.json", Some(9_241_705_984u64));
-fixture!(phi_3_mini, "08_phi-3-mini-4k.json", Some(3_821_079_552u64));
-fixture!(deepseek_v3, "09_deepseek-v3.json", Some(671_026_419_200u64));
-fixture!(gpt2_official_2019, "10_gpt2-official-2019.json", Some(124_439_808u64));
-fixture!(gpt2_124m, "11_gpt2-124m-arch.json", Some(124_439_808u64));
-fixture!(falcon_7b, "12_falcon-7b-arch.json", Some(6_921_720_704u64));
-fixture!(pythia_6_9b, "13_pythia-6.9b.json", Some(6_857_302_016u64));
-fixture!(qwen3_vl_8b, "14_qwen3-vl-8b-instruct.json", None::<u64>);
-
 #[test]
 fn falcon_multi_query_has_one_kv_head() {
     // multi_query without the new decoder architecture: 1 kv head, though

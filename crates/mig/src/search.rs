@@ -201,11 +201,28 @@ pub struct Plan {
     pub gpus: usize,
     pub layouts: Vec<GpuLayout>,
     pub total_need_bytes: u64,
+    /// memory of the instances created (Σ their profiles' memory)
+    pub total_slice_bytes: u64,
     pub total_waste_bytes: u64,
     pub refused: Vec<Refusal>,
     pub advice: Vec<Advice>,
     pub search: SearchStats,
 }
+
+impl Plan {
+    /// Every service got an instance, on no more than `max_gpus` cards when
+    /// that many are available.
+    pub fn fits(&self, max_gpus: Option<usize>) -> bool {
+        self.refused.is_empty() && max_gpus.is_none_or(|m| self.gpus <= m)
+    }
+}
+
+/// How the throughput share of an instance is computed (printed with every plan).
+pub const THROUGHPUT_ASSUMPTION: &str = "compute share = the instance's SMs / the whole card's SMs (from the profile \
+table; where unknown, compute slices / 7 x 98/108, the A100 ratio). Seven 1g slices together are well under the whole \
+card (A100: 7 x 14 = 98 of 108 SMs = 91%; H100 SXM: 7 x 16 = 112 of 132 = 85%). Memory-bandwidth share = memory \
+slices / 8: LLM decode is usually bound by it. Instances share nothing else, so one service cannot slow another, \
+except through the shared PCIe link and power budget.";
 
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
@@ -374,9 +391,8 @@ impl Search<'_> {
     }
 }
 
-/// Plan MIG instances for `services` on cards of type `gpu` (see module doc).
-pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
-    gpu.validate()?;
+/// Services must have a name, a need, and distinct names.
+fn validate_services(services: &[Service]) -> Result<(), MigError> {
     if services.len() > MAX_SERVICES {
         return Err(MigError::TooManyServices { count: services.len(), max: MAX_SERVICES });
     }
@@ -391,11 +407,15 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
             return Err(MigError::BadService { service: s.name.clone(), reason: "name given twice".into() });
         }
     }
+    Ok(())
+}
+
+/// Each service's candidate profiles (large enough and placeable, least
+/// waste first), or the reason it is refused.
+fn candidates(gpu: &MigGpu, services: &[Service], usable: &[usize]) -> (Vec<Item>, Vec<Refusal>) {
     // Largest automatically usable profile (for refusal messages).
-    let usable: Vec<usize> = (0..gpu.profiles.len()).filter(|&p| !gpu.profiles[p].special).collect();
     let largest =
         usable.iter().copied().max_by_key(|&p| (gpu.profiles[p].memory_bytes, gpu.profiles[p].compute_slices));
-
     let mut refused = Vec::new();
     let mut items: Vec<Item> = Vec::new();
     for (i, s) in services.iter().enumerate() {
@@ -415,19 +435,14 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
             let (lp, lb) = largest
                 .map(|p| (gpu.profiles[p].name.clone(), gpu.profiles[p].memory_bytes))
                 .unwrap_or_else(|| ("none".into(), 0));
+            let (service, need_bytes) = (s.name.clone(), s.need_bytes);
             refused.push(match s.kind {
-                ServiceKind::Training => Refusal::TrainingAcrossInstances {
-                    service: s.name.clone(),
-                    need_bytes: s.need_bytes,
-                    largest_profile: lp,
-                    largest_bytes: lb,
-                },
-                ServiceKind::Inference => Refusal::TooLarge {
-                    service: s.name.clone(),
-                    need_bytes: s.need_bytes,
-                    largest_profile: lp,
-                    largest_bytes: lb,
-                },
+                ServiceKind::Training => {
+                    Refusal::TrainingAcrossInstances { service, need_bytes, largest_profile: lp, largest_bytes: lb }
+                }
+                ServiceKind::Inference => {
+                    Refusal::TooLarge { service, need_bytes, largest_profile: lp, largest_bytes: lb }
+                }
             });
             continue;
         }
@@ -443,6 +458,12 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
             && services[items[j].orig].need_bytes == services[items[j - 1].orig].need_bytes;
         items[j].same_as_prev = same;
     }
+    (items, refused)
+}
+
+/// The search state with its admissible bounds: per item from the end, the
+/// least waste, compute and memory slices the remaining services can take.
+fn search_for<'a>(gpu: &'a MigGpu, services: &[Service], items: Vec<Item>) -> (Search<'a>, usize) {
     let need: Vec<u64> = items.iter().map(|it| services[it.orig].need_bytes).collect();
     let n = items.len();
     let mut suffix_waste = vec![0u64; n + 1];
@@ -460,8 +481,7 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
     let lb_mem = (suffix_mem[0] as usize).div_ceil(gpu.memory_slices as usize);
     let lb_compute = (suffix_compute[0] as usize).div_ceil(gpu.compute_slices as usize);
     let lower_bound = if n == 0 { 0 } else { lb_mem.max(lb_compute).max(1) };
-
-    let mut search = Search {
+    let search = Search {
         gpu,
         items,
         need,
@@ -475,109 +495,143 @@ pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
         best: None,
         overflow: false,
     };
-    let mut assignment: Vec<(usize, usize)> = Vec::new();
-    if n > 0 {
-        for k in lower_bound..=n {
-            search.k = k;
-            search.seen.clear();
-            let mut state = vec![vec![0u8; gpu.profiles.len()]; k];
-            let mut used_mem = vec![0u32; k];
-            let mut assign = Vec::with_capacity(n);
-            search.dfs(0, &mut state, &mut used_mem, 0, 0, 0, &mut assign);
-            if search.overflow {
-                return Err(MigError::SearchTooLarge { nodes: search.nodes });
-            }
-            if let Some((_, _, a)) = search.best.take() {
-                assignment = a;
-                break;
-            }
+    (search, lower_bound)
+}
+
+/// Iterative deepening on the card count from the lower bound: the first
+/// count with a complete assignment is the fewest GPUs.
+fn assign(search: &mut Search, lower_bound: usize) -> Result<Vec<(usize, usize)>, MigError> {
+    let n = search.items.len();
+    let profiles = search.gpu.profiles.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    for k in lower_bound..=n {
+        search.k = k;
+        search.seen.clear();
+        let mut state = vec![vec![0u8; profiles]; k];
+        let mut used_mem = vec![0u32; k];
+        let mut chosen = Vec::with_capacity(n);
+        search.dfs(0, &mut state, &mut used_mem, 0, 0, 0, &mut chosen);
+        if search.overflow {
+            return Err(MigError::SearchTooLarge { nodes: search.nodes });
+        }
+        if let Some((_, _, a)) = search.best.take() {
+            return Ok(a);
         }
     }
+    Ok(Vec::new())
+}
 
-    // Build the layouts from the assignment.
-    let gpus = assignment.iter().map(|&(g, _)| g + 1).max().unwrap_or(0);
-    let mut layouts = Vec::with_capacity(gpus);
-    let mut total_waste = 0u64;
-    let mut total_need = 0u64;
-    let mut unconfirmed: Vec<String> = Vec::new();
-    for g in 0..gpus {
-        let members: Vec<usize> = (0..n).filter(|&j| assignment[j].0 == g).collect();
-        let profiles: Vec<usize> = members.iter().map(|&j| assignment[j].1).collect();
-        let placed: Vec<Placed> = find_placement(gpu, &profiles).unwrap_or_default();
-        let mut pool: Vec<usize> = members.clone();
-        let mut instances = Vec::with_capacity(placed.len());
-        let (mut mem_used, mut comp_used, mut waste_g) = (0u8, 0u8, 0u64);
-        for pl in &placed {
-            // The service with the largest need among those on this profile goes first.
-            let Some(pos) = pool.iter().position(|&j| assignment[j].1 == pl.profile) else { continue };
-            let j = pool.remove(pos);
-            let s = &services[search.items[j].orig];
-            let p = &gpu.profiles[pl.profile];
-            let waste = p.memory_bytes - s.need_bytes;
-            mem_used += p.memory_slices;
-            comp_used += p.compute_slices;
-            waste_g += waste;
-            total_need = total_need.saturating_add(s.need_bytes);
-            if !p.confirmed && !unconfirmed.contains(&p.name) {
-                unconfirmed.push(p.name.clone());
-            }
-            instances.push(Instance {
-                service: s.name.clone(),
-                profile: p.name.clone(),
-                profile_id: p.id,
-                start: pl.start,
-                size: p.memory_slices,
-                compute_slices: p.compute_slices,
-                need_bytes: s.need_bytes,
-                slice_bytes: p.memory_bytes,
-                waste_bytes: waste,
-                throughput: throughput(gpu, pl.profile),
-                confirmed: p.confirmed,
-            });
-        }
-        total_waste = total_waste.saturating_add(waste_g);
-        layouts.push(GpuLayout {
-            index: g,
-            instances,
-            memory_slices_used: mem_used,
-            compute_slices_used: comp_used,
-            waste_bytes: waste_g,
+/// One card's instances from the assignment, in a safe creation order.
+fn layout_of(gpu: &MigGpu, services: &[Service], items: &[Item], assignment: &[(usize, usize)], g: usize) -> GpuLayout {
+    let members: Vec<usize> = (0..assignment.len()).filter(|&j| assignment[j].0 == g).collect();
+    let profiles: Vec<usize> = members.iter().map(|&j| assignment[j].1).collect();
+    let placed: Vec<Placed> = find_placement(gpu, &profiles).unwrap_or_default();
+    let mut pool: Vec<usize> = members;
+    let mut instances = Vec::with_capacity(placed.len());
+    let (mut mem_used, mut comp_used, mut waste_g) = (0u8, 0u8, 0u64);
+    for pl in &placed {
+        // The service with the largest need among those on this profile goes first.
+        let Some(pos) = pool.iter().position(|&j| assignment[j].1 == pl.profile) else { continue };
+        let j = pool.remove(pos);
+        let s = &services[items[j].orig];
+        let p = &gpu.profiles[pl.profile];
+        let waste = p.memory_bytes - s.need_bytes;
+        mem_used += p.memory_slices;
+        comp_used += p.compute_slices;
+        waste_g += waste;
+        instances.push(Instance {
+            service: s.name.clone(),
+            profile: p.name.clone(),
+            profile_id: p.id,
+            start: pl.start,
+            size: p.memory_slices,
+            compute_slices: p.compute_slices,
+            need_bytes: s.need_bytes,
+            slice_bytes: p.memory_bytes,
+            waste_bytes: waste,
+            throughput: throughput(gpu, pl.profile),
+            confirmed: p.confirmed,
         });
     }
+    GpuLayout {
+        index: g,
+        instances,
+        memory_slices_used: mem_used,
+        compute_slices_used: comp_used,
+        waste_bytes: waste_g,
+    }
+}
 
+/// Advice on a plan: one user, 4g + 3g on one card, training, unconfirmed figures.
+fn advice(
+    gpu: &MigGpu,
+    services: &[Service],
+    items: &[Item],
+    layouts: &[GpuLayout],
+    usable: &[usize],
+    one_user: bool,
+) -> Vec<Advice> {
     let mut advice = Vec::new();
-    if n == 1 && refused.is_empty() {
+    if one_user {
         let full =
             usable.iter().copied().max_by_key(|&p| (gpu.profiles[p].compute_slices, gpu.profiles[p].memory_bytes));
         if let Some(fp) = full {
             advice.push(Advice::OneUser {
-                service: services[search.items[0].orig].name.clone(),
+                service: services[items[0].orig].name.clone(),
                 full_profile: gpu.profiles[fp].name.clone(),
                 full_profile_share: throughput(gpu, fp).compute_share,
             });
         }
     }
-    for l in &layouts {
+    for l in layouts {
         let has = |c: u8| l.instances.iter().any(|i| i.compute_slices == c && i.size * 2 == gpu.memory_slices);
         if gpu.memory_slices == 8 && has(4) && has(3) {
             advice.push(Advice::FourPlusThreeNeedsR510 { gpu: l.index });
         }
     }
-    for it in &search.items {
+    for it in items {
         let s = &services[it.orig];
         if s.kind == ServiceKind::Training {
             advice.push(Advice::TrainingInOneInstance { service: s.name.clone() });
         }
     }
+    let mut unconfirmed: Vec<String> = Vec::new();
+    for i in layouts.iter().flat_map(|l| &l.instances) {
+        if !i.confirmed && !unconfirmed.contains(&i.profile) {
+            unconfirmed.push(i.profile.clone());
+        }
+    }
     if !unconfirmed.is_empty() {
         advice.push(Advice::UnconfirmedProfiles { profiles: unconfirmed });
     }
+    advice
+}
+
+/// Plan MIG instances for `services` on cards of type `gpu` (see module doc).
+pub fn plan(gpu: &MigGpu, services: &[Service]) -> Result<Plan, MigError> {
+    gpu.validate()?;
+    validate_services(services)?;
+    let usable: Vec<usize> = (0..gpu.profiles.len()).filter(|&p| !gpu.profiles[p].special).collect();
+    let (items, refused) = candidates(gpu, services, &usable);
+    let (mut search, lower_bound) = search_for(gpu, services, items);
+    let assignment = assign(&mut search, lower_bound)?;
+    let gpus = assignment.iter().map(|&(g, _)| g + 1).max().unwrap_or(0);
+    let layouts: Vec<GpuLayout> = (0..gpus).map(|g| layout_of(gpu, services, &search.items, &assignment, g)).collect();
+    let total_waste = layouts.iter().fold(0u64, |a, l| a.saturating_add(l.waste_bytes));
+    let instances = || layouts.iter().flat_map(|l| &l.instances);
+    let total_need = instances().fold(0u64, |a, i| a.saturating_add(i.need_bytes));
+    let total_slice = instances().fold(0u64, |a, i| a.saturating_add(i.slice_bytes));
+    let one_user = search.items.len() == 1 && refused.is_empty();
+    let advice = advice(gpu, services, &search.items, &layouts, &usable, one_user);
     Ok(Plan {
         gpu_id: gpu.id.clone(),
         gpu_name: gpu.name.clone(),
         gpus,
         layouts,
         total_need_bytes: total_need,
+        total_slice_bytes: total_slice,
         total_waste_bytes: total_waste,
         refused,
         advice,

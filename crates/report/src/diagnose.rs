@@ -4,14 +4,18 @@
 //! "input": {…}, "kind": "oom"|"summary"|"snapshot"|"script",
 //! "diagnosis": {…}, "estimate": {…}|null, "svg": path|null}`; bytes are
 //! integers, parsed sizes keep their printed text and rounding tolerance.
+//! The types are in [`schema`], built from the engine's values; the text
+//! renderer reads the schema, so the JSON and the text say the same.
+
+pub mod schema;
 
 use crate::format::bytes;
 use crate::SCHEMA_VERSION;
+use schema::{DiagnosedJson, DiagnosisJson, EstimateJson, MessageJson, OtherMessageJson};
 use serde::Serialize;
 use std::fmt::Write;
 use vramfit_diagnose::culprit::CulpritReport;
-use vramfit_diagnose::oom::{OomKind, TorchEra};
-use vramfit_diagnose::{Diagnosed, Diagnosis};
+use vramfit_diagnose::Diagnosis;
 
 /// What was read.
 #[derive(Debug, Clone, Serialize)]
@@ -33,22 +37,23 @@ pub struct DiagnoseReport {
     pub command: &'static str,
     pub input: InputInfo,
     pub kind: &'static str,
-    pub diagnosis: Diagnosis,
+    pub diagnosis: DiagnosisJson,
     /// the estimate beside the failure (`--model` given)
-    pub estimate: Option<CulpritReport>,
+    pub estimate: Option<EstimateJson>,
     /// where the SVG timeline was written (`--svg`)
     pub svg: Option<String>,
 }
 
 impl DiagnoseReport {
-    pub fn new(input: InputInfo, diagnosis: Diagnosis, estimate: Option<CulpritReport>, svg: Option<String>) -> Self {
+    pub fn new(input: InputInfo, diagnosis: &Diagnosis, estimate: Option<&CulpritReport>, svg: Option<String>) -> Self {
+        let diagnosis = DiagnosisJson::from(diagnosis);
         DiagnoseReport {
             schema: SCHEMA_VERSION,
             command: "diagnose",
             input,
-            kind: diagnosis.kind().key(),
+            kind: diagnosis.kind(),
             diagnosis,
-            estimate,
+            estimate: estimate.map(Into::into),
             svg,
         }
     }
@@ -60,198 +65,20 @@ impl DiagnoseReport {
     /// Human report.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        let i = &self.input;
-        let _ = write!(out, "{} ({}, read as {})", i.name, bytes(i.size_bytes), self.kind);
-        if i.skipped_bytes > 0 {
-            let _ = write!(
-                out,
-                "; large file: read its first and last parts, {} in the middle skipped",
-                bytes(i.skipped_bytes)
-            );
-        }
-        if i.truncated {
-            let _ = write!(out, "; stream longer than the limit: only its first {} read", bytes(i.read_bytes));
-        }
-        out.push('\n');
+        write_input(&mut out, &self.input, self.kind);
         match &self.diagnosis {
-            Diagnosis::Oom { ooms } => {
-                let _ = writeln!(
-                    out,
-                    "{} out-of-memory message{} found",
-                    ooms.len(),
-                    if ooms.len() == 1 { "" } else { "s" }
-                );
-                write_by_device(&mut out, ooms);
+            DiagnosisJson::Oom { ooms } => write_ooms(&mut out, ooms),
+            DiagnosisJson::Summary { summary, verdict, ooms } => {
+                write_summary(&mut out, summary, verdict);
                 for (n, d) in ooms.iter().enumerate() {
                     write_oom(&mut out, n + 1, d);
                 }
             }
-            Diagnosis::Summary { summary, verdict, ooms } => {
-                let _ = writeln!(
-                    out,
-                    "\ntorch.cuda.memory_summary() of device {} (line {}): CUDA OOMs {}, cudaMalloc retries {}",
-                    summary.device.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
-                    summary.line,
-                    summary.cuda_ooms.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
-                    summary.cudamalloc_retries.map(|d| d.to_string()).unwrap_or_else(|| "?".into())
-                );
-                let _ = writeln!(out, "  {:<24}{:>12}{:>12}", "", "current", "peak");
-                for r in summary.rows.iter().filter(|r| r.pool == vramfit_diagnose::summary::Pool::All) {
-                    let f = |c: &vramfit_diagnose::summary::Cell| {
-                        if c.is_bytes {
-                            bytes(c.value)
-                        } else {
-                            c.value.to_string()
-                        }
-                    };
-                    let _ = writeln!(out, "  {:<24}{:>12}{:>12}", r.metric, f(&r.current), f(&r.peak));
-                }
-                if let Some(c) = verdict.class {
-                    let _ = writeln!(out, "verdict: {}", c.key());
-                }
-                for f in &verdict.findings {
-                    let _ = writeln!(out, "  - {f}");
-                }
-                for (k, f) in verdict.fixes.iter().enumerate() {
-                    let _ = writeln!(out, "  fix {}. {f}", k + 1);
-                }
-                for (n, d) in ooms.iter().enumerate() {
-                    write_oom(&mut out, n + 1, d);
-                }
-            }
-            Diagnosis::Snapshot { report } => {
-                let _ = writeln!(
-                    out,
-                    "memory snapshot: {} unique frames in {} tracebacks ({} shared frame and {} shared traceback references)",
-                    report.frames, report.stacks, report.shared_frame_refs, report.shared_stack_refs
-                );
-                for d in &report.devices {
-                    let _ = writeln!(
-                        out,
-                        "\nGPU {}: {} reserved in {} segments, {} allocated ({} requested by tensors), {} free inside segments (largest free block {})",
-                        d.device,
-                        bytes(d.reserved),
-                        d.segments,
-                        bytes(d.allocated),
-                        bytes(d.requested),
-                        bytes(d.cached_free),
-                        bytes(d.largest_free_block)
-                    );
-                    match &d.peak {
-                        Some(p) => {
-                            let _ = writeln!(
-                                out,
-                                "  peak: {} allocated ({} reserved) after trace entry {} of {}",
-                                bytes(p.allocated),
-                                bytes(p.reserved),
-                                p.index.map(|i| i.to_string()).unwrap_or_else(|| "0 (before the trace)".into()),
-                                d.trace_entries
-                            );
-                        }
-                        None => {
-                            let _ =
-                                writeln!(out, "  no trace in the snapshot: live allocations below are at the snapshot");
-                        }
-                    }
-                    if !d.groups.is_empty() {
-                        let _ = writeln!(out, "  live at the peak, by what the frames say:");
-                        for g in d.groups.iter().take(8) {
-                            let _ =
-                                writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), g.label, g.count);
-                        }
-                    }
-                    if !d.peak_top.is_empty() {
-                        let _ = writeln!(out, "  largest live allocations at the peak:");
-                        for l in d.peak_top.iter().take(5) {
-                            let _ = writeln!(out, "    {:>12}  {}", bytes(l.size), l.group);
-                            for f in l.frames.iter().take(3) {
-                                let _ = writeln!(out, "                  {f}");
-                            }
-                        }
-                    }
-                    if !d.most_fragmented.is_empty() {
-                        let _ = writeln!(out, "  segments with free space inside (reserved vs allocated):");
-                        for s in d.most_fragmented.iter().take(5) {
-                            let _ = writeln!(
-                                out,
-                                "    0x{:x} {}: {} reserved, {} allocated, {} free (largest block {})",
-                                s.address,
-                                s.segment_type,
-                                bytes(s.total),
-                                bytes(s.allocated),
-                                bytes(s.free),
-                                bytes(s.largest_free_block)
-                            );
-                        }
-                    }
-                    for o in &d.ooms {
-                        let _ = writeln!(out, "  OOM at trace entry {}: {} — {}", o.index, o.class.key(), o.reasoning);
-                    }
-                    for n in &d.notes {
-                        let _ = writeln!(out, "  note: {n}");
-                    }
-                }
-            }
-            Diagnosis::Script { report } => {
-                if report.findings.is_empty() {
-                    let _ = writeln!(out, "no memory findings in {} lines", report.lines);
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "{} memory finding{} in {} lines",
-                        report.findings.len(),
-                        if report.findings.len() == 1 { "" } else { "s" },
-                        report.lines
-                    );
-                }
-                if report.error_nodes > 0 {
-                    let _ = writeln!(
-                        out,
-                        "(the parser could not read {} part(s) of the script; findings come from the rest)",
-                        report.error_nodes
-                    );
-                }
-                for f in &report.findings {
-                    let _ = writeln!(
-                        out,
-                        "\nline {}:{} {}\n    {}\n  why: {}\n  fix: {}",
-                        f.line, f.column, f.rule, f.code, f.why, f.fix
-                    );
-                }
-            }
+            DiagnosisJson::Snapshot { report } => write_snapshot(&mut out, report),
+            DiagnosisJson::Script { report } => write_script(&mut out, report),
         }
         if let Some(e) = &self.estimate {
-            let _ = writeln!(out, "\nestimate beside the failure (per GPU):");
-            for c in &e.categories {
-                let _ = writeln!(out, "  {:<18}{:>12}  {:>4.0}%", c.category.key(), bytes(c.bytes), c.share * 100.0);
-            }
-            let _ = writeln!(out, "  {:<18}{:>12}", "total", bytes(e.estimate_bytes));
-            let _ = writeln!(out, "  {:<18}{:>12}", "card", bytes(e.card_bytes));
-            if let Some(c) = e.culprit {
-                let _ = writeln!(out, "  culprit: {} ({})", c.key(), bytes(e.culprit_bytes));
-            }
-            for r in &e.reasoning {
-                let _ = writeln!(out, "  - {r}");
-            }
-            if !e.ladder.is_empty() {
-                let _ = writeln!(out, "  ladder on this card (cumulative, cheapest first):");
-                for r in &e.ladder {
-                    let what: Vec<String> = r
-                        .changes
-                        .iter()
-                        .map(|c| format!("{} {}", c.category.key(), crate::format::signed_bytes(c.delta_bytes as i128)))
-                        .collect();
-                    let _ = writeln!(
-                        out,
-                        "    {:<28}{:>12}  {}{}{}",
-                        r.name,
-                        r.per_gpu_bytes.map(bytes).unwrap_or_else(|| "—".into()),
-                        if r.applied { "" } else { "(not applied) " },
-                        r.detail,
-                        if what.is_empty() { String::new() } else { format!(" [{}]", what.join(", ")) }
-                    );
-                }
-            }
+            write_estimate(&mut out, e);
         }
         if let Some(p) = &self.svg {
             let _ = writeln!(out, "\ntimeline written to {p}");
@@ -260,16 +87,198 @@ impl DiagnoseReport {
     }
 }
 
+fn write_input(out: &mut String, i: &InputInfo, kind: &str) {
+    let _ = write!(out, "{} ({}, read as {kind})", i.name, bytes(i.size_bytes));
+    if i.skipped_bytes > 0 {
+        let _ = write!(
+            out,
+            "; large file: read its first and last parts, {} in the middle skipped",
+            bytes(i.skipped_bytes)
+        );
+    }
+    if i.truncated {
+        let _ = write!(out, "; stream longer than the limit: only its first {} read", bytes(i.read_bytes));
+    }
+    out.push('\n');
+}
+
+fn write_ooms(out: &mut String, ooms: &[DiagnosedJson]) {
+    let _ = writeln!(out, "{} out-of-memory message{} found", ooms.len(), if ooms.len() == 1 { "" } else { "s" });
+    write_by_device(out, ooms);
+    for (n, d) in ooms.iter().enumerate() {
+        write_oom(out, n + 1, d);
+    }
+}
+
+fn write_summary(out: &mut String, summary: &schema::SummaryJson, verdict: &schema::SummaryVerdictJson) {
+    let opt = |v: Option<u64>| v.map(|d| d.to_string()).unwrap_or_else(|| "?".into());
+    let _ = writeln!(
+        out,
+        "\ntorch.cuda.memory_summary() of device {} (line {}): CUDA OOMs {}, cudaMalloc retries {}",
+        opt(summary.device.map(u64::from)),
+        summary.line,
+        opt(summary.cuda_ooms),
+        opt(summary.cudamalloc_retries)
+    );
+    let _ = writeln!(out, "  {:<24}{:>12}{:>12}", "", "current", "peak");
+    for r in summary.rows.iter().filter(|r| r.pool == "all") {
+        let f = |c: &schema::CellJson| if c.is_bytes { bytes(c.value) } else { c.value.to_string() };
+        let _ = writeln!(out, "  {:<24}{:>12}{:>12}", r.metric, f(&r.current), f(&r.peak));
+    }
+    if let Some(c) = verdict.class {
+        let _ = writeln!(out, "verdict: {c}");
+    }
+    for f in &verdict.findings {
+        let _ = writeln!(out, "  - {f}");
+    }
+    for (k, f) in verdict.fixes.iter().enumerate() {
+        let _ = writeln!(out, "  fix {}. {f}", k + 1);
+    }
+}
+
+fn write_snapshot(out: &mut String, report: &schema::SnapshotReportJson) {
+    let _ = writeln!(
+        out,
+        "memory snapshot: {} unique frames in {} tracebacks ({} shared frame and {} shared traceback references)",
+        report.frames, report.stacks, report.shared_frame_refs, report.shared_stack_refs
+    );
+    for d in &report.devices {
+        write_snapshot_device(out, d);
+    }
+}
+
+fn write_snapshot_device(out: &mut String, d: &schema::DeviceReportJson) {
+    let _ = writeln!(
+        out,
+        "\nGPU {}: {} reserved in {} segments, {} allocated ({} requested by tensors), {} free inside segments (largest free block {})",
+        d.device,
+        bytes(d.reserved_bytes),
+        d.segments,
+        bytes(d.allocated_bytes),
+        bytes(d.requested_bytes),
+        bytes(d.cached_free_bytes),
+        bytes(d.largest_free_block_bytes)
+    );
+    match &d.peak {
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "  peak: {} allocated ({} reserved) after trace entry {} of {}",
+                bytes(p.allocated_bytes),
+                bytes(p.reserved_bytes),
+                p.index.map(|i| i.to_string()).unwrap_or_else(|| "0 (before the trace)".into()),
+                d.trace_entries
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  no trace in the snapshot: live allocations below are at the snapshot");
+        }
+    }
+    if !d.groups.is_empty() {
+        let _ = writeln!(out, "  live at the peak, by what the frames say:");
+        for g in d.groups.iter().take(8) {
+            let _ = writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), g.label, g.count);
+        }
+    }
+    if !d.peak_top.is_empty() {
+        let _ = writeln!(out, "  largest live allocations at the peak:");
+        for l in d.peak_top.iter().take(5) {
+            let _ = writeln!(out, "    {:>12}  {}", bytes(l.size_bytes), l.group);
+            for f in l.frames.iter().take(3) {
+                let _ = writeln!(out, "                  {f}");
+            }
+        }
+    }
+    if !d.most_fragmented.is_empty() {
+        let _ = writeln!(out, "  segments with free space inside (reserved vs allocated):");
+        for s in d.most_fragmented.iter().take(5) {
+            let _ = writeln!(
+                out,
+                "    0x{:x} {}: {} reserved, {} allocated, {} free (largest block {})",
+                s.address,
+                s.segment_type,
+                bytes(s.total_bytes),
+                bytes(s.allocated_bytes),
+                bytes(s.free_bytes),
+                bytes(s.largest_free_block_bytes)
+            );
+        }
+    }
+    for o in &d.ooms {
+        let _ = writeln!(out, "  OOM at trace entry {}: {} — {}", o.index, o.class, o.reasoning);
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+}
+
+fn write_script(out: &mut String, report: &schema::LintReportJson) {
+    if report.findings.is_empty() {
+        let _ = writeln!(out, "no memory findings in {} lines", report.lines);
+    } else {
+        let n = report.findings.len();
+        let _ = writeln!(out, "{n} memory finding{} in {} lines", if n == 1 { "" } else { "s" }, report.lines);
+    }
+    if report.error_nodes > 0 {
+        let _ = writeln!(
+            out,
+            "(the parser could not read {} part(s) of the script; findings come from the rest)",
+            report.error_nodes
+        );
+    }
+    for f in &report.findings {
+        let _ = writeln!(
+            out,
+            "\nline {}:{} {}\n    {}\n  why: {}\n  fix: {}",
+            f.line, f.column, f.rule, f.code, f.why, f.fix
+        );
+    }
+}
+
+fn write_estimate(out: &mut String, e: &EstimateJson) {
+    let _ = writeln!(out, "\nestimate beside the failure (per GPU):");
+    for c in &e.categories {
+        let _ = writeln!(out, "  {:<18}{:>12}  {:>4.0}%", c.category, bytes(c.bytes), c.share * 100.0);
+    }
+    let _ = writeln!(out, "  {:<18}{:>12}", "total", bytes(e.estimate_bytes));
+    let _ = writeln!(out, "  {:<18}{:>12}", "card", bytes(e.card_bytes));
+    if let Some(c) = e.culprit {
+        let _ = writeln!(out, "  culprit: {c} ({})", bytes(e.culprit_bytes));
+    }
+    for r in &e.reasoning {
+        let _ = writeln!(out, "  - {r}");
+    }
+    if !e.ladder.is_empty() {
+        let _ = writeln!(out, "  ladder on this card (cumulative, cheapest first):");
+        for r in &e.ladder {
+            let what: Vec<String> = r
+                .changes
+                .iter()
+                .map(|c| format!("{} {}", c.category, crate::format::signed_bytes(c.delta_bytes as i128)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    {:<28}{:>12}  {}{}{}",
+                r.name,
+                r.per_gpu_bytes.map(bytes).unwrap_or_else(|| "—".into()),
+                if r.applied { "" } else { "(not applied) " },
+                r.detail,
+                if what.is_empty() { String::new() } else { format!(" [{}]", what.join(", ")) }
+            );
+        }
+    }
+}
+
 /// One line per GPU (and rank) when the log has several.
-fn write_by_device(out: &mut String, ooms: &[Diagnosed]) {
+fn write_by_device(out: &mut String, ooms: &[DiagnosedJson]) {
     let mut by: std::collections::BTreeMap<(Option<u32>, Option<u32>), Vec<&'static str>> = Default::default();
     for d in ooms {
-        let dev = match &d.event.kind {
-            OomKind::Torch(t) => Some(t.device),
-            OomKind::Other(vramfit_diagnose::other_frameworks::OtherOom::TensorFlow { gpu, .. }) => *gpu,
+        let dev = match &d.event.message {
+            MessageJson::Torch(t) => Some(t.device),
+            MessageJson::Other(OtherMessageJson::TensorFlow { gpu, .. }) => *gpu,
             _ => None,
         };
-        by.entry((dev, d.event.rank)).or_default().push(d.verdict.class.key());
+        by.entry((dev, d.event.rank)).or_default().push(d.verdict.class);
     }
     if by.len() < 2 {
         return;
@@ -285,32 +294,41 @@ fn write_by_device(out: &mut String, ooms: &[Diagnosed]) {
     }
 }
 
-fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
-    let e = &d.event;
-    let v = &d.verdict;
-    let what = match &e.kind {
-        OomKind::Torch(t) => format!(
+/// What produced a message, in words.
+fn source_words(m: &MessageJson) -> String {
+    match m {
+        MessageJson::Torch(t) => format!(
             "PyTorch {} ({}), GPU {}",
             t.backend,
             match t.era {
-                TorchEra::Cached => "≤1.4 message",
-                TorchEra::Reserved => "1.5–2.0 message",
-                TorchEra::Sentences => "≥2.1 message",
+                "cached" => "≤1.4 message",
+                "reserved" => "1.5–2.0 message",
+                _ => "≥2.1 message",
             },
             t.device
         ),
-        OomKind::TorchPartial { .. } => "PyTorch (partial message)".to_string(),
-        OomKind::Other(o) => match o {
-            vramfit_diagnose::other_frameworks::OtherOom::Xla { .. } => "JAX/XLA".to_string(),
-            vramfit_diagnose::other_frameworks::OtherOom::TensorFlow { gpu, .. } => {
+        MessageJson::TorchPartial { .. } => "PyTorch (partial message)".to_string(),
+        MessageJson::Other(o) => match o {
+            OtherMessageJson::Xla { .. } => "JAX/XLA".to_string(),
+            OtherMessageJson::TensorFlow { gpu, .. } => {
                 format!("TensorFlow{}", gpu.map(|g| format!(", GPU {g}")).unwrap_or_default())
             }
-            vramfit_diagnose::other_frameworks::OtherOom::CudaError { .. } => "CUDA runtime".to_string(),
-            vramfit_diagnose::other_frameworks::OtherOom::Mps { .. } => "PyTorch MPS (Apple)".to_string(),
-            _ => "vLLM".to_string(),
+            OtherMessageJson::CudaError { .. } => "CUDA runtime".to_string(),
+            OtherMessageJson::Mps { .. } => "PyTorch MPS (Apple)".to_string(),
+            OtherMessageJson::LegacyThc { .. } => "PyTorch ≤0.4 (THC)".to_string(),
+            OtherMessageJson::TensorFlowDriver { .. } => "TensorFlow (StreamExecutor)".to_string(),
+            OtherMessageJson::AllocatorRetries { .. } => "PyTorch allocator (DeepSpeed warning)".to_string(),
+            OtherMessageJson::VllmNoCacheBlocks { .. }
+            | OtherMessageJson::VllmMaxLenTokens { .. }
+            | OtherMessageJson::VllmMaxLenMemory { .. } => "vLLM".to_string(),
         },
-    };
-    let _ = write!(out, "\nOOM {n}: line {}, {what}", e.line);
+    }
+}
+
+fn write_oom(out: &mut String, n: usize, d: &DiagnosedJson) {
+    let e = &d.event;
+    let v = &d.verdict;
+    let _ = write!(out, "\nOOM {n}: line {}, {}", e.line, source_words(&e.message));
     if let Some(r) = e.rank {
         let _ = write!(out, ", rank {r}");
     }
@@ -319,7 +337,7 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
         let _ = write!(out, " (printed {} times: lines {})", e.occurrences, lines.join(", "));
     }
     if let Some(a) = e.context.activity {
-        let _ = write!(out, ", during {}", a.name());
+        let _ = write!(out, ", during {}", activity_words(a));
     }
     if let Some(m) = &e.context.forward_of {
         let _ = write!(out, " (forward of {m})");
@@ -328,7 +346,7 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
         out.push_str(", DeepSpeed");
     }
     out.push('\n');
-    let _ = writeln!(out, "  {}: {}", v.class.key(), v.headline);
+    let _ = writeln!(out, "  {}: {}", v.class, v.headline);
     if !v.figures.is_empty() {
         let figs: Vec<String> = v.figures.iter().map(|f| format!("{} {}", f.name, bytes(f.bytes))).collect();
         let _ = writeln!(out, "  figures: {}", figs.join(" · "));
@@ -338,10 +356,10 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
             out,
             "  DeepSpeed see_memory_usage (line {}): allocated {} (max {}), reserved {} (max {})",
             u.line,
-            bytes(u.allocated),
-            bytes(u.max_allocated),
-            bytes(u.reserved),
-            bytes(u.max_reserved)
+            bytes(u.allocated_bytes),
+            bytes(u.max_allocated_bytes),
+            bytes(u.reserved_bytes),
+            bytes(u.max_reserved_bytes)
         );
     }
     let _ = writeln!(out, "  why:");
@@ -350,7 +368,19 @@ fn write_oom(out: &mut String, n: usize, d: &Diagnosed) {
     }
     let _ = writeln!(out, "  fixes, cheapest first:");
     for (k, f) in v.fixes.iter().enumerate() {
-        let cost = serde_json::to_value(f.cost).ok().and_then(|c| c.as_str().map(String::from)).unwrap_or_default();
-        let _ = writeln!(out, "    {}. [{cost}] {} — {}", k + 1, f.action, f.why);
+        let _ = writeln!(out, "    {}. [{}] {} — {}", k + 1, f.cost, f.action, f.why);
+    }
+}
+
+/// The activity key in words.
+fn activity_words(key: &str) -> &'static str {
+    match key {
+        "optimizer_step" => "optimizer step",
+        "backward" => "autograd backward",
+        "forward" => "forward",
+        "setup" => "setup (optimizer / engine construction)",
+        "checkpoint_save" => "checkpoint save",
+        "generation" => "generation",
+        _ => "an unknown activity",
     }
 }

@@ -1,11 +1,15 @@
 //! `vramfit mig plan` / `vramfit mig profiles`: JSON schema and renderers
-//! (table, mig-parted YAML). Every field is documented in docs/mig.md.
+//! (table, mig-parted YAML). Every field is documented in docs/mig.md. The
+//! schema types are built from `vramfit_mig`'s values by the `From` impls
+//! and constructors here; the kind keys of refusals and advice are the
+//! schema's.
 
 use crate::format::bytes;
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::fmt::Write;
+use vramfit_mig::{Advice, GpuLayout, Instance, MigGpu, Plan, Profile, Refusal, Service, ServiceKind};
 
 /// The card type a plan or listing is for.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +42,45 @@ pub struct ProfileInfo {
     pub note: Option<String>,
 }
 
+impl MigGpuInfo {
+    /// The card of `gpu`, with the PCI device ids its catalogue entry lists.
+    pub fn new(gpu: &MigGpu, pci_device_ids: Vec<String>) -> Self {
+        MigGpuInfo {
+            id: gpu.id.clone(),
+            name: gpu.name.clone(),
+            source: gpu.source.clone(),
+            memory_slices: gpu.memory_slices,
+            compute_slices: gpu.compute_slices,
+            whole_card_bytes: gpu.whole_card_bytes,
+            full_card_sms: gpu.full_card_sms,
+            pci_device_ids,
+        }
+    }
+}
+
+impl From<&Profile> for ProfileInfo {
+    fn from(p: &Profile) -> Self {
+        ProfileInfo {
+            name: p.name.clone(),
+            id: p.id,
+            compute_slices: p.compute_slices,
+            memory_slices: p.memory_slices,
+            max_instances: p.max_instances,
+            starts: p.starts.clone(),
+            memory_bytes: p.memory_bytes,
+            sm_count: p.sm_count,
+            special: p.special,
+            confirmed: p.confirmed,
+            note: p.note.clone(),
+        }
+    }
+}
+
+/// The profiles of a card, in its table's order.
+pub fn profile_infos(gpu: &MigGpu) -> Vec<ProfileInfo> {
+    gpu.profiles.iter().map(Into::into).collect()
+}
+
 /// `mig profiles --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct MigProfilesReport {
@@ -63,6 +106,22 @@ pub struct ServiceInfo {
     /// how `need_bytes` was obtained (a raw size, or the estimator on a model)
     pub sized_by: String,
     pub params: Option<u64>,
+}
+
+impl ServiceInfo {
+    /// A service as given, with how its need was obtained.
+    pub fn new(s: &Service, sized_by: String) -> Self {
+        ServiceInfo {
+            name: s.name.clone(),
+            need_bytes: s.need_bytes,
+            kind: match s.kind {
+                ServiceKind::Inference => "inference".into(),
+                ServiceKind::Training => "training".into(),
+            },
+            sized_by,
+            params: s.params,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,6 +156,38 @@ pub struct LayoutInfo {
     pub instances: Vec<InstanceInfo>,
 }
 
+impl From<&Instance> for InstanceInfo {
+    fn from(i: &Instance) -> Self {
+        InstanceInfo {
+            service: i.service.clone(),
+            profile: i.profile.clone(),
+            profile_id: i.profile_id,
+            start: i.start,
+            size: i.size,
+            compute_slices: i.compute_slices,
+            need_bytes: i.need_bytes,
+            slice_bytes: i.slice_bytes,
+            waste_bytes: i.waste_bytes,
+            compute_share: i.throughput.compute_share,
+            memory_bandwidth_share: i.throughput.memory_bandwidth_share,
+            throughput_basis: i.throughput.basis.clone(),
+            confirmed: i.confirmed,
+        }
+    }
+}
+
+impl From<&GpuLayout> for LayoutInfo {
+    fn from(l: &GpuLayout) -> Self {
+        LayoutInfo {
+            gpu: l.index,
+            memory_slices_used: l.memory_slices_used,
+            compute_slices_used: l.compute_slices_used,
+            waste_bytes: l.waste_bytes,
+            instances: l.instances.iter().map(Into::into).collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RefusalInfo {
     pub service: String,
@@ -110,6 +201,29 @@ pub struct AdviceInfo {
     /// `one_user`, `unconfirmed_profiles`, `four_plus_three_needs_r510`, `training_in_one_instance`
     pub kind: String,
     pub text: String,
+}
+
+impl From<&Refusal> for RefusalInfo {
+    fn from(r: &Refusal) -> Self {
+        let kind = match r {
+            Refusal::TooLarge { .. } => "too_large",
+            Refusal::TrainingAcrossInstances { .. } => "training_across_instances",
+            Refusal::LargeTraining { .. } => "large_training",
+        };
+        RefusalInfo { service: r.service().to_string(), kind: kind.into(), reason: r.reason() }
+    }
+}
+
+impl From<&Advice> for AdviceInfo {
+    fn from(a: &Advice) -> Self {
+        let kind = match a {
+            Advice::OneUser { .. } => "one_user",
+            Advice::UnconfirmedProfiles { .. } => "unconfirmed_profiles",
+            Advice::FourPlusThreeNeedsR510 { .. } => "four_plus_three_needs_r510",
+            Advice::TrainingInOneInstance { .. } => "training_in_one_instance",
+        };
+        AdviceInfo { kind: kind.into(), text: a.text() }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -145,49 +259,37 @@ pub struct MigPlanReport {
 }
 
 impl MigPlanReport {
-    /// Only `max` cards are available: the plan fits only if it needs no more.
-    pub fn with_max_gpus(mut self, max: Option<usize>) -> Self {
-        self.max_gpus = max;
-        if max.is_some_and(|m| self.gpus_needed > m) {
-            self.fits = false;
-        }
-        self
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    /// The report of `plan` for `services` on `gpu`; `extra_advice` comes
+    /// after the plan's own (e.g. a catalogue note); `max_gpus`: cards
+    /// available (`--max-gpus`), which decides `fits` with the plan.
+    pub fn from_plan(
         gpu: MigGpuInfo,
         services: Vec<ServiceInfo>,
-        layouts: Vec<LayoutInfo>,
-        refused: Vec<RefusalInfo>,
-        advice: Vec<AdviceInfo>,
-        throughput_assumption: String,
-        nodes: u64,
-        lower_bound_gpus: usize,
+        plan: &Plan,
+        extra_advice: Vec<AdviceInfo>,
+        max_gpus: Option<usize>,
     ) -> Self {
-        let inst = || layouts.iter().flat_map(|l| l.instances.iter());
-        let total_need_bytes = inst().fold(0u64, |a, i| a.saturating_add(i.need_bytes));
-        let total_slice_bytes = inst().fold(0u64, |a, i| a.saturating_add(i.slice_bytes));
-        let total_waste_bytes = inst().fold(0u64, |a, i| a.saturating_add(i.waste_bytes));
+        let mut advice: Vec<AdviceInfo> = plan.advice.iter().map(Into::into).collect();
+        advice.extend(extra_advice);
         MigPlanReport {
             schema: SCHEMA_VERSION,
             command: "mig plan",
             gpu,
             services,
-            fits: refused.is_empty(),
-            gpus_needed: layouts.len(),
-            max_gpus: None,
-            total_need_bytes,
-            total_slice_bytes,
-            total_waste_bytes,
-            layouts,
-            refused,
+            fits: plan.fits(max_gpus),
+            gpus_needed: plan.gpus,
+            max_gpus,
+            total_need_bytes: plan.total_need_bytes,
+            total_slice_bytes: plan.total_slice_bytes,
+            total_waste_bytes: plan.total_waste_bytes,
+            layouts: plan.layouts.iter().map(Into::into).collect(),
+            refused: plan.refused.iter().map(Into::into).collect(),
             advice,
-            throughput_assumption,
+            throughput_assumption: vramfit_mig::THROUGHPUT_ASSUMPTION.to_string(),
             search: SearchInfo {
                 method: "exact",
-                nodes,
-                lower_bound_gpus,
+                nodes: plan.search.nodes,
+                lower_bound_gpus: plan.search.lower_bound_gpus,
                 objective: vec!["fewest GPUs", "least wasted memory", "fewest compute slices"],
             },
         }

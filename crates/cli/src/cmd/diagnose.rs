@@ -166,8 +166,8 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
             skipped_bytes: input.skipped,
             truncated: input.truncated,
         },
-        d,
-        estimate,
+        &d,
+        estimate.as_ref(),
         svg,
     );
     Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text() }))

@@ -5,11 +5,12 @@ use crate::Outcome;
 use anyhow::{anyhow, bail, Context};
 use std::path::PathBuf;
 use vramfit_catalog::mig::{builtin_mig_tables, find_mig_table, MigTable};
+use vramfit_core::quantity::{self, looks_like_quantity, QuantityError};
 use vramfit_core::{DType, InferenceSetup, ParamLayout, Task, Workload};
-use vramfit_mig::{MigGpu, Refusal, Service, ServiceKind};
+use vramfit_mig::{training_state_bytes, MigGpu, Service, ServiceKind, TRAIN_BYTES_PER_PARAM};
 use vramfit_report::mig::{
-    render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, InstanceInfo, LayoutInfo, MigGpuInfo,
-    MigPlanReport, MigProfilesReport, ProfileInfo, RefusalInfo, ServiceInfo,
+    profile_infos, render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, MigGpuInfo,
+    MigPlanReport, MigProfilesReport, ServiceInfo,
 };
 
 #[derive(clap::Args, Debug)]
@@ -86,10 +87,6 @@ pub fn run(args: MigArgs) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Bytes per parameter kept by mixed-precision Adam training: 2 (bf16
-/// weights) + 2 (grads) + 4 + 4 + 4 (fp32 master, m, v) = 16 (ZeRO paper,
-/// Rajbhandari et al. 2020, §3.1). A lower bound: activations not counted.
-const TRAIN_BYTES_PER_PARAM: u64 = 16;
 /// Default context of a model service, tokens.
 const DEFAULT_CONTEXT: u64 = 4096;
 /// Default int4 group size when `dtype=int4` is asked for (the common GPTQ/AWQ setting).
@@ -121,35 +118,7 @@ fn load_table(t: &TableArgs) -> anyhow::Result<(MigGpu, MigTable)> {
 }
 
 fn gpu_info(gpu: &MigGpu, table: &MigTable) -> MigGpuInfo {
-    MigGpuInfo {
-        id: gpu.id.clone(),
-        name: gpu.name.clone(),
-        source: gpu.source.clone(),
-        memory_slices: gpu.memory_slices,
-        compute_slices: gpu.compute_slices,
-        whole_card_bytes: gpu.whole_card_bytes,
-        full_card_sms: gpu.full_card_sms,
-        pci_device_ids: table.pci_device_ids.clone(),
-    }
-}
-
-fn profile_infos(gpu: &MigGpu) -> Vec<ProfileInfo> {
-    gpu.profiles
-        .iter()
-        .map(|p| ProfileInfo {
-            name: p.name.clone(),
-            id: p.id,
-            compute_slices: p.compute_slices,
-            memory_slices: p.memory_slices,
-            max_instances: p.max_instances,
-            starts: p.starts.clone(),
-            memory_bytes: p.memory_bytes,
-            sm_count: p.sm_count,
-            special: p.special,
-            confirmed: p.confirmed,
-            note: p.note.clone(),
-        })
-        .collect()
+    MigGpuInfo::new(gpu, table.pci_device_ids.clone())
 }
 
 fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
@@ -159,101 +128,22 @@ fn run_profiles(a: ProfilesArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::ok(out))
 }
 
-/// Does `s` look like a size rather than a model name: an optional sign,
-/// a number (digits and dots, optionally an exponent), optional spaces, then
-/// letters only (the unit)? `-1GiB`, `0GiB`, `1..2GiB`, `12 GiB` do;
-/// `llama-2-7b`, `01-ai/Yi-6B` do not.
-fn size_like(s: &str) -> bool {
-    let t = s.trim();
-    let t = t.strip_prefix(['-', '+']).unwrap_or(t);
-    let num_end = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    if !t[..num_end].chars().any(|c| c.is_ascii_digit()) {
-        return false;
-    }
-    let mut rest = &t[num_end..];
-    // an exponent: e30, E+3, e-2
-    if let Some(e) = rest.strip_prefix(['e', 'E']) {
-        let e = e.strip_prefix(['+', '-']).unwrap_or(e);
-        let d = e.find(|c: char| !c.is_ascii_digit()).unwrap_or(e.len());
-        if d > 0 {
-            rest = &e[d..];
-        }
-    }
-    rest.trim_start().chars().all(|c| c.is_ascii_alphabetic())
+/// A MIG service's `SIZE` or `MODEL`: a size when the value looks like a
+/// typed quantity ([`looks_like_quantity`]: `12GiB`, `-1GiB`, `7B`), read
+/// by the one quantity parser of core (sizes need a unit; `7B` is refused
+/// as a size, it is a parameter count); `None` means a model name. A size
+/// that is negative, zero, or not a number is an error, never a model lookup.
+/// `flag` names the service in errors (`service 'chat'`).
+pub fn parse_size(flag: &str, s: &str) -> Option<Result<u64, QuantityError>> {
+    looks_like_quantity(s).then(|| quantity::parse_size(flag, s, 1..=u64::MAX))
 }
 
-/// `12GiB`, `4.5GB`, `800MiB` → bytes. `None` when `s` does not look like a
-/// size ([`size_like`]): it is then a model name. A size that is negative,
-/// zero, or not a number is an error, never a model lookup.
-pub fn parse_size(s: &str) -> Option<anyhow::Result<u64>> {
-    let s = s.trim();
-    if !size_like(s) {
-        return None;
-    }
-    let body = s.strip_prefix('+').unwrap_or(s);
-    if body.starts_with('-') {
-        return Some(Err(anyhow!("size {s} must be positive")));
-    }
-    let split = body
-        .char_indices()
-        .find(|&(i, c)| {
-            !(c.is_ascii_digit()
-                || c == '.'
-                || (c == 'e' || c == 'E')
-                    && body[i + 1..].starts_with(|d: char| d.is_ascii_digit() || d == '+' || d == '-')
-                || (c == '+' || c == '-') && i > 0 && body[..i].ends_with(['e', 'E']))
-        })
-        .map(|(i, _)| i)
-        .unwrap_or(body.len());
-    let (num, unit) = body.split_at(split);
-    let unit = unit.trim();
-    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
-        "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1048576.0,
-        "gib" => 1073741824.0,
-        "tib" => 1099511627776.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        "" => return Some(Err(anyhow!("size {s} has no unit: write e.g. 12GiB or 12GB"))),
-        "g" | "m" | "k" | "t" => {
-            return Some(Err(anyhow!(
-                "size {s}: unit '{unit}' is ambiguous: write {num}{unit}iB (binary) or {num}{unit}B"
-            )))
-        }
-        _ => return Some(Err(anyhow!("size {s}: unknown unit '{unit}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"))),
-    };
-    let v: f64 = match num.parse() {
-        Ok(v) => v,
-        Err(_) => return Some(Err(anyhow!("size {s}: '{num}' is not a number"))),
-    };
-    if v <= 0.0 {
-        return Some(Err(anyhow!("size {s} must be positive")));
-    }
-    let b = (v * mult).ceil();
-    if !(b.is_finite() && (1.0..1.8e19).contains(&b)) {
-        return Some(Err(anyhow!("size {s} is out of range")));
-    }
-    Some(Ok(b as u64))
-}
+/// Largest parameter count `params=` accepts (10^16: far beyond any model).
+const MAX_PARAMS: u64 = 10_000_000_000_000_000;
 
-/// `13B`, `7.6B`, `350M` → parameter count.
-fn parse_params(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('B') => (&t[..t.len() - 1], 1e9),
-        Some('M') => (&t[..t.len() - 1], 1e6),
-        Some('T') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| anyhow!("params '{s}' is not a count like 13B or 350M"))?;
-    let p = (v * mult).round();
-    if !(p.is_finite() && (1.0..1e16).contains(&p)) {
-        bail!("params '{s}' is out of range");
-    }
-    Ok(p as u64)
+/// `params=13B`, `7.6B`, `350M` → parameter count (`B` is billions here).
+fn parse_params(flag: &str, s: &str) -> Result<u64, QuantityError> {
+    quantity::parse_count(flag, s, 1..=MAX_PARAMS)
 }
 
 /// A parsed `--service` with how it was sized.
@@ -286,28 +176,23 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
         kv.push((k, v.trim().to_string()));
     }
     let get = |keys: &[&str]| kv.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.clone());
-    let num = |keys: &[&str]| -> anyhow::Result<Option<u64>> {
-        match get(keys) {
-            None => Ok(None),
-            Some(v) => match v.parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => bail!("{}: {} must be a positive integer, not '{v}'", ctx(), keys[0]),
-            },
-        }
+    // counts: `ctx=8k`, `conc=16` (core::quantity; the estimator checks the limits)
+    let num = |keys: &[&str]| -> Result<Option<u64>, QuantityError> {
+        get(keys).map(|v| quantity::parse_count(&format!("{}: {}", ctx(), keys[0]), &v, 1..=u64::MAX)).transpose()
     };
     let kind = match get(&["task"]).as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("infer") | Some("inference") | Some("serve") => ServiceKind::Inference,
         Some("train") | Some("training") | Some("finetune") => ServiceKind::Training,
         Some(other) => bail!("{}: task '{other}' is not infer or train", ctx()),
     };
-    if let Some(size) = parse_size(target) {
-        let need = size.map_err(|e| anyhow!("service '{name}': {e}"))?;
+    if let Some(size) = parse_size(&format!("service '{name}'"), target) {
+        let need = size?;
         for k in ["ctx", "context", "conc", "concurrency", "batch", "dtype"] {
             if get(&[k]).is_some() {
                 bail!("{}: '{k}' applies to a model, not to a raw size", ctx());
             }
         }
-        let params = get(&["params"]).map(|p| parse_params(&p)).transpose().with_context(ctx)?;
+        let params = get(&["params"]).map(|p| parse_params(&format!("{}: params", ctx()), &p)).transpose()?;
         return Ok(Sized {
             service: Service { name: name.into(), need_bytes: need, kind, params },
             sized_by: format!("given: {target}"),
@@ -323,7 +208,7 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
         if kv.iter().any(|(k, _)| k != "task") {
             bail!("{}: training services take no ctx/conc/batch/dtype here; give a measured size instead (NAME=40GiB:task=train)", ctx());
         }
-        let need = vramfit_core::units::product("training state", &[params, TRAIN_BYTES_PER_PARAM])?;
+        let need = training_state_bytes(params)?;
         return Ok(Sized {
             service: Service { name: name.into(), need_bytes: need, kind, params: Some(params) },
             sized_by: format!(
@@ -361,99 +246,19 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
     })
 }
 
-fn refusal_kind(r: &Refusal) -> &'static str {
-    match r {
-        Refusal::TooLarge { .. } => "too_large",
-        Refusal::TrainingAcrossInstances { .. } => "training_across_instances",
-        Refusal::LargeTraining { .. } => "large_training",
-    }
-}
-
-fn advice_kind(a: &vramfit_mig::Advice) -> &'static str {
-    use vramfit_mig::Advice::*;
-    match a {
-        OneUser { .. } => "one_user",
-        UnconfirmedProfiles { .. } => "unconfirmed_profiles",
-        FourPlusThreeNeedsR510 { .. } => "four_plus_three_needs_r510",
-        TrainingInOneInstance { .. } => "training_in_one_instance",
-    }
-}
-
-/// How the throughput share is computed (printed with every plan).
-pub const THROUGHPUT_ASSUMPTION: &str = "compute share = the instance's SMs / the whole card's SMs (from the profile \
-table; where unknown, compute slices / 7 x 98/108, the A100 ratio). Seven 1g slices together are well under the whole \
-card (A100: 7 x 14 = 98 of 108 SMs = 91%; H100 SXM: 7 x 16 = 112 of 132 = 85%). Memory-bandwidth share = memory \
-slices / 8: LLM decode is usually bound by it. Instances share nothing else, so one service cannot slow another, \
-except through the shared PCIe link and power budget.";
-
 fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let (gpu, table) = load_table(&a.table)?;
     let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s)).collect::<anyhow::Result<_>>()?;
     let services: Vec<Service> = sized.iter().map(|s| s.service.clone()).collect();
     let plan = vramfit_mig::plan(&gpu, &services)?;
-    let layouts = plan
-        .layouts
+    let catalogue_note = table
+        .whole_card_note
         .iter()
-        .map(|l| LayoutInfo {
-            gpu: l.index,
-            memory_slices_used: l.memory_slices_used,
-            compute_slices_used: l.compute_slices_used,
-            waste_bytes: l.waste_bytes,
-            instances: l
-                .instances
-                .iter()
-                .map(|i| InstanceInfo {
-                    service: i.service.clone(),
-                    profile: i.profile.clone(),
-                    profile_id: i.profile_id,
-                    start: i.start,
-                    size: i.size,
-                    compute_slices: i.compute_slices,
-                    need_bytes: i.need_bytes,
-                    slice_bytes: i.slice_bytes,
-                    waste_bytes: i.waste_bytes,
-                    compute_share: i.throughput.compute_share,
-                    memory_bandwidth_share: i.throughput.memory_bandwidth_share,
-                    throughput_basis: i.throughput.basis.clone(),
-                    confirmed: i.confirmed,
-                })
-                .collect(),
-        })
+        .map(|note| AdviceInfo { kind: "unconfirmed_whole_card".into(), text: format!("whole-card memory: {note}") })
         .collect();
-    let refused = plan
-        .refused
-        .iter()
-        .map(|r| RefusalInfo { service: r.service().to_string(), kind: refusal_kind(r).into(), reason: r.reason() })
-        .collect();
-    let mut advice: Vec<AdviceInfo> =
-        plan.advice.iter().map(|x| AdviceInfo { kind: advice_kind(x).into(), text: x.text() }).collect();
-    if let Some(note) = &table.whole_card_note {
-        advice.push(AdviceInfo { kind: "unconfirmed_whole_card".into(), text: format!("whole-card memory: {note}") });
-    }
-    let service_info = sized
-        .iter()
-        .map(|s| ServiceInfo {
-            name: s.service.name.clone(),
-            need_bytes: s.service.need_bytes,
-            kind: match s.service.kind {
-                ServiceKind::Inference => "inference".into(),
-                ServiceKind::Training => "training".into(),
-            },
-            sized_by: s.sized_by.clone(),
-            params: s.service.params,
-        })
-        .collect();
-    let report = MigPlanReport::new(
-        gpu_info(&gpu, &table),
-        service_info,
-        layouts,
-        refused,
-        advice,
-        THROUGHPUT_ASSUMPTION.to_string(),
-        plan.search.nodes,
-        plan.search.lower_bound_gpus,
-    )
-    .with_max_gpus(a.max_gpus.map(|m| m as usize));
+    let service_info = sized.iter().map(|s| ServiceInfo::new(&s.service, s.sized_by.clone())).collect();
+    let max_gpus = a.max_gpus.map(|m| m as usize);
+    let report = MigPlanReport::from_plan(gpu_info(&gpu, &table), service_info, &plan, catalogue_note, max_gpus);
     let code = if report.fits { 0 } else { 1 };
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
@@ -470,17 +275,17 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("12GiB").unwrap().unwrap(), 12 << 30);
-        assert_eq!(parse_size("4.5GB").unwrap().unwrap(), 4_500_000_000);
-        assert_eq!(parse_size("800 MiB").unwrap().unwrap(), 800 << 20);
-        assert!(parse_size("12G").unwrap().is_err());
-        assert!(parse_size("12").unwrap().is_err());
-        assert!(parse_size("1e30GiB").unwrap().is_err());
-        assert!(parse_size("llama-2-7b").is_none());
-        assert!(parse_size("01-ai/Yi-6B").is_none());
-        assert_eq!(parse_size("1.5e1GiB").unwrap().unwrap(), 15 << 30);
-        assert_eq!(parse_size("+2GiB").unwrap().unwrap(), 2 << 30);
-        assert_eq!(parse_params("13B").unwrap(), 13_000_000_000);
+        assert_eq!(parse_size("size", "12GiB").unwrap().unwrap(), 12 << 30);
+        assert_eq!(parse_size("size", "4.5GB").unwrap().unwrap(), 4_500_000_000);
+        assert_eq!(parse_size("size", "800 MiB").unwrap().unwrap(), 800 << 20);
+        assert!(parse_size("size", "12G").unwrap().is_err());
+        assert!(parse_size("size", "12").unwrap().is_err());
+        assert!(parse_size("size", "1e30GiB").unwrap().is_err());
+        assert!(parse_size("size", "llama-2-7b").is_none());
+        assert!(parse_size("size", "01-ai/Yi-6B").is_none());
+        assert_eq!(parse_size("size", "1.5e1GiB").unwrap().unwrap(), 15 << 30);
+        assert_eq!(parse_size("size", "+2GiB").unwrap().unwrap(), 2 << 30);
+        assert_eq!(parse_params("params", "13B").unwrap(), 13_000_000_000);
     }
 
     #[test]

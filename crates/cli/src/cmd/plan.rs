@@ -74,22 +74,10 @@ pub struct PlanArgs {
     pub json: bool,
 }
 
-/// Parse `1000000000`, `1e9`, `1.5B`, `500M`, `2T`, `10k`.
+/// Parse `1000000000`, `1e9`, `1.5B`, `500M`, `2T`, `10k` (a count: `B` is
+/// billions; core::quantity), between 1 and 10^18.
 pub fn parse_tokens(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim().replace('_', "");
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('k') => (&t[..t.len() - 1], 1e3),
-        Some('m') => (&t[..t.len() - 1], 1e6),
-        Some('b') | Some('g') => (&t[..t.len() - 1], 1e9),
-        Some('t') => (&t[..t.len() - 1], 1e12),
-        _ => (t.as_str(), 1.0),
-    };
-    let v: f64 = num.parse().map_err(|_| anyhow::anyhow!("--tokens: '{s}' is not a number (e.g. 1e9, 1B, 500M)"))?;
-    let v = v * mult;
-    if !(1.0..=1e18).contains(&v) {
-        bail!("--tokens: {s} must be between 1 and 10^18");
-    }
-    Ok(v.round() as u64)
+    Ok(vramfit_core::quantity::parse_count("--tokens", s, 1..=1_000_000_000_000_000_000)?)
 }
 
 fn read_catalog(path: &PathBuf) -> anyhow::Result<String> {
