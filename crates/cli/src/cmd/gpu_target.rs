@@ -26,7 +26,7 @@ pub struct FitTarget {
 /// GPU count (for `--gpu auto`).
 pub fn target(gpu: Option<&str>, gpu_mem: Option<&str>, gpus_needed: u64) -> anyhow::Result<Option<FitTarget>> {
     if let Some(m) = gpu_mem {
-        let b = parse_memory(m).context("--gpu-mem")?;
+        let b = parse_memory(m)?;
         return Ok(Some(FitTarget {
             name: format!("a card with {} (--gpu-mem {m})", bytes(b)),
             memory_bytes: b,
@@ -192,34 +192,8 @@ pub fn from_machine(
 /// bigger than it is). Bare numbers are refused: the unit decides a 7%
 /// difference.
 pub fn parse_memory(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim().replace('_', "");
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let unit = unit.trim();
-    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
-        "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1024f64.powi(2),
-        "gib" => 1024f64.powi(3),
-        "tib" => 1024f64.powi(4),
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        "" => bail!("'{s}' has no unit: write e.g. 24GiB, 24576MiB or 24GB"),
-        _ => bail!(
-            "'{}': unknown unit '{}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
-            s.escape_debug(),
-            unit.escape_debug()
-        ),
-    };
-    let v: f64 = num.parse().map_err(|_| anyhow::anyhow!("'{}' is not a size (e.g. 24GiB)", s.escape_debug()))?;
-    let b = v * mult;
     // 1 MiB .. 1 PiB: a GPU's memory, not a typo
-    if !(b.is_finite() && b >= (1u64 << 20) as f64 && b <= (1u64 << 50) as f64) {
-        bail!("'{s}' is not a GPU memory size (between 1 MiB and 1 PiB)");
-    }
-    Ok(b.round() as u64)
+    Ok(vramfit_core::quantity::parse_size("--gpu-mem", s, (1 << 20)..=(1 << 50))?)
 }
 
 #[cfg(test)]
@@ -250,7 +224,8 @@ mod tests {
         assert_eq!(parse_memory("24GiB").unwrap(), 24 * GIB);
         assert_eq!(parse_memory("24576 MiB").unwrap(), 24 * GIB);
         assert_eq!(parse_memory("24GB").unwrap(), 24_000_000_000);
-        assert_eq!(parse_memory("79.6gib").unwrap(), (79.6 * GIB as f64).round() as u64);
+        // fractions round up to whole bytes (core::quantity)
+        assert_eq!(parse_memory("79.6gib").unwrap(), (79.6 * GIB as f64).ceil() as u64);
         for bad in ["24", "24 GiBs", "-1GiB", "0GiB", "1e400GiB", "GiB", "2PiB", "99999999TB"] {
             assert!(parse_memory(bad).is_err(), "{bad}");
         }
