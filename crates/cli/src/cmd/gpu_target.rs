@@ -2,7 +2,7 @@
 //! local GPUs read through NVML (`--gpu auto`, against their **free**
 //! memory), or a card given by its memory (`--gpu-mem 24GiB`).
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use vramfit_hw::{GpuProbe, HwError, Machine, MigMode, NvmlProbe};
 use vramfit_report::estimate::{DetectedGpu, DetectedGpus};
 use vramfit_report::format::bytes;
