@@ -22,6 +22,8 @@ pub struct InputInfo {
     pub read_bytes: u64,
     /// middle of a large text file not read
     pub skipped_bytes: u64,
+    /// lines in that middle (counted, so reported line numbers are the file's)
+    pub skipped_lines: u64,
     /// a stream longer than the limit: only its start was read
     pub truncated: bool,
 }
@@ -65,8 +67,9 @@ impl DiagnoseReport {
         if i.skipped_bytes > 0 {
             let _ = write!(
                 out,
-                "; large file: read its first and last parts, {} in the middle skipped",
-                bytes(i.skipped_bytes)
+                "; large file: read its first and last parts, {} in the middle skipped ({} lines, counted: line numbers are the file's)",
+                bytes(i.skipped_bytes),
+                i.skipped_lines
             );
         }
         if i.truncated {
@@ -158,6 +161,12 @@ impl DiagnoseReport {
                         for g in d.groups.iter().take(8) {
                             let _ =
                                 writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), g.label, g.count);
+                        }
+                    }
+                    if !d.sites.is_empty() {
+                        let _ = writeln!(out, "  allocation sites at the peak (the timeline's bands):");
+                        for s in &d.sites {
+                            let _ = writeln!(out, "    {:>12}  {}", bytes(s.peak_bytes), s.label);
                         }
                     }
                     if !d.peak_top.is_empty() {
