@@ -3,7 +3,7 @@
 //! it, each with the line, why it costs memory, and the fix.
 
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use tree_sitter::{Node, Parser};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,18 +26,38 @@ pub enum LintError {
     Grammar(String),
     #[error("the script could not be parsed")]
     Parse,
+    #[error(
+        "the script is {0} bytes; scripts over {max} bytes are not linted (a training script is tens of KiB: generated code?)",
+        max = MAX_SCRIPT_BYTES
+    )]
+    TooLarge(usize),
 }
 
-/// How much of the script the parser could not read (0 = clean).
+/// What the lint found; `error_nodes` is how much of the script the
+/// parser could not read (0 = clean).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LintReport {
     pub lines: usize,
     pub error_nodes: usize,
+    /// the first [`MAX_FINDINGS`] findings, by line
     pub findings: Vec<Finding>,
+    /// all findings, listed or not
+    pub findings_total: usize,
 }
 
 /// Deeper syntax than this is not linted (counted in `error_nodes`).
 const MAX_DEPTH: usize = 400;
+/// Findings listed in the report (the rest are counted): a script with
+/// more has one pattern repeated, and the first ones show it.
+pub const MAX_FINDINGS: usize = 200;
+/// Largest script linted. Hand-written training scripts are tens of KiB;
+/// tree-sitter's tree of a script takes ~15× its size in memory, so this
+/// keeps the lint under ~250 MiB and a couple of seconds.
+pub const MAX_SCRIPT_BYTES: usize = 16 << 20;
+/// Nodes one sub-walk (an expression or a loop body) looks at: patterns
+/// are judged on their first nodes, so nested code cannot make the lint
+/// quadratic.
+const WALK_BUDGET: usize = 20_000;
 
 #[derive(Clone, Copy, Default)]
 struct Ctx {
@@ -46,14 +66,33 @@ struct Ctx {
     lp: Option<(usize, usize, usize)>,
     grad_off: bool,
     func: usize,
+    /// where this node sits under its loop's body, for "an unconditional
+    /// statement at the top of the body" (no `Node::parent()`: tree-sitter
+    /// finds a parent by walking down from the root, which made the lint
+    /// quadratic on long files)
+    body: BodyPos,
+    /// the parent is a `decorated_definition` with a no_grad/inference_mode decorator
+    decorated_grad_off: bool,
+}
+
+#[derive(Clone, Copy, Default, PartialEq)]
+enum BodyPos {
+    #[default]
+    Elsewhere,
+    /// the loop's body block
+    Block,
+    /// a statement directly in that block
+    Statement,
+    /// the expression of such a statement
+    Expression,
 }
 
 #[derive(Default)]
 struct Func {
-    /// receivers of `.eval()` and their node (outside no_grad)
+    /// receivers of `.eval()` and where (row, column) (outside no_grad)
     evals: Vec<(String, usize, usize)>,
-    /// plain calls `X(...)` made with grad on: callee name
-    grad_calls: Vec<String>,
+    /// plain calls `X(...)` made with grad on: callee names
+    grad_calls: HashSet<String>,
     grad_off_anywhere: bool,
 }
 
@@ -61,20 +100,22 @@ struct Lint<'a> {
     src: &'a [u8],
     lines: Vec<&'a str>,
     findings: Vec<Finding>,
+    /// (rule, line) of each finding, one finding per rule and line
+    found: HashSet<(&'static str, usize)>,
     funcs: Vec<Func>,
-    /// names bound to `[]`/`list()`: (name, byte offset, loop id at that point)
-    list_inits: Vec<(String, usize, Option<usize>)>,
-    /// names assigned inside each loop
-    loop_assigned: HashMap<usize, Vec<String>>,
+    /// names bound to `[]`/`list()`: first and last byte offset
+    list_inits: HashMap<String, (usize, usize)>,
+    /// names assigned unconditionally at the top of each loop body
+    loop_assigned: HashMap<usize, HashSet<String>>,
     /// names on which `.backward()` is called
-    backward_on: Vec<String>,
+    backward_on: HashSet<String>,
     has_dropout: bool,
     has_sharding: bool,
     errors: usize,
     /// `+=` of a loss in a loop: (row, column, target, right-hand side, loop id)
     pending_acc: Vec<(usize, usize, String, String, usize)>,
-    /// findings decided once the whole file is seen: (node id, rule)
-    later: Vec<(usize, &'static str)>,
+    /// findings decided once the whole file is seen: (row, column, rule)
+    later: Vec<(usize, usize, &'static str)>,
 }
 
 fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
@@ -110,24 +151,21 @@ const TENSORISH: [&str; 16] = [
 impl<'a> Lint<'a> {
     fn push(&mut self, n: Node, rule: &'static str, why: &str, fix: &str) {
         let p = n.start_position();
-        let code: String = self.lines.get(p.row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect();
-        if self.findings.iter().any(|f| f.rule == rule && f.line == p.row + 1) {
+        self.push_at(p.row, p.column, rule, why, fix);
+    }
+
+    fn push_at(&mut self, row: usize, column: usize, rule: &'static str, why: &str, fix: &str) {
+        if !self.found.insert((rule, row + 1)) {
             return;
         }
-        self.findings.push(Finding {
-            rule,
-            line: p.row + 1,
-            column: p.column + 1,
-            code,
-            why: why.into(),
-            fix: fix.into(),
-        });
+        let code: String = self.lines.get(row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect();
+        self.findings.push(Finding { rule, line: row + 1, column: column + 1, code, why: why.into(), fix: fix.into() });
     }
 
     /// Does the expression turn a tensor into something off the graph?
     fn is_safe(&self, n: Node) -> bool {
         let mut safe = false;
-        walk(n, &mut |c| {
+        walk_limited(n, WALK_BUDGET, &mut |c| {
             if c.kind() == "call" {
                 if let Some(f) = c.child_by_field_name("function") {
                     let t = text(f, self.src);
@@ -145,7 +183,7 @@ impl<'a> Lint<'a> {
 
     fn mentions(&self, n: Node, words: &[&str]) -> bool {
         let mut hit = false;
-        walk(n, &mut |c| {
+        walk_limited(n, WALK_BUDGET, &mut |c| {
             if c.kind() == "identifier" {
                 let t = text(c, self.src).to_ascii_lowercase();
                 if words.iter().any(|w| t.contains(w)) {
@@ -178,17 +216,25 @@ impl<'a> Lint<'a> {
             self.errors += 1;
             return;
         }
-        let mut ctx = Ctx { depth: ctx.depth + 1, ..ctx };
+        let decorated = ctx.decorated_grad_off;
+        let here = ctx.body;
+        let mut ctx = Ctx { depth: ctx.depth + 1, decorated_grad_off: false, body: BodyPos::Elsewhere, ..ctx };
         match n.kind() {
+            "decorated_definition" => {
+                let mut cur = n.walk();
+                ctx.decorated_grad_off =
+                    n.named_children(&mut cur).any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
+            }
             "function_definition" => {
                 self.funcs.push(Func::default());
-                let decorated = n.parent().filter(|p| p.kind() == "decorated_definition").is_some_and(|p| {
-                    let mut cur = p.walk();
-                    let hit =
-                        p.named_children(&mut cur).any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
-                    hit
-                });
-                ctx = Ctx { lp: None, grad_off: decorated, func: self.funcs.len() - 1, depth: ctx.depth };
+                ctx = Ctx {
+                    lp: None,
+                    grad_off: decorated,
+                    func: self.funcs.len() - 1,
+                    depth: ctx.depth,
+                    body: BodyPos::Elsewhere,
+                    decorated_grad_off: false,
+                };
                 if decorated {
                     self.funcs[ctx.func].grad_off_anywhere = true;
                 }
@@ -200,10 +246,19 @@ impl<'a> Lint<'a> {
                 // the iterable/condition runs in the outer context; the body in the loop
                 let mut cur = n.walk();
                 let kids: Vec<Node> = n.children(&mut cur).collect();
+                let body = n.child_by_field_name("body").map(|b| b.id());
+                let alternative = n.child_by_field_name("alternative").map(|b| b.id());
                 for k in kids {
-                    let is_body = n.child_by_field_name("body").is_some_and(|b| b.id() == k.id())
-                        || n.child_by_field_name("alternative").is_some_and(|b| b.id() == k.id());
-                    let c = if is_body { Ctx { lp: Some((n.id(), n.start_byte(), n.end_byte())), ..ctx } } else { ctx };
+                    let is_body = body == Some(k.id());
+                    let c = if is_body || alternative == Some(k.id()) {
+                        Ctx {
+                            lp: Some((n.id(), n.start_byte(), n.end_byte())),
+                            body: if is_body { BodyPos::Block } else { BodyPos::Elsewhere },
+                            ..ctx
+                        }
+                    } else {
+                        ctx
+                    };
                     self.visit(k, c);
                 }
                 return;
@@ -235,7 +290,10 @@ impl<'a> Lint<'a> {
                     let name = text(l, self.src).to_string();
                     let rt = text(r, self.src).replace(' ', "");
                     if rt == "[]" || rt == "list()" {
-                        self.list_inits.push((name.clone(), n.start_byte(), ctx.lp.map(|x| x.0)));
+                        let at = n.start_byte();
+                        let e = self.list_inits.entry(name.clone()).or_insert((at, at));
+                        e.0 = e.0.min(at);
+                        e.1 = e.1.max(at);
                     }
                     // `total = total + loss` accumulates like `+=`
                     let self_sum = r.kind() == "binary_operator"
@@ -249,13 +307,8 @@ impl<'a> Lint<'a> {
                         // only an unconditional reset at the top of the loop body makes
                         // the name per-step (a reset under an `if` is periodic: the
                         // graph still piles up between resets)
-                        let top_level = n
-                            .parent()
-                            .and_then(|stmt| stmt.parent())
-                            .and_then(|block| block.parent())
-                            .is_some_and(|lp| lp.id() == id);
-                        if top_level {
-                            self.loop_assigned.entry(id).or_default().push(name);
+                        if here == BodyPos::Expression {
+                            self.loop_assigned.entry(id).or_default().insert(name);
                         }
                     }
                 }
@@ -264,6 +317,12 @@ impl<'a> Lint<'a> {
             "call" => self.check_call(n, ctx),
             _ => {}
         }
+        // the statements of a loop body, and their expressions
+        ctx.body = match (here, n.kind()) {
+            (BodyPos::Block, "block") => BodyPos::Statement,
+            (BodyPos::Statement, "expression_statement") => BodyPos::Expression,
+            _ => BodyPos::Elsewhere,
+        };
         let mut cur = n.walk();
         let kids: Vec<Node> = n.children(&mut cur).collect();
         for k in kids {
@@ -282,7 +341,7 @@ impl<'a> Lint<'a> {
         // a call of a model inside the body, outside any no_grad block in it
         let mut calls_model = false;
         let mut off_inside = false;
-        walk(body, &mut |c| match c.kind() {
+        walk_limited(body, WALK_BUDGET, &mut |c| match c.kind() {
             "with_clause" if grad_off_text(text(c, self.src)) => off_inside = true,
             "call" => {
                 if let Some(f) = c.child_by_field_name("function") {
@@ -336,7 +395,8 @@ impl<'a> Lint<'a> {
         match last {
             "checkpoint" | "checkpoint_sequential" => {
                 if self.keyword(n, "preserve_rng_state").as_deref() == Some("False") {
-                    self.later.push((n.id(), "checkpoint-rng"));
+                    let p = n.start_position();
+                    self.later.push((p.row, p.column, "checkpoint-rng"));
                 }
             }
             "DataParallel" => self.push(
@@ -346,7 +406,8 @@ impl<'a> Lint<'a> {
                 "use DistributedDataParallel for speed, and FSDP (FULL_SHARD) or DeepSpeed ZeRO-3 to actually split weights, gradients and optimizer state across cards",
             ),
             "DistributedDataParallel" => {
-                self.later.push((n.id(), "ddp-replicates"));
+                let p = n.start_position();
+                self.later.push((p.row, p.column, "ddp-replicates"));
             }
             "backward" | "grad" => {
                 let is_autograd = last == "backward" || ft.contains("autograd");
@@ -360,7 +421,7 @@ impl<'a> Lint<'a> {
                 }
                 if last == "backward" {
                     if let Some(r) = receiver {
-                        self.backward_on.push(r);
+                        self.backward_on.insert(r);
                     }
                 }
             }
@@ -376,7 +437,7 @@ impl<'a> Lint<'a> {
                 let mut cur = args.walk();
                 let Some(arg) = args.named_children(&mut cur).next() else { return };
                 let Some((_, lstart, lend)) = ctx.lp else { return };
-                let outside = self.list_inits.iter().any(|(name, at, _)| *name == r && (*at < lstart || *at >= lend));
+                let outside = self.list_inits.get(&r).is_some_and(|&(first, last)| first < lstart || last >= lend);
                 if outside && self.mentions(arg, &TENSORISH) && !self.is_safe(arg) {
                     let a = atom(arg, self.src);
                     self.push(
@@ -390,8 +451,9 @@ impl<'a> Lint<'a> {
             "eval" if n.child_by_field_name("arguments").is_some_and(|a| a.named_child_count() == 0) => {
                 if let (Some(r), false) = (receiver, ctx.grad_off) {
                     let r = r.trim_start_matches("self.").to_string();
+                    let p = n.start_position();
                     if let Some(func) = self.funcs.get_mut(ctx.func) {
-                        func.evals.push((r, n.id(), n.start_byte()));
+                        func.evals.push((r, p.row, p.column));
                     }
                 }
             }
@@ -399,7 +461,7 @@ impl<'a> Lint<'a> {
                 if !ctx.grad_off {
                     let callee = ft.trim_start_matches("self.").to_string();
                     if let Some(func) = self.funcs.get_mut(ctx.func) {
-                        func.grad_calls.push(callee);
+                        func.grad_calls.insert(callee);
                     }
                 }
             }
@@ -434,8 +496,27 @@ fn walk<'t>(n: Node<'t>, f: &mut dyn FnMut(Node<'t>)) {
     }
 }
 
-/// Parse and lint `src`.
+/// Like [`walk`], visiting at most `budget` nodes.
+fn walk_limited<'t>(n: Node<'t>, budget: usize, f: &mut dyn FnMut(Node<'t>)) {
+    let mut stack = vec![n];
+    let mut left = budget;
+    while let Some(n) = stack.pop() {
+        if left == 0 {
+            return;
+        }
+        left -= 1;
+        f(n);
+        let mut cur = n.walk();
+        let kids: Vec<Node<'t>> = n.children(&mut cur).collect();
+        stack.extend(kids.into_iter().rev());
+    }
+}
+
+/// Parse and lint `src` (at most [`MAX_SCRIPT_BYTES`]).
 pub fn lint(src: &str) -> Result<LintReport, LintError> {
+    if src.len() > MAX_SCRIPT_BYTES {
+        return Err(LintError::TooLarge(src.len()));
+    }
     let mut parser = Parser::new();
     parser.set_language(&tree_sitter_python::LANGUAGE.into()).map_err(|e| LintError::Grammar(e.to_string()))?;
     let tree = parser.parse(src, None).ok_or(LintError::Parse)?;
@@ -443,7 +524,10 @@ pub fn lint(src: &str) -> Result<LintReport, LintError> {
     let mut l = LintState::new(src);
     l.lint.funcs.push(Func::default()); // module level
     l.run(root);
-    Ok(LintReport { lines: src.lines().count(), error_nodes: l.lint.errors, findings: l.finish(root) })
+    let mut findings = l.finish();
+    let findings_total = findings.len();
+    findings.truncate(MAX_FINDINGS);
+    Ok(LintReport { lines: src.lines().count(), error_nodes: l.lint.errors, findings, findings_total })
 }
 
 /// Bytes of the input the Python detection parses.
@@ -596,10 +680,11 @@ impl<'a> LintState<'a> {
                 src: src.as_bytes(),
                 lines: src.lines().collect(),
                 findings: Vec::new(),
+                found: HashSet::new(),
                 funcs: Vec::new(),
-                list_inits: Vec::new(),
+                list_inits: HashMap::new(),
                 loop_assigned: HashMap::new(),
-                backward_on: Vec::new(),
+                backward_on: HashSet::new(),
                 has_dropout: false,
                 has_sharding: false,
                 errors: 0,
@@ -611,7 +696,7 @@ impl<'a> LintState<'a> {
     fn run(&mut self, root: Node) {
         self.lint.visit(root, Ctx::default());
     }
-    fn finish(mut self, root: Node) -> Vec<Finding> {
+    fn finish(&mut self) -> Vec<Finding> {
         let l = &mut self.lint;
         // accumulations: skip per-step losses (assigned in the loop or backward()-ed)
         let pending = std::mem::take(&mut l.pending_acc);
@@ -622,6 +707,7 @@ impl<'a> LintState<'a> {
                 continue;
             }
             let code: String = l.lines.get(row).map(|s| s.trim()).unwrap_or("").chars().take(160).collect();
+            l.found.insert(("accumulated-loss", row + 1));
             l.findings.push(Finding {
                 rule: "accumulated-loss",
                 line: row + 1,
@@ -632,17 +718,18 @@ impl<'a> LintState<'a> {
             });
         }
         let later = std::mem::take(&mut l.later);
-        for (id, rule) in later {
-            let Some(n) = find_by_id(root, id) else { continue };
+        for (row, col, rule) in later {
             match rule {
-                "checkpoint-rng" if l.has_dropout => l.push(
-                    n,
+                "checkpoint-rng" if l.has_dropout => l.push_at(
+                    row,
+                    col,
                     "checkpoint-rng",
                     "preserve_rng_state=False saves almost no memory (the RNG state is a few bytes per device) but the recomputation in backward draws new dropout masks, so the gradients no longer match the forward: a silent correctness bug in a model with dropout",
                     "drop preserve_rng_state=False (the default True costs no GPU memory worth counting); pass use_reentrant=False",
                 ),
-                "ddp-replicates" if !l.has_sharding => l.push(
-                    n,
+                "ddp-replicates" if !l.has_sharding => l.push_at(
+                    row,
+                    col,
                     "ddp-replicates",
                     "plain DistributedDataParallel keeps full weights, gradients and optimizer states on every GPU, plus gradient buckets of about the size of the gradients (unless gradient_as_bucket_view=True); adding GPUs does not lower memory per card",
                     "FSDP (FULL_SHARD / SHARD_GRAD_OP) or DeepSpeed ZeRO-2/3 to shard model states; at least gradient_as_bucket_view=True",
@@ -656,16 +743,15 @@ impl<'a> LintState<'a> {
             if f.grad_off_anywhere {
                 continue;
             }
-            for (recv, id, _) in &f.evals {
-                if f.grad_calls.iter().any(|c| c == recv) {
-                    if let Some(n) = find_by_id(root, *id) {
-                        l.push(
-                            n,
-                            "eval-without-no-grad",
-                            "model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped",
-                            "wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())",
-                        );
-                    }
+            for (recv, row, col) in &f.evals {
+                if f.grad_calls.contains(recv) {
+                    l.push_at(
+                        *row,
+                        *col,
+                        "eval-without-no-grad",
+                        "model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped",
+                        "wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())",
+                    );
                 }
             }
         }
@@ -673,14 +759,4 @@ impl<'a> LintState<'a> {
         out.sort_by(|a, b| a.line.cmp(&b.line).then(a.rule.cmp(b.rule)));
         out
     }
-}
-
-fn find_by_id(root: Node, id: usize) -> Option<Node> {
-    let mut found = None;
-    walk(root, &mut |n| {
-        if found.is_none() && n.id() == id {
-            found = Some(n);
-        }
-    });
-    found
 }

@@ -208,10 +208,13 @@ impl DiagnoseReport {
                     let _ = writeln!(
                         out,
                         "{} memory finding{} in {} lines",
-                        report.findings.len(),
-                        if report.findings.len() == 1 { "" } else { "s" },
+                        report.findings_total,
+                        if report.findings_total == 1 { "" } else { "s" },
                         report.lines
                     );
+                    if report.findings_total > report.findings.len() {
+                        let _ = writeln!(out, "(the first {} are listed)", report.findings.len());
+                    }
                 }
                 if report.error_nodes > 0 {
                     let _ = writeln!(
