@@ -38,7 +38,7 @@ use std::vec::Drain;
 const MAX_STR: usize = 64 << 10;
 /// Stack entries: CPython batches 1000 items per APPENDS/SETITEMS and a
 /// snapshot nests about 8 deep, so a real one stays under ~20k.
-const MAX_STACK: usize = 1 << 17;
+const MAX_STACK: usize = 1 << 16;
 
 /// Keys and values the decoder recognises, interned first so that their
 /// ids are these indices.
@@ -256,6 +256,7 @@ impl Items {
 }
 
 const NO_MEMO: u64 = u64::MAX;
+const NO_FIELDS: u32 = u32::MAX;
 /// A list whose first element is no record (nothing of it is kept).
 const OTHER_LIST: &str = "a list of other values";
 
@@ -277,9 +278,10 @@ struct OpenC {
     /// container once, right after creating it); more in `memo_more`
     memo: u64,
     memo_more: Vec<u64>,
-    /// the values of the keys the decoder knows (the last binding wins,
-    /// as in Python); other items are dropped as they arrive
-    fields: Fields,
+    /// for a dict: its slot in `Decoder::fields`, the values of the keys
+    /// the decoder knows (the last binding wins, as in Python); other items
+    /// are dropped as they arrive
+    fields: u32,
     items: Items,
     len: u64,
 }
@@ -530,6 +532,9 @@ struct Decoder {
     shared_stack_refs: usize,
     open: Vec<OpenC>,
     free_open: Vec<u32>,
+    /// the known fields of each open dict (slots reused)
+    fields: Vec<Fields>,
+    free_fields: Vec<u32>,
     lists: Vec<Items>,
     roots: Vec<RootRec>,
     memo: PackedMemo,
@@ -614,6 +619,8 @@ impl Decoder {
             shared_stack_refs: 0,
             open: Vec::new(),
             free_open: Vec::new(),
+            fields: Vec::new(),
+            free_fields: Vec::new(),
             lists: Vec::new(),
             roots: Vec::new(),
             memo: PackedMemo::default(),
@@ -638,9 +645,30 @@ impl Decoder {
             + self.stack_spans.len() as u64 * 30
             + self.lists.len() as u64 * std::mem::size_of::<Items>() as u64
             + self.open.len() as u64 * std::mem::size_of::<OpenC>() as u64
+            + self.fields.len() as u64 * std::mem::size_of::<Fields>() as u64
     }
 
     fn new_open(&mut self, dict: bool) -> u32 {
+        let fields = if dict {
+            match self.free_fields.pop() {
+                Some(f) => {
+                    self.fields[f as usize] = [None; N_KEYS as usize];
+                    f
+                }
+                None => {
+                    self.fields.push([None; N_KEYS as usize]);
+                    (self.fields.len() - 1) as u32
+                }
+            }
+        } else {
+            NO_FIELDS
+        };
+        let i = self.new_open_slot(dict);
+        self.open[i as usize].fields = fields;
+        i
+    }
+
+    fn new_open_slot(&mut self, dict: bool) -> u32 {
         match self.free_open.pop() {
             Some(i) => {
                 let c = &mut self.open[i as usize];
@@ -648,7 +676,7 @@ impl Decoder {
                 c.done = Done::No;
                 c.memo = NO_MEMO;
                 c.memo_more.clear();
-                c.fields = [None; N_KEYS as usize];
+                c.fields = NO_FIELDS;
                 c.items = Items::Empty;
                 c.len = 0;
                 i
@@ -659,7 +687,7 @@ impl Decoder {
                     done: Done::No,
                     memo: NO_MEMO,
                     memo_more: Vec::new(),
-                    fields: [None; N_KEYS as usize],
+                    fields: NO_FIELDS,
                     items: Items::Empty,
                     len: 0,
                 });
@@ -737,7 +765,12 @@ impl Decoder {
         let settle = Settle { open: i, first: c.memo, more: std::mem::take(&mut c.memo_more) };
         c.memo = NO_MEMO;
         let item = if c.dict {
-            let fields = c.fields;
+            let slot = c.fields;
+            let fields = self.fields.get(slot as usize).copied().unwrap_or([None; N_KEYS as usize]);
+            if slot != NO_FIELDS {
+                self.free_fields.push(slot);
+                self.open[i as usize].fields = NO_FIELDS;
+            }
             self.record(&fields)
         } else {
             let items = std::mem::replace(&mut c.items, Items::Empty);
@@ -1266,8 +1299,8 @@ impl Decoder {
             };
             let c = &mut self.open[i as usize];
             c.len += 1;
-            if let Some(key) = key {
-                c.fields[key as usize] = Some(v);
+            if let (Some(key), Some(f)) = (key, self.fields.get_mut(c.fields as usize)) {
+                f[key as usize] = Some(v);
             }
         }
         Ok(())
