@@ -172,6 +172,16 @@ fn diagnosed(input: &Input, text: &str) -> Vec<Diagnosed> {
         .collect()
 }
 
+/// Lint the script `input` holds (a file too large to be read whole is too
+/// large to lint, and the error gives its size, not the part read).
+fn lint_input(input: &Input, text: &str) -> Result<lint::LintReport, DiagnoseError> {
+    let err = |error| DiagnoseError::Lint { name: input.name.clone(), error };
+    if input.skipped > 0 || input.truncated {
+        return Err(err(lint::LintError::TooLarge(input.size.max(text.len() as u64) as usize)));
+    }
+    lint::lint(text).map_err(err)
+}
+
 /// Parse and diagnose `input` as `kind` (detected when `None`).
 pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, DiagnoseError> {
     let kind = match kind {
@@ -190,9 +200,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
                     return Ok(Diagnosis::Oom { ooms });
                 }
                 if script {
-                    let report =
-                        lint::lint(&text).map_err(|error| DiagnoseError::Lint { name: input.name.clone(), error })?;
-                    return Ok(Diagnosis::Script { report });
+                    return Ok(Diagnosis::Script { report: lint_input(input, &text)? });
                 }
             }
             match k {
@@ -237,8 +245,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
             if let Some(why) = lint::not_python_reason(&t) {
                 return Err(nr(&why));
             }
-            let report = lint::lint(&t).map_err(|error| DiagnoseError::Lint { name: input.name.clone(), error })?;
-            Ok(Diagnosis::Script { report })
+            Ok(Diagnosis::Script { report: lint_input(input, &t)? })
         }
     }
 }

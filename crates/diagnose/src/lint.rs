@@ -96,10 +96,51 @@ struct Func {
     grad_off_anywhere: bool,
 }
 
+/// A finding before its texts are written out: only the listed ones are,
+/// so a script with a hundred thousand findings holds a few words each.
+struct Raw {
+    rule: &'static str,
+    row: usize,
+    column: usize,
+    why: Text,
+    fix: Text,
+}
+
+enum Text {
+    Fixed(&'static str),
+    /// accumulated-loss: the target
+    AccWhy(Box<str>),
+    /// accumulated-loss: the target and the right-hand side
+    AccFix(Box<str>, Box<str>),
+    /// tensor-list-across-steps: the list and the appended expression
+    ListFix(Box<str>, Box<str>),
+}
+
+impl Text {
+    fn render(&self) -> String {
+        match self {
+            Text::Fixed(s) => s.to_string(),
+            Text::AccWhy(target) => format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
+            Text::AccFix(target, rhs) => format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph"),
+            Text::ListFix(r, a) => format!("`{r}.append({a}.detach())` (still on the GPU), `{a}.detach().cpu()`, or `{a}.item()` for a scalar"),
+        }
+    }
+}
+
+/// Code quoted in a finding: at most 160 characters.
+fn clip(s: &str) -> Box<str> {
+    if s.len() <= 160 {
+        return s.into();
+    }
+    let mut t: String = s.chars().take(159).collect();
+    t.push('…');
+    t.into()
+}
+
 struct Lint<'a> {
     src: &'a [u8],
     lines: Vec<&'a str>,
-    findings: Vec<Finding>,
+    findings: Vec<Raw>,
     /// (rule, line) of each finding, one finding per rule and line
     found: HashSet<(&'static str, usize)>,
     funcs: Vec<Func>,
@@ -149,17 +190,16 @@ const TENSORISH: [&str; 16] = [
 ];
 
 impl<'a> Lint<'a> {
-    fn push(&mut self, n: Node, rule: &'static str, why: &str, fix: &str) {
+    fn push(&mut self, n: Node, rule: &'static str, why: &'static str, fix: Text) {
         let p = n.start_position();
-        self.push_at(p.row, p.column, rule, why, fix);
+        self.push_at(p.row, p.column, rule, Text::Fixed(why), fix);
     }
 
-    fn push_at(&mut self, row: usize, column: usize, rule: &'static str, why: &str, fix: &str) {
+    fn push_at(&mut self, row: usize, column: usize, rule: &'static str, why: Text, fix: Text) {
         if !self.found.insert((rule, row + 1)) {
             return;
         }
-        let code: String = self.lines.get(row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect();
-        self.findings.push(Finding { rule, line: row + 1, column: column + 1, code, why: why.into(), fix: fix.into() });
+        self.findings.push(Raw { rule, row, column, why, fix });
     }
 
     /// Does the expression turn a tensor into something off the graph?
@@ -358,7 +398,7 @@ impl<'a> Lint<'a> {
                 n,
                 "eval-without-no-grad",
                 "this loop runs the model over an evaluation split with gradients on: every forward records the autograd graph and saves its activations, as much as a training forward, instead of freeing each layer's output once the next layer has used it",
-                "wrap the loop in `with torch.inference_mode():` (or torch.no_grad()), or decorate the function with @torch.no_grad()",
+                Text::Fixed("wrap the loop in `with torch.inference_mode():` (or torch.no_grad()), or decorate the function with @torch.no_grad()"),
             );
         }
     }
@@ -403,7 +443,7 @@ impl<'a> Lint<'a> {
                 n,
                 "data-parallel",
                 "nn.DataParallel keeps a full replica of the model on every GPU and gathers all outputs (and the loss) on GPU 0, so GPU 0 holds more than the others; more GPUs never lower memory per card",
-                "use DistributedDataParallel for speed, and FSDP (FULL_SHARD) or DeepSpeed ZeRO-3 to actually split weights, gradients and optimizer state across cards",
+                Text::Fixed("use DistributedDataParallel for speed, and FSDP (FULL_SHARD) or DeepSpeed ZeRO-3 to actually split weights, gradients and optimizer state across cards"),
             ),
             "DistributedDataParallel" => {
                 let p = n.start_position();
@@ -416,7 +456,7 @@ impl<'a> Lint<'a> {
                         n,
                         "retain-graph-in-loop",
                         "retain_graph=True keeps every saved activation of this graph alive after backward; inside a loop each iteration's graph stays until the names holding it are rebound, so memory grows with the iterations",
-                        "drop retain_graph=True (call backward once on the sum of the losses), or detach what carries over between iterations (e.g. hidden = hidden.detach())",
+                        Text::Fixed("drop retain_graph=True (call backward once on the sum of the losses), or detach what carries over between iterations (e.g. hidden = hidden.detach())"),
                     );
                 }
                 if last == "backward" {
@@ -429,7 +469,7 @@ impl<'a> Lint<'a> {
                 n,
                 "empty-cache-in-loop",
                 "torch.cuda.empty_cache() frees no live tensor: it hands cached free blocks back to the driver, so the next step must cudaMalloc them again (a device sync each time); it slows training and cannot prevent an OOM",
-                "remove it from the loop; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; call it at most between phases (after training, before evaluation in another process)",
+                Text::Fixed("remove it from the loop; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; call it at most between phases (after training, before evaluation in another process)"),
             ),
             "append" if ctx.lp.is_some() && !ctx.grad_off => {
                 let Some(r) = receiver else { return };
@@ -439,12 +479,12 @@ impl<'a> Lint<'a> {
                 let Some((_, lstart, lend)) = ctx.lp else { return };
                 let outside = self.list_inits.get(&r).is_some_and(|&(first, last)| first < lstart || last >= lend);
                 if outside && self.mentions(arg, &TENSORISH) && !self.is_safe(arg) {
-                    let a = atom(arg, self.src);
+                    let a = clip(&atom(arg, self.src));
                     self.push(
                         n,
                         "tensor-list-across-steps",
                         "appending a tensor that is still attached to the autograd graph keeps that step's whole graph (every saved activation) alive for as long as the list lives; memory grows every step",
-                        &format!("`{r}.append({a}.detach())` (still on the GPU), `{a}.detach().cpu()`, or `{a}.item()` for a scalar"),
+                        Text::ListFix(clip(&r), a),
                     );
                 }
             }
@@ -524,10 +564,22 @@ pub fn lint(src: &str) -> Result<LintReport, LintError> {
     let mut l = LintState::new(src);
     l.lint.funcs.push(Func::default()); // module level
     l.run(root);
-    let mut findings = l.finish();
-    let findings_total = findings.len();
-    findings.truncate(MAX_FINDINGS);
-    Ok(LintReport { lines: src.lines().count(), error_nodes: l.lint.errors, findings, findings_total })
+    let raw = l.finish();
+    let findings_total = raw.len();
+    let lines = &l.lint.lines;
+    let findings = raw
+        .iter()
+        .take(MAX_FINDINGS)
+        .map(|r| Finding {
+            rule: r.rule,
+            line: r.row + 1,
+            column: r.column + 1,
+            code: lines.get(r.row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect(),
+            why: r.why.render(),
+            fix: r.fix.render(),
+        })
+        .collect();
+    Ok(LintReport { lines: lines.len(), error_nodes: l.lint.errors, findings, findings_total })
 }
 
 /// Bytes of the input the Python detection parses.
@@ -696,7 +748,7 @@ impl<'a> LintState<'a> {
     fn run(&mut self, root: Node) {
         self.lint.visit(root, Ctx::default());
     }
-    fn finish(&mut self) -> Vec<Finding> {
+    fn finish(&mut self) -> Vec<Raw> {
         let l = &mut self.lint;
         // accumulations: skip per-step losses (assigned in the loop or backward()-ed)
         let pending = std::mem::take(&mut l.pending_acc);
@@ -706,15 +758,14 @@ impl<'a> LintState<'a> {
             if per_step {
                 continue;
             }
-            let code: String = l.lines.get(row).map(|s| s.trim()).unwrap_or("").chars().take(160).collect();
             l.found.insert(("accumulated-loss", row + 1));
-            l.findings.push(Finding {
+            let target = clip(&target);
+            l.findings.push(Raw {
                 rule: "accumulated-loss",
-                line: row + 1,
-                column: col + 1,
-                code,
-                why: format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
-                fix: format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph"),
+                row,
+                column: col,
+                why: Text::AccWhy(target.clone()),
+                fix: Text::AccFix(target, clip(&rhs)),
             });
         }
         let later = std::mem::take(&mut l.later);
@@ -724,15 +775,15 @@ impl<'a> LintState<'a> {
                     row,
                     col,
                     "checkpoint-rng",
-                    "preserve_rng_state=False saves almost no memory (the RNG state is a few bytes per device) but the recomputation in backward draws new dropout masks, so the gradients no longer match the forward: a silent correctness bug in a model with dropout",
-                    "drop preserve_rng_state=False (the default True costs no GPU memory worth counting); pass use_reentrant=False",
+                    Text::Fixed("preserve_rng_state=False saves almost no memory (the RNG state is a few bytes per device) but the recomputation in backward draws new dropout masks, so the gradients no longer match the forward: a silent correctness bug in a model with dropout"),
+                    Text::Fixed("drop preserve_rng_state=False (the default True costs no GPU memory worth counting); pass use_reentrant=False"),
                 ),
                 "ddp-replicates" if !l.has_sharding => l.push_at(
                     row,
                     col,
                     "ddp-replicates",
-                    "plain DistributedDataParallel keeps full weights, gradients and optimizer states on every GPU, plus gradient buckets of about the size of the gradients (unless gradient_as_bucket_view=True); adding GPUs does not lower memory per card",
-                    "FSDP (FULL_SHARD / SHARD_GRAD_OP) or DeepSpeed ZeRO-2/3 to shard model states; at least gradient_as_bucket_view=True",
+                    Text::Fixed("plain DistributedDataParallel keeps full weights, gradients and optimizer states on every GPU, plus gradient buckets of about the size of the gradients (unless gradient_as_bucket_view=True); adding GPUs does not lower memory per card"),
+                    Text::Fixed("FSDP (FULL_SHARD / SHARD_GRAD_OP) or DeepSpeed ZeRO-2/3 to shard model states; at least gradient_as_bucket_view=True"),
                 ),
                 _ => {}
             }
@@ -749,14 +800,14 @@ impl<'a> LintState<'a> {
                         *row,
                         *col,
                         "eval-without-no-grad",
-                        "model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped",
-                        "wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())",
+                        Text::Fixed("model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped"),
+                        Text::Fixed("wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())"),
                     );
                 }
             }
         }
         let mut out = std::mem::take(&mut l.findings);
-        out.sort_by(|a, b| a.line.cmp(&b.line).then(a.rule.cmp(b.rule)));
+        out.sort_by(|a, b| a.row.cmp(&b.row).then(a.rule.cmp(b.rule)));
         out
     }
 }

@@ -190,6 +190,7 @@ impl<R: Read> Src<R> {
         Ok(b)
     }
     /// `n` bytes (n ≤ BUF, or copied into the scratch buffer).
+    #[inline]
     fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], PickleError> {
         if self.end - self.pos >= n {
             let s = &self.buf[self.pos..self.pos + n];
@@ -235,6 +236,7 @@ impl<R: Read> Src<R> {
             }
         }
     }
+    #[inline]
     fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], PickleError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N, what)?);
@@ -264,6 +266,7 @@ fn forbidden_name(op: u8) -> Option<&'static str> {
 }
 
 /// Little-endian two's-complement integer of LONG1/LONG4.
+#[inline]
 pub fn decode_long(bytes: &[u8]) -> Atom<'static> {
     if bytes.is_empty() {
         return Atom::Int(0);

@@ -291,9 +291,10 @@ enum Item {
     V(V),
     Frame(u32, u32, i64),
     Entry(TraceEntry, Option<Bad>),
-    Block(BlockRec),
-    Segment(SegRec),
-    Hist(HistRec),
+    // rare next to trace entries: boxed, so an Item stays small to move
+    Block(Box<BlockRec>),
+    Segment(Box<SegRec>),
+    Hist(Box<HistRec>),
 }
 
 /// Memo entries of a completed container, to point at what it became once
@@ -879,19 +880,19 @@ impl Decoder {
                 None
             }
             (Items::Blocks(bs), Item::Block(b)) => {
-                push(bs, b);
+                push(bs, *b);
                 added = BLOCK_BYTES;
                 to = V::Moved(Kind::Block);
                 None
             }
             (Items::Segments(ss), Item::Segment(sg)) => {
-                push(ss, sg);
+                push(ss, *sg);
                 added = SEG_BYTES;
                 to = V::Moved(Kind::Segment);
                 None
             }
             (Items::Hists(hs), Item::Hist(h)) => {
-                push(hs, h);
+                push(hs, *h);
                 added = HIST_BYTES;
                 to = V::Moved(Kind::Hist);
                 None
@@ -1079,7 +1080,7 @@ impl Decoder {
                 blocks,
                 bad,
             };
-            return Item::Segment(s);
+            return Item::Segment(Box::new(s));
         }
         if has(K_STATE) {
             let mut bad = None;
@@ -1106,13 +1107,13 @@ impl Decoder {
                 history,
                 bad,
             };
-            return Item::Block(b);
+            return Item::Block(Box::new(b));
         }
         if has(K_REAL_SIZE) {
             let mut bad = None;
             let stack = self.stack_of(f[K_FRAMES], &mut bad);
             let real_size = note(&mut bad, "real_size", uint(f[K_REAL_SIZE]));
-            return Item::Hist(HistRec { real_size, stack, bad });
+            return Item::Hist(Box::new(HistRec { real_size, stack, bad }));
         }
         if has(K_FILENAME) || (has(K_NAME) && has(K_LINE)) {
             let s = |v: Option<V>| match v {
