@@ -117,8 +117,10 @@ def code_path(kind, op, depth_extra):
     elif kind == "optimizer":
         fr += [frame(n, f, l) for f, l, n in (torch_py[5], torch_py[6], torch_py[7])]
         fr += [frame(n, f, l) for f, l, n in (user_py[2],)]
-    else:  # data / loading
-        fr += [frame(n, f, l) for f, l, n in (lib_py[4],)] if rng.random() < 0.5 else [frame(n, f, l) for f, l, n in (user_py[5],)]
+    elif kind == "load":  # from_pretrained in main()
+        fr += [frame(n, f, l) for f, l, n in (lib_py[4],)]
+    else:  # data
+        fr += [frame(n, f, l) for f, l, n in (user_py[5],)]
     for _ in range(depth_extra):
         n, fn = cpp_mid[5]
         fr.append(frame(n, fn, rng.randrange(100, 5000)))
@@ -127,7 +129,7 @@ def code_path(kind, op, depth_extra):
 
 
 paths = []
-for kind, count in (("forward", 160), ("backward", 90), ("optimizer", 30), ("data", 20)):
+for kind, count in (("forward", 160), ("backward", 90), ("optimizer", 30), ("data", 10), ("load", 10)):
     for _ in range(count):
         paths.append((kind, code_path(kind, rng.choice(aten_ops), rng.randrange(0, 12))))
 
@@ -153,15 +155,13 @@ BASE = 0x7F2A00000000
 MiB2 = 2 << 20
 trace = []
 t = 1_700_000_000_000_000
-live = []            # (addr, size, frames)
 # the caching allocator, simplified: segments carved by a bump pointer,
 # freed blocks cached by size and reused (best fit of an exact size)
 segments = []        # [start, total, bump]
 free_by_size = {}    # size -> [addr]
 block_seg = {}       # addr -> segment index
-allocated = 0
-# about 104 bytes of pickle per trace entry (measured on this generator)
-n_entries = max(1000, target // 104)
+# about 100 bytes of pickle per trace entry (measured on this generator)
+n_entries = max(1000, target // 100)
 SIZES = (512, 4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
 
 NA_HEAD, NA_TAIL = "N/", "A"
@@ -202,26 +202,76 @@ def carve(size, frames):
     return addr
 
 
-while len(trace) < n_entries:
-    if live and (len(live) > 3000 or rand() < 0.48):
-        i = int(rand() * len(live))
-        live[i], live[-1] = live[-1], live[i]
-        addr, size, frames = live.pop()
-        entry("free_requested", addr, size, frames)
-        entry("free_completed", addr, size, frames)
-        free_by_size.setdefault(size, []).append(addr)
-        allocated -= size
-        continue
-    kind, path = paths[int(rand() * len(paths))]
-    size = SIZES[int(rand() * len(SIZES))]
-    frames = traceback_list(path)
+by_kind = {}
+for kind, path in paths:
+    by_kind.setdefault(kind, []).append(path)
+
+
+def pick(kind):
+    ps = by_kind[kind]
+    return ps[int(rand() * len(ps))]
+
+
+def alloc(size, kind):
+    frames = traceback_list(pick(kind))
     addr = carve(size, frames)
     entry("alloc", addr, size, frames)
-    live.append((addr, size, frames))
-    allocated += size
+    return (addr, size, frames)
 
+
+def free(block):
+    addr, size, frames = block
+    entry("free_requested", addr, size, frames)
+    entry("free_completed", addr, size, frames)
+    free_by_size.setdefault(size, []).append(addr)
+
+
+def noise():
+    # small tensors (masks, indices, scalars) that come and go
+    if rand() < 0.3:
+        free(alloc(SIZES[int(rand() * 3)], "forward"))
+
+
+# a training loop: parameters (loaded once), optimizer state (first
+# step), then per step the forward's activations, kept until backward
+# frees them layer by layer while gradients accumulate, the optimizer's
+# temporaries, and zero_grad(set_to_none) freeing the gradients
+LAYERS = 32
+params = [alloc((16 << 20) if i % 4 else (64 << 20), "load") for i in range(LAYERS * 4)]
+opt_state = []
+step = 0
+while len(trace) < n_entries:
+    step += 1
+    acts = [alloc(8 << 20, "data")]  # the batch
+    for layer in range(LAYERS):
+        for _ in range(3):
+            acts.append(alloc((4 << 20) * (1 + int(rand() * 4)), "forward"))
+            noise()
+    grads = []
+    for layer in reversed(range(LAYERS)):
+        tmp = alloc(4 << 20, "backward")
+        for _ in range(3):
+            free(acts.pop())
+        grads.extend(alloc(p[1], "backward") for p in params[layer * 4:layer * 4 + 4])
+        free(tmp)
+        noise()
+    if not opt_state:
+        opt_state = [alloc(p[1], "optimizer") for p in params for _ in range(2)]
+    tmps = [alloc(p[1], "optimizer") for p in params[:16]]
+    for t_ in tmps:
+        free(t_)
+    for g in grads:
+        free(g)
+    free(acts.pop())  # the batch
+
+live = params + opt_state
+# the step that fails: a longer sequence, activations twice as large
+acts = []
+for layer in range(LAYERS // 2):
+    acts.append(alloc(32 << 20, "forward"))
+live += acts
 reserved = sum(sg[1] for sg in segments)
-entry("oom", None, 8 << 30, traceback_list(paths[0][1]), device_free=300 << 20)
+entry("oom", None, 2 << 30, traceback_list(pick("forward")), device_free=300 << 20)
 entry("snapshot", 0, 0, None)
 
 empty_frames = []  # Module.cpp: d[frames_s] = empty_frames (one shared list)

@@ -343,6 +343,8 @@ pub struct Site {
     pub label: String,
     /// live bytes of this site at the peak (without a trace: now)
     pub peak_bytes: u64,
+    /// the most this site held at any point of the timeline
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -524,16 +526,29 @@ fn shown<'a>(frames: &[&'a Frame]) -> Vec<&'a Frame> {
     frames.iter().copied().filter(|f| !matches!(frame_kind(f), FrameKind::Recorder | FrameKind::Plumbing)).collect()
 }
 
+fn in_torch(f: &Frame) -> bool {
+    f.filename.replace('\\', "/").contains("torch/")
+}
+
+/// The Python frame that names an allocation: the innermost of the user's
+/// code, else of a library other than torch (the model's code in
+/// transformers, say), else of torch.
+fn naming_frame<'a>(f: &[&'a Frame], pred: impl Fn(&Frame) -> bool) -> Option<&'a Frame> {
+    let kind = |x: &Frame| frame_kind(x);
+    f.iter()
+        .find(|x| pred(x) && kind(x) == FrameKind::User)
+        .or_else(|| f.iter().find(|x| pred(x) && kind(x) == FrameKind::Library && !in_torch(x)))
+        .or_else(|| f.iter().find(|x| pred(x) && kind(x) == FrameKind::Library))
+        .copied()
+}
+
 /// Where an allocation was made: the innermost frame of the user's code,
-/// else the innermost library module, else the innermost native function
-/// (never the recorder or the allocator), as `file:line function`.
+/// else the innermost library module (torch last), else the innermost
+/// native function (never the recorder or the allocator), as
+/// `file:line function`.
 pub fn site_label(frames: &[&Frame]) -> String {
     let f = shown(frames);
-    let pick = f
-        .iter()
-        .find(|x| frame_kind(x) == FrameKind::User)
-        .or_else(|| f.iter().find(|x| frame_kind(x) == FrameKind::Library))
-        .or(f.first());
+    let pick = naming_frame(&f, |_| true).or(f.first().copied());
     match pick {
         Some(x) if x.filename.ends_with(".py") => format!("{}:{} {}", basename(&x.filename), x.line, x.name),
         Some(x) => x.name.chars().take(80).collect(),
@@ -554,12 +569,10 @@ pub fn group_label(frames: &[&Frame]) -> String {
     if frames.iter().any(|x| x.name.contains("backward") || f(x).contains("torch/autograd")) {
         return "autograd backward".to_string();
     }
-    let python_forward = |k: FrameKind| frames.iter().find(|x| x.name == "forward" && frame_kind(x) == k);
-    if let Some(fw) = python_forward(FrameKind::User).or_else(|| python_forward(FrameKind::Library)) {
+    if let Some(fw) = naming_frame(&frames, |x| x.name == "forward") {
         return format!("forward of {}", stem(&fw.filename));
     }
-    let python = |k: FrameKind| frames.iter().find(|x| frame_kind(x) == k);
-    match python(FrameKind::User).or_else(|| python(FrameKind::Library)).or(frames.first()) {
+    match naming_frame(&frames, |_| true).or(frames.first().copied()) {
         Some(x) if x.filename.ends_with(".py") => format!("{}:{}", stem(&x.filename), x.name),
         Some(x) => x.name.chars().take(80).collect(),
         None => "no frames recorded".to_string(),
@@ -953,17 +966,39 @@ impl Snapshot {
             })
             .collect();
 
-        // the largest sites at the peak get their own band
-        let mut ranked: Vec<(u32, u64)> = site_bytes.into_iter().filter(|&(s, _)| (s as usize) < n_sites).collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(labels.sites[a.0 as usize].cmp(&labels.sites[b.0 as usize])));
-        let rest: u64 = ranked.iter().skip(TOP_SITES).map(|r| r.1).sum();
+        // the largest sites get their own band: by the most they held at
+        // any point of the timeline (activations are gone by the optimizer's
+        // peak, yet they are what the sawtooth is made of), then at the peak
+        let mut max_of = vec![0i128; n_sites + 2];
+        for (_, v) in &series {
+            for (m, x) in max_of.iter_mut().zip(v) {
+                *m = (*m).max(*x);
+            }
+        }
+        let mut ranked: Vec<(u32, u64, u64)> = (0..n_sites as u32)
+            .map(|s| (s, clamp(max_of[s as usize + 1]), site_bytes.get(&s).copied().unwrap_or(0)))
+            .filter(|&(_, max, now)| max > 0 || now > 0)
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.1.max(b.2)
+                .cmp(&a.1.max(a.2))
+                .then(b.2.cmp(&a.2))
+                .then(labels.sites[a.0 as usize].cmp(&labels.sites[b.0 as usize]))
+        });
+        let rest: u64 = ranked.iter().skip(TOP_SITES).map(|r| r.2).sum();
         ranked.truncate(TOP_SITES);
-        let top: Vec<usize> = ranked.iter().map(|&(s, _)| s as usize + 1).collect();
+        // stacked as memory_viz stacks older allocations under newer ones:
+        // what is held most of the time (parameters, optimizer state) at the
+        // bottom, the per-step sawtooth on top
+        let mean = |band: usize| series.iter().map(|(_, v)| v[band].max(0)).sum::<i128>();
+        ranked.sort_by(|a, b| mean(b.0 as usize + 1).cmp(&mean(a.0 as usize + 1)).then(a.0.cmp(&b.0)));
+        let top: Vec<usize> = ranked.iter().map(|&(s, _, _)| s as usize + 1).collect();
         let other = |v: &[i128]| -> i128 {
             v.iter().enumerate().filter(|(b, _)| *b != 0 && !top.contains(b)).map(|(_, x)| *x).sum::<i128>()
         };
         let before_used = series.iter().any(|(_, v)| v[0] > 0);
-        let other_used = series.iter().any(|(_, v)| other(v) > 0) || (trace.is_empty() && rest > 0);
+        let other_max = series.iter().map(|(_, v)| other(v)).max().unwrap_or(0);
+        let other_used = other_max > 0 || (trace.is_empty() && rest > 0);
         // each band's bytes at the peak, from the replay (without a trace: the blocks now)
         let at_peak = peak.as_ref().and_then(|p| series.iter().find(|(k, _)| points[*k].index == p.index));
         let mut sites: Vec<Site> = Vec::new();
@@ -971,17 +1006,16 @@ impl Snapshot {
             sites.push(Site {
                 label: SITE_BEFORE_TRACE.into(),
                 peak_bytes: at_peak.map(|(_, v)| clamp(v[0])).unwrap_or(0),
+                max_bytes: clamp(max_of[0]),
             });
         }
-        for (&(s, bytes), &band) in ranked.iter().zip(&top) {
-            let peak_bytes = at_peak.map(|(_, v)| clamp(v[band])).unwrap_or(bytes);
-            sites.push(Site { label: labels.sites[s as usize].clone(), peak_bytes });
+        for (&(s, max, now), &band) in ranked.iter().zip(&top) {
+            let peak_bytes = at_peak.map(|(_, v)| clamp(v[band])).unwrap_or(now);
+            sites.push(Site { label: labels.sites[s as usize].clone(), peak_bytes, max_bytes: max.max(peak_bytes) });
         }
         if other_used {
-            sites.push(Site {
-                label: SITE_OTHER.into(),
-                peak_bytes: at_peak.map(|(_, v)| clamp(other(v))).unwrap_or(rest),
-            });
+            let peak_bytes = at_peak.map(|(_, v)| clamp(other(v))).unwrap_or(rest);
+            sites.push(Site { label: SITE_OTHER.into(), peak_bytes, max_bytes: clamp(other_max).max(peak_bytes) });
         }
         for (k, v) in series {
             let mut by = Vec::with_capacity(sites.len());

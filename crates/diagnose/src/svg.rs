@@ -187,7 +187,7 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
             let (px, py) = (x(pk), y(pk.allocated));
             let _ = writeln!(
                 s,
-                r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="red"><title>peak {}</title></circle><text x="{:.1}" y="{:.1}" fill="red" text-anchor="{}">peak {}</text>"#,
+                r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="red"><title>peak {}</title></circle><text x="{:.1}" y="{:.1}" fill="red" stroke="white" stroke-width="3" paint-order="stroke" text-anchor="{}">peak {}</text>"#,
                 esc(&b(pk.allocated)),
                 px + if px > LEFT + PLOT_W * 0.8 { -6.0 } else { 6.0 },
                 (py - 6.0).max(y0 + TOP + 10.0),
@@ -199,7 +199,7 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
             if let Some(p) = pts.iter().find(|p| p.index == Some(o.index)) {
                 let _ = writeln!(
                     s,
-                    r#"<line x1="{0:.1}" x2="{0:.1}" y1="{1:.1}" y2="{2:.1}" stroke="red" stroke-width="1.5" stroke-dasharray="4 2"><title>OOM: {3} requested ({4})</title></line><text x="{0:.1}" y="{5:.1}" fill="red" text-anchor="end">OOM: {3} requested </text>"#,
+                    r#"<line x1="{0:.1}" x2="{0:.1}" y1="{1:.1}" y2="{2:.1}" stroke="red" stroke-width="1.5" stroke-dasharray="4 2"><title>OOM: {3} requested ({4})</title></line><text x="{0:.1}" y="{5:.1}" fill="red" stroke="white" stroke-width="3" paint-order="stroke" text-anchor="end">OOM: {3} requested </text>"#,
                     x(p),
                     y0 + TOP,
                     y0 + TOP + PLOT_H,
@@ -212,18 +212,22 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
     }
     // legend: bands top first, as stacked
     let mut ly = y0 + TOP + 4.0;
-    let _ = writeln!(s, r#"<text x="{LEGEND_X}" y="{ly:.1}" font-weight="bold">allocated at the peak, by site</text>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{LEGEND_X}" y="{ly:.1}" font-weight="bold">allocated by site: most held (at the peak)</text>"#
+    );
     ly += 16.0;
     for (bi, site) in d.sites.iter().enumerate().rev() {
         let _ = writeln!(
             s,
-            r#"<rect x="{LEGEND_X}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{} {}</text>"#,
+            r#"<rect x="{LEGEND_X}" y="{:.1}" width="10" height="10" fill="{}"/><text x="{:.1}" y="{:.1}">{} ({}) {}</text>"#,
             ly - 9.0,
             band_color(&site.label, bi),
             LEGEND_X + 14.0,
             ly,
+            esc(&b(site.max_bytes)),
             esc(&b(site.peak_bytes)),
-            esc(&short(&site.label, 40))
+            esc(&short(&site.label, 34))
         );
         ly += 15.0;
     }

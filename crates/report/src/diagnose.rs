@@ -164,9 +164,15 @@ impl DiagnoseReport {
                         }
                     }
                     if !d.sites.is_empty() {
-                        let _ = writeln!(out, "  allocation sites at the peak (the timeline's bands):");
+                        let _ = writeln!(out, "  allocation sites (the timeline's bands): most held, at the peak");
                         for s in &d.sites {
-                            let _ = writeln!(out, "    {:>12}  {}", bytes(s.peak_bytes), s.label);
+                            let _ = writeln!(
+                                out,
+                                "    {:>12} {:>12}  {}",
+                                bytes(s.max_bytes),
+                                bytes(s.peak_bytes),
+                                s.label
+                            );
                         }
                     }
                     if !d.peak_top.is_empty() {

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 
 pub struct Pickler {
     pub out: Vec<u8>,
+    /// protocols 2 and 3 memoize with BINPUT/LONG_BINPUT, 4 and 5 with MEMOIZE
+    protocol: u8,
     memo: u32,
     /// shared strings (one Python object each): text → memo index
     shared: HashMap<String, u32>,
@@ -28,7 +30,10 @@ impl Default for Pickler {
 
 impl Pickler {
     pub fn new() -> Self {
-        Pickler { out: vec![0x80, 4], memo: 0, shared: HashMap::new() }
+        Self::with_protocol(4)
+    }
+    pub fn with_protocol(protocol: u8) -> Self {
+        Pickler { out: vec![0x80, protocol], protocol, memo: 0, shared: HashMap::new() }
     }
     pub fn finish(mut self) -> Vec<u8> {
         self.out.push(b'.');
@@ -36,9 +41,17 @@ impl Pickler {
     }
     /// MEMOIZE the object just written; its memo index.
     pub fn memoize(&mut self) -> u32 {
-        self.out.push(0x94);
+        let idx = self.memo;
+        if self.protocol >= 4 {
+            self.out.push(0x94);
+        } else if idx < 256 {
+            self.out.extend([b'q', idx as u8]);
+        } else {
+            self.out.push(b'r');
+            self.out.extend(idx.to_le_bytes());
+        }
         self.memo += 1;
-        self.memo - 1
+        idx
     }
     pub fn get(&mut self, idx: u32) {
         if idx < 256 {
@@ -211,7 +224,12 @@ fn code_paths() -> Vec<Vec<(String, i64, String)>> {
 /// segments with the blocks live at the end. Returns the pickle and the
 /// number of trace entries.
 pub fn snapshot(bytes: usize) -> (Vec<u8>, usize) {
-    let mut p = Pickler::new();
+    snapshot_in(bytes, 4)
+}
+
+/// [`snapshot`] in pickle protocol `protocol` (2–5).
+pub fn snapshot_in(bytes: usize, protocol: u8) -> (Vec<u8>, usize) {
+    let mut p = Pickler::with_protocol(protocol);
     let paths = code_paths();
     // frame dict memo index per (path, position), created on first use
     let mut frame_memo: HashMap<(String, i64, String), u32> = HashMap::new();
