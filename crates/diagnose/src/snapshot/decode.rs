@@ -551,7 +551,21 @@ const ENTRY_BYTES: u64 = 32;
 const BLOCK_BYTES: u64 = std::mem::size_of::<BlockRec>() as u64;
 const SEG_BYTES: u64 = std::mem::size_of::<SegRec>() as u64;
 const HIST_BYTES: u64 = std::mem::size_of::<HistRec>() as u64;
-type Fields = [Option<V>; N_KEYS as usize];
+/// The known fields of a dict: values, and which of them are set (so a
+/// reused slot is cleared by zeroing the mask, not 22 values).
+#[derive(Clone, Copy)]
+struct Fields {
+    set: u32,
+    v: [V; N_KEYS as usize],
+}
+
+impl Fields {
+    const EMPTY: Fields = Fields { set: 0, v: [V::None; N_KEYS as usize] };
+    #[inline]
+    fn get(&self, k: usize) -> Option<V> {
+        (self.set & (1 << k) != 0).then(|| self.v[k])
+    }
+}
 
 fn uint(v: Option<V>) -> Result<Option<u64>, &'static str> {
     match v {
@@ -653,11 +667,11 @@ impl Decoder {
         let fields = if dict {
             match self.free_fields.pop() {
                 Some(f) => {
-                    self.fields[f as usize] = [None; N_KEYS as usize];
+                    self.fields[f as usize].set = 0;
                     f
                 }
                 None => {
-                    self.fields.push([None; N_KEYS as usize]);
+                    self.fields.push(Fields::EMPTY);
                     (self.fields.len() - 1) as u32
                 }
             }
@@ -767,7 +781,7 @@ impl Decoder {
         c.memo = NO_MEMO;
         let item = if c.dict {
             let slot = c.fields;
-            let fields = self.fields.get(slot as usize).copied().unwrap_or([None; N_KEYS as usize]);
+            let fields = self.fields.get(slot as usize).copied().unwrap_or(Fields::EMPTY);
             if slot != NO_FIELDS {
                 self.free_fields.push(slot);
                 self.open[i as usize].fields = NO_FIELDS;
@@ -1020,14 +1034,14 @@ impl Decoder {
 
     /// A completed dict: its record, by the keys it has.
     fn record(&mut self, f: &Fields) -> Item {
-        let has = |k: usize| f[k].is_some();
+        let has = |k: usize| f.set & (1 << k) != 0;
         if has(K_SEGMENTS) || has(K_TRACES) {
-            self.roots.push(RootRec { segments: f[K_SEGMENTS], traces: f[K_TRACES] });
+            self.roots.push(RootRec { segments: f.get(K_SEGMENTS), traces: f.get(K_TRACES) });
             return Item::V(V::Root((self.roots.len() - 1) as u32));
         }
         if has(K_ACTION) {
             let mut bad = None;
-            let action = match f[K_ACTION] {
+            let action = match f.get(K_ACTION) {
                 Some(V::Str(s)) => match self.strings.known(s).map(u32::from).unwrap_or(s.max(36)) {
                     22 => Action::Alloc,
                     23 => Action::FreeRequested,
@@ -1045,21 +1059,21 @@ impl Decoder {
                     Action::Other(S_EMPTY)
                 }
             };
-            let stack = self.stack_of(f[K_FRAMES], &mut bad);
+            let stack = self.stack_of(f.get(K_FRAMES), &mut bad);
             let e = TraceEntry {
                 action,
-                addr: note(&mut bad, "addr", uint(f[K_ADDR])),
-                size: note(&mut bad, "size", uint(f[K_SIZE])).unwrap_or(0),
-                stream: note(&mut bad, "stream", uint(f[K_STREAM])).unwrap_or(0),
-                time_us: int(f[K_TIME]),
-                device_free: note(&mut bad, "device_free", uint(f[K_DEVICE_FREE])),
+                addr: note(&mut bad, "addr", uint(f.get(K_ADDR))),
+                size: note(&mut bad, "size", uint(f.get(K_SIZE))).unwrap_or(0),
+                stream: note(&mut bad, "stream", uint(f.get(K_STREAM))).unwrap_or(0),
+                time_us: int(f.get(K_TIME)),
+                device_free: note(&mut bad, "device_free", uint(f.get(K_DEVICE_FREE))),
                 stack,
             };
             return Item::Entry(e, bad);
         }
         if has(K_TOTAL) || has(K_BLOCKS) {
             let mut bad = None;
-            let blocks = match f[K_BLOCKS] {
+            let blocks = match f.get(K_BLOCKS) {
                 None => None,
                 Some(v @ (V::List(_) | V::EmptyList)) => Some(V2(v)),
                 Some(_) => {
@@ -1068,15 +1082,15 @@ impl Decoder {
                 }
             };
             let s = SegRec {
-                device: note(&mut bad, "device", uint(f[K_DEVICE])),
-                address: note(&mut bad, "address", uint(f[K_ADDRESS])),
-                total_size: note(&mut bad, "total_size", uint(f[K_TOTAL])),
-                stream: note(&mut bad, "stream", uint(f[K_STREAM])),
-                segment_type: match f[K_SEGTYPE] {
+                device: note(&mut bad, "device", uint(f.get(K_DEVICE))),
+                address: note(&mut bad, "address", uint(f.get(K_ADDRESS))),
+                total_size: note(&mut bad, "total_size", uint(f.get(K_TOTAL))),
+                stream: note(&mut bad, "stream", uint(f.get(K_STREAM))),
+                segment_type: match f.get(K_SEGTYPE) {
                     Some(V::Str(s)) => Some(s),
                     _ => None,
                 },
-                is_expandable: matches!(f[K_EXPANDABLE], Some(V::Bool(true))),
+                is_expandable: matches!(f.get(K_EXPANDABLE), Some(V::Bool(true))),
                 blocks,
                 bad,
             };
@@ -1084,7 +1098,7 @@ impl Decoder {
         }
         if has(K_STATE) {
             let mut bad = None;
-            let state = match f[K_STATE] {
+            let state = match f.get(K_STATE) {
                 Some(V::Str(s)) => match self.strings.known(s) {
                     Some(31) => Some(BlockState::ActiveAllocated),
                     Some(32 | 33) => Some(BlockState::ActiveAwaitingFree),
@@ -1093,15 +1107,15 @@ impl Decoder {
                 },
                 _ => None,
             };
-            let stack = self.stack_of(f[K_FRAMES], &mut bad);
-            let history = match f[K_HISTORY] {
+            let stack = self.stack_of(f.get(K_FRAMES), &mut bad);
+            let history = match f.get(K_HISTORY) {
                 Some(v @ (V::List(_) | V::EmptyList)) => Some(V2(v)),
                 _ => None,
             };
             let b = BlockRec {
-                address: note(&mut bad, "address", uint(f[K_ADDRESS])),
-                size: note(&mut bad, "size", uint(f[K_SIZE])),
-                requested_size: note(&mut bad, "requested_size", uint(f[K_REQUESTED])),
+                address: note(&mut bad, "address", uint(f.get(K_ADDRESS))),
+                size: note(&mut bad, "size", uint(f.get(K_SIZE))),
+                requested_size: note(&mut bad, "requested_size", uint(f.get(K_REQUESTED))),
                 state,
                 stack,
                 history,
@@ -1111,8 +1125,8 @@ impl Decoder {
         }
         if has(K_REAL_SIZE) {
             let mut bad = None;
-            let stack = self.stack_of(f[K_FRAMES], &mut bad);
-            let real_size = note(&mut bad, "real_size", uint(f[K_REAL_SIZE]));
+            let stack = self.stack_of(f.get(K_FRAMES), &mut bad);
+            let real_size = note(&mut bad, "real_size", uint(f.get(K_REAL_SIZE)));
             return Item::Hist(Box::new(HistRec { real_size, stack, bad }));
         }
         if has(K_FILENAME) || (has(K_NAME) && has(K_LINE)) {
@@ -1120,7 +1134,7 @@ impl Decoder {
                 Some(V::Str(s)) => s,
                 _ => S_EMPTY,
             };
-            return Item::Frame(s(f[K_FILENAME]), s(f[K_NAME]), int(f[K_LINE]).unwrap_or(0));
+            return Item::Frame(s(f.get(K_FILENAME)), s(f.get(K_NAME)), int(f.get(K_LINE)).unwrap_or(0));
         }
         Item::V(V::Opaque("a dict"))
     }
@@ -1301,7 +1315,8 @@ impl Decoder {
             let c = &mut self.open[i as usize];
             c.len += 1;
             if let (Some(key), Some(f)) = (key, self.fields.get_mut(c.fields as usize)) {
-                f[key as usize] = Some(v);
+                f.v[key as usize] = v;
+                f.set |= 1 << key;
             }
         }
         Ok(())
