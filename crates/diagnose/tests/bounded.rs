@@ -296,8 +296,10 @@ fn lint_is_capped_and_bounded() {
     let r = r.unwrap();
     assert_eq!(r.findings.len(), MAX_FINDINGS);
     assert!(r.findings_total > 50_000, "{}", r.findings_total);
-    // tree-sitter's tree plus the findings: well under 100× the script
-    assert!(peak < 100 * src.len(), "{} MiB for {} MiB", peak / MIB, src.len() / MIB);
+    // the lint's own heap: findings hold a few words each until listed
+    // (tree-sitter's tree lives in C allocations this allocator does not
+    // see: ~70 B per byte of code, measured with the CLI in docs/diagnose.md)
+    assert!(peak < 20 * src.len(), "{} MiB for {} MiB", peak / MIB, src.len() / MIB);
 }
 
 #[test]
