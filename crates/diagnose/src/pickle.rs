@@ -135,7 +135,10 @@ pub trait Sink {
 
 // ------------------------------------------------------------------ input
 
+/// The read buffer grows from `BUF_START` to `BUF` while reads fill it
+/// (a small pickle does not pay for zeroing 1 MiB).
 const BUF: usize = 1 << 20;
+const BUF_START: usize = 8 << 10;
 
 /// Buffered input that never holds more than one buffer (plus one copied
 /// value of at most `max_atom` bytes).
@@ -152,10 +155,24 @@ struct Src<R> {
 
 impl<R: Read> Src<R> {
     fn new(r: R) -> Self {
-        Src { r, buf: vec![0u8; BUF].into_boxed_slice(), pos: 0, end: 0, base: 0, eof: false, scratch: Vec::new() }
+        Src {
+            r,
+            buf: vec![0u8; BUF_START].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            scratch: Vec::new(),
+        }
     }
     fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+    fn grow(&mut self, want: usize) {
+        let len = want.clamp(self.buf.len(), BUF);
+        let mut bigger = vec![0u8; len].into_boxed_slice();
+        bigger[..self.end].copy_from_slice(&self.buf[..self.end]);
+        self.buf = bigger;
     }
     /// Make at least `n` (≤ BUF) bytes available; false at end of input.
     fn fill(&mut self, n: usize) -> Result<bool, PickleError> {
@@ -165,10 +182,19 @@ impl<R: Read> Src<R> {
             self.end -= self.pos;
             self.pos = 0;
         }
+        if n > self.buf.len() {
+            self.grow(n);
+        }
         while self.end < n && !self.eof {
             match self.r.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
-                Ok(k) => self.end += k,
+                Ok(k) => {
+                    self.end += k;
+                    // a read that filled the buffer: the input is big, read more at a time
+                    if self.end == self.buf.len() && self.buf.len() < BUF {
+                        self.grow(self.buf.len() * 4);
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(PickleError::Io { offset: self.base + self.end as u64, what: e.to_string() }),
             }

@@ -5,8 +5,9 @@
 //!
 //! How it stays bounded on a 1 GB snapshot or a hostile one:
 //! - **Records are typed when they complete.** A dict is complete when it
-//!   leaves the stack (CPython's pickler writes a container's items right
-//!   after creating it, then hands it to its parent). Its shape names it:
+//!   leaves the stack, or when a memo reference to it appears first
+//!   (CPython's pickler writes a container's items right after creating
+//!   it, before anything can refer to it again). Its shape names it:
 //!   `action` → trace entry, `state` → block, `total_size`/`blocks` →
 //!   segment, `real_size` → legacy history item, `filename` → frame,
 //!   `segments`/`device_traces` → the snapshot. Trace entries, blocks,
@@ -23,9 +24,11 @@
 //!   already placed yields a marker, never a copy: PyTorch writes each
 //!   segment, block and trace entry once (fresh dicts in Module.cpp), so a
 //!   file that lists one twice is refused by name instead of expanded.
-//! - **A memory budget** counts what is held (records, frames, interned
-//!   strings, the memo, open containers) and stops the read with a clear
-//!   error when it would pass the caller's limit.
+//! - **Strings** live in one arena, each recognised (key, action, state)
+//!   once, when first used as one; no per-string allocation or hashing.
+//! - **A memory budget** counts what is held (records, frames, strings,
+//!   the memo, open containers) and stops the read with a clear error when
+//!   it would pass the caller's limit.
 
 use super::{Action, Block, BlockState, Frame, Segment, Snapshot, SnapshotError, Trace, TraceEntry};
 use crate::pickle::{self, Atom, Coll, Limits, Sink, SinkError};
@@ -40,8 +43,9 @@ const MAX_STR: usize = 64 << 10;
 /// snapshot nests about 8 deep, so a real one stays under ~20k.
 const MAX_STACK: usize = 1 << 16;
 
-/// Keys and values the decoder recognises, interned first so that their
-/// ids are these indices.
+/// Keys and values the decoder recognises (added to the string arena first,
+/// so that their ids are these indices; equal strings elsewhere in the file
+/// are recognised by content).
 const KNOWN: [&str; 36] = [
     // keys 0..=21
     "action",
@@ -1042,16 +1046,16 @@ impl Decoder {
         if has(K_ACTION) {
             let mut bad = None;
             let action = match f.get(K_ACTION) {
-                Some(V::Str(s)) => match self.strings.known(s).map(u32::from).unwrap_or(s.max(36)) {
-                    22 => Action::Alloc,
-                    23 => Action::FreeRequested,
-                    24 => Action::FreeCompleted,
-                    25 => Action::SegmentAlloc,
-                    26 => Action::SegmentFree,
-                    27 => Action::SegmentMap,
-                    28 => Action::SegmentUnmap,
-                    29 => Action::Oom,
-                    30 => Action::Snapshot,
+                Some(V::Str(s)) => match self.strings.known(s) {
+                    Some(22) => Action::Alloc,
+                    Some(23) => Action::FreeRequested,
+                    Some(24) => Action::FreeCompleted,
+                    Some(25) => Action::SegmentAlloc,
+                    Some(26) => Action::SegmentFree,
+                    Some(27) => Action::SegmentMap,
+                    Some(28) => Action::SegmentUnmap,
+                    Some(29) => Action::Oom,
+                    Some(30) => Action::Snapshot,
                     _ => Action::Other(s),
                 },
                 _ => {
