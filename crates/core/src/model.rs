@@ -140,7 +140,7 @@ pub struct MoeSpec {
     /// DeepSeek-V3 router carries a per-expert correction bias
     pub router_bias: bool,
     /// the router linear itself has a bias (gpt-oss `mlp.router`)
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub router_linear_bias: bool,
 }
 
@@ -373,19 +373,19 @@ pub struct ModelSpec {
     /// model (`num_nextn_predict_layers`, `mtp_num_hidden_layers`): not part of
     /// `ParamLayout` (transformers drops them; vLLM/SGLang load them only for
     /// MTP speculative decoding), counted by [`crate::params::mtp_params`]
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub mtp_layers: u64,
     /// q/k RMSNorm over the whole projection (OLMo 2) rather than per head (Qwen3, Gemma 3)
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub qk_norm_full_width: bool,
     /// q_proj also yields a per-head output gate (Qwen3-Next `attn_output_gate`): twice as wide
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub attn_output_gate: bool,
     /// one learned sink logit per head and layer (gpt-oss `sinks`)
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub attention_sinks: bool,
     /// the output head has a bias (phi)
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub lm_head_bias: bool,
     /// dropout probability on attention probabilities (training masks)
     pub attention_dropout: f64,
@@ -397,6 +397,14 @@ pub struct ModelSpec {
     pub native_dtype: Option<DType>,
     /// what the ingest layer assumed or skipped, shown to the user
     pub notes: Vec<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Upper bounds that catch absurd configs before any arithmetic (the
