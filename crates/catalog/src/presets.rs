@@ -24,6 +24,10 @@ pub struct Preset {
     pub params_card: Option<String>,
     /// a config.json object
     pub config: serde_json::Value,
+    /// the checkpoint's `hf_quant_config.json` (ModelOpt), when its config.json
+    /// does not declare the quantization
+    #[serde(default)]
+    pub hf_quant_config: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -67,15 +67,15 @@ pub fn shard(group: &ParamGroup, bytes: u64, layers: u64, tp: u64, pp: u64) -> R
 }
 
 /// The names a checkpoint may give one instance of `group` in layer `layer`
-/// (causal LM, or a multimodal model's `language_model`).
-fn module_names(group: &ParamGroup, layer: Option<u32>) -> [String; 3] {
+/// (causal LM, a multimodal model's `language_model`, Nemotron-H's `backbone`).
+fn module_names(group: &ParamGroup, layer: Option<u32>) -> [String; 4] {
     let mut path = group.path.clone();
     if let Some(i) = layer {
         path = path.replacen('*', &i.to_string(), 1);
     }
     // expert index: the patterns of real configs never single out one expert
     let path = path.replace('*', "0");
-    [format!("model.{path}"), format!("model.language_model.{path}"), path]
+    [format!("model.{path}"), format!("model.language_model.{path}"), format!("backbone.{path}"), path]
 }
 
 /// Instances of `group` the checkpoint leaves unquantized (its

@@ -1037,6 +1037,24 @@ pub fn parse_hf_quant_config(bytes: &[u8], origin: &str) -> Result<(Option<Quant
     Ok((spec, notes))
 }
 
+/// Apply a sibling `hf_quant_config.json` to a spec whose config.json
+/// declares no quantization (NVIDIA's ModelOpt checkpoints); when both
+/// declare one, config.json's wins and a note says so.
+pub fn apply_hf_quant_config(spec: &mut ModelSpec, bytes: &[u8], origin: &str) -> Result<(), IngestError> {
+    let (q, notes) = parse_hf_quant_config(bytes, origin)?;
+    match (&spec.quantization, q) {
+        (None, Some(q)) => {
+            spec.quantization = Some(q);
+            spec.notes.extend(notes);
+        }
+        (Some(_), Some(_)) => {
+            spec.notes.push(format!("{origin} also declares a quantization; config.json's quantization_config is used"))
+        }
+        (_, None) => spec.notes.extend(notes),
+    }
+    Ok(())
+}
+
 /// `quantization_config` → how the checkpoint's linear weights are stored.
 fn quantization(q: &Value, file: &str, notes: &mut Vec<String>) -> Result<Option<QuantSpec>, IngestError> {
     let Some(m) = q.as_object() else {
