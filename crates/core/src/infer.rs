@@ -360,9 +360,29 @@ fn push_kv(
     pp: u64,
 ) -> Result<InferenceDetail, CoreError> {
     let state_dtype = setup.weight_dtype_compute();
-    let kv = kv_geometry(spec, setup.kv_dtype, state_dtype, tp, pp)?;
-    let blocks = setup.context.div_ceil(setup.block_size);
-    let tokens_per_seq = product("tokens", &[blocks, setup.block_size])?;
+    let mut kv = kv_geometry(spec, setup.kv_dtype, state_dtype, tp, pp)?;
+    let mut blocks = setup.context.div_ceil(setup.block_size);
+    let mut tokens_per_seq = product("tokens", &[blocks, setup.block_size])?;
+    // Every KV layer slides (Mistral v0.1, a Qwen2 with use_sliding_window):
+    // one cache of what the policy keeps, in the plain entry.
+    if kv.bytes_per_token == 0 && kv.state.is_none() {
+        if let Some(sw) = kv.sliding.take() {
+            tokens_per_seq = sliding_tokens(sw.window, setup.context, setup.block_size, setup.sliding_window_cache)?;
+            blocks = tokens_per_seq.div_ceil(setup.block_size);
+            kv.bytes_per_token = sw.bytes_per_token;
+            if let Some(t) = kv.explain.terms.iter_mut().find(|t| t.name == "layers") {
+                t.value = sw.layers.into();
+            }
+            if sw.window < setup.context {
+                kv.explain = kv.explain.note(format!(
+                    "every layer attends over a sliding window of {}: --sliding-window-cache {} keeps {} tokens per sequence",
+                    sw.window,
+                    setup.sliding_window_cache.name(),
+                    tokens_per_seq
+                ));
+            }
+        }
+    }
     let per_seq_full = product("kv cache", &[kv.bytes_per_token, tokens_per_seq])?;
     let kv_bytes = product("kv cache", &[per_seq_full, setup.concurrency])?;
     let hybrid = kv.sliding.is_some() || kv.state.is_some();

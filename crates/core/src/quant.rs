@@ -174,6 +174,21 @@ impl QuantSpec {
         Ok(())
     }
 
+    /// The formula of [`QuantSpec::matrix_bytes`] in words.
+    pub fn formula(&self) -> &'static str {
+        match self.method {
+            QuantMethod::Bnb4 if self.double_quant => "n/2 + ceil(n/64)·1 B absmax + ceil(n/64/256)·4 B",
+            QuantMethod::Bnb4 => "n/2 + ceil(n/64)·4 B absmax",
+            QuantMethod::Bnb8 => "n·1 B + d_out·4 B row scales",
+            QuantMethod::Gptq => "n·bits/8 + (d_in/g)·d_out·(2 B scale + bits/8 zero) + d_in·4 B g_idx",
+            QuantMethod::Awq | QuantMethod::Int => "n·bits/8 + (d_in/g)·d_out·(2 B scale + bits/8 zero)",
+            QuantMethod::Fp8 if self.block.is_some() => "n·1 B + ceil(d_out/br)·ceil(d_in/bc)·4 B block scales",
+            QuantMethod::Fp8 => "n·1 B + 4 B tensor scale",
+            QuantMethod::Mxfp4 => "n/2 B + d_out·ceil(d_in/32)·1 B E8M0 scales",
+            QuantMethod::Nvfp4 => "n/2 B + d_out·ceil(d_in/16)·1 B fp8 scales + 2·4 B fp32 global and input scales",
+        }
+    }
+
     /// Bytes of one quantized `d_out × d_in` weight matrix (no bias), with
     /// the formula in words.
     pub fn matrix_bytes(&self, d_in: u64, d_out: u64) -> Result<(u64, &'static str), CoreError> {
@@ -310,6 +325,32 @@ mod tests {
         // 7,340,032 packed + 7168·128 = 917,504 fp8 scales + 8
         let q = QuantSpec::nvfp4(DType::BF16);
         assert_eq!(q.matrix_bytes(2048, 7168).unwrap().0, 7_340_032 + 917_504 + 8);
+    }
+
+    #[test]
+    fn formula_is_the_one_matrix_bytes_uses() {
+        let mut fp8_block = QuantSpec::fp8_per_tensor(DType::BF16);
+        fp8_block.block = Some((128, 128));
+        let mut gptq = QuantSpec::int(4, 128, DType::F16);
+        gptq.method = QuantMethod::Gptq;
+        let mut awq = QuantSpec::int(4, 128, DType::F16);
+        awq.method = QuantMethod::Awq;
+        let mut bnb8 = QuantSpec::nf4(false, DType::F16);
+        bnb8.method = QuantMethod::Bnb8;
+        for q in [
+            QuantSpec::nf4(true, DType::BF16),
+            QuantSpec::nf4(false, DType::BF16),
+            bnb8,
+            gptq,
+            awq,
+            QuantSpec::int(8, 64, DType::F16),
+            QuantSpec::fp8_per_tensor(DType::BF16),
+            fp8_block,
+            QuantSpec::mxfp4(DType::BF16),
+            QuantSpec::nvfp4(DType::BF16),
+        ] {
+            assert_eq!(q.matrix_bytes(4096, 1024).unwrap().1, q.formula(), "{:?}", q.method);
+        }
     }
 
     #[test]

@@ -168,7 +168,7 @@ pub fn push_weights(
         None => format!("decoder linear weights ({dtype})"),
     };
     let lin_formula = match quant {
-        Some(q) => q.matrix_bytes(1, 1).map(|(_, f)| f.to_string()).unwrap_or_default(),
+        Some(q) => q.formula().to_string(),
         None => format!("params × {} B", dtype.bytes()?),
     };
     ledger.push(
