@@ -269,7 +269,7 @@ pub fn module_matches(pattern: &str, name: &str) -> bool {
     if pattern.contains('*') {
         // a wildcard pattern also covers the children of what it matches
         return glob(pattern.as_bytes(), name.as_bytes())
-            || name.match_indices('.').any(|(i, _)| glob(pattern.as_bytes(), name[..i].as_bytes()));
+            || name.match_indices('.').any(|(i, _)| glob(pattern.as_bytes(), &name.as_bytes()[..i]));
     }
     name == pattern || name.strip_prefix(pattern).is_some_and(|rest| rest.starts_with('.'))
 }

@@ -561,7 +561,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
                     // Gemma3TextConfig: layer i slides unless (i + 1) is a multiple of the pattern
                     let p = f.u64_or(&["sliding_window_pattern", "_sliding_window_pattern"], 6).max(1);
                     (0..s.num_layers)
-                        .map(|i| if (i + 1) % p == 0 { Mixer::Attention } else { Mixer::SlidingAttention })
+                        .map(|i| if (i + 1).is_multiple_of(p) { Mixer::Attention } else { Mixer::SlidingAttention })
                         .collect()
                 }
             };
@@ -609,7 +609,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
                     // Qwen3NextConfig: full attention every `full_attention_interval` (4) layers
                     let every = f.u64_or(&["full_attention_interval"], 4).max(1);
                     (0..s.num_layers)
-                        .map(|i| if (i + 1) % every == 0 { Mixer::Attention } else { Mixer::LinearAttention })
+                        .map(|i| if (i + 1).is_multiple_of(every) { Mixer::Attention } else { Mixer::LinearAttention })
                         .collect()
                 }
             };
@@ -639,7 +639,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
                 .enumerate()
                 .map(|(i, mixer)| {
                     let i = i as u64;
-                    let sparse = moe.is_some() && !mlp_only.contains(&i) && (i + 1) % step == 0;
+                    let sparse = moe.is_some() && !mlp_only.contains(&i) && (i + 1).is_multiple_of(step);
                     LayerKind { mixer, ffn: if sparse { Ffn::Moe } else { Ffn::Dense } }
                 })
                 .collect();

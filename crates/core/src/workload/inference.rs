@@ -31,7 +31,7 @@ pub struct InferenceSetup {
 /// How an engine caches the layers that attend over a sliding window
 /// (Gemma 2/3, gpt-oss, Mistral v0.1, …). Full-attention layers always keep
 /// the whole context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum SlidingWindowCache {
     /// Each sliding layer keeps the last `window` tokens plus the block the
@@ -39,6 +39,7 @@ pub enum SlidingWindowCache {
     /// on by default in vLLM v1), SGLang's SWA pool, and transformers'
     /// `DynamicSlidingWindowLayer` (the `DynamicCache` `generate()` builds
     /// from the config). The default.
+    #[default]
     Window,
     /// Every sliding layer keeps the whole context: vLLM with
     /// `--disable-hybrid-kv-cache-manager` (its `FullAttentionSpec` "regarded
@@ -51,12 +52,6 @@ pub enum SlidingWindowCache {
         /// `-ub`, llama.cpp's micro-batch (default 512)
         ubatch: u64,
     },
-}
-
-impl Default for SlidingWindowCache {
-    fn default() -> Self {
-        SlidingWindowCache::Window
-    }
 }
 
 impl SlidingWindowCache {
