@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn embedded_presets_parse_sorted_and_unique() {
         let p = builtin().unwrap();
-        assert!(p.len() >= 25, "only {} presets", p.len());
+        assert!(p.len() >= 80, "only {} presets (issue 12: at least 80)", p.len());
         let names: Vec<_> = p.iter().map(|p| p.name.clone()).collect();
         let mut sorted = names.clone();
         sorted.sort();

@@ -605,11 +605,12 @@ impl ModelSpec {
             check("vision_config.hidden_size", v.hidden_size, MAX_HIDDEN)?;
             check("vision_config.intermediate_size", v.intermediate_size, MAX_INTERMEDIATE)?;
             check("vision_config.num_hidden_layers", v.layers, MAX_LAYERS)?;
-            check("vision_config.patch_size", v.patch_size, MAX_HIDDEN)?;
-            check("vision_config.temporal_patch_size", v.temporal_patch_size, MAX_HIDDEN)?;
-            check("vision_config.in_channels", v.in_channels, MAX_HIDDEN)?;
+            // patches, frames, channels and merges are small in every real tower
+            check("vision_config.patch_size", v.patch_size, 1 << 12)?;
+            check("vision_config.temporal_patch_size", v.temporal_patch_size, 1 << 8)?;
+            check("vision_config.in_channels", v.in_channels, 1 << 8)?;
             check("vision_config.out_hidden_size", v.out_hidden_size, MAX_HIDDEN)?;
-            check("vision_config.spatial_merge_size", v.spatial_merge, MAX_HIDDEN)?;
+            check("vision_config.spatial_merge_size", v.spatial_merge, 1 << 8)?;
             if v.position_embeddings > MAX_POSITIONS {
                 return Err(CoreError::invalid("vision_config.num_position_embeddings", "larger than any real model"));
             }

@@ -307,6 +307,10 @@ fn family_of(mt: &str) -> Family {
     }
 }
 
+/// Patterns are built for at most this many layers; a config claiming more is
+/// refused by `ModelSpec::validate` (limit 2^14 layers) before anything sizes it.
+const MAX_PATTERN: u64 = vramfit_core::model::limits::MAX_LAYERS + 1;
+
 /// Per-layer mixer kinds from `layer_types` (transformers ≥ 4.53 spelling).
 fn layer_types(f: &mut Fields, layers: u64) -> Result<Option<Vec<Mixer>>, String> {
     let Some(list) = f.get("layer_types").and_then(Value::as_array) else { return Ok(None) };
@@ -560,7 +564,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
                 None => {
                     // Gemma3TextConfig: layer i slides unless (i + 1) is a multiple of the pattern
                     let p = f.u64_or(&["sliding_window_pattern", "_sliding_window_pattern"], 6).max(1);
-                    (0..s.num_layers)
+                    (0..s.num_layers.min(MAX_PATTERN))
                         .map(|i| if (i + 1).is_multiple_of(p) { Mixer::Attention } else { Mixer::SlidingAttention })
                         .collect()
                 }
@@ -588,7 +592,9 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
             });
             let mixers = layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))?.unwrap_or_else(|| {
                 // GptOssConfig: sliding on even layers, full on odd ones
-                (0..s.num_layers).map(|i| if i % 2 == 0 { Mixer::SlidingAttention } else { Mixer::Attention }).collect()
+                (0..s.num_layers.min(MAX_PATTERN))
+                    .map(|i| if i % 2 == 0 { Mixer::SlidingAttention } else { Mixer::Attention })
+                    .collect()
             });
             s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Moe }).collect();
         }
@@ -608,7 +614,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
                 None => {
                     // Qwen3NextConfig: full attention every `full_attention_interval` (4) layers
                     let every = f.u64_or(&["full_attention_interval"], 4).max(1);
-                    (0..s.num_layers)
+                    (0..s.num_layers.min(MAX_PATTERN))
                         .map(|i| if (i + 1).is_multiple_of(every) { Mixer::Attention } else { Mixer::LinearAttention })
                         .collect()
                 }
@@ -838,6 +844,13 @@ fn vision(
             }
             let image = f.u64_or(&["image_size"], 224);
             let patch = f.u64_or(&["patch_size"], 16).max(1);
+            let side = image / patch;
+            let Some(positions) = side.checked_mul(side) else {
+                return Err(invalid(
+                    origin,
+                    format!("vision_config: image_size {image} / patch_size {patch} is absurd"),
+                ));
+            };
             VisionSpec {
                 kind: VisionKind::SiglipGemma3,
                 hidden_size: f.u64_or(&["hidden_size"], 768),
@@ -846,7 +859,7 @@ fn vision(
                 patch_size: patch,
                 temporal_patch_size: 1,
                 in_channels: f.u64_or(&["num_channels"], 3),
-                position_embeddings: (image / patch) * (image / patch),
+                position_embeddings: positions,
                 out_hidden_size: text_hidden,
                 spatial_merge: 1,
                 deepstack_mergers: 0,
