@@ -121,6 +121,21 @@ pub fn kv_geometry(
             .term("qk_rope_head_dim", m.qk_rope_head_dim)
             .term("bytes", bytes)
             .note("compressed latent as vLLM/SGLang cache it; HF transformers caches decompressed K/V (much larger); replicated per TP rank");
+        if spec.indexer.is_some() && bytes == 1 {
+            // DeepSeek sparse attention with an fp8 cache is vLLM's `fp8_ds_mla`
+            // layout: the latent in fp8, one fp32 scale per 128 of it, the rope
+            // part kept 16-bit (MLAAttentionSpec.real_page_size_bytes: 656 B for
+            // DeepSeek-V3.2's 512 + 64)
+            let per = m.kv_lora_rank + m.kv_lora_rank.div_ceil(128) * 4 + m.qk_rope_head_dim * 2;
+            b = product("kv bytes per token", &[layers, per])?;
+            e = Explanation::new(
+                "layers × (kv_lora_rank × 1 B + kv_lora_rank/128 × 4 B scales + qk_rope_head_dim × 2 B)",
+            )
+            .term("layers", layers)
+            .term("kv_lora_rank", m.kv_lora_rank)
+            .term("qk_rope_head_dim", m.qk_rope_head_dim)
+            .note("vLLM's fp8_ds_mla cache of sparse MLA (DeepSeek-V3.2, GLM-5): fp8 latent, fp32 scales, 16-bit rope key; replicated per TP rank");
+        }
         if let Some(ix) = &spec.indexer {
             // vLLM's indexer cache: fp8 key + one fp32 scale per 128 values
             let per = ix.head_dim + ix.head_dim.div_ceil(128) * 4;

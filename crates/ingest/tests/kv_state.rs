@@ -138,6 +138,12 @@ fn mla_latent_and_sparse_indexer() {
     // layer: 61 × (1,152 + 132) = 78,324 B per token.
     let v32 = kv_geometry(&preset("deepseek-v3.2"), DType::BF16, DType::BF16, 1, 1).unwrap();
     assert_eq!(v32.bytes_per_token, 78_324);
+    // With an fp8 cache, sparse MLA is vLLM's fp8_ds_mla layout: 512 fp8 + 4 fp32
+    // scales + 64 × 2 B rope = 656 B, plus the indexer's 132 B: 61 × 788 = 48,068 B.
+    let fp8 = kv_geometry(&preset("deepseek-v3.2"), DType::F8, DType::BF16, 1, 1).unwrap();
+    assert_eq!(fp8.bytes_per_token, 48_068);
+    // dense MLA in fp8 is the plain latent: 61 × 576 = 35,136 B
+    assert_eq!(kv_geometry(&preset("deepseek-r1"), DType::F8, DType::BF16, 1, 1).unwrap().bytes_per_token, 35_136);
     // TP does not split the latent.
     assert_eq!(kv_geometry(&preset("deepseek-r1"), DType::BF16, DType::BF16, 8, 1).unwrap().bytes_per_token, 70_272);
 }
