@@ -1,6 +1,6 @@
 //! Vision towers shipped in multimodal checkpoints, laid out as parameter
-//! groups of kind [`ParamGroupKind::Vision`] (kept in the compute dtype,
-//! replicated on every tensor-parallel rank, on the first pipeline stage).
+//! groups of kind [`ParamGroupKind::Vision`] (kept in the compute dtype and
+//! counted whole on every GPU: never quantized, never split).
 //!
 //! Layouts follow transformers' modeling files: `modeling_siglip.py`
 //! (`SiglipVisionTransformer` without its head) with Gemma 3's

@@ -209,9 +209,9 @@ pub fn push_weights(
             Category::Weights,
             format!("vision tower ({rest_dtype})"),
             vision.2,
-            Explanation::new(format!("params × {} B, whole on every TP rank, on the first pipeline stage", rest_dtype.bytes()?))
+            Explanation::new(format!("params × {} B, whole on every GPU", rest_dtype.bytes()?))
                 .term("params", vision.0)
-                .note("transformers' *ForConditionalGeneration and vLLM load the tower with the model; vLLM's --limit-mm-per-prompt 0 style text-only serving may skip it"),
+                .note("transformers' *ForConditionalGeneration and vLLM load the tower with the model; counted whole on every TP rank and pipeline stage (an engine that shards it or keeps it on the first stage needs less)"),
         );
     }
     let full = sum("weights", &[lin.1, emb.1, head.1, small.1, vision.1])?;
