@@ -55,9 +55,6 @@ pub enum SlidingWindowCache {
 }
 
 impl SlidingWindowCache {
-    /// llama.cpp's default micro-batch (`n_ubatch = 512`, `common/common.h`).
-    pub const LLAMACPP_UBATCH: u64 = 512;
-
     /// The flag spelling (`window`, `full`, `llamacpp`).
     pub fn name(self) -> &'static str {
         match self {
@@ -75,7 +72,10 @@ impl std::str::FromStr for SlidingWindowCache {
         match s.trim().to_ascii_lowercase().as_str() {
             "window" => Ok(SlidingWindowCache::Window),
             "full" => Ok(SlidingWindowCache::Full),
-            "llamacpp" | "llama.cpp" => Ok(SlidingWindowCache::LlamaCpp { ubatch: Self::LLAMACPP_UBATCH }),
+            // llama.cpp's default micro-batch, as the GGUF planner knows it
+            "llamacpp" | "llama.cpp" => {
+                Ok(SlidingWindowCache::LlamaCpp { ubatch: crate::llamacpp::plan::LlamaCppOptions::default().ubatch })
+            }
             other => Err(format!("'{other}' is not one of window, full, llamacpp")),
         }
     }
