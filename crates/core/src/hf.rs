@@ -242,6 +242,17 @@ pub fn names(family: Family) -> FamilyNames {
             decoder_layer: layer("GraniteMoeDecoderLayer"),
             ..LLAMA_LIKE
         },
+        Family::MiniMaxM2 => FamilyNames {
+            // the checkpoint's names (transformers fuses them into 3-D gate_up_proj / down_proj)
+            experts: Some(MlpNames {
+                prefix: "layers.*.block_sparse_moe.experts.*.",
+                inputs: &["w1", "w3"],
+                down: "w2",
+            }),
+            router: "layers.*.block_sparse_moe.gate",
+            decoder_layer: layer("MiniMaxM2DecoderLayer"),
+            ..LLAMA_LIKE
+        },
         Family::Bert => FamilyNames {
             separate_attention: AttnNames {
                 prefix: "encoder.layer.*.attention.self.",

@@ -43,6 +43,8 @@ pub enum Family {
     NemotronH,
     /// Granite 3 MoE (`modeling_granitemoe.py`)
     GraniteMoe,
+    /// MiniMax-M2 (`modeling_minimax_m2.py`): q/k norms over the whole projection, 256-expert MoE with a routing bias
+    MiniMaxM2,
     /// BERT / XLM-RoBERTa encoders (`modeling_bert.py`, `modeling_xlm_roberta.py`): no KV cache
     Bert,
     Generic,
@@ -73,6 +75,7 @@ impl Family {
             Family::Qwen35 => "qwen3_5",
             Family::NemotronH => "nemotron_h",
             Family::GraniteMoe => "granitemoe",
+            Family::MiniMaxM2 => "minimax_m2",
             Family::Bert => "bert",
             Family::Generic => "generic",
         }

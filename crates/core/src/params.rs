@@ -538,7 +538,9 @@ fn push_mlp(
 /// is one more decoder layer of the model's last kind plus its input
 /// projection `eh_proj` (2·hidden → hidden) and three RMSNorms (enorm,
 /// hnorm, the shared head's norm), as DeepSeek-V3's technical report §2.2
-/// describes. The shared embedding and output head are not counted again.
+/// describes (other families' MTP modules, e.g. MiniMax-M2's, follow the same
+/// shape as far as their configs tell). The shared embedding and output head
+/// are not counted again.
 pub fn mtp_params(spec: &ModelSpec) -> Result<u64, CoreError> {
     if spec.mtp_layers == 0 {
         return Ok(0);

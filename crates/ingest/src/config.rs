@@ -203,7 +203,7 @@ fn refuse_unsupported(mt: &str, origin: &str) -> Result<(), IngestError> {
         "nemotron-nas" => "Nemotron NAS (per-layer block_configs)",
         "falcon_h1" => "Falcon-H1 (parallel attention + Mamba-2 with muP multipliers)",
         "granitemoehybrid" => "Granite 4 hybrids (Mamba-2 + attention + MoE)",
-        "minimax_m2" | "minimax" => "MiniMax (MoE with its own norm and rotary layout)",
+        "minimax" => "MiniMax-Text-01 (lightning attention)",
         "glm4_moe" => "GLM-4.5 MoE",
         _ => return Ok(()),
     };
@@ -298,6 +298,7 @@ fn family_of(mt: &str) -> Family {
         "gpt_oss" => Family::GptOss,
         "nemotron_h" => Family::NemotronH,
         "granitemoe" => Family::GraniteMoe,
+        "minimax_m2" => Family::MiniMaxM2,
         "bert" | "xlm-roberta" | "roberta" => Family::Bert,
         "gpt2" => Family::Gpt2,
         "gpt_neox" | "pythia" => Family::GptNeox,
@@ -650,6 +651,33 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
                 })
                 .collect();
             s.mtp_layers = f.u64_or(&["mtp_num_hidden_layers", "num_nextn_predict_layers"], 0);
+        }
+        Family::MiniMaxM2 => {
+            // MiniMaxM2Attention: RMSNorm over all q heads and over all k heads
+            // (`qk_norm_type: per_layer`); MiniMaxM2SparseMoeBlock: every layer MoE with a
+            // sigmoid router and its correction bias (`use_routing_bias`)
+            s.qk_norm = f.bool_or("use_qk_norm", true);
+            s.qk_norm_full_width = f.str_opt("qk_norm_type").as_deref() != Some("per_head");
+            let shared = f.u64_or(&["shared_intermediate_size"], 0);
+            if shared > 0 {
+                f.missing.push("shared_intermediate_size (a shared expert is not modelled for minimax_m2)".into());
+            }
+            s.moe = Some(MoeSpec {
+                num_experts: f.u64_any(&["num_local_experts"]),
+                experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+                expert_intermediate: dense_width,
+                shared_experts: 0,
+                shared_intermediate: 0,
+                shared_expert_gate: false,
+                dense_layers: 0,
+                router_bias: f.bool_or("use_routing_bias", false),
+                router_linear_bias: false,
+            });
+            // use_mtp: num_mtp_modules modules of mtp_transformer_layers layers each
+            if f.bool_or("use_mtp", false) {
+                s.mtp_layers =
+                    f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
+            }
         }
         Family::GraniteMoe => {
             // GraniteMoeMoE: fused input_linear (gate and up) and output_linear per expert, every layer

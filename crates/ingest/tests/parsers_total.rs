@@ -28,7 +28,7 @@ proptest! {
     fn new_architectures_on_json_shaped_input(
         hidden in 0u64..100_000, layers in 0u64..40, big_layers in prop::sample::select(vec![0u64, 4, 1 << 40]),
         heads in 0u64..300, kv in 0u64..300, dim in 0u64..5000, image in 0u64..u64::MAX, patch in 0u64..64,
-        mt in prop::sample::select(vec!["gemma3_text", "gpt_oss", "qwen3_next", "qwen3_5_text", "nemotron_h", "phi", "phi-msft", "olmo2", "granitemoe", "bert", "xlm-roberta", "deepseek_v32", "glm_moe_dsa", "kimi_k2"]),
+        mt in prop::sample::select(vec!["gemma3_text", "gpt_oss", "qwen3_next", "qwen3_5_text", "nemotron_h", "phi", "phi-msft", "olmo2", "granitemoe", "bert", "xlm-roberta", "deepseek_v32", "glm_moe_dsa", "kimi_k2", "minimax_m2"]),
         vision in prop::sample::select(vec!["", "gemma3", "qwen2_5_vl", "qwen3_vl", "qwen3_5"]),
     ) {
         let n = layers.max(big_layers);

@@ -70,6 +70,9 @@ fn exact_counts() {
         ("llama-3.2-3b", 3_212_749_824),
         ("llama-3.3-70b-instruct", 70_553_706_496),
         ("mistral-7b", 7_241_732_096),
+        ("minimax-m2.5", 228_689_748_992 + 62 * 256),
+        ("minimax-m2.5-nvfp4", 228_689_748_992 + 62 * 256),
+        ("minimax-m2.7", 228_689_748_992 + 62 * 256),
         ("mistral-nemo-12b", 12_247_782_400),
         ("mistral-small-24b-2501", 23_572_403_200),
         ("mixtral-8x22b", 140_630_071_296),
@@ -207,6 +210,14 @@ fn hand_derived_counts() {
     let moe = 2048 * 336 + 336 * 3 * 2048 * 512 + 3 * 2048 * 512 + 2048;
     let want = 2 * 151_936 * 2048 + 12 * attn + 36 * gdn + 48 * (moe + 2 * 2048) + 2048;
     assert_eq!(counts("qwen3-coder-next-e336").0, want);
+
+    // MiniMax-M2.5: 62 layers; q 3072 → 48·128, k/v 3072 → 8·128, o back; q_norm and k_norm
+    // over the whole 6144 / 1024 projections; two norms; router 3072 → 256 plus its
+    // e_score_correction_bias 256 (a checkpoint tensor; a buffer in transformers);
+    // 256 experts of 3·3072·1536; untied 200064 vocab
+    let layer =
+        3072 * 6144 + 2 * 3072 * 1024 + 6144 * 3072 + 6144 + 1024 + 2 * 3072 + 3072 * 256 + 256 + 256 * 3 * 3072 * 1536;
+    assert_eq!(counts("minimax-m2.5").0, 2 * 200_064 * 3072 + 62 * layer + 3072);
 
     // Granite 3.0 1B-A400M: tied 49152 vocab; GQA 16/8 × 64; 32 experts of fused
     // input_linear 1024 → 2·512 and output_linear 512 → 1024; router 1024 → 32
