@@ -11,7 +11,8 @@ use vramfit_core::infer::{capacity, estimate_inference, fit};
 use vramfit_core::units::MIB;
 use vramfit_core::workload::{defaults, validate};
 use vramfit_core::{
-    DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, Task, Workload,
+    DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, SlidingWindowCache, Task,
+    Workload,
 };
 use vramfit_ingest::resolve::ResolvedModel;
 use vramfit_report::estimate::{
@@ -100,6 +101,11 @@ pub struct WorkloadArgs {
     pub logits_fp32: bool,
     #[arg(long, help = format!("Paged KV block size in tokens [default: {}]", defaults::BLOCK_SIZE))]
     pub block_size: Option<u64>,
+    /// How sliding-window layers are cached: window (vLLM/SGLang hybrid KV manager,
+    /// transformers' generate), full (vLLM --disable-hybrid-kv-cache-manager), llamacpp
+    /// (window + 512-token ubatch, padded to 256) [default: window]
+    #[arg(long, value_name = "window|full|llamacpp")]
+    pub sliding_window_cache: Option<String>,
     #[arg(long, help = format!(
         "CUDA context + library handles per process per GPU, MiB [default: {}]",
         vramfit_core::runtime::DEFAULT_CUDA_CONTEXT / MIB
@@ -202,6 +208,10 @@ impl WorkloadArgs {
             context: self.context.unwrap_or(defaults::CONTEXT),
             logits_fp32: self.logits_fp32,
             block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
+            sliding_window_cache: match &self.sliding_window_cache {
+                Some(p) => p.parse().map_err(|e: String| anyhow::anyhow!("--sliding-window-cache: {e}"))?,
+                None => SlidingWindowCache::default(),
+            },
         })
     }
 
@@ -261,6 +271,7 @@ impl WorkloadArgs {
             ("--concurrency", self.concurrency.is_some()),
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
+            ("--sliding-window-cache", self.sliding_window_cache.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))

@@ -12,7 +12,7 @@ mod parallel;
 mod training;
 pub mod validate;
 
-pub use inference::InferenceSetup;
+pub use inference::{InferenceSetup, SlidingWindowCache};
 pub use parallel::{Offload, Parallelism, Sharding};
 pub use training::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainSetup};
 pub use validate::{validate, Field, WorkloadError};
