@@ -9,6 +9,7 @@
 
 use crate::gpus::{check_size, field_line, find_gpu, merge_gpus, parse_gpus, toml_error, CatalogError};
 use serde::Deserialize;
+use std::collections::HashSet;
 use vramfit_core::plan::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade};
 use vramfit_core::{GpuSpec, Link};
 
@@ -90,6 +91,12 @@ struct OfferRow {
     monthly: Option<PriceIn>,
     #[serde(default)]
     hourly: Option<PriceIn>,
+    #[serde(default)]
+    min_hours: Option<f64>,
+    /// priced per card-equivalent, rented as MIG instances: expanded into one
+    /// slice offer per MIG profile of the card
+    #[serde(default)]
+    mig: bool,
     currency: String,
     #[serde(default)]
     flags: Vec<String>,
@@ -158,6 +165,19 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     check_size(file, text)?;
     let parsed: OfferFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
     let mut book = PriceBook::default();
+    if parsed.offer.len() > MAX_OFFERS {
+        return Err(CatalogError::Invalid {
+            file: file.into(),
+            line: 1,
+            field: "offer".into(),
+            reason: format!(
+                "{} offers: at most {MAX_OFFERS} are read (the planner scores every offer × GPU count × setup); split the file or keep the offers you would rent",
+                parsed.offer.len()
+            ),
+        });
+    }
+    let mut ids: HashSet<String> = HashSet::new();
+    let mig_tables = crate::mig::builtin_mig_tables().unwrap_or_default();
     for spanned in parsed.offer {
         let span = spanned.span();
         let r = spanned.into_inner();
@@ -165,7 +185,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
         if r.id.trim().is_empty() {
             return Err(bad("id", "must not be empty".into()));
         }
-        if book.offers.iter().any(|o| o.id == r.id) {
+        if !ids.insert(r.id.clone()) {
             return Err(bad("id", format!("duplicate offer id '{}'", r.id)));
         }
         let gpu = match find_gpu(gpus, &r.gpu) {
@@ -235,8 +255,27 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
                 if r.gpus != 1 || max_gpus != 1 {
                     return Err(bad("slice", "a slice offer has one slice per unit (gpus = 1)".into()));
                 }
-                Some(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib })
+                Some(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib, mig: false })
             }
+        };
+        if let Some(h) = r.min_hours {
+            if !(h.is_finite() && h > 0.0 && h <= 100_000.0) {
+                return Err(bad("min_hours", format!("{h} is not a number of hours in (0, 100000]")));
+            }
+            if hourly.is_none() {
+                return Err(bad("min_hours", "a minimum term in hours needs an hourly price".into()));
+            }
+        }
+        let mig_profiles = if r.mig {
+            if slice.is_some() || r.gpus != 1 || max_gpus != 1 {
+                return Err(bad("mig", "a MIG offer is one card's worth of instances: no slice, gpus = 1".into()));
+            }
+            match crate::mig::find_mig_table(&mig_tables, &gpu.id) {
+                Ok(t) => Some(t.clone()),
+                Err(_) => return Err(bad("mig", format!("{} has no MIG profile table in the catalogue", gpu.name))),
+            }
+        } else {
+            None
         };
         for (field, v) in [("ram_gb", r.ram_gb), ("disk_gb", r.disk_gb), ("network_mbps", r.network_mbps)] {
             if let Some(v) = v {
@@ -260,7 +299,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
                 "multi-machine jobs need inter_node_gbs (the fabric between machines)".into(),
             ));
         }
-        book.offers.push(Offer {
+        let offer = Offer {
             id: r.id,
             provider: r.provider,
             name: r.name,
@@ -275,12 +314,17 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
             network_mbps: r.network_mbps,
             monthly,
             hourly,
+            min_hours: r.min_hours,
             currency: r.currency.trim().to_string(),
             flags: r.flags,
             source: r.source,
             max_machines,
             inter_node_gbs: r.inter_node_gbs,
-        });
+        };
+        match mig_profiles {
+            Some(table) => book.offers.extend(mig_slices(&offer, &table)),
+            None => book.offers.push(offer),
+        }
     }
     for spanned in parsed.discount {
         let span = spanned.span();
@@ -338,6 +382,47 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
         });
     }
     Ok(OfferFileContents { book, replace: parsed.replace })
+}
+
+/// Most offers one catalogue file may hold (every offer is scored × GPU
+/// count × setup; 10,000 plans in well under a second).
+pub const MAX_OFFERS: usize = 10_000;
+
+/// A MIG offer priced per card-equivalent, as one slice offer per MIG
+/// profile: the profile's memory and SM share, priced pro rata by compute
+/// slices (an assumption, flagged). The whole-card profile (7g) is left out
+/// — a MIG offer is for inference and small jobs, not a whole card — and so
+/// are the media-engine variants (same memory and SMs as their base profile).
+fn mig_slices(offer: &Offer, table: &crate::mig::MigTable) -> Vec<Offer> {
+    let g = &table.gpu;
+    let full = g.compute_slices.max(1) as f64;
+    g.profiles
+        .iter()
+        .filter(|p| !p.special && p.compute_slices < g.compute_slices)
+        .map(|p| {
+            let share = p.compute_slices as f64 / full;
+            let sm_share = match (p.sm_count, g.full_card_sms) {
+                (Some(s), Some(f)) if f > 0 => s as f64 / f as f64,
+                _ => share,
+            };
+            let mut o = offer.clone();
+            o.id = format!("{}@{}", offer.id, p.name);
+            o.name = format!("{} — MIG {}", offer.name, p.name);
+            o.slice = Some(Slice {
+                fraction: sm_share,
+                label: format!("MIG {}", p.name),
+                memory_mib: p.memory_bytes / (1 << 20),
+                mig: true,
+            });
+            o.monthly = offer.monthly.map(|m| m.scale(share));
+            o.hourly = offer.hourly.map(|h| h.scale(share));
+            o.flags.push(format!(
+                "assumed: the per-card price × {}/{} compute slices for a {} instance",
+                p.compute_slices, g.compute_slices, p.name
+            ));
+            o
+        })
+        .collect()
 }
 
 /// The embedded offers (checked against `gpus`).

@@ -61,6 +61,8 @@ pub struct SetupSummary {
     pub tp: u64,
     pub pp: u64,
     pub dp: u64,
+    /// inference: independent model copies (each tp × pp GPUs) sharing the sequences
+    pub replicas: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
@@ -85,6 +87,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         tp: p.tp,
         pp: p.pp,
         dp,
+        replicas: 1,
         sharding: Sharding::None,
         offload_optimizer: Offload::None,
         offload_params: Offload::None,
@@ -123,6 +126,9 @@ pub enum Switch {
     Optimizer(Optimizer),
     Checkpointing(Checkpointing),
     MicroBatch { micro_batch: u64, grad_accum: u64 },
+    /// the global batch the plan runs differs from the one asked (its ranks
+    /// cannot split the asked batch): learning rate and schedule need rescaling
+    GlobalBatch { asked: u64, runs: u64 },
     Weights(String),
     KvDtype(DType),
     OffloadOptimizer(Offload),
@@ -139,6 +145,10 @@ impl fmt::Display for Switch {
             Switch::MicroBatch { micro_batch, grad_accum } => {
                 write!(f, "micro-batch {micro_batch} × accum {grad_accum}")
             }
+            Switch::GlobalBatch { asked, runs } => write!(
+                f,
+                "global batch {asked} → {runs} (the ranks cannot split {asked} sequences: rescale the learning rate and schedule)"
+            ),
             Switch::Weights(w) => write!(f, "weights {w}"),
             Switch::KvDtype(d) => write!(f, "kv {d}"),
             Switch::OffloadOptimizer(o) => write!(f, "offload optimizer → {}", o.key()),
@@ -168,6 +178,9 @@ pub fn switches(base: &Workload, w: &Workload) -> Vec<Switch> {
     v.extend(changed(a.checkpointing, b.checkpointing).map(Switch::Checkpointing));
     if a.micro_batch != b.micro_batch && b.method.is_training() {
         v.push(Switch::MicroBatch { micro_batch: b.micro_batch, grad_accum: b.grad_accum });
+    }
+    if a.global_batch != b.global_batch && b.method.is_training() {
+        v.push(Switch::GlobalBatch { asked: a.global_batch, runs: b.global_batch });
     }
     v.extend(changed(a.weights.clone(), b.weights.clone()).map(Switch::Weights));
     v.extend(changed(a.kv_dtype, b.kv_dtype).map(Switch::KvDtype));
