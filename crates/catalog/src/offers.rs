@@ -481,7 +481,8 @@ mod tests {
     #[test]
     fn seed_offers_parse_with_ranges() {
         let book = builtin_offers(&gpus()).unwrap();
-        assert_eq!(book.offers.len(), 10);
+        // 9 whole offers + the H100 MIG offer as 5 instances (1g.10gb … 4g.40gb)
+        assert_eq!(book.offers.len(), 14);
         assert_eq!(book.discounts.len(), 4);
         assert_eq!(book.upgrades.len(), 4);
         let o = |id: &str| book.offers.iter().find(|o| o.id == id).unwrap();
@@ -495,6 +496,29 @@ mod tests {
         let s = o("cn-guide/a100-slice-1-20").slice.as_ref().unwrap();
         assert_eq!((s.memory_mib, s.fraction), (2048, 0.05));
         assert!(book.offers.iter().all(|o| o.currency == "CNY"));
+        // the seed's machines: dual Xeon 8380 + 1 TB; 112 cores + 2 TB
+        assert_eq!((a.cpu_cores, a.ram_gb), (Some(80), Some(1024.0)));
+        let h = o("cn-guide/8x-h100-sxm");
+        assert_eq!((h.cpu_cores, h.ram_gb), (Some(112), Some(2048.0)));
+    }
+
+    #[test]
+    fn mig_offer_becomes_instances_never_a_whole_card() {
+        let book = builtin_offers(&gpus()).unwrap();
+        let mig: Vec<&Offer> = book.offers.iter().filter(|o| o.id.starts_with("cn-guide/h100-mig")).collect();
+        let names: Vec<&str> = mig.iter().map(|o| o.slice.as_ref().unwrap().label.as_str()).collect();
+        assert_eq!(names, ["MIG 1g.10gb", "MIG 1g.20gb", "MIG 2g.20gb", "MIG 3g.40gb", "MIG 4g.40gb"]);
+        for o in &mig {
+            let s = o.slice.as_ref().unwrap();
+            assert!(s.mig && s.memory_mib <= 40448 && s.fraction < 0.5, "{o:?}");
+            assert_eq!((o.cpu_cores, o.ram_gb), (Some(64), Some(256.0)));
+        }
+        // 3g.40gb: 3 of 7 compute slices of CNY 12,000–18,000, 60 of 132 SMs
+        let g3 = mig.iter().find(|o| o.id.ends_with("@3g.40gb")).unwrap();
+        let m = g3.monthly.unwrap();
+        assert!((m.low - 12_000.0 * 3.0 / 7.0).abs() < 1e-6 && (m.high - 18_000.0 * 3.0 / 7.0).abs() < 1e-6);
+        assert!((g3.slice.as_ref().unwrap().fraction - 60.0 / 132.0).abs() < 1e-9);
+        assert!(g3.flags.iter().any(|f| f.starts_with("assumed: the per-card price × 3/7")));
     }
 
     #[test]
@@ -532,7 +556,7 @@ currency = "USD"
         assert_eq!((o.gpu.as_str(), o.currency.as_str()), ("h100-sxm", "USD"));
         assert_eq!(o.hourly, Some(PriceRange { low: 2.0, high: 3.5 }));
         let added = load(Some((&USD.replace("replace = true", ""), "usd.toml"))).unwrap();
-        assert_eq!(added.book.offers.len(), 11);
+        assert_eq!(added.book.offers.len(), 15);
     }
 
     #[test]

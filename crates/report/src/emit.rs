@@ -502,6 +502,7 @@ mod tests {
             tp: 1,
             pp: 1,
             dp: gpus,
+            replicas: 1,
             sharding,
             offload_optimizer: off_opt,
             offload_params: off_par,

@@ -123,6 +123,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
             layout_words(p)
         ));
     }
+    notes.extend(ram_notes(&search));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",
@@ -166,6 +167,31 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         },
         notes,
     })
+}
+
+/// Offers (at a GPU count) left out only because their host RAM cannot hold
+/// the offload every fitting setup needs.
+fn ram_notes(search: &Search) -> Vec<String> {
+    let mut v: Vec<(&(u32, u64), &u64)> = search
+        .ram_refused
+        .iter()
+        .filter(|((o, n), _)| !search.scored.iter().any(|c| c.offer == *o && c.gpus == *n))
+        .collect();
+    v.sort();
+    v.into_iter()
+        .map(|(&(o, n), &need)| {
+            let offer = search.offer(o);
+            let have = match offer.ram_gb {
+                Some(r) => format!("it has {} GB", thousands(r.round() as u64)),
+                None => format!("it lists none (assumed {:.0} GB per GPU)", search::ASSUMED_RAM_GB_PER_GPU),
+            };
+            let what = if offer.gpus_per_machine == n { offer.name.clone() } else { format!("{n} × {}", offer.name) };
+            format!(
+                "{what}: left out — every setup that fits its GPUs needs CPU offload with at least {} GB of host RAM per machine (DeepSpeed's estimate); {have}",
+                thousands((need as f64 / 1e9).round() as u64)
+            )
+        })
+        .collect()
 }
 
 fn setup_layout_words(r: &PlanRow) -> String {
@@ -520,6 +546,19 @@ fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String
     (Some(rec), reason)
 }
 
+/// `1,862`.
+fn thousands(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 /// `CNY 2,500` or `CNY 25,000–40,000` (whole units; two decimals under 100).
 pub fn price_words(p: PriceRange, currency: &str) -> String {
     fn one(v: f64) -> String {
@@ -529,15 +568,7 @@ pub fn price_words(p: PriceRange, currency: &str) -> String {
         if v.abs() < 100.0 {
             return format!("{v:.2}");
         }
-        let s = (v.round().max(0.0) as u64).to_string();
-        let mut out = String::new();
-        for (i, ch) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(ch);
-        }
-        out
+        thousands(v.round().max(0.0) as u64)
     }
     if p.is_range() {
         format!("{currency} {}–{}", one(p.low), one(p.high))

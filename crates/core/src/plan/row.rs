@@ -34,9 +34,10 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
     }
     if sc.ram_unchecked {
         notes.push(format!(
-            "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate); the offer does not list its RAM: confirm it before renting",
+            "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate); the offer does not list its RAM (assumed {:.0} GB per GPU): confirm it before renting",
             sc.host_ram as f64 / 1e9,
-            if sc.machines > 1 { " per machine" } else { "" }
+            if sc.machines > 1 { " per machine" } else { "" },
+            search::ASSUMED_RAM_GB_PER_GPU
         ));
     } else if sc.host_ram > 0 {
         notes.push(format!(

@@ -279,7 +279,8 @@ pub struct Scored {
     /// `billed.low × (1 + premiums)`: the ranking key (see [`Complexity::premium`])
     pub rank_cost: f64,
     pub slowdown: f64,
-    /// the offer lists no RAM but the setup needs host memory
+    /// the offer lists no RAM: the setup's host RAM was checked against
+    /// [`ASSUMED_RAM_GB_PER_GPU`] per GPU
     pub ram_unchecked: bool,
     /// host RAM one machine needs for offload (DeepSpeed's estimator), bytes
     pub host_ram: u64,
@@ -330,6 +331,9 @@ pub struct Search<'a> {
     /// per prepared model) and batch/accum/checkpointing set per key
     scratch: Option<TrainSetup>,
     pub scored: Vec<Scored>,
+    /// (offer, GPUs) whose only fitting setups were refused for host RAM:
+    /// the smallest host RAM one of them needs per machine, bytes
+    pub ram_refused: HashMap<(u32, u64), u64>,
     /// candidates evaluated (fitting or not)
     pub evaluated: u64,
     /// distinct memory configurations estimated
@@ -412,6 +416,7 @@ impl<'a> Search<'a> {
             prepared: Vec::new(),
             scratch,
             scored: Vec::new(),
+            ram_refused: HashMap::new(),
             evaluated: 0,
             estimated: 0,
         }
@@ -665,7 +670,8 @@ impl<'a> Search<'a> {
         let e = &self.entries[mem as usize];
         let m = e.mem?;
         let work = e.work?;
-        let offer = &self.book.offers[offer_i as usize];
+        let book = self.book;
+        let offer = &book.offers[offer_i as usize];
         let gpu = &self.gpus[self.offer_gpu[offer_i as usize]?];
         let capacity = match &offer.slice {
             Some(s) => s.memory_bytes(),
@@ -683,19 +689,28 @@ impl<'a> Search<'a> {
         let host_ram = self.host_ram_need(e, &m, gpus, machines);
         if host_ram > 0 {
             let need_gb = host_ram as f64 / 1e9;
+            let per_node = (gpus / machines.max(1)).max(1) as f64;
             match offer.ram_gb {
-                None => ram_unchecked = true,
+                None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram_unchecked = true,
+                // an unlisted machine is not assumed to hold more than that
+                None => {
+                    self.refuse_ram(offer_i, gpus, host_ram);
+                    return None;
+                }
                 Some(have) if have >= need_gb => {}
                 Some(_) => {
-                    let up = self
-                        .book
+                    let up = book
                         .upgrades
                         .iter()
                         .enumerate()
                         .filter(|(_, u)| u.provider == offer.provider && u.currency == offer.currency)
                         .filter(|(_, u)| u.offers.is_empty() || u.offers.iter().any(|o| o == &offer.id))
                         .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r >= need_gb))
-                        .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly))?;
+                        .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly));
+                    let Some(up) = up else {
+                        self.refuse_ram(offer_i, gpus, host_ram);
+                        return None;
+                    };
                     upgrade = Some(up.0 as u32);
                     extra_monthly = up.1.monthly;
                 }
@@ -769,6 +784,13 @@ impl<'a> Search<'a> {
             peak: dev.peak,
             peak_tflops: dev.flops / 1e12,
         })
+    }
+
+    /// Record that a setup fitting the GPUs of (offer, count) was refused for
+    /// host RAM (the smallest need is kept, for the report's note).
+    fn refuse_ram(&mut self, offer: u32, gpus: u64, need: u64) {
+        let slot = self.ram_refused.entry((offer, gpus)).or_insert(u64::MAX);
+        *slot = (*slot).min(need);
     }
 
     /// The entry runs another global batch than the one asked.
@@ -1016,6 +1038,12 @@ impl<'a> Search<'a> {
         }
     }
 }
+
+/// Host RAM assumed per GPU when an offer does not list its machine's RAM:
+/// 64 GB, as the seed's one listed single-card machine (A100 40G, 64 GB).
+/// An offload plan needing more is refused; one needing less says the
+/// figure was assumed.
+pub const ASSUMED_RAM_GB_PER_GPU: f64 = 64.0;
 
 /// DeepSpeed's `additional_buffer_factor` in its host-RAM estimators (1.5).
 pub const DEEPSPEED_BUFFER_FACTOR: f64 = 1.5;
