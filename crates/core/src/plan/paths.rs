@@ -335,6 +335,7 @@ fn own_card(req: &PlanRequest, base: &Workload, g: &GpuSpec, pinned: Option<&Par
     let one = std::slice::from_ref(g);
     let mut s = Search::new(req.model, base, one, &book, &req.time, job, req.allow);
     s.pinned = pinned.cloned();
+    s.check_ram = false;
     s.run();
     let mut best: Option<&Scored> = None;
     for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || !offloads(&s, c))) {
@@ -385,6 +386,7 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Optio
     let book = own_book(g, 2, 8);
     let one = std::slice::from_ref(g);
     let mut s2 = Search::new(req.model, single, one, &book, &req.time, job, Allow::default());
+    s2.check_ram = false;
     s2.run();
     let mut best: Option<&Scored> = None;
     for c in s2.scored.iter().filter(|c| c.gpus >= 2 && same_method(&s2, c) && !offloads(&s2, c)) {

@@ -32,7 +32,13 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
             notes.push(format!("{} has no bf16: run the same setup in fp16 (same memory)", gpu.name));
         }
     }
-    if sc.ram_unchecked {
+    if sc.ram_unchecked && !s.check_ram {
+        notes.push(format!(
+            "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate): check your machine has it",
+            sc.host_ram as f64 / 1e9,
+            if sc.machines > 1 { " per machine" } else { "" }
+        ));
+    } else if sc.ram_unchecked {
         notes.push(format!(
             "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate); the offer does not list its RAM (assumed {:.0} GB per GPU): confirm it before renting",
             sc.host_ram as f64 / 1e9,

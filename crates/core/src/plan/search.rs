@@ -321,6 +321,9 @@ pub struct Search<'a> {
     /// the user fixed the parallel layout (`--gpus`, `--zero`, `--tp`, `--pp`,
     /// `--offload`): only that layout is searched
     pub pinned: Option<Parallelism>,
+    /// check host RAM against the offers (false for the user's own machine:
+    /// its RAM is not known, the need is reported instead)
+    pub check_ram: bool,
     pub entries: Vec<MemEntry>,
     index: HashMap<MemKey, u32>,
     /// GPU spec of each offer (None: the offer names an unknown GPU)
@@ -410,6 +413,7 @@ impl<'a> Search<'a> {
             job,
             allow,
             pinned: None,
+            check_ram: true,
             entries: Vec::new(),
             index: HashMap::new(),
             offer_gpu,
@@ -691,6 +695,7 @@ impl<'a> Search<'a> {
             let need_gb = host_ram as f64 / 1e9;
             let per_node = (gpus / machines.max(1)).max(1) as f64;
             match offer.ram_gb {
+                _ if !self.check_ram => ram_unchecked = true,
                 None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram_unchecked = true,
                 // an unlisted machine is not assumed to hold more than that
                 None => {

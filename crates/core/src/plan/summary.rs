@@ -184,10 +184,10 @@ pub fn switches(base: &Workload, w: &Workload) -> Vec<Switch> {
     }
     v.extend(changed(a.weights.clone(), b.weights.clone()).map(Switch::Weights));
     v.extend(changed(a.kv_dtype, b.kv_dtype).map(Switch::KvDtype));
-    if b.offload_optimizer.is_some() {
+    if b.offload_optimizer.is_some() && b.offload_optimizer != a.offload_optimizer {
         v.push(Switch::OffloadOptimizer(b.offload_optimizer));
     }
-    if b.offload_params.is_some() {
+    if b.offload_params.is_some() && b.offload_params != a.offload_params {
         v.push(Switch::OffloadParams(b.offload_params));
     }
     v
