@@ -110,6 +110,7 @@ fn bench(c: &mut Criterion) {
             job: Job::Tokens(1_000_000_000),
             top: 10,
             time: tm.clone(),
+            key_filter: None,
         };
         let first = plan(&req).expect("plans");
         eprintln!(

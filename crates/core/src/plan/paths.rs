@@ -75,6 +75,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     };
     let mut search = Search::new(req.model, &base, req.gpus, req.book, &req.time, job, req.allow);
     search.pinned = pinned.clone();
+    search.key_filter = req.key_filter;
     search.run();
     let currencies = currencies(req.book);
     let ranked = ranked(&search, &currencies, req.top);
@@ -336,6 +337,7 @@ fn own_card(req: &PlanRequest, base: &Workload, g: &GpuSpec, pinned: Option<&Par
     let mut s = Search::new(req.model, base, one, &book, &req.time, job, req.allow);
     s.pinned = pinned.cloned();
     s.check_ram = false;
+    s.key_filter = req.key_filter;
     s.run();
     let mut best: Option<&Scored> = None;
     for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || !offloads(&s, c))) {

@@ -324,6 +324,8 @@ pub struct Search<'a> {
     /// check host RAM against the offers (false for the user's own machine:
     /// its RAM is not known, the need is reported instead)
     pub check_ram: bool,
+    /// only keys this accepts are searched
+    pub key_filter: Option<fn(&MemKey) -> bool>,
     pub entries: Vec<MemEntry>,
     index: HashMap<MemKey, u32>,
     /// GPU spec of each offer (None: the offer names an unknown GPU)
@@ -414,6 +416,7 @@ impl<'a> Search<'a> {
             allow,
             pinned: None,
             check_ram: true,
+            key_filter: None,
             entries: Vec::new(),
             index: HashMap::new(),
             offer_gpu,
@@ -997,7 +1000,10 @@ impl<'a> Search<'a> {
                 })
                 .max()
                 .unwrap_or(0);
-            for group in self.key_groups(n) {
+            for mut group in self.key_groups(n) {
+                if let Some(f) = self.key_filter {
+                    group.retain(|k| f(k));
+                }
                 // memory never falls as checkpointing relaxes (full → selective → none)
                 // or the micro-batch grows: once a member is too big for every card,
                 // skip what can only be bigger

@@ -83,6 +83,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         job,
         top: 50,
         time: TimeModel::default(),
+        key_filter: None,
     }
 }
 
