@@ -17,6 +17,7 @@
 //! `summary` ([`SetupSummary`], [`Switch`]), `request` and `report` (what
 //! goes in and comes out).
 
+pub mod calibrate;
 pub mod ladder;
 mod paths;
 pub mod pricing;

@@ -1095,7 +1095,7 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
             let h = spec.hidden_size as f64;
             let n_act = m.params_active as f64;
             let ctx = s.context as f64;
-            let prefill = (2.0 * n_act + 4.0 * l * h * ctx) * s.batch as f64 * ctx;
+            let prefill = (2.0 * n_act + 2.0 * l * h * ctx) * s.batch as f64 * ctx;
             let peak = if s.weight_dtype_compute().bits() <= 8 { PeakKind::Fp8 } else { PeakKind::Bf16 };
             Work::Infer(InferWork {
                 bytes_per_step: (m.weights + m.kv) as f64,
@@ -1119,13 +1119,15 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let h = spec.hidden_size as f64;
     let n_act = m.params_active as f64;
     let s = t.seq as f64;
-    let attn = 12.0 * l * h * s;
+    // causal attention: QKᵀ and AV over half the s × s scores on average (flash
+    // kernels skip the masked blocks): 2·2·L·h·s/2 per token forward, ×3 with backward
+    let attn = 6.0 * l * h * s;
     let lora = kind != TrainKind::Full;
     let model_flops = if lora { 4.0 * n_act } else { 6.0 * n_act } + attn;
     let recompute = match t.checkpointing {
         Checkpointing::None => 0.0,
-        Checkpointing::Selective => 4.0 * l * h * s,
-        Checkpointing::Full => 2.0 * n_act + 4.0 * l * h * s,
+        Checkpointing::Selective => 2.0 * l * h * s,
+        Checkpointing::Full => 2.0 * n_act + 2.0 * l * h * s,
     };
     let dp = par.dp() as f64;
     let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
