@@ -163,7 +163,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         cheaper_to_rent,
         stats: SearchStats {
             candidates: search.evaluated,
-            fitting: search.scored.len() as u64,
+            fitting: search.fitting,
             estimates: search.estimated,
         },
         notes,
@@ -409,10 +409,14 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Optio
 /// `cur`, and the single-card offer at each count: how many cards cost as
 /// much as the machine, and from how many the machine is the better buy.
 fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
-    let single_c = best_where(search, |c| {
+    // the single card: one card of a per-card offer that stacks (so "how many
+    // cards" has an answer), else the best single card
+    let per_card = |c: &Scored| {
         let o = search.offer(c.offer);
         c.gpus == 1 && o.gpus_per_machine == 1 && o.slice.is_none() && o.currency == cur
-    })?;
+    };
+    let single_c = best_where(search, |c| per_card(c) && search.offer(c.offer).max_gpus > 1)
+        .or_else(|| best_where(search, per_card))?;
     let machine_c = best_where(search, |c| {
         let o = search.offer(c.offer);
         o.gpus_per_machine >= 8 && c.gpus >= 8 && o.currency == cur
@@ -432,14 +436,7 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
         Some(p) if speed_ratio < p.low => Some(false),
         _ => None,
     };
-    // single cards stacked: the per-card offer of the same GPU that stacks, else the single's
-    let stack_offer = (0..search.book.offers.len() as u32)
-        .filter(|&oi| {
-            let o = search.offer(oi);
-            o.currency == cur && o.gpus_per_machine == 1 && o.max_gpus > 1 && o.slice.is_none()
-        })
-        .min_by_key(|&oi| (search.offer(oi).gpu != search.offer(single_c.offer).gpu) as u8)
-        .unwrap_or(single_c.offer);
+    let stack_offer = single_c.offer;
     let mut cards: Vec<CardsPoint> = Vec::new();
     for (n, machines) in Search::counts_for(search.offer(stack_offer)) {
         if machines > 1 {

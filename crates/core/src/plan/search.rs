@@ -335,7 +335,11 @@ pub struct Search<'a> {
     /// of a layout never depends on the method; LoRA rules are checked once
     /// per prepared model) and batch/accum/checkpointing set per key
     scratch: Option<TrainSetup>,
+    /// the best fitting candidate of each class (see `keep`)
     pub scored: Vec<Scored>,
+    best: HashMap<(u32, u64, Complexity, bool, bool), usize>,
+    /// fitting candidates seen (kept or not)
+    pub fitting: u64,
     /// (offer, GPUs) whose only fitting setups were refused for host RAM:
     /// the smallest host RAM one of them needs per machine, bytes
     pub ram_refused: HashMap<(u32, u64), u64>,
@@ -423,6 +427,8 @@ impl<'a> Search<'a> {
             prepared: Vec::new(),
             scratch,
             scored: Vec::new(),
+            best: HashMap::new(),
+            fitting: 0,
             ram_refused: HashMap::new(),
             evaluated: 0,
             estimated: 0,
@@ -794,6 +800,34 @@ impl<'a> Search<'a> {
         })
     }
 
+    /// Keep a fitting candidate if it is the best of its class: per offer,
+    /// GPU count, complexity, and whether it keeps the method and runs the
+    /// job unchanged — every question the paths ask filters on no more than
+    /// these, so the answers are those of keeping all (and a catalogue of
+    /// thousands of offers does not hold millions of candidates).
+    fn keep(&mut self, s: Scored) {
+        self.fitting += 1;
+        let e = &self.entries[s.mem as usize];
+        let class = (
+            s.offer,
+            s.gpus,
+            e.complexity,
+            super::rank::same_method(self, &s),
+            super::rank::is_unchanged(self, &s),
+        );
+        match self.best.get(&class) {
+            Some(&i) => {
+                if super::rank::better(self, &s, &self.scored[i]) {
+                    self.scored[i] = s;
+                }
+            }
+            None => {
+                self.best.insert(class, self.scored.len());
+                self.scored.push(s);
+            }
+        }
+    }
+
     /// Record that a setup fitting the GPUs of (offer, count) was refused for
     /// host RAM (the smallest need is kept, for the report's note).
     fn refuse_ram(&mut self, offer: u32, gpus: u64, need: u64) {
@@ -1041,7 +1075,7 @@ impl<'a> Search<'a> {
                     }
                     for &(oi, machines) in &usable {
                         if let Some(s) = self.score(i, oi, n, machines) {
-                            self.scored.push(s);
+                            self.keep(s);
                         }
                     }
                 }
