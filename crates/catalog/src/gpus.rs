@@ -234,7 +234,9 @@ pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> 
         positive("memory_gb", row.memory_gb)?;
         positive("bandwidth_gbs", row.bandwidth_gbs)?;
         positive("bf16_tflops", row.bf16_tflops)?;
-        for (field, v) in [("tf32_tflops", row.tf32_tflops), ("fp32_tflops", row.fp32_tflops), ("fp8_tflops", row.fp8_tflops)] {
+        for (field, v) in
+            [("tf32_tflops", row.tf32_tflops), ("fp32_tflops", row.fp32_tflops), ("fp8_tflops", row.fp8_tflops)]
+        {
             if let Some(v) = v {
                 positive(field, v)?;
             }

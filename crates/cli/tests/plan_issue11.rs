@@ -22,12 +22,23 @@ fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
-const L13B_1B: [&str; 11] =
-    ["plan", "llama-2-13b", "--task", "train", "--precision", "mixed-bf16", "--batch", "4", "--grad-accum", "16", "--tokens"];
+const L13B_1B: [&str; 11] = [
+    "plan",
+    "llama-2-13b",
+    "--task",
+    "train",
+    "--precision",
+    "mixed-bf16",
+    "--batch",
+    "4",
+    "--grad-accum",
+    "16",
+    "--tokens",
+];
 
-/// 1. Monthly-only offers bill whole months: the 13B job takes ~13 days on one
-/// A100 40G (one month, CNY 2,500), not ~a day on the 8 × A100 80G machine
-/// whose month is CNY 25,000–40,000; the prorated figure is secondary.
+/// Item 1: monthly-only offers bill whole months: the ~1-day 13B job bills a
+/// month of 8 × A100 40G (CNY 20,000), not of the faster 8 × A100 80G machine
+/// (CNY 25,000–40,000); the prorated figure is secondary.
 #[test]
 fn item01_monthly_offers_bill_whole_months() {
     let v = json(&[&L13B_1B[..], &["1B", "--json"]].concat(), 0);
@@ -43,14 +54,18 @@ fn item01_monthly_offers_bill_whole_months() {
     assert!(m["job_hours"].as_f64().unwrap() < rec["job_hours"].as_f64().unwrap() * 1.5);
     assert!(m["rank_cost"].as_f64().unwrap() > rec["rank_cost"].as_f64().unwrap());
     // one A100 40G with full offload would need 312 GB of host RAM: the note says why it is out
-    assert!(v["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("A100 40G whole card (AI cloud): left out")));
+    assert!(v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n.as_str().unwrap().starts_with("A100 40G whole card (AI cloud): left out")));
     let (out, _) = run(&[&L13B_1B[..], &["1B"]].concat(), 0);
     let line = out.lines().find(|l| l.starts_with("Recommended:")).unwrap();
     assert!(line.contains("billed CNY 20,000 (1 month)"), "{line}");
     assert!(line.contains("prorated") && line.contains("if you have other work for the rest of the month"), "{line}");
 }
 
-/// 2. Simplicity is ranked and offload is the last resort: with no job size a
+/// Item 2: Simplicity is ranked and offload is the last resort: with no job size a
 /// 1B-token job is assumed (and said); offload wins only when clearly cheaper,
 /// and the reason says by how much.
 #[test]
@@ -75,8 +90,19 @@ fn item02_offload_is_the_last_resort() {
     // QLoRA 8B on a 3090: micro-batch 2 × accumulation 8 + checkpointing, no offload
     let v = json(
         &[
-            "plan", "llama-3.1-8b", "--task", "qlora", "--batch", "4", "--grad-accum", "4", "--hours", "24", "--have",
-            "rtx-3090", "--json",
+            "plan",
+            "llama-3.1-8b",
+            "--task",
+            "qlora",
+            "--batch",
+            "4",
+            "--grad-accum",
+            "4",
+            "--hours",
+            "24",
+            "--have",
+            "rtx-3090",
+            "--json",
         ],
         0,
     );
@@ -87,7 +113,7 @@ fn item02_offload_is_the_last_resort() {
     assert_eq!((own["setup"]["micro_batch"].as_u64(), own["setup"]["grad_accum"].as_u64()), (Some(2), Some(8)));
 }
 
-/// 3. Host RAM and CPU come from the seed's machine descriptions; offload
+/// Item 3: Host RAM and CPU come from the seed's machine descriptions; offload
 /// needing more RAM than the machine has buys the upgrade or is refused, with
 /// DeepSpeed's own estimate.
 #[test]
@@ -121,7 +147,8 @@ currency = "CNY"
 "#,
     );
     let cat = cat.to_str().unwrap();
-    let v = json(&["plan", "llama-3.2-3b", "--task", "train", "--precision", "mixed-bf16", "--catalog", cat, "--json"], 0);
+    let v =
+        json(&["plan", "llama-3.2-3b", "--task", "train", "--precision", "mixed-bf16", "--catalog", cat, "--json"], 0);
     let rec = &v["recommended"];
     assert_ne!(rec["setup"]["offload_optimizer"], "none", "{rec}");
     assert_eq!(rec["upgrades"][0], "RAM to 128 GB (+¥600/month)");
@@ -134,12 +161,24 @@ currency = "CNY"
     assert!(out.contains("left out") && out.contains("it has 64 GB"), "{out}");
 }
 
-/// 4. The global batch is kept (micro × accumulation × ranks); a change is a
+/// Item 4: The global batch is kept (micro × accumulation × ranks); a change is a
 /// listed switch with its learning-rate caveat, never silent.
 #[test]
 fn item04_global_batch_is_kept_or_listed() {
     let v = json(
-        &["plan", "llama-3.2-1b", "--task", "train", "--precision", "fp32", "--batch", "8", "--have", "rtx-3090", "--json"],
+        &[
+            "plan",
+            "llama-3.2-1b",
+            "--task",
+            "train",
+            "--precision",
+            "fp32",
+            "--batch",
+            "8",
+            "--have",
+            "rtx-3090",
+            "--json",
+        ],
         0,
     );
     let rows: Vec<&Value> = ranked(&v).iter().chain([&v["own_card"]]).collect();
@@ -158,11 +197,22 @@ fn item04_global_batch_is_kept_or_listed() {
     }
 }
 
-/// 5. Serving searches replicas × TP/PP: four replicas of 8 sequences on four
+/// Item 5: Serving searches replicas × TP/PP: four replicas of 8 sequences on four
 /// A100 40G (35.3 GiB each) instead of a 4-stage pipeline over PCIe.
 #[test]
 fn item05_serving_uses_replicas() {
-    let args = ["plan", "llama-2-7b", "--dtype", "fp16", "--concurrency", "32", "--context", "4096", "--have", "a100-40gb-pcie"];
+    let args = [
+        "plan",
+        "llama-2-7b",
+        "--dtype",
+        "fp16",
+        "--concurrency",
+        "32",
+        "--context",
+        "4096",
+        "--have",
+        "a100-40gb-pcie",
+    ];
     let v = json(&[&args[..], &["--json"]].concat(), 0);
     let rec = &v["recommended"];
     assert_eq!((rec["gpus"].as_u64(), rec["setup"]["replicas"].as_u64()), (Some(4), Some(4)), "{rec}");
@@ -176,7 +226,7 @@ fn item05_serving_uses_replicas() {
     assert!(out.contains("replicas split the sequences"), "{out}");
 }
 
-/// 6. Each precision runs at its own peak, and the output says which.
+/// Item 6: Each precision runs at its own peak, and the output says which.
 #[test]
 fn item06_precision_peaks() {
     let v = json(&["plan", "llama-3.2-1b", "--task", "train", "--precision", "fp32", "--batch", "8", "--json"], 0);
@@ -199,7 +249,7 @@ fn item06_precision_peaks() {
     assert!(out.contains("at the fp32 peak (CUDA cores"), "{out}");
 }
 
-/// 8. Your own card first; `--zero`/`--gpus` are honoured.
+/// Item 8: Your own card first; `--zero`/`--gpus` are honoured.
 #[test]
 fn item08_own_card_first_and_layout_as_given() {
     let (out, _) = run(&["plan", "llama-2-7b", "--task", "lora", "--have", "rtx-3090"], 0);
@@ -219,7 +269,7 @@ fn item08_own_card_first_and_layout_as_given() {
     assert!(out.contains("layout as given: 8 GPUs, ZeRO-2"), "{out}");
 }
 
-/// 9. The H100 MIG offer is MIG instances (memory and SM share), never a whole
+/// Item 9: The H100 MIG offer is MIG instances (memory and SM share), never a whole
 /// card in a training plan.
 #[test]
 fn item09_mig_offers_are_slices() {
@@ -228,12 +278,16 @@ fn item09_mig_offers_are_slices() {
         assert!(r["gpu_memory_bytes"].as_u64().unwrap() <= 40 * GIB, "{r}");
         assert!(r["peak_tflops"].as_f64().unwrap() < 989.5 / 2.0, "{r}");
         assert_eq!(r["gpus"], 1);
-        assert!(r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("for inference and small jobs")));
+        assert!(r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("for inference and small jobs")));
     }
     assert!(ranked(&v).iter().all(|r| r["offer_id"] != "cn-guide/h100-per-card"));
 }
 
-/// 10. Break-even in the seed's terms: how many single cards cost as much as
+/// Item 10: Break-even in the seed's terms: how many single cards cost as much as
 /// the machine, and from how many cards the machine is the better buy.
 #[test]
 fn item10_break_even_in_cards() {
@@ -249,15 +303,30 @@ fn item10_break_even_in_cards() {
     assert!(out.contains("per token"), "{out}");
 }
 
-/// 11. ZeRO-Offload memory as DeepSpeed does it: the 10B model of Ren et al.
+/// Item 11: ZeRO-Offload memory as DeepSpeed does it: the 10B model of Ren et al.
 /// 2021 trains on one 32 GB V100 with ZeRO-2 + optimizer offload.
 #[test]
 fn item11_zero_offload_10b_on_one_v100() {
     let cfg = fixture("gpt2-10b-zero-offload.json");
     let v = json(
         &[
-            "plan", &cfg, "--task", "train", "--precision", "mixed-fp16", "--batch", "10", "--context", "1024", "--zero",
-            "2", "--offload", "cpu", "--have", "v100-sxm2-32gb", "--json",
+            "plan",
+            &cfg,
+            "--task",
+            "train",
+            "--precision",
+            "mixed-fp16",
+            "--batch",
+            "10",
+            "--context",
+            "1024",
+            "--zero",
+            "2",
+            "--offload",
+            "cpu",
+            "--have",
+            "v100-sxm2-32gb",
+            "--json",
         ],
         0,
     );
@@ -269,23 +338,42 @@ fn item11_zero_offload_10b_on_one_v100() {
     // the gradients are the reduce buckets (2 × 5e8 × 2 B), not 10B × 2 B
     let (out, _) = run(
         &[
-            "estimate", &cfg, "--task", "train", "--precision", "mixed-fp16", "--batch", "2", "--context", "1024",
-            "--checkpointing", "full", "--zero", "2", "--offload", "cpu", "--gpu", "v100-sxm2-32gb", "--first-step",
+            "estimate",
+            &cfg,
+            "--task",
+            "train",
+            "--precision",
+            "mixed-fp16",
+            "--batch",
+            "2",
+            "--context",
+            "1024",
+            "--checkpointing",
+            "full",
+            "--zero",
+            "2",
+            "--offload",
+            "cpu",
+            "--gpu",
+            "v100-sxm2-32gb",
+            "--first-step",
         ],
         0,
     );
     assert!(out.contains("FITS"), "{out}");
 }
 
-/// 12. `--emit` carries the plan or refuses: an 8-bit optimizer and
+/// Item 12: `--emit` carries the plan or refuses: an 8-bit optimizer and
 /// checkpointing reach the DeepSpeed launch, and a plan the launcher cannot
 /// express is replaced by the best one it can, saying why.
 #[test]
 fn item12_emit_carries_every_switch() {
-    let args = ["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "8", "--tokens", "1B"];
+    let args =
+        ["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "8", "--tokens", "1B"];
     let (out, err) = run(&[&args[..], &["--emit", "deepspeed"]].concat(), 0);
     let v: Value = serde_json::from_str(&out).unwrap();
-    let launch = err.lines().find(|l| l.starts_with("vramfit: launch with: deepspeed")).unwrap_or_else(|| panic!("{err}"));
+    let launch =
+        err.lines().find(|l| l.starts_with("vramfit: launch with: deepspeed")).unwrap_or_else(|| panic!("{err}"));
     let plan = json(&[&args[..], &["--json"]].concat(), 0);
     let s = &plan["recommended"]["setup"];
     assert!(launch.contains(&format!("--per_device_train_batch_size {}", s["micro_batch"])), "{launch}");
@@ -301,8 +389,21 @@ fn item12_emit_carries_every_switch() {
         _ => assert_eq!(v["optimizer"]["params"]["lr"], "auto"),
     }
     // a plan with TP (70B serving-size full fine-tune on NVLink machines) is re-searched
-    let (out, err) =
-        run(&["plan", "llama-2-13b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--emit", "torchrun"], 0);
+    let (out, err) = run(
+        &[
+            "plan",
+            "llama-2-13b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--tokens",
+            "1B",
+            "--emit",
+            "torchrun",
+        ],
+        0,
+    );
     assert!(out.contains("torchrun"), "{out}");
     if err.contains("cannot be written") {
         assert!(err.contains("writing the best plan it can express"), "{err}");

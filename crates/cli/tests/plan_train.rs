@@ -105,7 +105,8 @@ fn llama70b_full_finetune_needs_the_host_ram_offload_needs() {
     assert!(need > 1_024_000_000_000 && need < 2_048_000_000_000, "{need}");
     assert!(ranked(&v).iter().all(|r| r["offer_id"] != "cn-guide/8x-a100-80g-nvlink"));
     let (out, _) = run(&args, 0);
-    let note = out.lines().find(|l| l.contains("8 × A100 80G NVLink machine: left out")).unwrap_or_else(|| panic!("{out}"));
+    let note =
+        out.lines().find(|l| l.contains("8 × A100 80G NVLink machine: left out")).unwrap_or_else(|| panic!("{out}"));
     assert!(note.contains("it has 1,024 GB") && note.contains("DeepSpeed"), "{note}");
 }
 

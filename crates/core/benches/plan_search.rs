@@ -9,14 +9,14 @@
 //!   (`TrainModel::evaluate`, no ledger): the time per setup, criterion's
 //!   `thrpt` in elements = distinct setups.
 
+use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use criterion::BatchSize;
 use vramfit_core::plan::search::TrainKey;
 use vramfit_core::plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
 use vramfit_core::train::{Checkpointing, Optimizer, TrainKind};
-use vramfit_core::Sharding;
 use vramfit_core::train::{Precision, TrainSetup};
+use vramfit_core::Sharding;
 use vramfit_core::{GpuSpec, Link, ModelSpec, Task, Workload};
 
 fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) -> GpuSpec {

@@ -86,7 +86,19 @@ fn unsupported(s: impl Into<String>) -> EmitError {
 /// The rules every launcher shares: Hugging Face models are not split by
 /// TP/PP here; the Trainer's `--gradient_checkpointing` is full
 /// checkpointing only.
-fn rules(l: Launcher, tp: u64, pp: u64, ck: Option<Checkpointing>, p: Option<Precision>, o: Option<Optimizer>, off_opt: Offload, off_par: Offload) -> Result<(), String> {
+/// The switches of a plan the launchers' rules look at.
+struct View {
+    tp: u64,
+    pp: u64,
+    ck: Option<Checkpointing>,
+    p: Option<Precision>,
+    o: Option<Optimizer>,
+    off_opt: Offload,
+    off_par: Offload,
+}
+
+fn rules(l: Launcher, v: View) -> Result<(), String> {
+    let View { tp, pp, ck, p, o, off_opt, off_par } = v;
     if tp > 1 || pp > 1 {
         return Err(format!(
             "the plan uses TP {tp} × PP {pp}: {} cannot split a Hugging Face model's layers (Megatron-DeepSpeed or torchtitan can)",
@@ -122,24 +134,32 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
     if !s.method.is_training() {
         return Err(EmitError::NotTraining);
     }
-    rules(l, s.tp, s.pp, s.checkpointing, s.precision, s.optimizer, s.offload_optimizer, s.offload_params).map_err(unsupported)?;
+    let v = View {
+        tp: s.tp,
+        pp: s.pp,
+        ck: s.checkpointing,
+        p: s.precision,
+        o: s.optimizer,
+        off_opt: s.offload_optimizer,
+        off_par: s.offload_params,
+    };
+    rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
 }
 
 /// The planner's filter for `--emit`: setups `l` can express.
 pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
     let t = k.train.as_ref();
-    rules(
-        l,
-        k.tp,
-        k.pp,
-        t.map(|t| t.checkpointing),
-        t.map(|t| t.precision),
-        t.map(|t| t.optimizer),
-        k.offload_optimizer,
-        k.offload_params,
-    )
-    .is_ok()
+    let v = View {
+        tp: k.tp,
+        pp: k.pp,
+        ck: t.map(|t| t.checkpointing),
+        p: t.map(|t| t.precision),
+        o: t.map(|t| t.optimizer),
+        off_opt: k.offload_optimizer,
+        off_par: k.offload_params,
+    };
+    rules(l, v).is_ok()
 }
 
 fn stage(s: &SetupSummary) -> u64 {
@@ -191,9 +211,9 @@ fn trainer_flags(s: &SetupSummary, deepspeed_optimizer: bool, fsdp_checkpointing
 fn ds_optimizer(o: Option<Optimizer>) -> Option<Value> {
     let auto = json!("auto");
     match o {
-        Some(Optimizer::AdamW) | None => Some(
-            json!({"type": "AdamW", "params": {"lr": auto, "betas": auto, "eps": auto, "weight_decay": auto}}),
-        ),
+        Some(Optimizer::AdamW) | None => {
+            Some(json!({"type": "AdamW", "params": {"lr": auto, "betas": auto, "eps": auto, "weight_decay": auto}}))
+        }
         // torch.optim.SGD through DeepSpeed's fallback to torch.optim
         Some(Optimizer::Sgd) => Some(json!({"type": "SGD", "params": {"lr": auto}})),
         Some(Optimizer::SgdMomentum) => Some(json!({"type": "SGD", "params": {"lr": auto, "momentum": 0.9}})),
@@ -508,7 +528,10 @@ fn accelerate_map(s: &SetupSummary, family: Family, machines: u64, rank: u64) ->
 /// 0…N−1), with the first node's address as the `MAIN_PROCESS_IP` placeholder.
 pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<String, EmitError> {
     check(Launcher::Accelerate, s)?;
-    if s.offload_optimizer.is_some() && !s.offload_params.is_some() && s.optimizer.is_some_and(|o| o != Optimizer::AdamW) {
+    if s.offload_optimizer.is_some()
+        && !s.offload_params.is_some()
+        && s.optimizer.is_some_and(|o| o != Optimizer::AdamW)
+    {
         return Err(unsupported("ZeRO-Offload runs DeepSpeed's CPU Adam: only AdamW can be offloaded"));
     }
     let nodes = machines.max(1);
@@ -523,7 +546,8 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
         yaml(&accelerate_map(s, family, 1, 0), 0, &mut out);
         return Ok(out);
     }
-    let _ = writeln!(out, "# {nodes} nodes: one config per node; replace MAIN_PROCESS_IP with the first node's address");
+    let _ =
+        writeln!(out, "# {nodes} nodes: one config per node; replace MAIN_PROCESS_IP with the first node's address");
     for rank in 0..nodes {
         let _ = writeln!(out, "cat > accelerate_node{rank}.yaml <<'EOF'");
         yaml(&accelerate_map(s, family, nodes, rank), 0, &mut out);
@@ -768,7 +792,14 @@ mod tests {
         assert!(v.get("optimizer").is_none());
         assert_eq!(v["zero_allow_untested_optimizer"], json!(true));
         let launch = e.launch.unwrap();
-        for flag in ["--optim adamw_bnb_8bit", "--gradient_checkpointing", "--bf16", "--per_device_train_batch_size 2", "--gradient_accumulation_steps 4", "--num_gpus 4"] {
+        for flag in [
+            "--optim adamw_bnb_8bit",
+            "--gradient_checkpointing",
+            "--bf16",
+            "--per_device_train_batch_size 2",
+            "--gradient_accumulation_steps 4",
+            "--num_gpus 4",
+        ] {
             assert!(launch.contains(flag), "{flag} not in {launch}");
         }
         // SGD: DeepSpeed's optimizer block (torch.optim fallback), momentum as planned
@@ -794,7 +825,8 @@ mod tests {
             let start = text.find(&format!("cat > accelerate_node{rank}.yaml <<'EOF'\n")).unwrap();
             let body = &text[start..];
             let body = &body[body.find('\n').unwrap() + 1..body.find("\nEOF").unwrap()];
-            let v: BTreeMap<String, serde_json::Value> = serde_saphyr::from_str(body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+            let v: BTreeMap<String, serde_json::Value> =
+                serde_saphyr::from_str(body).unwrap_or_else(|e| panic!("{e}\n{body}"));
             let v = Value::Object(v.into_iter().collect());
             keys_in(&v, ACC_TOP, "accelerate config");
             assert_eq!(v["machine_rank"], json!(rank));

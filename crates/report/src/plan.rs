@@ -595,14 +595,6 @@ fn monthly(r: &Row) -> String {
     }
 }
 
-fn job_cost(r: &Row) -> String {
-    match (&r.job_cost, r.hourly_prorated) {
-        (Some(c), true) => format!("{} (prorated)", price_of(c, &r.currency)),
-        (Some(c), false) => price_of(c, &r.currency),
-        _ => "–".into(),
-    }
-}
-
 /// What the rental bills for the job: `CNY 2,500 (1 month)`, `USD 412 (137 h)`.
 fn billed(r: &Row) -> String {
     match (&r.billed, r.billing) {
@@ -1053,18 +1045,17 @@ fn break_even(o: &mut String, doc: &PlanDocument) {
                 )
             })
             .collect();
-        let _ = writeln!(
-            o,
-            "  single cards stacked ({}): {}",
-            be.cards_offer.as_deref().unwrap_or("-"),
-            pts.join("; ")
-        );
+        let _ =
+            writeln!(o, "  single cards stacked ({}): {}", be.cards_offer.as_deref().unwrap_or("-"), pts.join("; "));
         let fewest = be.fewest_cards.filter(|n| *n > 1).map(|n| format!("it needs at least {n} cards"));
         let from = match be.machine_better_from {
             Some(n) if Some(n) == be.fewest_cards => {
-                "the machine costs less per token than any number of these cards, even at the top of its price range".to_string()
+                "the machine costs less per token than any number of these cards, even at the top of its price range"
+                    .to_string()
             }
-            Some(n) => format!("the machine is the better buy per token from {n} cards on (even at the top of its price range)"),
+            Some(n) => format!(
+                "the machine is the better buy per token from {n} cards on (even at the top of its price range)"
+            ),
             None => format!(
                 "single cards stay cheaper per token up to {} (the machine buys speed, not savings)",
                 be.cards.last().map(|p| p.gpus).unwrap_or(1)

@@ -152,15 +152,16 @@ fn train_case(v: &Value, gpus_cat: &[GpuSpec]) -> Result<TrainCase, String> {
         TrainKind::Full
     };
     let precision_text = text(w, &["precision"]).to_ascii_lowercase();
-    let precision = if precision_text.starts_with("amp") || kind != TrainKind::Full && precision_text.contains("autocast") {
-        Precision::AmpBf16
-    } else if precision_text.contains("fp16 mixed") {
-        Precision::MixedFp16
-    } else if precision_text.contains("fsdp2") || precision_text.contains("param_dtype") {
-        Precision::MixedBf16
-    } else {
-        Precision::Bf16
-    };
+    let precision =
+        if precision_text.starts_with("amp") || kind != TrainKind::Full && precision_text.contains("autocast") {
+            Precision::AmpBf16
+        } else if precision_text.contains("fp16 mixed") {
+            Precision::MixedFp16
+        } else if precision_text.contains("fsdp2") || precision_text.contains("param_dtype") {
+            Precision::MixedBf16
+        } else {
+            Precision::Bf16
+        };
     let micro = num(w, &["micro_batch_per_gpu"]).ok_or("no micro-batch")? as u64;
     let seq = num(w, &["seq_len"]).unwrap_or(1024.0) as u64;
     let accum = num(w, &["grad_accum"]).unwrap_or(1.0).max(1.0) as u64;
@@ -348,7 +349,17 @@ pub fn compare(jsonl: &str, file: &str, gpus: &[GpuSpec], tm: &TimeModel) -> any
     let pass = median_ratio.is_some_and(|m| (MEDIAN_RANGE.0..=MEDIAN_RANGE.1).contains(&m))
         && min_ratio.is_some_and(|m| m >= CASE_RANGE.0)
         && max_ratio.is_some_and(|m| m <= CASE_RANGE.1);
-    Ok(Report { schema: 1, command: "calibrate", set: "throughput", cases, counted, median_ratio, min_ratio, max_ratio, pass })
+    Ok(Report {
+        schema: 1,
+        command: "calibrate",
+        set: "throughput",
+        cases,
+        counted,
+        median_ratio,
+        min_ratio,
+        max_ratio,
+        pass,
+    })
 }
 
 /// The human table.
@@ -356,15 +367,29 @@ pub fn render(r: &Report) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "vramfit calibrate --set throughput: the planner's time model against published throughputs ({THROUGHPUT_FILE})");
     let _ = writeln!(o, "ratio = modelled / published (< 1: the model is slower than measured)\n");
-    let _ = writeln!(o, "{:<44} {:>8} {:>12} {:>12} {:>6}  {}", "case", "group", "published", "modelled", "ratio", "unit");
+    let _ = writeln!(o, "{:<44} {:>8} {:>12} {:>12} {:>6}  unit", "case", "group", "published", "modelled", "ratio");
     for c in &r.cases {
         match (c.modelled, c.ratio) {
             (Some(m), Some(x)) => {
                 let flag = if (CASE_RANGE.0..=CASE_RANGE.1).contains(&x) { "" } else { "  ← outside 0.6–1.6" };
-                let _ = writeln!(o, "{:<44} {:>8} {:>12.1} {:>12.1} {:>6.2}  {}{flag}", c.id, c.group, c.published, m, x, c.unit);
+                let _ = writeln!(
+                    o,
+                    "{:<44} {:>8} {:>12.1} {:>12.1} {:>6.2}  {}{flag}",
+                    c.id, c.group, c.published, m, x, c.unit
+                );
             }
             _ => {
-                let _ = writeln!(o, "{:<44} {:>8} {:>12.1} {:>12} {:>6}  {} (not modelled: {})", c.id, c.group, c.published, "–", "–", c.unit, c.skipped.as_deref().unwrap_or(""));
+                let _ = writeln!(
+                    o,
+                    "{:<44} {:>8} {:>12.1} {:>12} {:>6}  {} (not modelled: {})",
+                    c.id,
+                    c.group,
+                    c.published,
+                    "–",
+                    "–",
+                    c.unit,
+                    c.skipped.as_deref().unwrap_or("")
+                );
             }
         }
     }

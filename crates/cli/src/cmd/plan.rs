@@ -193,7 +193,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     }
     let doc = PlanDocument::new(
         PlanModel { name: spec.name.clone(), source: resolved.source_text(), params_total: report.params_total },
-        PlanJob { task: report.task, setup: job_setup_words(&workload), tokens, hours, allow: allow_names, assumed: false },
+        PlanJob {
+            task: report.task,
+            setup: job_setup_words(&workload),
+            tokens,
+            hours,
+            allow: allow_names,
+            assumed: false,
+        },
         &report,
     );
     let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };

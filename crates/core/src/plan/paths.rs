@@ -4,9 +4,7 @@
 use super::ladder;
 use super::pricing::{Offer, PriceBook, PriceRange};
 use super::rank::{best_where, better, cheaper_to_rent, is_unchanged, offloads, order, same_method};
-use super::report::{
-    BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats,
-};
+use super::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};
 use super::request::{Allow, Job, PlanRequest};
 use super::row::row;
 use super::search::{self, default_job, Complexity, Scored, Search};
@@ -161,11 +159,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         own_card,
         best_rental,
         cheaper_to_rent,
-        stats: SearchStats {
-            candidates: search.evaluated,
-            fitting: search.fitting,
-            estimates: search.estimated,
-        },
+        stats: SearchStats { candidates: search.evaluated, fitting: search.fitting, estimates: search.estimated },
         notes,
     })
 }
@@ -321,16 +315,19 @@ fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
 /// Simpler first, then faster: how own-card setups (no bill) are compared.
 fn simpler_then_faster(s: &Search, a: &Scored, b: &Scored) -> Ordering {
     let (ea, eb) = (&s.entries[a.mem as usize], &s.entries[b.mem as usize]);
-    ea.complexity
-        .cmp(&eb.complexity)
-        .then(ea.inexact.cmp(&eb.inexact))
-        .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
+    ea.complexity.cmp(&eb.complexity).then(ea.inexact.cmp(&eb.inexact)).then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
 /// The user's own card(s) running the job with the seed's free switches
 /// (AMP, accumulation, checkpointing, 8-bit optimizer; a method change only
 /// when allowed) and no offload: one card, or the count the user gave.
-fn own_card(req: &PlanRequest, base: &Workload, g: &GpuSpec, pinned: Option<&Parallelism>, job: Job) -> Option<PlanRow> {
+fn own_card(
+    req: &PlanRequest,
+    base: &Workload,
+    g: &GpuSpec,
+    pinned: Option<&Parallelism>,
+    job: Job,
+) -> Option<PlanRow> {
     let n = pinned.map(|p| p.gpus).unwrap_or(1).max(1);
     let book = own_book(g, n, n);
     let one = std::slice::from_ref(g);
@@ -394,9 +391,7 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Optio
     for c in s2.scored.iter().filter(|c| c.gpus >= 2 && same_method(&s2, c) && !offloads(&s2, c)) {
         let take = match best {
             None => true,
-            Some(b) => {
-                c.gpus < b.gpus || (c.gpus == b.gpus && simpler_then_faster(&s2, c, b) == Ordering::Less)
-            }
+            Some(b) => c.gpus < b.gpus || (c.gpus == b.gpus && simpler_then_faster(&s2, c, b) == Ordering::Less),
         };
         if take {
             best = Some(c);
@@ -504,7 +499,12 @@ fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String
             rec.setup.replicas
         ),
         Complexity::Plain if rec.setup.tp > 1 || rec.setup.pp > 1 => {
-            format!("the cheapest bill for this job ({}), the model split TP {} × PP {}", bill(&rec), rec.setup.tp, rec.setup.pp)
+            format!(
+                "the cheapest bill for this job ({}), the model split TP {} × PP {}",
+                bill(&rec),
+                rec.setup.tp,
+                rec.setup.pp
+            )
         }
         Complexity::Plain => format!("the cheapest bill for this job ({}), with plain data parallelism", bill(&rec)),
         c => format!("the cheapest bill for this job ({}) with {}", bill(&rec), c.words()),
@@ -534,11 +534,7 @@ fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String
                 alt.gpu_name,
                 alt.complexity.words(),
                 bill(&alt),
-                if speed > 1.05 {
-                    format!(", which would run {:.1}× faster", speed)
-                } else {
-                    String::new()
-                }
+                if speed > 1.05 { format!(", which would run {:.1}× faster", speed) } else { String::new() }
             ));
         }
     } else if e.complexity >= Complexity::OffloadOptimizer {
@@ -552,7 +548,7 @@ fn thousands(v: u64) -> String {
     let s = v.to_string();
     let mut out = String::new();
     for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);

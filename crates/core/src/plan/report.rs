@@ -3,12 +3,12 @@
 
 use super::ladder::Ladder;
 use super::pricing::PriceRange;
-use super::summary::{SetupSummary, Switch};
 use super::search::{Billing, Complexity};
+use super::summary::{SetupSummary, Switch};
 use super::time::StepTime;
-use crate::hardware::PeakKind;
 use crate::error::CoreError;
 use crate::hardware::Link;
+use crate::hardware::PeakKind;
 use crate::ledger::{Category, Ledger};
 use crate::units::sum;
 use crate::workload::Workload;

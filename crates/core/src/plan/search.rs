@@ -575,7 +575,8 @@ impl<'a> Search<'a> {
                 let asked = global_batch(t, &self.base.parallelism);
                 // fp32 → AMP is the seed's first switch (autocast keeps fp32 weights and
                 // optimizer states): listed as a change, not counted as one that alters the run
-                let precision = t.precision != k.precision && !(t.precision == Precision::Fp32 && k.precision.is_autocast());
+                let precision =
+                    t.precision != k.precision && !(t.precision == Precision::Fp32 && k.precision.is_autocast());
                 let n = method as u8 + (t.optimizer != k.optimizer) as u8 + precision as u8 + (gb != asked) as u8;
                 (n, gb)
             }
@@ -657,8 +658,8 @@ impl<'a> Search<'a> {
     /// deepspeed/runtime/zero/stage_1_and_2.py, `estimate_zero3_…` in
     /// stage3.py; docs: deepspeed.readthedocs.io/en/latest/memory.html): the
     /// offloaded states (fp32 master, Adam moments, fp32 gradient partition,
-    /// + the 16-bit parameters with parameter offload: 16/18 B per parameter)
-    /// × `additional_buffer_factor` 1.5 (pinned staging buffers), or — without
+    /// and the 16-bit parameters with parameter offload: 16/18 B per parameter)
+    /// times `additional_buffer_factor` 1.5 (pinned staging buffers), or — without
     /// ZeRO-3's `zero.Init` — every rank's fp32 copy of the model at load
     /// time (4 B × parameters × ranks on the machine), whichever is larger.
     pub fn host_ram_need(&self, e: &MemEntry, m: &MemSummary, gpus: u64, machines: u64) -> u64 {
@@ -808,13 +809,8 @@ impl<'a> Search<'a> {
     fn keep(&mut self, s: Scored) {
         self.fitting += 1;
         let e = &self.entries[s.mem as usize];
-        let class = (
-            s.offer,
-            s.gpus,
-            e.complexity,
-            super::rank::same_method(self, &s),
-            super::rank::is_unchanged(self, &s),
-        );
+        let class =
+            (s.offer, s.gpus, e.complexity, super::rank::same_method(self, &s), super::rank::is_unchanged(self, &s));
         match self.best.get(&class) {
             Some(&i) => {
                 if super::rank::better(self, &s, &self.scored[i]) {
@@ -1036,7 +1032,7 @@ impl<'a> Search<'a> {
                 .unwrap_or(0);
             for mut group in self.key_groups(n) {
                 if let Some(f) = self.key_filter {
-                    group.retain(|k| f(k));
+                    group.retain(f);
                 }
                 // memory never falls as checkpointing relaxes (full → selective → none)
                 // or the micro-batch grows: once a member is too big for every card,
@@ -1241,7 +1237,8 @@ pub struct Layout {
 pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<Layout> {
     let mut v = Vec::new();
     let train = matches!(base.task, Task::Train(_));
-    let plain = |tp, pp, sharding| Layout { tp, pp, sharding, offload_optimizer: Offload::None, offload_params: Offload::None };
+    let plain =
+        |tp, pp, sharding| Layout { tp, pp, sharding, offload_optimizer: Offload::None, offload_params: Offload::None };
     for tp in powers_of_two_upto(gpus.min(8)) {
         if !spec.num_heads.is_multiple_of(tp) {
             continue;

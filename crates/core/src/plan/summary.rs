@@ -125,10 +125,16 @@ pub enum Switch {
     Precision(Precision),
     Optimizer(Optimizer),
     Checkpointing(Checkpointing),
-    MicroBatch { micro_batch: u64, grad_accum: u64 },
+    MicroBatch {
+        micro_batch: u64,
+        grad_accum: u64,
+    },
     /// the global batch the plan runs differs from the one asked (its ranks
     /// cannot split the asked batch): learning rate and schedule need rescaling
-    GlobalBatch { asked: u64, runs: u64 },
+    GlobalBatch {
+        asked: u64,
+        runs: u64,
+    },
     Weights(String),
     KvDtype(DType),
     OffloadOptimizer(Offload),

@@ -419,18 +419,17 @@ mod tests {
     fn decode_is_bandwidth_bound() {
         let tm = TimeModel::default();
         let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
-        let w =
-            InferWork {
-                bytes_per_step: 13.0e9,
-                concurrency: 1.0,
-                replicas: 1.0,
-                decode_flops_per_token: 13.0e9,
-                peak: PeakKind::Bf16,
-                prefill_flops: 0.0,
-                tp: 1.0,
-                pp: 1.0,
-                layers: 32.0,
-            };
+        let w = InferWork {
+            bytes_per_step: 13.0e9,
+            concurrency: 1.0,
+            replicas: 1.0,
+            decode_flops_per_token: 13.0e9,
+            peak: PeakKind::Bf16,
+            prefill_flops: 0.0,
+            tp: 1.0,
+            pp: 1.0,
+            layers: 32.0,
+        };
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
         assert!((t.decode_tokens_per_s - 125.48).abs() < 0.1, "{}", t.decode_tokens_per_s);
