@@ -24,10 +24,54 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
     let dir = std::env::temp_dir().join(format!("vramfit-emit-python-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let plans: [(&str, &[&str]); 4] = [
-        ("7b_full", &["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "8", "--tokens", "1B"]),
-        ("13b_full", &["plan", "llama-2-13b", "--task", "train", "--precision", "mixed-bf16", "--batch", "4", "--grad-accum", "16", "--tokens", "1B"]),
+        (
+            "7b_full",
+            &[
+                "plan",
+                "llama-2-7b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--grad-accum",
+                "8",
+                "--tokens",
+                "1B",
+            ],
+        ),
+        (
+            "13b_full",
+            &[
+                "plan",
+                "llama-2-13b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--batch",
+                "4",
+                "--grad-accum",
+                "16",
+                "--tokens",
+                "1B",
+            ],
+        ),
         ("7b_lora_amp", &["plan", "llama-2-7b", "--task", "lora", "--tokens", "1B"]),
-        ("70b_offload", &["plan", "llama-2-70b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "64", "--tokens", "1B"]),
+        (
+            "70b_offload",
+            &[
+                "plan",
+                "llama-2-70b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--grad-accum",
+                "64",
+                "--tokens",
+                "1B",
+            ],
+        ),
     ];
     for (name, args) in plans {
         let v = common::json(&[args, &["--json"]].concat(), 0);

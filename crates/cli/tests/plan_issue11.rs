@@ -425,3 +425,21 @@ fn huge_catalogue_is_refused_with_the_count() {
     let (_, err) = run(&["plan", "llama-2-7b", "--catalog", p.to_str().unwrap()], 2);
     assert!(err.contains("24000 offers: at most 10000 are read"), "{err}");
 }
+
+/// Item 12 (mig-parted): the config selects every GPU of the host — the plan's
+/// cards with their instances, the rest with MIG disabled — or says how to.
+#[test]
+fn item12_mig_parted_covers_every_gpu_on_the_host() {
+    let args =
+        ["mig", "plan", "--gpu", "h100-80gb", "--service", "a=10GiB", "--service", "b=30GiB", "--emit", "mig-parted"];
+    let (out, _) = run(&[&args[..], &["--max-gpus", "8"]].concat(), 0);
+    let mut devices: Vec<u64> = Vec::new();
+    for l in out.lines().filter_map(|l| l.trim().strip_prefix("- devices: [")) {
+        devices.extend(l.trim_end_matches(']').split(", ").map(|d| d.parse::<u64>().unwrap()));
+    }
+    devices.sort();
+    assert_eq!(devices, (0..8).collect::<Vec<u64>>(), "{out}");
+    assert!(out.contains("mig-enabled: false"), "{out}");
+    let (out, _) = run(&args, 0);
+    assert!(out.starts_with("# every GPU of the host must be selected"), "{out}");
+}
