@@ -165,6 +165,10 @@ struct GpuRow {
     bandwidth_gbs: f64,
     bf16_tflops: f64,
     #[serde(default)]
+    tf32_tflops: Option<f64>,
+    #[serde(default)]
+    fp32_tflops: Option<f64>,
+    #[serde(default)]
     fp8_tflops: Option<f64>,
     #[serde(default)]
     nvlink_gbs: Option<f64>,
@@ -230,8 +234,12 @@ pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> 
         positive("memory_gb", row.memory_gb)?;
         positive("bandwidth_gbs", row.bandwidth_gbs)?;
         positive("bf16_tflops", row.bf16_tflops)?;
-        if let Some(v) = row.fp8_tflops {
-            positive("fp8_tflops", v)?;
+        for (field, v) in
+            [("tf32_tflops", row.tf32_tflops), ("fp32_tflops", row.fp32_tflops), ("fp8_tflops", row.fp8_tflops)]
+        {
+            if let Some(v) = v {
+                positive(field, v)?;
+            }
         }
         if let Some(v) = row.nvlink_gbs {
             positive("nvlink_gbs", v)?;
@@ -250,6 +258,8 @@ pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> 
             memory_gb: row.memory_gb,
             bandwidth_gbs: row.bandwidth_gbs,
             bf16_tflops: row.bf16_tflops,
+            tf32_tflops: row.tf32_tflops,
+            fp32_tflops: row.fp32_tflops,
             fp8_tflops: row.fp8_tflops,
             nvlink_gbs: row.nvlink_gbs,
             pcie_gen: row.pcie_gen,

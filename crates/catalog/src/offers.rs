@@ -9,6 +9,7 @@
 
 use crate::gpus::{check_size, field_line, find_gpu, merge_gpus, parse_gpus, toml_error, CatalogError};
 use serde::Deserialize;
+use std::collections::HashSet;
 use vramfit_core::plan::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade};
 use vramfit_core::{GpuSpec, Link};
 
@@ -90,6 +91,12 @@ struct OfferRow {
     monthly: Option<PriceIn>,
     #[serde(default)]
     hourly: Option<PriceIn>,
+    #[serde(default)]
+    min_hours: Option<f64>,
+    /// priced per card-equivalent, rented as MIG instances: expanded into one
+    /// slice offer per MIG profile of the card
+    #[serde(default)]
+    mig: bool,
     currency: String,
     #[serde(default)]
     flags: Vec<String>,
@@ -158,6 +165,19 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     check_size(file, text)?;
     let parsed: OfferFile = toml::from_str(text).map_err(|e| toml_error(file, text, &e))?;
     let mut book = PriceBook::default();
+    if parsed.offer.len() > MAX_OFFERS {
+        return Err(CatalogError::Invalid {
+            file: file.into(),
+            line: 1,
+            field: "offer".into(),
+            reason: format!(
+                "{} offers: at most {MAX_OFFERS} are read (the planner scores every offer × GPU count × setup); split the file or keep the offers you would rent",
+                parsed.offer.len()
+            ),
+        });
+    }
+    let mut ids: HashSet<String> = HashSet::new();
+    let mig_tables = crate::mig::builtin_mig_tables().unwrap_or_default();
     for spanned in parsed.offer {
         let span = spanned.span();
         let r = spanned.into_inner();
@@ -165,7 +185,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
         if r.id.trim().is_empty() {
             return Err(bad("id", "must not be empty".into()));
         }
-        if book.offers.iter().any(|o| o.id == r.id) {
+        if !ids.insert(r.id.clone()) {
             return Err(bad("id", format!("duplicate offer id '{}'", r.id)));
         }
         let gpu = match find_gpu(gpus, &r.gpu) {
@@ -235,8 +255,27 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
                 if r.gpus != 1 || max_gpus != 1 {
                     return Err(bad("slice", "a slice offer has one slice per unit (gpus = 1)".into()));
                 }
-                Some(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib })
+                Some(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib, mig: false })
             }
+        };
+        if let Some(h) = r.min_hours {
+            if !(h.is_finite() && h > 0.0 && h <= 100_000.0) {
+                return Err(bad("min_hours", format!("{h} is not a number of hours in (0, 100000]")));
+            }
+            if hourly.is_none() {
+                return Err(bad("min_hours", "a minimum term in hours needs an hourly price".into()));
+            }
+        }
+        let mig_profiles = if r.mig {
+            if slice.is_some() || r.gpus != 1 || max_gpus != 1 {
+                return Err(bad("mig", "a MIG offer is one card's worth of instances: no slice, gpus = 1".into()));
+            }
+            match crate::mig::find_mig_table(&mig_tables, &gpu.id) {
+                Ok(t) => Some(t.clone()),
+                Err(_) => return Err(bad("mig", format!("{} has no MIG profile table in the catalogue", gpu.name))),
+            }
+        } else {
+            None
         };
         for (field, v) in [("ram_gb", r.ram_gb), ("disk_gb", r.disk_gb), ("network_mbps", r.network_mbps)] {
             if let Some(v) = v {
@@ -260,7 +299,7 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
                 "multi-machine jobs need inter_node_gbs (the fabric between machines)".into(),
             ));
         }
-        book.offers.push(Offer {
+        let offer = Offer {
             id: r.id,
             provider: r.provider,
             name: r.name,
@@ -275,12 +314,17 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
             network_mbps: r.network_mbps,
             monthly,
             hourly,
+            min_hours: r.min_hours,
             currency: r.currency.trim().to_string(),
             flags: r.flags,
             source: r.source,
             max_machines,
             inter_node_gbs: r.inter_node_gbs,
-        });
+        };
+        match mig_profiles {
+            Some(table) => book.offers.extend(mig_slices(&offer, &table)),
+            None => book.offers.push(offer),
+        }
     }
     for spanned in parsed.discount {
         let span = spanned.span();
@@ -340,6 +384,47 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     Ok(OfferFileContents { book, replace: parsed.replace })
 }
 
+/// Most offers one catalogue file may hold (every offer is scored × GPU
+/// count × setup; 10,000 plans in well under a second).
+pub const MAX_OFFERS: usize = 10_000;
+
+/// A MIG offer priced per card-equivalent, as one slice offer per MIG
+/// profile: the profile's memory and SM share, priced pro rata by compute
+/// slices (an assumption, flagged). The whole-card profile (7g) is left out
+/// — a MIG offer is for inference and small jobs, not a whole card — and so
+/// are the media-engine variants (same memory and SMs as their base profile).
+fn mig_slices(offer: &Offer, table: &crate::mig::MigTable) -> Vec<Offer> {
+    let g = &table.gpu;
+    let full = g.compute_slices.max(1) as f64;
+    g.profiles
+        .iter()
+        .filter(|p| !p.special && p.compute_slices < g.compute_slices)
+        .map(|p| {
+            let share = p.compute_slices as f64 / full;
+            let sm_share = match (p.sm_count, g.full_card_sms) {
+                (Some(s), Some(f)) if f > 0 => s as f64 / f as f64,
+                _ => share,
+            };
+            let mut o = offer.clone();
+            o.id = format!("{}@{}", offer.id, p.name);
+            o.name = format!("{} — MIG {}", offer.name, p.name);
+            o.slice = Some(Slice {
+                fraction: sm_share,
+                label: format!("MIG {}", p.name),
+                memory_mib: p.memory_bytes / (1 << 20),
+                mig: true,
+            });
+            o.monthly = offer.monthly.map(|m| m.scale(share));
+            o.hourly = offer.hourly.map(|h| h.scale(share));
+            o.flags.push(format!(
+                "assumed: the per-card price × {}/{} compute slices for a {} instance",
+                p.compute_slices, g.compute_slices, p.name
+            ));
+            o
+        })
+        .collect()
+}
+
 /// The embedded offers (checked against `gpus`).
 pub fn builtin_offers(gpus: &[GpuSpec]) -> Result<PriceBook, CatalogError> {
     parse_offers(BUILTIN_OFFERS_TOML, BUILTIN_OFFERS_FILE, gpus).map(|c| c.book)
@@ -396,7 +481,8 @@ mod tests {
     #[test]
     fn seed_offers_parse_with_ranges() {
         let book = builtin_offers(&gpus()).unwrap();
-        assert_eq!(book.offers.len(), 10);
+        // 9 whole offers + the H100 MIG offer as 5 instances (1g.10gb … 4g.40gb)
+        assert_eq!(book.offers.len(), 14);
         assert_eq!(book.discounts.len(), 4);
         assert_eq!(book.upgrades.len(), 4);
         let o = |id: &str| book.offers.iter().find(|o| o.id == id).unwrap();
@@ -410,6 +496,29 @@ mod tests {
         let s = o("cn-guide/a100-slice-1-20").slice.as_ref().unwrap();
         assert_eq!((s.memory_mib, s.fraction), (2048, 0.05));
         assert!(book.offers.iter().all(|o| o.currency == "CNY"));
+        // the seed's machines: dual Xeon 8380 + 1 TB; 112 cores + 2 TB
+        assert_eq!((a.cpu_cores, a.ram_gb), (Some(80), Some(1024.0)));
+        let h = o("cn-guide/8x-h100-sxm");
+        assert_eq!((h.cpu_cores, h.ram_gb), (Some(112), Some(2048.0)));
+    }
+
+    #[test]
+    fn mig_offer_becomes_instances_never_a_whole_card() {
+        let book = builtin_offers(&gpus()).unwrap();
+        let mig: Vec<&Offer> = book.offers.iter().filter(|o| o.id.starts_with("cn-guide/h100-mig")).collect();
+        let names: Vec<&str> = mig.iter().map(|o| o.slice.as_ref().unwrap().label.as_str()).collect();
+        assert_eq!(names, ["MIG 1g.10gb", "MIG 1g.20gb", "MIG 2g.20gb", "MIG 3g.40gb", "MIG 4g.40gb"]);
+        for o in &mig {
+            let s = o.slice.as_ref().unwrap();
+            assert!(s.mig && s.memory_mib <= 40448 && s.fraction < 0.5, "{o:?}");
+            assert_eq!((o.cpu_cores, o.ram_gb), (Some(64), Some(256.0)));
+        }
+        // 3g.40gb: 3 of 7 compute slices of CNY 12,000–18,000, 60 of 132 SMs
+        let g3 = mig.iter().find(|o| o.id.ends_with("@3g.40gb")).unwrap();
+        let m = g3.monthly.unwrap();
+        assert!((m.low - 12_000.0 * 3.0 / 7.0).abs() < 1e-6 && (m.high - 18_000.0 * 3.0 / 7.0).abs() < 1e-6);
+        assert!((g3.slice.as_ref().unwrap().fraction - 60.0 / 132.0).abs() < 1e-9);
+        assert!(g3.flags.iter().any(|f| f.starts_with("assumed: the per-card price × 3/7")));
     }
 
     #[test]
@@ -447,7 +556,7 @@ currency = "USD"
         assert_eq!((o.gpu.as_str(), o.currency.as_str()), ("h100-sxm", "USD"));
         assert_eq!(o.hourly, Some(PriceRange { low: 2.0, high: 3.5 }));
         let added = load(Some((&USD.replace("replace = true", ""), "usd.toml"))).unwrap();
-        assert_eq!(added.book.offers.len(), 11);
+        assert_eq!(added.book.offers.len(), 15);
     }
 
     #[test]

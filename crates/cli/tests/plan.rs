@@ -31,8 +31,18 @@ fn llama13b_fp16_inference_on_a_3090_goes_to_the_next_card() {
         let m = &r["monthly"];
         assert!(m["low"].as_f64().unwrap() <= m["high"].as_f64().unwrap());
     }
-    let h100 = v["ranked"].as_array().unwrap().iter().find(|r| r["offer_id"] == "cn-guide/h100-per-card").unwrap();
-    assert_eq!((h100["monthly"]["low"].as_f64(), h100["monthly"]["high"].as_f64()), (Some(12000.0), Some(18000.0)));
+    // the H100 MIG offer appears only as MIG instances (at most 4g.40gb), priced pro rata
+    let mig: Vec<&serde_json::Value> = v["ranked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["offer_id"].as_str().unwrap().starts_with("cn-guide/h100-mig@"))
+        .collect();
+    assert!(!mig.is_empty());
+    for r in mig {
+        assert!(r["gpu_memory_bytes"].as_u64().unwrap() <= 40 * GIB, "{r}");
+        assert!(r["monthly"]["high"].as_f64().unwrap() < 18000.0);
+    }
 }
 
 #[test]

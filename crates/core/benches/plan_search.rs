@@ -4,12 +4,19 @@
 //!
 //! - `plan()` end to end (memo cold: every distinct setup estimated once);
 //! - the candidate loop with the memo warm, as candidates per second
-//!   (criterion's `thrpt`, in elements = candidates).
+//!   (criterion's `thrpt`, in elements = candidates);
+//! - one distinct training estimate on the search's fast path
+//!   (`TrainModel::evaluate`, no ledger): the time per setup, criterion's
+//!   `thrpt` in elements = distinct setups.
 
+use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use vramfit_core::plan::{plan, Allow, Job, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
+use vramfit_core::plan::search::TrainKey;
+use vramfit_core::plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
+use vramfit_core::train::{Checkpointing, Optimizer, TrainKind};
 use vramfit_core::train::{Precision, TrainSetup};
+use vramfit_core::Sharding;
 use vramfit_core::{GpuSpec, Link, ModelSpec, Task, Workload};
 
 fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) -> GpuSpec {
@@ -21,6 +28,8 @@ fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) ->
         memory_gb: mib as f64 / 1024.0,
         bandwidth_gbs: bw,
         bf16_tflops: tf,
+        tf32_tflops: None,
+        fp32_tflops: None,
         fp8_tflops: None,
         nvlink_gbs: nvlink,
         pcie_gen: 4,
@@ -48,6 +57,7 @@ fn offer(id: &str, g: &str, per: u64, max: u64, link: Link, low: f64, high: f64)
         network_mbps: None,
         monthly: Some(PriceRange { low, high }),
         hourly: None,
+        min_hours: None,
         currency: "CNY".into(),
         flags: vec![],
         source: "bench".into(),
@@ -107,6 +117,7 @@ fn bench(c: &mut Criterion) {
             job: Job::Tokens(1_000_000_000),
             top: 10,
             time: tm.clone(),
+            key_filter: None,
         };
         let first = plan(&req).expect("plans");
         eprintln!(
@@ -124,6 +135,58 @@ fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("candidate loop, memo warm, {name}"));
         g.throughput(Throughput::Elements(n));
         g.bench_function("score_all", |b| b.iter(|| black_box(s.score_all())));
+        g.finish();
+
+        // distinct setups, each estimated once on the fast path (a fresh memo per batch)
+        let mut keys = Vec::new();
+        for gpus in [1u64, 2, 4, 8] {
+            for sharding in [Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3] {
+                for ck in [Checkpointing::None, Checkpointing::Selective, Checkpointing::Full] {
+                    for (micro, accum) in [(1u64, 8u64), (2, 4), (4, 2), (8, 1)] {
+                        for optimizer in [Optimizer::AdamW, Optimizer::AdamW8bit] {
+                            keys.push(MemKey {
+                                gpus,
+                                tp: 1,
+                                pp: 1,
+                                replicas: 1,
+                                sharding,
+                                offload_optimizer: vramfit_core::Offload::None,
+                                offload_params: vramfit_core::Offload::None,
+                                train: Some(TrainKey {
+                                    kind: TrainKind::Full,
+                                    precision: Precision::MixedBf16,
+                                    optimizer,
+                                    checkpointing: ck,
+                                    micro_batch: micro,
+                                    grad_accum: accum,
+                                }),
+                                infer: None,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let mut g = c.benchmark_group(format!("distinct training estimate, fast path, {name}"));
+        g.throughput(Throughput::Elements(keys.len() as u64));
+        g.bench_function("Search::entry", |b| {
+            b.iter_batched(
+                || {
+                    // the prepared TrainModels are built once per search, as in plan()
+                    let mut s = Search::new(model, &w, &gpus, &book, &tm, Job::Tokens(1_000_000_000), allow);
+                    s.entry(keys[0].clone());
+                    s.entry(keys[1].clone());
+                    (s, keys.clone())
+                },
+                |(mut s, keys)| {
+                    for k in keys {
+                        black_box(s.entry(k));
+                    }
+                    s
+                },
+                BatchSize::LargeInput,
+            )
+        });
         g.finish();
     }
 }

@@ -31,6 +31,12 @@ pub struct GpuSpec {
     pub bandwidth_gbs: f64,
     /// dense bf16 (or fp16 where no bf16) tensor TFLOP/s
     pub bf16_tflops: f64,
+    /// dense TF32 tensor TFLOP/s (None: no TF32, pre-Ampere)
+    #[serde(default)]
+    pub tf32_tflops: Option<f64>,
+    /// fp32 TFLOP/s on the CUDA cores (no tensor cores): fp32 matmuls without TF32
+    #[serde(default)]
+    pub fp32_tflops: Option<f64>,
     #[serde(default)]
     pub fp8_tflops: Option<f64>,
     /// aggregate NVLink bandwidth per GPU, GB/s (None: PCIe only)
@@ -59,7 +65,53 @@ fn yes() -> bool {
     true
 }
 
+/// Which of a GPU's peak rates a computation runs at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakKind {
+    /// fp32 on the CUDA cores (PyTorch's default for fp32 matmuls: TF32 is off
+    /// unless `torch.backends.cuda.matmul.allow_tf32` / `--tf32` turns it on)
+    Fp32,
+    /// TF32 tensor cores
+    Tf32,
+    /// fp16/bf16 tensor cores
+    Bf16,
+    /// fp8 tensor cores
+    Fp8,
+}
+
+impl PeakKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PeakKind::Fp32 => "fp32",
+            PeakKind::Tf32 => "tf32",
+            PeakKind::Bf16 => "bf16/fp16",
+            PeakKind::Fp8 => "fp8",
+        }
+    }
+}
+
 impl GpuSpec {
+    /// Dense peak TFLOP/s for `kind`, and the kind actually used: a card
+    /// without the rate falls back to the next slower one it has (fp8 → 16-bit;
+    /// TF32 → fp32), never to a faster one. An fp32 figure missing from the
+    /// catalogue is taken as 1/16 of the 16-bit tensor rate (A100: 19.5 vs 312).
+    pub fn peak_tflops(&self, kind: PeakKind) -> (PeakKind, f64) {
+        let fp32 = || self.fp32_tflops.unwrap_or(self.bf16_tflops / 16.0);
+        match kind {
+            PeakKind::Fp8 => match self.fp8_tflops {
+                Some(v) => (PeakKind::Fp8, v),
+                None => (PeakKind::Bf16, self.bf16_tflops),
+            },
+            PeakKind::Bf16 => (PeakKind::Bf16, self.bf16_tflops),
+            PeakKind::Tf32 => match self.tf32_tflops {
+                Some(v) => (PeakKind::Tf32, v),
+                None => (PeakKind::Fp32, fp32()),
+            },
+            PeakKind::Fp32 => (PeakKind::Fp32, fp32()),
+        }
+    }
+
     /// Usable memory in bytes (what the driver exposes). The catalogue
     /// refuses a `memory_mib` above its plausible maximum, so the product
     /// cannot saturate for a catalogue card.

@@ -1,23 +1,36 @@
 //! Launch configurations for a chosen training plan, for real engines:
-//! a DeepSpeed `ds_config.json`, a `torchrun` FSDP launch (Hugging Face
-//! Trainer flags), an `accelerate` config YAML. Only keys the tools
-//! document are written (tests check them against those lists):
+//! a DeepSpeed `ds_config.json` (with the `deepspeed` launch and Hugging
+//! Face Trainer flags that carry the rest of the plan), a `torchrun` FSDP
+//! launch (Trainer flags), an `accelerate` config YAML (one per node for a
+//! multi-node job). Every switch of the plan is written in the engine's own
+//! terms, or the emitter refuses with the reason ([`check`]); the CLI then
+//! asks the planner for the best plan the launcher can express
+//! ([`key_expressible`]). Only keys the tools document are written (tests
+//! check them against those lists, and `calibration/harness/check_emit.py`
+//! loads them with DeepSpeed's `DeepSpeedConfig` and accelerate's
+//! `ClusterConfig`):
 //!
-//! - DeepSpeed: <https://www.deepspeed.ai/docs/config-json/>
+//! - DeepSpeed: <https://www.deepspeed.ai/docs/config-json/> (`torch_autocast`:
+//!   deepspeed/runtime/constants.py)
 //! - torchrun: <https://pytorch.org/docs/stable/elastic/run.html>
-//! - transformers `TrainingArguments` (`--fsdp`, `--fsdp_config`, …)
-//! - accelerate: `accelerate config` output (`ClusterConfig` fields)
+//! - transformers `TrainingArguments` (`--optim`, `--gradient_checkpointing`,
+//!   `--fsdp`, `--fsdp_config`, the DeepSpeed "auto" values the Trainer fills:
+//!   transformers/integrations/deepspeed.py `trainer_config_process`)
+//! - accelerate: `accelerate config` output (`ClusterConfig` fields; FSDP2:
+//!   `fsdp_version: 2`, `fsdp_reshard_after_forward`)
 //!
-//! Values the plan does not decide (learning rate, the script name) are
-//! placeholders named as such in the output.
+//! Values the plan does not decide (learning rate, betas, weight decay,
+//! clipping) are `"auto"` in ds_config (the Trainer fills them from its own
+//! arguments); batch sizes are the plan's, and the Trainer flags printed with
+//! the config carry the same values (the Trainer refuses a mismatch).
 
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use vramfit_core::hf::layer_class;
-use vramfit_core::plan::{Method, SetupSummary};
-use vramfit_core::train::{Checkpointing, Optimizer};
+use vramfit_core::plan::{MemKey, Method, SetupSummary};
+use vramfit_core::train::{Checkpointing, Optimizer, Precision};
 use vramfit_core::workload::validate::offload_rules;
-use vramfit_core::{DType, Family, Sharding};
+use vramfit_core::{DType, Family, Offload, Sharding};
 
 /// Why a config cannot be written.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,16 +52,114 @@ impl std::fmt::Display for EmitError {
 
 impl std::error::Error for EmitError {}
 
-fn train_only(s: &SetupSummary) -> Result<(), EmitError> {
-    if !s.method.is_training() {
-        return Err(EmitError::NotTraining);
+/// The launchers `--emit` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    Deepspeed,
+    Torchrun,
+    Accelerate,
+}
+
+impl Launcher {
+    pub fn name(self) -> &'static str {
+        match self {
+            Launcher::Deepspeed => "deepspeed",
+            Launcher::Torchrun => "torchrun",
+            Launcher::Accelerate => "accelerate",
+        }
+    }
+}
+
+/// A written config: the file (stdout) and the launch command that goes with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emitted {
+    pub text: String,
+    /// the command line carrying the Trainer flags (DeepSpeed: printed beside the JSON)
+    pub launch: Option<String>,
+}
+
+fn unsupported(s: impl Into<String>) -> EmitError {
+    EmitError::Unsupported(s.into())
+}
+
+/// Can `launcher` express a plan with these switches? The reason when not.
+/// The rules every launcher shares: Hugging Face models are not split by
+/// TP/PP here; the Trainer's `--gradient_checkpointing` is full
+/// checkpointing only.
+/// The switches of a plan the launchers' rules look at.
+struct View {
+    tp: u64,
+    pp: u64,
+    ck: Option<Checkpointing>,
+    p: Option<Precision>,
+    o: Option<Optimizer>,
+    off_opt: Offload,
+    off_par: Offload,
+}
+
+fn rules(l: Launcher, v: View) -> Result<(), String> {
+    let View { tp, pp, ck, p, o, off_opt, off_par } = v;
+    if tp > 1 || pp > 1 {
+        return Err(format!(
+            "the plan uses TP {tp} × PP {pp}: {} cannot split a Hugging Face model's layers (Megatron-DeepSpeed or torchtitan can)",
+            l.name()
+        ));
+    }
+    if ck == Some(Checkpointing::Selective) {
+        return Err("the plan uses selective checkpointing (attention only): the Trainer's --gradient_checkpointing recomputes whole layers".into());
+    }
+    match l {
+        Launcher::Deepspeed => {
+            if p == Some(Precision::Bf16) {
+                return Err("pure bf16 (bf16 weights and optimizer states, no fp32 master): DeepSpeed's bf16 mode keeps an fp32 master copy".into());
+            }
+        }
+        Launcher::Torchrun | Launcher::Accelerate => {
+            if o == Some(Optimizer::SgdMomentum) {
+                return Err("SGD with momentum: transformers' --optim sgd has no momentum (use --emit deepspeed: its optimizer block sets it)".into());
+            }
+            if off_opt.is_some() && !off_par.is_some() && l == Launcher::Torchrun {
+                return Err("FSDP cannot offload the optimizer alone (its CPU offload moves parameters, gradients and optimizer states together): use --emit deepspeed".into());
+            }
+            if off_opt == Offload::Nvme || off_par == Offload::Nvme {
+                return Err("NVMe offload: FSDP has none (use --emit deepspeed)".into());
+            }
+        }
     }
     Ok(())
 }
 
-/// The 16-bit dtype the plan computes in (`None`: fp32).
-fn half(s: &SetupSummary) -> Option<DType> {
-    s.precision.map(|p| p.compute_dtype()).filter(|d| matches!(d, DType::BF16 | DType::F16))
+/// Can `launcher` express the plan `s`? (`Err`: why not.)
+pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
+    if !s.method.is_training() {
+        return Err(EmitError::NotTraining);
+    }
+    let v = View {
+        tp: s.tp,
+        pp: s.pp,
+        ck: s.checkpointing,
+        p: s.precision,
+        o: s.optimizer,
+        off_opt: s.offload_optimizer,
+        off_par: s.offload_params,
+    };
+    rules(l, v).map_err(unsupported)?;
+    offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
+}
+
+/// The planner's filter for `--emit`: setups `l` can express.
+pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
+    let t = k.train.as_ref();
+    let v = View {
+        tp: k.tp,
+        pp: k.pp,
+        ck: t.map(|t| t.checkpointing),
+        p: t.map(|t| t.precision),
+        o: t.map(|t| t.optimizer),
+        off_opt: k.offload_optimizer,
+        off_par: k.offload_params,
+    };
+    rules(l, v).is_ok()
 }
 
 fn stage(s: &SetupSummary) -> u64 {
@@ -59,34 +170,89 @@ fn full_checkpointing(s: &SetupSummary) -> bool {
     s.checkpointing == Some(Checkpointing::Full)
 }
 
-/// Learning rate written where a config needs one (a placeholder: set yours).
-pub const PLACEHOLDER_LR: f64 = 2e-5;
+/// transformers `--optim` for the plan's optimizer.
+fn trainer_optim(o: Option<Optimizer>) -> &'static str {
+    match o {
+        Some(Optimizer::AdamW8bit) => "adamw_bnb_8bit",
+        Some(Optimizer::PagedAdamW8bit) => "paged_adamw_8bit",
+        Some(Optimizer::Sgd) | Some(Optimizer::SgdMomentum) => "sgd",
+        Some(Optimizer::Adafactor) => "adafactor",
+        Some(Optimizer::Lion) => "lion_32bit",
+        Some(Optimizer::AdamW) | None => "adamw_torch",
+    }
+}
 
-/// DeepSpeed `ds_config.json` for the plan.
-pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
-    train_only(s)?;
-    if s.tp > 1 || s.pp > 1 {
-        return Err(EmitError::Unsupported(format!(
-            "the plan uses TP {} × PP {}: DeepSpeed's config has no tensor/pipeline split for Hugging Face models; use Megatron-DeepSpeed, or pick a plan without TP/PP",
-            s.tp, s.pp
-        )));
+/// Trainer flags that carry the plan: batch, accumulation, precision,
+/// checkpointing, optimizer (`deepspeed_optimizer`: the ds_config declares
+/// the optimizer, so `--optim` is left out).
+fn trainer_flags(s: &SetupSummary, deepspeed_optimizer: bool, fsdp_checkpointing: bool) -> Vec<String> {
+    let mut a = vec![
+        format!("--per_device_train_batch_size {}", s.micro_batch),
+        format!("--gradient_accumulation_steps {}", s.grad_accum),
+    ];
+    match s.precision {
+        // the Trainer's --bf16/--fp16 is autocast over fp32 weights (AMP); with DeepSpeed
+        // or FSDP they also select the 16-bit weights + fp32 master mode
+        Some(Precision::AmpBf16) | Some(Precision::MixedBf16) => a.push("--bf16".into()),
+        Some(Precision::AmpFp16) | Some(Precision::MixedFp16) => a.push("--fp16".into()),
+        _ => {}
+    }
+    if full_checkpointing(s) && !fsdp_checkpointing {
+        a.push("--gradient_checkpointing".into());
+    }
+    if !deepspeed_optimizer {
+        a.push(format!("--optim {}", trainer_optim(s.optimizer)));
+    }
+    a
+}
+
+/// The ds_config `optimizer` block DeepSpeed builds itself (None: the Trainer
+/// builds it from `--optim` and ZeRO is told it is untested).
+fn ds_optimizer(o: Option<Optimizer>) -> Option<Value> {
+    let auto = json!("auto");
+    match o {
+        Some(Optimizer::AdamW) | None => {
+            Some(json!({"type": "AdamW", "params": {"lr": auto, "betas": auto, "eps": auto, "weight_decay": auto}}))
+        }
+        // torch.optim.SGD through DeepSpeed's fallback to torch.optim
+        Some(Optimizer::Sgd) => Some(json!({"type": "SGD", "params": {"lr": auto}})),
+        Some(Optimizer::SgdMomentum) => Some(json!({"type": "SGD", "params": {"lr": auto, "momentum": 0.9}})),
+        Some(Optimizer::Lion) => Some(json!({"type": "Lion", "params": {"lr": auto, "weight_decay": auto}})),
+        Some(Optimizer::AdamW8bit) | Some(Optimizer::PagedAdamW8bit) | Some(Optimizer::Adafactor) => None,
+    }
+}
+
+/// DeepSpeed `ds_config.json` for the plan, and the `deepspeed` launch with
+/// the Trainer flags that match it.
+pub fn deepspeed(s: &SetupSummary, machines: u64) -> Result<Emitted, EmitError> {
+    check(Launcher::Deepspeed, s)?;
+    if s.offload_optimizer.is_some() && s.optimizer.is_some_and(|o| o != Optimizer::AdamW) {
+        return Err(unsupported("ZeRO-Offload runs DeepSpeed's CPU Adam: only AdamW can be offloaded"));
     }
     let mut root = Map::new();
     root.insert("train_batch_size".into(), json!(s.global_batch));
     root.insert("train_micro_batch_size_per_gpu".into(), json!(s.micro_batch));
     root.insert("gradient_accumulation_steps".into(), json!(s.grad_accum));
-    root.insert("gradient_clipping".into(), json!(1.0));
-    match half(s) {
-        Some(DType::BF16) => {
+    root.insert("gradient_clipping".into(), json!("auto"));
+    match s.precision {
+        // 16-bit weights + fp32 master (DeepSpeed's bf16/fp16 modes)
+        Some(Precision::MixedBf16) => {
             root.insert("bf16".into(), json!({"enabled": true}));
         }
-        Some(_) => {
+        Some(Precision::MixedFp16) => {
             root.insert(
                 "fp16".into(),
                 json!({"enabled": true, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1}),
             );
         }
-        None => {}
+        // autocast over fp32 weights
+        Some(Precision::AmpBf16) => {
+            root.insert("torch_autocast".into(), json!({"enabled": true, "dtype": "bfloat16"}));
+        }
+        Some(Precision::AmpFp16) => {
+            root.insert("torch_autocast".into(), json!({"enabled": true, "dtype": "float16"}));
+        }
+        _ => {}
     }
     let st = stage(s);
     let mut zero = Map::new();
@@ -94,6 +260,7 @@ pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
     if st >= 1 {
         zero.insert("overlap_comm".into(), json!(true));
         zero.insert("contiguous_gradients".into(), json!(true));
+        // the planner sizes ZeRO-Offload's GPU gradients as 2 buckets of this (train/profile.rs)
         zero.insert("reduce_bucket_size".into(), json!(500_000_000u64));
     }
     if st == 2 {
@@ -107,54 +274,86 @@ pub fn deepspeed(s: &SetupSummary) -> Result<String, EmitError> {
         zero.insert("stage3_max_live_parameters".into(), json!(1_000_000_000u64));
         zero.insert("stage3_gather_16bit_weights_on_model_save".into(), json!(true));
     }
-    // the same offload rules the estimator checks a workload against
-    offload_rules(s.sharding, s.offload_optimizer, s.offload_params)
-        .map_err(|e| EmitError::Unsupported(e.to_string()))?;
-    let offload = s.offload_optimizer.is_some();
-    if offload {
+    if s.offload_optimizer.is_some() {
         zero.insert("offload_optimizer".into(), json!({"device": s.offload_optimizer.key(), "pin_memory": true}));
     }
     if s.offload_params.is_some() {
         zero.insert("offload_param".into(), json!({"device": s.offload_params.key(), "pin_memory": true}));
     }
     root.insert("zero_optimization".into(), Value::Object(zero));
-    if offload {
-        // ZeRO-Offload runs DeepSpeed's CPU Adam: the optimizer must be declared here
+    let ds_opt = ds_optimizer(s.optimizer);
+    match &ds_opt {
+        Some(o) => {
+            root.insert("optimizer".into(), o.clone());
+            if !matches!(s.optimizer, Some(Optimizer::AdamW) | None) && st >= 1 {
+                root.insert("zero_allow_untested_optimizer".into(), json!(true));
+            }
+        }
+        // the Trainer's --optim builds it: ZeRO must be told it is not one of its own
+        None => {
+            root.insert("zero_allow_untested_optimizer".into(), json!(true));
+        }
+    }
+    if full_checkpointing(s) {
+        // for DeepSpeed's own checkpointing API; the Trainer flag below turns on the
+        // Hugging Face model's gradient checkpointing
         root.insert(
-            "optimizer".into(),
-            json!({"type": "AdamW", "params": {"lr": PLACEHOLDER_LR, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}}),
+            "activation_checkpointing".into(),
+            json!({"partition_activations": false, "cpu_checkpointing": false, "contiguous_memory_optimization": false}),
         );
     }
     root.insert("steps_per_print".into(), json!(100));
     root.insert("wall_clock_breakdown".into(), json!(false));
-    serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| EmitError::Unsupported(e.to_string()))
+    let text = serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| unsupported(e.to_string()))?;
+    let nodes = machines.max(1);
+    let mut cmd = vec!["deepspeed".to_string()];
+    if nodes > 1 {
+        cmd.push("--hostfile hostfile".into());
+        cmd.push(format!("--num_nodes {nodes}"));
+    }
+    cmd.push(format!("--num_gpus {}", (s.gpus / nodes).max(1)));
+    cmd.push("train.py".into());
+    cmd.push("--deepspeed ds_config.json".into());
+    cmd.extend(trainer_flags(s, ds_opt.is_some(), false));
+    let mut launch = cmd.join(" ");
+    if let Some(c) = method_comment(s) {
+        launch = format!("{launch}\n{c}");
+    }
+    Ok(Emitted { text: text + "\n", launch: Some(launch) })
+}
+
+fn method_comment(s: &SetupSummary) -> Option<String> {
+    match s.method {
+        Method::Lora => Some("# lora: train.py must wrap the model with PEFT (LoraConfig)".into()),
+        Method::Qlora => Some(
+            "# qlora: train.py must load the base with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\") and wrap it with PEFT (LoraConfig)".into(),
+        ),
+        _ => None,
+    }
+}
+
+fn precision_comment(s: &SetupSummary) -> Option<String> {
+    match s.precision {
+        Some(Precision::Bf16) => Some("# pure bf16: train.py loads the model with torch_dtype=torch.bfloat16 (no --bf16: bf16 weights, gradients and optimizer states)".into()),
+        Some(Precision::MixedBf16) | Some(Precision::MixedFp16) => Some("# mixed precision: 16-bit compute with fp32 master weights (sharded FSDP params stay fp32, --bf16/--fp16 sets the compute dtype)".into()),
+        _ => None,
+    }
 }
 
 /// FSDP sharding strategy for the plan (torch `ShardingStrategy` names).
-fn fsdp_strategy(s: &SetupSummary) -> Result<Option<&'static str>, EmitError> {
-    if s.offload_optimizer.is_some() && !s.offload_params.is_some() {
-        return Err(EmitError::Unsupported(
-            "FSDP cannot offload the optimizer alone (its CPU offload moves parameters, gradients and optimizer states together): use --emit deepspeed".into(),
-        ));
-    }
-    Ok(match s.sharding {
+fn fsdp_strategy(s: &SetupSummary) -> Option<&'static str> {
+    match s.sharding {
         Sharding::Zero3 => Some("FULL_SHARD"),
         // FSDP has no optimizer-only sharding: SHARD_GRAD_OP shards grads + states
         Sharding::Zero2 | Sharding::Zero1 => Some("SHARD_GRAD_OP"),
         Sharding::None => None,
-    })
+    }
 }
 
 /// A `torchrun` launch with Hugging Face Trainer FSDP flags, as a shell snippet.
 pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<String, EmitError> {
-    train_only(s)?;
-    if s.tp > 1 || s.pp > 1 {
-        return Err(EmitError::Unsupported(format!(
-            "the plan uses TP {} × PP {}: FSDP through the Trainer does not split layers; pick a plan without TP/PP",
-            s.tp, s.pp
-        )));
-    }
-    let strategy = fsdp_strategy(s)?;
+    check(Launcher::Torchrun, s)?;
+    let strategy = fsdp_strategy(s);
     let nodes = machines.max(1);
     let per_node = (s.gpus / nodes).max(1);
     let mut o = String::new();
@@ -174,8 +373,7 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
         cfg.insert("sync_module_states".into(), json!(true));
         cfg.insert("cpu_ram_efficient_loading".into(), json!(true));
         cfg.insert("activation_checkpointing".into(), json!(full_checkpointing(s)));
-        let text =
-            serde_json::to_string_pretty(&Value::Object(cfg)).map_err(|e| EmitError::Unsupported(e.to_string()))?;
+        let text = serde_json::to_string_pretty(&Value::Object(cfg)).map_err(|e| unsupported(e.to_string()))?;
         let _ = writeln!(o, "cat > fsdp_config.json <<'EOF'\n{text}\nEOF");
     }
     let mut args: Vec<String> = vec!["torchrun".into()];
@@ -199,30 +397,10 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
         args.push(format!("--fsdp '{mode}'"));
         args.push("--fsdp_config fsdp_config.json".into());
     }
-    args.push(format!("--per_device_train_batch_size {}", s.micro_batch));
-    args.push(format!("--gradient_accumulation_steps {}", s.grad_accum));
-    match half(s) {
-        Some(DType::BF16) => args.push("--bf16".into()),
-        Some(_) => args.push("--fp16".into()),
-        None => {}
-    }
     // with FSDP, checkpointing goes through fsdp_config (activation_checkpointing)
-    if full_checkpointing(s) && strategy.is_none() {
-        args.push("--gradient_checkpointing".into());
-    }
-    // transformers' `--optim` names
-    match s.optimizer {
-        Some(Optimizer::AdamW8bit) => args.push("--optim adamw_bnb_8bit".into()),
-        Some(Optimizer::PagedAdamW8bit) => args.push("--optim paged_adamw_8bit".into()),
-        _ => args.push("--optim adamw_torch".into()),
-    }
-    if matches!(s.method, Method::Lora | Method::Qlora) {
-        let _ = writeln!(
-            o,
-            "# {}: train.py must wrap the model with PEFT (LoraConfig{})",
-            s.method.name(),
-            if s.method == Method::Qlora { ", BitsAndBytesConfig(load_in_4bit=True)" } else { "" }
-        );
+    args.extend(trainer_flags(s, false, strategy.is_some()));
+    for c in [method_comment(s), precision_comment(s)].into_iter().flatten() {
+        let _ = writeln!(o, "{c}");
     }
     let _ = writeln!(o, "# train.py: your Hugging Face Trainer script (it must accept TrainingArguments flags)");
     o.push_str(&args.join(" \\\n  "));
@@ -253,6 +431,9 @@ fn yaml(map: &Map<String, Value>, indent: usize, out: &mut String) {
                 let _ = writeln!(out, "{:indent$}{k}:", "");
                 yaml(m, indent + 2, out);
             }
+            Value::Array(a) if a.is_empty() => {
+                let _ = writeln!(out, "{:indent$}{k}: []", "");
+            }
             other => {
                 let _ = writeln!(out, "{:indent$}{k}: {}", "", yaml_scalar(other));
             }
@@ -260,22 +441,11 @@ fn yaml(map: &Map<String, Value>, indent: usize, out: &mut String) {
     }
 }
 
-/// An `accelerate` config YAML (`accelerate launch --config_file …`).
-pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<String, EmitError> {
-    train_only(s)?;
-    if s.tp > 1 || s.pp > 1 {
-        return Err(EmitError::Unsupported(format!(
-            "the plan uses TP {} × PP {}: pick a plan without TP/PP for accelerate",
-            s.tp, s.pp
-        )));
-    }
+/// accelerate's `distributed_type` for the plan: DeepSpeed where FSDP cannot
+/// express it (ZeRO-1, optimizer-only offload).
+fn accelerate_dist(s: &SetupSummary) -> &'static str {
     let st = stage(s);
-    // DeepSpeed when FSDP cannot express the plan (ZeRO-1, optimizer-only offload)
-    let use_ds = st == 1 || (s.offload_optimizer.is_some() && !s.offload_params.is_some());
-    let mut m = Map::new();
-    m.insert("compute_environment".into(), json!("LOCAL_MACHINE"));
-    m.insert("debug".into(), json!(false));
-    let dist = if use_ds {
+    if st == 1 || (s.offload_optimizer.is_some() && !s.offload_params.is_some()) {
         "DEEPSPEED"
     } else if st >= 2 {
         "FSDP"
@@ -283,7 +453,16 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
         "MULTI_GPU"
     } else {
         "NO"
-    };
+    }
+}
+
+/// The `accelerate` config of one node as a map (ClusterConfig fields).
+fn accelerate_map(s: &SetupSummary, family: Family, machines: u64, rank: u64) -> Map<String, Value> {
+    let st = stage(s);
+    let mut m = Map::new();
+    m.insert("compute_environment".into(), json!("LOCAL_MACHINE"));
+    m.insert("debug".into(), json!(false));
+    let dist = accelerate_dist(s);
     m.insert("distributed_type".into(), json!(dist));
     if dist == "DEEPSPEED" {
         let mut d = Map::new();
@@ -294,9 +473,13 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
         d.insert("zero3_init_flag".into(), json!(st == 3));
         d.insert("zero3_save_16bit_model".into(), json!(st == 3));
         d.insert("zero_stage".into(), json!(st));
+        if machines > 1 {
+            d.insert("deepspeed_multinode_launcher".into(), json!("standard"));
+        }
         m.insert("deepspeed_config".into(), Value::Object(d));
     }
     if dist == "FSDP" {
+        // FSDP2 (fully_shard): reshard_after_forward replaces the v1 sharding strategy
         let mut f = Map::new();
         f.insert("fsdp_activation_checkpointing".into(), json!(full_checkpointing(s)));
         match layer_class(family) {
@@ -309,20 +492,26 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
                 f.insert("fsdp_min_num_params".into(), json!(100_000_000u64));
             }
         }
-        f.insert("fsdp_backward_prefetch".into(), json!("BACKWARD_PRE"));
         f.insert("fsdp_cpu_ram_efficient_loading".into(), json!(true));
-        f.insert("fsdp_forward_prefetch".into(), json!(false));
         f.insert("fsdp_offload_params".into(), json!(s.offload_params.is_some()));
-        f.insert("fsdp_sharding_strategy".into(), json!(if st == 3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" }));
+        f.insert("fsdp_reshard_after_forward".into(), json!(st == 3));
         f.insert("fsdp_state_dict_type".into(), json!("SHARDED_STATE_DICT"));
-        f.insert("fsdp_sync_module_states".into(), json!(true));
-        f.insert("fsdp_use_orig_params".into(), json!(true));
+        f.insert("fsdp_version".into(), json!(2));
         m.insert("fsdp_config".into(), Value::Object(f));
     }
     m.insert("downcast_bf16".into(), json!("no"));
-    m.insert("machine_rank".into(), json!(0));
+    m.insert("machine_rank".into(), json!(rank));
+    if machines > 1 {
+        m.insert("main_process_ip".into(), json!("MAIN_PROCESS_IP"));
+        m.insert("main_process_port".into(), json!(29500));
+    }
     m.insert("main_training_function".into(), json!("main"));
-    m.insert("mixed_precision".into(), json!(half(s).map(DType::name).unwrap_or("no")));
+    let mp = match s.precision {
+        Some(p) if p.compute_dtype() == DType::BF16 && p != Precision::Bf16 => "bf16",
+        Some(p) if p.compute_dtype() == DType::F16 => "fp16",
+        _ => "no",
+    };
+    m.insert("mixed_precision".into(), json!(mp));
     m.insert("num_machines".into(), json!(machines.max(1)));
     m.insert("num_processes".into(), json!(s.gpus.max(1)));
     m.insert("rdzv_backend".into(), json!("static"));
@@ -331,12 +520,39 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     m.insert("tpu_use_cluster".into(), json!(false));
     m.insert("tpu_use_sudo".into(), json!(false));
     m.insert("use_cpu".into(), json!(false));
+    m
+}
+
+/// An `accelerate` config YAML (`accelerate launch --config_file …`); for a
+/// multi-node job a shell snippet writing one file per node (`machine_rank`
+/// 0…N−1), with the first node's address as the `MAIN_PROCESS_IP` placeholder.
+pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<String, EmitError> {
+    check(Launcher::Accelerate, s)?;
+    if s.offload_optimizer.is_some()
+        && !s.offload_params.is_some()
+        && s.optimizer.is_some_and(|o| o != Optimizer::AdamW)
+    {
+        return Err(unsupported("ZeRO-Offload runs DeepSpeed's CPU Adam: only AdamW can be offloaded"));
+    }
+    let nodes = machines.max(1);
     let mut out = String::new();
-    // tpu_env is a list: write it inline
-    let mut plain = m.clone();
-    plain.remove("tpu_env");
-    yaml(&plain, 0, &mut out);
-    out.push_str("tpu_env: []\n");
+    // with FSDP, checkpointing is fsdp_activation_checkpointing (the Trainer refuses both)
+    let flags = trainer_flags(s, false, accelerate_dist(s) == "FSDP").join(" ");
+    for c in [method_comment(s), precision_comment(s)].into_iter().flatten() {
+        let _ = writeln!(out, "{c}");
+    }
+    let _ = writeln!(out, "# launch: accelerate launch --config_file <this file> train.py {flags}");
+    if nodes == 1 {
+        yaml(&accelerate_map(s, family, 1, 0), 0, &mut out);
+        return Ok(out);
+    }
+    let _ =
+        writeln!(out, "# {nodes} nodes: one config per node; replace MAIN_PROCESS_IP with the first node's address");
+    for rank in 0..nodes {
+        let _ = writeln!(out, "cat > accelerate_node{rank}.yaml <<'EOF'");
+        yaml(&accelerate_map(s, family, nodes, rank), 0, &mut out);
+        let _ = writeln!(out, "EOF");
+    }
     Ok(out)
 }
 
@@ -368,6 +584,7 @@ mod tests {
         "prescale_gradients",
         "gradient_predivide_factor",
         "zero_allow_untested_optimizer",
+        "torch_autocast",
     ];
     const DS_ZERO: &[&str] = &[
         "stage",
@@ -455,6 +672,7 @@ mod tests {
         "fsdp_transformer_layer_cls_to_wrap",
         "fsdp_use_orig_params",
         "fsdp_version",
+        "fsdp_reshard_after_forward",
     ];
     /// torchrun options (torch/distributed/run.py) and the Trainer flags we write.
     const TORCHRUN: &[&str] = &[
@@ -502,6 +720,7 @@ mod tests {
             tp: 1,
             pp: 1,
             dp: gpus,
+            replicas: 1,
             sharding,
             offload_optimizer: off_opt,
             offload_params: off_par,
@@ -525,7 +744,7 @@ mod tests {
             (Sharding::None, NoOffload, NoOffload),
         ] {
             let s = setup(sh, 8, opt, par);
-            let text = deepspeed(&s).unwrap();
+            let text = deepspeed(&s, 1).unwrap().text;
             let v: Value = serde_json::from_str(&text).unwrap();
             keys_in(&v, DS_TOP, "ds_config");
             keys_in(&v["zero_optimization"], DS_ZERO, "zero_optimization");
@@ -538,10 +757,14 @@ mod tests {
             );
             assert_eq!(v["bf16"]["enabled"], json!(true));
             assert_eq!(v["zero_optimization"]["stage"].as_u64().unwrap(), stage(&s));
+            // the optimizer is always declared, its values left to the Trainer
+            assert_eq!(v["optimizer"]["type"], json!("AdamW"));
+            assert_eq!(v["optimizer"]["params"]["lr"], json!("auto"));
+            // full checkpointing is carried (DeepSpeed block + the Trainer flag)
+            assert!(v.get("activation_checkpointing").is_some());
             if opt != NoOffload {
                 keys_in(&v["zero_optimization"]["offload_optimizer"], DS_OFFLOAD, "offload_optimizer");
                 assert_eq!(v["zero_optimization"]["offload_optimizer"]["device"], json!("cpu"));
-                assert_eq!(v["optimizer"]["type"], json!("AdamW"));
             }
             if par != NoOffload {
                 keys_in(&v["zero_optimization"]["offload_param"], DS_OFFLOAD, "offload_param");
@@ -549,21 +772,82 @@ mod tests {
         }
         let mut s = setup(Zero2, 2, NoOffload, NoOffload);
         s.precision = Some(Precision::MixedFp16);
-        let v: Value = serde_json::from_str(&deepspeed(&s).unwrap()).unwrap();
+        let v: Value = serde_json::from_str(&deepspeed(&s, 1).unwrap().text).unwrap();
         keys_in(&v["fp16"], DS_FP16, "fp16");
         assert!(v.get("bf16").is_none());
+        // AMP is autocast over fp32 weights, not DeepSpeed's 16-bit weights
+        s.precision = Some(Precision::AmpBf16);
+        let v: Value = serde_json::from_str(&deepspeed(&s, 1).unwrap().text).unwrap();
+        assert_eq!(v["torch_autocast"], json!({"enabled": true, "dtype": "bfloat16"}));
+        assert!(v.get("bf16").is_none() && v.get("fp16").is_none());
+    }
+
+    #[test]
+    fn every_switch_is_carried_in_the_engines_terms() {
+        // 8-bit AdamW: the Trainer builds it (--optim), ZeRO is told it is untested
+        let mut s = setup(Zero2, 4, NoOffload, NoOffload);
+        s.optimizer = Some(Optimizer::AdamW8bit);
+        let e = deepspeed(&s, 1).unwrap();
+        let v: Value = serde_json::from_str(&e.text).unwrap();
+        assert!(v.get("optimizer").is_none());
+        assert_eq!(v["zero_allow_untested_optimizer"], json!(true));
+        let launch = e.launch.unwrap();
+        for flag in [
+            "--optim adamw_bnb_8bit",
+            "--gradient_checkpointing",
+            "--bf16",
+            "--per_device_train_batch_size 2",
+            "--gradient_accumulation_steps 4",
+            "--num_gpus 4",
+        ] {
+            assert!(launch.contains(flag), "{flag} not in {launch}");
+        }
+        // SGD: DeepSpeed's optimizer block (torch.optim fallback), momentum as planned
+        s.optimizer = Some(Optimizer::SgdMomentum);
+        let v: Value = serde_json::from_str(&deepspeed(&s, 1).unwrap().text).unwrap();
+        assert_eq!(v["optimizer"], json!({"type": "SGD", "params": {"lr": "auto", "momentum": 0.9}}));
+        // …which the Trainer's --optim sgd cannot express
+        assert!(matches!(torchrun(&s, Family::Llama, 1), Err(EmitError::Unsupported(m)) if m.contains("momentum")));
+        s.optimizer = Some(Optimizer::Sgd);
+        assert!(torchrun(&s, Family::Llama, 1).unwrap().contains("--optim sgd"));
+        // selective checkpointing and pure bf16 are refused with the reason
+        s.checkpointing = Some(Checkpointing::Selective);
+        assert!(matches!(deepspeed(&s, 1), Err(EmitError::Unsupported(m)) if m.contains("selective")));
+        s.checkpointing = Some(Checkpointing::Full);
+        s.precision = Some(Precision::Bf16);
+        assert!(matches!(deepspeed(&s, 1), Err(EmitError::Unsupported(m)) if m.contains("pure bf16")));
+    }
+
+    #[test]
+    fn multi_node_accelerate_writes_a_config_per_node() {
+        let text = accelerate(&setup(Zero3, 16, NoOffload, NoOffload), Family::Llama, 2).unwrap();
+        for rank in 0..2u64 {
+            let start = text.find(&format!("cat > accelerate_node{rank}.yaml <<'EOF'\n")).unwrap();
+            let body = &text[start..];
+            let body = &body[body.find('\n').unwrap() + 1..body.find("\nEOF").unwrap()];
+            let v: BTreeMap<String, serde_json::Value> =
+                serde_saphyr::from_str(body).unwrap_or_else(|e| panic!("{e}\n{body}"));
+            let v = Value::Object(v.into_iter().collect());
+            keys_in(&v, ACC_TOP, "accelerate config");
+            assert_eq!(v["machine_rank"], json!(rank));
+            assert_eq!(v["num_machines"], json!(2));
+            assert_eq!(v["main_process_ip"], json!("MAIN_PROCESS_IP"));
+            assert_eq!(v["main_process_port"], json!(29500));
+            assert_eq!(v["fsdp_config"]["fsdp_version"], json!(2));
+            assert_eq!(v["fsdp_config"]["fsdp_reshard_after_forward"], json!(true));
+        }
     }
 
     #[test]
     fn deepspeed_refuses_what_it_cannot_express() {
         let mut s = setup(Zero2, 8, NoOffload, NoOffload);
         s.tp = 2;
-        assert!(matches!(deepspeed(&s), Err(EmitError::Unsupported(_))));
+        assert!(matches!(deepspeed(&s, 1), Err(EmitError::Unsupported(_))));
         let s = setup(Zero2, 8, NoOffload, Cpu);
-        assert!(matches!(deepspeed(&s), Err(EmitError::Unsupported(m)) if m.contains("stage 3")));
+        assert!(matches!(deepspeed(&s, 1), Err(EmitError::Unsupported(m)) if m.contains("stage 3")));
         let mut s = setup(Sharding::None, 1, NoOffload, NoOffload);
         s.method = Method::Inference;
-        assert_eq!(deepspeed(&s), Err(EmitError::NotTraining));
+        assert_eq!(deepspeed(&s, 1), Err(EmitError::NotTraining));
     }
 
     #[test]
@@ -577,6 +861,7 @@ mod tests {
             (Sharding::None, NoOffload, NoOffload, "MULTI_GPU"),
         ] {
             let text = accelerate(&setup(sh, 8, opt, par), Family::Llama, 1).unwrap();
+            assert!(text.contains("# launch: accelerate launch"), "{text}");
             let v: BTreeMap<String, serde_json::Value> =
                 serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
             let v = Value::Object(v.into_iter().collect());
@@ -587,8 +872,8 @@ mod tests {
             if want == "FSDP" {
                 keys_in(&v["fsdp_config"], ACC_FSDP, "fsdp_config");
                 assert_eq!(v["fsdp_config"]["fsdp_transformer_layer_cls_to_wrap"], json!("LlamaDecoderLayer"));
-                let strat = if sh == Zero3 { "FULL_SHARD" } else { "SHARD_GRAD_OP" };
-                assert_eq!(v["fsdp_config"]["fsdp_sharding_strategy"], json!(strat));
+                assert_eq!(v["fsdp_config"]["fsdp_version"], json!(2));
+                assert_eq!(v["fsdp_config"]["fsdp_reshard_after_forward"], json!(sh == Zero3));
                 assert_eq!(v["fsdp_config"]["fsdp_offload_params"], json!(par != NoOffload));
             }
             if want == "DEEPSPEED" {
@@ -602,7 +887,7 @@ mod tests {
     #[test]
     fn emitted_configs_snapshot() {
         let s = setup(Zero3, 8, Cpu, Cpu);
-        insta::assert_snapshot!("ds_zero3_offload", deepspeed(&s).unwrap());
+        insta::assert_snapshot!("ds_zero3_offload", deepspeed(&s, 1).unwrap().text);
         insta::assert_snapshot!(
             "accelerate_fsdp_full_shard",
             accelerate(&setup(Zero3, 8, NoOffload, NoOffload), Family::Llama, 1).unwrap()

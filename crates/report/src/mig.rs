@@ -431,7 +431,9 @@ fn yaml_quote(s: &str) -> String {
 }
 
 /// An NVIDIA mig-parted config (`version: v1`, `mig-configs`) for a plan:
-/// one device selector per planned card, `mig-devices` as profile counts.
+/// one device selector per planned card, `mig-devices` as profile counts,
+/// and the host's other cards (`--max-gpus`: the cards the host has) with
+/// MIG disabled — mig-parted's `assert` fails on a GPU no entry selects.
 /// Apply with `nvidia-mig-parted apply -f <file> -c <config_name>`.
 pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
     let mut out = String::new();
@@ -466,6 +468,23 @@ pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
                 let _ = writeln!(out, "        {}: {c}", yaml_quote(&n));
             }
         }
+    }
+    let planned: Vec<usize> = r.layouts.iter().map(|l| l.gpu).collect();
+    match r.max_gpus {
+        Some(host) if !r.layouts.is_empty() => {
+            let rest: Vec<String> = (0..host).filter(|g| !planned.contains(g)).map(|g| g.to_string()).collect();
+            if !rest.is_empty() {
+                let _ = writeln!(out, "    - devices: [{}]", rest.join(", "));
+                let _ = writeln!(out, "      mig-enabled: false");
+            }
+        }
+        None if !r.layouts.is_empty() => {
+            out.insert_str(
+                0,
+                "# every GPU of the host must be selected (mig-parted assert fails otherwise): give --max-gpus N,\n# the host's GPU count, to disable MIG on the cards the plan does not use\n",
+            );
+        }
+        _ => {}
     }
     out
 }

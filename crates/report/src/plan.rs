@@ -11,9 +11,10 @@ use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::fmt::Write;
+use vramfit_core::hardware::PeakKind;
 use vramfit_core::plan::{
-    self as core_plan, JobKind, Ladder, LadderStep, Method, PlanReport, PlanRow, PriceRange, SetupSummary, StepStatus,
-    StepTime,
+    self as core_plan, Billing, Complexity, JobKind, Ladder, LadderStep, Method, PlanReport, PlanRow, PriceRange,
+    SetupSummary, StepStatus, StepTime,
 };
 use vramfit_core::train::{Checkpointing, Optimizer, Precision};
 use vramfit_core::{DType, Link, Offload, Sharding, Task, Workload};
@@ -39,6 +40,8 @@ pub struct PlanJob {
     pub hours: Option<f64>,
     /// `--allow` values
     pub allow: Vec<String>,
+    /// no `--tokens`/`--hours` was given: `tokens`/`hours` is the planner's default
+    pub assumed: bool,
 }
 
 /// The whole `plan --json` document.
@@ -49,6 +52,8 @@ pub struct PlanDocument {
     pub model: PlanModel,
     pub job: PlanJob,
     pub task: JobKind,
+    /// the layout the user fixed (`--gpus`, `--zero`, …), the only one searched
+    pub pinned: Option<String>,
     pub params_total: u64,
     /// the unchanged job on one GPU, per-GPU bytes
     pub baseline_bytes: Option<u64>,
@@ -63,6 +68,10 @@ pub struct PlanDocument {
     pub break_even: Option<BreakEven>,
     pub recommended: Option<Row>,
     pub reason: String,
+    /// with `--have`: your own card(s) running the job without offload (then also `recommended`)
+    pub own_card: Option<Row>,
+    /// the best rental plan
+    pub best_rental: Option<Row>,
     /// with `--tokens`: plans that rent for less than `recommended` but cost more over the job
     pub cheaper_to_rent: Vec<Row>,
     pub stats: Stats,
@@ -70,13 +79,17 @@ pub struct PlanDocument {
 }
 
 impl PlanDocument {
-    pub fn new(model: PlanModel, job: PlanJob, r: &PlanReport) -> Self {
+    pub fn new(model: PlanModel, mut job: PlanJob, r: &PlanReport) -> Self {
+        job.tokens = r.job.tokens;
+        job.hours = r.job.hours;
+        job.assumed = r.job.assumed;
         PlanDocument {
             schema: SCHEMA_VERSION,
             command: "plan",
             model,
             job,
             task: r.task,
+            pinned: r.pinned.clone(),
             params_total: r.params_total,
             baseline_bytes: r.baseline_bytes,
             have: r.have.clone(),
@@ -89,6 +102,8 @@ impl PlanDocument {
             break_even: r.break_even.as_ref().map(BreakEven::from),
             recommended: r.recommended.as_ref().map(Row::from),
             reason: r.reason.clone(),
+            own_card: r.own_card.as_ref().map(Row::from),
+            best_rental: r.best_rental.as_ref().map(Row::from),
             cheaper_to_rent: r.cheaper_to_rent.iter().map(Row::from).collect(),
             stats: Stats { candidates: r.stats.candidates, fitting: r.stats.fitting, estimates: r.stats.estimates },
             notes: r.notes.clone(),
@@ -153,6 +168,8 @@ pub struct Setup {
     pub tp: u64,
     pub pp: u64,
     pub dp: u64,
+    /// inference: model copies sharing the sequences (1 for training)
+    pub replicas: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
@@ -175,6 +192,7 @@ impl From<&SetupSummary> for Setup {
             tp: s.tp,
             pp: s.pp,
             dp: s.dp,
+            replicas: s.replicas,
             sharding: s.sharding,
             offload_optimizer: s.offload_optimizer,
             offload_params: s.offload_params,
@@ -205,6 +223,11 @@ pub struct Row {
     pub model_states_bytes: u64,
     /// host RAM for offloaded state, the whole job (all ranks, all machines)
     pub cpu_bytes: u64,
+    /// host RAM one machine needs for offload (DeepSpeed's estimator; 0 without offload)
+    pub host_ram_bytes: u64,
+    /// the offer's CPU cores and RAM (GB), as listed
+    pub host_cpu_cores: Option<u64>,
+    pub host_ram_gb: Option<f64>,
     pub fits: bool,
     pub slowdown: f64,
     pub step: Step,
@@ -218,6 +241,17 @@ pub struct Row {
     pub job_tokens: Option<f64>,
     pub job_cost: Option<Price>,
     pub months_billed: Option<u64>,
+    /// what the rental bills for the job
+    pub billed: Option<Price>,
+    /// `monthly` (whole months) or `hourly` (hours, at least the minimum term)
+    pub billing: Billing,
+    /// the ranking key: billed × (1 + premiums for moving parts)
+    pub rank_cost: f64,
+    /// `plain`, `zero_1_2`, `zero_3`, `model_parallel`, `offload_optimizer`, `offload_params`
+    pub complexity: Complexity,
+    /// the peak rate the time model used (`fp32`, `tf32`, `bf16`, `fp8`) and its dense TFLOP/s per GPU
+    pub peak: PeakKind,
+    pub peak_tflops: f64,
     pub upgrades: Vec<String>,
     pub notes: Vec<String>,
 }
@@ -242,6 +276,9 @@ impl From<&PlanRow> for Row {
             headroom_bytes: r.headroom_bytes,
             model_states_bytes: r.model_states_bytes,
             cpu_bytes: r.cpu_bytes,
+            host_ram_bytes: r.host_ram_bytes,
+            host_cpu_cores: r.host_cpu_cores,
+            host_ram_gb: r.host_ram_gb,
             fits: r.fits,
             slowdown: r.slowdown,
             step: r.step.into(),
@@ -255,6 +292,12 @@ impl From<&PlanRow> for Row {
             job_tokens: r.job_tokens,
             job_cost: r.job_cost.map(Price::from),
             months_billed: r.months_billed,
+            billed: r.billed.map(Price::from),
+            billing: r.billing,
+            rank_cost: r.rank_cost,
+            complexity: r.complexity,
+            peak: r.peak,
+            peak_tflops: r.peak_tflops,
             upgrades: r.upgrades.clone(),
             notes: r.notes.clone(),
         }
@@ -366,6 +409,25 @@ pub struct BreakEven {
     pub price_ratio: Option<Price>,
     pub speed_ratio: f64,
     pub machine_cheaper_per_token: Option<bool>,
+    /// the per-card offer stacked in `cards`
+    pub cards_offer: Option<String>,
+    /// the single-card offer at each GPU count that holds the job
+    pub cards: Vec<CardsPoint>,
+    pub fewest_cards: Option<u64>,
+    /// from how many single cards the machine costs less per token
+    pub machine_better_from: Option<u64>,
+}
+
+/// Renting `gpus` single cards for this job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CardsPoint {
+    pub gpus: u64,
+    pub tokens_per_s: f64,
+    pub monthly: Option<Price>,
+    pub billed: Option<Price>,
+    pub job_hours: Option<f64>,
+    /// monthly price per million tokens/s (proportional to cost per token)
+    pub cost_per_mtok: Option<f64>,
 }
 
 impl From<&core_plan::BreakEven> for BreakEven {
@@ -377,6 +439,21 @@ impl From<&core_plan::BreakEven> for BreakEven {
             price_ratio: b.price_ratio.map(Price::from),
             speed_ratio: b.speed_ratio,
             machine_cheaper_per_token: b.machine_cheaper_per_token,
+            cards_offer: b.cards_offer.clone(),
+            cards: b
+                .cards
+                .iter()
+                .map(|p| CardsPoint {
+                    gpus: p.gpus,
+                    tokens_per_s: p.tokens_per_s,
+                    monthly: p.monthly.map(Price::from),
+                    billed: p.billed.map(Price::from),
+                    job_hours: p.job_hours,
+                    cost_per_mtok: p.cost_per_mtok,
+                })
+                .collect(),
+            fewest_cards: b.fewest_cards,
+            machine_better_from: b.machine_better_from,
         }
     }
 }
@@ -415,10 +492,11 @@ pub fn job_setup_words(w: &Workload) -> String {
             s.global_batch
         ),
         Task::Inference(i) => format!(
-            "inference, weights {}, kv {}, {} sequences × {} tokens",
+            "inference, weights {}, kv {}, {} sequence{} × {} tokens",
             s.weights.unwrap_or_default(),
             i.kv_dtype,
             i.concurrency,
+            if i.concurrency == 1 { "" } else { "s" },
             i.context
         ),
     }
@@ -472,6 +550,9 @@ fn setup_words(r: &Row) -> String {
             parts.push(format!("DP {}", s.dp));
         }
     }
+    if !training && s.replicas > 1 {
+        parts.push(format!("{} replicas × {} seq", s.replicas, s.global_batch.div_ceil(s.replicas)));
+    }
     if s.tp > 1 {
         parts.push(format!("TP {}", s.tp));
     }
@@ -514,19 +595,41 @@ fn monthly(r: &Row) -> String {
     }
 }
 
-fn job_cost(r: &Row) -> String {
-    match (&r.job_cost, r.hourly_prorated) {
-        (Some(c), true) => format!("{} (prorated)", price_of(c, &r.currency)),
-        (Some(c), false) => price_of(c, &r.currency),
+/// What the rental bills for the job: `CNY 2,500 (1 month)`, `USD 412 (137 h)`.
+fn billed(r: &Row) -> String {
+    match (&r.billed, r.billing) {
+        (Some(b), Billing::Monthly) => {
+            let n = r.months_billed.unwrap_or(1);
+            format!("{} ({n} month{})", price_of(b, &r.currency), if n == 1 { "" } else { "s" })
+        }
+        (Some(b), Billing::Hourly) => {
+            let h = r.job_hours.unwrap_or(0.0);
+            format!("{} ({h:.0} h)", price_of(b, &r.currency))
+        }
         _ => "–".into(),
+    }
+}
+
+fn peak_words(p: PeakKind) -> &'static str {
+    match p {
+        PeakKind::Fp32 => "the fp32 peak (CUDA cores: PyTorch leaves TF32 off for fp32 matmuls)",
+        PeakKind::Tf32 => "the TF32 tensor peak",
+        PeakKind::Bf16 => "the bf16/fp16 tensor peak",
+        PeakKind::Fp8 => "the fp8 tensor peak",
     }
 }
 
 fn rate(r: &Row) -> String {
     if r.setup.method.is_training() {
-        format!("~{} tokens/s, ×{:.2} of ideal time", thousands(r.tokens_per_s.max(0.0).round() as u64), r.slowdown)
+        format!(
+            "~{} tokens/s at {} ({:.1} TFLOP/s per GPU), ×{:.2} of ideal time",
+            thousands(r.tokens_per_s.max(0.0).round() as u64),
+            peak_words(r.peak),
+            r.peak_tflops,
+            r.slowdown
+        )
     } else {
-        format!("~{:.0} tokens/s decode", r.tokens_per_s)
+        format!("~{} tokens/s decode", thousands(r.tokens_per_s.max(0.0).round() as u64))
     }
 }
 
@@ -563,14 +666,19 @@ fn row_line(r: &Row) -> String {
         rate(r)
     );
     if let Some(h) = r.job_hours {
-        let _ = write!(s, "; job {} costing {}", duration(h), job_cost(r));
-        if let (Some(n), Some(m)) = (r.months_billed, &r.monthly) {
-            let _ = write!(
-                s,
-                " — a monthly rental bills {n} month{}: {}",
-                if n == 1 { "" } else { "s" },
-                price(&m.range().scale(n as f64), &r.currency)
-            );
+        if r.setup.method.is_training() {
+            let _ = write!(s, "; job {} billed {}", duration(h), billed(r));
+        } else {
+            let _ = write!(s, "; billed {} for {} of serving", billed(r), duration(h));
+        }
+        if r.hourly_prorated && r.months_billed.is_some_and(|n| (n as f64) * 730.0 > h * 1.05) {
+            if let Some(c) = &r.job_cost {
+                let _ = write!(
+                    s,
+                    " (prorated {} if you have other work for the rest of the month)",
+                    price_of(c, &r.currency)
+                );
+            }
         }
     }
     s
@@ -644,7 +752,7 @@ fn ranked_table(rows: &[Row], has_job: bool) -> String {
     let mut header = vec!["#", "GPUs", "offer", "setup", "per GPU", "tokens/s", "price"];
     if has_job {
         header.push("job time");
-        header.push("job cost");
+        header.push("billed");
     }
     t.set_header(header);
     for (i, r) in rows.iter().enumerate() {
@@ -662,7 +770,7 @@ fn ranked_table(rows: &[Row], has_job: bool) -> String {
             cells.push(
                 Cell::new(r.job_hours.map(duration).unwrap_or_else(|| "–".into())).set_alignment(CellAlignment::Right),
             );
-            cells.push(Cell::new(job_cost(r)).set_alignment(CellAlignment::Right));
+            cells.push(Cell::new(billed(r)).set_alignment(CellAlignment::Right));
         }
         t.add_row(cells);
     }
@@ -679,7 +787,7 @@ pub fn render(doc: &PlanDocument) -> String {
     bigger_card(&mut o, doc);
     cheaper_to_rent(&mut o, doc);
     if !doc.ranked.is_empty() {
-        let has_job = doc.job.tokens.is_some() || doc.job.hours.is_some();
+        let has_job = doc.task == JobKind::Train || doc.job.tokens.is_some();
         let _ = writeln!(o, "\nTop {} plans that fit (best setup per offer and GPU count)", doc.ranked.len());
         o.push_str(&ranked_table(&doc.ranked, has_job));
         o.push('\n');
@@ -704,22 +812,34 @@ pub fn render(doc: &PlanDocument) -> String {
 fn header(o: &mut String, doc: &PlanDocument) {
     let _ =
         writeln!(o, "vramfit plan: {} ({} params) — {}", doc.model.name, params(doc.model.params_total), doc.job.setup);
+    let assumed = if doc.job.assumed { " (assumed: no --tokens/--hours given)" } else { "" };
     match (doc.job.tokens, doc.job.hours) {
         (Some(t), _) => {
-            let _ = writeln!(o, "job: {} tokens; ranked by job cost", thousands(t));
-        }
-        (_, Some(h)) => {
-            let _ = writeln!(o, "job: {h} hours of rental; ranked by cost, then tokens/s");
-        }
-        _ => {
             let _ = writeln!(
                 o,
-                "no job size: ranked by monthly price (give --tokens N or --hours H for job time and cost)"
+                "job: {} tokens{assumed}; ranked by what each rental bills for it (whole months for monthly-only offers), simpler setups first at a similar bill",
+                thousands(t)
             );
         }
+        (_, Some(h)) => {
+            let _ = writeln!(
+                o,
+                "job: {} hours of rental{assumed}; ranked by what each rental bills for it, simpler setups first, then tokens/s",
+                money(h)
+            );
+        }
+        _ => {}
+    }
+    if let Some(p) = &doc.pinned {
+        let _ = writeln!(o, "layout as given: {p} (only this layout is searched)");
     }
     if let Some(b) = doc.baseline_bytes {
-        let _ = writeln!(o, "the job as given needs {} per GPU on one card", bytes(b));
+        let _ = writeln!(
+            o,
+            "the job as given needs {} per GPU{}",
+            bytes(b),
+            if doc.pinned.is_some() { "" } else { " on one card" }
+        );
     }
     if let (Some(h), Some(gap)) = (&doc.have, doc.have_gap_bytes) {
         if gap > 0 {
@@ -737,7 +857,19 @@ fn recommendation(o: &mut String, doc: &PlanDocument) {
         let _ = writeln!(o, "Recommended: nothing — {}", doc.reason);
         return;
     };
-    let _ = writeln!(o, "Recommended: {}", row_line(rec));
+    if doc.own_card.is_some() {
+        let _ = writeln!(
+            o,
+            "Recommended: your own card — {} [{}]: {} per GPU of {}, {}",
+            hardware(rec),
+            setup_words(rec),
+            bytes(rec.per_gpu_bytes),
+            bytes(rec.gpu_memory_bytes),
+            rate(rec)
+        );
+    } else {
+        let _ = writeln!(o, "Recommended: {}", row_line(rec));
+    }
     if !rec.switches.is_empty() {
         let _ = writeln!(o, "  changes: {}", rec.switches.join("; "));
     }
@@ -748,6 +880,9 @@ fn recommendation(o: &mut String, doc: &PlanDocument) {
         let _ = writeln!(o, "  yearly term: {}/mo ({})", price_of(y, &rec.currency), rec.yearly_discounts.join(", "));
     }
     let _ = writeln!(o, "  why: {}", doc.reason);
+    if let (Some(_), Some(rent)) = (&doc.own_card, &doc.best_rental) {
+        let _ = writeln!(o, "  if you rent instead: {}", row_line(rent));
+    }
 }
 
 fn software(o: &mut String, doc: &PlanDocument) {
@@ -788,7 +923,20 @@ fn more_cards(o: &mut String, doc: &PlanDocument) {
                 bytes(single)
             );
         } else {
-            let _ = writeln!(o, "replicas on more GPUs do not lower per-GPU memory; splitting the model (TP inside NVLink, PP over PCIe) does");
+            if dp < single {
+                let _ = writeln!(
+                    o,
+                    "replicas split the sequences: each holds its share of the KV cache ({} replicas: {} per GPU, one GPU with all: {}); splitting the model (TP inside NVLink, PP over PCIe) also splits the weights",
+                    mc.dp_gpus,
+                    bytes(dp),
+                    bytes(single)
+                );
+            } else {
+                let _ = writeln!(
+                    o,
+                    "too few sequences to split over replicas; splitting the model (TP inside NVLink, PP over PCIe) splits the weights"
+                );
+            }
         }
     }
     match &mc.best {
@@ -834,24 +982,24 @@ fn bigger_card(o: &mut String, doc: &PlanDocument) {
 
 /// Plans that rent for less but cost more over the job (chosen by the planner).
 fn cheaper_to_rent(o: &mut String, doc: &PlanDocument) {
-    let Some(rec) = &doc.recommended else { return };
+    let Some(rec) = doc.best_rental.as_ref().or(doc.recommended.as_ref()) else { return };
     if doc.cheaper_to_rent.is_empty() {
         return;
     }
-    let _ = writeln!(o, "\nCheaper to rent, but not over this job");
+    let _ = writeln!(o, "\nCheaper to rent than {}, but not over this job", hardware(rec));
     for x in doc.cheaper_to_rent.iter().take(3) {
         let _ = writeln!(
             o,
-            "  {} ({}): {} against {}{}; job {} against {}",
+            "  {} ({}): {} against {}{}; billed {} against {}",
             hardware(x),
             monthly(x),
             x.job_hours.map(duration).unwrap_or_default(),
             rec.job_hours.map(duration).unwrap_or_default(),
             overhead(x),
-            job_cost(x),
-            job_cost(rec)
+            billed(x),
+            billed(rec)
         );
-        if let (Some(a), Some(b)) = (x.job_cost, rec.job_cost) {
+        if let (Some(a), Some(b)) = (x.billed, rec.billed) {
             if a.low < b.high {
                 let _ = writeln!(
                     o,
@@ -875,9 +1023,45 @@ fn break_even(o: &mut String, doc: &PlanDocument) {
         };
         let _ = writeln!(
             o,
-            "  the machine costs {:.1}–{:.1}× a single card and runs this job {:.1}× faster: {verdict}",
+            "  the machine costs as much as {:.1}–{:.1} single cards and runs this job {:.1}× faster: {verdict}",
             p.low, p.high, be.speed_ratio
         );
+    }
+    if !be.cards.is_empty() {
+        let pts: Vec<String> = be
+            .cards
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} card{}: {} tokens/s, {}",
+                    p.gpus,
+                    if p.gpus == 1 { "" } else { "s" },
+                    thousands(p.tokens_per_s.max(0.0).round() as u64),
+                    match (&p.billed, p.job_hours) {
+                        (Some(b), Some(h)) => format!("{} billed for {}", price_of(b, &be.currency), duration(h)),
+                        (Some(b), None) => price_of(b, &be.currency),
+                        _ => "unpriced".into(),
+                    }
+                )
+            })
+            .collect();
+        let _ =
+            writeln!(o, "  single cards stacked ({}): {}", be.cards_offer.as_deref().unwrap_or("-"), pts.join("; "));
+        let fewest = be.fewest_cards.filter(|n| *n > 1).map(|n| format!("it needs at least {n} cards"));
+        let from = match be.machine_better_from {
+            Some(n) if Some(n) == be.fewest_cards => {
+                "the machine costs less per token than any number of these cards, even at the top of its price range"
+                    .to_string()
+            }
+            Some(n) => format!(
+                "the machine is the better buy per token from {n} cards on (even at the top of its price range)"
+            ),
+            None => format!(
+                "single cards stay cheaper per token up to {} (the machine buys speed, not savings)",
+                be.cards.last().map(|p| p.gpus).unwrap_or(1)
+            ),
+        };
+        let _ = writeln!(o, "  {}{from}", fewest.map(|f| f + "; ").unwrap_or_default());
     }
 }
 

@@ -21,8 +21,18 @@ pub enum GroupArg {
     C,
 }
 
+/// A calibration set other than the embedded PyTorch-measured memory cases.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetArg {
+    /// the planner's time model against published training and serving throughputs
+    Throughput,
+}
+
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
+    /// Another calibration set (throughput: docs/plan.md "Time model")
+    #[arg(long, value_enum)]
+    pub set: Option<SetArg>,
     /// Only this group: A (parameter bytes), B (inference prefill), C (training step)
     #[arg(long, value_enum)]
     pub group: Option<GroupArg>,
@@ -77,6 +87,9 @@ pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<Calibrate
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
+    if args.set == Some(SetArg::Throughput) {
+        return crate::cmd::calibrate_throughput::run(args.json);
+    }
     let cases = match &args.cases {
         Some(p) => {
             let meta = std::fs::metadata(p).with_context(|| format!("{}: cannot read", p.display()))?;

@@ -1,6 +1,7 @@
 //! One module per subcommand; each owns its clap `Args` and a `run`.
 
 pub mod calibrate;
+pub mod calibrate_throughput;
 pub mod check;
 pub mod diagnose;
 pub mod estimate;

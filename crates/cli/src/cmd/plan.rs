@@ -9,9 +9,9 @@ use std::io::Read;
 use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
-use vramfit_core::plan::{plan, Allow, Job, PlanRequest, TimeModel};
-use vramfit_core::{GpuSpec, Task};
-use vramfit_report::emit;
+use vramfit_core::plan::{plan, Allow, Job, MemKey, PlanReport, PlanRequest, TimeModel};
+use vramfit_core::{Family, GpuSpec, Task};
+use vramfit_report::emit::{self, Launcher};
 use vramfit_report::plan::{job_fields, job_setup_words, json, render, PlanDocument, PlanJob, PlanModel};
 
 /// Method changes `--allow` can permit.
@@ -171,32 +171,13 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         job,
         top: args.top,
         time: time_model(&args.mfu, &cat.gpus)?,
+        key_filter: None,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
 
     if let Some(kind) = args.emit {
-        let Some(mut rec) = report.recommended.as_ref() else {
-            bail!("--emit: no plan fits this job, so there is nothing to write ({})", report.reason);
-        };
-        if rec.setup.tp > 1 || rec.setup.pp > 1 {
-            // these launchers cannot split a Hugging Face model: take the best plan they can run
-            if let Some(alt) = report.ranked.iter().find(|r| r.setup.tp == 1 && r.setup.pp == 1) {
-                eprintln!(
-                    "vramfit: note: the recommended plan uses TP {} × PP {}, which --emit cannot express; writing the best plan without them: {} × {} ({})",
-                    rec.setup.tp, rec.setup.pp, alt.gpus, alt.gpu_name, alt.offer_id
-                );
-                rec = alt;
-            }
-        }
-        let s = &rec.setup;
-        let text = match kind {
-            EmitKind::Deepspeed => emit::deepspeed(s),
-            EmitKind::Torchrun => emit::torchrun(s, spec.family, rec.machines),
-            EmitKind::Accelerate => emit::accelerate(s, spec.family, rec.machines),
-        }
-        .map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
-        return Ok(Outcome { stdout: text, code: 0 });
+        return emit_plan(kind, &req, &report, spec.family);
     }
 
     let (tokens, hours) = job_fields(job);
@@ -212,11 +193,72 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     }
     let doc = PlanDocument::new(
         PlanModel { name: spec.name.clone(), source: resolved.source_text(), params_total: report.params_total },
-        PlanJob { task: report.task, setup: job_setup_words(&workload), tokens, hours, allow: allow_names },
+        PlanJob {
+            task: report.task,
+            setup: job_setup_words(&workload),
+            tokens,
+            hours,
+            allow: allow_names,
+            assumed: false,
+        },
         &report,
     );
     let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };
     Ok(Outcome { stdout, code })
+}
+
+fn launcher(kind: EmitKind) -> (Launcher, fn(&MemKey) -> bool) {
+    match kind {
+        EmitKind::Deepspeed => (Launcher::Deepspeed, |k| emit::key_expressible(Launcher::Deepspeed, k)),
+        EmitKind::Torchrun => (Launcher::Torchrun, |k| emit::key_expressible(Launcher::Torchrun, k)),
+        EmitKind::Accelerate => (Launcher::Accelerate, |k| emit::key_expressible(Launcher::Accelerate, k)),
+    }
+}
+
+/// `--emit`: the recommended plan in the launcher's terms; when the launcher
+/// cannot express it (TP/PP, selective checkpointing, …), the best plan it can
+/// express, searched again with only such setups (the note says why).
+fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Family) -> anyhow::Result<Outcome> {
+    let Some(rec) = report.recommended.as_ref() else {
+        bail!("--emit: no plan fits this job, so there is nothing to write ({})", report.reason);
+    };
+    let (l, filter) = launcher(kind);
+    let alt;
+    let rec = match emit::check(l, &rec.setup) {
+        Ok(()) => rec,
+        Err(emit::EmitError::Unsupported(why)) => {
+            let again = plan(&PlanRequest { key_filter: Some(filter), ..req.clone() })?;
+            let Some(r) = again.recommended else {
+                bail!("--emit {}: {why}; and no plan it can express fits this job", l.name());
+            };
+            eprintln!(
+                "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {why}; writing the best plan it can express: {} × {} ({}) [{}]",
+                rec.gpus,
+                rec.gpu_name,
+                l.name(),
+                r.gpus,
+                r.gpu_name,
+                r.offer_id,
+                r.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
+            );
+            alt = r;
+            &alt
+        }
+        Err(e) => bail!("--emit: {e}"),
+    };
+    let s = &rec.setup;
+    let text = match kind {
+        EmitKind::Deepspeed => emit::deepspeed(s, rec.machines).map(|e| {
+            if let Some(launch) = e.launch {
+                eprintln!("vramfit: launch with: {launch}");
+            }
+            e.text
+        }),
+        EmitKind::Torchrun => emit::torchrun(s, family, rec.machines),
+        EmitKind::Accelerate => emit::accelerate(s, family, rec.machines),
+    }
+    .map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
+    Ok(Outcome { stdout: text, code: 0 })
 }
 
 #[cfg(test)]

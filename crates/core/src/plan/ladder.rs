@@ -5,7 +5,7 @@
 //! cache → int8 → int4 weights (when `--allow quant`). Every figure comes
 //! from [`crate::estimate()`] and the time model; nothing is assumed here.
 
-use super::search::{global_batch, work_of, MemSummary, Work};
+use super::search::{work_of, MemSummary, Work};
 use super::time::TimeModel;
 use super::Allow;
 use crate::dtype::DType;
@@ -15,7 +15,7 @@ use crate::ledger::Phase;
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
 use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
-use crate::workload::{defaults, Offload, Parallelism, Sharding, Task, Workload};
+use crate::workload::{defaults, Offload, Sharding, Task, Workload};
 use serde::Serialize;
 
 /// What happened to a step.
@@ -81,8 +81,13 @@ fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option
     let l = estimate(spec, w).ok()?;
     let mem = MemSummary::of(&l).ok()?;
     let phase = l.peak_phase;
-    let dev = tm.device(gpu, Link::Pcie, 1.0, None);
-    let tps = match work_of(spec, w, &mem) {
+    let work = work_of(spec, w, &mem, 1);
+    let peak = match work {
+        Work::Train(w) => w.peak,
+        Work::Infer(w) => w.peak,
+    };
+    let dev = tm.device(gpu, Link::Pcie, 1.0, None, peak);
+    let tps = match work {
         Work::Train(work) => {
             let st = tm.train_step(&work, &dev, None);
             if st.total_s > 0.0 {
@@ -319,21 +324,10 @@ fn not_tried(rung: Rung, (status, detail): NotTried) -> LadderStep {
     }
 }
 
-/// The user's job on one GPU, global batch kept.
-fn on_one_gpu(base: &Workload) -> Workload {
-    let mut cur = base.clone();
-    cur.parallelism = Parallelism { gpus: 1, tp: 1, pp: 1, ..Parallelism::default() };
-    if let Task::Train(t) = &mut cur.task {
-        let gb = global_batch(t, &base.parallelism);
-        t.grad_accum = gb.div_ceil(t.batch.max(1)).max(1);
-    }
-    cur
-}
-
 /// Build the ladder for `base` on one `gpu`.
 pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm: &TimeModel) -> Ladder {
     let cap = gpu.memory_bytes();
-    let mut cur = on_one_gpu(base);
+    let mut cur = base.clone();
     let start = eval(spec, &cur, gpu, tm);
     let start_fits = start.as_ref().is_some_and(|e| e.mem.total <= cap);
     let mut prev = start.as_ref().map(|e| e.mem.total);

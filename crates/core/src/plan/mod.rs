@@ -17,6 +17,7 @@
 //! `summary` ([`SetupSummary`], [`Switch`]), `request` and `report` (what
 //! goes in and comes out).
 
+pub mod calibrate;
 pub mod ladder;
 mod paths;
 pub mod pricing;
@@ -31,11 +32,13 @@ mod tests;
 pub mod time;
 
 pub use ladder::{Ladder, LadderStep, StepStatus};
-pub use paths::{plan, SHARDING_PREMIUM};
+pub use paths::{plan, price_words};
 pub use pricing::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade, HOURS_PER_MONTH};
 pub use rank::{costs_more, PRICE_TIE};
-pub use report::{model_states, BiggerCard, BreakEven, JobKind, MoreCards, PlanReport, PlanRow, SearchStats};
+pub use report::{
+    model_states, BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats,
+};
 pub use request::{Allow, Job, PlanRequest};
-pub use search::{MemKey, Scored, Search};
+pub use search::{default_job, Billing, Complexity, MemKey, Scored, Search, DEFAULT_TRAIN_TOKENS};
 pub use summary::{summarize, switches, Method, SetupSummary, Switch};
 pub use time::{StepTime, TimeModel};

@@ -4,20 +4,15 @@
 use super::ladder;
 use super::pricing::{Offer, PriceBook, PriceRange};
 use super::rank::{best_where, better, cheaper_to_rent, is_unchanged, offloads, order, same_method};
-use super::report::{BiggerCard, BreakEven, JobKind, MoreCards, PlanReport, PlanRow, SearchStats};
+use super::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};
 use super::request::{Allow, Job, PlanRequest};
 use super::row::row;
-use super::search::{self, Scored, Search};
+use super::search::{self, default_job, Complexity, Scored, Search};
 use crate::error::CoreError;
 use crate::estimate::estimate;
 use crate::hardware::{GpuSpec, Link};
-use crate::workload::{Parallelism, Task, Workload};
-
-/// A multi-GPU plan must be cheaper than the best single-card plan by more
-/// than this share to be recommended over it: sharding adds launch
-/// complexity, communication and failure modes that a small saving does
-/// not pay for (the seed's "a 2 GB gap is not worth sharding").
-pub const SHARDING_PREMIUM: f64 = 0.25;
+use crate::workload::{Offload, Parallelism, Sharding, Task, Workload};
+use std::cmp::Ordering;
 
 /// The user's job on one GPU, as given (global batch kept).
 fn single_gpu(base: &Workload) -> Workload {
@@ -30,46 +25,104 @@ fn single_gpu(base: &Workload) -> Workload {
     w
 }
 
+/// The layout the user fixed on the command line (`--gpus N`, `--zero S`,
+/// `--tp`, `--pp`, `--offload`), if any: the plan honours it.
+fn pinned_layout(w: &Workload) -> Option<Parallelism> {
+    let p = &w.parallelism;
+    let fixed = p.gpus > 1
+        || p.tp > 1
+        || p.pp > 1
+        || p.sharding != Sharding::None
+        || p.offload_optimizer != Offload::None
+        || p.offload_params != Offload::None;
+    fixed.then(|| p.clone())
+}
+
+fn layout_words(p: &Parallelism) -> String {
+    let mut parts = vec![format!("{} GPU{}", p.gpus, if p.gpus == 1 { "" } else { "s" })];
+    if p.sharding != Sharding::None {
+        parts.push(p.sharding.label().to_string());
+    }
+    if p.tp > 1 {
+        parts.push(format!("TP {}", p.tp));
+    }
+    if p.pp > 1 {
+        parts.push(format!("PP {}", p.pp));
+    }
+    if p.offload_optimizer.is_some() {
+        parts.push(format!("optimizer offload → {}", p.offload_optimizer.key()));
+    }
+    if p.offload_params.is_some() {
+        parts.push(format!("parameter offload → {}", p.offload_params.key()));
+    }
+    parts.join(", ")
+}
+
 /// Plan. Errors only when the user's job itself is refused by the estimator.
 pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
-    let single = single_gpu(req.workload);
-    let single_ledger = estimate(req.model, &single)?;
-    let baseline = single_ledger.total_bytes();
-    let mut search = Search::new(req.model, &single, req.gpus, req.book, &req.time, req.job, req.allow);
+    let pinned = pinned_layout(req.workload);
+    let base = match pinned {
+        Some(_) => req.workload.clone(),
+        None => single_gpu(req.workload),
+    };
+    let base_ledger = estimate(req.model, &base)?;
+    let baseline = base_ledger.total_bytes();
+    let (job, assumed) = match req.job {
+        Job::None => (default_job(&base.task), true),
+        j => (j, false),
+    };
+    let mut search = Search::new(req.model, &base, req.gpus, req.book, &req.time, job, req.allow);
+    search.pinned = pinned.clone();
+    search.key_filter = req.key_filter;
     search.run();
     let currencies = currencies(req.book);
     let ranked = ranked(&search, &currencies, req.top);
     let bigger_card = bigger_card(&search, req.gpus, baseline);
-    let more_cards = more_cards(req, &search, &single, baseline);
-    let software = req.have.map(|g| ladder::ladder(req.model, &single, g, req.allow, &req.time));
+    let more_cards = more_cards(req, &search, &base, baseline, job);
+    let software = req.have.map(|g| ladder::ladder(req.model, &base, g, req.allow, &req.time));
     // the first currency of the catalogue in which something fits
     let primary = currencies
         .iter()
         .find(|cur| search.scored.iter().any(|c| &search.offer(c.offer).currency == *cur))
         .or(currencies.first())
         .cloned();
-    let break_even = primary.as_ref().and_then(|cur| break_even(&search, cur));
-    let (recommended, mut reason) = recommend(&search, primary.as_deref());
+    // single cards against a whole machine: a training question (serving scales by replicas)
+    let break_even = match base.task {
+        Task::Train(_) => primary.as_ref().and_then(|cur| break_even(&search, cur)),
+        Task::Inference(_) => None,
+    };
+    let (best_rental, rental_reason) = recommend(&search, primary.as_deref());
+    let own_card = req.have.and_then(|g| own_card(req, &base, g, pinned.as_ref(), job));
     let have_gap = req.have.map(|g| baseline as i128 - g.memory_bytes() as i128);
-    if let (Some(rec), Some(h), Some(g), Some(gap)) = (&recommended, &more_cards.on_have, req.have, have_gap) {
-        if rec.gpus == 1 && gap > 0 && (gap as u64) < g.memory_bytes() {
-            reason.push_str(&format!(
-                "; {} of your {} with {} would also hold it, but a gap smaller than one card is not worth sharding: the next card up needs no split and no PCIe hops",
-                h.gpus,
-                g.name,
-                if h.setup.pp > 1 {
-                    format!("a PP {} split over PCIe", h.setup.pp)
-                } else {
-                    format!("{} sharding", h.setup.sharding.label())
+    let (recommended, reason) = match (&own_card, req.have) {
+        (Some(own), Some(g)) => (Some(own.clone()), own_reason(own, g, &best_rental)),
+        _ => {
+            let mut reason = rental_reason;
+            if let (Some(rec), Some(h), Some(g)) = (&best_rental, &more_cards.on_have, req.have) {
+                if rec.gpus == 1 {
+                    reason.push_str(&format!(
+                        "; {} of your {} would also hold it ({}), but a gap smaller than one card is not worth sharding: the next card up needs no split and no PCIe hops",
+                        h.gpus,
+                        g.name,
+                        setup_layout_words(h)
+                    ));
                 }
-            ));
+            }
+            (best_rental.clone(), reason)
         }
-    }
-    let cheaper_to_rent = match (req.job, &recommended) {
+    };
+    let cheaper_to_rent = match (job, &best_rental) {
         (Job::Tokens(_), Some(rec)) => cheaper_to_rent(&ranked, rec),
         _ => Vec::new(),
     };
     let mut notes = Vec::new();
+    if let Some(p) = &pinned {
+        notes.push(format!(
+            "the layout you gave ({}) is kept: only it is searched (drop --gpus/--zero/--tp/--pp/--offload to search every layout)",
+            layout_words(p)
+        ));
+    }
+    notes.extend(ram_notes(&search));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",
@@ -79,12 +132,19 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     if matches!(req.workload.task, Task::Train(_)) {
         notes.push("data parallelism alone (ZeRO-0 / plain DDP) keeps a full copy of the model states on every GPU: it does not lower per-GPU memory; ZeRO-1/2/3, FSDP, TP and PP do".into());
     }
+    let (tokens, hours) = match job {
+        Job::Tokens(t) => (Some(t), None),
+        Job::Hours(h) => (None, Some(h)),
+        Job::None => (None, None),
+    };
     Ok(PlanReport {
         task: match req.workload.task {
             Task::Train(_) => JobKind::Train,
             Task::Inference(_) => JobKind::Inference,
         },
-        params_total: single_ledger.params_total,
+        job: JobSize { tokens, hours, assumed },
+        pinned: pinned.as_ref().map(layout_words),
+        params_total: base_ledger.params_total,
         baseline_bytes: Some(baseline),
         have: req.have.map(|g| g.id.clone()),
         have_memory_bytes: req.have.map(|g| g.memory_bytes()),
@@ -96,14 +156,50 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         break_even,
         recommended,
         reason,
+        own_card,
+        best_rental,
         cheaper_to_rent,
-        stats: SearchStats {
-            candidates: search.evaluated,
-            fitting: search.scored.len() as u64,
-            estimates: search.estimated,
-        },
+        stats: SearchStats { candidates: search.evaluated, fitting: search.fitting, estimates: search.estimated },
         notes,
     })
+}
+
+/// Offers (at a GPU count) left out only because their host RAM cannot hold
+/// the offload every fitting setup needs.
+fn ram_notes(search: &Search) -> Vec<String> {
+    let mut v: Vec<(&(u32, u64), &u64)> = search
+        .ram_refused
+        .iter()
+        .filter(|((o, n), _)| !search.scored.iter().any(|c| c.offer == *o && c.gpus == *n))
+        .collect();
+    v.sort();
+    v.into_iter()
+        .map(|(&(o, n), &need)| {
+            let offer = search.offer(o);
+            let have = match offer.ram_gb {
+                Some(r) => format!("it has {} GB", thousands(r.round() as u64)),
+                None => format!("it lists none (assumed {:.0} GB per GPU)", search::ASSUMED_RAM_GB_PER_GPU),
+            };
+            let what = if offer.gpus_per_machine == n { offer.name.clone() } else { format!("{n} × {}", offer.name) };
+            format!(
+                "{what}: left out — every setup that fits its GPUs needs CPU offload with at least {} GB of host RAM per machine (DeepSpeed's estimate); {have}",
+                thousands((need as f64 / 1e9).round() as u64)
+            )
+        })
+        .collect()
+}
+
+fn setup_layout_words(r: &PlanRow) -> String {
+    let s = &r.setup;
+    if s.pp > 1 {
+        format!("a PP {} split over PCIe", s.pp)
+    } else if s.tp > 1 {
+        format!("TP {}", s.tp)
+    } else if s.sharding != Sharding::None {
+        s.sharding.label().to_string()
+    } else {
+        format!("plain DDP over {}", s.gpus)
+    }
 }
 
 /// Currencies in the catalogue's order (each is ranked on its own).
@@ -120,14 +216,18 @@ fn currencies(book: &PriceBook) -> Vec<String> {
 /// The best setup per (offer, GPU count), then per currency by cost, `top` each.
 fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
     let mut best_per: Vec<Scored> = Vec::new();
+    let mut slot: std::collections::HashMap<(u32, u64), usize> = std::collections::HashMap::new();
     for c in &search.scored {
-        match best_per.iter_mut().find(|b| b.offer == c.offer && b.gpus == c.gpus) {
-            Some(b) => {
-                if better(search, c, b) {
-                    *b = *c;
+        match slot.get(&(c.offer, c.gpus)) {
+            Some(&i) => {
+                if better(search, c, &best_per[i]) {
+                    best_per[i] = *c;
                 }
             }
-            None => best_per.push(*c),
+            None => {
+                slot.insert((c.offer, c.gpus), best_per.len());
+                best_per.push(*c);
+            }
         }
     }
     let currency = |c: &Scored| currencies.iter().position(|cur| *cur == search.offer(c.offer).currency);
@@ -154,33 +254,44 @@ fn bigger_card(search: &Search, gpus: &[GpuSpec], baseline: u64) -> BiggerCard {
 
 /// Path (2): more cards with the same method and no offload, beside plain
 /// data parallelism on as many GPUs and the fewest of the user's own cards.
-fn more_cards(req: &PlanRequest, search: &Search, single: &Workload, baseline: u64) -> MoreCards {
+fn more_cards(req: &PlanRequest, search: &Search, single: &Workload, baseline: u64, job: Job) -> MoreCards {
     let best = best_where(search, |c| c.gpus >= 2 && same_method(search, c) && !offloads(search, c))
         .and_then(|c| row(search, c));
     let dp_gpus = best.as_ref().map(|r| r.gpus).unwrap_or(8).max(2);
-    let dp_only = {
-        let mut w = single.clone();
-        w.parallelism.gpus = dp_gpus;
-        if let Task::Train(t) = &mut w.task {
-            t.grad_accum = t.grad_accum.div_ceil(dp_gpus).max(1);
+    let dp_only = match &single.task {
+        Task::Train(_) => {
+            let mut w = single.clone();
+            w.parallelism = Parallelism { gpus: dp_gpus, ..Parallelism::default() };
+            if let Task::Train(t) = &mut w.task {
+                t.grad_accum = t.grad_accum.div_ceil(dp_gpus).max(1);
+            }
+            estimate(req.model, &w).ok().map(|l| l.total_bytes())
         }
-        estimate(req.model, &w).ok().map(|l| l.total_bytes())
+        // serving: each replica holds its share of the sequences' KV cache
+        Task::Inference(s) => {
+            let mut w = single.clone();
+            w.parallelism = Parallelism::default();
+            if let Task::Inference(i) = &mut w.task {
+                i.concurrency = s.concurrency.div_ceil(dp_gpus).max(1);
+                i.batch = i.batch.min(i.concurrency);
+            }
+            estimate(req.model, &w).ok().map(|l| l.total_bytes())
+        }
     };
-    let on_have = req.have.and_then(|g| on_have(req, single, g));
+    let on_have = req.have.and_then(|g| on_have(req, single, g, job));
     MoreCards { single_bytes: Some(baseline), dp_only_bytes: dp_only, dp_gpus, best, on_have }
 }
 
-/// The fewest of the user's own cards (2, 4 or 8 over PCIe, unpriced) that hold the job.
-fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec) -> Option<PlanRow> {
-    let book = PriceBook {
+/// An unpriced offer of the user's own cards (`count` to `max` of them over PCIe).
+fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
+    PriceBook {
         offers: vec![Offer {
             id: format!("yours/{}", g.id),
             provider: "yours".into(),
-            name: format!("your {} cards (PCIe, unpriced)", g.name),
+            name: format!("your {} (unpriced)", g.name),
             gpu: g.id.clone(),
-            // counts 2, 4, 8: one card is the ladder's business
-            gpus_per_machine: 2,
-            max_gpus: 8,
+            gpus_per_machine: per,
+            max_gpus: max,
             link: Link::Pcie,
             slice: None,
             cpu_cores: None,
@@ -189,23 +300,98 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec) -> Option<PlanRow>
             network_mbps: None,
             monthly: None,
             hourly: None,
+            min_hours: None,
             currency: "-".into(),
-            flags: vec!["hypothetical".into()],
+            flags: vec!["your own card".into()],
             source: "--have".into(),
             max_machines: 1,
             inter_node_gbs: None,
         }],
         discounts: vec![],
         upgrades: vec![],
-    };
+    }
+}
+
+/// Simpler first, then faster: how own-card setups (no bill) are compared.
+fn simpler_then_faster(s: &Search, a: &Scored, b: &Scored) -> Ordering {
+    let (ea, eb) = (&s.entries[a.mem as usize], &s.entries[b.mem as usize]);
+    ea.complexity.cmp(&eb.complexity).then(ea.inexact.cmp(&eb.inexact)).then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
+}
+
+/// The user's own card(s) running the job with the seed's free switches
+/// (AMP, accumulation, checkpointing, 8-bit optimizer; a method change only
+/// when allowed) and no offload: one card, or the count the user gave.
+fn own_card(
+    req: &PlanRequest,
+    base: &Workload,
+    g: &GpuSpec,
+    pinned: Option<&Parallelism>,
+    job: Job,
+) -> Option<PlanRow> {
+    let n = pinned.map(|p| p.gpus).unwrap_or(1).max(1);
+    let book = own_book(g, n, n);
     let one = std::slice::from_ref(g);
-    let mut s2 = Search::new(req.model, single, one, &book, &req.time, req.job, Allow::default());
+    let mut s = Search::new(req.model, base, one, &book, &req.time, job, req.allow);
+    s.pinned = pinned.cloned();
+    s.check_ram = false;
+    s.key_filter = req.key_filter;
+    s.run();
+    let mut best: Option<&Scored> = None;
+    for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || !offloads(&s, c))) {
+        if best.is_none_or(|b| simpler_then_faster(&s, c, b) == Ordering::Less) {
+            best = Some(c);
+        }
+    }
+    best.and_then(|c| row(&s, c))
+}
+
+/// Why the own card is the recommendation.
+fn own_reason(own: &PlanRow, g: &GpuSpec, rental: &Option<PlanRow>) -> String {
+    let yours = if own.gpus > 1 { format!("your {} × {}", own.gpus, g.name) } else { format!("your {}", g.name) };
+    let how = if own.switches.is_empty() {
+        "as given".to_string()
+    } else {
+        format!("with {}", own.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "))
+    };
+    let mut r = format!("{yours} holds it {how}: no rental needed");
+    if let Some(h) = own.job_hours {
+        r.push_str(&format!(" (~{:.0} tokens/s: {})", own.tokens_per_s, hours_words(h)));
+    }
+    if let Some(rent) = rental {
+        if rent.tokens_per_s > own.tokens_per_s * 1.5 {
+            r.push_str(&format!(
+                "; renting {} × {} ({}) would run it {:.1}× faster",
+                rent.gpus,
+                rent.gpu_name,
+                rent.offer_id,
+                rent.tokens_per_s / own.tokens_per_s.max(1e-9)
+            ));
+        }
+    }
+    r
+}
+
+fn hours_words(h: f64) -> String {
+    if h < 48.0 {
+        format!("{h:.1} h for the job")
+    } else {
+        format!("{:.1} days for the job", h / 24.0)
+    }
+}
+
+/// The fewest of the user's own cards (2, 4 or 8 over PCIe, unpriced) that hold the job.
+fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Option<PlanRow> {
+    // counts 2, 4, 8: one card is the ladder's business
+    let book = own_book(g, 2, 8);
+    let one = std::slice::from_ref(g);
+    let mut s2 = Search::new(req.model, single, one, &book, &req.time, job, Allow::default());
+    s2.check_ram = false;
     s2.run();
     let mut best: Option<&Scored> = None;
     for c in s2.scored.iter().filter(|c| c.gpus >= 2 && same_method(&s2, c) && !offloads(&s2, c)) {
         let take = match best {
             None => true,
-            Some(b) => c.gpus < b.gpus || (c.gpus == b.gpus && c.tokens_per_s > b.tokens_per_s),
+            Some(b) => c.gpus < b.gpus || (c.gpus == b.gpus && simpler_then_faster(&s2, c, b) == Ordering::Less),
         };
         if take {
             best = Some(c);
@@ -214,12 +400,18 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec) -> Option<PlanRow>
     best.and_then(|c| row(&s2, c))
 }
 
-/// The best single card against the best whole machine of ≥ 8 GPUs in `cur`.
+/// The best single card against the best whole machine of ≥ 8 GPUs in
+/// `cur`, and the single-card offer at each count: how many cards cost as
+/// much as the machine, and from how many the machine is the better buy.
 fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
-    let single_c = best_where(search, |c| {
+    // the single card: one card of a per-card offer that stacks (so "how many
+    // cards" has an answer), else the best single card
+    let per_card = |c: &Scored| {
         let o = search.offer(c.offer);
         c.gpus == 1 && o.gpus_per_machine == 1 && o.slice.is_none() && o.currency == cur
-    })?;
+    };
+    let single_c = best_where(search, |c| per_card(c) && search.offer(c.offer).max_gpus > 1)
+        .or_else(|| best_where(search, per_card))?;
     let machine_c = best_where(search, |c| {
         let o = search.offer(c.offer);
         o.gpus_per_machine >= 8 && c.gpus >= 8 && o.currency == cur
@@ -239,31 +431,145 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
         Some(p) if speed_ratio < p.low => Some(false),
         _ => None,
     };
-    Some(BreakEven { single, machine, currency: cur.to_string(), price_ratio, speed_ratio, machine_cheaper_per_token })
+    let stack_offer = single_c.offer;
+    let mut cards: Vec<CardsPoint> = Vec::new();
+    for (n, machines) in Search::counts_for(search.offer(stack_offer)) {
+        if machines > 1 {
+            continue;
+        }
+        if let Some(c) = best_where(search, |c| c.offer == stack_offer && c.gpus == n) {
+            cards.push(CardsPoint {
+                gpus: n,
+                tokens_per_s: c.tokens_per_s,
+                monthly: c.monthly,
+                billed: c.billed,
+                job_hours: c.job_hours,
+                cost_per_mtok: per_mtok(c.monthly, c.tokens_per_s),
+            });
+        }
+    }
+    let fewest_cards = cards.iter().map(|p| p.gpus).min();
+    // the machine at the top of its price range: it is the better buy only if it is even then
+    let machine_per_tok = per_mtok(machine.monthly.map(|m| PriceRange::point(m.high)), machine.tokens_per_s);
+    let machine_better_from = match machine_per_tok {
+        Some(m) => cards.iter().find(|p| p.cost_per_mtok.is_some_and(|c| c > m)).map(|p| p.gpus),
+        None => None,
+    };
+    Some(BreakEven {
+        single,
+        machine,
+        currency: cur.to_string(),
+        price_ratio,
+        speed_ratio,
+        machine_cheaper_per_token,
+        cards_offer: Some(search.offer(stack_offer).id.clone()),
+        cards,
+        fewest_cards,
+        machine_better_from,
+    })
 }
 
-/// The cheapest plan in the primary currency; a multi-GPU plan must beat the
-/// best single card by more than [`SHARDING_PREMIUM`]. Returns the plan and why.
+/// Monthly price (low end) per million tokens/s: proportional to the cost of a token.
+fn per_mtok(monthly: Option<PriceRange>, tps: f64) -> Option<f64> {
+    match monthly {
+        Some(m) if tps > 0.0 => Some(m.low / tps * 1e6),
+        _ => None,
+    }
+}
+
+/// The cheapest plan in the primary currency by what it bills for the job,
+/// with the premium of each moving part (offload wins only when clearly
+/// cheaper); the reason says by how much it beats the simplest plan.
 fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String) {
     let Some(cur) = primary else { return (None, "the catalogue has no offers".to_string()) };
-    let overall = best_where(search, |c| search.offer(c.offer).currency == cur);
-    let single_best = best_where(search, |c| c.gpus == 1 && search.offer(c.offer).currency == cur);
-    match (overall, single_best) {
-        (None, _) => (None, "no offer in the catalogue fits this job".to_string()),
-        (Some(o), Some(sb)) if o.gpus > 1 && sb.cost_key() <= o.cost_key() * (1.0 + SHARDING_PREMIUM) => (
-            row(search, sb),
+    let in_cur = |c: &Scored| search.offer(c.offer).currency == cur;
+    let Some(best) = best_where(search, in_cur) else {
+        return (None, "no offer in the catalogue fits this job".to_string());
+    };
+    let e = &search.entries[best.mem as usize];
+    let Some(rec) = row(search, best) else { return (None, "no offer in the catalogue fits this job".into()) };
+    let bill = |r: &PlanRow| r.billed.map(|b| price_words(b, &r.currency)).unwrap_or_default();
+    let mut reason = match e.complexity {
+        Complexity::Plain if best.gpus == 1 => {
+            format!("the cheapest bill for this job ({}), on one card without sharding or offload", bill(&rec))
+        }
+        Complexity::Plain if rec.setup.replicas > 1 => format!(
+            "the cheapest bill for this job ({}): {} replicas, each serving its share of the sequences",
+            bill(&rec),
+            rec.setup.replicas
+        ),
+        Complexity::Plain if rec.setup.tp > 1 || rec.setup.pp > 1 => {
             format!(
-                "one card that fits costs within {:.0}% of the cheapest multi-GPU plan: not worth sharding",
-                SHARDING_PREMIUM * 100.0
-            ),
-        ),
-        (Some(o), _) => (
-            row(search, o),
-            if o.gpus > 1 {
-                "the cheapest setup that fits; no single card fits for less".to_string()
+                "the cheapest bill for this job ({}), the model split TP {} × PP {}",
+                bill(&rec),
+                rec.setup.tp,
+                rec.setup.pp
+            )
+        }
+        Complexity::Plain => format!("the cheapest bill for this job ({}), with plain data parallelism", bill(&rec)),
+        c => format!("the cheapest bill for this job ({}) with {}", bill(&rec), c.words()),
+    };
+    // the best plan with fewer moving parts (without offload, when this one offloads):
+    // how much this one saves against it
+    let offloaded = e.complexity >= Complexity::OffloadOptimizer;
+    let simpler = best_where(search, |c| {
+        in_cur(c) && {
+            let ce = search.entries[c.mem as usize].complexity;
+            if offloaded {
+                ce < Complexity::OffloadOptimizer
             } else {
-                "the cheapest setup that fits".to_string()
-            },
-        ),
+                ce < e.complexity
+            }
+        }
+    });
+    if let Some(alt) = simpler.and_then(|s| row(search, s)) {
+        let (a, b) = (rec.billed.map(|p| p.low).unwrap_or(0.0), alt.billed.map(|p| p.low).unwrap_or(0.0));
+        if b > 0.0 && a < b {
+            let speed = if rec.tokens_per_s > 0.0 { alt.tokens_per_s / rec.tokens_per_s } else { 0.0 };
+            reason.push_str(&format!(
+                ": {:.0}% cheaper than the cheapest plan {} ({} × {}, {}: {}){}",
+                (1.0 - a / b) * 100.0,
+                if offloaded { "without offload" } else { "with fewer moving parts" },
+                alt.gpus,
+                alt.gpu_name,
+                alt.complexity.words(),
+                bill(&alt),
+                if speed > 1.05 { format!(", which would run {:.1}× faster", speed) } else { String::new() }
+            ));
+        }
+    } else if e.complexity >= Complexity::OffloadOptimizer {
+        reason.push_str(": nothing in the catalogue fits without offload");
+    }
+    (Some(rec), reason)
+}
+
+/// `1,862`.
+fn thousands(v: u64) -> String {
+    let s = v.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// `CNY 2,500` or `CNY 25,000–40,000` (whole units; two decimals under 100).
+pub fn price_words(p: PriceRange, currency: &str) -> String {
+    fn one(v: f64) -> String {
+        if !v.is_finite() {
+            return "?".into();
+        }
+        if v.abs() < 100.0 {
+            return format!("{v:.2}");
+        }
+        thousands(v.round().max(0.0) as u64)
+    }
+    if p.is_range() {
+        format!("{currency} {}–{}", one(p.low), one(p.high))
+    } else {
+        format!("{currency} {}", one(p.low))
     }
 }

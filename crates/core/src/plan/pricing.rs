@@ -44,6 +44,10 @@ pub struct Slice {
     pub label: String,
     /// memory of the slice as the guest sees it, MiB
     pub memory_mib: u64,
+    /// a MIG instance (hardware-isolated SMs and memory) rather than a vGPU /
+    /// time-sliced share
+    #[serde(default)]
+    pub mig: bool,
 }
 
 impl Slice {
@@ -80,6 +84,9 @@ pub struct Offer {
     pub monthly: Option<PriceRange>,
     /// price per unit per hour
     pub hourly: Option<PriceRange>,
+    /// hourly billing: the fewest hours a rental bills (None: 1 hour)
+    #[serde(default)]
+    pub min_hours: Option<f64>,
     pub currency: String,
     /// e.g. "estimated", "unofficial", "check the live price"
     pub flags: Vec<String>,
@@ -263,6 +270,7 @@ mod tests {
             network_mbps: None,
             monthly: Some(PriceRange { low: 25_000.0, high: 40_000.0 }),
             hourly: None,
+            min_hours: None,
             currency: "CNY".into(),
             flags: vec![],
             source: "t".into(),

@@ -2,11 +2,9 @@
 //! each other counted as equal; at equal cost the plan that changes less of
 //! what is computed, then the smaller bill of whole months, then the faster.
 
-use super::pricing::HOURS_PER_MONTH;
 use super::report::PlanRow;
 use super::search::{Scored, Search};
-use super::summary::switches;
-use crate::workload::Offload;
+use crate::workload::{Offload, Task};
 use std::cmp::Ordering;
 
 /// Prices within this share of each other rank as equal (0.5 %): catalogue
@@ -31,30 +29,18 @@ pub fn costs_more(a: f64, b: f64) -> bool {
     a > b * (1.0 + PRICE_TIE)
 }
 
-/// Switches that change what is computed (the method, the optimizer's
-/// numerics, precision, quantization), as opposed to exact ones
-/// (checkpointing, accumulation, sharding, offload).
-fn inexact_switches(s: &Search, c: &Scored) -> u8 {
-    s.entries[c.mem as usize].inexact
-}
-
-/// What a monthly-only rental actually bills for the job (whole months);
-/// hourly offers bill what they cost.
-fn billed(c: &Scored) -> f64 {
-    match (c.job_hours, c.monthly, c.hourly_prorated) {
-        (Some(h), Some(m), true) => (h / HOURS_PER_MONTH).ceil().max(1.0) * m.low,
-        _ => c.cost_key(),
-    }
-}
-
-/// The ranking: cheaper (job cost, else monthly price); at the same cost,
-/// the one that changes less of what is computed, then the smaller bill
-/// of whole months, then faster.
+/// The ranking: cheaper by what the user is billed for the job, with the
+/// premium of each moving part added (`Scored::rank_cost`, see
+/// [`super::search::Complexity::premium`]); at the same cost the simpler
+/// setup, then the one that changes less of what is computed, then the
+/// smaller bill, then the faster.
 pub fn order(s: &Search, a: &Scored, b: &Scored) -> Ordering {
+    let (ea, eb) = (&s.entries[a.mem as usize], &s.entries[b.mem as usize]);
     cost_bucket(a.cost_key())
         .cmp(&cost_bucket(b.cost_key()))
-        .then(inexact_switches(s, a).cmp(&inexact_switches(s, b)))
-        .then(billed(a).total_cmp(&billed(b)))
+        .then(ea.complexity.cmp(&eb.complexity))
+        .then(ea.inexact.cmp(&eb.inexact))
+        .then(a.billed_low().total_cmp(&b.billed_low()))
         .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
@@ -74,30 +60,45 @@ pub fn best_where<'s>(s: &'s Search, f: impl Fn(&Scored) -> bool) -> Option<&'s 
 }
 
 pub fn offloads(s: &Search, c: &Scored) -> bool {
-    let p = &s.entries[c.mem as usize].workload.parallelism;
-    p.offload_optimizer != Offload::None || p.offload_params != Offload::None
+    let k = &s.entries[c.mem as usize].key;
+    k.offload_optimizer != Offload::None || k.offload_params != Offload::None
 }
 
-/// The candidate runs the user's job as given.
+/// The candidate runs the user's job as given (same method, precision,
+/// optimizer, checkpointing, micro-batch and global batch; no offload; the
+/// user's weights and KV cache).
 pub fn is_unchanged(s: &Search, c: &Scored) -> bool {
-    switches(s.base, &s.entries[c.mem as usize].workload).is_empty()
+    let e = &s.entries[c.mem as usize];
+    if e.inexact > 0 || offloads(s, c) {
+        return false;
+    }
+    match (&s.base.task, &e.key.train, &e.key.infer) {
+        (Task::Train(t), Some(k), _) => {
+            k.kind == t.kind && k.checkpointing == t.checkpointing && k.micro_batch == t.batch.max(1)
+        }
+        (Task::Inference(i), _, Some(k)) => k.quant_bits.is_none() && k.kv_dtype == i.kv_dtype,
+        _ => false,
+    }
 }
 
 /// The candidate keeps the user's method (full / LoRA / QLoRA / inference).
 pub fn same_method(s: &Search, c: &Scored) -> bool {
-    let method = |w| super::summary::summarize(w).method;
-    method(&s.entries[c.mem as usize].workload) == method(s.base)
+    match (&s.base.task, &s.entries[c.mem as usize].key.train) {
+        (Task::Train(t), Some(k)) => k.kind == t.kind,
+        (Task::Inference(_), None) => true,
+        _ => false,
+    }
 }
 
 /// Ranked plans in the recommended plan's currency that rent for less but
-/// cost more over the job: cheaper by the month, dearer by the job (beyond
-/// a price tie) because they are slower.
+/// bill more for the job: cheaper by the month, dearer by the job (beyond a
+/// price tie) because they are slower.
 pub fn cheaper_to_rent(ranked: &[PlanRow], rec: &PlanRow) -> Vec<PlanRow> {
     ranked
         .iter()
         .filter(|x| x.currency == rec.currency && !(x.offer_id == rec.offer_id && x.gpus == rec.gpus))
         .filter(|x| matches!((x.monthly, rec.monthly), (Some(a), Some(b)) if a.low < b.low))
-        .filter(|x| matches!((x.job_cost, rec.job_cost), (Some(a), Some(b)) if costs_more(a.low, b.low)))
+        .filter(|x| matches!((x.billed, rec.billed), (Some(a), Some(b)) if costs_more(a.low, b.low)))
         .cloned()
         .collect()
 }

@@ -3,10 +3,12 @@
 
 use super::ladder::Ladder;
 use super::pricing::PriceRange;
+use super::search::{Billing, Complexity};
 use super::summary::{SetupSummary, Switch};
 use super::time::StepTime;
 use crate::error::CoreError;
 use crate::hardware::Link;
+use crate::hardware::PeakKind;
 use crate::ledger::{Category, Ledger};
 use crate::units::sum;
 use crate::workload::Workload;
@@ -36,6 +38,11 @@ pub struct PlanRow {
     /// host RAM for offloaded state, the whole job (all ranks, all machines;
     /// the same meaning as `Ledger::cpu_bytes`)
     pub cpu_bytes: u64,
+    /// host RAM one machine needs for offload (DeepSpeed's estimator; 0 without offload)
+    pub host_ram_bytes: u64,
+    /// the offer's host: CPU cores and RAM (GB) as listed (None: not listed)
+    pub host_cpu_cores: Option<u64>,
+    pub host_ram_gb: Option<f64>,
     pub fits: bool,
     /// time per token against the ideal on this hardware (recompute, comm, offload, bubbles)
     pub slowdown: f64,
@@ -53,6 +60,16 @@ pub struct PlanRow {
     pub job_cost: Option<PriceRange>,
     /// whole months billed when only monthly prices exist
     pub months_billed: Option<u64>,
+    /// what the rental bills for the job (months of a monthly-only offer,
+    /// hours — at least the minimum term — of an hourly one)
+    pub billed: Option<PriceRange>,
+    pub billing: Billing,
+    /// the ranking key: `billed × (1 + premiums)` for moving parts
+    pub rank_cost: f64,
+    pub complexity: Complexity,
+    /// the peak rate the time model used, and its dense TFLOP/s per GPU
+    pub peak: PeakKind,
+    pub peak_tflops: f64,
     pub upgrades: Vec<String>,
     pub notes: Vec<String>,
     /// the workload this row plans (for launch configs and the ladder's rungs)
@@ -94,6 +111,29 @@ pub struct BreakEven {
     pub speed_ratio: f64,
     /// the machine is cheaper per token (speed ratio above the price ratio)
     pub machine_cheaper_per_token: Option<bool>,
+    /// the per-card offer stacked in `cards`
+    pub cards_offer: Option<String>,
+    /// the single card's offer at each GPU count that holds the job
+    pub cards: Vec<CardsPoint>,
+    /// the fewest single cards that hold the job
+    pub fewest_cards: Option<u64>,
+    /// from how many single cards the machine is the better buy: the first
+    /// count at which those cards cost more per trained token than the
+    /// machine (list prices, low end); None: single cards stay cheaper per
+    /// token at every count offered
+    pub machine_better_from: Option<u64>,
+}
+
+/// Renting `gpus` of the single-card offer for this job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CardsPoint {
+    pub gpus: u64,
+    pub tokens_per_s: f64,
+    pub monthly: Option<PriceRange>,
+    pub billed: Option<PriceRange>,
+    pub job_hours: Option<f64>,
+    /// monthly price (low) per million tokens/s-months: cost per token, comparable across counts
+    pub cost_per_mtok: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -120,10 +160,22 @@ impl JobKind {
     }
 }
 
+/// The job size the plan is costed for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobSize {
+    pub tokens: Option<u64>,
+    pub hours: Option<f64>,
+    /// the user gave none: this is the planner's default (stated in the output)
+    pub assumed: bool,
+}
+
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanReport {
     pub task: JobKind,
+    pub job: JobSize,
+    /// the user fixed the layout (`--gpus`/`--zero`/`--tp`/`--pp`/`--offload`): only it was searched
+    pub pinned: Option<String>,
     pub params_total: u64,
     /// the unchanged job on one GPU, per-GPU bytes
     pub baseline_bytes: Option<u64>,
@@ -138,6 +190,10 @@ pub struct PlanReport {
     pub break_even: Option<BreakEven>,
     pub recommended: Option<PlanRow>,
     pub reason: String,
+    /// with `--have`: the user's own card(s) running the job (no offload), when they hold it
+    pub own_card: Option<PlanRow>,
+    /// the best rental (the recommendation when the own card does not hold the job)
+    pub best_rental: Option<PlanRow>,
     /// with a token count: ranked plans that rent for less than the recommended
     /// one but cost more over the job (beyond a price tie, [`super::PRICE_TIE`])
     pub cheaper_to_rent: Vec<PlanRow>,

@@ -2,6 +2,7 @@
 //! card the user has, the method changes allowed and the job's size.
 
 use super::pricing::PriceBook;
+use super::search::MemKey;
 use super::time::TimeModel;
 use crate::hardware::GpuSpec;
 use crate::model::ModelSpec;
@@ -43,4 +44,6 @@ pub struct PlanRequest<'a> {
     /// rows in the ranked table, per currency
     pub top: usize,
     pub time: TimeModel,
+    /// only setups this accepts are searched (`--emit`: what the launcher can express)
+    pub key_filter: Option<fn(&MemKey) -> bool>,
 }

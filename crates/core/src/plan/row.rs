@@ -1,12 +1,10 @@
 //! One priced, scored candidate as a plan row.
 
-use super::pricing::HOURS_PER_MONTH;
 use super::report::PlanRow;
 use super::search::{self, Scored, Search};
 use super::summary::{summarize, switches};
 use crate::dtype::DType;
 use crate::hardware::Link;
-use crate::units::div_ceil;
 use crate::workload::Task;
 
 /// The plan row of a scored candidate (None: its setup was refused or its
@@ -16,6 +14,7 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
     let m = e.mem?;
     let offer = s.offer(sc.offer);
     let gpu = s.offer_gpu(sc.offer)?;
+    let workload = s.workload_of(sc.mem);
     let cap = match &offer.slice {
         Some(sl) => sl.memory_bytes(),
         None => gpu.memory_bytes(),
@@ -28,36 +27,55 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
         None => (None, Vec::new()),
     };
     let mut notes = Vec::new();
-    if let Task::Train(t) = &e.workload.task {
+    if let Task::Train(t) = &workload.task {
         if !gpu.bf16 && t.precision.compute_dtype() == DType::BF16 {
             notes.push(format!("{} has no bf16: run the same setup in fp16 (same memory)", gpu.name));
         }
-        if let Task::Train(bt) = &s.base.task {
-            let want = search::global_batch(bt, &s.base.parallelism);
-            let got = search::global_batch(t, &e.workload.parallelism);
-            if got != want {
-                notes.push(format!(
-                    "global batch {got} (asked {want}: not divisible over {} ranks)",
-                    e.workload.parallelism.dp()
-                ));
-            }
-        }
     }
-    if sc.ram_unchecked {
-        let per_machine = div_ceil(m.cpu, sc.machines.max(1));
+    if sc.ram_unchecked && !s.check_ram {
         notes.push(format!(
-            "offload needs {:.0} GB of host RAM{}; the offer does not list its RAM",
-            per_machine as f64 / 1e9,
+            "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate): check your machine has it",
+            sc.host_ram as f64 / 1e9,
             if sc.machines > 1 { " per machine" } else { "" }
+        ));
+    } else if sc.ram_unchecked {
+        notes.push(format!(
+            "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate); the offer does not list its RAM (assumed {:.0} GB per GPU): confirm it before renting",
+            sc.host_ram as f64 / 1e9,
+            if sc.machines > 1 { " per machine" } else { "" },
+            search::ASSUMED_RAM_GB_PER_GPU
+        ));
+    } else if sc.host_ram > 0 {
+        notes.push(format!(
+            "offload needs {:.0} GB of host RAM{} (DeepSpeed's estimate); the machine has {:.0} GB{}",
+            sc.host_ram as f64 / 1e9,
+            if sc.machines > 1 { " per machine" } else { "" },
+            offer.ram_gb.unwrap_or(0.0),
+            if sc.upgrade.is_some() { " before the upgrade" } else { "" }
         ));
     }
     if let Some(sl) = &offer.slice {
-        notes.push(format!("{} slice of one card: compute and bandwidth shared", sl.label));
+        notes.push(if sl.mig {
+            format!(
+                "{} instance: {:.0}% of the card's SMs and its own memory; for inference and small jobs (no NVLink, no offload, one instance per job)",
+                sl.label,
+                sl.fraction * 100.0
+            )
+        } else {
+            format!("{} slice of one card: compute and bandwidth shared", sl.label)
+        });
     }
     let upgrades = sc.upgrade.map(|u| vec![s.book.upgrades[u as usize].name.clone()]).unwrap_or_default();
-    let months_billed = match (sc.job_hours, offer.hourly) {
-        (Some(h), None) if offer.monthly.is_some() => Some((h / HOURS_PER_MONTH).ceil().max(1.0) as u64),
-        _ => None,
+    let mut setup = summarize(&workload);
+    if let Task::Inference(i) = &s.base.task {
+        setup.gpus = sc.gpus;
+        setup.replicas = e.key.replicas.max(1);
+        setup.dp = setup.replicas;
+        setup.global_batch = i.concurrency;
+    }
+    let months_billed = match sc.billing {
+        search::Billing::Monthly => sc.billed_months,
+        search::Billing::Hourly => None,
     };
     Some(PlanRow {
         offer_id: offer.id.clone(),
@@ -70,13 +88,16 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
         link: if gpu.nvlink_gbs.is_some() { offer.link } else { Link::Pcie },
         currency: offer.currency.clone(),
         flags: offer.flags.clone(),
-        setup: summarize(&e.workload),
-        switches: switches(s.base, &e.workload),
+        switches: switches(s.base, &workload),
+        setup,
         per_gpu_bytes: m.total,
         gpu_memory_bytes: cap,
         headroom_bytes: cap as i128 - m.total as i128,
         model_states_bytes: m.model_states,
         cpu_bytes: m.cpu,
+        host_ram_bytes: sc.host_ram,
+        host_cpu_cores: offer.cpu_cores,
+        host_ram_gb: offer.ram_gb,
         fits: m.total <= cap,
         slowdown: sc.slowdown,
         step: sc.step,
@@ -90,8 +111,14 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
         job_tokens: sc.job_tokens,
         job_cost: sc.job_cost,
         months_billed,
+        billed: sc.billed,
+        billing: sc.billing,
+        rank_cost: sc.rank_cost,
+        complexity: e.complexity,
+        peak: sc.peak,
+        peak_tflops: sc.peak_tflops,
         upgrades,
         notes,
-        workload: Some(e.workload.clone()),
+        workload: Some(workload),
     })
 }

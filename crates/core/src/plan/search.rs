@@ -3,28 +3,32 @@
 //!
 //! Memory depends only on the software setup and its split over GPUs
 //! (method, precision, optimizer, checkpointing, micro-batch, GPU count,
-//! TP/PP/ZeRO/offload), never on the offer or its price. So each distinct
-//! setup ([`MemKey`]) is estimated once with [`crate::estimate()`] and its
+//! TP/PP/ZeRO/offload, serving replicas), never on the offer or its price.
+//! So each distinct setup ([`MemKey`]) is estimated once and its
 //! hardware-independent work ([`TrainWork`]/[`InferWork`]) derived once;
 //! each candidate (setup × offer × count) then costs a few multiplications.
-//! Setups are visited from the smallest footprint up (full checkpointing,
-//! smallest micro-batch first) so a group that cannot fit the largest card
-//! is abandoned after one estimate.
+//!
+//! Training setups take the estimator's allocation-free fast path: one
+//! [`TrainModel`] per (method, precision, optimizer), then
+//! [`TrainModel::evaluate`] per setup — the same breakdown the ledger is
+//! built from (`estimate()` = validate + `TrainModel::new` + `evaluate` +
+//! ledger lines), so the figures are identical (property-tested in
+//! `plan::tests`). Inference setups are few and go through [`estimate()`].
 
-use super::pricing::{Offer, PriceBook, PriceRange, Term};
+use super::pricing::{Offer, PriceBook, PriceRange, Term, HOURS_PER_MONTH};
 use super::report::model_states;
 use super::time::{Device, InferTime, InferWork, StepTime, TimeModel, TrainWork};
 use super::{Allow, Job};
 use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link};
+use crate::hardware::{GpuSpec, Link, PeakKind};
 use crate::ledger::{Category, Ledger};
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
-use crate::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainSetup};
-use crate::units::div_ceil;
-use crate::workload::{defaults, Offload, Parallelism, Sharding, Task, Workload};
+use crate::train::{Checkpointing, Optimizer, Precision, TrainBreakdown, TrainKind, TrainModel, TrainSetup};
+use crate::units::{add, div_ceil, scale, sum};
+use crate::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
 use std::collections::HashMap;
 
 /// Largest GPU count searched (covers 8 machines of 8).
@@ -32,30 +36,19 @@ pub const MAX_SEARCH_GPUS: u64 = 64;
 
 /// Identity of a memory configuration: everything the estimate depends on
 /// besides the model and runtime constants.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MemKey {
+    /// GPUs of the whole job (all replicas)
     pub gpus: u64,
     pub tp: u64,
     pub pp: u64,
+    /// inference: independent model copies sharing the sequences (1 for training)
+    pub replicas: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
     pub train: Option<TrainKey>,
     pub infer: Option<InferKey>,
-}
-
-impl std::hash::Hash for MemKey {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        let off = |o: Offload| match o {
-            Offload::None => 0u8,
-            Offload::Cpu => 1,
-            Offload::Nvme => 2,
-        };
-        (self.gpus, self.tp, self.pp, self.sharding.stage(), off(self.offload_optimizer), off(self.offload_params))
-            .hash(h);
-        self.train.hash(h);
-        self.infer.hash(h);
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -104,6 +97,34 @@ impl MemSummary {
             params_trainable: l.params_trainable,
         })
     }
+
+    /// The summary the training ledger of `b` would give: its tensor peak,
+    /// the runtime entries and the margin on top (as `RuntimeSetup::apply`
+    /// adds them), model states of the peak moment, host RAM of all ranks.
+    pub fn of_training(
+        b: &TrainBreakdown,
+        model: &TrainModel,
+        w: &Workload,
+        gpus: u64,
+    ) -> Result<MemSummary, CoreError> {
+        let rt = &w.runtime;
+        let base = sum("total per-GPU bytes", &[b.tensor_peak, rt.cuda_context_bytes, rt.workspace_bytes])?;
+        let total = add("total per-GPU bytes", base, scale("margin", base, rt.margin)?)?;
+        let at = &b.at_peak;
+        let weights = add("weights", at.base_weights, at.adapters)?;
+        let prof = &model.profile;
+        Ok(MemSummary {
+            total,
+            tensor_peak: b.tensor_peak,
+            weights,
+            kv: 0,
+            model_states: sum("model states", &[weights, at.master, at.gradients, at.optimizer])?,
+            cpu: crate::units::mul("host RAM for offload", b.states.cpu_bytes, gpus)?,
+            params_total: prof.params_total,
+            params_active: prof.params_active,
+            params_trainable: prof.params_trainable,
+        })
+    }
 }
 
 /// Hardware-independent work of a setup.
@@ -113,17 +134,121 @@ pub enum Work {
     Infer(InferWork),
 }
 
+/// How many moving parts a setup has, simplest first: the seed's order of
+/// what a practitioner reaches for (no DeepSpeed > ZeRO-1/2 > ZeRO-3 >
+/// TP/PP > CPU offload of the optimizer > of the parameters too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Complexity {
+    /// one GPU, or plain data parallelism (DDP): no DeepSpeed/FSDP
+    Plain,
+    /// ZeRO-1/2 (FSDP SHARD_GRAD_OP)
+    #[serde(rename = "zero_1_2")]
+    Zero12,
+    /// ZeRO-3 (FSDP FULL_SHARD)
+    #[serde(rename = "zero_3")]
+    Zero3,
+    /// tensor or pipeline parallelism (Megatron-style launchers)
+    ModelParallel,
+    /// CPU offload of the optimizer (DeepSpeed CPU-Adam)
+    OffloadOptimizer,
+    /// CPU offload of the parameters too
+    OffloadParams,
+}
+
+impl Complexity {
+    pub fn of(key: &MemKey) -> Complexity {
+        if key.train.is_none() {
+            // serving engines split a model over TP/PP ranks with one flag
+            return Complexity::Plain;
+        }
+        if key.offload_params != Offload::None {
+            Complexity::OffloadParams
+        } else if key.offload_optimizer != Offload::None {
+            Complexity::OffloadOptimizer
+        } else if key.tp > 1 || key.pp > 1 {
+            Complexity::ModelParallel
+        } else {
+            match key.sharding {
+                Sharding::Zero3 => Complexity::Zero3,
+                Sharding::Zero1 | Sharding::Zero2 => Complexity::Zero12,
+                Sharding::None => Complexity::Plain,
+            }
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Complexity::Plain => "plain",
+            Complexity::Zero12 => "zero_1_2",
+            Complexity::Zero3 => "zero_3",
+            Complexity::ModelParallel => "model_parallel",
+            Complexity::OffloadOptimizer => "offload_optimizer",
+            Complexity::OffloadParams => "offload_params",
+        }
+    }
+
+    /// In words, for the reasons.
+    pub fn words(self) -> &'static str {
+        match self {
+            Complexity::Plain => "no sharding",
+            Complexity::Zero12 => "ZeRO-1/2",
+            Complexity::Zero3 => "ZeRO-3",
+            Complexity::ModelParallel => "TP/PP",
+            Complexity::OffloadOptimizer => "CPU offload of the optimizer",
+            Complexity::OffloadParams => "CPU offload of the parameters",
+        }
+    }
+
+    /// Share a plan of this complexity must save to beat a plain one: the
+    /// ranking compares `billed × (1 + premium)`. Sharding adds launch
+    /// complexity and failure modes; offload runs 3–5× slower and needs host
+    /// RAM, so it wins only when clearly cheaper for the job (optimizer
+    /// offload: about half the bill of the plain plan; parameters too: a third).
+    pub fn premium(self) -> f64 {
+        match self {
+            Complexity::Plain => 0.0,
+            Complexity::Zero12 => 0.15,
+            Complexity::Zero3 => 0.25,
+            Complexity::ModelParallel => 0.35,
+            Complexity::OffloadOptimizer => 1.0,
+            Complexity::OffloadParams => 2.0,
+        }
+    }
+}
+
+/// Premium of running on several GPUs at all (DDP over one card; the seed's
+/// "a gap smaller than a card is not worth sharding"), of each switch that
+/// changes what is computed (8-bit optimizer, precision), and of a global
+/// batch other than the one asked (the learning rate was tuned for it).
+pub const MULTI_GPU_PREMIUM: f64 = 0.10;
+pub const MULTI_MACHINE_PREMIUM: f64 = 0.25;
+pub const INEXACT_PREMIUM: f64 = 0.05;
+pub const GLOBAL_BATCH_PREMIUM: f64 = 0.10;
+
 /// One estimated setup.
 #[derive(Debug, Clone)]
 pub struct MemEntry {
     pub key: MemKey,
-    pub workload: Workload,
     /// None: the estimator refused this setup (e.g. TP not dividing the heads)
     pub mem: Option<MemSummary>,
     pub work: Option<Work>,
     /// switches that change what is computed (method, optimizer, precision,
-    /// quantization) against the user's job: ties prefer fewer
+    /// quantization, global batch) against the user's job
     pub inexact: u8,
+    pub complexity: Complexity,
+    /// sequences per optimizer step (training) as this setup runs it
+    pub global_batch: u64,
+}
+
+/// How a candidate is billed for the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Billing {
+    /// whole months (a monthly-only offer)
+    Monthly,
+    /// hours, at least the offer's minimum term
+    Hourly,
 }
 
 /// A scored candidate (only fitting ones are kept).
@@ -144,22 +269,44 @@ pub struct Scored {
     pub hourly_prorated: bool,
     pub job_hours: Option<f64>,
     pub job_tokens: Option<f64>,
+    /// hourly rate × job hours (monthly prices prorated over 730 h): a secondary figure
     pub job_cost: Option<PriceRange>,
+    /// what the rental bills for the job: whole months of a monthly-only
+    /// offer, or hours (at least the minimum term) of an hourly one
+    pub billed: Option<PriceRange>,
+    pub billing: Billing,
+    pub billed_months: Option<u64>,
+    /// `billed.low × (1 + premiums)`: the ranking key (see [`Complexity::premium`])
+    pub rank_cost: f64,
     pub slowdown: f64,
-    /// the offer lists no RAM but the setup needs host memory
+    /// the offer lists no RAM: the setup's host RAM was checked against
+    /// [`ASSUMED_RAM_GB_PER_GPU`] per GPU
     pub ram_unchecked: bool,
+    /// host RAM one machine needs for offload (DeepSpeed's estimator), bytes
+    pub host_ram: u64,
+    pub peak: PeakKind,
+    pub peak_tflops: f64,
 }
 
 impl Scored {
-    /// Ranking key inside a currency: job cost when there is a job, else monthly price.
+    /// Ranking key inside a currency.
     pub fn cost_key(&self) -> f64 {
-        match (self.job_cost, self.monthly, self.hourly) {
-            (Some(c), _, _) => c.low,
-            (None, Some(m), _) => m.low,
-            (None, None, Some(h)) => h.low * super::pricing::HOURS_PER_MONTH,
-            _ => f64::INFINITY,
-        }
+        self.rank_cost
     }
+
+    /// The bill's low end (what the user pays for the job).
+    pub fn billed_low(&self) -> f64 {
+        self.billed.map(|b| b.low).unwrap_or(f64::INFINITY)
+    }
+}
+
+/// A training model prepared for the fast path, per (method, precision, optimizer).
+struct Prepared {
+    kind: TrainKind,
+    precision: Precision,
+    optimizer: Optimizer,
+    /// None: the estimator refuses this combination
+    model: Option<TrainModel>,
 }
 
 /// The search state: inputs, the memo, the scored candidates.
@@ -171,11 +318,31 @@ pub struct Search<'a> {
     pub time: &'a TimeModel,
     pub job: Job,
     pub allow: Allow,
+    /// the user fixed the parallel layout (`--gpus`, `--zero`, `--tp`, `--pp`,
+    /// `--offload`): only that layout is searched
+    pub pinned: Option<Parallelism>,
+    /// check host RAM against the offers (false for the user's own machine:
+    /// its RAM is not known, the need is reported instead)
+    pub check_ram: bool,
+    /// only keys this accepts are searched
+    pub key_filter: Option<fn(&MemKey) -> bool>,
     pub entries: Vec<MemEntry>,
     index: HashMap<MemKey, u32>,
     /// GPU spec of each offer (None: the offer names an unknown GPU)
     offer_gpu: Vec<Option<usize>>,
+    prepared: Vec<Prepared>,
+    /// the user's training setup with the method forced to full (validation
+    /// of a layout never depends on the method; LoRA rules are checked once
+    /// per prepared model) and batch/accum/checkpointing set per key
+    scratch: Option<TrainSetup>,
+    /// the best fitting candidate of each class (see `keep`)
     pub scored: Vec<Scored>,
+    best: HashMap<(u32, u64, Complexity, bool, bool), usize>,
+    /// fitting candidates seen (kept or not)
+    pub fitting: u64,
+    /// (offer, GPUs) whose only fitting setups were refused for host RAM:
+    /// the smallest host RAM one of them needs per machine, bytes
+    pub ram_refused: HashMap<(u32, u64), u64>,
     /// candidates evaluated (fitting or not)
     pub evaluated: u64,
     /// distinct memory configurations estimated
@@ -197,6 +364,36 @@ fn powers_of_two_upto(n: u64) -> Vec<u64> {
     v
 }
 
+/// Micro-batches to try on `dp` ranks for the asked global batch `gb`
+/// (largest first is not needed: groups go smallest first), with the
+/// accumulation each needs. The global batch is kept exactly: micro ×
+/// accum × dp = gb, the micro-batch at most the user's. When `dp` does not
+/// divide `gb` the smallest global batch above it that divides is used
+/// (a listed change, never silent).
+pub fn micro_batches(gb: u64, dp: u64, user_micro: u64) -> Vec<(u64, u64)> {
+    let dp = dp.max(1);
+    let per_rank = gb.div_ceil(dp).max(1);
+    let cap = user_micro.max(1).min(per_rank);
+    let mut v: Vec<u64> = powers_of_two_upto(cap).into_iter().filter(|m| per_rank.is_multiple_of(*m)).collect();
+    if per_rank.is_multiple_of(cap) && !v.contains(&cap) {
+        v.push(cap);
+    }
+    v.into_iter().map(|m| (m, per_rank / m)).collect()
+}
+
+/// The job as the planner sizes it: the user's `--tokens`/`--hours`, else a
+/// default stated in the output ([`default_job`]).
+pub fn default_job(task: &Task) -> Job {
+    match task {
+        Task::Train(_) => Job::Tokens(DEFAULT_TRAIN_TOKENS),
+        Task::Inference(_) => Job::Hours(HOURS_PER_MONTH),
+    }
+}
+
+/// Training job assumed when none is given: 1B tokens (a few epochs of a
+/// fine-tuning set; the size the examples are quoted at).
+pub const DEFAULT_TRAIN_TOKENS: u64 = 1_000_000_000;
+
 impl<'a> Search<'a> {
     pub fn new(
         model: &'a ModelSpec,
@@ -209,6 +406,10 @@ impl<'a> Search<'a> {
     ) -> Search<'a> {
         let offer_gpu =
             book.offers.iter().map(|o| gpus.iter().position(|g| g.id.eq_ignore_ascii_case(&o.gpu))).collect();
+        let scratch = match &base.task {
+            Task::Train(t) => Some(TrainSetup { kind: TrainKind::Full, ..t.clone() }),
+            Task::Inference(_) => None,
+        };
         Search {
             model,
             base,
@@ -217,10 +418,18 @@ impl<'a> Search<'a> {
             time,
             job,
             allow,
+            pinned: None,
+            check_ram: true,
+            key_filter: None,
             entries: Vec::new(),
             index: HashMap::new(),
             offer_gpu,
+            prepared: Vec::new(),
+            scratch,
             scored: Vec::new(),
+            best: HashMap::new(),
+            fitting: 0,
+            ram_refused: HashMap::new(),
             evaluated: 0,
             estimated: 0,
         }
@@ -237,8 +446,9 @@ impl<'a> Search<'a> {
     /// Build the workload of a key from the user's job.
     pub fn workload_for(&self, key: &MemKey) -> Workload {
         let mut w = self.base.clone();
+        let replicas = key.replicas.max(1);
         w.parallelism = Parallelism {
-            gpus: key.gpus,
+            gpus: key.gpus / replicas,
             tp: key.tp,
             pp: key.pp,
             sharding: key.sharding,
@@ -261,10 +471,67 @@ impl<'a> Search<'a> {
                     s.quant = Some(QuantSpec::int(bits, defaults::GROUP_SIZE, s.weight_dtype_compute()));
                 }
                 s.kv_dtype = k.kv_dtype;
+                // each replica holds its share of the sequences
+                s.concurrency = s.concurrency.div_ceil(replicas).max(1);
+                s.batch = s.batch.min(s.concurrency).max(1);
             }
             _ => {}
         }
         w
+    }
+
+    /// The workload of an entry.
+    pub fn workload_of(&self, mem: u32) -> Workload {
+        self.workload_for(&self.entries[mem as usize].key)
+    }
+
+    /// The prepared training model for a (method, precision, optimizer).
+    fn prepared(&mut self, kind: TrainKind, precision: Precision, optimizer: Optimizer) -> usize {
+        if let Some(i) =
+            self.prepared.iter().position(|p| p.kind == kind && p.precision == precision && p.optimizer == optimizer)
+        {
+            return i;
+        }
+        let model = match &self.base.task {
+            Task::Train(t) => {
+                let setup = TrainSetup { kind, precision, optimizer, ..t.clone() };
+                let one = Parallelism::default();
+                validate::training(self.model, &setup, &one, &self.base.runtime)
+                    .map_err(CoreError::from)
+                    .and_then(|_| TrainModel::new(self.model, &setup))
+                    .ok()
+            }
+            Task::Inference(_) => None,
+        };
+        self.prepared.push(Prepared { kind, precision, optimizer, model });
+        self.prepared.len() - 1
+    }
+
+    /// Memory of a training key on the fast path (None: refused).
+    fn train_memory(&mut self, key: &MemKey, k: &TrainKey) -> Option<(MemSummary, Work)> {
+        let pi = self.prepared(k.kind, k.precision, k.optimizer);
+        let par = Parallelism {
+            gpus: key.gpus,
+            tp: key.tp,
+            pp: key.pp,
+            sharding: key.sharding,
+            fsdp: false,
+            sequence_parallel: false,
+            offload_optimizer: key.offload_optimizer,
+            offload_params: key.offload_params,
+        };
+        let scratch = self.scratch.as_mut()?;
+        scratch.batch = k.micro_batch;
+        scratch.grad_accum = k.grad_accum;
+        scratch.checkpointing = k.checkpointing;
+        scratch.precision = k.precision;
+        scratch.optimizer = k.optimizer;
+        let model = self.prepared[pi].model.as_ref()?;
+        validate::training(self.model, scratch, &par, &self.base.runtime).ok()?;
+        let b = model.evaluate(scratch, &par).ok()?;
+        let m = MemSummary::of_training(&b, model, self.base, key.gpus).ok()?;
+        let w = train_work(self.model, scratch, k.kind, &par, &m);
+        Some((m, Work::Train(w)))
     }
 
     /// Estimate a key once (memoized); returns its entry index.
@@ -272,23 +539,58 @@ impl<'a> Search<'a> {
         if let Some(&i) = self.index.get(&key) {
             return i;
         }
-        let workload = self.workload_for(&key);
-        let ledger = estimate(self.model, &workload);
         self.estimated += 1;
-        let (mem, work) = match ledger.and_then(|l| MemSummary::of(&l)) {
-            Ok(m) => (Some(m), Some(work_of(self.model, &workload, &m))),
-            Err(_) => (None, None),
+        let (mem, work) = match key.train.clone() {
+            Some(k) => match self.train_memory(&key, &k) {
+                Some((m, w)) => (Some(m), Some(w)),
+                None => (None, None),
+            },
+            None => {
+                let workload = self.workload_for(&key);
+                match estimate(self.model, &workload).and_then(|l| MemSummary::of(&l)) {
+                    Ok(m) => (Some(m), Some(work_of(self.model, &workload, &m, key.replicas))),
+                    Err(_) => (None, None),
+                }
+            }
         };
-        let inexact = inexact_count(self.base, &key, self.allow);
+        let (inexact, global_batch) = self.inexact_count(&key);
+        let complexity = Complexity::of(&key);
         let i = self.entries.len() as u32;
-        self.entries.push(MemEntry { key: key.clone(), workload, mem, work, inexact });
+        self.entries.push(MemEntry { key: key.clone(), mem, work, inexact, complexity, global_batch });
         self.index.insert(key, i);
         i
     }
 
+    /// Switches that change what is computed, not counting the method
+    /// changes the user allowed with `--allow` (they accepted those); and
+    /// the global batch the key runs.
+    fn inexact_count(&self, key: &MemKey) -> (u8, u64) {
+        match (&self.base.task, &key.train, &key.infer) {
+            (Task::Train(t), Some(k), _) => {
+                let method = t.kind != k.kind
+                    && !(k.kind == TrainKind::Lora && self.allow.lora)
+                    && !(k.kind == TrainKind::Qlora && self.allow.qlora);
+                let dp = (key.gpus / (key.tp.max(1) * key.pp.max(1))).max(1);
+                let gb = k.micro_batch * k.grad_accum * dp;
+                let asked = global_batch(t, &self.base.parallelism);
+                // fp32 → AMP is the seed's first switch (autocast keeps fp32 weights and
+                // optimizer states): listed as a change, not counted as one that alters the run
+                let precision =
+                    t.precision != k.precision && !(t.precision == Precision::Fp32 && k.precision.is_autocast());
+                let n = method as u8 + (t.optimizer != k.optimizer) as u8 + precision as u8 + (gb != asked) as u8;
+                (n, gb)
+            }
+            (Task::Inference(s), _, Some(k)) if !self.allow.quant => {
+                (k.quant_bits.is_some() as u8 + (s.kv_dtype != k.kv_dtype) as u8, s.concurrency)
+            }
+            (Task::Inference(s), _, _) => (0, s.concurrency),
+            _ => (0, 0),
+        }
+    }
+
     /// The ledger of an entry (re-estimated: used for the few plans shown).
     pub fn ledger(&self, i: u32) -> Result<Ledger, CoreError> {
-        estimate(self.model, &self.entries[i as usize].workload)
+        estimate(self.model, &self.workload_of(i))
     }
 
     /// GPU counts worth trying with `offer`, with the machines each needs.
@@ -351,6 +653,30 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Host RAM one machine needs for an offload setup, after DeepSpeed's own
+    /// estimator (`estimate_zero2_model_states_mem_needs` in
+    /// deepspeed/runtime/zero/stage_1_and_2.py, `estimate_zero3_…` in
+    /// stage3.py; docs: deepspeed.readthedocs.io/en/latest/memory.html): the
+    /// offloaded states (fp32 master, Adam moments, fp32 gradient partition,
+    /// and the 16-bit parameters with parameter offload: 16/18 B per parameter)
+    /// times `additional_buffer_factor` 1.5 (pinned staging buffers), or — without
+    /// ZeRO-3's `zero.Init` — every rank's fp32 copy of the model at load
+    /// time (4 B × parameters × ranks on the machine), whichever is larger.
+    pub fn host_ram_need(&self, e: &MemEntry, m: &MemSummary, gpus: u64, machines: u64) -> u64 {
+        if m.cpu == 0 {
+            return 0;
+        }
+        let machines = machines.max(1);
+        let states = div_ceil(m.cpu, machines) as f64;
+        let full = e.key.train.as_ref().is_some_and(|k| k.kind == TrainKind::Full);
+        let load = if full && e.key.sharding != Sharding::Zero3 {
+            4.0 * m.params_total as f64 * (gpus / machines).max(1) as f64
+        } else {
+            0.0
+        };
+        (states.max(load) * DEEPSPEED_BUFFER_FACTOR).min(u64::MAX as f64) as u64
+    }
+
     /// Score one candidate (the hot loop: arithmetic only).
     #[inline]
     pub fn score(&mut self, mem: u32, offer_i: u32, gpus: u64, machines: u64) -> Option<Scored> {
@@ -358,7 +684,8 @@ impl<'a> Search<'a> {
         let e = &self.entries[mem as usize];
         let m = e.mem?;
         let work = e.work?;
-        let offer = &self.book.offers[offer_i as usize];
+        let book = self.book;
+        let offer = &book.offers[offer_i as usize];
         let gpu = &self.gpus[self.offer_gpu[offer_i as usize]?];
         let capacity = match &offer.slice {
             Some(s) => s.memory_bytes(),
@@ -369,31 +696,46 @@ impl<'a> Search<'a> {
         }
         let fraction = offer.slice.as_ref().map(|s| s.fraction).unwrap_or(1.0);
         let units = offer.units_for(gpus).max(machines);
-        // host RAM for offload: the job's total over its machines, against one machine's RAM
+        // host RAM for offload: DeepSpeed's estimate per machine, against one machine's RAM
         let mut upgrade = None;
         let mut ram_unchecked = false;
         let mut extra_monthly = 0.0;
-        if m.cpu > 0 {
-            let need_gb = div_ceil(m.cpu, machines.max(1)) as f64 / 1e9;
+        let host_ram = self.host_ram_need(e, &m, gpus, machines);
+        if host_ram > 0 {
+            let need_gb = host_ram as f64 / 1e9;
+            let per_node = (gpus / machines.max(1)).max(1) as f64;
             match offer.ram_gb {
-                None => ram_unchecked = true,
-                Some(have) if have * RAM_USABLE >= need_gb => {}
+                _ if !self.check_ram => ram_unchecked = true,
+                None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram_unchecked = true,
+                // an unlisted machine is not assumed to hold more than that
+                None => {
+                    self.refuse_ram(offer_i, gpus, host_ram);
+                    return None;
+                }
+                Some(have) if have >= need_gb => {}
                 Some(_) => {
-                    let up = self
-                        .book
+                    let up = book
                         .upgrades
                         .iter()
                         .enumerate()
                         .filter(|(_, u)| u.provider == offer.provider && u.currency == offer.currency)
                         .filter(|(_, u)| u.offers.is_empty() || u.offers.iter().any(|o| o == &offer.id))
-                        .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r * RAM_USABLE >= need_gb))
-                        .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly))?;
+                        .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r >= need_gb))
+                        .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly));
+                    let Some(up) = up else {
+                        self.refuse_ram(offer_i, gpus, host_ram);
+                        return None;
+                    };
                     upgrade = Some(up.0 as u32);
                     extra_monthly = up.1.monthly;
                 }
             }
         }
-        let dev: Device = self.time.device(gpu, offer.link, fraction, offer.inter_node_gbs);
+        let peak = match work {
+            Work::Train(w) => w.peak,
+            Work::Infer(w) => w.peak,
+        };
+        let dev: Device = self.time.device(gpu, offer.link, fraction, offer.inter_node_gbs, peak);
         let (step, infer, tps, slowdown) = match work {
             Work::Train(mut w) => {
                 w.multi_node = machines > 1;
@@ -410,7 +752,7 @@ impl<'a> Search<'a> {
         let u = units as f64;
         let monthly = offer.monthly.map(|p| p.offset(extra_monthly).scale(u));
         let (hourly, prorated) = match offer.hourly_rate() {
-            Some((h, pr)) => (Some(h.offset(extra_monthly / super::pricing::HOURS_PER_MONTH).scale(u)), pr),
+            Some((h, pr)) => (Some(h.offset(extra_monthly / HOURS_PER_MONTH).scale(u)), pr),
             None => (None, false),
         };
         let (job_hours, job_tokens) = match self.job {
@@ -421,6 +763,16 @@ impl<'a> Search<'a> {
         let job_cost = match (job_hours, hourly) {
             (Some(jh), Some(h)) => Some(h.scale(jh)),
             _ => None,
+        };
+        let (billed, billing, billed_months) = bill(offer, monthly, hourly, prorated, job_hours);
+        let premium = e.complexity.premium()
+            + if gpus > 1 { MULTI_GPU_PREMIUM } else { 0.0 }
+            + if machines > 1 { MULTI_MACHINE_PREMIUM } else { 0.0 }
+            + INEXACT_PREMIUM * e.inexact as f64
+            + if e.inexact > 0 && self.global_batch_changed(e) { GLOBAL_BATCH_PREMIUM } else { 0.0 };
+        let base_cost = match billed {
+            Some(b) => b.low,
+            None => f64::INFINITY,
         };
         Some(Scored {
             mem,
@@ -437,9 +789,73 @@ impl<'a> Search<'a> {
             job_hours,
             job_tokens,
             job_cost,
+            billed,
+            billing,
+            billed_months,
+            rank_cost: base_cost * (1.0 + premium),
             slowdown,
             ram_unchecked,
+            host_ram,
+            peak: dev.peak,
+            peak_tflops: dev.flops / 1e12,
         })
+    }
+
+    /// Keep a fitting candidate if it is the best of its class: per offer,
+    /// GPU count, complexity, and whether it keeps the method and runs the
+    /// job unchanged — every question the paths ask filters on no more than
+    /// these, so the answers are those of keeping all (and a catalogue of
+    /// thousands of offers does not hold millions of candidates).
+    fn keep(&mut self, s: Scored) {
+        self.fitting += 1;
+        let e = &self.entries[s.mem as usize];
+        let class =
+            (s.offer, s.gpus, e.complexity, super::rank::same_method(self, &s), super::rank::is_unchanged(self, &s));
+        match self.best.get(&class) {
+            Some(&i) => {
+                if super::rank::better(self, &s, &self.scored[i]) {
+                    self.scored[i] = s;
+                }
+            }
+            None => {
+                self.best.insert(class, self.scored.len());
+                self.scored.push(s);
+            }
+        }
+    }
+
+    /// Record that a setup fitting the GPUs of (offer, count) was refused for
+    /// host RAM (the smallest need is kept, for the report's note).
+    fn refuse_ram(&mut self, offer: u32, gpus: u64, need: u64) {
+        let slot = self.ram_refused.entry((offer, gpus)).or_insert(u64::MAX);
+        *slot = (*slot).min(need);
+    }
+
+    /// The entry runs another global batch than the one asked.
+    pub fn global_batch_changed(&self, e: &MemEntry) -> bool {
+        match &self.base.task {
+            Task::Train(t) => e.global_batch != global_batch(t, &self.base.parallelism),
+            Task::Inference(_) => false,
+        }
+    }
+
+    /// Layouts to search for `gpus`: all of them, or the user's when pinned.
+    fn layouts_for(&self, gpus: u64) -> Vec<Layout> {
+        let all = layouts(self.model, gpus, self.base);
+        match &self.pinned {
+            None => all,
+            Some(p) => all
+                .into_iter()
+                .filter(|l| {
+                    gpus == p.gpus
+                        && l.tp == p.tp.max(1)
+                        && l.pp == p.pp.max(1)
+                        && l.sharding == p.sharding
+                        && l.offload_optimizer == p.offload_optimizer
+                        && l.offload_params == p.offload_params
+                })
+                .collect(),
+        }
     }
 
     /// Memory keys to try for `gpus` GPUs, grouped: within a group, keys go
@@ -447,8 +863,7 @@ impl<'a> Search<'a> {
     /// smallest member does not fit.
     pub fn key_groups(&self, gpus: u64) -> Vec<Vec<MemKey>> {
         let mut groups = Vec::new();
-        let spec = self.model;
-        let layouts = layouts(spec, gpus, self.base);
+        let layouts = self.layouts_for(gpus);
         match &self.base.task {
             Task::Train(t) => {
                 let gb = global_batch(t, &self.base.parallelism);
@@ -467,17 +882,14 @@ impl<'a> Search<'a> {
                 if matches!(t.optimizer, Optimizer::AdamW) {
                     optimizers.push(Optimizer::AdamW8bit);
                 }
-                let mut micros = powers_of_two_upto(t.batch.max(1));
-                if !micros.contains(&t.batch.max(1)) {
-                    micros.push(t.batch.max(1));
-                }
                 let ckpts = [Checkpointing::Full, Checkpointing::Selective, Checkpointing::None];
-                for &(tp, pp, sharding, off_opt, off_par) in &layouts {
-                    let dp = (gpus / (tp * pp)).max(1);
+                for l in &layouts {
+                    let dp = (gpus / (l.tp * l.pp)).max(1);
+                    let micros = micro_batches(gb, dp, t.batch);
                     for &kind in &kinds {
                         for &precision in &precisions {
                             for &optimizer in &optimizers {
-                                if off_opt != Offload::None && optimizer.is_8bit() {
+                                if l.offload_optimizer != Offload::None && optimizer.is_8bit() {
                                     continue; // DeepSpeed CPU-Adam replaces the optimizer
                                 }
                                 if kind != TrainKind::Full && kind != t.kind {
@@ -486,21 +898,21 @@ impl<'a> Search<'a> {
                                     if optimizer != t.optimizer {
                                         continue;
                                     }
-                                    if off_opt != Offload::None && off_par == Offload::None {
+                                    if l.offload_optimizer != Offload::None && l.offload_params == Offload::None {
                                         continue;
                                     }
                                 }
                                 let mut g = Vec::new();
-                                for &micro in &micros {
+                                for &(micro, accum) in &micros {
                                     for &ck in &ckpts {
-                                        let accum = gb.div_ceil(micro * dp).max(1);
                                         g.push(MemKey {
                                             gpus,
-                                            tp,
-                                            pp,
-                                            sharding,
-                                            offload_optimizer: off_opt,
-                                            offload_params: off_par,
+                                            tp: l.tp,
+                                            pp: l.pp,
+                                            replicas: 1,
+                                            sharding: l.sharding,
+                                            offload_optimizer: l.offload_optimizer,
+                                            offload_params: l.offload_params,
                                             train: Some(TrainKey {
                                                 kind,
                                                 precision,
@@ -529,14 +941,19 @@ impl<'a> Search<'a> {
                         kvs.push(DType::F8);
                     }
                 }
-                for &(tp, pp, _, _, _) in &layouts {
+                for l in &layouts {
+                    let replicas = (gpus / (l.tp * l.pp)).max(1);
+                    if replicas > s.concurrency.max(1) {
+                        continue; // a replica without a sequence serves nothing
+                    }
                     let mut g = Vec::new();
                     for &q in quants.iter().rev() {
                         for &kv in kvs.iter().rev() {
                             g.push(MemKey {
                                 gpus,
-                                tp,
-                                pp,
+                                tp: l.tp,
+                                pp: l.pp,
+                                replicas,
                                 sharding: Sharding::None,
                                 offload_optimizer: Offload::None,
                                 offload_params: Offload::None,
@@ -613,11 +1030,15 @@ impl<'a> Search<'a> {
                 })
                 .max()
                 .unwrap_or(0);
-            for group in self.key_groups(n) {
+            for mut group in self.key_groups(n) {
+                if let Some(f) = self.key_filter {
+                    group.retain(f);
+                }
                 // memory never falls as checkpointing relaxes (full → selective → none)
                 // or the micro-batch grows: once a member is too big for every card,
                 // skip what can only be bigger
                 let mut skip_micro: Option<u64> = None;
+                let mut usable: Vec<(u32, u64)> = Vec::new();
                 for key in group {
                     let micro = key.train.as_ref().map(|t| (t.micro_batch, t.checkpointing));
                     if let (Some(m), Some((km, _))) = (skip_micro, micro) {
@@ -625,14 +1046,11 @@ impl<'a> Search<'a> {
                             continue;
                         }
                     }
-                    let usable: Vec<(u32, u64)> = offers
-                        .iter()
-                        .copied()
-                        .filter(|&(oi, machines)| {
-                            let o = &self.book.offers[oi as usize];
-                            self.offer_gpu(oi).is_some_and(|g| self.allowed(&key, o, g, machines))
-                        })
-                        .collect();
+                    usable.clear();
+                    usable.extend(offers.iter().copied().filter(|&(oi, machines)| {
+                        let o = &self.book.offers[oi as usize];
+                        self.offer_gpu(oi).is_some_and(|g| self.allowed(&key, o, g, machines))
+                    }));
                     if usable.is_empty() {
                         continue;
                     }
@@ -651,9 +1069,9 @@ impl<'a> Search<'a> {
                             }
                         }
                     }
-                    for (oi, machines) in usable {
+                    for &(oi, machines) in &usable {
                         if let Some(s) = self.score(i, oi, n, machines) {
-                            self.scored.push(s);
+                            self.keep(s);
                         }
                     }
                 }
@@ -662,90 +1080,60 @@ impl<'a> Search<'a> {
     }
 }
 
+/// Host RAM assumed per GPU when an offer does not list its machine's RAM:
+/// 64 GB, as the seed's one listed single-card machine (A100 40G, 64 GB).
+/// An offload plan needing more is refused; one needing less says the
+/// figure was assumed.
+pub const ASSUMED_RAM_GB_PER_GPU: f64 = 64.0;
+
+/// DeepSpeed's `additional_buffer_factor` in its host-RAM estimators (1.5).
+pub const DEEPSPEED_BUFFER_FACTOR: f64 = 1.5;
+
+/// What the job bills on `offer`: whole months of a monthly-only offer,
+/// hours (at least the minimum term) where an hourly rate is listed —
+/// whichever is cheaper when both are. Without a job length, a month.
+fn bill(
+    offer: &Offer,
+    monthly: Option<PriceRange>,
+    hourly: Option<PriceRange>,
+    prorated: bool,
+    job_hours: Option<f64>,
+) -> (Option<PriceRange>, Billing, Option<u64>) {
+    let hours = job_hours.unwrap_or(HOURS_PER_MONTH);
+    let months = if hours.is_finite() { (hours / HOURS_PER_MONTH).ceil().max(1.0) } else { f64::INFINITY };
+    let by_month = monthly.map(|m| m.scale(months));
+    let by_hour = match (hourly, prorated) {
+        (Some(h), false) => Some(h.scale(hours.max(offer.min_hours.unwrap_or(1.0)))),
+        _ => None,
+    };
+    let as_months = |m: PriceRange| (Some(m), Billing::Monthly, Some(months.min(u64::MAX as f64) as u64));
+    match (by_month, by_hour) {
+        (Some(m), Some(h)) if m.low < h.low => as_months(m),
+        (_, Some(h)) => (Some(h), Billing::Hourly, None),
+        (Some(m), None) => as_months(m),
+        (None, None) => (None, Billing::Monthly, None),
+    }
+}
+
 /// Hardware-independent work of a setup (FLOPs, bytes to communicate and
 /// to offload per optimizer step): see [`super::time`] for the sources.
-pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary) -> Work {
-    let l = spec.num_layers as f64;
-    let h = spec.hidden_size as f64;
-    let n_act = m.params_active as f64;
+pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) -> Work {
     match &w.task {
-        Task::Train(t) => {
-            let s = t.seq as f64;
-            let attn = 12.0 * l * h * s;
-            let lora = t.kind != TrainKind::Full;
-            let model_flops = if lora { 4.0 * n_act } else { 6.0 * n_act } + attn;
-            let recompute = match t.checkpointing {
-                Checkpointing::None => 0.0,
-                Checkpointing::Selective => 4.0 * l * h * s,
-                Checkpointing::Full => 2.0 * n_act + 4.0 * l * h * s,
-            };
-            let par = &w.parallelism;
-            let dp = par.dp() as f64;
-            let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
-            let psi_t = m.params_trainable as f64 / mp;
-            let psi = m.params_total as f64 / mp;
-            let gb = if lora {
-                if t.lora.adapter_fp32 {
-                    4.0
-                } else {
-                    2.0
-                }
-            } else {
-                t.precision.weight_dtype().bytes_f64()
-            };
-            let wb = match t.kind {
-                TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
-                TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
-                TrainKind::Qlora => 0.5,
-            };
-            let k = t.grad_accum.max(1) as f64;
-            let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
-            let dp_bytes = match par.sharding {
-                Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
-                Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
-                Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
-            };
-            let tp = par.tp.max(1) as f64;
-            let act_b = t.precision.compute_dtype().bytes_f64();
-            let tp_bytes = if tp > 1.0 {
-                let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
-                let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
-                k * per_micro * 2.0 * (tp - 1.0) / tp * recompute_factor
-            } else {
-                0.0
-            };
-            let mut offload_bytes = 0.0;
-            let mut cpu_params = 0.0;
-            if par.offload_optimizer != Offload::None {
-                offload_bytes += psi_t * (gb + 2.0) / dp;
-                cpu_params = m.params_trainable as f64;
-            }
-            if par.offload_params != Offload::None {
-                offload_bytes += k * 2.0 * psi * wb / dp;
-            }
-            Work::Train(TrainWork {
-                flops_per_token: model_flops + recompute,
-                model_flops_per_token: model_flops,
-                tokens_per_step: t.batch as f64 * k * dp * s,
-                tokens_per_micro: t.batch as f64 * s,
-                micro_steps: k,
-                dp_bytes_per_step: dp_bytes,
-                zero3: par.sharding == Sharding::Zero3,
-                tp_bytes_per_step: tp_bytes,
-                offload_bytes_per_step: offload_bytes,
-                cpu_params_per_step: cpu_params,
-                pp: par.pp.max(1) as f64,
-                qlora: t.kind == TrainKind::Qlora,
-                multi_node: false,
-                gpus: par.gpus.max(1) as f64,
-            })
-        }
+        Task::Train(t) => Work::Train(train_work(spec, t, t.kind, &w.parallelism, m)),
         Task::Inference(s) => {
+            let l = spec.num_layers as f64;
+            let h = spec.hidden_size as f64;
+            let n_act = m.params_active as f64;
             let ctx = s.context as f64;
-            let prefill = (2.0 * n_act + 4.0 * l * h * ctx) * s.batch as f64 * ctx;
+            let prefill = (2.0 * n_act + 2.0 * l * h * ctx) * s.batch as f64 * ctx;
+            let peak = if s.weight_dtype_compute().bits() <= 8 { PeakKind::Fp8 } else { PeakKind::Bf16 };
             Work::Infer(InferWork {
                 bytes_per_step: (m.weights + m.kv) as f64,
                 concurrency: s.concurrency as f64,
+                replicas: replicas.max(1) as f64,
+                // half the context on average over a generation
+                decode_flops_per_token: 2.0 * n_act + 2.0 * l * h * ctx,
+                peak,
                 prefill_flops: prefill,
                 tp: w.parallelism.tp.max(1) as f64,
                 pp: w.parallelism.pp.max(1) as f64,
@@ -755,31 +1143,102 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary) -> Work {
     }
 }
 
-/// Switches that change what is computed, not counting the method changes
-/// the user allowed with `--allow` (they accepted those).
-fn inexact_count(base: &Workload, key: &MemKey, allow: Allow) -> u8 {
-    match (&base.task, &key.train, &key.infer) {
-        (Task::Train(t), Some(k), _) => {
-            let method = t.kind != k.kind
-                && !(k.kind == TrainKind::Lora && allow.lora)
-                && !(k.kind == TrainKind::Qlora && allow.qlora);
-            method as u8 + (t.optimizer != k.optimizer) as u8 + (t.precision != k.precision) as u8
+/// The training work of `t` (method `kind`) under `par`.
+pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Parallelism, m: &MemSummary) -> TrainWork {
+    let l = spec.num_layers as f64;
+    let h = spec.hidden_size as f64;
+    let n_act = m.params_active as f64;
+    let s = t.seq as f64;
+    // causal attention: QKᵀ and AV over half the s × s scores on average (flash
+    // kernels skip the masked blocks): 2·2·L·h·s/2 per token forward, ×3 with backward
+    let attn = 6.0 * l * h * s;
+    let lora = kind != TrainKind::Full;
+    let model_flops = if lora { 4.0 * n_act } else { 6.0 * n_act } + attn;
+    let recompute = match t.checkpointing {
+        Checkpointing::None => 0.0,
+        Checkpointing::Selective => 2.0 * l * h * s,
+        Checkpointing::Full => 2.0 * n_act + 2.0 * l * h * s,
+    };
+    let dp = par.dp() as f64;
+    let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
+    let psi_t = m.params_trainable as f64 / mp;
+    let psi = m.params_total as f64 / mp;
+    let gb = if lora {
+        if t.lora.adapter_fp32 {
+            4.0
+        } else {
+            2.0
         }
-        (Task::Inference(s), _, Some(k)) if !allow.quant => {
-            k.quant_bits.is_some() as u8 + (s.kv_dtype != k.kv_dtype) as u8
-        }
-        _ => 0,
+    } else {
+        t.precision.weight_dtype().bytes_f64()
+    };
+    let wb = match kind {
+        TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
+        TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
+        TrainKind::Qlora => 0.5,
+    };
+    let k = t.grad_accum.max(1) as f64;
+    let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
+    let dp_bytes = match par.sharding {
+        Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
+        Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
+        Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
+    };
+    let tp = par.tp.max(1) as f64;
+    let act_b = t.precision.compute_dtype().bytes_f64();
+    let tp_bytes = if tp > 1.0 {
+        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
+        let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
+        k * per_micro * 2.0 * (tp - 1.0) / tp * recompute_factor
+    } else {
+        0.0
+    };
+    let mut offload_bytes = 0.0;
+    let mut cpu_params = 0.0;
+    if par.offload_optimizer != Offload::None {
+        offload_bytes += psi_t * (gb + 2.0) / dp;
+        cpu_params = m.params_trainable as f64;
+    }
+    if par.offload_params != Offload::None {
+        offload_bytes += k * 2.0 * psi * wb / dp;
+    }
+    let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
+    TrainWork {
+        flops_per_token: model_flops + recompute,
+        model_flops_per_token: model_flops,
+        tokens_per_step: t.batch as f64 * k * dp * s,
+        tokens_per_micro: t.batch as f64 * s,
+        micro_steps: k,
+        dp_bytes_per_step: dp_bytes,
+        zero3: par.sharding == Sharding::Zero3,
+        tp_bytes_per_step: tp_bytes,
+        offload_bytes_per_step: offload_bytes,
+        cpu_params_per_step: cpu_params,
+        pp: par.pp.max(1) as f64,
+        qlora: kind == TrainKind::Qlora,
+        multi_node: false,
+        gpus: par.gpus.max(1) as f64,
+        peak,
     }
 }
 
-/// Share of a machine's RAM usable for offloaded state (the OS, data
-/// loaders and pinned buffers take the rest).
-pub const RAM_USABLE: f64 = 0.85;
+/// One parallel layout of a GPU count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub tp: u64,
+    pub pp: u64,
+    pub sharding: Sharding,
+    pub offload_optimizer: Offload,
+    pub offload_params: Offload,
+}
 
-/// (tp, pp, sharding, offload optimizer, offload params) layouts for `gpus`.
-pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<(u64, u64, Sharding, Offload, Offload)> {
+/// Layouts for `gpus`. Inference: every tp × pp whose product divides the
+/// count, the rest as replicas (each serves its share of the sequences).
+pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<Layout> {
     let mut v = Vec::new();
     let train = matches!(base.task, Task::Train(_));
+    let plain =
+        |tp, pp, sharding| Layout { tp, pp, sharding, offload_optimizer: Offload::None, offload_params: Offload::None };
     for tp in powers_of_two_upto(gpus.min(8)) {
         if !spec.num_heads.is_multiple_of(tp) {
             continue;
@@ -790,10 +1249,7 @@ pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<(u64, u64, S
             }
             let dp = gpus / (tp * pp);
             if !train {
-                // inference: replicas do not lower per-GPU memory; the split is tp × pp
-                if dp == 1 {
-                    v.push((tp, pp, Sharding::None, Offload::None, Offload::None));
-                }
+                v.push(plain(tp, pp, Sharding::None));
                 continue;
             }
             if dp > 1 {
@@ -806,15 +1262,19 @@ pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<(u64, u64, S
                     &[Sharding::None, Sharding::Zero1, Sharding::Zero2, Sharding::Zero3]
                 };
                 for &z in stages {
-                    v.push((tp, pp, z, Offload::None, Offload::None));
+                    v.push(plain(tp, pp, z));
                 }
             } else {
-                v.push((tp, pp, Sharding::None, Offload::None, Offload::None));
+                v.push(plain(tp, pp, Sharding::None));
             }
             if tp == 1 && pp == 1 {
-                v.push((tp, pp, Sharding::Zero2, Offload::Cpu, Offload::None));
-                v.push((tp, pp, Sharding::Zero3, Offload::Cpu, Offload::None));
-                v.push((tp, pp, Sharding::Zero3, Offload::Cpu, Offload::Cpu));
+                for (z, o, p) in [
+                    (Sharding::Zero2, Offload::Cpu, Offload::None),
+                    (Sharding::Zero3, Offload::Cpu, Offload::None),
+                    (Sharding::Zero3, Offload::Cpu, Offload::Cpu),
+                ] {
+                    v.push(Layout { tp, pp, sharding: z, offload_optimizer: o, offload_params: p });
+                }
             }
         }
     }

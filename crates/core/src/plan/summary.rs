@@ -61,6 +61,8 @@ pub struct SetupSummary {
     pub tp: u64,
     pub pp: u64,
     pub dp: u64,
+    /// inference: independent model copies (each tp × pp GPUs) sharing the sequences
+    pub replicas: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
@@ -85,6 +87,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         tp: p.tp,
         pp: p.pp,
         dp,
+        replicas: 1,
         sharding: Sharding::None,
         offload_optimizer: Offload::None,
         offload_params: Offload::None,
@@ -122,7 +125,16 @@ pub enum Switch {
     Precision(Precision),
     Optimizer(Optimizer),
     Checkpointing(Checkpointing),
-    MicroBatch { micro_batch: u64, grad_accum: u64 },
+    MicroBatch {
+        micro_batch: u64,
+        grad_accum: u64,
+    },
+    /// the global batch the plan runs differs from the one asked (its ranks
+    /// cannot split the asked batch): learning rate and schedule need rescaling
+    GlobalBatch {
+        asked: u64,
+        runs: u64,
+    },
     Weights(String),
     KvDtype(DType),
     OffloadOptimizer(Offload),
@@ -139,6 +151,10 @@ impl fmt::Display for Switch {
             Switch::MicroBatch { micro_batch, grad_accum } => {
                 write!(f, "micro-batch {micro_batch} × accum {grad_accum}")
             }
+            Switch::GlobalBatch { asked, runs } => write!(
+                f,
+                "global batch {asked} → {runs} (the ranks cannot split {asked} sequences: rescale the learning rate and schedule)"
+            ),
             Switch::Weights(w) => write!(f, "weights {w}"),
             Switch::KvDtype(d) => write!(f, "kv {d}"),
             Switch::OffloadOptimizer(o) => write!(f, "offload optimizer → {}", o.key()),
@@ -169,12 +185,15 @@ pub fn switches(base: &Workload, w: &Workload) -> Vec<Switch> {
     if a.micro_batch != b.micro_batch && b.method.is_training() {
         v.push(Switch::MicroBatch { micro_batch: b.micro_batch, grad_accum: b.grad_accum });
     }
+    if a.global_batch != b.global_batch && b.method.is_training() {
+        v.push(Switch::GlobalBatch { asked: a.global_batch, runs: b.global_batch });
+    }
     v.extend(changed(a.weights.clone(), b.weights.clone()).map(Switch::Weights));
     v.extend(changed(a.kv_dtype, b.kv_dtype).map(Switch::KvDtype));
-    if b.offload_optimizer.is_some() {
+    if b.offload_optimizer.is_some() && b.offload_optimizer != a.offload_optimizer {
         v.push(Switch::OffloadOptimizer(b.offload_optimizer));
     }
-    if b.offload_params.is_some() {
+    if b.offload_params.is_some() && b.offload_params != a.offload_params {
         v.push(Switch::OffloadParams(b.offload_params));
     }
     v

@@ -18,6 +18,8 @@ fn gpu(id: &str, mib: u64, tf: f64, nvlink: bool) -> GpuSpec {
         memory_gb: mib as f64 / 1024.0,
         bandwidth_gbs: 1000.0,
         bf16_tflops: tf,
+        tf32_tflops: None,
+        fp32_tflops: None,
         fp8_tflops: None,
         nvlink_gbs: if nvlink { Some(600.0) } else { None },
         pcie_gen: 4,
@@ -45,6 +47,7 @@ fn offer(id: &str, g: &str, per: u64, max: u64, nvlink: bool, price: f64) -> Off
         network_mbps: None,
         monthly: Some(PriceRange { low: price, high: price * 1.5 }),
         hourly: None,
+        min_hours: None,
         currency: "XTS".into(),
         flags: vec![],
         source: "test".into(),
@@ -80,6 +83,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         job,
         top: 50,
         time: TimeModel::default(),
+        key_filter: None,
     }
 }
 
@@ -101,7 +105,7 @@ fn figures_come_from_the_estimator() {
 fn tp_never_over_pcie_and_slices_never_shared() {
     let (m, w, g) = (model(), train(4), gpus());
     let mut slice = offer("slice", "g48", 1, 1, false, 1.0);
-    slice.slice = Some(Slice { fraction: 0.5, label: "1/2".into(), memory_mib: 2048 });
+    slice.slice = Some(Slice { fraction: 0.5, label: "1/2".into(), memory_mib: 2048, mig: false });
     let book = PriceBook {
         offers: vec![offer("pcie8", "g8", 1, 8, false, 10.0), offer("nv16", "g16", 8, 8, true, 100.0), slice],
         discounts: vec![],
@@ -140,8 +144,9 @@ proptest! {
             prop_assert!(row.fits && row.per_gpu_bytes <= row.gpu_memory_bytes);
         }
         for pair in r.ranked.windows(2) {
-            // costs within ~0.5 % rank as equal (then exactness, bill, speed decide)
-            prop_assert!(pair[0].monthly.unwrap().low <= pair[1].monthly.unwrap().low * 1.006);
+            // bills (with the premium of each moving part) within ~0.5 % rank as equal
+            // (then simplicity, exactness, bill, speed decide)
+            prop_assert!(pair[0].rank_cost <= pair[1].rank_cost * 1.006);
         }
         if let Some(rec) = &r.recommended {
             prop_assert!(rec.fits);
@@ -176,7 +181,7 @@ proptest! {
         more.offers.push(offer("x", "extra", 1, 4, false, price));
         let a = plan(&request(&m, &w, &g, &base, Job::None)).unwrap();
         let b = plan(&request(&m, &w, &g, &more, Job::None)).unwrap();
-        let cheapest = |r: &PlanReport| r.ranked.first().and_then(|x| x.monthly).map(|p| p.low).unwrap_or(f64::INFINITY);
+        let cheapest = |r: &PlanReport| r.ranked.first().map(|x| x.rank_cost).unwrap_or(f64::INFINITY);
         prop_assert!(cheapest(&b) <= cheapest(&a) + 1e-9);
     }
 }
@@ -290,7 +295,7 @@ fn recommendation_uses_the_first_currency_that_has_a_fit() {
     let (m, w, g) = (model(), train(2), gpus());
     // the first currency's only offer is too small; the second one fits
     let mut tiny = offer("tiny", "g8", 1, 1, false, 1.0);
-    tiny.slice = Some(Slice { fraction: 0.1, label: "1/10".into(), memory_mib: 512 });
+    tiny.slice = Some(Slice { fraction: 0.1, label: "1/10".into(), memory_mib: 512, mig: false });
     let mut usd = offer("usd", "g48", 1, 1, false, 3.0);
     usd.currency = "USD".into();
     let book = PriceBook { offers: vec![tiny, usd], discounts: vec![], upgrades: vec![] };
@@ -355,8 +360,118 @@ fn zero_2_3_with_pipeline_parallelism_never_proposed() {
         ..Workload::default()
     };
     for g in [2, 4, 8, 16] {
-        for (tp, pp, z, _, _) in search::layouts(&m, g, &w) {
-            assert!(pp == 1 || z.stage() <= 1, "{g} GPUs: tp {tp} pp {pp} {z:?}");
+        for l in search::layouts(&m, g, &w) {
+            assert!(l.pp == 1 || l.sharding.stage() <= 1, "{g} GPUs: {l:?}");
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The search's allocation-free training path (`TrainModel::evaluate` per
+    /// setup) gives exactly the figures of `estimate()`, refusals included.
+    #[test]
+    fn fast_path_agrees_with_estimate(
+        kind in 0usize..3, precision in 0usize..6, optimizer in 0usize..7, ckpt in 0usize..3,
+        micro in 1u64..9, accum in 1u64..5, dp_log in 0u32..3, tp_log in 0u32..2, pp_log in 0u32..3,
+        stage in 0u8..4, off in 0usize..3, seq_log in 8u32..13, first_step in any::<bool>(),
+    ) {
+        use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
+        use crate::plan::search::{MemKey, MemSummary, TrainKey};
+        let m = model();
+        let base = Workload {
+            task: crate::workload::Task::Train(TrainSetup {
+                seq: 1 << seq_log,
+                first_step,
+                ..TrainSetup::default()
+            }),
+            ..Workload::default()
+        };
+        let g = gpus();
+        let book = PriceBook::default();
+        let tm = TimeModel::default();
+        let mut s = Search::new(&m, &base, &g, &book, &tm, Job::None, Allow { lora: true, qlora: true, quant: false });
+        let (off_opt, off_par) = [(Offload::None, Offload::None), (Offload::Cpu, Offload::None), (Offload::Cpu, Offload::Cpu)][off];
+        let key = MemKey {
+            gpus: 1 << (dp_log + tp_log + pp_log),
+            tp: 1 << tp_log,
+            pp: 1 << pp_log,
+            replicas: 1,
+            sharding: crate::workload::Sharding::from_stage(stage).unwrap(),
+            offload_optimizer: off_opt,
+            offload_params: off_par,
+            train: Some(TrainKey {
+                kind: [TrainKind::Full, TrainKind::Lora, TrainKind::Qlora][kind],
+                precision: Precision::ALL[precision],
+                optimizer: Optimizer::ALL[optimizer],
+                checkpointing: [Checkpointing::None, Checkpointing::Selective, Checkpointing::Full][ckpt],
+                micro_batch: micro,
+                grad_accum: accum,
+            }),
+            infer: None,
+        };
+        let i = s.entry(key.clone());
+        let fast = s.entries[i as usize].mem;
+        let slow = crate::estimate(&m, &s.workload_for(&key)).and_then(|l| MemSummary::of(&l)).ok();
+        prop_assert_eq!(fast, slow, "{:?}", key);
+    }
+}
+
+/// The fast path on a grid: most setups are valid (so the property above
+/// compares numbers, not refusals) and every one matches `estimate()`.
+#[test]
+fn fast_path_grid_matches_estimate() {
+    use crate::plan::search::{MemKey, MemSummary, TrainKey};
+    use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
+    let m = model();
+    let base = Workload {
+        task: crate::workload::Task::Train(TrainSetup { seq: 1024, ..TrainSetup::default() }),
+        ..Workload::default()
+    };
+    let (g, book, tm) = (gpus(), PriceBook::default(), TimeModel::default());
+    let mut s = Search::new(&m, &base, &g, &book, &tm, Job::None, Allow { lora: true, qlora: true, quant: false });
+    let (mut valid, mut all) = (0, 0);
+    for kind in [TrainKind::Full, TrainKind::Lora, TrainKind::Qlora] {
+        for precision in [Precision::MixedBf16, Precision::AmpBf16, Precision::Fp32] {
+            for optimizer in [Optimizer::AdamW, Optimizer::AdamW8bit, Optimizer::Sgd] {
+                for (gpus, tp, pp, stage, o, p) in [
+                    (1, 1, 1, 0, Offload::None, Offload::None),
+                    (4, 1, 1, 2, Offload::None, Offload::None),
+                    (8, 1, 1, 3, Offload::None, Offload::None),
+                    (2, 1, 1, 2, Offload::Cpu, Offload::None),
+                    (1, 1, 1, 3, Offload::Cpu, Offload::Cpu),
+                    (8, 2, 2, 1, Offload::None, Offload::None),
+                ] {
+                    for ck in [Checkpointing::None, Checkpointing::Full] {
+                        let key = MemKey {
+                            gpus,
+                            tp,
+                            pp,
+                            replicas: 1,
+                            sharding: Sharding::from_stage(stage).unwrap(),
+                            offload_optimizer: o,
+                            offload_params: p,
+                            train: Some(TrainKey {
+                                kind,
+                                precision,
+                                optimizer,
+                                checkpointing: ck,
+                                micro_batch: 2,
+                                grad_accum: 4,
+                            }),
+                            infer: None,
+                        };
+                        let i = s.entry(key.clone());
+                        let fast = s.entries[i as usize].mem;
+                        let slow = crate::estimate(&m, &s.workload_for(&key)).and_then(|l| MemSummary::of(&l)).ok();
+                        assert_eq!(fast, slow, "{key:?}");
+                        all += 1;
+                        valid += fast.is_some() as u32;
+                    }
+                }
+            }
+        }
+    }
+    assert!(valid * 10 >= all * 9, "{valid} of {all} setups valid");
 }

@@ -20,7 +20,7 @@
 //! so tokens/s = concurrency / (bytes per GPU / (bandwidth × efficiency));
 //! prefill is bound by FLOPs (2·N per token + attention).
 
-use crate::hardware::{GpuSpec, Link};
+use crate::hardware::{GpuSpec, Link, PeakKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -31,12 +31,12 @@ use std::collections::BTreeMap;
 /// (MosaicML/Databricks blog figures); consumer and older cards lower.
 /// Unconfirmed for any particular model: override with `mfu`.
 pub const DEFAULT_MFU: &[(&str, f64)] = &[
-    ("ampere", 0.45),
-    ("hopper", 0.40),
-    ("blackwell", 0.35),
-    ("ada", 0.40),
-    ("volta", 0.35),
-    ("turing", 0.30),
+    ("ampere", 0.55),
+    ("hopper", 0.45),
+    ("blackwell", 0.40),
+    ("ada", 0.65),
+    ("volta", 0.45),
+    ("turing", 0.35),
     ("cdna3", 0.30),
 ];
 /// MFU for an architecture not in the table.
@@ -81,7 +81,7 @@ pub const DEFAULT_CPU_CORES: u64 = 16;
 
 /// QLoRA's NF4 dequantisation in every forward/backward costs throughput:
 /// bitsandbytes 4-bit matmuls run at ~0.7 of 16-bit ones (heuristic).
-pub const QLORA_SPEED: f64 = 0.7;
+pub const QLORA_SPEED: f64 = 0.85;
 
 /// Share of memory bandwidth a decode step achieves (vLLM reaches 70–85 %).
 pub const DECODE_BW_EFFICIENCY: f64 = 0.8;
@@ -129,8 +129,10 @@ impl Default for TimeModel {
 /// One GPU as the time model sees it (a slice scales compute and bandwidth).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Device {
-    /// dense 16-bit FLOP/s
+    /// dense FLOP/s at `peak` (a card without that rate: the next slower one it has)
     pub flops: f64,
+    /// which peak `flops` is
+    pub peak: PeakKind,
     pub mfu: f64,
     /// memory bandwidth, bytes/s
     pub mem_bw: f64,
@@ -153,14 +155,24 @@ impl TimeModel {
             .unwrap_or(self.fallback_mfu)
     }
 
-    /// The device figures for `gpu` on a machine with `link` (a slice takes `fraction` of it).
-    pub fn device(&self, gpu: &GpuSpec, link: Link, fraction: f64, inter_node_gbs: Option<f64>) -> Device {
+    /// The device figures for `gpu` on a machine with `link` (a slice takes
+    /// `fraction` of it), computing at the `peak` rate the precision runs at.
+    pub fn device(
+        &self,
+        gpu: &GpuSpec,
+        link: Link,
+        fraction: f64,
+        inter_node_gbs: Option<f64>,
+        peak: PeakKind,
+    ) -> Device {
         let intra = match (link, gpu.nvlink_gbs) {
             (Link::Nvlink, Some(nv)) => nv / 2.0 * self.nvlink_efficiency,
             _ => pcie_gbs(gpu.pcie_gen),
         };
+        let (peak, tflops) = gpu.peak_tflops(peak);
         Device {
-            flops: gpu.bf16_tflops * 1e12 * fraction,
+            flops: tflops * 1e12 * fraction,
+            peak,
             mfu: self.mfu_for(gpu),
             mem_bw: gpu.bandwidth_gbs * 1e9 * fraction,
             intra_bw: intra * 1e9,
@@ -206,6 +218,8 @@ pub struct TrainWork {
     /// job spans more than one machine
     pub multi_node: bool,
     pub gpus: f64,
+    /// the peak rate the precision computes at (fp32 without TF32, or 16-bit tensor cores)
+    pub peak: PeakKind,
 }
 
 /// Seconds per optimizer step, split so the output can say where time goes.
@@ -269,8 +283,13 @@ impl TimeModel {
 pub struct InferWork {
     /// bytes one GPU reads per decode step (its weights + its KV cache)
     pub bytes_per_step: f64,
-    /// sequences decoded together
+    /// sequences one replica decodes together
     pub concurrency: f64,
+    /// independent copies of the model (each tp × pp GPUs), sharing the sequences
+    pub replicas: f64,
+    /// FLOPs of one decoded token, whole model (2·N active + attention over the context)
+    pub decode_flops_per_token: f64,
+    pub peak: PeakKind,
     /// FLOPs of one prefill of `batch × context` tokens, whole model
     pub prefill_flops: f64,
     pub tp: f64,
@@ -290,8 +309,12 @@ pub struct InferTime {
 impl TimeModel {
     pub fn infer(&self, w: &InferWork, dev: &Device) -> InferTime {
         let read = w.bytes_per_step / (dev.mem_bw * self.decode_bw_efficiency);
+        // a large batch turns a decode step compute-bound: every sequence's token
+        // costs its FLOPs, split over the TP ranks of a stage
+        let compute =
+            w.concurrency * w.decode_flops_per_token / w.pp.max(1.0) / (w.tp.max(1.0) * dev.flops * self.prefill_mfu);
         // pipeline stages run one after another for a decode step
-        let mut step = read * w.pp.max(1.0);
+        let mut step = read.max(compute) * w.pp.max(1.0);
         if w.tp > 1.0 {
             let lat = if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S };
             step += 2.0 * w.layers * lat;
@@ -299,7 +322,7 @@ impl TimeModel {
         let prefill = w.prefill_flops / (w.tp.max(1.0) * dev.flops * self.prefill_mfu);
         InferTime {
             decode_step_s: step,
-            decode_tokens_per_s: if step > 0.0 { w.concurrency / step } else { 0.0 },
+            decode_tokens_per_s: if step > 0.0 { w.replicas.max(1.0) * w.concurrency / step } else { 0.0 },
             prefill_s: prefill,
         }
     }
@@ -318,6 +341,8 @@ mod tests {
             memory_gb: 80.0,
             bandwidth_gbs: 2039.0,
             bf16_tflops: 312.0,
+            tf32_tflops: None,
+            fp32_tflops: None,
             fp8_tflops: None,
             nvlink_gbs: Some(600.0),
             pcie_gen: 4,
@@ -332,7 +357,7 @@ mod tests {
     #[test]
     fn compute_bound_step_by_hand() {
         let tm = TimeModel::default();
-        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None);
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
         // NVLink 600 GB/s aggregate → 300 per direction × 0.75 = 225 GB/s
         assert!((dev.intra_bw - 225e9).abs() < 1.0);
         let w = TrainWork {
@@ -350,10 +375,11 @@ mod tests {
             qlora: false,
             multi_node: false,
             gpus: 8.0,
+            peak: PeakKind::Bf16,
         };
         let t = tm.train_step(&w, &dev, None);
-        // ideal: 6e9 × 16384 / (8 × 312e12 × 0.45) = 9.8304e13 / 1.1232e15 = 0.087521 s
-        assert!((t.ideal_s - 0.087521).abs() < 1e-6, "{}", t.ideal_s);
+        // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
+        assert!((t.ideal_s - 0.071608).abs() < 1e-6, "{}", t.ideal_s);
         // micro-batch efficiency 2048 / 2560 = 0.8 → slowdown 1.25
         assert!((t.slowdown() - 1.25).abs() < 1e-9);
     }
@@ -363,7 +389,7 @@ mod tests {
         let tm = TimeModel::default();
         let mut g = a100();
         g.nvlink_gbs = None;
-        let dev = tm.device(&g, Link::Nvlink, 1.0, None);
+        let dev = tm.device(&g, Link::Nvlink, 1.0, None, PeakKind::Bf16);
         assert_eq!(dev.link, Link::Pcie);
         assert_eq!(dev.intra_bw, 25e9);
         let w = TrainWork {
@@ -381,6 +407,7 @@ mod tests {
             qlora: false,
             multi_node: false,
             gpus: 1.0,
+            peak: PeakKind::Bf16,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam
@@ -391,9 +418,18 @@ mod tests {
     #[test]
     fn decode_is_bandwidth_bound() {
         let tm = TimeModel::default();
-        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None);
-        let w =
-            InferWork { bytes_per_step: 13.0e9, concurrency: 1.0, prefill_flops: 0.0, tp: 1.0, pp: 1.0, layers: 32.0 };
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let w = InferWork {
+            bytes_per_step: 13.0e9,
+            concurrency: 1.0,
+            replicas: 1.0,
+            decode_flops_per_token: 13.0e9,
+            peak: PeakKind::Bf16,
+            prefill_flops: 0.0,
+            tp: 1.0,
+            pp: 1.0,
+            layers: 32.0,
+        };
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
         assert!((t.decode_tokens_per_s - 125.48).abs() < 0.1, "{}", t.decode_tokens_per_s);
@@ -402,7 +438,7 @@ mod tests {
     #[test]
     fn mfu_override_by_id_wins() {
         let mut tm = TimeModel::default();
-        assert_eq!(tm.mfu_for(&a100()), 0.45);
+        assert_eq!(tm.mfu_for(&a100()), 0.55);
         tm.mfu.insert("a100-80gb-sxm".into(), 0.5);
         assert_eq!(tm.mfu_for(&a100()), 0.5);
     }

@@ -92,6 +92,10 @@ impl ModelStates {
     }
 }
 
+/// DeepSpeed's default `reduce_bucket_size` (elements), the size of each ZeRO
+/// gradient reduce bucket (deepspeed/runtime/zero/config.py).
+pub const ZERO_REDUCE_BUCKET_ELEMS: u64 = 500_000_000;
+
 /// Precomputed per-model figures for training estimates.
 #[derive(Debug, Clone)]
 pub struct TrainProfile {
@@ -281,6 +285,13 @@ impl TrainProfile {
         }
         if dp > 1 && stage >= 2 {
             grads = div_ceil(grads, dp);
+        }
+        if stage >= 2 && par.offload_optimizer != Offload::None {
+            // ZeRO-Offload: gradients stream through the reduce buckets to the pinned CPU
+            // partition as they are produced; only the buckets stay on the GPU (DeepSpeed
+            // stage_1_and_2.py `backward`: `ipg_buffer`, 2 × reduce_bucket_size elements
+            // with overlap_comm; Ren et al. 2021 §4)
+            grads = grads.min(product("gradient buckets", &[2, ZERO_REDUCE_BUCKET_ELEMS, self.grad_bytes])?);
         }
         let mut gathered = 0;
         if stage >= 3 && dp > 1 {

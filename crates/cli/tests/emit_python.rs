@@ -1,0 +1,89 @@
+//! Emitted launch configs loaded by the tools themselves: DeepSpeed's
+//! `DeepSpeedConfig` at the plan's world size, accelerate's `ClusterConfig`
+//! (`calibration/harness/check_emit.py`). Runs when a `python3` with
+//! `deepspeed` and `accelerate` is present; otherwise it says it skipped
+//! (the checks in crates/report/src/emit.rs still run).
+
+mod common;
+use common::run;
+
+fn python_has_tools() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import deepspeed, accelerate"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn emitted_configs_load_in_deepspeed_and_accelerate() {
+    if !python_has_tools() {
+        eprintln!("skipped: no python3 with deepspeed and accelerate (pip install deepspeed accelerate)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vramfit-emit-python-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plans: [(&str, &[&str]); 4] = [
+        (
+            "7b_full",
+            &[
+                "plan",
+                "llama-2-7b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--grad-accum",
+                "8",
+                "--tokens",
+                "1B",
+            ],
+        ),
+        (
+            "13b_full",
+            &[
+                "plan",
+                "llama-2-13b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--batch",
+                "4",
+                "--grad-accum",
+                "16",
+                "--tokens",
+                "1B",
+            ],
+        ),
+        ("7b_lora_amp", &["plan", "llama-2-7b", "--task", "lora", "--tokens", "1B"]),
+        (
+            "70b_offload",
+            &[
+                "plan",
+                "llama-2-70b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--grad-accum",
+                "64",
+                "--tokens",
+                "1B",
+            ],
+        ),
+    ];
+    for (name, args) in plans {
+        let v = common::json(&[args, &["--json"]].concat(), 0);
+        let dp = v["recommended"]["setup"]["dp"].as_u64().unwrap();
+        let (ds, _) = run(&[args, &["--emit", "deepspeed"]].concat(), 0);
+        std::fs::write(dir.join(format!("ds_{name}_ws{dp}.json")), ds).unwrap();
+        let (acc, _) = run(&[args, &["--emit", "accelerate"]].concat(), 0);
+        std::fs::write(dir.join(format!("accelerate_{name}.yaml")), acc).unwrap();
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../calibration/harness/check_emit.py");
+    let out = std::process::Command::new("python3").arg(script).arg(&dir).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("ok ").count(), 8, "{text}");
+}
