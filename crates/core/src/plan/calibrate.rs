@@ -106,7 +106,8 @@ pub fn serve_tokens_per_s(c: &ServeCase, tm: &TimeModel) -> Result<f64, CoreErro
     let n = layout.active()? as f64;
     let tp = c.tp.max(1);
     let weights = n * c.weight_dtype.bytes_f64() / tp as f64;
-    let kv_tok = kv_geometry(&c.model, c.kv_dtype, tp, 1)?.bytes_per_token as f64;
+    // recurrent state (hybrid models) is kept in the 16-bit compute dtype
+    let kv_tok = kv_geometry(&c.model, c.kv_dtype, crate::dtype::DType::BF16, tp, 1)?.bytes_per_token as f64;
     let seq = (c.input_len + c.output_len) as f64;
     let free = (c.gpu.memory_bytes() as f64 - weights) * c.kv_fraction;
     let batch = (free / (kv_tok * seq)).floor().clamp(1.0, c.max_batch.max(1) as f64);
