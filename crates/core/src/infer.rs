@@ -303,3 +303,131 @@ pub fn capacity(
         explain,
     })
 }
+
+/// A serving engine's start-up on one card (vLLM's memory profiling).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingSetup {
+    /// `gpu_memory_utilization`: the fraction of the CUDA-reported capacity the engine may use
+    pub gpu_util: f64,
+    /// the card's capacity as CUDA reports it (nvidia-smi total − driver reservation)
+    pub cuda_capacity_bytes: u64,
+    /// tokens of the profiling forward (`max_num_batched_tokens`)
+    pub max_num_batched_tokens: u64,
+    /// sequences in the profiling run: rows the sampler sees (`max_num_seqs`)
+    pub max_num_seqs: u64,
+}
+
+/// Bytes per sampled row per vocabulary entry live at the sampler's peak in
+/// vLLM's profiling run, which samples with top-p 0.99 and top-k vocab − 1:
+/// the compute-dtype logits (2) and their fp32 copy (4), `logits.sort()`'s
+/// values (4) and int64 indices (8), the int64 index sequence the sort permutes
+/// (8) and CUB's radix-sort double buffers (4 + 8) — `_apply_top_k_top_p` in
+/// `vllm/model_executor/layers/sampler.py`, `at::native::sort` on CUDA.
+pub const SAMPLER_SORT_BYTES: u64 = 38;
+
+/// What a serving engine sizes at start-up, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingProfile {
+    pub budget_bytes: u64,
+    pub weights_bytes: u64,
+    /// the forward of `max_num_batched_tokens` tokens: its largest working set
+    pub forward_bytes: u64,
+    /// the sampler on `max_num_seqs` rows (+ the batch's hidden states still referenced)
+    pub sampler_bytes: u64,
+    /// max(forward, sampler): what the engine logs as its activation peak
+    pub activation_peak_bytes: u64,
+    /// outside the PyTorch allocator: context and kernel images, workspaces, NCCL, custom all-reduce
+    pub non_torch_bytes: u64,
+    pub kv_pool_bytes: u64,
+    pub block_bytes: u64,
+    pub kv_blocks: u64,
+    pub explain: Explanation,
+}
+
+/// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
+/// buffer with its signal/metadata region and the 8 MiB rank-data buffer
+/// (`CustomAllreduce(max_size=8192 * 1024)`).
+pub const CUSTOM_ALLREDUCE_BYTES: u64 = 2 * 8 * crate::units::MIB + crate::units::MIB;
+
+/// The NCCL communicators a vLLM worker holds at TP > 1: the world process
+/// group (its warm-up all-reduce creates it), the TP group's device group, and
+/// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`).
+pub fn serving_communicators(tp: u64) -> Vec<crate::runtime::Communicator> {
+    if tp < 2 {
+        return Vec::new();
+    }
+    ["world group", "tensor-parallel group", "PyNccl (tensor parallel)"]
+        .into_iter()
+        .map(|role| crate::runtime::Communicator { role, ranks: tp })
+        .collect()
+}
+
+/// The start-up memory of a vLLM-style engine on one GPU: weights, the
+/// profiling run's activation peak, non-torch memory, and the KV pool sized
+/// from `gpu_util × CUDA capacity`.
+pub fn serving_profile(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    s: &ServingSetup,
+) -> Result<ServingProfile, CoreError> {
+    if !(s.gpu_util > 0.0 && s.gpu_util <= 1.0) {
+        return Err(CoreError::invalid("gpu-util", format!("{} is not in (0, 1]", s.gpu_util)));
+    }
+    validate::inference(spec, setup, par, rt)?;
+    let layout = ParamLayout::of(spec)?;
+    let (tp, pp) = (par.tp, par.pp);
+    let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
+    let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let act_b = setup.weight_dtype_compute().bytes()?;
+    let tokens = s.max_num_batched_tokens.max(1);
+    let h = spec.hidden_size;
+    // forward: the residual and the normed input, and inside the MLP its fused
+    // gate/up output and the activation's output (3 × I/tp per token for gated MLPs)
+    let width = div_ceil(mlp_width(spec), tp);
+    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
+    let forward = product("profiling forward", &[tokens, 2 * h + mlp_cols, act_b])?;
+    let rows = s.max_num_seqs.min(tokens).max(1);
+    let sampler = crate::units::add(
+        "sampler",
+        product("sampler", &[rows, spec.vocab_size, SAMPLER_SORT_BYTES])?,
+        product("hidden states", &[tokens, h, act_b])?,
+    )?;
+    let activation = forward.max(sampler);
+    let comms = serving_communicators(tp);
+    let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
+    let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
+    let non_torch = crate::units::sum("non-torch", &[rt.cuda_context_bytes, rt.workspace_bytes, nccl, custom_ar])?;
+    let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
+    let used = crate::units::sum("serving start-up", &[w.per_gpu, activation, non_torch])?;
+    let kv_pool = budget.saturating_sub(used);
+    let kv = kv_geometry(spec, setup.kv_dtype, tp, pp)?;
+    let block_bytes = product("kv block", &[kv.bytes_per_token, setup.block_size])?;
+    let kv_blocks = kv_pool.checked_div(block_bytes).unwrap_or(0);
+    let explain = Explanation::new(
+        "kv pool = util × CUDA capacity − (weights + max(forward, sampler) + non-torch); blocks = kv pool ÷ block bytes",
+    )
+    .term("util", s.gpu_util)
+    .term("CUDA capacity", s.cuda_capacity_bytes)
+    .term("budget", budget)
+    .term("weights", w.per_gpu)
+    .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
+    .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
+    .term("non-torch (context + workspaces + NCCL + custom all-reduce)", non_torch)
+    .term("kv pool", kv_pool)
+    .term("block bytes", block_bytes)
+    .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
+    Ok(ServingProfile {
+        budget_bytes: budget,
+        weights_bytes: w.per_gpu,
+        forward_bytes: forward,
+        sampler_bytes: sampler,
+        activation_peak_bytes: activation,
+        non_torch_bytes: non_torch,
+        kv_pool_bytes: kv_pool,
+        block_bytes,
+        kv_blocks,
+        explain,
+    })
+}

@@ -176,6 +176,7 @@ impl WorkloadArgs {
             cuda_context_bytes,
             workspace_bytes: workspace,
             margin: self.margin.unwrap_or(defaults.margin),
+            ..defaults
         })
     }
 
@@ -202,6 +203,7 @@ impl WorkloadArgs {
             context: self.context.unwrap_or(defaults::CONTEXT),
             logits_fp32: self.logits_fp32,
             block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
+            ..InferenceSetup::default()
         })
     }
 

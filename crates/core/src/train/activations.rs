@@ -30,7 +30,7 @@ use crate::error::CoreError;
 use crate::hf;
 use crate::model::{MlpKind, ModelSpec, NormKind, Positional};
 use crate::units::{div_ceil, mul, sum};
-use crate::workload::{AttentionImpl, Checkpointing, Precision, TrainKind, TrainSetup};
+use crate::workload::{AttentionImpl, Checkpointing, LossPath, Precision, TrainKind, TrainSetup};
 
 /// Calibrated: extra bytes per q-width element per token per layer under
 /// autocast over an fp32 stream with rotary embeddings (TinyLlama amp-bf16,
@@ -54,10 +54,17 @@ pub struct ActProfile {
     pub layer_input: u64,
     /// per token outside the layers (final norm, embedding dropout mask)
     pub ends: u64,
-    /// bytes per token per vocab entry of the saved log-softmax
+    /// bytes per token per vocab entry kept through backward by the loss path
+    /// (the saved log-softmax, and the logits themselves where the loop keeps them)
     pub logits_saved: u64,
-    /// bytes per token per vocab entry at the start of backward (grads of log-softmax and logits)
+    /// bytes per vocab entry of one gradient row at the start of the loss backward
+    /// (gradients of log-softmax and logits); rows: [`loss_grad_rows`]
     pub logits_grad: u64,
+    /// bytes per token kept by a fused loss instead of logits (the gradient of the
+    /// head's input, computed in forward)
+    pub loss_saved_per_token: u64,
+    /// the loss path these figures are for
+    pub loss: LossPath,
     /// 16-bit weight casts kept by autocast, layers part (params × 2 B) — multiply by per-GPU params
     pub weight_copy_bytes: u64,
     /// the model's stream is fp32 (fp32 / amp over fp32 weights)
@@ -164,7 +171,7 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     let rep = replicated(spec, &saves, attn.inputs, mlp.inputs) + if hidden_drop { 2 * spec.hidden_size } else { 0 };
     let core = attention_core(spec, setup, &saves, attn.out, autocast);
     let ends = ends(spec, &saves) + if hidden_drop { spec.hidden_size } else { 0 };
-    let logits = if setup.logits_fp32 { 4 } else { act };
+    let (logits_saved, logits_grad, loss_saved_per_token) = loss_bytes(setup.loss, act, spec.hidden_size);
     Ok(ActProfile {
         layer_rep: rep,
         layer_split: core.split + mlp_bytes(spec, &saves, mlp.down),
@@ -173,11 +180,52 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         kv_heads: spec.num_kv_heads,
         layer_input: stream * spec.hidden_size,
         ends,
-        logits_saved: logits,
-        logits_grad: 2 * logits,
+        logits_saved,
+        logits_grad,
+        loss_saved_per_token,
+        loss: setup.loss,
         weight_copy_bytes: if autocast { 2 } else { 0 },
         fp32_stream,
     })
+}
+
+/// What the loss path keeps per token per vocab entry, what one gradient row
+/// costs per vocab entry at the start of its backward, and what a fused loss
+/// keeps per token instead of logits (`act` = compute bytes).
+///
+/// * `Fp32` (transformers, torchtitan): fp32 log-softmax saved (4 B); gradients
+///   of log-softmax and logits in fp32 (2 × 4 B) — measured, shared/calibration group C.
+/// * `Compute`: the same in the compute dtype (act; 2 × act).
+/// * `Chunked` (torchtune): every chunk's fp32 log-softmax is saved (4 B); one
+///   chunk's fp32 gradients and its compute-dtype gradient (4 + 4 + act B) at a time.
+/// * `ChunkedTokens` (LitGPT, no upcast): the logit chunks are kept in a list (act)
+///   beside their saved log-softmax (act); one chunk's gradients (2 × act).
+/// * `Fused` (Liger, cut-cross-entropy): nothing vocabulary-sized is kept; the
+///   gradient of the head's input is computed in forward and kept (hidden × act per
+///   token); one chunk of fp32 logits and its gradient in compute dtype (4 + act B).
+pub fn loss_bytes(loss: LossPath, act: u64, hidden: u64) -> (u64, u64, u64) {
+    match loss {
+        LossPath::Fp32 => (4, 8, 0),
+        LossPath::Compute => (act, 2 * act, 0),
+        LossPath::Chunked { .. } => (4, 8 + act, 0),
+        LossPath::ChunkedTokens { .. } => (2 * act, 2 * act, 0),
+        LossPath::Fused => (0, 4 + act, hidden * act),
+    }
+}
+
+/// Rows of the loss gradient live at once at the start of its backward, for
+/// `tokens` tokens (per micro-batch on this GPU).
+pub fn loss_grad_rows(loss: LossPath, tokens: u64, hidden: u64, vocab: u64) -> u64 {
+    match loss {
+        LossPath::Fp32 | LossPath::Compute => tokens,
+        LossPath::Chunked { chunks } => tokens.div_ceil(chunks.max(1)),
+        LossPath::ChunkedTokens { tokens: t } => tokens.min(t.max(1)),
+        // Liger: chunk rows = next_power_of_2(ceil(BT / ceil(V / H)))
+        LossPath::Fused => {
+            let per = vocab.div_ceil(hidden.max(1)).max(1);
+            tokens.div_ceil(per).max(1).checked_next_power_of_two().unwrap_or(tokens).min(tokens)
+        }
+    }
 }
 
 /// Per token per layer, not split by TP: the norms (with the inputs of the

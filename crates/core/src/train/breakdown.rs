@@ -8,7 +8,7 @@
 //! sum; the ledger (`super::ledger`) prints exactly the lines of the winning
 //! moment, so its tensor total is the peak by construction.
 
-use super::activations::{act_profile, layer_bytes_per_token, ActProfile};
+use super::activations::{act_profile, layer_bytes_per_token, loss_grad_rows, ActProfile};
 use super::profile::{ModelStates, TrainProfile};
 use crate::error::CoreError;
 use crate::ledger::Phase;
@@ -26,6 +26,7 @@ pub struct TrainModel {
     pub profile: TrainProfile,
     pub act: ActProfile,
     pub vocab: u64,
+    pub hidden: u64,
     pub heads: u64,
     pub kv_heads: u64,
     pub compute_bytes: u64,
@@ -134,6 +135,7 @@ impl TrainModel {
             profile,
             act,
             vocab: spec.vocab_size,
+            hidden: spec.hidden_size,
             heads: spec.num_heads,
             kv_heads: spec.num_kv_heads,
             compute_bytes: setup.precision.compute_dtype().bytes()?,
@@ -230,8 +232,13 @@ impl TrainModel {
         let layers_one = product("activations", &[tokens, self.profile.layers.div_ceil(pp), kept])?;
         let ends = mul("activations", tokens, if sp { div_ceil(ap.ends, tp) } else { ap.ends })?;
         let vocab = div_ceil(self.vocab, tp);
-        let logits_saved = product("logits", &[tokens, vocab, ap.logits_saved])?;
-        let logits_grad = product("logits", &[tokens, vocab, ap.logits_grad])?;
+        let logits_saved = add(
+            "logits",
+            product("logits", &[tokens, vocab, ap.logits_saved])?,
+            mul("logits", tokens, ap.loss_saved_per_token)?,
+        )?;
+        let rows = loss_grad_rows(ap.loss, tokens, self.hidden, self.vocab);
+        let logits_grad = product("logits", &[rows, vocab, ap.logits_grad])?;
         let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
         if pp == 1 {
             return Ok(all);

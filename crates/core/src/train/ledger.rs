@@ -162,8 +162,8 @@ impl Lines<'_> {
                     .term("trainable per GPU", s.trainable_per_gpu)
                     .term("states", s.optimizer)
                     .term("sharding", self.shard_note("optimizer states", 1)),
-                if setup.optimizer == Optimizer::PagedAdamW8bit {
-                    "paged: CUDA unified memory, evicted to host RAM under pressure (counted as resident)"
+                if setup.optimizer.is_paged() {
+                    "paged: CUDA managed memory (bitsandbytes get_paged), outside the PyTorch allocator: not in max_memory_allocated(), evicted to host RAM under pressure (counted as resident on the card)"
                 } else if self.offloaded() {
                     "offloaded: held in host RAM / NVMe, 0 on the GPU"
                 } else {
@@ -178,6 +178,7 @@ impl Lines<'_> {
         let sb = self.model.profile.state_bytes;
         match self.setup.optimizer {
             Optimizer::AdamW => format!("trainable × 2 states × {sb} B (exp_avg, exp_avg_sq)"),
+            Optimizer::PagedAdamW => "trainable × 2 states × 4 B (bitsandbytes 32-bit states are fp32)".to_string(),
             Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => {
                 "trainable × 2 × (1 B + 4 B absmax / 256) (bitsandbytes blockwise 8-bit)".to_string()
             }

@@ -1,6 +1,7 @@
 //! Serving or batch inference: what is run and with which dtypes.
 
 use super::defaults;
+use super::Engine;
 use crate::dtype::DType;
 use crate::quant::QuantSpec;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,11 @@ pub struct InferenceSetup {
     pub logits_fp32: bool,
     /// paged KV block size in tokens (vLLM default 16)
     pub block_size: u64,
+    /// the engine serving the model (its start-up sizing: [`super::Engine::serving`])
+    pub engine: Engine,
+    /// with a quantization: the output head is quantized too (LitGPT's
+    /// bitsandbytes precision replaces every `nn.Linear`)
+    pub quantize_lm_head: bool,
 }
 
 impl Default for InferenceSetup {
@@ -36,6 +42,8 @@ impl Default for InferenceSetup {
             context: defaults::CONTEXT,
             logits_fp32: false,
             block_size: defaults::BLOCK_SIZE,
+            engine: Engine::Transformers,
+            quantize_lm_head: false,
         }
     }
 }

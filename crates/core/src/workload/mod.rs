@@ -6,6 +6,7 @@
 //! other way round).
 
 pub mod defaults;
+mod engine;
 mod inference;
 pub mod limits;
 mod parallel;
@@ -14,7 +15,11 @@ pub mod validate;
 
 pub use inference::InferenceSetup;
 pub use parallel::{Offload, Parallelism, Sharding};
-pub use training::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainSetup};
+pub use engine::{Engine, ServingDefaults};
+pub use training::{
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, TrainKind,
+    TrainSetup,
+};
 pub use validate::{validate, Field, WorkloadError};
 
 use crate::runtime::RuntimeSetup;
