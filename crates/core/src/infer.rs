@@ -398,7 +398,9 @@ pub fn serving_profile(
     let comms = serving_communicators(tp);
     let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
     let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
-    let non_torch = crate::units::sum("non-torch", &[rt.cuda_context_bytes, rt.workspace_bytes, nccl, custom_ar])?;
+    let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
+    let base = setup.engine.serving().and_then(|d| d.non_torch_tp1).unwrap_or(runtime_base);
+    let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
     let used = crate::units::sum("serving start-up", &[w.per_gpu, activation, non_torch])?;
     let kv_pool = budget.saturating_sub(used);
@@ -414,7 +416,8 @@ pub fn serving_profile(
     .term("weights", w.per_gpu)
     .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
     .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
-    .term("non-torch (context + workspaces + NCCL + custom all-reduce)", non_torch)
+    .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
+    .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
     .term("kv pool", kv_pool)
     .term("block bytes", block_bytes)
     .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");

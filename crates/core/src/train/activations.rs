@@ -28,6 +28,7 @@
 use super::profile::TrainProfile;
 use crate::error::CoreError;
 use crate::hf;
+use crate::dtype::DType;
 use crate::model::{MlpKind, ModelSpec, NormKind, Positional};
 use crate::units::{div_ceil, mul, sum};
 use crate::workload::{AttentionImpl, Checkpointing, LossPath, Precision, TrainKind, TrainSetup};
@@ -78,6 +79,7 @@ pub struct ActProfile {
 /// elements, so the per-token sums stay far below 2^64; the products with
 /// tokens, layers and sequence length are checked where they are formed
 /// (`super::breakdown`, [`layer_bytes_per_token`]).
+#[derive(Clone, Copy)]
 struct Saves<'a> {
     /// bytes of an activation (the compute dtype; 4 over an fp32 stream without autocast)
     act: u64,
@@ -93,6 +95,11 @@ struct Saves<'a> {
     dropout: bool,
     lora_modules: &'a [String],
     hidden: u64,
+    /// bitsandbytes QLoRA: every quantized linear keeps its input for backward
+    /// (`MatMul4Bit.forward` sets `ctx.tensors = (A, B)` whenever the input needs a gradient)
+    quant_keeps_input: bool,
+    /// the output head is quantized (LitGPT) and, under bitsandbytes, keeps its input
+    head_quantized: bool,
 }
 
 impl Saves<'_> {
@@ -105,14 +112,20 @@ impl Saves<'_> {
         if self.full {
             return self.act * width;
         }
+        // a bitsandbytes 4-bit base keeps the (shared) input itself
+        let base = if self.quant_keeps_input && !consumers.is_empty() { self.act * width } else { 0 };
         let n = consumers.iter().filter(|c| self.adapted(c)).count() as u64;
-        if n == 0 {
+        let adapters = if n == 0 {
             0
         } else if self.dropout || self.copy_per_adapter {
             n * (self.adapter_input + u64::from(self.dropout)) * width
+        } else if base > 0 {
+            // the adapters read the very tensor the base keeps
+            0
         } else {
             self.adapter_input * width
-        }
+        };
+        base + adapters
     }
 
     /// One norm, including the linear-input site it feeds.
@@ -137,16 +150,23 @@ impl Saves<'_> {
 /// Sizes needed per token.
 pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) -> Result<ActProfile, CoreError> {
     let p = setup.precision;
+    // PEFT `prepare_model_for_kbit_training` casts the embeddings (and norms) to
+    // fp32: the residual stream is fp32 from the first layer on, and bitsandbytes
+    // `Linear4bit` returns its output in its input's dtype (`out.to(inp_dtype)`),
+    // so the layers' activations are fp32 too (the attention kernel gets 16-bit copies)
+    let kbit_fp32 = setup.kind == TrainKind::Qlora && setup.kbit_prep;
     let stream = match setup.kind {
         TrainKind::Full => p.weight_dtype(),
         TrainKind::Lora => setup.lora_base_dtype(),
+        TrainKind::Qlora if kbit_fp32 => DType::F32,
         TrainKind::Qlora => p.compute_dtype(),
     }
     .bytes()?;
     let fp32_stream = stream == 4;
-    // autocast is a no-op over a 16-bit stream
-    let autocast = p.is_autocast() && fp32_stream;
-    let act = if fp32_stream && !p.is_autocast() { 4 } else { p.compute_dtype().bytes()? };
+    // autocast is a no-op over a 16-bit stream; a quantized base is not cast
+    let autocast = p.is_autocast() && fp32_stream && setup.kind != TrainKind::Qlora;
+    let act = if fp32_stream && (kbit_fp32 || !p.is_autocast()) { 4 } else { p.compute_dtype().bytes()? };
+    let attn_act = if kbit_fp32 { p.compute_dtype().bytes()? } else { act };
     // What an adapted linear keeps of its input. PEFT casts x to the adapter
     // dtype (fp32) before lora_dropout and lora_A; under autocast lora_A then
     // casts it back to 16-bit. So each adapter keeps its own copy: 16-bit under
@@ -163,13 +183,15 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         dropout: setup.lora.dropout > 0.0,
         lora_modules: &prof.lora_modules,
         hidden: spec.hidden_size,
+        quant_keeps_input: setup.kind == TrainKind::Qlora && setup.engine.qlora_is_bitsandbytes(),
+        head_quantized: setup.kind == TrainKind::Qlora && setup.qlora_quantize_lm_head,
     };
     let names = hf::names(spec.family);
     let attn = names.attention(spec.attention);
     let mlp = if spec.moe_layers() > 0 { names.expert(spec.mlp) } else { names.mlp(spec.mlp) };
     let hidden_drop = spec.hidden_dropout > 0.0;
     let rep = replicated(spec, &saves, attn.inputs, mlp.inputs) + if hidden_drop { 2 * spec.hidden_size } else { 0 };
-    let core = attention_core(spec, setup, &saves, attn.out, autocast);
+    let core = attention_core(spec, setup, &Saves { act: attn_act, ..saves }, attn.out, autocast);
     let ends = ends(spec, &saves) + if hidden_drop { spec.hidden_size } else { 0 };
     let (logits_saved, logits_grad, loss_saved_per_token) = loss_bytes(setup.loss, act, spec.hidden_size);
     Ok(ActProfile {
@@ -320,7 +342,9 @@ fn mlp_bytes(spec: &ModelSpec, saves: &Saves, down: &str) -> u64 {
 /// Outside the layers: the final norm (+ the head's input when the head trains).
 fn ends(spec: &ModelSpec, saves: &Saves) -> u64 {
     let (h, a) = (spec.hidden_size, saves.act);
-    let head_trains = saves.full || saves.adapted(hf::names(spec.family).lm_head);
+    let head_trains = saves.full
+        || saves.adapted(hf::names(spec.family).lm_head)
+        || (saves.head_quantized && saves.quant_keeps_input);
     match spec.norm {
         NormKind::RmsNorm => {
             4 * h + 4 + if head_trains { (if saves.fp32_stream { 4 * h } else { a * h }) + a * h } else { 0 }

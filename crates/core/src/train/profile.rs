@@ -65,6 +65,9 @@ pub(crate) struct GroupInfo {
 pub struct ModelStates {
     /// parameters resident on the GPU (storage dtype; ZeRO-3 shard), adapters included
     pub weights: u64,
+    /// of `weights`: what PEFT's fp32 casts of the non-quantized parameters added
+    /// (`prepare_model_for_kbit_training`; 0 otherwise)
+    pub fp32_casts: u64,
     /// of `weights`: the LoRA adapters (0 for a full fine-tune)
     pub adapters: u64,
     /// fp32 master copy (mixed precision)
@@ -272,6 +275,7 @@ impl TrainProfile {
         let stage = par.sharding.stage();
         let t = self.trainable_per_gpu(tp, pp)?;
         let base = self.per_gpu("weights per GPU", tp, pp, |g| g.base_bytes)?;
+        let mut fp32_casts = self.per_gpu("fp32 casts per GPU", tp, pp, |g| g.fp32_extra)?;
         let lora = self.kind != TrainKind::Full;
         // weights on the GPU: the base (frozen or trainable) + adapters
         let mut adapters = if lora { mul("adapters per GPU", t, self.adapter_bytes)? } else { 0 };
@@ -306,6 +310,7 @@ impl TrainProfile {
         if stage >= 3 && dp > 1 {
             weights = div_ceil(weights, dp);
             adapters = div_ceil(adapters, dp);
+            fp32_casts = div_ceil(fp32_casts, dp);
             // the running layer and the prefetched next one, gathered in the weight dtype
             let w_b = self.base_dtype.bytes()?;
             gathered = product("gathered parameters", &[2, div_ceil(self.layer_params, tp), w_b])?;
@@ -340,9 +345,11 @@ impl TrainProfile {
             }
             weights = 0;
             adapters = 0;
+            fp32_casts = 0;
         }
         Ok(ModelStates {
             weights,
+            fp32_casts,
             adapters,
             master,
             gradients: grads,

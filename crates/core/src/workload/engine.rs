@@ -50,7 +50,16 @@ pub struct ServingDefaults {
     pub sampled_rows_only: bool,
     /// CUDA graphs are captured after the KV pool is sized (memory outside the budget)
     pub cuda_graphs: bool,
+    /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
+    /// the engine's own log gives it (else the runtime's context + workspaces)
+    pub non_torch_tp1: Option<u64>,
 }
+
+/// vLLM's non-torch memory of a TP-1 server on an H100: "non_torch_memory 1.79GiB"
+/// (vLLM PR #10511, V0, Llama-3-8B): the CUDA context, the kernel images its
+/// profiling run loads, and the allocator cache that this accounting still counted
+/// (device used − torch allocated; PR #11809 later subtracted reserved instead).
+pub const VLLM_NON_TORCH: u64 = 1_921_997_865;
 
 impl Engine {
     pub const ALL: [Engine; 8] = [
@@ -112,6 +121,13 @@ impl Engine {
         matches!(self, Engine::Transformers | Engine::Deepspeed | Engine::Fsdp)
     }
 
+    /// QLoRA's 4-bit base is bitsandbytes (`Linear4bit`, whose `MatMul4Bit` keeps
+    /// each linear's input for backward); torchtune quantizes with torchao's
+    /// `NF4Tensor`, whose `linear_nf4` keeps only the weight.
+    pub fn qlora_is_bitsandbytes(self) -> bool {
+        self != Engine::Torchtune
+    }
+
     /// bitsandbytes quantizes the output head too. transformers skips `lm_head`
     /// (`get_keys_to_not_convert` / `llm_int8_skip_modules`); Lightning's
     /// `BitsandbytesPrecision` (LitGPT) replaces every `nn.Linear`, the head included.
@@ -136,12 +152,14 @@ impl Engine {
                 max_num_seqs: 256,
                 sampled_rows_only: true,
                 cuda_graphs: true,
+                non_torch_tp1: Some(VLLM_NON_TORCH),
             }),
             Engine::Sglang => Some(ServingDefaults {
                 max_num_batched_tokens: 8192,
                 max_num_seqs: 256,
                 sampled_rows_only: true,
                 cuda_graphs: true,
+                non_torch_tp1: None,
             }),
             _ => None,
         }

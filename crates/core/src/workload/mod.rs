@@ -15,7 +15,7 @@ pub mod validate;
 
 pub use inference::InferenceSetup;
 pub use parallel::{Offload, Parallelism, Sharding};
-pub use engine::{Engine, ServingDefaults};
+pub use engine::{Engine, ServingDefaults, VLLM_NON_TORCH};
 pub use training::{
     AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, TrainKind,
     TrainSetup,
