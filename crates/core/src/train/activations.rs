@@ -53,6 +53,10 @@ pub struct ActProfile {
     pub kv_heads: u64,
     /// per token per layer kept under full checkpointing (the layer input)
     pub layer_input: u64,
+    /// per token per layer kept under torchtitan's per-op selective checkpointing
+    /// beyond the layer input: every other matmul output and attention's output +
+    /// logsumexp (split by TP)
+    pub layer_ops: u64,
     /// per token outside the layers (final norm, embedding dropout mask)
     pub ends: u64,
     /// bytes per token per vocab entry kept through backward by the loss path
@@ -201,6 +205,7 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         layer_kv: core.kv,
         kv_heads: spec.num_kv_heads,
         layer_input: stream * spec.hidden_size,
+        layer_ops: ops_saved(spec, act),
         ends,
         logits_saved,
         logits_grad,
@@ -248,6 +253,22 @@ pub fn loss_grad_rows(loss: LossPath, tokens: u64, hidden: u64, vocab: u64) -> u
             tokens.div_ceil(per).max(1).checked_next_power_of_two().unwrap_or(tokens).min(tokens)
         }
     }
+}
+
+/// torchtitan's per-op policy saves the output of every second `mm` of a
+/// layer (q, v, gate, down for a gated MLP; q, v, fc for a plain one: the
+/// matmuls in forward order, even positions) and of SDPA (output + fp32
+/// logsumexp); everything else is recomputed (`_save_list` in
+/// torchtitan's `apply_ac`).
+fn ops_saved(spec: &ModelSpec, act: u64) -> u64 {
+    let (h, qw, kvw, aw) = (spec.hidden_size, spec.q_width(), spec.kv_width(), spec.attn_out_width());
+    let i = spec.intermediate_size;
+    let mms: Vec<u64> = match spec.mlp {
+        MlpKind::Gated => vec![qw, kvw, kvw, h, i, i, h],
+        MlpKind::Plain => vec![qw, kvw, kvw, h, i, h],
+    };
+    let kept: u64 = mms.iter().step_by(2).sum();
+    act * (kept + aw) + 4 * spec.num_heads
 }
 
 /// Per token per layer, not split by TP: the norms (with the inputs of the

@@ -14,7 +14,7 @@ use crate::error::CoreError;
 use crate::ledger::Phase;
 use crate::model::ModelSpec;
 use crate::units::{add, div_ceil, mul, part_of, product, sum};
-use crate::workload::{Checkpointing, Parallelism, TrainKind, TrainSetup};
+use crate::workload::{Checkpointing, Parallelism, SelectivePolicy, TrainKind, TrainSetup};
 
 /// Eager attention backward: fp32 gradients of softmax output and scores, bytes per
 /// head × query × key element of one layer (calibrated on TinyLlama eager, group C).
@@ -313,9 +313,12 @@ impl TrainModel {
         let tokens = mul("tokens", setup.batch, setup.seq)?;
         let in_flight = if pp > 1 { pp.min(setup.grad_accum) } else { 1 };
         let full_layer = layer_bytes_per_token(ap, setup.seq, tp, sp, setup.checkpointing)?;
+        let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {
-            Checkpointing::Full if sp => div_ceil(ap.layer_input, tp),
-            Checkpointing::Full => ap.layer_input,
+            Checkpointing::Full => input,
+            Checkpointing::Selective if setup.selective == SelectivePolicy::Ops => {
+                add("activations", input, div_ceil(ap.layer_ops, tp))?
+            }
             _ => full_layer,
         };
         let stage_layers = self.profile.layers.div_ceil(pp);
@@ -358,7 +361,9 @@ impl TrainModel {
         let per_param = self.act.weight_copy_bytes;
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
-        let ckpt_full = setup.checkpointing == Checkpointing::Full;
+        // a whole layer is recomputed in backward under full and per-op checkpointing
+        let ckpt_full = setup.checkpointing == Checkpointing::Full
+            || (setup.checkpointing == Checkpointing::Selective && setup.selective == SelectivePolicy::Ops);
         let head_trains_fp32 = prof.kind == TrainKind::Full || prof.base_dtype.bits() == 32;
         let head_copy = if per_param > 0 && head_trains_fp32 {
             mul("weight copies", div_ceil(prof.head_params, tp), per_param)?

@@ -39,7 +39,7 @@ pub mod profile;
 
 pub use crate::workload::{
     AttentionImpl, Bnb4Type, Checkpointing, CommSetup, Engine, LoraSetup, LoraTargets, LossPath, Optimizer, Precision,
-    TrainKind, TrainSetup,
+    SelectivePolicy, TrainKind, TrainSetup,
 };
 pub use activations::{act_profile, ActProfile, AMP_ROPE_EXTRA_PER_QW};
 pub use breakdown::{PeakLines, TrainBreakdown, TrainModel, EAGER_BWD_BYTES};

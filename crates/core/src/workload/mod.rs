@@ -17,8 +17,8 @@ pub use inference::InferenceSetup;
 pub use parallel::{Offload, Parallelism, Sharding};
 pub use engine::{Engine, ServingDefaults, VLLM_NON_TORCH};
 pub use training::{
-    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, TrainKind,
-    TrainSetup,
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy,
+    TrainKind, TrainSetup,
 };
 pub use validate::{validate, Field, WorkloadError};
 

@@ -234,6 +234,19 @@ impl Checkpointing {
     }
 }
 
+/// What selective checkpointing keeps ([`Checkpointing::Selective`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectivePolicy {
+    /// Megatron's selective recompute: everything but the attention core
+    /// (scores, softmax, dropout) is kept
+    #[default]
+    AttentionCore,
+    /// torchtitan's per-op policy (`selective_ac_option = "op"`): the outputs of
+    /// every other matmul and of attention are kept, every elementwise op recomputed
+    Ops,
+}
+
 /// Attention kernel: decides whether the seq × seq scores are materialised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -439,6 +452,8 @@ pub struct TrainSetup {
     pub activation_offload: bool,
     /// data-parallel communication buffers
     pub comm: CommSetup,
+    /// what selective checkpointing keeps (with `checkpointing: Selective`)
+    pub selective: SelectivePolicy,
 }
 
 impl Default for TrainSetup {
@@ -465,6 +480,7 @@ impl Default for TrainSetup {
             optimizer_in_backward: false,
             activation_offload: false,
             comm: CommSetup::default(),
+            selective: SelectivePolicy::AttentionCore,
         }
     }
 }

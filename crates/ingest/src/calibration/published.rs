@@ -13,7 +13,9 @@
 use crate::error::IngestError;
 use serde_json::{Map, Value};
 use vramfit_core::accuracy::Quantity;
-use vramfit_core::train::{Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, TrainKind};
+use vramfit_core::train::{
+    Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy, TrainKind,
+};
 use vramfit_core::workload::{CommSetup, Engine};
 use vramfit_core::{
     Attention, DType, Family, InferenceSetup, MlpKind, ModelSpec, NormKind, Offload, Parallelism, Positional, QuantSpec,
@@ -453,6 +455,9 @@ impl Mapping<'_> {
                 par.offload_params = Offload::Cpu;
             }
         }
+        if let Some(sp) = self.v.bool("sequence_parallel")? {
+            par.sequence_parallel = sp;
+        }
         if let Some(stage) = p.u64("zero_stage")? {
             par.sharding = Sharding::from_stage(stage.min(255) as u8)
                 .ok_or_else(|| p.bad("zero_stage", "a ZeRO stage 0–3", &Value::from(stage)))?;
@@ -528,6 +533,11 @@ impl Mapping<'_> {
                 None => q.bool_or_words("double_quant")?.unwrap_or(true),
             };
         }
+        t.selective = match v.str("selective")? {
+            None | Some("attention-core") => SelectivePolicy::AttentionCore,
+            Some("ops") => SelectivePolicy::Ops,
+            Some(o) => return Err(v.bad("selective", "attention-core or ops", &Value::String(o.into()))),
+        };
         t.optimizer_in_backward = v.bool("optimizer_in_backward")?.unwrap_or(false);
         t.activation_offload = v.bool("activation_offload")?.unwrap_or(false);
         Ok(t)
