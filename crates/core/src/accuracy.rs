@@ -242,8 +242,21 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
         Quantity::TensorPeak => ledger.tensor_peak_bytes(),
         Quantity::Reserved => ledger.reserved_bytes(),
         Quantity::DeviceUsed => ledger.device_bytes(),
-        Quantity::Persistent => ledger.persistent_bytes(),
+        Quantity::Persistent => {
+            // FSDP1 (accelerate) leaves the last step's sharded flat gradients allocated
+            let fsdp1 = matches!(&w.task, Task::Train(t) if t.engine == crate::workload::Engine::Fsdp)
+                && w.parallelism.sharding.stage() >= 2;
+            let grads = if fsdp1 { train_gradients(spec, w)? } else { 0 };
+            ledger.persistent_bytes() + grads
+        }
         Quantity::ModelInit | Quantity::EngineWeights => ledger.bytes(crate::ledger::Category::Weights),
         _ => return Err(need("a serving start-up")),
     })
+}
+
+/// The full gradient buffer of a training workload on one GPU.
+fn train_gradients(spec: &crate::ModelSpec, w: &crate::Workload) -> Result<u64, crate::CoreError> {
+    let crate::Task::Train(t) = &w.task else { return Ok(0) };
+    let m = crate::train::TrainModel::new(spec, t)?;
+    Ok(m.profile.states(&w.parallelism)?.gradients)
 }

@@ -91,7 +91,17 @@ pub fn estimate_inference(
     let mut ledger = Ledger::new(Phase::Prefill, par.gpus);
     ledger.params_total = layout.total()?;
     ledger.params_active = layout.active()?;
-    push_weights(&mut ledger, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let quant = setup.quant.as_ref();
+    crate::weights::push_weights_with(
+        &mut ledger,
+        &layout,
+        spec.num_layers,
+        setup.weight_dtype,
+        quant,
+        setup.quantize_lm_head,
+        tp,
+        pp,
+    )?;
 
     // KV cache, paged in blocks.
     let kv = kv_geometry(spec, setup.kv_dtype, tp, pp)?;
@@ -157,6 +167,8 @@ pub fn estimate_inference(
         .term("act bytes", act_b)
         .note("the peak of a no_grad prefill is at the output head; decode steps need far less"),
     );
+    let prefill_moment = crate::units::sum("prefill", &[kv_bytes, logits, act_bytes])?;
+    push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
     runtime.apply(&mut ledger)?;
     let replicas = par.gpus / (tp * pp);
     if replicas > 1 {
@@ -176,6 +188,48 @@ pub fn estimate_inference(
         }
     }
     Ok((ledger, InferenceDetail { kv, tokens_per_sequence: tokens_per_seq, blocks_per_sequence: blocks, block_bytes }))
+}
+
+/// bitsandbytes quantizes a 16-bit checkpoint as it loads: each 16-bit matrix
+/// is moved to the GPU and copied again by `Params4bit._quantize`
+/// (`self.data.contiguous().to(device)`) before it shrinks to 4 bits, so the
+/// load peaks at the quantized weights + two 16-bit copies of the largest
+/// quantized matrix. When that moment tops the prefill's (KV + logits +
+/// working set), the excess is a line of its own: the ledger's total is the
+/// larger of the two moments.
+fn push_load_transient(
+    ledger: &mut Ledger,
+    layout: &ParamLayout,
+    setup: &InferenceSetup,
+    tp: u64,
+    prefill_moment: u64,
+) -> Result<(), CoreError> {
+    let Some(q) = setup.quant.as_ref().filter(|q| q.method == crate::quant::QuantMethod::Bnb4) else {
+        return Ok(());
+    };
+    let largest = layout
+        .groups
+        .iter()
+        .filter(|g| {
+            crate::weights::quantized(g)
+                || (setup.quantize_lm_head && g.role() == Some(crate::params::LinearRole::LmHead))
+        })
+        .map(|g| g.weight_elems())
+        .try_fold(0u64, |m, e| e.map(|e| m.max(e)))?;
+    let load = product("quantize-on-load", &[2, div_ceil(largest, tp), q.compute_dtype.bytes()?])?;
+    if load > prefill_moment {
+        ledger.push(
+            Category::Temporaries,
+            "bitsandbytes quantize-on-load: the load moment's excess over prefill",
+            load - prefill_moment,
+            Explanation::new("2 × largest quantized matrix × 16-bit bytes − (KV + logits + working set)")
+                .term("largest quantized matrix (elements, per TP rank)", div_ceil(largest, tp))
+                .term("load transient", load)
+                .term("prefill moment", prefill_moment)
+                .note("bitsandbytes quantizes a 16-bit checkpoint while loading it: the 16-bit matrix on the GPU and Params4bit's contiguous copy exist before it shrinks to 4 bits; the peak is then at load, before any KV cache exists"),
+        );
+    }
+    Ok(())
 }
 
 /// Widest MLP a token passes through (dense, or top-k experts side by side

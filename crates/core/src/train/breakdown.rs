@@ -133,8 +133,6 @@ struct CommBuffers {
     resident: u64,
     /// live in backward only (FSDP reduce-scatter input)
     backward: u64,
-    /// gradients stay allocated between steps
-    grads_persist: bool,
     /// FSDP `no_sync` accumulation: unsharded gradients of every parameter
     unsharded_grads: u64,
 }
@@ -214,9 +212,8 @@ impl TrainModel {
             mul("gradients", prof.largest_trainable, prof.grad_bytes)?
         } else if comm.unsharded_grads > 0 {
             comm.unsharded_grads
-        } else if setup.grad_accum > 1 || comm.grads_persist {
-            // gradients persist between accumulated micro-batches (and between
-            // steps where the engine keeps its flat gradient buffers)
+        } else if setup.grad_accum > 1 {
+            // gradients persist between accumulated micro-batches
             s.gradients
         } else {
             0
@@ -290,13 +287,10 @@ impl TrainModel {
                 // FSDP reduce-scatters each unit's unsharded gradient in backward
                 let layer_trainable = s.trainable_per_gpu / prof.layers.max(1);
                 c.backward = mul("FSDP reduce-scatter buffer", layer_trainable, grad_bytes)?;
-                if setup.engine == Engine::Fsdp && sharding.stage() >= 2 {
-                    // FSDP1 (accelerate, HF Trainer) keeps the sharded flat gradients between
-                    // steps; under gradient accumulation `no_sync` keeps them unsharded
-                    c.grads_persist = true;
-                    if setup.grad_accum > 1 {
-                        c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
-                    }
+                if setup.engine == Engine::Fsdp && sharding.stage() >= 2 && setup.grad_accum > 1 {
+                    // FSDP1 under accelerate's gradient accumulation (`no_sync`) keeps every
+                    // gradient unsharded between micro-batches
+                    c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
                 }
             }
         }

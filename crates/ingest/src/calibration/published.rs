@@ -14,7 +14,7 @@ use crate::error::IngestError;
 use serde_json::{Map, Value};
 use vramfit_core::accuracy::Quantity;
 use vramfit_core::train::{
-    Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy, TrainKind,
+    AttentionImpl, Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy, TrainKind,
 };
 use vramfit_core::workload::{CommSetup, Engine};
 use vramfit_core::{
@@ -533,6 +533,11 @@ impl Mapping<'_> {
                 None => q.bool_or_words("double_quant")?.unwrap_or(true),
             };
         }
+        t.attention = match v.str("attention")? {
+            None | Some("sdpa") => AttentionImpl::Sdpa,
+            Some("eager") => AttentionImpl::Eager,
+            Some(o) => return Err(v.bad("attention", "sdpa or eager", &Value::String(o.into()))),
+        };
         t.selective = match v.str("selective")? {
             None | Some("attention-core") => SelectivePolicy::AttentionCore,
             Some("ops") => SelectivePolicy::Ops,
@@ -559,6 +564,7 @@ impl Mapping<'_> {
         if let Some(q) = self.w.obj("quantization", paths::QUANT)? {
             s.quant = Some(QuantSpec::nf4(q.bool_or_words("double_quant")?.unwrap_or(false), DType::BF16));
             s.weight_dtype = DType::I4;
+            s.quantize_lm_head = self.v.bool("quantize_lm_head")?.unwrap_or(false);
         }
         let _ = spec;
         Ok(s)
