@@ -119,18 +119,41 @@ impl RuntimeSetup {
 
     /// As [`RuntimeSetup::apply`], with the NCCL communicators this process holds.
     pub fn apply_with(&self, ledger: &mut Ledger, comms: &[Communicator]) -> Result<(), CoreError> {
+        self.apply_moments(ledger, comms, None)
+    }
+
+    /// As [`RuntimeSetup::apply_with`], also given another moment of the step
+    /// (`(allocated, transient)` bytes, e.g. backward when the tensor peak is the
+    /// optimizer step): the allocator never gives cached memory back, so the
+    /// reserved peak is the largest `allocated + fragmentation × transient` over
+    /// the moments, even when that moment is not the allocated peak.
+    pub fn apply_moments(
+        &self,
+        ledger: &mut Ledger,
+        comms: &[Communicator],
+        other: Option<(u64, u64)>,
+    ) -> Result<(), CoreError> {
         let tensors = ledger.tensor_peak_bytes();
         let persistent = ledger.persistent_bytes();
         let transient = tensors.saturating_sub(persistent);
-        let overhead = self.allocator_overhead(transient)?;
+        let at_peak = self.allocator_overhead(transient)?;
+        let elsewhere = match other {
+            Some((alloc, trans)) => {
+                crate::units::add("reserved", alloc, self.allocator_overhead(trans)?)?.saturating_sub(tensors)
+            }
+            None => 0,
+        };
+        let overhead = at_peak.max(elsewhere);
+        let moment = if elsewhere > at_peak { "another moment of the step" } else { "the tensor peak" };
         ledger.push_in(
             Pool::Allocator,
             Category::Margin,
             "allocator: cached free blocks at the peak (reserved − allocated)",
             overhead,
-            Explanation::new("fragmentation × transient tensors at the peak")
+            Explanation::new("max over the step's moments of (allocated + fragmentation × transient) − tensor peak")
                 .term("fragmentation", self.fragmentation)
-                .term("transient tensors (peak − weights, master, optimizer states)", transient)
+                .term("transient tensors at the tensor peak (peak − weights, master, optimizer states)", transient)
+                .term("reserved peak reached at", moment)
                 .note(format!(
                     "PyTorch's caching allocator rounds blocks to 512 B and carves 2 MiB / 20 MiB segments, and keeps freed blocks of other sizes cached: max_memory_reserved() exceeds max_memory_allocated() by about this much. The fraction {:.2} is fitted on nine single-GPU fms-acceleration A100 runs (nvidia-smi vs allocated peaks); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lowers it",
                     self.fragmentation
