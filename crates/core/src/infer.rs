@@ -283,6 +283,8 @@ pub struct Capacity {
     pub max_concurrency: u64,
     /// longest context for the requested concurrency (multiple of the block size)
     pub max_context: u64,
+    /// what the figures assume, in a sentence (and which flags reproduce them)
+    pub assumes: String,
     pub explain: Explanation,
 }
 
@@ -299,63 +301,126 @@ fn fits_util(
     Ok(l.total_bytes() <= budget)
 }
 
+/// The paged-KV capacity of one GPU at `gpu_util` of the capacity CUDA reports
+/// (`cuda_capacity_bytes`, nvidia-smi's total less the driver's reservation:
+/// [`crate::runtime::cuda_capacity`]).
+///
+/// What it assumes, said in [`Capacity::assumes`]: decoding with a paged KV
+/// cache of `concurrency` sequences while `batch` sequences are prefilled at
+/// once (one at a time by default: an engine chunks prefill), the estimate's
+/// own runtime and allocator overhead, and no `--margin` (the utilisation is the
+/// margin, as vLLM's `gpu_memory_utilization`). The same budget decides the fit
+/// when `--gpu-util` is given, so `--concurrency <max concurrency>` fits, and so
+/// does `--context <max context>`. A serving engine (`Engine::serving`) sizes
+/// its pool from its own start-up profile instead ([`serving_profile`]).
 pub fn capacity(
     spec: &ModelSpec,
     setup: &InferenceSetup,
     par: &Parallelism,
     rt: &RuntimeSetup,
-    gpu_memory_bytes: u64,
+    cuda_capacity_bytes: u64,
     gpu_util: f64,
 ) -> Result<Capacity, CoreError> {
     if !(gpu_util > 0.0 && gpu_util <= 1.0) {
         return Err(CoreError::invalid("gpu-util", format!("{gpu_util} is not in (0, 1]")));
     }
-    let budget = (gpu_memory_bytes as f64 * gpu_util).floor() as u64;
+    let budget = (cuda_capacity_bytes as f64 * gpu_util).floor() as u64;
     let mut no_margin = rt.clone();
     no_margin.margin = 0.0;
     let (l, detail) = estimate_inference(spec, setup, par, &no_margin)?;
-    let non_kv = l.total_bytes() - l.bytes(Category::KvCache);
-    let kv_budget = budget.saturating_sub(non_kv);
+    let engine = setup.engine.serving().map(|d| serving_setup(setup, &d, gpu_util, cuda_capacity_bytes));
+    let (non_kv, kv_budget) = match &engine {
+        Some(s) => {
+            let p = serving_profile(spec, setup, par, rt, s)?;
+            (budget.saturating_sub(p.kv_pool_bytes), p.kv_pool_bytes)
+        }
+        None => {
+            let non_kv = l.total_bytes() - l.bytes(Category::KvCache);
+            (non_kv, budget.saturating_sub(non_kv))
+        }
+    };
     let kv_blocks = kv_budget.checked_div(detail.block_bytes).unwrap_or(0);
     let max_concurrency = kv_blocks / detail.blocks_per_sequence.max(1);
 
-    // Longest context: the transient grows with context too, so search,
-    // no further than the model's own position limit.
-    let mut lo = 0u64; // fits (0 = nothing fits)
-    let mut hi = spec.max_position_embeddings.min(MAX_TOKENS) / setup.block_size;
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        let mut s = setup.clone();
-        s.context = mid * setup.block_size;
-        s.batch = s.batch.min(s.concurrency);
-        if fits_util(spec, &s, par, rt, budget)? {
-            lo = mid;
-        } else {
-            hi = mid - 1;
+    // Longest context at this concurrency: the transient grows with context too, so
+    // search, no further than the model's own position limit.
+    let block = setup.block_size;
+    let limit = spec.max_position_embeddings.min(MAX_TOKENS) / block;
+    let max_context = if engine.is_some() {
+        // the engine's pool is fixed at start-up: the context its blocks hold per sequence
+        (kv_blocks / setup.concurrency.max(1)).min(limit) * block
+    } else {
+        let mut lo = 0u64; // fits (0 = nothing fits)
+        let mut hi = limit;
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            let mut s = setup.clone();
+            s.context = mid * block;
+            s.batch = s.batch.min(s.concurrency);
+            if fits_util(spec, &s, par, rt, budget)? {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
         }
-    }
+        lo * block
+    };
+    let assumes = match &engine {
+        Some(s) => format!(
+            "{} sizes its KV pool at start-up: util × CUDA capacity − (weights + its profiling run of {} tokens / {} sequences + non-torch memory); decoding then holds as many sequences as the pool has blocks",
+            setup.engine.name(),
+            s.max_num_batched_tokens,
+            s.max_num_seqs
+        ),
+        None => format!(
+            "decoding with a paged KV cache of --concurrency sequences while --batch {} prefill{} at once (an engine prefills in chunks), at --gpu-util of the CUDA-reported capacity, no --margin: --concurrency {} fits this budget, --batch {} prefills them all at once and needs more",
+            setup.batch,
+            if setup.batch == 1 { "s" } else { "" },
+            max_concurrency,
+            max_concurrency
+        ),
+    };
     let explain = Explanation::new(
-        "budget = util × memory; kv budget = budget − (weights + transient + runtime); blocks = kv budget ÷ block bytes; \
+        "budget = util × CUDA capacity; kv budget = budget − (weights + transient + runtime + allocator); blocks = kv budget ÷ block bytes; \
          max concurrency = blocks ÷ blocks per sequence; max context = largest multiple of the block size whose whole estimate fits the budget",
     )
     .term("util", gpu_util)
-    .term("memory", gpu_memory_bytes)
+    .term("CUDA capacity (nvidia-smi total − driver reservation)", cuda_capacity_bytes)
     .term("budget", budget)
-    .term("weights + transient + runtime", non_kv)
+    .term("everything but the KV cache", non_kv)
     .term("kv budget", kv_budget)
     .term("block bytes", detail.block_bytes)
     .term("blocks per sequence", detail.blocks_per_sequence)
     .term("model max_position_embeddings (cap on max context)", spec.max_position_embeddings)
-    .note("the utilisation is the safety margin here (as vLLM's gpu_memory_utilization), so --margin is not added; max context never exceeds the model's max_position_embeddings");
+    .note(assumes.clone());
     Ok(Capacity {
         gpu_util,
         budget_bytes: budget,
         kv_budget_bytes: kv_budget,
         kv_blocks,
         max_concurrency,
-        max_context: lo * setup.block_size,
+        max_context,
+        assumes,
         explain,
     })
+}
+
+/// The start-up shape of a serving engine for this setup: the flags' values, or
+/// the engine's defaults (vLLM: `max_num_batched_tokens = max(context, 2048)`
+/// without chunked prefill, `max_num_seqs` 256).
+pub fn serving_setup(
+    setup: &InferenceSetup,
+    d: &crate::workload::ServingDefaults,
+    gpu_util: f64,
+    cuda_capacity_bytes: u64,
+) -> ServingSetup {
+    let default_tokens = if d.max_num_batched_tokens == 0 { setup.context.max(2048) } else { d.max_num_batched_tokens };
+    ServingSetup {
+        gpu_util,
+        cuda_capacity_bytes,
+        max_num_batched_tokens: setup.max_num_batched_tokens.unwrap_or(default_tokens),
+        max_num_seqs: setup.max_num_seqs.unwrap_or(d.max_num_seqs),
+    }
 }
 
 /// A serving engine's start-up on one card (vLLM's memory profiling).

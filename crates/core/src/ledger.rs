@@ -204,11 +204,16 @@ impl Ledger {
     }
 
     /// Allocated tensors that outlive a step: weights, master weights and
-    /// optimizer states (what is still allocated after training).
+    /// optimizer states (what is still allocated after training), and a KV
+    /// cache (allocated once and kept). Everything else is transient: what the
+    /// caching allocator fragments.
     pub fn persistent_bytes(&self) -> u64 {
         self.sum_where(|e| {
             e.pool == Pool::Tensor
-                && matches!(e.category, Category::Weights | Category::MasterWeights | Category::OptimizerStates)
+                && matches!(
+                    e.category,
+                    Category::Weights | Category::MasterWeights | Category::OptimizerStates | Category::KvCache
+                )
         })
     }
 

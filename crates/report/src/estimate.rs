@@ -242,6 +242,8 @@ pub struct CapacityInfo {
     pub kv_blocks: u64,
     pub max_concurrency: u64,
     pub max_context: u64,
+    /// what the figures assume, and which flags reproduce them
+    pub assumes: String,
     pub explain: ExplainInfo,
 }
 
@@ -254,6 +256,7 @@ impl From<&Capacity> for CapacityInfo {
             kv_blocks: c.kv_blocks,
             max_concurrency: c.max_concurrency,
             max_context: c.max_context,
+            assumes: c.assumes.clone(),
             explain: (&c.explain).into(),
         }
     }
@@ -605,6 +608,7 @@ impl EstimateReport {
                     c.max_context,
                     self.workload.concurrency.unwrap_or(self.workload.batch)
                 );
+                let _ = writeln!(out, "  assumes: {}", c.assumes);
             }
         }
     }

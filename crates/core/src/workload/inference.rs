@@ -29,6 +29,10 @@ pub struct InferenceSetup {
     /// with a quantization: the output head is quantized too (LitGPT's
     /// bitsandbytes precision replaces every `nn.Linear`)
     pub quantize_lm_head: bool,
+    /// serving engines: tokens of the start-up profiling forward (None: the engine's default)
+    pub max_num_batched_tokens: Option<u64>,
+    /// serving engines: sequences of the start-up profiling run (None: the engine's default)
+    pub max_num_seqs: Option<u64>,
 }
 
 impl Default for InferenceSetup {
@@ -44,6 +48,8 @@ impl Default for InferenceSetup {
             block_size: defaults::BLOCK_SIZE,
             engine: Engine::Transformers,
             quantize_lm_head: false,
+            max_num_batched_tokens: None,
+            max_num_seqs: None,
         }
     }
 }
