@@ -246,25 +246,32 @@ fn mlp_width(spec: &ModelSpec) -> u64 {
 /// Fit against one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
+    /// the card's memory as given (nvidia-smi's total, or the free memory of a local GPU)
     pub gpu_memory_bytes: u64,
+    /// what the job may use of it: CUDA's total (nvidia-smi's less the driver's
+    /// reservation), the free memory of a local GPU, or a `--gpu-util` budget
+    pub usable_bytes: u64,
     pub required_bytes: u64,
     pub fits: bool,
-    /// memory left (negative: short by)
+    /// usable memory left (negative: short by)
     pub headroom_bytes: i128,
     pub explain: Explanation,
 }
 
-pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64) -> Fit {
+/// The fit of a ledger on a card of `gpu_memory_bytes` of which the job may use `usable_bytes`.
+pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64, usable_bytes: u64) -> Fit {
     let required = ledger.total_bytes();
     Fit {
         gpu_memory_bytes,
+        usable_bytes,
         required_bytes: required,
-        fits: required <= gpu_memory_bytes,
-        headroom_bytes: gpu_memory_bytes as i128 - required as i128,
+        fits: required <= usable_bytes,
+        headroom_bytes: usable_bytes as i128 - required as i128,
         explain: Explanation::new(
-            "fits when total per GPU (tensors + runtime + margin) ≤ GPU memory; headroom = memory − total",
+            "fits when total per GPU (tensors + allocator + runtime [+ --margin]) ≤ usable memory; headroom = usable − total",
         )
-        .term("GPU memory (as nvidia-smi reports it)", gpu_memory_bytes)
+        .term("GPU memory", gpu_memory_bytes)
+        .term("usable memory", usable_bytes)
         .term("total per GPU", required),
     }
 }

@@ -119,22 +119,25 @@ impl RuntimeSetup {
 
     /// As [`RuntimeSetup::apply`], with the NCCL communicators this process holds.
     pub fn apply_with(&self, ledger: &mut Ledger, comms: &[Communicator]) -> Result<(), CoreError> {
-        self.apply_moments(ledger, comms, None)
+        self.apply_moments(ledger, comms, None, 0)
     }
 
     /// As [`RuntimeSetup::apply_with`], also given another moment of the step
     /// (`(allocated, transient)` bytes, e.g. backward when the tensor peak is the
     /// optimizer step): the allocator never gives cached memory back, so the
     /// reserved peak is the largest `allocated + fragmentation × transient` over
-    /// the moments, even when that moment is not the allocated peak.
+    /// the moments, even when that moment is not the allocated peak. `resident`:
+    /// tensors allocated once for the whole run beyond the persistent categories
+    /// (communication buckets), which do not fragment.
     pub fn apply_moments(
         &self,
         ledger: &mut Ledger,
         comms: &[Communicator],
         other: Option<(u64, u64)>,
+        resident: u64,
     ) -> Result<(), CoreError> {
         let tensors = ledger.tensor_peak_bytes();
-        let persistent = ledger.persistent_bytes();
+        let persistent = ledger.persistent_bytes().saturating_add(resident);
         let transient = tensors.saturating_sub(persistent);
         let at_peak = self.allocator_overhead(transient)?;
         let elsewhere = match other {

@@ -196,6 +196,9 @@ pub struct KvInfo {
 pub struct FitInfo {
     pub gpu: String,
     pub gpu_memory_bytes: u64,
+    /// what the job may use: CUDA's total (nvidia-smi's less the driver's reservation),
+    /// a local GPU's free memory, or the `--gpu-util` budget
+    pub usable_bytes: u64,
     pub required_bytes: u64,
     pub fits: bool,
     /// memory left over (negative: short by), bytes
@@ -268,6 +271,7 @@ impl FitInfo {
         FitInfo {
             gpu: gpu.to_string(),
             gpu_memory_bytes: fit.gpu_memory_bytes,
+            usable_bytes: fit.usable_bytes,
             required_bytes: fit.required_bytes,
             fits: fit.fits,
             headroom_bytes: fit.headroom_bytes,
@@ -567,11 +571,16 @@ impl EstimateReport {
         if let Some(f) = &self.fit {
             let _ = writeln!(
                 out,
-                "{}: {} — needs {} of {} ({})",
+                "{}: {} — needs {} of {}{} ({})",
                 f.gpu,
                 if f.fits { "FITS" } else { "DOES NOT FIT" },
                 bytes(f.required_bytes),
-                bytes(f.gpu_memory_bytes),
+                bytes(f.usable_bytes),
+                if f.usable_bytes == f.gpu_memory_bytes {
+                    String::new()
+                } else {
+                    format!(" usable of {}", bytes(f.gpu_memory_bytes))
+                },
                 if f.fits {
                     format!("{} headroom", signed_bytes(f.headroom_bytes))
                 } else {

@@ -418,8 +418,8 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
                 format!("nvidia-smi total − {} MiB the driver reserves (CUDA's total)", vramfit_core::runtime::DRIVER_RESERVED / MIB),
             ),
         };
-        let mut f = fit(&ledger, usable);
-        f.explain = f.explain.term("usable memory", what);
+        let mut f = fit(&ledger, g.memory_bytes, usable);
+        f.explain = f.explain.term("usable memory is", what);
         if let (Some(c), Task::Inference(s)) = (&capacity, &workload.task) {
             if serving_engine {
                 // the engine fills its budget with KV blocks: it fits when they hold the sequences

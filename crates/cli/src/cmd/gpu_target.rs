@@ -267,7 +267,7 @@ mod tests {
         let r = vramfit_ingest::resolve::resolve_with_env("llama-2-7b", &|_| None).unwrap();
         let w = vramfit_core::Workload::default();
         let ledger = vramfit_core::estimate(&r.spec, &w).unwrap();
-        let f = vramfit_core::infer::fit(&ledger, t.memory_bytes);
+        let f = vramfit_core::infer::fit(&ledger, t.memory_bytes, t.memory_bytes);
         let fit = FitInfo::of(&t.name, &f, None, t.detected.clone());
         let wi = WorkloadInfo {
             task: "infer".into(),

@@ -118,6 +118,8 @@ pub struct TrainBreakdown {
     pub peak_phase: Phase,
     /// the ledger lines of the peak moment; they sum to `tensor_peak + outside_allocator`
     pub at_peak: PeakLines,
+    /// communication buffers allocated once for the whole run (DDP / DeepSpeed buckets)
+    pub comm_resident: u64,
     /// of `at_peak`: bytes outside the PyTorch allocator (bitsandbytes paged optimizer
     /// states in CUDA managed memory): on the card, not in `max_memory_allocated()`
     pub outside_allocator: u64,
@@ -259,6 +261,7 @@ impl TrainModel {
             peak_phase,
             at_peak,
             outside_allocator,
+            comm_resident: comm.resident,
             tensor_peak: part_of("tensor peak", device_peak, outside_allocator)?,
         })
     }

@@ -47,7 +47,7 @@ pub fn estimate_training(
         )));
     }
     // the other moment of the step, for the allocator's reserved peak
-    let persistent = ledger.persistent_bytes();
+    let persistent = add("persistent", ledger.persistent_bytes(), b.comm_resident)?;
     let (other_device, other_phase) = if b.peak_phase == Phase::OptimizerStep {
         (b.backward_peak, Phase::Backward)
     } else {
@@ -56,7 +56,7 @@ pub fn estimate_training(
     // paged optimizer states are outside the allocator at every moment
     let other_alloc = other_device.saturating_sub(b.outside_allocator);
     let other = (other_phase != b.peak_phase).then(|| (other_alloc, other_alloc.saturating_sub(persistent)));
-    rt.apply_moments(&mut ledger, &super::comm::training_communicators(par), other)?;
+    rt.apply_moments(&mut ledger, &super::comm::training_communicators(par), other, b.comm_resident)?;
     // offloaded state: per rank in the breakdown, the whole job's in the ledger
     ledger.cpu_bytes = product("host RAM for offload", &[b.states.cpu_bytes, par.gpus])?;
     ledger.nvme_bytes = product("NVMe for offload", &[b.states.nvme_bytes, par.gpus])?;
