@@ -287,9 +287,10 @@ impl TrainModel {
                 c.resident = super::comm::deepspeed_bucket_bytes(&setup.comm, self.compute_bytes)?;
             }
             sharding => {
-                // FSDP reduce-scatters each unit's unsharded gradient in backward
-                let layer_trainable = s.trainable_per_gpu / prof.layers.max(1);
-                c.backward = mul("FSDP reduce-scatter buffer", layer_trainable, grad_bytes)?;
+                // FSDP reduce-scatters each wrapped unit's unsharded gradient in backward; the
+                // largest unit (a layer, or the root's embeddings and head) bounds the buffer
+                let unit = prof.largest_unit_trainable(par.tp)?;
+                c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
                 if setup.engine == Engine::Fsdp && sharding.stage() >= 2 && setup.grad_accum > 1 {
                     // FSDP1 under accelerate's gradient accumulation (`no_sync`) keeps every
                     // gradient unsharded between micro-batches

@@ -248,10 +248,9 @@ impl Lines<'_> {
                     .term("gradient bytes", self.model.compute_bytes)
                     .note("DeepSpeed stage_1_and_2.py allocates its ipg reduction buffers up front (two with overlap_comm); allgather_bucket_size only chunks the all-gather into the flat buffers. From the DeepSpeed config (--deepspeed); defaults 5e8 elements")
             }
-            _ => Explanation::new("trainable params of one layer × grad bytes")
-                .term("trainable per GPU (all layers)", self.b.states.trainable_per_gpu)
-                .term("layers", self.model.profile.layers)
-                .note("FSDP reduce-scatters each wrapped unit's gradient in backward; the all-gathered parameters are their own line"),
+            _ => Explanation::new("trainable params of the largest wrapped unit (a layer, or the root's embeddings + head) × grad bytes")
+                .term("largest unit (trainable params)", self.model.profile.largest_unit_trainable(self.par.tp).unwrap_or(0))
+                .note("FSDP reduce-scatters each wrapped unit's unsharded gradient in backward; the root's head gradient lives through all of backward; the all-gathered parameters are their own line"),
         }
     }
 

@@ -385,6 +385,22 @@ impl TrainProfile {
         }
     }
 
+    /// Trainable parameters of FSDP's largest wrapped unit on one GPU before
+    /// sharding: one decoder layer, or the root (embeddings, head, final norm).
+    pub fn largest_unit_trainable(&self, tp: u64) -> Result<u64, CoreError> {
+        let tp = tp.max(1);
+        let (mut layers, mut root) = (0u64, 0u64);
+        for g in &self.groups {
+            let v = if g.tp_split { div_ceil(g.trainable, tp) } else { g.trainable };
+            if g.place == Place::Layers {
+                layers = add("unit", layers, v)?;
+            } else {
+                root = add("unit", root, v)?;
+            }
+        }
+        Ok((layers / self.layers.max(1)).max(root))
+    }
+
     /// Decoder-linear parameters (what autocast casts to 16-bit) per GPU on the worst stage.
     pub fn cast_params_per_gpu(&self, tp: u64, pp: u64) -> Result<u64, CoreError> {
         self.per_gpu("cast parameters", tp, pp, |g| g.cast_params)

@@ -745,3 +745,77 @@ pub fn parse_published_cases(text: &str, file: &str) -> Result<Vec<PublishedCase
 pub fn embedded_published() -> Result<Vec<PublishedCase>, IngestError> {
     parse_published_cases(PUBLISHED_CASES, PUBLISHED_FILE)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_set_parses_and_every_case_is_expressed_or_excluded() {
+        let cases = embedded_published().unwrap();
+        assert_eq!(cases.len(), 124);
+        for c in &cases {
+            match &c.excluded {
+                Some(reason) => assert!(c.comparisons.iter().all(|m| m.quantity.as_ref().err() == Some(reason))),
+                None => {
+                    let runtime = c.group == PubGroup::Runtime && c.spec.is_none();
+                    assert!(runtime || (c.spec.is_some() && c.workload.is_some()), "{}", c.id);
+                    assert!(c.comparisons.iter().any(|m| m.quantity.is_ok()), "{}", c.id);
+                }
+            }
+        }
+        // every group of the issue holds at least ten compared figures
+        for g in [PubGroup::Qlora, PubGroup::Lora, PubGroup::Full, PubGroup::Serving, PubGroup::MultiGpu] {
+            let n: usize = cases
+                .iter()
+                .filter(|c| c.group == g)
+                .map(|c| c.comparisons.iter().filter(|m| m.quantity.is_ok()).count())
+                .sum();
+            assert!(n >= 10, "{}: {n}", g.name());
+        }
+    }
+
+    #[test]
+    fn fields_come_from_the_source_and_the_mapping() {
+        let cases = embedded_published().unwrap();
+        let c = cases.iter().find(|c| c.id == "fms_mistral7b_qlora_g1_bs4").unwrap();
+        let Some(Workload { task: Task::Train(t), .. }) = &c.workload else { panic!("training") };
+        assert_eq!((t.batch, t.seq, t.lora.rank), (4, 4096, 16));
+        assert_eq!(t.kind, TrainKind::Qlora);
+        assert!(t.kbit_prep && t.lora.adapter_fp32 && t.qlora_double_quant);
+        assert_eq!(c.comparisons[0].quantity, Ok(Quantity::TensorPeak));
+        assert_eq!(c.comparisons[1].quantity, Ok(Quantity::DeviceUsed));
+        assert_eq!(c.comparisons[2].quantity, Ok(Quantity::Persistent));
+        let v = cases.iter().find(|c| c.id == "vllm_pr10511_l3_8b_tp1_kv").unwrap();
+        let s = v.serving.as_ref().unwrap();
+        assert_eq!((s.max_num_batched_tokens, s.max_num_seqs), (8192, 256));
+        assert_eq!(s.cuda_capacity_bytes, Some((79.22 * (1u64 << 30) as f64).round() as u64));
+        let nccl = cases.iter().find(|c| c.id == "nccl_issue964_pg2_a100").unwrap();
+        assert_eq!(nccl.comparisons[1].quantity, Ok(Quantity::NcclCommunicator { ranks: 4 }));
+        assert!(nccl.comparisons.iter().all(|m| m.source_of_constant));
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_field() {
+        let first = PUBLISHED_CASES.lines().next().unwrap();
+        for (from, to, field) in [
+            ("\"seq_len\": 512", "\"seq_len\": 1.5", None),
+            ("\"r\": 32", "\"r\": \"thirty-two\"", Some("workload.lora.r")),
+            ("\"precision\": \"bf16\"", "\"precision\": \"fp64\"", Some("vramfit.precision")),
+            ("\"checkpointing\": \"none\", \"lora_targets\"", "\"checkpointing\": \"some\", \"lora_targets\"", Some("vramfit.checkpointing")),
+            ("\"bytes\": 16690000000", "\"bytes\": 0", Some("measured.bytes")),
+        ] {
+            assert!(first.contains(from), "{from}");
+            let e = parse_published(&first.replace(from, to), "m.jsonl:7").unwrap_err().to_string();
+            assert!(e.contains("m.jsonl:7"), "{e}");
+            if let Some(f) = field {
+                assert!(e.contains(f), "{f}: {e}");
+            }
+        }
+        let e = parse_published("[1]", "m.jsonl:1").unwrap_err().to_string();
+        assert!(e.contains("a JSON object"), "{e}");
+        let twice = format!("{first}\n{first}\n");
+        let e = parse_published_cases(&twice, "m.jsonl").unwrap_err().to_string();
+        assert!(e.contains("m.jsonl:2") && e.contains("already used at m.jsonl:1"), "{e}");
+    }
+}
