@@ -389,6 +389,8 @@ impl From<&Workload> for WorkloadInfo {
                     ("attention", t.attention.name().to_string()),
                     ("grad_accum", t.grad_accum.to_string()),
                     ("sharding", json_name(par.sharding)),
+                    ("engine", t.engine.name().to_string()),
+                    ("loss", t.loss.name().to_string()),
                 ];
                 info.settings = settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             }
