@@ -4,13 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let input = vramfit_diagnose::Input {
-        name: "fuzz".into(),
-        bytes: data.to_vec(),
-        size: data.len() as u64,
-        skipped: 0,
-        truncated: false,
-    };
+    let input = vramfit_diagnose::Input::from_bytes("fuzz", data.to_vec());
     let _ = vramfit_diagnose::diagnose(&input, None);
     let text = String::from_utf8_lossy(data);
     for e in vramfit_diagnose::oom::scan(&text) {

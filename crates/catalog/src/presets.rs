@@ -24,6 +24,10 @@ pub struct Preset {
     pub params_card: Option<String>,
     /// a config.json object
     pub config: serde_json::Value,
+    /// the checkpoint's `hf_quant_config.json` (ModelOpt), when its config.json
+    /// does not declare the quantization
+    #[serde(default)]
+    pub hf_quant_config: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,7 +113,7 @@ mod tests {
     #[test]
     fn embedded_presets_parse_sorted_and_unique() {
         let p = builtin().unwrap();
-        assert!(p.len() >= 25, "only {} presets", p.len());
+        assert!(p.len() >= 80, "only {} presets (issue 12: at least 80)", p.len());
         let names: Vec<_> = p.iter().map(|p| p.name.clone()).collect();
         let mut sorted = names.clone();
         sorted.sort();

@@ -365,8 +365,8 @@ fn error_messages_are_not_printed_twice() {
     std::fs::create_dir_all(&dir).unwrap();
     let out = vramfit().args(["diagnose", dir.to_str().unwrap()]).assert().code(2).get_output().stderr.clone();
     let err = String::from_utf8(out).unwrap();
-    assert_eq!(err.matches("os error").count(), 1, "{err}");
-    assert!(err.contains("cannot read"), "{err}");
+    // refused before it is opened (vramfit-input reads regular files only), once
+    assert_eq!(err.matches("not a regular file").count(), 1, "{err}");
     // a truncated snapshot: the pickle error once
     let pk = std::fs::read(fx("snapshot/snapshot_shared.pickle")).unwrap();
     let cut = tmp("trunc.pickle");

@@ -316,9 +316,39 @@ fn hub_id_found_in_local_hf_cache_offline() {
 }
 
 #[test]
-fn multimodal_config_counts_text_model_and_says_so() {
+fn multimodal_config_counts_the_vision_tower_and_says_so() {
     let (text, _) = run(&["estimate", "qwen3-vl-8b"], 0);
-    assert!(text.contains("counted the language model in `text_config` only"), "{text}");
+    assert!(text.contains("language model is read from `text_config`"), "{text}");
+    assert!(text.contains("vision tower counted (27 layers, hidden 1152)"), "{text}");
+    let v = json(&["estimate", "qwen3-vl-8b", "--json"], 0);
+    // 8,767,123,696 with the tower (transformers' own count of this config)
+    assert_eq!(v["model"]["params_total"], 8_767_123_696u64);
+    let entries = v["per_gpu"]["entries"].as_array().unwrap();
+    assert!(entries.iter().any(|e| e["label"].as_str().unwrap().starts_with("vision tower (bf16)")));
+}
+
+#[test]
+fn sliding_window_cache_is_a_flag() {
+    // Gemma 3 27B at 32k: 10 global layers keep 32,768 tokens, 52 sliding layers
+    // 1,040 (window) or 32,768 (full): 3,127,377,920 B vs 16,642,998,272 B of KV.
+    let kv = |policy: &str| {
+        let v = json(&["estimate", "gemma-3-27b", "--context", "32768", "--sliding-window-cache", policy, "--json"], 0);
+        v["per_gpu"]["categories"]["kv_cache"].as_u64().unwrap()
+    };
+    assert_eq!(kv("window"), 3_127_377_920);
+    assert_eq!(kv("full"), 16_642_998_272);
+    let (_, err) = run(&["estimate", "gemma-3-27b", "--sliding-window-cache", "half"], 2);
+    assert!(err.contains("--sliding-window-cache") && err.contains("window, full, llamacpp"), "{err}");
+}
+
+#[test]
+fn an_architecture_vramfit_cannot_lay_out_is_refused_by_name() {
+    let dir = temp_dir("llama4");
+    let cfg = dir.join("config.json");
+    std::fs::write(&cfg, br#"{"model_type":"llama4","text_config":{"model_type":"llama4_text","hidden_size":5120}}"#)
+        .unwrap();
+    let (_, err) = run(&["estimate", cfg.to_str().unwrap()], 2);
+    assert!(err.contains("llama4") && err.contains("Llama 4") && err.contains("safetensors"), "{err}");
 }
 
 #[test]
@@ -440,4 +470,38 @@ fn workload_errors_name_the_flag() {
         assert!(out.is_empty());
         assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_group_size_wider_than_every_matrix_is_refused() {
+    // issue 15: --group-size 2^64−1 used to count no scale groups at all
+    let (_, err) = run(&["estimate", "llama-2-7b", "--dtype", "int4", "--group-size", "18446744073709551615"], 2);
+    assert!(err.contains("group-size") && err.contains("input dimension 4096"), "{err}");
+    // 4096 is the widest group Llama-2-7B's q/k/v/o (4096 inputs) allow
+    run(&["estimate", "llama-2-7b", "--dtype", "int4", "--group-size", "4096"], 0);
+}
+
+#[test]
+fn a_local_nvfp4_checkpoint_reads_its_hf_quant_config() {
+    // NVIDIA's ModelOpt checkpoints declare NVFP4 only in hf_quant_config.json
+    let d = temp_dir("nvfp4");
+    let cfg = br#"{"model_type":"llama","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"intermediate_size":512,"vocab_size":1000}"#;
+    std::fs::write(d.join("config.json"), cfg).unwrap();
+    let bf16 = json(&["estimate", d.to_str().unwrap(), "--json"], 0);
+    std::fs::write(
+        d.join("hf_quant_config.json"),
+        br#"{"quantization":{"quant_algo":"NVFP4","kv_cache_quant_algo":"FP8","group_size":16,"exclude_modules":["lm_head","model.layers.1.mlp.down_proj"]}}"#,
+    )
+    .unwrap();
+    let v = json(&["estimate", d.to_str().unwrap(), "--json"], 0);
+    let w = |v: &serde_json::Value| cat(v, "weights");
+    // per layer 4·256² + 3·256·512 = 655,360 weights; NVFP4 0.5625 B each + 8 B per matrix
+    // (7 matrices), except layer 1's down_proj (131,072 weights) kept bf16
+    let nvfp4 = |n: u64| n / 2 + n / 16 + 8;
+    let layer = 4 * nvfp4(256 * 256) + 3 * nvfp4(256 * 512);
+    let quantized = 2 * layer - nvfp4(512 * 256) + 512 * 256 * 2;
+    let rest = (2 * 1000 * 256 + 5 * 256) * 2; // embeddings, lm_head, norms (bf16)
+    assert_eq!(w(&v), quantized + rest);
+    assert!(w(&v) < w(&bf16));
+    assert!(v["model"]["notes"].to_string().contains("FP8 KV-cache scales"), "{}", v["model"]["notes"]);
 }

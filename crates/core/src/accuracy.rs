@@ -211,7 +211,10 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
     let need = |what: &str| CoreError::Unsupported(format!("{} needs {what}", quantity.name()));
     match quantity {
         Quantity::CudaContext => {
-            return Ok(case.workload.map(|w| w.runtime.cuda_context_bytes).unwrap_or(crate::runtime::DEFAULT_CUDA_CONTEXT))
+            return Ok(case
+                .workload
+                .map(|w| w.runtime.cuda_context_bytes)
+                .unwrap_or(crate::runtime::DEFAULT_CUDA_CONTEXT))
         }
         Quantity::NcclCommunicator { ranks } => return Ok(crate::runtime::nccl_communicator_bytes(*ranks)),
         Quantity::DeepspeedBucketsDelta { from, to } => {

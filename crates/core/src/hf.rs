@@ -36,6 +36,8 @@ pub struct FamilyNames {
     pub position_embed: &'static str,
     /// the output head (GPT-NeoX calls it `embed_out`)
     pub lm_head: &'static str,
+    /// the separate q/k/v layout of this family (Phi's output is `dense`)
+    separate_attention: AttnNames,
     /// the fused-qkv layout of this family (GPT-2 `c_attn`, Phi-3 `qkv_proj`, NeoX/Falcon `query_key_value`)
     fused_attention: AttnNames,
     gated_mlp: MlpNames,
@@ -48,6 +50,22 @@ pub struct FamilyNames {
     pub shared_experts: &'static str,
     /// the decoder block class FSDP's transformer auto-wrap policy wraps (None: unknown)
     pub decoder_layer: Option<&'static str>,
+    /// the final norm's path
+    pub final_norm: &'static str,
+    /// the Gated DeltaNet module prefix (Qwen3-Next/3.5 `linear_attn`)
+    pub linear_attention: &'static str,
+    /// how its input projections are split
+    pub linear_attention_inputs: LinearAttnInputs,
+    /// the Mamba-2 mixer prefix (Nemotron-H `mixer`)
+    pub mamba: &'static str,
+}
+
+/// Gated DeltaNet input projections: Qwen3-Next fuses q/k/v/z and b/a;
+/// Qwen3.5 keeps four (`in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinearAttnInputs {
+    Fused,
+    Split,
 }
 
 /// DeepSeek multi-head latent attention's modules (`modeling_deepseek_v3.py`).
@@ -83,6 +101,16 @@ pub const QK_NORMS: (&str, [&str; 2]) = ("layers.*.self_attn.", ["q_norm", "k_no
 pub const ROUTER_BIAS: &str = "layers.*.mlp.gate.e_score_correction_bias";
 /// Qwen2-MoE's hidden → 1 gate on the shared expert.
 pub const SHARED_EXPERT_GATE: &str = "layers.*.mlp.shared_expert_gate";
+/// gpt-oss's learned attention sink per head (`GptOssAttention.sinks`).
+pub const ATTENTION_SINKS: &str = "layers.*.self_attn.sinks";
+/// DeepSeek-V3.2's sparse-attention indexer (`Indexer` in DeepSeek's inference/model.py).
+pub const INDEXER: &str = "layers.*.self_attn.indexer.";
+/// BERT's pooler (`BertPooler.dense`).
+pub const POOLER: &str = "pooler.dense";
+/// BERT's token-type table (`BertEmbeddings.token_type_embeddings`).
+pub const TOKEN_TYPE_EMBEDDINGS: &str = "embeddings.token_type_embeddings";
+/// BERT's LayerNorm over the summed embeddings (`BertEmbeddings.LayerNorm`).
+pub const EMBEDDINGS_NORM: &str = "embeddings.LayerNorm";
 
 const SEPARATE: AttnNames =
     AttnNames { prefix: "layers.*.self_attn.", inputs: &["q_proj", "k_proj", "v_proj"], out: "o_proj" };
@@ -97,6 +125,7 @@ const GATED: MlpNames = MlpNames { prefix: "layers.*.mlp.", inputs: &["gate_proj
 const PLAIN: MlpNames = MlpNames { prefix: "layers.*.mlp.", inputs: &["dense_h_to_4h"], down: "dense_4h_to_h" };
 
 const LLAMA_LIKE: FamilyNames = FamilyNames {
+    separate_attention: SEPARATE,
     embed: "embed_tokens",
     position_embed: "wpe",
     lm_head: "lm_head",
@@ -107,6 +136,10 @@ const LLAMA_LIKE: FamilyNames = FamilyNames {
     router: "layers.*.mlp.gate",
     shared_experts: "layers.*.mlp.shared_experts.",
     decoder_layer: None,
+    final_norm: "norm",
+    linear_attention: "layers.*.linear_attn.",
+    linear_attention_inputs: LinearAttnInputs::Fused,
+    mamba: "layers.*.mixer.",
 };
 
 /// The names of `family`.
@@ -158,6 +191,80 @@ pub fn names(family: Family) -> FamilyNames {
             ..LLAMA_LIKE
         },
         Family::DeepseekV3 => FamilyNames { decoder_layer: layer("DeepseekV3DecoderLayer"), ..LLAMA_LIKE },
+        Family::Phi => FamilyNames {
+            plain_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["fc1"], down: "fc2" },
+            separate_attention: AttnNames {
+                prefix: "layers.*.self_attn.",
+                inputs: &["q_proj", "k_proj", "v_proj"],
+                out: "dense",
+            },
+            final_norm: "final_layernorm",
+            decoder_layer: layer("PhiDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Olmo2 => FamilyNames { decoder_layer: layer("Olmo2DecoderLayer"), ..LLAMA_LIKE },
+        Family::Gemma3 => FamilyNames { decoder_layer: layer("Gemma3DecoderLayer"), ..LLAMA_LIKE },
+        Family::GptOss => FamilyNames {
+            gated_mlp: MlpNames { prefix: "layers.*.mlp.experts.", inputs: &["gate_up_proj"], down: "down_proj" },
+            router: "layers.*.mlp.router",
+            decoder_layer: layer("GptOssDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Qwen3Next => FamilyNames {
+            shared_experts: "layers.*.mlp.shared_expert.",
+            decoder_layer: layer("Qwen3NextDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Qwen35 => FamilyNames {
+            shared_experts: "layers.*.mlp.shared_expert.",
+            linear_attention_inputs: LinearAttnInputs::Split,
+            decoder_layer: layer("Qwen3_5DecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::NemotronH => FamilyNames {
+            separate_attention: AttnNames { prefix: "layers.*.mixer.", ..SEPARATE },
+            embed: "backbone.embeddings",
+            plain_mlp: MlpNames { prefix: "layers.*.mixer.", inputs: &["up_proj"], down: "down_proj" },
+            experts: Some(MlpNames { prefix: "layers.*.mixer.experts.*.", inputs: &["up_proj"], down: "down_proj" }),
+            router: "layers.*.mixer.gate",
+            shared_experts: "layers.*.mixer.shared_experts.",
+            final_norm: "norm_f",
+            decoder_layer: layer("NemotronHBlock"),
+            ..LLAMA_LIKE
+        },
+        Family::GraniteMoe => FamilyNames {
+            experts: Some(MlpNames {
+                prefix: "layers.*.block_sparse_moe.",
+                inputs: &["input_linear"],
+                down: "output_linear",
+            }),
+            router: "layers.*.block_sparse_moe.router.layer",
+            decoder_layer: layer("GraniteMoeDecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::MiniMaxM2 => FamilyNames {
+            // the checkpoint's names (transformers fuses them into 3-D gate_up_proj / down_proj)
+            experts: Some(MlpNames {
+                prefix: "layers.*.block_sparse_moe.experts.*.",
+                inputs: &["w1", "w3"],
+                down: "w2",
+            }),
+            router: "layers.*.block_sparse_moe.gate",
+            decoder_layer: layer("MiniMaxM2DecoderLayer"),
+            ..LLAMA_LIKE
+        },
+        Family::Bert => FamilyNames {
+            separate_attention: AttnNames {
+                prefix: "encoder.layer.*.attention.self.",
+                inputs: &["query", "key", "value"],
+                out: "dense",
+            },
+            embed: "embeddings.word_embeddings",
+            position_embed: "embeddings.position_embeddings",
+            plain_mlp: MlpNames { prefix: "encoder.layer.*.", inputs: &["intermediate.dense"], down: "output.dense" },
+            decoder_layer: layer("BertLayer"),
+            ..LLAMA_LIKE
+        },
         Family::Generic => LLAMA_LIKE,
     }
 }
@@ -166,7 +273,7 @@ impl FamilyNames {
     /// The attention projections of `layout`.
     pub fn attention(&self, layout: Attention) -> AttnNames {
         match layout {
-            Attention::Separate => SEPARATE,
+            Attention::Separate => self.separate_attention,
             Attention::FusedQkv => self.fused_attention,
             Attention::Mla => MLA,
         }

@@ -34,6 +34,7 @@ pub mod quantity;
 pub mod runtime;
 pub mod train;
 pub mod units;
+pub mod vision;
 pub mod weights;
 pub mod workload;
 
@@ -44,10 +45,13 @@ pub use explain::{Explanation, Term, Value};
 pub use hardware::{GpuSpec, Link};
 pub use infer::{capacity, fit, Capacity, Fit, KvGeometry};
 pub use ledger::{Category, Entry, Ledger, Phase, Pool};
-pub use model::{Attention, Family, MlaSpec, MlpKind, ModelSpec, MoeSpec, NormKind, Positional};
+pub use model::{
+    Attention, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer, MlaSpec,
+    MlpKind, ModelSpec, MoeSpec, NormKind, Positional, VisionKind, VisionSpec,
+};
 pub use params::{LinearRole, ParamGroup, ParamGroupKind, ParamLayout};
 pub use quant::{QuantMethod, QuantSpec};
 pub use runtime::RuntimeSetup;
 pub use train::TrainSetup;
 pub use units::{Bytes, GIB, MIB};
-pub use workload::{InferenceSetup, Offload, Parallelism, Sharding, Task, Workload};
+pub use workload::{InferenceSetup, Offload, Parallelism, Sharding, SlidingWindowCache, Task, Workload};

@@ -27,6 +27,26 @@ pub enum Family {
     GptNeox,
     Falcon,
     DeepseekV3,
+    /// phi-1 / phi-1.5 / phi-2 (`modeling_phi.py`): parallel block, LayerNorm, fc1/fc2, biased head
+    Phi,
+    /// OLMo 2 (`modeling_olmo2.py`): post-norms, q/k norms over the whole projection
+    Olmo2,
+    /// Gemma 3 (`modeling_gemma3.py`): 5 sliding : 1 global layers, 4 norms, q/k norms
+    Gemma3,
+    /// gpt-oss (`modeling_gpt_oss.py`): MoE with fused biased experts, attention sinks, alternating window
+    GptOss,
+    /// Qwen3-Next (`modeling_qwen3_next.py`): Gated DeltaNet + gated attention, fused in_proj_qkvz
+    Qwen3Next,
+    /// Qwen3.5 (`modeling_qwen3_5.py`, `modeling_qwen3_5_moe.py`): as Qwen3-Next with split input projections
+    Qwen35,
+    /// Nemotron-H (`modeling_nemotron_h.py`): one of Mamba-2, attention, MLP or MoE per block
+    NemotronH,
+    /// Granite 3 MoE (`modeling_granitemoe.py`)
+    GraniteMoe,
+    /// MiniMax-M2 (`modeling_minimax_m2.py`): q/k norms over the whole projection, 256-expert MoE with a routing bias
+    MiniMaxM2,
+    /// BERT / XLM-RoBERTa encoders (`modeling_bert.py`, `modeling_xlm_roberta.py`): no KV cache
+    Bert,
     Generic,
 }
 
@@ -47,6 +67,16 @@ impl Family {
             Family::GptNeox => "gpt_neox",
             Family::Falcon => "falcon",
             Family::DeepseekV3 => "deepseek_v3",
+            Family::Phi => "phi",
+            Family::Olmo2 => "olmo2",
+            Family::Gemma3 => "gemma3",
+            Family::GptOss => "gpt_oss",
+            Family::Qwen3Next => "qwen3_next",
+            Family::Qwen35 => "qwen3_5",
+            Family::NemotronH => "nemotron_h",
+            Family::GraniteMoe => "granitemoe",
+            Family::MiniMaxM2 => "minimax_m2",
+            Family::Bert => "bert",
             Family::Generic => "generic",
         }
     }
@@ -112,6 +142,9 @@ pub struct MoeSpec {
     pub dense_layers: u64,
     /// DeepSeek-V3 router carries a per-expert correction bias
     pub router_bias: bool,
+    /// the router linear itself has a bias (gpt-oss `mlp.router`)
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub router_linear_bias: bool,
 }
 
 /// DeepSeek multi-head latent attention dimensions.
@@ -126,7 +159,159 @@ pub struct MlaSpec {
     pub v_head_dim: u64,
 }
 
-/// A decoder-only transformer, described by its dimensions.
+/// What mixes tokens in one decoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mixer {
+    /// softmax attention over the whole context (a KV cache that grows with it)
+    Attention,
+    /// softmax attention over the last `sliding_window` tokens
+    SlidingAttention,
+    /// Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed-size
+    /// recurrent state and a short convolution state per sequence
+    LinearAttention,
+    /// Mamba-2 (Nemotron-H): a fixed-size SSM state and convolution state per sequence
+    Mamba2,
+    /// no token mixer: a feed-forward-only block (Nemotron-H `-` and `E`)
+    None,
+}
+
+impl Mixer {
+    /// Does this layer keep K and V per token?
+    pub fn has_kv(self) -> bool {
+        matches!(self, Mixer::Attention | Mixer::SlidingAttention)
+    }
+
+    /// Does this layer keep a fixed-size state per sequence?
+    pub fn has_state(self) -> bool {
+        matches!(self, Mixer::LinearAttention | Mixer::Mamba2)
+    }
+}
+
+/// The feed-forward part of one decoder layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ffn {
+    /// the dense MLP of `intermediate_size`
+    Dense,
+    /// the mixture of experts of [`MoeSpec`]
+    Moe,
+    /// none (a Nemotron-H mixer-only block)
+    None,
+}
+
+/// One decoder layer: its token mixer and its feed-forward block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LayerKind {
+    pub mixer: Mixer,
+    pub ffn: Ffn,
+}
+
+/// Gated DeltaNet dimensions (`linear_*` fields of Qwen3-Next / Qwen3.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearAttentionSpec {
+    pub key_heads: u64,
+    pub value_heads: u64,
+    pub key_head_dim: u64,
+    pub value_head_dim: u64,
+    /// depthwise causal convolution width (`linear_conv_kernel_dim`)
+    pub conv_kernel: u64,
+    /// dtype of the recurrent state when the config fixes it (`mamba_ssm_dtype`); None: the compute dtype
+    pub state_dtype: Option<DType>,
+}
+
+impl LinearAttentionSpec {
+    /// Channels of the convolution: q, k and v (`conv_dim = 2·key_dim + value_dim`).
+    pub fn conv_dim(&self) -> u64 {
+        2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
+    }
+}
+
+/// Mamba-2 dimensions (Nemotron-H `mamba_*` fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mamba2Spec {
+    pub heads: u64,
+    pub head_dim: u64,
+    /// `ssm_state_size` (d_state)
+    pub state_size: u64,
+    /// `n_groups` sharing B and C
+    pub groups: u64,
+    /// `conv_kernel` (d_conv)
+    pub conv_kernel: u64,
+    /// bias on the depthwise convolution (`use_conv_bias`)
+    pub conv_bias: bool,
+    /// bias on in_proj / out_proj (`use_bias`)
+    pub proj_bias: bool,
+    /// dtype of the SSM state when the config fixes it (`mamba_ssm_cache_dtype`); None: the compute dtype
+    pub state_dtype: Option<DType>,
+}
+
+impl Mamba2Spec {
+    /// `d_inner = heads × head_dim`.
+    pub fn inner(&self) -> u64 {
+        self.heads * self.head_dim
+    }
+
+    /// Channels of the convolution: x, B and C (`d_inner + 2·n_groups·d_state`).
+    pub fn conv_dim(&self) -> u64 {
+        self.inner() + 2 * self.groups * self.state_size
+    }
+}
+
+/// A vision tower shipped in the checkpoint (and loaded with the model by
+/// transformers' `*ForConditionalGeneration` and by vLLM).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VisionSpec {
+    pub kind: VisionKind,
+    pub hidden_size: u64,
+    pub intermediate_size: u64,
+    pub layers: u64,
+    pub patch_size: u64,
+    /// frames per patch of a Conv3d patch embedding (Qwen-VL: 2); 1 for images-only towers
+    pub temporal_patch_size: u64,
+    pub in_channels: u64,
+    /// rows of the learned position table (SigLIP: (image/patch)², Qwen3-VL: `num_position_embeddings`; 0: none)
+    pub position_embeddings: u64,
+    /// width the merger projects to (the language model's hidden size)
+    pub out_hidden_size: u64,
+    /// patches merged per side before projection (Qwen-VL `spatial_merge_size`; 1: none)
+    pub spatial_merge: u64,
+    /// Qwen3-VL deepstack mergers (`deepstack_visual_indexes`)
+    pub deepstack_mergers: u64,
+}
+
+/// Vision tower architectures vramfit lays out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VisionKind {
+    /// SigLIP encoder without head + Gemma 3's projector (`modeling_siglip.py`, `Gemma3MultiModalProjector`)
+    SiglipGemma3,
+    /// Qwen2.5-VL ViT: RMSNorm, gated MLP, windowed attention (`Qwen2_5_VisionTransformerPretrainedModel`)
+    Qwen25Vl,
+    /// Qwen3-VL / Qwen3.5 ViT: LayerNorm, plain MLP, learned positions, deepstack mergers (`Qwen3VLVisionModel`)
+    Qwen3Vl,
+}
+
+/// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5):
+/// its own query/key projections and a per-token key cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexerSpec {
+    pub heads: u64,
+    pub head_dim: u64,
+    /// tokens each query attends to (`index_topk`)
+    pub topk: u64,
+}
+
+/// A BERT-style encoder's extras: token-type table and pooler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncoderSpec {
+    /// `type_vocab_size`
+    pub token_types: u64,
+    /// the pooler (dense hidden × hidden + bias) that `BertModel` / `XLMRobertaModel` load by default
+    pub pooler: bool,
+}
+
+/// A transformer (decoder, or encoder with [`EncoderSpec`]), described by its dimensions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
     /// display name (preset name, hub id or path)
@@ -164,8 +349,47 @@ pub struct ModelSpec {
     pub parallel_residual: bool,
     pub moe: Option<MoeSpec>,
     pub mla: Option<MlaSpec>,
-    /// sliding-window attention span, when every layer uses one
+    /// sliding-window attention span of the [`Mixer::SlidingAttention`] layers
+    /// (every layer when `layer_pattern` is empty)
     pub sliding_window: Option<u64>,
+    /// per-layer mixer and feed-forward kinds, when the layers differ; empty:
+    /// every layer is attention (sliding when `sliding_window` is set) with a
+    /// dense MLP for the first `moe.dense_layers` and the MoE after
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_pattern: Vec<LayerKind>,
+    /// Gated DeltaNet dimensions of the linear-attention layers
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear_attention: Option<LinearAttentionSpec>,
+    /// Mamba-2 dimensions of the SSM layers
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba: Option<Mamba2Spec>,
+    /// a vision tower in the checkpoint, counted with the model
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<VisionSpec>,
+    /// DeepSeek sparse attention indexer
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexer: Option<IndexerSpec>,
+    /// encoder-only (BERT, XLM-RoBERTa): no causal KV cache, no LM head
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoder: Option<EncoderSpec>,
+    /// multi-token-prediction layers shipped in the checkpoint beside the
+    /// model (`num_nextn_predict_layers`, `mtp_num_hidden_layers`): not part of
+    /// `ParamLayout` (transformers drops them; vLLM/SGLang load them only for
+    /// MTP speculative decoding), counted by [`crate::params::mtp_params`]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mtp_layers: u64,
+    /// q/k RMSNorm over the whole projection (OLMo 2) rather than per head (Qwen3, Gemma 3)
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub qk_norm_full_width: bool,
+    /// q_proj also yields a per-head output gate (Qwen3-Next `attn_output_gate`): twice as wide
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attn_output_gate: bool,
+    /// one learned sink logit per head and layer (gpt-oss `sinks`)
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub attention_sinks: bool,
+    /// the output head has a bias (phi)
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lm_head_bias: bool,
     /// dropout probability on attention probabilities (training masks)
     pub attention_dropout: f64,
     /// dropout probability on residual/hidden outputs (training masks)
@@ -176,6 +400,14 @@ pub struct ModelSpec {
     pub native_dtype: Option<DType>,
     /// what the ingest layer assumed or skipped, shown to the user
     pub notes: Vec<String>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Upper bounds that catch absurd configs before any arithmetic (the
@@ -228,6 +460,17 @@ impl ModelSpec {
             moe: None,
             mla: None,
             sliding_window: None,
+            layer_pattern: Vec::new(),
+            linear_attention: None,
+            mamba: None,
+            vision: None,
+            indexer: None,
+            encoder: None,
+            mtp_layers: 0,
+            qk_norm_full_width: false,
+            attn_output_gate: false,
+            attention_sinks: false,
+            lm_head_bias: false,
             attention_dropout: 0.0,
             hidden_dropout: 0.0,
             quantization: None,
@@ -297,10 +540,90 @@ impl ModelSpec {
                 check("q_lora_rank", q, MAX_HIDDEN)?;
             }
         }
+        self.validate_layers()?;
         for (field, p) in [("attention_dropout", self.attention_dropout), ("hidden_dropout", self.hidden_dropout)] {
             if !(0.0..1.0).contains(&p) {
                 return Err(CoreError::invalid(field, format!("{p} is not a probability in [0, 1)")));
             }
+        }
+        Ok(())
+    }
+
+    /// The per-layer pattern and the specs its kinds need.
+    fn validate_layers(&self) -> Result<(), CoreError> {
+        use limits::*;
+        let check = |field: &str, v: u64, max: u64| -> Result<(), CoreError> {
+            if v == 0 {
+                Err(CoreError::invalid(field, "must be at least 1"))
+            } else if v > max {
+                Err(CoreError::invalid(field, format!("{v} is larger than any real model (limit {max})")))
+            } else {
+                Ok(())
+            }
+        };
+        if !self.layer_pattern.is_empty() {
+            if self.layer_pattern.len() as u64 != self.num_layers {
+                return Err(CoreError::invalid(
+                    "layer_types",
+                    format!("{} entries for {} layers", self.layer_pattern.len(), self.num_layers),
+                ));
+            }
+            if self.moe.as_ref().is_some_and(|m| m.dense_layers != 0) {
+                return Err(CoreError::invalid(
+                    "first_k_dense_replace",
+                    "a per-layer pattern already says which layers are dense",
+                ));
+            }
+        }
+        let layers = self.layers();
+        let any = |m: Mixer| layers.iter().any(|l| l.mixer == m);
+        if layers.iter().any(|l| l.ffn == Ffn::Moe) && self.moe.is_none() {
+            return Err(CoreError::invalid("layer_types", "MoE layers without expert dimensions"));
+        }
+        if any(Mixer::SlidingAttention) {
+            check("sliding_window", self.sliding_window.unwrap_or(0), MAX_POSITIONS)?;
+        }
+        if any(Mixer::LinearAttention) {
+            let la = self.linear_attention.as_ref().ok_or_else(|| {
+                CoreError::invalid("layer_types", "linear-attention layers without linear_* dimensions")
+            })?;
+            check("linear_num_key_heads", la.key_heads, MAX_HEADS)?;
+            check("linear_num_value_heads", la.value_heads, MAX_HEADS)?;
+            check("linear_key_head_dim", la.key_head_dim, MAX_HIDDEN)?;
+            check("linear_value_head_dim", la.value_head_dim, MAX_HIDDEN)?;
+            check("linear_conv_kernel_dim", la.conv_kernel, MAX_HIDDEN)?;
+        }
+        if any(Mixer::Mamba2) {
+            let m = self
+                .mamba
+                .as_ref()
+                .ok_or_else(|| CoreError::invalid("layer_types", "Mamba layers without mamba_* dimensions"))?;
+            check("mamba_num_heads", m.heads, MAX_HEADS)?;
+            check("mamba_head_dim", m.head_dim, MAX_HIDDEN)?;
+            check("ssm_state_size", m.state_size, MAX_HIDDEN)?;
+            check("n_groups", m.groups, MAX_HEADS)?;
+            check("conv_kernel", m.conv_kernel, MAX_HIDDEN)?;
+        }
+        if let Some(v) = &self.vision {
+            check("vision_config.hidden_size", v.hidden_size, MAX_HIDDEN)?;
+            check("vision_config.intermediate_size", v.intermediate_size, MAX_INTERMEDIATE)?;
+            check("vision_config.num_hidden_layers", v.layers, MAX_LAYERS)?;
+            // patches, frames, channels and merges are small in every real tower
+            check("vision_config.patch_size", v.patch_size, 1 << 12)?;
+            check("vision_config.temporal_patch_size", v.temporal_patch_size, 1 << 8)?;
+            check("vision_config.in_channels", v.in_channels, 1 << 8)?;
+            check("vision_config.out_hidden_size", v.out_hidden_size, MAX_HIDDEN)?;
+            check("vision_config.spatial_merge_size", v.spatial_merge, 1 << 8)?;
+            if v.position_embeddings > MAX_POSITIONS {
+                return Err(CoreError::invalid("vision_config.num_position_embeddings", "larger than any real model"));
+            }
+        }
+        if let Some(ix) = &self.indexer {
+            check("index_n_heads", ix.heads, MAX_HEADS)?;
+            check("index_head_dim", ix.head_dim, MAX_HIDDEN)?;
+        }
+        if self.mtp_layers > MAX_LAYERS {
+            return Err(CoreError::invalid("num_nextn_predict_layers", "larger than any real model"));
         }
         Ok(())
     }
@@ -328,15 +651,57 @@ impl ModelSpec {
 
     /// Number of layers whose MLP is a mixture of experts.
     pub fn moe_layers(&self) -> u64 {
+        if !self.layer_pattern.is_empty() {
+            return self.count_layers(|l| l.ffn == Ffn::Moe);
+        }
         match &self.moe {
             Some(m) => self.num_layers - m.dense_layers.min(self.num_layers),
             None => 0,
         }
     }
 
+    /// Every layer's kind, in order: the pattern, or the uniform reading of
+    /// `sliding_window` and `moe.dense_layers` (leading dense layers).
+    pub fn layers(&self) -> Vec<LayerKind> {
+        if !self.layer_pattern.is_empty() {
+            return self.layer_pattern.clone();
+        }
+        let mixer = if self.sliding_window.is_some() { Mixer::SlidingAttention } else { Mixer::Attention };
+        let dense = match &self.moe {
+            Some(m) => m.dense_layers.min(self.num_layers),
+            None => self.num_layers,
+        };
+        (0..self.num_layers).map(|i| LayerKind { mixer, ffn: if i < dense { Ffn::Dense } else { Ffn::Moe } }).collect()
+    }
+
+    /// Layers matching `pred`.
+    pub fn count_layers(&self, pred: impl Fn(&LayerKind) -> bool) -> u64 {
+        if self.layer_pattern.is_empty() {
+            return self.layers().iter().filter(|l| pred(l)).count() as u64;
+        }
+        self.layer_pattern.iter().filter(|l| pred(l)).count() as u64
+    }
+
+    /// Layers with softmax attention (full or sliding): the ones with q/k/v/o projections.
+    pub fn attention_layers(&self) -> u64 {
+        self.count_layers(|l| l.mixer.has_kv())
+    }
+
+    /// Layers with a dense MLP.
+    pub fn dense_mlp_layers(&self) -> u64 {
+        self.count_layers(|l| l.ffn == Ffn::Dense)
+    }
+
+    /// Does any layer differ from full attention (the cases the KV cache must size per layer)?
+    pub fn is_hybrid(&self) -> bool {
+        self.layer_pattern.iter().any(|l| l.mixer != Mixer::Attention)
+    }
+
     /// Attention kind in words, for output.
     pub fn attention_kind(&self) -> &'static str {
-        if self.mla.is_some() {
+        if self.encoder.is_some() {
+            "MHA (encoder)"
+        } else if self.mla.is_some() {
             "MLA"
         } else if self.num_kv_heads == self.num_heads {
             "MHA"

@@ -11,7 +11,7 @@
 
 use crate::error::CoreError;
 use crate::hf::{self, FamilyNames, MlpNames};
-use crate::model::{Attention as AttnLayout, MlpKind, ModelSpec, NormKind, Positional};
+use crate::model::{Attention as AttnLayout, Ffn, LayerKind, Mixer, MlpKind, ModelSpec, NormKind, Positional};
 use crate::units::{add, product};
 use serde::{Deserialize, Serialize};
 use LinearRole::{Attention, Expert, Mlp, Router, SharedExpert};
@@ -59,8 +59,10 @@ pub enum ParamGroupKind {
     Embedding,
     PositionEmbedding,
     Norm,
-    /// free-standing vectors (router correction bias)
+    /// free-standing vectors (router correction bias, sinks, SSM parameters, convolutions)
     Other,
+    /// a vision tower's tensors (multimodal checkpoints)
+    Vision,
 }
 
 impl ParamGroupKind {
@@ -72,6 +74,7 @@ impl ParamGroupKind {
             ParamGroupKind::PositionEmbedding => "position_embedding",
             ParamGroupKind::Norm => "norm",
             ParamGroupKind::Other => "other",
+            ParamGroupKind::Vision => "vision",
         }
     }
 }
@@ -94,6 +97,11 @@ pub struct ParamGroup {
     pub copies: u64,
     /// instances a single token passes through (MoE: top-k of the experts)
     pub active_copies: u64,
+    /// the decoder layers holding this group, `copies / layer_ids.len()` instances
+    /// each (empty: outside the decoder layers); what pipeline stages and
+    /// per-layer quantization exclusions need
+    #[serde(skip)]
+    pub layer_ids: Vec<u32>,
 }
 
 impl ParamGroup {
@@ -107,7 +115,14 @@ impl ParamGroup {
             bias,
             copies,
             active_copies: copies,
+            layer_ids: Vec::new(),
         }
+    }
+
+    /// The same group placed in `ids` (its copies spread evenly over them).
+    fn in_layers(mut self, ids: &[u32]) -> Self {
+        self.layer_ids = ids.to_vec();
+        self
     }
 
     fn linear(path: &str, module: &str, role: LinearRole, d_in: u64, d_out: u64, bias: bool, copies: u64) -> Self {
@@ -167,16 +182,44 @@ impl ParamLayout {
     pub fn of(spec: &ModelSpec) -> Result<ParamLayout, CoreError> {
         spec.validate()?;
         let names = hf::names(spec.family);
+        let layers = spec.layers();
         let mut g = Vec::new();
         push_embeddings(&mut g, spec, &names);
-        push_attention(&mut g, spec, &names)?;
+        push_attention(&mut g, spec, &names, &layers)?;
+        push_linear_attention(&mut g, spec, &names, &layers);
+        push_mamba(&mut g, spec, &names, &layers);
         push_norms(&mut g, spec);
-        push_mlps(&mut g, spec, &names);
-        // Final norm and head.
-        g.push(ParamGroup::new("norm", "norm", ParamGroupKind::Norm, 1, spec.hidden_size, norm_bias(spec), 1));
-        if !spec.tied_embeddings {
+        push_mlps(&mut g, spec, &names, &layers);
+        // Final norm (encoders end on each layer's own LayerNorm) and head.
+        if spec.encoder.is_none() {
+            let n = names.final_norm;
+            g.push(ParamGroup::new(n, leaf(n), ParamGroupKind::Norm, 1, spec.hidden_size, norm_bias(spec), 1));
+        }
+        if spec.encoder.as_ref().is_some_and(|e| e.pooler) {
+            g.push(ParamGroup::linear(
+                hf::POOLER,
+                leaf(hf::POOLER),
+                LinearRole::Mlp,
+                spec.hidden_size,
+                spec.hidden_size,
+                true,
+                1,
+            ));
+        }
+        if !spec.tied_embeddings && spec.encoder.is_none() {
             let head = names.lm_head;
-            g.push(ParamGroup::linear(head, head, LinearRole::LmHead, spec.hidden_size, spec.vocab_size, false, 1));
+            g.push(ParamGroup::linear(
+                head,
+                head,
+                LinearRole::LmHead,
+                spec.hidden_size,
+                spec.vocab_size,
+                spec.lm_head_bias,
+                1,
+            ));
+        }
+        if let Some(v) = &spec.vision {
+            crate::vision::push_vision(&mut g, v);
         }
         Ok(ParamLayout { groups: g })
     }
@@ -227,58 +270,112 @@ fn norm_bias(spec: &ModelSpec) -> bool {
     spec.norm == NormKind::LayerNorm
 }
 
-/// Token embeddings, and the learned position table when there is one.
+/// Indices of the layers matching `pred`.
+fn layer_ids(layers: &[LayerKind], pred: impl Fn(&LayerKind) -> bool) -> Vec<u32> {
+    layers.iter().enumerate().filter(|(_, l)| pred(l)).map(|(i, _)| i as u32).collect()
+}
+
+/// Token embeddings, the learned position table when there is one, and an
+/// encoder's token-type table and embedding LayerNorm.
 fn push_embeddings(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) {
     let h = spec.hidden_size;
-    g.push(ParamGroup::new(names.embed, names.embed, ParamGroupKind::Embedding, spec.vocab_size, h, false, 1));
+    g.push(ParamGroup::new(names.embed, leaf(names.embed), ParamGroupKind::Embedding, spec.vocab_size, h, false, 1));
     if spec.positional == Positional::Learned {
         let wpe = names.position_embed;
-        g.push(ParamGroup::new(wpe, wpe, ParamGroupKind::PositionEmbedding, spec.max_position_embeddings, h, false, 1));
+        g.push(ParamGroup::new(
+            wpe,
+            leaf(wpe),
+            ParamGroupKind::PositionEmbedding,
+            spec.max_position_embeddings,
+            h,
+            false,
+            1,
+        ));
+    }
+    if let Some(e) = &spec.encoder {
+        let tt = hf::TOKEN_TYPE_EMBEDDINGS;
+        g.push(ParamGroup::new(tt, leaf(tt), ParamGroupKind::PositionEmbedding, e.token_types, h, false, 1));
+        let ln = hf::EMBEDDINGS_NORM;
+        g.push(ParamGroup::new(ln, leaf(ln), ParamGroupKind::Norm, 1, h, true, 1));
     }
 }
 
-/// The attention projections of every layer (and Qwen3's q/k norms).
-fn push_attention(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) -> Result<(), CoreError> {
-    let (l, h) = (spec.num_layers, spec.hidden_size);
+/// The attention projections of every attention layer, their q/k norms,
+/// gpt-oss's sinks and the DeepSeek sparse-attention indexer.
+fn push_attention(
+    g: &mut Vec<ParamGroup>,
+    spec: &ModelSpec,
+    names: &FamilyNames,
+    layers: &[LayerKind],
+) -> Result<(), CoreError> {
+    let ids = layer_ids(layers, |l| l.mixer.has_kv());
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let (l, h) = (ids.len() as u64, spec.hidden_size);
     let n = names.attention(spec.attention);
     let p = n.prefix;
+    // Qwen3-Next's q_proj also yields the output gate: twice as wide
+    let q_width = if spec.attn_output_gate { 2 * spec.q_width() } else { spec.q_width() };
     let mut linear = |name: &str, d_in, d_out, bias| {
-        g.push(ParamGroup::linear(&format!("{p}{name}"), name, Attention, d_in, d_out, bias, l))
+        g.push(ParamGroup::linear(&format!("{p}{name}"), name, Attention, d_in, d_out, bias, l).in_layers(&ids))
     };
     match spec.attention {
         AttnLayout::Separate => {
             let [q, k, v] = [n.inputs[0], n.inputs[1], n.inputs[2]];
-            linear(q, h, spec.q_width(), spec.qkv_bias);
+            linear(q, h, q_width, spec.qkv_bias);
             linear(k, h, spec.kv_width(), spec.qkv_bias);
             linear(v, h, spec.kv_width(), spec.qkv_bias);
             linear(n.out, spec.attn_out_width(), h, spec.o_bias);
         }
         AttnLayout::FusedQkv => {
-            linear(n.inputs[0], h, spec.q_width() + 2 * spec.kv_width(), spec.qkv_bias);
+            linear(n.inputs[0], h, q_width + 2 * spec.kv_width(), spec.qkv_bias);
             linear(n.out, spec.attn_out_width(), h, spec.o_bias);
         }
-        AttnLayout::Mla => push_mla(g, spec, p)?,
+        AttnLayout::Mla => push_mla(g, spec, p, &ids)?,
     }
     if spec.qk_norm {
-        let (prefix, names) = hf::QK_NORMS;
-        for name in names {
-            g.push(ParamGroup::new(&format!("{prefix}{name}"), name, ParamGroupKind::Norm, 1, spec.head_dim, false, l));
+        let (prefix, norms) = hf::QK_NORMS;
+        // per head (Qwen3, Gemma 3: head_dim) or over the whole projection (OLMo 2)
+        let widths =
+            if spec.qk_norm_full_width { [spec.q_width(), spec.kv_width()] } else { [spec.head_dim, spec.head_dim] };
+        for (name, width) in norms.into_iter().zip(widths) {
+            let path = format!("{prefix}{name}");
+            g.push(ParamGroup::new(&path, name, ParamGroupKind::Norm, 1, width, false, l).in_layers(&ids));
         }
+    }
+    if spec.attention_sinks {
+        let s = hf::ATTENTION_SINKS;
+        g.push(ParamGroup::new(s, leaf(s), ParamGroupKind::Other, 1, spec.num_heads, false, l).in_layers(&ids));
+    }
+    if let (Some(ix), Some(m)) = (&spec.indexer, &spec.mla) {
+        // DeepSeek-V3.2 `Indexer` (inference/model.py): wq_b from the q latent,
+        // wk and a LayerNorm'd key of one head, weights_proj giving each head's weight
+        let q_in = m.q_lora_rank.unwrap_or(h);
+        let x = hf::INDEXER;
+        let mut push = |name: &str, kind, d_in, d_out, bias| {
+            g.push(ParamGroup::new(&format!("{x}{name}"), name, kind, d_in, d_out, bias, l).in_layers(&ids))
+        };
+        push("wq_b", ParamGroupKind::Linear(Attention), q_in, ix.heads * ix.head_dim, false);
+        push("wk", ParamGroupKind::Linear(Attention), h, ix.head_dim, false);
+        push("k_norm", ParamGroupKind::Norm, 1, ix.head_dim, true);
+        push("weights_proj", ParamGroupKind::Linear(LinearRole::Router), h, ix.heads, false);
     }
     Ok(())
 }
 
 /// DeepSeek multi-head latent attention (`modeling_deepseek_v3.py`): a
 /// low-rank query (or a plain q_proj) and the compressed K/V latent.
-fn push_mla(g: &mut Vec<ParamGroup>, spec: &ModelSpec, p: &str) -> Result<(), CoreError> {
+fn push_mla(g: &mut Vec<ParamGroup>, spec: &ModelSpec, p: &str, ids: &[u32]) -> Result<(), CoreError> {
     let m = spec.mla.as_ref().ok_or_else(|| CoreError::invalid("attention", "MLA layout without MLA dimensions"))?;
-    let (l, h, heads) = (spec.num_layers, spec.hidden_size, spec.num_heads);
+    let (l, h, heads) = (ids.len() as u64, spec.hidden_size, spec.num_heads);
     let q_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
     let linear = |name: &str, d_in, d_out, bias| {
-        ParamGroup::linear(&format!("{p}{name}"), name, Attention, d_in, d_out, bias, l)
+        ParamGroup::linear(&format!("{p}{name}"), name, Attention, d_in, d_out, bias, l).in_layers(ids)
     };
-    let norm =
-        |name: &str, width| ParamGroup::new(&format!("{p}{name}"), name, ParamGroupKind::Norm, 1, width, false, l);
+    let norm = |name: &str, width| {
+        ParamGroup::new(&format!("{p}{name}"), name, ParamGroupKind::Norm, 1, width, false, l).in_layers(ids)
+    };
     let n = hf::MLA_NAMES;
     match m.q_lora_rank {
         Some(r) => {
@@ -295,57 +392,122 @@ fn push_mla(g: &mut Vec<ParamGroup>, spec: &ModelSpec, p: &str) -> Result<(), Co
     Ok(())
 }
 
+/// Gated DeltaNet layers (`Qwen3NextGatedDeltaNet`, `Qwen3_5GatedDeltaNet`):
+/// the q/k/v/z input projection, the per-head beta and decay inputs, a
+/// depthwise convolution over q, k and v, per-head `dt_bias` and `A_log`,
+/// a gated RMSNorm of one value head and the output projection.
+fn push_linear_attention(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames, layers: &[LayerKind]) {
+    let Some(la) = &spec.linear_attention else { return };
+    let ids = layer_ids(layers, |l| l.mixer == Mixer::LinearAttention);
+    if ids.is_empty() {
+        return;
+    }
+    let (l, h) = (ids.len() as u64, spec.hidden_size);
+    let key_dim = la.key_heads * la.key_head_dim;
+    let value_dim = la.value_heads * la.value_head_dim;
+    let p = names.linear_attention;
+    let mut push = |name: &str, kind, d_in, d_out| {
+        g.push(ParamGroup::new(&format!("{p}{name}"), name, kind, d_in, d_out, false, l).in_layers(&ids))
+    };
+    let lin = ParamGroupKind::Linear(Attention);
+    match names.linear_attention_inputs {
+        hf::LinearAttnInputs::Fused => {
+            push("in_proj_qkvz", lin, h, 2 * key_dim + 2 * value_dim);
+            push("in_proj_ba", lin, h, 2 * la.value_heads);
+        }
+        hf::LinearAttnInputs::Split => {
+            push("in_proj_qkv", lin, h, 2 * key_dim + value_dim);
+            push("in_proj_z", lin, h, value_dim);
+            push("in_proj_b", lin, h, la.value_heads);
+            push("in_proj_a", lin, h, la.value_heads);
+        }
+    }
+    push("conv1d", ParamGroupKind::Other, la.conv_kernel, la.conv_dim());
+    push("dt_bias", ParamGroupKind::Other, 1, la.value_heads);
+    push("A_log", ParamGroupKind::Other, 1, la.value_heads);
+    push("norm", ParamGroupKind::Norm, 1, la.value_head_dim);
+    push("out_proj", lin, value_dim, h);
+}
+
+/// Mamba-2 mixers (`NemotronHMamba2Mixer`): in_proj to z, x, B, C and dt;
+/// a depthwise convolution over x, B and C; per-head `dt_bias`, `A_log`
+/// and `D`; a gated RMSNorm over d_inner; out_proj.
+fn push_mamba(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames, layers: &[LayerKind]) {
+    let Some(m) = &spec.mamba else { return };
+    let ids = layer_ids(layers, |l| l.mixer == Mixer::Mamba2);
+    if ids.is_empty() {
+        return;
+    }
+    let (l, h) = (ids.len() as u64, spec.hidden_size);
+    let p = names.mamba;
+    let mut push = |name: &str, kind, d_in, d_out, bias| {
+        g.push(ParamGroup::new(&format!("{p}{name}"), name, kind, d_in, d_out, bias, l).in_layers(&ids))
+    };
+    let lin = ParamGroupKind::Linear(Attention);
+    // projection_size = d_inner (z) + conv_dim (x, B, C) + heads (dt)
+    push("in_proj", lin, h, m.inner() + m.conv_dim() + m.heads, m.proj_bias);
+    push("conv1d", ParamGroupKind::Other, m.conv_kernel, m.conv_dim(), m.conv_bias);
+    push("dt_bias", ParamGroupKind::Other, 1, m.heads, false);
+    push("A_log", ParamGroupKind::Other, 1, m.heads, false);
+    push("D", ParamGroupKind::Other, 1, m.heads, false);
+    push("norm", ParamGroupKind::Norm, 1, m.inner(), false);
+    push("out_proj", lin, m.inner(), h, m.proj_bias);
+}
+
 /// The layer norms of every layer, counted together.
 fn push_norms(g: &mut Vec<ParamGroup>, spec: &ModelSpec) {
-    g.push(ParamGroup::new(
-        "layers.*.norms",
-        "norm",
-        ParamGroupKind::Norm,
-        1,
-        spec.hidden_size,
-        norm_bias(spec),
-        spec.num_layers * spec.norms_per_layer,
-    ));
+    let ids: Vec<u32> = (0..spec.num_layers as u32).collect();
+    g.push(
+        ParamGroup::new(
+            "layers.*.norms",
+            "norm",
+            ParamGroupKind::Norm,
+            1,
+            spec.hidden_size,
+            norm_bias(spec),
+            spec.num_layers * spec.norms_per_layer,
+        )
+        .in_layers(&ids),
+    );
 }
 
 /// MLPs: the dense layers, then the MoE layers (router, routed experts,
 /// shared experts and their gate).
-fn push_mlps(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames) {
+fn push_mlps(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames, layers: &[LayerKind]) {
     let h = spec.hidden_size;
-    let moe_layers = spec.moe_layers();
-    let dense_layers = spec.num_layers - moe_layers;
-    if dense_layers > 0 {
-        push_mlp(g, spec, names.mlp(spec.mlp), Mlp, spec.intermediate_size, dense_layers, dense_layers);
+    let dense = layer_ids(layers, |l| l.ffn == Ffn::Dense);
+    if !dense.is_empty() {
+        let n = dense.len() as u64;
+        push_mlp(g, spec, names.mlp(spec.mlp), Mlp, spec.intermediate_size, n, n, &dense);
     }
-    let Some(moe) = spec.moe.as_ref().filter(|_| moe_layers > 0) else { return };
+    let moe_ids = layer_ids(layers, |l| l.ffn == Ffn::Moe);
+    let Some(moe) = spec.moe.as_ref().filter(|_| !moe_ids.is_empty()) else { return };
+    let moe_layers = moe_ids.len() as u64;
     let e = moe.num_experts;
-    g.push(ParamGroup::linear(names.router, "gate", Router, h, e, false, moe_layers));
+    let router = ParamGroup::linear(names.router, leaf(names.router), Router, h, e, moe.router_linear_bias, moe_layers);
+    g.push(router.in_layers(&moe_ids));
     if moe.router_bias {
-        g.push(ParamGroup::new(hf::ROUTER_BIAS, leaf(hf::ROUTER_BIAS), ParamGroupKind::Other, 1, e, false, moe_layers));
+        let b = hf::ROUTER_BIAS;
+        g.push(ParamGroup::new(b, leaf(b), ParamGroupKind::Other, 1, e, false, moe_layers).in_layers(&moe_ids));
     }
     let expert = names.expert(spec.mlp);
-    push_mlp(g, spec, expert, Expert, moe.expert_intermediate, moe_layers * e, moe_layers * moe.experts_per_token);
+    let (copies, active) = (moe_layers * e, moe_layers * moe.experts_per_token);
+    push_mlp(g, spec, expert, Expert, moe.expert_intermediate, copies, active, &moe_ids);
     if moe.shared_experts > 0 {
         // DeepSeek fuses its shared experts into one MLP of n_shared × width.
         let shared = MlpNames { prefix: names.shared_experts, ..names.mlp(spec.mlp) };
         let width = moe.shared_intermediate * moe.shared_experts;
-        push_mlp(g, spec, shared, SharedExpert, width, moe_layers, moe_layers);
+        push_mlp(g, spec, shared, SharedExpert, width, moe_layers, moe_layers, &moe_ids);
     }
     if moe.shared_expert_gate {
-        g.push(ParamGroup::linear(
-            hf::SHARED_EXPERT_GATE,
-            leaf(hf::SHARED_EXPERT_GATE),
-            Router,
-            h,
-            1,
-            false,
-            moe_layers,
-        ));
+        let sg = hf::SHARED_EXPERT_GATE;
+        g.push(ParamGroup::linear(sg, leaf(sg), Router, h, 1, false, moe_layers).in_layers(&moe_ids));
     }
 }
 
 /// One MLP's matrices: each input projection (a fused gate_up is twice as
 /// wide), then the down projection.
+#[allow(clippy::too_many_arguments)]
 fn push_mlp(
     g: &mut Vec<ParamGroup>,
     spec: &ModelSpec,
@@ -354,13 +516,14 @@ fn push_mlp(
     width: u64,
     copies: u64,
     active: u64,
+    ids: &[u32],
 ) {
     let h = spec.hidden_size;
     let fused_gate_up = spec.mlp == MlpKind::Gated && names.inputs.len() == 1;
     let up_width = if fused_gate_up { 2 * width } else { width };
     let mut add = |module: &str, d_in: u64, d_out: u64| {
         let path = format!("{}{module}", names.prefix);
-        let mut grp = ParamGroup::linear(&path, module, role, d_in, d_out, spec.mlp_bias, copies);
+        let mut grp = ParamGroup::linear(&path, module, role, d_in, d_out, spec.mlp_bias, copies).in_layers(ids);
         grp.active_copies = active;
         g.push(grp);
     };
@@ -368,6 +531,30 @@ fn push_mlp(
         add(module, h, up_width);
     }
     add(names.down, width, h);
+}
+
+/// Parameters of the multi-token-prediction layers a checkpoint ships
+/// beside the model (DeepSeek-V3 `model.layers.61`, Qwen3.5 `mtp.*`): each
+/// is one more decoder layer of the model's last kind plus its input
+/// projection `eh_proj` (2·hidden → hidden) and three RMSNorms (enorm,
+/// hnorm, the shared head's norm), as DeepSeek-V3's technical report §2.2
+/// describes (other families' MTP modules, e.g. MiniMax-M2's, follow the same
+/// shape as far as their configs tell). The shared embedding and output head
+/// are not counted again.
+pub fn mtp_params(spec: &ModelSpec) -> Result<u64, CoreError> {
+    if spec.mtp_layers == 0 {
+        return Ok(0);
+    }
+    let layout = ParamLayout::of(spec)?;
+    let last = spec.num_layers.saturating_sub(1) as u32;
+    let layer = layout
+        .groups
+        .iter()
+        .filter(|g| g.layer_ids.contains(&last))
+        .try_fold(0u64, |acc, g| add("mtp params", acc, g.params()? / g.layer_ids.len().max(1) as u64))?;
+    let h = spec.hidden_size;
+    let extra = product("mtp params", &[2 * h, h])? + 3 * h;
+    product("mtp params", &[add("mtp params", layer, extra)?, spec.mtp_layers])
 }
 
 #[cfg(test)]
@@ -397,9 +584,13 @@ mod tests {
             let k = ParamGroupKind::Linear(r);
             assert_eq!(serde_json::to_value(k).unwrap()["kind"], k.name());
         }
-        for k in
-            [ParamGroupKind::Embedding, ParamGroupKind::PositionEmbedding, ParamGroupKind::Norm, ParamGroupKind::Other]
-        {
+        for k in [
+            ParamGroupKind::Embedding,
+            ParamGroupKind::PositionEmbedding,
+            ParamGroupKind::Norm,
+            ParamGroupKind::Other,
+            ParamGroupKind::Vision,
+        ] {
             assert_eq!(serde_json::to_value(k).unwrap()["kind"], k.name());
         }
     }

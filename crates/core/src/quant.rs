@@ -30,6 +30,15 @@ pub enum QuantMethod {
     /// Generic weight-only integer quantization with fp16 scales and zeros per group
     /// (what `--dtype int4` / `--dtype int8` mean for an unquantized checkpoint).
     Int,
+    /// OCP Microscaling MXFP4 (gpt-oss): e2m1 values packed two per byte
+    /// (`*_blocks`) and one E8M0 byte scale per 32 values along the input
+    /// (`*_scales`) — OCP MX specification v1.0 §5, gpt-oss checkpoints.
+    Mxfp4,
+    /// NVIDIA NVFP4 (ModelOpt `quant_algo: NVFP4`, compressed-tensors `nvfp4-pack-quantized`):
+    /// e2m1 values packed two per byte, one fp8 e4m3 scale per 16 values
+    /// along the input, and two fp32 scalars per matrix (weight global scale,
+    /// input scale) — vLLM `ModelOptNvFp4LinearMethod.create_weights`.
+    Nvfp4,
 }
 
 /// A quantization setup: method, bits, grouping.
@@ -48,12 +57,21 @@ pub struct QuantSpec {
     pub compute_dtype: DType,
     /// free text from the source (e.g. "nf4"), shown in output
     pub label: String,
+    /// modules the checkpoint leaves unquantized, as its config names them
+    /// (`modules_to_not_convert`, ModelOpt `exclude_modules`, compressed-tensors
+    /// `ignore`): exact names, parent modules, or `*` wildcards
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skip_modules: Vec<String>,
 }
 
 /// bitsandbytes 4-bit block size (`blocksize=64` in `quantize_4bit`).
 pub const BNB4_BLOCK: u64 = 64;
 /// bitsandbytes nested quantization groups 256 absmax values per fp32 scale.
 pub const BNB4_NESTED_BLOCK: u64 = 256;
+/// MXFP4 block: 32 values share one E8M0 scale (OCP MX v1.0).
+pub const MXFP4_BLOCK: u64 = 32;
+/// NVFP4 block: 16 values share one fp8 e4m3 scale.
+pub const NVFP4_BLOCK: u64 = 16;
 
 impl QuantSpec {
     /// Generic weight-only int quantization (`--dtype int4|int8`).
@@ -66,6 +84,7 @@ impl QuantSpec {
             block: None,
             compute_dtype: compute,
             label: format!("int{bits} g{group_size}"),
+            skip_modules: Vec::new(),
         }
     }
 
@@ -79,6 +98,7 @@ impl QuantSpec {
             block: None,
             compute_dtype: compute,
             label: if double_quant { "nf4 + double quant".into() } else { "nf4".into() },
+            skip_modules: Vec::new(),
         }
     }
 
@@ -92,7 +112,42 @@ impl QuantSpec {
             block: None,
             compute_dtype: compute,
             label: "fp8 per-tensor scale".into(),
+            skip_modules: Vec::new(),
         }
+    }
+
+    /// MXFP4 as gpt-oss stores its experts.
+    pub fn mxfp4(compute: DType) -> QuantSpec {
+        QuantSpec {
+            method: QuantMethod::Mxfp4,
+            bits: 4,
+            group_size: Some(MXFP4_BLOCK),
+            double_quant: false,
+            block: None,
+            compute_dtype: compute,
+            label: "mxfp4 (e2m1, E8M0 scale per 32)".into(),
+            skip_modules: Vec::new(),
+        }
+    }
+
+    /// NVFP4 as ModelOpt and compressed-tensors store it.
+    pub fn nvfp4(compute: DType) -> QuantSpec {
+        QuantSpec {
+            method: QuantMethod::Nvfp4,
+            bits: 4,
+            group_size: Some(NVFP4_BLOCK),
+            double_quant: false,
+            block: None,
+            compute_dtype: compute,
+            label: "nvfp4 (e2m1, fp8 scale per 16)".into(),
+            skip_modules: Vec::new(),
+        }
+    }
+
+    /// Does the checkpoint leave the module `name` (e.g.
+    /// `model.layers.3.self_attn.q_proj`) unquantized?
+    pub fn skips(&self, name: &str) -> bool {
+        self.skip_modules.iter().any(|p| module_matches(p, name))
     }
 
     pub fn validate(&self) -> Result<(), CoreError> {
@@ -119,10 +174,35 @@ impl QuantSpec {
         Ok(())
     }
 
+    /// The formula of [`QuantSpec::matrix_bytes`] in words.
+    pub fn formula(&self) -> &'static str {
+        match self.method {
+            QuantMethod::Bnb4 if self.double_quant => "n/2 + ceil(n/64)·1 B absmax + ceil(n/64/256)·4 B",
+            QuantMethod::Bnb4 => "n/2 + ceil(n/64)·4 B absmax",
+            QuantMethod::Bnb8 => "n·1 B + d_out·4 B row scales",
+            QuantMethod::Gptq => "n·bits/8 + (d_in/g)·d_out·(2 B scale + bits/8 zero) + d_in·4 B g_idx",
+            QuantMethod::Awq | QuantMethod::Int => "n·bits/8 + (d_in/g)·d_out·(2 B scale + bits/8 zero)",
+            QuantMethod::Fp8 if self.block.is_some() => "n·1 B + ceil(d_out/br)·ceil(d_in/bc)·4 B block scales",
+            QuantMethod::Fp8 => "n·1 B + 4 B tensor scale",
+            QuantMethod::Mxfp4 => "n/2 B + d_out·ceil(d_in/32)·1 B E8M0 scales",
+            QuantMethod::Nvfp4 => "n/2 B + d_out·ceil(d_in/16)·1 B fp8 scales + 2·4 B fp32 global and input scales",
+        }
+    }
+
     /// Bytes of one quantized `d_out × d_in` weight matrix (no bias), with
     /// the formula in words.
     pub fn matrix_bytes(&self, d_in: u64, d_out: u64) -> Result<(u64, &'static str), CoreError> {
         let n = product("quantized weight", &[d_in, d_out])?;
+        // a group wider than the matrix's input would silently count no
+        // groups at all (issue 15: `--group-size 2^64−1`)
+        if let (QuantMethod::Gptq | QuantMethod::Awq | QuantMethod::Int, Some(g)) = (self.method, self.group_size) {
+            if g > d_in {
+                return Err(CoreError::invalid(
+                    "group-size",
+                    format!("{g} is larger than a quantized matrix's input dimension {d_in}: a scale group cannot span more than one row"),
+                ));
+            }
+        }
         let packed = mul_div_ceil("quantized weight", n, self.bits, 8)?;
         match self.method {
             QuantMethod::Bnb4 => {
@@ -162,13 +242,124 @@ impl QuantSpec {
                 }
                 None => Ok((sum("fp8", &[n, 4])?, "n·1 B + 4 B tensor scale")),
             },
+            QuantMethod::Mxfp4 => {
+                let scales = product("mxfp4 scales", &[d_out, d_in.div_ceil(MXFP4_BLOCK)])?;
+                Ok((sum("mxfp4", &[n.div_ceil(2), scales])?, "n/2 B + d_out·ceil(d_in/32)·1 B E8M0 scales"))
+            }
+            QuantMethod::Nvfp4 => {
+                let scales = product("nvfp4 scales", &[d_out, d_in.div_ceil(NVFP4_BLOCK)])?;
+                Ok((
+                    sum("nvfp4", &[n.div_ceil(2), scales, 8])?,
+                    "n/2 B + d_out·ceil(d_in/16)·1 B fp8 scales + 2·4 B fp32 global and input scales",
+                ))
+            }
         }
     }
+}
+
+/// Does a module pattern from a checkpoint's config name `name`? Exact
+/// names, parents (`model.layers.0.self_attn` covers its `q_proj`), and `*`
+/// wildcards (`model.layers.*.self_attn`, ModelOpt's `model.layers.61*`).
+/// Regex entries (compressed-tensors `re:…`) match nothing here; the
+/// ingest layer notes them.
+pub fn module_matches(pattern: &str, name: &str) -> bool {
+    if pattern.starts_with("re:") {
+        return false;
+    }
+    if pattern.contains('*') {
+        // a wildcard pattern also covers the children of what it matches
+        return glob(pattern.as_bytes(), name.as_bytes())
+            || name.match_indices('.').any(|(i, _)| glob(pattern.as_bytes(), &name.as_bytes()[..i]));
+    }
+    name == pattern || name.strip_prefix(pattern).is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// `*` matches any run of characters (dots included), iteratively.
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn module_patterns() {
+        assert!(module_matches("lm_head", "lm_head"));
+        assert!(module_matches("model.layers.0.self_attn", "model.layers.0.self_attn.q_proj"));
+        assert!(!module_matches("model.layers.1.self_attn", "model.layers.10.self_attn.q_proj"));
+        assert!(module_matches("model.layers.*.self_attn", "model.layers.7.self_attn.o_proj"));
+        assert!(module_matches("model.layers.61*", "model.layers.61.mlp.experts.3.up_proj"));
+        assert!(!module_matches("model.layers.61*", "model.layers.6.mlp.experts.3.up_proj"));
+        assert!(!module_matches("model.layers.*.mlp.router", "model.layers.7.mlp.experts.gate_up_proj"));
+        assert!(!module_matches("re:.*vision.*", "model.vision_tower.x"));
+    }
+
+    #[test]
+    fn mxfp4_and_nvfp4_bytes() {
+        // gpt-oss-20b gate_up_proj of one expert: 2880 in, 5760 out.
+        // blocks 2880·5760/2 = 8,294,400 B; scales 5760·90 = 518,400 B
+        let q = QuantSpec::mxfp4(DType::BF16);
+        assert_eq!(q.matrix_bytes(2880, 5760).unwrap().0, 8_294_400 + 518_400);
+        // NVFP4 of a DeepSeek expert's down_proj (2048 in, 7168 out):
+        // 7,340,032 packed + 7168·128 = 917,504 fp8 scales + 8
+        let q = QuantSpec::nvfp4(DType::BF16);
+        assert_eq!(q.matrix_bytes(2048, 7168).unwrap().0, 7_340_032 + 917_504 + 8);
+    }
+
+    #[test]
+    fn formula_is_the_one_matrix_bytes_uses() {
+        let mut fp8_block = QuantSpec::fp8_per_tensor(DType::BF16);
+        fp8_block.block = Some((128, 128));
+        let mut gptq = QuantSpec::int(4, 128, DType::F16);
+        gptq.method = QuantMethod::Gptq;
+        let mut awq = QuantSpec::int(4, 128, DType::F16);
+        awq.method = QuantMethod::Awq;
+        let mut bnb8 = QuantSpec::nf4(false, DType::F16);
+        bnb8.method = QuantMethod::Bnb8;
+        for q in [
+            QuantSpec::nf4(true, DType::BF16),
+            QuantSpec::nf4(false, DType::BF16),
+            bnb8,
+            gptq,
+            awq,
+            QuantSpec::int(8, 64, DType::F16),
+            QuantSpec::fp8_per_tensor(DType::BF16),
+            fp8_block,
+            QuantSpec::mxfp4(DType::BF16),
+            QuantSpec::nvfp4(DType::BF16),
+        ] {
+            assert_eq!(q.matrix_bytes(4096, 1024).unwrap().1, q.formula(), "{:?}", q.method);
+        }
+    }
+
+    #[test]
+    fn a_group_wider_than_the_matrix_is_refused() {
+        let q = QuantSpec::int(4, u64::MAX, DType::F16);
+        let e = q.matrix_bytes(4096, 4096).unwrap_err().to_string();
+        assert!(e.contains("group-size") && e.contains("4096"), "{e}");
+        assert!(QuantSpec::int(4, 4096, DType::F16).matrix_bytes(4096, 4096).is_ok());
+    }
 
     #[test]
     fn nf4_overhead_per_param() {

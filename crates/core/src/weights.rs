@@ -18,13 +18,16 @@ pub fn tp_shards(group: &ParamGroup) -> bool {
     match group.kind {
         ParamGroupKind::Linear(LinearRole::Router) => false,
         ParamGroupKind::Linear(_) | ParamGroupKind::Embedding => true,
-        ParamGroupKind::PositionEmbedding | ParamGroupKind::Norm | ParamGroupKind::Other => false,
+        // vision towers: counted whole on every rank (vLLM shards some, not all)
+        ParamGroupKind::PositionEmbedding | ParamGroupKind::Norm | ParamGroupKind::Other | ParamGroupKind::Vision => {
+            false
+        }
     }
 }
 
 /// Does this group live in the decoder layers (and so split over pipeline stages)?
 pub fn in_layers(group: &ParamGroup) -> bool {
-    group.path.starts_with("layers.") || group.path.starts_with("h.")
+    !group.layer_ids.is_empty() || group.path.starts_with("layers.") || group.path.starts_with("h.")
 }
 
 /// Is the group quantized when `quant` is set?
@@ -47,9 +50,47 @@ pub fn shard(group: &ParamGroup, bytes: u64, layers: u64, tp: u64, pp: u64) -> R
     }
     if pp > 1 && in_layers(group) {
         let per_stage = layers.div_ceil(pp);
-        b = mul_div_ceil("pipeline stage weights", b, per_stage, layers)?;
+        b = if group.layer_ids.is_empty() {
+            mul_div_ceil("pipeline stage weights", b, per_stage, layers)?
+        } else {
+            // the stage holding most of this group's layers (MoE layers after
+            // dense ones, a hybrid's attention layers are not spread evenly)
+            let mut most = 0u64;
+            for stage in 0..pp {
+                let range = stage * per_stage..(stage + 1) * per_stage;
+                most = most.max(group.layer_ids.iter().filter(|&&i| range.contains(&u64::from(i))).count() as u64);
+            }
+            mul_div_ceil("pipeline stage weights", b, most, group.layer_ids.len() as u64)?
+        };
     }
     Ok(b)
+}
+
+/// The names a checkpoint may give one instance of `group` in layer `layer`
+/// (causal LM, a multimodal model's `language_model`, Nemotron-H's `backbone`).
+fn module_names(group: &ParamGroup, layer: Option<u32>) -> [String; 4] {
+    let mut path = group.path.clone();
+    if let Some(i) = layer {
+        path = path.replacen('*', &i.to_string(), 1);
+    }
+    // expert index: the patterns of real configs never single out one expert
+    let path = path.replace('*', "0");
+    [format!("model.{path}"), format!("model.language_model.{path}"), format!("backbone.{path}"), path]
+}
+
+/// Instances of `group` the checkpoint leaves unquantized (its
+/// `modules_to_not_convert` / `exclude_modules` / `ignore`).
+pub fn skipped_copies(group: &ParamGroup, q: &QuantSpec) -> u64 {
+    if q.skip_modules.is_empty() {
+        return 0;
+    }
+    if group.layer_ids.is_empty() {
+        return if module_names(group, None).iter().any(|n| q.skips(n)) { group.copies } else { 0 };
+    }
+    let per_layer = group.copies / group.layer_ids.len() as u64;
+    let skipped =
+        group.layer_ids.iter().filter(|&&i| module_names(group, Some(i)).iter().any(|n| q.skips(n))).count() as u64;
+    skipped * per_layer
 }
 
 /// Totals of a weight computation.
@@ -71,7 +112,12 @@ pub fn group_bytes(group: &ParamGroup, dtype: DType, quant: Option<&QuantSpec>) 
         Some(q) if group.is_linear() => {
             let (m, _) = q.matrix_bytes(group.d_in, group.d_out)?;
             let bias = product("bias", &[group.bias_elems(), q.compute_dtype.bytes()?])?;
-            product(&group.path, &[sum(&group.path, &[m, bias])?, group.copies])
+            let skipped = skipped_copies(group, q);
+            let quantized = product(&group.path, &[sum(&group.path, &[m, bias])?, group.copies - skipped])?;
+            // instances the checkpoint keeps in the compute dtype
+            let per = add(&group.path, group.weight_elems()?, group.bias_elems())?;
+            let plain = product(&group.path, &[per, skipped, q.compute_dtype.bytes()?])?;
+            sum(&group.path, &[quantized, plain])
         }
         _ => {
             let n = group.params()?;
@@ -115,6 +161,7 @@ pub fn push_weights_with(
     let mut emb = (0u64, 0u64, 0u64);
     let mut head = (0u64, 0u64, 0u64);
     let mut small = (0u64, 0u64, 0u64);
+    let mut vision = (0u64, 0u64, 0u64);
     for g in &layout.groups {
         let is_q = quant.is_some() && (quantized(g) || (quantize_head && g.role() == Some(LinearRole::LmHead)));
         let full = group_bytes(g, if is_q { dtype } else { rest_dtype }, if is_q { quant } else { None })?;
@@ -123,6 +170,7 @@ pub fn push_weights_with(
             ParamGroupKind::Linear(LinearRole::LmHead) => &mut head,
             ParamGroupKind::Embedding | ParamGroupKind::PositionEmbedding => &mut emb,
             ParamGroupKind::Linear(LinearRole::Router) | ParamGroupKind::Norm | ParamGroupKind::Other => &mut small,
+            ParamGroupKind::Vision => &mut vision,
             ParamGroupKind::Linear(_) => &mut lin,
         };
         slot.0 = add("params", slot.0, g.params()?)?;
@@ -138,7 +186,7 @@ pub fn push_weights_with(
         None => format!("decoder linear weights ({dtype})"),
     };
     let lin_formula = match quant {
-        Some(q) => q.matrix_bytes(1, 1).map(|(_, f)| f.to_string()).unwrap_or_default(),
+        Some(q) => q.formula().to_string(),
         None => format!("params × {} B", dtype.bytes()?),
     };
     ledger.push(
@@ -175,8 +223,18 @@ pub fn push_weights_with(
         Explanation::new(format!("params × {} B, replicated on every TP rank", rest_dtype.bytes()?))
             .term("params", small.0),
     );
-    let full = sum("weights", &[lin.1, emb.1, head.1, small.1])?;
-    let per_gpu = sum("weights", &[lin.2, ends_per_gpu, small.2])?;
+    if vision.0 > 0 {
+        ledger.push(
+            Category::Weights,
+            format!("vision tower ({rest_dtype})"),
+            vision.2,
+            Explanation::new(format!("params × {} B, whole on every GPU", rest_dtype.bytes()?))
+                .term("params", vision.0)
+                .note("transformers' *ForConditionalGeneration and vLLM load the tower with the model; counted whole on every TP rank and pipeline stage (an engine that shards it or keeps it on the first stage needs less)"),
+        );
+    }
+    let full = sum("weights", &[lin.1, emb.1, head.1, small.1, vision.1])?;
+    let per_gpu = sum("weights", &[lin.2, ends_per_gpu, small.2, vision.2])?;
     Ok(WeightBytes { full, per_gpu, quantized_per_gpu: if quant.is_some() { lin.2 } else { 0 } })
 }
 

@@ -39,7 +39,12 @@ fn qlora(engine: Engine) -> TrainSetup {
         batch: 4,
         seq: 4096,
         checkpointing: Checkpointing::Full,
-        lora: LoraSetup { rank: 16, dropout: 0.0, targets: LoraTargets::Modules(vec!["q_proj".into()]), ..LoraSetup::default() },
+        lora: LoraSetup {
+            rank: 16,
+            dropout: 0.0,
+            targets: LoraTargets::Modules(vec!["q_proj".into()]),
+            ..LoraSetup::default()
+        },
         ..TrainSetup::default()
     }
     .with_engine(engine)
@@ -171,7 +176,9 @@ fn communication_buffers_per_engine() {
     assert_eq!(line(&ds, "DeepSpeed ZeRO reduce bucket"), 800_000_000);
     assert_eq!(deepspeed_bucket_bytes(&CommSetup::default(), 2).unwrap(), 1_000_000_000);
     // the two figures of DeepSpeed issue #1302: (5e8 − 1e7) × 2 B × 2 and 5e8 × 2 B
-    let overlap = |n, o| deepspeed_bucket_bytes(&CommSetup { reduce_bucket: n, overlap_comm: o, ..CommSetup::default() }, 2).unwrap();
+    let overlap = |n, o| {
+        deepspeed_bucket_bytes(&CommSetup { reduce_bucket: n, overlap_comm: o, ..CommSetup::default() }, 2).unwrap()
+    };
     assert_eq!(overlap(500_000_000, true) - overlap(10_000_000, true), 1_960_000_000);
     assert_eq!(overlap(500_000_000, true) - overlap(500_000_000, false), 1_000_000_000);
     // FSDP: one layer's unsharded gradient in backward; accelerate's no_sync accumulation keeps all of them
@@ -190,7 +197,13 @@ fn communication_buffers_per_engine() {
 #[test]
 fn optimizer_in_backward_and_activation_offload() {
     let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
-    let t = TrainSetup { precision: Precision::Bf16, batch: 2, seq: 1024, checkpointing: Checkpointing::Full, ..TrainSetup::default() };
+    let t = TrainSetup {
+        precision: Precision::Bf16,
+        batch: 2,
+        seq: 1024,
+        checkpointing: Checkpointing::Full,
+        ..TrainSetup::default()
+    };
     let m = TrainModel::new(&spec, &t).unwrap();
     let b = m.evaluate(&TrainSetup { optimizer_in_backward: true, ..t.clone() }, &Parallelism::default()).unwrap();
     // one tensor's gradient (the largest, the 32000 × 1024 embedding) at a time, bf16
@@ -236,7 +249,8 @@ fn a_vllm_start_up_by_hand() {
     assert_eq!(p.kv_pool_bytes, p.budget_bytes - p.weights_bytes - p.sampler_bytes - VLLM_NON_TORCH);
     assert_eq!(p.kv_blocks, p.kv_pool_bytes / (131_072 * 16));
     // TP 2: three NCCL communicators of 2 ranks (world, TP group, PyNccl) and the custom all-reduce buffers
-    let p2 = serving_profile(&spec, &s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }, &rt, &serving).unwrap();
+    let p2 =
+        serving_profile(&spec, &s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }, &rt, &serving).unwrap();
     assert_eq!(p2.non_torch_bytes, VLLM_NON_TORCH + 3 * 544 * MIB + 17 * MIB);
 }
 

@@ -20,14 +20,14 @@ fn run(spec: &ModelSpec, s: &InferenceSetup, tp: u64) -> vramfit_core::Ledger {
 #[test]
 fn kv_per_token_mha_gqa_mqa() {
     // 2 × 32 × 32 × 128 × 2 B = 524,288 B (512 KiB) per token for Llama-2-7B.
-    assert_eq!(kv_geometry(&llama7b(), DType::F16, 1, 1).unwrap().bytes_per_token, 524_288);
+    assert_eq!(kv_geometry(&llama7b(), DType::F16, DType::BF16, 1, 1).unwrap().bytes_per_token, 524_288);
     // GQA with 8 kv heads: a quarter.
     let mistral = ModelSpec::llama_like("m", 4096, 32, 32, 8, 14336, 32000);
-    assert_eq!(kv_geometry(&mistral, DType::F16, 1, 1).unwrap().bytes_per_token, 131_072);
+    assert_eq!(kv_geometry(&mistral, DType::F16, DType::BF16, 1, 1).unwrap().bytes_per_token, 131_072);
     // fp8 halves it again.
-    assert_eq!(kv_geometry(&mistral, DType::F8, 1, 1).unwrap().bytes_per_token, 65_536);
+    assert_eq!(kv_geometry(&mistral, DType::F8, DType::BF16, 1, 1).unwrap().bytes_per_token, 65_536);
     // TP 16 over 8 kv heads: each rank still keeps one head (replicated).
-    let g = kv_geometry(&mistral, DType::F16, 16, 1).unwrap();
+    let g = kv_geometry(&mistral, DType::F16, DType::BF16, 16, 1).unwrap();
     assert_eq!(g.bytes_per_token, 2 * 32 * 128 * 2);
     assert!(g.explain.note.unwrap().contains("replicated"));
 }
@@ -45,7 +45,7 @@ fn kv_per_token_mla_is_the_latent() {
         qk_rope_head_dim: 64,
         v_head_dim: 128,
     });
-    let g = kv_geometry(&s, DType::BF16, 1, 1).unwrap();
+    let g = kv_geometry(&s, DType::BF16, DType::BF16, 1, 1).unwrap();
     assert_eq!(g.bytes_per_token, 70_272);
     assert_eq!(g.kind, "MLA");
 }

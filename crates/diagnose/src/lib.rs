@@ -160,8 +160,29 @@ pub fn detect(input: &Input) -> Result<Kind, DiagnoseError> {
     Err(nr("no OOM message, torch.cuda.memory_summary() table, memory snapshot or Python script found"))
 }
 
-fn diagnosed(text: &str) -> Vec<Diagnosed> {
-    oom::scan(text).into_iter().map(|e| Diagnosed { verdict: classify(&e), event: e }).collect()
+fn diagnosed(input: &Input, text: &str) -> Vec<Diagnosed> {
+    oom::scan(text)
+        .into_iter()
+        .map(|mut e| {
+            // line numbers of the file, not of the head + tail read (input.rs)
+            e.line = input.true_line(e.line);
+            e.lines.iter_mut().for_each(|l| *l = input.true_line(*l));
+            if let Some(u) = e.context.deepspeed_usage.as_mut() {
+                u.line = input.true_line(u.line);
+            }
+            Diagnosed { verdict: classify(&e), event: e }
+        })
+        .collect()
+}
+
+/// Lint the script `input` holds (a file too large to be read whole is too
+/// large to lint, and the error gives its size, not the part read).
+fn lint_input(input: &Input, text: &str) -> Result<lint::LintReport, DiagnoseError> {
+    let err = |error| DiagnoseError::Lint { name: input.name.clone(), error };
+    if input.skipped > 0 || input.truncated {
+        return Err(err(lint::LintError::TooLarge(input.size.max(text.len() as u64) as usize)));
+    }
+    lint::lint(text).map_err(err)
 }
 
 /// Parse and diagnose `input` as `kind` (detected when `None`).
@@ -173,7 +194,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
             let k = detect_without_scan(input)?;
             if k == Kind::Oom {
                 let text = String::from_utf8_lossy(&input.bytes);
-                let ooms = diagnosed(&text);
+                let ooms = diagnosed(input, &text);
                 // a script that merely mentions the message (an except
                 // clause matching it) is still a script
                 let only_mentions = ooms.iter().all(|o| matches!(o.event.kind, OomKind::TorchPartial { .. }));
@@ -182,9 +203,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
                     return Ok(Diagnosis::Oom { ooms });
                 }
                 if script {
-                    let report =
-                        lint::lint(&text).map_err(|error| DiagnoseError::Lint { name: input.name.clone(), error })?;
-                    return Ok(Diagnosis::Script { report });
+                    return Ok(Diagnosis::Script { report: lint_input(input, &text)? });
                 }
             }
             match k {
@@ -208,17 +227,17 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
             if !input::looks_like_pickle(&input.bytes) {
                 return Err(nr("not a pickle (a snapshot starts with the bytes 0x80 0x02–0x05)"));
             }
-            let snap = snapshot::load(&input.bytes)
-                .map_err(|error| DiagnoseError::Snapshot { name: input.name.clone(), error })?;
+            let snap = input::load_snapshot(input)?;
             Ok(Diagnosis::Snapshot { report: snap.analyze() })
         }
         Kind::Summary => {
             let t = text();
-            let s = summary::parse(&t).ok_or_else(|| nr("no torch.cuda.memory_summary() table found"))?;
-            Ok(Diagnosis::Summary { verdict: s.verdict(), summary: s, ooms: diagnosed(&t) })
+            let mut s = summary::parse(&t).ok_or_else(|| nr("no torch.cuda.memory_summary() table found"))?;
+            s.line = input.true_line(s.line);
+            Ok(Diagnosis::Summary { verdict: s.verdict(), summary: s, ooms: diagnosed(input, &t) })
         }
         Kind::Oom => {
-            let ooms = diagnosed(&text());
+            let ooms = diagnosed(input, &text());
             if ooms.is_empty() {
                 return Err(nr("no out-of-memory message found"));
             }
@@ -229,8 +248,7 @@ pub fn diagnose(input: &Input, kind: Option<Kind>) -> Result<Diagnosis, Diagnose
             if let Some(why) = lint::not_python_reason(&t) {
                 return Err(nr(&why));
             }
-            let report = lint::lint(&t).map_err(|error| DiagnoseError::Lint { name: input.name.clone(), error })?;
-            Ok(Diagnosis::Script { report })
+            Ok(Diagnosis::Script { report: lint_input(input, &t)? })
         }
     }
 }

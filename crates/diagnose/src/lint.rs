@@ -3,7 +3,7 @@
 //! it, each with the line, why it costs memory, and the fix.
 
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use tree_sitter::{Node, Parser};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,18 +26,39 @@ pub enum LintError {
     Grammar(String),
     #[error("the script could not be parsed")]
     Parse,
+    #[error(
+        "the script is {0} bytes; scripts over {max} bytes are not linted (a training script is tens of KiB: generated code?)",
+        max = MAX_SCRIPT_BYTES
+    )]
+    TooLarge(usize),
 }
 
-/// How much of the script the parser could not read (0 = clean).
+/// What the lint found; `error_nodes` is how much of the script the
+/// parser could not read (0 = clean).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LintReport {
     pub lines: usize,
     pub error_nodes: usize,
+    /// the first [`MAX_FINDINGS`] findings, by line
     pub findings: Vec<Finding>,
+    /// all findings, listed or not
+    pub findings_total: usize,
 }
 
 /// Deeper syntax than this is not linted (counted in `error_nodes`).
 const MAX_DEPTH: usize = 400;
+/// Findings listed in the report (the rest are counted): a script with
+/// more has one pattern repeated, and the first ones show it.
+pub const MAX_FINDINGS: usize = 200;
+/// Largest script linted. Hand-written training scripts are tens of KiB.
+/// Measured (release build, 2-core machine under load): the lint of dense
+/// generated code takes ~70 bytes of memory (tree-sitter's tree) and ~1 s
+/// per MiB, so 8 MiB stays near 0.6 GB and 9 s.
+pub const MAX_SCRIPT_BYTES: usize = 8 << 20;
+/// Nodes one sub-walk (an expression or a loop body) looks at: patterns
+/// are judged on their first nodes, so nested code cannot make the lint
+/// quadratic.
+const WALK_BUDGET: usize = 20_000;
 
 #[derive(Clone, Copy, Default)]
 struct Ctx {
@@ -46,35 +67,97 @@ struct Ctx {
     lp: Option<(usize, usize, usize)>,
     grad_off: bool,
     func: usize,
+    /// where this node sits under its loop's body, for "an unconditional
+    /// statement at the top of the body" (no `Node::parent()`: tree-sitter
+    /// finds a parent by walking down from the root, which made the lint
+    /// quadratic on long files)
+    body: BodyPos,
+    /// the parent is a `decorated_definition` with a no_grad/inference_mode decorator
+    decorated_grad_off: bool,
+}
+
+#[derive(Clone, Copy, Default, PartialEq)]
+enum BodyPos {
+    #[default]
+    Elsewhere,
+    /// the loop's body block
+    Block,
+    /// a statement directly in that block
+    Statement,
+    /// the expression of such a statement
+    Expression,
 }
 
 #[derive(Default)]
 struct Func {
-    /// receivers of `.eval()` and their node (outside no_grad)
+    /// receivers of `.eval()` and where (row, column) (outside no_grad)
     evals: Vec<(String, usize, usize)>,
-    /// plain calls `X(...)` made with grad on: callee name
-    grad_calls: Vec<String>,
+    /// plain calls `X(...)` made with grad on: callee names
+    grad_calls: HashSet<String>,
     grad_off_anywhere: bool,
+}
+
+/// A finding before its texts are written out: only the listed ones are,
+/// so a script with a hundred thousand findings holds a few words each.
+struct Raw {
+    rule: &'static str,
+    row: usize,
+    column: usize,
+    why: Text,
+    fix: Text,
+}
+
+enum Text {
+    Fixed(&'static str),
+    /// accumulated-loss: the target
+    AccWhy(Box<str>),
+    /// accumulated-loss: the target and the right-hand side
+    AccFix(Box<str>, Box<str>),
+    /// tensor-list-across-steps: the list and the appended expression
+    ListFix(Box<str>, Box<str>),
+}
+
+impl Text {
+    fn render(&self) -> String {
+        match self {
+            Text::Fixed(s) => s.to_string(),
+            Text::AccWhy(target) => format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
+            Text::AccFix(target, rhs) => format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph"),
+            Text::ListFix(r, a) => format!("`{r}.append({a}.detach())` (still on the GPU), `{a}.detach().cpu()`, or `{a}.item()` for a scalar"),
+        }
+    }
+}
+
+/// Code quoted in a finding: at most 160 characters.
+fn clip(s: &str) -> Box<str> {
+    if s.len() <= 160 {
+        return s.into();
+    }
+    let mut t: String = s.chars().take(159).collect();
+    t.push('…');
+    t.into()
 }
 
 struct Lint<'a> {
     src: &'a [u8],
     lines: Vec<&'a str>,
-    findings: Vec<Finding>,
+    findings: Vec<Raw>,
+    /// (rule, line) of each finding, one finding per rule and line
+    found: HashSet<(&'static str, usize)>,
     funcs: Vec<Func>,
-    /// names bound to `[]`/`list()`: (name, byte offset, loop id at that point)
-    list_inits: Vec<(String, usize, Option<usize>)>,
-    /// names assigned inside each loop
-    loop_assigned: HashMap<usize, Vec<String>>,
+    /// names bound to `[]`/`list()`: first and last byte offset
+    list_inits: HashMap<String, (usize, usize)>,
+    /// names assigned unconditionally at the top of each loop body
+    loop_assigned: HashMap<usize, HashSet<String>>,
     /// names on which `.backward()` is called
-    backward_on: Vec<String>,
+    backward_on: HashSet<String>,
     has_dropout: bool,
     has_sharding: bool,
     errors: usize,
     /// `+=` of a loss in a loop: (row, column, target, right-hand side, loop id)
     pending_acc: Vec<(usize, usize, String, String, usize)>,
-    /// findings decided once the whole file is seen: (node id, rule)
-    later: Vec<(usize, &'static str)>,
+    /// findings decided once the whole file is seen: (row, column, rule)
+    later: Vec<(usize, usize, &'static str)>,
 }
 
 fn text<'a>(n: Node, src: &'a [u8]) -> &'a str {
@@ -108,26 +191,22 @@ const TENSORISH: [&str; 16] = [
 ];
 
 impl<'a> Lint<'a> {
-    fn push(&mut self, n: Node, rule: &'static str, why: &str, fix: &str) {
+    fn push(&mut self, n: Node, rule: &'static str, why: &'static str, fix: Text) {
         let p = n.start_position();
-        let code: String = self.lines.get(p.row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect();
-        if self.findings.iter().any(|f| f.rule == rule && f.line == p.row + 1) {
+        self.push_at(p.row, p.column, rule, Text::Fixed(why), fix);
+    }
+
+    fn push_at(&mut self, row: usize, column: usize, rule: &'static str, why: Text, fix: Text) {
+        if !self.found.insert((rule, row + 1)) {
             return;
         }
-        self.findings.push(Finding {
-            rule,
-            line: p.row + 1,
-            column: p.column + 1,
-            code,
-            why: why.into(),
-            fix: fix.into(),
-        });
+        self.findings.push(Raw { rule, row, column, why, fix });
     }
 
     /// Does the expression turn a tensor into something off the graph?
     fn is_safe(&self, n: Node) -> bool {
         let mut safe = false;
-        walk(n, &mut |c| {
+        walk_limited(n, WALK_BUDGET, &mut |c| {
             if c.kind() == "call" {
                 if let Some(f) = c.child_by_field_name("function") {
                     let t = text(f, self.src);
@@ -145,7 +224,7 @@ impl<'a> Lint<'a> {
 
     fn mentions(&self, n: Node, words: &[&str]) -> bool {
         let mut hit = false;
-        walk(n, &mut |c| {
+        walk_limited(n, WALK_BUDGET, &mut |c| {
             if c.kind() == "identifier" {
                 let t = text(c, self.src).to_ascii_lowercase();
                 if words.iter().any(|w| t.contains(w)) {
@@ -178,17 +257,25 @@ impl<'a> Lint<'a> {
             self.errors += 1;
             return;
         }
-        let mut ctx = Ctx { depth: ctx.depth + 1, ..ctx };
+        let decorated = ctx.decorated_grad_off;
+        let here = ctx.body;
+        let mut ctx = Ctx { depth: ctx.depth + 1, decorated_grad_off: false, body: BodyPos::Elsewhere, ..ctx };
         match n.kind() {
+            "decorated_definition" => {
+                let mut cur = n.walk();
+                ctx.decorated_grad_off =
+                    n.named_children(&mut cur).any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
+            }
             "function_definition" => {
                 self.funcs.push(Func::default());
-                let decorated = n.parent().filter(|p| p.kind() == "decorated_definition").is_some_and(|p| {
-                    let mut cur = p.walk();
-                    let hit =
-                        p.named_children(&mut cur).any(|d| d.kind() == "decorator" && grad_off_text(text(d, self.src)));
-                    hit
-                });
-                ctx = Ctx { lp: None, grad_off: decorated, func: self.funcs.len() - 1, depth: ctx.depth };
+                ctx = Ctx {
+                    lp: None,
+                    grad_off: decorated,
+                    func: self.funcs.len() - 1,
+                    depth: ctx.depth,
+                    body: BodyPos::Elsewhere,
+                    decorated_grad_off: false,
+                };
                 if decorated {
                     self.funcs[ctx.func].grad_off_anywhere = true;
                 }
@@ -200,10 +287,19 @@ impl<'a> Lint<'a> {
                 // the iterable/condition runs in the outer context; the body in the loop
                 let mut cur = n.walk();
                 let kids: Vec<Node> = n.children(&mut cur).collect();
+                let body = n.child_by_field_name("body").map(|b| b.id());
+                let alternative = n.child_by_field_name("alternative").map(|b| b.id());
                 for k in kids {
-                    let is_body = n.child_by_field_name("body").is_some_and(|b| b.id() == k.id())
-                        || n.child_by_field_name("alternative").is_some_and(|b| b.id() == k.id());
-                    let c = if is_body { Ctx { lp: Some((n.id(), n.start_byte(), n.end_byte())), ..ctx } } else { ctx };
+                    let is_body = body == Some(k.id());
+                    let c = if is_body || alternative == Some(k.id()) {
+                        Ctx {
+                            lp: Some((n.id(), n.start_byte(), n.end_byte())),
+                            body: if is_body { BodyPos::Block } else { BodyPos::Elsewhere },
+                            ..ctx
+                        }
+                    } else {
+                        ctx
+                    };
                     self.visit(k, c);
                 }
                 return;
@@ -235,7 +331,10 @@ impl<'a> Lint<'a> {
                     let name = text(l, self.src).to_string();
                     let rt = text(r, self.src).replace(' ', "");
                     if rt == "[]" || rt == "list()" {
-                        self.list_inits.push((name.clone(), n.start_byte(), ctx.lp.map(|x| x.0)));
+                        let at = n.start_byte();
+                        let e = self.list_inits.entry(name.clone()).or_insert((at, at));
+                        e.0 = e.0.min(at);
+                        e.1 = e.1.max(at);
                     }
                     // `total = total + loss` accumulates like `+=`
                     let self_sum = r.kind() == "binary_operator"
@@ -249,13 +348,8 @@ impl<'a> Lint<'a> {
                         // only an unconditional reset at the top of the loop body makes
                         // the name per-step (a reset under an `if` is periodic: the
                         // graph still piles up between resets)
-                        let top_level = n
-                            .parent()
-                            .and_then(|stmt| stmt.parent())
-                            .and_then(|block| block.parent())
-                            .is_some_and(|lp| lp.id() == id);
-                        if top_level {
-                            self.loop_assigned.entry(id).or_default().push(name);
+                        if here == BodyPos::Expression {
+                            self.loop_assigned.entry(id).or_default().insert(name);
                         }
                     }
                 }
@@ -264,6 +358,12 @@ impl<'a> Lint<'a> {
             "call" => self.check_call(n, ctx),
             _ => {}
         }
+        // the statements of a loop body, and their expressions
+        ctx.body = match (here, n.kind()) {
+            (BodyPos::Block, "block") => BodyPos::Statement,
+            (BodyPos::Statement, "expression_statement") => BodyPos::Expression,
+            _ => BodyPos::Elsewhere,
+        };
         let mut cur = n.walk();
         let kids: Vec<Node> = n.children(&mut cur).collect();
         for k in kids {
@@ -282,7 +382,7 @@ impl<'a> Lint<'a> {
         // a call of a model inside the body, outside any no_grad block in it
         let mut calls_model = false;
         let mut off_inside = false;
-        walk(body, &mut |c| match c.kind() {
+        walk_limited(body, WALK_BUDGET, &mut |c| match c.kind() {
             "with_clause" if grad_off_text(text(c, self.src)) => off_inside = true,
             "call" => {
                 if let Some(f) = c.child_by_field_name("function") {
@@ -299,7 +399,7 @@ impl<'a> Lint<'a> {
                 n,
                 "eval-without-no-grad",
                 "this loop runs the model over an evaluation split with gradients on: every forward records the autograd graph and saves its activations, as much as a training forward, instead of freeing each layer's output once the next layer has used it",
-                "wrap the loop in `with torch.inference_mode():` (or torch.no_grad()), or decorate the function with @torch.no_grad()",
+                Text::Fixed("wrap the loop in `with torch.inference_mode():` (or torch.no_grad()), or decorate the function with @torch.no_grad()"),
             );
         }
     }
@@ -336,17 +436,19 @@ impl<'a> Lint<'a> {
         match last {
             "checkpoint" | "checkpoint_sequential" => {
                 if self.keyword(n, "preserve_rng_state").as_deref() == Some("False") {
-                    self.later.push((n.id(), "checkpoint-rng"));
+                    let p = n.start_position();
+                    self.later.push((p.row, p.column, "checkpoint-rng"));
                 }
             }
             "DataParallel" => self.push(
                 n,
                 "data-parallel",
                 "nn.DataParallel keeps a full replica of the model on every GPU and gathers all outputs (and the loss) on GPU 0, so GPU 0 holds more than the others; more GPUs never lower memory per card",
-                "use DistributedDataParallel for speed, and FSDP (FULL_SHARD) or DeepSpeed ZeRO-3 to actually split weights, gradients and optimizer state across cards",
+                Text::Fixed("use DistributedDataParallel for speed, and FSDP (FULL_SHARD) or DeepSpeed ZeRO-3 to actually split weights, gradients and optimizer state across cards"),
             ),
             "DistributedDataParallel" => {
-                self.later.push((n.id(), "ddp-replicates"));
+                let p = n.start_position();
+                self.later.push((p.row, p.column, "ddp-replicates"));
             }
             "backward" | "grad" => {
                 let is_autograd = last == "backward" || ft.contains("autograd");
@@ -355,12 +457,12 @@ impl<'a> Lint<'a> {
                         n,
                         "retain-graph-in-loop",
                         "retain_graph=True keeps every saved activation of this graph alive after backward; inside a loop each iteration's graph stays until the names holding it are rebound, so memory grows with the iterations",
-                        "drop retain_graph=True (call backward once on the sum of the losses), or detach what carries over between iterations (e.g. hidden = hidden.detach())",
+                        Text::Fixed("drop retain_graph=True (call backward once on the sum of the losses), or detach what carries over between iterations (e.g. hidden = hidden.detach())"),
                     );
                 }
                 if last == "backward" {
                     if let Some(r) = receiver {
-                        self.backward_on.push(r);
+                        self.backward_on.insert(r);
                     }
                 }
             }
@@ -368,7 +470,7 @@ impl<'a> Lint<'a> {
                 n,
                 "empty-cache-in-loop",
                 "torch.cuda.empty_cache() frees no live tensor: it hands cached free blocks back to the driver, so the next step must cudaMalloc them again (a device sync each time); it slows training and cannot prevent an OOM",
-                "remove it from the loop; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; call it at most between phases (after training, before evaluation in another process)",
+                Text::Fixed("remove it from the loop; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; call it at most between phases (after training, before evaluation in another process)"),
             ),
             "append" if ctx.lp.is_some() && !ctx.grad_off => {
                 let Some(r) = receiver else { return };
@@ -376,22 +478,23 @@ impl<'a> Lint<'a> {
                 let mut cur = args.walk();
                 let Some(arg) = args.named_children(&mut cur).next() else { return };
                 let Some((_, lstart, lend)) = ctx.lp else { return };
-                let outside = self.list_inits.iter().any(|(name, at, _)| *name == r && (*at < lstart || *at >= lend));
+                let outside = self.list_inits.get(&r).is_some_and(|&(first, last)| first < lstart || last >= lend);
                 if outside && self.mentions(arg, &TENSORISH) && !self.is_safe(arg) {
-                    let a = atom(arg, self.src);
+                    let a = clip(&atom(arg, self.src));
                     self.push(
                         n,
                         "tensor-list-across-steps",
                         "appending a tensor that is still attached to the autograd graph keeps that step's whole graph (every saved activation) alive for as long as the list lives; memory grows every step",
-                        &format!("`{r}.append({a}.detach())` (still on the GPU), `{a}.detach().cpu()`, or `{a}.item()` for a scalar"),
+                        Text::ListFix(clip(&r), a),
                     );
                 }
             }
             "eval" if n.child_by_field_name("arguments").is_some_and(|a| a.named_child_count() == 0) => {
                 if let (Some(r), false) = (receiver, ctx.grad_off) {
                     let r = r.trim_start_matches("self.").to_string();
+                    let p = n.start_position();
                     if let Some(func) = self.funcs.get_mut(ctx.func) {
-                        func.evals.push((r, n.id(), n.start_byte()));
+                        func.evals.push((r, p.row, p.column));
                     }
                 }
             }
@@ -399,7 +502,7 @@ impl<'a> Lint<'a> {
                 if !ctx.grad_off {
                     let callee = ft.trim_start_matches("self.").to_string();
                     if let Some(func) = self.funcs.get_mut(ctx.func) {
-                        func.grad_calls.push(callee);
+                        func.grad_calls.insert(callee);
                     }
                 }
             }
@@ -434,8 +537,27 @@ fn walk<'t>(n: Node<'t>, f: &mut dyn FnMut(Node<'t>)) {
     }
 }
 
-/// Parse and lint `src`.
+/// Like [`walk`], visiting at most `budget` nodes.
+fn walk_limited<'t>(n: Node<'t>, budget: usize, f: &mut dyn FnMut(Node<'t>)) {
+    let mut stack = vec![n];
+    let mut left = budget;
+    while let Some(n) = stack.pop() {
+        if left == 0 {
+            return;
+        }
+        left -= 1;
+        f(n);
+        let mut cur = n.walk();
+        let kids: Vec<Node<'t>> = n.children(&mut cur).collect();
+        stack.extend(kids.into_iter().rev());
+    }
+}
+
+/// Parse and lint `src` (at most [`MAX_SCRIPT_BYTES`]).
 pub fn lint(src: &str) -> Result<LintReport, LintError> {
+    if src.len() > MAX_SCRIPT_BYTES {
+        return Err(LintError::TooLarge(src.len()));
+    }
     let mut parser = Parser::new();
     parser.set_language(&tree_sitter_python::LANGUAGE.into()).map_err(|e| LintError::Grammar(e.to_string()))?;
     let tree = parser.parse(src, None).ok_or(LintError::Parse)?;
@@ -443,7 +565,22 @@ pub fn lint(src: &str) -> Result<LintReport, LintError> {
     let mut l = LintState::new(src);
     l.lint.funcs.push(Func::default()); // module level
     l.run(root);
-    Ok(LintReport { lines: src.lines().count(), error_nodes: l.lint.errors, findings: l.finish(root) })
+    let raw = l.finish();
+    let findings_total = raw.len();
+    let lines = &l.lint.lines;
+    let findings = raw
+        .iter()
+        .take(MAX_FINDINGS)
+        .map(|r| Finding {
+            rule: r.rule,
+            line: r.row + 1,
+            column: r.column + 1,
+            code: lines.get(r.row).map(|l| l.trim()).unwrap_or("").chars().take(160).collect(),
+            why: r.why.render(),
+            fix: r.fix.render(),
+        })
+        .collect();
+    Ok(LintReport { lines: lines.len(), error_nodes: l.lint.errors, findings, findings_total })
 }
 
 /// Bytes of the input the Python detection parses.
@@ -596,10 +733,11 @@ impl<'a> LintState<'a> {
                 src: src.as_bytes(),
                 lines: src.lines().collect(),
                 findings: Vec::new(),
+                found: HashSet::new(),
                 funcs: Vec::new(),
-                list_inits: Vec::new(),
+                list_inits: HashMap::new(),
                 loop_assigned: HashMap::new(),
-                backward_on: Vec::new(),
+                backward_on: HashSet::new(),
                 has_dropout: false,
                 has_sharding: false,
                 errors: 0,
@@ -611,7 +749,7 @@ impl<'a> LintState<'a> {
     fn run(&mut self, root: Node) {
         self.lint.visit(root, Ctx::default());
     }
-    fn finish(mut self, root: Node) -> Vec<Finding> {
+    fn finish(&mut self) -> Vec<Raw> {
         let l = &mut self.lint;
         // accumulations: skip per-step losses (assigned in the loop or backward()-ed)
         let pending = std::mem::take(&mut l.pending_acc);
@@ -621,31 +759,32 @@ impl<'a> LintState<'a> {
             if per_step {
                 continue;
             }
-            let code: String = l.lines.get(row).map(|s| s.trim()).unwrap_or("").chars().take(160).collect();
-            l.findings.push(Finding {
+            l.found.insert(("accumulated-loss", row + 1));
+            let target = clip(&target);
+            l.findings.push(Raw {
                 rule: "accumulated-loss",
-                line: row + 1,
-                column: col + 1,
-                code,
-                why: format!("`{target}` adds up loss tensors that are still attached to the autograd graph, so every step's graph (all its saved activations) stays alive as long as `{target}` does; memory grows every step"),
-                fix: format!("`{target} += {rhs}.item()` (a Python float), or `{rhs}.detach()` to keep it on the GPU without the graph"),
+                row,
+                column: col,
+                why: Text::AccWhy(target.clone()),
+                fix: Text::AccFix(target, clip(&rhs)),
             });
         }
         let later = std::mem::take(&mut l.later);
-        for (id, rule) in later {
-            let Some(n) = find_by_id(root, id) else { continue };
+        for (row, col, rule) in later {
             match rule {
-                "checkpoint-rng" if l.has_dropout => l.push(
-                    n,
+                "checkpoint-rng" if l.has_dropout => l.push_at(
+                    row,
+                    col,
                     "checkpoint-rng",
-                    "preserve_rng_state=False saves almost no memory (the RNG state is a few bytes per device) but the recomputation in backward draws new dropout masks, so the gradients no longer match the forward: a silent correctness bug in a model with dropout",
-                    "drop preserve_rng_state=False (the default True costs no GPU memory worth counting); pass use_reentrant=False",
+                    Text::Fixed("preserve_rng_state=False saves almost no memory (the RNG state is a few bytes per device) but the recomputation in backward draws new dropout masks, so the gradients no longer match the forward: a silent correctness bug in a model with dropout"),
+                    Text::Fixed("drop preserve_rng_state=False (the default True costs no GPU memory worth counting); pass use_reentrant=False"),
                 ),
-                "ddp-replicates" if !l.has_sharding => l.push(
-                    n,
+                "ddp-replicates" if !l.has_sharding => l.push_at(
+                    row,
+                    col,
                     "ddp-replicates",
-                    "plain DistributedDataParallel keeps full weights, gradients and optimizer states on every GPU, plus gradient buckets of about the size of the gradients (unless gradient_as_bucket_view=True); adding GPUs does not lower memory per card",
-                    "FSDP (FULL_SHARD / SHARD_GRAD_OP) or DeepSpeed ZeRO-2/3 to shard model states; at least gradient_as_bucket_view=True",
+                    Text::Fixed("plain DistributedDataParallel keeps full weights, gradients and optimizer states on every GPU, plus gradient buckets of about the size of the gradients (unless gradient_as_bucket_view=True); adding GPUs does not lower memory per card"),
+                    Text::Fixed("FSDP (FULL_SHARD / SHARD_GRAD_OP) or DeepSpeed ZeRO-2/3 to shard model states; at least gradient_as_bucket_view=True"),
                 ),
                 _ => {}
             }
@@ -656,31 +795,20 @@ impl<'a> LintState<'a> {
             if f.grad_off_anywhere {
                 continue;
             }
-            for (recv, id, _) in &f.evals {
-                if f.grad_calls.iter().any(|c| c == recv) {
-                    if let Some(n) = find_by_id(root, *id) {
-                        l.push(
-                            n,
-                            "eval-without-no-grad",
-                            "model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped",
-                            "wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())",
-                        );
-                    }
+            for (recv, row, col) in &f.evals {
+                if f.grad_calls.contains(recv) {
+                    l.push_at(
+                        *row,
+                        *col,
+                        "eval-without-no-grad",
+                        Text::Fixed("model.eval() only switches dropout/batch-norm behaviour; without torch.no_grad() the evaluation forward still records the autograd graph and keeps every activation until the outputs are dropped"),
+                        Text::Fixed("wrap the evaluation in `with torch.inference_mode():` (or torch.no_grad(), or decorate the function with @torch.no_grad())"),
+                    );
                 }
             }
         }
         let mut out = std::mem::take(&mut l.findings);
-        out.sort_by(|a, b| a.line.cmp(&b.line).then(a.rule.cmp(b.rule)));
+        out.sort_by(|a, b| a.row.cmp(&b.row).then(a.rule.cmp(b.rule)));
         out
     }
-}
-
-fn find_by_id(root: Node, id: usize) -> Option<Node> {
-    let mut found = None;
-    walk(root, &mut |n| {
-        if found.is_none() && n.id() == id {
-            found = Some(n);
-        }
-    });
-    found
 }

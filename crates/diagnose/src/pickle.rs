@@ -1,112 +1,272 @@
-//! A restricted unpickler: builds plain data (None, bool, int, float,
-//! str, bytes, list, dict, tuple) and refuses every opcode that could
-//! import or call anything (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ,
-//! NEWOBJ, NEWOBJ_EX, EXT*, PERSID/BINPERSID, buffers). Nothing is ever
-//! executed: the refusal happens while reading the opcode, before any
-//! name is resolved.
+//! A restricted, streaming unpickler: it knows only the plain-data opcodes
+//! of protocols 2–5 (None, bool, int, float, str, bytes, list, dict, tuple,
+//! set) and refuses every opcode that could import or call anything
+//! (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, NEWOBJ_EX, EXT*,
+//! PERSID/BINPERSID, out-of-band buffers). Nothing is ever executed: the
+//! refusal happens while reading the opcode, before any name is resolved.
 //!
-//! Shared objects stay shared: containers live in an arena and values refer
-//! to them by index, so a memo reference (`BINGET`) to a frame dict that
-//! PyTorch appended to many tracebacks (combined_traceback.cpp) yields the
-//! same arena slot every time, and self-referencing structures cannot make
-//! a reader loop forever (readers walk with a depth limit).
+//! The opcode machine ([`run`]) reads from any [`Read`] through a 1 MiB
+//! buffer (a snapshot is never held whole) and hands every value to a
+//! [`Sink`], which decides how values are represented. Two sinks exist:
+//! the generic tree of this module ([`parse`]: every container in an arena,
+//! memo references pointing at the same slot) and the snapshot decoder
+//! (`snapshot::decode`), which turns each record into its typed form as
+//! soon as it is complete and keeps nothing it does not use.
+//!
+//! Bounds, whatever the input: the stack (values and marks) holds at most
+//! [`Limits::max_stack`] entries (deep nesting and APPEND floods stop
+//! there; CPython's pickler batches 1000 items, so real pickles stay far
+//! below); a string or bytes value larger than [`Limits::max_atom`] is
+//! skipped, not copied; an integer of any length is read in constant
+//! memory (only its sign is kept beyond 64 bits); memo indices never size an
+//! allocation. Each sink adds its own memory budget.
 //!
 //! Opcode list and semantics: CPython `Lib/pickletools.py` / `Lib/pickle.py`
 //! (protocols 2–5, the ones `pickle.dump` writes by default since 3.0).
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::rc::Rc;
-
-/// A value of the pickle.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    None,
-    Bool(bool),
-    Int(i64),
-    /// an integer beyond 64 bits (kept as its decimal sign only)
-    BigInt {
-        negative: bool,
-    },
-    Float(f64),
-    Str(Rc<str>),
-    Bytes(Rc<[u8]>),
-    /// index into [`Pickle::nodes`]
-    List(usize),
-    Dict(usize),
-    Tuple(usize),
-}
-
-/// A container's contents.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Node {
-    List(Vec<Value>),
-    Dict(Vec<(Value, Value)>),
-    Tuple(Vec<Value>),
-}
-
-/// A parsed pickle: the root value and the container arena.
-#[derive(Debug, Clone)]
-pub struct Pickle {
-    pub root: Value,
-    pub nodes: Vec<Node>,
-}
+use std::vec::Drain;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PickleError {
     #[error(
         "pickle opcode {name} (0x{op:02x}) at byte {offset} would import or call Python code; refused, nothing was run"
     )]
-    Forbidden { op: u8, name: &'static str, offset: usize },
+    Forbidden { op: u8, name: &'static str, offset: u64 },
     #[error("unsupported pickle opcode 0x{op:02x} at byte {offset} (only protocol 2–5 plain data is read)")]
-    Unsupported { op: u8, offset: usize },
+    Unsupported { op: u8, offset: u64 },
     #[error("pickle ends early at byte {offset} (expected {what})")]
-    Truncated { offset: usize, what: &'static str },
+    Truncated { offset: u64, what: &'static str },
     #[error("malformed pickle at byte {offset}: {what}")]
-    Malformed { offset: usize, what: String },
-    #[error("pickle too large or too deep: {what}")]
-    Limit { what: &'static str },
+    Malformed { offset: u64, what: String },
+    #[error("pickle refused at byte {offset}: {what}")]
+    Limit { offset: u64, what: String },
+    #[error("cannot read the pickle at byte {offset}: {what}")]
+    Io { offset: u64, what: String },
 }
 
-/// Most values on the stack and memo entries (bounds memory on hostile input).
-const MAX_ITEMS: usize = 50_000_000;
-/// Dicts up to this size replace duplicate keys in place.
-const DEDUP_LIMIT: usize = 64;
+/// What a sink reports; the machine adds the byte offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkError {
+    Malformed(String),
+    Limit(String),
+}
 
-struct Reader<'a> {
-    data: &'a [u8],
+/// Bounds of the opcode machine.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// values plus marks on the stack
+    pub max_stack: usize,
+    /// longest string or bytes value copied out (longer ones are skipped)
+    pub max_atom: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // 1M stack entries × 16–24 B is at most ~24 MiB; CPython batches
+        // APPENDS/SETITEMS by 1000 (pickle.py `_BATCHSIZE`), so a real
+        // pickle's stack is a few thousand deep
+        Limits { max_stack: 1 << 20, max_atom: 16 << 20 }
+    }
+}
+
+/// A scalar read from the pickle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Atom<'a> {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// an integer beyond 64 bits (only its sign is kept)
+    BigInt {
+        negative: bool,
+    },
+    Float(f64),
+    /// UTF-8 as written (CPython's `surrogatepass` can make it invalid)
+    Str(&'a [u8]),
+    /// a string longer than [`Limits::max_atom`], skipped
+    LongStr(u64),
+    Bytes(&'a [u8]),
+    /// bytes longer than [`Limits::max_atom`], skipped
+    LongBytes(u64),
+}
+
+/// Container kinds the machine builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coll {
+    List,
+    Dict,
+    Tuple,
+    Set,
+    FrozenSet,
+}
+
+/// Where the machine's values go. Every value the sink returns is either
+/// consumed by exactly one later call (`build`, `extend`, `set_items`,
+/// `discard`, or returned as the root) or left on the stack when the
+/// pickle ends; targets of `extend`/`set_items` and `dup`/`memo_put`
+/// arguments are borrowed copies that stay on the stack.
+pub trait Sink {
+    type V: Clone;
+    fn atom(&mut self, a: Atom<'_>) -> Result<Self::V, SinkError>;
+    /// EMPTY_LIST, EMPTY_DICT, EMPTY_SET
+    fn empty(&mut self, kind: Coll) -> Result<Self::V, SinkError>;
+    /// LIST, DICT, TUPLE, TUPLE1–3, EMPTY_TUPLE, FROZENSET from stack items
+    fn build(&mut self, kind: Coll, items: Drain<'_, Self::V>) -> Result<Self::V, SinkError>;
+    /// APPEND, APPENDS, ADDITEMS
+    fn extend(&mut self, target: Self::V, items: Drain<'_, Self::V>) -> Result<(), SinkError>;
+    /// SETITEM, SETITEMS (key, value, key, value, …)
+    fn set_items(&mut self, target: Self::V, items: Drain<'_, Self::V>) -> Result<(), SinkError>;
+    /// POP, POP_MARK, and values left when the pickle stops
+    fn discard(&mut self, v: Self::V);
+    /// DUP
+    fn dup(&mut self, v: &Self::V) -> Self::V;
+    fn memo_put(&mut self, idx: u64, v: &Self::V) -> Result<(), SinkError>;
+    fn memo_get(&mut self, idx: u64) -> Result<Self::V, SinkError>;
+    /// entries in the memo (the index MEMOIZE uses)
+    fn memo_len(&self) -> u64;
+    /// called every 64 Ki opcodes with the bytes read so far: the sink's
+    /// memory budget
+    fn check(&mut self, _consumed: u64) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ input
+
+/// The read buffer grows from `BUF_START` to `BUF` while reads fill it
+/// (a small pickle does not pay for zeroing 1 MiB).
+const BUF: usize = 1 << 20;
+const BUF_START: usize = 8 << 10;
+
+/// Buffered input that never holds more than one buffer (plus one copied
+/// value of at most `max_atom` bytes).
+struct Src<R> {
+    r: R,
+    buf: Box<[u8]>,
     pos: usize,
+    end: usize,
+    /// offset of `buf[0]` in the stream
+    base: u64,
+    eof: bool,
+    scratch: Vec<u8>,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], PickleError> {
-        let end = self.pos.checked_add(n).ok_or(PickleError::Truncated { offset: self.pos, what })?;
-        if end > self.data.len() {
-            return Err(PickleError::Truncated { offset: self.pos, what });
+impl<R: Read> Src<R> {
+    fn new(r: R) -> Self {
+        Src {
+            r,
+            buf: vec![0u8; BUF_START].into_boxed_slice(),
+            pos: 0,
+            end: 0,
+            base: 0,
+            eof: false,
+            scratch: Vec::new(),
         }
-        let s = &self.data[self.pos..end];
-        self.pos = end;
-        Ok(s)
     }
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+    fn grow(&mut self, want: usize) {
+        let len = want.clamp(self.buf.len(), BUF);
+        let mut bigger = vec![0u8; len].into_boxed_slice();
+        bigger[..self.end].copy_from_slice(&self.buf[..self.end]);
+        self.buf = bigger;
+    }
+    /// Make at least `n` (≤ BUF) bytes available; false at end of input.
+    fn fill(&mut self, n: usize) -> Result<bool, PickleError> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.base += self.pos as u64;
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if n > self.buf.len() {
+            self.grow(n);
+        }
+        while self.end < n && !self.eof {
+            match self.r.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => {
+                    self.end += k;
+                    // a read that filled the buffer: the input is big, read more at a time
+                    if self.end == self.buf.len() && self.buf.len() < BUF {
+                        self.grow(self.buf.len() * 4);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(PickleError::Io { offset: self.base + self.end as u64, what: e.to_string() }),
+            }
+        }
+        Ok(self.end >= n)
+    }
+    #[inline]
     fn u8(&mut self, what: &'static str) -> Result<u8, PickleError> {
-        Ok(self.take(1, what)?[0])
+        if self.pos < self.end {
+            let b = self.buf[self.pos];
+            self.pos += 1;
+            return Ok(b);
+        }
+        if !self.fill(1)? {
+            return Err(PickleError::Truncated { offset: self.offset(), what });
+        }
+        let b = self.buf[self.pos];
+        self.pos += 1;
+        Ok(b)
     }
-    fn u16(&mut self, what: &'static str) -> Result<u16, PickleError> {
-        let b = self.take(2, what)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
+    /// `n` bytes (n ≤ BUF, or copied into the scratch buffer).
+    #[inline]
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], PickleError> {
+        if self.end - self.pos >= n {
+            let s = &self.buf[self.pos..self.pos + n];
+            self.pos += n;
+            return Ok(s);
+        }
+        if n <= BUF {
+            if !self.fill(n)? {
+                return Err(PickleError::Truncated { offset: self.base + self.end as u64, what });
+            }
+            let s = &self.buf[self.pos..self.pos + n];
+            self.pos += n;
+            return Ok(s);
+        }
+        // larger than the buffer: the caller bounded `n` by max_atom
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&self.buf[self.pos..self.end]);
+        self.base += self.end as u64;
+        self.pos = 0;
+        self.end = 0;
+        let want = n - self.scratch.len();
+        let got = (&mut self.r)
+            .take(want as u64)
+            .read_to_end(&mut self.scratch)
+            .map_err(|e| PickleError::Io { offset: self.base, what: e.to_string() })?;
+        self.base += got as u64;
+        if self.scratch.len() < n {
+            self.eof = true;
+            return Err(PickleError::Truncated { offset: self.base, what });
+        }
+        Ok(&self.scratch)
     }
-    fn u32(&mut self, what: &'static str) -> Result<u32, PickleError> {
-        let b = self.take(4, what)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    fn skip(&mut self, mut n: u64, what: &'static str) -> Result<(), PickleError> {
+        loop {
+            let here = ((self.end - self.pos) as u64).min(n);
+            self.pos += here as usize;
+            n -= here;
+            if n == 0 {
+                return Ok(());
+            }
+            if !self.fill(1)? {
+                return Err(PickleError::Truncated { offset: self.offset(), what });
+            }
+        }
     }
-    fn u64(&mut self, what: &'static str) -> Result<u64, PickleError> {
-        let b = self.take(8, what)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn len64(&mut self, what: &'static str) -> Result<usize, PickleError> {
-        let n = self.u64(what)?;
-        usize::try_from(n).map_err(|_| PickleError::Truncated { offset: self.pos, what })
+    #[inline]
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], PickleError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N, what)?);
+        Ok(a)
     }
 }
 
@@ -131,302 +291,513 @@ fn forbidden_name(op: u8) -> Option<&'static str> {
     })
 }
 
-enum Slot {
-    V(Value),
-    Mark,
-}
-
 /// Little-endian two's-complement integer of LONG1/LONG4.
-fn decode_long(bytes: &[u8]) -> Value {
+#[inline]
+pub fn decode_long(bytes: &[u8]) -> Atom<'static> {
     if bytes.is_empty() {
-        return Value::Int(0);
+        return Atom::Int(0);
     }
     let negative = bytes[bytes.len() - 1] & 0x80 != 0;
     if bytes.len() <= 8 {
         let mut a = if negative { [0xffu8; 8] } else { [0u8; 8] };
         a[..bytes.len()].copy_from_slice(bytes);
-        return Value::Int(i64::from_le_bytes(a));
+        return Atom::Int(i64::from_le_bytes(a));
     }
     // fits if the extra high bytes are pure sign extension and bit 63 agrees
     let ext = if negative { 0xff } else { 0x00 };
     if bytes[8..].iter().all(|&x| x == ext) && ((bytes[7] & 0x80 != 0) == negative) {
         let mut a = [0u8; 8];
         a.copy_from_slice(&bytes[..8]);
-        return Value::Int(i64::from_le_bytes(a));
+        return Atom::Int(i64::from_le_bytes(a));
     }
-    Value::BigInt { negative }
+    Atom::BigInt { negative }
 }
 
-/// Parse plain-data pickle bytes. Never runs code.
-pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
-    let mut r = Reader { data, pos: 0 };
-    let mut stack: Vec<Slot> = Vec::new();
-    // a map, not a Vec: a hostile LONG_BINPUT index must not allocate
-    let mut memo: HashMap<usize, Value> = HashMap::new();
-    let mut nodes: Vec<Node> = Vec::new();
+/// Run the opcode machine over `src` into `sink`; returns the root value.
+pub fn run<R: Read, S: Sink>(src: R, sink: &mut S, lim: Limits) -> Result<S::V, PickleError> {
+    let mut r = Src::new(src);
+    let mut stack: Vec<S::V> = Vec::new();
+    // stack positions of the marks (CPython keeps a "metastack")
+    let mut marks: Vec<usize> = Vec::new();
+    let mut ops: u32 = 0;
+    let result = (|| -> Result<S::V, PickleError> {
+        loop {
+            let offset = r.offset();
+            let op = r.u8("an opcode or STOP")?;
+            let se = |e: SinkError| match e {
+                SinkError::Malformed(what) => PickleError::Malformed { offset, what },
+                SinkError::Limit(what) => PickleError::Limit { offset, what },
+            };
+            let mal = |what: &str| PickleError::Malformed { offset, what: what.to_string() };
+            ops = ops.wrapping_add(1);
+            if ops & 0xFFFF == 0 {
+                sink.check(offset).map_err(se)?;
+            }
+            if stack.len() + marks.len() >= lim.max_stack {
+                return Err(PickleError::Limit {
+                    offset,
+                    what: format!(
+                        "more than {} values and marks on the unpickling stack (nested too deep, or too many items in one batch)",
+                        lim.max_stack
+                    ),
+                });
+            }
+            // values above the innermost mark
+            let floor = marks.last().copied().unwrap_or(0);
+            macro_rules! need {
+                ($n:expr, $what:expr) => {
+                    if stack.len() < floor + $n {
+                        return Err(mal(concat!("stack underflow (", $what, ")")));
+                    }
+                };
+            }
+            macro_rules! push_atom {
+                ($a:expr) => {{
+                    let v = sink.atom($a).map_err(se)?;
+                    stack.push(v);
+                }};
+            }
+            macro_rules! text {
+                ($n:expr, $what:expr, $long:ident, $short:ident) => {{
+                    let n: u64 = $n;
+                    if n > lim.max_atom as u64 {
+                        r.skip(n, $what)?;
+                        push_atom!(Atom::$long(n));
+                    } else {
+                        let b = r.take(n as usize, $what)?;
+                        let v = sink.atom(Atom::$short(b)).map_err(se)?;
+                        stack.push(v);
+                    }
+                }};
+            }
+            if let Some(name) = forbidden_name(op) {
+                return Err(PickleError::Forbidden { op, name, offset });
+            }
+            match op {
+                0x80 => {
+                    let p = r.u8("protocol number")?;
+                    if !(2..=5).contains(&p) {
+                        return Err(mal(&format!("protocol {p} is not 2–5")));
+                    }
+                }
+                0x95 => {
+                    r.array::<8>("frame length")?;
+                }
+                b'.' => {
+                    need!(1, "STOP with an empty stack");
+                    let root = stack.pop().ok_or_else(|| mal("STOP with an empty stack"))?;
+                    return Ok(root);
+                }
+                b'(' => marks.push(stack.len()),
+                b'N' => push_atom!(Atom::None),
+                0x88 => push_atom!(Atom::Bool(true)),
+                0x89 => push_atom!(Atom::Bool(false)),
+                b'J' => {
+                    let v = i32::from_le_bytes(r.array::<4>("BININT")?);
+                    push_atom!(Atom::Int(v as i64))
+                }
+                b'K' => {
+                    let v = r.u8("BININT1")?;
+                    push_atom!(Atom::Int(v as i64))
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(r.array::<2>("BININT2")?);
+                    push_atom!(Atom::Int(v as i64))
+                }
+                0x8a | 0x8b => {
+                    let n: u64 = if op == 0x8a {
+                        r.u8("LONG1 length")? as u64
+                    } else {
+                        let n = i32::from_le_bytes(r.array::<4>("LONG4 length")?);
+                        u64::try_from(n).map_err(|_| mal("LONG4 with a negative byte count"))?
+                    };
+                    if n <= 64 {
+                        let a = decode_long(r.take(n as usize, "LONG bytes")?);
+                        push_atom!(a)
+                    } else {
+                        // constant memory: only the sign (the last byte) matters
+                        r.skip(n - 1, "LONG bytes")?;
+                        let last = r.u8("LONG bytes")?;
+                        push_atom!(Atom::BigInt { negative: last & 0x80 != 0 })
+                    }
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(r.array::<8>("BINFLOAT")?);
+                    push_atom!(Atom::Float(v))
+                }
+                0x8c => {
+                    let n = r.u8("SHORT_BINUNICODE length")? as u64;
+                    text!(n, "SHORT_BINUNICODE bytes", LongStr, Str)
+                }
+                b'X' => {
+                    let n = u32::from_le_bytes(r.array::<4>("BINUNICODE length")?) as u64;
+                    text!(n, "BINUNICODE bytes", LongStr, Str)
+                }
+                0x8d => {
+                    let n = u64::from_le_bytes(r.array::<8>("BINUNICODE8 length")?);
+                    text!(n, "BINUNICODE8 bytes", LongStr, Str)
+                }
+                b'C' => {
+                    let n = r.u8("SHORT_BINBYTES length")? as u64;
+                    text!(n, "SHORT_BINBYTES bytes", LongBytes, Bytes)
+                }
+                b'B' => {
+                    let n = u32::from_le_bytes(r.array::<4>("BINBYTES length")?) as u64;
+                    text!(n, "BINBYTES bytes", LongBytes, Bytes)
+                }
+                0x8e | 0x96 => {
+                    let n = u64::from_le_bytes(r.array::<8>("BINBYTES8 length")?);
+                    text!(n, "BINBYTES8 bytes", LongBytes, Bytes)
+                }
+                b']' | b'}' | 0x8f => {
+                    let kind = match op {
+                        b']' => Coll::List,
+                        b'}' => Coll::Dict,
+                        _ => Coll::Set,
+                    };
+                    let v = sink.empty(kind).map_err(se)?;
+                    stack.push(v);
+                }
+                b')' => {
+                    let v = sink.build(Coll::Tuple, stack.drain(stack.len()..)).map_err(se)?;
+                    stack.push(v);
+                }
+                b'l' | b'd' | b't' | 0x91 => {
+                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
+                    let kind = match op {
+                        b'l' => Coll::List,
+                        b'd' => Coll::Dict,
+                        b't' => Coll::Tuple,
+                        _ => Coll::FrozenSet,
+                    };
+                    if kind == Coll::Dict && (stack.len() - m) % 2 != 0 {
+                        return Err(mal("odd number of items for DICT"));
+                    }
+                    let v = sink.build(kind, stack.drain(m..)).map_err(se)?;
+                    stack.push(v);
+                }
+                0x85..=0x87 => {
+                    let n = (op - 0x84) as usize;
+                    need!(n, "TUPLE1–3");
+                    let at = stack.len() - n;
+                    let v = sink.build(Coll::Tuple, stack.drain(at..)).map_err(se)?;
+                    stack.push(v);
+                }
+                b'a' => {
+                    need!(2, "APPEND");
+                    let at = stack.len() - 1;
+                    let t = stack[at - 1].clone();
+                    sink.extend(t, stack.drain(at..)).map_err(se)?;
+                }
+                b'e' | 0x90 => {
+                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
+                    let below = marks.last().copied().unwrap_or(0);
+                    if m == 0 || m <= below {
+                        return Err(mal("APPENDS/ADDITEMS with no container below the MARK"));
+                    }
+                    let t = stack[m - 1].clone();
+                    sink.extend(t, stack.drain(m..)).map_err(se)?;
+                }
+                b's' => {
+                    need!(3, "SETITEM");
+                    let at = stack.len() - 2;
+                    let t = stack[at - 1].clone();
+                    sink.set_items(t, stack.drain(at..)).map_err(se)?;
+                }
+                b'u' => {
+                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
+                    let below = marks.last().copied().unwrap_or(0);
+                    if m == 0 || m <= below {
+                        return Err(mal("SETITEMS with no dict below the MARK"));
+                    }
+                    if (stack.len() - m) % 2 != 0 {
+                        return Err(mal("odd number of items for SETITEMS"));
+                    }
+                    let t = stack[m - 1].clone();
+                    sink.set_items(t, stack.drain(m..)).map_err(se)?;
+                }
+                0x94 | b'q' | b'r' => {
+                    let idx = match op {
+                        0x94 => sink.memo_len(),
+                        b'q' => r.u8("BINPUT index")? as u64,
+                        _ => u32::from_le_bytes(r.array::<4>("LONG_BINPUT index")?) as u64,
+                    };
+                    need!(1, "MEMOIZE/PUT with nothing to store");
+                    let v = stack.last().ok_or_else(|| mal("MEMOIZE/PUT with nothing to store"))?;
+                    sink.memo_put(idx, v).map_err(se)?;
+                }
+                b'h' | b'j' => {
+                    let idx = if op == b'h' {
+                        r.u8("BINGET index")? as u64
+                    } else {
+                        u32::from_le_bytes(r.array::<4>("LONG_BINGET index")?) as u64
+                    };
+                    let v = sink.memo_get(idx).map_err(se)?;
+                    stack.push(v);
+                }
+                b'0' => {
+                    // CPython: pop a value, or the mark when the frame is empty
+                    if stack.len() > floor {
+                        if let Some(v) = stack.pop() {
+                            sink.discard(v);
+                        }
+                    } else if marks.pop().is_none() {
+                        return Err(mal("POP on an empty stack"));
+                    }
+                }
+                b'1' => {
+                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
+                    for v in stack.drain(m..) {
+                        sink.discard(v);
+                    }
+                }
+                b'2' => {
+                    need!(1, "DUP");
+                    let v = stack.last().map(|v| sink.dup(v)).ok_or_else(|| mal("DUP on an empty stack"))?;
+                    stack.push(v);
+                }
+                _ => return Err(PickleError::Unsupported { op, offset }),
+            }
+        }
+    })();
+    for v in stack.drain(..) {
+        sink.discard(v);
+    }
+    result
+}
 
-    fn pop(stack: &mut Vec<Slot>, offset: usize) -> Result<Value, PickleError> {
-        match stack.pop() {
-            Some(Slot::V(v)) => Ok(v),
-            Some(Slot::Mark) => Err(PickleError::Malformed { offset, what: "mark where a value was expected".into() }),
-            None => Err(PickleError::Malformed { offset, what: "stack underflow".into() }),
+// ------------------------------------------------------------------- memo
+
+/// The memo: dense as CPython writes it (indices 0, 1, 2, …), with
+/// out-of-order indices in a map, so that no index sizes an allocation.
+#[derive(Debug, Clone)]
+pub struct Memo<V> {
+    dense: Vec<Option<V>>,
+    sparse: HashMap<u64, V>,
+    /// distinct indices set (CPython's `len(memo)`, the index MEMOIZE uses)
+    count: u64,
+}
+
+impl<V> Default for Memo<V> {
+    fn default() -> Self {
+        Memo { dense: Vec::new(), sparse: HashMap::new(), count: 0 }
+    }
+}
+
+impl<V> Memo<V> {
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+    /// Slots stored (for memory budgets).
+    pub fn slots(&self) -> usize {
+        self.dense.len() + self.sparse.len()
+    }
+    pub fn put(&mut self, idx: u64, v: V) {
+        match usize::try_from(idx) {
+            Ok(i) if i < self.dense.len() => {
+                if self.dense[i].replace(v).is_none() {
+                    self.count += 1;
+                }
+            }
+            Ok(i) if i == self.dense.len() && !self.sparse.contains_key(&idx) => {
+                self.dense.push(Some(v));
+                self.count += 1;
+            }
+            _ => {
+                if self.sparse.insert(idx, v).is_none() {
+                    self.count += 1;
+                }
+            }
         }
     }
-    fn pop_mark(stack: &mut Vec<Slot>, offset: usize) -> Result<Vec<Value>, PickleError> {
-        let Some(m) = stack.iter().rposition(|s| matches!(s, Slot::Mark)) else {
-            return Err(PickleError::Malformed { offset, what: "no MARK on the stack".into() });
-        };
-        let items = stack.split_off(m + 1);
-        stack.pop();
-        Ok(items.into_iter().filter_map(|s| if let Slot::V(v) = s { Some(v) } else { None }).collect())
-    }
-    fn top_container(stack: &[Slot], offset: usize) -> Result<Value, PickleError> {
-        match stack.last() {
-            Some(Slot::V(v)) => Ok(v.clone()),
-            _ => Err(PickleError::Malformed { offset, what: "no container on the stack".into() }),
+    pub fn get(&self, idx: u64) -> Option<&V> {
+        match usize::try_from(idx) {
+            Ok(i) if i < self.dense.len() => self.dense[i].as_ref(),
+            _ => self.sparse.get(&idx),
         }
     }
-    fn push_node(nodes: &mut Vec<Node>, n: Node) -> Result<usize, PickleError> {
-        if nodes.len() >= MAX_ITEMS {
-            return Err(PickleError::Limit { what: "too many containers" });
+    pub fn get_mut(&mut self, idx: u64) -> Option<&mut V> {
+        match usize::try_from(idx) {
+            Ok(i) if i < self.dense.len() => self.dense[i].as_mut(),
+            _ => self.sparse.get_mut(&idx),
         }
-        nodes.push(n);
-        Ok(nodes.len() - 1)
     }
-    fn memo_put(memo: &mut HashMap<usize, Value>, idx: usize, v: Value) -> Result<(), PickleError> {
-        if memo.len() >= MAX_ITEMS {
-            return Err(PickleError::Limit { what: "too many memo entries" });
+}
+
+// ---------------------------------------------------------- generic tree
+
+/// A value of the pickle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    None,
+    Bool(bool),
+    Int(i64),
+    /// an integer beyond 64 bits (kept as its sign only)
+    BigInt {
+        negative: bool,
+    },
+    Float(f64),
+    Str(Rc<str>),
+    Bytes(Rc<[u8]>),
+    /// index into [`Pickle::nodes`]
+    List(usize),
+    Dict(usize),
+    Tuple(usize),
+}
+
+/// A container's contents (sets are read as lists).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    List(Vec<Value>),
+    Dict(Vec<(Value, Value)>),
+    Tuple(Vec<Value>),
+}
+
+/// A parsed pickle: the root value and the container arena.
+#[derive(Debug, Clone)]
+pub struct Pickle {
+    pub root: Value,
+    pub nodes: Vec<Node>,
+}
+
+/// Most values the generic tree holds (containers plus their items), about
+/// 32 B each: bounds its memory at ~512 MiB whatever the input.
+pub const TREE_MAX_VALUES: usize = 16 << 20;
+/// Dicts up to this size replace duplicate keys in place.
+const DEDUP_LIMIT: usize = 64;
+
+#[derive(Default)]
+struct TreeSink {
+    nodes: Vec<Node>,
+    memo: Memo<Value>,
+    values: usize,
+}
+
+impl TreeSink {
+    fn count(&mut self, n: usize) -> Result<(), SinkError> {
+        self.values = self.values.saturating_add(n);
+        if self.values > TREE_MAX_VALUES {
+            return Err(SinkError::Limit(format!("more than {TREE_MAX_VALUES} values in the pickle")));
         }
-        memo.insert(idx, v);
         Ok(())
     }
-    fn memo_get(memo: &HashMap<usize, Value>, idx: usize, offset: usize) -> Result<Value, PickleError> {
-        memo.get(&idx)
+    fn node(&mut self, n: Node) -> Result<usize, SinkError> {
+        self.count(1)?;
+        self.nodes.push(n);
+        Ok(self.nodes.len() - 1)
+    }
+}
+
+fn utf8_lossy(b: &[u8]) -> Rc<str> {
+    // PyTorch frames can carry surrogate-escaped names; accept lossily
+    // rather than refuse the whole file.
+    match std::str::from_utf8(b) {
+        Ok(s) => Rc::from(s),
+        Err(_) => Rc::from(String::from_utf8_lossy(b).as_ref()),
+    }
+}
+
+fn set_pairs(d: &mut Vec<(Value, Value)>, items: Drain<'_, Value>) -> Result<(), SinkError> {
+    let mut it = items;
+    while let Some(k) = it.next() {
+        let v = it.next().ok_or_else(|| SinkError::Malformed("odd number of items for SETITEMS".into()))?;
+        // later keys replace earlier ones, as in Python; big dicts
+        // skip the linear check and rely on lookups searching from the end
+        let small = d.len() <= DEDUP_LIMIT;
+        match d.iter_mut().take(DEDUP_LIMIT).find(|(ek, _)| *ek == k) {
+            Some(slot) if small => slot.1 = v,
+            _ => d.push((k, v)),
+        }
+    }
+    Ok(())
+}
+
+impl Sink for TreeSink {
+    type V = Value;
+    fn atom(&mut self, a: Atom<'_>) -> Result<Value, SinkError> {
+        Ok(match a {
+            Atom::None => Value::None,
+            Atom::Bool(b) => Value::Bool(b),
+            Atom::Int(i) => Value::Int(i),
+            Atom::BigInt { negative } => Value::BigInt { negative },
+            Atom::Float(f) => Value::Float(f),
+            Atom::Str(b) => Value::Str(utf8_lossy(b)),
+            Atom::Bytes(b) => Value::Bytes(Rc::from(b)),
+            Atom::LongStr(n) | Atom::LongBytes(n) => {
+                return Err(SinkError::Limit(format!("a {n}-byte string or bytes value")))
+            }
+        })
+    }
+    fn empty(&mut self, kind: Coll) -> Result<Value, SinkError> {
+        Ok(match kind {
+            Coll::Dict => Value::Dict(self.node(Node::Dict(Vec::new()))?),
+            _ => Value::List(self.node(Node::List(Vec::new()))?),
+        })
+    }
+    fn build(&mut self, kind: Coll, items: Drain<'_, Value>) -> Result<Value, SinkError> {
+        self.count(items.len())?;
+        Ok(match kind {
+            Coll::Dict => {
+                let mut d = Vec::new();
+                set_pairs(&mut d, items)?;
+                Value::Dict(self.node(Node::Dict(d))?)
+            }
+            Coll::Tuple => Value::Tuple(self.node(Node::Tuple(items.collect()))?),
+            Coll::List | Coll::Set | Coll::FrozenSet => Value::List(self.node(Node::List(items.collect()))?),
+        })
+    }
+    fn extend(&mut self, target: Value, items: Drain<'_, Value>) -> Result<(), SinkError> {
+        self.count(items.len())?;
+        match (&target, target_node(&mut self.nodes, &target)) {
+            (Value::List(_), Some(Node::List(l))) => {
+                l.extend(items);
+                Ok(())
+            }
+            _ => Err(SinkError::Malformed("APPEND target is not a list".into())),
+        }
+    }
+    fn set_items(&mut self, target: Value, items: Drain<'_, Value>) -> Result<(), SinkError> {
+        self.count(items.len())?;
+        match target_node(&mut self.nodes, &target) {
+            Some(Node::Dict(d)) => set_pairs(d, items),
+            _ => Err(SinkError::Malformed("SETITEM target is not a dict".into())),
+        }
+    }
+    fn discard(&mut self, _v: Value) {}
+    fn dup(&mut self, v: &Value) -> Value {
+        v.clone()
+    }
+    fn memo_put(&mut self, idx: u64, v: &Value) -> Result<(), SinkError> {
+        self.count(1)?;
+        self.memo.put(idx, v.clone());
+        Ok(())
+    }
+    fn memo_get(&mut self, idx: u64) -> Result<Value, SinkError> {
+        self.memo
+            .get(idx)
             .cloned()
-            .ok_or_else(|| PickleError::Malformed { offset, what: format!("memo entry {idx} used before it was set") })
+            .ok_or_else(|| SinkError::Malformed(format!("memo entry {idx} used before it was set")))
     }
-    fn utf8(b: &[u8], offset: usize) -> Result<Rc<str>, PickleError> {
-        // PyTorch frames can carry surrogate-escaped names; accept lossily
-        // rather than refuse the whole snapshot.
-        match std::str::from_utf8(b) {
-            Ok(s) => Ok(Rc::from(s)),
-            Err(_) if b.len() < (1 << 30) => Ok(Rc::from(String::from_utf8_lossy(b).as_ref())),
-            Err(_) => Err(PickleError::Malformed { offset, what: "string is not UTF-8".into() }),
-        }
+    fn memo_len(&self) -> u64 {
+        self.memo.len()
     }
-    fn extend(nodes: &mut [Node], target: &Value, items: Vec<Value>, offset: usize) -> Result<(), PickleError> {
-        match target {
-            Value::List(i) => match nodes.get_mut(*i) {
-                Some(Node::List(l)) => {
-                    l.extend(items);
-                    Ok(())
-                }
-                _ => Err(PickleError::Malformed { offset, what: "APPEND target is not a list".into() }),
-            },
-            _ => Err(PickleError::Malformed { offset, what: "APPEND target is not a list".into() }),
-        }
-    }
-    fn set_items(nodes: &mut [Node], target: &Value, items: Vec<Value>, offset: usize) -> Result<(), PickleError> {
-        if !items.len().is_multiple_of(2) {
-            return Err(PickleError::Malformed { offset, what: "odd number of items for SETITEMS".into() });
-        }
-        let Value::Dict(i) = target else {
-            return Err(PickleError::Malformed { offset, what: "SETITEM target is not a dict".into() });
-        };
-        let Some(Node::Dict(d)) = nodes.get_mut(*i) else {
-            return Err(PickleError::Malformed { offset, what: "SETITEM target is not a dict".into() });
-        };
-        let mut it = items.into_iter();
-        while let (Some(k), Some(v)) = (it.next(), it.next()) {
-            // later keys replace earlier ones, as in Python; big dicts
-            // (never in a snapshot) skip the linear check and rely on
-            // lookups searching from the end
-            let small = d.len() <= DEDUP_LIMIT;
-            match d.iter_mut().take(DEDUP_LIMIT).find(|(ek, _)| *ek == k) {
-                Some(slot) if small => slot.1 = v,
-                _ => d.push((k, v)),
-            }
-        }
-        Ok(())
-    }
+}
 
-    loop {
-        let offset = r.pos;
-        let op = r.u8("an opcode or STOP")?;
-        if let Some(name) = forbidden_name(op) {
-            return Err(PickleError::Forbidden { op, name, offset });
-        }
-        if stack.len() >= MAX_ITEMS {
-            return Err(PickleError::Limit { what: "stack too deep" });
-        }
-        match op {
-            0x80 => {
-                let p = r.u8("protocol number")?;
-                if !(2..=5).contains(&p) {
-                    return Err(PickleError::Malformed { offset, what: format!("protocol {p} is not 2–5") });
-                }
-            }
-            0x95 => {
-                r.u64("frame length")?;
-            }
-            b'.' => {
-                let root = pop(&mut stack, offset)?;
-                return Ok(Pickle { root, nodes });
-            }
-            b'(' => stack.push(Slot::Mark),
-            b'N' => stack.push(Slot::V(Value::None)),
-            0x88 => stack.push(Slot::V(Value::Bool(true))),
-            0x89 => stack.push(Slot::V(Value::Bool(false))),
-            b'J' => {
-                let v = r.u32("BININT")? as i32;
-                stack.push(Slot::V(Value::Int(v as i64)));
-            }
-            b'K' => {
-                let v = r.u8("BININT1")?;
-                stack.push(Slot::V(Value::Int(v as i64)));
-            }
-            b'M' => {
-                let v = r.u16("BININT2")?;
-                stack.push(Slot::V(Value::Int(v as i64)));
-            }
-            0x8a => {
-                let n = r.u8("LONG1 length")? as usize;
-                let b = r.take(n, "LONG1 bytes")?;
-                stack.push(Slot::V(decode_long(b)));
-            }
-            0x8b => {
-                let n = r.u32("LONG4 length")? as usize;
-                let b = r.take(n, "LONG4 bytes")?;
-                stack.push(Slot::V(decode_long(b)));
-            }
-            b'G' => {
-                let b = r.take(8, "BINFLOAT")?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                stack.push(Slot::V(Value::Float(f64::from_be_bytes(a))));
-            }
-            0x8c => {
-                let n = r.u8("SHORT_BINUNICODE length")? as usize;
-                let s = utf8(r.take(n, "SHORT_BINUNICODE bytes")?, offset)?;
-                stack.push(Slot::V(Value::Str(s)));
-            }
-            b'X' => {
-                let n = r.u32("BINUNICODE length")? as usize;
-                let s = utf8(r.take(n, "BINUNICODE bytes")?, offset)?;
-                stack.push(Slot::V(Value::Str(s)));
-            }
-            0x8d => {
-                let n = r.len64("BINUNICODE8 length")?;
-                let s = utf8(r.take(n, "BINUNICODE8 bytes")?, offset)?;
-                stack.push(Slot::V(Value::Str(s)));
-            }
-            b'C' => {
-                let n = r.u8("SHORT_BINBYTES length")? as usize;
-                stack.push(Slot::V(Value::Bytes(Rc::from(r.take(n, "SHORT_BINBYTES bytes")?))));
-            }
-            b'B' => {
-                let n = r.u32("BINBYTES length")? as usize;
-                stack.push(Slot::V(Value::Bytes(Rc::from(r.take(n, "BINBYTES bytes")?))));
-            }
-            0x8e => {
-                let n = r.len64("BINBYTES8 length")?;
-                stack.push(Slot::V(Value::Bytes(Rc::from(r.take(n, "BINBYTES8 bytes")?))));
-            }
-            b']' => {
-                let i = push_node(&mut nodes, Node::List(Vec::new()))?;
-                stack.push(Slot::V(Value::List(i)));
-            }
-            b'}' => {
-                let i = push_node(&mut nodes, Node::Dict(Vec::new()))?;
-                stack.push(Slot::V(Value::Dict(i)));
-            }
-            b')' => {
-                let i = push_node(&mut nodes, Node::Tuple(Vec::new()))?;
-                stack.push(Slot::V(Value::Tuple(i)));
-            }
-            b'l' => {
-                let items = pop_mark(&mut stack, offset)?;
-                let i = push_node(&mut nodes, Node::List(items))?;
-                stack.push(Slot::V(Value::List(i)));
-            }
-            b'd' => {
-                let items = pop_mark(&mut stack, offset)?;
-                let i = push_node(&mut nodes, Node::Dict(Vec::new()))?;
-                set_items(&mut nodes, &Value::Dict(i), items, offset)?;
-                stack.push(Slot::V(Value::Dict(i)));
-            }
-            b't' => {
-                let items = pop_mark(&mut stack, offset)?;
-                let i = push_node(&mut nodes, Node::Tuple(items))?;
-                stack.push(Slot::V(Value::Tuple(i)));
-            }
-            0x85..=0x87 => {
-                let n = (op - 0x84) as usize;
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(pop(&mut stack, offset)?);
-                }
-                items.reverse();
-                let i = push_node(&mut nodes, Node::Tuple(items))?;
-                stack.push(Slot::V(Value::Tuple(i)));
-            }
-            b'a' => {
-                let v = pop(&mut stack, offset)?;
-                let target = top_container(&stack, offset)?;
-                extend(&mut nodes, &target, vec![v], offset)?;
-            }
-            b'e' => {
-                let items = pop_mark(&mut stack, offset)?;
-                let target = top_container(&stack, offset)?;
-                extend(&mut nodes, &target, items, offset)?;
-            }
-            b's' => {
-                let v = pop(&mut stack, offset)?;
-                let k = pop(&mut stack, offset)?;
-                let target = top_container(&stack, offset)?;
-                set_items(&mut nodes, &target, vec![k, v], offset)?;
-            }
-            b'u' => {
-                let items = pop_mark(&mut stack, offset)?;
-                let target = top_container(&stack, offset)?;
-                set_items(&mut nodes, &target, items, offset)?;
-            }
-            0x94 => {
-                let v = top_container(&stack, offset)?;
-                let idx = memo.len();
-                memo_put(&mut memo, idx, v)?;
-            }
-            b'q' => {
-                let idx = r.u8("BINPUT index")? as usize;
-                let v = top_container(&stack, offset)?;
-                memo_put(&mut memo, idx, v)?;
-            }
-            b'r' => {
-                let idx = r.u32("LONG_BINPUT index")? as usize;
-                let v = top_container(&stack, offset)?;
-                memo_put(&mut memo, idx, v)?;
-            }
-            b'h' => {
-                let idx = r.u8("BINGET index")? as usize;
-                stack.push(Slot::V(memo_get(&memo, idx, offset)?));
-            }
-            b'j' => {
-                let idx = r.u32("LONG_BINGET index")? as usize;
-                stack.push(Slot::V(memo_get(&memo, idx, offset)?));
-            }
-            b'0' => {
-                stack.pop().ok_or(PickleError::Malformed { offset, what: "POP on an empty stack".into() })?;
-            }
-            b'1' => {
-                pop_mark(&mut stack, offset)?;
-            }
-            b'2' => {
-                let v = top_container(&stack, offset)?;
-                stack.push(Slot::V(v));
-            }
-            _ => return Err(PickleError::Unsupported { op, offset }),
-        }
+fn target_node<'a>(nodes: &'a mut [Node], v: &Value) -> Option<&'a mut Node> {
+    match v {
+        Value::List(i) | Value::Dict(i) | Value::Tuple(i) => nodes.get_mut(*i),
+        _ => None,
     }
+}
+
+/// Parse plain-data pickle bytes into a generic tree. Never runs code.
+pub fn parse(data: &[u8]) -> Result<Pickle, PickleError> {
+    let mut sink = TreeSink::default();
+    let root = run(data, &mut sink, Limits::default())?;
+    Ok(Pickle { root, nodes: sink.nodes })
 }
 
 impl Pickle {
@@ -478,12 +849,30 @@ mod tests {
 
     #[test]
     fn longs() {
-        assert_eq!(decode_long(&[0xff]), Value::Int(-1));
-        assert_eq!(decode_long(&[0x00, 0x01]), Value::Int(256));
+        assert_eq!(decode_long(&[0xff]), Atom::Int(-1));
+        assert_eq!(decode_long(&[0x00, 0x01]), Atom::Int(256));
         // 2**70
-        assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0, 0x40]), Value::BigInt { negative: false });
+        assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0, 0x40]), Atom::BigInt { negative: false });
         // 2**63 - 1 in 9 bytes
-        assert_eq!(decode_long(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]), Value::Int(i64::MAX));
+        assert_eq!(decode_long(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x00]), Atom::Int(i64::MAX));
+    }
+
+    #[test]
+    fn huge_long_is_read_in_constant_memory() {
+        // LONG4 of 100 MB: skipped, only the sign kept
+        let n: u32 = 100 << 20;
+        let mut b = vec![0x80, 4, 0x8b];
+        b.extend(n.to_le_bytes());
+        b.resize(b.len() + n as usize - 1, 0xff);
+        b.push(0x80);
+        b.push(b'.');
+        let p = parse(&b).unwrap();
+        assert_eq!(p.root, Value::BigInt { negative: true });
+        // a length past the end is an error, not an allocation
+        let e = parse(b"\x80\x04\x8b\xff\xff\xff\x7f\x00").unwrap_err();
+        assert!(matches!(e, PickleError::Truncated { .. }), "{e}");
+        let e = parse(b"\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\xff").unwrap_err();
+        assert!(matches!(e, PickleError::Limit { .. } | PickleError::Truncated { .. }), "{e}");
     }
 
     #[test]
@@ -495,10 +884,43 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_stops_at_the_stack_limit() {
+        let mut b = vec![0x80, 4];
+        b.extend(std::iter::repeat_n(b'(', 2 << 20));
+        let e = parse(&b).unwrap_err();
+        assert!(matches!(e, PickleError::Limit { .. }), "{e}");
+        let mut b = vec![0x80, 4];
+        b.extend(std::iter::repeat_n(b']', 2 << 20));
+        assert!(matches!(parse(&b).unwrap_err(), PickleError::Limit { .. }));
+    }
+
+    #[test]
+    fn marks_and_frames() {
+        // APPEND must not reach below a MARK: `] ( N a` appends N to…nothing
+        assert!(parse(b"\x80\x04](Na.").is_err());
+        // POP of an empty frame pops the mark (CPython's load_pop)
+        let p = parse(b"\x80\x04K\x01(0.").unwrap();
+        assert_eq!(p.root, Value::Int(1));
+        // sets read as lists; frozenset too
+        let p = parse(b"\x80\x04\x8f\x94(K\x01K\x02\x90.").unwrap();
+        assert_eq!(p.items(&p.root).unwrap(), &[Value::Int(1), Value::Int(2)]);
+    }
+
+    #[test]
     fn truncated_and_garbage() {
         assert!(matches!(parse(b"\x80\x04"), Err(PickleError::Truncated { .. })));
         assert!(parse(b"").is_err());
         assert!(parse(b"\x80\x02e.").is_err());
         assert!(parse(b"\x80\x02X\xff\xff\xff\xff").is_err());
+    }
+
+    #[test]
+    fn memo_is_sparse_beyond_the_dense_end() {
+        let mut m: Memo<u32> = Memo::default();
+        m.put(0, 1);
+        m.put(4_000_000_000, 2);
+        m.put(1, 3);
+        assert_eq!((m.get(0), m.get(1), m.get(4_000_000_000), m.get(2)), (Some(&1), Some(&3), Some(&2), None));
+        assert_eq!(m.slots(), 3);
     }
 }

@@ -8,9 +8,12 @@
 //! /work/shared/reference/pytorch-formats.md (c). Frames are listed
 //! innermost first, as `_memory_viz` prints them.
 
-use crate::pickle::{self, Pickle, PickleError, Value};
+use crate::pickle::PickleError;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::io::Read;
+
+mod decode;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SnapshotError {
@@ -20,6 +23,9 @@ pub enum SnapshotError {
     NotASnapshot(String),
     #[error("snapshot field {path}: expected {expected}")]
     Field { path: String, expected: &'static str },
+    /// a record listed twice through a memo reference
+    #[error("snapshot refused: {0}")]
+    Shared(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -33,21 +39,22 @@ pub struct Frame {
 #[serde(rename_all = "snake_case")]
 pub enum BlockState {
     ActiveAllocated,
+    /// `active_pending_free` in current PyTorch (Module.cpp), `active_awaiting_free` in the docstring
     ActiveAwaitingFree,
     Inactive,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
     pub address: u64,
     pub size: u64,
     pub requested_size: u64,
     pub state: BlockState,
     /// index into [`Snapshot::stacks`]
-    pub stack: Option<usize>,
+    pub stack: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
     pub device: u64,
     pub address: u64,
@@ -58,8 +65,7 @@ pub struct Segment {
     pub blocks: Vec<Block>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     Alloc,
     FreeRequested,
@@ -70,10 +76,13 @@ pub enum Action {
     SegmentUnmap,
     Oom,
     Snapshot,
-    Other(String),
+    /// index into [`Snapshot::other_actions`]
+    Other(u32),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One trace entry, as [`Trace`] hands it out (stored packed in 32 bytes:
+/// a 1 GB snapshot holds ~10 M of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceEntry {
     pub action: Action,
     pub addr: Option<u64>,
@@ -81,228 +90,234 @@ pub struct TraceEntry {
     pub stream: u64,
     pub time_us: Option<i64>,
     pub device_free: Option<u64>,
-    pub stack: Option<usize>,
+    /// index into [`Snapshot::stacks`]
+    pub stack: Option<u32>,
 }
 
-/// The snapshot, with frames and frame lists interned as PyTorch shared them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The snapshot, with frames stored once and frame lists interned by
+/// content (identical tracebacks share one entry of `stacks`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
+    /// unique frames
     pub frames: Vec<Frame>,
-    /// frame lists (indices into `frames`), innermost first
-    pub stacks: Vec<Vec<usize>>,
+    /// unique frame lists (indices into `frames`), innermost first
+    pub stacks: Vec<Vec<u32>>,
     pub segments: Vec<Segment>,
-    /// one list per device
-    pub traces: Vec<Vec<TraceEntry>>,
+    /// one trace per device
+    pub traces: Vec<Trace>,
+    /// names of actions this reader does not know ([`Action::Other`]), at most 64 characters
+    pub other_actions: Vec<String>,
     /// frame references that reused an already-seen frame object
     pub shared_frame_refs: usize,
-    /// frame-list references that reused an already-seen list
+    /// frame-list references that reused an already-seen frame list
     pub shared_stack_refs: usize,
 }
 
-struct Conv<'a> {
-    p: &'a Pickle,
-    frames: Vec<Frame>,
-    frame_ids: HashMap<usize, usize>,
-    stacks: Vec<Vec<usize>>,
-    stack_ids: HashMap<usize, usize>,
-    shared_frame_refs: usize,
-    shared_stack_refs: usize,
+/// A device's trace entries, packed (32 bytes each instead of the 80 of a
+/// [`TraceEntry`]): what is rare (an OOM's `device_free` beside an
+/// address, more than 65 535 streams) lives in side tables.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trace {
+    entries: Vec<Packed>,
+    /// distinct stream values (index = `Packed::stream`)
+    streams: Vec<u64>,
+    stream_ids: HashMap<u64, u16>,
+    /// rare fields, by entry index (sorted)
+    extras: Vec<(u32, Extra)>,
 }
 
-fn field_err(path: &str, expected: &'static str) -> SnapshotError {
-    SnapshotError::Field { path: path.to_string(), expected }
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Packed {
+    /// the address, or an OOM's `device_free` (see `flags`)
+    word: u64,
+    size: u64,
+    time_us: i64,
+    stack: u32,
+    stream: u16,
+    action: u8,
+    flags: u8,
 }
 
-impl Conv<'_> {
-    fn uint(&self, d: &Value, key: &str, path: &str) -> Result<Option<u64>, SnapshotError> {
-        match self.p.get(d, key) {
-            None | Some(Value::None) => Ok(None),
-            Some(Value::Int(i)) => {
-                u64::try_from(*i).map(Some).map_err(|_| field_err(&format!("{path}.{key}"), "a non-negative integer"))
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Extra {
+    device_free: Option<u64>,
+    stream: Option<u64>,
+    other_action: Option<u32>,
+}
+
+const F_ADDR: u8 = 1;
+const F_TIME: u8 = 2;
+const F_STACK: u8 = 4;
+const F_FREE_IN_WORD: u8 = 8;
+const F_EXTRA: u8 = 16;
+const A_OTHER: u8 = 255;
+const STREAM_EXTRA: u16 = u16::MAX;
+
+fn action_code(a: Action) -> u8 {
+    match a {
+        Action::Alloc => 0,
+        Action::FreeRequested => 1,
+        Action::FreeCompleted => 2,
+        Action::SegmentAlloc => 3,
+        Action::SegmentFree => 4,
+        Action::SegmentMap => 5,
+        Action::SegmentUnmap => 6,
+        Action::Oom => 7,
+        Action::Snapshot => 8,
+        Action::Other(_) => A_OTHER,
+    }
+}
+
+impl Trace {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// Append an entry (the decoder's).
+    pub fn push(&mut self, e: TraceEntry) {
+        let i = self.entries.len() as u32;
+        let mut flags = 0u8;
+        let mut extra = Extra { device_free: None, stream: None, other_action: None };
+        let word = match (e.addr, e.device_free) {
+            (Some(a), free) => {
+                flags |= F_ADDR;
+                extra.device_free = free;
+                a
             }
-            Some(Value::Bool(b)) => Ok(Some(*b as u64)),
-            Some(_) => Err(field_err(&format!("{path}.{key}"), "an integer below 2^63")),
-        }
-    }
-    fn int(&self, d: &Value, key: &str) -> Option<i64> {
-        match self.p.get(d, key) {
-            Some(Value::Int(i)) => Some(*i),
-            Some(Value::Float(f)) if f.is_finite() => Some(*f as i64),
-            _ => None,
-        }
-    }
-    fn string(&self, d: &Value, key: &str) -> Option<String> {
-        match self.p.get(d, key) {
-            Some(Value::Str(s)) => Some(s.to_string()),
-            _ => None,
-        }
-    }
-    fn stack(&mut self, frames: Option<&Value>, path: &str) -> Result<Option<usize>, SnapshotError> {
-        let Some(v) = frames else { return Ok(None) };
-        let Value::List(list_id) = v else {
-            return match v {
-                Value::None => Ok(None),
-                _ => Err(field_err(path, "a list of frames")),
-            };
+            (None, Some(f)) => {
+                flags |= F_FREE_IN_WORD;
+                f
+            }
+            (None, None) => 0,
         };
-        if let Some(&id) = self.stack_ids.get(list_id) {
-            self.shared_stack_refs += 1;
-            return Ok(Some(id));
-        }
-        let items = self.p.items(v).ok_or_else(|| field_err(path, "a list of frames"))?;
-        let mut ids = Vec::with_capacity(items.len());
-        for (i, f) in items.iter().enumerate() {
-            let Value::Dict(fid) = f else { return Err(field_err(&format!("{path}[{i}]"), "a frame dict")) };
-            if let Some(&id) = self.frame_ids.get(fid) {
-                self.shared_frame_refs += 1;
-                ids.push(id);
-                continue;
+        let last = self.entries.last().map(|p| p.stream).filter(|&k| self.streams.get(k as usize) == Some(&e.stream));
+        let stream = match last.or_else(|| self.stream_ids.get(&e.stream).copied()) {
+            Some(k) => k,
+            None if self.streams.len() < STREAM_EXTRA as usize => {
+                self.streams.push(e.stream);
+                let k = (self.streams.len() - 1) as u16;
+                self.stream_ids.insert(e.stream, k);
+                k
             }
-            let frame = Frame {
-                filename: self.string(f, "filename").unwrap_or_default(),
-                line: self.int(f, "line").unwrap_or(0),
-                name: self.string(f, "name").unwrap_or_default(),
-            };
-            self.frames.push(frame);
-            let id = self.frames.len() - 1;
-            self.frame_ids.insert(*fid, id);
-            ids.push(id);
+            None => {
+                extra.stream = Some(e.stream);
+                STREAM_EXTRA
+            }
+        };
+        if let Action::Other(k) = e.action {
+            extra.other_action = Some(k);
         }
-        self.stacks.push(ids);
-        let id = self.stacks.len() - 1;
-        self.stack_ids.insert(*list_id, id);
-        Ok(Some(id))
+        if extra.device_free.is_some() || extra.stream.is_some() || extra.other_action.is_some() {
+            flags |= F_EXTRA;
+            self.extras.push((i, extra));
+        }
+        if e.time_us.is_some() {
+            flags |= F_TIME;
+        }
+        if e.stack.is_some() {
+            flags |= F_STACK;
+        }
+        let p = Packed {
+            word,
+            size: e.size,
+            time_us: e.time_us.unwrap_or(0),
+            stack: e.stack.unwrap_or(0),
+            stream,
+            action: action_code(e.action),
+            flags,
+        };
+        // grow by an eighth, not double: this is the largest vector
+        if self.entries.len() == self.entries.capacity() && self.entries.len() >= 1 << 16 {
+            self.entries.reserve_exact(self.entries.len() / 8);
+        }
+        self.entries.push(p);
     }
+    fn unpack(&self, i: usize, p: &Packed) -> TraceEntry {
+        let extra = if p.flags & F_EXTRA != 0 {
+            self.extras.binary_search_by_key(&(i as u32), |x| x.0).ok().map(|k| self.extras[k].1)
+        } else {
+            None
+        };
+        let action = match p.action {
+            0 => Action::Alloc,
+            1 => Action::FreeRequested,
+            2 => Action::FreeCompleted,
+            3 => Action::SegmentAlloc,
+            4 => Action::SegmentFree,
+            5 => Action::SegmentMap,
+            6 => Action::SegmentUnmap,
+            7 => Action::Oom,
+            8 => Action::Snapshot,
+            _ => Action::Other(extra.and_then(|x| x.other_action).unwrap_or(0)),
+        };
+        TraceEntry {
+            action,
+            addr: (p.flags & F_ADDR != 0).then_some(p.word),
+            size: p.size,
+            stream: if p.stream == STREAM_EXTRA {
+                extra.and_then(|x| x.stream).unwrap_or(0)
+            } else {
+                self.streams.get(p.stream as usize).copied().unwrap_or(0)
+            },
+            time_us: (p.flags & F_TIME != 0).then_some(p.time_us),
+            device_free: if p.flags & F_FREE_IN_WORD != 0 { Some(p.word) } else { extra.and_then(|x| x.device_free) },
+            stack: (p.flags & F_STACK != 0).then_some(p.stack),
+        }
+    }
+    pub fn get(&self, i: usize) -> Option<TraceEntry> {
+        self.entries.get(i).map(|p| self.unpack(i, p))
+    }
+    pub fn first(&self) -> Option<TraceEntry> {
+        self.get(0)
+    }
+    /// The entries in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = TraceEntry> + '_ {
+        self.entries.iter().enumerate().map(|(i, p)| self.unpack(i, p))
+    }
+    fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+        self.extras.shrink_to_fit();
+    }
+}
+
+impl Snapshot {
+    /// The name of an action as PyTorch writes it.
+    pub fn action_name<'a>(&'a self, a: &Action) -> &'a str {
+        match a {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Oom => "oom",
+            Action::Snapshot => "snapshot",
+            Action::Other(i) => self.other_actions.get(*i as usize).map(|s| s.as_str()).unwrap_or("?"),
+        }
+    }
+}
+
+/// Memory the decoder may hold for a pickle of `len` bytes: the decoded
+/// form of a real snapshot is smaller than the file (frames and tracebacks
+/// are interned; a trace entry of ~100 pickle bytes becomes 80 bytes), so
+/// the file's size plus 64 MiB (at least 256 MiB) bounds what any input can
+/// make the reader hold.
+pub fn decode_budget(len: u64) -> u64 {
+    len.max(256 << 20).saturating_add(64 << 20)
 }
 
 /// Parse snapshot bytes (a pickle) into a [`Snapshot`]. Never runs code.
 pub fn load(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
-    let p = pickle::parse(bytes)?;
-    from_pickle(&p)
+    decode::decode(bytes, decode_budget(bytes.len() as u64))
 }
 
-/// Build the typed snapshot from parsed pickle data.
-pub fn from_pickle(p: &Pickle) -> Result<Snapshot, SnapshotError> {
-    let root = &p.root;
-    let (segments_v, traces_v) = match p.node(root) {
-        Some(pickle::Node::Dict(_)) => (p.get(root, "segments"), p.get(root, "device_traces")),
-        // torch.cuda.memory_snapshot() returns the segment list alone
-        Some(pickle::Node::List(_)) => (Some(root), None),
-        _ => return Err(SnapshotError::NotASnapshot("the top level is neither a dict nor a list".into())),
-    };
-    let Some(segments_v) = segments_v else {
-        return Err(SnapshotError::NotASnapshot("no \"segments\" key".into()));
-    };
-    let mut c = Conv {
-        p,
-        frames: Vec::new(),
-        frame_ids: HashMap::new(),
-        stacks: Vec::new(),
-        stack_ids: HashMap::new(),
-        shared_frame_refs: 0,
-        shared_stack_refs: 0,
-    };
-    let seg_items = p.items(segments_v).ok_or_else(|| field_err("segments", "a list"))?;
-    let mut segments = Vec::with_capacity(seg_items.len());
-    for (si, s) in seg_items.iter().enumerate() {
-        let path = format!("segments[{si}]");
-        if p.entries(s).is_none() {
-            return Err(field_err(&path, "a dict"));
-        }
-        let total_size =
-            c.uint(s, "total_size", &path)?.ok_or_else(|| field_err(&format!("{path}.total_size"), "an integer"))?;
-        let mut blocks = Vec::new();
-        if let Some(bv) = p.get(s, "blocks") {
-            let items = p.items(bv).ok_or_else(|| field_err(&format!("{path}.blocks"), "a list"))?;
-            let mut addr = c.uint(s, "address", &path)?.unwrap_or(0);
-            for (bi, bl) in items.iter().enumerate() {
-                let bpath = format!("{path}.blocks[{bi}]");
-                if p.entries(bl).is_none() {
-                    return Err(field_err(&bpath, "a dict"));
-                }
-                let size =
-                    c.uint(bl, "size", &bpath)?.ok_or_else(|| field_err(&format!("{bpath}.size"), "an integer"))?;
-                let state = match c.string(bl, "state").as_deref() {
-                    Some("active_allocated") => BlockState::ActiveAllocated,
-                    Some("active_awaiting_free") => BlockState::ActiveAwaitingFree,
-                    Some("inactive") => BlockState::Inactive,
-                    _ => {
-                        return Err(field_err(
-                            &format!("{bpath}.state"),
-                            "active_allocated, active_awaiting_free or inactive",
-                        ))
-                    }
-                };
-                // legacy (< 2.1): history[0].real_size and frames
-                let history = p.get(bl, "history").and_then(|h| p.items(h)).and_then(|h| h.first());
-                let requested_size = match (c.uint(bl, "requested_size", &bpath)?, history) {
-                    (Some(r), _) => r,
-                    (None, Some(h)) => c.uint(h, "real_size", &bpath)?.unwrap_or(size),
-                    (None, None) => size,
-                };
-                let frames_v = p.get(bl, "frames").or_else(|| history.and_then(|h| p.get(h, "frames")));
-                let stack = c.stack(frames_v, &format!("{bpath}.frames"))?;
-                let address = c.uint(bl, "address", &bpath)?.unwrap_or(addr);
-                addr = address.saturating_add(size);
-                blocks.push(Block { address, size, requested_size, state, stack });
-            }
-        }
-        segments.push(Segment {
-            device: c.uint(s, "device", &path)?.unwrap_or(0),
-            address: c.uint(s, "address", &path)?.unwrap_or(0),
-            total_size,
-            stream: c.uint(s, "stream", &path)?.unwrap_or(0),
-            segment_type: c.string(s, "segment_type").unwrap_or_else(|| "large".into()),
-            is_expandable: matches!(p.get(s, "is_expandable"), Some(Value::Bool(true))),
-            blocks,
-        });
-    }
-    let mut traces = Vec::new();
-    if let Some(tv) = traces_v {
-        let devs = p.items(tv).ok_or_else(|| field_err("device_traces", "a list"))?;
-        for (di, d) in devs.iter().enumerate() {
-            let items = p.items(d).ok_or_else(|| field_err(&format!("device_traces[{di}]"), "a list"))?;
-            let mut out = Vec::with_capacity(items.len());
-            for (ti, t) in items.iter().enumerate() {
-                let path = format!("device_traces[{di}][{ti}]");
-                if p.entries(t).is_none() {
-                    return Err(field_err(&path, "a dict"));
-                }
-                let action = match c.string(t, "action").as_deref() {
-                    Some("alloc") => Action::Alloc,
-                    Some("free_requested") => Action::FreeRequested,
-                    Some("free_completed") => Action::FreeCompleted,
-                    Some("segment_alloc") => Action::SegmentAlloc,
-                    Some("segment_free") => Action::SegmentFree,
-                    Some("segment_map") => Action::SegmentMap,
-                    Some("segment_unmap") => Action::SegmentUnmap,
-                    Some("oom") => Action::Oom,
-                    Some("snapshot") => Action::Snapshot,
-                    Some(other) => Action::Other(other.chars().take(64).collect()),
-                    None => return Err(field_err(&format!("{path}.action"), "a string")),
-                };
-                let stack = c.stack(p.get(t, "frames"), &format!("{path}.frames"))?;
-                out.push(TraceEntry {
-                    action,
-                    addr: c.uint(t, "addr", &path)?,
-                    size: c.uint(t, "size", &path)?.unwrap_or(0),
-                    stream: c.uint(t, "stream", &path)?.unwrap_or(0),
-                    time_us: c.int(t, "time_us"),
-                    device_free: c.uint(t, "device_free", &path)?,
-                    stack,
-                });
-            }
-            traces.push(out);
-        }
-    }
-    Ok(Snapshot {
-        frames: c.frames,
-        stacks: c.stacks,
-        segments,
-        traces,
-        shared_frame_refs: c.shared_frame_refs,
-        shared_stack_refs: c.shared_stack_refs,
-    })
+/// Parse a snapshot streamed from `r` (at most `len` bytes are expected:
+/// the memory budget follows it), holding one 1 MiB buffer of it at a time.
+pub fn load_reader(r: impl Read, len: u64) -> Result<Snapshot, SnapshotError> {
+    decode::decode(r, decode_budget(len))
 }
 
 // ---------------------------------------------------------------- analysis
@@ -316,6 +331,20 @@ pub struct Point {
     pub allocated: u64,
     #[serde(rename = "reserved_bytes")]
     pub reserved: u64,
+    /// allocated bytes by site, in the order of [`DeviceReport::sites`]
+    #[serde(rename = "by_site_bytes")]
+    pub by_site: Vec<u64>,
+}
+
+/// A band of the timeline: an allocation site (see [`site_label`]), the
+/// allocations made before the trace began, or all other sites.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Site {
+    pub label: String,
+    /// live bytes of this site at the peak (without a trace: now)
+    pub peak_bytes: u64,
+    /// the most this site held at any point of the timeline
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -395,6 +424,10 @@ pub struct DeviceReport {
     pub peak_top: Vec<LiveAlloc>,
     /// live bytes at the peak grouped by what the frames say
     pub groups: Vec<Group>,
+    /// the timeline's bands: the largest allocation sites at the peak, at
+    /// most [`TOP_SITES`], then "other sites"; "allocated before the trace"
+    /// first when the trace did not see everything allocated
+    pub sites: Vec<Site>,
     pub ooms: Vec<SnapOom>,
     pub notes: Vec<String>,
 }
@@ -413,17 +446,119 @@ pub const MAX_POINTS: usize = 2000;
 pub const LIVE_ACCOUNTED_SHARE: f64 = 0.9;
 
 fn stem(path: &str) -> &str {
-    let f = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let f = basename(path);
     f.strip_suffix(".py").unwrap_or(f)
 }
 
+fn basename(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// What a frame is, for labelling an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// the history recorder and the caching allocator themselves
+    Recorder,
+    /// the interpreter and dispatcher plumbing memory_viz hides
+    Plumbing,
+    /// other C/C++ frames (ATen kernels, autograd engine)
+    Native,
+    /// Python in site-packages/dist-packages, the standard library or torch
+    Library,
+    /// the user's own Python
+    User,
+}
+
+/// Frames memory_viz hides (torch/utils/viz/MemoryViz.js `frameFilter`,
+/// torch/cuda/_memory_viz.py `_frame_filter`), plus the recorder's Python
+/// entry point and the caching allocator's own functions.
+const RECORDER_NAMES: [&str; 6] = [
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "_record_memory_history",
+    "CachingAllocator",
+    "c10::cuda::",
+];
+const RECORDER_FILES: [&str; 4] = ["CachingAllocator", "combined_traceback", "memory_snapshot", "/c10/cuda/"];
+const PLUMBING_NAMES: [&str; 5] = ["__libc_start_main", "PyEval_", "PyObject_", "PyFunction_", "_PyEval"];
+const PLUMBING_FILES: [&str; 10] = [
+    "core/boxing",
+    "/Register",
+    "/Redispatch",
+    "pythonrun.c",
+    "Modules/main.c",
+    "Objects/call.c",
+    "Objects/methodobject.c",
+    "pycore_ceval.h",
+    "ceval.c",
+    "cpython/abstract.h",
+];
+
+pub fn frame_kind(f: &Frame) -> FrameKind {
+    let file = f.filename.replace('\\', "/");
+    if RECORDER_NAMES.iter().any(|n| f.name.contains(n)) || RECORDER_FILES.iter().any(|n| file.contains(n)) {
+        return FrameKind::Recorder;
+    }
+    if f.name == "_start"
+        || PLUMBING_NAMES.iter().any(|n| f.name.contains(n))
+        || PLUMBING_FILES.iter().any(|n| file.contains(n))
+    {
+        return FrameKind::Plumbing;
+    }
+    if !file.ends_with(".py") {
+        return FrameKind::Native;
+    }
+    let library = file.contains("site-packages/")
+        || file.contains("dist-packages/")
+        || file.contains("/lib/python")
+        || file.contains("torch/")
+        || file.starts_with('<');
+    if library {
+        FrameKind::Library
+    } else {
+        FrameKind::User
+    }
+}
+
+/// The frames worth showing: without the recorder and plumbing.
+fn shown<'a>(frames: &[&'a Frame]) -> Vec<&'a Frame> {
+    frames.iter().copied().filter(|f| !matches!(frame_kind(f), FrameKind::Recorder | FrameKind::Plumbing)).collect()
+}
+
 fn in_torch(f: &Frame) -> bool {
-    let p = f.filename.replace('\\', "/");
-    p.contains("torch/") || p.starts_with("??") || p.is_empty()
+    f.filename.replace('\\', "/").contains("torch/")
+}
+
+/// The Python frame that names an allocation: the innermost of the user's
+/// code, else of a library other than torch (the model's code in
+/// transformers, say), else of torch.
+fn naming_frame<'a>(f: &[&'a Frame], pred: impl Fn(&Frame) -> bool) -> Option<&'a Frame> {
+    let kind = |x: &Frame| frame_kind(x);
+    f.iter()
+        .find(|x| pred(x) && kind(x) == FrameKind::User)
+        .or_else(|| f.iter().find(|x| pred(x) && kind(x) == FrameKind::Library && !in_torch(x)))
+        .or_else(|| f.iter().find(|x| pred(x) && kind(x) == FrameKind::Library))
+        .copied()
+}
+
+/// Where an allocation was made: the innermost frame of the user's code,
+/// else the innermost library module (torch last), else the innermost
+/// native function (never the recorder or the allocator), as
+/// `file:line function`.
+pub fn site_label(frames: &[&Frame]) -> String {
+    let f = shown(frames);
+    let pick = naming_frame(&f, |_| true).or(f.first().copied());
+    match pick {
+        Some(x) if x.filename.ends_with(".py") => format!("{}:{} {}", basename(&x.filename), x.line, x.name),
+        Some(x) => x.name.chars().take(80).collect(),
+        None => "no frames recorded".to_string(),
+    }
 }
 
 /// What a frame list says the allocation was for.
 pub fn group_label(frames: &[&Frame]) -> String {
+    let frames = shown(frames);
     if frames.is_empty() {
         return "no frames recorded".to_string();
     }
@@ -434,29 +569,102 @@ pub fn group_label(frames: &[&Frame]) -> String {
     if frames.iter().any(|x| x.name.contains("backward") || f(x).contains("torch/autograd")) {
         return "autograd backward".to_string();
     }
-    if let Some(fw) = frames.iter().find(|x| x.name == "forward" && !in_torch(x)) {
+    if let Some(fw) = naming_frame(&frames, |x| x.name == "forward") {
         return format!("forward of {}", stem(&fw.filename));
     }
-    if let Some(fw) = frames.iter().find(|x| x.name == "forward") {
-        return format!("forward of {}", stem(&fw.filename));
-    }
-    match frames.iter().find(|x| !in_torch(x)).or(frames.first()) {
-        Some(x) => format!("{}:{}", stem(&x.filename), x.name),
+    match naming_frame(&frames, |_| true).or(frames.first().copied()) {
+        Some(x) if x.filename.ends_with(".py") => format!("{}:{}", stem(&x.filename), x.name),
+        Some(x) => x.name.chars().take(80).collect(),
         None => "no frames recorded".to_string(),
     }
 }
 
+/// Sites tracked one by one on the timeline; more share one band.
+const MAX_TRACKED_SITES: usize = 1024;
+/// Sites drawn as their own band (the rest are "other sites").
+pub const TOP_SITES: usize = 8;
+pub const SITE_BEFORE_TRACE: &str = "allocated before the trace";
+pub const SITE_OTHER: &str = "other sites";
+
+/// Hasher for allocation addresses: a keyed multiply-xorshift (addresses
+/// come from the file; the per-process key keeps crafted collisions out
+/// at a fraction of SipHash's cost on ~10 M lookups).
+#[derive(Clone, Copy)]
+struct AddrHasher(u64);
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^ (x >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(31);
+    }
+}
+#[derive(Clone, Copy)]
+struct AddrKey(u64);
+impl std::hash::BuildHasher for AddrKey {
+    type Hasher = AddrHasher;
+    fn build_hasher(&self) -> AddrHasher {
+        AddrHasher(self.0)
+    }
+}
+fn addr_key() -> AddrKey {
+    use std::hash::{BuildHasher, Hasher};
+    AddrKey(std::collections::hash_map::RandomState::new().build_hasher().finish() | 1)
+}
+type AddrMap<V> = HashMap<u64, V, AddrKey>;
+
+/// Labels of every stack, computed once per stack.
+struct Labels {
+    group: Vec<u32>,
+    site: Vec<u32>,
+    groups: Vec<String>,
+    sites: Vec<String>,
+}
+
 impl Snapshot {
-    fn stack_frames(&self, s: Option<usize>) -> Vec<&Frame> {
-        s.and_then(|i| self.stacks.get(i))
-            .map(|ids| ids.iter().filter_map(|&i| self.frames.get(i)).collect())
+    fn stack_frames(&self, s: Option<u32>) -> Vec<&Frame> {
+        s.and_then(|i| self.stacks.get(i as usize))
+            .map(|ids| ids.iter().filter_map(|&i| self.frames.get(i as usize)).collect())
             .unwrap_or_default()
     }
-    fn label(&self, s: Option<usize>) -> String {
-        group_label(&self.stack_frames(s))
+    /// The frames to print for an allocation, innermost first: its Python
+    /// frames when it has any (C++ frames of ATen say little to the user),
+    /// else its native frames; never the recorder's.
+    fn frame_lines(&self, s: Option<u32>) -> Vec<String> {
+        let frames = shown(&self.stack_frames(s));
+        let python: Vec<&Frame> = frames.iter().copied().filter(|f| f.filename.ends_with(".py")).collect();
+        let pick = if python.is_empty() { frames } else { python };
+        pick.iter().take(6).map(|f| format!("{}:{}:{}", f.filename, f.line, f.name)).collect()
     }
-    fn frame_lines(&self, s: Option<usize>) -> Vec<String> {
-        self.stack_frames(s).iter().take(6).map(|f| format!("{}:{}:{}", f.filename, f.line, f.name)).collect()
+
+    fn labels(&self) -> Labels {
+        let mut l = Labels { group: Vec::new(), site: Vec::new(), groups: Vec::new(), sites: Vec::new() };
+        let mut gi: HashMap<String, u32> = HashMap::new();
+        let mut si: HashMap<String, u32> = HashMap::new();
+        // index 0 of both: an allocation without a frame list
+        for s in std::iter::once(None).chain((0..self.stacks.len() as u32).map(Some)) {
+            let frames = self.stack_frames(s);
+            let (g, st) = (group_label(&frames), site_label(&frames));
+            let n = gi.len() as u32;
+            let g = *gi.entry(g.clone()).or_insert_with(|| {
+                l.groups.push(g);
+                n
+            });
+            let n = si.len() as u32;
+            let st = *si.entry(st.clone()).or_insert_with(|| {
+                l.sites.push(st);
+                n
+            });
+            l.group.push(g);
+            l.site.push(st);
+        }
+        l
     }
 
     /// Everything the report shows, per device.
@@ -467,16 +675,17 @@ impl Snapshot {
         );
         devices.sort_unstable();
         devices.dedup();
+        let labels = self.labels();
         SnapshotReport {
             frames: self.frames.len(),
             stacks: self.stacks.len(),
             shared_frame_refs: self.shared_frame_refs,
             shared_stack_refs: self.shared_stack_refs,
-            devices: devices.into_iter().map(|d| self.analyze_device(d)).collect(),
+            devices: devices.into_iter().map(|d| self.analyze_device(d, &labels)).collect(),
         }
     }
 
-    fn analyze_device(&self, device: u64) -> DeviceReport {
+    fn analyze_device(&self, device: u64, labels: &Labels) -> DeviceReport {
         let segs: Vec<&Segment> = self.segments.iter().filter(|s| s.device == device).collect();
         let mut notes = Vec::new();
         let (mut reserved, mut allocated, mut requested, mut awaiting, mut cached_free, mut largest_free) =
@@ -525,11 +734,11 @@ impl Snapshot {
         seg_use.sort_by(|a, b| b.free.cmp(&a.free).then(a.address.cmp(&b.address)));
         let most_fragmented: Vec<SegmentUse> = seg_use.into_iter().filter(|s| s.free > 0).take(8).collect();
 
-        let empty = Vec::new();
+        let empty = Trace::default();
         let trace = self.traces.get(device as usize).unwrap_or(&empty);
         // net change over the trace, to place the baseline
         let (mut d_alloc, mut d_res) = (0i128, 0i128);
-        for t in trace {
+        for t in trace.iter() {
             match t.action {
                 Action::Alloc => d_alloc += t.size as i128,
                 Action::FreeCompleted => d_alloc -= t.size as i128,
@@ -546,15 +755,21 @@ impl Snapshot {
             base_res = base_res.max(0);
         }
         let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
-        let mut points = vec![Point {
-            index: None,
-            time_us: trace.first().and_then(|t| t.time_us),
-            allocated: clamp(base_alloc),
-            reserved: clamp(base_res),
-        }];
+        // the timeline keeps every point up to MAX_POINTS, else the end of
+        // each of MAX_POINTS buckets, the peak and every OOM
+        let step = (trace.len() + 1).div_ceil(MAX_POINTS).max(1);
+        let point = |i: Option<usize>, time_us: Option<i64>, a: i128, r: i128| Point {
+            index: i,
+            time_us,
+            allocated: clamp(a),
+            reserved: clamp(r),
+            by_site: Vec::new(),
+        };
+        let mut points = vec![point(None, trace.first().and_then(|t| t.time_us), base_alloc, base_res)];
         let (mut cur_a, mut cur_r) = (base_alloc, base_res);
         let mut peak_i: Option<usize> = None;
         let mut peak_v = cur_a;
+        let mut peak_point = None;
         let mut ooms = Vec::new();
         for (i, t) in trace.iter().enumerate() {
             match t.action {
@@ -581,81 +796,110 @@ impl Snapshot {
             if cur_a > peak_v {
                 peak_v = cur_a;
                 peak_i = Some(i);
+                peak_point = Some(point(Some(i), t.time_us, cur_a, cur_r));
             }
-            points.push(Point { index: Some(i), time_us: t.time_us, allocated: clamp(cur_a), reserved: clamp(cur_r) });
+            let kept = (i + 1) % step == 0 || i + 1 == trace.len() || matches!(t.action, Action::Oom);
+            if kept {
+                points.push(point(Some(i), t.time_us, cur_a, cur_r));
+            }
         }
-        let peak = if trace.is_empty() { None } else { points.get(peak_i.map(|i| i + 1).unwrap_or(0)).cloned() };
+        if let Some(pp) = peak_point {
+            // the peak, in order, unless a bucket end already is it
+            if let Err(at) = points.binary_search_by(|p| p.index.cmp(&pp.index)) {
+                points.insert(at, pp);
+            }
+        }
+        let peak_at = if trace.is_empty() { None } else { Some(peak_i) };
 
-        // live allocations at the peak
-        let mut live: Vec<LiveAlloc> = Vec::new();
-        if trace.is_empty() {
-            for s in &segs {
-                for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive) {
-                    live.push(LiveAlloc {
-                        address: Some(b.address),
-                        size: b.size,
-                        group: self.label(b.stack),
-                        frames: self.frame_lines(b.stack),
-                    });
+        // replay with addresses: bytes per site over time, and what was live at the peak
+        let n_sites = labels.sites.len().min(MAX_TRACKED_SITES);
+        // band 0: allocated before the trace; 1..=n_sites: sites; n_sites + 1: the rest
+        let band_of = |stack: Option<u32>| -> usize {
+            let s = stack.map(|s| s as usize + 1).unwrap_or(0);
+            let site = labels.site.get(s).copied().unwrap_or(0) as usize;
+            if site < n_sites {
+                site + 1
+            } else {
+                n_sites + 1
+            }
+        };
+        let mut bands = vec![0i128; n_sites + 2];
+        bands[0] = base_alloc;
+        // live allocations: address → (size, stack, band)
+        let mut live_map: AddrMap<(u64, Option<u32>, u32)> = HashMap::with_hasher(addr_key());
+        let mut block_addrs: AddrMap<()> = HashMap::with_hasher(addr_key());
+        block_addrs.extend(
+            segs.iter()
+                .flat_map(|s| s.blocks.iter())
+                .filter(|b| b.state != BlockState::Inactive)
+                .map(|b| (b.address, ())),
+        );
+        let mut touched: AddrMap<()> = HashMap::with_hasher(addr_key());
+        let mut series: Vec<(usize, Vec<i128>)> = Vec::new();
+        // live at the peak: (address, size, stack)
+        let mut live: Vec<(u64, u64, Option<u32>)> = Vec::new();
+        let mut seen_after: AddrMap<()> = HashMap::with_hasher(addr_key());
+        let peak_idx = peak_at.flatten();
+        // entry i comes after the peak (a peak at the baseline precedes every entry)
+        let after_peak = |i: usize| match peak_at {
+            Some(None) => true,
+            Some(Some(p)) => i > p,
+            None => false,
+        };
+        series.push((0, bands.clone())); // points[0]: the baseline
+        let mut next_point = 1;
+        for (i, t) in trace.iter().enumerate() {
+            match (&t.action, t.addr) {
+                (Action::Alloc, Some(a)) => {
+                    let band = band_of(t.stack);
+                    if let Some((old, _, ob)) = live_map.insert(a, (t.size, t.stack, band as u32)) {
+                        bands[ob as usize] -= old as i128; // allocated twice without a free
+                    }
+                    bands[band] += t.size as i128;
+                    if !block_addrs.is_empty() && block_addrs.contains_key(&a) {
+                        touched.insert(a, ());
+                    }
+                    if after_peak(i) {
+                        seen_after.insert(a, ());
+                    }
                 }
-            }
-        } else {
-            let upto = peak_i.map(|i| i + 1).unwrap_or(0);
-            let mut map: HashMap<u64, (u64, Option<usize>)> = HashMap::new();
-            for t in &trace[..upto] {
-                match (&t.action, t.addr) {
-                    (Action::Alloc, Some(a)) => {
-                        map.insert(a, (t.size, t.stack));
-                    }
-                    (Action::FreeCompleted, Some(a)) => {
-                        map.remove(&a);
-                    }
-                    _ => {}
-                }
-            }
-            let touched: std::collections::HashSet<u64> = trace.iter().filter_map(|t| t.addr).collect();
-            for (a, (size, st)) in &map {
-                live.push(LiveAlloc {
-                    address: Some(*a),
-                    size: *size,
-                    group: self.label(*st),
-                    frames: self.frame_lines(*st),
-                });
-            }
-            // allocated before the trace began and freed after the peak
-            let mut seen_after = std::collections::HashSet::new();
-            for t in &trace[upto..] {
-                match (&t.action, t.addr) {
-                    (Action::Alloc, Some(a)) => {
-                        seen_after.insert(a);
-                    }
-                    (Action::FreeCompleted, Some(a)) => {
-                        if !seen_after.contains(&a) && !map.contains_key(&a) {
-                            live.push(LiveAlloc {
-                                address: Some(a),
-                                size: t.size,
-                                group: self.label(t.stack),
-                                frames: self.frame_lines(t.stack),
-                            });
+                (Action::FreeCompleted, Some(a)) => {
+                    match live_map.remove(&a) {
+                        Some((size, _, band)) => bands[band as usize] -= size as i128,
+                        None => {
+                            bands[0] -= t.size as i128;
+                            // allocated before the trace began and freed after the peak
+                            if after_peak(i) && !seen_after.contains_key(&a) {
+                                live.push((a, t.size, t.stack));
+                            }
                         }
-                        seen_after.insert(a);
                     }
-                    _ => {}
+                    if !block_addrs.is_empty() && block_addrs.contains_key(&a) {
+                        touched.insert(a, ());
+                    }
+                    if after_peak(i) {
+                        seen_after.insert(a, ());
+                    }
                 }
+                _ => {}
             }
-            // never touched by the trace: live all along
-            for s in &segs {
-                for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive && !touched.contains(&b.address)) {
-                    live.push(LiveAlloc {
-                        address: Some(b.address),
-                        size: b.size,
-                        group: self.label(b.stack),
-                        frames: self.frame_lines(b.stack),
-                    });
-                }
+            if peak_idx == Some(i) {
+                live.extend(live_map.iter().map(|(&a, &(s, st, _))| (a, s, st)));
+            }
+            while points.get(next_point).is_some_and(|p| p.index == Some(i)) {
+                series.push((next_point, bands.clone()));
+                next_point += 1;
             }
         }
-        let live_sum = live.iter().fold(0u64, |a, l| a.saturating_add(l.size));
+        // never touched by the trace (or no trace): live all along
+        for s in &segs {
+            for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive && !touched.contains_key(&b.address)) {
+                live.push((b.address, b.size, b.stack));
+            }
+        }
+        let peak =
+            peak_at.map(|idx| points.iter().find(|x| x.index == idx).cloned().unwrap_or_else(|| points[0].clone()));
+        let live_sum = live.iter().fold(0u64, |a, l| a.saturating_add(l.1));
         if let Some(p) = &peak {
             if (live_sum as f64) < LIVE_ACCOUNTED_SHARE * p.allocated as f64 {
                 notes.push(format!(
@@ -665,33 +909,102 @@ impl Snapshot {
                 ));
             }
         }
-        let mut groups: HashMap<String, (u64, u64)> = HashMap::new();
-        for l in &live {
-            let g = groups.entry(l.group.clone()).or_insert((0, 0));
-            g.0 = g.0.saturating_add(l.size);
+        // groups and sites of what was live at the peak (or now, without a trace)
+        let mut group_bytes: HashMap<u32, (u64, u64)> = HashMap::new();
+        let mut site_bytes: HashMap<u32, u64> = HashMap::new();
+        for &(_, size, st) in &live {
+            let s = st.map(|s| s as usize + 1).unwrap_or(0);
+            let g = group_bytes.entry(labels.group.get(s).copied().unwrap_or(0)).or_insert((0, 0));
+            g.0 = g.0.saturating_add(size);
             g.1 += 1;
+            let e = site_bytes.entry(labels.site.get(s).copied().unwrap_or(0)).or_insert(0);
+            *e = e.saturating_add(size);
         }
-        let mut groups: Vec<Group> =
-            groups.into_iter().map(|(label, (bytes, count))| Group { label, bytes, count }).collect();
+        let mut groups: Vec<Group> = group_bytes
+            .into_iter()
+            .map(|(g, (bytes, count))| Group { label: labels.groups[g as usize].clone(), bytes, count })
+            .collect();
         groups.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.label.cmp(&b.label)));
-        live.sort_by(|a, b| b.size.cmp(&a.size).then(a.address.cmp(&b.address)));
-        live.truncate(10);
+        live.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let peak_top: Vec<LiveAlloc> = live
+            .iter()
+            .take(10)
+            .map(|&(a, size, st)| LiveAlloc {
+                address: Some(a),
+                size,
+                group: labels.groups
+                    [labels.group.get(st.map(|s| s as usize + 1).unwrap_or(0)).copied().unwrap_or(0) as usize]
+                    .clone(),
+                frames: self.frame_lines(st),
+            })
+            .collect();
 
-        // downsample the timeline, keeping the peak and every OOM
-        let timeline = if points.len() <= MAX_POINTS {
-            points
-        } else {
-            let step = points.len().div_ceil(MAX_POINTS);
-            let keep: std::collections::HashSet<usize> =
-                ooms.iter().map(|o| o.index + 1).chain(peak_i.map(|i| i + 1)).collect();
-            let last = points.len() - 1;
-            points
-                .into_iter()
-                .enumerate()
-                .filter(|(i, _)| i % step == 0 || keep.contains(i) || *i == last)
-                .map(|(_, p)| p)
-                .collect()
+        // the largest sites get their own band: by the most they held at
+        // any point of the timeline (activations are gone by the optimizer's
+        // peak, yet they are what the sawtooth is made of), then at the peak
+        let mut max_of = vec![0i128; n_sites + 2];
+        for (_, v) in &series {
+            for (m, x) in max_of.iter_mut().zip(v) {
+                *m = (*m).max(*x);
+            }
+        }
+        let mut ranked: Vec<(u32, u64, u64)> = (0..n_sites as u32)
+            .map(|s| (s, clamp(max_of[s as usize + 1]), site_bytes.get(&s).copied().unwrap_or(0)))
+            .filter(|&(_, max, now)| max > 0 || now > 0)
+            .collect();
+        ranked.sort_by(|a, b| {
+            b.1.max(b.2)
+                .cmp(&a.1.max(a.2))
+                .then(b.2.cmp(&a.2))
+                .then(labels.sites[a.0 as usize].cmp(&labels.sites[b.0 as usize]))
+        });
+        let rest: u64 = ranked.iter().skip(TOP_SITES).map(|r| r.2).sum();
+        ranked.truncate(TOP_SITES);
+        // stacked as memory_viz stacks older allocations under newer ones:
+        // what is held most of the time (parameters, optimizer state) at the
+        // bottom, the per-step sawtooth on top
+        let mean = |band: usize| series.iter().map(|(_, v)| v[band].max(0)).sum::<i128>();
+        ranked.sort_by(|a, b| mean(b.0 as usize + 1).cmp(&mean(a.0 as usize + 1)).then(a.0.cmp(&b.0)));
+        let top: Vec<usize> = ranked.iter().map(|&(s, _, _)| s as usize + 1).collect();
+        let other = |v: &[i128]| -> i128 {
+            v.iter().enumerate().filter(|(b, _)| *b != 0 && !top.contains(b)).map(|(_, x)| *x).sum::<i128>()
         };
+        let before_used = series.iter().any(|(_, v)| v[0] > 0);
+        let other_max = series.iter().map(|(_, v)| other(v)).max().unwrap_or(0);
+        let other_used = other_max > 0 || (trace.is_empty() && rest > 0);
+        // each band's bytes at the peak, from the replay (without a trace: the blocks now)
+        let at_peak = peak.as_ref().and_then(|p| series.iter().find(|(k, _)| points[*k].index == p.index));
+        let mut sites: Vec<Site> = Vec::new();
+        if before_used {
+            sites.push(Site {
+                label: SITE_BEFORE_TRACE.into(),
+                peak_bytes: at_peak.map(|(_, v)| clamp(v[0])).unwrap_or(0),
+                max_bytes: clamp(max_of[0]),
+            });
+        }
+        for (&(s, max, now), &band) in ranked.iter().zip(&top) {
+            let peak_bytes = at_peak.map(|(_, v)| clamp(v[band])).unwrap_or(now);
+            sites.push(Site { label: labels.sites[s as usize].clone(), peak_bytes, max_bytes: max.max(peak_bytes) });
+        }
+        if other_used {
+            let peak_bytes = at_peak.map(|(_, v)| clamp(other(v))).unwrap_or(rest);
+            sites.push(Site { label: SITE_OTHER.into(), peak_bytes, max_bytes: clamp(other_max).max(peak_bytes) });
+        }
+        for (k, v) in series {
+            let mut by = Vec::with_capacity(sites.len());
+            if before_used {
+                by.push(clamp(v[0]));
+            }
+            by.extend(top.iter().map(|&b| clamp(v[b])));
+            if other_used {
+                by.push(clamp(other(&v)));
+            }
+            points[k].by_site = by;
+        }
+        let peak = peak.map(|p| points.iter().find(|x| x.index == p.index).cloned().unwrap_or(p));
+        if trace.is_empty() {
+            points.clear();
+        }
 
         DeviceReport {
             device,
@@ -704,10 +1017,11 @@ impl Snapshot {
             segments: segs.len(),
             most_fragmented,
             trace_entries: trace.len(),
-            timeline,
+            timeline: points,
             peak,
-            peak_top: live,
+            peak_top,
             groups,
+            sites,
             ooms,
             notes,
         }

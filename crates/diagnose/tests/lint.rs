@@ -66,13 +66,7 @@ fn broken_python_still_lints_and_prose_is_not_python() {
 #[test]
 fn a_script_that_mentions_the_oom_message_is_still_a_script() {
     let src = "import torch\ntry:\n    step()\nexcept RuntimeError as e:\n    if 'CUDA out of memory. Tried to allocate' in str(e):\n        torch.cuda.empty_cache()\n";
-    let input = vramfit_diagnose::Input {
-        name: "x.txt".into(),
-        bytes: src.as_bytes().to_vec(),
-        size: src.len() as u64,
-        skipped: 0,
-        truncated: false,
-    };
+    let input = vramfit_diagnose::Input::from_bytes("x.txt", src.as_bytes().to_vec());
     let d = vramfit_diagnose::diagnose(&input, None).unwrap();
     assert_eq!(d.kind(), vramfit_diagnose::Kind::Script);
 }

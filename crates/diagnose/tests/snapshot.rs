@@ -63,6 +63,19 @@ fn analysis_of_the_fixture() {
     assert_eq!(d.timeline.last().unwrap().allocated, d.allocated);
     assert_eq!(d.timeline[0].allocated, 0);
     assert!(d.notes.is_empty(), "{:?}", d.notes);
+    // the timeline's bands: sites by the most they held, stacked by how long
+    let sites: Vec<(&str, u64, u64)> = d.sites.iter().map(|s| (s.label.as_str(), s.max_bytes, s.peak_bytes)).collect();
+    assert_eq!(
+        sites,
+        vec![
+            ("train.py:40 forward", 12 * MIB, 12 * MIB),
+            ("train.py:88 train_step", 8 * MIB, 6 * MIB),
+            ("no frames recorded", 512 * KIB, 0)
+        ]
+    );
+    for p in &d.timeline {
+        assert_eq!(p.by_site.iter().sum::<u64>(), p.allocated, "{p:?}");
+    }
     let seg = &d.most_fragmented[0];
     assert_eq!((seg.total, seg.allocated, seg.free, seg.largest_free_block), (20 * MIB, 14 * MIB, 6 * MIB, 4 * MIB));
 }
@@ -129,11 +142,12 @@ fn same_data_as_pickled() {
         let bytes = fixture(name);
         let theirs: PSnap = pickled::from_slice(&bytes, pickled::DeOptions::new()).unwrap();
         let ours = snapshot::load(&bytes).unwrap();
-        let frames = |st: Option<usize>| -> Vec<(String, i64, String)> {
+        let frames = |st: Option<u32>| -> Vec<(String, i64, String)> {
             st.map(|i| {
-                ours.stacks[i]
+                ours.stacks[i as usize]
                     .iter()
-                    .map(|&f| (ours.frames[f].filename.clone(), ours.frames[f].line, ours.frames[f].name.clone()))
+                    .map(|&f| f as usize)
+                    .map(|f| (ours.frames[f].filename.clone(), ours.frames[f].line, ours.frames[f].name.clone()))
                     .collect()
             })
             .unwrap_or_default()
@@ -150,8 +164,8 @@ fn same_data_as_pickled() {
                 assert_eq!(pf(&tb.frames), frames(ob.stack));
             }
         }
-        for (tt, ot) in theirs.device_traces[0].iter().zip(&ours.traces[0]) {
-            assert_eq!(tt.action, serde_json::to_value(&ot.action).unwrap().as_str().unwrap());
+        for (tt, ot) in theirs.device_traces[0].iter().zip(ours.traces[0].iter()) {
+            assert_eq!(tt.action, ours.action_name(&ot.action));
             assert_eq!((tt.size, tt.addr), (ot.size, ot.addr));
             assert_eq!(pf(&tt.frames), frames(ot.stack));
         }
@@ -204,4 +218,71 @@ fn hostile_sizes_stay_cheap() {
     assert_eq!(p.entries(&p.root).unwrap().len(), 200_000);
     // a protocol-0 pickle is refused as unsupported, not misread
     assert!(matches!(parse(b"(lp0\n."), Err(PickleError::Unsupported { .. })));
+}
+
+mod common;
+
+#[test]
+fn protocols_2_to_5_decode_alike() {
+    // the same generated snapshot (~2 MB, 60 code paths, shared frames) in
+    // each protocol: 2/3 memoize with BINPUT/LONG_BINPUT, 4/5 with MEMOIZE
+    let decoded: Vec<snapshot::Snapshot> =
+        (2..=5).map(|p| snapshot::load(&common::snapshot_in(2 << 20, p).0).unwrap()).collect();
+    for (p, s) in (2..=5).zip(&decoded) {
+        assert_eq!(s, &decoded[0], "protocol {p}");
+    }
+    let s = &decoded[0];
+    assert_eq!(s.stacks.len(), 60);
+    assert!(s.traces[0].len() > 30_000);
+    assert!(s.shared_stack_refs > 0 && s.shared_frame_refs > 0);
+    // the report is the same too (it is what users see)
+    let r = s.analyze();
+    assert_eq!(snapshot::load(&common::snapshot_in(2 << 20, 2).0).unwrap().analyze(), r);
+}
+
+#[test]
+fn labels_skip_the_recorder_and_prefer_user_code() {
+    use vramfit_diagnose::snapshot::{frame_kind, group_label, site_label, Frame, FrameKind};
+    let f = |file: &str, line: i64, name: &str| Frame { filename: file.into(), line, name: name.into() };
+    let sp = "/opt/conda/lib/python3.11/site-packages";
+    let recorder = [
+        f("??", 0, "torch::unwind::unwind()"),
+        f(
+            "/pytorch/torch/csrc/profiler/combined_traceback.cpp",
+            0,
+            "torch::CapturedTraceback::gather(bool, bool, bool)",
+        ),
+        f("/pytorch/torch/csrc/cuda/memory_snapshot.cpp", 0, "torch::cuda::gather_with_cpp()"),
+        f(
+            "/pytorch/c10/cuda/CUDACachingAllocator.cpp",
+            0,
+            "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+        ),
+        f("/usr/src/python/Python/ceval.c", 0, "_PyEval_EvalFrameDefault"),
+    ];
+    for r in &recorder {
+        assert!(matches!(frame_kind(r), FrameKind::Recorder | FrameKind::Plumbing), "{r:?}");
+    }
+    let native = f("/pytorch/aten/src/ATen/native/Linear.cpp", 120, "at::native::addmm_out");
+    let torch = f(&format!("{sp}/torch/nn/modules/linear.py"), 125, "forward");
+    let hf = f(&format!("{sp}/transformers/models/llama/modeling_llama.py"), 260, "forward");
+    let user = f("/home/me/proj/model.py", 55, "forward");
+    let main = f("/home/me/proj/train.py", 140, "main");
+    let record_fn = f(&format!("{sp}/torch/cuda/memory.py"), 1030, "_record_memory_history");
+    // innermost first, as PyTorch lists them
+    let full: Vec<&Frame> = recorder.iter().chain([&native, &torch, &hf, &user, &main]).collect();
+    assert_eq!(site_label(&full), "model.py:55 forward");
+    assert_eq!(group_label(&full), "forward of model");
+    // no user frame: the library module that allocated, torch last
+    let lib: Vec<&Frame> = recorder.iter().chain([&native, &torch, &hf]).collect();
+    assert_eq!(site_label(&lib), "modeling_llama.py:260 forward");
+    assert_eq!(group_label(&lib), "forward of modeling_llama");
+    let torch_only: Vec<&Frame> = recorder.iter().chain([&native, &torch]).collect();
+    assert_eq!(site_label(&torch_only), "linear.py:125 forward");
+    // C++ only (stacks='cpp'): the kernel, never the allocator
+    let cpp: Vec<&Frame> = recorder.iter().chain([&native]).collect();
+    assert_eq!(site_label(&cpp), "at::native::addmm_out");
+    // the recorder's own Python entry point is not a site
+    assert_eq!(site_label(&[&record_fn, &main]), "train.py:140 main");
+    assert_eq!(site_label(&recorder.iter().collect::<Vec<_>>()), "no frames recorded");
 }

@@ -78,8 +78,7 @@ fn issue_35901_cut_table_is_fragmentation() {
 #[test]
 fn issue_37250_summary_with_an_oom_beside_it() {
     let text = fixture("issue_pytorch37250_with_oom.txt");
-    let input =
-        vramfit_diagnose::Input { name: "x".into(), bytes: text.into_bytes(), size: 0, skipped: 0, truncated: false };
+    let input = vramfit_diagnose::Input::from_bytes("x", text.into_bytes());
     let vramfit_diagnose::Diagnosis::Summary { summary, verdict, ooms } =
         vramfit_diagnose::diagnose(&input, None).unwrap()
     else {

@@ -15,7 +15,8 @@
 use crate::error::IngestError;
 use serde_json::{Map, Value};
 use vramfit_core::{
-    Attention, DType, Family, MlaSpec, MlpKind, ModelSpec, MoeSpec, NormKind, Positional, QuantMethod, QuantSpec,
+    Attention, DType, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer,
+    MlaSpec, MlpKind, ModelSpec, MoeSpec, NormKind, Positional, QuantMethod, QuantSpec, VisionKind, VisionSpec,
 };
 
 /// Largest config.json accepted (real ones are a few KiB).
@@ -29,9 +30,54 @@ pub fn parse_config(bytes: &[u8], origin: &str) -> Result<ModelSpec, IngestError
             reason: format!("{} bytes is too large for a config.json (limit {MAX_CONFIG_BYTES})", bytes.len()),
         });
     }
+    let (clean, replaced) = non_finite_to_null(bytes);
     let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
-    parse_config_value(&v, origin)
+        serde_json::from_slice(&clean).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
+    let mut spec = parse_config_value(&v, origin)?;
+    if replaced > 0 {
+        spec.notes.push(format!(
+            "{replaced} bare NaN/Infinity value{} (Python's json writes them; JSON has none) read as null: no field vramfit sizes with takes one",
+            if replaced == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(spec)
+}
+
+/// Python's `json.dump` writes `NaN`, `Infinity` and `-Infinity` bare
+/// (Nemotron-H's `time_step_limit: [0.0, Infinity]`); JSON parsers refuse
+/// them. Outside strings, replace each with `null`; return how many.
+fn non_finite_to_null(bytes: &[u8]) -> (std::borrow::Cow<'_, [u8]>, usize) {
+    const WORDS: [&[u8]; 3] = [b"-Infinity", b"Infinity", b"NaN"];
+    let mut out: Option<Vec<u8>> = None;
+    let (mut i, mut in_str, mut escaped, mut count) = (0, false, false, 0);
+    while i < bytes.len() {
+        let c = bytes[i];
+        if in_str {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_str = false;
+            }
+        } else if c == b'"' {
+            in_str = true;
+        } else if let Some(w) = WORDS.iter().find(|w| bytes[i..].starts_with(w)) {
+            let o = out.get_or_insert_with(|| bytes[..i].to_vec());
+            o.extend_from_slice(b"null");
+            i += w.len();
+            count += 1;
+            continue;
+        }
+        if let Some(o) = out.as_mut() {
+            o.push(c);
+        }
+        i += 1;
+    }
+    match out {
+        Some(o) => (std::borrow::Cow::Owned(o), count),
+        None => (std::borrow::Cow::Borrowed(bytes), 0),
+    }
 }
 
 /// Parse an already-decoded config object.
@@ -43,16 +89,34 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
         found: kind(v).into(),
     })?;
     let mut notes = Vec::new();
+    let top_type = top.get("model_type").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
+    refuse_unsupported(&top_type, origin)?;
     // Multimodal: the language model lives in text_config (or llm_config).
     let (cfg, outer_type) = match nested_text(top) {
         Some((key, inner)) => {
             let outer = top.get("model_type").and_then(Value::as_str).unwrap_or("multimodal").to_string();
-            notes.push(format!(
-                "multimodal config ({outer}): counted the language model in `{key}` only; the vision/audio towers are not included"
-            ));
+            notes.push(format!("multimodal config ({outer}): the language model is read from `{key}`"));
             (inner, Some(outer))
         }
         None => (top, None),
+    };
+    let inner_type = cfg.get("model_type").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
+    refuse_unsupported(&inner_type, origin)?;
+    // Gemma 3's text_config leaves most fields to Gemma3TextConfig's defaults.
+    let family_hint = family_of(if inner_type.is_empty() { &top_type } else { &inner_type });
+    let merged;
+    let cfg = if family_hint == Family::Gemma3 {
+        let (m, applied) = with_defaults(cfg, GEMMA3_TEXT_DEFAULTS);
+        if !applied.is_empty() {
+            notes.push(format!(
+                "Gemma3TextConfig defaults for the fields the config leaves out (transformers configuration_gemma3.py): {}",
+                applied.join(", ")
+            ));
+        }
+        merged = m;
+        &merged
+    } else {
+        cfg
     };
     let mut f = Fields { map: cfg, outer: if outer_type.is_some() { Some(top) } else { None }, missing: Vec::new() };
     let model_type = f
@@ -74,7 +138,10 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
         Family::Gpt2 => gpt2(&mut f, &name),
         Family::GptNeox => neox(&mut f, &name),
         Family::Falcon => falcon(&mut f, &name),
-        _ => llama_family(&mut f, &name, family, &mt),
+        Family::Phi => phi(&mut f, &name),
+        Family::Bert => bert(&mut f, &name),
+        Family::NemotronH => nemotron_h(&mut f, &name, origin)?,
+        _ => llama_family(&mut f, &name, family, &mt, origin)?,
     };
     if !f.missing.is_empty() {
         let mut fields = f.missing.clone();
@@ -88,12 +155,115 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
     if let Some(d) = f.str_opt("torch_dtype").or_else(|| f.str_opt("dtype")) {
         spec.native_dtype = d.parse::<DType>().ok();
     }
+    if let Some(vc) = top.get("vision_config") {
+        spec.vision = vision(vc, &top_type, spec.hidden_size, origin, &mut notes)?;
+    } else if outer_type.is_some() && top.contains_key("audio_config") {
+        notes.push("audio tower (audio_config) is not counted".into());
+    }
     if let Some(q) = top.get("quantization_config").or_else(|| cfg.get("quantization_config")) {
         spec.quantization = quantization(q, origin, &mut notes)?;
+    }
+    if let Some(q) = top.get("quantization").filter(|q| q.get("bits").is_some()) {
+        notes.push(format!(
+            "MLX `quantization` ({}): an MLX (Apple) checkpoint that CUDA engines do not load; weights are counted at the --dtype you give",
+            q
+        ));
+    }
+    if top.contains_key("quip_params") {
+        notes.push(
+            "quip_params: QTIP/QuIP# weights are not modelled; weights are counted at the --dtype you give".into(),
+        );
+    }
+    if spec.mtp_layers > 0 {
+        notes.push(format!(
+            "{} multi-token-prediction layer{} in the checkpoint beside the model: not counted in the total (transformers drops them; vLLM and SGLang load them only for MTP speculative decoding)",
+            spec.mtp_layers,
+            if spec.mtp_layers == 1 { "" } else { "s" }
+        ));
+    }
+    if spec.layer_pattern.iter().any(|l| l.mixer.has_state()) {
+        notes.push("training activations of linear-attention / SSM layers are estimated as attention layers (an approximation); inference state is exact".into());
     }
     spec.notes.extend(notes);
     spec.validate().map_err(|e| IngestError::Model { file: origin.into(), error: e })?;
     Ok(spec)
+}
+
+/// Architectures whose memory a Llama-shaped reading would get badly wrong
+/// and that vramfit does not lay out yet: refused by name.
+fn refuse_unsupported(mt: &str, origin: &str) -> Result<(), IngestError> {
+    let why = match mt {
+        "llama4" | "llama4_text" => "Llama 4 (chunked attention, NoPE layers, interleaved MoE)",
+        "gemma4" | "gemma4_text" => "Gemma 4 (per-kind head geometry, K=V global layers, MoE beside a dense MLP)",
+        "gemma3n" | "gemma3n_text" => "Gemma 3n (per-layer embeddings, AltUp, MatFormer)",
+        "deepseek_v4" => "DeepSeek-V4 (compressed sparse attention with per-layer compression ratios)",
+        "mimo_v2_flash" => "MiMo-V2-Flash (separate head geometry per attention kind, attention sink bias)",
+        "mimo" => "MiMo (remote-code Qwen2 variant with MTP layers)",
+        "kimi_k25" => "Kimi-K2.5 (MoonViT vision tower)",
+        "nemotron-nas" => "Nemotron NAS (per-layer block_configs)",
+        "falcon_h1" => "Falcon-H1 (parallel attention + Mamba-2 with muP multipliers)",
+        "granitemoehybrid" => "Granite 4 hybrids (Mamba-2 + attention + MoE)",
+        "minimax" => "MiniMax-Text-01 (lightning attention)",
+        "glm4_moe" => "GLM-4.5 MoE",
+        _ => return Ok(()),
+    };
+    Err(IngestError::Invalid {
+        file: origin.into(),
+        reason: format!(
+            "model_type '{mt}' is {why}: vramfit does not lay out this architecture yet and will not guess its memory from a Llama-shaped reading; pass the checkpoint's safetensors (its headers give the exact weight bytes) or a supported model"
+        ),
+    })
+}
+
+/// Gemma3TextConfig's defaults (transformers
+/// src/transformers/models/gemma3/configuration_gemma3.py at commit
+/// 008f5c8c29be, `Gemma3TextConfig.__init__`), for the keys the released
+/// multimodal configs leave out.
+const GEMMA3_TEXT_DEFAULTS: &[(&str, DefaultValue)] = &[
+    ("vocab_size", DefaultValue::Int(262_208)),
+    ("hidden_size", DefaultValue::Int(2304)),
+    ("intermediate_size", DefaultValue::Int(9216)),
+    ("num_hidden_layers", DefaultValue::Int(26)),
+    ("num_attention_heads", DefaultValue::Int(8)),
+    ("num_key_value_heads", DefaultValue::Int(4)),
+    ("head_dim", DefaultValue::Int(256)),
+    ("hidden_activation", DefaultValue::Str("gelu_pytorch_tanh")),
+    ("max_position_embeddings", DefaultValue::Int(131_072)),
+    ("tie_word_embeddings", DefaultValue::Bool(true)),
+    ("attention_bias", DefaultValue::Bool(false)),
+    ("sliding_window", DefaultValue::Int(4096)),
+    ("sliding_window_pattern", DefaultValue::Int(6)),
+];
+
+#[derive(Clone, Copy)]
+enum DefaultValue {
+    Int(u64),
+    Bool(bool),
+    Str(&'static str),
+}
+
+/// `cfg` with `defaults` under it, and the defaults that applied.
+fn with_defaults(cfg: &Map<String, Value>, defaults: &[(&str, DefaultValue)]) -> (Map<String, Value>, Vec<String>) {
+    let mut m = cfg.clone();
+    let mut applied = Vec::new();
+    for (k, d) in defaults {
+        if m.get(*k).is_none_or(Value::is_null) {
+            // a re-saved config spells the pattern `_sliding_window_pattern`, or lists layer_types
+            if *k == "sliding_window_pattern"
+                && (m.contains_key("_sliding_window_pattern") || m.contains_key("layer_types"))
+            {
+                continue;
+            }
+            let v = match d {
+                DefaultValue::Int(n) => Value::from(*n),
+                DefaultValue::Bool(b) => Value::from(*b),
+                DefaultValue::Str(s) => Value::from(*s),
+            };
+            applied.push(format!("{k} {v}"));
+            m.insert((*k).to_string(), v);
+        }
+    }
+    (m, applied)
 }
 
 fn nested_text(top: &Map<String, Value>) -> Option<(&'static str, &Map<String, Value>)> {
@@ -113,19 +283,53 @@ fn family_of(mt: &str) -> Family {
         "llama" | "llama2" | "llama3" | "codellama" | "yi" | "internlm2" => Family::Llama,
         "mistral" => Family::Mistral,
         "mixtral" => Family::Mixtral,
-        "qwen2" => Family::Qwen2,
+        "qwen2" | "qwen2_5_vl" | "qwen2_5_vl_text" | "qwen2_vl" => Family::Qwen2,
         "qwen2_moe" => Family::Qwen2Moe,
         "qwen3" | "qwen3_vl" | "qwen3_vl_text" => Family::Qwen3,
-        "qwen3_moe" => Family::Qwen3Moe,
+        "qwen3_moe" | "qwen3_vl_moe" | "qwen3_vl_moe_text" => Family::Qwen3Moe,
+        "qwen3_next" => Family::Qwen3Next,
+        "qwen3_5" | "qwen3_5_text" | "qwen3_5_moe" | "qwen3_5_moe_text" => Family::Qwen35,
         "gemma" => Family::Gemma,
         "gemma2" => Family::Gemma2,
+        "gemma3" | "gemma3_text" => Family::Gemma3,
         "phi3" => Family::Phi3,
+        "phi" | "phi-msft" => Family::Phi,
+        "olmo2" => Family::Olmo2,
+        "gpt_oss" => Family::GptOss,
+        "nemotron_h" => Family::NemotronH,
+        "granitemoe" => Family::GraniteMoe,
+        "minimax_m2" => Family::MiniMaxM2,
+        "bert" | "xlm-roberta" | "roberta" => Family::Bert,
         "gpt2" => Family::Gpt2,
         "gpt_neox" | "pythia" => Family::GptNeox,
         "falcon" | "refinedweb" | "refinedwebmodel" => Family::Falcon,
-        "deepseek_v3" | "deepseek_v2" => Family::DeepseekV3,
+        "deepseek_v3" | "deepseek_v2" | "kimi_k2" | "deepseek_v32" | "glm_moe_dsa" => Family::DeepseekV3,
         _ => Family::Generic,
     }
+}
+
+/// Patterns are built for at most this many layers; a config claiming more is
+/// refused by `ModelSpec::validate` (limit 2^14 layers) before anything sizes it.
+const MAX_PATTERN: u64 = vramfit_core::model::limits::MAX_LAYERS + 1;
+
+/// Per-layer mixer kinds from `layer_types` (transformers ≥ 4.53 spelling).
+fn layer_types(f: &mut Fields, layers: u64) -> Result<Option<Vec<Mixer>>, String> {
+    let Some(list) = f.get("layer_types").and_then(Value::as_array) else { return Ok(None) };
+    if list.len() as u64 != layers {
+        return Err(format!("layer_types has {} entries for num_hidden_layers {layers}", list.len()));
+    }
+    list.iter()
+        .map(|t| match t.as_str() {
+            Some("full_attention") | Some("attention") => Ok(Mixer::Attention),
+            Some("sliding_attention") => Ok(Mixer::SlidingAttention),
+            Some("linear_attention") => Ok(Mixer::LinearAttention),
+            Some(other) => Err(format!(
+                "layer_types: '{other}' is not a layer kind vramfit sizes (full_attention, sliding_attention, linear_attention)"
+            )),
+            None => Err(format!("layer_types: {t} is not a string")),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn kind(v: &Value) -> &'static str {
@@ -219,7 +423,7 @@ fn base(name: &str, family: Family) -> ModelSpec {
     s
 }
 
-fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str) -> ModelSpec {
+fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &str) -> Result<ModelSpec, IngestError> {
     let mut s = base(name, family);
     s.hidden_size = f.u64_any(&["hidden_size"]);
     s.num_layers = f.u64_any(&["num_hidden_layers"]);
@@ -246,15 +450,29 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str) -> ModelSp
             s.qkv_bias = true;
             s.o_bias = false;
         }
-        Family::Qwen3 | Family::Qwen3Moe => s.qk_norm = true,
+        Family::Qwen3 | Family::Qwen3Moe | Family::Qwen3Next | Family::Qwen35 => s.qk_norm = true,
         Family::Gemma2 => s.norms_per_layer = 4,
+        Family::Gemma3 => {
+            s.norms_per_layer = 4;
+            s.qk_norm = true;
+        }
+        Family::Olmo2 => {
+            // Olmo2Attention: RMSNorm over all q heads and over all k heads
+            s.qk_norm = true;
+            s.qk_norm_full_width = true;
+        }
         Family::Phi3 => {
             s.attention = Attention::FusedQkv;
             s.hidden_dropout = f.f64_or("resid_pdrop", 0.0);
         }
         _ => {}
     }
-    let dense_width = f.u64_any(&["intermediate_size"]);
+    // Qwen3.5-MoE configs have no dense MLP and no intermediate_size: every layer is MoE
+    let dense_width = if matches!(family, Family::Qwen35 | Family::Qwen3Next) && f.get("intermediate_size").is_none() {
+        f.u64_any(&["moe_intermediate_size"])
+    } else {
+        f.u64_any(&["intermediate_size"])
+    };
     s.intermediate_size = dense_width;
     match family {
         Family::Mixtral => {
@@ -269,6 +487,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str) -> ModelSp
                 shared_expert_gate: false,
                 dense_layers: 0,
                 router_bias: false,
+                router_linear_bias: false,
             });
         }
         Family::Qwen2Moe | Family::Qwen3Moe => {
@@ -290,6 +509,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str) -> ModelSp
                 shared_expert_gate: shared > 0,
                 dense_layers: dense,
                 router_bias: false,
+                router_linear_bias: false,
             });
             if dense > 0 {
                 s.notes.push(format!("{dense} layers keep a dense MLP (decoder_sparse_step / mlp_only_layers); counted as leading layers"));
@@ -325,15 +545,405 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str) -> ModelSp
                     shared_expert_gate: false,
                     dense_layers: dense,
                     router_bias,
+                    router_linear_bias: false,
                 });
             }
-            if f.u64_opt("num_nextn_predict_layers").unwrap_or(0) > 0 {
-                s.notes.push("num_nextn_predict_layers > 0: the multi-token-prediction layer shipped in the checkpoint is not part of the transformers model and is not counted".into());
+            s.mtp_layers = f.u64_or(&["num_nextn_predict_layers"], 0);
+            if let Some(heads) = f.u64_opt("index_n_heads") {
+                s.indexer = Some(IndexerSpec {
+                    heads,
+                    head_dim: f.u64_any(&["index_head_dim"]),
+                    topk: f.u64_or(&["index_topk"], 0),
+                });
             }
+        }
+        Family::Gemma3 => {
+            let window = f.u64_any(&["sliding_window"]);
+            s.sliding_window = Some(window);
+            let mixers = match layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))? {
+                Some(m) => m,
+                None => {
+                    // Gemma3TextConfig: layer i slides unless (i + 1) is a multiple of the pattern
+                    let p = f.u64_or(&["sliding_window_pattern", "_sliding_window_pattern"], 6).max(1);
+                    (0..s.num_layers.min(MAX_PATTERN))
+                        .map(|i| if (i + 1).is_multiple_of(p) { Mixer::Attention } else { Mixer::SlidingAttention })
+                        .collect()
+                }
+            };
+            s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Dense }).collect();
+        }
+        Family::GptOss => {
+            // GptOssAttention: biased q/k/v/o and one sink logit per head; GptOssExperts:
+            // fused gate_up and down with biases; GptOssTopKRouter: a biased linear
+            s.qkv_bias = f.bool_or("attention_bias", true);
+            s.o_bias = s.qkv_bias;
+            s.mlp_bias = true;
+            s.attention_sinks = true;
+            s.sliding_window = f.u64_opt("sliding_window");
+            s.moe = Some(MoeSpec {
+                num_experts: f.u64_any(&["num_local_experts"]),
+                experts_per_token: f.u64_any(&["num_experts_per_tok", "experts_per_token"]),
+                expert_intermediate: dense_width,
+                shared_experts: 0,
+                shared_intermediate: 0,
+                shared_expert_gate: false,
+                dense_layers: 0,
+                router_bias: false,
+                router_linear_bias: true,
+            });
+            let mixers = layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))?.unwrap_or_else(|| {
+                // GptOssConfig: sliding on even layers, full on odd ones
+                (0..s.num_layers.min(MAX_PATTERN))
+                    .map(|i| if i % 2 == 0 { Mixer::SlidingAttention } else { Mixer::Attention })
+                    .collect()
+            });
+            s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Moe }).collect();
+        }
+        Family::Qwen3Next | Family::Qwen35 => {
+            s.attn_output_gate = f.bool_or("attn_output_gate", true);
+            s.sliding_window = None;
+            s.linear_attention = Some(LinearAttentionSpec {
+                key_heads: f.u64_any(&["linear_num_key_heads"]),
+                value_heads: f.u64_any(&["linear_num_value_heads"]),
+                key_head_dim: f.u64_any(&["linear_key_head_dim"]),
+                value_head_dim: f.u64_any(&["linear_value_head_dim"]),
+                conv_kernel: f.u64_or(&["linear_conv_kernel_dim"], 4),
+                state_dtype: f.str_opt("mamba_ssm_dtype").and_then(|d| d.parse().ok()),
+            });
+            let mixers = match layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))? {
+                Some(m) => m,
+                None => {
+                    // Qwen3NextConfig: full attention every `full_attention_interval` (4) layers
+                    let every = f.u64_or(&["full_attention_interval"], 4).max(1);
+                    (0..s.num_layers.min(MAX_PATTERN))
+                        .map(|i| if (i + 1).is_multiple_of(every) { Mixer::Attention } else { Mixer::LinearAttention })
+                        .collect()
+                }
+            };
+            let moe = f.u64_opt("num_experts").filter(|&e| e > 0);
+            let step = f.u64_or(&["decoder_sparse_step"], 1).max(1);
+            let mlp_only: Vec<u64> = f
+                .get("mlp_only_layers")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default();
+            if let Some(e) = moe {
+                let shared = f.u64_or(&["shared_expert_intermediate_size"], 0);
+                s.moe = Some(MoeSpec {
+                    num_experts: e,
+                    experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+                    expert_intermediate: f.u64_any(&["moe_intermediate_size"]),
+                    shared_experts: u64::from(shared > 0),
+                    shared_intermediate: shared,
+                    shared_expert_gate: shared > 0,
+                    dense_layers: 0,
+                    router_bias: false,
+                    router_linear_bias: false,
+                });
+            }
+            s.layer_pattern = mixers
+                .into_iter()
+                .enumerate()
+                .map(|(i, mixer)| {
+                    let i = i as u64;
+                    let sparse = moe.is_some() && !mlp_only.contains(&i) && (i + 1).is_multiple_of(step);
+                    LayerKind { mixer, ffn: if sparse { Ffn::Moe } else { Ffn::Dense } }
+                })
+                .collect();
+            s.mtp_layers = f.u64_or(&["mtp_num_hidden_layers", "num_nextn_predict_layers"], 0);
+        }
+        Family::MiniMaxM2 => {
+            // MiniMaxM2Attention: RMSNorm over all q heads and over all k heads
+            // (`qk_norm_type: per_layer`); MiniMaxM2SparseMoeBlock: every layer MoE with a
+            // sigmoid router and its correction bias (`use_routing_bias`)
+            s.qk_norm = f.bool_or("use_qk_norm", true);
+            s.qk_norm_full_width = f.str_opt("qk_norm_type").as_deref() != Some("per_head");
+            let shared = f.u64_or(&["shared_intermediate_size"], 0);
+            if shared > 0 {
+                f.missing.push("shared_intermediate_size (a shared expert is not modelled for minimax_m2)".into());
+            }
+            s.moe = Some(MoeSpec {
+                num_experts: f.u64_any(&["num_local_experts"]),
+                experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+                expert_intermediate: dense_width,
+                shared_experts: 0,
+                shared_intermediate: 0,
+                shared_expert_gate: false,
+                dense_layers: 0,
+                router_bias: f.bool_or("use_routing_bias", false),
+                router_linear_bias: false,
+            });
+            // use_mtp: num_mtp_modules modules of mtp_transformer_layers layers each
+            if f.bool_or("use_mtp", false) {
+                s.mtp_layers =
+                    f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
+            }
+        }
+        Family::GraniteMoe => {
+            // GraniteMoeMoE: fused input_linear (gate and up) and output_linear per expert, every layer
+            s.moe = Some(MoeSpec {
+                num_experts: f.u64_any(&["num_local_experts"]),
+                experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+                expert_intermediate: dense_width,
+                shared_experts: 0,
+                shared_intermediate: 0,
+                shared_expert_gate: false,
+                dense_layers: 0,
+                router_bias: false,
+                router_linear_bias: false,
+            });
         }
         _ => {}
     }
+    Ok(s)
+}
+
+fn invalid(origin: &str, reason: String) -> IngestError {
+    IngestError::Invalid { file: origin.into(), reason }
+}
+
+/// phi-1 / phi-1.5 / phi-2 (`modeling_phi.py`), in transformers' `phi`
+/// spelling or the older remote-code `phi-msft` one (n_embd, n_layer,
+/// n_head, n_inner, rotary_dim): q/k/v and `dense` with biases, one
+/// LayerNorm feeding attention and the fc1/fc2 MLP side by side, a final
+/// LayerNorm and a biased, untied output head.
+fn phi(f: &mut Fields, name: &str) -> ModelSpec {
+    let mut s = base(name, Family::Phi);
+    s.hidden_size = f.u64_any(&["hidden_size", "n_embd"]);
+    s.num_layers = f.u64_any(&["num_hidden_layers", "n_layer"]);
+    s.num_heads = f.u64_any(&["num_attention_heads", "n_head"]);
+    s.num_kv_heads = f.u64_or(&["num_key_value_heads", "n_head_kv"], s.num_heads);
+    s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
+    s.vocab_size = f.u64_any(&["vocab_size"]);
+    s.max_position_embeddings = f.u64_or(&["max_position_embeddings", "n_positions"], 2048);
+    s.intermediate_size = f.u64_or(&["intermediate_size", "n_inner"], 4 * s.hidden_size);
+    s.activation = f.str_opt("hidden_act").or_else(|| f.str_opt("activation_function")).unwrap_or("gelu_new".into());
+    s.mlp = MlpKind::Plain;
+    s.norm = NormKind::LayerNorm;
+    s.norms_per_layer = 1;
+    s.parallel_residual = true;
+    s.qkv_bias = true;
+    s.o_bias = true;
+    s.mlp_bias = true;
+    s.lm_head_bias = true;
+    s.tied_embeddings = f.bool_or("tie_word_embeddings", false);
+    if f.bool_or("qk_layernorm", false) {
+        f.missing.push("qk_layernorm (true is not modelled: per-head LayerNorms on q and k)".into());
+    }
+    s.attention_dropout = f.f64_or("attention_dropout", f.f64_or("attn_pdrop", 0.0));
+    s.hidden_dropout = f.f64_or("resid_pdrop", 0.0);
     s
+}
+
+/// BERT / RoBERTa / XLM-RoBERTa encoders (`modeling_bert.py`): word,
+/// position and token-type tables with a LayerNorm; per layer biased
+/// query/key/value/output, two LayerNorms, a biased intermediate/output
+/// MLP; the pooler `BertModel` loads by default. No causal KV cache.
+fn bert(f: &mut Fields, name: &str) -> ModelSpec {
+    let mut s = base(name, Family::Bert);
+    s.hidden_size = f.u64_any(&["hidden_size"]);
+    s.num_layers = f.u64_any(&["num_hidden_layers"]);
+    s.num_heads = f.u64_any(&["num_attention_heads"]);
+    s.num_kv_heads = s.num_heads;
+    s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
+    s.vocab_size = f.u64_any(&["vocab_size"]);
+    s.intermediate_size = f.u64_any(&["intermediate_size"]);
+    s.max_position_embeddings = f.u64_or(&["max_position_embeddings"], 512);
+    s.activation = f.str_opt("hidden_act").unwrap_or_else(|| "gelu".into());
+    s.mlp = MlpKind::Plain;
+    s.norm = NormKind::LayerNorm;
+    s.positional = Positional::Learned;
+    s.qkv_bias = true;
+    s.o_bias = true;
+    s.mlp_bias = true;
+    s.tied_embeddings = false;
+    s.encoder = Some(EncoderSpec { token_types: f.u64_or(&["type_vocab_size"], 2), pooler: true });
+    s.attention_dropout = f.f64_or("attention_probs_dropout_prob", 0.0);
+    s.hidden_dropout = f.f64_or("hidden_dropout_prob", 0.0);
+    s
+}
+
+/// Nemotron-H (`modeling_nemotron_h.py`): each block is one of Mamba-2
+/// (`M`), attention (`*`), a relu² MLP (`-`) or a MoE (`E`), after one
+/// RMSNorm; the pattern is `hybrid_override_pattern` (or `layers_block_type`).
+fn nemotron_h(f: &mut Fields, name: &str, origin: &str) -> Result<ModelSpec, IngestError> {
+    let mut s = base(name, Family::NemotronH);
+    s.hidden_size = f.u64_any(&["hidden_size"]);
+    s.num_layers = f.u64_any(&["num_hidden_layers"]);
+    s.num_heads = f.u64_any(&["num_attention_heads"]);
+    s.num_kv_heads = f.u64_or(&["num_key_value_heads"], s.num_heads);
+    // NemotronHConfig.head_dim defaults to 128; older files call it attention_head_dim
+    s.head_dim = f.u64_or(&["head_dim", "attention_head_dim"], 128);
+    s.vocab_size = f.u64_any(&["vocab_size"]);
+    s.intermediate_size = f.u64_or(&["intermediate_size"], 1);
+    s.max_position_embeddings = f.u64_or(&["max_position_embeddings"], 4096);
+    s.activation = f.str_opt("mlp_hidden_act").unwrap_or_else(|| "relu2".into());
+    s.mlp = MlpKind::Plain;
+    s.norms_per_layer = 1;
+    s.qkv_bias = f.bool_or("attention_bias", false);
+    s.o_bias = s.qkv_bias;
+    s.mlp_bias = f.bool_or("mlp_bias", false);
+    s.tied_embeddings = f.bool_or("tie_word_embeddings", false);
+    if f.get("moe_latent_size").is_some_and(|v| !v.is_null()) {
+        return Err(invalid(
+            origin,
+            "nemotron_h with moe_latent_size (latent MoE projections) is not laid out by vramfit yet".into(),
+        ));
+    }
+    let kinds: Vec<(Mixer, Ffn)> = if let Some(p) = f.str_opt("hybrid_override_pattern") {
+        p.chars()
+            .map(|c| match c {
+                'M' => Ok((Mixer::Mamba2, Ffn::None)),
+                '*' => Ok((Mixer::Attention, Ffn::None)),
+                '-' => Ok((Mixer::None, Ffn::Dense)),
+                'E' => Ok((Mixer::None, Ffn::Moe)),
+                other => Err(invalid(
+                    origin,
+                    format!("hybrid_override_pattern: '{}' is not one of M, *, -, E", other.escape_debug()),
+                )),
+            })
+            .collect::<Result<_, _>>()?
+    } else if let Some(list) = f.get("layers_block_type").or_else(|| f.get("layer_types")).and_then(Value::as_array) {
+        list.iter()
+            .map(|t| match t.as_str() {
+                Some("mamba") | Some("linear_attention") => Ok((Mixer::Mamba2, Ffn::None)),
+                Some("attention") | Some("full_attention") => Ok((Mixer::Attention, Ffn::None)),
+                Some("mlp") => Ok((Mixer::None, Ffn::Dense)),
+                Some("moe") => Ok((Mixer::None, Ffn::Moe)),
+                _ => Err(invalid(origin, format!("layers_block_type: {t} is not mamba, attention, mlp or moe"))),
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        f.missing.push("hybrid_override_pattern or layers_block_type".into());
+        Vec::new()
+    };
+    if !kinds.is_empty() && kinds.len() as u64 != s.num_layers {
+        return Err(invalid(
+            origin,
+            format!("hybrid_override_pattern has {} blocks for num_hidden_layers {}", kinds.len(), s.num_layers),
+        ));
+    }
+    s.layer_pattern = kinds.into_iter().map(|(mixer, ffn)| LayerKind { mixer, ffn }).collect();
+    s.mamba = Some(Mamba2Spec {
+        heads: f.u64_any(&["mamba_num_heads"]),
+        head_dim: f.u64_any(&["mamba_head_dim"]),
+        state_size: f.u64_any(&["ssm_state_size"]),
+        groups: f.u64_or(&["n_groups"], 1),
+        conv_kernel: f.u64_or(&["conv_kernel"], 4),
+        conv_bias: f.bool_or("use_conv_bias", true),
+        proj_bias: f.bool_or("use_bias", false),
+        state_dtype: f.str_opt("mamba_ssm_cache_dtype").and_then(|d| d.parse().ok()),
+    });
+    if s.layer_pattern.iter().any(|l| l.ffn == Ffn::Moe) {
+        let shared = f.u64_or(&["n_shared_experts"], 0);
+        s.moe = Some(MoeSpec {
+            num_experts: f.u64_any(&["n_routed_experts"]),
+            experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+            expert_intermediate: f.u64_any(&["moe_intermediate_size"]),
+            shared_experts: shared,
+            shared_intermediate: f.u64_or(&["moe_shared_expert_intermediate_size"], 0),
+            shared_expert_gate: false,
+            dense_layers: 0,
+            router_bias: true,
+            router_linear_bias: false,
+        });
+    }
+    s.mtp_layers = f.get("mtp_hybrid_override_pattern").and_then(Value::as_str).map(|p| p.len() as u64).unwrap_or(0);
+    Ok(s)
+}
+
+/// The vision tower of a multimodal config, when vramfit knows its layout.
+fn vision(
+    vc: &Value,
+    top_type: &str,
+    text_hidden: u64,
+    origin: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<VisionSpec>, IngestError> {
+    let Some(m) = vc.as_object() else { return Ok(None) };
+    let mut f = Fields { map: m, outer: None, missing: Vec::new() };
+    let vt = f.str_opt("model_type").unwrap_or_default().to_ascii_lowercase();
+    let spec = match (top_type, vt.as_str()) {
+        ("gemma3", _) | (_, "siglip_vision_model") => {
+            // SiglipVisionConfig defaults (transformers configuration_siglip.py)
+            if f.bool_or("vision_use_head", true) {
+                f.missing
+                    .push("vision_config.vision_use_head (true: the attention-pooling head is not modelled)".into());
+            }
+            let image = f.u64_or(&["image_size"], 224);
+            let patch = f.u64_or(&["patch_size"], 16).max(1);
+            let side = image / patch;
+            let Some(positions) = side.checked_mul(side) else {
+                return Err(invalid(
+                    origin,
+                    format!("vision_config: image_size {image} / patch_size {patch} is absurd"),
+                ));
+            };
+            VisionSpec {
+                kind: VisionKind::SiglipGemma3,
+                hidden_size: f.u64_or(&["hidden_size"], 768),
+                intermediate_size: f.u64_or(&["intermediate_size"], 3072),
+                layers: f.u64_or(&["num_hidden_layers"], 12),
+                patch_size: patch,
+                temporal_patch_size: 1,
+                in_channels: f.u64_or(&["num_channels"], 3),
+                position_embeddings: positions,
+                out_hidden_size: text_hidden,
+                spatial_merge: 1,
+                deepstack_mergers: 0,
+            }
+        }
+        ("qwen2_5_vl", _) => VisionSpec {
+            // Qwen2_5_VLVisionConfig defaults (transformers configuration_qwen2_5_vl.py)
+            kind: VisionKind::Qwen25Vl,
+            hidden_size: f.u64_or(&["hidden_size", "embed_dim"], 3584),
+            intermediate_size: f.u64_or(&["intermediate_size"], 3420),
+            layers: f.u64_or(&["depth"], 32),
+            patch_size: f.u64_or(&["patch_size", "spatial_patch_size"], 14),
+            temporal_patch_size: f.u64_or(&["temporal_patch_size"], 2),
+            in_channels: f.u64_or(&["in_channels", "in_chans"], 3),
+            position_embeddings: 0,
+            out_hidden_size: f.u64_or(&["out_hidden_size"], 3584),
+            spatial_merge: f.u64_or(&["spatial_merge_size"], 2),
+            deepstack_mergers: 0,
+        },
+        ("qwen3_vl" | "qwen3_vl_moe" | "qwen3_5" | "qwen3_5_moe", _) => {
+            // Qwen3VLVisionConfig / Qwen3_5VisionConfig defaults (transformers 5.24)
+            let deepstack_default = if top_type.starts_with("qwen3_vl") { 3 } else { 0 };
+            VisionSpec {
+                kind: VisionKind::Qwen3Vl,
+                hidden_size: f.u64_or(&["hidden_size"], 1152),
+                intermediate_size: f.u64_or(&["intermediate_size"], 4304),
+                layers: f.u64_or(&["depth"], 27),
+                patch_size: f.u64_or(&["patch_size"], 16),
+                temporal_patch_size: f.u64_or(&["temporal_patch_size"], 2),
+                in_channels: f.u64_or(&["in_channels"], 3),
+                position_embeddings: f.u64_or(&["num_position_embeddings"], 2304),
+                out_hidden_size: f.u64_or(&["out_hidden_size"], 3584),
+                spatial_merge: f.u64_or(&["spatial_merge_size"], 2),
+                deepstack_mergers: f
+                    .get("deepstack_visual_indexes")
+                    .and_then(Value::as_array)
+                    .map(|a| a.len() as u64)
+                    .unwrap_or(deepstack_default),
+            }
+        }
+        _ => {
+            notes.push(format!(
+                "vision tower ({}) is not laid out by vramfit: NOT counted in the parameters or the weights",
+                if vt.is_empty() { top_type } else { &vt }
+            ));
+            return Ok(None);
+        }
+    };
+    if !f.missing.is_empty() {
+        return Err(IngestError::MissingFields { file: origin.into(), model_type: top_type.into(), fields: f.missing });
+    }
+    notes.push(format!(
+        "vision tower counted ({} layers, hidden {}): its weights are in the total and in the weights (kept 16-bit, whole on every GPU)",
+        spec.layers, spec.hidden_size
+    ));
+    Ok(Some(spec))
 }
 
 fn gpt2(f: &mut Fields, name: &str) -> ModelSpec {
@@ -431,6 +1041,61 @@ fn falcon(f: &mut Fields, name: &str) -> ModelSpec {
     s
 }
 
+/// The strings of the first list among `keys` (module names to skip).
+fn string_list(m: &Map<String, Value>, keys: &[&str]) -> Vec<String> {
+    keys.iter()
+        .find_map(|k| m.get(*k).and_then(Value::as_array))
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// A ModelOpt `hf_quant_config.json` (NVIDIA's NVFP4/FP8 checkpoints declare
+/// their format there, not in config.json): its `quantization` object as a
+/// [`QuantSpec`], with the note to show. `origin` names the file.
+pub fn parse_hf_quant_config(bytes: &[u8], origin: &str) -> Result<(Option<QuantSpec>, Vec<String>), IngestError> {
+    let v: Value =
+        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
+    let Some(q) = v.get("quantization").and_then(Value::as_object) else {
+        return Err(IngestError::BadField {
+            file: origin.into(),
+            field: "quantization".into(),
+            expected: "an object (ModelOpt hf_quant_config.json)".into(),
+            found: v.get("quantization").map(kind).unwrap_or("nothing").into(),
+        });
+    };
+    let mut m = q.clone();
+    m.insert("quant_method".into(), Value::from("modelopt"));
+    let mut notes = Vec::new();
+    let spec = quantization(&Value::Object(m), origin, &mut notes)?;
+    if let Some(kv) = q.get("kv_cache_quant_algo").and_then(Value::as_str) {
+        notes.push(format!(
+            "{origin}: the checkpoint ships {kv} KV-cache scales (use --kv-dtype fp8 to size an fp8 cache)"
+        ));
+    }
+    if let Some(s) = &spec {
+        notes.push(format!("{origin}: weights stored as {} (ModelOpt)", s.label));
+    }
+    Ok((spec, notes))
+}
+
+/// Apply a sibling `hf_quant_config.json` to a spec whose config.json
+/// declares no quantization (NVIDIA's ModelOpt checkpoints); when both
+/// declare one, config.json's wins and a note says so.
+pub fn apply_hf_quant_config(spec: &mut ModelSpec, bytes: &[u8], origin: &str) -> Result<(), IngestError> {
+    let (q, notes) = parse_hf_quant_config(bytes, origin)?;
+    match (&spec.quantization, q) {
+        (None, Some(q)) => {
+            spec.quantization = Some(q);
+            spec.notes.extend(notes);
+        }
+        (Some(_), Some(_)) => {
+            spec.notes.push(format!("{origin} also declares a quantization; config.json's quantization_config is used"))
+        }
+        (_, None) => spec.notes.extend(notes),
+    }
+    Ok(())
+}
+
 /// `quantization_config` → how the checkpoint's linear weights are stored.
 fn quantization(q: &Value, file: &str, notes: &mut Vec<String>) -> Result<Option<QuantSpec>, IngestError> {
     let Some(m) = q.as_object() else {
@@ -473,6 +1138,7 @@ fn quantization(q: &Value, file: &str, notes: &mut Vec<String>) -> Result<Option
                     block: None,
                     compute_dtype: DType::F16,
                     label: "bnb LLM.int8()".into(),
+                    skip_modules: Vec::new(),
                 }
             } else {
                 notes.push(
@@ -511,6 +1177,47 @@ fn quantization(q: &Value, file: &str, notes: &mut Vec<String>) -> Result<Option
                     s.block = Some((r, c));
                     s.label = format!("fp8 ({}x{} block scales)", r, c);
                 }
+            }
+            s.skip_modules = string_list(m, &["modules_to_not_convert", "ignored_layers"]);
+            s
+        }
+        "mxfp4" => {
+            // gpt-oss: experts in MXFP4 (`*_blocks` + `*_scales`), the rest bf16
+            let mut s = QuantSpec::mxfp4(DType::BF16);
+            s.skip_modules = string_list(m, &["modules_to_not_convert"]);
+            s
+        }
+        "modelopt" => match m.get("quant_algo").and_then(Value::as_str).unwrap_or("").to_ascii_uppercase().as_str() {
+            "NVFP4" => {
+                let mut s = QuantSpec::nvfp4(DType::BF16);
+                s.skip_modules = string_list(m, &["exclude_modules", "ignore"]);
+                s
+            }
+            "FP8" => {
+                let mut s = QuantSpec::fp8_per_tensor(DType::BF16);
+                s.skip_modules = string_list(m, &["exclude_modules", "ignore"]);
+                s
+            }
+            other => {
+                notes.push(format!(
+                    "ModelOpt quant_algo '{other}' is not modelled: weights are counted at the --dtype you give"
+                ));
+                return Ok(None);
+            }
+        },
+        "compressed-tensors" => {
+            let format = m.get("format").and_then(Value::as_str).unwrap_or("");
+            let mut s = match format {
+                "nvfp4-pack-quantized" => QuantSpec::nvfp4(DType::BF16),
+                "float-quantized" => QuantSpec::fp8_per_tensor(DType::BF16),
+                other => {
+                    notes.push(format!("compressed-tensors format '{other}' is not modelled: weights are counted at the --dtype you give"));
+                    return Ok(None);
+                }
+            };
+            s.skip_modules = string_list(m, &["ignore"]);
+            if s.skip_modules.iter().any(|p| p.starts_with("re:")) {
+                notes.push("compressed-tensors `ignore` holds regex entries (re:…): vramfit matches exact names and * wildcards only, so those modules are counted as quantized".into());
             }
             s
         }

@@ -216,7 +216,9 @@ fn elements(m: &Map<String, Value>, origin: &str, key: &str) -> Result<DsValue<u
         None | Some(Value::Null) => Ok(DsValue::Absent),
         Some(v) if is_auto(v) => Ok(DsValue::Auto),
         Some(v) => {
-            let n = v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= (1u64 << 40) as f64).map(|f| f as u64));
+            let n = v.as_u64().or_else(|| {
+                v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= (1u64 << 40) as f64).map(|f| f as u64)
+            });
             match n {
                 Some(n) if (1..=1 << 40).contains(&n) => Ok(DsValue::Set(n)),
                 _ => Err(bad(origin, &path, "a positive element count (e.g. 5e8) or \"auto\"", v)),

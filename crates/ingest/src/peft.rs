@@ -74,7 +74,12 @@ pub fn parse_adapter_config(bytes: &[u8], origin: &str) -> Result<AdapterConfig,
             // PEFT matches a string with re.fullmatch against every full module name
             // (`model.layers.0.self_attn.q_proj`); the model resolves it (core::workload::validate)
             if s.trim().is_empty() {
-                return Err(bad(origin, "target_modules", "module names, a regular expression or \"all-linear\"", &Value::String(s.clone())));
+                return Err(bad(
+                    origin,
+                    "target_modules",
+                    "module names, a regular expression or \"all-linear\"",
+                    &Value::String(s.clone()),
+                ));
             }
             notes.push(format!(
                 "target_modules is a regular expression ({}): PEFT matches it with re.fullmatch against full module names; vramfit does the same",

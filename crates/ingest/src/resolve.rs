@@ -187,6 +187,11 @@ fn not_a_model_advice() -> String {
 fn from_preset(p: &presets::Preset) -> Result<ResolvedModel, IngestError> {
     let origin = format!("preset {}", p.name);
     let mut spec = crate::config::parse_config_value(&p.config, &origin)?;
+    if let Some(q) = &p.hf_quant_config {
+        let bytes =
+            serde_json::to_vec(q).map_err(|e| IngestError::Invalid { file: origin.clone(), reason: e.to_string() })?;
+        crate::config::apply_hf_quant_config(&mut spec, &bytes, &format!("{origin} hf_quant_config.json"))?;
+    }
     spec.name = p.name.clone();
     Ok(ResolvedModel {
         spec,
@@ -409,6 +414,13 @@ fn read_config(path: &Path) -> Result<ResolvedModel, IngestError> {
     let file = path.display().to_string();
     let text = vramfit_input::read_text(path, "a config.json", crate::config::MAX_CONFIG_BYTES as u64)?;
     let mut spec = parse_config(text.as_bytes(), &file)?;
+    // NVIDIA ModelOpt checkpoints declare NVFP4/FP8 only in a sibling file
+    let quant = path.with_file_name("hf_quant_config.json");
+    if std::fs::symlink_metadata(&quant).is_ok() {
+        let bytes =
+            vramfit_input::read_bytes(&quant, "an hf_quant_config.json", crate::config::MAX_CONFIG_BYTES as u64)?;
+        crate::config::apply_hf_quant_config(&mut spec, &bytes, &quant.display().to_string())?;
+    }
     if spec.name == file || spec.name.is_empty() {
         spec.name = path
             .parent()

@@ -11,8 +11,7 @@
 use std::path::Path;
 use vramfit_core::ParamLayout;
 
-/// Parameter counts checked exactly (0: not checked, e.g. a multimodal
-/// config whose vision tower is not counted).
+/// Parameter counts checked exactly (0: not checked).
 const PARAMS: &[(&str, u64)] = &[
     ("01_llama-3.1-8b.json", 8_030_261_248),
     ("02_llama-2-7b-arch.json", 6_738_415_616),
@@ -27,7 +26,17 @@ const PARAMS: &[(&str, u64)] = &[
     ("11_gpt2-124m-arch.json", 124_439_808),
     ("12_falcon-7b-arch.json", 6_921_720_704),
     ("13_pythia-6.9b.json", 6_857_302_016),
-    ("14_qwen3-vl-8b-instruct.json", 0),
+    // with its vision tower; transformers 5.24 instantiated from this config on the meta device: 8,767,123,696
+    ("14_qwen3-vl-8b-instruct.json", 8_767_123_696),
+    // the checkpoint's count; transformers 5.24 (meta device) agrees except where
+    // it registers DeepSeek-style `e_score_correction_bias` as a buffer
+    // (MoE layers × experts fewer: GLM-5 75 × 256, Nemotron-3-Nano 23 × 128)
+    ("15_gpt-oss-20b.json", 20_914_757_184),
+    ("16_qwen3.5-35b-a3b.json", 35_107_181_936),
+    ("17_nemotron-h-56b.json", 56_324_350_464),
+    ("18_deepseek-v3.2.json", 671_877_944_064),
+    ("19_glm-5.json", 743_911_199_232 + 75 * 256),
+    ("20_nemotron-3-nano-30b-a3b.json", 31_577_937_344 + 23 * 128),
 ];
 
 fn file_name(path: &Path) -> String {

@@ -26,6 +26,8 @@ pub struct InputInfo {
     pub read_bytes: u64,
     /// middle of a large text file not read
     pub skipped_bytes: u64,
+    /// lines in that middle (counted, so reported line numbers are the file's)
+    pub skipped_lines: u64,
     /// a stream longer than the limit: only its start was read
     pub truncated: bool,
 }
@@ -92,8 +94,9 @@ fn write_input(out: &mut String, i: &InputInfo, kind: &str) {
     if i.skipped_bytes > 0 {
         let _ = write!(
             out,
-            "; large file: read its first and last parts, {} in the middle skipped",
-            bytes(i.skipped_bytes)
+            "; large file: read its first and last parts, {} in the middle skipped ({} lines, counted: line numbers are the file's)",
+            bytes(i.skipped_bytes),
+            i.skipped_lines
         );
     }
     if i.truncated {
@@ -180,6 +183,12 @@ fn write_snapshot_device(out: &mut String, d: &schema::DeviceReportJson) {
             let _ = writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), g.label, g.count);
         }
     }
+    if !d.sites.is_empty() {
+        let _ = writeln!(out, "  allocation sites (the timeline's bands): most held, at the peak");
+        for s in &d.sites {
+            let _ = writeln!(out, "    {:>12} {:>12}  {}", bytes(s.max_bytes), bytes(s.peak_bytes), s.label);
+        }
+    }
     if !d.peak_top.is_empty() {
         let _ = writeln!(out, "  largest live allocations at the peak:");
         for l in d.peak_top.iter().take(5) {
@@ -216,8 +225,11 @@ fn write_script(out: &mut String, report: &schema::LintReportJson) {
     if report.findings.is_empty() {
         let _ = writeln!(out, "no memory findings in {} lines", report.lines);
     } else {
-        let n = report.findings.len();
+        let n = report.findings_total;
         let _ = writeln!(out, "{n} memory finding{} in {} lines", if n == 1 { "" } else { "s" }, report.lines);
+        if n > report.findings.len() {
+            let _ = writeln!(out, "(the first {} are listed)", report.findings.len());
+        }
     }
     if report.error_nodes > 0 {
         let _ = writeln!(

@@ -174,7 +174,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
                     "A" => Group::A,
                     "B" => Group::B,
                     "C" => Group::C,
-                    _ => bail!("--group {g}: the faketensor set has groups A, B and C (published groups need --set published)"),
+                    _ => bail!(
+                        "--group {g}: the faketensor set has groups A, B and C (published groups need --set published)"
+                    ),
                 }),
             };
             compare(&cases, group)?

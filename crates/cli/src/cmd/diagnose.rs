@@ -164,6 +164,7 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
             size_bytes: input.size,
             read_bytes: input.bytes.len() as u64,
             skipped_bytes: input.skipped,
+            skipped_lines: input.skipped_lines,
             truncated: input.truncated,
         },
         &d,

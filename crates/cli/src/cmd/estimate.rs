@@ -101,6 +101,11 @@ pub struct WorkloadArgs {
     pub logits_fp32: bool,
     #[arg(long, help = format!("Paged KV block size in tokens [default: {}]", defaults::BLOCK_SIZE))]
     pub block_size: Option<u64>,
+    /// How sliding-window layers are cached: window (vLLM/SGLang hybrid KV manager,
+    /// transformers' generate), full (vLLM --disable-hybrid-kv-cache-manager), llamacpp
+    /// (window + 512-token ubatch, padded to 256) [default: window]
+    #[arg(long, value_name = "window|full|llamacpp")]
+    pub sliding_window_cache: Option<String>,
     #[arg(long, help = format!(
         "CUDA context + library handles per process per GPU, MiB [default: {}]",
         vramfit_core::runtime::DEFAULT_CUDA_CONTEXT / MIB
@@ -212,6 +217,7 @@ impl WorkloadArgs {
             None => defaults::KV_DTYPE,
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
+        let engine = self.engine.unwrap_or_default();
         Ok(InferenceSetup {
             weight_dtype,
             quant,
@@ -221,9 +227,14 @@ impl WorkloadArgs {
             context: self.context.unwrap_or(defaults::CONTEXT),
             logits_fp32: self.logits_fp32,
             block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
-            engine: self.engine.unwrap_or_default(),
+            engine,
             max_num_batched_tokens: self.max_num_batched_tokens,
             max_num_seqs: self.max_num_seqs,
+            // the engine's policy unless the flag says otherwise
+            sliding_window_cache: match &self.sliding_window_cache {
+                Some(p) => p.parse().map_err(|e: String| anyhow::anyhow!("--sliding-window-cache: {e}"))?,
+                None => engine.sliding_window_cache(),
+            },
             ..InferenceSetup::default()
         })
     }
@@ -297,6 +308,7 @@ impl WorkloadArgs {
             ("--max-num-seqs", self.max_num_seqs.is_some()),
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
+            ("--sliding-window-cache", self.sliding_window_cache.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -411,11 +423,16 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         // nvidia-smi total less the driver's reservation), the free memory for a local GPU, and
         // with --gpu-util the same budget the capacity uses
         let (usable, what) = match (&capacity, g.detected.is_some()) {
-            (Some(c), _) => (c.budget_bytes, format!("--gpu-util {} × CUDA-reported capacity (the capacity's budget)", c.gpu_util)),
+            (Some(c), _) => {
+                (c.budget_bytes, format!("--gpu-util {} × CUDA-reported capacity (the capacity's budget)", c.gpu_util))
+            }
             (None, true) => (g.memory_bytes, "free memory now (NVML: total − reserved − used)".to_string()),
             (None, false) => (
                 cuda_capacity(g.memory_bytes),
-                format!("nvidia-smi total − {} MiB the driver reserves (CUDA's total)", vramfit_core::runtime::DRIVER_RESERVED / MIB),
+                format!(
+                    "nvidia-smi total − {} MiB the driver reserves (CUDA's total)",
+                    vramfit_core::runtime::DRIVER_RESERVED / MIB
+                ),
             ),
         };
         let mut f = fit(&ledger, g.memory_bytes, usable);
@@ -424,7 +441,8 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             if serving_engine {
                 // the engine fills its budget with KV blocks: it fits when they hold the sequences
                 f.fits = c.max_concurrency >= s.concurrency;
-                f.explain = f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");
+                f.explain =
+                    f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");
             }
         }
         FitInfo::of(&g.name, &f, capacity.as_ref().map(CapacityInfo::from), g.detected.clone())

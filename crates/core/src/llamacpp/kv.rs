@@ -99,20 +99,30 @@ pub fn context_size(
         (per, n_parallel)
     };
     let swa_cells = if model.layers.iter().any(|l| l.sliding) {
-        if swa_full {
-            n_ctx_seq
-        } else {
-            let window = add(
-                "swa cells",
-                product("swa cells", &[model.n_swa, if unified { n_parallel } else { 1 }])?,
-                n_ubatch,
-            )?;
-            pad("swa cells", n_ctx_seq.min(window), SWA_PAD)?
-        }
+        swa_cells(n_ctx_seq, model.n_swa, n_parallel, unified, n_ubatch, swa_full)?
     } else {
         0
     };
     Ok(ContextSize { n_ctx, n_ctx_seq, streams, swa_cells })
+}
+
+/// Cells per stream of llama.cpp's sliding-window cache
+/// (`llama_kv_cache_iswa`): `pad(min(n_ctx_seq, n_swa · (unified ? N : 1) + n_ubatch), 256)`,
+/// or the whole `n_ctx_seq` with `--swa-full`. Also what
+/// [`crate::infer`] uses for `SlidingWindowCache::LlamaCpp`.
+pub fn swa_cells(
+    n_ctx_seq: u64,
+    n_swa: u64,
+    n_parallel: u64,
+    unified: bool,
+    n_ubatch: u64,
+    swa_full: bool,
+) -> Result<u64, CoreError> {
+    if swa_full {
+        return Ok(n_ctx_seq);
+    }
+    let window = add("swa cells", product("swa cells", &[n_swa, if unified { n_parallel } else { 1 }])?, n_ubatch)?;
+    pad("swa cells", n_ctx_seq.min(window), SWA_PAD)
 }
 
 /// One device's KV (or recurrent-state) buffer.

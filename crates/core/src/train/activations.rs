@@ -26,9 +26,9 @@
 //!   (dropped-out) input; frozen norm weights drop the normalised tensor.
 
 use super::profile::TrainProfile;
+use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::hf;
-use crate::dtype::DType;
 use crate::model::{MlpKind, ModelSpec, NormKind, Positional};
 use crate::units::{div_ceil, mul, sum};
 use crate::workload::{AttentionImpl, Checkpointing, LossPath, Precision, TrainKind, TrainSetup};

@@ -277,7 +277,8 @@ impl TrainModel {
             return Ok(c);
         }
         let grad_bytes = prof.grad_bytes;
-        let fsdp = par.fsdp || matches!(setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt);
+        let fsdp =
+            par.fsdp || matches!(setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt);
         match par.sharding {
             Sharding::None => {
                 // PyTorch DDP's gradient buckets

@@ -172,7 +172,11 @@ impl Lines<'_> {
         };
         ledger.push(
             Category::Gradients,
-            format!("gradients ({} B/param){}", prof.grad_bytes, if grads_live { "" } else { " — none yet at this peak" }),
+            format!(
+                "gradients ({} B/param){}",
+                prof.grad_bytes,
+                if grads_live { "" } else { " — none yet at this peak" }
+            ),
             at.gradients,
             Explanation::new("trainable params × grad bytes")
                 .term("trainable per GPU", s.trainable_per_gpu)
@@ -182,12 +186,7 @@ impl Lines<'_> {
                 .note(grads_note),
         );
         if at.comm_buffers > 0 {
-            ledger.push(
-                Category::Temporaries,
-                self.comm_label(),
-                at.comm_buffers,
-                self.comm_explain(),
-            );
+            ledger.push(Category::Temporaries, self.comm_label(), at.comm_buffers, self.comm_explain());
         }
         let states_live = at_step || !setup.first_step || setup.optimizer_in_backward;
         let pool = if setup.optimizer.is_paged() { Pool::Outside } else { Pool::Tensor };
@@ -222,7 +221,10 @@ impl Lines<'_> {
         match self.par.sharding {
             Sharding::None => "DDP gradient buckets".into(),
             _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
-                format!("DeepSpeed ZeRO reduce bucket{}", if self.setup.comm.overlap_comm { "s (overlap_comm)" } else { "" })
+                format!(
+                    "DeepSpeed ZeRO reduce bucket{}",
+                    if self.setup.comm.overlap_comm { "s (overlap_comm)" } else { "" }
+                )
             }
             _ => "FSDP reduce-scatter buffer (one unit's unsharded gradient)".into(),
         }

@@ -187,12 +187,8 @@ impl TrainProfile {
         let mut groups = Vec::with_capacity(layout.groups.len());
         let mut totals = GroupTotals::default();
         for (g, &adapted) in layout.groups.iter().zip(&placement.copies) {
-            let base = BaseFormat {
-                dtype: base_dtype,
-                quant: base_quant.as_ref(),
-                quantize_head,
-                rest_fp32: kbit_fp32,
-            };
+            let base =
+                BaseFormat { dtype: base_dtype, quant: base_quant.as_ref(), quantize_head, rest_fp32: kbit_fp32 };
             groups.push(group_info(g, lora, adapted, setup.lora.rank, &base, &mut totals)?);
         }
         let weight_bytes = if lora { adapter_dtype.bytes()? } else { p.weight_dtype().bytes()? };

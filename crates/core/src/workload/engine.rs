@@ -13,6 +13,7 @@
 //! | `torchtitan` | fp32 upcast | – | – | – | FSDP2 |
 //! | `vllm`, `sglang` | serving only: see [`ServingDefaults`] | | | | |
 
+use super::inference::SlidingWindowCache;
 use super::training::LossPath;
 use serde::{Deserialize, Serialize};
 
@@ -133,6 +134,24 @@ impl Engine {
     /// `BitsandbytesPrecision` (LitGPT) replaces every `nn.Linear`, the head included.
     pub fn quantizes_lm_head(self) -> bool {
         self == Engine::Litgpt
+    }
+
+    /// How the engine caches the layers that attend over a sliding window
+    /// (`--sliding-window-cache` overrides it). vLLM v1's hybrid KV-cache manager
+    /// (`SlidingWindowSpec`, on unless `--disable-hybrid-kv-cache-manager`), SGLang's
+    /// SWA pool and transformers' `generate()` (its `DynamicCache` built from the
+    /// config holds a `DynamicSlidingWindowLayer` per sliding layer) keep the window
+    /// only (docs/inference.md, "KV cache"). LitGPT (`set_kv_cache(batch_size,
+    /// max_seq_length)`: one dense cache per block) and torchtune
+    /// (`setup_caches(batch_size, dtype, decoder_max_seq_len)`) allocate the whole
+    /// length for every layer and apply the window as a mask. Training engines hold
+    /// no cache; they keep the default.
+    pub fn sliding_window_cache(self) -> SlidingWindowCache {
+        match self {
+            Engine::Litgpt | Engine::Torchtune => SlidingWindowCache::Full,
+            Engine::Vllm | Engine::Sglang | Engine::Transformers => SlidingWindowCache::Window,
+            Engine::Deepspeed | Engine::Fsdp | Engine::Torchtitan => SlidingWindowCache::default(),
+        }
     }
 
     /// How a serving engine sizes its start-up memory, or `None` for engines that

@@ -13,12 +13,12 @@ mod parallel;
 mod training;
 pub mod validate;
 
-pub use inference::InferenceSetup;
-pub use parallel::{Offload, Parallelism, Sharding};
 pub use engine::{Engine, ServingDefaults, VLLM_NON_TORCH};
+pub use inference::{InferenceSetup, SlidingWindowCache};
+pub use parallel::{Offload, Parallelism, Sharding};
 pub use training::{
-    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy,
-    TrainKind, TrainSetup,
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision,
+    SelectivePolicy, TrainKind, TrainSetup,
 };
 pub use validate::{validate, Field, WorkloadError};
 

@@ -237,11 +237,8 @@ pub fn lora_placement(
                     e.to_string().lines().last().unwrap_or("invalid")
                 ),
             })?;
-            let copies: Vec<u64> = layout
-                .groups
-                .iter()
-                .map(|g| if adaptable(g) { matched_instances(model, g, &re) } else { 0 })
-                .collect();
+            let copies: Vec<u64> =
+                layout.groups.iter().map(|g| if adaptable(g) { matched_instances(model, g, &re) } else { 0 }).collect();
             if copies.iter().all(|&c| c == 0) {
                 return Err(WorkloadError::LoraRegex {
                     pattern: pattern.clone(),

@@ -18,8 +18,8 @@ use vramfit_core::train::{
 };
 use vramfit_core::workload::{CommSetup, Engine};
 use vramfit_core::{
-    Attention, DType, Family, InferenceSetup, MlpKind, ModelSpec, NormKind, Offload, Parallelism, Positional, QuantSpec,
-    RuntimeSetup, Sharding, Task, TrainSetup, Workload,
+    Attention, DType, Family, InferenceSetup, MlpKind, ModelSpec, NormKind, Offload, Parallelism, Positional,
+    QuantSpec, RuntimeSetup, Sharding, Task, TrainSetup, Workload,
 };
 
 /// The published memory set, embedded.
@@ -279,10 +279,9 @@ mod paths {
 
 fn group(o: Obj) -> Result<PubGroup, IngestError> {
     let g = o.req_str("group")?;
-    PubGroup::ALL
-        .into_iter()
-        .find(|x| x.name() == g)
-        .ok_or_else(|| o.bad("group", "one of qlora, lora, full, serving, multi_gpu, runtime", &Value::String(g.into())))
+    PubGroup::ALL.into_iter().find(|x| x.name() == g).ok_or_else(|| {
+        o.bad("group", "one of qlora, lora, full, serving, multi_gpu, runtime", &Value::String(g.into()))
+    })
 }
 
 fn confidence(o: Obj) -> Result<Confidence, IngestError> {
@@ -574,7 +573,9 @@ impl Mapping<'_> {
         let v = self.v;
         let need = |k: &str| v.u64(k)?.ok_or_else(|| v.missing(k));
         Ok(ServingCase {
-            gpu_memory_utilization: v.f64("gpu_memory_utilization")?.ok_or_else(|| v.missing("gpu_memory_utilization"))?,
+            gpu_memory_utilization: v
+                .f64("gpu_memory_utilization")?
+                .ok_or_else(|| v.missing("gpu_memory_utilization"))?,
             cuda_capacity_bytes: v.f64("cuda_capacity_gib")?.map(|g| (g * (1u64 << 30) as f64).round() as u64),
             gpu: v.str("gpu")?.map(str::to_string),
             max_model_len: need("max_model_len")?,
@@ -689,7 +690,11 @@ pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, Ingest
         "train" => Task::Train(map.train(TrainKind::Full, engine)?),
         "lora" => Task::Train(map.train(TrainKind::Lora, engine)?),
         "qlora" => Task::Train(map.train(TrainKind::Qlora, engine)?),
-        "infer" => Task::Inference(InferenceSetup { engine, ..map.infer(&spec)? }),
+        "infer" => Task::Inference(InferenceSetup {
+            engine,
+            sliding_window_cache: engine.sliding_window_cache(),
+            ..map.infer(&spec)?
+        }),
         "serve" => {
             let s = map.serving()?;
             let setup = InferenceSetup {
@@ -697,6 +702,7 @@ pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, Ingest
                 kv_dtype: DType::BF16,
                 context: s.max_model_len,
                 engine,
+                sliding_window_cache: engine.sliding_window_cache(),
                 ..InferenceSetup::default()
             };
             case.serving = Some(s);
@@ -802,7 +808,11 @@ mod tests {
             ("\"seq_len\": 512", "\"seq_len\": 1.5", None),
             ("\"r\": 32", "\"r\": \"thirty-two\"", Some("workload.lora.r")),
             ("\"precision\": \"bf16\"", "\"precision\": \"fp64\"", Some("vramfit.precision")),
-            ("\"checkpointing\": \"none\", \"lora_targets\"", "\"checkpointing\": \"some\", \"lora_targets\"", Some("vramfit.checkpointing")),
+            (
+                "\"checkpointing\": \"none\", \"lora_targets\"",
+                "\"checkpointing\": \"some\", \"lora_targets\"",
+                Some("vramfit.checkpointing"),
+            ),
             ("\"bytes\": 16690000000", "\"bytes\": 0", Some("measured.bytes")),
         ] {
             assert!(first.contains(from), "{from}");

@@ -15,7 +15,7 @@ use vramfit_diagnose::oom::{
 };
 use vramfit_diagnose::other_frameworks::{OtherOom, VllmProfile, XlaBuffer};
 use vramfit_diagnose::size::Size;
-use vramfit_diagnose::snapshot::{DeviceReport, Group, LiveAlloc, Point, SegmentUse, SnapOom, SnapshotReport};
+use vramfit_diagnose::snapshot::{DeviceReport, Group, LiveAlloc, Point, SegmentUse, Site, SnapOom, SnapshotReport};
 use vramfit_diagnose::summary::{Cell, MemorySummary, Pool, Row, SummaryVerdict};
 
 /// Schema key of a verdict class.
@@ -617,6 +617,8 @@ pub struct PointJson {
     pub time_us: Option<i64>,
     pub allocated_bytes: u64,
     pub reserved_bytes: u64,
+    /// allocated bytes by site, in the order of the device's `sites`
+    pub by_site_bytes: Vec<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -673,6 +675,8 @@ pub struct DeviceReportJson {
     pub peak: Option<PointJson>,
     pub peak_top: Vec<LiveAllocJson>,
     pub groups: Vec<GroupJson>,
+    /// the timeline's bands: allocation sites by the most each held
+    pub sites: Vec<SiteJson>,
     pub ooms: Vec<SnapOomJson>,
     pub notes: Vec<String>,
 }
@@ -688,13 +692,32 @@ pub struct SnapshotReportJson {
 
 impl From<&Point> for PointJson {
     fn from(p: &Point) -> Self {
-        PointJson { index: p.index, time_us: p.time_us, allocated_bytes: p.allocated, reserved_bytes: p.reserved }
+        PointJson {
+            index: p.index,
+            time_us: p.time_us,
+            allocated_bytes: p.allocated,
+            reserved_bytes: p.reserved,
+            by_site_bytes: p.by_site.clone(),
+        }
     }
 }
 
 impl From<&LiveAlloc> for LiveAllocJson {
     fn from(l: &LiveAlloc) -> Self {
         LiveAllocJson { address: l.address, size_bytes: l.size, group: l.group.clone(), frames: l.frames.clone() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteJson {
+    pub label: String,
+    pub peak_bytes: u64,
+    pub max_bytes: u64,
+}
+
+impl From<&Site> for SiteJson {
+    fn from(s: &Site) -> Self {
+        SiteJson { label: s.label.clone(), peak_bytes: s.peak_bytes, max_bytes: s.max_bytes }
     }
 }
 
@@ -750,6 +773,7 @@ impl From<&DeviceReport> for DeviceReportJson {
             peak: d.peak.as_ref().map(Into::into),
             peak_top: d.peak_top.iter().map(Into::into).collect(),
             groups: d.groups.iter().map(Into::into).collect(),
+            sites: d.sites.iter().map(Into::into).collect(),
             ooms: d.ooms.iter().map(Into::into).collect(),
             notes: d.notes.clone(),
         }
@@ -784,7 +808,10 @@ pub struct FindingJson {
 pub struct LintReportJson {
     pub lines: usize,
     pub error_nodes: usize,
+    /// the first findings, by line (see `findings_total`)
     pub findings: Vec<FindingJson>,
+    /// all findings, listed or not
+    pub findings_total: usize,
 }
 
 impl From<&Finding> for FindingJson {
@@ -806,6 +833,7 @@ impl From<&LintReport> for LintReportJson {
             lines: r.lines,
             error_nodes: r.error_nodes,
             findings: r.findings.iter().map(Into::into).collect(),
+            findings_total: r.findings_total,
         }
     }
 }
