@@ -361,7 +361,7 @@ fn list_presets_and_gpus() {
 
 #[test]
 fn text_output_snapshot() {
-    let (text, _) = run(&["estimate", "llama-2-7b", "--batch", "8", "--context", "2048", "--gpu", "rtx-4090"], 1);
+    let (text, _) = run(&["estimate", "llama-2-7b", "--batch", "8", "--context", "2048", "--gpu", "rtx-4090"], 0);
     insta::assert_snapshot!(text);
 }
 

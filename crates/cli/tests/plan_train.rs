@@ -26,9 +26,13 @@ fn llama7b_full_finetune_no_80gb_card_and_zero2_on_8x40() {
         ranked(&v).iter().find(|r| r["gpus"] == 8 && r["gpu_id"].as_str().unwrap().starts_with("a100-40gb")).unwrap();
     assert_eq!(row["setup"]["sharding"], "zero2");
     let states = row["model_states_bytes"].as_f64().unwrap() / 1e9;
-    assert!((states - 25.27).abs() < 0.5, "{states}");
-    // DP alone: the same per-GPU bytes as one GPU
-    assert_eq!(v["more_cards"]["dp_only_bytes"], v["more_cards"]["single_bytes"]);
+    // 2Ψ + 12Ψ/8 = 23.58 GB without the gradient partition (none yet at a backward peak), 25.27 GB with it
+    assert!((23.5..25.8).contains(&states), "{states}");
+    // DP alone: the same per-GPU bytes as one GPU, plus DDP's gradient buckets
+    // (a second bf16 copy of every gradient) and an NCCL communicator
+    let dp = v["more_cards"]["dp_only_bytes"].as_u64().unwrap();
+    let single = v["more_cards"]["single_bytes"].as_u64().unwrap();
+    assert_eq!(dp - single, 2 * 6_738_415_616 + 688 * (1 << 20), "DDP buckets + one NCCL communicator");
     let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16"], 0);
     assert!(out.contains("DP alone does not lower per-GPU memory"), "{out}");
 }
@@ -56,7 +60,8 @@ fn llama7b_with_lora_is_cheapest_on_a_24gb_card() {
     let rec = &v["recommended"];
     assert_eq!(rec["setup"]["method"], "lora");
     assert_eq!(rec["gpus"], 1);
-    assert_eq!(rec["gpu_memory_bytes"].as_u64().unwrap(), 24 * GIB);
+    // what CUDA lets a process use of the 24 GiB: 450 MiB less
+    assert_eq!(rec["gpu_memory_bytes"].as_u64().unwrap(), 24 * GIB - 450 * (1 << 20));
     // the ladder on the 3090 in the seed's order
     let names: Vec<&str> =
         v["software"]["steps"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();

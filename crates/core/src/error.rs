@@ -189,6 +189,11 @@ pub enum WorkloadError {
         family: &'static str,
         linears: Vec<String>,
     },
+    /// a PEFT `target_modules` regular expression that does not compile, or matches no module
+    LoraRegex {
+        pattern: String,
+        reason: String,
+    },
     /// a learned position table cannot index past its last row
     LearnedPositions {
         field: Field,
@@ -217,7 +222,7 @@ impl WorkloadError {
             BatchOverConcurrency { .. } => Field::Batch,
             KvDtype { .. } => Field::KvDtype,
             IntegerWeights { .. } | Quantization { .. } | LoraBaseDtype { .. } => Field::Dtype,
-            NoLoraTargets | UnknownLoraTarget { .. } => Field::LoraTargets,
+            NoLoraTargets | UnknownLoraTarget { .. } | LoraRegex { .. } => Field::LoraTargets,
             Margin { .. } => Field::Margin,
         }
     }
@@ -281,6 +286,11 @@ impl WorkloadError {
                 "{}: '{name}' is not a linear module of this {family} model; its linears are: {}",
                 f(Field::LoraTargets),
                 linears.join(", ")
+            ),
+            LoraRegex { pattern, reason } => format!(
+                "{}: the regular expression '{}' {reason}",
+                f(Field::LoraTargets),
+                pattern.escape_debug()
             ),
             LearnedPositions { field, tokens, model, positions } => format!(
                 "{} {tokens}: {tokens} tokens per sequence, but {model} has a learned position table of {positions} positions: longer sequences cannot run",

@@ -118,4 +118,11 @@ impl GpuSpec {
     pub fn memory_bytes(&self) -> u64 {
         self.memory_mib.saturating_mul(crate::units::MIB)
     }
+
+    /// What a process can allocate on the whole card: the capacity CUDA reports
+    /// (nvidia-smi's total less the driver's reservation,
+    /// [`crate::runtime::cuda_capacity`]). Every fit against a catalogue card uses it.
+    pub fn usable_bytes(&self) -> u64 {
+        crate::runtime::cuda_capacity(self.memory_bytes())
+    }
 }

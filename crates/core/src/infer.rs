@@ -300,7 +300,17 @@ pub fn estimate_inference(
     let mut ledger = Ledger::new(Phase::Prefill, par.gpus);
     ledger.params_total = layout.total()?;
     ledger.params_active = layout.active()?;
-    push_weights(&mut ledger, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let quant = setup.quant.as_ref();
+    crate::weights::push_weights_with(
+        &mut ledger,
+        &layout,
+        spec.num_layers,
+        setup.weight_dtype,
+        quant,
+        setup.quantize_lm_head,
+        tp,
+        pp,
+    )?;
 
     // KV cache, paged in blocks, and recurrent state.
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;
@@ -350,6 +360,8 @@ pub fn estimate_inference(
         .term("act bytes", act_b)
         .note("the peak of a no_grad prefill is at the output head; decode steps need far less"),
     );
+    let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
+    push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
     runtime.apply(&mut ledger)?;
     let replicas = par.gpus / (tp * pp);
     if replicas > 1 {
@@ -477,6 +489,48 @@ fn push_kv(
     Ok(InferenceDetail { kv, tokens_per_sequence: tokens_per_seq, blocks_per_sequence, block_bytes })
 }
 
+/// bitsandbytes quantizes a 16-bit checkpoint as it loads: each 16-bit matrix
+/// is moved to the GPU and copied again by `Params4bit._quantize`
+/// (`self.data.contiguous().to(device)`) before it shrinks to 4 bits, so the
+/// load peaks at the quantized weights + two 16-bit copies of the largest
+/// quantized matrix. When that moment tops the prefill's (KV + logits +
+/// working set), the excess is a line of its own: the ledger's total is the
+/// larger of the two moments.
+fn push_load_transient(
+    ledger: &mut Ledger,
+    layout: &ParamLayout,
+    setup: &InferenceSetup,
+    tp: u64,
+    prefill_moment: u64,
+) -> Result<(), CoreError> {
+    let Some(q) = setup.quant.as_ref().filter(|q| q.method == crate::quant::QuantMethod::Bnb4) else {
+        return Ok(());
+    };
+    let largest = layout
+        .groups
+        .iter()
+        .filter(|g| {
+            crate::weights::quantized(g)
+                || (setup.quantize_lm_head && g.role() == Some(crate::params::LinearRole::LmHead))
+        })
+        .map(|g| g.weight_elems())
+        .try_fold(0u64, |m, e| e.map(|e| m.max(e)))?;
+    let load = product("quantize-on-load", &[2, div_ceil(largest, tp), q.compute_dtype.bytes()?])?;
+    if load > prefill_moment {
+        ledger.push(
+            Category::Temporaries,
+            "bitsandbytes quantize-on-load: the load moment's excess over prefill",
+            load - prefill_moment,
+            Explanation::new("2 × largest quantized matrix × 16-bit bytes − (KV + logits + working set)")
+                .term("largest quantized matrix (elements, per TP rank)", div_ceil(largest, tp))
+                .term("load transient", load)
+                .term("prefill moment", prefill_moment)
+                .note("bitsandbytes quantizes a 16-bit checkpoint while loading it: the 16-bit matrix on the GPU and Params4bit's contiguous copy exist before it shrinks to 4 bits; the peak is then at load, before any KV cache exists"),
+        );
+    }
+    Ok(())
+}
+
 /// Widest MLP a token passes through (dense, or top-k experts side by side
 /// as transformers' loop materialises them one expert at a time: one expert).
 fn mlp_width(spec: &ModelSpec) -> u64 {
@@ -491,25 +545,32 @@ fn mlp_width(spec: &ModelSpec) -> u64 {
 /// Fit against one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
+    /// the card's memory as given (nvidia-smi's total, or the free memory of a local GPU)
     pub gpu_memory_bytes: u64,
+    /// what the job may use of it: CUDA's total (nvidia-smi's less the driver's
+    /// reservation), the free memory of a local GPU, or a `--gpu-util` budget
+    pub usable_bytes: u64,
     pub required_bytes: u64,
     pub fits: bool,
-    /// memory left (negative: short by)
+    /// usable memory left (negative: short by)
     pub headroom_bytes: i128,
     pub explain: Explanation,
 }
 
-pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64) -> Fit {
+/// The fit of a ledger on a card of `gpu_memory_bytes` of which the job may use `usable_bytes`.
+pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64, usable_bytes: u64) -> Fit {
     let required = ledger.total_bytes();
     Fit {
         gpu_memory_bytes,
+        usable_bytes,
         required_bytes: required,
-        fits: required <= gpu_memory_bytes,
-        headroom_bytes: gpu_memory_bytes as i128 - required as i128,
+        fits: required <= usable_bytes,
+        headroom_bytes: usable_bytes as i128 - required as i128,
         explain: Explanation::new(
-            "fits when total per GPU (tensors + runtime + margin) ≤ GPU memory; headroom = memory − total",
+            "fits when total per GPU (tensors + allocator + runtime [+ --margin]) ≤ usable memory; headroom = usable − total",
         )
-        .term("GPU memory (as nvidia-smi reports it)", gpu_memory_bytes)
+        .term("GPU memory", gpu_memory_bytes)
+        .term("usable memory", usable_bytes)
         .term("total per GPU", required),
     }
 }
@@ -528,6 +589,8 @@ pub struct Capacity {
     pub max_concurrency: u64,
     /// longest context for the requested concurrency (multiple of the block size)
     pub max_context: u64,
+    /// what the figures assume, in a sentence (and which flags reproduce them)
+    pub assumes: String,
     pub explain: Explanation,
 }
 
@@ -544,61 +607,256 @@ fn fits_util(
     Ok(l.total_bytes() <= budget)
 }
 
+/// The paged-KV capacity of one GPU at `gpu_util` of the capacity CUDA reports
+/// (`cuda_capacity_bytes`, nvidia-smi's total less the driver's reservation:
+/// [`crate::runtime::cuda_capacity`]).
+///
+/// What it assumes, said in [`Capacity::assumes`]: decoding with a paged KV
+/// cache of `concurrency` sequences while `batch` sequences are prefilled at
+/// once (one at a time by default: an engine chunks prefill), the estimate's
+/// own runtime and allocator overhead, and no `--margin` (the utilisation is the
+/// margin, as vLLM's `gpu_memory_utilization`). The same budget decides the fit
+/// when `--gpu-util` is given, so `--concurrency <max concurrency>` fits, and so
+/// does `--context <max context>`. A serving engine (`Engine::serving`) sizes
+/// its pool from its own start-up profile instead ([`serving_profile`]).
 pub fn capacity(
     spec: &ModelSpec,
     setup: &InferenceSetup,
     par: &Parallelism,
     rt: &RuntimeSetup,
-    gpu_memory_bytes: u64,
+    cuda_capacity_bytes: u64,
     gpu_util: f64,
 ) -> Result<Capacity, CoreError> {
     if !(gpu_util > 0.0 && gpu_util <= 1.0) {
         return Err(CoreError::invalid("gpu-util", format!("{gpu_util} is not in (0, 1]")));
     }
-    let budget = (gpu_memory_bytes as f64 * gpu_util).floor() as u64;
+    let budget = (cuda_capacity_bytes as f64 * gpu_util).floor() as u64;
     let mut no_margin = rt.clone();
     no_margin.margin = 0.0;
     let (l, detail) = estimate_inference(spec, setup, par, &no_margin)?;
-    let non_kv = l.total_bytes() - l.bytes(Category::KvCache);
-    let kv_budget = budget.saturating_sub(non_kv);
+    let engine = setup.engine.serving().map(|d| serving_setup(setup, &d, gpu_util, cuda_capacity_bytes));
+    let (non_kv, kv_budget) = match &engine {
+        Some(s) => {
+            let p = serving_profile(spec, setup, par, rt, s)?;
+            (budget.saturating_sub(p.kv_pool_bytes), p.kv_pool_bytes)
+        }
+        None => {
+            let non_kv = l.total_bytes() - l.bytes(Category::KvCache);
+            (non_kv, budget.saturating_sub(non_kv))
+        }
+    };
     let kv_blocks = kv_budget.checked_div(detail.block_bytes).unwrap_or(0);
     let max_concurrency = kv_blocks / detail.blocks_per_sequence.max(1);
 
-    // Longest context: the transient grows with context too, so search,
-    // no further than the model's own position limit.
-    let mut lo = 0u64; // fits (0 = nothing fits)
-    let mut hi = spec.max_position_embeddings.min(MAX_TOKENS) / setup.block_size;
-    while lo < hi {
-        let mid = lo + (hi - lo).div_ceil(2);
-        let mut s = setup.clone();
-        s.context = mid * setup.block_size;
-        s.batch = s.batch.min(s.concurrency);
-        if fits_util(spec, &s, par, rt, budget)? {
-            lo = mid;
-        } else {
-            hi = mid - 1;
+    // Longest context at this concurrency: the transient grows with context too, so
+    // search, no further than the model's own position limit.
+    let block = setup.block_size;
+    let limit = spec.max_position_embeddings.min(MAX_TOKENS) / block;
+    let max_context = if engine.is_some() {
+        // the engine's pool is fixed at start-up: the context its blocks hold per sequence
+        (kv_blocks / setup.concurrency.max(1)).min(limit) * block
+    } else {
+        let mut lo = 0u64; // fits (0 = nothing fits)
+        let mut hi = limit;
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            let mut s = setup.clone();
+            s.context = mid * block;
+            s.batch = s.batch.min(s.concurrency);
+            if fits_util(spec, &s, par, rt, budget)? {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
         }
-    }
+        lo * block
+    };
+    let assumes = match &engine {
+        Some(s) => format!(
+            "{} sizes its KV pool at start-up: util × CUDA capacity − (weights + its profiling run of {} tokens / {} sequences + non-torch memory); decoding then holds as many sequences as the pool has blocks",
+            setup.engine.name(),
+            s.max_num_batched_tokens,
+            s.max_num_seqs
+        ),
+        None => format!(
+            "decoding with a paged KV cache of --concurrency sequences while --batch {} prefill{} at once (an engine prefills in chunks), at --gpu-util of the CUDA-reported capacity, no --margin: --concurrency {} fits this budget, --batch {} prefills them all at once and needs more",
+            setup.batch,
+            if setup.batch == 1 { "s" } else { "" },
+            max_concurrency,
+            max_concurrency
+        ),
+    };
     let explain = Explanation::new(
-        "budget = util × memory; kv budget = budget − (weights + transient + runtime); blocks = kv budget ÷ block bytes; \
+        "budget = util × CUDA capacity; kv budget = budget − (weights + transient + runtime + allocator); blocks = kv budget ÷ block bytes; \
          max concurrency = blocks ÷ blocks per sequence; max context = largest multiple of the block size whose whole estimate fits the budget",
     )
     .term("util", gpu_util)
-    .term("memory", gpu_memory_bytes)
+    .term("CUDA capacity (nvidia-smi total − driver reservation)", cuda_capacity_bytes)
     .term("budget", budget)
-    .term("weights + transient + runtime", non_kv)
+    .term("everything but the KV cache", non_kv)
     .term("kv budget", kv_budget)
     .term("block bytes", detail.block_bytes)
     .term("blocks per sequence", detail.blocks_per_sequence)
     .term("model max_position_embeddings (cap on max context)", spec.max_position_embeddings)
-    .note("the utilisation is the safety margin here (as vLLM's gpu_memory_utilization), so --margin is not added; max context never exceeds the model's max_position_embeddings");
+    .note(assumes.clone());
     Ok(Capacity {
         gpu_util,
         budget_bytes: budget,
         kv_budget_bytes: kv_budget,
         kv_blocks,
         max_concurrency,
-        max_context: lo * setup.block_size,
+        max_context,
+        assumes,
+        explain,
+    })
+}
+
+/// The start-up shape of a serving engine for this setup: the flags' values, or
+/// the engine's defaults (vLLM: `max_num_batched_tokens = max(context, 2048)`
+/// without chunked prefill, `max_num_seqs` 256).
+pub fn serving_setup(
+    setup: &InferenceSetup,
+    d: &crate::workload::ServingDefaults,
+    gpu_util: f64,
+    cuda_capacity_bytes: u64,
+) -> ServingSetup {
+    let default_tokens = if d.max_num_batched_tokens == 0 { setup.context.max(2048) } else { d.max_num_batched_tokens };
+    ServingSetup {
+        gpu_util,
+        cuda_capacity_bytes,
+        max_num_batched_tokens: setup.max_num_batched_tokens.unwrap_or(default_tokens),
+        max_num_seqs: setup.max_num_seqs.unwrap_or(d.max_num_seqs),
+    }
+}
+
+/// A serving engine's start-up on one card (vLLM's memory profiling).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingSetup {
+    /// `gpu_memory_utilization`: the fraction of the CUDA-reported capacity the engine may use
+    pub gpu_util: f64,
+    /// the card's capacity as CUDA reports it (nvidia-smi total − driver reservation)
+    pub cuda_capacity_bytes: u64,
+    /// tokens of the profiling forward (`max_num_batched_tokens`)
+    pub max_num_batched_tokens: u64,
+    /// sequences in the profiling run: rows the sampler sees (`max_num_seqs`)
+    pub max_num_seqs: u64,
+}
+
+/// Bytes per sampled row per vocabulary entry live at the sampler's peak in
+/// vLLM's profiling run, which samples with top-p 0.99 and top-k vocab − 1:
+/// the compute-dtype logits (2) and their fp32 copy (4), `logits.sort()`'s
+/// values (4) and int64 indices (8), the int64 index sequence the sort permutes
+/// (8) and CUB's radix-sort double buffers (4 + 8) — `_apply_top_k_top_p` in
+/// `vllm/model_executor/layers/sampler.py`, `at::native::sort` on CUDA.
+pub const SAMPLER_SORT_BYTES: u64 = 38;
+
+/// What a serving engine sizes at start-up, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingProfile {
+    pub budget_bytes: u64,
+    pub weights_bytes: u64,
+    /// the forward of `max_num_batched_tokens` tokens: its largest working set
+    pub forward_bytes: u64,
+    /// the sampler on `max_num_seqs` rows (+ the batch's hidden states still referenced)
+    pub sampler_bytes: u64,
+    /// max(forward, sampler): what the engine logs as its activation peak
+    pub activation_peak_bytes: u64,
+    /// outside the PyTorch allocator: context and kernel images, workspaces, NCCL, custom all-reduce
+    pub non_torch_bytes: u64,
+    pub kv_pool_bytes: u64,
+    pub block_bytes: u64,
+    pub kv_blocks: u64,
+    pub explain: Explanation,
+}
+
+/// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
+/// buffer with its signal/metadata region and the 8 MiB rank-data buffer
+/// (`CustomAllreduce(max_size=8192 * 1024)`).
+pub const CUSTOM_ALLREDUCE_BYTES: u64 = 2 * 8 * crate::units::MIB + crate::units::MIB;
+
+/// The NCCL communicators a vLLM worker holds at TP > 1: the world process
+/// group (its warm-up all-reduce creates it), the TP group's device group, and
+/// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`).
+pub fn serving_communicators(tp: u64) -> Vec<crate::runtime::Communicator> {
+    if tp < 2 {
+        return Vec::new();
+    }
+    ["world group", "tensor-parallel group", "PyNccl (tensor parallel)"]
+        .into_iter()
+        .map(|role| crate::runtime::Communicator { role, ranks: tp })
+        .collect()
+}
+
+/// The start-up memory of a vLLM-style engine on one GPU: weights, the
+/// profiling run's activation peak, non-torch memory, and the KV pool sized
+/// from `gpu_util × CUDA capacity`.
+pub fn serving_profile(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    s: &ServingSetup,
+) -> Result<ServingProfile, CoreError> {
+    if !(s.gpu_util > 0.0 && s.gpu_util <= 1.0) {
+        return Err(CoreError::invalid("gpu-util", format!("{} is not in (0, 1]", s.gpu_util)));
+    }
+    validate::inference(spec, setup, par, rt)?;
+    let layout = ParamLayout::of(spec)?;
+    let (tp, pp) = (par.tp, par.pp);
+    let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
+    let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let act_b = setup.weight_dtype_compute().bytes()?;
+    let tokens = s.max_num_batched_tokens.max(1);
+    let h = spec.hidden_size;
+    // forward: the residual and the normed input, and inside the MLP its fused
+    // gate/up output and the activation's output (3 × I/tp per token for gated MLPs)
+    let width = div_ceil(mlp_width(spec), tp);
+    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
+    let forward = product("profiling forward", &[tokens, 2 * h + mlp_cols, act_b])?;
+    let rows = s.max_num_seqs.min(tokens).max(1);
+    let sampler = crate::units::add(
+        "sampler",
+        product("sampler", &[rows, spec.vocab_size, SAMPLER_SORT_BYTES])?,
+        product("hidden states", &[tokens, h, act_b])?,
+    )?;
+    let activation = forward.max(sampler);
+    let comms = serving_communicators(tp);
+    let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
+    let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
+    let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
+    let base = setup.engine.serving().and_then(|d| d.non_torch_tp1).unwrap_or(runtime_base);
+    let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
+    let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
+    let used = crate::units::sum("serving start-up", &[w.per_gpu, activation, non_torch])?;
+    let kv_pool = budget.saturating_sub(used);
+    // a block as the KV entries count it (full-attention layers' block, or the
+    // sliding layers' when every layer slides)
+    let block_bytes = push_kv(&mut scratch, spec, setup, tp, pp)?.block_bytes;
+    let kv_blocks = kv_pool.checked_div(block_bytes).unwrap_or(0);
+    let explain = Explanation::new(
+        "kv pool = util × CUDA capacity − (weights + max(forward, sampler) + non-torch); blocks = kv pool ÷ block bytes",
+    )
+    .term("util", s.gpu_util)
+    .term("CUDA capacity", s.cuda_capacity_bytes)
+    .term("budget", budget)
+    .term("weights", w.per_gpu)
+    .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
+    .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
+    .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
+    .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
+    .term("kv pool", kv_pool)
+    .term("block bytes", block_bytes)
+    .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
+    Ok(ServingProfile {
+        budget_bytes: budget,
+        weights_bytes: w.per_gpu,
+        forward_bytes: forward,
+        sampler_bytes: sampler,
+        activation_peak_bytes: activation,
+        non_torch_bytes: non_torch,
+        kv_pool_bytes: kv_pool,
+        block_bytes,
+        kv_blocks,
         explain,
     })
 }

@@ -87,6 +87,34 @@ impl Phase {
     }
 }
 
+/// Where a line's bytes live on the device: what each measuring tool sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pool {
+    /// a live tensor of the PyTorch caching allocator (`max_memory_allocated()`)
+    #[default]
+    Tensor,
+    /// device memory outside the allocator: CUDA context, workspaces, NCCL
+    /// buffers, CUDA managed memory (paged optimizer states)
+    Outside,
+    /// the caching allocator's overhead over its live tensors: block and segment
+    /// rounding, cached free blocks (`max_memory_reserved() − max_memory_allocated()`)
+    Allocator,
+    /// headroom asked for on top of the prediction (`--margin`)
+    Headroom,
+}
+
+impl Pool {
+    /// The pool a line of `category` is in unless said otherwise.
+    pub fn of(category: Category) -> Pool {
+        match category {
+            Category::Runtime => Pool::Outside,
+            Category::Margin => Pool::Headroom,
+            _ => Pool::Tensor,
+        }
+    }
+}
+
 /// One line of the ledger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
@@ -95,6 +123,10 @@ pub struct Entry {
     pub label: String,
     pub bytes: u64,
     pub explain: Explanation,
+    /// where the bytes live (what `max_memory_allocated()`, `max_memory_reserved()`
+    /// and nvidia-smi each see)
+    #[serde(default)]
+    pub pool: Pool,
 }
 
 /// Per-GPU memory at the peak.
@@ -133,7 +165,56 @@ impl Ledger {
     }
 
     pub fn push(&mut self, category: Category, label: impl Into<String>, bytes: u64, explain: Explanation) {
-        self.entries.push(Entry { category, label: label.into(), bytes, explain });
+        self.push_in(Pool::of(category), category, label, bytes, explain);
+    }
+
+    /// A line in a pool other than its category's usual one (paged optimizer
+    /// states outside the allocator, the allocator's own overhead).
+    pub fn push_in(
+        &mut self,
+        pool: Pool,
+        category: Category,
+        label: impl Into<String>,
+        bytes: u64,
+        explain: Explanation,
+    ) {
+        self.entries.push(Entry { category, label: label.into(), bytes, explain, pool });
+    }
+
+    fn sum_where(&self, keep: impl Fn(&Entry) -> bool) -> u64 {
+        self.entries.iter().filter(|e| keep(e)).fold(0u64, |a, e| a.saturating_add(e.bytes))
+    }
+
+    /// Bytes of one pool.
+    pub fn pool_bytes(&self, pool: Pool) -> u64 {
+        self.sum_where(|e| e.pool == pool)
+    }
+
+    /// What `torch.cuda.max_memory_reserved()` would show: live tensors and the
+    /// allocator's overhead.
+    pub fn reserved_bytes(&self) -> u64 {
+        self.sum_where(|e| matches!(e.pool, Pool::Tensor | Pool::Allocator))
+    }
+
+    /// What nvidia-smi would show as used by this process: reserved + everything
+    /// outside the allocator (context, workspaces, NCCL, managed memory); `--margin`
+    /// headroom is not memory in use.
+    pub fn device_bytes(&self) -> u64 {
+        self.sum_where(|e| e.pool != Pool::Headroom)
+    }
+
+    /// Allocated tensors that outlive a step: weights, master weights and
+    /// optimizer states (what is still allocated after training), and a KV
+    /// cache (allocated once and kept). Everything else is transient: what the
+    /// caching allocator fragments.
+    pub fn persistent_bytes(&self) -> u64 {
+        self.sum_where(|e| {
+            e.pool == Pool::Tensor
+                && matches!(
+                    e.category,
+                    Category::Weights | Category::MasterWeights | Category::OptimizerStates | Category::KvCache
+                )
+        })
     }
 
     // The sums below cannot saturate for a ledger built by `estimate()`: every
@@ -148,7 +229,7 @@ impl Ledger {
 
     /// What `torch.cuda.max_memory_allocated()` would show: live tensors at the peak.
     pub fn tensor_peak_bytes(&self) -> u64 {
-        self.entries.iter().filter(|e| e.category.is_tensor()).fold(0u64, |a, e| a.saturating_add(e.bytes))
+        self.pool_bytes(Pool::Tensor)
     }
 
     /// Everything: tensors + runtime + margin. Equals the sum of categories.

@@ -44,7 +44,7 @@ pub use estimate::estimate;
 pub use explain::{Explanation, Term, Value};
 pub use hardware::{GpuSpec, Link};
 pub use infer::{capacity, fit, Capacity, Fit, KvGeometry};
-pub use ledger::{Category, Entry, Ledger, Phase};
+pub use ledger::{Category, Entry, Ledger, Phase, Pool};
 pub use model::{
     Attention, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer, MlaSpec,
     MlpKind, ModelSpec, MoeSpec, NormKind, Positional, VisionKind, VisionSpec,

@@ -104,10 +104,12 @@ pub struct WeightBytes {
     pub quantized_per_gpu: u64,
 }
 
-/// Bytes of one group in the whole model.
+/// Bytes of one group in the whole model. A linear given a `quant` is stored
+/// quantized (callers decide which: [`quantized`], or the head where a framework
+/// quantizes it too); anything else in `dtype`.
 pub fn group_bytes(group: &ParamGroup, dtype: DType, quant: Option<&QuantSpec>) -> Result<u64, CoreError> {
     match quant {
-        Some(q) if quantized(group) => {
+        Some(q) if group.is_linear() => {
             let (m, _) = q.matrix_bytes(group.d_in, group.d_out)?;
             let bias = product("bias", &[group.bias_elems(), q.compute_dtype.bytes()?])?;
             let skipped = skipped_copies(group, q);
@@ -138,6 +140,22 @@ pub fn push_weights(
     tp: u64,
     pp: u64,
 ) -> Result<WeightBytes, CoreError> {
+    push_weights_with(ledger, layout, layers, dtype, quant, false, tp, pp)
+}
+
+/// As [`push_weights`], with the output head quantized too when
+/// `quantize_head` (LitGPT's bitsandbytes precision replaces every `nn.Linear`).
+#[allow(clippy::too_many_arguments)]
+pub fn push_weights_with(
+    ledger: &mut Ledger,
+    layout: &ParamLayout,
+    layers: u64,
+    dtype: DType,
+    quant: Option<&QuantSpec>,
+    quantize_head: bool,
+    tp: u64,
+    pp: u64,
+) -> Result<WeightBytes, CoreError> {
     let rest_dtype = quant.map(|q| q.compute_dtype).unwrap_or(dtype);
     let mut lin = (0u64, 0u64, 0u64); // params, full bytes, per-gpu bytes
     let mut emb = (0u64, 0u64, 0u64);
@@ -145,7 +163,7 @@ pub fn push_weights(
     let mut small = (0u64, 0u64, 0u64);
     let mut vision = (0u64, 0u64, 0u64);
     for g in &layout.groups {
-        let is_q = quant.is_some() && quantized(g);
+        let is_q = quant.is_some() && (quantized(g) || (quantize_head && g.role() == Some(LinearRole::LmHead)));
         let full = group_bytes(g, if is_q { dtype } else { rest_dtype }, if is_q { quant } else { None })?;
         let per = shard(g, full, layers, tp, pp)?;
         let slot = match g.kind {
@@ -186,8 +204,9 @@ pub fn push_weights(
         format!("{end_label} ({rest_dtype})"),
         ends_per_gpu,
         Explanation::new(format!(
-            "(vocab × hidden [+ positions × hidden]) × {} B, lm_head unless tied; vocab-parallel over TP",
-            rest_dtype.bytes()?
+            "(vocab × hidden [+ positions × hidden]) × {} B, lm_head unless tied{}; vocab-parallel over TP",
+            rest_dtype.bytes()?,
+            if quantize_head && quant.is_some() { " (lm_head quantized)" } else { "" }
         ))
         .term("embedding params", emb.0)
         .term("lm_head params", head.0)

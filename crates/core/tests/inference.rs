@@ -80,10 +80,20 @@ fn replicas_keep_per_gpu_memory_and_say_so() {
 }
 
 #[test]
-fn margin_is_a_fraction_of_tensors_plus_runtime() {
+fn allocator_overhead_is_a_fraction_of_the_transient_tensors() {
+    // default: no --margin; the margin category holds the allocator's overhead,
+    // fragmentation × (tensor peak − weights − KV cache)
     let l = run(&llama7b(), &setup(1, 4096), 1);
-    let base = l.total_bytes() - l.bytes(Category::Margin);
-    assert_eq!(l.bytes(Category::Margin), (base as f64 * 0.2).ceil() as u64);
+    let transient = l.tensor_peak_bytes() - l.bytes(Category::Weights) - l.bytes(Category::KvCache);
+    assert_eq!(transient, l.bytes(Category::Logits) + l.bytes(Category::Activations));
+    let overhead = (transient as f64 * vramfit_core::runtime::DEFAULT_FRAGMENTATION).ceil() as u64;
+    assert_eq!(l.bytes(Category::Margin), overhead);
+    assert_eq!(l.reserved_bytes(), l.tensor_peak_bytes() + overhead);
+    assert_eq!(l.device_bytes(), l.reserved_bytes() + l.bytes(Category::Runtime));
+    // --margin 0.2 adds the old × 1.2 rule on top of the prediction
+    let rt = RuntimeSetup { margin: 0.2, ..RuntimeSetup::default() };
+    let (m, _) = estimate_inference(&llama7b(), &setup(1, 4096), &Parallelism::default(), &rt).unwrap();
+    assert_eq!(m.total_bytes() - m.device_bytes(), (m.device_bytes() as f64 * 0.2).ceil() as u64);
 }
 
 proptest! {

@@ -57,7 +57,13 @@ fn data_parallel_alone_saves_nothing_and_says_so() {
     w8.parallelism.gpus = 8;
     let l1 = estimate(&llama2_7b(), &w1).unwrap();
     let l8 = estimate(&llama2_7b(), &w8).unwrap();
-    assert_eq!(l1.tensor_peak_bytes(), l8.tensor_peak_bytes());
+    // the same states and activations; DDP adds its gradient buckets (a second
+    // bf16 copy of every gradient: 6,738,415,616 × 2 B) and one NCCL communicator
+    let buckets = l8.entries.iter().find(|e| e.label == "DDP gradient buckets").unwrap().bytes;
+    assert_eq!(buckets, 2 * 6_738_415_616);
+    assert_eq!(l1.tensor_peak_bytes() + buckets, l8.tensor_peak_bytes());
+    let nccl = l8.entries.iter().find(|e| e.label.starts_with("NCCL communicator")).unwrap().bytes;
+    assert_eq!(nccl, 688 * (1 << 20));
     assert!(l8.notes.iter().any(|n| n.contains("saves no memory per GPU")), "{:?}", l8.notes);
 }
 

@@ -49,6 +49,12 @@ pub struct DeepSpeedConfig {
     pub optimizer_type: Option<String>,
     /// `activation_checkpointing.partition_activations` etc. present
     pub activation_checkpointing: bool,
+    /// `zero_optimization.reduce_bucket_size` (elements)
+    pub reduce_bucket_size: DsValue<u64>,
+    /// `zero_optimization.allgather_bucket_size` (elements)
+    pub allgather_bucket_size: DsValue<u64>,
+    /// `zero_optimization.overlap_comm`
+    pub overlap_comm: DsValue<bool>,
     /// statements about `"auto"` values and legacy keys
     pub notes: Vec<String>,
     /// dotted paths of keys this reader does not know
@@ -203,6 +209,24 @@ fn count(m: &Map<String, Value>, origin: &str, key: &str, path: &str) -> Result<
     }
 }
 
+/// A bucket size in elements (`5e8`, `500000000` or `"auto"`), at most 2^40.
+fn elements(m: &Map<String, Value>, origin: &str, key: &str) -> Result<DsValue<u64>, IngestError> {
+    let path = format!("zero_optimization.{key}");
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(DsValue::Absent),
+        Some(v) if is_auto(v) => Ok(DsValue::Auto),
+        Some(v) => {
+            let n = v.as_u64().or_else(|| {
+                v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= (1u64 << 40) as f64).map(|f| f as u64)
+            });
+            match n {
+                Some(n) if (1..=1 << 40).contains(&n) => Ok(DsValue::Set(n)),
+                _ => Err(bad(origin, &path, "a positive element count (e.g. 5e8) or \"auto\"", v)),
+            }
+        }
+    }
+}
+
 fn flag(v: Option<&Value>, origin: &str, path: &str) -> Result<DsValue<bool>, IngestError> {
     match v {
         None | Some(Value::Null) => Ok(DsValue::Absent),
@@ -284,6 +308,9 @@ pub fn parse_deepspeed(bytes: &[u8], origin: &str) -> Result<DeepSpeedConfig, In
                 _ => return Err(bad(origin, "zero_optimization.stage", "0, 1, 2 or 3", s)),
             },
         };
+        c.reduce_bucket_size = elements(z, origin, "reduce_bucket_size")?;
+        c.allgather_bucket_size = elements(z, origin, "allgather_bucket_size")?;
+        c.overlap_comm = flag(z.get("overlap_comm"), origin, "zero_optimization.overlap_comm")?;
         if let Some(o) = z.get("offload_optimizer") {
             c.offload_optimizer = offload(o, origin, "zero_optimization.offload_optimizer", &mut c.unknown_keys)?;
         }
@@ -319,6 +346,9 @@ pub fn parse_deepspeed(bytes: &[u8], origin: &str) -> Result<DeepSpeedConfig, In
         ("bf16.enabled", c.bf16 == DsValue::Auto),
         ("fp16.enabled", c.fp16 == DsValue::Auto),
         ("zero_optimization.stage", c.zero_stage == DsValue::Auto),
+        ("zero_optimization.reduce_bucket_size", c.reduce_bucket_size == DsValue::Auto),
+        ("zero_optimization.allgather_bucket_size", c.allgather_bucket_size == DsValue::Auto),
+        ("zero_optimization.overlap_comm", c.overlap_comm == DsValue::Auto),
     ] {
         if auto {
             c.notes.push(format!(

@@ -71,28 +71,21 @@ pub fn parse_adapter_config(bytes: &[u8], origin: &str) -> Result<AdapterConfig,
     let targets = match m.get("target_modules") {
         Some(Value::String(s)) if s == "all-linear" => LoraTargets::AllLinear,
         Some(Value::String(s)) => {
-            // PEFT treats a string as a regex over full module names; keep the leaf names it spells out
-            let names: Vec<String> = s
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .filter(|w| {
-                    w.contains("proj")
-                        || w.starts_with("c_")
-                        || w.starts_with("dense")
-                        || *w == "query_key_value"
-                        || w.starts_with('w') && w.len() == 2
-                })
-                .map(str::to_string)
-                .collect();
-            if names.is_empty() {
+            // PEFT matches a string with re.fullmatch against every full module name
+            // (`model.layers.0.self_attn.q_proj`); the model resolves it (core::workload::validate)
+            if s.trim().is_empty() {
                 return Err(bad(
                     origin,
                     "target_modules",
-                    "module names, a list, or \"all-linear\"",
+                    "module names, a regular expression or \"all-linear\"",
                     &Value::String(s.clone()),
                 ));
             }
-            notes.push(format!("target_modules is a regex ({s}); read as the modules it names: {}", names.join(", ")));
-            LoraTargets::Modules(names)
+            notes.push(format!(
+                "target_modules is a regular expression ({}): PEFT matches it with re.fullmatch against full module names; vramfit does the same",
+                s.escape_debug()
+            ));
+            LoraTargets::Regex(s.clone())
         }
         Some(Value::Array(a)) => {
             let mut names = Vec::with_capacity(a.len());

@@ -1,27 +1,53 @@
-//! `vramfit calibrate`: estimate vs PyTorch measurement per calibration
-//! case, and the accuracy summary. Schema documented in docs/training.md.
+//! `vramfit calibrate`: estimate vs measurement per calibration case, the
+//! accuracy per group and of the whole set. Schema documented in
+//! docs/training.md (`vramfit calibrate --json`).
 
 use crate::format::bytes;
 use serde::Serialize;
 use vramfit_core::accuracy::Accuracy;
 
-/// One compared case.
+/// One compared case (one measured figure of it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseRow {
     pub id: String,
-    /// "A" (weights), "B" (inference prefill), "C" (training step)
+    /// "A" (weights), "B" (inference prefill), "C" (training step); published:
+    /// qlora, lora, full, serving, multi_gpu, runtime
     pub group: String,
-    /// what is compared: "param_bytes" (A) or "tensor_peak_bytes" (B, C)
+    /// what is compared: "param_bytes" (A), "tensor_peak_bytes" (B, C); published:
+    /// tensor_peak, reserved, device_used, persistent, model_init, engine_weights,
+    /// engine_kv_pool, engine_activation, engine_non_torch, cuda_context,
+    /// nccl_communicator, deepspeed_buckets_delta
     pub quantity: String,
     pub estimated_bytes: u64,
     pub measured_bytes: u64,
     /// (estimated − measured) / measured × 100
     pub error_pct: f64,
+    /// the error with the sign of safety: negative = the unsafe side (memory
+    /// under-predicted, or a capacity such as a KV pool over-stated)
+    pub safety_error_pct: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_phase_estimated: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_phase_measured: Option<String>,
+    /// published: how the figure was measured (`max_memory_allocated()`, nvidia-smi, an engine log line)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<String>,
+    /// published: this figure is the source of a constant it is compared with,
+    /// so it is shown but not counted in the accuracy
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub source_of_constant: bool,
     /// file:line of the record
+    pub source: String,
+}
+
+/// A published figure that is not compared, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExcludedRow {
+    pub id: String,
+    pub group: String,
+    /// the `what` of the measurement
+    pub measured: String,
+    pub reason: String,
     pub source: String,
 }
 
@@ -30,8 +56,11 @@ pub struct Summary {
     pub cases: usize,
     pub median_abs_error_pct: f64,
     pub max_abs_error_pct: f64,
+    /// mean of the safety-signed errors (negative = unsafe on average)
+    pub mean_signed_error_pct: f64,
     pub median_limit_pct: f64,
-    pub max_limit_pct: f64,
+    /// null when the set has no per-case maximum (published)
+    pub max_limit_pct: Option<f64>,
     pub pass: bool,
 }
 
@@ -41,11 +70,20 @@ impl From<&Accuracy> for Summary {
             cases: a.cases,
             median_abs_error_pct: a.median_abs_error_pct,
             max_abs_error_pct: a.max_abs_error_pct,
+            mean_signed_error_pct: a.mean_signed_error_pct,
             median_limit_pct: a.median_limit_pct,
-            max_limit_pct: a.max_limit_pct,
+            max_limit_pct: a.max_limit_pct.is_finite().then_some(a.max_limit_pct),
             pass: a.pass,
         }
     }
+}
+
+/// The accuracy of one group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupSummary {
+    pub group: String,
+    #[serde(flatten)]
+    pub summary: Summary,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,16 +91,73 @@ pub struct CalibrateReport {
     pub schema: u32,
     /// always "calibrate"
     pub command: &'static str,
+    /// "faketensor" (groups A, B, C) or "published"
+    pub set: String,
+    /// how the set was measured, in words
+    pub measured_how: String,
     pub cases: Vec<CaseRow>,
+    /// published figures not compared, with the reason (empty for faketensor)
+    pub excluded: Vec<ExcludedRow>,
+    pub groups: Vec<GroupSummary>,
     pub summary: Summary,
 }
 
+/// How the per-group and overall bars are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bar {
+    /// FakeTensor sets: median |error| ≤ 3% and every case ≤ 10%, per group and overall
+    FakeTensor,
+    /// published sets: overall median ≤ 3%, each group median ≤ 5%, no mean signed error below −3%
+    Published,
+}
+
 impl CalibrateReport {
-    /// The report of compared cases; the summary is their [`Accuracy`].
-    pub fn new(cases: Vec<CaseRow>) -> CalibrateReport {
-        let errors: Vec<f64> = cases.iter().map(|c| c.error_pct).collect();
-        let summary = Summary::from(&Accuracy::of(&errors));
-        CalibrateReport { schema: crate::SCHEMA_VERSION, command: "calibrate", cases, summary }
+    /// The report of compared cases; the summaries are their [`Accuracy`]
+    /// (rows that are the source of a constant are left out of them).
+    pub fn new(set: &str, measured_how: &str, bar: Bar, cases: Vec<CaseRow>, excluded: Vec<ExcludedRow>) -> Self {
+        let counted = |g: Option<&str>| -> Vec<f64> {
+            cases
+                .iter()
+                .filter(|c| !c.source_of_constant && g.is_none_or(|g| c.group == g))
+                .map(|c| c.safety_error_pct)
+                .collect()
+        };
+        let mut names: Vec<String> = Vec::new();
+        for c in &cases {
+            if !names.contains(&c.group) {
+                names.push(c.group.clone());
+            }
+        }
+        let groups = names
+            .into_iter()
+            .filter_map(|g| {
+                let errs = counted(Some(&g));
+                if errs.is_empty() {
+                    return None;
+                }
+                let a = match bar {
+                    Bar::FakeTensor => Accuracy::of(&errs),
+                    Bar::Published => Accuracy::of_group(&errs),
+                };
+                Some(GroupSummary { group: g, summary: Summary::from(&a) })
+            })
+            .collect::<Vec<_>>();
+        let all = counted(None);
+        let mut summary = Summary::from(&match bar {
+            Bar::FakeTensor => Accuracy::of(&all),
+            Bar::Published => Accuracy::of_published(&all),
+        });
+        summary.pass = summary.pass && groups.iter().all(|g| g.summary.pass);
+        CalibrateReport {
+            schema: crate::SCHEMA_VERSION,
+            command: "calibrate",
+            set: set.to_string(),
+            measured_how: measured_how.to_string(),
+            cases,
+            excluded,
+            groups,
+            summary,
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -70,41 +165,94 @@ impl CalibrateReport {
     }
 }
 
+/// A percentage with its sign, and no sign when it rounds to zero (never "-0.00%").
+pub fn signed_pct(x: f64) -> String {
+    let s = format!("{x:+.2}%");
+    match s.as_str() {
+        "+0.00%" | "-0.00%" => "0.00%".to_string(),
+        _ => s,
+    }
+}
+
+fn summary_line(label: &str, m: &Summary) -> String {
+    let max = match m.max_limit_pct {
+        Some(l) => format!("max |error| {:.2}% (limit {l:.0}%)", m.max_abs_error_pct),
+        None => format!("max |error| {:.2}%", m.max_abs_error_pct),
+    };
+    format!(
+        "{label}{} cases: median |error| {:.2}% (limit {:.0}%), {max}, mean signed error {}: {}",
+        m.cases,
+        m.median_abs_error_pct,
+        m.median_limit_pct,
+        signed_pct(m.mean_signed_error_pct),
+        if m.pass { "PASS" } else { "FAIL" }
+    )
+}
+
 /// Human table.
 pub fn render(r: &CalibrateReport) -> String {
-    let mut s = String::new();
+    let mut s = format!("Set: {} — {}\n\n", r.set, r.measured_how);
     let w = r.cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
+    let gw = r.cases.iter().map(|c| c.group.len()).max().unwrap_or(3).max(3);
+    let qw = r.cases.iter().map(|c| c.quantity.len()).max().unwrap_or(8).max(8);
     s.push_str(&format!(
-        "{:<w$}  {:>3}  {:>12}  {:>12}  {:>8}  {}\n",
-        "case", "grp", "estimated", "measured", "error", "peak phase (est / meas)"
+        "{:<w$}  {:<gw$}  {:<qw$}  {:>12}  {:>12}  {:>8}  {}\n",
+        "case", "grp", "quantity", "estimated", "measured", "error", "notes"
     ));
     for c in &r.cases {
-        let phase = match (&c.peak_phase_estimated, &c.peak_phase_measured) {
-            (Some(e), Some(m)) => format!("{e} / {m}"),
-            (Some(e), None) => e.clone(),
-            _ => String::new(),
-        };
+        let mut notes = Vec::new();
+        match (&c.peak_phase_estimated, &c.peak_phase_measured) {
+            (Some(e), Some(m)) => notes.push(format!("peak {e} / {m}")),
+            (Some(e), None) => notes.push(format!("peak {e}")),
+            _ => {}
+        }
+        if c.safety_error_pct != c.error_pct {
+            notes.push("capacity: + is optimistic".into());
+        }
+        if c.source_of_constant {
+            notes.push("source of its constant (not counted)".into());
+        }
         let line = format!(
-            "{:<w$}  {:>3}  {:>12}  {:>12}  {:>+7.2}%  {}",
+            "{:<w$}  {:<gw$}  {:<qw$}  {:>12}  {:>12}  {:>8}  {}",
             c.id,
             c.group,
+            c.quantity,
             bytes(c.estimated_bytes),
             bytes(c.measured_bytes),
-            c.error_pct,
-            phase
+            signed_pct(c.error_pct),
+            notes.join("; ")
         );
         s.push_str(line.trim_end());
         s.push('\n');
     }
-    let m = &r.summary;
-    s.push_str(&format!(
-        "\n{} cases: median |error| {:.2}% (limit {:.0}%), max |error| {:.2}% (limit {:.0}%): {}\n",
-        m.cases,
-        m.median_abs_error_pct,
-        m.median_limit_pct,
-        m.max_abs_error_pct,
-        m.max_limit_pct,
-        if m.pass { "PASS" } else { "FAIL" }
-    ));
+    if !r.excluded.is_empty() {
+        s.push_str(&format!("\nNot compared ({}):\n", r.excluded.len()));
+        for e in &r.excluded {
+            s.push_str(&format!("  {} [{}, {}]: {}\n", e.id, e.group, e.measured, e.reason));
+        }
+    }
+    s.push('\n');
+    if r.groups.len() > 1 {
+        let gw = r.groups.iter().map(|g| g.group.len()).max().unwrap_or(3);
+        for g in &r.groups {
+            s.push_str(&summary_line(&format!("{:<gw$}  ", g.group), &g.summary));
+            s.push('\n');
+        }
+    }
+    s.push_str(&summary_line("all  ", &r.summary));
+    s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_negative_zero() {
+        assert_eq!(signed_pct(-0.0001), "0.00%");
+        assert_eq!(signed_pct(0.004), "0.00%");
+        assert_eq!(signed_pct(-1.234), "-1.23%");
+        assert_eq!(signed_pct(2.5), "+2.50%");
+    }
 }

@@ -175,6 +175,8 @@ fn trainer_optim(o: Option<Optimizer>) -> &'static str {
     match o {
         Some(Optimizer::AdamW8bit) => "adamw_bnb_8bit",
         Some(Optimizer::PagedAdamW8bit) => "paged_adamw_8bit",
+        // transformers' OptimizerNames.PAGED_ADAMW_32BIT
+        Some(Optimizer::PagedAdamW) => "paged_adamw_32bit",
         Some(Optimizer::Sgd) | Some(Optimizer::SgdMomentum) => "sgd",
         Some(Optimizer::Adafactor) => "adafactor",
         Some(Optimizer::Lion) => "lion_32bit",
@@ -218,7 +220,10 @@ fn ds_optimizer(o: Option<Optimizer>) -> Option<Value> {
         Some(Optimizer::Sgd) => Some(json!({"type": "SGD", "params": {"lr": auto}})),
         Some(Optimizer::SgdMomentum) => Some(json!({"type": "SGD", "params": {"lr": auto, "momentum": 0.9}})),
         Some(Optimizer::Lion) => Some(json!({"type": "Lion", "params": {"lr": auto, "weight_decay": auto}})),
-        Some(Optimizer::AdamW8bit) | Some(Optimizer::PagedAdamW8bit) | Some(Optimizer::Adafactor) => None,
+        Some(Optimizer::AdamW8bit)
+        | Some(Optimizer::PagedAdamW8bit)
+        | Some(Optimizer::PagedAdamW)
+        | Some(Optimizer::Adafactor) => None,
     }
 }
 

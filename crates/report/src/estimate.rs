@@ -196,6 +196,9 @@ pub struct KvInfo {
 pub struct FitInfo {
     pub gpu: String,
     pub gpu_memory_bytes: u64,
+    /// what the job may use: CUDA's total (nvidia-smi's less the driver's reservation),
+    /// a local GPU's free memory, or the `--gpu-util` budget
+    pub usable_bytes: u64,
     pub required_bytes: u64,
     pub fits: bool,
     /// memory left over (negative: short by), bytes
@@ -242,6 +245,8 @@ pub struct CapacityInfo {
     pub kv_blocks: u64,
     pub max_concurrency: u64,
     pub max_context: u64,
+    /// what the figures assume, and which flags reproduce them
+    pub assumes: String,
     pub explain: ExplainInfo,
 }
 
@@ -254,6 +259,7 @@ impl From<&Capacity> for CapacityInfo {
             kv_blocks: c.kv_blocks,
             max_concurrency: c.max_concurrency,
             max_context: c.max_context,
+            assumes: c.assumes.clone(),
             explain: (&c.explain).into(),
         }
     }
@@ -265,6 +271,7 @@ impl FitInfo {
         FitInfo {
             gpu: gpu.to_string(),
             gpu_memory_bytes: fit.gpu_memory_bytes,
+            usable_bytes: fit.usable_bytes,
             required_bytes: fit.required_bytes,
             fits: fit.fits,
             headroom_bytes: fit.headroom_bytes,
@@ -382,6 +389,8 @@ impl From<&Workload> for WorkloadInfo {
                     ("attention", t.attention.name().to_string()),
                     ("grad_accum", t.grad_accum.to_string()),
                     ("sharding", json_name(par.sharding)),
+                    ("engine", t.engine.name().to_string()),
+                    ("loss", t.loss.name().to_string()),
                 ];
                 info.settings = settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             }
@@ -564,11 +573,16 @@ impl EstimateReport {
         if let Some(f) = &self.fit {
             let _ = writeln!(
                 out,
-                "{}: {} — needs {} of {} ({})",
+                "{}: {} — needs {} of {}{} ({})",
                 f.gpu,
                 if f.fits { "FITS" } else { "DOES NOT FIT" },
                 bytes(f.required_bytes),
-                bytes(f.gpu_memory_bytes),
+                bytes(f.usable_bytes),
+                if f.usable_bytes == f.gpu_memory_bytes {
+                    String::new()
+                } else {
+                    format!(" usable of {}", bytes(f.gpu_memory_bytes))
+                },
                 if f.fits {
                     format!("{} headroom", signed_bytes(f.headroom_bytes))
                 } else {
@@ -605,6 +619,7 @@ impl EstimateReport {
                     c.max_context,
                     self.workload.concurrency.unwrap_or(self.workload.batch)
                 );
+                let _ = writeln!(out, "  assumes: {}", c.assumes);
             }
         }
     }

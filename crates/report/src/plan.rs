@@ -656,7 +656,7 @@ fn overhead(r: &Row) -> String {
 
 fn row_line(r: &Row) -> String {
     let mut s = format!(
-        "{} — {} [{}]: {} per GPU of {}, {}, {}",
+        "{} — {} [{}]: {} per GPU of {} usable, {}, {}",
         hardware(r),
         r.offer_name,
         setup_words(r),
@@ -844,7 +844,7 @@ fn header(o: &mut String, doc: &PlanDocument) {
     if let (Some(h), Some(gap)) = (&doc.have, doc.have_gap_bytes) {
         if gap > 0 {
             let have = bytes(doc.have_memory_bytes.unwrap_or(0));
-            let _ = writeln!(o, "your {h} ({have}) is short by {}", bytes(gap as u64));
+            let _ = writeln!(o, "your {h} ({have} usable) is short by {}", bytes(gap as u64));
         } else {
             let _ = writeln!(o, "your {h} holds it with {} to spare", bytes((-gap) as u64));
         }
@@ -860,7 +860,7 @@ fn recommendation(o: &mut String, doc: &PlanDocument) {
     if doc.own_card.is_some() {
         let _ = writeln!(
             o,
-            "Recommended: your own card — {} [{}]: {} per GPU of {}, {}",
+            "Recommended: your own card — {} [{}]: {} per GPU of {} usable, {}",
             hardware(rec),
             setup_words(rec),
             bytes(rec.per_gpu_bytes),
@@ -891,7 +891,7 @@ fn software(o: &mut String, doc: &PlanDocument) {
         let _ = writeln!(o, "give --have GPU to see what each switch saves on your card");
         return;
     };
-    let _ = writeln!(o, "{} ({}), applied in order:", l.gpu_name, bytes(l.gpu_memory_bytes));
+    let _ = writeln!(o, "{} ({} usable), applied in order:", l.gpu_name, bytes(l.gpu_memory_bytes));
     o.push_str(&ladder_table(l));
     o.push('\n');
     match (l.start_fits, l.first_fit) {

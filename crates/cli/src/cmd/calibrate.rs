@@ -1,42 +1,50 @@
-//! `vramfit calibrate`: every embedded PyTorch-measured case (A: parameter
-//! bytes, B: inference prefill peak, C: training-step peak) estimated and
-//! compared; median and max |error|. Exit 1 when the set misses the accuracy
-//! bar of `vramfit_core::accuracy` (median |error| above 3% or any case above 10%).
+//! `vramfit calibrate`: measured cases estimated and compared, per case and per group.
+//!
+//! Two sets: `faketensor` (the default; groups A parameter bytes, B inference
+//! prefill, C training step, measured on a CPU with PyTorch `FakeTensorMode` +
+//! `MemTracker`: the live tensors a CUDA allocator would hold, no GPU involved)
+//! and `published` (real GPU figures others have published,
+//! `calibration/data/published/memory.jsonl`, each compared with the estimate
+//! of the quantity its tool measures). Exit 1 when the set misses its bar
+//! (`vramfit_core::accuracy`).
 
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::path::PathBuf;
-use vramfit_core::accuracy::error_pct;
+use vramfit_core::accuracy::{error_pct, estimate_quantity, CaseInput, Quantity};
+use vramfit_core::infer::ServingSetup;
 use vramfit_core::{estimate, DType, ParamLayout};
+use vramfit_ingest::calibration::published::{
+    embedded_published, parse_published_cases, PublishedCase, ServingCase, PUBLISHED_FILE,
+};
 use vramfit_ingest::calibration::{embedded, parse_cases, Case, Group, MAX_CASES_BYTES};
-use vramfit_report::calibrate::{render, CalibrateReport, CaseRow};
+use vramfit_report::calibrate::{render, Bar, CalibrateReport, CaseRow, ExcludedRow};
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupArg {
-    #[value(name = "A", alias = "a")]
-    A,
-    #[value(name = "B", alias = "b")]
-    B,
-    #[value(name = "C", alias = "c")]
-    C,
-}
+/// How the FakeTensor sets were measured (said in every report of them).
+pub const FAKETENSOR_HOW: &str = "PyTorch on a CPU under FakeTensorMode + MemTracker (calibration/harness/measure.py): the live tensors a CUDA caching allocator would hold, measured without a GPU";
+/// How the published set was measured.
+pub const PUBLISHED_HOW: &str = "real GPU figures others published (calibration/data/published/README.md): each compared with the estimate of what its tool measures — max_memory_allocated with the tensor peak, max_memory_reserved with tensors + allocator overhead, nvidia-smi with that + context, workspaces and NCCL, an engine's log line with the engine's own start-up sizing";
 
-/// A calibration set other than the embedded PyTorch-measured memory cases.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetArg {
+    /// groups A, B, C measured with PyTorch FakeTensorMode on a CPU
+    #[default]
+    Faketensor,
+    /// real GPU measurements from public sources
+    Published,
     /// the planner's time model against published training and serving throughputs
     Throughput,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
-    /// Another calibration set (throughput: docs/plan.md "Time model")
-    #[arg(long, value_enum)]
-    pub set: Option<SetArg>,
-    /// Only this group: A (parameter bytes), B (inference prefill), C (training step)
-    #[arg(long, value_enum)]
-    pub group: Option<GroupArg>,
-    /// A JSONL file of measured cases (format of calibration/data/*.jsonl) instead of the embedded ones
+    /// Which measured set: faketensor (A, B, C; measured on a CPU with PyTorch FakeTensorMode), published (real GPUs) or throughput (the planner's time model, docs/plan.md "Time model")
+    #[arg(long, value_enum, default_value_t = SetArg::Faketensor)]
+    pub set: SetArg,
+    /// Only this group: A, B, C (faketensor); qlora, lora, full, serving, multi_gpu, runtime (published)
+    #[arg(long)]
+    pub group: Option<String>,
+    /// A JSONL file of cases in the chosen set's format instead of the embedded ones
     #[arg(long, value_name = "FILE")]
     pub cases: Option<PathBuf>,
     /// Machine-readable output
@@ -69,13 +77,16 @@ fn row(c: &Case) -> anyhow::Result<Option<CaseRow>> {
         estimated_bytes: est,
         measured_bytes: meas,
         error_pct,
+        safety_error_pct: error_pct,
         peak_phase_estimated: pe,
         peak_phase_measured: if c.group == Group::A { None } else { c.measured.peak_phase.clone() },
+        measured: None,
+        source_of_constant: false,
         source: c.origin.clone(),
     }))
 }
 
-/// Compare the cases; pure apart from the estimates.
+/// Compare the FakeTensor cases; pure apart from the estimates.
 pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<CalibrateReport> {
     let mut rows = Vec::new();
     for c in cases.iter().filter(|c| group.is_none_or(|g| c.group == g)) {
@@ -83,31 +94,119 @@ pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<Calibrate
             rows.push(r);
         }
     }
-    Ok(CalibrateReport::new(rows))
+    Ok(CalibrateReport::new("faketensor", FAKETENSOR_HOW, Bar::FakeTensor, rows, Vec::new()))
+}
+
+/// The CUDA-reported capacity of the card a serving case ran on.
+fn serving_setup(s: &ServingCase, origin: &str) -> anyhow::Result<ServingSetup> {
+    let capacity = match (s.cuda_capacity_bytes, &s.gpu) {
+        (Some(b), _) => b,
+        (None, Some(id)) => {
+            let gpus = vramfit_catalog::gpus::builtin_gpus()?;
+            let g = vramfit_catalog::gpus::find_gpu(&gpus, id).with_context(|| format!("{origin}: vramfit.gpu"))?;
+            vramfit_core::runtime::cuda_capacity(g.memory_mib * vramfit_core::units::MIB)
+        }
+        (None, None) => bail!("{origin}: a serving case needs vramfit.cuda_capacity_gib or vramfit.gpu"),
+    };
+    Ok(ServingSetup {
+        gpu_util: s.gpu_memory_utilization,
+        cuda_capacity_bytes: capacity,
+        max_num_batched_tokens: s.max_num_batched_tokens,
+        max_num_seqs: s.max_num_seqs,
+    })
+}
+
+/// Compare the published cases: one row per measured figure that has a quantity, the rest excluded.
+pub fn compare_published(cases: &[PublishedCase], group: Option<&str>) -> anyhow::Result<CalibrateReport> {
+    let mut rows = Vec::new();
+    let mut excluded = Vec::new();
+    for c in cases.iter().filter(|c| group.is_none_or(|g| c.group.name() == g)) {
+        let serving = c.serving.as_ref().map(|s| serving_setup(s, &c.origin)).transpose()?;
+        let input = CaseInput { spec: c.spec.as_ref(), workload: c.workload.as_ref(), serving: serving.as_ref() };
+        for cmp in &c.comparisons {
+            let q: &Quantity = match &cmp.quantity {
+                Ok(q) => q,
+                Err(reason) => {
+                    excluded.push(ExcludedRow {
+                        id: c.id.clone(),
+                        group: c.group.name().to_string(),
+                        measured: cmp.measurement.what.clone(),
+                        reason: reason.clone(),
+                        source: c.origin.clone(),
+                    });
+                    continue;
+                }
+            };
+            let est = estimate_quantity(q, input).with_context(|| format!("{}: {}", c.origin, c.id))?;
+            let meas = cmp.measurement.bytes;
+            let Some(err) = error_pct(est, meas) else { bail!("{}: measured bytes are 0", c.origin) };
+            rows.push(CaseRow {
+                id: c.id.clone(),
+                group: c.group.name().to_string(),
+                quantity: q.name().to_string(),
+                estimated_bytes: est,
+                measured_bytes: meas,
+                error_pct: err,
+                safety_error_pct: q.safety_error_pct(err),
+                peak_phase_estimated: None,
+                peak_phase_measured: None,
+                measured: Some(format!("{} ({})", cmp.measurement.what, cmp.measurement.printed)),
+                source_of_constant: cmp.source_of_constant,
+                source: c.origin.clone(),
+            });
+        }
+    }
+    Ok(CalibrateReport::new("published", PUBLISHED_HOW, Bar::Published, rows, excluded))
+}
+
+fn read_cases(p: &std::path::Path) -> anyhow::Result<String> {
+    Ok(vramfit_input::read_text(p, "a case file", MAX_CASES_BYTES as u64)?)
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
-    if args.set == Some(SetArg::Throughput) {
-        return crate::cmd::calibrate_throughput::run(args.json);
-    }
-    let cases = match &args.cases {
-        Some(p) => {
-            let meta = std::fs::metadata(p).with_context(|| format!("{}: cannot read", p.display()))?;
-            if meta.len() > MAX_CASES_BYTES as u64 {
-                bail!("{}: {} bytes is too large for a case file (limit {MAX_CASES_BYTES})", p.display(), meta.len());
+    let report = match args.set {
+        SetArg::Throughput => {
+            if args.group.is_some() || args.cases.is_some() {
+                bail!(
+                    "--set throughput compares the embedded {} as one set: --group and --cases do not apply",
+                    crate::cmd::calibrate_throughput::THROUGHPUT_FILE
+                );
             }
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("{}: cannot read as UTF-8 text", p.display()))?;
-            parse_cases(&text, &p.display().to_string())?
+            return crate::cmd::calibrate_throughput::run(args.json);
         }
-        None => embedded()?,
+        SetArg::Faketensor => {
+            let cases = match &args.cases {
+                Some(p) => parse_cases(&read_cases(p)?, &p.display().to_string())?,
+                None => embedded()?,
+            };
+            let group = match args.group.as_deref() {
+                None => None,
+                Some(g) => Some(match g.to_ascii_uppercase().as_str() {
+                    "A" => Group::A,
+                    "B" => Group::B,
+                    "C" => Group::C,
+                    _ => bail!(
+                        "--group {g}: the faketensor set has groups A, B and C (published groups need --set published)"
+                    ),
+                }),
+            };
+            compare(&cases, group)?
+        }
+        SetArg::Published => {
+            let cases = match &args.cases {
+                Some(p) => parse_published_cases(&read_cases(p)?, &p.display().to_string())?,
+                None => embedded_published()?,
+            };
+            let names: Vec<&str> =
+                vramfit_ingest::calibration::published::PubGroup::ALL.iter().map(|g| g.name()).collect();
+            if let Some(g) = args.group.as_deref() {
+                if !names.contains(&g) {
+                    bail!("--group {g}: the published set has groups {} ({PUBLISHED_FILE})", names.join(", "));
+                }
+            }
+            compare_published(&cases, args.group.as_deref())?
+        }
     };
-    let group = args.group.map(|g| match g {
-        GroupArg::A => Group::A,
-        GroupArg::B => Group::B,
-        GroupArg::C => Group::C,
-    });
-    let report = compare(&cases, group)?;
     if report.cases.is_empty() {
         bail!("no measured case to compare (group filter or empty file)");
     }

@@ -8,11 +8,11 @@ use crate::cmd::train_args::{Common, FieldNames, TaskKind, TrainArgs};
 use crate::Outcome;
 use anyhow::{bail, Context};
 use vramfit_core::infer::{capacity, estimate_inference, fit};
+use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
-use vramfit_core::workload::{defaults, validate};
+use vramfit_core::workload::{defaults, validate, Engine};
 use vramfit_core::{
-    DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, SlidingWindowCache, Task,
-    Workload,
+    DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, Task, Workload,
 };
 use vramfit_ingest::resolve::ResolvedModel;
 use vramfit_report::estimate::{
@@ -119,8 +119,24 @@ pub struct WorkloadArgs {
         vramfit_core::runtime::DEFAULT_MARGIN
     ))]
     pub margin: Option<f64>,
+    /// The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
+    /// QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
+    /// [default: transformers]
+    #[arg(long, value_parser = parse_engine, value_name = "ENGINE")]
+    pub engine: Option<Engine>,
+    /// Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)
+    /// [default: max(--context, 2048) for vllm, 8192 for sglang]
+    #[arg(long, value_name = "N")]
+    pub max_num_batched_tokens: Option<u64>,
+    /// Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default: 256]
+    #[arg(long, value_name = "N")]
+    pub max_num_seqs: Option<u64>,
     #[command(flatten)]
     pub train: TrainArgs,
+}
+
+fn parse_engine(s: &str) -> Result<Engine, String> {
+    s.parse()
 }
 
 /// Parse a `--dtype` value into (storage dtype, quantization); `group` is
@@ -164,6 +180,7 @@ impl WorkloadArgs {
             tp: self.tp(),
             pp: self.pp(),
             dtype: None,
+            engine: self.engine.unwrap_or_default(),
         }
     }
 
@@ -182,6 +199,7 @@ impl WorkloadArgs {
             cuda_context_bytes,
             workspace_bytes: workspace,
             margin: self.margin.unwrap_or(defaults.margin),
+            ..defaults
         })
     }
 
@@ -199,6 +217,7 @@ impl WorkloadArgs {
             None => defaults::KV_DTYPE,
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
+        let engine = self.engine.unwrap_or_default();
         Ok(InferenceSetup {
             weight_dtype,
             quant,
@@ -208,10 +227,15 @@ impl WorkloadArgs {
             context: self.context.unwrap_or(defaults::CONTEXT),
             logits_fp32: self.logits_fp32,
             block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
+            engine,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_num_seqs: self.max_num_seqs,
+            // the engine's policy unless the flag says otherwise
             sliding_window_cache: match &self.sliding_window_cache {
                 Some(p) => p.parse().map_err(|e: String| anyhow::anyhow!("--sliding-window-cache: {e}"))?,
-                None => SlidingWindowCache::default(),
+                None => engine.sliding_window_cache(),
             },
+            ..InferenceSetup::default()
         })
     }
 
@@ -245,7 +269,18 @@ impl WorkloadArgs {
                 if let Some(d) = &self.dtype {
                     common.dtype = Some(d.parse::<DType>().map_err(|e| anyhow::anyhow!("--dtype: {e}"))?);
                 }
-                let b = self.train.build(&common)?;
+                if self.engine.is_some_and(Engine::serves_only) {
+                    bail!("--engine {} serves models; training needs transformers, deepspeed, fsdp, litgpt, torchtune or torchtitan", self.engine.unwrap_or_default().name());
+                }
+                let mut b = self.train.build(&common)?;
+                if b.reduce_bucket_auto {
+                    // the HF Trainer fills "auto" with hidden_size² (transformers integrations/deepspeed.py)
+                    b.setup.comm.reduce_bucket = spec.hidden_size.saturating_mul(spec.hidden_size);
+                    b.notes.push(format!(
+                        "zero_optimization.reduce_bucket_size is \"auto\": the Hugging Face Trainer sets hidden_size² = {} elements",
+                        b.setup.comm.reduce_bucket
+                    ));
+                }
                 (Workload { task: Task::Train(b.setup), parallelism: b.parallelism, runtime }, b.notes, b.names)
             }
         };
@@ -269,6 +304,8 @@ impl WorkloadArgs {
     fn refuse_inference_flags(&self) -> anyhow::Result<()> {
         let inference_only: Vec<&str> = [
             ("--concurrency", self.concurrency.is_some()),
+            ("--max-num-batched-tokens", self.max_num_batched_tokens.is_some()),
+            ("--max-num-seqs", self.max_num_seqs.is_some()),
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
             ("--sliding-window-cache", self.sliding_window_cache.is_some()),
@@ -368,7 +405,8 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
                             vramfit_report::format::bytes(g.memory_bytes)
                         ));
                     }
-                    Some(capacity(spec, setup, par, &workload.runtime, g.total_bytes, u)?)
+                    // the utilisation applies to what CUDA reports (nvidia-smi's total less the driver's reservation)
+                    Some(capacity(spec, setup, par, &workload.runtime, cuda_capacity(g.total_bytes), u)?)
                 }
                 _ => None,
             };
@@ -379,11 +417,33 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if let Some(g) = &gpu {
         ledger.notes.extend(g.notes.iter().cloned());
     }
+    let serving_engine = matches!(&workload.task, Task::Inference(s) if s.engine.serving().is_some());
     let fit_info = gpu.as_ref().map(|g| {
-        let mut f = fit(&ledger, g.memory_bytes);
-        if g.detected.is_some() {
-            f.explain =
-                f.explain.term("GPU memory used for the fit", "free memory now (NVML: total − reserved − used)");
+        // the memory a process can use: the capacity CUDA reports for a catalogue card (its
+        // nvidia-smi total less the driver's reservation), the free memory for a local GPU, and
+        // with --gpu-util the same budget the capacity uses
+        let (usable, what) = match (&capacity, g.detected.is_some()) {
+            (Some(c), _) => {
+                (c.budget_bytes, format!("--gpu-util {} × CUDA-reported capacity (the capacity's budget)", c.gpu_util))
+            }
+            (None, true) => (g.memory_bytes, "free memory now (NVML: total − reserved − used)".to_string()),
+            (None, false) => (
+                cuda_capacity(g.memory_bytes),
+                format!(
+                    "nvidia-smi total − {} MiB the driver reserves (CUDA's total)",
+                    vramfit_core::runtime::DRIVER_RESERVED / MIB
+                ),
+            ),
+        };
+        let mut f = fit(&ledger, g.memory_bytes, usable);
+        f.explain = f.explain.term("usable memory is", what);
+        if let (Some(c), Task::Inference(s)) = (&capacity, &workload.task) {
+            if serving_engine {
+                // the engine fills its budget with KV blocks: it fits when they hold the sequences
+                f.fits = c.max_concurrency >= s.concurrency;
+                f.explain =
+                    f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");
+            }
         }
         FitInfo::of(&g.name, &f, capacity.as_ref().map(CapacityInfo::from), g.detected.clone())
     });

@@ -261,13 +261,13 @@ mod tests {
     #[test]
     fn auto_fit_renders_free_memory_and_what_others_hold() {
         use vramfit_report::estimate::{EstimateReport, FitInfo, WorkloadInfo};
-        // 18.5 GiB needed: the whole card (23.99 GiB) would fit, its free memory does not
-        let m = machine(vec![gpu(0, "NVIDIA GeForce RTX 4090", 24564, 6000, 0)]);
+        // 15.53 GiB needed: the whole card (23.99 GiB) would fit, its free memory does not
+        let m = machine(vec![gpu(0, "NVIDIA GeForce RTX 4090", 24564, 9000, 0)]);
         let t = from_machine(&m, 1, None, None).unwrap();
         let r = vramfit_ingest::resolve::resolve_with_env("llama-2-7b", &|_| None).unwrap();
         let w = vramfit_core::Workload::default();
         let ledger = vramfit_core::estimate(&r.spec, &w).unwrap();
-        let f = vramfit_core::infer::fit(&ledger, t.memory_bytes);
+        let f = vramfit_core::infer::fit(&ledger, t.memory_bytes, t.memory_bytes);
         let fit = FitInfo::of(&t.name, &f, None, t.detected.clone());
         let wi = WorkloadInfo {
             task: "infer".into(),
@@ -285,18 +285,19 @@ mod tests {
         let report = EstimateReport::new(model, wi, &ledger, None, Some(fit));
         let text = report.to_text(false);
         assert!(
-            text.contains("NVIDIA GeForce RTX 4090 (GPU 0, free memory): DOES NOT FIT — needs 18.50 GiB of 18.13 GiB"),
+            text.contains("NVIDIA GeForce RTX 4090 (GPU 0, free memory): DOES NOT FIT — needs 15.53 GiB of 15.20 GiB"),
             "{text}"
         );
         assert!(
             text.contains(
-                "GPU 0 NVIDIA GeForce RTX 4090 (NVML): 18.13 GiB free of 23.99 GiB; other processes hold 5.86 GiB"
+                "GPU 0 NVIDIA GeForce RTX 4090 (NVML): 15.20 GiB free of 23.99 GiB; other processes hold 8.79 GiB"
             ),
             "{text}"
         );
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
-        assert_eq!(json["fit"]["gpu_memory_bytes"], (24564u64 - 6000) * MIB);
-        assert_eq!(json["fit"]["detected"]["gpus"][0]["used_bytes"], 6000 * MIB);
+        assert_eq!(json["fit"]["gpu_memory_bytes"], (24564u64 - 9000) * MIB);
+        assert_eq!(json["fit"]["usable_bytes"], (24564u64 - 9000) * MIB);
+        assert_eq!(json["fit"]["detected"]["gpus"][0]["used_bytes"], 9000 * MIB);
     }
 
     #[test]

@@ -15,7 +15,11 @@
 
 use anyhow::{bail, Context};
 use std::path::{Path, PathBuf};
-use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind};
+use vramfit_core::train::{
+    AttentionImpl, Bnb4Type, Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy,
+    TrainKind,
+};
+use vramfit_core::workload::Engine;
 use vramfit_core::workload::{defaults, Field, WorkloadError};
 use vramfit_core::{DType, Offload, Parallelism, Sharding, TrainSetup};
 use vramfit_ingest::deepspeed::{parse_deepspeed, DeepSpeedConfig, DsValue, MAX_DS_BYTES};
@@ -45,13 +49,44 @@ pub struct Common {
     pub pp: u64,
     /// `--dtype` when given
     pub dtype: Option<DType>,
+    /// `--engine` (its behaviour sets the defaults)
+    pub engine: Engine,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointingArg {
     None,
     Full,
+    /// Megatron's selective recompute: only the attention core is recomputed
     Selective,
+    /// torchtitan's per-op policy: every other matmul output and attention kept, the rest recomputed
+    SelectiveOps,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossArg {
+    /// full logits upcast to fp32 for the loss (transformers, torchtitan)
+    Fp32,
+    /// cross-entropy on the 16-bit logits, no upcast
+    Bf16,
+    /// the loss one chunk at a time (torchtune CEWithChunkedOutputLoss, 8 chunks)
+    Chunked,
+    /// fused linear + cross-entropy, no logits kept (Liger, cut-cross-entropy)
+    Fused,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdapterDtypeArg {
+    /// PEFT's default (autocast_adapter_dtype=True)
+    Fp32,
+    /// the model's dtype (torchtune, LitGPT, PEFT with autocast_adapter_dtype=False)
+    Bf16,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bnb4TypeArg {
+    Nf4,
+    Fp4,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +173,30 @@ pub struct TrainArgs {
     /// torch.optim without foreach (no state-sized temporary at the step)
     #[arg(long)]
     pub no_foreach: bool,
+    /// Loss path over the logits [default: the engine's: fp32 for transformers/torchtitan, chunked for torchtune/LitGPT]
+    #[arg(long, value_enum)]
+    pub loss: Option<LossArg>,
+    /// LoRA adapter dtype [default: fp32 for PEFT engines, bf16 for torchtune/LitGPT]
+    #[arg(long, value_enum)]
+    pub adapter_dtype: Option<AdapterDtypeArg>,
+    /// QLoRA without PEFT's prepare_model_for_kbit_training (no fp32 casts of norms, embeddings, head)
+    #[arg(long)]
+    pub no_kbit_prep: bool,
+    /// QLoRA: quantize the output head too (LitGPT; transformers skips lm_head)
+    #[arg(long)]
+    pub quantize_lm_head: bool,
+    /// QLoRA: bitsandbytes 4-bit type [default: nf4; same memory]
+    #[arg(long, value_enum)]
+    pub bnb_4bit_type: Option<Bnb4TypeArg>,
+    /// QLoRA: no double quantization of the 4-bit absmax (bnb_4bit_use_double_quant=False)
+    #[arg(long)]
+    pub no_double_quant: bool,
+    /// Step each parameter inside backward and free its gradient (torchtune optimizer_in_bwd)
+    #[arg(long)]
+    pub optimizer_in_backward: bool,
+    /// Offload saved activations to host memory (torchtune enable_activation_offloading)
+    #[arg(long)]
+    pub activation_offload: bool,
 }
 
 /// Where each workload value came from, to name it in an error: the flag
@@ -177,6 +236,8 @@ pub struct TrainBuild {
     pub parallelism: Parallelism,
     pub notes: Vec<String>,
     pub names: FieldNames,
+    /// the DeepSpeed config's reduce_bucket_size is "auto" (the HF Trainer sets hidden_size²)
+    pub reduce_bucket_auto: bool,
 }
 
 /// The values a DeepSpeed config shares with the flags, after checking the
@@ -191,6 +252,16 @@ struct Merged {
     batch: Option<u64>,
     grad_accum: Option<u64>,
     optimizer: Option<Optimizer>,
+    /// DeepSpeed's reduce/all-gather buckets and overlap_comm (None: not a DeepSpeed run)
+    comm: Option<DsComm>,
+}
+
+/// The bucket knobs of a DeepSpeed config.
+#[derive(Debug, Clone, Copy, Default)]
+struct DsComm {
+    reduce_bucket: DsValue<u64>,
+    allgather_bucket: DsValue<u64>,
+    overlap_comm: DsValue<bool>,
 }
 
 fn offload(o: OffloadArg) -> Offload {
@@ -229,6 +300,10 @@ fn parse_targets(s: &str) -> anyhow::Result<LoraTargets> {
     if s.eq_ignore_ascii_case("all-linear") || s.eq_ignore_ascii_case("all") {
         return Ok(LoraTargets::AllLinear);
     }
+    if let Some(re) = s.strip_prefix("re:") {
+        // a PEFT target_modules string: matched with re.fullmatch against full module names
+        return Ok(LoraTargets::Regex(re.to_string()));
+    }
     let names: Vec<String> = s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
     if names.is_empty() {
         bail!("--lora-targets: give module names (q_proj,v_proj) or all-linear");
@@ -259,6 +334,14 @@ impl TrainArgs {
             ("--deepspeed", self.deepspeed.is_some()),
             ("--first-step", self.first_step),
             ("--no-foreach", self.no_foreach),
+            ("--loss", self.loss.is_some()),
+            ("--adapter-dtype", self.adapter_dtype.is_some()),
+            ("--no-kbit-prep", self.no_kbit_prep),
+            ("--quantize-lm-head", self.quantize_lm_head),
+            ("--bnb-4bit-type", self.bnb_4bit_type.is_some()),
+            ("--no-double-quant", self.no_double_quant),
+            ("--optimizer-in-backward", self.optimizer_in_backward),
+            ("--activation-offload", self.activation_offload),
         ]
         .into_iter()
         .filter_map(|(name, given)| given.then_some(name))
@@ -300,7 +383,8 @@ impl TrainArgs {
             None if sharding == Sharding::Zero3 && self.deepspeed.is_none() => offload_optimizer,
             None => Offload::None,
         };
-        let mut setup = TrainSetup {
+        let mut setup = TrainSetup { kind, ..TrainSetup::default() }.with_engine(common.engine);
+        setup = TrainSetup {
             kind,
             precision: precision(merged.precision, common.dtype, kind)?,
             optimizer: merged.optimizer.unwrap_or_default(),
@@ -310,7 +394,12 @@ impl TrainArgs {
             checkpointing: match self.checkpointing {
                 None | Some(CheckpointingArg::None) => Checkpointing::None,
                 Some(CheckpointingArg::Full) => Checkpointing::Full,
-                Some(CheckpointingArg::Selective) => Checkpointing::Selective,
+                Some(CheckpointingArg::Selective | CheckpointingArg::SelectiveOps) => Checkpointing::Selective,
+            },
+            selective: if self.checkpointing == Some(CheckpointingArg::SelectiveOps) {
+                SelectivePolicy::Ops
+            } else {
+                SelectivePolicy::AttentionCore
             },
             attention: match self.attention {
                 Some(AttentionArg::Eager) => AttentionImpl::Eager,
@@ -318,8 +407,36 @@ impl TrainArgs {
             },
             first_step: self.first_step,
             foreach: !self.no_foreach,
-            ..TrainSetup::default()
+            optimizer_in_backward: self.optimizer_in_backward,
+            activation_offload: self.activation_offload,
+            ..setup
         };
+        if let Some(l) = self.loss {
+            setup.loss = match l {
+                LossArg::Fp32 => LossPath::Fp32,
+                LossArg::Bf16 => LossPath::Compute,
+                LossArg::Chunked => LossPath::Chunked { chunks: 8 },
+                LossArg::Fused => LossPath::Fused,
+            };
+        }
+        self.qlora_flags(kind, &mut setup)?;
+        let mut reduce_bucket_auto = false;
+        if let Some(c) = merged.comm {
+            // a DeepSpeed config: its engine, and its buckets
+            if common.engine == Engine::Transformers {
+                setup.engine = Engine::Deepspeed;
+            }
+            if let Some(n) = c.reduce_bucket.value() {
+                setup.comm.reduce_bucket = n;
+            }
+            if let Some(n) = c.allgather_bucket.value() {
+                setup.comm.allgather_bucket = n;
+            }
+            if let Some(o) = c.overlap_comm.value() {
+                setup.comm.overlap_comm = o;
+            }
+            reduce_bucket_auto = c.reduce_bucket == DsValue::Auto;
+        }
         match (kind, common.dtype) {
             // a LoRA base in a dtype no kernel computes in is refused by validate
             (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
@@ -329,7 +446,13 @@ impl TrainArgs {
             _ => {}
         }
         if kind != TrainKind::Full {
+            let engine_adapters = setup.lora.adapter_fp32;
             setup.lora = self.lora(&mut names, &mut notes)?;
+            setup.lora.adapter_fp32 = match self.adapter_dtype {
+                Some(AdapterDtypeArg::Fp32) => true,
+                Some(AdapterDtypeArg::Bf16) => false,
+                None => engine_adapters,
+            };
         }
         let parallelism = Parallelism {
             gpus: common.gpus,
@@ -341,7 +464,45 @@ impl TrainArgs {
             offload_optimizer,
             offload_params,
         };
-        Ok(TrainBuild { setup, parallelism, notes, names })
+        Ok(TrainBuild { setup, parallelism, notes, names, reduce_bucket_auto })
+    }
+
+    /// The QLoRA-only flags onto the setup; refused with another task.
+    fn qlora_flags(&self, kind: TrainKind, setup: &mut TrainSetup) -> anyhow::Result<()> {
+        let given: Vec<&str> = [
+            ("--no-kbit-prep", self.no_kbit_prep),
+            ("--quantize-lm-head", self.quantize_lm_head),
+            ("--bnb-4bit-type", self.bnb_4bit_type.is_some()),
+            ("--no-double-quant", self.no_double_quant),
+        ]
+        .into_iter()
+        .filter_map(|(f, g)| g.then_some(f))
+        .collect();
+        if kind != TrainKind::Qlora {
+            if let Some(f) = given.first() {
+                bail!("{f} only applies to --task qlora (a bitsandbytes 4-bit base)");
+            }
+            return Ok(());
+        }
+        if self.no_kbit_prep {
+            setup.kbit_prep = false;
+        }
+        if self.quantize_lm_head {
+            setup.qlora_quantize_lm_head = true;
+        }
+        if self.no_double_quant {
+            setup.qlora_double_quant = false;
+        }
+        if let Some(t) = self.bnb_4bit_type {
+            setup.qlora_quant_type = match t {
+                Bnb4TypeArg::Nf4 => Bnb4Type::Nf4,
+                Bnb4TypeArg::Fp4 => Bnb4Type::Fp4,
+            };
+        }
+        if self.adapter_dtype.is_some() && kind == TrainKind::Full {
+            bail!("--adapter-dtype only applies to --task lora or qlora");
+        }
+        Ok(())
     }
 
     /// The training kind of `--task`; LoRA flags on a full fine-tune are refused.
@@ -358,6 +519,7 @@ impl TrainArgs {
             ("--lora-targets", self.lora_targets.is_some()),
             ("--lora-dropout", self.lora_dropout.is_some()),
             ("--adapter-config", self.adapter_config.is_some()),
+            ("--adapter-dtype", self.adapter_dtype.is_some()),
         ];
         if kind == TrainKind::Full {
             if let Some((f, _)) = lora_flags.iter().find(|(_, given)| *given) {
@@ -432,7 +594,12 @@ impl TrainArgs {
                 "{file}: activation_checkpointing is configured but the model decides whether it checkpoints; pass --checkpointing full to size it"
             ));
         }
-        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer })
+        let comm = Some(DsComm {
+            reduce_bucket: ds.reduce_bucket_size,
+            allgather_bucket: ds.allgather_bucket_size,
+            overlap_comm: ds.overlap_comm,
+        });
+        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer, comm })
     }
 
     /// `--optimizer` against the config's `optimizer.type` (DeepSpeed's names).

@@ -326,7 +326,7 @@ fn not_tried(rung: Rung, (status, detail): NotTried) -> LadderStep {
 
 /// Build the ladder for `base` on one `gpu`.
 pub fn ladder(spec: &ModelSpec, base: &Workload, gpu: &GpuSpec, allow: Allow, tm: &TimeModel) -> Ladder {
-    let cap = gpu.memory_bytes();
+    let cap = gpu.usable_bytes();
     let mut cur = base.clone();
     let start = eval(spec, &cur, gpu, tm);
     let start_fits = start.as_ref().is_some_and(|e| e.mem.total <= cap);

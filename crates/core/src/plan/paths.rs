@@ -93,7 +93,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     };
     let (best_rental, rental_reason) = recommend(&search, primary.as_deref());
     let own_card = req.have.and_then(|g| own_card(req, &base, g, pinned.as_ref(), job));
-    let have_gap = req.have.map(|g| baseline as i128 - g.memory_bytes() as i128);
+    let have_gap = req.have.map(|g| baseline as i128 - g.usable_bytes() as i128);
     let (recommended, reason) = match (&own_card, req.have) {
         (Some(own), Some(g)) => (Some(own.clone()), own_reason(own, g, &best_rental)),
         _ => {
@@ -147,7 +147,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         params_total: base_ledger.params_total,
         baseline_bytes: Some(baseline),
         have: req.have.map(|g| g.id.clone()),
-        have_memory_bytes: req.have.map(|g| g.memory_bytes()),
+        have_memory_bytes: req.have.map(|g| g.usable_bytes()),
         have_gap_bytes: have_gap,
         ranked,
         software,
@@ -248,7 +248,7 @@ fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
 /// Path (3): the unchanged job on one bigger card.
 fn bigger_card(search: &Search, gpus: &[GpuSpec], baseline: u64) -> BiggerCard {
     let best = best_where(search, |c| c.gpus == 1 && is_unchanged(search, c)).and_then(|c| row(search, c));
-    let gpus_that_fit = gpus.iter().filter(|g| g.memory_bytes() >= baseline).map(|g| g.id.clone()).collect();
+    let gpus_that_fit = gpus.iter().filter(|g| g.usable_bytes() >= baseline).map(|g| g.id.clone()).collect();
     BiggerCard { need_bytes: Some(baseline), best, gpus_that_fit }
 }
 

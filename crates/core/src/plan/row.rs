@@ -17,7 +17,7 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
     let workload = s.workload_of(sc.mem);
     let cap = match &offer.slice {
         Some(sl) => sl.memory_bytes(),
-        None => gpu.memory_bytes(),
+        None => gpu.usable_bytes(),
     };
     let (my, yd) = match search::yearly(s.book, offer) {
         Some((p, ids)) => {

@@ -26,8 +26,8 @@ use crate::hardware::{GpuSpec, Link, PeakKind};
 use crate::ledger::{Category, Ledger};
 use crate::model::ModelSpec;
 use crate::quant::QuantSpec;
-use crate::train::{Checkpointing, Optimizer, Precision, TrainBreakdown, TrainKind, TrainModel, TrainSetup};
-use crate::units::{add, div_ceil, scale, sum};
+use crate::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
+use crate::units::div_ceil;
 use crate::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
 use std::collections::HashMap;
 
@@ -95,34 +95,6 @@ impl MemSummary {
             params_total: l.params_total,
             params_active: l.params_active,
             params_trainable: l.params_trainable,
-        })
-    }
-
-    /// The summary the training ledger of `b` would give: its tensor peak,
-    /// the runtime entries and the margin on top (as `RuntimeSetup::apply`
-    /// adds them), model states of the peak moment, host RAM of all ranks.
-    pub fn of_training(
-        b: &TrainBreakdown,
-        model: &TrainModel,
-        w: &Workload,
-        gpus: u64,
-    ) -> Result<MemSummary, CoreError> {
-        let rt = &w.runtime;
-        let base = sum("total per-GPU bytes", &[b.tensor_peak, rt.cuda_context_bytes, rt.workspace_bytes])?;
-        let total = add("total per-GPU bytes", base, scale("margin", base, rt.margin)?)?;
-        let at = &b.at_peak;
-        let weights = add("weights", at.base_weights, at.adapters)?;
-        let prof = &model.profile;
-        Ok(MemSummary {
-            total,
-            tensor_peak: b.tensor_peak,
-            weights,
-            kv: 0,
-            model_states: sum("model states", &[weights, at.master, at.gradients, at.optimizer])?,
-            cpu: crate::units::mul("host RAM for offload", b.states.cpu_bytes, gpus)?,
-            params_total: prof.params_total,
-            params_active: prof.params_active,
-            params_trainable: prof.params_trainable,
         })
     }
 }
@@ -529,7 +501,10 @@ impl<'a> Search<'a> {
         let model = self.prepared[pi].model.as_ref()?;
         validate::training(self.model, scratch, &par, &self.base.runtime).ok()?;
         let b = model.evaluate(scratch, &par).ok()?;
-        let m = MemSummary::of_training(&b, model, self.base, key.gpus).ok()?;
+        // the estimate's own ledger of this breakdown: runtime, NCCL, buckets
+        // and allocator overhead are computed in one place
+        let l = crate::train::ledger::ledger_of(model, &b, scratch, &par, &self.base.runtime).ok()?;
+        let m = MemSummary::of(&l).ok()?;
         let w = train_work(self.model, scratch, k.kind, &par, &m);
         Some((m, Work::Train(w)))
     }
@@ -689,7 +664,7 @@ impl<'a> Search<'a> {
         let gpu = &self.gpus[self.offer_gpu[offer_i as usize]?];
         let capacity = match &offer.slice {
             Some(s) => s.memory_bytes(),
-            None => gpu.memory_bytes(),
+            None => gpu.usable_bytes(),
         };
         if m.total > capacity {
             return None;
@@ -1025,7 +1000,7 @@ impl<'a> Search<'a> {
                     let o = &self.book.offers[oi as usize];
                     match &o.slice {
                         Some(s) => Some(s.memory_bytes()),
-                        None => self.offer_gpu(oi).map(|g| g.memory_bytes()),
+                        None => self.offer_gpu(oi).map(|g| g.usable_bytes()),
                     }
                 })
                 .max()

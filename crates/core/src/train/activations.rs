@@ -26,11 +26,12 @@
 //!   (dropped-out) input; frozen norm weights drop the normalised tensor.
 
 use super::profile::TrainProfile;
+use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::hf;
 use crate::model::{MlpKind, ModelSpec, NormKind, Positional};
 use crate::units::{div_ceil, mul, sum};
-use crate::workload::{AttentionImpl, Checkpointing, Precision, TrainKind, TrainSetup};
+use crate::workload::{AttentionImpl, Checkpointing, LossPath, Precision, TrainKind, TrainSetup};
 
 /// Calibrated: extra bytes per q-width element per token per layer under
 /// autocast over an fp32 stream with rotary embeddings (TinyLlama amp-bf16,
@@ -52,12 +53,23 @@ pub struct ActProfile {
     pub kv_heads: u64,
     /// per token per layer kept under full checkpointing (the layer input)
     pub layer_input: u64,
+    /// per token per layer kept under torchtitan's per-op selective checkpointing
+    /// beyond the layer input: every other matmul output and attention's output +
+    /// logsumexp (split by TP)
+    pub layer_ops: u64,
     /// per token outside the layers (final norm, embedding dropout mask)
     pub ends: u64,
-    /// bytes per token per vocab entry of the saved log-softmax
+    /// bytes per token per vocab entry kept through backward by the loss path
+    /// (the saved log-softmax, and the logits themselves where the loop keeps them)
     pub logits_saved: u64,
-    /// bytes per token per vocab entry at the start of backward (grads of log-softmax and logits)
+    /// bytes per vocab entry of one gradient row at the start of the loss backward
+    /// (gradients of log-softmax and logits); rows: [`loss_grad_rows`]
     pub logits_grad: u64,
+    /// bytes per token kept by a fused loss instead of logits (the gradient of the
+    /// head's input, computed in forward)
+    pub loss_saved_per_token: u64,
+    /// the loss path these figures are for
+    pub loss: LossPath,
     /// 16-bit weight casts kept by autocast, layers part (params × 2 B) — multiply by per-GPU params
     pub weight_copy_bytes: u64,
     /// the model's stream is fp32 (fp32 / amp over fp32 weights)
@@ -71,6 +83,7 @@ pub struct ActProfile {
 /// elements, so the per-token sums stay far below 2^64; the products with
 /// tokens, layers and sequence length are checked where they are formed
 /// (`super::breakdown`, [`layer_bytes_per_token`]).
+#[derive(Clone, Copy)]
 struct Saves<'a> {
     /// bytes of an activation (the compute dtype; 4 over an fp32 stream without autocast)
     act: u64,
@@ -86,6 +99,11 @@ struct Saves<'a> {
     dropout: bool,
     lora_modules: &'a [String],
     hidden: u64,
+    /// bitsandbytes QLoRA: every quantized linear keeps its input for backward
+    /// (`MatMul4Bit.forward` sets `ctx.tensors = (A, B)` whenever the input needs a gradient)
+    quant_keeps_input: bool,
+    /// the output head is quantized (LitGPT) and, under bitsandbytes, keeps its input
+    head_quantized: bool,
 }
 
 impl Saves<'_> {
@@ -98,14 +116,20 @@ impl Saves<'_> {
         if self.full {
             return self.act * width;
         }
+        // a bitsandbytes 4-bit base keeps the (shared) input itself
+        let base = if self.quant_keeps_input && !consumers.is_empty() { self.act * width } else { 0 };
         let n = consumers.iter().filter(|c| self.adapted(c)).count() as u64;
-        if n == 0 {
+        let adapters = if n == 0 {
             0
         } else if self.dropout || self.copy_per_adapter {
             n * (self.adapter_input + u64::from(self.dropout)) * width
+        } else if base > 0 {
+            // the adapters read the very tensor the base keeps
+            0
         } else {
             self.adapter_input * width
-        }
+        };
+        base + adapters
     }
 
     /// One norm, including the linear-input site it feeds.
@@ -130,16 +154,23 @@ impl Saves<'_> {
 /// Sizes needed per token.
 pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) -> Result<ActProfile, CoreError> {
     let p = setup.precision;
+    // PEFT `prepare_model_for_kbit_training` casts the embeddings (and norms) to
+    // fp32: the residual stream is fp32 from the first layer on, and bitsandbytes
+    // `Linear4bit` returns its output in its input's dtype (`out.to(inp_dtype)`),
+    // so the layers' activations are fp32 too (the attention kernel gets 16-bit copies)
+    let kbit_fp32 = setup.kind == TrainKind::Qlora && setup.kbit_prep;
     let stream = match setup.kind {
         TrainKind::Full => p.weight_dtype(),
         TrainKind::Lora => setup.lora_base_dtype(),
+        TrainKind::Qlora if kbit_fp32 => DType::F32,
         TrainKind::Qlora => p.compute_dtype(),
     }
     .bytes()?;
     let fp32_stream = stream == 4;
-    // autocast is a no-op over a 16-bit stream
-    let autocast = p.is_autocast() && fp32_stream;
-    let act = if fp32_stream && !p.is_autocast() { 4 } else { p.compute_dtype().bytes()? };
+    // autocast is a no-op over a 16-bit stream; a quantized base is not cast
+    let autocast = p.is_autocast() && fp32_stream && setup.kind != TrainKind::Qlora;
+    let act = if fp32_stream && (kbit_fp32 || !p.is_autocast()) { 4 } else { p.compute_dtype().bytes()? };
+    let attn_act = if kbit_fp32 { p.compute_dtype().bytes()? } else { act };
     // What an adapted linear keeps of its input. PEFT casts x to the adapter
     // dtype (fp32) before lora_dropout and lora_A; under autocast lora_A then
     // casts it back to 16-bit. So each adapter keeps its own copy: 16-bit under
@@ -156,15 +187,17 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         dropout: setup.lora.dropout > 0.0,
         lora_modules: &prof.lora_modules,
         hidden: spec.hidden_size,
+        quant_keeps_input: setup.kind == TrainKind::Qlora && setup.engine.qlora_is_bitsandbytes(),
+        head_quantized: setup.kind == TrainKind::Qlora && setup.qlora_quantize_lm_head,
     };
     let names = hf::names(spec.family);
     let attn = names.attention(spec.attention);
     let mlp = if spec.moe_layers() > 0 { names.expert(spec.mlp) } else { names.mlp(spec.mlp) };
     let hidden_drop = spec.hidden_dropout > 0.0;
     let rep = replicated(spec, &saves, attn.inputs, mlp.inputs) + if hidden_drop { 2 * spec.hidden_size } else { 0 };
-    let core = attention_core(spec, setup, &saves, attn.out, autocast);
+    let core = attention_core(spec, setup, &Saves { act: attn_act, ..saves }, attn.out, autocast);
     let ends = ends(spec, &saves) + if hidden_drop { spec.hidden_size } else { 0 };
-    let logits = if setup.logits_fp32 { 4 } else { act };
+    let (logits_saved, logits_grad, loss_saved_per_token) = loss_bytes(setup.loss, act, spec.hidden_size);
     Ok(ActProfile {
         layer_rep: rep,
         layer_split: core.split + mlp_bytes(spec, &saves, mlp.down),
@@ -172,12 +205,70 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         layer_kv: core.kv,
         kv_heads: spec.num_kv_heads,
         layer_input: stream * spec.hidden_size,
+        layer_ops: ops_saved(spec, act),
         ends,
-        logits_saved: logits,
-        logits_grad: 2 * logits,
+        logits_saved,
+        logits_grad,
+        loss_saved_per_token,
+        loss: setup.loss,
         weight_copy_bytes: if autocast { 2 } else { 0 },
         fp32_stream,
     })
+}
+
+/// What the loss path keeps per token per vocab entry, what one gradient row
+/// costs per vocab entry at the start of its backward, and what a fused loss
+/// keeps per token instead of logits (`act` = compute bytes).
+///
+/// * `Fp32` (transformers, torchtitan): fp32 log-softmax saved (4 B); gradients
+///   of log-softmax and logits in fp32 (2 × 4 B) — measured, shared/calibration group C.
+/// * `Compute`: the same in the compute dtype (act; 2 × act).
+/// * `Chunked` (torchtune): every chunk's fp32 log-softmax is saved (4 B); one
+///   chunk's fp32 gradients and its compute-dtype gradient (4 + 4 + act B) at a time.
+/// * `ChunkedTokens` (LitGPT, no upcast): the logit chunks are kept in a list (act)
+///   beside their saved log-softmax (act); one chunk's gradients (2 × act).
+/// * `Fused` (Liger, cut-cross-entropy): nothing vocabulary-sized is kept; the
+///   gradient of the head's input is computed in forward and kept (hidden × act per
+///   token); one chunk of fp32 logits and its gradient in compute dtype (4 + act B).
+pub fn loss_bytes(loss: LossPath, act: u64, hidden: u64) -> (u64, u64, u64) {
+    match loss {
+        LossPath::Fp32 => (4, 8, 0),
+        LossPath::Compute => (act, 2 * act, 0),
+        LossPath::Chunked { .. } => (4, 8 + act, 0),
+        LossPath::ChunkedTokens { .. } => (2 * act, 2 * act, 0),
+        LossPath::Fused => (0, 4 + act, hidden * act),
+    }
+}
+
+/// Rows of the loss gradient live at once at the start of its backward, for
+/// `tokens` tokens (per micro-batch on this GPU).
+pub fn loss_grad_rows(loss: LossPath, tokens: u64, hidden: u64, vocab: u64) -> u64 {
+    match loss {
+        LossPath::Fp32 | LossPath::Compute => tokens,
+        LossPath::Chunked { chunks } => tokens.div_ceil(chunks.max(1)),
+        LossPath::ChunkedTokens { tokens: t } => tokens.min(t.max(1)),
+        // Liger: chunk rows = next_power_of_2(ceil(BT / ceil(V / H)))
+        LossPath::Fused => {
+            let per = vocab.div_ceil(hidden.max(1)).max(1);
+            tokens.div_ceil(per).max(1).checked_next_power_of_two().unwrap_or(tokens).min(tokens)
+        }
+    }
+}
+
+/// torchtitan's per-op policy saves the output of every second `mm` of a
+/// layer (q, v, gate, down for a gated MLP; q, v, fc for a plain one: the
+/// matmuls in forward order, even positions) and of SDPA (output + fp32
+/// logsumexp); everything else is recomputed (`_save_list` in
+/// torchtitan's `apply_ac`).
+fn ops_saved(spec: &ModelSpec, act: u64) -> u64 {
+    let (h, qw, kvw, aw) = (spec.hidden_size, spec.q_width(), spec.kv_width(), spec.attn_out_width());
+    let i = spec.intermediate_size;
+    let mms: Vec<u64> = match spec.mlp {
+        MlpKind::Gated => vec![qw, kvw, kvw, h, i, i, h],
+        MlpKind::Plain => vec![qw, kvw, kvw, h, i, h],
+    };
+    let kept: u64 = mms.iter().step_by(2).sum();
+    act * (kept + aw) + 4 * spec.num_heads
 }
 
 /// Per token per layer, not split by TP: the norms (with the inputs of the
@@ -222,11 +313,19 @@ fn attention_core(spec: &ModelSpec, setup: &TrainSetup, saves: &Saves, out: &str
     let kvw = if spec.mla.is_some() { qw } else { spec.kv_width() };
     let heads = spec.num_heads;
     let eager = setup.attention == AttentionImpl::Eager;
-    let repeat = eager || (setup.precision == Precision::Fp32 && kvw < qw);
+    let litgpt = setup.engine == crate::workload::Engine::Litgpt;
+    // LitGPT repeats k and v to every query head before SDPA in training
+    // (`repeat_interleave(q_per_kv)` in `CausalSelfAttention.forward`)
+    let repeat = eager || (setup.precision == Precision::Fp32 && kvw < qw) || (litgpt && kvw < qw);
     let kv_saved = if repeat { qw } else { kvw };
     // k and v split over TP by kv heads (each rank keeps at least one): kept apart
     let kv = if repeat { 0 } else { 2 * a * kvw };
     let mut split = a * qw + 2 * a * kv_saved - kv + a * aw;
+    if litgpt && !repeat && spec.mla.is_none() {
+        // LitGPT hands SDPA `v` as a view of the fused qkv output (no repeat, no copy):
+        // the saved view keeps the whole qkv tensor, its q and k parts included, alive
+        split += a * (qw + kvw);
+    }
     if !eager {
         split += 4 * heads;
     }
@@ -272,7 +371,9 @@ fn mlp_bytes(spec: &ModelSpec, saves: &Saves, down: &str) -> u64 {
 /// Outside the layers: the final norm (+ the head's input when the head trains).
 fn ends(spec: &ModelSpec, saves: &Saves) -> u64 {
     let (h, a) = (spec.hidden_size, saves.act);
-    let head_trains = saves.full || saves.adapted(hf::names(spec.family).lm_head);
+    let head_trains = saves.full
+        || saves.adapted(hf::names(spec.family).lm_head)
+        || (saves.head_quantized && saves.quant_keeps_input);
     match spec.norm {
         NormKind::RmsNorm => {
             4 * h + 4 + if head_trains { (if saves.fp32_stream { 4 * h } else { a * h }) + a * h } else { 0 }

@@ -8,13 +8,13 @@
 //! sum; the ledger (`super::ledger`) prints exactly the lines of the winning
 //! moment, so its tensor total is the peak by construction.
 
-use super::activations::{act_profile, layer_bytes_per_token, ActProfile};
+use super::activations::{act_profile, layer_bytes_per_token, loss_grad_rows, ActProfile};
 use super::profile::{ModelStates, TrainProfile};
 use crate::error::CoreError;
 use crate::ledger::Phase;
 use crate::model::ModelSpec;
 use crate::units::{add, div_ceil, mul, part_of, product, sum};
-use crate::workload::{Checkpointing, Parallelism, TrainKind, TrainSetup};
+use crate::workload::{Checkpointing, Parallelism, SelectivePolicy, TrainKind, TrainSetup};
 
 /// Eager attention backward: fp32 gradients of softmax output and scores, bytes per
 /// head × query × key element of one layer (calibrated on TinyLlama eager, group C).
@@ -26,6 +26,7 @@ pub struct TrainModel {
     pub profile: TrainProfile,
     pub act: ActProfile,
     pub vocab: u64,
+    pub hidden: u64,
     pub heads: u64,
     pub kv_heads: u64,
     pub compute_bytes: u64,
@@ -36,8 +37,12 @@ pub struct TrainModel {
 /// total of that moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PeakLines {
-    /// base (frozen or trainable) weights, adapters excluded
+    /// base (frozen or trainable) weights, adapters and fp32 casts excluded
     pub base_weights: u64,
+    /// PEFT `prepare_model_for_kbit_training`: what casting the non-quantized parameters to fp32 added
+    pub fp32_casts: u64,
+    /// DDP / DeepSpeed buckets, FSDP reduce-scatter buffers
+    pub comm_buffers: u64,
     pub adapters: u64,
     pub master: u64,
     pub gradients: u64,
@@ -64,6 +69,8 @@ impl PeakLines {
             "tensor peak",
             &[
                 self.base_weights,
+                self.fp32_casts,
+                self.comm_buffers,
                 self.adapters,
                 self.master,
                 self.gradients,
@@ -109,10 +116,27 @@ pub struct TrainBreakdown {
     pub backward_peak: u64,
     pub step_peak: u64,
     pub peak_phase: Phase,
-    /// the ledger lines of the peak moment; they sum to `tensor_peak`
+    /// the ledger lines of the peak moment; they sum to `tensor_peak + outside_allocator`
     pub at_peak: PeakLines,
-    /// max(backward_peak, step_peak): what `max_memory_allocated()` would show
+    /// communication buffers allocated once for the whole run (DDP / DeepSpeed buckets)
+    pub comm_resident: u64,
+    /// of `at_peak`: bytes outside the PyTorch allocator (bitsandbytes paged optimizer
+    /// states in CUDA managed memory): on the card, not in `max_memory_allocated()`
+    pub outside_allocator: u64,
+    /// max(backward_peak, step_peak) less what lives outside the allocator: what
+    /// `max_memory_allocated()` would show
     pub tensor_peak: u64,
+}
+
+/// Communication buffers of one rank.
+#[derive(Debug, Clone, Copy, Default)]
+struct CommBuffers {
+    /// allocated once and kept (DDP buckets, DeepSpeed reduce buckets)
+    resident: u64,
+    /// live in backward only (FSDP reduce-scatter input)
+    backward: u64,
+    /// FSDP `no_sync` accumulation: unsharded gradients of every parameter
+    unsharded_grads: u64,
 }
 
 /// Saved activations and logits buffers of the worst pipeline stage.
@@ -134,6 +158,7 @@ impl TrainModel {
             profile,
             act,
             vocab: spec.vocab_size,
+            hidden: spec.hidden_size,
             heads: spec.num_heads,
             kv_heads: spec.num_kv_heads,
             compute_bytes: setup.precision.compute_dtype().bytes()?,
@@ -145,19 +170,33 @@ impl TrainModel {
     /// setup is assumed valid ([`crate::workload::validate`]); any size
     /// still gives a number or an overflow error, never a wrapped value.
     pub fn evaluate(&self, setup: &TrainSetup, par: &Parallelism) -> Result<TrainBreakdown, CoreError> {
-        let s = self.profile.states(par)?;
+        let prof = &self.profile;
+        let s = prof.states(par)?;
         let saved = self.saved(setup, par)?;
         let (weight_copies, recompute) = self.casts_and_recompute(setup, par, saved.full_layer)?;
         let attention_backward = self.attention_backward(setup, par)?;
         let dequant = self.dequant(par)?;
-        let base_weights = part_of("base weights", s.weights, s.adapters)?;
-        let resident = PeakLines { base_weights, adapters: s.adapters, master: s.master, ..PeakLines::default() };
-        let step = PeakLines {
-            gradients: s.gradients,
-            optimizer: s.optimizer,
-            step_temporaries: part_of("optimizer temporaries", s.step_temporaries, s.fp32_grad_copy)?,
-            fp32_grad_copy: s.fp32_grad_copy,
-            ..resident
+        let comm = self.comm(setup, par, &s)?;
+        let base_weights = part_of("base weights", part_of("base weights", s.weights, s.adapters)?, s.fp32_casts)?;
+        let resident = PeakLines {
+            base_weights,
+            fp32_casts: s.fp32_casts,
+            adapters: s.adapters,
+            master: s.master,
+            comm_buffers: comm.resident,
+            ..PeakLines::default()
+        };
+        let step = if setup.optimizer_in_backward {
+            // the optimizer steps each parameter inside backward: no separate moment
+            PeakLines { optimizer: s.optimizer, ..resident }
+        } else {
+            PeakLines {
+                gradients: s.gradients,
+                optimizer: s.optimizer,
+                step_temporaries: part_of("optimizer temporaries", s.step_temporaries, s.fp32_grad_copy)?,
+                fp32_grad_copy: s.fp32_grad_copy,
+                ..resident
+            }
         };
         // In backward one of three transients sits on top: the logits buffers at its start,
         // a recomputed layer later (checkpointing), or one layer's eager attention backward.
@@ -170,11 +209,21 @@ impl TrainModel {
             } else {
                 (0, 0, 0, attention_backward)
             };
+        let gradients = if setup.optimizer_in_backward {
+            // one parameter's gradient at a time, freed by its own step
+            mul("gradients", prof.largest_trainable, prof.grad_bytes)?
+        } else if comm.unsharded_grads > 0 {
+            comm.unsharded_grads
+        } else if setup.grad_accum > 1 {
+            // gradients persist between accumulated micro-batches
+            s.gradients
+        } else {
+            0
+        };
         let backward = PeakLines {
-            // gradients persist between accumulated micro-batches; optimizer states
-            // exist from the first step() on
-            gradients: if setup.grad_accum > 1 { s.gradients } else { 0 },
-            optimizer: if setup.first_step { 0 } else { s.optimizer },
+            gradients,
+            // optimizer states exist from the first step() on
+            optimizer: if setup.first_step && !setup.optimizer_in_backward { 0 } else { s.optimizer },
             act_layers: saved.act_layers,
             act_ends: saved.act_ends,
             weight_copies,
@@ -184,15 +233,18 @@ impl TrainModel {
             attention_backward: attention_live,
             dequant,
             gathered: s.gathered,
+            comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
         let backward_peak = backward.total()?;
         let step_peak = step.total()?;
-        let (peak_phase, at_peak, tensor_peak) = if step_peak > backward_peak {
+        let (peak_phase, at_peak, device_peak) = if step_peak > backward_peak {
             (Phase::OptimizerStep, step, step_peak)
         } else {
             (Phase::Backward, backward, backward_peak)
         };
+        // bitsandbytes paged optimizers keep their states in CUDA managed memory
+        let outside_allocator = if setup.optimizer.is_paged() { at_peak.optimizer } else { 0 };
         Ok(TrainBreakdown {
             states: s,
             act_layers: saved.act_layers,
@@ -208,8 +260,46 @@ impl TrainModel {
             step_peak,
             peak_phase,
             at_peak,
-            tensor_peak,
+            outside_allocator,
+            comm_resident: comm.resident,
+            tensor_peak: part_of("tensor peak", device_peak, outside_allocator)?,
         })
+    }
+
+    /// Communication buffers of the data-parallel engine on this rank, and whether
+    /// gradients outlive the step.
+    fn comm(&self, setup: &TrainSetup, par: &Parallelism, s: &ModelStates) -> Result<CommBuffers, CoreError> {
+        use crate::workload::{Engine, Sharding};
+        let prof = &self.profile;
+        let dp = par.dp();
+        let mut c = CommBuffers::default();
+        if dp < 2 || s.trainable_per_gpu == 0 {
+            return Ok(c);
+        }
+        let grad_bytes = prof.grad_bytes;
+        let fsdp =
+            par.fsdp || matches!(setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt);
+        match par.sharding {
+            Sharding::None => {
+                // PyTorch DDP's gradient buckets
+                c.resident = super::comm::ddp_bucket_bytes(&setup.comm, s.trainable_per_gpu, grad_bytes)?;
+            }
+            _ if setup.engine == Engine::Deepspeed || !fsdp => {
+                c.resident = super::comm::deepspeed_bucket_bytes(&setup.comm, self.compute_bytes)?;
+            }
+            sharding => {
+                // FSDP reduce-scatters each wrapped unit's unsharded gradient in backward; the
+                // largest unit (a layer, or the root's embeddings and head) bounds the buffer
+                let unit = prof.largest_unit_trainable(par.tp)?;
+                c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
+                if setup.engine == Engine::Fsdp && sharding.stage() >= 2 && setup.grad_accum > 1 {
+                    // FSDP1 under accelerate's gradient accumulation (`no_sync`) keeps every
+                    // gradient unsharded between micro-batches
+                    c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
+                }
+            }
+        }
+        Ok(c)
     }
 
     /// Activations and logits buffers saved for backward on the worst stage:
@@ -222,16 +312,29 @@ impl TrainModel {
         let tokens = mul("tokens", setup.batch, setup.seq)?;
         let in_flight = if pp > 1 { pp.min(setup.grad_accum) } else { 1 };
         let full_layer = layer_bytes_per_token(ap, setup.seq, tp, sp, setup.checkpointing)?;
+        let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {
-            Checkpointing::Full if sp => div_ceil(ap.layer_input, tp),
-            Checkpointing::Full => ap.layer_input,
+            Checkpointing::Full => input,
+            Checkpointing::Selective if setup.selective == SelectivePolicy::Ops => {
+                add("activations", input, div_ceil(ap.layer_ops, tp))?
+            }
             _ => full_layer,
         };
-        let layers_one = product("activations", &[tokens, self.profile.layers.div_ceil(pp), kept])?;
+        let stage_layers = self.profile.layers.div_ceil(pp);
+        // activation offloading (torchtune `OffloadActivations`) moves every saved tensor to
+        // host memory in forward and brings it back in backward: about two layers' worth
+        // (the one in use and the one being copied) stay on the GPU
+        let kept_layers = if setup.activation_offload { stage_layers.min(2) } else { stage_layers };
+        let layers_one = product("activations", &[tokens, kept_layers, kept])?;
         let ends = mul("activations", tokens, if sp { div_ceil(ap.ends, tp) } else { ap.ends })?;
         let vocab = div_ceil(self.vocab, tp);
-        let logits_saved = product("logits", &[tokens, vocab, ap.logits_saved])?;
-        let logits_grad = product("logits", &[tokens, vocab, ap.logits_grad])?;
+        let logits_saved = add(
+            "logits",
+            product("logits", &[tokens, vocab, ap.logits_saved])?,
+            mul("logits", tokens, ap.loss_saved_per_token)?,
+        )?;
+        let rows = loss_grad_rows(ap.loss, tokens, self.hidden, self.vocab);
+        let logits_grad = product("logits", &[rows, vocab, ap.logits_grad])?;
         let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
         if pp == 1 {
             return Ok(all);
@@ -257,7 +360,9 @@ impl TrainModel {
         let per_param = self.act.weight_copy_bytes;
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
-        let ckpt_full = setup.checkpointing == Checkpointing::Full;
+        // a whole layer is recomputed in backward under full and per-op checkpointing
+        let ckpt_full = setup.checkpointing == Checkpointing::Full
+            || (setup.checkpointing == Checkpointing::Selective && setup.selective == SelectivePolicy::Ops);
         let head_trains_fp32 = prof.kind == TrainKind::Full || prof.base_dtype.bits() == 32;
         let head_copy = if per_param > 0 && head_trains_fp32 {
             mul("weight copies", div_ceil(prof.head_params, tp), per_param)?
@@ -355,7 +460,7 @@ mod tests {
                 Parallelism { gpus: 4, tp: 2, pp: 2, ..Parallelism::default() },
             ] {
                 let b = m.evaluate(&setup, &par).unwrap();
-                assert_eq!(b.at_peak.total().unwrap(), b.tensor_peak, "{setup:?} {par:?}");
+                assert_eq!(b.at_peak.total().unwrap(), b.tensor_peak + b.outside_allocator, "{setup:?} {par:?}");
                 assert_eq!(b.tensor_peak, b.backward_peak.max(b.step_peak));
                 let at_step = b.peak_phase == Phase::OptimizerStep;
                 assert_eq!(at_step, b.step_peak > b.backward_peak);

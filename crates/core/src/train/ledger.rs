@@ -6,10 +6,10 @@
 use super::breakdown::{TrainBreakdown, TrainModel, EAGER_BWD_BYTES};
 use crate::error::CoreError;
 use crate::explain::Explanation;
-use crate::ledger::{Category, Ledger, Phase};
+use crate::ledger::{Category, Ledger, Phase, Pool};
 use crate::model::ModelSpec;
 use crate::runtime::RuntimeSetup;
-use crate::units::{product, GIB};
+use crate::units::{add, product, GIB};
 use crate::workload::{
     validate, AttentionImpl, Checkpointing, Offload, Optimizer, Parallelism, Sharding, TrainKind, TrainSetup,
 };
@@ -24,12 +24,24 @@ pub fn estimate_training(
     validate::training(spec, setup, par, rt)?;
     let model = TrainModel::new(spec, setup)?;
     let b = model.evaluate(setup, par)?;
+    ledger_of(&model, &b, setup, par, rt)
+}
+
+/// The ledger of one evaluated breakdown (the planner's search calls this on
+/// its prepared models, so its figures are the estimate's by construction).
+pub fn ledger_of(
+    model: &TrainModel,
+    b: &TrainBreakdown,
+    setup: &TrainSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+) -> Result<Ledger, CoreError> {
     let prof = &model.profile;
     let mut ledger = Ledger::new(b.peak_phase, par.gpus);
     ledger.params_total = prof.params_total;
     ledger.params_active = prof.params_active;
     ledger.params_trainable = prof.params_trainable;
-    let lines = Lines { model: &model, setup, par, b: &b };
+    let lines = Lines { model, setup, par, b };
     lines.model_states(&mut ledger)?;
     if b.peak_phase == Phase::OptimizerStep {
         lines.step(&mut ledger);
@@ -37,18 +49,30 @@ pub fn estimate_training(
         lines.backward(&mut ledger)?;
     }
     // The lines are the fields of `b.at_peak`; a difference is a bug, never bad input.
-    let tensors = ledger.checked_total()?;
-    if tensors != b.tensor_peak {
+    let lines_total = ledger.checked_total()?;
+    let peak_total = add("peak", b.tensor_peak, b.outside_allocator)?;
+    if lines_total != peak_total || ledger.tensor_peak_bytes() != b.tensor_peak {
         return Err(CoreError::Internal(format!(
-            "training ledger lines sum to {tensors} B, the peak they come from is {} B",
+            "training ledger lines sum to {lines_total} B ({} B allocated), the peak they come from is {peak_total} B ({} B allocated)",
+            ledger.tensor_peak_bytes(),
             b.tensor_peak
         )));
     }
-    rt.apply(&mut ledger)?;
+    // the other moment of the step, for the allocator's reserved peak
+    let persistent = add("persistent", ledger.persistent_bytes(), b.comm_resident)?;
+    let (other_device, other_phase) = if b.peak_phase == Phase::OptimizerStep {
+        (b.backward_peak, Phase::Backward)
+    } else {
+        (b.step_peak, Phase::OptimizerStep)
+    };
+    // paged optimizer states are outside the allocator at every moment
+    let other_alloc = other_device.saturating_sub(b.outside_allocator);
+    let other = (other_phase != b.peak_phase).then(|| (other_alloc, other_alloc.saturating_sub(persistent)));
+    rt.apply_moments(&mut ledger, &super::comm::training_communicators(par), other, b.comm_resident)?;
     // offloaded state: per rank in the breakdown, the whole job's in the ledger
     ledger.cpu_bytes = product("host RAM for offload", &[b.states.cpu_bytes, par.gpus])?;
     ledger.nvme_bytes = product("NVMe for offload", &[b.states.nvme_bytes, par.gpus])?;
-    ledger.notes.extend(notes(setup, par, &b, ledger.cpu_bytes, ledger.nvme_bytes));
+    ledger.notes.extend(notes(setup, par, b, ledger.cpu_bytes, ledger.nvme_bytes));
     Ok(ledger)
 }
 
@@ -111,6 +135,16 @@ impl Lines<'_> {
                 .term("layout", format!("per GPU after TP {} × PP {} (worst stage)", self.par.tp, self.par.pp))
                 .term("sharding", self.shard_note("parameters", 3)),
         );
+        if at.fp32_casts > 0 {
+            ledger.push(
+                Category::Weights,
+                "fp32 casts of norms, embeddings and head (prepare_model_for_kbit_training)",
+                at.fp32_casts,
+                Explanation::new("non-quantized params × (4 B − 2 B)")
+                    .term("bytes added", at.fp32_casts)
+                    .note("PEFT's prepare_model_for_kbit_training casts every parameter that is not 4-bit to fp32; the embeddings' fp32 output then makes the residual stream (and the checkpointed layer inputs) fp32 too; --no-kbit-prep models a QLoRA without it"),
+            );
+        }
         if prof.kind != TrainKind::Full {
             ledger.push(
                 Category::Weights,
@@ -120,7 +154,11 @@ impl Lines<'_> {
                     .term("rank", setup.lora.rank)
                     .term("targets", prof.lora_modules.join(","))
                     .term("trainable params", prof.params_trainable)
-                    .note("PEFT autocast_adapter_dtype=True keeps adapters in fp32"),
+                    .note(if prof.adapter_bytes == 4 {
+                        "PEFT get_peft_model(autocast_adapter_dtype=True) keeps adapters in fp32 (--adapter-dtype bf16: torchtune, LitGPT)"
+                    } else {
+                        "adapters in the model's dtype (torchtune, LitGPT; PEFT's default is fp32: --adapter-dtype fp32)"
+                    }),
             );
         }
         if setup.precision.has_master() {
@@ -136,20 +174,36 @@ impl Lines<'_> {
                 ),
             );
         }
-        let grads_live = at_step || setup.grad_accum > 1;
+        let grads_live = at.gradients > 0;
+        let grads_note = if setup.optimizer_in_backward {
+            "optimizer in backward: each parameter is stepped as its gradient is ready and the gradient freed; one tensor's gradient at a time"
+        } else if at.gradients > s.gradients {
+            "FSDP under gradient accumulation (accelerate's no_sync): every gradient kept unsharded between micro-batches"
+        } else {
+            "at the start of backward (grad_accum 1, zero_grad(set_to_none)) no gradient exists yet; with accumulation (or FSDP1's flat gradient buffers) they persist"
+        };
         ledger.push(
             Category::Gradients,
-            format!("gradients ({} B/param){}", prof.grad_bytes, if grads_live { "" } else { " — none yet at this peak" }),
+            format!(
+                "gradients ({} B/param){}",
+                prof.grad_bytes,
+                if grads_live { "" } else { " — none yet at this peak" }
+            ),
             at.gradients,
             Explanation::new("trainable params × grad bytes")
                 .term("trainable per GPU", s.trainable_per_gpu)
                 .term("grad bytes", prof.grad_bytes)
                 .term("full gradient buffer", s.gradients)
                 .term("sharding", self.shard_note("gradients", 2))
-                .note("at the start of backward (grad_accum 1, zero_grad(set_to_none)) no gradient exists yet; with accumulation they persist"),
+                .note(grads_note),
         );
-        let states_live = at_step || !setup.first_step;
-        ledger.push(
+        if at.comm_buffers > 0 {
+            ledger.push(Category::Temporaries, self.comm_label(), at.comm_buffers, self.comm_explain());
+        }
+        let states_live = at_step || !setup.first_step || setup.optimizer_in_backward;
+        let pool = if setup.optimizer.is_paged() { Pool::Outside } else { Pool::Tensor };
+        ledger.push_in(
+            pool,
             Category::OptimizerStates,
             format!(
                 "{} states{}",
@@ -162,8 +216,8 @@ impl Lines<'_> {
                     .term("trainable per GPU", s.trainable_per_gpu)
                     .term("states", s.optimizer)
                     .term("sharding", self.shard_note("optimizer states", 1)),
-                if setup.optimizer == Optimizer::PagedAdamW8bit {
-                    "paged: CUDA unified memory, evicted to host RAM under pressure (counted as resident)"
+                if setup.optimizer.is_paged() {
+                    "paged: CUDA managed memory (bitsandbytes get_paged), outside the PyTorch allocator: not in max_memory_allocated(), evicted to host RAM under pressure (counted as resident on the card)"
                 } else if self.offloaded() {
                     "offloaded: held in host RAM / NVMe, 0 on the GPU"
                 } else {
@@ -174,10 +228,51 @@ impl Lines<'_> {
         Ok(())
     }
 
+    fn comm_label(&self) -> String {
+        use crate::workload::Sharding;
+        match self.par.sharding {
+            Sharding::None => "DDP gradient buckets".into(),
+            _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
+                format!(
+                    "DeepSpeed ZeRO reduce bucket{}",
+                    if self.setup.comm.overlap_comm { "s (overlap_comm)" } else { "" }
+                )
+            }
+            _ => "FSDP reduce-scatter buffer (one unit's unsharded gradient)".into(),
+        }
+    }
+
+    fn is_fsdp(&self) -> bool {
+        use crate::workload::Engine;
+        self.par.fsdp
+            || matches!(self.setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt)
+    }
+
+    fn comm_explain(&self) -> Explanation {
+        use crate::workload::Sharding;
+        let c = &self.setup.comm;
+        match self.par.sharding {
+            Sharding::None => Explanation::new("trainable params × grad bytes (the reducer's flat buckets hold a second copy of every gradient)")
+                .term("trainable per GPU", self.b.states.trainable_per_gpu)
+                .note("torch.nn.parallel.DistributedDataParallel copies .grad into its buckets unless gradient_as_bucket_view=True"),
+            _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
+                Explanation::new("reduce_bucket_size × gradient bytes × (2 with overlap_comm, else 1)")
+                    .term("reduce_bucket_size (elements)", c.reduce_bucket)
+                    .term("overlap_comm", c.overlap_comm)
+                    .term("gradient bytes", self.model.compute_bytes)
+                    .note("DeepSpeed stage_1_and_2.py allocates its ipg reduction buffers up front (two with overlap_comm); allgather_bucket_size only chunks the all-gather into the flat buffers. From the DeepSpeed config (--deepspeed); defaults 5e8 elements")
+            }
+            _ => Explanation::new("trainable params of the largest wrapped unit (a layer, or the root's embeddings + head) × grad bytes")
+                .term("largest unit (trainable params)", self.model.profile.largest_unit_trainable(self.par.tp).unwrap_or(0))
+                .note("FSDP reduce-scatters each wrapped unit's unsharded gradient in backward; the root's head gradient lives through all of backward; the all-gathered parameters are their own line"),
+        }
+    }
+
     fn optimizer_formula(&self) -> String {
         let sb = self.model.profile.state_bytes;
         match self.setup.optimizer {
             Optimizer::AdamW => format!("trainable × 2 states × {sb} B (exp_avg, exp_avg_sq)"),
+            Optimizer::PagedAdamW => "trainable × 2 states × 4 B (bitsandbytes 32-bit states are fp32)".to_string(),
             Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => {
                 "trainable × 2 × (1 B + 4 B absmax / 256) (bitsandbytes blockwise 8-bit)".to_string()
             }

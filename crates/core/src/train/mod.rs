@@ -33,11 +33,13 @@
 
 pub mod activations;
 pub mod breakdown;
+pub mod comm;
 pub mod ledger;
 pub mod profile;
 
 pub use crate::workload::{
-    AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainSetup,
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, Engine, LoraSetup, LoraTargets, LossPath, Optimizer, Precision,
+    SelectivePolicy, TrainKind, TrainSetup,
 };
 pub use activations::{act_profile, ActProfile, AMP_ROPE_EXTRA_PER_QW};
 pub use breakdown::{PeakLines, TrainBreakdown, TrainModel, EAGER_BWD_BYTES};

@@ -56,6 +56,8 @@ pub(crate) struct GroupInfo {
     pub adafactor_elems: u64,
     /// parameters of the decoder linears (autocast casts them)
     pub cast_params: u64,
+    /// of `base_bytes`: what PEFT's fp32 cast of a non-quantized tensor added
+    pub fp32_extra: u64,
 }
 
 /// Per-GPU model-state bytes (the worst rank).
@@ -63,6 +65,9 @@ pub(crate) struct GroupInfo {
 pub struct ModelStates {
     /// parameters resident on the GPU (storage dtype; ZeRO-3 shard), adapters included
     pub weights: u64,
+    /// of `weights`: what PEFT's fp32 casts of the non-quantized parameters added
+    /// (`prepare_model_for_kbit_training`; 0 otherwise)
+    pub fp32_casts: u64,
     /// of `weights`: the LoRA adapters (0 for a full fine-tune)
     pub adapters: u64,
     /// fp32 master copy (mixed precision)
@@ -91,10 +96,6 @@ impl ModelStates {
         sum("model states per GPU", &[self.weights, self.master, self.gradients, self.optimizer])
     }
 }
-
-/// DeepSpeed's default `reduce_bucket_size` (elements), the size of each ZeRO
-/// gradient reduce bucket (deepspeed/runtime/zero/config.py).
-pub const ZERO_REDUCE_BUCKET_ELEMS: u64 = 500_000_000;
 
 /// Precomputed per-model figures for training estimates.
 #[derive(Debug, Clone)]
@@ -171,20 +172,33 @@ impl TrainProfile {
             TrainKind::Lora => setup.lora_base_dtype(),
             TrainKind::Qlora => p.compute_dtype(),
         };
+        // PEFT `prepare_model_for_kbit_training` casts every parameter that is not
+        // quantized (norms, embeddings, the head) to fp32
+        let kbit_fp32 = setup.kind == TrainKind::Qlora && setup.kbit_prep;
         let adapter_dtype =
             if setup.lora.adapter_fp32 || p == Precision::Fp32 { DType::F32 } else { p.compute_dtype() };
         let all_names = layout.linear_module_names();
-        let targets = if lora { validate::lora_targets(spec, &layout, &setup.lora.targets)? } else { Vec::new() };
+        let placement = if lora {
+            validate::lora_placement(spec, &layout, &setup.lora.targets)?
+        } else {
+            validate::LoraPlacement { copies: vec![0; layout.groups.len()], modules: Vec::new() }
+        };
+        let quantize_head = setup.kind == TrainKind::Qlora && setup.qlora_quantize_lm_head;
         let mut groups = Vec::with_capacity(layout.groups.len());
         let mut totals = GroupTotals::default();
-        for g in &layout.groups {
-            let adapted = lora && g.role() != Some(LinearRole::LmHead) && g.is_linear() && targets.contains(&g.module);
-            groups.push(group_info(g, lora, adapted, setup.lora.rank, base_dtype, base_quant.as_ref(), &mut totals)?);
+        for (g, &adapted) in layout.groups.iter().zip(&placement.copies) {
+            let base =
+                BaseFormat { dtype: base_dtype, quant: base_quant.as_ref(), quantize_head, rest_fp32: kbit_fp32 };
+            groups.push(group_info(g, lora, adapted, setup.lora.rank, &base, &mut totals)?);
         }
         let weight_bytes = if lora { adapter_dtype.bytes()? } else { p.weight_dtype().bytes()? };
-        let state_bytes = p.state_dtype().bytes()?;
+        // torch optimizers keep their states in the parameter's dtype (fp32 master
+        // states under mixed precision): LoRA's are the adapter dtype
+        let state_bytes = if lora && !p.has_master() { adapter_dtype.bytes()? } else { p.state_dtype().bytes()? };
         let state_bytes_x256 = match setup.optimizer {
             Optimizer::AdamW => 2 * state_bytes * 256,
+            // bitsandbytes 32-bit optimizers keep fp32 states whatever the parameter dtype
+            Optimizer::PagedAdamW => 2 * 4 * 256,
             // 2 states × (1 B + 4 B absmax / 256)
             Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2 * (BNB_OPT_BLOCK + 4),
             Optimizer::Sgd => 0,
@@ -192,6 +206,7 @@ impl TrainProfile {
             // factored: counted from adafactor_elems instead
             Optimizer::Adafactor => 0,
         };
+        let targets = placement.modules;
         Ok(TrainProfile {
             groups,
             layers: spec.num_layers,
@@ -256,6 +271,7 @@ impl TrainProfile {
         let stage = par.sharding.stage();
         let t = self.trainable_per_gpu(tp, pp)?;
         let base = self.per_gpu("weights per GPU", tp, pp, |g| g.base_bytes)?;
+        let mut fp32_casts = self.per_gpu("fp32 casts per GPU", tp, pp, |g| g.fp32_extra)?;
         let lora = self.kind != TrainKind::Full;
         // weights on the GPU: the base (frozen or trainable) + adapters
         let mut adapters = if lora { mul("adapters per GPU", t, self.adapter_bytes)? } else { 0 };
@@ -287,16 +303,18 @@ impl TrainProfile {
             grads = div_ceil(grads, dp);
         }
         if stage >= 2 && par.offload_optimizer != Offload::None {
-            // ZeRO-Offload: gradients stream through the reduce buckets to the pinned CPU
-            // partition as they are produced; only the buckets stay on the GPU (DeepSpeed
-            // stage_1_and_2.py `backward`: `ipg_buffer`, 2 × reduce_bucket_size elements
-            // with overlap_comm; Ren et al. 2021 §4)
-            grads = grads.min(product("gradient buckets", &[2, ZERO_REDUCE_BUCKET_ELEMS, self.grad_bytes])?);
+            // ZeRO-Offload / FSDP CPU offload: gradients stream to the pinned CPU partition
+            // as they are produced (DeepSpeed stage_1_and_2.py `backward`, Ren et al. 2021 §4;
+            // FSDP2 CPUOffloadPolicy). What stays on the GPU is the buffer they pass through:
+            // DeepSpeed's reduce buckets or FSDP's reduce-scatter buffer, counted once as
+            // communication buffers (train/comm.rs), so no gradient partition here.
+            grads = 0;
         }
         let mut gathered = 0;
         if stage >= 3 && dp > 1 {
             weights = div_ceil(weights, dp);
             adapters = div_ceil(adapters, dp);
+            fp32_casts = div_ceil(fp32_casts, dp);
             // the running layer and the prefetched next one, gathered in the weight dtype
             let w_b = self.base_dtype.bytes()?;
             gathered = product("gathered parameters", &[2, div_ceil(self.layer_params, tp), w_b])?;
@@ -331,9 +349,11 @@ impl TrainProfile {
             }
             weights = 0;
             adapters = 0;
+            fp32_casts = 0;
         }
         Ok(ModelStates {
             weights,
+            fp32_casts,
             adapters,
             master,
             gradients: grads,
@@ -358,11 +378,31 @@ impl TrainProfile {
             Optimizer::AdamW if self.foreach => mul(what, t, sb),
             Optimizer::AdamW => mul(what, largest, sb),
             // fused CUDA kernels update in place
-            Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit | Optimizer::Sgd | Optimizer::SgdMomentum => Ok(0),
+            Optimizer::AdamW8bit
+            | Optimizer::PagedAdamW8bit
+            | Optimizer::PagedAdamW
+            | Optimizer::Sgd
+            | Optimizer::SgdMomentum => Ok(0),
             // per-parameter: update and its square for the largest tensor
             Optimizer::Adafactor => product(what, &[2, largest, 4]),
             Optimizer::Lion => product(what, &[2, largest, sb]),
         }
+    }
+
+    /// Trainable parameters of FSDP's largest wrapped unit on one GPU before
+    /// sharding: one decoder layer, or the root (embeddings, head, final norm).
+    pub fn largest_unit_trainable(&self, tp: u64) -> Result<u64, CoreError> {
+        let tp = tp.max(1);
+        let (mut layers, mut root) = (0u64, 0u64);
+        for g in &self.groups {
+            let v = if g.tp_split { div_ceil(g.trainable, tp) } else { g.trainable };
+            if g.place == Place::Layers {
+                layers = add("unit", layers, v)?;
+            } else {
+                root = add("unit", root, v)?;
+            }
+        }
+        Ok((layers / self.layers.max(1)).max(root))
     }
 
     /// Decoder-linear parameters (what autocast casts to 16-bit) per GPU on the worst stage.
@@ -376,15 +416,26 @@ impl TrainProfile {
     }
 }
 
+/// How the frozen (or trainable) base is stored.
+struct BaseFormat<'a> {
+    /// dtype of what is not quantized
+    dtype: DType,
+    /// quantization of the decoder linears
+    quant: Option<&'a QuantSpec>,
+    /// the output head is quantized too
+    quantize_head: bool,
+    /// what is not quantized is cast to fp32 (PEFT `prepare_model_for_kbit_training`)
+    rest_fp32: bool,
+}
+
 /// One parameter group reduced to what the memory arithmetic needs, and
 /// its share of the model-wide totals.
 fn group_info(
     g: &ParamGroup,
     lora: bool,
-    adapted: bool,
+    adapted_copies: u64,
     rank: u64,
-    base_dtype: DType,
-    base_quant: Option<&QuantSpec>,
+    base: &BaseFormat,
     totals: &mut GroupTotals,
 ) -> Result<GroupInfo, CoreError> {
     let place = match g.kind {
@@ -393,8 +444,18 @@ fn group_info(
         _ if in_layers(g) => Place::Layers,
         _ => Place::Other,
     };
-    let quant = base_quant.filter(|_| quantized(g));
-    let base_bytes = group_bytes(g, base_dtype, quant)?;
+    let head = g.role() == Some(LinearRole::LmHead);
+    let quant = base.quant.filter(|_| quantized(g) || (head && base.quantize_head));
+    let mut base_bytes = group_bytes(g, base.dtype, quant)?;
+    // fp32 casts of what stays unquantized (biases of quantized linears included)
+    let fp32_extra = if base.rest_fp32 && quant.is_none() && base.dtype.bits() < 32 {
+        let cast = group_bytes(g, DType::F32, None)?;
+        let extra = cast.saturating_sub(base_bytes);
+        base_bytes = cast;
+        extra
+    } else {
+        0
+    };
     let params = g.params()?;
     if place == Place::Layers {
         totals.layer_params = add("layer params", totals.layer_params, params)?;
@@ -412,10 +473,10 @@ fn group_info(
         };
         totals.largest_trainable = totals.largest_trainable.max(g.weight_elems()?);
         (params, ada)
-    } else if adapted {
-        // A is r × d_in, B is d_out × r
-        let a = product("trainable params", &[rank, add("lora", g.d_in, g.d_out)?, g.copies])?;
-        let ada = product("adafactor", &[sum("adafactor", &[2 * rank, g.d_in, g.d_out])?, g.copies])?;
+    } else if adapted_copies > 0 {
+        // A is r × d_in, B is d_out × r (an embedding: r × vocab and hidden × r)
+        let a = product("trainable params", &[rank, add("lora", g.d_in, g.d_out)?, adapted_copies])?;
+        let ada = product("adafactor", &[sum("adafactor", &[2 * rank, g.d_in, g.d_out])?, adapted_copies])?;
         totals.largest_trainable = totals.largest_trainable.max(mul("lora", rank, g.d_in.max(g.d_out))?);
         (a, ada)
     } else {
@@ -429,5 +490,6 @@ fn group_info(
         trainable,
         adafactor_elems,
         cast_params: if g.is_linear() { params } else { 0 },
+        fp32_extra,
     })
 }

@@ -28,3 +28,6 @@ pub const LORA_RANK: u64 = 16;
 pub const LORA_ALPHA_PER_RANK: f64 = 2.0;
 /// LoRA dropout probability (PEFT recipes' usual 0.05).
 pub const LORA_DROPOUT: f64 = 0.05;
+/// DeepSpeed ZeRO `reduce_bucket_size` and `allgather_bucket_size` default, in elements
+/// (`deepspeed/runtime/zero/config.py`: `5e8`).
+pub const DS_BUCKET_ELEMENTS: u64 = 500_000_000;

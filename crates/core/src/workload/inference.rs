@@ -1,6 +1,7 @@
 //! Serving or batch inference: what is run and with which dtypes.
 
 use super::defaults;
+use super::Engine;
 use crate::dtype::DType;
 use crate::quant::QuantSpec;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,15 @@ pub struct InferenceSetup {
     pub logits_fp32: bool,
     /// paged KV block size in tokens (vLLM default 16)
     pub block_size: u64,
+    /// the engine serving the model (its start-up sizing: [`super::Engine::serving`])
+    pub engine: Engine,
+    /// with a quantization: the output head is quantized too (LitGPT's
+    /// bitsandbytes precision replaces every `nn.Linear`)
+    pub quantize_lm_head: bool,
+    /// serving engines: tokens of the start-up profiling forward (None: the engine's default)
+    pub max_num_batched_tokens: Option<u64>,
+    /// serving engines: sequences of the start-up profiling run (None: the engine's default)
+    pub max_num_seqs: Option<u64>,
     /// how the sliding-window layers are cached (the engine decides)
     #[serde(default)]
     pub sliding_window_cache: SlidingWindowCache,
@@ -92,6 +102,10 @@ impl Default for InferenceSetup {
             context: defaults::CONTEXT,
             logits_fp32: false,
             block_size: defaults::BLOCK_SIZE,
+            engine: Engine::Transformers,
+            quantize_lm_head: false,
+            max_num_batched_tokens: None,
+            max_num_seqs: None,
             sliding_window_cache: SlidingWindowCache::default(),
         }
     }

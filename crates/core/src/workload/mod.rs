@@ -6,15 +6,20 @@
 //! other way round).
 
 pub mod defaults;
+mod engine;
 mod inference;
 pub mod limits;
 mod parallel;
 mod training;
 pub mod validate;
 
+pub use engine::{Engine, ServingDefaults, VLLM_NON_TORCH};
 pub use inference::{InferenceSetup, SlidingWindowCache};
 pub use parallel::{Offload, Parallelism, Sharding};
-pub use training::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainSetup};
+pub use training::{
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision,
+    SelectivePolicy, TrainKind, TrainSetup,
+};
 pub use validate::{validate, Field, WorkloadError};
 
 use crate::runtime::RuntimeSetup;

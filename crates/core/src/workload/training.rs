@@ -6,6 +6,7 @@
 //! planner and the CLI construct this struct).
 
 use super::defaults;
+use super::engine::Engine;
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 
@@ -137,6 +138,9 @@ pub enum Optimizer {
     /// bitsandbytes `PagedAdamW8bit`: as 8-bit, in CUDA unified (pageable) memory
     #[serde(rename = "paged-adamw-8bit")]
     PagedAdamW8bit,
+    /// bitsandbytes `PagedAdamW` (32-bit states) in CUDA unified memory (LitGPT's QLoRA default)
+    #[serde(rename = "paged-adamw")]
+    PagedAdamW,
     /// plain SGD: no state
     Sgd,
     /// SGD with momentum: one buffer
@@ -148,10 +152,11 @@ pub enum Optimizer {
 }
 
 impl Optimizer {
-    pub const ALL: [Optimizer; 7] = [
+    pub const ALL: [Optimizer; 8] = [
         Optimizer::AdamW,
         Optimizer::AdamW8bit,
         Optimizer::PagedAdamW8bit,
+        Optimizer::PagedAdamW,
         Optimizer::Sgd,
         Optimizer::SgdMomentum,
         Optimizer::Adafactor,
@@ -163,6 +168,7 @@ impl Optimizer {
             Optimizer::AdamW => "adamw",
             Optimizer::AdamW8bit => "adamw-8bit",
             Optimizer::PagedAdamW8bit => "paged-adamw-8bit",
+            Optimizer::PagedAdamW => "paged-adamw",
             Optimizer::Sgd => "sgd",
             Optimizer::SgdMomentum => "sgd-momentum",
             Optimizer::Adafactor => "adafactor",
@@ -173,6 +179,13 @@ impl Optimizer {
     /// bitsandbytes 8-bit optimizers.
     pub fn is_8bit(self) -> bool {
         matches!(self, Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit)
+    }
+
+    /// bitsandbytes paged optimizers: states in CUDA managed memory
+    /// (`bitsandbytes.functional.get_paged` → `cget_managed_ptr`), outside the
+    /// PyTorch caching allocator, so `max_memory_allocated()` never sees them.
+    pub fn is_paged(self) -> bool {
+        matches!(self, Optimizer::PagedAdamW8bit | Optimizer::PagedAdamW)
     }
 }
 
@@ -185,10 +198,11 @@ impl std::str::FromStr for Optimizer {
             "adamw-torch" | "adamw-torch-fused" | "adam" => "adamw".to_string(),
             "adamw-bnb-8bit" | "adamw8bit" => "adamw-8bit".to_string(),
             "paged-adamw8bit" => "paged-adamw-8bit".to_string(),
+            "paged-adamw-32bit" | "paged-adamw32bit" => "paged-adamw".to_string(),
             _ => n,
         };
         Optimizer::ALL.iter().copied().find(|o| o.name() == n).ok_or_else(|| {
-            format!("unknown optimizer '{s}': expected one of adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion")
+            format!("unknown optimizer '{s}': expected one of adamw, adamw-8bit, paged-adamw-8bit, paged-adamw, sgd, sgd-momentum, adafactor, lion")
         })
     }
 }
@@ -220,6 +234,19 @@ impl Checkpointing {
     }
 }
 
+/// What selective checkpointing keeps ([`Checkpointing::Selective`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectivePolicy {
+    /// Megatron's selective recompute: everything but the attention core
+    /// (scores, softmax, dropout) is kept
+    #[default]
+    AttentionCore,
+    /// torchtitan's per-op policy (`selective_ac_option = "op"`): the outputs of
+    /// every other matmul and of attention are kept, every elementwise op recomputed
+    Ops,
+}
+
 /// Attention kernel: decides whether the seq × seq scores are materialised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -248,8 +275,12 @@ pub enum LoraTargets {
     /// PEFT `all-linear`: every linear in the decoder blocks (not the output head)
     #[default]
     AllLinear,
-    /// leaf module names, e.g. `["q_proj", "v_proj"]`
+    /// leaf module names, e.g. `["q_proj", "v_proj"]`; `lm_head` and the
+    /// embedding (`embed_tokens`) may be named too
     Modules(Vec<String>),
+    /// a PEFT `target_modules` string: a regular expression matched with
+    /// `re.fullmatch` against every full module name (`model.layers.0.self_attn.q_proj`)
+    Regex(String),
 }
 
 /// LoRA adapter shape (used when the kind is `Lora` or `Qlora`).
@@ -279,6 +310,99 @@ impl Default for LoraSetup {
     }
 }
 
+/// How the cross-entropy loss meets the vocabulary-sized logits: what is
+/// kept for backward and what is live at its start, per token per
+/// vocabulary entry (the biggest single item at 128k+ vocabularies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum LossPath {
+    /// the compute-dtype logits are upcast to fp32 for the loss (transformers
+    /// `ForCausalLMLoss`, torchtitan): the saved fp32 log-softmax (4 B) and, at the
+    /// start of backward, the fp32 gradients of log-softmax and logits (2 × 4 B);
+    /// measured on shared/calibration group C
+    #[default]
+    Fp32,
+    /// cross-entropy on the compute-dtype logits, no upcast: 2 B saved + 2 × 2 B gradients
+    Compute,
+    /// the head runs over the whole sequence but the fp32 loss one chunk at a time
+    /// (torchtune `CEWithChunkedOutputLoss`, `num_output_chunks` = `chunks`): every
+    /// chunk's fp32 log-softmax is saved (4 B); the backward gradients exist one chunk
+    /// at a time ((4 + 4 + 2 B) ÷ chunks)
+    Chunked { chunks: u64 },
+    /// head and loss both chunked by `tokens` (LitGPT `lm_head_chunk_size=128` +
+    /// `chunked_cross_entropy`, no upcast): the compute-dtype logit chunks stay
+    /// alive in a list (2 B) beside their saved log-softmax (2 B)
+    ChunkedTokens { tokens: u64 },
+    /// fused linear + cross-entropy that never materialises the logits (Liger
+    /// `LigerFusedLinearCrossEntropyLoss`, cut-cross-entropy): no vocabulary-sized
+    /// tensor is saved; one chunk of fp32 logits and gradients exists at a time
+    Fused,
+}
+
+impl LossPath {
+    /// The `--loss` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LossPath::Fp32 => "fp32",
+            LossPath::Compute => "bf16",
+            LossPath::Chunked { .. } => "chunked",
+            LossPath::ChunkedTokens { .. } => "chunked-tokens",
+            LossPath::Fused => "fused",
+        }
+    }
+}
+
+impl std::str::FromStr for LossPath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "fp32" | "upcast" => LossPath::Fp32,
+            "bf16" | "fp16" | "compute" | "no-upcast" => LossPath::Compute,
+            "chunked" => LossPath::Chunked { chunks: 8 },
+            "fused" | "liger" | "cce" | "cut-cross-entropy" => LossPath::Fused,
+            _ => return Err(format!("unknown loss path '{s}': expected fp32, bf16, chunked or fused")),
+        })
+    }
+}
+
+/// bitsandbytes 4-bit data type (same storage and memory; named for output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bnb4Type {
+    #[default]
+    Nf4,
+    Fp4,
+}
+
+/// Buffers a data-parallel engine keeps for communication, from its config.
+///
+/// DeepSpeed's `DeepSpeedZeroConfig` defaults: `reduce_bucket_size` and
+/// `allgather_bucket_size` 5e8 elements, `overlap_comm` false (the HF
+/// Trainer's templates and most configs set it true).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommSetup {
+    /// DeepSpeed `reduce_bucket_size` (elements)
+    pub reduce_bucket: u64,
+    /// DeepSpeed `allgather_bucket_size` (elements)
+    pub allgather_bucket: u64,
+    /// DeepSpeed `overlap_comm`: a second reduce bucket to overlap reduction with backward
+    pub overlap_comm: bool,
+    /// PyTorch DDP `gradient_as_bucket_view`: the gradients are views into the buckets
+    /// (no second gradient-sized copy)
+    pub grad_as_bucket_view: bool,
+}
+
+impl Default for CommSetup {
+    fn default() -> Self {
+        CommSetup {
+            reduce_bucket: defaults::DS_BUCKET_ELEMENTS,
+            allgather_bucket: defaults::DS_BUCKET_ELEMENTS,
+            overlap_comm: false,
+            grad_as_bucket_view: false,
+        }
+    }
+}
+
 /// A training step on one model replica.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainSetup {
@@ -303,14 +427,33 @@ pub struct TrainSetup {
     /// optimizer uses the multi-tensor (`foreach`) path, the CUDA default
     /// for torch.optim: its step allocates one state-sized temporary
     pub foreach: bool,
-    /// logits upcast to fp32 before the loss (transformers does this for
-    /// 16-bit logits inside `ForCausalLMLoss`)
-    pub logits_fp32: bool,
+    /// how the loss meets the logits (engine default: [`Engine::loss`])
+    pub loss: LossPath,
     /// model the first optimizer step of a fresh run: optimizer states are
     /// created lazily inside `step()`, so forward/backward run without them
     /// (what a one-step measurement such as shared/calibration sees). The
     /// default (false) is the steady state: states live through every step.
     pub first_step: bool,
+    /// the framework running the step; its behaviour set the defaults below
+    pub engine: Engine,
+    /// QLoRA: bitsandbytes 4-bit type (nf4 / fp4; same memory)
+    pub qlora_quant_type: Bnb4Type,
+    /// QLoRA: the output head is quantized too (not in bitsandbytes'
+    /// `llm_int8_skip_modules`; engine default: [`Engine::quantizes_lm_head`])
+    pub qlora_quantize_lm_head: bool,
+    /// QLoRA through PEFT `prepare_model_for_kbit_training`: every non-quantized
+    /// parameter (norms, embeddings, head) cast to fp32 (engine default: [`Engine::kbit_prep`])
+    pub kbit_prep: bool,
+    /// the optimizer steps each parameter inside backward and frees its gradient
+    /// (torchtune `optimizer_in_bwd`): no full gradient buffer, no step peak
+    pub optimizer_in_backward: bool,
+    /// saved activations are moved to host memory in forward and back in backward
+    /// (torchtune `enable_activation_offloading`): one layer's set stays on the GPU
+    pub activation_offload: bool,
+    /// data-parallel communication buffers
+    pub comm: CommSetup,
+    /// what selective checkpointing keeps (with `checkpointing: Selective`)
+    pub selective: SelectivePolicy,
 }
 
 impl Default for TrainSetup {
@@ -328,8 +471,16 @@ impl Default for TrainSetup {
             qlora_double_quant: true,
             base_dtype: None,
             foreach: true,
-            logits_fp32: true,
+            loss: LossPath::Fp32,
             first_step: false,
+            engine: Engine::Transformers,
+            qlora_quant_type: Bnb4Type::Nf4,
+            qlora_quantize_lm_head: false,
+            kbit_prep: true,
+            optimizer_in_backward: false,
+            activation_offload: false,
+            comm: CommSetup::default(),
+            selective: SelectivePolicy::AttentionCore,
         }
     }
 }
@@ -341,6 +492,17 @@ impl TrainSetup {
             Precision::Fp32 => DType::F32,
             p => p.compute_dtype(),
         })
+    }
+
+    /// The defaults of `engine`: its loss path, adapter dtype, QLoRA preparation
+    /// and head quantization (the rest of the setup is kept).
+    pub fn with_engine(mut self, engine: Engine) -> TrainSetup {
+        self.engine = engine;
+        self.loss = engine.loss();
+        self.lora.adapter_fp32 = engine.adapters_fp32();
+        self.kbit_prep = engine.kbit_prep();
+        self.qlora_quantize_lm_head = engine.quantizes_lm_head();
+        self
     }
 }
 

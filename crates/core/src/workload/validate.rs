@@ -17,7 +17,7 @@ use super::limits::{
 use super::{InferenceSetup, LoraTargets, Offload, Parallelism, Sharding, Task, TrainKind, TrainSetup, Workload};
 pub use crate::error::{Field, WorkloadError};
 use crate::model::{ModelSpec, Positional};
-use crate::params::{LinearRole, ParamLayout};
+use crate::params::{LinearRole, ParamGroupKind, ParamLayout};
 use crate::runtime::RuntimeSetup;
 
 /// Check `workload` against `model`: the first rule broken, or `Ok`.
@@ -166,26 +166,157 @@ fn lora(model: &ModelSpec, t: &TrainSetup) -> Result<(), WorkloadError> {
 
 /// The linears that get LoRA adapters: PEFT's `all-linear` (every decoder
 /// linear but the output head and routers), or the listed modules, each of
-/// which must be a linear of the model.
+/// which must be a linear of the model, its output head or its token
+/// embedding, or the modules a PEFT regular expression matches. Returns the
+/// leaf names of the adapted modules.
 pub fn lora_targets(
     model: &ModelSpec,
     layout: &ParamLayout,
     targets: &LoraTargets,
 ) -> Result<Vec<String>, WorkloadError> {
-    let linears = layout.linear_module_names();
-    match targets {
-        LoraTargets::AllLinear => Ok(linears
-            .into_iter()
-            .filter(|n| layout.groups.iter().any(|g| &g.module == n && g.role() != Some(LinearRole::Router)))
-            .collect()),
-        LoraTargets::Modules(names) if names.is_empty() => Err(WorkloadError::NoLoraTargets),
-        LoraTargets::Modules(names) => match names.iter().find(|n| !linears.contains(n)) {
-            Some(name) => {
-                Err(WorkloadError::UnknownLoraTarget { name: name.clone(), family: model.family.name(), linears })
+    lora_placement(model, layout, targets).map(|p| p.modules)
+}
+
+/// Where LoRA adapters go: for each parameter group of the layout (same
+/// order) the instances that carry an adapter (0: none; `copies`: every
+/// layer), and the leaf names of the adapted modules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoraPlacement {
+    pub copies: Vec<u64>,
+    pub modules: Vec<String>,
+}
+
+/// Adapters on the groups of `layout` for `targets`.
+///
+/// A regular expression follows PEFT's `check_target_module_exists`: a string
+/// `target_modules` is matched with `re.fullmatch` against every full module
+/// name of the base model (`model.layers.0.self_attn.q_proj`, `lm_head`), so it
+/// may pick some layers only. Rust's `regex` syntax is Python's `re` without
+/// look-around and back-references; a pattern that uses them is refused by name.
+pub fn lora_placement(
+    model: &ModelSpec,
+    layout: &ParamLayout,
+    targets: &LoraTargets,
+) -> Result<LoraPlacement, WorkloadError> {
+    let names = crate::hf::names(model.family);
+    let adaptable = |g: &crate::params::ParamGroup| match g.kind {
+        ParamGroupKind::Linear(LinearRole::Router) => false,
+        ParamGroupKind::Linear(_) | ParamGroupKind::Embedding => true,
+        _ => false,
+    };
+    let copies: Vec<u64> = match targets {
+        LoraTargets::AllLinear => layout
+            .groups
+            .iter()
+            .map(|g| match g.role() {
+                Some(LinearRole::Router | LinearRole::LmHead) | None => 0,
+                Some(_) => g.copies,
+            })
+            .collect(),
+        LoraTargets::Modules(list) if list.is_empty() => return Err(WorkloadError::NoLoraTargets),
+        LoraTargets::Modules(list) => {
+            let known = |n: &str| layout.groups.iter().any(|g| adaptable(g) && g.module == n);
+            if let Some(name) = list.iter().find(|n| !known(n)) {
+                let mut linears = layout.linear_module_names();
+                linears.push(names.lm_head.to_string());
+                linears.push(names.embed.to_string());
+                linears.retain(|n| known(n));
+                return Err(WorkloadError::UnknownLoraTarget {
+                    name: name.clone(),
+                    family: model.family.name(),
+                    linears,
+                });
             }
-            None => Ok(names.clone()),
-        },
+            layout.groups.iter().map(|g| if adaptable(g) && list.contains(&g.module) { g.copies } else { 0 }).collect()
+        }
+        LoraTargets::Regex(pattern) => {
+            let re = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| WorkloadError::LoraRegex {
+                pattern: pattern.clone(),
+                reason: format!(
+                    "is not a regular expression vramfit can read (Python re without look-around or back-references): {}",
+                    e.to_string().lines().last().unwrap_or("invalid")
+                ),
+            })?;
+            let copies: Vec<u64> =
+                layout.groups.iter().map(|g| if adaptable(g) { matched_instances(model, g, &re) } else { 0 }).collect();
+            if copies.iter().all(|&c| c == 0) {
+                return Err(WorkloadError::LoraRegex {
+                    pattern: pattern.clone(),
+                    reason: format!(
+                        "matches no linear module of this {} model (PEFT matches it with re.fullmatch against full names such as {})",
+                        model.family.name(),
+                        layout
+                            .groups
+                            .iter()
+                            .find(|g| g.role() == Some(LinearRole::Attention))
+                            .map(|g| full_name(model, g, 0, 0))
+                            .unwrap_or_else(|| names.lm_head.to_string())
+                    ),
+                });
+            }
+            copies
+        }
+    };
+    let mut modules: Vec<String> = Vec::new();
+    for (g, &c) in layout.groups.iter().zip(&copies) {
+        if c > 0 && !modules.contains(&g.module) {
+            modules.push(g.module.clone());
+        }
     }
+    Ok(LoraPlacement { copies, modules })
+}
+
+/// The top-level prefix of the decoder body's modules in the Hugging Face
+/// `*ForCausalLM` class (`model.` for Llama-likes, `transformer.` for GPT-2 and
+/// Falcon, `gpt_neox.` for GPT-NeoX); the output head sits at the top level.
+fn body_root(family: crate::model::Family) -> &'static str {
+    use crate::model::Family;
+    match family {
+        Family::Gpt2 | Family::Falcon => "transformer.",
+        Family::GptNeox => "gpt_neox.",
+        _ => "model.",
+    }
+}
+
+/// The full module name of instance (`layer`, `expert`) of a group.
+fn full_name(model: &ModelSpec, g: &crate::params::ParamGroup, layer: u64, expert: u64) -> String {
+    if g.role() == Some(LinearRole::LmHead) {
+        return g.path.clone();
+    }
+    let mut out = String::from(body_root(model.family));
+    let mut stars = 0;
+    for part in g.path.split('.') {
+        if !out.ends_with('.') {
+            out.push('.');
+        }
+        if part == "*" {
+            out.push_str(&(if stars == 0 { layer } else { expert }).to_string());
+            stars += 1;
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// How many instances of `g` the anchored regular expression matches.
+fn matched_instances(model: &ModelSpec, g: &crate::params::ParamGroup, re: &regex::Regex) -> u64 {
+    let stars = g.path.matches('*').count();
+    if stars == 0 {
+        return if re.is_match(&full_name(model, g, 0, 0)) { g.copies } else { 0 };
+    }
+    let inner = if stars >= 2 { model.moe.as_ref().map(|m| m.num_experts).unwrap_or(1).max(1) } else { 1 };
+    let layers = g.copies / inner;
+    let first = model.num_layers.saturating_sub(layers);
+    let mut n = 0;
+    for l in first..first + layers {
+        for e in 0..inner {
+            if re.is_match(&full_name(model, g, l, e)) {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 /// A learned position table has exactly `max_position_embeddings` rows: a
@@ -206,6 +337,9 @@ fn positions(model: &ModelSpec, field: Field, tokens: u64) -> Result<(), Workloa
 fn runtime(rt: &RuntimeSetup) -> Result<(), WorkloadError> {
     if !rt.margin.is_finite() || !(0.0..=10.0).contains(&rt.margin) {
         return Err(WorkloadError::Margin { value: rt.margin });
+    }
+    if !rt.fragmentation.is_finite() || !(0.0..=10.0).contains(&rt.fragmentation) {
+        return Err(WorkloadError::Margin { value: rt.fragmentation });
     }
     Ok(())
 }

@@ -8,6 +8,8 @@
 //! `shared/calibration/cases.jsonl`) and `calibration/data/vramfit-cases.jsonl`
 //! (measured by `calibration/harness/measure.py`).
 
+pub mod published;
+
 use crate::config::parse_config_value;
 use crate::error::IngestError;
 use serde_json::{Map, Value};
@@ -15,9 +17,9 @@ use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, 
 use vramfit_core::{DType, InferenceSetup, ModelSpec, Parallelism, RuntimeSetup, Task, TrainSetup, Workload};
 
 /// The shared set, embedded.
-pub const SHARED_CASES: &str = include_str!("../../../calibration/data/shared-cases.jsonl");
+pub const SHARED_CASES: &str = include_str!("../../../../calibration/data/shared-cases.jsonl");
 /// This project's own measurements, embedded.
-pub const VRAMFIT_CASES: &str = include_str!("../../../calibration/data/vramfit-cases.jsonl");
+pub const VRAMFIT_CASES: &str = include_str!("../../../../calibration/data/vramfit-cases.jsonl");
 
 /// Largest case file accepted.
 pub const MAX_CASES_BYTES: usize = 64 << 20;
@@ -308,7 +310,6 @@ pub fn parse_case(line: &str, origin: &str) -> Result<Case, IngestError> {
                 lora: lora.unwrap_or_default(),
                 base_dtype,
                 foreach,
-                logits_fp32: true,
                 first_step: true,
                 ..TrainSetup::default()
             };

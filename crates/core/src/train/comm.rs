@@ -1,0 +1,48 @@
+//! Buffers a data-parallel engine keeps for communication: DeepSpeed's ZeRO
+//! reduce buckets, PyTorch DDP's gradient buckets, FSDP's reduce-scatter
+//! input, and the NCCL communicators each rank holds.
+
+use crate::error::CoreError;
+use crate::runtime::Communicator;
+use crate::units::{mul, product};
+use crate::workload::{CommSetup, Parallelism};
+
+/// DeepSpeed ZeRO's gradient reduction buffers (`ipg_buffer`): one
+/// `reduce_bucket_size` buffer of the gradient dtype, two with `overlap_comm`
+/// so reduction overlaps backward (`deepspeed/runtime/zero/stage_1_and_2.py`).
+/// The all-gather after the step writes into the flat parameter buffers, so
+/// `allgather_bucket_size` only sets its chunking, not extra memory.
+pub fn deepspeed_bucket_bytes(comm: &CommSetup, elem_bytes: u64) -> Result<u64, CoreError> {
+    product("DeepSpeed reduce buckets", &[comm.reduce_bucket, elem_bytes, if comm.overlap_comm { 2 } else { 1 }])
+}
+
+/// PyTorch DDP's gradient buckets: the reducer keeps every gradient in a flat
+/// bucket; unless `gradient_as_bucket_view=True` the `.grad` tensors are a
+/// second copy (`torch/nn/parallel/distributed.py`).
+pub fn ddp_bucket_bytes(comm: &CommSetup, trainable: u64, grad_bytes: u64) -> Result<u64, CoreError> {
+    if comm.grad_as_bucket_view {
+        return Ok(0);
+    }
+    mul("DDP gradient buckets", trainable, grad_bytes)
+}
+
+/// The NCCL communicators one training rank holds: one per parallel group
+/// it belongs to with more than one rank (data parallel, tensor parallel) and
+/// one per pipeline neighbour for the point-to-point activations.
+pub fn training_communicators(par: &Parallelism) -> Vec<Communicator> {
+    let mut v = Vec::new();
+    let dp = par.dp();
+    if dp > 1 {
+        v.push(Communicator { role: "data parallel", ranks: dp });
+    }
+    if par.tp > 1 {
+        v.push(Communicator { role: "tensor parallel", ranks: par.tp });
+    }
+    if par.pp > 1 {
+        v.push(Communicator { role: "pipeline send/recv", ranks: 2 });
+        if par.pp > 2 {
+            v.push(Communicator { role: "pipeline send/recv", ranks: 2 });
+        }
+    }
+    v
+}

@@ -1,0 +1,228 @@
+//! The software that runs the job, and what it does by default that
+//! changes memory. `--engine` names it; its behaviour fills the defaults of
+//! the training and serving setups (every default can still be overridden
+//! by its own flag). Each default cites where the engine does it.
+//!
+//! | engine | loss path | LoRA adapters | QLoRA preparation | bnb `lm_head` | data-parallel buffers |
+//! |---|---|---|---|---|---|
+//! | `transformers` (HF Trainer + PEFT) | fp32 upcast of full logits | fp32 | `prepare_model_for_kbit_training` | kept 16-bit | DDP: NCCL + gradient buckets |
+//! | `deepspeed` (HF Trainer + ZeRO) | fp32 upcast | fp32 | as transformers | kept 16-bit | ZeRO reduce / all-gather buckets |
+//! | `fsdp` (HF Trainer / accelerate FSDP) | fp32 upcast | fp32 | as transformers | kept 16-bit | FSDP all-gather / reduce-scatter |
+//! | `litgpt` | chunked (128-token lm_head + CE chunks) | compute dtype | none | quantized | FSDP |
+//! | `torchtune` | chunked (`CEWithChunkedOutputLoss`, 8 chunks) | compute dtype | none | kept 16-bit | FSDP2 |
+//! | `torchtitan` | fp32 upcast | – | – | – | FSDP2 |
+//! | `vllm`, `sglang` | serving only: see [`ServingDefaults`] | | | | |
+
+use super::inference::SlidingWindowCache;
+use super::training::LossPath;
+use serde::{Deserialize, Serialize};
+
+/// The framework or serving engine that runs the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// Hugging Face `transformers` (Trainer, PEFT, bitsandbytes; `generate` for inference)
+    #[default]
+    Transformers,
+    /// Hugging Face Trainer with a DeepSpeed ZeRO config
+    Deepspeed,
+    /// Hugging Face Trainer / accelerate with PyTorch FSDP
+    Fsdp,
+    /// Lightning AI LitGPT (Fabric)
+    Litgpt,
+    /// PyTorch torchtune recipes
+    Torchtune,
+    /// PyTorch torchtitan (FSDP2 pre-training)
+    Torchtitan,
+    /// vLLM serving
+    Vllm,
+    /// SGLang serving
+    Sglang,
+}
+
+/// How a serving engine sizes its memory at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServingDefaults {
+    /// tokens of the start-up profiling forward (vLLM `max_num_batched_tokens`)
+    pub max_num_batched_tokens: u64,
+    /// sequences the sampler handles at once (vLLM `max_num_seqs`): rows of logits
+    pub max_num_seqs: u64,
+    /// logits only for the sampled rows (the last token of each sequence), not every prompt token
+    pub sampled_rows_only: bool,
+    /// CUDA graphs are captured after the KV pool is sized (memory outside the budget)
+    pub cuda_graphs: bool,
+    /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
+    /// the engine's own log gives it (else the runtime's context + workspaces)
+    pub non_torch_tp1: Option<u64>,
+}
+
+/// vLLM's non-torch memory of a TP-1 server on an H100: "non_torch_memory 1.79GiB"
+/// (vLLM PR #10511, V0, Llama-3-8B): the CUDA context, the kernel images its
+/// profiling run loads, and the allocator cache that this accounting still counted
+/// (device used − torch allocated; PR #11809 later subtracted reserved instead).
+pub const VLLM_NON_TORCH: u64 = 1_921_997_865;
+
+impl Engine {
+    pub const ALL: [Engine; 8] = [
+        Engine::Transformers,
+        Engine::Deepspeed,
+        Engine::Fsdp,
+        Engine::Litgpt,
+        Engine::Torchtune,
+        Engine::Torchtitan,
+        Engine::Vllm,
+        Engine::Sglang,
+    ];
+
+    /// The `--engine` value and the JSON spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Transformers => "transformers",
+            Engine::Deepspeed => "deepspeed",
+            Engine::Fsdp => "fsdp",
+            Engine::Litgpt => "litgpt",
+            Engine::Torchtune => "torchtune",
+            Engine::Torchtitan => "torchtitan",
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+        }
+    }
+
+    /// A serving engine (no training).
+    pub fn serves_only(self) -> bool {
+        matches!(self, Engine::Vllm | Engine::Sglang)
+    }
+
+    /// The loss path the engine uses for a causal-LM fine-tune.
+    ///
+    /// transformers `ForCausalLMLoss` upcasts the full logits (`logits.float()`, 4.46+;
+    /// `LlamaForCausalLM.forward` before it); torchtitan's `cross_entropy_loss` calls
+    /// `pred.flatten(0, 1).float()`; torchtune's recipes use `CEWithChunkedOutputLoss`
+    /// (`num_output_chunks = 8`); LitGPT's `finetune/lora.py` runs the head in 128-token
+    /// chunks (`lm_head_chunk_size=128`) and `chunked_cross_entropy`.
+    pub fn loss(self) -> LossPath {
+        match self {
+            Engine::Torchtune => LossPath::Chunked { chunks: 8 },
+            Engine::Litgpt => LossPath::ChunkedTokens { tokens: 128 },
+            _ => LossPath::Fp32,
+        }
+    }
+
+    /// LoRA adapter weights kept in fp32 over a 16-bit base. PEFT's
+    /// `get_peft_model(..., autocast_adapter_dtype=True)` (the default since PEFT 0.12)
+    /// casts adapters to fp32; torchtune and LitGPT create them in the model dtype.
+    pub fn adapters_fp32(self) -> bool {
+        !matches!(self, Engine::Torchtune | Engine::Litgpt)
+    }
+
+    /// QLoRA through PEFT's `prepare_model_for_kbit_training` (TRL `SFTTrainer`, the PEFT
+    /// QLoRA recipes): it casts every non-quantized parameter (norms, embeddings, the
+    /// output head) to fp32 and turns on input gradients.
+    pub fn kbit_prep(self) -> bool {
+        matches!(self, Engine::Transformers | Engine::Deepspeed | Engine::Fsdp)
+    }
+
+    /// QLoRA's 4-bit base is bitsandbytes (`Linear4bit`, whose `MatMul4Bit` keeps
+    /// each linear's input for backward); torchtune quantizes with torchao's
+    /// `NF4Tensor`, whose `linear_nf4` keeps only the weight.
+    pub fn qlora_is_bitsandbytes(self) -> bool {
+        self != Engine::Torchtune
+    }
+
+    /// bitsandbytes quantizes the output head too. transformers skips `lm_head`
+    /// (`get_keys_to_not_convert` / `llm_int8_skip_modules`); Lightning's
+    /// `BitsandbytesPrecision` (LitGPT) replaces every `nn.Linear`, the head included.
+    pub fn quantizes_lm_head(self) -> bool {
+        self == Engine::Litgpt
+    }
+
+    /// How the engine caches the layers that attend over a sliding window
+    /// (`--sliding-window-cache` overrides it). vLLM v1's hybrid KV-cache manager
+    /// (`SlidingWindowSpec`, on unless `--disable-hybrid-kv-cache-manager`), SGLang's
+    /// SWA pool and transformers' `generate()` (its `DynamicCache` built from the
+    /// config holds a `DynamicSlidingWindowLayer` per sliding layer) keep the window
+    /// only (docs/inference.md, "KV cache"). LitGPT (`set_kv_cache(batch_size,
+    /// max_seq_length)`: one dense cache per block) and torchtune
+    /// (`setup_caches(batch_size, dtype, decoder_max_seq_len)`) allocate the whole
+    /// length for every layer and apply the window as a mask. Training engines hold
+    /// no cache; they keep the default.
+    pub fn sliding_window_cache(self) -> SlidingWindowCache {
+        match self {
+            Engine::Litgpt | Engine::Torchtune => SlidingWindowCache::Full,
+            Engine::Vllm | Engine::Sglang | Engine::Transformers => SlidingWindowCache::Window,
+            Engine::Deepspeed | Engine::Fsdp | Engine::Torchtitan => SlidingWindowCache::default(),
+        }
+    }
+
+    /// How a serving engine sizes its start-up memory, or `None` for engines that
+    /// run `generate` (the whole prompt's logits, no profiling).
+    ///
+    /// vLLM: `SchedulerConfig` defaults `max_num_seqs = 256` and, without chunked
+    /// prefill, `max_num_batched_tokens = max(max_model_len, 2048)` (chunked prefill:
+    /// 2048 on V0, 8192 on the V1 server); the profiling run computes logits for one
+    /// row per sequence (`compute_logits` on the sampled indices) and CUDA graphs are
+    /// captured after the KV cache is allocated (`capture_model`). SGLang:
+    /// `chunked_prefill_size` 8192 and `max_running_requests` sized from the pool;
+    /// the same start-up shape is assumed.
+    pub fn serving(self) -> Option<ServingDefaults> {
+        match self {
+            Engine::Vllm => Some(ServingDefaults {
+                max_num_batched_tokens: 0,
+                max_num_seqs: 256,
+                sampled_rows_only: true,
+                cuda_graphs: true,
+                non_torch_tp1: Some(VLLM_NON_TORCH),
+            }),
+            Engine::Sglang => Some(ServingDefaults {
+                max_num_batched_tokens: 8192,
+                max_num_seqs: 256,
+                sampled_rows_only: true,
+                cuda_graphs: true,
+                non_torch_tp1: None,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let n = s.to_ascii_lowercase().replace(['_', ' '], "-");
+        let n = match n.as_str() {
+            "hf" | "huggingface" | "hugging-face" | "peft" | "trl" | "accelerate" => "transformers",
+            "ds" | "zero" => "deepspeed",
+            "lit-gpt" => "litgpt",
+            other => other,
+        };
+        Engine::ALL.iter().copied().find(|e| e.name() == n).ok_or_else(|| {
+            let names: Vec<&str> = Engine::ALL.iter().map(|e| e.name()).collect();
+            format!("unknown engine '{s}': expected one of {}", names.join(", "))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for e in Engine::ALL {
+            assert_eq!(e.name().parse::<Engine>(), Ok(e));
+            assert_eq!(serde_json::to_value(e).unwrap(), e.name());
+        }
+        assert_eq!("HF".parse::<Engine>(), Ok(Engine::Transformers));
+        assert!("tgi".parse::<Engine>().unwrap_err().contains("expected one of transformers"));
+    }
+
+    #[test]
+    fn engine_defaults_follow_their_sources() {
+        assert_eq!(Engine::Transformers.loss(), LossPath::Fp32);
+        assert_eq!(Engine::Torchtune.loss(), LossPath::Chunked { chunks: 8 });
+        assert!(Engine::Transformers.adapters_fp32() && !Engine::Torchtune.adapters_fp32());
+        assert!(Engine::Transformers.kbit_prep() && !Engine::Litgpt.kbit_prep());
+        assert!(Engine::Litgpt.quantizes_lm_head() && !Engine::Transformers.quantizes_lm_head());
+        assert!(Engine::Vllm.serving().is_some() && Engine::Transformers.serving().is_none());
+    }
+}

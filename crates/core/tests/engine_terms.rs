@@ -1,0 +1,274 @@
+//! The ledger terms of issue 10, each worked by hand: QLoRA's overheads
+//! (bitsandbytes saved inputs, kbit preparation's fp32 casts and fp32 stream,
+//! paged optimizer states), the loss paths, adapter dtype and extra LoRA
+//! targets (lm_head, embeddings, PEFT regular expressions), communication
+//! buffers (DDP, DeepSpeed, FSDP, NCCL), optimizer in backward, activation
+//! offload, the allocator, the CUDA-reported capacity and a vLLM start-up.
+
+use vramfit_core::infer::{serving_profile, ServingSetup};
+use vramfit_core::runtime::{cuda_capacity, nccl_communicator_bytes, RuntimeSetup, DRIVER_RESERVED};
+use vramfit_core::train::comm::deepspeed_bucket_bytes;
+use vramfit_core::train::{
+    Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, TrainKind, TrainModel,
+};
+use vramfit_core::workload::{Engine, VLLM_NON_TORCH};
+use vramfit_core::{
+    estimate, Category, DType, InferenceSetup, ModelSpec, Parallelism, Pool, Sharding, Task, TrainSetup, Workload,
+};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Mistral-7B's shape (h 4096, 32 layers, 32/8 heads, FFN 14336, vocab 32000).
+fn mistral() -> ModelSpec {
+    ModelSpec::llama_like("mistral-7b", 4096, 32, 32, 8, 14336, 32000)
+}
+
+fn train(spec: &ModelSpec, t: TrainSetup, par: Parallelism) -> vramfit_core::Ledger {
+    estimate(spec, &Workload { task: Task::Train(t), parallelism: par, ..Workload::default() }).unwrap()
+}
+
+fn line(l: &vramfit_core::Ledger, label_start: &str) -> u64 {
+    l.entries.iter().filter(|e| e.label.starts_with(label_start)).map(|e| e.bytes).sum()
+}
+
+fn qlora(engine: Engine) -> TrainSetup {
+    TrainSetup {
+        kind: TrainKind::Qlora,
+        precision: Precision::AmpBf16,
+        batch: 4,
+        seq: 4096,
+        checkpointing: Checkpointing::Full,
+        lora: LoraSetup {
+            rank: 16,
+            dropout: 0.0,
+            targets: LoraTargets::Modules(vec!["q_proj".into()]),
+            ..LoraSetup::default()
+        },
+        ..TrainSetup::default()
+    }
+    .with_engine(engine)
+}
+
+#[test]
+fn kbit_preparation_casts_to_fp32_and_makes_the_stream_fp32() {
+    let spec = mistral();
+    let with = train(&spec, qlora(Engine::Transformers), Parallelism::default());
+    let without = train(&spec, TrainSetup { kbit_prep: false, ..qlora(Engine::Transformers) }, Parallelism::default());
+    // embeddings + head (2 × 32000 × 4096) + 65 norms × 4096, each 4 B − 2 B
+    let casts = (2 * 32000 * 4096 + 65 * 4096) * 2;
+    assert_eq!(line(&with, "fp32 casts"), casts);
+    assert_eq!(line(&without, "fp32 casts"), 0);
+    // checkpointed layer inputs: 32 layers × 16,384 tokens × 4096 × 4 B instead of × 2 B
+    let act = |l: &vramfit_core::Ledger| line(l, "saved activations, decoder layers");
+    assert_eq!(act(&with), 32 * 16_384 * 4096 * 4);
+    assert_eq!(act(&without), 32 * 16_384 * 4096 * 2);
+}
+
+#[test]
+fn bitsandbytes_keeps_each_quantized_linears_input_torchao_does_not() {
+    let spec = mistral();
+    let no_ckpt = |e| TrainSetup { checkpointing: Checkpointing::None, kbit_prep: false, ..qlora(e) };
+    let bnb = TrainModel::new(&spec, &no_ckpt(Engine::Transformers)).unwrap().act;
+    let tao = TrainModel::new(&spec, &no_ckpt(Engine::Torchtune)).unwrap().act;
+    // per token per layer, bf16: the attention input, the MLP input (norm outputs, h each),
+    // o_proj's input (h) and down_proj's input (14336)
+    let extra = 2 * (4096 + 4096 + 4096 + 14336);
+    let total = |a: &vramfit_core::train::ActProfile| a.layer_rep + a.layer_split + a.layer_kv;
+    // torchtune keeps bf16 adapters (the adapter's own input copy is 2 B too)
+    assert_eq!(total(&bnb) - total(&tao), extra);
+}
+
+#[test]
+fn paged_optimizer_states_are_on_the_card_but_not_in_the_allocator() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = |o| TrainSetup { optimizer: o, precision: Precision::Bf16, batch: 1, seq: 512, ..TrainSetup::default() };
+    let paged = train(&spec, t(Optimizer::PagedAdamW8bit), Parallelism::default());
+    let plain = train(&spec, t(Optimizer::AdamW8bit), Parallelism::default());
+    let states = paged.bytes(Category::OptimizerStates);
+    assert_eq!(states, plain.bytes(Category::OptimizerStates));
+    assert!(paged.entries.iter().any(|e| e.category == Category::OptimizerStates && e.pool == Pool::Outside));
+    assert_eq!(paged.tensor_peak_bytes() + states, plain.tensor_peak_bytes());
+    // 32-bit paged AdamW: fp32 states whatever the parameter dtype
+    let p32 = train(&spec, t(Optimizer::PagedAdamW), Parallelism::default());
+    let params = p32.params_trainable;
+    assert_eq!(p32.bytes(Category::OptimizerStates), params * 8);
+}
+
+#[test]
+fn loss_paths_per_token_and_vocab_entry() {
+    // 2 × 2048 tokens × 32000 vocab, bf16 compute, no checkpointing: the logits lines at the start of backward
+    let spec = ModelSpec::llama_like("small", 1024, 4, 16, 16, 2816, 32000);
+    let n = 4096 * 32000u64;
+    let logits = |loss| {
+        let t = TrainSetup { precision: Precision::Bf16, batch: 2, seq: 2048, loss, ..TrainSetup::default() };
+        let l = train(&spec, t, Parallelism::default());
+        (line(&l, "log-softmax"), line(&l, "gradients of log-softmax"))
+    };
+    assert_eq!(logits(LossPath::Fp32), (4 * n, 8 * n));
+    assert_eq!(logits(LossPath::Compute), (2 * n, 4 * n));
+    // torchtune: every chunk's fp32 log-softmax is saved; one chunk of 512 tokens of fp32 + bf16 gradients
+    assert_eq!(logits(LossPath::Chunked { chunks: 8 }), (4 * n, 512 * 32000 * 10));
+    // LitGPT: the bf16 logit chunks and their bf16 log-softmax; one 128-token chunk of bf16 gradients
+    assert_eq!(logits(LossPath::ChunkedTokens { tokens: 128 }), (4 * n, 128 * 32000 * 4));
+    // Liger: the head input's gradient (tokens × hidden × 2 B); chunk rows = next_pow2(4096 / ceil(32000/1024)) = 128
+    assert_eq!(logits(LossPath::Fused), (4096 * 1024 * 2, 128 * 32000 * 6));
+}
+
+#[test]
+fn adapters_on_the_head_and_the_embeddings_and_adapter_dtype() {
+    let spec = mistral();
+    let lora = |targets: Vec<&str>, fp32: bool| TrainSetup {
+        kind: TrainKind::Lora,
+        lora: LoraSetup {
+            rank: 8,
+            targets: LoraTargets::Modules(targets.into_iter().map(String::from).collect()),
+            adapter_fp32: fp32,
+            ..LoraSetup::default()
+        },
+        ..TrainSetup::default()
+    };
+    let m = TrainModel::new(&spec, &lora(vec!["lm_head", "embed_tokens"], true)).unwrap();
+    // r × (d_in + d_out) each: head 8 × (4096 + 32000), embedding 8 × (32000 + 4096)
+    assert_eq!(m.profile.params_trainable, 2 * 8 * (4096 + 32000));
+    assert_eq!(m.profile.adapter_bytes, 4);
+    let bf16 = TrainModel::new(&spec, &lora(vec!["q_proj"], false)).unwrap();
+    assert_eq!(bf16.profile.adapter_bytes, 2);
+    // AdamW keeps its states in the parameter dtype: bf16 adapters, 2 + 2 B
+    assert_eq!(bf16.profile.state_bytes, 2);
+}
+
+#[test]
+fn peft_regular_expressions_match_full_module_names() {
+    let spec = mistral();
+    let regex = |re: &str| TrainSetup {
+        kind: TrainKind::Lora,
+        lora: LoraSetup { rank: 8, targets: LoraTargets::Regex(re.into()), ..LoraSetup::default() },
+        ..TrainSetup::default()
+    };
+    let qv = TrainModel::new(&spec, &regex(r".*\.(q_proj|v_proj)")).unwrap();
+    // q: 8 × (4096 + 4096), v: 8 × (4096 + 1024), 32 layers
+    assert_eq!(qv.profile.params_trainable, 32 * 8 * (8192 + 5120));
+    assert_eq!(qv.profile.lora_modules, ["q_proj", "v_proj"]);
+    // re.fullmatch: layers 0-9 only
+    let some = TrainModel::new(&spec, &regex(r"model\.layers\.\d\.self_attn\.q_proj")).unwrap();
+    assert_eq!(some.profile.params_trainable, 10 * 8 * 8192);
+    // a bare leaf name does not fullmatch a full name
+    let e = TrainModel::new(&spec, &regex("q_proj")).unwrap_err().to_string();
+    assert!(e.contains("matches no linear module") && e.contains("model.layers.0.self_attn.q_proj"), "{e}");
+    let e = TrainModel::new(&spec, &regex(r"(?<=x)q")).unwrap_err().to_string();
+    assert!(e.contains("look-around"), "{e}");
+}
+
+#[test]
+fn communication_buffers_per_engine() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup { precision: Precision::MixedBf16, batch: 1, seq: 512, ..TrainSetup::default() };
+    let par = |sharding, fsdp| Parallelism { gpus: 4, sharding, fsdp, ..Parallelism::default() };
+    // DDP: a second bf16 copy of every gradient, and one NCCL communicator of 4 ranks
+    let ddp = train(&spec, t.clone(), par(Sharding::None, false));
+    let params = ddp.params_trainable;
+    assert_eq!(line(&ddp, "DDP gradient buckets"), params * 2);
+    assert_eq!(line(&ddp, "NCCL communicator"), 688 * MIB);
+    // DeepSpeed ZeRO-2: reduce_bucket_size × 2 B, twice with overlap_comm
+    let comm = CommSetup { reduce_bucket: 200_000_000, overlap_comm: true, ..CommSetup::default() };
+    let ds = train(&spec, TrainSetup { comm, ..t.clone() }, par(Sharding::Zero2, false));
+    assert_eq!(line(&ds, "DeepSpeed ZeRO reduce bucket"), 800_000_000);
+    assert_eq!(deepspeed_bucket_bytes(&CommSetup::default(), 2).unwrap(), 1_000_000_000);
+    // the two figures of DeepSpeed issue #1302: (5e8 − 1e7) × 2 B × 2 and 5e8 × 2 B
+    let overlap = |n, o| {
+        deepspeed_bucket_bytes(&CommSetup { reduce_bucket: n, overlap_comm: o, ..CommSetup::default() }, 2).unwrap()
+    };
+    assert_eq!(overlap(500_000_000, true) - overlap(10_000_000, true), 1_960_000_000);
+    assert_eq!(overlap(500_000_000, true) - overlap(500_000_000, false), 1_000_000_000);
+    // FSDP: one layer's unsharded gradient in backward; accelerate's no_sync accumulation keeps all of them
+    let f = TrainSetup { engine: Engine::Fsdp, precision: Precision::Bf16, ..t.clone() };
+    let fsdp = train(&spec, f.clone(), par(Sharding::Zero3, true));
+    // the largest wrapped unit is the root: embeddings + head (2 × 32000 × 1024) + final norm
+    let root = 2 * 32000 * 1024 + 1024;
+    assert!(TrainModel::new(&spec, &f).unwrap().profile.layer_params < root);
+    assert_eq!(line(&fsdp, "FSDP reduce-scatter"), root * 2);
+    let accum = train(&spec, TrainSetup { grad_accum: 4, ..f }, par(Sharding::Zero3, true));
+    assert_eq!(accum.bytes(Category::Gradients), params * 2, "unsharded, not ÷ 4");
+    assert_eq!(nccl_communicator_bytes(2), 544 * MIB);
+    assert_eq!(nccl_communicator_bytes(1), 0);
+}
+
+#[test]
+fn optimizer_in_backward_and_activation_offload() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup {
+        precision: Precision::Bf16,
+        batch: 2,
+        seq: 1024,
+        checkpointing: Checkpointing::Full,
+        ..TrainSetup::default()
+    };
+    let m = TrainModel::new(&spec, &t).unwrap();
+    let b = m.evaluate(&TrainSetup { optimizer_in_backward: true, ..t.clone() }, &Parallelism::default()).unwrap();
+    // one tensor's gradient (the largest, the 32000 × 1024 embedding) at a time, bf16
+    assert_eq!(b.at_peak.gradients, 32000 * 1024 * 2);
+    assert_eq!(b.at_peak.step_temporaries, 0);
+    assert_eq!(b.peak_phase, vramfit_core::Phase::Backward);
+    // offloaded activations: two layers' inputs stay (of 8): 2 × 2048 tokens × 1024 × 2 B
+    let off = m.evaluate(&TrainSetup { activation_offload: true, ..t.clone() }, &Parallelism::default()).unwrap();
+    assert_eq!(off.act_layers, 2 * 2048 * 1024 * 2);
+    let on = m.evaluate(&t, &Parallelism::default()).unwrap();
+    assert_eq!(on.act_layers, 8 * 2048 * 1024 * 2);
+}
+
+#[test]
+fn allocator_and_cuda_capacity() {
+    assert_eq!(DRIVER_RESERVED, 450 * MIB);
+    // an H100 80GB: 81,559 MiB in nvidia-smi, 81,109 MiB = 79.21 GiB to CUDA
+    assert_eq!(cuda_capacity(81_559 * MIB), 81_109 * MIB);
+    let rt = RuntimeSetup::default();
+    assert_eq!(rt.allocator_overhead(1_000_000_000).unwrap(), 290_000_000);
+    assert_eq!(rt.margin, 0.0);
+}
+
+#[test]
+fn a_vllm_start_up_by_hand() {
+    // Llama-3-8B bf16, TP 1, H100 at 0.9 of 79.22 GiB (vLLM PR #10511's log)
+    let spec = ModelSpec::llama_like("llama-3-8b", 4096, 32, 32, 8, 14336, 128256);
+    let s = InferenceSetup { engine: Engine::Vllm, context: 8192, kv_dtype: DType::BF16, ..InferenceSetup::default() };
+    let serving = ServingSetup {
+        gpu_util: 0.9,
+        cuda_capacity_bytes: (79.22 * GIB as f64) as u64,
+        max_num_batched_tokens: 8192,
+        max_num_seqs: 256,
+    };
+    let rt = RuntimeSetup::default();
+    let p = serving_profile(&spec, &s, &Parallelism::default(), &rt, &serving).unwrap();
+    assert_eq!(p.weights_bytes, 8_030_261_248 * 2);
+    // forward: 8192 × (2 × 4096 + 3 × 14336) × 2 B; sampler: 256 × 128256 × 38 B + 8192 × 4096 × 2 B
+    assert_eq!(p.forward_bytes, 8192 * (8192 + 43008) * 2);
+    assert_eq!(p.sampler_bytes, 256 * 128256 * 38 + 8192 * 4096 * 2);
+    assert_eq!(p.activation_peak_bytes, p.sampler_bytes);
+    assert_eq!(p.non_torch_bytes, VLLM_NON_TORCH);
+    assert_eq!(p.kv_pool_bytes, p.budget_bytes - p.weights_bytes - p.sampler_bytes - VLLM_NON_TORCH);
+    assert_eq!(p.kv_blocks, p.kv_pool_bytes / (131_072 * 16));
+    // TP 2: three NCCL communicators of 2 ranks (world, TP group, PyNccl) and the custom all-reduce buffers
+    let p2 =
+        serving_profile(&spec, &s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }, &rt, &serving).unwrap();
+    assert_eq!(p2.non_torch_bytes, VLLM_NON_TORCH + 3 * 544 * MIB + 17 * MIB);
+}
+
+#[test]
+fn bitsandbytes_quantizes_while_loading() {
+    // Llama-2-7B nf4 with the head quantized (LitGPT): the load moment holds two
+    // bf16 copies of the 32000 × 4096 head beyond the quantized weights
+    let spec = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = InferenceSetup {
+        weight_dtype: DType::I4,
+        quant: Some(vramfit_core::QuantSpec::nf4(false, DType::BF16)),
+        quantize_lm_head: true,
+        context: 56,
+        block_size: 1,
+        kv_dtype: DType::BF16,
+        ..InferenceSetup::default()
+    };
+    let l = estimate(&spec, &Workload { task: Task::Inference(s), ..Workload::default() }).unwrap();
+    let prefill = l.bytes(Category::KvCache) + l.bytes(Category::Logits) + l.bytes(Category::Activations);
+    assert_eq!(line(&l, "bitsandbytes quantize-on-load"), 2 * 32000 * 4096 * 2 - prefill);
+}
