@@ -73,17 +73,26 @@ fn main() -> ExitCode {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                 Err(e) => {
-                    eprintln!("vramfit: cannot write output: {e}");
-                    return ExitCode::from(2);
+                    to_stderr(&format!("vramfit: cannot write output: {e}"));
+                    return ExitCode::from(EXIT_BAD_INPUT);
                 }
             }
             ExitCode::from(out.code)
         }
         Err(e) => {
-            eprintln!("vramfit: error: {}", error_text(&e));
+            to_stderr(&format!("vramfit: error: {}", error_text(&e)));
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// One line to stderr. Unlike `eprintln!`, a stderr that cannot be
+/// written (`vramfit … 2>&1 | true`: a closed pipe) is not a panic: the
+/// line is dropped and the exit code stays the one the outcome decided,
+/// as with a closed stdout (docs/exit-codes.md).
+pub fn to_stderr(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(line.as_bytes()).and_then(|_| e.write_all(b"\n")).and_then(|_| e.flush());
 }
 
 /// The exit code of an error: [`EXIT_INTERNAL`] when any cause is vramfit's

@@ -210,7 +210,7 @@ impl WorkloadArgs {
     pub fn build(&self, spec: &ModelSpec) -> anyhow::Result<Workload> {
         let (w, notes) = self.build_with_notes(spec)?;
         for n in notes {
-            eprintln!("note: {n}");
+            crate::to_stderr(&format!("note: {n}"));
         }
         Ok(w)
     }

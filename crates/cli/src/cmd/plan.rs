@@ -182,10 +182,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         if rec.setup.tp > 1 || rec.setup.pp > 1 {
             // these launchers cannot split a Hugging Face model: take the best plan they can run
             if let Some(alt) = report.ranked.iter().find(|r| r.setup.tp == 1 && r.setup.pp == 1) {
-                eprintln!(
+                crate::to_stderr(&format!(
                     "vramfit: note: the recommended plan uses TP {} × PP {}, which --emit cannot express; writing the best plan without them: {} × {} ({})",
                     rec.setup.tp, rec.setup.pp, alt.gpus, alt.gpu_name, alt.offer_id
-                );
+                ));
                 rec = alt;
             }
         }
