@@ -79,12 +79,7 @@ pub fn compare(cases: &[Case], group: Option<Group>) -> anyhow::Result<Calibrate
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let cases = match &args.cases {
         Some(p) => {
-            let meta = std::fs::metadata(p).with_context(|| format!("{}: cannot read", p.display()))?;
-            if meta.len() > MAX_CASES_BYTES as u64 {
-                bail!("{}: {} bytes is too large for a case file (limit {MAX_CASES_BYTES})", p.display(), meta.len());
-            }
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("{}: cannot read as UTF-8 text", p.display()))?;
+            let text = vramfit_input::read_text(p, "a calibration case file", MAX_CASES_BYTES as u64)?;
             parse_cases(&text, &p.display().to_string())?
         }
         None => embedded()?,
