@@ -44,7 +44,8 @@ fn notes_and_results_to_closed_pipes_keep_their_exit_codes() {
     assert_eq!(code(c, closed_pipe(), closed_pipe()), Some(1));
     // notes on stderr (`plan` says a DeepSpeed "auto" value is filled from
     // the flags) with stderr closed: the plan is still found, exit 0
-    let ds = concat!(env!("CARGO_MANIFEST_DIR"), "/../ingest/tests/fixtures/deepspeed/02_zero2_offload_optimizer_auto.json");
+    let ds =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../ingest/tests/fixtures/deepspeed/02_zero2_offload_optimizer_auto.json");
     let mut c = vramfit();
     c.args(["plan", "llama-2-7b", "--task", "train", "--deepspeed", ds]);
     let out = c.output().expect("runs");

@@ -1,7 +1,7 @@
 //! `vramfit calibrate`: estimate vs PyTorch measurement per calibration
 //! case, and the accuracy summary. Schema documented in docs/training.md.
 
-use crate::format::bytes;
+use crate::format::{bytes, shown};
 use serde::Serialize;
 use vramfit_core::accuracy::Accuracy;
 
@@ -86,12 +86,12 @@ pub fn render(r: &CalibrateReport) -> String {
         };
         let line = format!(
             "{:<w$}  {:>3}  {:>12}  {:>12}  {:>+7.2}%  {}",
-            c.id,
+            shown(&c.id),
             c.group,
             bytes(c.estimated_bytes),
             bytes(c.measured_bytes),
             c.error_pct,
-            phase
+            shown(&phase)
         );
         s.push_str(line.trim_end());
         s.push('\n');

@@ -7,7 +7,7 @@
 //! formulas.
 
 use crate::estimate::ExplainInfo;
-use crate::format::{bytes, params, signed_bytes, thousands};
+use crate::format::{bytes, params, shown, signed_bytes, thousands};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -220,8 +220,8 @@ impl LlamaCppReport {
         let _ = writeln!(
             out,
             "{} — {} ({} params, {} layers, embedding {}, vocab {}, trained context {})",
-            m.name,
-            m.architecture,
+            shown(&m.name),
+            shown(&m.architecture),
             params(m.params),
             m.layers,
             m.embedding_length,
@@ -232,7 +232,7 @@ impl LlamaCppReport {
         let _ = writeln!(
             out,
             "file: {} — GGUF v{}, {} tensors, {} of weights ({})",
-            m.file,
+            shown(&m.file),
             m.gguf_version,
             m.tensors,
             bytes(m.tensor_bytes),
@@ -301,7 +301,7 @@ impl LlamaCppReport {
                 ]);
             }
             let total_label = match (&d.gpu, d.memory_bytes) {
-                (Some(g), Some(mem)) => format!("total ({g}, {})", bytes(mem)),
+                (Some(g), Some(mem)) => format!("total ({}, {})", shown(g), bytes(mem)),
                 _ if d.name == "host" => "total host RAM".to_string(),
                 _ => "total".to_string(),
             };
@@ -317,8 +317,9 @@ impl LlamaCppReport {
             if let (Some(fits), Some(h), Some(g)) = (d.fits, d.headroom_bytes, &d.gpu) {
                 let _ = writeln!(
                     out,
-                    "{} ({g}): {} — {} ({})",
+                    "{} ({}): {} — {} ({})",
                     d.name,
+                    shown(g),
                     if fits { "FITS" } else { "DOES NOT FIT" },
                     bytes(d.total_bytes),
                     if fits {
@@ -352,12 +353,12 @@ impl LlamaCppReport {
                 }
             );
             if let Some(c) = &f.max_gpu_layers_command {
-                let _ = writeln!(out, "  {c}");
+                let _ = writeln!(out, "  {}", shown(c));
             }
         }
-        let _ = writeln!(out, "command: {}", self.command_line);
+        let _ = writeln!(out, "command: {}", shown(&self.command_line));
         for n in self.model.notes.iter().chain(&self.notes) {
-            let _ = writeln!(out, "note: {n}");
+            let _ = writeln!(out, "note: {}", shown(n));
         }
         if explain {
             out.push_str("\nHow each number was computed:\n");
