@@ -196,7 +196,7 @@ pub fn ingest_gguf(data: &[u8]) {
             let opts = vramfit_core::llamacpp::LlamaCppOptions {
                 ctx_size: 256,
                 ubatch: 64,
-                gpus: vec![vramfit_core::llamacpp::GpuSlot { name: "fuzz".into(), memory_bytes: 1 << 34 }],
+                gpus: vec![vramfit_core::llamacpp::GpuSlot { name: "fuzz".into(), memory_bytes: Some(1 << 34) }],
                 n_gpu_layers: Some(m.n_layer as u64 / 2),
                 ..Default::default()
             };

@@ -326,9 +326,19 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
-    if let Some(out) =
-        crate::cmd::gguf::dispatch(args.model.as_deref(), &args.gguf, args.gpu.as_deref(), args.json, args.explain)?
-    {
+    let gguf_target = crate::cmd::gguf::GgufTarget {
+        gpu: args.gpu.as_deref(),
+        gpu_mem: args.gpu_mem.as_deref(),
+        gpu_util: args.gpu_util,
+    };
+    if let Some(out) = crate::cmd::gguf::dispatch(
+        args.model.as_deref(),
+        &args.gguf,
+        &args.workload,
+        gguf_target,
+        args.json,
+        args.explain,
+    )? {
         return Ok(out);
     }
     let resolved = args.hub.resolve(args.model.as_deref())?;

@@ -81,7 +81,7 @@ pub fn parse_tokens(s: &str) -> anyhow::Result<u64> {
 
 /// `--catalog FILE` through the one bounded reader (regular files only, at
 /// most [`MAX_CATALOG_BYTES`] read, a BOM or UTF-16 decoded).
-fn read_catalog(path: &PathBuf) -> anyhow::Result<String> {
+fn read_catalog(path: &std::path::Path) -> anyhow::Result<String> {
     vramfit_input::read_text(path, "a catalogue file", MAX_CATALOG_BYTES as u64).context("--catalog")
 }
 
