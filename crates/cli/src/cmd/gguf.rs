@@ -408,6 +408,36 @@ mod tests {
     }
 
     #[test]
+    fn gpu_auto_fits_each_local_gpu_at_its_own_free_memory_in_cuda_order() {
+        use vramfit_hw::{Gpu, Machine, MigMode};
+        const MIB: u64 = 1 << 20;
+        let gpu = |i: u32, used_mib: u64| {
+            let mut g = Gpu::new(i, "NVIDIA GeForce RTX 4090");
+            g.memory_total_bytes = Some(24564 * MIB);
+            g.memory_used_bytes = Some(used_mib * MIB);
+            g.memory_reserved_bytes = Some(0);
+            g.memory_free_bytes = Some((24564 - used_mib) * MIB);
+            g.mig_current = MigMode::Disabled;
+            g
+        };
+        let m = Machine { sources: vec!["NVML".into()], gpus: vec![gpu(0, 8000), gpu(1, 100)], ..Machine::default() };
+        // all usable GPUs (0), by index, each at its own free memory
+        let t = crate::cmd::gpu_target::from_machine(&m, 0, None, None).unwrap();
+        let slots = slots_from_detected(&t).unwrap();
+        assert_eq!(slots.len(), 2);
+        assert_eq!(slots[0].name, "GPU 0 NVIDIA GeForce RTX 4090 (free memory)");
+        assert_eq!(slots[0].memory_bytes, Some((24564 - 8000) * MIB));
+        assert_eq!(slots[1].memory_bytes, Some((24564 - 100) * MIB));
+        // -ts 1 (one GPU): the freest
+        let t = crate::cmd::gpu_target::from_machine(&m, 1, None, None).unwrap();
+        let slots = slots_from_detected(&t).unwrap();
+        assert_eq!(slots.len(), 1);
+        assert!(slots[0].name.starts_with("GPU 1 "), "{}", slots[0].name);
+        // more shares than GPUs
+        assert!(crate::cmd::gpu_target::from_machine(&m, 3, None, None).is_err());
+    }
+
+    #[test]
     fn split_parsing() {
         assert_eq!(parse_split("3,1").unwrap(), vec![3.0, 1.0]);
         assert!(parse_split("a,1").is_err());
