@@ -336,6 +336,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         &args.gguf,
         &args.workload,
         gguf_target,
+        &args.hub,
         args.json,
         args.explain,
     )? {

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use vramfit_core::llamacpp::compute::GraphEra;
 use vramfit_core::llamacpp::placement::OffloadOrder;
-use vramfit_core::llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions};
+use vramfit_core::llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg};
 use vramfit_core::units::MIB;
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
@@ -339,6 +339,7 @@ pub fn dispatch(
     args: &GgufArgs,
     workload: &WorkloadArgs,
     target: GgufTarget,
+    hub: &crate::cmd::model_args::HubArgs,
     json: bool,
     explain: bool,
 ) -> anyhow::Result<Option<Outcome>> {
@@ -352,27 +353,108 @@ pub fn dispatch(
                     if other.len() == 1 { "es" } else { "" }
                 );
             }
-            run(m, args, target, json, explain).map(Some)
+            run(m, args, target, hub, json, explain).map(Some)
         }
         _ => refuse_for_other_models(args).map(|_| None),
     }
 }
 
+/// A GGUF read from where the model argument says: the model, how the
+/// report names the file, the `llama-server` flag that loads it, notes.
+struct Read {
+    model: lc::LlamaModel,
+    source: GgufSource,
+    arg: ModelArg,
+    notes: Vec<String>,
+}
+
+/// A local file (also when its name looks like `org/name:file.gguf`), else
+/// a Hub file written `org/name:path/file.gguf`.
+fn read(m: &str, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    let local = Path::new(m);
+    let hub_ref = vramfit_ingest::gguf::HubGgufRef::parse(m).filter(|_| std::fs::symlink_metadata(local).is_err());
+    let Some(r) = hub_ref else {
+        let (header, model) = vramfit_ingest::gguf::read_model(local)?;
+        let source = GgufSource { file: m.to_string(), gguf_version: header.version, file_bytes: header.file_len };
+        return Ok(Read { model, source, arg: ModelArg::File(m.to_string()), notes: Vec::new() });
+    };
+    read_hub(&r, hub)
+}
+
+#[cfg(feature = "hub")]
+fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    use vramfit_ingest::hub::{gguf::read_gguf, HubClient, HubSettings};
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = HubSettings::from_env(&env, hub.offline)?;
+    if let Some(why) = &settings.offline_reason {
+        bail!(
+            "{}:{}: a GGUF on the Hub is read by range requests each time (its header is not cached), and {why} forbids the network: run online, or download the file and pass its path",
+            r.repo,
+            r.file
+        );
+    }
+    let endpoint = settings.endpoint.clone();
+    let revision = hub.revision.clone().unwrap_or_else(|| "main".into());
+    crate::to_stderr(&format!(
+        "vramfit: reading the header of {}/{} (revision {revision}) from {endpoint} by range requests, not the weights",
+        r.repo, r.file
+    ));
+    let client = HubClient::new(settings)?;
+    let g = read_gguf(&client, &r.repo, &revision, &r.file)?;
+    let label = g.label();
+    let model = vramfit_ingest::gguf::model_of(&g.header, Path::new(&r.file), &label)?;
+    let mut notes = vec![format!(
+        "read from {endpoint}: the header{} by {} range request{} ({} bytes), never the weights",
+        if g.shards > 1 { format!(" of all {} shards", g.shards) } else { String::new() },
+        g.requests,
+        if g.requests == 1 { "" } else { "s" },
+        g.bytes_received
+    )];
+    if revision != "main" {
+        notes.push(format!(
+            "sized at revision {revision} (commit {}); llama.cpp's --hf-repo downloads the repo's main branch",
+            &g.commit[..g.commit.len().min(12)]
+        ));
+    }
+    Ok(Read {
+        model,
+        source: GgufSource { file: label, gguf_version: g.header.version, file_bytes: g.header.file_len },
+        arg: ModelArg::Hub { repo: r.repo.clone(), file: r.file.clone() },
+        notes,
+    })
+}
+
+#[cfg(not(feature = "hub"))]
+fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, _: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    bail!(
+        "{}:{}: no such local file, and this vramfit was built without the Hub client (cargo feature `hub`)",
+        r.repo,
+        r.file
+    )
+}
+
 /// Run the estimate for a GGUF file: parse the flags, read the file, let
 /// core plan and search, let report build and render.
-pub fn run(path: &str, args: &GgufArgs, target: GgufTarget, json: bool, explain: bool) -> anyhow::Result<Outcome> {
-    let (header, model) = vramfit_ingest::gguf::read_model(Path::new(path))?;
+pub fn run(
+    m: &str,
+    args: &GgufArgs,
+    target: GgufTarget,
+    hub: &crate::cmd::model_args::HubArgs,
+    json: bool,
+    explain: bool,
+) -> anyhow::Result<Outcome> {
+    let Read { model, source, arg, mut notes } = read(m, hub)?;
     let split = match &args.tensor_split {
         Some(s) => parse_split(s)?,
         None => Vec::new(),
     };
     let (gpus, target_notes) = gpu_slots(args, target, &split)?;
+    notes.extend(target_notes);
     let opts = options(args, gpus, split)?;
     let plan = lc::plan(&model, &opts)?;
-    let cmd = lc::command_line(path, &model, &opts, &plan);
-    let fit = lc::fit_search(path, &model, &opts, &plan)?;
-    let source = GgufSource { file: path.to_string(), gguf_version: header.version, file_bytes: header.file_len };
-    let report = LlamaCppReport::of(&source, &model, &opts, &plan, fit.as_ref(), cmd, target_notes)?;
+    let cmd = lc::command_line(&arg, &model, &opts, &plan);
+    let fit = lc::fit_search(&arg, &model, &opts, &plan)?;
+    let report = LlamaCppReport::of(&source, &model, &opts, &plan, fit.as_ref(), cmd, notes)?;
     let stdout = if json { report.to_json() } else { report.to_text(explain) };
     Ok(Outcome { stdout, code: if report.fits() { 0 } else { 1 } })
 }

@@ -31,5 +31,5 @@ pub use model::TypeTally;
 pub use model::{LlamaModel, Slot, TensorInfo};
 pub use plan::{
     command_line, context_search_cap, fit_search, max_context, max_gpu_layers, plan, FitSearch, FlashAttn, GpuSlot,
-    LlamaCppOptions, LlamaCppPlan,
+    LlamaCppOptions, LlamaCppPlan, ModelArg,
 };

@@ -397,9 +397,33 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     })
 }
 
+/// Which model `llama-server` loads: a local file (`-m`), or a file of a
+/// Hugging Face repo, which llama.cpp downloads itself (`--hf-repo`,
+/// `--hf-file`; the other shards of a split model come with the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelArg {
+    File(String),
+    Hub { repo: String, file: String },
+}
+
+impl From<&str> for ModelArg {
+    fn from(path: &str) -> ModelArg {
+        ModelArg::File(path.to_string())
+    }
+}
+
+impl ModelArg {
+    fn flags(&self) -> String {
+        match self {
+            ModelArg::File(p) => format!("-m {}", shell_quote(p)),
+            ModelArg::Hub { repo, file } => format!("--hf-repo {} --hf-file {}", shell_quote(repo), shell_quote(file)),
+        }
+    }
+}
+
 /// The llama.cpp command line for a plan.
-pub fn command_line(model_path: &str, model: &LlamaModel, opts: &LlamaCppOptions, p: &LlamaCppPlan) -> String {
-    let mut c = format!("llama-server -m {}", shell_quote(model_path));
+pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOptions, p: &LlamaCppPlan) -> String {
+    let mut c = format!("llama-server {}", model_arg.flags());
     c.push_str(&format!(" -c {}", p.context.n_ctx));
     let ngl = if opts.gpus.is_empty() { 0 } else { p.n_gpu_layers.min(model.n_layer as u64 + 1) };
     c.push_str(&format!(" -ngl {ngl}"));
@@ -522,7 +546,7 @@ pub struct FitSearch {
 /// `plan` (the plan of `opts`). `None` when there is no GPU or a GPU's
 /// memory is not known: nothing to fit against.
 pub fn fit_search(
-    model_path: &str,
+    model_arg: &ModelArg,
     model: &LlamaModel,
     opts: &LlamaCppOptions,
     plan: &LlamaCppPlan,
@@ -538,7 +562,7 @@ pub fn fit_search(
             let mut o = opts.clone();
             o.n_gpu_layers = Some(n);
             let p = self::plan(model, &o)?;
-            Some(command_line(model_path, model, &o, &p))
+            Some(command_line(model_arg, model, &o, &p))
         }
         _ => None,
     };
@@ -688,11 +712,11 @@ mod tests {
         let m = tiny(4, 8192);
         let opts = on(&[None]);
         let p = plan(&m, &opts).unwrap();
-        assert!(fit_search("m.gguf", &m, &opts, &p).unwrap().is_none(), "no memory: nothing to fit");
+        assert!(fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().is_none(), "no memory: nothing to fit");
         let opts = on(&[Some(80 << 30), None]);
         let p = plan(&m, &opts).unwrap();
-        assert!(fit_search("m.gguf", &m, &opts, &p).unwrap().is_none());
-        assert!(fit_search("m.gguf", &m, &on(&[]), &p).unwrap().is_none(), "no GPU");
+        assert!(fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().is_none());
+        assert!(fit_search(&"m.gguf".into(), &m, &on(&[]), &p).unwrap().is_none(), "no GPU");
     }
 
     #[test]
@@ -701,7 +725,7 @@ mod tests {
         // a big card holds everything: the largest -ngl is the plan's own
         let opts = on(&[Some(80 << 30)]);
         let p = plan(&m, &opts).unwrap();
-        let f = fit_search("m.gguf", &m, &opts, &p).unwrap().unwrap();
+        let f = fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().unwrap();
         assert!(f.fits);
         assert_eq!(f.max_gpu_layers, Some(5));
         assert_eq!(f.max_gpu_layers_command, None);
@@ -716,7 +740,7 @@ mod tests {
         };
         let opts = on(&[Some((all + host_only) / 2)]);
         let p = plan(&m, &opts).unwrap();
-        let f = fit_search("m.gguf", &m, &opts, &p).unwrap().unwrap();
+        let f = fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().unwrap();
         assert!(!f.fits);
         let n = f.max_gpu_layers.unwrap();
         assert!(n < 5, "{n}");
@@ -747,15 +771,19 @@ mod tests {
         let m = tiny(2, 8192);
         let opts = on(&[Some(24 << 30), Some(48 << 30)]);
         let p = plan(&m, &opts).unwrap();
-        let c = command_line("dir with space/it's.gguf", &m, &opts, &p);
+        let c = command_line(&"dir with space/it's.gguf".into(), &m, &opts, &p);
         assert!(c.starts_with(r"llama-server -m 'dir with space/it'\''s.gguf' -c 4096 -ngl 3 -ts 24,48 "), "{c}");
         // control characters: bash's $'…' with them escaped, nothing raw
-        let c = command_line("evil\u{1b}[2J\n.gguf", &m, &opts, &p);
+        let c = command_line(&"evil\u{1b}[2J\n.gguf".into(), &m, &opts, &p);
         assert!(c.starts_with(r"llama-server -m $'evil\x1b[2J\x0a.gguf' "), "{c}");
         assert!(!c.chars().any(char::is_control));
         // memory not known: equal shares
         let opts = on(&[None, None]);
         let p = plan(&m, &opts).unwrap();
-        assert!(command_line("m.gguf", &m, &opts, &p).contains(" -ts 1,1 "));
+        assert!(command_line(&"m.gguf".into(), &m, &opts, &p).contains(" -ts 1,1 "));
+        // a Hub file: llama.cpp downloads it
+        let hub = ModelArg::Hub { repo: "org/name".into(), file: "sub/m-Q4_K_M.gguf".into() };
+        assert!(command_line(&hub, &m, &opts, &p)
+            .starts_with("llama-server --hf-repo org/name --hf-file sub/m-Q4_K_M.gguf -c 4096 "));
     }
 }

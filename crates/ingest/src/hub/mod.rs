@@ -13,13 +13,18 @@
 //! - `http` and `fetch` (cargo feature `hub`, on by default in the CLI): a
 //!   blocking `ureq` client with bounded timeouts, one retry, redirects
 //!   followed by hand (the token goes to the endpoint's host only), and a
-//!   generic [`HubClient::read_range`] for any Hub file (GGUF headers too).
+//!   generic [`HubClient::read_range`] for any Hub file.
+//! - `gguf` (feature `hub`): a GGUF's header by range requests, grown as the
+//!   GGUF parser asks ([`HubClient::read_prefix`]), split models shard by
+//!   shard.
 //!
 //! docs/hub.md describes the behaviour for users.
 
 pub mod cache;
 #[cfg(feature = "hub")]
 mod fetch;
+#[cfg(feature = "hub")]
+pub mod gguf;
 #[cfg(feature = "hub")]
 mod http;
 
