@@ -174,6 +174,7 @@ fn not_found_revision_no_config_and_not_a_hub() {
     assert!(e.contains("revision 'v9' not found"), "{e}");
     let e = resolve("acme/gguf-only", &env, None).unwrap_err().to_string();
     assert!(e.contains("no config.json") && e.contains("pass a config.json path"), "{e}");
+    assert!(e.contains(":FILE.gguf"), "a GGUF repo: name the file: {e}");
     let e = resolve("acme/odd", &env, None).unwrap_err().to_string();
     assert!(e.contains("X-Repo-Commit"), "{e}");
     // a web server that is not a Hub answers a bare 404: not "no config.json"

@@ -191,10 +191,8 @@ fn rows(doc: &str) -> Vec<(String, String, String)> {
             continue;
         }
         let c = cells[2];
-        let (Some(name), Some(file)) = (
-            c.split('`').nth(1),
-            c.split_once('(').and_then(|(_, r)| r.strip_suffix(')')),
-        ) else {
+        let (Some(name), Some(file)) = (c.split('`').nth(1), c.split_once('(').and_then(|(_, r)| r.strip_suffix(')')))
+        else {
             continue;
         };
         out.push((name.to_string(), file.to_string(), cells[3].to_string()));

@@ -211,7 +211,7 @@ pub enum HubError {
     RepoNotFound { repo: String, endpoint: String, token_sent: bool, hint: String },
     #[error("{repo}: revision '{revision}' not found on {endpoint}: give a branch, tag or commit of the repo (--revision), or drop --revision for main")]
     RevisionNotFound { repo: String, revision: String, endpoint: String },
-    #[error("{repo}: the repo has no config.json at {revision} ({endpoint}/{repo}/tree/{revision}): it is not a transformers model (a GGUF-only or diffusers repo?); pass a config.json path instead")]
+    #[error("{repo}: the repo has no config.json at {revision} ({endpoint}/{repo}/tree/{revision}): it is not a transformers model (a GGUF-only or diffusers repo?): pass a config.json path instead, or for a GGUF name the file as {repo}:FILE.gguf")]
     NoConfig { repo: String, revision: String, endpoint: String },
     #[error(
         "{url}: HTTP {status} ({}){}",
