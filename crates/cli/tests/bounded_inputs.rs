@@ -96,3 +96,20 @@ fn a_binary_catalogue_is_named_not_utf8() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--catalog") && stderr.contains("not UTF-8 text"), "{stderr}");
 }
+
+#[test]
+fn a_mig_service_model_path_is_read_through_the_same_reader() {
+    let dir = temp("mig");
+    let fifo = fifo(&dir);
+    for (p, kind) in [(Path::new("/dev/zero"), "a character device"), (fifo.as_path(), "a FIFO")] {
+        let spec = format!("rag={}", p.display());
+        let out = vramfit()
+            .args(["mig", "plan", "--gpu", "a100-40gb", "--service", &spec])
+            .timeout(Duration::from_secs(20))
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{spec}\n{stderr}");
+        assert!(stderr.contains("--service rag=") && stderr.contains(kind), "{stderr}");
+    }
+}
