@@ -224,6 +224,11 @@ fn missing_files_offline_and_hostile_headers_are_errors_that_say_so() {
     let (_, se) = out(&mut online(&hub, &home), &["estimate", "acme/odd:bad.gguf", "--offline"], 2);
     assert!(se.contains("--offline forbids the network"), "{se}");
     assert_eq!(hub.connections(), before);
+    // llama.cpp's quant-tag form: refused, saying to name the file, without a request
+    let before = hub.connections();
+    let (_, se) = out(&mut online(&hub, &home), &["estimate", "acme/odd:Q4_K_M"], 2);
+    assert!(se.contains("a quant tag") && se.contains("acme/odd:<name>-Q4_K_M.gguf"), "{se}");
+    assert_eq!(hub.connections(), before);
     // a revision that does not exist
     let (_, se) = out(&mut online(&hub, &home), &["estimate", "acme/odd:bad.gguf", "--revision", "v9"], 2);
     assert!(se.contains("revision 'v9' not found"), "{se}");

@@ -355,7 +355,17 @@ pub fn dispatch(
             }
             run(m, args, target, hub, json, explain).map(Some)
         }
-        _ => refuse_for_other_models(args).map(|_| None),
+        Some(m) => {
+            if let Some((repo, tag)) = vramfit_ingest::gguf::HubGgufRef::quant_tag(m) {
+                if std::fs::symlink_metadata(m).is_err() {
+                    bail!(
+                        "{m}: a quant tag (llama.cpp's -hf {repo}:{tag}) picks a file from the repo's file list, which vramfit does not read: name the file, e.g. {repo}:<name>-{tag}.gguf (the file names are on {repo}'s Files page)"
+                    );
+                }
+            }
+            refuse_for_other_models(args).map(|_| None)
+        }
+        None => refuse_for_other_models(args).map(|_| None),
     }
 }
 

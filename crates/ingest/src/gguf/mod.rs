@@ -253,4 +253,54 @@ impl HubGgufRef {
             && !file.chars().any(char::is_control);
         (part(org) && part(name) && file_ok).then(|| HubGgufRef { repo: repo.to_string(), file: file.to_string() })
     }
+
+    /// llama.cpp's `-hf org/name:Q4_K_M` form (a quant tag, not a file):
+    /// the repo and the tag, so the error can say to name the file.
+    pub fn quant_tag(s: &str) -> Option<(String, String)> {
+        let (repo, tag) = s.split_once(':')?;
+        let (org, name) = repo.split_once('/')?;
+        let word = |p: &str| {
+            !p.is_empty()
+                && p.len() <= 96
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && !p.starts_with(['.', '-'])
+        };
+        (word(org) && word(name) && word(tag) && !tag.to_ascii_lowercase().ends_with(".gguf"))
+            .then(|| (repo.to_string(), tag.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hub_gguf_references() {
+        let r = HubGgufRef::parse("bartowski/Qwen2.5-7B-Instruct-GGUF:Qwen2.5-7B-Instruct-Q4_K_M.gguf").unwrap();
+        assert_eq!(
+            (r.repo.as_str(), r.file.as_str()),
+            ("bartowski/Qwen2.5-7B-Instruct-GGUF", "Qwen2.5-7B-Instruct-Q4_K_M.gguf")
+        );
+        assert_eq!(HubGgufRef::parse("org/name:sub/dir/m.GGUF").unwrap().file, "sub/dir/m.GGUF");
+        for bad in [
+            "./model.gguf",
+            "model.gguf",
+            "org/name:../x.gguf",
+            "org/name:/abs.gguf",
+            "org/name:a//b.gguf",
+            "org/name:x.bin",
+            "org/name/extra:x.gguf",
+            "/abs/path:x.gguf",
+            "org/.hidden:x.gguf",
+            "org/name:x\u{1b}.gguf",
+        ] {
+            assert_eq!(HubGgufRef::parse(bad), None, "{bad}");
+        }
+        assert_eq!(
+            HubGgufRef::quant_tag("bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M"),
+            Some(("bartowski/Llama-3.2-3B-Instruct-GGUF".into(), "Q4_K_M".into()))
+        );
+        assert_eq!(HubGgufRef::quant_tag("org/name:file.gguf"), None);
+        assert_eq!(HubGgufRef::quant_tag("./a:b"), None);
+    }
 }
