@@ -24,7 +24,7 @@ case "$mode" in
   nightly)
     echo "fuzz: nightly cargo-fuzz (coverage-guided, no sanitizer), ${secs} s per target"
     cargo +nightly fuzz build -s none --fuzz-dir fuzz
-    bin=fuzz/target/x86_64-unknown-linux-gnu/release
+    bin="fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
     run() {
       mkdir -p "fuzz/corpus/$1"
       "$bin/$1" "fuzz/corpus/$1" "fuzz/seeds/$1" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
