@@ -3,7 +3,9 @@
 //! network): the header is read by range requests grown as the parser
 //! asks, never the weights; the figures are those of the same file read
 //! locally; split models are read shard by shard at the resolved commit;
-//! a missing file, offline mode and a hostile header are errors that say so.
+//! the headers are cached, so the next run (also offline) reads no network;
+//! a missing file, offline mode without a cache and a hostile header are
+//! errors that say so.
 #![cfg(feature = "hub")]
 
 mod common;
@@ -122,6 +124,27 @@ fn a_hub_gguf_is_read_by_range_requests_and_sized_as_the_same_file_on_disk() {
             .contains(&format!("the header by {} range requests ({read} bytes), never the weights", log.len()))),
         "{notes:?}"
     );
+    // the header was cached: the next runs, offline or not, make no connection
+    let before = hub.connections();
+    for offline in [true, false] {
+        let mut c = online(&hub, &home);
+        if offline {
+            c.env("HF_HUB_OFFLINE", "1");
+        }
+        let (so, se) = out(&mut c, &["estimate", "acme/tiny-GGUF:sub/tiny-Q4_K.gguf", "--gpu", "t4", "--json"], 0);
+        assert!(!se.contains("reading the header"), "{se}");
+        let w = json(&so);
+        assert_eq!(figures(&w), figures(&v));
+        assert_eq!(w["model"]["file"], v["model"]["file"]);
+        assert!(w["notes"].to_string().contains("from the local Hugging Face cache"), "{}", w["notes"]);
+    }
+    assert_eq!(hub.connections(), before, "cached runs made no connection");
+    let cached = home
+        .join("hub/models--acme--tiny-GGUF/vramfit/gguf-headers")
+        .join(commit("gguf"))
+        .join("sub/tiny-Q4_K.gguf.header");
+    let len = std::fs::metadata(&cached).unwrap().len();
+    assert!(len < header_end + 64, "the cache holds the header only: {len} bytes");
 }
 
 /// `count` shards the way `llama-gguf-split` writes them: metadata in the
@@ -183,6 +206,13 @@ fn a_split_hub_gguf_is_read_shard_by_shard_at_the_resolved_commit() {
     assert_eq!(figures(&v), figures(&json(&lo)));
     assert_eq!(v["model"]["file_bytes"], shards.iter().map(|(_, b)| b.len() as u64).sum::<u64>());
     assert!(v["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("the header of all 3 shards")));
+    // offline from the cache: every shard's header was cached
+    let (so, _) = out(
+        online(&hub, &home).env("HF_HUB_OFFLINE", "1"),
+        &["estimate", "acme/split-GGUF:q4/big-00001-of-00003.gguf", "--gpu-mem", "24GiB", "--json"],
+        0,
+    );
+    assert_eq!(figures(&json(&so)), figures(&v));
     // shards 2 and 3 were asked for at the commit the first read resolved
     let log = hub.log();
     let c = commit("split");
@@ -220,7 +250,7 @@ fn missing_files_offline_and_hostile_headers_are_errors_that_say_so() {
     // offline: said, and no connection made
     let before = hub.connections();
     let (_, se) = out(online(&hub, &home).env("HF_HUB_OFFLINE", "1"), &["estimate", "acme/odd:bad.gguf"], 2);
-    assert!(se.contains("HF_HUB_OFFLINE=1 forbids the network"), "{se}");
+    assert!(se.contains("not in the local Hugging Face cache, and HF_HUB_OFFLINE=1 forbids the network"), "{se}");
     let (_, se) = out(&mut online(&hub, &home), &["estimate", "acme/odd:bad.gguf", "--offline"], 2);
     assert!(se.contains("--offline forbids the network"), "{se}");
     assert_eq!(hub.connections(), before);

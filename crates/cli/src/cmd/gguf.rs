@@ -393,33 +393,52 @@ fn read(m: &str, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> 
 
 #[cfg(feature = "hub")]
 fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
-    use vramfit_ingest::hub::{gguf::read_gguf, HubClient, HubSettings};
+    use vramfit_ingest::hub::gguf::{read_cached_gguf, read_gguf};
+    use vramfit_ingest::hub::{HubClient, HubSettings};
     let env = |k: &str| std::env::var(k).ok();
     let settings = HubSettings::from_env(&env, hub.offline)?;
-    if let Some(why) = &settings.offline_reason {
-        bail!(
-            "{}:{}: a GGUF on the Hub is read by range requests each time (its header is not cached), and {why} forbids the network: run online, or download the file and pass its path",
-            r.repo,
-            r.file
-        );
-    }
     let endpoint = settings.endpoint.clone();
     let revision = hub.revision.clone().unwrap_or_else(|| "main".into());
-    crate::to_stderr(&format!(
-        "vramfit: reading the header of {}/{} (revision {revision}) from {endpoint} by range requests, not the weights",
-        r.repo, r.file
-    ));
-    let client = HubClient::new(settings)?;
-    let g = read_gguf(&client, &r.repo, &revision, &r.file)?;
+    // the local Hugging Face cache first (an earlier run cached the header)
+    let cached = match &settings.cache_dir {
+        Some(dir) => read_cached_gguf(dir, &r.repo, &revision, &r.file)?,
+        None => None,
+    };
+    let (g, mut notes) = match cached {
+        Some(g) => {
+            let note = format!(
+                "header{} from the local Hugging Face cache (read from the Hub by an earlier run)",
+                if g.shards > 1 { format!("s of all {} shards", g.shards) } else { String::new() }
+            );
+            (g, vec![note])
+        }
+        None => {
+            if let Some(why) = &settings.offline_reason {
+                bail!(
+                    "{}:{}: not in the local Hugging Face cache, and {why} forbids the network: run once online (the header is cached then), or download the file and pass its path",
+                    r.repo,
+                    r.file
+                );
+            }
+            crate::to_stderr(&format!(
+                "vramfit: reading the header of {}/{} (revision {revision}) from {endpoint} by range requests, not the weights",
+                r.repo, r.file
+            ));
+            let client = HubClient::new(settings)?;
+            let g = read_gguf(&client, &r.repo, &revision, &r.file)?;
+            let mut notes = vec![format!(
+                "read from {endpoint}: the header{} by {} range request{} ({} bytes), never the weights",
+                if g.shards > 1 { format!(" of all {} shards", g.shards) } else { String::new() },
+                g.requests,
+                if g.requests == 1 { "" } else { "s" },
+                g.bytes_received
+            )];
+            notes.extend(g.cache_note.clone());
+            (g, notes)
+        }
+    };
     let label = g.label();
     let model = vramfit_ingest::gguf::model_of(&g.header, Path::new(&r.file), &label)?;
-    let mut notes = vec![format!(
-        "read from {endpoint}: the header{} by {} range request{} ({} bytes), never the weights",
-        if g.shards > 1 { format!(" of all {} shards", g.shards) } else { String::new() },
-        g.requests,
-        if g.requests == 1 { "" } else { "s" },
-        g.bytes_received
-    )];
     if revision != "main" {
         notes.push(format!(
             "sized at revision {revision} (commit {}); llama.cpp's --hf-repo downloads the repo's main branch",

@@ -40,6 +40,9 @@ pub enum GgufFileError {
     Split { file: String, message: String },
     #[error(transparent)]
     Hub(#[from] crate::hub::HubError),
+    /// reading the Hugging Face cache (a damaged ref or cached header)
+    #[error(transparent)]
+    Cache(#[from] crate::error::IngestError),
 }
 
 /// Most shards a split model may have (`split.count`).

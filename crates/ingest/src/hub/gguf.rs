@@ -6,8 +6,12 @@
 //! asked for, so what is read past the header stays small. A split model
 //! (`NAME-00001-of-0000n.gguf`) is read shard by shard, at the commit the
 //! first read resolved, and merged as a local one is
-//! ([`crate::gguf::merge_split`]).
+//! ([`crate::gguf::merge_split`]). The headers are cached in the Hugging
+//! Face cache (`vramfit/gguf-headers/<commit>/<file>.header`, with
+//! `refs/<revision>`), so the next run — also `--offline` — reads them
+//! from disk ([`read_cached_gguf`]).
 
+use super::cache::RepoCache;
 use super::http::HubClient;
 use super::HubError;
 use crate::gguf::{limits, merge_split, parse, GgufError, GgufFileError, GgufHeader, Parsed};
@@ -30,6 +34,8 @@ pub struct HubGguf {
     /// HTTP range requests made and body bytes received
     pub requests: u64,
     pub bytes_received: u64,
+    /// why the header could not be cached, when it could not
+    pub cache_note: Option<String>,
 }
 
 impl HubGguf {
@@ -54,7 +60,16 @@ fn next_read(prefix: &[u8], file_size: Option<u64>) -> Option<u64> {
     }
 }
 
-/// One file's header at `revision`: (header, commit the Hub named).
+/// One file as read from the Hub: its header, the header's bytes (for the
+/// cache), the file's size and the commit the Hub named.
+struct OneFile {
+    header: GgufHeader,
+    bytes: Vec<u8>,
+    file_size: u64,
+    commit: Option<String>,
+}
+
+/// One file's header at `revision`, by range requests.
 fn read_one(
     client: &HubClient,
     repo: &str,
@@ -62,7 +77,7 @@ fn read_one(
     file: &str,
     requests: &AtomicU64,
     received: &AtomicU64,
-) -> Result<(GgufHeader, Option<String>), GgufFileError> {
+) -> Result<OneFile, GgufFileError> {
     let label = format!("{repo}/{file}");
     let url = client.file_url(repo, revision, file);
     let mut grown = 0u64;
@@ -84,28 +99,90 @@ fn read_one(
         url: url.clone(),
         reason: "no file size in the answer (Content-Range, X-Linked-Size or Content-Length)".into(),
     })?;
-    match parse(&read.bytes, size) {
-        Ok(Parsed::Complete(h)) => Ok((*h, read.commit)),
-        Ok(Parsed::NeedMore { bytes }) => Err(GgufFileError::Header {
-            file: label,
-            error: GgufError::PastEnd {
-                field: "header".into(),
-                at: read.bytes.len() as u64,
-                needed: bytes,
-                file_len: size,
-            },
+    let header = parse_complete(&read.bytes, size, &label)?;
+    let mut bytes = read.bytes;
+    bytes.truncate(header.header_bytes as usize);
+    Ok(OneFile { header, bytes, file_size: size, commit: read.commit })
+}
+
+/// The header in `bytes` (the file's first bytes) of a file of `size`.
+fn parse_complete(bytes: &[u8], size: u64, label: &str) -> Result<GgufHeader, GgufFileError> {
+    match parse(bytes, size) {
+        Ok(Parsed::Complete(h)) => Ok(*h),
+        Ok(Parsed::NeedMore { bytes: needed }) => Err(GgufFileError::Header {
+            file: label.to_string(),
+            error: GgufError::PastEnd { field: "header".into(), at: bytes.len() as u64, needed, file_len: size },
         }),
-        Err(error) => Err(GgufFileError::Header { file: label, error }),
+        Err(error) => Err(GgufFileError::Header { file: label.to_string(), error }),
     }
 }
 
-/// Read `file` of `repo` at `revision` (every shard of a split model).
+/// A Hub GGUF from the local Hugging Face cache (its header as an earlier
+/// run cached it, every shard of a split model), at the commit
+/// `refs/<revision>` names: `None` when anything is missing.
+pub fn read_cached_gguf(
+    cache_dir: &Path,
+    repo: &str,
+    revision: &str,
+    file: &str,
+) -> Result<Option<HubGguf>, GgufFileError> {
+    let cache = RepoCache::new(cache_dir, repo);
+    let commit = if crate::hf_cache::is_commit(revision) {
+        revision.to_string()
+    } else {
+        match crate::hf_cache::read_ref(&cache.dir, revision)? {
+            Some(c) => c,
+            None => return Ok(None),
+        }
+    };
+    let one = |name: &str| -> Result<Option<GgufHeader>, GgufFileError> {
+        match cache.read_gguf_header(&commit, name)? {
+            Some((bytes, size)) => Ok(Some(parse_complete(&bytes, size, &format!("{repo}/{name} (cached)"))?)),
+            None => Ok(None),
+        }
+    };
+    let Some(first) = one(file)? else { return Ok(None) };
+    let mut shards = 1;
+    let mut missing = false;
+    let header = merge_split(Path::new(file), first, &mut |p: &Path| {
+        shards += 1;
+        let name = p.to_string_lossy().replace('\\', "/");
+        match one(&name)? {
+            Some(h) => Ok(h),
+            None => {
+                missing = true;
+                Err(GgufFileError::Split { file: name, message: "not cached".into() })
+            }
+        }
+    });
+    let header = match header {
+        Ok(h) => h,
+        Err(_) if missing => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(HubGguf {
+        repo: repo.into(),
+        revision: revision.into(),
+        commit,
+        file: file.into(),
+        header,
+        shards,
+        requests: 0,
+        bytes_received: 0,
+        cache_note: None,
+    }))
+}
+
+/// Read `file` of `repo` at `revision` (every shard of a split model) from
+/// the Hub, and cache the headers (and the revision's commit) in the Hugging
+/// Face cache when there is one, for [`read_cached_gguf`]. A cache that
+/// cannot be written is a note in `cache_note`, not an error.
 pub fn read_gguf(client: &HubClient, repo: &str, revision: &str, file: &str) -> Result<HubGguf, GgufFileError> {
     let requests = AtomicU64::new(0);
     let received = AtomicU64::new(0);
-    let (first, commit) = read_one(client, repo, revision, file, &requests, &received)?;
+    let first = read_one(client, repo, revision, file, &requests, &received)?;
     let commit =
-        match commit {
+        match first.commit.clone() {
             Some(c) if (7..=64).contains(&c.len()) && c.chars().all(|c| c.is_ascii_hexdigit()) => c,
             Some(c) => {
                 return Err(HubError::Protocol {
@@ -123,22 +200,44 @@ pub fn read_gguf(client: &HubClient, repo: &str, revision: &str, file: &str) -> 
             }
             .into()),
         };
-    let mut shards = 1;
+    let mut read: Vec<(String, OneFile)> = Vec::new();
+    let first_header = first.header.clone();
+    read.push((file.to_string(), first));
     // later shards at the commit, so they match the first
-    let header = merge_split(Path::new(file), first, &mut |p: &Path| {
-        shards += 1;
+    let header = merge_split(Path::new(file), first_header, &mut |p: &Path| {
         let name = p.to_string_lossy().replace('\\', "/");
-        read_one(client, repo, &commit, &name, &requests, &received).map(|(h, _)| h)
+        let one = read_one(client, repo, &commit, &name, &requests, &received)?;
+        let h = one.header.clone();
+        read.push((name, one));
+        Ok(h)
     })?;
+    let cache_note = match &client.settings().cache_dir {
+        None => {
+            Some("no Hugging Face cache folder (set HF_HOME or HF_HUB_CACHE): the next run reads the Hub again".into())
+        }
+        Some(dir) => {
+            let cache = RepoCache::new(dir, repo);
+            let written = read
+                .iter()
+                .try_for_each(|(name, one)| {
+                    cache.write_gguf_header(&commit, name, &one.bytes, one.file_size).map(|_| ())
+                })
+                .and_then(|()| cache.write_ref(revision, &commit));
+            written
+                .err()
+                .map(|e| format!("could not write the Hugging Face cache ({e}): the next run reads the Hub again"))
+        }
+    };
     Ok(HubGguf {
         repo: repo.into(),
         revision: revision.into(),
         commit,
         file: file.into(),
         header,
-        shards,
+        shards: read.len() as u64,
         requests: requests.load(Ordering::Relaxed),
         bytes_received: received.load(Ordering::Relaxed),
+        cache_note,
     })
 }
 
