@@ -1,10 +1,7 @@
 //! Training-script lint: any text lints (tree-sitter is error tolerant)
 //! without a panic.
+//! Body: `vramfit_fuzz::diagnose_script` (src/lib.rs), shared with the stable driver.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(src) = std::str::from_utf8(data) {
-        let _ = vramfit_diagnose::lint::lint(src);
-    }
-});
+fuzz_target!(|data: &[u8]| vramfit_fuzz::diagnose_script(data));

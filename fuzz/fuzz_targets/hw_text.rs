@@ -1,10 +1,6 @@
 //! `nvidia-smi -q` and `nvidia-smi -L` text parsers: never panic.
+//! Body: `vramfit_fuzz::hw_text` (src/lib.rs), shared with the stable driver.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(s) = std::str::from_utf8(data) {
-        let _ = vramfit_hw::text::parse_text(s, "fuzz.txt");
-        let _ = vramfit_hw::list::parse_list(s, "fuzz.txt");
-    }
-});
+fuzz_target!(|data: &[u8]| vramfit_fuzz::hw_text(data));

@@ -1,7 +1,6 @@
 //! DeepSpeed config reader: any bytes give a config or a typed error, never a panic.
+//! Body: `vramfit_fuzz::train_deepspeed` (src/lib.rs), shared with the stable driver.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let _ = vramfit_ingest::deepspeed::parse_deepspeed(data, "fuzz");
-});
+fuzz_target!(|data: &[u8]| vramfit_fuzz::train_deepspeed(data));

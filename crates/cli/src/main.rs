@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
 use vramfit_core::CoreError;
+use vramfit_report::format::shown_lines;
 
 mod cmd;
 
@@ -68,22 +69,35 @@ fn main() -> ExitCode {
     match result {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
+            // Renderers escape the strings they take from input
+            // (report::format::shown); this catches any they missed, so no
+            // raw ESC or BEL reaches the terminal (issue 15).
             // A closed pipe (`vramfit … | head`) is not an error.
-            match stdout.write_all(out.stdout.as_bytes()).and_then(|_| stdout.flush()) {
+            match stdout.write_all(shown_lines(&out.stdout).as_bytes()).and_then(|_| stdout.flush()) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                 Err(e) => {
-                    eprintln!("vramfit: cannot write output: {e}");
-                    return ExitCode::from(2);
+                    to_stderr(&format!("vramfit: cannot write output: {e}"));
+                    return ExitCode::from(EXIT_BAD_INPUT);
                 }
             }
             ExitCode::from(out.code)
         }
         Err(e) => {
-            eprintln!("vramfit: error: {}", error_text(&e));
+            to_stderr(&format!("vramfit: error: {}", error_text(&e)));
             ExitCode::from(exit_code(&e))
         }
     }
+}
+
+/// One line to stderr, control characters shown escaped (an error quotes
+/// its input). Unlike `eprintln!`, a stderr that cannot be written
+/// (`vramfit … 2>&1 | true`: a closed pipe) is not a panic: the line is
+/// dropped and the exit code stays the one the outcome decided, as with a
+/// closed stdout (docs/exit-codes.md).
+pub fn to_stderr(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(shown_lines(line).as_bytes()).and_then(|_| e.write_all(b"\n")).and_then(|_| e.flush());
 }
 
 /// The exit code of an error: [`EXIT_INTERNAL`] when any cause is vramfit's

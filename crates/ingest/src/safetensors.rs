@@ -117,6 +117,10 @@ pub fn header_end(prefix: &[u8], file_size: Option<u64>, file: &str) -> Result<u
     }
     let end = 8 + n; // n ≤ 100 MiB: no overflow
     if let Some(size) = file_size {
+        // a claimed size shorter than what arrived (a lying Content-Range)
+        if size < 8 {
+            return Err(not_safetensors(&format!("{size} bytes, too short for the 8-byte header length")));
+        }
         if end > size {
             return Err(err(
                 file,
@@ -415,6 +419,10 @@ mod tests {
         f.truncate(40);
         let e = header_end(&f, Some(40), "x").unwrap_err().to_string();
         assert!(e.contains("holds only 32 after the length"), "{e}");
+        // a claimed file size below 8 with a longer prefix (a server whose
+        // Content-Range total lies; found by fuzz/ ingest_safetensors_prefix)
+        let e = header_end(b"\x02\0\0\0\0\0\0\0{}", Some(2), "x").unwrap_err().to_string();
+        assert!(e.contains("not a safetensors file: 2 bytes") && !e.contains("18446744073709551"), "{e}");
     }
 
     #[test]

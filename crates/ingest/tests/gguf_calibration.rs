@@ -272,7 +272,7 @@ fn published_llama_cpp_logs_are_reproduced_within_three_percent() {
             cache_type_v: GgmlType::parse_cache_type(f["ctv"].as_str().unwrap()).unwrap(),
             flash_attn: if f["fa"].as_bool().unwrap() { FlashAttn::On } else { FlashAttn::Off },
             n_gpu_layers: Some(if gpus == 0 { 0 } else { u(f, "ngl") }),
-            gpus: (0..gpus).map(|i| GpuSlot { name: format!("gpu{i}"), memory_bytes: 16 << 30 }).collect(),
+            gpus: (0..gpus).map(|i| GpuSlot { name: format!("gpu{i}"), memory_bytes: Some(16 << 30) }).collect(),
             era: match c["era"].as_str().unwrap() {
                 "legacy" => GraphEra::Legacy,
                 _ => GraphEra::Current,

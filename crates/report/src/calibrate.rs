@@ -2,7 +2,7 @@
 //! accuracy per group and of the whole set. Schema documented in
 //! docs/training.md (`vramfit calibrate --json`).
 
-use crate::format::bytes;
+use crate::format::{bytes, shown};
 use serde::Serialize;
 use vramfit_core::accuracy::Accuracy;
 
@@ -214,13 +214,13 @@ pub fn render(r: &CalibrateReport) -> String {
         }
         let line = format!(
             "{:<w$}  {:<gw$}  {:<qw$}  {:>12}  {:>12}  {:>8}  {}",
-            c.id,
+            shown(&c.id),
             c.group,
             c.quantity,
             bytes(c.estimated_bytes),
             bytes(c.measured_bytes),
             signed_pct(c.error_pct),
-            notes.join("; ")
+            shown(&notes.join("; "))
         );
         s.push_str(line.trim_end());
         s.push('\n');

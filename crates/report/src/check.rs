@@ -1,6 +1,6 @@
 //! `vramfit check`: JSON schema and renderer. Every field is documented in docs/check.md.
 
-use crate::format::bytes;
+use crate::format::{bytes, shown};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
@@ -503,7 +503,7 @@ fn share(s: Option<f64>) -> String {
 }
 
 fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
-    let _ = writeln!(out, "\nbandwidth (decimal GB/s, as the tools print; from {}):", b.sources.join("; "));
+    let _ = writeln!(out, "\nbandwidth (decimal GB/s, as the tools print; from {}):", shown(&b.sources.join("; ")));
     for h in &b.host_links {
         let link = match (h.link_gen, h.link_width, h.nominal_bytes_per_s) {
             (Some(g), Some(w), Some(n)) => {
@@ -512,11 +512,11 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
             _ => ", link not known".into(),
         };
         let dir = if h.direction == "host_to_device" { "host→device" } else { "device→host" };
-        let _ = writeln!(out, "  GPU {} {dir} {} ({}){link}", h.gpu, rate(h.measured_bytes_per_s), h.memory);
+        let _ = writeln!(out, "  GPU {} {dir} {} ({}){link}", h.gpu, rate(h.measured_bytes_per_s), shown(&h.memory));
     }
     for d in &b.device_memory {
         let of = match (&d.card, d.card_bytes_per_s) {
-            (Some(c), Some(n)) => format!(", {} of the {c}'s {}", share(d.share), rate(n)),
+            (Some(c), Some(n)) => format!(", {} of the {}'s {}", share(d.share), shown(c), rate(n)),
             _ => String::new(),
         };
         let _ = writeln!(out, "  GPU {} device→device {}{of}", d.gpu, rate(d.measured_bytes_per_s));
@@ -538,7 +538,7 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
         let _ = writeln!(
             out,
             "  {}: peak bus bandwidth {} at {} bytes ({} ranks on {} host(s)); bottleneck {}{}",
-            n.test.as_deref().unwrap_or("nccl-tests"),
+            shown(n.test.as_deref().unwrap_or("nccl-tests")),
             rate(n.peak_busbw_bytes_per_s),
             n.peak_size_bytes,
             n.ranks,
@@ -552,7 +552,7 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
 /// Human report.
 pub fn render_check(r: &CheckReport) -> String {
     let mut out = String::new();
-    let models: Vec<String> = r.models.iter().map(|m| format!("{} x {}", m.count, m.name)).collect();
+    let models: Vec<String> = r.models.iter().map(|m| format!("{} x {}", m.count, shown(&m.name))).collect();
     let count = match (&r.interconnect, r.gpu_count) {
         (Some(ic), 0) => format!("{} GPU(s) in the topology, no GPU list", ic.gpus),
         (_, n) => format!("{n} GPU(s)"),
@@ -564,10 +564,11 @@ pub fn render_check(r: &CheckReport) -> String {
         if models.is_empty() { String::new() } else { format!(": {}", models.join(", ")) },
         match (&r.driver_version, &r.cuda_version) {
             (None, None) => String::new(),
-            (d, c) => format!(" (driver {}, CUDA {})", d.as_deref().unwrap_or("?"), c.as_deref().unwrap_or("?")),
+            (d, c) =>
+                format!(" (driver {}, CUDA {})", shown(d.as_deref().unwrap_or("?")), shown(c.as_deref().unwrap_or("?"))),
         }
     );
-    let _ = writeln!(out, "from: {}", r.sources.join("; "));
+    let _ = writeln!(out, "from: {}", shown(&r.sources.join("; ")));
     if !r.gpus.is_empty() {
         let mut t = Table::new();
         t.load_style(UTF8_FULL_CONDENSED);
@@ -589,7 +590,7 @@ pub fn render_check(r: &CheckReport) -> String {
             };
             t.add_row(vec![
                 Cell::new(g.index),
-                Cell::new(&g.name),
+                Cell::new(shown(&g.name)),
                 Cell::new(opt_bytes(g.memory_total_bytes)),
                 Cell::new(is),
                 Cell::new(format!("{}/{}", g.mig_current, g.mig_pending)),
@@ -603,7 +604,7 @@ pub fn render_check(r: &CheckReport) -> String {
                 .mig_devices
                 .iter()
                 .map(|d| {
-                    let mut s = d.profile.clone().unwrap_or_default();
+                    let mut s = shown(d.profile.as_deref().unwrap_or_default()).into_owned();
                     if let Some(b) = d.memory_total_bytes {
                         if !s.is_empty() {
                             s.push(' ');
@@ -623,7 +624,7 @@ pub fn render_check(r: &CheckReport) -> String {
         let gis: Vec<String> = r
             .gpu_instances
             .iter()
-            .map(|i| format!("GPU {} {} (GI {}) at {}:{}", i.gpu, i.profile, i.instance_id, i.start, i.size))
+            .map(|i| format!("GPU {} {} (GI {}) at {}:{}", i.gpu, shown(&i.profile), i.instance_id, i.start, i.size))
             .collect();
         let _ = writeln!(out, "GPU instances: {}", gis.join("; "));
     }
@@ -643,7 +644,11 @@ pub fn render_check(r: &CheckReport) -> String {
                     row.push(if a == b {
                         "X".into()
                     } else {
-                        ic.pairs.iter().find(|p| p.a == x && p.b == y).map(|p| p.link.clone()).unwrap_or_default()
+                        ic.pairs
+                            .iter()
+                            .find(|p| p.a == x && p.b == y)
+                            .map(|p| shown(&p.link).into_owned())
+                            .unwrap_or_default()
                     });
                 }
                 t.add_row(row);
@@ -657,13 +662,13 @@ pub fn render_check(r: &CheckReport) -> String {
         let ps: Vec<String> = r
             .mig_profiles
             .iter()
-            .map(|p| format!("{} {}/{} ({})", p.name, p.free, p.total, bytes(p.memory_bytes)))
+            .map(|p| format!("{} {}/{} ({})", shown(&p.name), p.free, p.total, bytes(p.memory_bytes)))
             .collect();
         let _ = writeln!(out, "MIG profiles (-lgip): {}", ps.join(", "));
     }
     let _ = writeln!(out, "\nfindings:");
     for f in &r.findings {
-        let _ = writeln!(out, "  {:<4} {}: {}", f.level.to_uppercase(), f.code, f.message);
+        let _ = writeln!(out, "  {:<4} {}: {}", f.level.to_uppercase(), f.code, shown(&f.message));
     }
     match &r.bandwidth {
         None => {

@@ -9,7 +9,7 @@
 
 pub mod schema;
 
-use crate::format::bytes;
+use crate::format::{bytes, shown};
 use crate::SCHEMA_VERSION;
 use schema::{DiagnosedJson, DiagnosisJson, EstimateJson, MessageJson, OtherMessageJson};
 use serde::Serialize;
@@ -83,14 +83,14 @@ impl DiagnoseReport {
             write_estimate(&mut out, e);
         }
         if let Some(p) = &self.svg {
-            let _ = writeln!(out, "\ntimeline written to {p}");
+            let _ = writeln!(out, "\ntimeline written to {}", shown(p));
         }
         out
     }
 }
 
 fn write_input(out: &mut String, i: &InputInfo, kind: &str) {
-    let _ = write!(out, "{} ({}, read as {kind})", i.name, bytes(i.size_bytes));
+    let _ = write!(out, "{} ({}, read as {kind})", shown(&i.name), bytes(i.size_bytes));
     if i.skipped_bytes > 0 {
         let _ = write!(
             out,
@@ -126,16 +126,16 @@ fn write_summary(out: &mut String, summary: &schema::SummaryJson, verdict: &sche
     let _ = writeln!(out, "  {:<24}{:>12}{:>12}", "", "current", "peak");
     for r in summary.rows.iter().filter(|r| r.pool == "all") {
         let f = |c: &schema::CellJson| if c.is_bytes { bytes(c.value) } else { c.value.to_string() };
-        let _ = writeln!(out, "  {:<24}{:>12}{:>12}", r.metric, f(&r.current), f(&r.peak));
+        let _ = writeln!(out, "  {:<24}{:>12}{:>12}", shown(&r.metric), f(&r.current), f(&r.peak));
     }
     if let Some(c) = verdict.class {
         let _ = writeln!(out, "verdict: {c}");
     }
     for f in &verdict.findings {
-        let _ = writeln!(out, "  - {f}");
+        let _ = writeln!(out, "  - {}", shown(f));
     }
     for (k, f) in verdict.fixes.iter().enumerate() {
-        let _ = writeln!(out, "  fix {}. {f}", k + 1);
+        let _ = writeln!(out, "  fix {}. {}", k + 1, shown(f));
     }
 }
 
@@ -180,7 +180,7 @@ fn write_snapshot_device(out: &mut String, d: &schema::DeviceReportJson) {
     if !d.groups.is_empty() {
         let _ = writeln!(out, "  live at the peak, by what the frames say:");
         for g in d.groups.iter().take(8) {
-            let _ = writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), g.label, g.count);
+            let _ = writeln!(out, "    {:>12}  {:<40} ({} allocations)", bytes(g.bytes), shown(&g.label), g.count);
         }
     }
     if !d.sites.is_empty() {
@@ -192,9 +192,9 @@ fn write_snapshot_device(out: &mut String, d: &schema::DeviceReportJson) {
     if !d.peak_top.is_empty() {
         let _ = writeln!(out, "  largest live allocations at the peak:");
         for l in d.peak_top.iter().take(5) {
-            let _ = writeln!(out, "    {:>12}  {}", bytes(l.size_bytes), l.group);
+            let _ = writeln!(out, "    {:>12}  {}", bytes(l.size_bytes), shown(&l.group));
             for f in l.frames.iter().take(3) {
-                let _ = writeln!(out, "                  {f}");
+                let _ = writeln!(out, "                  {}", shown(f));
             }
         }
     }
@@ -205,7 +205,7 @@ fn write_snapshot_device(out: &mut String, d: &schema::DeviceReportJson) {
                 out,
                 "    0x{:x} {}: {} reserved, {} allocated, {} free (largest block {})",
                 s.address,
-                s.segment_type,
+                shown(&s.segment_type),
                 bytes(s.total_bytes),
                 bytes(s.allocated_bytes),
                 bytes(s.free_bytes),
@@ -214,10 +214,10 @@ fn write_snapshot_device(out: &mut String, d: &schema::DeviceReportJson) {
         }
     }
     for o in &d.ooms {
-        let _ = writeln!(out, "  OOM at trace entry {}: {} — {}", o.index, o.class, o.reasoning);
+        let _ = writeln!(out, "  OOM at trace entry {}: {} — {}", o.index, o.class, shown(&o.reasoning));
     }
     for n in &d.notes {
-        let _ = writeln!(out, "  note: {n}");
+        let _ = writeln!(out, "  note: {}", shown(n));
     }
 }
 
@@ -242,7 +242,12 @@ fn write_script(out: &mut String, report: &schema::LintReportJson) {
         let _ = writeln!(
             out,
             "\nline {}:{} {}\n    {}\n  why: {}\n  fix: {}",
-            f.line, f.column, f.rule, f.code, f.why, f.fix
+            f.line,
+            f.column,
+            f.rule,
+            shown(&f.code),
+            shown(&f.why),
+            shown(&f.fix)
         );
     }
 }
@@ -258,7 +263,7 @@ fn write_estimate(out: &mut String, e: &EstimateJson) {
         let _ = writeln!(out, "  culprit: {c} ({})", bytes(e.culprit_bytes));
     }
     for r in &e.reasoning {
-        let _ = writeln!(out, "  - {r}");
+        let _ = writeln!(out, "  - {}", shown(r));
     }
     if !e.ladder.is_empty() {
         let _ = writeln!(out, "  ladder on this card (cumulative, cheapest first):");
@@ -271,10 +276,10 @@ fn write_estimate(out: &mut String, e: &EstimateJson) {
             let _ = writeln!(
                 out,
                 "    {:<28}{:>12}  {}{}{}",
-                r.name,
+                shown(&r.name),
                 r.per_gpu_bytes.map(bytes).unwrap_or_else(|| "—".into()),
                 if r.applied { "" } else { "(not applied) " },
-                r.detail,
+                shown(&r.detail),
                 if what.is_empty() { String::new() } else { format!(" [{}]", what.join(", ")) }
             );
         }
@@ -352,15 +357,15 @@ fn write_oom(out: &mut String, n: usize, d: &DiagnosedJson) {
         let _ = write!(out, ", during {}", activity_words(a));
     }
     if let Some(m) = &e.context.forward_of {
-        let _ = write!(out, " (forward of {m})");
+        let _ = write!(out, " (forward of {})", shown(m));
     }
     if e.context.deepspeed {
         out.push_str(", DeepSpeed");
     }
     out.push('\n');
-    let _ = writeln!(out, "  {}: {}", v.class, v.headline);
+    let _ = writeln!(out, "  {}: {}", v.class, shown(&v.headline));
     if !v.figures.is_empty() {
-        let figs: Vec<String> = v.figures.iter().map(|f| format!("{} {}", f.name, bytes(f.bytes))).collect();
+        let figs: Vec<String> = v.figures.iter().map(|f| format!("{} {}", shown(&f.name), bytes(f.bytes))).collect();
         let _ = writeln!(out, "  figures: {}", figs.join(" · "));
     }
     if let Some(u) = &e.context.deepspeed_usage {
@@ -376,11 +381,11 @@ fn write_oom(out: &mut String, n: usize, d: &DiagnosedJson) {
     }
     let _ = writeln!(out, "  why:");
     for r in &v.reasoning {
-        let _ = writeln!(out, "    - {r}");
+        let _ = writeln!(out, "    - {}", shown(r));
     }
     let _ = writeln!(out, "  fixes, cheapest first:");
     for (k, f) in v.fixes.iter().enumerate() {
-        let _ = writeln!(out, "    {}. [{}] {} — {}", k + 1, f.cost, f.action, f.why);
+        let _ = writeln!(out, "    {}. [{}] {} — {}", k + 1, f.cost, shown(&f.action), shown(&f.why));
     }
 }
 

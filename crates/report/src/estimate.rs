@@ -6,7 +6,7 @@
 //! `torch.cuda.max_memory_allocated()` would show (all categories except
 //! `runtime` and `margin`).
 
-use crate::format::{bytes, params, signed_bytes, thousands};
+use crate::format::{bytes, params, shown, signed_bytes, thousands};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -468,14 +468,14 @@ impl EstimateReport {
         let _ = writeln!(
             out,
             "{} — {} params{} ({}, {} layers, hidden {}, {} {} heads / {} kv, head_dim {})",
-            m.name,
+            shown(&m.name),
             params(m.params_total),
             if m.params_active != m.params_total {
                 format!(", {} active per token", params(m.params_active))
             } else {
                 String::new()
             },
-            m.family,
+            shown(&m.family),
             m.layers,
             m.hidden_size,
             m.heads,
@@ -483,7 +483,7 @@ impl EstimateReport {
             m.kv_heads,
             m.head_dim
         );
-        let _ = writeln!(out, "source: {}", m.source);
+        let _ = writeln!(out, "source: {}", shown(&m.source));
         let w = &self.workload;
         let mut wl = format!("task {}, weights {}", w.task, w.dtype);
         if let Some(k) = &w.kv_dtype {
@@ -494,7 +494,7 @@ impl EstimateReport {
             let _ = write!(wl, ", concurrency {c}");
         }
         for (k, v) in &w.settings {
-            let _ = write!(wl, ", {k} {v}");
+            let _ = write!(wl, ", {} {}", shown(k), shown(v));
         }
         let _ = write!(
             wl,
@@ -574,7 +574,7 @@ impl EstimateReport {
             let _ = writeln!(
                 out,
                 "{}: {} — needs {} of {}{} ({})",
-                f.gpu,
+                shown(&f.gpu),
                 if f.fits { "FITS" } else { "DOES NOT FIT" },
                 bytes(f.required_bytes),
                 bytes(f.usable_bytes),
@@ -595,8 +595,8 @@ impl EstimateReport {
                         out,
                         "  GPU {} {} ({}): {} free of {}; other processes hold {}, the driver reserves {}",
                         g.index,
-                        g.name,
-                        d.source,
+                        shown(&g.name),
+                        shown(&d.source),
                         bytes(g.free_bytes),
                         bytes(g.total_bytes),
                         bytes(g.used_bytes),
@@ -604,7 +604,7 @@ impl EstimateReport {
                     );
                 }
                 for s in &d.skipped {
-                    let _ = writeln!(out, "  not used: {s}");
+                    let _ = writeln!(out, "  not used: {}", shown(s));
                 }
             }
             if let Some(c) = &f.capacity {
@@ -626,7 +626,7 @@ impl EstimateReport {
 
     fn write_notes(&self, out: &mut String) {
         for n in self.model.notes.iter().chain(&self.notes) {
-            let _ = writeln!(out, "note: {n}");
+            let _ = writeln!(out, "note: {}", shown(n));
         }
         if let Some(c) = &self.model.checkpoint {
             let _ = writeln!(
@@ -635,7 +635,7 @@ impl EstimateReport {
                 c.tensors,
                 c.files,
                 thousands(c.params),
-                c.verdict
+                shown(&c.verdict)
             );
         }
     }
@@ -669,7 +669,7 @@ impl EstimateReport {
                 write_explain(out, &head, &e.explain);
             }
             if let Some(f) = &self.fit {
-                write_explain(out, &format!("[fit] {}", f.gpu), &f.explain);
+                write_explain(out, &format!("[fit] {}", shown(&f.gpu)), &f.explain);
                 if let Some(c) = &f.capacity {
                     write_explain(out, "[capacity] paged KV", &c.explain);
                 }
@@ -689,14 +689,15 @@ pub fn category_keys() -> Vec<&'static str> {
     Category::ALL.iter().map(|c| c.key()).collect()
 }
 
-/// One explained number: heading, formula, inputs, note.
+/// One explained number: heading, formula, inputs, note (the inputs may
+/// quote file names and values read from input: shown escaped).
 pub fn write_explain(out: &mut String, head: &str, e: &ExplainInfo) {
-    let _ = writeln!(out, "\n{head}");
-    let _ = writeln!(out, "    formula: {}", e.formula);
+    let _ = writeln!(out, "\n{}", shown(head));
+    let _ = writeln!(out, "    formula: {}", shown(&e.formula));
     for term in &e.terms {
-        let _ = writeln!(out, "    {} = {}", term.name, term.value);
+        let _ = writeln!(out, "    {} = {}", shown(&term.name), shown(&term.value.to_string()));
     }
     if let Some(n) = &e.note {
-        let _ = writeln!(out, "    note: {n}");
+        let _ = writeln!(out, "    note: {}", shown(n));
     }
 }

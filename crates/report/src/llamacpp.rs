@@ -2,17 +2,22 @@
 //!
 //! Schema 1 (docs/gguf.md): integer bytes; every buffer line carries its
 //! formula, inputs and source (`explain`); `devices[].total_bytes` is the
-//! sum of its lines and `host.total_bytes` likewise. Built by the CLI from
-//! `vramfit_core::llamacpp::LlamaCppPlan`; the renderers here hold no
-//! formulas.
+//! sum of its lines and `host.total_bytes` likewise. Built from the
+//! engine's values (`vramfit_core::llamacpp`: the model, the launch
+//! options, the plan and the fit search) by [`LlamaCppReport::of`] and the
+//! `of`/`From` constructors of each part; the renderers hold no formulas
+//! and the front ends no decisions.
 
 use crate::estimate::ExplainInfo;
-use crate::format::{bytes, params, signed_bytes, thousands};
+use crate::format::{bytes, params, shown, signed_bytes, thousands};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use vramfit_core::llamacpp::plan::DeviceMemory;
+use vramfit_core::llamacpp::{self as lc, Device, GpuSlot, LlamaCppOptions, LlamaCppPlan, LlamaModel};
+use vramfit_core::CoreError;
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize)]
@@ -180,7 +185,208 @@ pub struct FitSearch {
     pub explain: ExplainInfo,
 }
 
+/// Where the model was read from, for the report: `file` is a local path
+/// or the Hub's `org/repo@commit/file.gguf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgufSource {
+    pub file: String,
+    pub gguf_version: u32,
+    /// the file's size (all shards of a split model)
+    pub file_bytes: u64,
+}
+
+impl GgufModelInfo {
+    /// What the file holds (byte and element sums checked, never saturated).
+    pub fn of(model: &LlamaModel, source: &GgufSource) -> Result<GgufModelInfo, CoreError> {
+        let tensors_by_type = model
+            .tensors_by_type()?
+            .into_iter()
+            .map(|(ty, t)| {
+                (ty.name().to_string(), TypeCount { tensors: t.tensors, elements: t.elements, bytes: t.bytes })
+            })
+            .collect();
+        Ok(GgufModelInfo {
+            name: model.name.clone(),
+            file: source.file.clone(),
+            architecture: model.arch.clone(),
+            gguf_version: source.gguf_version,
+            layers: model.n_layer as u64,
+            embedding_length: model.n_embd,
+            vocab_size: model.n_vocab,
+            context_length: model.n_ctx_train,
+            params: model.params()?,
+            file_bytes: source.file_bytes,
+            tensor_bytes: model.weight_bytes()?,
+            tensors: model.tensors.len() as u64,
+            tensors_by_type,
+            sliding_window: model.layers.iter().any(|l| l.sliding).then_some(model.n_swa),
+            sliding_layers: model.layers.iter().filter(|l| l.sliding).count() as u64,
+            recurrent_layers: model.layers.iter().filter(|l| l.recurrent.is_some()).count() as u64,
+            experts: model.experts.as_ref().map(|e| ExpertInfo {
+                count: e.count,
+                used: e.used,
+                feed_forward_length: e.ff,
+            }),
+            notes: model.notes.clone(),
+        })
+    }
+}
+
+impl LaunchInfo {
+    /// The launch: the flags as given and what llama.cpp resolves them to.
+    pub fn of(opts: &LlamaCppOptions, plan: &LlamaCppPlan) -> LaunchInfo {
+        LaunchInfo {
+            ctx_size: opts.ctx_size,
+            n_ctx: plan.context.n_ctx,
+            n_ctx_seq: plan.context.n_ctx_seq,
+            swa_cells: plan.context.swa_cells,
+            parallel: opts.parallel,
+            kv_unified: opts.kv_unified,
+            batch: opts.batch,
+            ubatch: plan.n_ubatch,
+            cache_type_k: opts.cache_type_k.name().to_string(),
+            cache_type_v: opts.cache_type_v.name().to_string(),
+            flash_attn: plan.flash_attn,
+            n_gpu_layers: plan.n_gpu_layers,
+            tensor_split: opts.tensor_split.clone(),
+            offload_kqv: opts.offload_kqv,
+            mmap: opts.mmap,
+        }
+    }
+}
+
+/// `CUDA0`, `CPU`: llama.cpp's device names.
+fn device_name(d: Device) -> String {
+    match d {
+        Device::Cpu => "CPU".into(),
+        Device::Gpu(g) => format!("CUDA{g}"),
+    }
+}
+
+impl PlacementInfo {
+    /// Which layers sit where (`n_layer` repeating layers + the output).
+    pub fn of(plan: &LlamaCppPlan, n_layer: u32) -> PlacementInfo {
+        let p = &plan.placement;
+        PlacementInfo {
+            offloaded: p.offloaded as u64,
+            slots: n_layer as u64 + 1,
+            output: device_name(p.output),
+            layers: p
+                .ranges()
+                .into_iter()
+                .map(|(d, a, b)| LayerRange { device: device_name(d), first: a as u64, last: b as u64 })
+                .collect(),
+            explain: (&p.explain).into(),
+        }
+    }
+}
+
+fn buffer_lines(d: &DeviceMemory) -> Vec<BufferLine> {
+    d.lines
+        .iter()
+        .map(|l| BufferLine {
+            kind: l.kind.clone(),
+            label: l.label.clone(),
+            bytes: l.bytes,
+            explain: (&l.explain).into(),
+        })
+        .collect()
+}
+
+impl DeviceInfo {
+    /// A GPU of the plan on the card it was fitted to (`slot`): the card's
+    /// name, memory, fit and headroom when its memory is known.
+    pub fn gpu(d: &DeviceMemory, slot: &GpuSlot) -> DeviceInfo {
+        DeviceInfo {
+            name: d.name.clone(),
+            gpu: slot.memory_bytes.map(|_| slot.name.clone()),
+            memory_bytes: slot.memory_bytes,
+            buffers: buffer_lines(d),
+            total_bytes: d.total_bytes,
+            fits: slot.memory_bytes.map(|m| d.total_bytes <= m),
+            // both sides are below 2^64: the difference fits an i128, and an
+            // i64 for any real card (clamped, not wrapped, beyond)
+            headroom_bytes: slot
+                .memory_bytes
+                .map(|m| (m as i128 - d.total_bytes as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64),
+        }
+    }
+
+    /// The host (RAM): no capacity is checked.
+    pub fn host(d: &DeviceMemory) -> DeviceInfo {
+        DeviceInfo {
+            name: "host".into(),
+            gpu: None,
+            memory_bytes: None,
+            buffers: buffer_lines(d),
+            total_bytes: d.total_bytes,
+            fits: None,
+            headroom_bytes: None,
+        }
+    }
+}
+
+impl From<&lc::kv::KvCache> for KvSummary {
+    fn from(kv: &lc::kv::KvCache) -> KvSummary {
+        KvSummary {
+            k_bytes: kv.k_bytes,
+            v_bytes: kv.v_bytes,
+            swa_bytes: kv.swa_bytes,
+            state_bytes: kv.state_bytes,
+            bytes_per_token: kv.bytes_per_token,
+        }
+    }
+}
+
+impl From<&lc::FitSearch> for FitSearch {
+    fn from(f: &lc::FitSearch) -> FitSearch {
+        FitSearch {
+            fits: f.fits,
+            max_gpu_layers: f.max_gpu_layers,
+            max_context: f.max_context,
+            max_context_cap: f.max_context_cap,
+            max_gpu_layers_command: f.max_gpu_layers_command.clone(),
+            explain: (&f.explain).into(),
+        }
+    }
+}
+
 impl LlamaCppReport {
+    /// The report of one launch, from the engine's values: the model as
+    /// read from `source`, the options, their plan, the fit search (when the
+    /// GPUs' memory is known), the command line and notes (the plan's and
+    /// the front end's: where the GPUs' memory came from).
+    pub fn of(
+        source: &GgufSource,
+        model: &LlamaModel,
+        opts: &LlamaCppOptions,
+        plan: &LlamaCppPlan,
+        fit: Option<&lc::FitSearch>,
+        command_line: String,
+        extra_notes: Vec<String>,
+    ) -> Result<LlamaCppReport, CoreError> {
+        let devices = plan.gpus.iter().zip(&opts.gpus).map(|(d, g)| DeviceInfo::gpu(d, g)).collect();
+        let mut notes = plan.notes.clone();
+        notes.extend(extra_notes);
+        Ok(LlamaCppReport::new(
+            GgufModelInfo::of(model, source)?,
+            LaunchInfo::of(opts, plan),
+            PlacementInfo::of(plan, model.n_layer),
+            devices,
+            DeviceInfo::host(&plan.host),
+            KvSummary::from(&plan.kv),
+            fit.map(FitSearch::from),
+            command_line,
+            notes,
+        ))
+    }
+
+    /// Exit status the report calls for: does not fit (1) when a GPU's
+    /// memory is known and the plan exceeds it.
+    pub fn fits(&self) -> bool {
+        self.fit.as_ref().is_none_or(|f| f.fits)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         model: GgufModelInfo,
@@ -220,8 +426,8 @@ impl LlamaCppReport {
         let _ = writeln!(
             out,
             "{} — {} ({} params, {} layers, embedding {}, vocab {}, trained context {})",
-            m.name,
-            m.architecture,
+            shown(&m.name),
+            shown(&m.architecture),
             params(m.params),
             m.layers,
             m.embedding_length,
@@ -232,7 +438,7 @@ impl LlamaCppReport {
         let _ = writeln!(
             out,
             "file: {} — GGUF v{}, {} tensors, {} of weights ({})",
-            m.file,
+            shown(&m.file),
             m.gguf_version,
             m.tensors,
             bytes(m.tensor_bytes),
@@ -301,7 +507,7 @@ impl LlamaCppReport {
                 ]);
             }
             let total_label = match (&d.gpu, d.memory_bytes) {
-                (Some(g), Some(mem)) => format!("total ({g}, {})", bytes(mem)),
+                (Some(g), Some(mem)) => format!("total ({}, {})", shown(g), bytes(mem)),
                 _ if d.name == "host" => "total host RAM".to_string(),
                 _ => "total".to_string(),
             };
@@ -317,8 +523,9 @@ impl LlamaCppReport {
             if let (Some(fits), Some(h), Some(g)) = (d.fits, d.headroom_bytes, &d.gpu) {
                 let _ = writeln!(
                     out,
-                    "{} ({g}): {} — {} ({})",
+                    "{} ({}): {} — {} ({})",
                     d.name,
+                    shown(g),
                     if fits { "FITS" } else { "DOES NOT FIT" },
                     bytes(d.total_bytes),
                     if fits {
@@ -352,12 +559,12 @@ impl LlamaCppReport {
                 }
             );
             if let Some(c) = &f.max_gpu_layers_command {
-                let _ = writeln!(out, "  {c}");
+                let _ = writeln!(out, "  {}", shown(c));
             }
         }
-        let _ = writeln!(out, "command: {}", self.command_line);
+        let _ = writeln!(out, "command: {}", shown(&self.command_line));
         for n in self.model.notes.iter().chain(&self.notes) {
-            let _ = writeln!(out, "note: {n}");
+            let _ = writeln!(out, "note: {}", shown(n));
         }
         if explain {
             out.push_str("\nHow each number was computed:\n");

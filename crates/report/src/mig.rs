@@ -4,7 +4,7 @@
 //! and constructors here; the kind keys of refusals and advice are the
 //! schema's.
 
-use crate::format::bytes;
+use crate::format::{bytes, shown};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -311,7 +311,7 @@ pub fn render_plan(r: &MigPlanReport) -> String {
         r.layouts.iter().map(|l| l.instances.len()).sum::<usize>(),
         r.gpus_needed
     );
-    let _ = writeln!(out, "profiles: {}", r.gpu.source);
+    let _ = writeln!(out, "profiles: {}", shown(&r.gpu.source));
     let _ = writeln!(
         out,
         "search: exact (fewest GPUs, then least waste, then fewest compute slices); lower bound {} GPU(s), {} nodes",
@@ -332,7 +332,8 @@ pub fn render_plan(r: &MigPlanReport) -> String {
         t.load_style(UTF8_FULL_CONDENSED);
         t.set_header(vec!["service", "profile", "start:size", "need", "slice", "waste", "SM share", "mem-BW share"]);
         for i in &l.instances {
-            let name = if i.confirmed { i.profile.clone() } else { format!("{} (unconfirmed)", i.profile) };
+            let profile = shown(&i.profile);
+            let name = if i.confirmed { profile.into_owned() } else { format!("{profile} (unconfirmed)") };
             t.add_row(vec![
                 Cell::new(&i.service),
                 Cell::new(name),
@@ -361,13 +362,13 @@ pub fn render_plan(r: &MigPlanReport) -> String {
     if !r.refused.is_empty() {
         let _ = writeln!(out, "\nrefused:");
         for f in &r.refused {
-            let _ = writeln!(out, "  {}: {}", f.service, f.reason);
+            let _ = writeln!(out, "  {}: {}", shown(&f.service), shown(&f.reason));
         }
     }
     if !r.advice.is_empty() {
         let _ = writeln!(out, "\nadvice:");
         for a in &r.advice {
-            let _ = writeln!(out, "  - {}", a.text);
+            let _ = writeln!(out, "  - {}", shown(&a.text));
         }
     }
     let _ = writeln!(out, "\nthroughput: {}", r.throughput_assumption);
@@ -386,14 +387,14 @@ pub fn render_profiles(r: &MigProfilesReport) -> String {
         r.gpu.compute_slices,
         bytes(r.gpu.whole_card_bytes)
     );
-    let _ = writeln!(out, "source: {}", r.gpu.source);
+    let _ = writeln!(out, "source: {}", shown(&r.gpu.source));
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
     t.set_header(vec!["profile", "ID", "compute", "memory slices", "max", "starts", "memory", "SMs", "confirmed"]);
     for p in &r.profiles {
         let starts: Vec<String> = p.starts.iter().map(|s| s.to_string()).collect();
         t.add_row(vec![
-            Cell::new(&p.name),
+            Cell::new(shown(&p.name)),
             Cell::new(p.id.map(|i| i.to_string()).unwrap_or_else(|| "-".into())),
             Cell::new(p.compute_slices),
             Cell::new(p.memory_slices),
@@ -409,7 +410,7 @@ pub fn render_profiles(r: &MigProfilesReport) -> String {
     if !notes.is_empty() {
         let _ = writeln!(out, "unconfirmed:");
         for p in notes {
-            let _ = writeln!(out, "  {}: {}", p.name, p.note.as_deref().unwrap_or(""));
+            let _ = writeln!(out, "  {}: {}", shown(&p.name), shown(p.note.as_deref().unwrap_or("")));
         }
     }
     out
@@ -502,11 +503,18 @@ pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
         r.search.nodes
     );
     for s in &r.services {
-        let _ = writeln!(out, "  {}: need {} ({} bytes): {}", s.name, bytes(s.need_bytes), s.need_bytes, s.sized_by);
+        let _ = writeln!(
+            out,
+            "  {}: need {} ({} bytes): {}",
+            shown(&s.name),
+            bytes(s.need_bytes),
+            s.need_bytes,
+            shown(&s.sized_by)
+        );
         let big: Vec<String> = profiles
             .iter()
             .filter(|p| !p.special && p.memory_bytes >= s.need_bytes)
-            .map(|p| format!("{} {}", p.name, bytes(p.memory_bytes)))
+            .map(|p| format!("{} {}", shown(&p.name), bytes(p.memory_bytes)))
             .collect();
         let small: Vec<&str> =
             profiles.iter().filter(|p| !p.special && p.memory_bytes < s.need_bytes).map(|p| p.name.as_str()).collect();
@@ -526,7 +534,7 @@ pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
                 let _ = writeln!(
                     out,
                     "    chosen: GPU {g} {} at {}:{}; waste = {} - {} = {} ({} - {} = {} bytes)",
-                    i.profile,
+                    shown(&i.profile),
                     i.start,
                     i.size,
                     bytes(i.slice_bytes),
@@ -544,7 +552,7 @@ pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
             }
             None => {
                 let why = r.refused.iter().find(|f| f.service == s.name).map(|f| f.reason.as_str()).unwrap_or("");
-                let _ = writeln!(out, "    refused: {why}");
+                let _ = writeln!(out, "    refused: {}", shown(why));
             }
         }
     }

@@ -6,7 +6,7 @@
 //! `currency` (never converted); hours and tokens/s are floats. Enum values
 //! are written with their serde names, which equal their `name()`.
 
-use crate::format::{bytes, params, signed_bytes, thousands};
+use crate::format::{bytes, params, shown, signed_bytes, thousands};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -516,6 +516,7 @@ pub fn money(v: f64) -> String {
 
 /// A price range in its currency: `CNY 25,000–40,000` or `CNY 2,500`.
 pub fn price(p: &PriceRange, currency: &str) -> String {
+    let currency = shown(currency);
     if p.is_range() {
         format!("{currency} {}–{}", money(p.low), money(p.high))
     } else {
@@ -584,7 +585,7 @@ fn setup_words(r: &Row) -> String {
 }
 
 fn hardware(r: &Row) -> String {
-    format!("{} × {}", r.gpus, r.gpu_name)
+    format!("{} × {}", r.gpus, shown(&r.gpu_name))
 }
 
 fn monthly(r: &Row) -> String {
@@ -658,7 +659,7 @@ fn row_line(r: &Row) -> String {
     let mut s = format!(
         "{} — {} [{}]: {} per GPU of {} usable, {}, {}",
         hardware(r),
-        r.offer_name,
+        shown(&r.offer_name),
         setup_words(r),
         bytes(r.per_gpu_bytes),
         bytes(r.gpu_memory_bytes),
@@ -759,7 +760,7 @@ fn ranked_table(rows: &[Row], has_job: bool) -> String {
         let mut cells = vec![
             Cell::new(i + 1),
             Cell::new(hardware(r)),
-            Cell::new(&r.offer_id),
+            Cell::new(shown(&r.offer_id)),
             Cell::new(setup_words(r)),
             Cell::new(format!("{} / {}", bytes(r.per_gpu_bytes), bytes(r.gpu_memory_bytes)))
                 .set_alignment(CellAlignment::Right),
@@ -796,7 +797,7 @@ pub fn render(doc: &PlanDocument) -> String {
     if !doc.notes.is_empty() {
         let _ = writeln!(o, "\nnotes:");
         for n in &doc.notes {
-            let _ = writeln!(o, "  - {n}");
+            let _ = writeln!(o, "  - {}", shown(n));
         }
     }
     let _ = writeln!(
@@ -810,8 +811,13 @@ pub fn render(doc: &PlanDocument) -> String {
 }
 
 fn header(o: &mut String, doc: &PlanDocument) {
-    let _ =
-        writeln!(o, "vramfit plan: {} ({} params) — {}", doc.model.name, params(doc.model.params_total), doc.job.setup);
+    let _ = writeln!(
+        o,
+        "vramfit plan: {} ({} params) — {}",
+        shown(&doc.model.name),
+        params(doc.model.params_total),
+        doc.job.setup
+    );
     let assumed = if doc.job.assumed { " (assumed: no --tokens/--hours given)" } else { "" };
     match (doc.job.tokens, doc.job.hours) {
         (Some(t), _) => {
@@ -844,9 +850,9 @@ fn header(o: &mut String, doc: &PlanDocument) {
     if let (Some(h), Some(gap)) = (&doc.have, doc.have_gap_bytes) {
         if gap > 0 {
             let have = bytes(doc.have_memory_bytes.unwrap_or(0));
-            let _ = writeln!(o, "your {h} ({have} usable) is short by {}", bytes(gap as u64));
+            let _ = writeln!(o, "your {} ({have} usable) is short by {}", shown(h), bytes(gap as u64));
         } else {
-            let _ = writeln!(o, "your {h} holds it with {} to spare", bytes((-gap) as u64));
+            let _ = writeln!(o, "your {} holds it with {} to spare", shown(h), bytes((-gap) as u64));
         }
     }
     o.push('\n');
@@ -854,7 +860,7 @@ fn header(o: &mut String, doc: &PlanDocument) {
 
 fn recommendation(o: &mut String, doc: &PlanDocument) {
     let Some(rec) = &doc.recommended else {
-        let _ = writeln!(o, "Recommended: nothing — {}", doc.reason);
+        let _ = writeln!(o, "Recommended: nothing — {}", shown(&doc.reason));
         return;
     };
     if doc.own_card.is_some() {
@@ -874,12 +880,13 @@ fn recommendation(o: &mut String, doc: &PlanDocument) {
         let _ = writeln!(o, "  changes: {}", rec.switches.join("; "));
     }
     for n in rec.notes.iter().chain(rec.flags.iter().filter(|f| f.as_str() != "check the live price")) {
-        let _ = writeln!(o, "  note: {n}");
+        let _ = writeln!(o, "  note: {}", shown(n));
     }
     if let (Some(y), false) = (&rec.monthly_yearly, rec.yearly_discounts.is_empty()) {
-        let _ = writeln!(o, "  yearly term: {}/mo ({})", price_of(y, &rec.currency), rec.yearly_discounts.join(", "));
+        let discounts: Vec<_> = rec.yearly_discounts.iter().map(|d| shown(d)).collect();
+        let _ = writeln!(o, "  yearly term: {}/mo ({})", price_of(y, &rec.currency), discounts.join(", "));
     }
-    let _ = writeln!(o, "  why: {}", doc.reason);
+    let _ = writeln!(o, "  why: {}", shown(&doc.reason));
     if let (Some(_), Some(rent)) = (&doc.own_card, &doc.best_rental) {
         let _ = writeln!(o, "  if you rent instead: {}", row_line(rent));
     }
@@ -891,7 +898,7 @@ fn software(o: &mut String, doc: &PlanDocument) {
         let _ = writeln!(o, "give --have GPU to see what each switch saves on your card");
         return;
     };
-    let _ = writeln!(o, "{} ({} usable), applied in order:", l.gpu_name, bytes(l.gpu_memory_bytes));
+    let _ = writeln!(o, "{} ({} usable), applied in order:", shown(&l.gpu_name), bytes(l.gpu_memory_bytes));
     o.push_str(&ladder_table(l));
     o.push('\n');
     match (l.start_fits, l.first_fit) {
@@ -975,7 +982,7 @@ fn bigger_card(o: &mut String, doc: &PlanDocument) {
         let _ = writeln!(
             o,
             "no offered single card holds it (needs {need}); big enough but not offered: {}",
-            bc.gpus_that_fit.join(", ")
+            bc.gpus_that_fit.iter().map(|g| shown(g)).collect::<Vec<_>>().join(", ")
         );
     }
 }

@@ -244,7 +244,7 @@ impl WorkloadArgs {
     pub fn build(&self, spec: &ModelSpec) -> anyhow::Result<Workload> {
         let (w, notes) = self.build_with_notes(spec)?;
         for n in notes {
-            eprintln!("note: {n}");
+            crate::to_stderr(&format!("note: {n}"));
         }
         Ok(w)
     }
@@ -374,9 +374,20 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
-    if let Some(out) =
-        crate::cmd::gguf::dispatch(args.model.as_deref(), &args.gguf, args.gpu.as_deref(), args.json, args.explain)?
-    {
+    let gguf_target = crate::cmd::gguf::GgufTarget {
+        gpu: args.gpu.as_deref(),
+        gpu_mem: args.gpu_mem.as_deref(),
+        gpu_util: args.gpu_util,
+    };
+    if let Some(out) = crate::cmd::gguf::dispatch(
+        args.model.as_deref(),
+        &args.gguf,
+        &args.workload,
+        gguf_target,
+        &args.hub,
+        args.json,
+        args.explain,
+    )? {
         return Ok(out);
     }
     let resolved = args.hub.resolve(args.model.as_deref())?;

@@ -4,17 +4,17 @@
 //! `-ub`, `-b`, `-fa`); [`llama_cpp_short_flags`] lets the multi-letter
 //! single-dash spellings llama.cpp users type (`-ngl 20`) reach clap.
 
+use crate::cmd::estimate::WorkloadArgs;
+use crate::cmd::train_args::TaskKind;
 use crate::Outcome;
 use anyhow::{bail, Context};
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use vramfit_core::llamacpp::compute::GraphEra;
 use vramfit_core::llamacpp::placement::OffloadOrder;
-use vramfit_core::llamacpp::{self as lc, Device, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions};
+use vramfit_core::llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg};
 use vramfit_core::units::MIB;
-use vramfit_core::Explanation;
-use vramfit_report::llamacpp::*;
+use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
 /// llama.cpp's flags, for GGUF models (ignored otherwise).
 #[derive(clap::Args, Debug, Clone)]
@@ -222,203 +222,270 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
     })
 }
 
-fn dev_name(d: Device) -> String {
-    match d {
-        Device::Cpu => "CPU".into(),
-        Device::Gpu(g) => format!("CUDA{g}"),
+/// What a GGUF estimate fits against: `--gpu` (catalogue cards, comma
+/// separated, or `auto`) or `--gpu-mem SIZE` (a card by its memory).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GgufTarget<'a> {
+    pub gpu: Option<&'a str>,
+    pub gpu_mem: Option<&'a str>,
+    /// `--gpu-util`: refused for GGUF (vLLM's setting)
+    pub gpu_util: Option<f64>,
+}
+
+/// The GPUs of the launch and notes on where their memory came from. The
+/// GPU count is `--tensor-split`'s length, else the number of cards named,
+/// else (with `--gpu auto`) every usable local GPU, as llama.cpp uses every
+/// visible device; a GPU whose memory is not known is sized, not fitted.
+fn gpu_slots(args: &GgufArgs, target: GgufTarget, split: &[f64]) -> anyhow::Result<(Vec<GpuSlot>, Vec<String>)> {
+    let want_gpus = target.gpu.is_some() || target.gpu_mem.is_some() || !split.is_empty();
+    if args.cpu_only && (want_gpus || args.n_gpu_layers.is_some_and(|n| n > 0)) {
+        bail!("--cpu-only describes a build without GPUs: drop --gpu, --gpu-mem, --tensor-split and -ngl");
+    }
+    if args.cpu_only {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    if let Some(m) = target.gpu_mem {
+        let bytes = crate::cmd::gpu_target::parse_memory(m)?;
+        let name = format!("a card with {} (--gpu-mem {m})", vramfit_report::format::bytes(bytes));
+        let n = split.len().max(1);
+        return Ok(((0..n).map(|_| GpuSlot { name: name.clone(), memory_bytes: Some(bytes) }).collect(), Vec::new()));
+    }
+    match target.gpu.map(str::trim) {
+        Some(g) if g.eq_ignore_ascii_case("auto") => {
+            // every usable GPU unless -ts says how many (0: all)
+            let t = crate::cmd::gpu_target::target(Some("auto"), None, split.len() as u64)?
+                .ok_or_else(|| anyhow::anyhow!("--gpu auto: no GPU read"))?;
+            Ok((slots_from_detected(&t)?, t.notes))
+        }
+        Some(list) => {
+            let catalogue = vramfit_catalog::gpus::builtin_gpus()?;
+            let named: Vec<vramfit_core::GpuSpec> = list
+                .split(',')
+                .map(|n| vramfit_catalog::gpus::find_gpu(&catalogue, n.trim()).cloned())
+                .collect::<Result<_, _>>()?;
+            if named.len() > 1 && !split.is_empty() && named.len() != split.len() {
+                bail!("--gpu names {} cards but --tensor-split has {} shares", named.len(), split.len());
+            }
+            let n = named.len().max(split.len());
+            // one card named for several shares: that card, repeated
+            Ok((
+                (0..n)
+                    .map(|i| {
+                        let g = named.get(i).unwrap_or(&named[0]);
+                        GpuSlot { name: g.name.clone(), memory_bytes: Some(g.memory_bytes()) }
+                    })
+                    .collect(),
+                Vec::new(),
+            ))
+        }
+        None => Ok((
+            (0..split.len().max(1)).map(|_| GpuSlot { name: String::new(), memory_bytes: None }).collect(),
+            Vec::new(),
+        )),
     }
 }
 
-/// The `estimate` hook: a GGUF model is estimated here (Some); for any
-/// other model llama.cpp flags are refused and None lets `estimate` go on.
+/// The local GPUs `--gpu auto` chose, in CUDA's order (by index), each
+/// fitted against its own free memory (llama.cpp places by free memory
+/// per device).
+pub fn slots_from_detected(t: &crate::cmd::gpu_target::FitTarget) -> anyhow::Result<Vec<GpuSlot>> {
+    let Some(d) = &t.detected else { bail!("--gpu auto: no GPU detected") };
+    let mut gpus = d.gpus.clone();
+    gpus.sort_by_key(|g| g.index);
+    Ok(gpus
+        .iter()
+        .map(|g| GpuSlot {
+            name: format!("GPU {} {} (free memory)", g.index, g.name),
+            memory_bytes: Some(g.free_bytes),
+        })
+        .collect())
+}
+
+/// `estimate`'s own workload flags given with a GGUF model: each with the
+/// llama.cpp flag that says the same, for the error (they would otherwise
+/// be ignored, and `--context 8192` would silently size `-c 4096`).
+fn estimate_flags_given(w: &WorkloadArgs, gpu_util: Option<f64>) -> Vec<String> {
+    let mut v: Vec<String> = [
+        (w.context.is_some(), "--context (llama.cpp: -c)"),
+        (w.batch.is_some(), "--batch (llama.cpp: -np for sequences, -b/-ub for batches)"),
+        (w.concurrency.is_some(), "--concurrency (llama.cpp: -np)"),
+        (w.kv_dtype.is_some(), "--kv-dtype (llama.cpp: -ctk/-ctv)"),
+        (w.dtype.is_some(), "--dtype (a GGUF loads the types it holds)"),
+        (w.tp.is_some() || w.pp.is_some() || w.gpus.is_some(), "--tp/--pp/--gpus (llama.cpp: -ts, --gpu A,B)"),
+        (w.group_size.is_some(), "--group-size"),
+        (w.logits_fp32, "--logits-fp32"),
+        (w.block_size.is_some(), "--block-size"),
+        (
+            w.cuda_context_mib.is_some() || w.workspace_mib.is_some(),
+            "--cuda-context-mib/--workspace-mib (here: --gpu-reserve-mib)",
+        ),
+        (w.margin.is_some(), "--margin"),
+        (gpu_util.is_some(), "--gpu-util (vLLM's; llama.cpp has none)"),
+        (w.task != TaskKind::Infer, "--task (a GGUF is sized for llama.cpp inference)"),
+    ]
+    .into_iter()
+    .filter(|(given, _)| *given)
+    .map(|(_, flag)| flag.to_string())
+    .collect();
+    v.extend(w.train.given_flags().into_iter().map(String::from));
+    v
+}
+
+/// The `estimate` hook: a GGUF model is estimated here (Some), with
+/// `estimate`'s own workload flags refused by name; for any other model
+/// llama.cpp flags are refused and None lets `estimate` go on.
 pub fn dispatch(
     model: Option<&str>,
     args: &GgufArgs,
-    gpu: Option<&str>,
+    workload: &WorkloadArgs,
+    target: GgufTarget,
+    hub: &crate::cmd::model_args::HubArgs,
     json: bool,
     explain: bool,
 ) -> anyhow::Result<Option<Outcome>> {
     match model {
-        Some(m) if is_gguf(Some(m)) => run(m, args, gpu, json, explain).map(Some),
-        _ => refuse_for_other_models(args).map(|_| None),
+        Some(m) if is_gguf(Some(m)) => {
+            let other = estimate_flags_given(workload, target.gpu_util);
+            if !other.is_empty() {
+                bail!(
+                    "{m} is a GGUF file, sized with llama.cpp's flags: {} do{} not apply (docs/gguf.md lists the flags)",
+                    other.join(", "),
+                    if other.len() == 1 { "es" } else { "" }
+                );
+            }
+            run(m, args, target, hub, json, explain).map(Some)
+        }
+        Some(m) => {
+            if let Some((repo, tag)) = vramfit_ingest::gguf::HubGgufRef::quant_tag(m) {
+                if std::fs::symlink_metadata(m).is_err() {
+                    bail!(
+                        "{m}: a quant tag (llama.cpp's -hf {repo}:{tag}) picks a file from the repo's file list, which vramfit does not read: name the file, e.g. {repo}:<name>-{tag}.gguf (the file names are on {repo}'s Files page)"
+                    );
+                }
+            }
+            refuse_for_other_models(args).map(|_| None)
+        }
+        None => refuse_for_other_models(args).map(|_| None),
     }
 }
 
-/// Run the estimate for a GGUF file.
-pub fn run(path: &str, args: &GgufArgs, gpu: Option<&str>, json: bool, explain: bool) -> anyhow::Result<Outcome> {
-    let (header, model) = vramfit_ingest::gguf::read_model(Path::new(path))?;
+/// A GGUF read from where the model argument says: the model, how the
+/// report names the file, the `llama-server` flag that loads it, notes.
+struct Read {
+    model: lc::LlamaModel,
+    source: GgufSource,
+    arg: ModelArg,
+    notes: Vec<String>,
+}
+
+/// A local file (also when its name looks like `org/name:file.gguf`), else
+/// a Hub file written `org/name:path/file.gguf`.
+fn read(m: &str, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    let local = Path::new(m);
+    let hub_ref = vramfit_ingest::gguf::HubGgufRef::parse(m).filter(|_| std::fs::symlink_metadata(local).is_err());
+    let Some(r) = hub_ref else {
+        let (header, model) = vramfit_ingest::gguf::read_model(local)?;
+        let source = GgufSource { file: m.to_string(), gguf_version: header.version, file_bytes: header.file_len };
+        return Ok(Read { model, source, arg: ModelArg::File(m.to_string()), notes: Vec::new() });
+    };
+    read_hub(&r, hub)
+}
+
+#[cfg(feature = "hub")]
+fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    use vramfit_ingest::hub::gguf::{read_cached_gguf, read_gguf};
+    use vramfit_ingest::hub::{HubClient, HubSettings};
+    let env = |k: &str| std::env::var(k).ok();
+    let settings = HubSettings::from_env(&env, hub.offline)?;
+    let endpoint = settings.endpoint.clone();
+    let revision = hub.revision.clone().unwrap_or_else(|| "main".into());
+    // the local Hugging Face cache first (an earlier run cached the header)
+    let cached = match &settings.cache_dir {
+        Some(dir) => read_cached_gguf(dir, &r.repo, &revision, &r.file)?,
+        None => None,
+    };
+    let (g, mut notes) = match cached {
+        Some(g) => {
+            let note = format!(
+                "header{} from the local Hugging Face cache (read from the Hub by an earlier run)",
+                if g.shards > 1 { format!("s of all {} shards", g.shards) } else { String::new() }
+            );
+            (g, vec![note])
+        }
+        None => {
+            if let Some(why) = &settings.offline_reason {
+                bail!(
+                    "{}:{}: not in the local Hugging Face cache, and {why} forbids the network: run once online (the header is cached then), or download the file and pass its path",
+                    r.repo,
+                    r.file
+                );
+            }
+            crate::to_stderr(&format!(
+                "vramfit: reading the header of {}/{} (revision {revision}) from {endpoint} by range requests, not the weights",
+                r.repo, r.file
+            ));
+            let client = HubClient::new(settings)?;
+            let g = read_gguf(&client, &r.repo, &revision, &r.file)?;
+            let mut notes = vec![format!(
+                "read from {endpoint}: the header{} by {} range request{} ({} bytes), never the weights",
+                if g.shards > 1 { format!(" of all {} shards", g.shards) } else { String::new() },
+                g.requests,
+                if g.requests == 1 { "" } else { "s" },
+                g.bytes_received
+            )];
+            notes.extend(g.cache_note.clone());
+            (g, notes)
+        }
+    };
+    let label = g.label();
+    let model = vramfit_ingest::gguf::model_of(&g.header, Path::new(&r.file), &label)?;
+    if revision != "main" {
+        notes.push(format!(
+            "sized at revision {revision} (commit {}); llama.cpp's --hf-repo downloads the repo's main branch",
+            &g.commit[..g.commit.len().min(12)]
+        ));
+    }
+    Ok(Read {
+        model,
+        source: GgufSource { file: label, gguf_version: g.header.version, file_bytes: g.header.file_len },
+        arg: ModelArg::Hub { repo: r.repo.clone(), file: r.file.clone() },
+        notes,
+    })
+}
+
+#[cfg(not(feature = "hub"))]
+fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, _: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    bail!(
+        "{}:{}: no such local file, and this vramfit was built without the Hub client (cargo feature `hub`)",
+        r.repo,
+        r.file
+    )
+}
+
+/// Run the estimate for a GGUF file: parse the flags, read the file, let
+/// core plan and search, let report build and render.
+pub fn run(
+    m: &str,
+    args: &GgufArgs,
+    target: GgufTarget,
+    hub: &crate::cmd::model_args::HubArgs,
+    json: bool,
+    explain: bool,
+) -> anyhow::Result<Outcome> {
+    let Read { model, source, arg, mut notes } = read(m, hub)?;
     let split = match &args.tensor_split {
         Some(s) => parse_split(s)?,
         None => Vec::new(),
     };
-    // GPUs: the --gpu list (comma-separated), repeated to the --tensor-split length
-    let catalogue = vramfit_catalog::gpus::builtin_gpus()?;
-    let named: Vec<vramfit_core::GpuSpec> = match gpu {
-        Some(list) => list
-            .split(',')
-            .map(|n| vramfit_catalog::gpus::find_gpu(&catalogue, n.trim()).cloned())
-            .collect::<Result<_, _>>()?,
-        None => Vec::new(),
-    };
-    if args.cpu_only && (!named.is_empty() || !split.is_empty() || args.n_gpu_layers.is_some_and(|n| n > 0)) {
-        bail!("--cpu-only describes a build without GPUs: drop --gpu, --tensor-split and -ngl");
-    }
-    let n_gpus = if args.cpu_only { 0 } else { named.len().max(split.len()).max(1) };
-    if named.len() > 1 && !split.is_empty() && named.len() != split.len() {
-        bail!("--gpu names {} cards but --tensor-split has {} shares", named.len(), split.len());
-    }
-    let gpus: Vec<GpuSlot> = (0..n_gpus)
-        .map(|i| match named.get(i).or_else(|| named.first()) {
-            Some(g) => GpuSlot { name: g.name.clone(), memory_bytes: g.memory_bytes() },
-            // no card named: sizes per GPU without a capacity
-            None => GpuSlot { name: String::new(), memory_bytes: u64::MAX },
-        })
-        .collect();
-    let know_capacity = !named.is_empty();
-    let opts = options(args, gpus.clone(), split.clone())?;
+    let (gpus, target_notes) = gpu_slots(args, target, &split)?;
+    notes.extend(target_notes);
+    let opts = options(args, gpus, split)?;
     let plan = lc::plan(&model, &opts)?;
-    let cmd = lc::command_line(path, &model, &opts, &plan);
-    let fit = if know_capacity {
-        let max_ngl = lc::max_gpu_layers(&model, &opts)?;
-        let cap = model.n_ctx_train.clamp(4096, 1 << 21);
-        let max_ctx = lc::max_context(&model, &opts, cap)?;
-        let max_cmd = match max_ngl {
-            Some(n)
-                if Some(n)
-                    != opts
-                        .n_gpu_layers
-                        .map(|x| x.min(model.n_layer as u64 + 1))
-                        .or(Some(model.n_layer as u64 + 1)) =>
-            {
-                let mut o = opts.clone();
-                o.n_gpu_layers = Some(n);
-                let p = lc::plan(&model, &o)?;
-                Some(lc::command_line(path, &model, &o, &p))
-            }
-            _ => None,
-        };
-        Some(FitSearch {
-            fits: plan.fits(),
-            max_gpu_layers: max_ngl,
-            max_context: max_ctx,
-            max_context_cap: cap,
-            max_gpu_layers_command: max_cmd,
-            explain: (&Explanation::new(
-                "fits when, on every GPU, model + KV + compute buffers + reserve ≤ memory; largest -ngl: the highest 0..=n_layer+1 whose plan fits; largest context: binary search over multiples of 256 up to the training context",
-            )
-            .term("GPUs", gpus.iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
-            .term("reserve per GPU", opts.gpu_reserve)
-            .term("context search cap", cap))
-            .into(),
-        })
-    } else {
-        None
-    };
-
-    // report
-    let mut by_type: BTreeMap<String, TypeCount> = BTreeMap::new();
-    for t in &model.tensors {
-        let e = by_type.entry(t.ty.name().to_string()).or_insert(TypeCount { tensors: 0, elements: 0, bytes: 0 });
-        e.tensors += 1;
-        e.elements = e.elements.saturating_add(t.elements());
-        e.bytes = e.bytes.saturating_add(t.bytes);
-    }
-    let minfo = GgufModelInfo {
-        name: model.name.clone(),
-        file: path.to_string(),
-        architecture: model.arch.clone(),
-        gguf_version: header.version,
-        layers: model.n_layer as u64,
-        embedding_length: model.n_embd,
-        vocab_size: model.n_vocab,
-        context_length: model.n_ctx_train,
-        params: model.params(),
-        file_bytes: header.file_len,
-        tensor_bytes: model.weight_bytes(),
-        tensors: model.tensors.len() as u64,
-        tensors_by_type: by_type,
-        sliding_window: model.layers.iter().any(|l| l.sliding).then_some(model.n_swa),
-        sliding_layers: model.layers.iter().filter(|l| l.sliding).count() as u64,
-        recurrent_layers: model.layers.iter().filter(|l| l.recurrent.is_some()).count() as u64,
-        experts: model.experts.as_ref().map(|e| ExpertInfo { count: e.count, used: e.used, feed_forward_length: e.ff }),
-        notes: model.notes.clone(),
-    };
-    let launch = LaunchInfo {
-        ctx_size: opts.ctx_size,
-        n_ctx: plan.context.n_ctx,
-        n_ctx_seq: plan.context.n_ctx_seq,
-        swa_cells: plan.context.swa_cells,
-        parallel: opts.parallel,
-        kv_unified: opts.kv_unified,
-        batch: opts.batch,
-        ubatch: plan.n_ubatch,
-        cache_type_k: opts.cache_type_k.name().to_string(),
-        cache_type_v: opts.cache_type_v.name().to_string(),
-        flash_attn: plan.flash_attn,
-        n_gpu_layers: plan.n_gpu_layers,
-        tensor_split: split,
-        offload_kqv: opts.offload_kqv,
-        mmap: opts.mmap,
-    };
-    let placement = PlacementInfo {
-        offloaded: plan.placement.offloaded as u64,
-        slots: model.n_layer as u64 + 1,
-        output: dev_name(plan.placement.output),
-        layers: plan
-            .placement
-            .ranges()
-            .into_iter()
-            .map(|(d, a, b)| LayerRange { device: dev_name(d), first: a as u64, last: b as u64 })
-            .collect(),
-        explain: (&plan.placement.explain).into(),
-    };
-    let lines = |d: &lc::plan::DeviceMemory| -> Vec<BufferLine> {
-        d.lines
-            .iter()
-            .map(|l| BufferLine {
-                kind: l.kind.clone(),
-                label: l.label.clone(),
-                bytes: l.bytes,
-                explain: (&l.explain).into(),
-            })
-            .collect()
-    };
-    let devices: Vec<DeviceInfo> = plan
-        .gpus
-        .iter()
-        .zip(&gpus)
-        .map(|(d, g)| DeviceInfo {
-            name: d.name.clone(),
-            gpu: know_capacity.then(|| g.name.clone()),
-            memory_bytes: know_capacity.then_some(g.memory_bytes),
-            buffers: lines(d),
-            total_bytes: d.total_bytes,
-            fits: know_capacity.then_some(d.total_bytes <= g.memory_bytes),
-            headroom_bytes: know_capacity.then(|| {
-                (g.memory_bytes as i128 - d.total_bytes as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
-            }),
-        })
-        .collect();
-    let host = DeviceInfo {
-        name: "host".into(),
-        gpu: None,
-        memory_bytes: None,
-        buffers: lines(&plan.host),
-        total_bytes: plan.host.total_bytes,
-        fits: None,
-        headroom_bytes: None,
-    };
-    let kv = KvSummary {
-        k_bytes: plan.kv.k_bytes,
-        v_bytes: plan.kv.v_bytes,
-        swa_bytes: plan.kv.swa_bytes,
-        state_bytes: plan.kv.state_bytes,
-        bytes_per_token: plan.kv.bytes_per_token,
-    };
-    let fits = fit.as_ref().map(|f| f.fits).unwrap_or(true);
-    let report = LlamaCppReport::new(minfo, launch, placement, devices, host, kv, fit, cmd, plan.notes.clone());
+    let cmd = lc::command_line(&arg, &model, &opts, &plan);
+    let fit = lc::fit_search(&arg, &model, &opts, &plan)?;
+    let report = LlamaCppReport::of(&source, &model, &opts, &plan, fit.as_ref(), cmd, notes)?;
     let stdout = if json { report.to_json() } else { report.to_text(explain) };
-    Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
+    Ok(Outcome { stdout, code: if report.fits() { 0 } else { 1 } })
 }
 
 #[cfg(test)]
@@ -449,6 +516,36 @@ mod tests {
         );
         let out = llama_cpp_short_flags(a(&["vramfit", "plan", "-ngl"]));
         assert_eq!(out, a(&["vramfit", "plan", "-ngl"]));
+    }
+
+    #[test]
+    fn gpu_auto_fits_each_local_gpu_at_its_own_free_memory_in_cuda_order() {
+        use vramfit_hw::{Gpu, Machine, MigMode};
+        const MIB: u64 = 1 << 20;
+        let gpu = |i: u32, used_mib: u64| {
+            let mut g = Gpu::new(i, "NVIDIA GeForce RTX 4090");
+            g.memory_total_bytes = Some(24564 * MIB);
+            g.memory_used_bytes = Some(used_mib * MIB);
+            g.memory_reserved_bytes = Some(0);
+            g.memory_free_bytes = Some((24564 - used_mib) * MIB);
+            g.mig_current = MigMode::Disabled;
+            g
+        };
+        let m = Machine { sources: vec!["NVML".into()], gpus: vec![gpu(0, 8000), gpu(1, 100)], ..Machine::default() };
+        // all usable GPUs (0), by index, each at its own free memory
+        let t = crate::cmd::gpu_target::from_machine(&m, 0, None, None).unwrap();
+        let slots = slots_from_detected(&t).unwrap();
+        assert_eq!(slots.len(), 2);
+        assert_eq!(slots[0].name, "GPU 0 NVIDIA GeForce RTX 4090 (free memory)");
+        assert_eq!(slots[0].memory_bytes, Some((24564 - 8000) * MIB));
+        assert_eq!(slots[1].memory_bytes, Some((24564 - 100) * MIB));
+        // -ts 1 (one GPU): the freest
+        let t = crate::cmd::gpu_target::from_machine(&m, 1, None, None).unwrap();
+        let slots = slots_from_detected(&t).unwrap();
+        assert_eq!(slots.len(), 1);
+        assert!(slots[0].name.starts_with("GPU 1 "), "{}", slots[0].name);
+        // more shares than GPUs
+        assert!(crate::cmd::gpu_target::from_machine(&m, 3, None, None).is_err());
     }
 
     #[test]

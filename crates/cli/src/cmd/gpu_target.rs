@@ -23,7 +23,7 @@ pub struct FitTarget {
 }
 
 /// The target `--gpu` / `--gpu-mem` name; `gpus_needed` is the workload's
-/// GPU count (for `--gpu auto`).
+/// GPU count (for `--gpu auto`; 0: every usable GPU, as llama.cpp uses).
 pub fn target(gpu: Option<&str>, gpu_mem: Option<&str>, gpus_needed: u64) -> anyhow::Result<Option<FitTarget>> {
     if let Some(m) = gpu_mem {
         let b = parse_memory(m)?;
@@ -143,7 +143,7 @@ pub fn from_machine(
             "--gpu auto: no usable GPU on this machine ({why}); name the card with --gpu or its memory with --gpu-mem"
         );
     }
-    let needed = usize::try_from(gpus_needed).unwrap_or(usize::MAX).max(1);
+    let needed = if gpus_needed == 0 { usable.len() } else { usize::try_from(gpus_needed).unwrap_or(usize::MAX) };
     if usable.len() < needed {
         bail!(
             "--gpu auto: the workload needs {needed} GPUs (--tp × --pp, or --gpus) but {} {} usable here: {}",

@@ -27,7 +27,7 @@ impl HubArgs {
             );
         };
         let env = |k: &str| std::env::var(k).ok();
-        let progress = |m: &str| eprintln!("vramfit: {m}");
+        let progress = |m: &str| crate::to_stderr(&format!("vramfit: {m}"));
         let opts = ResolveOptions {
             offline: self.offline,
             revision: self.revision.as_deref(),

@@ -5,7 +5,6 @@
 use crate::cmd::estimate::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
-use std::io::Read;
 use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
@@ -80,16 +79,10 @@ pub fn parse_tokens(s: &str) -> anyhow::Result<u64> {
     Ok(vramfit_core::quantity::parse_count("--tokens", s, 1..=1_000_000_000_000_000_000)?)
 }
 
-fn read_catalog(path: &PathBuf) -> anyhow::Result<String> {
-    let f = std::fs::File::open(path).with_context(|| format!("--catalog: cannot open {}", path.display()))?;
-    let mut text = String::new();
-    f.take(MAX_CATALOG_BYTES as u64 + 1)
-        .read_to_string(&mut text)
-        .with_context(|| format!("--catalog: {} is not readable UTF-8 text", path.display()))?;
-    if text.len() > MAX_CATALOG_BYTES {
-        bail!("--catalog: {} is larger than {} bytes: not a catalogue file", path.display(), MAX_CATALOG_BYTES);
-    }
-    Ok(text)
+/// `--catalog FILE` through the one bounded reader (regular files only, at
+/// most [`MAX_CATALOG_BYTES`] read, a BOM or UTF-16 decoded).
+fn read_catalog(path: &std::path::Path) -> anyhow::Result<String> {
+    vramfit_input::read_text(path, "a catalogue file", MAX_CATALOG_BYTES as u64).context("--catalog")
 }
 
 fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeModel> {
@@ -231,7 +224,7 @@ fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Fam
             let Some(r) = again.recommended else {
                 bail!("--emit {}: {why}; and no plan it can express fits this job", l.name());
             };
-            eprintln!(
+            crate::to_stderr(&format!(
                 "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {why}; writing the best plan it can express: {} × {} ({}) [{}]",
                 rec.gpus,
                 rec.gpu_name,
@@ -240,7 +233,7 @@ fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Fam
                 r.gpu_name,
                 r.offer_id,
                 r.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
-            );
+            ));
             alt = r;
             &alt
         }
@@ -250,7 +243,7 @@ fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Fam
     let text = match kind {
         EmitKind::Deepspeed => emit::deepspeed(s, rec.machines).map(|e| {
             if let Some(launch) = e.launch {
-                eprintln!("vramfit: launch with: {launch}");
+                crate::to_stderr(&format!("vramfit: launch with: {launch}"));
             }
             e.text
         }),

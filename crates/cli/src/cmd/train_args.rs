@@ -287,12 +287,10 @@ fn agree<T: PartialEq + Copy>(
     }
 }
 
+/// A config file through the one bounded reader (regular files only, at
+/// most `cap` bytes read; docs/limits.md).
 fn read_capped(path: &Path, cap: usize, what: &str) -> anyhow::Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).with_context(|| format!("{}: cannot read {what}", path.display()))?;
-    if meta.len() > cap as u64 {
-        bail!("{}: {} bytes is too large for {what} (limit {cap})", path.display(), meta.len());
-    }
-    std::fs::read(path).with_context(|| format!("{}: cannot read {what}", path.display()))
+    Ok(vramfit_input::read_bytes(path, what, cap as u64)?)
 }
 
 fn parse_targets(s: &str) -> anyhow::Result<LoraTargets> {

@@ -27,5 +27,9 @@ pub mod plan;
 
 pub use ggml::GgmlType;
 pub use graph::Device;
+pub use model::TypeTally;
 pub use model::{LlamaModel, Slot, TensorInfo};
-pub use plan::{command_line, max_context, max_gpu_layers, plan, FlashAttn, GpuSlot, LlamaCppOptions, LlamaCppPlan};
+pub use plan::{
+    command_line, context_search_cap, fit_search, max_context, max_gpu_layers, plan, FitSearch, FlashAttn, GpuSlot,
+    LlamaCppOptions, LlamaCppPlan, ModelArg,
+};

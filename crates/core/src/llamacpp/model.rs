@@ -36,9 +36,20 @@ pub struct TensorInfo {
 }
 
 impl TensorInfo {
-    pub fn elements(&self) -> u64 {
-        self.ne.iter().product()
+    /// Elements (Π ne); a claim past 2^64 is an error, never a wrap (a
+    /// 1-bit type packs 8 elements per byte, so a file's byte count does
+    /// not bound it).
+    pub fn elements(&self) -> Result<u64, CoreError> {
+        crate::units::product(&format!("elements of tensor '{}'", self.name), &self.ne)
     }
+}
+
+/// Tensors of one ggml type: how many, their elements and bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TypeTally {
+    pub tensors: u64,
+    pub elements: u64,
+    pub bytes: u64,
 }
 
 /// Recurrent state of a layer (Mamba, RWKV, gated-delta-net), per sequence,
@@ -185,13 +196,25 @@ impl LlamaModel {
     }
 
     /// Total bytes of all tensors (the GGUF data section without padding).
-    pub fn weight_bytes(&self) -> u64 {
-        self.tensors.iter().fold(0u64, |a, t| a.saturating_add(t.bytes))
+    pub fn weight_bytes(&self) -> Result<u64, CoreError> {
+        self.tensors.iter().try_fold(0u64, |a, t| crate::units::add("tensor bytes", a, t.bytes))
     }
 
     /// Parameters (elements of all tensors).
-    pub fn params(&self) -> u64 {
-        self.tensors.iter().fold(0u64, |a, t| a.saturating_add(t.elements()))
+    pub fn params(&self) -> Result<u64, CoreError> {
+        self.tensors.iter().try_fold(0u64, |a, t| crate::units::add("parameters", a, t.elements()?))
+    }
+
+    /// Tensor count, elements and bytes per ggml type, in type-id order.
+    pub fn tensors_by_type(&self) -> Result<Vec<(GgmlType, TypeTally)>, CoreError> {
+        let mut by: std::collections::BTreeMap<u32, (GgmlType, TypeTally)> = Default::default();
+        for t in &self.tensors {
+            let e = &mut by.entry(t.ty.id()).or_insert((t.ty, TypeTally::default())).1;
+            e.tensors += 1; // at most the tensor count, a usize
+            e.elements = crate::units::add("elements per type", e.elements, t.elements()?)?;
+            e.bytes = crate::units::add("bytes per type", e.bytes, t.bytes)?;
+        }
+        Ok(by.into_values().collect())
     }
 
     /// A tensor by name.

@@ -9,7 +9,7 @@ use super::model::LlamaModel;
 use super::placement::{model_buffers, place, ModelBuffer, OffloadOrder, Placement};
 use crate::error::CoreError;
 use crate::explain::Explanation;
-use crate::units::{add, product, sum};
+use crate::units::{product, sum};
 use serde::{Deserialize, Serialize};
 
 /// `--flash-attn on|off|auto` (llama.cpp's default is auto).
@@ -25,9 +25,11 @@ pub enum FlashAttn {
 /// A GPU the plan places layers on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSlot {
+    /// the card as named (`--gpu`), or empty when only a count is known
     pub name: String,
-    /// memory as nvidia-smi reports it
-    pub memory_bytes: u64,
+    /// memory to fit in (as nvidia-smi reports it, or free memory for
+    /// `--gpu auto`); `None`: not known, the plan only sizes the buffers
+    pub memory_bytes: Option<u64>,
 }
 
 /// The launch flags (llama.cpp names in the docs of each field).
@@ -201,7 +203,8 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     let split: Vec<f64> = if opts.gpus.is_empty() {
         Vec::new()
     } else if opts.tensor_split.is_empty() {
-        opts.gpus.iter().map(|g| g.memory_bytes as f64).collect()
+        // llama.cpp splits by free memory; equal shares when it is not known
+        default_split(&opts.gpus)
     } else {
         if opts.tensor_split.len() > opts.gpus.len() {
             return Err(CoreError::invalid(
@@ -313,7 +316,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             name: format!("CUDA{i}"),
             lines,
             total_bytes: total,
-            capacity_bytes: Some(g.memory_bytes),
+            capacity_bytes: g.memory_bytes,
         });
     }
     let mut host_lines = Vec::new();
@@ -379,7 +382,6 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             ));
         }
     }
-    let _ = add("plan", 0, 0)?;
     Ok(LlamaCppPlan {
         context: size,
         n_ubatch: ubatch,
@@ -395,15 +397,39 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     })
 }
 
+/// Which model `llama-server` loads: a local file (`-m`), or a file of a
+/// Hugging Face repo, which llama.cpp downloads itself (`--hf-repo`,
+/// `--hf-file`; the other shards of a split model come with the first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelArg {
+    File(String),
+    Hub { repo: String, file: String },
+}
+
+impl From<&str> for ModelArg {
+    fn from(path: &str) -> ModelArg {
+        ModelArg::File(path.to_string())
+    }
+}
+
+impl ModelArg {
+    fn flags(&self) -> String {
+        match self {
+            ModelArg::File(p) => format!("-m {}", shell_quote(p)),
+            ModelArg::Hub { repo, file } => format!("--hf-repo {} --hf-file {}", shell_quote(repo), shell_quote(file)),
+        }
+    }
+}
+
 /// The llama.cpp command line for a plan.
-pub fn command_line(model_path: &str, model: &LlamaModel, opts: &LlamaCppOptions, p: &LlamaCppPlan) -> String {
-    let mut c = format!("llama-server -m {}", shell_quote(model_path));
+pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOptions, p: &LlamaCppPlan) -> String {
+    let mut c = format!("llama-server {}", model_arg.flags());
     c.push_str(&format!(" -c {}", p.context.n_ctx));
     let ngl = if opts.gpus.is_empty() { 0 } else { p.n_gpu_layers.min(model.n_layer as u64 + 1) };
     c.push_str(&format!(" -ngl {ngl}"));
     if opts.gpus.len() > 1 {
         let shares: Vec<String> = if opts.tensor_split.is_empty() {
-            opts.gpus.iter().map(|g| format!("{}", g.memory_bytes / (1 << 30))).collect()
+            default_split(&opts.gpus).iter().map(|s| trim_float(*s)).collect()
         } else {
             opts.tensor_split.iter().map(|s| trim_float(*s)).collect()
         };
@@ -444,17 +470,117 @@ pub fn command_line(model_path: &str, model: &LlamaModel, opts: &LlamaCppOptions
     c
 }
 
-fn trim_float(v: f64) -> String {
-    let s = format!("{v}");
-    s
+/// The `-ts` llama.cpp uses without one: proportional to each GPU's
+/// memory (whole GiB, as a user would type it), or equal shares when a
+/// GPU's memory is not known.
+fn default_split(gpus: &[GpuSlot]) -> Vec<f64> {
+    match gpus.iter().map(|g| g.memory_bytes).collect::<Option<Vec<u64>>>() {
+        Some(mem) => mem.iter().map(|m| (m / (1 << 30)).max(1) as f64).collect(),
+        None => vec![1.0; gpus.len()],
+    }
 }
 
+fn trim_float(v: f64) -> String {
+    format!("{v}")
+}
+
+/// A path as a POSIX shell word: bare when it holds only safe characters,
+/// else in single quotes; a path with control characters in bash's `$'…'`
+/// form with them escaped, so the printed command stays one line, runs as
+/// written and puts nothing raw on the terminal.
 fn shell_quote(s: &str) -> String {
     if s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/+:=@%,".contains(c)) {
         s.to_string()
+    } else if s.chars().any(char::is_control) {
+        let mut q = String::from("$'");
+        for c in s.chars() {
+            match c {
+                '\'' => q.push_str("\\'"),
+                '\\' => q.push_str("\\\\"),
+                c if c.is_control() && (c as u32) < 0x100 => q.push_str(&format!("\\x{:02x}", c as u32)),
+                c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
+                c => q.push(c),
+            }
+        }
+        q.push('\'');
+        q
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// Where the context search stops: the model's trained context, at least
+/// [`CONTEXT_SEARCH_MIN`] (a model that declares less, or none, is still
+/// searched up to llama.cpp's default `-c 4096`) and at most
+/// [`CONTEXT_SEARCH_MAX`] (2^21 tokens: above every trained context
+/// published; each probe is a full plan, and the search is binary, so the
+/// cap bounds it to ~13 plans). llama.cpp itself accepts more than the
+/// trained context, with a warning.
+pub fn context_search_cap(model: &LlamaModel) -> u64 {
+    model.n_ctx_train.clamp(CONTEXT_SEARCH_MIN, CONTEXT_SEARCH_MAX)
+}
+
+/// Lowest cap of the context search: llama.cpp's default `-c`.
+pub const CONTEXT_SEARCH_MIN: u64 = 4096;
+/// Highest cap of the context search (2^21 tokens).
+pub const CONTEXT_SEARCH_MAX: u64 = 1 << 21;
+
+/// What the given GPUs allow around one plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitSearch {
+    /// every GPU holds the plan
+    pub fits: bool,
+    /// largest `-ngl` that fits at the requested context (None: not even 0)
+    pub max_gpu_layers: Option<u64>,
+    /// largest context (a multiple of 256) that fits at the requested `-ngl`
+    pub max_context: Option<u64>,
+    /// where the context search stopped ([`context_search_cap`])
+    pub max_context_cap: u64,
+    /// the command line at the largest `-ngl`, when it differs from the
+    /// plan's own (the one worth copying)
+    pub max_gpu_layers_command: Option<String>,
+    pub explain: Explanation,
+}
+
+/// The largest `-ngl` and context that fit the options' GPUs, around
+/// `plan` (the plan of `opts`). `None` when there is no GPU or a GPU's
+/// memory is not known: nothing to fit against.
+pub fn fit_search(
+    model_arg: &ModelArg,
+    model: &LlamaModel,
+    opts: &LlamaCppOptions,
+    plan: &LlamaCppPlan,
+) -> Result<Option<FitSearch>, CoreError> {
+    if opts.gpus.is_empty() || opts.gpus.iter().any(|g| g.memory_bytes.is_none()) {
+        return Ok(None);
+    }
+    let max_gpu_layers = max_gpu_layers(model, opts)?;
+    let cap = context_search_cap(model);
+    let max_context = max_context(model, opts, cap)?;
+    let max_gpu_layers_command = match max_gpu_layers {
+        Some(n) if n != plan.n_gpu_layers => {
+            let mut o = opts.clone();
+            o.n_gpu_layers = Some(n);
+            let p = self::plan(model, &o)?;
+            Some(command_line(model_arg, model, &o, &p))
+        }
+        _ => None,
+    };
+    let explain = Explanation::new(
+        "fits when, on every GPU, model + KV + compute buffers + reserve ≤ memory; largest -ngl: the highest 0..=n_layer+1 whose plan fits; largest context: binary search over multiples of 256 up to the context search cap",
+    )
+    .term("GPUs", opts.gpus.iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
+    .term("reserve per GPU", opts.gpu_reserve)
+    .term("context search cap", cap)
+    .note("cap = the trained context clamped to [4096, 2^21] (core::llamacpp::plan::context_search_cap)");
+    Ok(Some(FitSearch {
+        fits: plan.fits(),
+        max_gpu_layers,
+        max_context,
+        max_context_cap: cap,
+        max_gpu_layers_command,
+        explain,
+    }))
 }
 
 /// The largest `-ngl` whose plan fits every GPU (None: not even `-ngl 0`).
@@ -496,4 +622,168 @@ pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Resu
         }
     }
     Ok(Some(lo * step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llamacpp::model::{slot_of, GraphFamily, LayerHparams, TensorInfo};
+
+    /// A small Llama-shaped model, f16 matrices (64 wide, 4 heads of 16).
+    fn tiny(n_layer: u32, n_ctx_train: u64) -> LlamaModel {
+        let e = 64;
+        let mut names: Vec<(String, GgmlType, Vec<u64>)> =
+            vec![("token_embd.weight".into(), GgmlType::F16, vec![e, 32])];
+        for il in 0..n_layer {
+            for (t, ty, ne) in [
+                ("attn_norm.weight", GgmlType::F32, vec![e]),
+                ("attn_q.weight", GgmlType::F16, vec![e, e]),
+                ("attn_k.weight", GgmlType::F16, vec![e, 32]),
+                ("attn_v.weight", GgmlType::F16, vec![e, 32]),
+                ("attn_output.weight", GgmlType::F16, vec![e, e]),
+                ("ffn_norm.weight", GgmlType::F32, vec![e]),
+                ("ffn_gate.weight", GgmlType::F16, vec![e, 128]),
+                ("ffn_up.weight", GgmlType::F16, vec![e, 128]),
+                ("ffn_down.weight", GgmlType::F16, vec![128, e]),
+            ] {
+                names.push((format!("blk.{il}.{t}"), ty, ne));
+            }
+        }
+        names.push(("output_norm.weight".into(), GgmlType::F32, vec![e]));
+        names.push(("output.weight".into(), GgmlType::F16, vec![e, 32]));
+        let mut offset = 0;
+        let tensors = names
+            .into_iter()
+            .map(|(name, ty, ne)| {
+                let bytes = ty.nbytes(&ne).unwrap();
+                let t = TensorInfo { slot: slot_of(&name), name, ty, ne, bytes, offset };
+                offset += bytes.next_multiple_of(32);
+                t
+            })
+            .collect();
+        let layer = LayerHparams {
+            n_head: 4,
+            n_head_kv: 2,
+            head_dim_k: 16,
+            head_dim_v: 16,
+            n_ff: 128,
+            sliding: false,
+            recurrent: None,
+        };
+        LlamaModel {
+            name: "tiny".into(),
+            arch: "llama".into(),
+            n_layer,
+            n_embd: e,
+            n_vocab: 32,
+            n_ctx_train,
+            layers: vec![layer; n_layer as usize],
+            n_swa: 0,
+            experts: None,
+            causal: true,
+            family: GraphFamily::Sequential,
+            fused_qkv: false,
+            qk_norm: false,
+            gated_ffn: true,
+            tied_output: false,
+            tensors,
+            notes: Vec::new(),
+        }
+    }
+
+    fn on(gpus: &[Option<u64>]) -> LlamaCppOptions {
+        LlamaCppOptions {
+            gpus: gpus.iter().map(|m| GpuSlot { name: "g".into(), memory_bytes: *m }).collect(),
+            gpu_reserve: 0,
+            ..LlamaCppOptions::default()
+        }
+    }
+
+    #[test]
+    fn the_context_search_cap_is_the_trained_context_within_bounds() {
+        assert_eq!(context_search_cap(&tiny(2, 0)), CONTEXT_SEARCH_MIN);
+        assert_eq!(context_search_cap(&tiny(2, 2048)), 4096);
+        assert_eq!(context_search_cap(&tiny(2, 131072)), 131072);
+        assert_eq!(context_search_cap(&tiny(2, 1 << 30)), CONTEXT_SEARCH_MAX);
+    }
+
+    #[test]
+    fn fit_search_needs_every_gpus_memory() {
+        let m = tiny(4, 8192);
+        let opts = on(&[None]);
+        let p = plan(&m, &opts).unwrap();
+        assert!(fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().is_none(), "no memory: nothing to fit");
+        let opts = on(&[Some(80 << 30), None]);
+        let p = plan(&m, &opts).unwrap();
+        assert!(fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().is_none());
+        assert!(fit_search(&"m.gguf".into(), &m, &on(&[]), &p).unwrap().is_none(), "no GPU");
+    }
+
+    #[test]
+    fn the_max_ngl_command_is_shown_only_when_it_differs() {
+        let m = tiny(4, 8192);
+        // a big card holds everything: the largest -ngl is the plan's own
+        let opts = on(&[Some(80 << 30)]);
+        let p = plan(&m, &opts).unwrap();
+        let f = fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().unwrap();
+        assert!(f.fits);
+        assert_eq!(f.max_gpu_layers, Some(5));
+        assert_eq!(f.max_gpu_layers_command, None);
+        assert_eq!(f.max_context, Some(8192), "the cap: the trained context");
+        assert_eq!(f.max_context_cap, 8192);
+        // a card that holds the compute buffers and part of the model
+        let all = p.gpus[0].total_bytes;
+        let host_only = {
+            let mut o = opts.clone();
+            o.n_gpu_layers = Some(0);
+            plan(&m, &o).unwrap().gpus[0].total_bytes
+        };
+        let opts = on(&[Some((all + host_only) / 2)]);
+        let p = plan(&m, &opts).unwrap();
+        let f = fit_search(&"m.gguf".into(), &m, &opts, &p).unwrap().unwrap();
+        assert!(!f.fits);
+        let n = f.max_gpu_layers.unwrap();
+        assert!(n < 5, "{n}");
+        let cmd = f.max_gpu_layers_command.unwrap();
+        assert!(cmd.starts_with("llama-server -m m.gguf -c 4096 ") && cmd.contains(&format!(" -ngl {n} ")), "{cmd}");
+    }
+
+    #[test]
+    fn type_tallies_and_totals_are_checked_not_saturated() {
+        let mut m = tiny(2, 8192);
+        let by = m.tensors_by_type().unwrap();
+        assert_eq!(by.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [GgmlType::F32, GgmlType::F16]);
+        let total: u64 = by.iter().map(|(_, c)| c.bytes).sum();
+        assert_eq!(total, m.weight_bytes().unwrap());
+        assert_eq!(by.iter().map(|(_, c)| c.tensors).sum::<u64>(), m.tensors.len() as u64);
+        // a tensor claiming more than 2^64 elements (a 1-bit type packs 8 per byte)
+        m.tensors[0].ne = vec![1 << 40, 1 << 30];
+        assert!(m.tensors_by_type().is_err());
+        assert!(m.params().is_err());
+        m.tensors[0].ne = vec![64, 32];
+        m.tensors[0].bytes = u64::MAX;
+        assert!(m.weight_bytes().is_err());
+        assert!(m.tensors_by_type().is_err());
+    }
+
+    #[test]
+    fn command_lines_quote_paths_and_split_by_memory() {
+        let m = tiny(2, 8192);
+        let opts = on(&[Some(24 << 30), Some(48 << 30)]);
+        let p = plan(&m, &opts).unwrap();
+        let c = command_line(&"dir with space/it's.gguf".into(), &m, &opts, &p);
+        assert!(c.starts_with(r"llama-server -m 'dir with space/it'\''s.gguf' -c 4096 -ngl 3 -ts 24,48 "), "{c}");
+        // control characters: bash's $'…' with them escaped, nothing raw
+        let c = command_line(&"evil\u{1b}[2J\n.gguf".into(), &m, &opts, &p);
+        assert!(c.starts_with(r"llama-server -m $'evil\x1b[2J\x0a.gguf' "), "{c}");
+        assert!(!c.chars().any(char::is_control));
+        // memory not known: equal shares
+        let opts = on(&[None, None]);
+        let p = plan(&m, &opts).unwrap();
+        assert!(command_line(&"m.gguf".into(), &m, &opts, &p).contains(" -ts 1,1 "));
+        // a Hub file: llama.cpp downloads it
+        let hub = ModelArg::Hub { repo: "org/name".into(), file: "sub/m-Q4_K_M.gguf".into() };
+        assert!(command_line(&hub, &m, &opts, &p)
+            .starts_with("llama-server --hf-repo org/name --hf-file sub/m-Q4_K_M.gguf -c 4096 "));
+    }
 }

@@ -39,7 +39,10 @@ fn pinned_layout(w: &Workload) -> Option<Parallelism> {
 }
 
 fn layout_words(p: &Parallelism) -> String {
-    let mut parts = vec![format!("{} GPU{}", p.gpus, if p.gpus == 1 { "" } else { "s" })];
+    let mut parts = vec![match p.gpus {
+        0 | 1 => "any GPU count".to_string(),
+        n => format!("{n} GPUs"),
+    }];
     if p.sharding != Sharding::None {
         parts.push(p.sharding.label().to_string());
     }

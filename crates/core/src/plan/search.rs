@@ -814,7 +814,9 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Layouts to search for `gpus`: all of them, or the user's when pinned.
+    /// Layouts to search for `gpus`: all of them, or the user's when pinned. A
+    /// pin without a GPU count (`--zero 2 --offload cpu`, or a DeepSpeed config,
+    /// which never names one) keeps the layout and searches the count.
     fn layouts_for(&self, gpus: u64) -> Vec<Layout> {
         let all = layouts(self.model, gpus, self.base);
         match &self.pinned {
@@ -822,7 +824,7 @@ impl<'a> Search<'a> {
             Some(p) => all
                 .into_iter()
                 .filter(|l| {
-                    gpus == p.gpus
+                    (p.gpus <= 1 || gpus == p.gpus)
                         && l.tp == p.tp.max(1)
                         && l.pp == p.pp.max(1)
                         && l.sharding == p.sharding

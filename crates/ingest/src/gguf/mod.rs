@@ -38,6 +38,11 @@ pub enum GgufFileError {
     Model { file: String, error: ModelError },
     #[error("{file}: split GGUF: {message}")]
     Split { file: String, message: String },
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
+    /// reading the Hugging Face cache (a damaged ref or cached header)
+    #[error(transparent)]
+    Cache(#[from] crate::error::IngestError),
 }
 
 /// Most shards a split model may have (`split.count`).
@@ -70,13 +75,26 @@ fn split_count(h: &GgufHeader, file: &str) -> Result<u64, GgufFileError> {
     }
 }
 
-/// The header of a model, all shards of a split model merged: metadata of
-/// the first shard, every shard's tensors, offsets rebased as if the shards
-/// were one file (llama.cpp maps each shard on its own; the rebased offsets
-/// only feed the mapped-range note).
+/// The header of a local model, all shards of a split model merged (see
+/// [`merge_split`]).
 pub fn read_model_header(path: &Path) -> Result<GgufHeader, GgufFileError> {
-    let file = path.display().to_string();
     let first = read_header(path)?;
+    merge_split(path, first, &mut |p: &Path| read_header(p))
+}
+
+/// A model's header from its first-read file `path` (header `first`): the
+/// same header when the model is one file; for a split model
+/// (`split.count` > 1), the metadata of the first shard and every shard's
+/// tensors, each shard read by `read_shard` (a local file, or a Hub file
+/// by range requests) under llama.cpp's names beside `path`, with offsets
+/// rebased as if the shards were one file (llama.cpp maps each shard on
+/// its own; the rebased offsets only feed the mapped-range note).
+pub fn merge_split(
+    path: &Path,
+    first: GgufHeader,
+    read_shard: &mut dyn FnMut(&Path) -> Result<GgufHeader, GgufFileError>,
+) -> Result<GgufHeader, GgufFileError> {
+    let file = path.display().to_string();
     let count = split_count(&first, &file)?;
     if count == 1 {
         return Ok(first);
@@ -93,13 +111,13 @@ pub fn read_model_header(path: &Path) -> Result<GgufHeader, GgufFileError> {
             message: format!("the name says {named_count} shards, metadata 'split.count' says {count}"),
         });
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = path.parent().unwrap_or(Path::new(""));
     let mut merged: Option<GgufHeader> = None;
     let mut base = 0u64;
     for no in 1..=count {
         let shard_path = dir.join(format!("{prefix}-{no:05}-of-{count:05}.gguf"));
         let shard_file = shard_path.display().to_string();
-        let h = if shard_path == path { first.clone() } else { read_header(&shard_path)? };
+        let h = if shard_path == path { first.clone() } else { read_shard(&shard_path)? };
         match h.get("split.no").and_then(MetaValue::as_u64) {
             Some(n) if n == no - 1 => {}
             other => {
@@ -200,8 +218,92 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufFileError> {
 /// llama.cpp would load.
 pub fn read_model(path: &Path) -> Result<(GgufHeader, vramfit_core::llamacpp::LlamaModel), GgufFileError> {
     let h = read_model_header(path)?;
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let m = model_from_header(&h, &name)
-        .map_err(|error| GgufFileError::Model { file: path.display().to_string(), error })?;
+    let m = model_of(&h, path, &path.display().to_string())?;
     Ok((h, m))
+}
+
+/// The model llama.cpp would load from a (merged) header; `path` names the
+/// model when `general.name` is absent, `label` the file in errors.
+pub fn model_of(h: &GgufHeader, path: &Path, label: &str) -> Result<vramfit_core::llamacpp::LlamaModel, GgufFileError> {
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    model_from_header(h, &name).map_err(|error| GgufFileError::Model { file: label.to_string(), error })
+}
+
+/// A GGUF file on the Hugging Face Hub, written `org/name:path/file.gguf`
+/// (the repo, a colon, the file's path in the repo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubGgufRef {
+    pub repo: String,
+    pub file: String,
+}
+
+impl HubGgufRef {
+    /// `org/name:file.gguf` → the repo and file; `None` for anything else
+    /// (a local path has no `org/name:` in front). The repo follows the
+    /// Hub's naming (letters, digits, `-`, `_`, `.`); the file is a
+    /// relative path of plain components ending in `.gguf`.
+    pub fn parse(s: &str) -> Option<HubGgufRef> {
+        let (repo, file) = s.split_once(':')?;
+        let (org, name) = repo.split_once('/')?;
+        let part = |p: &str| {
+            !p.is_empty()
+                && p.len() <= 96
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && !p.starts_with(['.', '-'])
+        };
+        let file_ok = file.to_ascii_lowercase().ends_with(".gguf")
+            && file.split('/').all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\\'))
+            && !file.chars().any(char::is_control);
+        (part(org) && part(name) && file_ok).then(|| HubGgufRef { repo: repo.to_string(), file: file.to_string() })
+    }
+
+    /// llama.cpp's `-hf org/name:Q4_K_M` form (a quant tag, not a file):
+    /// the repo and the tag, so the error can say to name the file.
+    pub fn quant_tag(s: &str) -> Option<(String, String)> {
+        let (repo, tag) = s.split_once(':')?;
+        let (org, name) = repo.split_once('/')?;
+        let word = |p: &str| {
+            !p.is_empty()
+                && p.len() <= 96
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                && !p.starts_with(['.', '-'])
+        };
+        (word(org) && word(name) && word(tag) && !tag.to_ascii_lowercase().ends_with(".gguf"))
+            .then(|| (repo.to_string(), tag.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hub_gguf_references() {
+        let r = HubGgufRef::parse("bartowski/Qwen2.5-7B-Instruct-GGUF:Qwen2.5-7B-Instruct-Q4_K_M.gguf").unwrap();
+        assert_eq!(
+            (r.repo.as_str(), r.file.as_str()),
+            ("bartowski/Qwen2.5-7B-Instruct-GGUF", "Qwen2.5-7B-Instruct-Q4_K_M.gguf")
+        );
+        assert_eq!(HubGgufRef::parse("org/name:sub/dir/m.GGUF").unwrap().file, "sub/dir/m.GGUF");
+        for bad in [
+            "./model.gguf",
+            "model.gguf",
+            "org/name:../x.gguf",
+            "org/name:/abs.gguf",
+            "org/name:a//b.gguf",
+            "org/name:x.bin",
+            "org/name/extra:x.gguf",
+            "/abs/path:x.gguf",
+            "org/.hidden:x.gguf",
+            "org/name:x\u{1b}.gguf",
+        ] {
+            assert_eq!(HubGgufRef::parse(bad), None, "{bad}");
+        }
+        assert_eq!(
+            HubGgufRef::quant_tag("bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M"),
+            Some(("bartowski/Llama-3.2-3B-Instruct-GGUF".into(), "Q4_K_M".into()))
+        );
+        assert_eq!(HubGgufRef::quant_tag("org/name:file.gguf"), None);
+        assert_eq!(HubGgufRef::quant_tag("./a:b"), None);
+    }
 }

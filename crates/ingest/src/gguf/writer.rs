@@ -92,6 +92,15 @@ impl GgufWriter {
         self
     }
 
+    /// Set `key`: replace its value if present, else add it.
+    pub fn set(mut self, key: &str, v: WValue) -> Self {
+        match self.kv.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = v,
+            None => self.kv.push((key.to_string(), v)),
+        }
+        self
+    }
+
     pub fn tensor(mut self, name: &str, ty: GgmlType, ne: &[u64]) -> Self {
         self.tensors.push((name.to_string(), ty, ne.to_vec()));
         self

@@ -225,6 +225,58 @@ impl RepoCache {
     }
 }
 
+/// First line of a cached GGUF header: the format and the file's size.
+pub const GGUF_HEADER_FORMAT: &str = "vramfit.gguf-header.v1";
+
+impl RepoCache {
+    /// Where the cached GGUF header of `file` at `commit` lives:
+    /// `vramfit/gguf-headers/<commit>/<file>.header` (like the safetensors
+    /// sidecars, never under `snapshots/`: a header is not the file).
+    pub fn gguf_header_path(&self, commit: &str, file: &str) -> Option<PathBuf> {
+        let rel = relative(file)?;
+        let mut name = rel.into_os_string();
+        name.push(".header");
+        Some(self.dir.join("vramfit").join("gguf-headers").join(commit).join(name))
+    }
+
+    /// Cache a GGUF's header bytes (the file's first bytes, up to the end
+    /// of its tensor infos) and the file's size.
+    pub fn write_gguf_header(
+        &self,
+        commit: &str,
+        file: &str,
+        header: &[u8],
+        file_size: u64,
+    ) -> Result<PathBuf, IngestError> {
+        let path = self
+            .gguf_header_path(commit, file)
+            .ok_or_else(|| IngestError::Invalid { file: file.into(), reason: "not a relative file name".into() })?;
+        let mut bytes = format!("{GGUF_HEADER_FORMAT} {file_size}\n").into_bytes();
+        bytes.extend_from_slice(header);
+        write_atomic(&path, &bytes)?;
+        Ok(path)
+    }
+
+    /// The cached header bytes and file size of `file` at `commit`, if any.
+    pub fn read_gguf_header(&self, commit: &str, file: &str) -> Result<Option<(Vec<u8>, u64)>, IngestError> {
+        let Some(path) = self.gguf_header_path(commit, file) else { return Ok(None) };
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok(None);
+        }
+        let cap = crate::gguf::limits::MAX_HEADER_BYTES + 64;
+        let mut bytes = vramfit_input::read_bytes(&path, "a vramfit GGUF header cache file", cap)?;
+        let bad = || IngestError::Invalid {
+            file: path.display().to_string(),
+            reason: format!("not a {GGUF_HEADER_FORMAT} file (a damaged cache: delete it to refetch)"),
+        };
+        let nl = bytes.iter().take(64).position(|&b| b == b'\n').ok_or_else(bad)?;
+        let first = std::str::from_utf8(&bytes[..nl]).map_err(|_| bad())?;
+        let size = first.strip_prefix(GGUF_HEADER_FORMAT).and_then(|r| r.trim().parse::<u64>().ok()).ok_or_else(bad)?;
+        bytes.drain(..=nl);
+        Ok(Some((bytes, size)))
+    }
+}
+
 #[cfg(unix)]
 fn link_or_copy(blob: &Path, target: &Path, depth: usize, name: &str) -> Result<(), IngestError> {
     // snapshots/<commit>/<a>/<b> → ../../../blobs/<name>: one `..` per
@@ -264,6 +316,24 @@ mod tests {
         let d = std::env::temp_dir().join(format!("vramfit-hubcache-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn gguf_headers_are_cached_beside_the_snapshots_and_read_back() {
+        let cache = tmp("gguf");
+        let c = RepoCache::new(&cache, "acme/q");
+        let commit = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(c.read_gguf_header(commit, "sub/m.gguf").unwrap(), None);
+        let p = c.write_gguf_header(commit, "sub/m.gguf", b"GGUF\x03\0\0\0", 12345).unwrap();
+        assert!(p.ends_with(format!("vramfit/gguf-headers/{commit}/sub/m.gguf.header")), "{}", p.display());
+        assert!(!p.starts_with(c.snapshot_dir(commit)), "never under snapshots/");
+        assert_eq!(c.read_gguf_header(commit, "sub/m.gguf").unwrap(), Some((b"GGUF\x03\0\0\0".to_vec(), 12345)));
+        assert!(c.gguf_header_path(commit, "../escape.gguf").is_none());
+        // a damaged file is an error naming it, never a wrong header
+        std::fs::write(&p, b"something else\nGGUF").unwrap();
+        let e = c.read_gguf_header(commit, "sub/m.gguf").unwrap_err().to_string();
+        assert!(e.contains("m.gguf.header") && e.contains("delete it to refetch"), "{e}");
+        let _ = std::fs::remove_dir_all(&cache);
     }
 
     #[test]

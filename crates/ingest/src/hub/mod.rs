@@ -13,13 +13,18 @@
 //! - `http` and `fetch` (cargo feature `hub`, on by default in the CLI): a
 //!   blocking `ureq` client with bounded timeouts, one retry, redirects
 //!   followed by hand (the token goes to the endpoint's host only), and a
-//!   generic [`HubClient::read_range`] for any Hub file (GGUF headers too).
+//!   generic [`HubClient::read_range`] for any Hub file.
+//! - `gguf` (feature `hub`): a GGUF's header by range requests, grown as the
+//!   GGUF parser asks ([`HubClient::read_prefix`]), split models shard by
+//!   shard.
 //!
 //! docs/hub.md describes the behaviour for users.
 
 pub mod cache;
 #[cfg(feature = "hub")]
 mod fetch;
+#[cfg(feature = "hub")]
+pub mod gguf;
 #[cfg(feature = "hub")]
 mod http;
 
@@ -206,7 +211,7 @@ pub enum HubError {
     RepoNotFound { repo: String, endpoint: String, token_sent: bool, hint: String },
     #[error("{repo}: revision '{revision}' not found on {endpoint}: give a branch, tag or commit of the repo (--revision), or drop --revision for main")]
     RevisionNotFound { repo: String, revision: String, endpoint: String },
-    #[error("{repo}: the repo has no config.json at {revision} ({endpoint}/{repo}/tree/{revision}): it is not a transformers model (a GGUF-only or diffusers repo?); pass a config.json path instead")]
+    #[error("{repo}: the repo has no config.json at {revision} ({endpoint}/{repo}/tree/{revision}): it is not a transformers model (a GGUF-only or diffusers repo?): pass a config.json path instead, or for a GGUF name the file as {repo}:FILE.gguf")]
     NoConfig { repo: String, revision: String, endpoint: String },
     #[error(
         "{url}: HTTP {status} ({}){}",

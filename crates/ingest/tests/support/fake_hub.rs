@@ -304,7 +304,8 @@ fn hub_reply(path: &str, auth: Option<&str>, state: &State, cdn_url: &str) -> Re
         r.1.extend(headers);
         return with_delay(r);
     };
-    if file.ends_with(".safetensors") {
+    // LFS files (weights): the Hub answers with a redirect to its CDN
+    if file.ends_with(".safetensors") || file.ends_with(".gguf") {
         headers.push(("X-Linked-Etag".into(), format!("\"{}\"", lfs_etag(bytes))));
         headers.push(("X-Linked-Size".into(), bytes.len().to_string()));
         headers.push(("ETag".into(), "\"hub-side-etag\"".into()));
