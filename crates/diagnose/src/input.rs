@@ -99,3 +99,70 @@ pub fn read_stream(name: &str, r: &mut dyn Read) -> Result<Input, InputError> {
     let size = bytes.len() as u64;
     Ok(Input { name: name.to_string(), bytes, size, skipped: 0, truncated })
 }
+
+/// Bytes already in memory (a text pasted or a file uploaded to the local
+/// web page), under the same limits as [`read_path`]: a pickle above
+/// [`PICKLE_LIMIT`] is refused, text above [`TEXT_WHOLE_LIMIT`] keeps its
+/// first and last [`TEXT_PART`] bytes and reports the middle as skipped.
+pub fn from_bytes(name: &str, mut bytes: Vec<u8>) -> Result<Input, InputError> {
+    let size = bytes.len() as u64;
+    if looks_like_pickle(&bytes) {
+        if size > PICKLE_LIMIT {
+            return Err(InputError::TooLarge { name: name.to_string(), size, limit: PICKLE_LIMIT });
+        }
+        return Ok(Input { name: name.to_string(), bytes, size, skipped: 0, truncated: false });
+    }
+    if size <= TEXT_WHOLE_LIMIT {
+        return Ok(Input { name: name.to_string(), bytes, size, skipped: 0, truncated: false });
+    }
+    let part = TEXT_PART as usize;
+    let tail = bytes.split_off(bytes.len() - part);
+    bytes.truncate(part);
+    bytes.push(b'\n');
+    bytes.extend_from_slice(&tail);
+    Ok(Input { name: name.to_string(), bytes, size, skipped: size - 2 * TEXT_PART, truncated: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn via_file(name: &str, bytes: &[u8]) -> Input {
+        let dir = std::env::temp_dir().join(format!("vramfit-diag-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let mut i = read_path(&p).unwrap();
+        i.name = name.to_string();
+        i
+    }
+
+    fn same(a: &Input, b: &Input) {
+        assert_eq!((a.size, a.skipped, a.truncated, a.bytes.len()), (b.size, b.skipped, b.truncated, b.bytes.len()));
+        assert!(a.bytes == b.bytes);
+    }
+
+    #[test]
+    fn bytes_in_memory_read_as_a_file_would() {
+        let text = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.".to_vec();
+        same(&from_bytes("t.txt", text.clone()).unwrap(), &via_file("t.txt", &text));
+        let pickle = vec![0x80, 0x04, 0x95, 0x00, b'.'];
+        same(&from_bytes("s.pickle", pickle.clone()).unwrap(), &via_file("s.pickle", &pickle));
+        // a text larger than the whole-read limit: head and tail, the middle skipped
+        let mut big = vec![b'a'; (TEXT_WHOLE_LIMIT + 1000) as usize];
+        *big.last_mut().unwrap() = b'z';
+        let m = from_bytes("big.log", big.clone()).unwrap();
+        same(&m, &via_file("big.log", &big));
+        assert_eq!(m.skipped, TEXT_WHOLE_LIMIT + 1000 - 2 * TEXT_PART);
+        assert_eq!(m.bytes.last(), Some(&b'z'));
+    }
+
+    #[test]
+    fn oversized_pickle_is_refused_in_memory_too() {
+        let mut p = vec![0u8; (PICKLE_LIMIT + 1) as usize];
+        p[0] = 0x80;
+        p[1] = 0x04;
+        let e = from_bytes("s.pickle", p).unwrap_err().to_string();
+        assert!(e.contains("s.pickle") && e.contains("limit"), "{e}");
+    }
+}
