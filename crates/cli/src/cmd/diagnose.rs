@@ -3,14 +3,15 @@
 //! training script; with `--model` and the workload flags, the estimate
 //! beside the failure and the cheapest switch of the planner's ladder.
 
-use crate::cmd::estimate::{resolve, WorkloadArgs};
+use crate::cmd::estimate::WorkloadArgs;
+use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::path::PathBuf;
 use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_core::GpuSpec;
 use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
-use vramfit_diagnose::input::{read_path, read_stream};
+use vramfit_diagnose::input::{read_path, read_stream, Input};
 use vramfit_diagnose::oom::{OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
 use vramfit_report::diagnose::{DiagnoseReport, InputInfo};
@@ -48,6 +49,9 @@ pub struct DiagnoseArgs {
     pub gpu: Option<String>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    /// How `--model` is resolved (the CLI's own lookup when empty)
+    #[arg(skip)]
+    pub lookup: Lookup,
 }
 
 fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
@@ -84,7 +88,7 @@ fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpe
 
 fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<CulpritReport>> {
     let Some(model) = &args.model else { return Ok(None) };
-    let resolved = resolve(Some(model))?;
+    let resolved = HubArgs { lookup: args.lookup.clone(), ..HubArgs::default() }.resolve(Some(model))?;
     let spec = &resolved.spec;
     let workload = args.workload.build(spec)?;
     let ledger = vramfit_core::estimate(spec, &workload)?;
@@ -138,6 +142,12 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
     } else {
         read_path(std::path::Path::new(&args.file))?
     };
+    run_input(args, input)
+}
+
+/// `diagnose` on an input already read (a file, stdin, or bytes uploaded to
+/// the web page: `vramfit_diagnose::input::from_bytes`).
+pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
     let kind = match args.kind {
         KindArg::Auto => None,
         KindArg::Oom => Some(Kind::Oom),
