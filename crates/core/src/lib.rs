@@ -32,6 +32,7 @@ pub mod plan;
 pub mod quant;
 pub mod quantity;
 pub mod runtime;
+pub mod sweep;
 pub mod train;
 pub mod units;
 pub mod weights;

@@ -37,6 +37,9 @@ pub struct EstimateReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitInfo>,
     pub notes: Vec<String>,
+    /// only with `--sweep` (crate::sweep)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::sweep::SweepInfo>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -431,6 +434,7 @@ impl EstimateReport {
             kv,
             fit,
             notes: ledger.notes.clone(),
+            sweep: None,
         }
     }
 
@@ -445,6 +449,9 @@ impl EstimateReport {
         let _ = writeln!(out, "{}", self.category_table());
         self.write_facts(&mut out);
         self.write_notes(&mut out);
+        if let Some(s) = &self.sweep {
+            s.write_text(&mut out);
+        }
         if explain {
             self.write_explanations(&mut out);
         } else {

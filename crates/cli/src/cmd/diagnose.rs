@@ -7,7 +7,6 @@ use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::Outcome;
 use anyhow::{bail, Context};
-use std::path::PathBuf;
 use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_core::GpuSpec;
 use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
@@ -37,9 +36,9 @@ pub struct DiagnoseArgs {
     /// Machine-readable output (schema 1, docs/diagnose.md)
     #[arg(long)]
     pub json: bool,
-    /// Snapshots: write the allocated/reserved timeline as SVG to this path
-    #[arg(long, value_name = "OUT.svg")]
-    pub svg: Option<PathBuf>,
+    /// Snapshots: the allocated/reserved timeline and the live bytes at the peak by allocation site
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
     /// Put this model's estimate beside the failure (preset, hub id, config.json, directory);
     /// the workload flags below describe the job
     #[arg(long)]
@@ -156,12 +155,18 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
         KindArg::Script => Some(Kind::Script),
     };
     let d = diagnose(&input, kind)?;
-    let svg = match (&args.svg, &d) {
+    let svg = match (&args.chart.svg, &d) {
         (None, _) => None,
-        (Some(p), Diagnosis::Snapshot { report }) => {
-            let svg = vramfit_diagnose::svg::timeline(report, &input.name);
-            std::fs::write(p, svg).with_context(|| format!("--svg {}: cannot write", p.display()))?;
-            Some(p.display().to_string())
+        (Some(_), Diagnosis::Snapshot { report }) => {
+            let json = vramfit_report::diagnose::schema::SnapshotReportJson::from(report);
+            let name = input.name.clone();
+            if let Some(out) = args
+                .chart
+                .emit(0, |lang| Ok(vramfit_report::svg::diagnose::snapshot(&json, &name, lang)))?
+            {
+                return Ok(out);
+            }
+            args.chart.svg.clone()
         }
         (Some(_), other) => {
             bail!("--svg: only a memory snapshot has a timeline; {} is a {}", input.name, other.kind().key())

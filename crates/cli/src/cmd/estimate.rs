@@ -51,6 +51,12 @@ pub struct EstimateArgs {
     /// List the embedded GPU catalogue and exit
     #[arg(long)]
     pub list_gpus: bool,
+    /// Also: the largest context and concurrency (or micro-batch) that fit the card, the job in
+    /// every weight format (or training method), and the catalogue GPUs that hold it
+    #[arg(long)]
+    pub sweep: bool,
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
 }
 
 /// Workload flags common to every command that sizes a job. A flag the user
@@ -326,6 +332,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
+    if (args.sweep || args.chart.svg.is_some()) && crate::cmd::gguf::is_gguf(args.model.as_deref()) {
+        bail!("--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
+    }
     if let Some(out) =
         crate::cmd::gguf::dispatch(args.model.as_deref(), &args.gguf, args.gpu.as_deref(), args.json, args.explain)?
     {
@@ -377,13 +386,20 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         FitInfo::of(&g.name, &f, capacity.as_ref().map(CapacityInfo::from), g.detected.clone())
     });
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
-    let report = EstimateReport::new(
+    let mut report = EstimateReport::new(
         model_info(&resolved, ledger.params_trainable)?,
         WorkloadInfo::from(&workload),
         &ledger,
         kv,
         fit_info,
     );
+    if args.sweep {
+        report.sweep = Some(crate::cmd::sweep::sweep(&args.workload, spec, &workload, &ledger, gpu.as_ref())?);
+    }
+    let code = if fits { 0 } else { 1 };
+    if let Some(out) = args.chart.emit(code, |lang| Ok(vramfit_report::svg::estimate::bar(&report, lang)))? {
+        return Ok(out);
+    }
     let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
     Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
 }

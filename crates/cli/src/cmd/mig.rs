@@ -70,6 +70,8 @@ pub struct PlanArgs {
     /// Show, per service, the sizing, the profiles large enough, and the waste and share arithmetic
     #[arg(long, conflicts_with_all = ["emit", "json"])]
     pub explain: bool,
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
     /// How service models are resolved (the CLI's own lookup when empty)
     #[arg(skip)]
     pub lookup: Lookup,
@@ -268,6 +270,9 @@ fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let max_gpus = a.max_gpus.map(|m| m as usize);
     let report = MigPlanReport::from_plan(gpu_info(&gpu, &table), service_info, &plan, catalogue_note, max_gpus);
     let code = if report.fits { 0 } else { 1 };
+    if let Some(out) = a.chart.emit(code, |lang| Ok(vramfit_report::svg::mig::layout(&report, lang)))? {
+        return Ok(out);
+    }
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
         (None, true) => serde_json::to_string_pretty(&report)? + "\n",
