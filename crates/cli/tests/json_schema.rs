@@ -49,6 +49,19 @@ fn estimate_qlora_json() {
     );
 }
 
+/// `--sweep` adds `sweep` (docs/schema.md): the searches on the card, the
+/// weight formats, the catalogue cards. A tight fit says `tight`.
+#[test]
+fn estimate_sweep_json() {
+    snap(
+        "estimate_sweep",
+        &["estimate", "llama-2-13b", "--gpu", "rtx-4090", "--dtype", "int8", "--sweep", "--json"],
+        0,
+    );
+    let tight = json(&["estimate", "llama-2-7b", "--gpu-mem", "17GiB", "--json"], 1);
+    assert_eq!(tight["fit"]["verdict"], "tight", "18.50 GiB with its 3.08 GiB margin on 17 GiB");
+}
+
 #[test]
 fn plan_inference_json() {
     snap("plan_infer", &["plan", "llama-2-13b", "--dtype", "fp16", "--have", "rtx-3090", "--json"], 0);

@@ -197,21 +197,46 @@ pub struct Fit {
     pub fits: bool,
     /// memory left (negative: short by)
     pub headroom_bytes: i128,
+    /// fits / tight / does not fit (see [`FitVerdict`])
+    pub verdict: FitVerdict,
     pub explain: Explanation,
+}
+
+/// The fit in one word. `Tight`: the whole estimate does not fit, but
+/// everything except the margin does: the job may start and run until the
+/// allocator's rounding and fragmentation, which the margin stands for,
+/// need the memory (a practitioner's "it might just fit, expect OOMs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitVerdict {
+    Fits,
+    Tight,
+    DoesNotFit,
 }
 
 pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64) -> Fit {
     let required = ledger.total_bytes();
+    let without_margin = required.saturating_sub(ledger.bytes(Category::Margin));
+    let verdict = if required <= gpu_memory_bytes {
+        FitVerdict::Fits
+    } else if without_margin <= gpu_memory_bytes {
+        FitVerdict::Tight
+    } else {
+        FitVerdict::DoesNotFit
+    };
     Fit {
         gpu_memory_bytes,
         required_bytes: required,
         fits: required <= gpu_memory_bytes,
         headroom_bytes: gpu_memory_bytes as i128 - required as i128,
+        verdict,
         explain: Explanation::new(
-            "fits when total per GPU (tensors + runtime + margin) ≤ GPU memory; headroom = memory − total",
+            "fits when total per GPU (tensors + runtime + margin) ≤ GPU memory; headroom = memory − total; \
+             tight when only total − margin ≤ memory",
         )
         .term("GPU memory (as nvidia-smi reports it)", gpu_memory_bytes)
-        .term("total per GPU", required),
+        .term("total per GPU", required)
+        .term("total per GPU without the margin", without_margin),
     }
 }
 

@@ -43,7 +43,7 @@ pub use error::CoreError;
 pub use estimate::estimate;
 pub use explain::{Explanation, Term, Value};
 pub use hardware::{GpuSpec, Link};
-pub use infer::{capacity, fit, Capacity, Fit, KvGeometry};
+pub use infer::{capacity, fit, Capacity, Fit, FitVerdict, KvGeometry};
 pub use ledger::{Category, Entry, Ledger, Phase};
 pub use model::{Attention, Family, MlaSpec, MlpKind, ModelSpec, MoeSpec, NormKind, Positional};
 pub use params::{LinearRole, ParamGroup, ParamGroupKind, ParamLayout};

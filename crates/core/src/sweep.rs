@@ -11,6 +11,7 @@
 
 use crate::dtype::DType;
 use crate::error::CoreError;
+use crate::estimate;
 use crate::explain::Explanation;
 use crate::hardware::GpuSpec;
 use crate::infer::fit;
@@ -18,7 +19,6 @@ use crate::ledger::Ledger;
 use crate::model::ModelSpec;
 use crate::workload::limits::{MAX_SEQUENCES, MAX_TOKENS};
 use crate::workload::{Task, Workload};
-use crate::estimate;
 
 /// What a search varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,12 +119,12 @@ pub fn largest(spec: &ModelSpec, base: &Workload, knob: Knob, memory: u64) -> Re
         return Err(CoreError::Unsupported(format!("the {} sweep of a {} job", knob.key(), task_word(base))));
     };
     let (from, limit, limit_reason) = match (&base.task, knob) {
-        (_, Knob::Context) => (
-            1,
-            spec.max_position_embeddings.clamp(1, MAX_TOKENS),
-            "the model's max_position_embeddings",
-        ),
-        (Task::Inference(s), Knob::Concurrency) => (s.batch.max(1), MAX_SEQUENCES, "the workload limit of 2^24 sequences"),
+        (_, Knob::Context) => {
+            (1, spec.max_position_embeddings.clamp(1, MAX_TOKENS), "the model's max_position_embeddings")
+        }
+        (Task::Inference(s), Knob::Concurrency) => {
+            (s.batch.max(1), MAX_SEQUENCES, "the workload limit of 2^24 sequences")
+        }
         _ => (1, MAX_SEQUENCES, "the workload limit of 2^24 sequences"),
     };
     let mut estimates = 1u64;
@@ -149,7 +149,7 @@ pub fn largest(spec: &ModelSpec, base: &Workload, knob: Knob, memory: u64) -> Re
          by bisection over the range",
     )
     .term("GPU memory", memory)
-    .term(&format!("{} now", knob.key()), cur)
+    .term(format!("{} now", knob.key()), cur)
     .term("range from", from)
     .term("range to", limit)
     .term("end of the range", limit_reason)

@@ -12,7 +12,7 @@ fn model(hidden_64: u64, layers: u64, kv_div: u64) -> ModelSpec {
     let hidden = hidden_64 * 64;
     let heads = hidden / 64;
     let kv = (heads / kv_div).max(1);
-    let kv = if heads % kv == 0 { kv } else { heads };
+    let kv = if heads.is_multiple_of(kv) { kv } else { heads };
     ModelSpec::llama_like("m", hidden, layers, heads, kv, hidden * 3, 32000)
 }
 
@@ -49,7 +49,8 @@ fn total(spec: &ModelSpec, w: &Workload, knob: Knob, v: u64) -> u64 {
 fn task() -> impl Strategy<Value = Option<(TrainKind, bool)>> {
     prop_oneof![
         Just(None),
-        (prop_oneof![Just(TrainKind::Full), Just(TrainKind::Lora), Just(TrainKind::Qlora)], any::<bool>()).prop_map(Some),
+        (prop_oneof![Just(TrainKind::Full), Just(TrainKind::Lora), Just(TrainKind::Qlora)], any::<bool>())
+            .prop_map(Some),
     ]
 }
 

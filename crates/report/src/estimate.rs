@@ -203,6 +203,8 @@ pub struct FitInfo {
     pub fits: bool,
     /// memory left over (negative: short by), bytes
     pub headroom_bytes: i128,
+    /// `fits`, `tight` (only the margin does not fit) or `does_not_fit`
+    pub verdict: vramfit_core::FitVerdict,
     pub explain: ExplainInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
@@ -271,6 +273,7 @@ impl FitInfo {
             required_bytes: fit.required_bytes,
             fits: fit.fits,
             headroom_bytes: fit.headroom_bytes,
+            verdict: fit.verdict,
             explain: (&fit.explain).into(),
             capacity,
             detected,

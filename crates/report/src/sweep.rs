@@ -141,12 +141,21 @@ impl SweepInfo {
                         let fit = match (v.fits, v.headroom_bytes) {
                             (Some(true), Some(h)) => format!(" — fits, {} headroom", signed_bytes(h)),
                             (Some(false), Some(h)) => {
-                                format!(" — does not fit, short by {}", bytes(h.unsigned_abs().min(u64::MAX as u128) as u64))
+                                format!(
+                                    " — does not fit, short by {}",
+                                    bytes(h.unsigned_abs().min(u64::MAX as u128) as u64)
+                                )
                             }
                             _ => String::new(),
                         };
-                        let _ =
-                            writeln!(out, "    {} {:<6} {:>11} per GPU ({}){fit}{mark}", v.flag, v.value, bytes(t), v.label);
+                        let _ = writeln!(
+                            out,
+                            "    {} {:<6} {:>11} per GPU ({}){fit}{mark}",
+                            v.flag,
+                            v.value,
+                            bytes(t),
+                            v.label
+                        );
                     }
                     (None, None) => {}
                 }

@@ -160,9 +160,8 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
         (Some(_), Diagnosis::Snapshot { report }) => {
             let json = vramfit_report::diagnose::schema::SnapshotReportJson::from(report);
             let name = input.name.clone();
-            if let Some(out) = args
-                .chart
-                .emit(0, |lang| Ok(vramfit_report::svg::diagnose::snapshot(&json, &name, lang)))?
+            if let Some(out) =
+                args.chart.emit(0, |lang| Ok(vramfit_report::svg::diagnose::snapshot(&json, &name, lang)))?
             {
                 return Ok(out);
             }

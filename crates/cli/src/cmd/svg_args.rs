@@ -43,7 +43,11 @@ impl SvgArgs {
     /// Render and deliver the chart when one was asked for: written to the
     /// file (`Ok(None)`: the report follows as usual), or, for `--svg -`,
     /// returned as the whole output with the command's exit `code`.
-    pub fn emit(&self, code: u8, render: impl FnOnce(Lang) -> anyhow::Result<String>) -> anyhow::Result<Option<Outcome>> {
+    pub fn emit(
+        &self,
+        code: u8,
+        render: impl FnOnce(Lang) -> anyhow::Result<String>,
+    ) -> anyhow::Result<Option<Outcome>> {
         let Some(path) = &self.svg else { return Ok(None) };
         let svg = render(self.svg_lang.into())?;
         if path == "-" {

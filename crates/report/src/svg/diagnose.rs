@@ -24,11 +24,7 @@ fn sites_height(d: &DeviceReportJson) -> f64 {
 
 /// Both charts of every device, in one document.
 pub fn snapshot(r: &SnapshotReportJson, title: &str, lang: Lang) -> String {
-    let h: f64 = if r.devices.is_empty() {
-        80.0
-    } else {
-        r.devices.iter().map(|d| TIMELINE_H + sites_height(d)).sum()
-    };
+    let h: f64 = if r.devices.is_empty() { 80.0 } else { r.devices.iter().map(|d| TIMELINE_H + sites_height(d)).sum() };
     let mut s = Svg::new(W, h, title);
     if r.devices.is_empty() {
         s.text(20.0, 40.0, lang.pick("no devices in the snapshot", "快照中没有设备"), "start", "");
@@ -112,7 +108,8 @@ fn timeline(s: &mut Svg, d: &DeviceReportJson, y0: f64, lang: Lang) {
         r#"<polygon points="{area}" fill="{RESERVED}" opacity="0.55"><title>{}</title></polygon>"#,
         lang.pick("reserved", "已保留")
     ));
-    let line: Vec<String> = pts.iter().enumerate().map(|(i, p)| format!("{:.1},{:.1}", x(i), y(p.allocated_bytes))).collect();
+    let line: Vec<String> =
+        pts.iter().enumerate().map(|(i, p)| format!("{:.1},{:.1}", x(i), y(p.allocated_bytes))).collect();
     s.raw(&format!(
         r#"<polyline fill="none" stroke="{ALLOCATED}" stroke-width="1.8" points="{}"><title>{}</title></polyline>"#,
         line.join(" "),
@@ -155,12 +152,22 @@ fn sites(s: &mut Svg, d: &DeviceReportJson, y0: f64, lang: Lang) {
     s.text(
         20.0,
         y0 + 24.0,
-        &format!("GPU {} — {}", d.device, lang.pick("live at the peak, by where it was allocated", "峰值时存活的显存，按分配位置")),
+        &format!(
+            "GPU {} — {}",
+            d.device,
+            lang.pick("live at the peak, by where it was allocated", "峰值时存活的显存，按分配位置")
+        ),
         "start",
         r#" font-size="15" font-weight="600""#,
     );
     if d.groups.is_empty() {
-        s.text(20.0, y0 + 56.0, lang.pick("no live allocations at the peak", "峰值时没有存活的分配"), "start", &format!(r#" fill="{MUTED}""#));
+        s.text(
+            20.0,
+            y0 + 56.0,
+            lang.pick("no live allocations at the peak", "峰值时没有存活的分配"),
+            "start",
+            &format!(r#" fill="{MUTED}""#),
+        );
         return;
     }
     let mut groups: Vec<_> = d.groups.iter().collect();

@@ -89,6 +89,7 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
         ),
         None => (format!("{} {}", lang.pick("Needs", "需要"), bytes(total)), INK),
     };
+    s.head_start(58.0);
     s.text(LEFT, 26.0, &headline, "start", &format!(r#" font-size="19" font-weight="600" fill="{color}""#));
     let sub = format!(
         "{} {} {} · {} · {}",
@@ -99,6 +100,7 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
         workload_words(r, lang)
     );
     s.text(LEFT, 48.0, &sub, "start", &format!(r#" fill="{MUTED}""#));
+    s.head_end();
 
     let card = r.fit.as_ref().map(|f| f.gpu_memory_bytes);
     let span = card.unwrap_or(0).max(total).max(1) as f64 * if card.is_some() { 1.04 } else { 1.0 };
@@ -122,7 +124,13 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
             String::new()
         };
         if !inside.is_empty() {
-            s.text((x0 + x1) / 2.0, BAR_Y + BAR_H / 2.0 + 4.5, &inside, "middle", r##" font-size="12" fill="#ffffff""##);
+            s.text(
+                (x0 + x1) / 2.0,
+                BAR_Y + BAR_H / 2.0 + 4.5,
+                &inside,
+                "middle",
+                r##" font-size="12" fill="#ffffff""##,
+            );
         }
         at += b;
     }
@@ -147,7 +155,11 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
         let words = if f.fits {
             format!("{} {}", lang.pick("headroom", "余量"), bytes(f.headroom_bytes.max(0) as u64))
         } else {
-            format!("{} {}", lang.pick("short by", "缺"), bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64))
+            format!(
+                "{} {}",
+                lang.pick("short by", "缺"),
+                bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64)
+            )
         };
         let mid = ((a + b) / 2.0).clamp(LEFT + 60.0, W - RIGHT - 60.0);
         s.text(mid, y + 17.0, &words, "middle", &format!(r#" font-size="12" font-weight="600" fill="{color}""#));

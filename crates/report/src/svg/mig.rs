@@ -2,7 +2,7 @@
 //! block over its placement (service, profile, compute slices), the part of
 //! its memory the service does not need hatched as waste.
 
-use super::{fit_text, Lang, Svg, BAD, GOOD, MUTED};
+use super::{fit_text, text_width, Lang, Svg, BAD, GOOD, HALO, INK, MUTED};
 use crate::format::bytes;
 use crate::mig::MigPlanReport;
 
@@ -36,6 +36,7 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
         format!("{} ({} {})", lang.pick("Does not fit", "放不下"), r.gpus_needed, lang.pick("cards needed", "张卡才够"))
     };
     let color = if r.fits { GOOD } else { BAD };
+    s.head_start(60.0);
     s.text(20.0, 28.0, &head, "start", &format!(r#" font-size="19" font-weight="600" fill="{color}""#));
     let sub = format!(
         "{} {} · {} {} · {} {} ({:.0}%)",
@@ -48,6 +49,7 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
         r.total_waste_bytes as f64 / r.total_slice_bytes.max(1) as f64 * 100.0
     );
     s.text(20.0, 50.0, &sub, "start", &format!(r#" fill="{MUTED}""#));
+    s.head_end();
 
     let slices = r.gpu.memory_slices.max(1) as f64;
     let cell = (W - LEFT - RIGHT) / slices;
@@ -57,7 +59,13 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
     };
     for (row, l) in r.layouts.iter().enumerate() {
         let y0 = TOP + ROW * row as f64;
-        s.text(20.0, y0 + BOX_H / 2.0 - 2.0, &format!("GPU {}", l.gpu), "start", r#" font-size="15" font-weight="600""#);
+        s.text(
+            20.0,
+            y0 + BOX_H / 2.0 - 2.0,
+            &format!("GPU {}", l.gpu),
+            "start",
+            r#" font-size="15" font-weight="600""#,
+        );
         s.text(
             20.0,
             y0 + BOX_H / 2.0 + 16.0,
@@ -96,10 +104,27 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
             s.rect(x, y0, w, BOX_H, "url(#vf-waste)", &format!(r#" rx="6" stroke="{fill}" stroke-width="2""#), &tip);
             s.rect(x, y0, w * used, BOX_H, fill, r#" rx="6""#, &tip);
             let cx = x + 10.0;
-            s.text(cx, y0 + 22.0, &fit_text(&inst.service, w - 20.0, 14.0), "start", r##" font-size="14" font-weight="600" fill="#ffffff""##);
-            s.text(cx, y0 + 40.0, &fit_text(&inst.profile, w - 20.0, 12.0), "start", r##" font-size="12" fill="#ffffff""##);
+            let name = fit_text(&inst.service, w - 20.0, 14.0);
             let fig = format!("{} / {}", bytes(inst.need_bytes), bytes(inst.slice_bytes));
-            s.text(cx, y0 + 58.0, &fit_text(&fig, w - 20.0, 11.5), "start", r##" font-size="11.5" fill="#ffffff""##);
+            let fig = fit_text(&fig, w - 20.0, 11.5);
+            // white on the solid part; dark with a white outline where it runs onto the hatching
+            let widest = [text_width(&name, 14.0), text_width(&inst.profile, 12.0), text_width(&fig, 11.5)]
+                .into_iter()
+                .fold(0.0, f64::max);
+            let ink = if w * used - 10.0 >= widest {
+                r##" fill="#ffffff""##.to_string()
+            } else {
+                format!(r#" fill="{INK}"{HALO}"#)
+            };
+            s.text(cx, y0 + 22.0, &name, "start", &format!(r#" font-size="14" font-weight="600"{ink}"#));
+            s.text(
+                cx,
+                y0 + 40.0,
+                &fit_text(&inst.profile, w - 20.0, 12.0),
+                "start",
+                &format!(r#" font-size="12"{ink}"#),
+            );
+            s.text(cx, y0 + 58.0, &fig, "start", &format!(r#" font-size="11.5"{ink}"#));
         }
         // slice ruler under the card
         for i in 0..=r.gpu.memory_slices {
@@ -108,21 +133,14 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
         }
     }
     let mut y = TOP + ROW * cards as f64 + 4.0;
-    s.text(
-        LEFT,
-        y,
-        &format!(
-            "{} {} {} · {} {}",
-            r.gpu.memory_slices,
-            lang.pick("memory slices of", "个显存切片，每片约"),
-            bytes(r.gpu.whole_card_bytes / r.gpu.memory_slices.max(1) as u64),
-            lang.pick("hatched: memory a service does not use", "斜线：服务用不到的显存"),
-            ""
-        )
-        .trim_end(),
-        "start",
-        &format!(r#" font-size="11.5" fill="{MUTED}""#),
+    let ruler = format!(
+        "{} {} {} · {}",
+        r.gpu.memory_slices,
+        lang.pick("memory slices of", "个显存切片，每片约"),
+        bytes(r.gpu.whole_card_bytes / r.gpu.memory_slices.max(1) as u64),
+        lang.pick("hatched: memory a service does not use", "斜线：服务用不到的显存"),
     );
+    s.text(LEFT, y, &ruler, "start", &format!(r#" font-size="11.5" fill="{MUTED}""#));
     for f in &r.refused {
         y += 22.0;
         s.text(

@@ -117,6 +117,16 @@ impl Svg {
         Svg { out }
     }
 
+    /// Open the headline block: the chart's first `height` px, which a page
+    /// that shows the same verdict beside the chart may leave out.
+    pub fn head_start(&mut self, height: f64) {
+        let _ = writeln!(self.out, r#"<g class="vf-head" data-height="{height}">"#);
+    }
+
+    pub fn head_end(&mut self) {
+        self.out.push_str("</g>\n");
+    }
+
     pub fn raw(&mut self, s: &str) {
         self.out.push_str(s);
         self.out.push('\n');
@@ -196,9 +206,9 @@ pub(crate) fn axis(max: u64) -> (u64, u64) {
 pub(crate) fn tick(b: u64) -> String {
     if b == 0 {
         "0".to_string()
-    } else if b >= 1 << 30 && b % (1 << 30) == 0 {
+    } else if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
-    } else if b % (1 << 20) == 0 {
+    } else if b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
     } else {
         bytes(b)

@@ -47,6 +47,9 @@ const RIGHT: f64 = 20.0;
 const TOP: f64 = 70.0;
 const PLOT_H: f64 = 220.0;
 
+/// One column: name, per-GPU bytes, status (none: the job as given), fits, detail.
+type Column = (String, Option<u64>, Option<StepStatus>, bool, String);
+
 /// The ladder chart, or `None` when the plan has no ladder (no `--have`).
 pub fn ladder(doc: &PlanDocument, lang: Lang) -> Option<String> {
     doc.software.as_ref().map(|l| chart(l, lang))
@@ -54,7 +57,7 @@ pub fn ladder(doc: &PlanDocument, lang: Lang) -> Option<String> {
 
 fn chart(l: &LadderInfo, lang: Lang) -> String {
     // the job as given, then every step
-    let mut cols: Vec<(String, Option<u64>, Option<StepStatus>, bool, String)> =
+    let mut cols: Vec<Column> =
         vec![(lang.pick("as given", "原样").to_string(), l.start_bytes, None, l.start_fits, String::new())];
     for s in &l.steps {
         cols.push((step_label(&s.name, lang), s.per_gpu_bytes, Some(s.status), s.fits, s.detail.clone()));
@@ -62,7 +65,8 @@ fn chart(l: &LadderInfo, lang: Lang) -> String {
     let max = cols.iter().filter_map(|c| c.1).max().unwrap_or(0).max(l.gpu_memory_bytes);
     let (top, step) = axis(max + max / 12);
     let y = |b: u64| TOP + PLOT_H * (1.0 - b as f64 / top as f64);
-    let title = format!("{} {} ({})", lang.pick("Switches on", "在此卡上的软件开关："), l.gpu_name, bytes(l.gpu_memory_bytes));
+    let title =
+        format!("{} {} ({})", lang.pick("Switches on", "在此卡上的软件开关："), l.gpu_name, bytes(l.gpu_memory_bytes));
     let mut s = Svg::new(W, H, &title);
     s.hatch("vf-skip", "#c9ced8", "#f4f6f9");
     s.text(LEFT - 56.0, 26.0, &title, "start", r#" font-size="18" font-weight="600""#);
@@ -116,13 +120,20 @@ fn chart(l: &LadderInfo, lang: Lang) -> String {
             }
         }
         // the name under the column, on up to three lines
-        let lines = wrap(name, slot - 6.0, 11.5, 3);
+        let size = (slot / 7.6).clamp(9.5, 11.5);
+        let lines = wrap(name, slot - 4.0, size, 3);
         for (k, l) in lines.iter().enumerate() {
-            s.text(cx, y(0) + 16.0 + 14.0 * k as f64, l, "middle", r#" font-size="11.5""#);
+            s.text(cx, y(0) + 16.0 + 14.0 * k as f64, l, "middle", &format!(r#" font-size="{size:.1}""#));
         }
         if let Some(st) = status {
             if *st != StepStatus::Applied {
-                s.text(cx, y(0) + 60.0, status_label(*st, lang), "middle", &format!(r#" font-size="10.5" fill="{MUTED}""#));
+                s.text(
+                    cx,
+                    y(0) + 60.0,
+                    status_label(*st, lang),
+                    "middle",
+                    &format!(r#" font-size="10.5" fill="{MUTED}""#),
+                );
             }
         }
     }
