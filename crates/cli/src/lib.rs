@@ -1,6 +1,9 @@
 //! `vramfit` as a library: the command-line definitions and one function
 //! per subcommand, so that every front end runs the same code path. The
-//! binary (`src/main.rs`) parses `argv` and prints.
+//! binary (`src/main.rs`) parses `argv` and prints; the local web page
+//! (`serve`, cargo feature `web`) maps a JSON request onto the same clap
+//! definitions and calls the same functions, so its JSON and its error
+//! messages are the CLI's.
 //!
 //! Exit codes (documented in docs/exit-codes.md): 0 ok / fits, 1 does not
 //! fit (or a finding that fails a check), 2 bad input, 3 an internal
@@ -10,6 +13,8 @@ use clap::{Parser, Subcommand};
 use vramfit_core::CoreError;
 
 pub mod cmd;
+#[cfg(feature = "web")]
+pub mod serve;
 
 /// Bad input: a file, a flag or a combination the user can fix.
 pub const EXIT_BAD_INPUT: u8 = 2;
@@ -37,6 +42,9 @@ pub enum Command {
     Check(cmd::check::CheckArgs),
     /// Accuracy report: estimates against PyTorch-measured cases
     Calibrate(cmd::calibrate::CalibrateArgs),
+    /// A local web page for every command (127.0.0.1 unless --host; nothing leaves the machine)
+    #[cfg(feature = "web")]
+    Serve(serve::ServeArgs),
 }
 
 /// What a subcommand produced: text for stdout and an exit code.
@@ -51,7 +59,7 @@ impl Outcome {
     }
 }
 
-/// Run one parsed command line.
+/// Run one parsed command line (`serve` returns when stopped).
 pub fn run(command: Command) -> anyhow::Result<Outcome> {
     match command {
         Command::Estimate(a) => cmd::estimate::run(a),
@@ -60,6 +68,8 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Mig(a) => cmd::mig::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
+        #[cfg(feature = "web")]
+        Command::Serve(a) => serve::run(a).map(|()| Outcome::ok(String::new())),
     }
 }
 
