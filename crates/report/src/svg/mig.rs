@@ -105,8 +105,12 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
             s.rect(x, y0, w * used, BOX_H, fill, r#" rx="6""#, &tip);
             let cx = x + 10.0;
             let name = fit_text(&inst.service, w - 20.0, 14.0);
-            let fig = format!("{} / {}", bytes(inst.need_bytes), bytes(inst.slice_bytes));
-            let fig = fit_text(&fig, w - 20.0, 11.5);
+            let both = format!("{} / {}", bytes(inst.need_bytes), bytes(inst.slice_bytes));
+            let fig = if text_width(&both, 11.5) <= w - 20.0 {
+                both
+            } else {
+                fit_text(&bytes(inst.need_bytes), w - 20.0, 11.5)
+            };
             // white on the solid part; dark with a white outline where it runs onto the hatching
             let widest = [text_width(&name, 14.0), text_width(&inst.profile, 12.0), text_width(&fig, 11.5)]
                 .into_iter()

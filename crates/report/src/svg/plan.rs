@@ -120,7 +120,7 @@ fn chart(l: &LadderInfo, lang: Lang) -> String {
             }
         }
         // the name under the column, on up to three lines
-        let size = (slot / 7.6).clamp(9.5, 11.5);
+        let size = (slot / 7.6).clamp(9.0, 11.5);
         let lines = wrap(name, slot - 4.0, size, 3);
         for (k, l) in lines.iter().enumerate() {
             s.text(cx, y(0) + 16.0 + 14.0 * k as f64, l, "middle", &format!(r#" font-size="{size:.1}""#));
@@ -162,7 +162,27 @@ fn chart(l: &LadderInfo, lang: Lang) -> String {
 fn wrap(s: &str, width: f64, size: f64, max: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut cur = String::new();
+    // a word wider than the column is broken with a hyphen
+    let mut words: Vec<String> = Vec::new();
     for w in s.split(' ') {
+        let mut rest = w.to_string();
+        while super::text_width(&rest, size) > width && rest.chars().count() > 4 {
+            let mut head = String::new();
+            for c in rest.chars() {
+                if super::text_width(&format!("{head}{c}-"), size) > width {
+                    break;
+                }
+                head.push(c);
+            }
+            if head.is_empty() {
+                break;
+            }
+            rest = rest[head.len()..].to_string();
+            words.push(format!("{head}-"));
+        }
+        words.push(rest);
+    }
+    for w in words.iter().map(String::as_str) {
         let next = if cur.is_empty() { w.to_string() } else { format!("{cur} {w}") };
         if cur.is_empty() || super::text_width(&next, size) <= width {
             cur = next;

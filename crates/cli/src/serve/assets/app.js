@@ -20,6 +20,7 @@ const T = {
     o_no_gpu: '— no card —', o_custom: 'custom size…', o_no_have: '— none —', o_from_message: '— from the message —', o_quant: 'int8/int4, fp8 KV',
     ph_model: 'llama-2-7b or org/name', ph_context: '4096', ph_concurrency: '= batch', ph_oom: 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …',
     ph_config: '{"model_type": "llama", …}',
+    b_choose: 'Choose file', no_file: 'No file chosen',
     b_estimate: 'Estimate', b_plan: 'Plan', b_diagnose: 'Diagnose', b_mig: 'Lay out', b_check: 'Check', b_add_service: '+ add a service',
     hint_estimate: 'Every number comes from the same code as vramfit estimate; open a category to see its formula.',
     hint_plan: 'Prices are the catalogue\'s, in the currency you are billed in; check the live price before renting.',
@@ -60,7 +61,7 @@ const T = {
     refused: 'Refused', advice: 'Advice', mig_fits: 'Fits on {n} × {card}', mig_no: 'Does not fit: {n} cards needed',
     check_ok: 'Matches what was rented', check_fail: 'Does not match', check_none: 'Read, nothing expected', gpus_found: 'GPUs',
     l_pass: 'pass', l_fail: 'fail', l_warn: 'warn', l_info: 'info', name: 'Name', mig: 'MIG', pcie: 'PCIe', ecc: 'ECC',
-    interconnect: 'Interconnect', remove: 'remove', svc_name: 'name', svc_spec: 'size or model',
+    interconnect: 'Interconnect', vram: 'Memory', wasted: 'wasted', remove: 'remove', svc_name: 'name', svc_spec: 'size or model',
     kind_oom: 'OOM message', kind_summary: 'memory_summary()', kind_snapshot: 'snapshot', kind_script: 'training script',
   },
   zh: {
@@ -78,6 +79,7 @@ const T = {
     o_no_gpu: '— 不指定显卡 —', o_custom: '自定义显存…', o_no_have: '— 无 —', o_from_message: '— 取自报错 —', o_quant: 'int8/int4、fp8 KV',
     ph_model: 'llama-2-7b 或 org/name', ph_context: '4096', ph_concurrency: '= 批大小', ph_oom: 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …',
     ph_config: '{"model_type": "llama", …}',
+    b_choose: '选择文件', no_file: '未选择文件',
     b_estimate: '估算', b_plan: '出方案', b_diagnose: '诊断', b_mig: '切分', b_check: '核验', b_add_service: '+ 添加服务',
     hint_estimate: '每个数字都来自与 vramfit estimate 相同的代码；展开类别可查看公式。',
     hint_plan: '价格取自目录，按你的计费币种显示；租用前请核对实时价格。',
@@ -118,14 +120,14 @@ const T = {
     refused: '无法放置', advice: '建议', mig_fits: '放得下：{n} × {card}', mig_no: '放不下：需要 {n} 张卡',
     check_ok: '与租用的一致', check_fail: '与租用的不符', check_none: '已读取，未给出期望', gpus_found: 'GPU',
     l_pass: '通过', l_fail: '不符', l_warn: '注意', l_info: '信息', name: '名称', mig: 'MIG', pcie: 'PCIe', ecc: 'ECC',
-    interconnect: '互联', remove: '删除', svc_name: '名称', svc_spec: '大小或模型',
+    interconnect: '互联', vram: '显存', wasted: '浪费', remove: '删除', svc_name: '名称', svc_spec: '大小或模型',
     kind_oom: 'OOM 报错', kind_summary: 'memory_summary()', kind_snapshot: '快照', kind_script: '训练脚本',
   },
 };
 
 const VIEWS = ['estimate', 'plan', 'diagnose', 'mig', 'check'];
 const CATS = ['weights', 'master_weights', 'gradients', 'optimizer_states', 'activations', 'kv_cache', 'logits', 'temporaries', 'runtime', 'margin'];
-const S = { view: 'estimate', lang: 'en', catalog: null, seq: {} };
+const S = { view: 'estimate', lang: 'en', catalog: null, seq: {}, timers: {} };
 
 const $ = (s, r = document) => r.querySelector(s);
 const $$ = (s, r = document) => Array.from(r.querySelectorAll(s));
@@ -405,7 +407,6 @@ function notesCard(notes) {
 
 async function estimate(form) {
   const body = fields(form);
-  if (body.gpu === undefined) delete body.gpu_mem;
   toURL('estimate', body);
   if (!body.model && !body.config_json) return el('div.empty', { text: t('empty_estimate') });
   body.sweep = true;
@@ -416,7 +417,7 @@ async function estimate(form) {
   return el('div.stack', { id: 'estimate-result' },
     verdictBand(r.fit, r.per_gpu.total_bytes, r.per_gpu.categories.margin || 0),
     g.ok ? el('div.card.chart-card', { id: 'memory-bar' }, chart(g.text)) : null,
-    el('div.model-line', el('strong', { text: r.model.name }), ' · ' + (r.model.params_total / 1e9).toFixed(2) + 'B · ' + r.model.family + ' · ' + r.model.attention + ' · ' + r.workload.task + ' ' + r.workload.dtype + ' · batch ' + r.workload.batch + ' · seq ' + r.workload.seq + ' · ' + r.gpus + ' GPU'),
+    el('div.model-line', el('strong', { text: r.model.name }), ' · ' + fixed(r.model.params_total / 1e9, 2) + 'B · ' + r.model.family + ' · ' + r.model.attention + ' · ' + (r.workload.task === 'infer' ? t('task_infer') : r.workload.task === 'train' ? t('task_train') : r.workload.task.toUpperCase().replace('QLORA', 'QLoRA').replace('LORA', 'LoRA')) + ' ' + r.workload.dtype + ' · ' + t('f_batch') + ' ' + r.workload.batch + ' · ' + t('k_context') + ' ' + r.workload.seq + ' · ' + r.gpus + ' GPU'),
     categoryTable(r),
     sweepCards(r),
     notesCard(r.model.notes.concat(r.notes)));
@@ -594,7 +595,7 @@ async function mig(form) {
   const [j, g] = await Promise.all([api('mig', body), api('mig', Object.assign({}, body, { svg: true, svg_lang: S.lang }))]);
   if (!j.ok) return errorBox(j.error);
   const r = j.json;
-  const band = r.fits ? el('div.band.ok', el('div.big', { text: t('mig_fits', { n: r.gpus_needed, card: r.gpu.name }) }), el('div.sub', { text: gib(r.total_need_bytes) + ' / ' + gib(r.total_slice_bytes) + ' · ' + t('waste') + ' ' + gib(r.total_waste_bytes) }))
+  const band = r.fits ? el('div.band.ok', el('div.big', { text: t('mig_fits', { n: r.gpus_needed, card: r.gpu.name }) }), el('div.sub', { text: gib(r.total_need_bytes) + ' / ' + gib(r.total_slice_bytes) + ' · ' + t('wasted') + ' ' + gib(r.total_waste_bytes) }))
     : el('div.band.no', el('div.big', { text: t('mig_no', { n: r.gpus_needed }) }));
   const inst = [];
   r.layouts.forEach((l) => l.instances.forEach((i) => inst.push(el('tr', el('td', { text: 'GPU ' + l.gpu }), el('td', { text: i.service }), el('td', el('code', { text: i.profile })), el('td.num', { text: gib(i.need_bytes) }), el('td.num', { text: gib(i.slice_bytes) }), el('td.num', { text: gib(i.waste_bytes) }), el('td.num', { text: pct(i.compute_share) })))));
@@ -629,9 +630,9 @@ async function check(form) {
     ? el('div.band.' + (r.ok ? 'ok' : 'no'), el('div.big', { text: r.ok ? t('check_ok') : t('check_fail') }), el('div.sub', { text: r.models.map((m) => m.count + ' × ' + m.name).join(', ') + (fails.length ? ' · ' + fails.map((f) => f.message).join('; ') : '') }))
     : el('div.band.' + (r.ok ? 'neutral' : 'no'), el('div.big', { text: r.models.map((m) => m.count + ' × ' + m.name).join(', ') || t('check_none') }), el('div.sub', { text: (r.driver_version ? 'driver ' + r.driver_version : '') + (r.cuda_version ? ' · CUDA ' + r.cuda_version : '') }));
   const findings = el('div.card', el('h3', { text: t('findings') }), el('ul.findings', r.findings.map((f) => el('li', el('span.pill.l-' + f.level, { text: t('l_' + f.level) }), el('span', { text: ' ' + f.message })))));
-  const gpus = el('div.card', el('h3', { text: t('gpus_found') }), el('div.scroll', el('table.ranked', el('thead', el('tr', ['#', t('name'), t('memory'), t('mig'), t('pcie'), t('ecc')].map((h) => el('th', { text: h })))),
+  const gpus = el('div.card', el('h3', { text: t('gpus_found') }), el('div.scroll', el('table.ranked', el('thead', el('tr', ['#', t('name'), t('vram'), t('mig'), t('pcie'), t('ecc')].map((h) => el('th', { text: h })))),
     el('tbody', r.gpus.map((g) => el('tr', el('td', { text: g.index }), el('td', el('div', { text: g.name }), el('div.muted.small', { text: g.memory_matches || '' })), el('td', { text: g.memory_total_bytes !== null ? gib(g.memory_total_bytes) : (g.memory_total_unreadable || '—') }), el('td', { text: g.mig_current + (g.mig_devices.length ? ' · ' + g.mig_devices.map((m) => m.profile || '?').join(', ') : '') }), el('td', { text: g.pcie_gen_current ? 'Gen' + g.pcie_gen_current + ' x' + g.pcie_width_current : '—' }), el('td', { text: g.ecc_current === null ? '—' : g.ecc_current ? 'on' : 'off' })))))));
-  const ic = r.interconnect ? el('div.card', el('h3', { text: t('interconnect') }), el('div.chips', r.interconnect.pairs.map((p) => el('span.chip.' + (p.nvlink ? 'ok' : 'warn'), { title: p.meaning, text: 'GPU' + p.a + '–GPU' + p.b + ' ' + p.link })))) : null;
+  const ic = r.interconnect && r.interconnect.pairs.length ? el('div.card', el('h3', { text: t('interconnect') }), el('div.chips', r.interconnect.pairs.map((p) => el('span.chip.' + (p.nvlink ? 'ok' : 'warn'), { title: p.meaning, text: 'GPU' + p.a + '–GPU' + p.b + ' ' + p.link })))) : null;
   return el('div.stack', { id: 'check-result' }, band, findings, gpus, ic);
 }
 
@@ -639,6 +640,7 @@ async function check(form) {
 const RUNNERS = { estimate, plan, diagnose, mig, check };
 
 function submit(view) {
+  clearTimeout(S.timers[view]);
   const form = $('#form-' + view);
   if (view === 'diagnose') {
     const file = form.elements.upload.files[0] || null;
@@ -694,15 +696,21 @@ async function init() {
     if (v === view) fill(form, params);
     applyWhen(form);
     form.addEventListener('submit', (e) => { e.preventDefault(); submit(v); });
-    let timer = null;
-    const later = () => { clearTimeout(timer); timer = setTimeout(() => submit(v), 350); };
+    const later = () => { clearTimeout(S.timers[v]); S.timers[v] = setTimeout(() => submit(v), 350); };
     form.addEventListener('change', (e) => { applyWhen(form); if (v !== 'diagnose' && v !== 'check') later(); else if (e.target.type === 'file') submit(v); });
     if (v === 'estimate' || v === 'plan') form.addEventListener('input', (e) => { if (e.target.tagName === 'INPUT' && e.target.type !== 'radio') later(); });
   }
   $$('.lang button').forEach((b) => b.addEventListener('click', () => { setLang(b.dataset.lang); submit(S.view); }));
+  // file pickers: the chosen file's name beside the button
+  $$('.filepick input[type=file]').forEach((i) => i.addEventListener('change', () => {
+    const n = $('.fname', i.parentElement);
+    const f = i.files[0];
+    if (f) { n.removeAttribute('data-i18n'); n.textContent = f.name; n.classList.add('chosen'); } else { n.dataset.i18n = 'no_file'; n.textContent = t('no_file'); n.classList.remove('chosen'); }
+  }));
   window.addEventListener('hashchange', () => { const h = parseHash(); if (h.view !== S.view) { show(h.view); } });
   show(view);
   if ([...params.keys()].some((k) => k !== 'lang') || view === 'mig') submit(view);
+  document.body.dataset.ready = '1';
 }
 
 document.addEventListener('DOMContentLoaded', () => { init().catch((e) => { document.body.append(errorBox({ error: String(e), status: 0 })); }); });
