@@ -593,3 +593,55 @@ proptest! {
         }
     }
 }
+
+// ------------------------------------------------------------------ the binary
+
+/// `vramfit serve --port 0` says where it listens and serves the page there;
+/// a port in use is a clear error (exit 2); another address than loopback warns.
+#[test]
+fn the_binary_serves_and_says_where() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .args(["serve", "--port", "0"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.starts_with("vramfit: serving http://127.0.0.1:"), "{line}");
+    let addr = line.split("http://").nth(1).unwrap().split('/').next().unwrap().to_string();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(s, "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut page = String::new();
+    s.read_to_string(&mut page).unwrap();
+    assert!(
+        page.starts_with("HTTP/1.1 200") && page.contains("<title>vramfit</title>"),
+        "{}",
+        &page[..200.min(page.len())]
+    );
+
+    // the same port again: in use
+    let port = addr.rsplit(':').next().unwrap();
+    let out = common::vramfit().args(["serve", "--port", port]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains(&format!("--port {port}: already in use")), "{e}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // not loopback: a warning before anything is served
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .args(["serve", "--port", "0", "--host", "0.0.0.0"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("warning") && first.contains("other machines on the network"), "{first}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

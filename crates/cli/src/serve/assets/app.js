@@ -278,6 +278,7 @@ function fields(form) {
 }
 
 function fill(form, params) {
+  if (params.has('gpu_mem') && !params.get('gpu') && form.elements.gpu_mem !== undefined) params.set('gpu', '__custom');
   for (const e of form.elements) {
     if (!e.name || e.type === 'file') continue;
     const has = params.has(e.name);
