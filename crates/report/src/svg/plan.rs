@@ -97,6 +97,9 @@ fn chart(l: &LadderInfo, lang: Lang) -> String {
     let n = cols.len() as f64;
     let slot = (W - LEFT - RIGHT) / n;
     let bw = (slot * 0.62).min(70.0);
+    // one label size for every column: the longest word fits its column
+    let longest = cols.iter().flat_map(|c| c.0.split(' ')).map(|w| super::text_width(w, 1.0)).fold(0.0, f64::max);
+    let label_size = ((slot - 4.0) / longest.max(1.0)).clamp(9.0, 11.5);
     for (i, (name, b, status, fits, detail)) in cols.iter().enumerate() {
         let cx = LEFT + slot * (i as f64 + 0.5);
         let kept = matches!(status, None | Some(StepStatus::Applied));
@@ -120,7 +123,7 @@ fn chart(l: &LadderInfo, lang: Lang) -> String {
             }
         }
         // the name under the column, on up to three lines
-        let size = (slot / 7.6).clamp(9.0, 11.5);
+        let size = label_size;
         let lines = wrap(name, slot - 4.0, size, 3);
         for (k, l) in lines.iter().enumerate() {
             s.text(cx, y(0) + 16.0 + 14.0 * k as f64, l, "middle", &format!(r#" font-size="{size:.1}""#));

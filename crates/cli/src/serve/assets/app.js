@@ -61,7 +61,7 @@ const T = {
     refused: 'Refused', advice: 'Advice', mig_fits: 'Fits on {n} × {card}', mig_no: 'Does not fit: {n} cards needed',
     check_ok: 'Matches what was rented', check_fail: 'Does not match', check_none: 'Read, nothing expected', gpus_found: 'GPUs',
     l_pass: 'pass', l_fail: 'fail', l_warn: 'warn', l_info: 'info', name: 'Name', mig: 'MIG', pcie: 'PCIe', ecc: 'ECC',
-    interconnect: 'Interconnect', vram: 'Memory', wasted: 'wasted', remove: 'remove', svc_name: 'name', svc_spec: 'size or model',
+    ml_batch: 'batch', ml_seq: 'seq', interconnect: 'Interconnect', vram: 'Memory', wasted: 'wasted', remove: 'remove', svc_name: 'name', svc_spec: 'size or model',
     kind_oom: 'OOM message', kind_summary: 'memory_summary()', kind_snapshot: 'snapshot', kind_script: 'training script',
   },
   zh: {
@@ -120,7 +120,7 @@ const T = {
     refused: '无法放置', advice: '建议', mig_fits: '放得下：{n} × {card}', mig_no: '放不下：需要 {n} 张卡',
     check_ok: '与租用的一致', check_fail: '与租用的不符', check_none: '已读取，未给出期望', gpus_found: 'GPU',
     l_pass: '通过', l_fail: '不符', l_warn: '注意', l_info: '信息', name: '名称', mig: 'MIG', pcie: 'PCIe', ecc: 'ECC',
-    interconnect: '互联', vram: '显存', wasted: '浪费', remove: '删除', svc_name: '名称', svc_spec: '大小或模型',
+    ml_batch: '批大小', ml_seq: '序列', interconnect: '互联', vram: '显存', wasted: '浪费', remove: '删除', svc_name: '名称', svc_spec: '大小或模型',
     kind_oom: 'OOM 报错', kind_summary: 'memory_summary()', kind_snapshot: '快照', kind_script: '训练脚本',
   },
 };
@@ -418,7 +418,7 @@ async function estimate(form) {
   return el('div.stack', { id: 'estimate-result' },
     verdictBand(r.fit, r.per_gpu.total_bytes, r.per_gpu.categories.margin || 0),
     g.ok ? el('div.card.chart-card', { id: 'memory-bar' }, chart(g.text)) : null,
-    el('div.model-line', el('strong', { text: r.model.name }), ' · ' + fixed(r.model.params_total / 1e9, 2) + 'B · ' + r.model.family + ' · ' + r.model.attention + ' · ' + (r.workload.task === 'infer' ? t('task_infer') : r.workload.task === 'train' ? t('task_train') : r.workload.task.toUpperCase().replace('QLORA', 'QLoRA').replace('LORA', 'LoRA')) + ' ' + r.workload.dtype + ' · ' + t('f_batch') + ' ' + r.workload.batch + ' · ' + t('k_context') + ' ' + r.workload.seq + ' · ' + r.gpus + ' GPU'),
+    el('div.model-line', el('strong', { text: r.model.name }), ' · ' + fixed(r.model.params_total / 1e9, 2) + 'B · ' + r.model.family + ' · ' + r.model.attention + ' · ' + (r.workload.task === 'infer' ? t('task_infer').toLowerCase() : r.workload.task === 'train' ? t('task_train') : r.workload.task.toUpperCase().replace('QLORA', 'QLoRA').replace('LORA', 'LoRA')) + ' ' + r.workload.dtype + ' · ' + t('ml_batch') + ' ' + r.workload.batch + ' · ' + t('ml_seq') + ' ' + r.workload.seq + ' · ' + r.gpus + ' GPU'),
     categoryTable(r),
     sweepCards(r),
     notesCard(r.model.notes.concat(r.notes)));
