@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("ingest_safetensors_prefix", ingest_safetensors_prefix),
     ("train_calibration", train_calibration),
     ("train_published", train_published),
+    ("web_request", web_request),
     ("train_deepspeed", train_deepspeed),
     ("train_estimate", train_estimate),
     ("train_peft", train_peft),
@@ -291,4 +292,43 @@ pub fn train_estimate(data: &[u8]) {
 /// PEFT adapter_config.json reader: a config or a typed error.
 pub fn train_peft(data: &[u8]) {
     let _ = vramfit_ingest::peft::parse_adapter_config(data, "fuzz");
+}
+
+/// The web page's request decoders: any body or query string gives a
+/// request or an error for the client (400/413), never a panic; a decoded
+/// request becomes a command line that carries only the endpoint's own
+/// flags and that clap parses or refuses without panicking. The first byte
+/// picks the endpoint (low bits) and JSON body or query string (high bit).
+pub fn web_request(data: &[u8]) {
+    use vramfit_cli::serve::request::{argv, decode_json, decode_query, Endpoint};
+
+    let Some((&pick, rest)) = data.split_first() else { return };
+    let ep = Endpoint::ALL[pick as usize % Endpoint::ALL.len()];
+    let decoded =
+        if pick & 0x80 == 0 { decode_json(ep, rest) } else { decode_query(ep, &String::from_utf8_lossy(rest)) };
+    match decoded {
+        Ok(d) => {
+            let args = argv(ep, &d);
+            assert_eq!(args[0], "vramfit");
+            let fields = ep.fields();
+            let mut after_dashes = false;
+            for a in &args[1 + ep.command().len()..] {
+                if a == "--" {
+                    after_dashes = true;
+                    continue;
+                }
+                if after_dashes {
+                    continue;
+                }
+                let name = a.trim_start_matches("--").split('=').next().unwrap().replace('-', "_");
+                assert!(
+                    name == "json" || name == "model" || fields.contains(&name.as_str()),
+                    "{a} is not a field of /api/{}",
+                    ep.name()
+                );
+            }
+            let _ = <vramfit_cli::Cli as clap::Parser>::try_parse_from(&args);
+        }
+        Err(e) => assert!(e.status == 400 || e.status == 413, "{}: {}", e.status, e.message),
+    }
 }

@@ -49,6 +49,23 @@ fn estimate_qlora_json() {
     );
 }
 
+/// `--sweep` adds `sweep` (docs/schema.md): the searches on the card, the
+/// weight formats, the catalogue cards. A tight fit says `tight`.
+#[test]
+fn estimate_sweep_json() {
+    snap(
+        "estimate_sweep",
+        &["estimate", "llama-2-13b", "--gpu", "rtx-4090", "--dtype", "int8", "--sweep", "--json"],
+        0,
+    );
+    // 15.53 GiB, of which 0.11 GiB is the allocator's overhead, against 15.9 GiB less the
+    // driver's 450 MiB (15.46 GiB usable): only the margin does not fit
+    let tight = json(&["estimate", "llama-2-7b", "--gpu-mem", "15.9GiB", "--json"], 1);
+    assert_eq!(tight["fit"]["verdict"], "tight");
+    let short = json(&["estimate", "llama-2-7b", "--gpu-mem", "15.8GiB", "--json"], 1);
+    assert_eq!(short["fit"]["verdict"], "does_not_fit");
+}
+
 #[test]
 fn plan_inference_json() {
     snap("plan_infer", &["plan", "llama-2-13b", "--dtype", "fp16", "--have", "rtx-3090", "--json"], 0);

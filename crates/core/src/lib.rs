@@ -32,6 +32,7 @@ pub mod plan;
 pub mod quant;
 pub mod quantity;
 pub mod runtime;
+pub mod sweep;
 pub mod train;
 pub mod units;
 pub mod vision;
@@ -43,7 +44,7 @@ pub use error::CoreError;
 pub use estimate::estimate;
 pub use explain::{Explanation, Term, Value};
 pub use hardware::{GpuSpec, Link};
-pub use infer::{capacity, fit, Capacity, Fit, KvGeometry};
+pub use infer::{capacity, fit, Capacity, Fit, FitVerdict, KvGeometry};
 pub use ledger::{Category, Entry, Ledger, Phase, Pool};
 pub use model::{
     Attention, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer, MlaSpec,

@@ -201,3 +201,91 @@ pub fn load_snapshot(input: &Input) -> Result<crate::snapshot::Snapshot, crate::
         None => crate::snapshot::load(&input.bytes).map_err(snap_err),
     }
 }
+
+/// Bytes already in memory (a text pasted or a file uploaded to the local
+/// web page), under the same limits as [`read_path`]: a pickle above
+/// [`PICKLE_LIMIT`] is refused, text above [`TEXT_WHOLE_LIMIT`] keeps its
+/// first and last [`TEXT_PART`] bytes and reports the middle as skipped.
+pub fn from_bytes(name: &str, mut bytes: Vec<u8>) -> Result<Input, InputError> {
+    let size = bytes.len() as u64;
+    if looks_like_pickle(&bytes) {
+        if size > PICKLE_LIMIT {
+            return Err(InputError::TooLarge { name: name.to_string(), size, limit: PICKLE_LIMIT });
+        }
+        return Ok(Input::from_bytes(name, bytes));
+    }
+    if size > TEXT_LIMIT {
+        return Err(InputError::TextTooLarge { name: name.to_string(), size, limit: TEXT_LIMIT });
+    }
+    if size <= TEXT_WHOLE_LIMIT {
+        return Ok(Input::from_bytes(name, bytes));
+    }
+    // as read_path: the first and last TEXT_PART bytes, the middle's lines counted
+    let part = TEXT_PART as usize;
+    let tail = bytes.split_off(bytes.len() - part);
+    let binary = bytes[..bytes.len().min(SNIFF)].contains(&0);
+    let skipped_lines = if binary { 0 } else { newlines(&bytes[part..]) };
+    bytes.truncate(part);
+    let head_newlines = newlines(&bytes);
+    let appended = !bytes.ends_with(b"\n");
+    if appended {
+        bytes.push(b'\n');
+    }
+    bytes.extend_from_slice(&tail);
+    let head_lines = head_newlines + appended as u64;
+    let line_shift = skipped_lines as i64 - appended as i64;
+    Ok(Input {
+        name: name.to_string(),
+        bytes,
+        size,
+        skipped: size - 2 * TEXT_PART,
+        skipped_lines,
+        head_lines,
+        line_shift,
+        ..Input::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn via_file(name: &str, bytes: &[u8]) -> Input {
+        let dir = std::env::temp_dir().join(format!("vramfit-diag-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let mut i = read_path(&p).unwrap();
+        i.name = name.to_string();
+        i
+    }
+
+    fn same(a: &Input, b: &Input) {
+        assert_eq!((a.size, a.skipped, a.truncated, a.bytes.len()), (b.size, b.skipped, b.truncated, b.bytes.len()));
+        assert!(a.bytes == b.bytes);
+    }
+
+    #[test]
+    fn bytes_in_memory_read_as_a_file_would() {
+        let text = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.".to_vec();
+        same(&from_bytes("t.txt", text.clone()).unwrap(), &via_file("t.txt", &text));
+        let pickle = vec![0x80, 0x04, 0x95, 0x00, b'.'];
+        same(&from_bytes("s.pickle", pickle.clone()).unwrap(), &via_file("s.pickle", &pickle));
+        // a text larger than the whole-read limit: head and tail, the middle skipped
+        let mut big = vec![b'a'; (TEXT_WHOLE_LIMIT + 1000) as usize];
+        *big.last_mut().unwrap() = b'z';
+        let m = from_bytes("big.log", big.clone()).unwrap();
+        same(&m, &via_file("big.log", &big));
+        assert_eq!(m.skipped, TEXT_WHOLE_LIMIT + 1000 - 2 * TEXT_PART);
+        assert_eq!(m.bytes.last(), Some(&b'z'));
+    }
+
+    #[test]
+    fn oversized_pickle_is_refused_in_memory_too() {
+        let mut p = vec![0u8; (PICKLE_LIMIT + 1) as usize];
+        p[0] = 0x80;
+        p[1] = 0x04;
+        let e = from_bytes("s.pickle", p).unwrap_err().to_string();
+        assert!(e.contains("s.pickle") && e.contains("limit"), "{e}");
+    }
+}

@@ -33,6 +33,6 @@ pub mod xml;
 
 pub use error::HwError;
 pub use machine::{Gpu, Machine, MigDevice, MigMode};
-pub use probe::{FakeProbe, FilesProbe, GpuProbe, NvmlProbe};
+pub use probe::{FakeProbe, FilesProbe, GpuProbe, NamedText, NvmlProbe, TextsProbe};
 pub use topo::{Link, Topology};
 pub use verdict::{verdict, Expectation, Finding, Level, RefCard, RefSlice, Verdict};

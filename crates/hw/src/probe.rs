@@ -58,26 +58,80 @@ impl GpuProbe for FilesProbe {
     }
 
     fn probe(&self) -> Result<Machine, HwError> {
+        let read = |p: &Option<PathBuf>, what: &str| -> Result<Option<NamedText>, HwError> {
+            match p {
+                Some(p) => {
+                    Ok(Some(NamedText { name: p.display().to_string(), text: read_kind(p, what, MAX_INPUT_BYTES)? }))
+                }
+                None => Ok(None),
+            }
+        };
+        TextsProbe {
+            xml: read(&self.xml, "`nvidia-smi -q -x` output")?,
+            text: read(&self.text, "`nvidia-smi -q` output")?,
+            list: read(&self.list, "`nvidia-smi -L` output")?,
+            topo: read(&self.topo, "`nvidia-smi topo -m` output")?,
+            lgi: read(&self.lgi, "`nvidia-smi mig -lgi` output")?,
+        }
+        .probe()
+    }
+}
+
+/// A text and the name it is reported under (a file name, or the name of
+/// an upload).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamedText {
+    pub name: String,
+    pub text: String,
+}
+
+/// nvidia-smi outputs already in memory (uploaded to the local web page);
+/// any subset. [`FilesProbe`] reads its files and parses them here, so both
+/// give the same machine and the same errors for the same text.
+#[derive(Debug, Clone, Default)]
+pub struct TextsProbe {
+    /// `nvidia-smi -q -x`
+    pub xml: Option<NamedText>,
+    /// `nvidia-smi -q`
+    pub text: Option<NamedText>,
+    /// `nvidia-smi -L`
+    pub list: Option<NamedText>,
+    /// `nvidia-smi topo -m`
+    pub topo: Option<NamedText>,
+    /// `nvidia-smi mig -lgi`
+    pub lgi: Option<NamedText>,
+}
+
+impl TextsProbe {
+    pub fn is_empty(&self) -> bool {
+        self.xml.is_none() && self.text.is_none() && self.list.is_none() && self.topo.is_none() && self.lgi.is_none()
+    }
+}
+
+impl GpuProbe for TextsProbe {
+    fn describe(&self) -> String {
+        "nvidia-smi outputs".into()
+    }
+
+    fn probe(&self) -> Result<Machine, HwError> {
         let mut m = Machine::default();
-        let name = |p: &PathBuf| p.display().to_string();
-        if let Some(p) = &self.xml {
-            m.merge(crate::xml::parse_xml(&read_kind(p, "`nvidia-smi -q -x` output", MAX_INPUT_BYTES)?, &name(p))?);
+        if let Some(t) = &self.xml {
+            m.merge(crate::xml::parse_xml(&t.text, &t.name)?);
         }
-        if let Some(p) = &self.text {
-            m.merge(crate::text::parse_text(&read_kind(p, "`nvidia-smi -q` output", MAX_INPUT_BYTES)?, &name(p))?);
+        if let Some(t) = &self.text {
+            m.merge(crate::text::parse_text(&t.text, &t.name)?);
         }
-        if let Some(p) = &self.list {
-            m.merge(crate::list::parse_list(&read_kind(p, "`nvidia-smi -L` output", MAX_INPUT_BYTES)?, &name(p))?);
+        if let Some(t) = &self.list {
+            m.merge(crate::list::parse_list(&t.text, &t.name)?);
         }
-        if let Some(p) = &self.topo {
-            let t = crate::topo::parse_topo(&read_kind(p, "`nvidia-smi topo -m` output", MAX_INPUT_BYTES)?, &name(p))?;
-            m.sources.push(format!("{} (nvidia-smi topo -m)", name(p)));
-            m.topology = Some(t);
+        if let Some(t) = &self.topo {
+            let topo = crate::topo::parse_topo(&t.text, &t.name)?;
+            m.sources.push(format!("{} (nvidia-smi topo -m)", t.name));
+            m.topology = Some(topo);
         }
-        if let Some(p) = &self.lgi {
-            m.gpu_instances =
-                crate::mig::parse_lgi(&read_kind(p, "`nvidia-smi mig -lgi` output", MAX_INPUT_BYTES)?, &name(p))?;
-            m.sources.push(format!("{} (nvidia-smi mig -lgi)", name(p)));
+        if let Some(t) = &self.lgi {
+            m.gpu_instances = crate::mig::parse_lgi(&t.text, &t.name)?;
+            m.sources.push(format!("{} (nvidia-smi mig -lgi)", t.name));
         }
         Ok(m)
     }

@@ -470,3 +470,44 @@ fn nvml_without_a_driver_says_absent() {
     assert!(matches!(e, HwError::NvmlAbsent { .. }), "{e:?}");
     assert!(e.to_string().contains("--xml"), "{e}");
 }
+
+/// nvidia-smi outputs held in memory (the web page's uploads) give the
+/// machine that the same files give.
+#[test]
+fn texts_in_memory_probe_as_files_do() {
+    use vramfit_hw::{FilesProbe, GpuProbe, NamedText, TextsProbe};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let xml = dir.join("nvidia_smi/01.xml");
+    let q = dir.join("captures/h100-hbm3-590.q.txt");
+    let topo = dir.join("captures/h100-hbm3-590.topo.txt");
+    let list = dir.join("captures/h100-hbm3-590.L.txt");
+    let named = |p: &std::path::Path| {
+        Some(NamedText { name: p.display().to_string(), text: std::fs::read_to_string(p).unwrap() })
+    };
+    for (files, texts) in [
+        (
+            FilesProbe { xml: Some(xml.clone()), ..FilesProbe::default() },
+            TextsProbe { xml: named(&xml), ..TextsProbe::default() },
+        ),
+        (
+            FilesProbe {
+                text: Some(q.clone()),
+                topo: Some(topo.clone()),
+                list: Some(list.clone()),
+                ..FilesProbe::default()
+            },
+            TextsProbe { text: named(&q), topo: named(&topo), list: named(&list), ..TextsProbe::default() },
+        ),
+    ] {
+        let a = files.probe().unwrap();
+        let b = texts.probe().unwrap();
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        assert!(!a.gpus.is_empty());
+    }
+    // a parse error names the upload as it names a file
+    let bad = TextsProbe {
+        xml: Some(NamedText { name: "upload.xml".into(), text: "<nvidia_smi_log>".into() }),
+        ..TextsProbe::default()
+    };
+    assert!(bad.probe().unwrap_err().to_string().contains("upload.xml"));
+}

@@ -130,6 +130,27 @@ pub fn resolve_with_env(query: &str, env: Env) -> Result<ResolvedModel, IngestEr
 
 /// Resolve `query`: path, then hub id (cache, preset, Hub), then preset.
 pub fn resolve_with(query: &str, opts: &ResolveOptions) -> Result<ResolvedModel, IngestError> {
+    let (q, all) = checked_query(query, opts)?;
+    let path = Path::new(q);
+    if std::fs::symlink_metadata(path).is_ok() {
+        return from_path(path);
+    }
+    resolve_name_in(q, opts, &all)
+}
+
+/// Resolve a hub id or a preset name, never a path: a front end that takes
+/// model names from someone else (the local web page) uses this, so no file
+/// it names is ever opened. A hub id is still looked up in the local Hugging
+/// Face cache (the path is built from the checked id, [`hf_cache::looks_like_hub_id`])
+/// and, unless `opts` say offline, on the Hub.
+pub fn resolve_name(query: &str, opts: &ResolveOptions) -> Result<ResolvedModel, IngestError> {
+    let (q, all) = checked_query(query, opts)?;
+    resolve_name_in(q, opts, &all)
+}
+
+/// The trimmed query and the presets, after the checks every lookup makes
+/// (empty query, a revision for something that is not a hub id).
+fn checked_query<'q>(query: &'q str, opts: &ResolveOptions) -> Result<(&'q str, Vec<presets::Preset>), IngestError> {
     let q = query.trim();
     let all = presets::builtin()
         .map_err(|e| IngestError::Invalid { file: "embedded presets".into(), reason: e.to_string() })?;
@@ -149,10 +170,10 @@ pub fn resolve_with(query: &str, opts: &ResolveOptions) -> Result<ResolvedModel,
             });
         }
     }
-    let path = Path::new(q);
-    if std::fs::symlink_metadata(path).is_ok() {
-        return from_path(path);
-    }
+    Ok((q, all))
+}
+
+fn resolve_name_in(q: &str, opts: &ResolveOptions, all: &[presets::Preset]) -> Result<ResolvedModel, IngestError> {
     if hf_cache::looks_like_hub_id(q) {
         let cache = hf_cache::cache_dir(opts.env);
         if let Some(cache) = &cache {
@@ -161,20 +182,32 @@ pub fn resolve_with(query: &str, opts: &ResolveOptions) -> Result<ResolvedModel,
             }
         }
         if opts.revision.is_none() {
-            if let Some(p) = presets::find(&all, q) {
+            if let Some(p) = presets::find(all, q) {
                 return from_preset(p);
             }
         }
-        return from_hub(q, opts, cache.as_deref(), &all);
+        return from_hub(q, opts, cache.as_deref(), all);
     }
-    if let Some(p) = presets::find(&all, q) {
+    if let Some(p) = presets::find(all, q) {
         return from_preset(p);
     }
     Err(IngestError::UnknownModel {
         query: q.into(),
         advice: not_a_model_advice(),
-        suggestions: presets::suggestions(&all, q),
+        suggestions: presets::suggestions(all, q),
     })
+}
+
+/// A model from the text of a `config.json` held in memory (pasted into
+/// the web page); `origin` names it in errors and in the report's source.
+/// The same decoding, parser and byte cap as a config file on disk.
+pub fn from_config_bytes(bytes: &[u8], origin: &str) -> Result<ResolvedModel, IngestError> {
+    let text = vramfit_input::decode_text(origin, bytes.to_vec())?;
+    let mut spec = parse_config(text.as_bytes(), origin)?;
+    if spec.name.is_empty() || spec.name == origin {
+        spec.name = origin.into();
+    }
+    Ok(ResolvedModel { spec, source: Source::ConfigFile { path: origin.into() }, checkpoint: None })
 }
 
 fn not_a_model_advice() -> String {
@@ -518,5 +551,39 @@ mod tests {
         assert!(e.contains("--revision") && e.contains("hub ids"), "{e}");
         let o = ResolveOptions { revision: Some("../x"), ..ResolveOptions::new(&|_| None) };
         assert!(resolve_with("a/b", &o).is_err());
+    }
+
+    #[test]
+    fn resolve_name_never_opens_a_path() {
+        // a real config.json on disk, named by its path and by its directory
+        let dir = std::env::temp_dir().join(format!("vramfit-resolve-name-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("config.json");
+        std::fs::write(&cfg, r#"{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100}"#).unwrap();
+        let o = ResolveOptions { offline: true, ..ResolveOptions::new(&|_| None) };
+        assert!(resolve_with(cfg.to_str().unwrap(), &o).is_ok(), "the CLI reads paths");
+        for q in [cfg.to_str().unwrap(), dir.to_str().unwrap(), "/etc/passwd", "./config.json", "../x/y"] {
+            let e = resolve_name(q, &o).unwrap_err();
+            assert!(matches!(e, IngestError::UnknownModel { .. }), "{q}: {e}");
+        }
+        // presets and preset hub ids still resolve
+        assert_eq!(resolve_name("llama-2-7b", &o).unwrap().spec.name, "llama-2-7b");
+        assert_eq!(resolve_name("meta-llama/Llama-3.1-8B", &o).unwrap().spec.name, "llama-3.1-8b");
+    }
+
+    #[test]
+    fn config_from_bytes_is_the_file_parser() {
+        let text = br#"{"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100}"#;
+        let r = from_config_bytes(text, "pasted config.json").unwrap();
+        assert_eq!(r.source_text(), "pasted config.json");
+        assert_eq!(r.spec.num_layers, 2);
+        // the same errors as a file: invalid JSON, a missing field, the size cap, the encoding
+        let e = from_config_bytes(b"{", "pasted config.json").unwrap_err().to_string();
+        assert!(e.starts_with("pasted config.json: not valid JSON"), "{e}");
+        let e = from_config_bytes(br#"{"model_type":"llama"}"#, "pasted config.json").unwrap_err().to_string();
+        assert!(e.contains("hidden_size"), "{e}");
+        let big = vec![b' '; crate::config::MAX_CONFIG_BYTES + 1];
+        assert!(from_config_bytes(&big, "pasted config.json").unwrap_err().to_string().contains("too large"));
+        assert!(from_config_bytes(&[0xff, 0x00, 0x41], "p").is_err());
     }
 }

@@ -37,6 +37,9 @@ pub struct EstimateReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<FitInfo>,
     pub notes: Vec<String>,
+    /// only with `--sweep` (crate::sweep)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::sweep::SweepInfo>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -203,6 +206,8 @@ pub struct FitInfo {
     pub fits: bool,
     /// memory left over (negative: short by), bytes
     pub headroom_bytes: i128,
+    /// `fits`, `tight` (only the margin does not fit) or `does_not_fit`
+    pub verdict: vramfit_core::FitVerdict,
     pub explain: ExplainInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
@@ -275,6 +280,7 @@ impl FitInfo {
             required_bytes: fit.required_bytes,
             fits: fit.fits,
             headroom_bytes: fit.headroom_bytes,
+            verdict: fit.verdict,
             explain: (&fit.explain).into(),
             capacity,
             detected,
@@ -440,6 +446,7 @@ impl EstimateReport {
             kv,
             fit,
             notes: ledger.notes.clone(),
+            sweep: None,
         }
     }
 
@@ -454,6 +461,9 @@ impl EstimateReport {
         let _ = writeln!(out, "{}", self.category_table());
         self.write_facts(&mut out);
         self.write_notes(&mut out);
+        if let Some(s) = &self.sweep {
+            s.write_text(&mut out);
+        }
         if explain {
             self.write_explanations(&mut out);
         } else {

@@ -13,6 +13,8 @@ pub mod format;
 pub mod llamacpp;
 pub mod mig;
 pub mod plan;
+pub mod svg;
+pub mod sweep;
 
 /// Version of every JSON document vramfit emits.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -8,11 +8,11 @@ use vramfit_hw::bandwidth::judge::Measurements;
 use vramfit_hw::bandwidth::nccl::parse_nccl;
 use vramfit_hw::bandwidth::p2p::parse_p2p;
 use vramfit_hw::check::check;
-use vramfit_hw::files::{read_kind, MAX_BANDWIDTH_BYTES};
+use vramfit_hw::files::{read_kind, MAX_BANDWIDTH_BYTES, MAX_INPUT_BYTES};
 use vramfit_hw::mig::{parse_lgip, MAX_MIG_OUTPUT_BYTES};
 use vramfit_hw::reference::{builtin_reference_cards, expectation};
 use vramfit_hw::verdict::parse_expect;
-use vramfit_hw::{FilesProbe, GpuProbe, Machine, NvmlProbe};
+use vramfit_hw::{GpuProbe, Machine, NamedText, NvmlProbe, TextsProbe};
 use vramfit_report::check::{render_check, CheckReport};
 
 #[derive(clap::Args, Debug)]
@@ -58,49 +58,85 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-/// The bandwidth reports named on the command line, read and parsed.
-fn read_measurements(a: &CheckArgs) -> anyhow::Result<Measurements> {
-    let read = |p: &PathBuf, what: &str| -> anyhow::Result<(String, String)> {
-        Ok((p.display().to_string(), read_kind(p, what, MAX_BANDWIDTH_BYTES)?))
+/// What `check` reads: nvidia-smi outputs and bandwidth reports, each with
+/// the name it is reported under. The CLI reads them from the files named
+/// on the command line ([`read_inputs`]); the web page from its uploads.
+#[derive(Debug, Clone, Default)]
+pub struct CheckInputs {
+    pub machine: TextsProbe,
+    pub lgip: Option<NamedText>,
+    pub bandwidth: Option<NamedText>,
+    pub p2p: Option<NamedText>,
+    pub nccl: Option<NamedText>,
+}
+
+impl CheckInputs {
+    pub fn is_empty(&self) -> bool {
+        self.machine.is_empty()
+            && self.lgip.is_none()
+            && self.bandwidth.is_none()
+            && self.p2p.is_none()
+            && self.nccl.is_none()
+    }
+}
+
+/// The files named on the command line, read under each kind's byte cap.
+pub fn read_inputs(a: &CheckArgs) -> anyhow::Result<CheckInputs> {
+    let read = |p: &Option<PathBuf>, what: &str, limit: u64| -> anyhow::Result<Option<NamedText>> {
+        match p {
+            Some(p) => Ok(Some(NamedText { name: p.display().to_string(), text: read_kind(p, what, limit)? })),
+            None => Ok(None),
+        }
     };
+    Ok(CheckInputs {
+        bandwidth: read(&a.bandwidth, "`bandwidthTest` output", MAX_BANDWIDTH_BYTES)?,
+        p2p: read(&a.p2p, "`p2pBandwidthLatencyTest` output", MAX_BANDWIDTH_BYTES)?,
+        nccl: read(&a.nccl, "nccl-tests output", MAX_BANDWIDTH_BYTES)?,
+        machine: TextsProbe {
+            xml: read(&a.xml, "`nvidia-smi -q -x` output", MAX_INPUT_BYTES)?,
+            text: read(&a.text, "`nvidia-smi -q` output", MAX_INPUT_BYTES)?,
+            list: read(&a.list, "`nvidia-smi -L` output", MAX_INPUT_BYTES)?,
+            topo: read(&a.topo, "`nvidia-smi topo -m` output", MAX_INPUT_BYTES)?,
+            lgi: read(&a.lgi, "`nvidia-smi mig -lgi` output", MAX_INPUT_BYTES)?,
+        },
+        lgip: read(&a.lgip, "`nvidia-smi mig -lgip` output", MAX_MIG_OUTPUT_BYTES as u64)?,
+    })
+}
+
+/// The bandwidth reports, parsed.
+fn measurements(i: &CheckInputs) -> anyhow::Result<Measurements> {
     let mut m = Measurements::default();
-    if let Some(p) = &a.bandwidth {
-        let (name, text) = read(p, "`bandwidthTest` output")?;
-        m.bandwidth_test = Some((name.clone(), parse_bandwidth_test(&text, &name)?));
+    if let Some(t) = &i.bandwidth {
+        m.bandwidth_test = Some((t.name.clone(), parse_bandwidth_test(&t.text, &t.name)?));
     }
-    if let Some(p) = &a.p2p {
-        let (name, text) = read(p, "`p2pBandwidthLatencyTest` output")?;
-        m.p2p = Some((name.clone(), parse_p2p(&text, &name)?));
+    if let Some(t) = &i.p2p {
+        m.p2p = Some((t.name.clone(), parse_p2p(&t.text, &t.name)?));
     }
-    if let Some(p) = &a.nccl {
-        let (name, text) = read(p, "nccl-tests output")?;
-        m.nccl = Some((name.clone(), parse_nccl(&text, &name)?));
+    if let Some(t) = &i.nccl {
+        m.nccl = Some((t.name.clone(), parse_nccl(&t.text, &t.name)?));
     }
     Ok(m)
 }
 
 pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
-    let files = FilesProbe {
-        xml: a.xml.clone(),
-        text: a.text.clone(),
-        list: a.list.clone(),
-        topo: a.topo.clone(),
-        lgi: a.lgi.clone(),
-    };
-    let measurements = read_measurements(&a)?;
+    let inputs = read_inputs(&a)?;
+    run_with(a, inputs)
+}
+
+/// `check` on inputs already read (the files' flags in `a` are not read again).
+pub fn run_with(a: CheckArgs, inputs: CheckInputs) -> anyhow::Result<Outcome> {
+    let measurements = measurements(&inputs)?;
     let mut machine = Machine::default();
-    if a.nvml || (files.is_empty() && a.lgip.is_none() && measurements.is_empty()) {
+    if a.nvml || inputs.is_empty() {
         machine = NvmlProbe.probe()?;
     }
-    if !files.is_empty() {
-        machine.merge(files.probe()?);
+    if !inputs.machine.is_empty() {
+        machine.merge(inputs.machine.probe()?);
     }
     let mut mig_profiles = Vec::new();
-    if let Some(p) = &a.lgip {
-        let name = p.display().to_string();
-        let text = read_kind(p, "`nvidia-smi mig -lgip` output", MAX_MIG_OUTPUT_BYTES as u64)?;
-        mig_profiles = parse_lgip(&text, &name)?;
-        machine.sources.push(format!("{name} (nvidia-smi mig -lgip)"));
+    if let Some(t) = &inputs.lgip {
+        mig_profiles = parse_lgip(&t.text, &t.name)?;
+        machine.sources.push(format!("{} (nvidia-smi mig -lgip)", t.name));
     }
     if machine.gpus.is_empty()
         && machine.topology.is_none()

@@ -3,14 +3,14 @@
 //! training script; with `--model` and the workload flags, the estimate
 //! beside the failure and the cheapest switch of the planner's ladder.
 
-use crate::cmd::estimate::{resolve, WorkloadArgs};
+use crate::cmd::estimate::WorkloadArgs;
+use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::Outcome;
 use anyhow::{bail, Context};
-use std::path::PathBuf;
 use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_core::GpuSpec;
 use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
-use vramfit_diagnose::input::{read_path, read_stream};
+use vramfit_diagnose::input::{read_path, read_stream, Input};
 use vramfit_diagnose::oom::{OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
 use vramfit_report::diagnose::{DiagnoseReport, InputInfo};
@@ -36,9 +36,9 @@ pub struct DiagnoseArgs {
     /// Machine-readable output (schema 1, docs/diagnose.md)
     #[arg(long)]
     pub json: bool,
-    /// Snapshots: write the allocated/reserved timeline as SVG to this path
-    #[arg(long, value_name = "OUT.svg")]
-    pub svg: Option<PathBuf>,
+    /// Snapshots: the allocated/reserved timeline and the live bytes at the peak by allocation site
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
     /// Put this model's estimate beside the failure (preset, hub id, config.json, directory);
     /// the workload flags below describe the job
     #[arg(long)]
@@ -48,6 +48,9 @@ pub struct DiagnoseArgs {
     pub gpu: Option<String>,
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    /// How `--model` is resolved (the CLI's own lookup when empty)
+    #[arg(skip)]
+    pub lookup: Lookup,
 }
 
 fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
@@ -84,7 +87,7 @@ fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpe
 
 fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<CulpritReport>> {
     let Some(model) = &args.model else { return Ok(None) };
-    let resolved = resolve(Some(model))?;
+    let resolved = HubArgs { lookup: args.lookup.clone(), ..HubArgs::default() }.resolve(Some(model))?;
     let spec = &resolved.spec;
     let workload = args.workload.build(spec)?;
     let ledger = vramfit_core::estimate(spec, &workload)?;
@@ -138,6 +141,12 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
     } else {
         read_path(std::path::Path::new(&args.file))?
     };
+    run_input(args, input)
+}
+
+/// `diagnose` on an input already read (a file, stdin, or bytes uploaded to
+/// the web page: `vramfit_diagnose::input::from_bytes`).
+pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
     let kind = match args.kind {
         KindArg::Auto => None,
         KindArg::Oom => Some(Kind::Oom),
@@ -146,12 +155,17 @@ pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
         KindArg::Script => Some(Kind::Script),
     };
     let d = diagnose(&input, kind)?;
-    let svg = match (&args.svg, &d) {
+    let svg = match (&args.chart.svg, &d) {
         (None, _) => None,
-        (Some(p), Diagnosis::Snapshot { report }) => {
-            let svg = vramfit_diagnose::svg::timeline(report, &input.name);
-            std::fs::write(p, svg).with_context(|| format!("--svg {}: cannot write", p.display()))?;
-            Some(p.display().to_string())
+        (Some(_), Diagnosis::Snapshot { report }) => {
+            let json = vramfit_report::diagnose::schema::SnapshotReportJson::from(report);
+            let name = input.name.clone();
+            if let Some(out) =
+                args.chart.emit(0, |lang| Ok(vramfit_report::svg::diagnose::snapshot(&json, &name, lang)))?
+            {
+                return Ok(out);
+            }
+            args.chart.svg.clone()
         }
         (Some(_), other) => {
             bail!("--svg: only a memory snapshot has a timeline; {} is a {}", input.name, other.kind().key())

@@ -7,7 +7,7 @@
 use crate::cmd::train_args::{Common, FieldNames, TaskKind, TrainArgs};
 use crate::Outcome;
 use anyhow::{bail, Context};
-use vramfit_core::infer::{capacity, estimate_inference, fit};
+use vramfit_core::infer::{capacity, estimate_inference, fit, FitVerdict};
 use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
 use vramfit_core::workload::{defaults, validate, Engine};
@@ -52,6 +52,12 @@ pub struct EstimateArgs {
     /// List the embedded GPU catalogue and exit
     #[arg(long)]
     pub list_gpus: bool,
+    /// Also: the largest context and concurrency (or micro-batch) that fit the card, the job in
+    /// every weight format (or training method), and the catalogue GPUs that hold it
+    #[arg(long)]
+    pub sweep: bool,
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
 }
 
 /// Workload flags common to every command that sizes a job. A flag the user
@@ -374,6 +380,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
+    if (args.sweep || args.chart.svg.is_some()) && crate::cmd::gguf::is_gguf(args.model.as_deref()) {
+        bail!("--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
+    }
     let gguf_target = crate::cmd::gguf::GgufTarget {
         gpu: args.gpu.as_deref(),
         gpu_mem: args.gpu_mem.as_deref(),
@@ -437,9 +446,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             (Some(c), _) => {
                 (c.budget_bytes, format!("--gpu-util {} × CUDA-reported capacity (the capacity's budget)", c.gpu_util))
             }
-            (None, true) => (g.memory_bytes, "free memory now (NVML: total − reserved − used)".to_string()),
+            (None, true) => (g.usable_bytes(), "free memory now (NVML: total − reserved − used)".to_string()),
             (None, false) => (
-                cuda_capacity(g.memory_bytes),
+                g.usable_bytes(),
                 format!(
                     "nvidia-smi total − {} MiB the driver reserves (CUDA's total)",
                     vramfit_core::runtime::DRIVER_RESERVED / MIB
@@ -452,6 +461,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
             if serving_engine {
                 // the engine fills its budget with KV blocks: it fits when they hold the sequences
                 f.fits = c.max_concurrency >= s.concurrency;
+                f.verdict = if f.fits { FitVerdict::Fits } else { FitVerdict::DoesNotFit };
                 f.explain =
                     f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");
             }
@@ -459,13 +469,20 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         FitInfo::of(&g.name, &f, capacity.as_ref().map(CapacityInfo::from), g.detected.clone())
     });
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
-    let report = EstimateReport::new(
+    let mut report = EstimateReport::new(
         model_info(&resolved, ledger.params_trainable)?,
         WorkloadInfo::from(&workload),
         &ledger,
         kv,
         fit_info,
     );
+    if args.sweep {
+        report.sweep = Some(crate::cmd::sweep::sweep(&args.workload, spec, &workload, &ledger, gpu.as_ref())?);
+    }
+    let code = if fits { 0 } else { 1 };
+    if let Some(out) = args.chart.emit(code, |lang| Ok(vramfit_report::svg::estimate::bar(&report, lang)))? {
+        return Ok(out);
+    }
     let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
     Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
 }

@@ -22,6 +22,17 @@ pub struct FitTarget {
     pub notes: Vec<String>,
 }
 
+impl FitTarget {
+    /// What a process may allocate: the free memory of a local GPU, else the
+    /// capacity CUDA reports (nvidia-smi's total less the driver's reservation).
+    pub fn usable_bytes(&self) -> u64 {
+        match self.detected {
+            Some(_) => self.memory_bytes,
+            None => vramfit_core::runtime::cuda_capacity(self.memory_bytes),
+        }
+    }
+}
+
 /// The target `--gpu` / `--gpu-mem` name; `gpus_needed` is the workload's
 /// GPU count (for `--gpu auto`; 0: every usable GPU, as llama.cpp uses).
 pub fn target(gpu: Option<&str>, gpu_mem: Option<&str>, gpus_needed: u64) -> anyhow::Result<Option<FitTarget>> {

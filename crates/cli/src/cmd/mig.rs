@@ -1,6 +1,7 @@
 //! `vramfit mig plan` / `vramfit mig profiles`: split cards with MIG for
 //! several services (docs/mig.md).
 
+use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::Outcome;
 use anyhow::{anyhow, bail, Context};
 use std::path::PathBuf;
@@ -69,6 +70,11 @@ pub struct PlanArgs {
     /// Show, per service, the sizing, the profiles large enough, and the waste and share arithmetic
     #[arg(long, conflicts_with_all = ["emit", "json"])]
     pub explain: bool,
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
+    /// How service models are resolved (the CLI's own lookup when empty)
+    #[arg(skip)]
+    pub lookup: Lookup,
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,7 +158,7 @@ struct Sized {
     sized_by: String,
 }
 
-fn parse_service(spec: &str) -> anyhow::Result<Sized> {
+fn parse_service(spec: &str, lookup: &Lookup) -> anyhow::Result<Sized> {
     let ctx = || format!("--service {spec}");
     let (name, rest) = spec.split_once('=').ok_or_else(|| {
         anyhow!("--service {spec}: expected NAME=SIZE (chat=12GiB) or NAME=MODEL[:ctx=N,conc=N,dtype=D]")
@@ -201,7 +207,11 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
     if get(&["params"]).is_some() {
         bail!("{}: 'params' is for raw sizes; a model's parameters are counted from its config", ctx());
     }
-    let resolved = vramfit_ingest::resolve_model(target).with_context(ctx)?;
+    let resolved = match lookup.get() {
+        Some(l) => l.resolve(target, &HubArgs::default()),
+        None => vramfit_ingest::resolve_model(target).map_err(anyhow::Error::from),
+    }
+    .with_context(ctx)?;
     let spec_m = &resolved.spec;
     let params = ParamLayout::of(spec_m)?.total()?;
     if kind == ServiceKind::Training {
@@ -248,7 +258,7 @@ fn parse_service(spec: &str) -> anyhow::Result<Sized> {
 
 fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let (gpu, table) = load_table(&a.table)?;
-    let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s)).collect::<anyhow::Result<_>>()?;
+    let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s, &a.lookup)).collect::<anyhow::Result<_>>()?;
     let services: Vec<Service> = sized.iter().map(|s| s.service.clone()).collect();
     let plan = vramfit_mig::plan(&gpu, &services)?;
     let catalogue_note = table
@@ -260,6 +270,9 @@ fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let max_gpus = a.max_gpus.map(|m| m as usize);
     let report = MigPlanReport::from_plan(gpu_info(&gpu, &table), service_info, &plan, catalogue_note, max_gpus);
     let code = if report.fits { 0 } else { 1 };
+    if let Some(out) = a.chart.emit(code, |lang| Ok(vramfit_report::svg::mig::layout(&report, lang)))? {
+        return Ok(out);
+    }
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
         (None, true) => serde_json::to_string_pretty(&report)? + "\n",
@@ -288,17 +301,21 @@ mod tests {
         assert_eq!(parse_params("params", "13B").unwrap(), 13_000_000_000);
     }
 
+    fn parse_service_cli(spec: &str) -> anyhow::Result<Sized> {
+        parse_service(spec, &Lookup::default())
+    }
+
     #[test]
     fn service_specs() {
-        let s = parse_service("chat=12GiB").unwrap();
+        let s = parse_service_cli("chat=12GiB").unwrap();
         assert_eq!(s.service.need_bytes, 12 << 30);
-        let s = parse_service("ft=30GiB:task=train,params=13B").unwrap();
+        let s = parse_service_cli("ft=30GiB:task=train,params=13B").unwrap();
         assert_eq!(s.service.kind, ServiceKind::Training);
         assert_eq!(s.service.params, Some(13_000_000_000));
-        assert!(parse_service("=12GiB").is_err());
-        assert!(parse_service("a=12GiB:ctx=5").is_err());
-        assert!(parse_service("a=12GiB:foo=1").is_err());
-        assert!(parse_service("a").is_err());
+        assert!(parse_service_cli("=12GiB").is_err());
+        assert!(parse_service_cli("a=12GiB:ctx=5").is_err());
+        assert!(parse_service_cli("a=12GiB:foo=1").is_err());
+        assert!(parse_service_cli("a").is_err());
     }
 
     #[test]
@@ -311,7 +328,7 @@ mod tests {
             ("chat=1..2GiB", "service 'chat': size 1..2GiB: '1..2' is not a number"),
             ("chat=12GiBs", "service 'chat': size 12GiBs: unknown unit 'GiBs'"),
         ] {
-            let e = parse_service(spec).err().map(|e| format!("{e:#}")).unwrap_or_default();
+            let e = parse_service_cli(spec).err().map(|e| format!("{e:#}")).unwrap_or_default();
             assert!(e.starts_with(want), "{spec}: {e}");
             assert!(!e.contains("model"), "{spec}: {e}");
         }

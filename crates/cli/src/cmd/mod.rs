@@ -10,4 +10,6 @@ pub mod gpu_target;
 pub mod mig;
 pub mod model_args;
 pub mod plan;
+pub mod svg_args;
+pub mod sweep;
 pub mod train_args;

@@ -71,6 +71,8 @@ pub struct PlanArgs {
     /// Machine-readable output (schema in docs/plan.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub chart: crate::cmd::svg_args::SvgArgs,
 }
 
 /// Parse `1000000000`, `1e9`, `1.5B`, `500M`, `2T`, `10k` (a count: `B` is
@@ -196,6 +198,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         },
         &report,
     );
+    if let Some(out) = args.chart.emit(code, |lang| {
+        vramfit_report::svg::plan::ladder(&doc, lang)
+            .context("--svg: the chart is the switch ladder on your card: give --have (e.g. --have rtx-3090)")
+    })? {
+        return Ok(out);
+    }
     let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };
     Ok(Outcome { stdout, code })
 }

@@ -1,0 +1,516 @@
+//! The local web page in a real browser: headless Chromium driven through
+//! WebDriver (Debian's `chromium` and `chromium-driver`; `.ci/run` installs
+//! them), against a server each test starts on a free loopback port. A
+//! person's steps: fill the estimate form, read the bar, the verdict and
+//! the table; switch to Chinese; paste an OOM message; upload a snapshot;
+//! plan, lay out MIG slices, check a machine. After each, the page must have
+//! made no request outside the server and logged no console error.
+//!
+//! Screenshots of every view at 1280×800 go to `target/web-screenshots/`
+//! (docs/img/ holds a reviewed copy). Without Chromium these tests fail,
+//! saying what to install: they are part of CI, not optional.
+
+use fantoccini::wd::WebDriverCompatibleCommand;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use vramfit_cli::serve::api::Settings;
+
+/// One browser at a time: the machine has two cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn find_program(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/lib/chromium")]) {
+        for n in names {
+            let p = dir.join(n);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel).canonicalize().unwrap()
+}
+
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let d = target.join("web-screenshots");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// chromedriver's logs (`browser`: the console; `performance`: DevTools events).
+#[derive(Debug)]
+struct GetLog(&'static str);
+
+impl WebDriverCompatibleCommand for GetLog {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({ "type": self.0 }).to_string()))
+    }
+}
+
+/// A server, a chromedriver and a browser session, torn down on drop.
+struct Page {
+    base: String,
+    client: Option<Client>,
+    driver: Child,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<std::thread::JoinHandle<()>>,
+    rt: tokio::runtime::Runtime,
+    downloads: PathBuf,
+    _guard: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Page {
+    fn start() -> Page {
+        let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let driver_bin = find_program(&["chromedriver"]).unwrap_or_else(|| {
+            panic!(
+                "the browser tests need ChromeDriver: install Debian's chromium and chromium-driver \
+                 (`apt-get install -y chromium chromium-driver`; .ci/run does it)"
+            )
+        });
+        let chromium = find_program(&["chromium", "chromium-browser"]).unwrap_or_else(|| {
+            panic!("the browser tests need Chromium: `apt-get install -y chromium chromium-driver` (.ci/run does it)")
+        });
+
+        // the server, on a free loopback port, in its own thread
+        let listener = vramfit_cli::serve::bind(IpAddr::from([127, 0, 0, 1]), 0).unwrap();
+        let addr: SocketAddr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            rt.block_on(vramfit_cli::serve::serve_until(listener, Settings::default(), async {
+                let _ = stopped.await;
+            }))
+            .unwrap();
+        });
+
+        let port = free_port();
+        let driver = Command::new(&driver_bin)
+            .args([format!("--port={port}"), "--allowed-ips=127.0.0.1".into()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver_bin.display()));
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "chromedriver did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+
+        let profile = std::env::temp_dir().join(format!("vramfit-chromium-{}-{port}", std::process::id()));
+        let downloads = profile.join("downloads");
+        std::fs::create_dir_all(&downloads).unwrap();
+        let caps = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                // --no-sandbox: CI runs as root, where Chromium refuses its sandbox; the
+                // background-networking switches keep Chromium itself from calling out
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                    "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--disable-extensions", "--disable-default-apps",
+                    "--window-size=1280,800", "--force-device-scale-factor=1", "--hide-scrollbars", "--lang=en-US",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+                "prefs": {
+                    "download.default_directory": downloads,
+                    "download.prompt_for_download": false,
+                    "intl.accept_languages": "en-US",
+                },
+            },
+            "goog:loggingPrefs": { "browser": "ALL", "performance": "ALL" },
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = rt
+            .block_on(async {
+                let mut b = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
+                b.capabilities(caps.as_object().unwrap().clone());
+                b.connect(&format!("http://127.0.0.1:{port}")).await
+            })
+            .unwrap_or_else(|e| panic!("cannot start headless Chromium through chromedriver: {e}"));
+        Page {
+            base: format!("http://{addr}"),
+            client: Some(client),
+            driver,
+            stop: Some(stop),
+            server: Some(server),
+            rt,
+            downloads,
+            _guard: guard,
+        }
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    fn go(&self, hash: &str) {
+        let url = format!("{}/{hash}", self.base);
+        self.rt.block_on(self.c().goto(&url)).unwrap();
+        self.viewport(1280, 800);
+        self.wait("body[data-ready]");
+    }
+
+    /// Size the window so the page itself (the viewport) is `w` × `h`.
+    fn viewport(&self, w: u32, h: u32) {
+        self.rt.block_on(self.c().set_window_size(w, h)).unwrap();
+        let inner = self.js("return [window.innerWidth, window.innerHeight]");
+        let (iw, ih) = (inner[0].as_u64().unwrap() as u32, inner[1].as_u64().unwrap() as u32);
+        if (iw, ih) != (w, h) {
+            self.rt.block_on(self.c().set_window_size(w + (w - iw.min(w)), h + (h - ih.min(h)))).unwrap();
+        }
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.rt.block_on(self.c().execute(script, vec![])).unwrap_or_else(|e| panic!("{script}: {e}"))
+    }
+
+    /// Wait until the CSS selector matches and return its text.
+    fn wait(&self, css: &str) -> String {
+        let t0 = Instant::now();
+        loop {
+            let v = self.js(&format!(
+                "const e = document.querySelector({}); return e && !document.querySelector('.results.busy') ? e.textContent : null;",
+                json!(css)
+            ));
+            if let Value::String(s) = v {
+                return s;
+            }
+            if t0.elapsed() > WAIT {
+                let out = self.js("return document.querySelector('main').innerText");
+                panic!("timed out waiting for {css}; the page shows:\n{out}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn count(&self, css: &str) -> u64 {
+        self.js(&format!("return document.querySelectorAll({}).length", json!(css))).as_u64().unwrap()
+    }
+
+    fn text(&self, css: &str) -> String {
+        self.js(&format!("const e = document.querySelector({}); return e ? e.textContent : ''", json!(css)))
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn click(&self, css: &str) {
+        let e = self.rt.block_on(self.c().find(Locator::Css(css))).unwrap_or_else(|e| panic!("{css}: {e}"));
+        self.rt.block_on(e.click()).unwrap_or_else(|e| panic!("click {css}: {e}"));
+    }
+
+    /// Type into a field as a person would (the field cleared first).
+    fn typ(&self, css: &str, text: &str) {
+        let e = self.rt.block_on(self.c().find(Locator::Css(css))).unwrap_or_else(|e| panic!("{css}: {e}"));
+        self.rt.block_on(e.clear()).unwrap();
+        self.rt.block_on(e.send_keys(text)).unwrap();
+    }
+
+    /// Choose an option of a `<select>` by its value, with the mouse.
+    fn choose(&self, select: &str, value: &str) {
+        self.click(select);
+        self.click(&format!("{select} option[value=\"{value}\"]"));
+    }
+
+    fn upload(&self, css: &str, file: &Path) {
+        let e = self.rt.block_on(self.c().find(Locator::Css(css))).unwrap();
+        self.rt.block_on(e.send_keys(file.to_str().unwrap())).unwrap();
+    }
+
+    fn screenshot(&self, name: &str) {
+        // let transitions end before the picture
+        std::thread::sleep(Duration::from_millis(300));
+        let png = self.rt.block_on(self.c().screenshot()).unwrap();
+        std::fs::write(screenshot_dir().join(name), png).unwrap();
+    }
+
+    fn log(&self, kind: &'static str) -> Vec<Value> {
+        match self.rt.block_on(self.c().issue_cmd(GetLog(kind))).unwrap() {
+            Value::Array(a) => a,
+            other => panic!("chromedriver log {kind}: {other}"),
+        }
+    }
+
+    /// Console errors since the last call, except `allowed` substrings.
+    fn console_errors(&self, allowed: &[&str]) -> Vec<String> {
+        self.log("browser")
+            .into_iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+            .filter(|m| !allowed.iter().any(|a| m.contains(a)))
+            .collect()
+    }
+
+    /// Every request since the last call, as (URL, the document that made
+    /// it), from DevTools network events, and every resource the page
+    /// itself timed.
+    fn requests(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .log("performance")
+            .into_iter()
+            .filter_map(|e| serde_json::from_str::<Value>(e["message"].as_str()?).ok())
+            .filter(|m| m["message"]["method"] == "Network.requestWillBeSent")
+            .filter_map(|m| {
+                let p = &m["message"]["params"];
+                Some((p["request"]["url"].as_str()?.to_string(), p["documentURL"].as_str().unwrap_or("").to_string()))
+            })
+            .collect();
+        if let Value::Array(a) = self.js("return performance.getEntriesByType('resource').map(e => e.name)") {
+            out.extend(a.into_iter().filter_map(|v| v.as_str().map(|u| (u.to_string(), self.base.clone()))));
+        }
+        out
+    }
+
+    /// Nothing left the server, and the console stayed clean: no request of
+    /// the page went anywhere but the server (or its own data:/blob: URLs),
+    /// and no request of any kind (the browser's own included) went to the
+    /// network. Chromium's built-in pages (chrome://) never touch it.
+    fn assert_clean(&self, step: &str, allowed_console: &[&str]) {
+        let ours = |u: &str| u.starts_with(&self.base) || u.starts_with("data:") || u.starts_with("blob:");
+        let network = |u: &str| ["http:", "https:", "ws:", "wss:", "ftp:"].iter().any(|s| u.starts_with(s));
+        let outside: Vec<String> = self
+            .requests()
+            .into_iter()
+            .filter(|(u, doc)| (doc.starts_with(&self.base) && !ours(u)) || (network(u) && !ours(u)))
+            .map(|(u, _)| u)
+            .collect();
+        assert!(outside.is_empty(), "{step}: requests outside the server: {outside:?}");
+        let errors = self.console_errors(allowed_console);
+        assert!(errors.is_empty(), "{step}: console errors: {errors:?}");
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self.rt.block_on(c.close());
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(h) = self.server.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[test]
+fn estimate_form_bar_verdict_table_and_language() {
+    let p = Page::start();
+    p.go("#/estimate");
+    p.wait("#view-estimate .empty");
+    assert_eq!(p.text("#tabs a.on"), "Estimate");
+    // fill the form as a person would
+    p.typ("#form-estimate input[name=model]", "llama-2-7b");
+    p.choose("#form-estimate select[name=gpu]", "rtx-4090");
+    p.click("#form-estimate button[type=submit]");
+    p.wait("#estimate-result");
+    // the verdict band, with the CLI's figures
+    assert_eq!(p.js("return document.querySelector('.band').dataset.verdict"), "fits");
+    let band = p.text(".band");
+    assert!(band.contains("Fits on RTX 4090"), "{band}");
+    assert!(band.contains("15.53 GiB of 23.55 GiB usable") && band.contains("8.02 GiB headroom"), "{band}");
+    // the bar: one segment per category, drawn by the CLI's renderer
+    assert!(p.count("#memory-bar svg rect[fill='#3d6fd1']") >= 1, "weights segment");
+    assert!(p.text("#memory-bar svg").contains("weights 12.55 GiB"));
+    assert!(p.text("#memory-bar svg").contains("headroom 8.02 GiB"));
+    // the table, and a formula on demand
+    assert_eq!(p.count("#category-table tr.cat"), 6);
+    let first = p.text("#category-table tr.cat");
+    assert!(first.contains("weights") && first.contains("12.55 GiB") && first.contains("80.8%"), "{first}");
+    assert!(p.text("#category-table tr.total").contains("15.53 GiB"));
+    assert_eq!(p.count("#category-table tr.detail:not([hidden])"), 0);
+    p.screenshot("estimate.png");
+    p.click("#category-table tr.cat[data-category=kv_cache] button");
+    assert_eq!(p.count("#category-table tr.detail:not([hidden])"), 1);
+    let formula = p.text("#category-table tr.detail:not([hidden])");
+    assert!(formula.contains("Formula") && formula.contains("2.00 GiB"), "{formula}");
+    p.js("document.querySelector('#category-table tr.cat[data-category=kv_cache]').scrollIntoView()");
+    p.screenshot("estimate_formula.png");
+    // the sweep: largest context/concurrency, every format, the cards that hold it
+    assert_eq!(p.text("[data-knob=concurrency] .value"), "5");
+    assert!(p.text("#variants tr[data-value=int4]").contains("6.60 GiB"));
+    assert!(p.text("#cards-hold").contains("RTX 4090"));
+    // the state is in the URL: a reload shows the same answer
+    let url = p.rt.block_on(p.c().current_url()).unwrap().to_string();
+    assert!(url.contains("model=llama-2-7b") && url.contains("gpu=rtx-4090"), "{url}");
+    p.js("document.querySelector('.sweep').scrollIntoView()");
+    p.screenshot("estimate_sweep.png");
+    p.assert_clean("estimate", &[]);
+    p.rt.block_on(p.c().refresh()).unwrap();
+    p.wait("#estimate-result");
+    assert!(p.text(".band").contains("Fits on RTX 4090"));
+
+    // switch the language: labels, verdict and chart in Chinese, numbers the same
+    p.click(".lang button[data-lang=zh]");
+    p.wait("#estimate-result");
+    let t0 = Instant::now();
+    while !p.text(".band").contains("放得下") {
+        assert!(t0.elapsed() < WAIT, "the band did not switch: {}", p.text(".band"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(p.js("return document.documentElement.lang"), "zh-CN");
+    assert_eq!(p.text("#tabs a.on"), "显存估算");
+    assert!(p.text(".band").contains("15.53 GiB"));
+    assert!(p.text("#memory-bar svg").contains("权重 12.55 GiB"), "{}", p.text("#memory-bar svg"));
+    assert!(p.text("#category-table").contains("每卡合计"));
+    let url = p.rt.block_on(p.c().current_url()).unwrap().to_string();
+    assert!(url.contains("lang=zh"), "{url}");
+    p.screenshot("estimate_zh.png");
+    p.assert_clean("language switch", &[]);
+}
+
+#[test]
+fn bad_input_shows_the_clis_message_at_the_field() {
+    let p = Page::start();
+    p.go("#/estimate?model=llama-2-7b");
+    p.wait("#estimate-result");
+    p.choose("#form-estimate select[name=gpu]", "__custom");
+    p.typ("#form-estimate input[name=gpu_mem]", "24");
+    p.click("#form-estimate button[type=submit]");
+    p.wait("#out-estimate .error");
+    let msg = p.text("#out-estimate .error");
+    assert!(msg.contains("Input problem") && msg.contains("--gpu-mem"), "{msg}");
+    assert!(p.text("#form-estimate .invalid .field-error").contains("--gpu-mem"));
+    // the one console message is the browser's note of the 400 itself
+    p.assert_clean("bad input", &["status of 400"]);
+}
+
+#[test]
+fn diagnose_a_pasted_oom_and_an_uploaded_snapshot() {
+    let p = Page::start();
+    p.go("#/diagnose");
+    p.wait("#view-diagnose .empty");
+    let oom = std::fs::read_to_string(fixture("diagnose/tests/fixtures/oom/pt22_cads4_shortage.txt")).unwrap();
+    p.typ("#form-diagnose textarea[name=text]", &oom);
+    p.click("#form-diagnose button[type=submit]");
+    p.wait("#diagnose-result .oom");
+    // the class the CLI gives this message
+    let want = vramfit_cli::serve::api::run(
+        &Settings::default(),
+        vramfit_cli::serve::request::Endpoint::Diagnose,
+        vramfit_cli::serve::request::decode_query(vramfit_cli::serve::request::Endpoint::Diagnose, "").unwrap(),
+        Some(oom.into_bytes()),
+    )
+    .unwrap();
+    let want: Value = serde_json::from_str(&want.body).unwrap();
+    let class = want["diagnosis"]["ooms"][0]["verdict"]["class"].as_str().unwrap().to_string();
+    assert_eq!(p.js("return document.querySelector('#diagnose-result .oom').dataset.class"), class.as_str());
+    let headline = want["diagnosis"]["ooms"][0]["verdict"]["headline"].as_str().unwrap();
+    assert!(p.text("#diagnose-result .band").contains(headline));
+    assert!(p.count("#diagnose-result ol.fixes li") >= 1);
+    p.screenshot("diagnose.png");
+    p.assert_clean("paste an OOM", &[]);
+
+    // upload a snapshot: parsed by the server's safe unpickler, charts from the CLI's renderer
+    p.typ("#form-diagnose textarea[name=text]", "");
+    p.upload("#form-diagnose input[name=upload]", &fixture("diagnose/tests/fixtures/snapshot/snapshot_shared.pickle"));
+    p.wait("#snapshot-chart svg polyline");
+    let chart = p.text("#snapshot-chart");
+    assert!(chart.contains("peak allocated 18.0 MiB"), "{chart}");
+    assert!(chart.contains("forward of train"), "top sites: {chart}");
+    assert!(p.text("#diagnose-result").contains("snapshot_shared.pickle"));
+    p.screenshot("diagnose_snapshot.png");
+    p.assert_clean("upload a snapshot", &[]);
+}
+
+#[test]
+fn plan_with_the_ladder_and_a_download() {
+    let p = Page::start();
+    p.go("#/plan?model=llama-2-7b&task=train&precision=mixed-bf16&have=rtx-3090&allow=lora&tokens=1B");
+    p.wait("#plan-result");
+    assert!(p.text("#plan-recommended").starts_with("Recommended:"), "{}", p.text("#plan-recommended"));
+    assert!(p.count("#ladder-chart svg rect") > 3);
+    assert!(p.text("#ladder-chart svg").contains("RTX 3090 23.56 GiB"), "{}", p.text("#ladder-chart svg"));
+    assert!(p.count("#ranked-table tbody tr") >= 1);
+    p.screenshot("plan.png");
+    // the DeepSpeed config downloads as the CLI writes it
+    p.click("button[data-emit=deepspeed]");
+    let file = p.downloads.join("ds_config.json");
+    let t0 = Instant::now();
+    while !file.is_file() {
+        assert!(t0.elapsed() < WAIT, "no download in {}", p.downloads.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let want = vramfit_cli::run(
+        <vramfit_cli::Cli as clap::Parser>::try_parse_from([
+            "vramfit",
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--have",
+            "rtx-3090",
+            "--allow",
+            "lora",
+            "--tokens",
+            "1B",
+            "--emit",
+            "deepspeed",
+        ])
+        .unwrap()
+        .command,
+    )
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), want.stdout);
+    p.assert_clean("plan", &[]);
+}
+
+#[test]
+fn mig_layout_and_machine_check() {
+    let p = Page::start();
+    p.go("#/mig?gpu=a100-80gb&service=chat%3Dllama-2-7b%3Actx%3D8192&service=code%3D20GiB&service=embed%3D6GiB&service=rerank%3D4GiB");
+    p.wait("#mig-result");
+    assert!(p.text("#mig-result .band").contains("Fits on 1 × A100 80GB"), "{}", p.text("#mig-result .band"));
+    assert!(p.text("#mig-chart svg").contains("3g.40gb"));
+    p.screenshot("mig.png");
+    p.assert_clean("mig", &[]);
+
+    p.go("#/check");
+    p.wait("#view-check .empty");
+    p.upload("#form-check input[name=text]", &fixture("hw/tests/fixtures/captures/h100-hbm3-590.q.txt"));
+    p.typ("#form-check input[name=expect]", "1xH100-80GB");
+    p.click("#form-check button[type=submit]");
+    p.wait("#check-result");
+    let band = p.text("#check-result .band");
+    assert!(band.contains("Matches what was rented"), "{band}");
+    assert!(p.text("#check-result ul.findings").contains("H100"));
+    p.screenshot("check.png");
+    p.assert_clean("check", &[]);
+    // eight cards over NVLink in the topology, but no GPU list: the model is not verified
+    p.upload("#form-check input[name=topo]", &fixture("hw/tests/fixtures/derived/12-ansi-crlf.topo.txt"));
+    p.js("const i = document.querySelector('#form-check input[name=text]'); i.value = ''; i.dispatchEvent(new Event('change', { bubbles: true }));");
+    p.typ("#form-check input[name=expect]", "8xH100-80GB");
+    p.click("#form-check button[type=submit]");
+    p.wait("#check-result .chip");
+    assert!(p.text("#check-result .band").contains("Does not match"));
+    assert_eq!(p.count("#check-result .chip.ok"), 28, "28 NVLink pairs");
+    p.assert_clean("check topology", &[]);
+}
