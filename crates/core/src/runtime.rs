@@ -81,6 +81,21 @@ pub struct Communicator {
     pub ranks: u64,
 }
 
+/// What the runtime adds on top of a ledger's tensor lines ([`RuntimeSetup::added`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeBytes {
+    /// the caching allocator's cached free blocks at the reserved peak
+    pub allocator: u64,
+    /// that peak is reached at another moment of the step than the tensor peak
+    pub allocator_elsewhere: bool,
+    /// NCCL communicators
+    pub nccl: u64,
+    /// the `--margin` headroom line
+    pub margin: u64,
+    /// the ledger's total once these lines (and the context and workspaces) are added
+    pub total: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeSetup {
     pub cuda_context_bytes: u64,
@@ -107,6 +122,46 @@ impl RuntimeSetup {
     /// short-lived tensors.
     pub fn allocator_overhead(&self, transient: u64) -> Result<u64, CoreError> {
         scale("allocator overhead", transient, self.fragmentation)
+    }
+
+    /// The bytes [`RuntimeSetup::apply_moments`] adds to a ledger whose lines
+    /// so far sum to `lines_total`, `tensors` of them live tensors and
+    /// `persistent` of those long-lived (weights, master, optimizer states, KV,
+    /// communication buckets). The one computation of these figures: the
+    /// ledger's lines and the planner's summaries both come from it.
+    pub fn added(
+        &self,
+        lines_total: u64,
+        tensors: u64,
+        persistent: u64,
+        comms: &[Communicator],
+        other: Option<(u64, u64)>,
+    ) -> Result<RuntimeBytes, CoreError> {
+        let transient = tensors.saturating_sub(persistent);
+        let at_peak = self.allocator_overhead(transient)?;
+        let elsewhere = match other {
+            Some((alloc, trans)) => {
+                crate::units::add("reserved", alloc, self.allocator_overhead(trans)?)?.saturating_sub(tensors)
+            }
+            None => 0,
+        };
+        let allocator = at_peak.max(elsewhere);
+        let mut nccl = 0u64;
+        for c in comms {
+            nccl = crate::units::add("NCCL communicators", nccl, nccl_communicator_bytes(c.ranks))?;
+        }
+        let base = crate::units::sum(
+            "total per-GPU bytes",
+            &[lines_total, allocator, self.cuda_context_bytes, self.workspace_bytes, nccl],
+        )?;
+        let margin = scale("margin", base, self.margin)?;
+        Ok(RuntimeBytes {
+            allocator,
+            allocator_elsewhere: elsewhere > at_peak,
+            nccl,
+            margin,
+            total: crate::units::add("total per-GPU bytes", base, margin)?,
+        })
     }
 
     /// Append the runtime, NCCL, allocator and margin entries to a ledger whose
@@ -139,15 +194,9 @@ impl RuntimeSetup {
         let tensors = ledger.tensor_peak_bytes();
         let persistent = ledger.persistent_bytes().saturating_add(resident);
         let transient = tensors.saturating_sub(persistent);
-        let at_peak = self.allocator_overhead(transient)?;
-        let elsewhere = match other {
-            Some((alloc, trans)) => {
-                crate::units::add("reserved", alloc, self.allocator_overhead(trans)?)?.saturating_sub(tensors)
-            }
-            None => 0,
-        };
-        let overhead = at_peak.max(elsewhere);
-        let moment = if elsewhere > at_peak { "another moment of the step" } else { "the tensor peak" };
+        let added = self.added(ledger.checked_total()?, tensors, persistent, comms, other)?;
+        let overhead = added.allocator;
+        let moment = if added.allocator_elsewhere { "another moment of the step" } else { "the tensor peak" };
         ledger.push_in(
             Pool::Allocator,
             Category::Margin,
@@ -189,7 +238,7 @@ impl RuntimeSetup {
             );
         }
         let base = ledger.checked_total()?;
-        let m = scale("margin", base, self.margin)?;
+        let m = added.margin;
         if m > 0 {
             ledger.push(
                 Category::Margin,
@@ -201,7 +250,13 @@ impl RuntimeSetup {
                     .note("on top of the prediction of what nvidia-smi shows; --margin 0.2 is the old × 1.2 rule"),
             );
         }
-        ledger.checked_total()?;
+        let total = ledger.checked_total()?;
+        if total != added.total {
+            return Err(CoreError::Internal(format!(
+                "runtime lines bring the ledger to {total} B, RuntimeSetup::added says {} B",
+                added.total
+            )));
+        }
         Ok(())
     }
 }

@@ -501,10 +501,21 @@ impl<'a> Search<'a> {
         let model = self.prepared[pi].model.as_ref()?;
         validate::training(self.model, scratch, &par, &self.base.runtime).ok()?;
         let b = model.evaluate(scratch, &par).ok()?;
-        // the estimate's own ledger of this breakdown: runtime, NCCL, buckets
-        // and allocator overhead are computed in one place
-        let l = crate::train::ledger::ledger_of(model, &b, scratch, &par, &self.base.runtime).ok()?;
-        let m = MemSummary::of(&l).ok()?;
+        // the figures the estimate's ledger of this breakdown has (ledger_of checks
+        // its lines against the same function), without building the lines
+        let t = crate::train::ledger::totals_of(&b, scratch, &par, &self.base.runtime).ok()?;
+        let prof = &model.profile;
+        let m = MemSummary {
+            total: t.total,
+            tensor_peak: t.tensor_peak,
+            weights: t.weights,
+            kv: 0,
+            model_states: t.model_states,
+            cpu: t.cpu_bytes,
+            params_total: prof.params_total,
+            params_active: prof.params_active,
+            params_trainable: prof.params_trainable,
+        };
         let w = train_work(self.model, scratch, k.kind, &par, &m);
         Some((m, Work::Train(w)))
     }

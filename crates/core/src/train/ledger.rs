@@ -60,6 +60,43 @@ pub fn ledger_of(
     }
     // the other moment of the step, for the allocator's reserved peak
     let persistent = add("persistent", ledger.persistent_bytes(), b.comm_resident)?;
+    rt.apply_moments(
+        &mut ledger,
+        &super::comm::training_communicators(par),
+        other_moment(b, persistent),
+        b.comm_resident,
+    )?;
+    // offloaded state: per rank in the breakdown, the whole job's in the ledger
+    ledger.cpu_bytes = product("host RAM for offload", &[b.states.cpu_bytes, par.gpus])?;
+    ledger.nvme_bytes = product("NVMe for offload", &[b.states.nvme_bytes, par.gpus])?;
+    ledger.notes.extend(notes(setup, par, b, ledger.cpu_bytes, ledger.nvme_bytes));
+    // the planner reads these figures from `totals_of` without building lines
+    let t = totals_of(b, setup, par, rt)?;
+    let from_lines = TrainTotals {
+        total: ledger.checked_total()?,
+        tensor_peak: ledger.tensor_peak_bytes(),
+        weights: ledger.bytes(Category::Weights),
+        model_states: crate::units::sum(
+            "model states",
+            &[
+                ledger.bytes(Category::Weights),
+                ledger.bytes(Category::MasterWeights),
+                ledger.bytes(Category::Gradients),
+                ledger.bytes(Category::OptimizerStates),
+            ],
+        )?,
+        cpu_bytes: ledger.cpu_bytes,
+    };
+    if t != from_lines {
+        return Err(CoreError::Internal(format!("training ledger {from_lines:?} differs from its totals {t:?}")));
+    }
+    Ok(ledger)
+}
+
+/// The other moment of the step than the tensor peak, as `(allocated,
+/// transient)` bytes, for the allocator's reserved peak; `persistent`: the
+/// long-lived tensors (weights, master, optimizer states, buckets).
+fn other_moment(b: &TrainBreakdown, persistent: u64) -> Option<(u64, u64)> {
     let (other_device, other_phase) = if b.peak_phase == Phase::OptimizerStep {
         (b.backward_peak, Phase::Backward)
     } else {
@@ -67,13 +104,48 @@ pub fn ledger_of(
     };
     // paged optimizer states are outside the allocator at every moment
     let other_alloc = other_device.saturating_sub(b.outside_allocator);
-    let other = (other_phase != b.peak_phase).then(|| (other_alloc, other_alloc.saturating_sub(persistent)));
-    rt.apply_moments(&mut ledger, &super::comm::training_communicators(par), other, b.comm_resident)?;
-    // offloaded state: per rank in the breakdown, the whole job's in the ledger
-    ledger.cpu_bytes = product("host RAM for offload", &[b.states.cpu_bytes, par.gpus])?;
-    ledger.nvme_bytes = product("NVMe for offload", &[b.states.nvme_bytes, par.gpus])?;
-    ledger.notes.extend(notes(setup, par, b, ledger.cpu_bytes, ledger.nvme_bytes));
-    Ok(ledger)
+    (other_phase != b.peak_phase).then(|| (other_alloc, other_alloc.saturating_sub(persistent)))
+}
+
+/// The per-GPU figures of a training ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainTotals {
+    /// everything: tensors, allocator, runtime, margin
+    pub total: u64,
+    /// live tensors at the peak (`max_memory_allocated()`)
+    pub tensor_peak: u64,
+    /// the weights lines (base, fp32 casts, adapters)
+    pub weights: u64,
+    /// weights + master + gradients + optimizer states at the peak
+    pub model_states: u64,
+    /// host RAM of the whole job (every rank) for offloaded state
+    pub cpu_bytes: u64,
+}
+
+/// The figures [`ledger_of`] gives for `b`, without building its lines: the
+/// planner's search evaluates thousands of setups through this. `ledger_of`
+/// checks that its lines agree with it.
+pub fn totals_of(
+    b: &TrainBreakdown,
+    setup: &TrainSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+) -> Result<TrainTotals, CoreError> {
+    let at = &b.at_peak;
+    let weights = crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters])?;
+    // paged optimizer states live outside the allocator: not its persistent tensors
+    let optimizer_in_allocator = if setup.optimizer.is_paged() { 0 } else { at.optimizer };
+    let persistent = crate::units::sum("persistent", &[weights, at.master, optimizer_in_allocator, b.comm_resident])?;
+    let lines_total = add("peak", b.tensor_peak, b.outside_allocator)?;
+    let comms = super::comm::training_communicators(par);
+    let added = rt.added(lines_total, b.tensor_peak, persistent, &comms, other_moment(b, persistent))?;
+    Ok(TrainTotals {
+        total: added.total,
+        tensor_peak: b.tensor_peak,
+        weights,
+        model_states: crate::units::sum("model states", &[weights, at.master, at.gradients, at.optimizer])?,
+        cpu_bytes: product("host RAM for offload", &[b.states.cpu_bytes, par.gpus])?,
+    })
 }
 
 /// What the line builders share.
