@@ -195,6 +195,30 @@ fn communication_buffers_per_engine() {
 }
 
 #[test]
+fn fsdp1_keeps_the_root_unsharded_and_fabric_accumulates_unsharded() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup { precision: Precision::Bf16, batch: 1, seq: 512, ..TrainSetup::default() };
+    let par = Parallelism { gpus: 4, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
+    // the root unit: embeddings + head (2 × 32000 × 1024) + final norm (1024), bf16, unsharded,
+    // less the quarter the weights line already holds on this rank
+    let root: u64 = (2 * 32000 * 1024 + 1024) * 2;
+    let fsdp1 = train(&spec, t.clone().with_engine(Engine::Fsdp), par.clone());
+    assert_eq!(line(&fsdp1, "FSDP root unit"), root - root / 4);
+    let fabric = train(&spec, t.clone().with_engine(Engine::Litgpt), par.clone());
+    assert_eq!(line(&fabric, "FSDP root unit"), root - root / 4);
+    // FSDP2 (torchtitan) is not FSDP1: no such line; nor without full sharding
+    assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Torchtitan), par.clone()), "FSDP root unit"), 0);
+    let zero2 = Parallelism { sharding: Sharding::Zero2, ..par.clone() };
+    assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Fsdp), zero2), "FSDP root unit"), 0);
+    // LitGPT accumulates under Fabric's no_backward_sync: every gradient unsharded (bf16, not ÷ 4)
+    let accum = train(&spec, TrainSetup { grad_accum: 4, ..t.clone() }.with_engine(Engine::Litgpt), par.clone());
+    assert_eq!(accum.bytes(Category::Gradients), accum.params_trainable * 2);
+    // without accumulation there is nothing to keep between micro-batches
+    let one = train(&spec, t.with_engine(Engine::Litgpt), par);
+    assert!(one.bytes(Category::Gradients) < one.params_trainable * 2);
+}
+
+#[test]
 fn optimizer_in_backward_and_activation_offload() {
     let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
     let t = TrainSetup {

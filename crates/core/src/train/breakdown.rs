@@ -60,6 +60,9 @@ pub struct PeakLines {
     pub attention_backward: u64,
     pub dequant: u64,
     pub gathered: u64,
+    /// FSDP1: the root unit (embeddings, head, final norm) left unsharded from forward
+    /// to backward, less the shard already counted in the weights
+    pub root_unsharded: u64,
 }
 
 impl PeakLines {
@@ -86,6 +89,7 @@ impl PeakLines {
                 self.attention_backward,
                 self.dequant,
                 self.gathered,
+                self.root_unsharded,
             ],
         )
     }
@@ -177,6 +181,7 @@ impl TrainModel {
         let attention_backward = self.attention_backward(setup, par)?;
         let dequant = self.dequant(par)?;
         let comm = self.comm(setup, par, &s)?;
+        let root_unsharded = self.root_unsharded(setup, par)?;
         let base_weights = part_of("base weights", part_of("base weights", s.weights, s.adapters)?, s.fp32_casts)?;
         let resident = PeakLines {
             base_weights,
@@ -233,6 +238,7 @@ impl TrainModel {
             attention_backward: attention_live,
             dequant,
             gathered: s.gathered,
+            root_unsharded,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
@@ -292,14 +298,26 @@ impl TrainModel {
                 // largest unit (a layer, or the root's embeddings and head) bounds the buffer
                 let unit = prof.largest_unit_trainable(par.tp)?;
                 c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
-                if setup.engine == Engine::Fsdp && sharding.stage() >= 2 && setup.grad_accum > 1 {
-                    // FSDP1 under accelerate's gradient accumulation (`no_sync`) keeps every
-                    // gradient unsharded between micro-batches
+                if setup.engine.fsdp_accumulates_unsharded() && sharding.stage() >= 2 && setup.grad_accum > 1 {
+                    // FSDP under accelerate's or Fabric's gradient accumulation (`no_sync`)
+                    // keeps every gradient unsharded between micro-batches
                     c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
                 }
             }
         }
         Ok(c)
+    }
+
+    /// FSDP1 keeps the root unit's parameters unsharded after forward under full
+    /// sharding ([`crate::workload::Engine::fsdp_root_unsharded_in_backward`]): the
+    /// whole root less the shard the weights line already holds.
+    fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        let dp = par.dp();
+        if dp < 2 || par.sharding.stage() < 3 || !setup.engine.fsdp_root_unsharded_in_backward() {
+            return Ok(0);
+        }
+        let root = self.profile.root_base_bytes(par.tp)?;
+        part_of("FSDP root unit", root, div_ceil(root, dp))
     }
 
     /// Activations and logits buffers saved for backward on the worst stage:

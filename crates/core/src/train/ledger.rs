@@ -178,7 +178,7 @@ impl Lines<'_> {
         let grads_note = if setup.optimizer_in_backward {
             "optimizer in backward: each parameter is stepped as its gradient is ready and the gradient freed; one tensor's gradient at a time"
         } else if at.gradients > s.gradients {
-            "FSDP under gradient accumulation (accelerate's no_sync): every gradient kept unsharded between micro-batches"
+            "FSDP under gradient accumulation (no_sync: accelerate's accumulate(), Lightning Fabric's no_backward_sync in LitGPT): every gradient kept unsharded between micro-batches"
         } else {
             "at the start of backward (grad_accum 1, zero_grad(set_to_none)) no gradient exists yet; with accumulation (or FSDP1's flat gradient buffers) they persist"
         };
@@ -436,6 +436,18 @@ impl Lines<'_> {
                 at.gathered,
                 Explanation::new("2 × layer params ÷ TP × weight bytes")
                     .term("layer params", model.profile.layer_params),
+            );
+        }
+        if at.root_unsharded > 0 {
+            let root = model.profile.root_base_bytes(par.tp).unwrap_or(0);
+            ledger.push(
+                Category::Temporaries,
+                "FSDP root unit unsharded from forward to backward (embeddings, head, final norm)",
+                at.root_unsharded,
+                Explanation::new("root unit bytes × (1 − 1 ÷ DP): the unsharded root less the shard in the weights line")
+                    .term("root unit bytes (unsharded, per TP rank)", root)
+                    .term("data-parallel ranks", par.dp())
+                    .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head"),
             );
         }
     }
