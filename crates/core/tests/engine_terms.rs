@@ -210,6 +210,21 @@ fn fsdp1_keeps_the_root_unsharded_and_fabric_accumulates_unsharded() {
     assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Torchtitan), par.clone()), "FSDP root unit"), 0);
     let zero2 = Parallelism { sharding: Sharding::Zero2, ..par.clone() };
     assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Fsdp), zero2), "FSDP root unit"), 0);
+    // at the end of backward the root's flat gradient is built from its views' gradients:
+    // one more root-sized bf16 gradient (131,074,048 B), larger than the logits buffers at the
+    // start of backward (64 tokens × 32000 × 4 B × 3 = 24,576,000 B on transformers' fp32 path,
+    // less with LitGPT's chunks), which are freed by then
+    let short = TrainSetup { seq: 64, ..t.clone() };
+    for engine in [Engine::Fsdp, Engine::Litgpt] {
+        let l = train(&spec, short.clone().with_engine(engine), par.clone());
+        assert_eq!(line(&l, "FSDP root flat gradient"), root, "{engine:?}");
+        assert_eq!(line(&l, "log-softmax"), 0, "{engine:?}: the logits buffers are freed by then");
+    }
+    assert_eq!(line(&train(&spec, short.with_engine(Engine::Torchtitan), par.clone()), "FSDP root flat gradient"), 0);
+    // a long sequence: the logits buffers at the start of backward are the larger transient
+    let long = train(&spec, TrainSetup { seq: 2048, ..t.clone() }.with_engine(Engine::Fsdp), par.clone());
+    assert_eq!(line(&long, "FSDP root flat gradient"), 0);
+    assert!(line(&long, "log-softmax") > 0);
     // LitGPT accumulates under Fabric's no_backward_sync: every gradient unsharded (bf16, not ÷ 4)
     let accum = train(&spec, TrainSetup { grad_accum: 4, ..t.clone() }.with_engine(Engine::Litgpt), par.clone());
     assert_eq!(accum.bytes(Category::Gradients), accum.params_trainable * 2);

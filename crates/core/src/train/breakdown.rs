@@ -63,6 +63,9 @@ pub struct PeakLines {
     /// FSDP1: the root unit (embeddings, head, final norm) left unsharded from forward
     /// to backward, less the shard already counted in the weights
     pub root_unsharded: u64,
+    /// FSDP1: the root's flat gradient built at the end of backward (its views'
+    /// gradients still live); competes with the other backward transients
+    pub root_flat_grad: u64,
 }
 
 impl PeakLines {
@@ -90,6 +93,7 @@ impl PeakLines {
                 self.dequant,
                 self.gathered,
                 self.root_unsharded,
+                self.root_flat_grad,
             ],
         )
     }
@@ -141,6 +145,8 @@ struct CommBuffers {
     backward: u64,
     /// FSDP `no_sync` accumulation: unsharded gradients of every parameter
     unsharded_grads: u64,
+    /// FSDP1: the root unit's flat gradient, concatenated at the end of backward
+    root_flat_grad: u64,
 }
 
 /// Saved activations and logits buffers of the worst pipeline stage.
@@ -203,16 +209,20 @@ impl TrainModel {
                 ..resident
             }
         };
-        // In backward one of three transients sits on top: the logits buffers at its start,
-        // a recomputed layer later (checkpointing), or one layer's eager attention backward.
+        // In backward one of four transients sits on top: the logits buffers at its start,
+        // a recomputed layer later (checkpointing), one layer's eager attention backward, or
+        // (FSDP1) the root's flat gradient at its end.
         let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
-        let (logits_saved, logits_grad, recompute_live, attention_live) =
-            if logits >= recompute && logits >= attention_backward {
-                (saved.logits_saved, saved.logits_grad, 0, 0)
-            } else if recompute >= attention_backward {
-                (0, 0, recompute, 0)
+        let root_grad = comm.root_flat_grad;
+        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live) =
+            if logits >= recompute && logits >= attention_backward && logits >= root_grad {
+                (saved.logits_saved, saved.logits_grad, 0, 0, 0)
+            } else if recompute >= attention_backward && recompute >= root_grad {
+                (0, 0, recompute, 0, 0)
+            } else if attention_backward >= root_grad {
+                (0, 0, 0, attention_backward, 0)
             } else {
-                (0, 0, 0, attention_backward)
+                (0, 0, 0, 0, root_grad)
             };
         let gradients = if setup.optimizer_in_backward {
             // one parameter's gradient at a time, freed by its own step
@@ -239,6 +249,7 @@ impl TrainModel {
             dequant,
             gathered: s.gathered,
             root_unsharded,
+            root_flat_grad: root_grad_live,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
@@ -298,6 +309,14 @@ impl TrainModel {
                 // largest unit (a layer, or the root's embeddings and head) bounds the buffer
                 let unit = prof.largest_unit_trainable(par.tp)?;
                 c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
+                if setup.engine.fsdp_root_unsharded_in_backward() {
+                    // FSDP1 flattens each unit into one FlatParameter whose parameters are views
+                    // of it: autograd builds the unit's flat gradient by concatenating the views'
+                    // gradients (the backward of the split into views), so while the root's is
+                    // built at the end of backward (the embedding's gradient comes last) the head's
+                    // and embedding's gradients are live too, counted by `backward` above
+                    c.root_flat_grad = mul("FSDP root flat gradient", prof.root_trainable(par.tp)?, grad_bytes)?;
+                }
                 if setup.engine.fsdp_accumulates_unsharded() && sharding.stage() >= 2 && setup.grad_accum > 1 {
                     // FSDP under accelerate's or Fabric's gradient accumulation (`no_sync`)
                     // keeps every gradient unsharded between micro-batches

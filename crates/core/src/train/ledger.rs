@@ -438,6 +438,17 @@ impl Lines<'_> {
                     .term("layer params", model.profile.layer_params),
             );
         }
+        if at.root_flat_grad > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "FSDP root flat gradient at the end of backward (its views' gradients live)",
+                at.root_flat_grad,
+                Explanation::new("root unit trainable params (per TP rank) × grad bytes")
+                    .term("root trainable params", model.profile.root_trainable(par.tp).unwrap_or(0))
+                    .term("grad bytes", model.profile.grad_bytes)
+                    .note("FSDP1 makes each unit's parameters views of one FlatParameter: autograd concatenates the views' gradients into the flat gradient when the last of them (the embedding's) arrives, so the head's and embedding's gradients (the reduce-scatter line) and the new flat gradient are live together; later in backward than the logits buffers, which are freed by then"),
+            );
+        }
         if at.root_unsharded > 0 {
             let root = model.profile.root_base_bytes(par.tp).unwrap_or(0);
             ledger.push(
