@@ -194,7 +194,17 @@ impl Lines<'_> {
                 .term("trainable per GPU", s.trainable_per_gpu)
                 .term("grad bytes", prof.grad_bytes)
                 .term("full gradient buffer", s.gradients)
-                .term("sharding", self.shard_note("gradients", 2))
+                .term(
+                    "sharding",
+                    if at.gradients > s.gradients {
+                        format!(
+                            "none between micro-batches (no_sync); {} once reduce-scattered",
+                            self.shard_note("gradients", 2)
+                        )
+                    } else {
+                        self.shard_note("gradients", 2)
+                    },
+                )
                 .note(grads_note),
         );
         if at.comm_buffers > 0 {
