@@ -234,6 +234,25 @@ fn fsdp1_keeps_the_root_unsharded_and_fabric_accumulates_unsharded() {
 }
 
 #[test]
+fn torchtitan_computes_the_loss_vocabulary_parallel_under_tp() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup { precision: Precision::Bf16, batch: 1, seq: 4096, ..TrainSetup::default() };
+    let tp2 = Parallelism { gpus: 2, tp: 2, ..Parallelism::default() };
+    // 4096 rows × 16000 vocabulary entries per TP rank: the saved fp32 log-softmax (4 B) …
+    let titan = train(&spec, t.clone().with_engine(Engine::Torchtitan), tp2.clone());
+    assert_eq!(titan.peak_phase, vramfit_core::Phase::Backward);
+    assert_eq!(line(&titan, "log-softmax of the logits"), 4096 * 16000 * 4);
+    // … and loss_parallel's fused backward: zeros_like(x), exp(x) and their sum, 3 × 4 B
+    assert_eq!(line(&titan, "gradients of log-softmax"), 4096 * 16000 * 12);
+    // the plain log_softmax backward (transformers' fp32 path, same TP): 2 × 4 B
+    let hf = train(&spec, t.clone().with_engine(Engine::Transformers), tp2);
+    assert_eq!(line(&hf, "gradients of log-softmax"), 4096 * 16000 * 8);
+    // without TP torchtitan's loss is the plain one
+    let one = train(&spec, t.with_engine(Engine::Torchtitan), Parallelism::default());
+    assert_eq!(line(&one, "gradients of log-softmax"), 4096 * 32000 * 8);
+}
+
+#[test]
 fn optimizer_in_backward_and_activation_offload() {
     let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
     let t = TrainSetup {

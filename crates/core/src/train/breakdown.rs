@@ -339,6 +339,15 @@ impl TrainModel {
         part_of("FSDP root unit", root, div_ceil(root, dp))
     }
 
+    /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
+    /// the loss path's, + one fp32 buffer under torchtitan's vocabulary-parallel loss
+    /// ([`crate::workload::Engine::loss_parallel_under_tp`]).
+    pub fn logits_grad_bytes(&self, setup: &TrainSetup, par: &Parallelism) -> u64 {
+        let loss_parallel =
+            par.tp > 1 && setup.engine.loss_parallel_under_tp() && self.act.loss == crate::workload::LossPath::Fp32;
+        self.act.logits_grad + if loss_parallel { 4 } else { 0 }
+    }
+
     /// Activations and logits buffers saved for backward on the worst stage:
     /// the first stage holds `in_flight` micro-batches (1F1B), the last the logits.
     fn saved(&self, setup: &TrainSetup, par: &Parallelism) -> Result<Saved, CoreError> {
@@ -371,7 +380,7 @@ impl TrainModel {
             mul("logits", tokens, ap.loss_saved_per_token)?,
         )?;
         let rows = loss_grad_rows(ap.loss, tokens, self.hidden, self.vocab);
-        let logits_grad = product("logits", &[rows, vocab, ap.logits_grad])?;
+        let logits_grad = product("logits", &[rows, vocab, self.logits_grad_bytes(setup, par)])?;
         let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
         if pp == 1 {
             return Ok(all);

@@ -157,6 +157,19 @@ impl Engine {
         matches!(self, Engine::Fsdp | Engine::Litgpt)
     }
 
+    /// Under tensor parallelism the engine computes the loss vocabulary-parallel
+    /// (`torch.distributed.tensor.parallel.loss_parallel()`): torchtitan turns it on
+    /// whenever TP > 1 (`ParallelDims.loss_parallel_enabled`: `tp > 1 and
+    /// enable_loss_parallel`, `--training.disable_loss_parallel` off by default; the
+    /// output projection keeps `Shard(-1)` logits). Its fused backward
+    /// (`torch/distributed/tensor/parallel/loss.py`, `_nll_loss_and_log_softmax_backward`:
+    /// `grad_input = zeros_like(x)`, then `(grad_input + exp(x)) * grad_output`) holds
+    /// three fp32 vocabulary-shard buffers beside the saved log-softmax, one more than
+    /// `log_softmax`'s own backward.
+    pub fn loss_parallel_under_tp(self) -> bool {
+        self == Engine::Torchtitan
+    }
+
     /// How the engine caches the layers that attend over a sliding window
     /// (`--sliding-window-cache` overrides it). vLLM v1's hybrid KV-cache manager
     /// (`SlidingWindowSpec`, on unless `--disable-hybrid-kv-cache-manager`), SGLang's
