@@ -399,18 +399,20 @@ impl Lines<'_> {
                 .term("bytes", model.act.logits_saved)
                 .note("transformers upcasts logits to fp32 inside the loss; freed once the loss backward ran"),
         );
-        let grad_bytes = model.logits_grad_bytes(self.setup, par);
-        let grad_explain = Explanation::new("loss-gradient rows × vocab (per TP rank) × bytes per entry")
-            .term("tokens", tokens)
-            .term("bytes per vocab entry", grad_bytes);
+        let loss_parallel = model.logits_grad_bytes(self.setup, par) > model.act.logits_grad;
         ledger.push(
             Category::Logits,
             "gradients of log-softmax and logits (start of backward)",
             at.logits_grad,
-            if grad_bytes > model.act.logits_grad {
-                grad_explain.note("vocabulary-parallel loss (torchtitan under TP, loss_parallel()): its fused nll/log-softmax backward holds zeros_like(x), exp(x) and their sum, three fp32 vocabulary-shard buffers beside the saved log-softmax (torch/distributed/tensor/parallel/loss.py, _nll_loss_and_log_softmax_backward)")
+            if loss_parallel {
+                Explanation::new("3 × batch × seq × vocab per TP rank × bytes")
+                    .term("tokens", tokens)
+                    .term("bytes", model.act.logits_saved)
+                    .note("vocabulary-parallel loss (torchtitan under TP, loss_parallel()): its fused nll/log-softmax backward holds zeros_like(x), exp(x) and their sum, three fp32 vocabulary-shard buffers beside the saved log-softmax (torch/distributed/tensor/parallel/loss.py, _nll_loss_and_log_softmax_backward)")
             } else {
-                grad_explain
+                Explanation::new("2 × batch × seq × vocab × bytes")
+                    .term("tokens", tokens)
+                    .term("bytes", model.act.logits_saved)
             },
         );
         if at.recompute > 0 {
