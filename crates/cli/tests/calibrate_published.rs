@@ -43,13 +43,16 @@ fn unmet_bars_do_not_regress() {
     let v = report();
     let g = group(&v, "multi_gpu");
     let (median, mean) = (g["median_abs_error_pct"].as_f64().unwrap(), g["mean_signed_error_pct"].as_f64().unwrap());
-    assert!(median <= 10.5, "multi_gpu median |error| {median:.2}% (was 10.41%)");
+    // 9.94% / -6.28% before FSDP1's unsharded root unit and root flat gradient in
+    // backward, LitGPT's unsharded gradients under Fabric's no_backward_sync accumulation
+    // and torchtitan's vocabulary-parallel loss under TP
+    assert!(median <= 6.2, "multi_gpu median |error| {median:.2}% (was 6.15%)");
     // -5.99% before gradients streamed to the CPU under optimizer offload: that moved
     // torchtune's 70B CPU-offload run from +18.2% to +7.3%, closer to its measurement
-    assert!(mean >= -6.3, "multi_gpu mean signed error {mean:.2}% (was -6.28%)");
+    assert!(mean >= -4.0, "multi_gpu mean signed error {mean:.2}% (was -3.92%)");
     let s = &v["summary"];
     let (median, mean) = (s["median_abs_error_pct"].as_f64().unwrap(), s["mean_signed_error_pct"].as_f64().unwrap());
-    assert!(median <= 4.3, "overall median |error| {median:.2}% (was 4.18%)");
+    assert!(median <= 3.7, "overall median |error| {median:.2}% (was 3.64%)");
     assert!(mean >= -3.0, "overall mean signed error {mean:.2}% < -3%");
 }
 

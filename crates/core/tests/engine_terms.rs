@@ -195,6 +195,64 @@ fn communication_buffers_per_engine() {
 }
 
 #[test]
+fn fsdp1_keeps_the_root_unsharded_and_fabric_accumulates_unsharded() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup { precision: Precision::Bf16, batch: 1, seq: 512, ..TrainSetup::default() };
+    let par = Parallelism { gpus: 4, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
+    // the root unit: embeddings + head (2 × 32000 × 1024) + final norm (1024), bf16, unsharded,
+    // less the quarter the weights line already holds on this rank
+    let root: u64 = (2 * 32000 * 1024 + 1024) * 2;
+    let fsdp1 = train(&spec, t.clone().with_engine(Engine::Fsdp), par.clone());
+    assert_eq!(line(&fsdp1, "FSDP root unit"), root - root / 4);
+    let fabric = train(&spec, t.clone().with_engine(Engine::Litgpt), par.clone());
+    assert_eq!(line(&fabric, "FSDP root unit"), root - root / 4);
+    // FSDP2 (torchtitan) is not FSDP1: no such line; nor without full sharding
+    assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Torchtitan), par.clone()), "FSDP root unit"), 0);
+    let zero2 = Parallelism { sharding: Sharding::Zero2, ..par.clone() };
+    assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Fsdp), zero2), "FSDP root unit"), 0);
+    // at the end of backward the root's flat gradient is built from its views' gradients:
+    // one more root-sized bf16 gradient (131,074,048 B), larger than the logits buffers at the
+    // start of backward (64 tokens × 32000 × 4 B × 3 = 24,576,000 B on transformers' fp32 path,
+    // less with LitGPT's chunks), which are freed by then
+    let short = TrainSetup { seq: 64, ..t.clone() };
+    for engine in [Engine::Fsdp, Engine::Litgpt] {
+        let l = train(&spec, short.clone().with_engine(engine), par.clone());
+        assert_eq!(line(&l, "FSDP root flat gradient"), root, "{engine:?}");
+        assert_eq!(line(&l, "log-softmax"), 0, "{engine:?}: the logits buffers are freed by then");
+    }
+    assert_eq!(line(&train(&spec, short.with_engine(Engine::Torchtitan), par.clone()), "FSDP root flat gradient"), 0);
+    // a long sequence: the logits buffers at the start of backward are the larger transient
+    let long = train(&spec, TrainSetup { seq: 2048, ..t.clone() }.with_engine(Engine::Fsdp), par.clone());
+    assert_eq!(line(&long, "FSDP root flat gradient"), 0);
+    assert!(line(&long, "log-softmax") > 0);
+    // LitGPT accumulates under Fabric's no_backward_sync: every gradient unsharded (bf16, not ÷ 4)
+    let accum = train(&spec, TrainSetup { grad_accum: 4, ..t.clone() }.with_engine(Engine::Litgpt), par.clone());
+    assert_eq!(accum.bytes(Category::Gradients), accum.params_trainable * 2);
+    // without accumulation there is nothing to keep between micro-batches
+    let one = train(&spec, t.with_engine(Engine::Litgpt), par);
+    assert!(one.bytes(Category::Gradients) < one.params_trainable * 2);
+}
+
+#[test]
+fn torchtitan_computes_the_loss_vocabulary_parallel_under_tp() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup { precision: Precision::Bf16, batch: 1, seq: 4096, ..TrainSetup::default() };
+    let tp2 = Parallelism { gpus: 2, tp: 2, ..Parallelism::default() };
+    // 4096 rows × 16000 vocabulary entries per TP rank: the saved fp32 log-softmax (4 B) …
+    let titan = train(&spec, t.clone().with_engine(Engine::Torchtitan), tp2.clone());
+    assert_eq!(titan.peak_phase, vramfit_core::Phase::Backward);
+    assert_eq!(line(&titan, "log-softmax of the logits"), 4096 * 16000 * 4);
+    // … and loss_parallel's fused backward: zeros_like(x), exp(x) and their sum, 3 × 4 B
+    assert_eq!(line(&titan, "gradients of log-softmax"), 4096 * 16000 * 12);
+    // the plain log_softmax backward (transformers' fp32 path, same TP): 2 × 4 B
+    let hf = train(&spec, t.clone().with_engine(Engine::Transformers), tp2);
+    assert_eq!(line(&hf, "gradients of log-softmax"), 4096 * 16000 * 8);
+    // without TP torchtitan's loss is the plain one
+    let one = train(&spec, t.with_engine(Engine::Torchtitan), Parallelism::default());
+    assert_eq!(line(&one, "gradients of log-softmax"), 4096 * 32000 * 8);
+}
+
+#[test]
 fn optimizer_in_backward_and_activation_offload() {
     let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
     let t = TrainSetup {

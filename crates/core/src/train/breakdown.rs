@@ -60,6 +60,12 @@ pub struct PeakLines {
     pub attention_backward: u64,
     pub dequant: u64,
     pub gathered: u64,
+    /// FSDP1: the root unit (embeddings, head, final norm) left unsharded from forward
+    /// to backward, less the shard already counted in the weights
+    pub root_unsharded: u64,
+    /// FSDP1: the root's flat gradient built at the end of backward (its views'
+    /// gradients still live); competes with the other backward transients
+    pub root_flat_grad: u64,
 }
 
 impl PeakLines {
@@ -86,6 +92,8 @@ impl PeakLines {
                 self.attention_backward,
                 self.dequant,
                 self.gathered,
+                self.root_unsharded,
+                self.root_flat_grad,
             ],
         )
     }
@@ -137,6 +145,8 @@ struct CommBuffers {
     backward: u64,
     /// FSDP `no_sync` accumulation: unsharded gradients of every parameter
     unsharded_grads: u64,
+    /// FSDP1: the root unit's flat gradient, concatenated at the end of backward
+    root_flat_grad: u64,
 }
 
 /// Saved activations and logits buffers of the worst pipeline stage.
@@ -177,6 +187,7 @@ impl TrainModel {
         let attention_backward = self.attention_backward(setup, par)?;
         let dequant = self.dequant(par)?;
         let comm = self.comm(setup, par, &s)?;
+        let root_unsharded = self.root_unsharded(setup, par)?;
         let base_weights = part_of("base weights", part_of("base weights", s.weights, s.adapters)?, s.fp32_casts)?;
         let resident = PeakLines {
             base_weights,
@@ -198,16 +209,20 @@ impl TrainModel {
                 ..resident
             }
         };
-        // In backward one of three transients sits on top: the logits buffers at its start,
-        // a recomputed layer later (checkpointing), or one layer's eager attention backward.
+        // In backward one of four transients sits on top: the logits buffers at its start,
+        // a recomputed layer later (checkpointing), one layer's eager attention backward, or
+        // (FSDP1) the root's flat gradient at its end.
         let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
-        let (logits_saved, logits_grad, recompute_live, attention_live) =
-            if logits >= recompute && logits >= attention_backward {
-                (saved.logits_saved, saved.logits_grad, 0, 0)
-            } else if recompute >= attention_backward {
-                (0, 0, recompute, 0)
+        let root_grad = comm.root_flat_grad;
+        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live) =
+            if logits >= recompute && logits >= attention_backward && logits >= root_grad {
+                (saved.logits_saved, saved.logits_grad, 0, 0, 0)
+            } else if recompute >= attention_backward && recompute >= root_grad {
+                (0, 0, recompute, 0, 0)
+            } else if attention_backward >= root_grad {
+                (0, 0, 0, attention_backward, 0)
             } else {
-                (0, 0, 0, attention_backward)
+                (0, 0, 0, 0, root_grad)
             };
         let gradients = if setup.optimizer_in_backward {
             // one parameter's gradient at a time, freed by its own step
@@ -233,6 +248,8 @@ impl TrainModel {
             attention_backward: attention_live,
             dequant,
             gathered: s.gathered,
+            root_unsharded,
+            root_flat_grad: root_grad_live,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
@@ -292,14 +309,43 @@ impl TrainModel {
                 // largest unit (a layer, or the root's embeddings and head) bounds the buffer
                 let unit = prof.largest_unit_trainable(par.tp)?;
                 c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
-                if setup.engine == Engine::Fsdp && sharding.stage() >= 2 && setup.grad_accum > 1 {
-                    // FSDP1 under accelerate's gradient accumulation (`no_sync`) keeps every
-                    // gradient unsharded between micro-batches
+                if setup.engine.fsdp_root_unsharded_in_backward() {
+                    // FSDP1 flattens each unit into one FlatParameter whose parameters are views
+                    // of it: autograd builds the unit's flat gradient by concatenating the views'
+                    // gradients (the backward of the split into views), so while the root's is
+                    // built at the end of backward (the embedding's gradient comes last) the head's
+                    // and embedding's gradients are live too, counted by `backward` above
+                    c.root_flat_grad = mul("FSDP root flat gradient", prof.root_trainable(par.tp)?, grad_bytes)?;
+                }
+                if setup.engine.fsdp_accumulates_unsharded() && sharding.stage() >= 2 && setup.grad_accum > 1 {
+                    // FSDP under accelerate's or Fabric's gradient accumulation (`no_sync`)
+                    // keeps every gradient unsharded between micro-batches
                     c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
                 }
             }
         }
         Ok(c)
+    }
+
+    /// FSDP1 keeps the root unit's parameters unsharded after forward under full
+    /// sharding ([`crate::workload::Engine::fsdp_root_unsharded_in_backward`]): the
+    /// whole root less the shard the weights line already holds.
+    fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        let dp = par.dp();
+        if dp < 2 || par.sharding.stage() < 3 || !setup.engine.fsdp_root_unsharded_in_backward() {
+            return Ok(0);
+        }
+        let root = self.profile.root_base_bytes(par.tp)?;
+        part_of("FSDP root unit", root, div_ceil(root, dp))
+    }
+
+    /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
+    /// the loss path's, + one fp32 buffer under torchtitan's vocabulary-parallel loss
+    /// ([`crate::workload::Engine::loss_parallel_under_tp`]).
+    pub fn logits_grad_bytes(&self, setup: &TrainSetup, par: &Parallelism) -> u64 {
+        let loss_parallel =
+            par.tp > 1 && setup.engine.loss_parallel_under_tp() && self.act.loss == crate::workload::LossPath::Fp32;
+        self.act.logits_grad + if loss_parallel { 4 } else { 0 }
     }
 
     /// Activations and logits buffers saved for backward on the worst stage:
@@ -334,7 +380,7 @@ impl TrainModel {
             mul("logits", tokens, ap.loss_saved_per_token)?,
         )?;
         let rows = loss_grad_rows(ap.loss, tokens, self.hidden, self.vocab);
-        let logits_grad = product("logits", &[rows, vocab, ap.logits_grad])?;
+        let logits_grad = product("logits", &[rows, vocab, self.logits_grad_bytes(setup, par)])?;
         let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
         if pp == 1 {
             return Ok(all);

@@ -250,7 +250,7 @@ impl Lines<'_> {
         let grads_note = if setup.optimizer_in_backward {
             "optimizer in backward: each parameter is stepped as its gradient is ready and the gradient freed; one tensor's gradient at a time"
         } else if at.gradients > s.gradients {
-            "FSDP under gradient accumulation (accelerate's no_sync): every gradient kept unsharded between micro-batches"
+            "FSDP under gradient accumulation (no_sync: accelerate's accumulate(), Lightning Fabric's no_backward_sync in LitGPT): every gradient kept unsharded between micro-batches"
         } else {
             "at the start of backward (grad_accum 1, zero_grad(set_to_none)) no gradient exists yet; with accumulation (or FSDP1's flat gradient buffers) they persist"
         };
@@ -266,7 +266,17 @@ impl Lines<'_> {
                 .term("trainable per GPU", s.trainable_per_gpu)
                 .term("grad bytes", prof.grad_bytes)
                 .term("full gradient buffer", s.gradients)
-                .term("sharding", self.shard_note("gradients", 2))
+                .term(
+                    "sharding",
+                    if at.gradients > s.gradients {
+                        format!(
+                            "none between micro-batches (no_sync); {} once reduce-scattered",
+                            self.shard_note("gradients", 2)
+                        )
+                    } else {
+                        self.shard_note("gradients", 2)
+                    },
+                )
                 .note(grads_note),
         );
         if at.comm_buffers > 0 {
@@ -461,13 +471,21 @@ impl Lines<'_> {
                 .term("bytes", model.act.logits_saved)
                 .note("transformers upcasts logits to fp32 inside the loss; freed once the loss backward ran"),
         );
+        let loss_parallel = model.logits_grad_bytes(self.setup, par) > model.act.logits_grad;
         ledger.push(
             Category::Logits,
             "gradients of log-softmax and logits (start of backward)",
             at.logits_grad,
-            Explanation::new("2 × batch × seq × vocab × bytes")
-                .term("tokens", tokens)
-                .term("bytes", model.act.logits_saved),
+            if loss_parallel {
+                Explanation::new("3 × batch × seq × vocab per TP rank × bytes")
+                    .term("tokens", tokens)
+                    .term("bytes", model.act.logits_saved)
+                    .note("vocabulary-parallel loss (torchtitan under TP, loss_parallel()): its fused nll/log-softmax backward holds zeros_like(x), exp(x) and their sum, three fp32 vocabulary-shard buffers beside the saved log-softmax (torch/distributed/tensor/parallel/loss.py, _nll_loss_and_log_softmax_backward)")
+            } else {
+                Explanation::new("2 × batch × seq × vocab × bytes")
+                    .term("tokens", tokens)
+                    .term("bytes", model.act.logits_saved)
+            },
         );
         if at.recompute > 0 {
             ledger.push(
@@ -508,6 +526,29 @@ impl Lines<'_> {
                 at.gathered,
                 Explanation::new("2 × layer params ÷ TP × weight bytes")
                     .term("layer params", model.profile.layer_params),
+            );
+        }
+        if at.root_flat_grad > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "FSDP root flat gradient at the end of backward (its views' gradients live)",
+                at.root_flat_grad,
+                Explanation::new("root unit trainable params (per TP rank) × grad bytes")
+                    .term("root trainable params", model.profile.root_trainable(par.tp).unwrap_or(0))
+                    .term("grad bytes", model.profile.grad_bytes)
+                    .note("FSDP1 makes each unit's parameters views of one FlatParameter: autograd concatenates the views' gradients into the flat gradient when the last of them (the embedding's) arrives, so the head's and embedding's gradients (the reduce-scatter line) and the new flat gradient are live together; later in backward than the logits buffers, which are freed by then"),
+            );
+        }
+        if at.root_unsharded > 0 {
+            let root = model.profile.root_base_bytes(par.tp).unwrap_or(0);
+            ledger.push(
+                Category::Temporaries,
+                "FSDP root unit unsharded from forward to backward (embeddings, head, final norm)",
+                at.root_unsharded,
+                Explanation::new("root unit bytes × (1 − 1 ÷ DP): the unsharded root less the shard in the weights line")
+                    .term("root unit bytes (unsharded, per TP rank)", root)
+                    .term("data-parallel ranks", par.dp())
+                    .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head"),
             );
         }
     }

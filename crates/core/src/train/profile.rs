@@ -389,6 +389,28 @@ impl TrainProfile {
         }
     }
 
+    /// Storage bytes of what sits outside the decoder layers (embeddings, output head,
+    /// final norm) on one TP rank, unsharded: FSDP's root unit under a per-layer wrap.
+    pub fn root_base_bytes(&self, tp: u64) -> Result<u64, CoreError> {
+        let tp = tp.max(1);
+        let mut root = 0u64;
+        for g in self.groups.iter().filter(|g| g.place != Place::Layers) {
+            root = add("root unit", root, if g.tp_split { div_ceil(g.base_bytes, tp) } else { g.base_bytes })?;
+        }
+        Ok(root)
+    }
+
+    /// Trainable parameters outside the decoder layers (embeddings, head, final norm)
+    /// on one TP rank: FSDP's root unit under a per-layer wrap.
+    pub fn root_trainable(&self, tp: u64) -> Result<u64, CoreError> {
+        let tp = tp.max(1);
+        let mut root = 0u64;
+        for g in self.groups.iter().filter(|g| g.place != Place::Layers) {
+            root = add("root unit", root, if g.tp_split { div_ceil(g.trainable, tp) } else { g.trainable })?;
+        }
+        Ok(root)
+    }
+
     /// Trainable parameters of FSDP's largest wrapped unit on one GPU before
     /// sharding: one decoder layer, or the root (embeddings, head, final norm).
     pub fn largest_unit_trainable(&self, tp: u64) -> Result<u64, CoreError> {

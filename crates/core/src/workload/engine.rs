@@ -136,6 +136,40 @@ impl Engine {
         self == Engine::Litgpt
     }
 
+    /// Gradient accumulation under FSDP skips the reduce-scatter of the accumulating
+    /// micro-batches (`no_sync`), so every gradient stays unsharded between them:
+    /// accelerate's `accumulate()` (HF Trainer, `Engine::Fsdp`) and Lightning Fabric's
+    /// `no_backward_sync(model, enabled=is_accumulating)`, which LitGPT's
+    /// `finetune/full.py` and `finetune/lora.py` wrap every accumulating micro-batch in
+    /// (Fabric's FSDP strategy enters `FullyShardedDataParallel.no_sync()`).
+    pub fn fsdp_accumulates_unsharded(self) -> bool {
+        matches!(self, Engine::Fsdp | Engine::Litgpt)
+    }
+
+    /// FSDP1 (`FullyShardedDataParallel`: accelerate, Lightning Fabric) does not free the
+    /// root unit's unsharded parameters after forward under `FULL_SHARD`, "with the
+    /// intention that they are immediately used for backward computation"
+    /// (`torch/distributed/fsdp/_runtime_utils.py`, `_post_forward_reshard`: `free_unsharded_flat_param
+    /// = not state._is_root and …`). With a per-decoder-layer wrap policy (accelerate's
+    /// `TRANSFORMER_BASED_WRAP`, LitGPT's `auto_wrap_policy={Block}`) the root holds the
+    /// embeddings, the final norm and the output head.
+    pub fn fsdp_root_unsharded_in_backward(self) -> bool {
+        matches!(self, Engine::Fsdp | Engine::Litgpt)
+    }
+
+    /// Under tensor parallelism the engine computes the loss vocabulary-parallel
+    /// (`torch.distributed.tensor.parallel.loss_parallel()`): torchtitan turns it on
+    /// whenever TP > 1 (`ParallelDims.loss_parallel_enabled`: `tp > 1 and
+    /// enable_loss_parallel`, `--training.disable_loss_parallel` off by default; the
+    /// output projection keeps `Shard(-1)` logits). Its fused backward
+    /// (`torch/distributed/tensor/parallel/loss.py`, `_nll_loss_and_log_softmax_backward`:
+    /// `grad_input = zeros_like(x)`, then `(grad_input + exp(x)) * grad_output`) holds
+    /// three fp32 vocabulary-shard buffers beside the saved log-softmax, one more than
+    /// `log_softmax`'s own backward.
+    pub fn loss_parallel_under_tp(self) -> bool {
+        self == Engine::Torchtitan
+    }
+
     /// How the engine caches the layers that attend over a sliding window
     /// (`--sliding-window-cache` overrides it). vLLM v1's hybrid KV-cache manager
     /// (`SlidingWindowSpec`, on unless `--disable-hybrid-kv-cache-manager`), SGLang's
