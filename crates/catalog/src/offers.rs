@@ -329,10 +329,7 @@ fn offer_slice(bad: &BadField, s: SliceRow, gpu: &GpuSpec, gpus: u64, max_gpus: 
         return Err(bad("slice", format!("fraction {} is not in (0, 1]", s.fraction)));
     }
     if s.memory_mib == 0 || s.memory_mib > gpu.memory_mib {
-        return Err(bad(
-            "slice",
-            format!("memory_mib {} must be 1..={} (the card's)", s.memory_mib, gpu.memory_mib),
-        ));
+        return Err(bad("slice", format!("memory_mib {} must be 1..={} (the card's)", s.memory_mib, gpu.memory_mib)));
     }
     if gpus != 1 || max_gpus != 1 {
         return Err(bad("slice", "a slice offer has one slice per unit (gpus = 1)".into()));
@@ -360,10 +357,7 @@ fn check_machine(bad: &BadField, r: &OfferRow) -> Result<u64, CatalogError> {
         return Err(bad("max_machines", format!("{max_machines} is not in 1..=1024")));
     }
     if max_machines > 1 && r.inter_node_gbs.is_none() {
-        return Err(bad(
-            "max_machines",
-            "multi-machine jobs need inter_node_gbs (the fabric between machines)".into(),
-        ));
+        return Err(bad("max_machines", "multi-machine jobs need inter_node_gbs (the fabric between machines)".into()));
     }
     Ok(max_machines)
 }

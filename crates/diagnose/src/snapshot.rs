@@ -973,10 +973,7 @@ fn replay_sites(
     let mut live_map: AddrMap<(u64, Option<u32>, u32)> = HashMap::with_hasher(addr_key());
     let mut block_addrs: AddrMap<()> = HashMap::with_hasher(addr_key());
     block_addrs.extend(
-        segs.iter()
-            .flat_map(|s| s.blocks.iter())
-            .filter(|b| b.state != BlockState::Inactive)
-            .map(|b| (b.address, ())),
+        segs.iter().flat_map(|s| s.blocks.iter()).filter(|b| b.state != BlockState::Inactive).map(|b| (b.address, ())),
     );
     let mut touched: AddrMap<()> = HashMap::with_hasher(addr_key());
     let mut series: Vec<(usize, Bands)> = Vec::new();

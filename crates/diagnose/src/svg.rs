@@ -180,11 +180,8 @@ fn stacked_bands(s: &mut String, d: &DeviceReport, sc: &Scale) {
     let pts = &d.timeline;
     let mut below = vec![0u64; pts.len()];
     for (bi, site) in d.sites.iter().enumerate() {
-        let above: Vec<u64> = pts
-            .iter()
-            .zip(&below)
-            .map(|(p, lo)| lo.saturating_add(p.by_site.get(bi).copied().unwrap_or(0)))
-            .collect();
+        let above: Vec<u64> =
+            pts.iter().zip(&below).map(|(p, lo)| lo.saturating_add(p.by_site.get(bi).copied().unwrap_or(0))).collect();
         let mut poly = String::new();
         for (p, v) in pts.iter().zip(&above) {
             let _ = write!(poly, "{:.1},{:.1} ", sc.x(p), sc.y(*v));

@@ -367,7 +367,13 @@ fn row_links(
 }
 
 /// A real matrix is symmetric: the link between two devices is one link.
-fn check_symmetric(full: &[Vec<Link>], nic_links: &[Option<Vec<Link>>], gpus: &[String], nics: &[String], file: &str) -> Result<(), HwError> {
+fn check_symmetric(
+    full: &[Vec<Link>],
+    nic_links: &[Option<Vec<Link>>],
+    gpus: &[String],
+    nics: &[String],
+    file: &str,
+) -> Result<(), HwError> {
     let n = gpus.len();
     for (a, row) in full.iter().enumerate() {
         for (b, ab) in row.iter().enumerate().take(n).skip(a + 1) {

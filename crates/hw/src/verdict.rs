@@ -362,14 +362,20 @@ fn count_findings(f: &mut Vec<Finding>, m: &Machine, e: &Expectation) {
 }
 
 /// Model and memory of one GPU against the rented card.
-fn card_findings(f: &mut Vec<Finding>, g: &Gpu, class: &MemoryClass, card: &RefCard, e: &Expectation, refs: &[RefCard]) {
+fn card_findings(
+    f: &mut Vec<Finding>,
+    g: &Gpu,
+    class: &MemoryClass,
+    card: &RefCard,
+    e: &Expectation,
+    refs: &[RefCard],
+) {
     let mut name_ok = norm(&g.name).contains(&card.family);
     if !name_ok {
         push(f, Level::Fail, "model", format!("GPU {}: {} is not a {}", g.index, g.name, card.name));
     }
     // Same family, another variant (H100 PCIe for an H100 SXM5): the PCI device id says so.
-    if let Some((is, by)) =
-        identify(g, refs).filter(|(is, _)| name_ok && is.id != card.id && is.family == card.family)
+    if let Some((is, by)) = identify(g, refs).filter(|(is, _)| name_ok && is.id != card.id && is.family == card.family)
     {
         let how = match (by, g.pci_device_id.as_deref().and_then(pci_device)) {
             (IdentifiedBy::PciDeviceId, Some(d)) => format!("PCI device id {d:04X}"),
@@ -411,9 +417,7 @@ fn card_findings(f: &mut Vec<Finding>, g: &Gpu, class: &MemoryClass, card: &RefC
                 mib(card.whole_mib << 20)
             ),
         ),
-        None => {
-            push(f, Level::Warn, "memory_unknown", format!("GPU {}: memory total not reported", g.index))
-        }
+        None => push(f, Level::Warn, "memory_unknown", format!("GPU {}: memory total not reported", g.index)),
         Some(b) if within(b, card.whole_mib << 20, WHOLE_CARD_TOLERANCE) => {
             if name_ok {
                 push(

@@ -537,7 +537,9 @@ fn qwen_moe(f: &mut Fields, s: &mut ModelSpec, family: Family) {
         router_linear_bias: false,
     });
     if dense > 0 {
-        s.notes.push(format!("{dense} layers keep a dense MLP (decoder_sparse_step / mlp_only_layers); counted as leading layers"));
+        s.notes.push(format!(
+            "{dense} layers keep a dense MLP (decoder_sparse_step / mlp_only_layers); counted as leading layers"
+        ));
     }
 }
 
@@ -578,11 +580,8 @@ fn deepseek_v3(f: &mut Fields, s: &mut ModelSpec, mt: &str) {
     }
     s.mtp_layers = f.u64_or(&["num_nextn_predict_layers"], 0);
     if let Some(heads) = f.u64_opt("index_n_heads") {
-        s.indexer = Some(IndexerSpec {
-            heads,
-            head_dim: f.u64_any(&["index_head_dim"]),
-            topk: f.u64_or(&["index_topk"], 0),
-        });
+        s.indexer =
+            Some(IndexerSpec { heads, head_dim: f.u64_any(&["index_head_dim"]), topk: f.u64_or(&["index_topk"], 0) });
     }
 }
 
@@ -718,8 +717,7 @@ fn minimax_m2(f: &mut Fields, s: &mut ModelSpec) {
     });
     // use_mtp: num_mtp_modules modules of mtp_transformer_layers layers each
     if f.bool_or("use_mtp", false) {
-        s.mtp_layers =
-            f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
+        s.mtp_layers = f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
     }
 }
 

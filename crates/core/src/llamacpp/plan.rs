@@ -369,13 +369,7 @@ fn gpu_memory(
             .note("core::runtime::DEFAULT_CUDA_CONTEXT unless --gpu-reserve-mib overrides it"),
     });
     let total = sum("GPU total", &lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
-    Ok(DeviceMemory {
-        device: d,
-        name: format!("CUDA{i}"),
-        lines,
-        total_bytes: total,
-        capacity_bytes: g.memory_bytes,
-    })
+    Ok(DeviceMemory { device: d, name: format!("CUDA{i}"), lines, total_bytes: total, capacity_bytes: g.memory_bytes })
 }
 
 /// The host: model buffers left on the CPU (a mapped range counted by its

@@ -234,7 +234,7 @@ fn sliding_layers(k: &Keys, nl: usize, n_swa: u64, notes: &mut Vec<String>) -> R
                     *s = n == 0 || (il as u64 % n) < n - 1;
                 }
             }
-            None => match default_swa_pattern(&arch) {
+            None => match default_swa_pattern(arch) {
                 Some(n) => {
                     for (il, s) in sliding.iter_mut().enumerate() {
                         *s = (il as u64 % n) < n - 1;
@@ -320,8 +320,7 @@ fn layer_hparams(
 /// A gated FFN: a gate tensor in any layer, or Phi-3's fused gate and up.
 fn has_gated_ffn(tensors: &[TensorInfo], ff: &[u64], nl: usize) -> bool {
     let has = |n: &str| tensors.iter().any(|t| t.name == n);
-    (0..nl)
-        .any(|il| has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight")))
+    (0..nl).any(|il| has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight")))
         || (0..nl).any(|il| {
             // Phi-3 fuses gate and up into one ffn_up of 2·n_ff rows
             tensors
