@@ -180,208 +180,239 @@ pub fn parse_offers(text: &str, file: &str, gpus: &[GpuSpec]) -> Result<OfferFil
     let mig_tables = crate::mig::builtin_mig_tables().unwrap_or_default();
     for spanned in parsed.offer {
         let span = spanned.span();
-        let r = spanned.into_inner();
-        let bad = |field: &str, reason: String| entry_error(file, text, &span, field, reason);
-        if r.id.trim().is_empty() {
-            return Err(bad("id", "must not be empty".into()));
-        }
-        if !ids.insert(r.id.clone()) {
-            return Err(bad("id", format!("duplicate offer id '{}'", r.id)));
-        }
-        let gpu = match find_gpu(gpus, &r.gpu) {
-            Ok(g) => g,
-            Err(CatalogError::UnknownGpu { suggestions, .. })
-            | Err(CatalogError::AmbiguousGpu { candidates: suggestions, .. }) => {
-                return Err(CatalogError::UnknownOfferGpu {
-                    file: file.into(),
-                    line: field_line(text, &span, "gpu"),
-                    gpu: r.gpu.clone(),
-                    suggestions,
-                })
-            }
-            Err(e) => return Err(e),
-        };
-        if r.gpus == 0 || r.gpus > 1024 {
-            return Err(bad("gpus", format!("{} GPUs per unit is not plausible (1–1024)", r.gpus)));
-        }
-        let max_gpus = r.max_gpus.unwrap_or(r.gpus);
-        if max_gpus < r.gpus || max_gpus > 1024 {
-            return Err(bad("max_gpus", format!("{max_gpus} must be between gpus ({}) and 1024", r.gpus)));
-        }
-        let link = match r.link.as_deref().map(|s| s.to_ascii_lowercase()) {
-            None => Link::Pcie,
-            Some(s) if s == "pcie" => Link::Pcie,
-            Some(s) if s == "nvlink" || s == "nvswitch" => {
-                if gpu.nvlink_gbs.is_none() {
-                    return Err(bad("link", format!("{} has no NVLink", gpu.name)));
-                }
-                Link::Nvlink
-            }
-            Some(s) => return Err(bad("link", format!("'{s}' is not one of pcie, nvlink"))),
-        };
-        let price = |field: &str, p: Option<PriceIn>| -> Result<Option<PriceRange>, CatalogError> {
-            let Some(p) = p else { return Ok(None) };
-            let Some((low, high)) = price_pair(&p) else {
-                return Err(bad(field, format!("{p} is not a price: expected a number or [low, high]")));
-            };
-            if !(low.is_finite() && high.is_finite() && low >= 0.0 && high < MAX_PRICE) {
-                return Err(bad(field, format!("{low}–{high} is not a price")));
-            }
-            if low > high {
-                return Err(bad(field, format!("range low {low} is above high {high}")));
-            }
-            Ok(Some(PriceRange { low, high }))
-        };
-        let monthly = price("monthly", r.monthly.clone())?;
-        let hourly = price("hourly", r.hourly.clone())?;
-        if monthly.is_none() && hourly.is_none() {
-            return Err(bad("monthly", "an offer needs a monthly or an hourly price".into()));
-        }
-        if r.currency.trim().is_empty() || r.currency.len() > 16 {
-            return Err(bad("currency", "give a currency code such as CNY, USD, EUR".into()));
-        }
-        let slice = match r.slice {
-            None => None,
-            Some(s) => {
-                if !(s.fraction > 0.0 && s.fraction <= 1.0) {
-                    return Err(bad("slice", format!("fraction {} is not in (0, 1]", s.fraction)));
-                }
-                if s.memory_mib == 0 || s.memory_mib > gpu.memory_mib {
-                    return Err(bad(
-                        "slice",
-                        format!("memory_mib {} must be 1..={} (the card's)", s.memory_mib, gpu.memory_mib),
-                    ));
-                }
-                if r.gpus != 1 || max_gpus != 1 {
-                    return Err(bad("slice", "a slice offer has one slice per unit (gpus = 1)".into()));
-                }
-                Some(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib, mig: false })
-            }
-        };
-        if let Some(h) = r.min_hours {
-            if !(h.is_finite() && h > 0.0 && h <= 100_000.0) {
-                return Err(bad("min_hours", format!("{h} is not a number of hours in (0, 100000]")));
-            }
-            if hourly.is_none() {
-                return Err(bad("min_hours", "a minimum term in hours needs an hourly price".into()));
-            }
-        }
-        let mig_profiles = if r.mig {
-            if slice.is_some() || r.gpus != 1 || max_gpus != 1 {
-                return Err(bad("mig", "a MIG offer is one card's worth of instances: no slice, gpus = 1".into()));
-            }
-            match crate::mig::find_mig_table(&mig_tables, &gpu.id) {
-                Ok(t) => Some(t.clone()),
-                Err(_) => return Err(bad("mig", format!("{} has no MIG profile table in the catalogue", gpu.name))),
-            }
-        } else {
-            None
-        };
-        for (field, v) in [("ram_gb", r.ram_gb), ("disk_gb", r.disk_gb), ("network_mbps", r.network_mbps)] {
-            if let Some(v) = v {
-                if !(v.is_finite() && v > 0.0 && v < 1e9) {
-                    return Err(bad(field, format!("{v} must be a positive number")));
-                }
-            }
-        }
-        if let Some(v) = r.inter_node_gbs {
-            if !(v.is_finite() && v > 0.0 && v < 1e6) {
-                return Err(bad("inter_node_gbs", format!("{v} must be a positive number")));
-            }
-        }
-        let max_machines = r.max_machines.unwrap_or(1);
-        if max_machines == 0 || max_machines > 1024 {
-            return Err(bad("max_machines", format!("{max_machines} is not in 1..=1024")));
-        }
-        if max_machines > 1 && r.inter_node_gbs.is_none() {
-            return Err(bad(
-                "max_machines",
-                "multi-machine jobs need inter_node_gbs (the fabric between machines)".into(),
-            ));
-        }
-        let offer = Offer {
-            id: r.id,
-            provider: r.provider,
-            name: r.name,
-            gpu: gpu.id.clone(),
-            gpus_per_machine: r.gpus,
-            max_gpus,
-            link,
-            slice,
-            cpu_cores: r.cpu_cores,
-            ram_gb: r.ram_gb,
-            disk_gb: r.disk_gb,
-            network_mbps: r.network_mbps,
-            monthly,
-            hourly,
-            min_hours: r.min_hours,
-            currency: r.currency.trim().to_string(),
-            flags: r.flags,
-            source: r.source,
-            max_machines,
-            inter_node_gbs: r.inter_node_gbs,
-        };
-        match mig_profiles {
-            Some(table) => book.offers.extend(mig_slices(&offer, &table)),
-            None => book.offers.push(offer),
-        }
+        let offers = parse_offer(spanned.into_inner(), &span, file, text, gpus, &mut ids, &mig_tables)?;
+        book.offers.extend(offers);
     }
     for spanned in parsed.discount {
         let span = spanned.span();
-        let r = spanned.into_inner();
         let bad = |field: &str, reason: String| entry_error(file, text, &span, field, reason);
-        let kind = match (r.factor, r.minus_per_month) {
-            (Some(f), None) if f.is_finite() && f > 0.0 && f <= 1.0 => DiscountKind::Factor(f),
-            (Some(f), None) => return Err(bad("factor", format!("{f} is not in (0, 1]"))),
-            (None, Some(m)) if (0.0..MAX_PRICE).contains(&m) => DiscountKind::MinusPerMonth(m),
-            (None, Some(m)) => return Err(bad("minus_per_month", format!("{m} is not an amount"))),
-            _ => return Err(bad("factor", "give exactly one of factor or minus_per_month".into())),
-        };
-        let term = match r.term.as_deref() {
-            None => None,
-            Some("monthly") => Some(Term::Monthly),
-            Some("quarterly") => Some(Term::Quarterly),
-            Some("yearly") => Some(Term::Yearly),
-            Some(t) => return Err(bad("term", format!("'{t}' is not one of monthly, quarterly, yearly"))),
-        };
-        book.discounts.push(Discount {
-            id: r.id,
-            provider: r.provider,
-            name: r.name,
-            kind,
-            term,
-            min_gpus: r.min_gpus,
-            max_gpus: r.max_gpus,
-            stackable: r.stackable,
-            currency: r.currency,
-        });
+        book.discounts.push(parse_discount(spanned.into_inner(), &bad)?);
     }
     for spanned in parsed.upgrade {
         let span = spanned.span();
-        let r = spanned.into_inner();
         let bad = |field: &str, reason: String| entry_error(file, text, &span, field, reason);
-        if !(r.monthly.is_finite() && r.monthly >= 0.0 && r.monthly < MAX_PRICE) {
-            return Err(bad("monthly", format!("{} is not a price", r.monthly)));
-        }
-        if let Some(v) = r.ram_gb_to {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(bad("ram_gb_to", format!("{v} must be positive")));
-            }
-        }
-        book.upgrades.push(Upgrade {
-            id: r.id,
-            provider: r.provider,
-            name: r.name,
-            offers: r.offers,
-            ram_gb_to: r.ram_gb_to,
-            cpu_cores_to: r.cpu_cores_to,
-            disk_gb_add: r.disk_gb_add,
-            network_mbps_to: r.network_mbps_to,
-            monthly: r.monthly,
-            currency: r.currency,
-        });
+        book.upgrades.push(parse_upgrade(spanned.into_inner(), &bad)?);
     }
     Ok(OfferFileContents { book, replace: parsed.replace })
+}
+
+/// The error for one field of one entry: file, line and reason.
+type BadField<'a> = dyn Fn(&str, String) -> CatalogError + 'a;
+
+/// One `[[offer]]`: its GPU from the catalogue, checked fields, and a MIG
+/// offer expanded into one offer per profile.
+fn parse_offer(
+    mut r: OfferRow,
+    span: &std::ops::Range<usize>,
+    file: &str,
+    text: &str,
+    gpus: &[GpuSpec],
+    ids: &mut HashSet<String>,
+    mig_tables: &[crate::mig::MigTable],
+) -> Result<Vec<Offer>, CatalogError> {
+    let bad = |field: &str, reason: String| entry_error(file, text, span, field, reason);
+    if r.id.trim().is_empty() {
+        return Err(bad("id", "must not be empty".into()));
+    }
+    if !ids.insert(r.id.clone()) {
+        return Err(bad("id", format!("duplicate offer id '{}'", r.id)));
+    }
+    let gpu = match find_gpu(gpus, &r.gpu) {
+        Ok(g) => g,
+        Err(CatalogError::UnknownGpu { suggestions, .. })
+        | Err(CatalogError::AmbiguousGpu { candidates: suggestions, .. }) => {
+            return Err(CatalogError::UnknownOfferGpu {
+                file: file.into(),
+                line: field_line(text, span, "gpu"),
+                gpu: r.gpu.clone(),
+                suggestions,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    if r.gpus == 0 || r.gpus > 1024 {
+        return Err(bad("gpus", format!("{} GPUs per unit is not plausible (1–1024)", r.gpus)));
+    }
+    let max_gpus = r.max_gpus.unwrap_or(r.gpus);
+    if max_gpus < r.gpus || max_gpus > 1024 {
+        return Err(bad("max_gpus", format!("{max_gpus} must be between gpus ({}) and 1024", r.gpus)));
+    }
+    let link = match r.link.as_deref().map(|s| s.to_ascii_lowercase()) {
+        None => Link::Pcie,
+        Some(s) if s == "pcie" => Link::Pcie,
+        Some(s) if s == "nvlink" || s == "nvswitch" => {
+            if gpu.nvlink_gbs.is_none() {
+                return Err(bad("link", format!("{} has no NVLink", gpu.name)));
+            }
+            Link::Nvlink
+        }
+        Some(s) => return Err(bad("link", format!("'{s}' is not one of pcie, nvlink"))),
+    };
+    let monthly = offer_price(&bad, "monthly", r.monthly.clone())?;
+    let hourly = offer_price(&bad, "hourly", r.hourly.clone())?;
+    if monthly.is_none() && hourly.is_none() {
+        return Err(bad("monthly", "an offer needs a monthly or an hourly price".into()));
+    }
+    if r.currency.trim().is_empty() || r.currency.len() > 16 {
+        return Err(bad("currency", "give a currency code such as CNY, USD, EUR".into()));
+    }
+    let slice = match r.slice.take() {
+        None => None,
+        Some(s) => Some(offer_slice(&bad, s, gpu, r.gpus, max_gpus)?),
+    };
+    if let Some(h) = r.min_hours {
+        if !(h.is_finite() && h > 0.0 && h <= 100_000.0) {
+            return Err(bad("min_hours", format!("{h} is not a number of hours in (0, 100000]")));
+        }
+        if hourly.is_none() {
+            return Err(bad("min_hours", "a minimum term in hours needs an hourly price".into()));
+        }
+    }
+    let mig_profiles = if r.mig {
+        if slice.is_some() || r.gpus != 1 || max_gpus != 1 {
+            return Err(bad("mig", "a MIG offer is one card's worth of instances: no slice, gpus = 1".into()));
+        }
+        match crate::mig::find_mig_table(mig_tables, &gpu.id) {
+            Ok(t) => Some(t.clone()),
+            Err(_) => return Err(bad("mig", format!("{} has no MIG profile table in the catalogue", gpu.name))),
+        }
+    } else {
+        None
+    };
+    let max_machines = check_machine(&bad, &r)?;
+    let offer = Offer {
+        id: r.id,
+        provider: r.provider,
+        name: r.name,
+        gpu: gpu.id.clone(),
+        gpus_per_machine: r.gpus,
+        max_gpus,
+        link,
+        slice,
+        cpu_cores: r.cpu_cores,
+        ram_gb: r.ram_gb,
+        disk_gb: r.disk_gb,
+        network_mbps: r.network_mbps,
+        monthly,
+        hourly,
+        min_hours: r.min_hours,
+        currency: r.currency.trim().to_string(),
+        flags: r.flags,
+        source: r.source,
+        max_machines,
+        inter_node_gbs: r.inter_node_gbs,
+    };
+    Ok(match mig_profiles {
+        Some(table) => mig_slices(&offer, &table),
+        None => vec![offer],
+    })
+}
+
+/// A price field: a number or `[low, high]`, finite, non-negative, low ≤ high.
+fn offer_price(bad: &BadField, field: &str, p: Option<PriceIn>) -> Result<Option<PriceRange>, CatalogError> {
+    let Some(p) = p else { return Ok(None) };
+    let Some((low, high)) = price_pair(&p) else {
+        return Err(bad(field, format!("{p} is not a price: expected a number or [low, high]")));
+    };
+    if !(low.is_finite() && high.is_finite() && low >= 0.0 && high < MAX_PRICE) {
+        return Err(bad(field, format!("{low}–{high} is not a price")));
+    }
+    if low > high {
+        return Err(bad(field, format!("range low {low} is above high {high}")));
+    }
+    Ok(Some(PriceRange { low, high }))
+}
+
+/// A slice of one card (not MIG): a fraction, at most the card's memory, one per unit.
+fn offer_slice(bad: &BadField, s: SliceRow, gpu: &GpuSpec, gpus: u64, max_gpus: u64) -> Result<Slice, CatalogError> {
+    if !(s.fraction > 0.0 && s.fraction <= 1.0) {
+        return Err(bad("slice", format!("fraction {} is not in (0, 1]", s.fraction)));
+    }
+    if s.memory_mib == 0 || s.memory_mib > gpu.memory_mib {
+        return Err(bad("slice", format!("memory_mib {} must be 1..={} (the card's)", s.memory_mib, gpu.memory_mib)));
+    }
+    if gpus != 1 || max_gpus != 1 {
+        return Err(bad("slice", "a slice offer has one slice per unit (gpus = 1)".into()));
+    }
+    Ok(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib, mig: false })
+}
+
+/// The machine's own fields (RAM, disk, network, fabric between machines)
+/// and how many machines a job may span; returns that count.
+fn check_machine(bad: &BadField, r: &OfferRow) -> Result<u64, CatalogError> {
+    for (field, v) in [("ram_gb", r.ram_gb), ("disk_gb", r.disk_gb), ("network_mbps", r.network_mbps)] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v > 0.0 && v < 1e9) {
+                return Err(bad(field, format!("{v} must be a positive number")));
+            }
+        }
+    }
+    if let Some(v) = r.inter_node_gbs {
+        if !(v.is_finite() && v > 0.0 && v < 1e6) {
+            return Err(bad("inter_node_gbs", format!("{v} must be a positive number")));
+        }
+    }
+    let max_machines = r.max_machines.unwrap_or(1);
+    if max_machines == 0 || max_machines > 1024 {
+        return Err(bad("max_machines", format!("{max_machines} is not in 1..=1024")));
+    }
+    if max_machines > 1 && r.inter_node_gbs.is_none() {
+        return Err(bad("max_machines", "multi-machine jobs need inter_node_gbs (the fabric between machines)".into()));
+    }
+    Ok(max_machines)
+}
+
+/// One `[[discount]]`: a factor or an amount off per month, for a term.
+fn parse_discount(r: DiscountRow, bad: &BadField) -> Result<Discount, CatalogError> {
+    let kind = match (r.factor, r.minus_per_month) {
+        (Some(f), None) if f.is_finite() && f > 0.0 && f <= 1.0 => DiscountKind::Factor(f),
+        (Some(f), None) => return Err(bad("factor", format!("{f} is not in (0, 1]"))),
+        (None, Some(m)) if (0.0..MAX_PRICE).contains(&m) => DiscountKind::MinusPerMonth(m),
+        (None, Some(m)) => return Err(bad("minus_per_month", format!("{m} is not an amount"))),
+        _ => return Err(bad("factor", "give exactly one of factor or minus_per_month".into())),
+    };
+    let term = match r.term.as_deref() {
+        None => None,
+        Some("monthly") => Some(Term::Monthly),
+        Some("quarterly") => Some(Term::Quarterly),
+        Some("yearly") => Some(Term::Yearly),
+        Some(t) => return Err(bad("term", format!("'{t}' is not one of monthly, quarterly, yearly"))),
+    };
+    Ok(Discount {
+        id: r.id,
+        provider: r.provider,
+        name: r.name,
+        kind,
+        term,
+        min_gpus: r.min_gpus,
+        max_gpus: r.max_gpus,
+        stackable: r.stackable,
+        currency: r.currency,
+    })
+}
+
+/// One `[[upgrade]]`: a priced change to the machines of some offers.
+fn parse_upgrade(r: UpgradeRow, bad: &BadField) -> Result<Upgrade, CatalogError> {
+    if !(r.monthly.is_finite() && r.monthly >= 0.0 && r.monthly < MAX_PRICE) {
+        return Err(bad("monthly", format!("{} is not a price", r.monthly)));
+    }
+    if let Some(v) = r.ram_gb_to {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad("ram_gb_to", format!("{v} must be positive")));
+        }
+    }
+    Ok(Upgrade {
+        id: r.id,
+        provider: r.provider,
+        name: r.name,
+        offers: r.offers,
+        ram_gb_to: r.ram_gb_to,
+        cpu_cores_to: r.cpu_cores_to,
+        disk_gb_add: r.disk_gb_add,
+        network_mbps_to: r.network_mbps_to,
+        monthly: r.monthly,
+        currency: r.currency,
+    })
 }
 
 /// Most offers one catalogue file may hold (every offer is scored × GPU

@@ -688,215 +688,14 @@ impl Snapshot {
     fn analyze_device(&self, device: u64, labels: &Labels) -> DeviceReport {
         let segs: Vec<&Segment> = self.segments.iter().filter(|s| s.device == device).collect();
         let mut notes = Vec::new();
-        let (mut reserved, mut allocated, mut requested, mut awaiting, mut cached_free, mut largest_free) =
-            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut seg_use = Vec::new();
-        for s in &segs {
-            reserved = reserved.saturating_add(s.total_size);
-            let (mut sa, mut sf, mut sl) = (0u64, 0u64, 0u64);
-            for b in &s.blocks {
-                match b.state {
-                    BlockState::ActiveAllocated => {
-                        sa = sa.saturating_add(b.size);
-                        requested = requested.saturating_add(b.requested_size.min(b.size));
-                    }
-                    BlockState::ActiveAwaitingFree => {
-                        sa = sa.saturating_add(b.size);
-                        awaiting = awaiting.saturating_add(b.size);
-                    }
-                    BlockState::Inactive => {
-                        sf = sf.saturating_add(b.size);
-                        sl = sl.max(b.size);
-                    }
-                }
-            }
-            let block_sum = s.blocks.iter().fold(0u64, |a, b| a.saturating_add(b.size));
-            if !s.blocks.is_empty() && block_sum != s.total_size {
-                notes.push(format!(
-                    "segment 0x{:x}: blocks sum to {} B but the segment is {} B",
-                    s.address, block_sum, s.total_size
-                ));
-            }
-            allocated = allocated.saturating_add(sa);
-            cached_free = cached_free.saturating_add(sf);
-            largest_free = largest_free.max(sl);
-            seg_use.push(SegmentUse {
-                address: s.address,
-                segment_type: s.segment_type.clone(),
-                total: s.total_size,
-                allocated: sa,
-                free: sf,
-                largest_free_block: sl,
-                blocks: s.blocks.len(),
-            });
-        }
-        notes.truncate(10);
-        seg_use.sort_by(|a, b| b.free.cmp(&a.free).then(a.address.cmp(&b.address)));
-        let most_fragmented: Vec<SegmentUse> = seg_use.into_iter().filter(|s| s.free > 0).take(8).collect();
-
+        let totals = segment_totals(&segs, &mut notes);
         let empty = Trace::default();
         let trace = self.traces.get(device as usize).unwrap_or(&empty);
-        // net change over the trace, to place the baseline
-        let (mut d_alloc, mut d_res) = (0i128, 0i128);
-        for t in trace.iter() {
-            match t.action {
-                Action::Alloc => d_alloc += t.size as i128,
-                Action::FreeCompleted => d_alloc -= t.size as i128,
-                Action::SegmentAlloc | Action::SegmentMap => d_res += t.size as i128,
-                Action::SegmentFree | Action::SegmentUnmap => d_res -= t.size as i128,
-                _ => {}
-            }
-        }
-        let mut base_alloc = allocated as i128 - d_alloc;
-        let mut base_res = reserved as i128 - d_res;
-        if !trace.is_empty() && (base_alloc < 0 || base_res < 0) {
-            notes.push("the trace does not add up to the final state (ring buffer wrapped or entries missing); the timeline is clamped at 0".to_string());
-            base_alloc = base_alloc.max(0);
-            base_res = base_res.max(0);
-        }
-        let clamp = |v: i128| v.clamp(0, u64::MAX as i128) as u64;
-        // the timeline keeps every point up to MAX_POINTS, else the end of
-        // each of MAX_POINTS buckets, the peak and every OOM
-        let step = (trace.len() + 1).div_ceil(MAX_POINTS).max(1);
-        let point = |i: Option<usize>, time_us: Option<i64>, a: i128, r: i128| Point {
-            index: i,
-            time_us,
-            allocated: clamp(a),
-            reserved: clamp(r),
-            by_site: Vec::new(),
-        };
-        let mut points = vec![point(None, trace.first().and_then(|t| t.time_us), base_alloc, base_res)];
-        let (mut cur_a, mut cur_r) = (base_alloc, base_res);
-        let mut peak_i: Option<usize> = None;
-        let mut peak_v = cur_a;
-        let mut peak_point = None;
-        let mut ooms = Vec::new();
-        for (i, t) in trace.iter().enumerate() {
-            match t.action {
-                Action::Alloc => cur_a += t.size as i128,
-                Action::FreeCompleted => cur_a -= t.size as i128,
-                Action::SegmentAlloc | Action::SegmentMap => cur_r += t.size as i128,
-                Action::SegmentFree | Action::SegmentUnmap => cur_r -= t.size as i128,
-                Action::Oom => {
-                    let (a, r) = (clamp(cur_a), clamp(cur_r));
-                    let (class, reasoning) = crate::classify::classify_allocator_state(t.size, t.device_free, a, r);
-                    ooms.push(SnapOom {
-                        index: i,
-                        time_us: t.time_us,
-                        requested: t.size,
-                        device_free: t.device_free,
-                        allocated_then: a,
-                        reserved_then: r,
-                        class,
-                        reasoning,
-                    });
-                }
-                _ => {}
-            }
-            if cur_a > peak_v {
-                peak_v = cur_a;
-                peak_i = Some(i);
-                peak_point = Some(point(Some(i), t.time_us, cur_a, cur_r));
-            }
-            let kept = (i + 1) % step == 0 || i + 1 == trace.len() || matches!(t.action, Action::Oom);
-            if kept {
-                points.push(point(Some(i), t.time_us, cur_a, cur_r));
-            }
-        }
-        if let Some(pp) = peak_point {
-            // the peak, in order, unless a bucket end already is it
-            if let Err(at) = points.binary_search_by(|p| p.index.cmp(&pp.index)) {
-                points.insert(at, pp);
-            }
-        }
-        let peak_at = if trace.is_empty() { None } else { Some(peak_i) };
+        let Timeline { mut points, base_alloc, peak_at, ooms } =
+            timeline(trace, totals.allocated, totals.reserved, &mut notes);
 
-        // replay with addresses: bytes per site over time, and what was live at the peak
         let n_sites = labels.sites.len().min(MAX_TRACKED_SITES);
-        // band 0: allocated before the trace; 1..=n_sites: sites; n_sites + 1: the rest
-        let band_of = |stack: Option<u32>| -> usize {
-            let s = stack.map(|s| s as usize + 1).unwrap_or(0);
-            let site = labels.site.get(s).copied().unwrap_or(0) as usize;
-            if site < n_sites {
-                site + 1
-            } else {
-                n_sites + 1
-            }
-        };
-        let mut bands = vec![0i128; n_sites + 2];
-        bands[0] = base_alloc;
-        // live allocations: address → (size, stack, band)
-        let mut live_map: AddrMap<(u64, Option<u32>, u32)> = HashMap::with_hasher(addr_key());
-        let mut block_addrs: AddrMap<()> = HashMap::with_hasher(addr_key());
-        block_addrs.extend(
-            segs.iter()
-                .flat_map(|s| s.blocks.iter())
-                .filter(|b| b.state != BlockState::Inactive)
-                .map(|b| (b.address, ())),
-        );
-        let mut touched: AddrMap<()> = HashMap::with_hasher(addr_key());
-        let mut series: Vec<(usize, Vec<i128>)> = Vec::new();
-        // live at the peak: (address, size, stack)
-        let mut live: Vec<(u64, u64, Option<u32>)> = Vec::new();
-        let mut seen_after: AddrMap<()> = HashMap::with_hasher(addr_key());
-        let peak_idx = peak_at.flatten();
-        // entry i comes after the peak (a peak at the baseline precedes every entry)
-        let after_peak = |i: usize| match peak_at {
-            Some(None) => true,
-            Some(Some(p)) => i > p,
-            None => false,
-        };
-        series.push((0, bands.clone())); // points[0]: the baseline
-        let mut next_point = 1;
-        for (i, t) in trace.iter().enumerate() {
-            match (&t.action, t.addr) {
-                (Action::Alloc, Some(a)) => {
-                    let band = band_of(t.stack);
-                    if let Some((old, _, ob)) = live_map.insert(a, (t.size, t.stack, band as u32)) {
-                        bands[ob as usize] -= old as i128; // allocated twice without a free
-                    }
-                    bands[band] += t.size as i128;
-                    if !block_addrs.is_empty() && block_addrs.contains_key(&a) {
-                        touched.insert(a, ());
-                    }
-                    if after_peak(i) {
-                        seen_after.insert(a, ());
-                    }
-                }
-                (Action::FreeCompleted, Some(a)) => {
-                    match live_map.remove(&a) {
-                        Some((size, _, band)) => bands[band as usize] -= size as i128,
-                        None => {
-                            bands[0] -= t.size as i128;
-                            // allocated before the trace began and freed after the peak
-                            if after_peak(i) && !seen_after.contains_key(&a) {
-                                live.push((a, t.size, t.stack));
-                            }
-                        }
-                    }
-                    if !block_addrs.is_empty() && block_addrs.contains_key(&a) {
-                        touched.insert(a, ());
-                    }
-                    if after_peak(i) {
-                        seen_after.insert(a, ());
-                    }
-                }
-                _ => {}
-            }
-            if peak_idx == Some(i) {
-                live.extend(live_map.iter().map(|(&a, &(s, st, _))| (a, s, st)));
-            }
-            while points.get(next_point).is_some_and(|p| p.index == Some(i)) {
-                series.push((next_point, bands.clone()));
-                next_point += 1;
-            }
-        }
-        // never touched by the trace (or no trace): live all along
-        for s in &segs {
-            for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive && !touched.contains_key(&b.address)) {
-                live.push((b.address, b.size, b.stack));
-            }
-        }
+        let SiteReplay { series, live } = replay_sites(&segs, trace, labels, n_sites, &points, base_alloc, peak_at);
         let peak =
             peak_at.map(|idx| points.iter().find(|x| x.index == idx).cloned().unwrap_or_else(|| points[0].clone()));
         let live_sum = live.iter().fold(0u64, |a, l| a.saturating_add(l.1));
@@ -909,7 +708,37 @@ impl Snapshot {
                 ));
             }
         }
-        // groups and sites of what was live at the peak (or now, without a trace)
+        let LiveAtPeak { groups, site_bytes, peak_top } = self.live_at_peak(live, labels);
+        let sites = site_bands(series, &mut points, &site_bytes, labels, n_sites, trace.is_empty(), peak.as_ref());
+        let peak = peak.map(|p| points.iter().find(|x| x.index == p.index).cloned().unwrap_or(p));
+        if trace.is_empty() {
+            points.clear();
+        }
+
+        DeviceReport {
+            device,
+            reserved: totals.reserved,
+            allocated: totals.allocated,
+            requested: totals.requested,
+            awaiting_free: totals.awaiting_free,
+            cached_free: totals.cached_free,
+            largest_free_block: totals.largest_free_block,
+            segments: segs.len(),
+            most_fragmented: totals.most_fragmented,
+            trace_entries: trace.len(),
+            timeline: points,
+            peak,
+            peak_top,
+            groups,
+            sites,
+            ooms,
+            notes,
+        }
+    }
+
+    /// Groups and sites of what was live at the peak (or now, without a
+    /// trace), and the largest of those allocations.
+    fn live_at_peak(&self, mut live: Vec<(u64, u64, Option<u32>)>, labels: &Labels) -> LiveAtPeak {
         let mut group_bytes: HashMap<u32, (u64, u64)> = HashMap::new();
         let mut site_bytes: HashMap<u32, u64> = HashMap::new();
         for &(_, size, st) in &live {
@@ -938,92 +767,373 @@ impl Snapshot {
                 frames: self.frame_lines(st),
             })
             .collect();
+        LiveAtPeak { groups, site_bytes, peak_top }
+    }
+}
 
-        // the largest sites get their own band: by the most they held at
-        // any point of the timeline (activations are gone by the optimizer's
-        // peak, yet they are what the sawtooth is made of), then at the peak
-        let mut max_of = vec![0i128; n_sites + 2];
-        for (_, v) in &series {
-            for (m, x) in max_of.iter_mut().zip(v) {
-                *m = (*m).max(*x);
+/// A replayed byte count as a reported one: below zero and above u64 clamp.
+#[inline]
+fn clamp_bytes(v: i128) -> u64 {
+    v.clamp(0, u64::MAX as i128) as u64
+}
+
+/// What a device's segments hold as the snapshot left them.
+struct SegmentTotals {
+    reserved: u64,
+    allocated: u64,
+    requested: u64,
+    awaiting_free: u64,
+    cached_free: u64,
+    largest_free_block: u64,
+    most_fragmented: Vec<SegmentUse>,
+}
+
+/// Sums the blocks of each segment; a segment whose blocks do not add up
+/// gets a note (at most ten).
+fn segment_totals(segs: &[&Segment], notes: &mut Vec<String>) -> SegmentTotals {
+    let (mut reserved, mut allocated, mut requested, mut awaiting, mut cached_free, mut largest_free) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut seg_use = Vec::new();
+    for s in segs {
+        reserved = reserved.saturating_add(s.total_size);
+        let (mut sa, mut sf, mut sl) = (0u64, 0u64, 0u64);
+        for b in &s.blocks {
+            match b.state {
+                BlockState::ActiveAllocated => {
+                    sa = sa.saturating_add(b.size);
+                    requested = requested.saturating_add(b.requested_size.min(b.size));
+                }
+                BlockState::ActiveAwaitingFree => {
+                    sa = sa.saturating_add(b.size);
+                    awaiting = awaiting.saturating_add(b.size);
+                }
+                BlockState::Inactive => {
+                    sf = sf.saturating_add(b.size);
+                    sl = sl.max(b.size);
+                }
             }
         }
-        let mut ranked: Vec<(u32, u64, u64)> = (0..n_sites as u32)
-            .map(|s| (s, clamp(max_of[s as usize + 1]), site_bytes.get(&s).copied().unwrap_or(0)))
-            .filter(|&(_, max, now)| max > 0 || now > 0)
-            .collect();
-        ranked.sort_by(|a, b| {
-            b.1.max(b.2)
-                .cmp(&a.1.max(a.2))
-                .then(b.2.cmp(&a.2))
-                .then(labels.sites[a.0 as usize].cmp(&labels.sites[b.0 as usize]))
+        let block_sum = s.blocks.iter().fold(0u64, |a, b| a.saturating_add(b.size));
+        if !s.blocks.is_empty() && block_sum != s.total_size {
+            notes.push(format!(
+                "segment 0x{:x}: blocks sum to {} B but the segment is {} B",
+                s.address, block_sum, s.total_size
+            ));
+        }
+        allocated = allocated.saturating_add(sa);
+        cached_free = cached_free.saturating_add(sf);
+        largest_free = largest_free.max(sl);
+        seg_use.push(SegmentUse {
+            address: s.address,
+            segment_type: s.segment_type.clone(),
+            total: s.total_size,
+            allocated: sa,
+            free: sf,
+            largest_free_block: sl,
+            blocks: s.blocks.len(),
         });
-        let rest: u64 = ranked.iter().skip(TOP_SITES).map(|r| r.2).sum();
-        ranked.truncate(TOP_SITES);
-        // stacked as memory_viz stacks older allocations under newer ones:
-        // what is held most of the time (parameters, optimizer state) at the
-        // bottom, the per-step sawtooth on top
-        let mean = |band: usize| series.iter().map(|(_, v)| v[band].max(0)).sum::<i128>();
-        ranked.sort_by(|a, b| mean(b.0 as usize + 1).cmp(&mean(a.0 as usize + 1)).then(a.0.cmp(&b.0)));
-        let top: Vec<usize> = ranked.iter().map(|&(s, _, _)| s as usize + 1).collect();
-        let other = |v: &[i128]| -> i128 {
-            v.iter().enumerate().filter(|(b, _)| *b != 0 && !top.contains(b)).map(|(_, x)| *x).sum::<i128>()
-        };
-        let before_used = series.iter().any(|(_, v)| v[0] > 0);
-        let other_max = series.iter().map(|(_, v)| other(v)).max().unwrap_or(0);
-        let other_used = other_max > 0 || (trace.is_empty() && rest > 0);
-        // each band's bytes at the peak, from the replay (without a trace: the blocks now)
-        let at_peak = peak.as_ref().and_then(|p| series.iter().find(|(k, _)| points[*k].index == p.index));
-        let mut sites: Vec<Site> = Vec::new();
-        if before_used {
-            sites.push(Site {
-                label: SITE_BEFORE_TRACE.into(),
-                peak_bytes: at_peak.map(|(_, v)| clamp(v[0])).unwrap_or(0),
-                max_bytes: clamp(max_of[0]),
-            });
-        }
-        for (&(s, max, now), &band) in ranked.iter().zip(&top) {
-            let peak_bytes = at_peak.map(|(_, v)| clamp(v[band])).unwrap_or(now);
-            sites.push(Site { label: labels.sites[s as usize].clone(), peak_bytes, max_bytes: max.max(peak_bytes) });
-        }
-        if other_used {
-            let peak_bytes = at_peak.map(|(_, v)| clamp(other(v))).unwrap_or(rest);
-            sites.push(Site { label: SITE_OTHER.into(), peak_bytes, max_bytes: clamp(other_max).max(peak_bytes) });
-        }
-        for (k, v) in series {
-            let mut by = Vec::with_capacity(sites.len());
-            if before_used {
-                by.push(clamp(v[0]));
-            }
-            by.extend(top.iter().map(|&b| clamp(v[b])));
-            if other_used {
-                by.push(clamp(other(&v)));
-            }
-            points[k].by_site = by;
-        }
-        let peak = peak.map(|p| points.iter().find(|x| x.index == p.index).cloned().unwrap_or(p));
-        if trace.is_empty() {
-            points.clear();
-        }
+    }
+    notes.truncate(10);
+    seg_use.sort_by(|a, b| b.free.cmp(&a.free).then(a.address.cmp(&b.address)));
+    let most_fragmented: Vec<SegmentUse> = seg_use.into_iter().filter(|s| s.free > 0).take(8).collect();
+    SegmentTotals {
+        reserved,
+        allocated,
+        requested,
+        awaiting_free: awaiting,
+        cached_free,
+        largest_free_block: largest_free,
+        most_fragmented,
+    }
+}
 
-        DeviceReport {
-            device,
-            reserved,
-            allocated,
-            requested,
-            awaiting_free: awaiting,
-            cached_free,
-            largest_free_block: largest_free,
-            segments: segs.len(),
-            most_fragmented,
-            trace_entries: trace.len(),
-            timeline: points,
-            peak,
-            peak_top,
-            groups,
-            sites,
-            ooms,
-            notes,
+/// Allocated and reserved bytes over the trace, and its OOMs.
+struct Timeline {
+    /// the baseline, then the kept entries in trace order (`by_site` empty)
+    points: Vec<Point>,
+    /// allocated bytes before the first entry
+    base_alloc: i128,
+    /// `None` without a trace; `Some(None)` when the peak is the baseline
+    peak_at: Option<Option<usize>>,
+    ooms: Vec<SnapOom>,
+}
+
+/// Replays the trace backwards from the final state to place the baseline,
+/// then forwards: the timeline keeps every point up to MAX_POINTS, else the
+/// end of each of MAX_POINTS buckets, the peak and every OOM.
+fn timeline(trace: &Trace, allocated: u64, reserved: u64, notes: &mut Vec<String>) -> Timeline {
+    // net change over the trace, to place the baseline
+    let (mut d_alloc, mut d_res) = (0i128, 0i128);
+    for t in trace.iter() {
+        match t.action {
+            Action::Alloc => d_alloc += t.size as i128,
+            Action::FreeCompleted => d_alloc -= t.size as i128,
+            Action::SegmentAlloc | Action::SegmentMap => d_res += t.size as i128,
+            Action::SegmentFree | Action::SegmentUnmap => d_res -= t.size as i128,
+            _ => {}
         }
     }
+    let mut base_alloc = allocated as i128 - d_alloc;
+    let mut base_res = reserved as i128 - d_res;
+    if !trace.is_empty() && (base_alloc < 0 || base_res < 0) {
+        notes.push("the trace does not add up to the final state (ring buffer wrapped or entries missing); the timeline is clamped at 0".to_string());
+        base_alloc = base_alloc.max(0);
+        base_res = base_res.max(0);
+    }
+    let step = (trace.len() + 1).div_ceil(MAX_POINTS).max(1);
+    let point = |i: Option<usize>, time_us: Option<i64>, a: i128, r: i128| Point {
+        index: i,
+        time_us,
+        allocated: clamp_bytes(a),
+        reserved: clamp_bytes(r),
+        by_site: Vec::new(),
+    };
+    let mut points = vec![point(None, trace.first().and_then(|t| t.time_us), base_alloc, base_res)];
+    let (mut cur_a, mut cur_r) = (base_alloc, base_res);
+    let mut peak_i: Option<usize> = None;
+    let mut peak_v = cur_a;
+    let mut peak_point = None;
+    let mut ooms = Vec::new();
+    for (i, t) in trace.iter().enumerate() {
+        match t.action {
+            Action::Alloc => cur_a += t.size as i128,
+            Action::FreeCompleted => cur_a -= t.size as i128,
+            Action::SegmentAlloc | Action::SegmentMap => cur_r += t.size as i128,
+            Action::SegmentFree | Action::SegmentUnmap => cur_r -= t.size as i128,
+            Action::Oom => {
+                let (a, r) = (clamp_bytes(cur_a), clamp_bytes(cur_r));
+                let (class, reasoning) = crate::classify::classify_allocator_state(t.size, t.device_free, a, r);
+                ooms.push(SnapOom {
+                    index: i,
+                    time_us: t.time_us,
+                    requested: t.size,
+                    device_free: t.device_free,
+                    allocated_then: a,
+                    reserved_then: r,
+                    class,
+                    reasoning,
+                });
+            }
+            _ => {}
+        }
+        if cur_a > peak_v {
+            peak_v = cur_a;
+            peak_i = Some(i);
+            peak_point = Some(point(Some(i), t.time_us, cur_a, cur_r));
+        }
+        let kept = (i + 1) % step == 0 || i + 1 == trace.len() || matches!(t.action, Action::Oom);
+        if kept {
+            points.push(point(Some(i), t.time_us, cur_a, cur_r));
+        }
+    }
+    if let Some(pp) = peak_point {
+        // the peak, in order, unless a bucket end already is it
+        if let Err(at) = points.binary_search_by(|p| p.index.cmp(&pp.index)) {
+            points.insert(at, pp);
+        }
+    }
+    let peak_at = if trace.is_empty() { None } else { Some(peak_i) };
+    Timeline { points, base_alloc, peak_at, ooms }
+}
+
+/// Band 0: allocated before the trace; 1..=n_sites: sites; n_sites + 1: the rest.
+type Bands = Vec<i128>;
+
+/// The trace replayed with addresses.
+struct SiteReplay {
+    /// bytes per band at each point of the timeline: (index into the points, bands)
+    series: Vec<(usize, Bands)>,
+    /// live at the peak: (address, size, stack)
+    live: Vec<(u64, u64, Option<u32>)>,
+}
+
+/// Replays the trace with addresses: bytes per site over time, and what
+/// was live at the peak (blocks the trace never touched were live all along).
+fn replay_sites(
+    segs: &[&Segment],
+    trace: &Trace,
+    labels: &Labels,
+    n_sites: usize,
+    points: &[Point],
+    base_alloc: i128,
+    peak_at: Option<Option<usize>>,
+) -> SiteReplay {
+    let band_of = |stack: Option<u32>| -> usize {
+        let s = stack.map(|s| s as usize + 1).unwrap_or(0);
+        let site = labels.site.get(s).copied().unwrap_or(0) as usize;
+        if site < n_sites {
+            site + 1
+        } else {
+            n_sites + 1
+        }
+    };
+    let mut bands: Bands = vec![0i128; n_sites + 2];
+    bands[0] = base_alloc;
+    // live allocations: address → (size, stack, band)
+    let mut live_map: AddrMap<(u64, Option<u32>, u32)> = HashMap::with_hasher(addr_key());
+    let mut block_addrs: AddrMap<()> = HashMap::with_hasher(addr_key());
+    block_addrs.extend(
+        segs.iter().flat_map(|s| s.blocks.iter()).filter(|b| b.state != BlockState::Inactive).map(|b| (b.address, ())),
+    );
+    let mut touched: AddrMap<()> = HashMap::with_hasher(addr_key());
+    let mut series: Vec<(usize, Bands)> = Vec::new();
+    let mut live: Vec<(u64, u64, Option<u32>)> = Vec::new();
+    let mut seen_after: AddrMap<()> = HashMap::with_hasher(addr_key());
+    let peak_idx = peak_at.flatten();
+    // entry i comes after the peak (a peak at the baseline precedes every entry)
+    let after_peak = |i: usize| match peak_at {
+        Some(None) => true,
+        Some(Some(p)) => i > p,
+        None => false,
+    };
+    series.push((0, bands.clone())); // points[0]: the baseline
+    let mut next_point = 1;
+    for (i, t) in trace.iter().enumerate() {
+        match (&t.action, t.addr) {
+            (Action::Alloc, Some(a)) => {
+                let band = band_of(t.stack);
+                if let Some((old, _, ob)) = live_map.insert(a, (t.size, t.stack, band as u32)) {
+                    bands[ob as usize] -= old as i128; // allocated twice without a free
+                }
+                bands[band] += t.size as i128;
+                if !block_addrs.is_empty() && block_addrs.contains_key(&a) {
+                    touched.insert(a, ());
+                }
+                if after_peak(i) {
+                    seen_after.insert(a, ());
+                }
+            }
+            (Action::FreeCompleted, Some(a)) => {
+                match live_map.remove(&a) {
+                    Some((size, _, band)) => bands[band as usize] -= size as i128,
+                    None => {
+                        bands[0] -= t.size as i128;
+                        // allocated before the trace began and freed after the peak
+                        if after_peak(i) && !seen_after.contains_key(&a) {
+                            live.push((a, t.size, t.stack));
+                        }
+                    }
+                }
+                if !block_addrs.is_empty() && block_addrs.contains_key(&a) {
+                    touched.insert(a, ());
+                }
+                if after_peak(i) {
+                    seen_after.insert(a, ());
+                }
+            }
+            _ => {}
+        }
+        if peak_idx == Some(i) {
+            live.extend(live_map.iter().map(|(&a, &(s, st, _))| (a, s, st)));
+        }
+        while points.get(next_point).is_some_and(|p| p.index == Some(i)) {
+            series.push((next_point, bands.clone()));
+            next_point += 1;
+        }
+    }
+    // never touched by the trace (or no trace): live all along
+    for s in segs {
+        for b in s.blocks.iter().filter(|b| b.state != BlockState::Inactive && !touched.contains_key(&b.address)) {
+            live.push((b.address, b.size, b.stack));
+        }
+    }
+    SiteReplay { series, live }
+}
+
+/// What was live at the peak, by group and by site.
+struct LiveAtPeak {
+    groups: Vec<Group>,
+    /// live bytes at the peak per site label
+    site_bytes: HashMap<u32, u64>,
+    /// the largest live allocations
+    peak_top: Vec<LiveAlloc>,
+}
+
+/// The sites drawn as their own band, as (site, most held at any point,
+/// held at the peak), bottom band first; and the peak bytes of the rest.
+fn top_sites(
+    series: &[(usize, Bands)],
+    max_of: &[i128],
+    site_bytes: &HashMap<u32, u64>,
+    labels: &Labels,
+    n_sites: usize,
+) -> (Vec<(u32, u64, u64)>, u64) {
+    // the largest sites get their own band: by the most they held at
+    // any point of the timeline (activations are gone by the optimizer's
+    // peak, yet they are what the sawtooth is made of), then at the peak
+    let mut ranked: Vec<(u32, u64, u64)> = (0..n_sites as u32)
+        .map(|s| (s, clamp_bytes(max_of[s as usize + 1]), site_bytes.get(&s).copied().unwrap_or(0)))
+        .filter(|&(_, max, now)| max > 0 || now > 0)
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.1.max(b.2)
+            .cmp(&a.1.max(a.2))
+            .then(b.2.cmp(&a.2))
+            .then(labels.sites[a.0 as usize].cmp(&labels.sites[b.0 as usize]))
+    });
+    let rest: u64 = ranked.iter().skip(TOP_SITES).map(|r| r.2).sum();
+    ranked.truncate(TOP_SITES);
+    // stacked as memory_viz stacks older allocations under newer ones:
+    // what is held most of the time (parameters, optimizer state) at the
+    // bottom, the per-step sawtooth on top
+    let mean = |band: usize| series.iter().map(|(_, v)| v[band].max(0)).sum::<i128>();
+    ranked.sort_by(|a, b| mean(b.0 as usize + 1).cmp(&mean(a.0 as usize + 1)).then(a.0.cmp(&b.0)));
+    (ranked, rest)
+}
+
+/// The bands of the timeline (before the trace, the top sites, the rest),
+/// and each point's bytes per band in [`Point::by_site`].
+fn site_bands(
+    series: Vec<(usize, Bands)>,
+    points: &mut [Point],
+    site_bytes: &HashMap<u32, u64>,
+    labels: &Labels,
+    n_sites: usize,
+    no_trace: bool,
+    peak: Option<&Point>,
+) -> Vec<Site> {
+    let mut max_of = vec![0i128; n_sites + 2];
+    for (_, v) in &series {
+        for (m, x) in max_of.iter_mut().zip(v) {
+            *m = (*m).max(*x);
+        }
+    }
+    let (ranked, rest) = top_sites(&series, &max_of, site_bytes, labels, n_sites);
+    let top: Vec<usize> = ranked.iter().map(|&(s, _, _)| s as usize + 1).collect();
+    let other = |v: &[i128]| -> i128 {
+        v.iter().enumerate().filter(|(b, _)| *b != 0 && !top.contains(b)).map(|(_, x)| *x).sum::<i128>()
+    };
+    let before_used = series.iter().any(|(_, v)| v[0] > 0);
+    let other_max = series.iter().map(|(_, v)| other(v)).max().unwrap_or(0);
+    let other_used = other_max > 0 || (no_trace && rest > 0);
+    // each band's bytes at the peak, from the replay (without a trace: the blocks now)
+    let at_peak = peak.and_then(|p| series.iter().find(|(k, _)| points[*k].index == p.index));
+    let mut sites: Vec<Site> = Vec::new();
+    if before_used {
+        sites.push(Site {
+            label: SITE_BEFORE_TRACE.into(),
+            peak_bytes: at_peak.map(|(_, v)| clamp_bytes(v[0])).unwrap_or(0),
+            max_bytes: clamp_bytes(max_of[0]),
+        });
+    }
+    for (&(s, max, now), &band) in ranked.iter().zip(&top) {
+        let peak_bytes = at_peak.map(|(_, v)| clamp_bytes(v[band])).unwrap_or(now);
+        sites.push(Site { label: labels.sites[s as usize].clone(), peak_bytes, max_bytes: max.max(peak_bytes) });
+    }
+    if other_used {
+        let peak_bytes = at_peak.map(|(_, v)| clamp_bytes(other(v))).unwrap_or(rest);
+        sites.push(Site { label: SITE_OTHER.into(), peak_bytes, max_bytes: clamp_bytes(other_max).max(peak_bytes) });
+    }
+    for (k, v) in series {
+        let mut by = Vec::with_capacity(sites.len());
+        if before_used {
+            by.push(clamp_bytes(v[0]));
+        }
+        by.extend(top.iter().map(|&b| clamp_bytes(v[b])));
+        if other_used {
+            by.push(clamp_bytes(other(&v)));
+        }
+        points[k].by_site = by;
+    }
+    sites
 }

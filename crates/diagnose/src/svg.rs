@@ -87,9 +87,7 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
     let (tick, ticks) = nice_ticks(top);
     let max = tick.saturating_mul(ticks).max(1);
     let n_entries = d.trace_entries.max(1) as f64;
-    // x by trace entry: the baseline at 0, entry i at i + 1
-    let x = |p: &crate::snapshot::Point| LEFT + PLOT_W * p.index.map(|i| i as f64 + 1.0).unwrap_or(0.0) / n_entries;
-    let y = |v: u64| y0 + TOP + PLOT_H * (1.0 - v as f64 / max as f64);
+    let sc = Scale { y0, n_entries, max };
     let headline = match &d.peak {
         Some(p) => format!("GPU {}: peak {} allocated, {} reserved then", d.device, b(p.allocated), b(p.reserved)),
         None => format!("GPU {}: {} allocated, {} reserved at the snapshot", d.device, b(d.allocated), b(d.reserved)),
@@ -105,10 +103,44 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
         r##"<rect x="{LEFT}" y="{}" width="{PLOT_W}" height="{PLOT_H}" fill="none" stroke="#999"/>"##,
         y0 + TOP
     );
-    // y axis: round steps in binary units
+    y_axis(s, &sc, tick, ticks);
+    x_axis_label(s, d, y0);
+    if pts.len() < 2 {
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}">no trace recorded (enable torch.cuda.memory._record_memory_history before the run)</text>"#,
+            LEFT + 10.0,
+            y0 + TOP + 20.0
+        );
+    } else {
+        stacked_bands(s, d, &sc);
+        lines_and_marks(s, d, &sc);
+    }
+    legend(s, d, y0);
+}
+
+/// Plot coordinates of one panel: x by trace entry (the baseline at 0,
+/// entry i at i + 1), y by bytes up to `max`.
+struct Scale {
+    y0: f64,
+    n_entries: f64,
+    max: u64,
+}
+
+impl Scale {
+    fn x(&self, p: &crate::snapshot::Point) -> f64 {
+        LEFT + PLOT_W * p.index.map(|i| i as f64 + 1.0).unwrap_or(0.0) / self.n_entries
+    }
+    fn y(&self, v: u64) -> f64 {
+        self.y0 + TOP + PLOT_H * (1.0 - v as f64 / self.max as f64)
+    }
+}
+
+/// The y axis: round steps in binary units.
+fn y_axis(s: &mut String, sc: &Scale, tick: u64, ticks: u64) {
     for q in 0..=ticks {
         let v = tick * q;
-        let yy = y(v);
+        let yy = sc.y(v);
         let _ = writeln!(
             s,
             r##"<line x1="{LEFT}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -118,7 +150,11 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
             esc(&b(v))
         );
     }
-    // x axis: seconds when the trace has times, else entries
+}
+
+/// The x axis label: seconds when the trace has times, else entries.
+fn x_axis_label(s: &mut String, d: &DeviceReport, y0: f64) {
+    let pts = &d.timeline;
     let t0 = pts.first().and_then(|p| p.time_us);
     let t1 = pts.last().and_then(|p| p.time_us);
     let axis = match (t0, t1) {
@@ -137,80 +173,81 @@ fn panel(s: &mut String, d: &DeviceReport, y0: f64) {
         y0 + TOP + PLOT_H + 16.0,
         esc(&axis)
     );
-    if pts.len() < 2 {
+}
+
+/// The sites as stacked bands, bottom first.
+fn stacked_bands(s: &mut String, d: &DeviceReport, sc: &Scale) {
+    let pts = &d.timeline;
+    let mut below = vec![0u64; pts.len()];
+    for (bi, site) in d.sites.iter().enumerate() {
+        let above: Vec<u64> =
+            pts.iter().zip(&below).map(|(p, lo)| lo.saturating_add(p.by_site.get(bi).copied().unwrap_or(0))).collect();
+        let mut poly = String::new();
+        for (p, v) in pts.iter().zip(&above) {
+            let _ = write!(poly, "{:.1},{:.1} ", sc.x(p), sc.y(*v));
+        }
+        for (p, v) in pts.iter().zip(&below).rev() {
+            let _ = write!(poly, "{:.1},{:.1} ", sc.x(p), sc.y(*v));
+        }
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}">no trace recorded (enable torch.cuda.memory._record_memory_history before the run)</text>"#,
-            LEFT + 10.0,
-            y0 + TOP + 20.0
+            r#"<polygon fill="{}" stroke="none" points="{}"><title>{}</title></polygon>"#,
+            band_color(&site.label, bi),
+            poly.trim_end(),
+            esc(&site.label)
         );
-    } else {
-        // stacked bands, bottom first
-        let mut below = vec![0u64; pts.len()];
-        for (bi, site) in d.sites.iter().enumerate() {
-            let above: Vec<u64> = pts
-                .iter()
-                .zip(&below)
-                .map(|(p, lo)| lo.saturating_add(p.by_site.get(bi).copied().unwrap_or(0)))
-                .collect();
-            let mut poly = String::new();
-            for (p, v) in pts.iter().zip(&above) {
-                let _ = write!(poly, "{:.1},{:.1} ", x(p), y(*v));
-            }
-            for (p, v) in pts.iter().zip(&below).rev() {
-                let _ = write!(poly, "{:.1},{:.1} ", x(p), y(*v));
-            }
+        below = above;
+    }
+}
+
+/// The allocated and reserved lines, the peak and every OOM.
+fn lines_and_marks(s: &mut String, d: &DeviceReport, sc: &Scale) {
+    let pts = &d.timeline;
+    let y0 = sc.y0;
+    for (field, color, dash, label) in
+        [(false, "#222222", "", "allocated"), (true, "#555555", r#" stroke-dasharray="5 3""#, "reserved")]
+    {
+        let mut line = String::new();
+        for p in pts {
+            let v = if field { p.reserved } else { p.allocated };
+            let _ = write!(line, "{:.1},{:.1} ", sc.x(p), sc.y(v));
+        }
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.2"{dash} points="{}"><title>{label}</title></polyline>"#,
+            line.trim_end()
+        );
+    }
+    if let Some(pk) = &d.peak {
+        let (px, py) = (sc.x(pk), sc.y(pk.allocated));
+        let _ = writeln!(
+            s,
+            r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="red"><title>peak {}</title></circle><text x="{:.1}" y="{:.1}" fill="red" stroke="white" stroke-width="3" paint-order="stroke" text-anchor="{}">peak {}</text>"#,
+            esc(&b(pk.allocated)),
+            px + if px > LEFT + PLOT_W * 0.8 { -6.0 } else { 6.0 },
+            (py - 6.0).max(y0 + TOP + 10.0),
+            if px > LEFT + PLOT_W * 0.8 { "end" } else { "start" },
+            esc(&b(pk.allocated))
+        );
+    }
+    for o in &d.ooms {
+        if let Some(p) = pts.iter().find(|p| p.index == Some(o.index)) {
             let _ = writeln!(
                 s,
-                r#"<polygon fill="{}" stroke="none" points="{}"><title>{}</title></polygon>"#,
-                band_color(&site.label, bi),
-                poly.trim_end(),
-                esc(&site.label)
+                r#"<line x1="{0:.1}" x2="{0:.1}" y1="{1:.1}" y2="{2:.1}" stroke="red" stroke-width="1.5" stroke-dasharray="4 2"><title>OOM: {3} requested ({4})</title></line><text x="{0:.1}" y="{5:.1}" fill="red" stroke="white" stroke-width="3" paint-order="stroke" text-anchor="end">OOM: {3} requested </text>"#,
+                sc.x(p),
+                y0 + TOP,
+                y0 + TOP + PLOT_H,
+                esc(&b(o.requested)),
+                o.class.key(),
+                y0 + TOP - 4.0
             );
-            below = above;
-        }
-        for (field, color, dash, label) in
-            [(false, "#222222", "", "allocated"), (true, "#555555", r#" stroke-dasharray="5 3""#, "reserved")]
-        {
-            let mut line = String::new();
-            for p in pts {
-                let v = if field { p.reserved } else { p.allocated };
-                let _ = write!(line, "{:.1},{:.1} ", x(p), y(v));
-            }
-            let _ = writeln!(
-                s,
-                r#"<polyline fill="none" stroke="{color}" stroke-width="1.2"{dash} points="{}"><title>{label}</title></polyline>"#,
-                line.trim_end()
-            );
-        }
-        if let Some(pk) = &d.peak {
-            let (px, py) = (x(pk), y(pk.allocated));
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="red"><title>peak {}</title></circle><text x="{:.1}" y="{:.1}" fill="red" stroke="white" stroke-width="3" paint-order="stroke" text-anchor="{}">peak {}</text>"#,
-                esc(&b(pk.allocated)),
-                px + if px > LEFT + PLOT_W * 0.8 { -6.0 } else { 6.0 },
-                (py - 6.0).max(y0 + TOP + 10.0),
-                if px > LEFT + PLOT_W * 0.8 { "end" } else { "start" },
-                esc(&b(pk.allocated))
-            );
-        }
-        for o in &d.ooms {
-            if let Some(p) = pts.iter().find(|p| p.index == Some(o.index)) {
-                let _ = writeln!(
-                    s,
-                    r#"<line x1="{0:.1}" x2="{0:.1}" y1="{1:.1}" y2="{2:.1}" stroke="red" stroke-width="1.5" stroke-dasharray="4 2"><title>OOM: {3} requested ({4})</title></line><text x="{0:.1}" y="{5:.1}" fill="red" stroke="white" stroke-width="3" paint-order="stroke" text-anchor="end">OOM: {3} requested </text>"#,
-                    x(p),
-                    y0 + TOP,
-                    y0 + TOP + PLOT_H,
-                    esc(&b(o.requested)),
-                    o.class.key(),
-                    y0 + TOP - 4.0
-                );
-            }
         }
     }
-    // legend: bands top first, as stacked
+}
+
+/// The legend: bands top first, as stacked, then the lines and marks.
+fn legend(s: &mut String, d: &DeviceReport, y0: f64) {
     let mut ly = y0 + TOP + 4.0;
     let _ = writeln!(
         s,

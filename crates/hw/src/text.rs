@@ -106,75 +106,84 @@ pub fn parse_text(text: &str, file: &str) -> Result<Machine, HwError> {
     m.driver_version = kmd.or(m.driver_version.take());
     m.cuda_version = umd.or(m.cuda_version.take());
     for (idx, (header, entries)) in sections.into_iter().enumerate() {
-        // Labels are matched without regard to case: drivers print `Ecc Mode`
-        // (R535 and older) and `ECC Mode` (R590, the H100 capture of SOURCES.md).
-        let get = |path: &[&str], key: &str| -> Option<&str> {
-            entries
-                .iter()
-                .find(|e| {
-                    e.key.eq_ignore_ascii_case(key)
-                        && e.path.len() == path.len()
-                        && e.path.iter().zip(path).all(|(a, b)| a.eq_ignore_ascii_case(b))
-                })
-                .map(|e| e.value.as_str())
-        };
-        let name = get(&[], "Product Name")
-            .ok_or_else(|| HwError::invalid(file, format!("{}: no `Product Name` field", escape_controls(&header))))?;
-        let mut g = Gpu::new(idx as u32, escape_controls(name));
-        g.bus_id = header.strip_prefix("GPU ").map(|s| escape_controls(s.trim()));
-        g.uuid = get(&[], "GPU UUID").map(escape_controls);
-        g.pci_device_id = get(&["PCI"], "Device Id").map(|s| escape_controls(s.trim_start_matches("0x")));
-        match get(&["FB Memory Usage"], "Total").map(read_size) {
-            Some(Size::Bytes(b)) => g.memory_total_bytes = Some(b),
-            Some(Size::Unreadable(raw)) => g.memory_total_unreadable = Some(raw),
-            Some(Size::NotReported) | None => {}
-        }
-        g.memory_reserved_bytes = get(&["FB Memory Usage"], "Reserved").and_then(parse_mib);
-        g.memory_used_bytes = get(&["FB Memory Usage"], "Used").and_then(parse_mib);
-        g.mig_current = get(&["MIG Mode"], "Current").map(MigMode::parse).unwrap_or(MigMode::Unknown);
-        g.mig_pending = get(&["MIG Mode"], "Pending").map(MigMode::parse).unwrap_or(MigMode::Unknown);
-        g.ecc = Ecc {
-            current: get(&["ECC Mode"], "Current").and_then(parse_toggle),
-            pending: get(&["ECC Mode"], "Pending").and_then(parse_toggle),
-        };
-        let n = |s: Option<&str>| s.and_then(|v| v.trim_end_matches('x').trim().parse::<u32>().ok());
-        g.pcie_gen_max = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Max"));
-        g.pcie_gen_current = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Current"));
-        g.pcie_width_max = n(get(&["PCI", "GPU Link Info", "Link Width"], "Max"));
-        g.pcie_width_current = n(get(&["PCI", "GPU Link Info", "Link Width"], "Current"));
-        // MIG device blocks: `MIG Device` (one section per device; unconfirmed layout).
-        let mut devs: Vec<MigDevice> = Vec::new();
-        for e in &entries {
-            if e.path.first().is_none_or(|p| !p.starts_with("MIG Device")) {
-                continue;
-            }
-            if e.path.len() == 1 && e.key == "Index" {
-                devs.push(MigDevice {
-                    index: e.value.parse().ok(),
-                    gpu_instance_id: None,
-                    compute_instance_id: None,
-                    sm_count: None,
-                    memory_total_bytes: None,
-                    profile: None,
-                });
-                continue;
-            }
-            let Some(d) = devs.last_mut() else { continue };
-            match (e.path.len(), e.key.as_str()) {
-                (1, "GPU Instance ID") => d.gpu_instance_id = e.value.parse().ok(),
-                (1, "Compute Instance ID") => d.compute_instance_id = e.value.parse().ok(),
-                (_, "Multiprocessor count") => d.sm_count = e.value.parse().ok(),
-                // newer drivers print `Shared FB Memory Usage` inside a MIG device
-                (2, "Total") if e.path[1] == "FB Memory Usage" || e.path[1] == "Shared FB Memory Usage" => {
-                    d.memory_total_bytes = parse_mib(&e.value)
-                }
-                _ => {}
-            }
-        }
-        g.mig_devices = devs;
-        m.gpus.push(g);
+        m.gpus.push(gpu_of(idx as u32, &header, &entries, file)?);
     }
     Ok(m)
+}
+
+/// One `GPU <bus id>` section: identity, memory, MIG and ECC modes, PCIe link.
+fn gpu_of(idx: u32, header: &str, entries: &[Entry], file: &str) -> Result<Gpu, HwError> {
+    // Labels are matched without regard to case: drivers print `Ecc Mode`
+    // (R535 and older) and `ECC Mode` (R590, the H100 capture of SOURCES.md).
+    let get = |path: &[&str], key: &str| -> Option<&str> {
+        entries
+            .iter()
+            .find(|e| {
+                e.key.eq_ignore_ascii_case(key)
+                    && e.path.len() == path.len()
+                    && e.path.iter().zip(path).all(|(a, b)| a.eq_ignore_ascii_case(b))
+            })
+            .map(|e| e.value.as_str())
+    };
+    let name = get(&[], "Product Name")
+        .ok_or_else(|| HwError::invalid(file, format!("{}: no `Product Name` field", escape_controls(header))))?;
+    let mut g = Gpu::new(idx, escape_controls(name));
+    g.bus_id = header.strip_prefix("GPU ").map(|s| escape_controls(s.trim()));
+    g.uuid = get(&[], "GPU UUID").map(escape_controls);
+    g.pci_device_id = get(&["PCI"], "Device Id").map(|s| escape_controls(s.trim_start_matches("0x")));
+    match get(&["FB Memory Usage"], "Total").map(read_size) {
+        Some(Size::Bytes(b)) => g.memory_total_bytes = Some(b),
+        Some(Size::Unreadable(raw)) => g.memory_total_unreadable = Some(raw),
+        Some(Size::NotReported) | None => {}
+    }
+    g.memory_reserved_bytes = get(&["FB Memory Usage"], "Reserved").and_then(parse_mib);
+    g.memory_used_bytes = get(&["FB Memory Usage"], "Used").and_then(parse_mib);
+    g.mig_current = get(&["MIG Mode"], "Current").map(MigMode::parse).unwrap_or(MigMode::Unknown);
+    g.mig_pending = get(&["MIG Mode"], "Pending").map(MigMode::parse).unwrap_or(MigMode::Unknown);
+    g.ecc = Ecc {
+        current: get(&["ECC Mode"], "Current").and_then(parse_toggle),
+        pending: get(&["ECC Mode"], "Pending").and_then(parse_toggle),
+    };
+    let n = |s: Option<&str>| s.and_then(|v| v.trim_end_matches('x').trim().parse::<u32>().ok());
+    g.pcie_gen_max = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Max"));
+    g.pcie_gen_current = n(get(&["PCI", "GPU Link Info", "PCIe Generation"], "Current"));
+    g.pcie_width_max = n(get(&["PCI", "GPU Link Info", "Link Width"], "Max"));
+    g.pcie_width_current = n(get(&["PCI", "GPU Link Info", "Link Width"], "Current"));
+    g.mig_devices = mig_devices(entries);
+    Ok(g)
+}
+
+/// MIG device blocks: `MIG Device` (one section per device; unconfirmed layout).
+fn mig_devices(entries: &[Entry]) -> Vec<MigDevice> {
+    let mut devs: Vec<MigDevice> = Vec::new();
+    for e in entries {
+        if e.path.first().is_none_or(|p| !p.starts_with("MIG Device")) {
+            continue;
+        }
+        if e.path.len() == 1 && e.key == "Index" {
+            devs.push(MigDevice {
+                index: e.value.parse().ok(),
+                gpu_instance_id: None,
+                compute_instance_id: None,
+                sm_count: None,
+                memory_total_bytes: None,
+                profile: None,
+            });
+            continue;
+        }
+        let Some(d) = devs.last_mut() else { continue };
+        match (e.path.len(), e.key.as_str()) {
+            (1, "GPU Instance ID") => d.gpu_instance_id = e.value.parse().ok(),
+            (1, "Compute Instance ID") => d.compute_instance_id = e.value.parse().ok(),
+            (_, "Multiprocessor count") => d.sm_count = e.value.parse().ok(),
+            // newer drivers print `Shared FB Memory Usage` inside a MIG device
+            (2, "Total") if e.path[1] == "FB Memory Usage" || e.path[1] == "Shared FB Memory Usage" => {
+                d.memory_total_bytes = parse_mib(&e.value)
+            }
+            _ => {}
+        }
+    }
+    devs
 }
 
 #[cfg(test)]

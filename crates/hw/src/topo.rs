@@ -190,37 +190,9 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
         }
     };
     control(hline, lines[hline])?;
-    let header: Vec<&str> = lines[hline].split_whitespace().collect();
-    let ngpus = header.iter().take_while(|t| is_gpu_label(t)).count();
-    let nnics = header[ngpus..].iter().take_while(|t| !TITLES.iter().any(|w| w[0] == **t) && is_nic_label(t)).count();
+    let TopoHeader { header, gpus, nics, titles } = parse_header(&lines, hline, file)?;
+    let (ngpus, nnics) = (gpus.len(), nics.len());
     let ndev = ngpus + nnics;
-    if ndev > MAX_DEVICES {
-        return Err(HwError::invalid(file, format!("{ndev} devices; at most {MAX_DEVICES}")));
-    }
-    // The rest of the header: the affinity titles, each once, in order.
-    let mut rest = &header[ndev..];
-    let mut titles = 0;
-    for title in TITLES {
-        if rest.starts_with(title) {
-            rest = &rest[title.len()..];
-            titles += 1;
-        }
-    }
-    if let Some(odd) = rest.first() {
-        let what = if is_gpu_label(odd) {
-            "GPU columns before NIC columns".to_string()
-        } else {
-            format!("device labels (GPU0…, NIC0…, mlx5_0…) then `CPU Affinity`, `NUMA Affinity`, `GPU NUMA ID`; `{odd}` is none of these")
-        };
-        return Err(HwError::syntax(file, hline + 1, what, lines[hline]));
-    }
-    let gpus: Vec<String> = header[..ngpus].iter().map(|s| s.to_string()).collect();
-    let nics: Vec<String> = header[ngpus..ndev].iter().map(|s| s.to_string()).collect();
-    for (k, g) in gpus.iter().enumerate() {
-        if *g != format!("GPU{k}") {
-            return Err(HwError::syntax(file, hline + 1, format!("GPU{k} in the header"), lines[hline]));
-        }
-    }
     let n = ngpus;
     let mut links: Vec<Option<Vec<Link>>> = vec![None; n];
     let mut nic_links: Vec<Option<Vec<Link>>> = vec![None; nnics];
@@ -260,29 +232,7 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
                 raw,
             ));
         }
-        let mut r = Vec::with_capacity(ndev);
-        for (j, cell) in cells[..ndev].iter().enumerate() {
-            let col = header[j];
-            let diagonal = (is_gpu && j == row) || (!is_gpu && j == ngpus + row);
-            let Some(l) = Link::parse(cell) else {
-                let hint = if is_affinity(cell) {
-                    " (this row has fewer link cells than the header has columns, so a CPU/NUMA list \
-                     stands where a link should be: a mangled paste?)"
-                } else {
-                    ""
-                };
-                return Err(HwError::syntax(
-                    file,
-                    i + 1,
-                    format!("X, NV#, PIX, PXB, PHB, NODE or SYS for {first}-{col}{hint}"),
-                    raw,
-                ));
-            };
-            if (l == Link::SelfLink) != diagonal {
-                return Err(HwError::syntax(file, i + 1, format!("X exactly on the diagonal ({first}, {first})"), raw));
-            }
-            r.push(l);
-        }
+        let r = row_links(first, &cells[..ndev], &header, is_gpu, row, ngpus, i, raw, file)?;
         let trailing = &cells[ndev..];
         if let Some(bad) = trailing.iter().find(|t| !is_affinity(t)) {
             let why = if Link::parse(bad).is_some() {
@@ -320,7 +270,111 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
         .enumerate()
         .map(|(k, r)| r.ok_or_else(|| HwError::invalid(file, format!("no row for GPU{k}"))))
         .collect::<Result<_, _>>()?;
-    // A real matrix is symmetric: the link between two devices is one link.
+    check_symmetric(&full, &nic_links, &gpus, &nics, file)?;
+    let links = full.into_iter().map(|mut r| {
+        r.truncate(n);
+        r
+    });
+    Ok(Topology { gpus, nics, links: links.collect(), cpu_affinity, numa_affinity })
+}
+
+/// The header row: GPU columns, NIC columns, then the affinity titles.
+struct TopoHeader<'a> {
+    /// every token of the header row
+    header: Vec<&'a str>,
+    gpus: Vec<String>,
+    nics: Vec<String>,
+    /// how many affinity titles follow the device columns
+    titles: usize,
+}
+
+/// Reads the header row (line `hline`): devices in order (GPUs, then NICs),
+/// then each affinity title at most once, in order.
+fn parse_header<'a>(lines: &[&'a str], hline: usize, file: &str) -> Result<TopoHeader<'a>, HwError> {
+    let header: Vec<&str> = lines[hline].split_whitespace().collect();
+    let ngpus = header.iter().take_while(|t| is_gpu_label(t)).count();
+    let nnics = header[ngpus..].iter().take_while(|t| !TITLES.iter().any(|w| w[0] == **t) && is_nic_label(t)).count();
+    let ndev = ngpus + nnics;
+    if ndev > MAX_DEVICES {
+        return Err(HwError::invalid(file, format!("{ndev} devices; at most {MAX_DEVICES}")));
+    }
+    // The rest of the header: the affinity titles, each once, in order.
+    let mut rest = &header[ndev..];
+    let mut titles = 0;
+    for title in TITLES {
+        if rest.starts_with(title) {
+            rest = &rest[title.len()..];
+            titles += 1;
+        }
+    }
+    if let Some(odd) = rest.first() {
+        let what = if is_gpu_label(odd) {
+            "GPU columns before NIC columns".to_string()
+        } else {
+            format!("device labels (GPU0…, NIC0…, mlx5_0…) then `CPU Affinity`, `NUMA Affinity`, `GPU NUMA ID`; `{odd}` is none of these")
+        };
+        return Err(HwError::syntax(file, hline + 1, what, lines[hline]));
+    }
+    let gpus: Vec<String> = header[..ngpus].iter().map(|s| s.to_string()).collect();
+    let nics: Vec<String> = header[ngpus..ndev].iter().map(|s| s.to_string()).collect();
+    for (k, g) in gpus.iter().enumerate() {
+        if *g != format!("GPU{k}") {
+            return Err(HwError::syntax(file, hline + 1, format!("GPU{k} in the header"), lines[hline]));
+        }
+    }
+    Ok(TopoHeader { header, gpus, nics, titles })
+}
+
+/// The link cells of one row (GPU `row` or NIC `row`): each a link, `X`
+/// exactly on the diagonal.
+#[allow(clippy::too_many_arguments)]
+fn row_links(
+    first: &str,
+    cells: &[&str],
+    header: &[&str],
+    is_gpu: bool,
+    row: usize,
+    ngpus: usize,
+    i: usize,
+    raw: &str,
+    file: &str,
+) -> Result<Vec<Link>, HwError> {
+    let ndev = cells.len();
+    let mut r = Vec::with_capacity(ndev);
+    for (j, cell) in cells.iter().enumerate() {
+        let col = header[j];
+        let diagonal = (is_gpu && j == row) || (!is_gpu && j == ngpus + row);
+        let Some(l) = Link::parse(cell) else {
+            let hint = if is_affinity(cell) {
+                " (this row has fewer link cells than the header has columns, so a CPU/NUMA list \
+                 stands where a link should be: a mangled paste?)"
+            } else {
+                ""
+            };
+            return Err(HwError::syntax(
+                file,
+                i + 1,
+                format!("X, NV#, PIX, PXB, PHB, NODE or SYS for {first}-{col}{hint}"),
+                raw,
+            ));
+        };
+        if (l == Link::SelfLink) != diagonal {
+            return Err(HwError::syntax(file, i + 1, format!("X exactly on the diagonal ({first}, {first})"), raw));
+        }
+        r.push(l);
+    }
+    Ok(r)
+}
+
+/// A real matrix is symmetric: the link between two devices is one link.
+fn check_symmetric(
+    full: &[Vec<Link>],
+    nic_links: &[Option<Vec<Link>>],
+    gpus: &[String],
+    nics: &[String],
+    file: &str,
+) -> Result<(), HwError> {
+    let n = gpus.len();
     for (a, row) in full.iter().enumerate() {
         for (b, ab) in row.iter().enumerate().take(n).skip(a + 1) {
             let ba = &full[b][a];
@@ -337,11 +391,7 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
             }
         }
     }
-    let links = full.into_iter().map(|mut r| {
-        r.truncate(n);
-        r
-    });
-    Ok(Topology { gpus, nics, links: links.collect(), cpu_affinity, numa_affinity })
+    Ok(())
 }
 
 fn asymmetric(file: &str, a: &str, b: &str, ab: &Link, ba: &Link) -> HwError {

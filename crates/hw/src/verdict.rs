@@ -323,10 +323,24 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
     );
     push(&mut f, Level::Info, "versions", versions);
 
-    // Count.
+    count_findings(&mut f, m, e);
+    for (g, class) in m.gpus.iter().zip(&memory) {
+        match &e.card {
+            Some(card) => card_findings(&mut f, g, class, card, e, refs),
+            None => memory_findings(&mut f, g, class),
+        }
+        state_findings(&mut f, g, e);
+    }
+    interconnect_findings(&mut f, m, e);
+    let ok = !f.iter().any(|x| x.level == Level::Fail);
+    Verdict { memory, identified_by: identified, findings: f, ok }
+}
+
+/// Count: the GPUs listed against the GPUs expected.
+fn count_findings(f: &mut Vec<Finding>, m: &Machine, e: &Expectation) {
     let n = m.gpus.len() as u32;
     if let Some(a) = m.attached_gpus.filter(|&a| a != n) {
-        push(&mut f, Level::Warn, "attached_mismatch", format!("the source says {a} GPUs are attached but lists {n}"));
+        push(f, Level::Warn, "attached_mismatch", format!("the source says {a} GPUs are attached but lists {n}"));
     }
     if let Some(c) = e.count {
         // Only a topology given: count its GPUs, but the model cannot be checked.
@@ -335,162 +349,176 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
             _ => (n, ""),
         };
         let lvl = if c == n { Level::Pass } else { Level::Fail };
-        push(&mut f, lvl, "count", format!("{n} GPU(s) found{from}, {c} expected"));
+        push(f, lvl, "count", format!("{n} GPU(s) found{from}, {c} expected"));
     }
     if let (Some(card), true) = (&e.card, m.gpus.is_empty()) {
         push(
-            &mut f,
+            f,
             Level::Fail,
             "model",
             format!("{} not verified: no GPU list; give --xml, --text or --list (or --nvml)", card.name),
         );
     }
+}
 
-    // Model and memory.
-    for (g, class) in m.gpus.iter().zip(&memory) {
-        if let Some(card) = &e.card {
-            let mut name_ok = norm(&g.name).contains(&card.family);
-            if !name_ok {
-                push(&mut f, Level::Fail, "model", format!("GPU {}: {} is not a {}", g.index, g.name, card.name));
-            }
-            // Same family, another variant (H100 PCIe for an H100 SXM5): the PCI device id says so.
-            if let Some((is, by)) =
-                identify(g, refs).filter(|(is, _)| name_ok && is.id != card.id && is.family == card.family)
-            {
-                let how = match (by, g.pci_device_id.as_deref().and_then(pci_device)) {
-                    (IdentifiedBy::PciDeviceId, Some(d)) => format!("PCI device id {d:04X}"),
-                    _ => format!("product name \"{}\"", g.name),
-                };
-                if e.variant_named {
-                    name_ok = false;
-                    push(
-                        &mut f,
-                        Level::Fail,
-                        "model",
-                        format!("GPU {}: {} is an {} ({how}), not an {}", g.index, g.name, is.name, card.name),
-                    );
-                } else {
-                    push(
-                        &mut f,
-                        Level::Info,
-                        "variant",
-                        format!(
-                            "GPU {}: {} is an {} ({how}); {} was read as the catalogue's {}: name the variant \
-                             (e.g. {}) to have it checked",
-                            g.index, g.name, is.name, card.name, card.id, is.id
-                        ),
-                    );
-                }
-            }
-            match g.memory_total_bytes {
-                // An unreadable total (`-1 MiB`, `NaN MiB`, past 2^64 bytes) is a damaged or
-                // forged report: it cannot confirm the memory that was rented.
-                None if g.memory_total_unreadable.is_some() => push(
-                    &mut f,
-                    Level::Fail,
-                    "memory",
-                    format!(
-                        "GPU {}: memory total \"{}\" is not a readable size; it cannot confirm a whole {} ({})",
-                        g.index,
-                        g.memory_total_unreadable.as_deref().unwrap_or_default(),
-                        card.name,
-                        mib(card.whole_mib << 20)
-                    ),
-                ),
-                None => {
-                    push(&mut f, Level::Warn, "memory_unknown", format!("GPU {}: memory total not reported", g.index))
-                }
-                Some(b) if within(b, card.whole_mib << 20, WHOLE_CARD_TOLERANCE) => {
-                    if name_ok {
-                        push(
-                            &mut f,
-                            Level::Pass,
-                            "model",
-                            format!("GPU {}: {} with {} (a whole {})", g.index, g.name, mib(b), card.name),
-                        );
-                    }
-                }
-                Some(b) => {
-                    let what = match class {
-                        MemoryClass::MigSlice { profile, card: c, .. } => format!("a MIG slice ({profile} of {c})"),
-                        MemoryClass::WholeCard { card: c, .. } => format!("a whole {c}"),
-                        MemoryClass::Unknown => "not the rented card".into(),
-                    };
-                    push(
-                        &mut f,
-                        Level::Fail,
-                        "memory",
-                        format!(
-                            "GPU {}: {} of memory, a whole {} has {}: this is {what}",
-                            g.index,
-                            mib(b),
-                            card.name,
-                            mib(card.whole_mib << 20)
-                        ),
-                    );
-                }
-            }
-        } else if let Some(raw) = &g.memory_total_unreadable {
+/// Model and memory of one GPU against the rented card.
+fn card_findings(
+    f: &mut Vec<Finding>,
+    g: &Gpu,
+    class: &MemoryClass,
+    card: &RefCard,
+    e: &Expectation,
+    refs: &[RefCard],
+) {
+    let mut name_ok = norm(&g.name).contains(&card.family);
+    if !name_ok {
+        push(f, Level::Fail, "model", format!("GPU {}: {} is not a {}", g.index, g.name, card.name));
+    }
+    // Same family, another variant (H100 PCIe for an H100 SXM5): the PCI device id says so.
+    if let Some((is, by)) = identify(g, refs).filter(|(is, _)| name_ok && is.id != card.id && is.family == card.family)
+    {
+        let how = match (by, g.pci_device_id.as_deref().and_then(pci_device)) {
+            (IdentifiedBy::PciDeviceId, Some(d)) => format!("PCI device id {d:04X}"),
+            _ => format!("product name \"{}\"", g.name),
+        };
+        if e.variant_named {
+            name_ok = false;
             push(
-                &mut f,
-                Level::Warn,
-                "memory_unreadable",
-                format!("GPU {}: memory total \"{raw}\" is not a readable size", g.index),
+                f,
+                Level::Fail,
+                "model",
+                format!("GPU {}: {} is an {} ({how}), not an {}", g.index, g.name, is.name, card.name),
             );
-        } else if let (MemoryClass::MigSlice { profile, card, .. }, Some(b)) = (class, g.memory_total_bytes) {
+        } else {
             push(
-                &mut f,
-                Level::Warn,
-                "memory",
-                format!("GPU {}: {} looks like a MIG slice ({profile} of {card})", g.index, mib(b)),
-            );
-        }
-        // MIG mode.
-        if g.mig_current == MigMode::Enabled {
-            let lvl = if e.card.is_some() { Level::Fail } else { Level::Info };
-            push(
-                &mut f,
-                lvl,
-                "mig_enabled",
+                f,
+                Level::Info,
+                "variant",
                 format!(
-                    "GPU {}: MIG is enabled ({}); processes get instances, not the whole card",
-                    g.index,
-                    mig_summary(g)
+                    "GPU {}: {} is an {} ({how}); {} was read as the catalogue's {}: name the variant \
+                     (e.g. {}) to have it checked",
+                    g.index, g.name, is.name, card.name, card.id, is.id
                 ),
             );
-        }
-        if g.mig_current != g.mig_pending && g.mig_pending != MigMode::Unknown && g.mig_current != MigMode::Unknown {
-            push(
-                &mut f,
-                Level::Warn,
-                "mig_pending",
-                format!(
-                    "GPU {}: MIG mode is {} but {} is pending: it changes after a GPU reset or reboot",
-                    g.index,
-                    g.mig_current.name(),
-                    g.mig_pending.name()
-                ),
-            );
-        }
-        // ECC.
-        match (g.ecc.current, g.ecc.pending) {
-            (Some(c), Some(p)) if c != p => push(
-                &mut f,
-                Level::Warn,
-                "ecc_pending",
-                format!("GPU {}: ECC is {} but {} is pending (after reboot)", g.index, onoff(c), onoff(p)),
-            ),
-            (Some(c), _) => push(&mut f, Level::Info, "ecc", format!("GPU {}: ECC {}", g.index, onoff(c))),
-            _ => {}
-        }
-        if let (Some(c), Some(mx)) = (g.pcie_width_current, g.pcie_width_max) {
-            if c < mx {
-                push(&mut f, Level::Warn, "pcie_width", format!("GPU {}: PCIe link runs x{c} of x{mx}", g.index));
-            }
         }
     }
+    match g.memory_total_bytes {
+        // An unreadable total (`-1 MiB`, `NaN MiB`, past 2^64 bytes) is a damaged or
+        // forged report: it cannot confirm the memory that was rented.
+        None if g.memory_total_unreadable.is_some() => push(
+            f,
+            Level::Fail,
+            "memory",
+            format!(
+                "GPU {}: memory total \"{}\" is not a readable size; it cannot confirm a whole {} ({})",
+                g.index,
+                g.memory_total_unreadable.as_deref().unwrap_or_default(),
+                card.name,
+                mib(card.whole_mib << 20)
+            ),
+        ),
+        None => push(f, Level::Warn, "memory_unknown", format!("GPU {}: memory total not reported", g.index)),
+        Some(b) if within(b, card.whole_mib << 20, WHOLE_CARD_TOLERANCE) => {
+            if name_ok {
+                push(
+                    f,
+                    Level::Pass,
+                    "model",
+                    format!("GPU {}: {} with {} (a whole {})", g.index, g.name, mib(b), card.name),
+                );
+            }
+        }
+        Some(b) => {
+            let what = match class {
+                MemoryClass::MigSlice { profile, card: c, .. } => format!("a MIG slice ({profile} of {c})"),
+                MemoryClass::WholeCard { card: c, .. } => format!("a whole {c}"),
+                MemoryClass::Unknown => "not the rented card".into(),
+            };
+            push(
+                f,
+                Level::Fail,
+                "memory",
+                format!(
+                    "GPU {}: {} of memory, a whole {} has {}: this is {what}",
+                    g.index,
+                    mib(b),
+                    card.name,
+                    mib(card.whole_mib << 20)
+                ),
+            );
+        }
+    }
+}
 
-    // Interconnect.
+/// Memory of one GPU when no card was named: only what is suspicious.
+fn memory_findings(f: &mut Vec<Finding>, g: &Gpu, class: &MemoryClass) {
+    if let Some(raw) = &g.memory_total_unreadable {
+        push(
+            f,
+            Level::Warn,
+            "memory_unreadable",
+            format!("GPU {}: memory total \"{raw}\" is not a readable size", g.index),
+        );
+    } else if let (MemoryClass::MigSlice { profile, card, .. }, Some(b)) = (class, g.memory_total_bytes) {
+        push(
+            f,
+            Level::Warn,
+            "memory",
+            format!("GPU {}: {} looks like a MIG slice ({profile} of {card})", g.index, mib(b)),
+        );
+    }
+}
+
+/// MIG mode, ECC and PCIe link width of one GPU.
+fn state_findings(f: &mut Vec<Finding>, g: &Gpu, e: &Expectation) {
+    // MIG mode.
+    if g.mig_current == MigMode::Enabled {
+        let lvl = if e.card.is_some() { Level::Fail } else { Level::Info };
+        push(
+            f,
+            lvl,
+            "mig_enabled",
+            format!(
+                "GPU {}: MIG is enabled ({}); processes get instances, not the whole card",
+                g.index,
+                mig_summary(g)
+            ),
+        );
+    }
+    if g.mig_current != g.mig_pending && g.mig_pending != MigMode::Unknown && g.mig_current != MigMode::Unknown {
+        push(
+            f,
+            Level::Warn,
+            "mig_pending",
+            format!(
+                "GPU {}: MIG mode is {} but {} is pending: it changes after a GPU reset or reboot",
+                g.index,
+                g.mig_current.name(),
+                g.mig_pending.name()
+            ),
+        );
+    }
+    // ECC.
+    match (g.ecc.current, g.ecc.pending) {
+        (Some(c), Some(p)) if c != p => push(
+            f,
+            Level::Warn,
+            "ecc_pending",
+            format!("GPU {}: ECC is {} but {} is pending (after reboot)", g.index, onoff(c), onoff(p)),
+        ),
+        (Some(c), _) => push(f, Level::Info, "ecc", format!("GPU {}: ECC {}", g.index, onoff(c))),
+        _ => {}
+    }
+    if let (Some(c), Some(mx)) = (g.pcie_width_current, g.pcie_width_max) {
+        if c < mx {
+            push(f, Level::Warn, "pcie_width", format!("GPU {}: PCIe link runs x{c} of x{mx}", g.index));
+        }
+    }
+}
+
+/// Interconnect: NVLink between every GPU pair when it was rented, and a
+/// topology that agrees with the GPU report.
+fn interconnect_findings(f: &mut Vec<Finding>, m: &Machine, e: &Expectation) {
     match &m.topology {
         Some(t) => {
             if t.gpus.len() != m.gpus.len() && !m.gpus.is_empty() {
@@ -499,7 +527,7 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
                 // pass a verdict.
                 let judged = e.count.is_some() || e.card.is_some() || e.nvlink;
                 push(
-                    &mut f,
+                    f,
                     if judged { Level::Fail } else { Level::Warn },
                     "topo_count",
                     format!(
@@ -518,13 +546,13 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
                 .collect();
             if e.nvlink {
                 if pairs.is_empty() {
-                    push(&mut f, Level::Fail, "nvlink", "one GPU: no pair to join with NVLink".into());
+                    push(f, Level::Fail, "nvlink", "one GPU: no pair to join with NVLink".into());
                 } else if bad.is_empty() {
-                    push(&mut f, Level::Pass, "nvlink", format!("all {} GPU pairs are joined by NVLink", pairs.len()));
+                    push(f, Level::Pass, "nvlink", format!("all {} GPU pairs are joined by NVLink", pairs.len()));
                 } else {
                     let shown: Vec<String> = bad.iter().take(8).cloned().collect();
                     push(
-                        &mut f,
+                        f,
                         Level::Fail,
                         "nvlink",
                         format!(
@@ -538,7 +566,7 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
                 }
             } else if !pairs.is_empty() {
                 push(
-                    &mut f,
+                    f,
                     Level::Info,
                     "interconnect",
                     format!("{} of {} GPU pairs joined by NVLink", pairs.len() - bad.len(), pairs.len()),
@@ -546,15 +574,13 @@ pub fn verdict(m: &Machine, e: &Expectation, refs: &[RefCard]) -> Verdict {
             }
         }
         None if e.nvlink => push(
-            &mut f,
+            f,
             Level::Fail,
             "nvlink",
             "NVLink not verified: no topology; give --topo <nvidia-smi topo -m> (or --nvml)".into(),
         ),
         None => {}
     }
-    let ok = !f.iter().any(|x| x.level == Level::Fail);
-    Verdict { memory, identified_by: identified, findings: f, ok }
 }
 
 fn onoff(b: bool) -> &'static str {

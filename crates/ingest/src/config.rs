@@ -424,6 +424,24 @@ fn base(name: &str, family: Family) -> ModelSpec {
 }
 
 fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &str) -> Result<ModelSpec, IngestError> {
+    let mut s = llama_shape(f, name, family);
+    match family {
+        Family::Mixtral => mixtral_moe(f, &mut s),
+        Family::Qwen2Moe | Family::Qwen3Moe => qwen_moe(f, &mut s, family),
+        Family::DeepseekV3 => deepseek_v3(f, &mut s, mt),
+        Family::Gemma3 => gemma3_layers(f, &mut s, origin)?,
+        Family::GptOss => gpt_oss(f, &mut s, origin)?,
+        Family::Qwen3Next | Family::Qwen35 => qwen3_next(f, &mut s, origin)?,
+        Family::MiniMaxM2 => minimax_m2(f, &mut s),
+        Family::GraniteMoe => granite_moe(f, &mut s),
+        _ => {}
+    }
+    Ok(s)
+}
+
+/// The dense shape every Llama-like family shares, with each family's
+/// attention and norm quirks; `intermediate_size` is the dense MLP width.
+fn llama_shape(f: &mut Fields, name: &str, family: Family) -> ModelSpec {
     let mut s = base(name, family);
     s.hidden_size = f.u64_any(&["hidden_size"]);
     s.num_layers = f.u64_any(&["num_hidden_layers"]);
@@ -474,228 +492,250 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
         f.u64_any(&["intermediate_size"])
     };
     s.intermediate_size = dense_width;
-    match family {
-        Family::Mixtral => {
-            let e = f.u64_any(&["num_local_experts"]);
-            let k = f.u64_or(&["num_experts_per_tok"], 2);
-            s.moe = Some(MoeSpec {
-                num_experts: e,
-                experts_per_token: k,
-                expert_intermediate: dense_width,
-                shared_experts: 0,
-                shared_intermediate: 0,
-                shared_expert_gate: false,
-                dense_layers: 0,
-                router_bias: false,
-                router_linear_bias: false,
-            });
-        }
-        Family::Qwen2Moe | Family::Qwen3Moe => {
-            let e = f.u64_any(&["num_experts"]);
-            let k = f.u64_any(&["num_experts_per_tok"]);
-            let w = f.u64_any(&["moe_intermediate_size"]);
-            let shared = if family == Family::Qwen2Moe { f.u64_or(&["shared_expert_intermediate_size"], 0) } else { 0 };
-            let step = f.u64_or(&["decoder_sparse_step"], 1).max(1);
-            let mlp_only = f.get("mlp_only_layers").and_then(Value::as_array).map(|a| a.len() as u64).unwrap_or(0);
-            // Layers are sparse when (i + 1) % step == 0 and not listed in mlp_only_layers.
-            let sparse = if s.num_layers > 0 { s.num_layers / step } else { 0 };
-            let dense = s.num_layers.saturating_sub(sparse.saturating_sub(mlp_only));
-            s.moe = Some(MoeSpec {
-                num_experts: e,
-                experts_per_token: k,
-                expert_intermediate: w,
-                shared_experts: u64::from(shared > 0),
-                shared_intermediate: shared,
-                shared_expert_gate: shared > 0,
-                dense_layers: dense,
-                router_bias: false,
-                router_linear_bias: false,
-            });
-            if dense > 0 {
-                s.notes.push(format!("{dense} layers keep a dense MLP (decoder_sparse_step / mlp_only_layers); counted as leading layers"));
-            }
-        }
-        Family::DeepseekV3 => {
-            let q_lora = f.u64_opt("q_lora_rank");
-            let kv_lora = f.u64_any(&["kv_lora_rank"]);
-            let rope = f.u64_any(&["qk_rope_head_dim"]);
-            let nope = f.u64_any(&["qk_nope_head_dim"]);
-            let v = f.u64_any(&["v_head_dim"]);
-            s.attention = Attention::Mla;
-            s.head_dim = nope + rope;
-            s.mla = Some(MlaSpec {
-                q_lora_rank: q_lora,
-                kv_lora_rank: kv_lora,
-                qk_nope_head_dim: nope,
-                qk_rope_head_dim: rope,
-                v_head_dim: v,
-            });
-            if let Some(e) = f.u64_opt("n_routed_experts") {
-                let k = f.u64_any(&["num_experts_per_tok"]);
-                let w = f.u64_any(&["moe_intermediate_size"]);
-                let shared = f.u64_or(&["n_shared_experts"], 0);
-                let dense = f.u64_or(&["first_k_dense_replace"], 0);
-                let router_bias = f.str_opt("topk_method").as_deref() == Some("noaux_tc") || mt == "deepseek_v3";
-                s.moe = Some(MoeSpec {
-                    num_experts: e,
-                    experts_per_token: k,
-                    expert_intermediate: w,
-                    shared_experts: shared,
-                    shared_intermediate: w,
-                    shared_expert_gate: false,
-                    dense_layers: dense,
-                    router_bias,
-                    router_linear_bias: false,
-                });
-            }
-            s.mtp_layers = f.u64_or(&["num_nextn_predict_layers"], 0);
-            if let Some(heads) = f.u64_opt("index_n_heads") {
-                s.indexer = Some(IndexerSpec {
-                    heads,
-                    head_dim: f.u64_any(&["index_head_dim"]),
-                    topk: f.u64_or(&["index_topk"], 0),
-                });
-            }
-        }
-        Family::Gemma3 => {
-            let window = f.u64_any(&["sliding_window"]);
-            s.sliding_window = Some(window);
-            let mixers = match layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))? {
-                Some(m) => m,
-                None => {
-                    // Gemma3TextConfig: layer i slides unless (i + 1) is a multiple of the pattern
-                    let p = f.u64_or(&["sliding_window_pattern", "_sliding_window_pattern"], 6).max(1);
-                    (0..s.num_layers.min(MAX_PATTERN))
-                        .map(|i| if (i + 1).is_multiple_of(p) { Mixer::Attention } else { Mixer::SlidingAttention })
-                        .collect()
-                }
-            };
-            s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Dense }).collect();
-        }
-        Family::GptOss => {
-            // GptOssAttention: biased q/k/v/o and one sink logit per head; GptOssExperts:
-            // fused gate_up and down with biases; GptOssTopKRouter: a biased linear
-            s.qkv_bias = f.bool_or("attention_bias", true);
-            s.o_bias = s.qkv_bias;
-            s.mlp_bias = true;
-            s.attention_sinks = true;
-            s.sliding_window = f.u64_opt("sliding_window");
-            s.moe = Some(MoeSpec {
-                num_experts: f.u64_any(&["num_local_experts"]),
-                experts_per_token: f.u64_any(&["num_experts_per_tok", "experts_per_token"]),
-                expert_intermediate: dense_width,
-                shared_experts: 0,
-                shared_intermediate: 0,
-                shared_expert_gate: false,
-                dense_layers: 0,
-                router_bias: false,
-                router_linear_bias: true,
-            });
-            let mixers = layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))?.unwrap_or_else(|| {
-                // GptOssConfig: sliding on even layers, full on odd ones
-                (0..s.num_layers.min(MAX_PATTERN))
-                    .map(|i| if i % 2 == 0 { Mixer::SlidingAttention } else { Mixer::Attention })
-                    .collect()
-            });
-            s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Moe }).collect();
-        }
-        Family::Qwen3Next | Family::Qwen35 => {
-            s.attn_output_gate = f.bool_or("attn_output_gate", true);
-            s.sliding_window = None;
-            s.linear_attention = Some(LinearAttentionSpec {
-                key_heads: f.u64_any(&["linear_num_key_heads"]),
-                value_heads: f.u64_any(&["linear_num_value_heads"]),
-                key_head_dim: f.u64_any(&["linear_key_head_dim"]),
-                value_head_dim: f.u64_any(&["linear_value_head_dim"]),
-                conv_kernel: f.u64_or(&["linear_conv_kernel_dim"], 4),
-                state_dtype: f.str_opt("mamba_ssm_dtype").and_then(|d| d.parse().ok()),
-            });
-            let mixers = match layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))? {
-                Some(m) => m,
-                None => {
-                    // Qwen3NextConfig: full attention every `full_attention_interval` (4) layers
-                    let every = f.u64_or(&["full_attention_interval"], 4).max(1);
-                    (0..s.num_layers.min(MAX_PATTERN))
-                        .map(|i| if (i + 1).is_multiple_of(every) { Mixer::Attention } else { Mixer::LinearAttention })
-                        .collect()
-                }
-            };
-            let moe = f.u64_opt("num_experts").filter(|&e| e > 0);
-            let step = f.u64_or(&["decoder_sparse_step"], 1).max(1);
-            let mlp_only: Vec<u64> = f
-                .get("mlp_only_layers")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).collect())
-                .unwrap_or_default();
-            if let Some(e) = moe {
-                let shared = f.u64_or(&["shared_expert_intermediate_size"], 0);
-                s.moe = Some(MoeSpec {
-                    num_experts: e,
-                    experts_per_token: f.u64_any(&["num_experts_per_tok"]),
-                    expert_intermediate: f.u64_any(&["moe_intermediate_size"]),
-                    shared_experts: u64::from(shared > 0),
-                    shared_intermediate: shared,
-                    shared_expert_gate: shared > 0,
-                    dense_layers: 0,
-                    router_bias: false,
-                    router_linear_bias: false,
-                });
-            }
-            s.layer_pattern = mixers
-                .into_iter()
-                .enumerate()
-                .map(|(i, mixer)| {
-                    let i = i as u64;
-                    let sparse = moe.is_some() && !mlp_only.contains(&i) && (i + 1).is_multiple_of(step);
-                    LayerKind { mixer, ffn: if sparse { Ffn::Moe } else { Ffn::Dense } }
-                })
-                .collect();
-            s.mtp_layers = f.u64_or(&["mtp_num_hidden_layers", "num_nextn_predict_layers"], 0);
-        }
-        Family::MiniMaxM2 => {
-            // MiniMaxM2Attention: RMSNorm over all q heads and over all k heads
-            // (`qk_norm_type: per_layer`); MiniMaxM2SparseMoeBlock: every layer MoE with a
-            // sigmoid router and its correction bias (`use_routing_bias`)
-            s.qk_norm = f.bool_or("use_qk_norm", true);
-            s.qk_norm_full_width = f.str_opt("qk_norm_type").as_deref() != Some("per_head");
-            let shared = f.u64_or(&["shared_intermediate_size"], 0);
-            if shared > 0 {
-                f.missing.push("shared_intermediate_size (a shared expert is not modelled for minimax_m2)".into());
-            }
-            s.moe = Some(MoeSpec {
-                num_experts: f.u64_any(&["num_local_experts"]),
-                experts_per_token: f.u64_any(&["num_experts_per_tok"]),
-                expert_intermediate: dense_width,
-                shared_experts: 0,
-                shared_intermediate: 0,
-                shared_expert_gate: false,
-                dense_layers: 0,
-                router_bias: f.bool_or("use_routing_bias", false),
-                router_linear_bias: false,
-            });
-            // use_mtp: num_mtp_modules modules of mtp_transformer_layers layers each
-            if f.bool_or("use_mtp", false) {
-                s.mtp_layers =
-                    f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
-            }
-        }
-        Family::GraniteMoe => {
-            // GraniteMoeMoE: fused input_linear (gate and up) and output_linear per expert, every layer
-            s.moe = Some(MoeSpec {
-                num_experts: f.u64_any(&["num_local_experts"]),
-                experts_per_token: f.u64_any(&["num_experts_per_tok"]),
-                expert_intermediate: dense_width,
-                shared_experts: 0,
-                shared_intermediate: 0,
-                shared_expert_gate: false,
-                dense_layers: 0,
-                router_bias: false,
-                router_linear_bias: false,
-            });
-        }
-        _ => {}
+    s
+}
+
+/// Mixtral: every layer MoE, experts as wide as the dense MLP.
+fn mixtral_moe(f: &mut Fields, s: &mut ModelSpec) {
+    let dense_width = s.intermediate_size;
+    let e = f.u64_any(&["num_local_experts"]);
+    let k = f.u64_or(&["num_experts_per_tok"], 2);
+    s.moe = Some(MoeSpec {
+        num_experts: e,
+        experts_per_token: k,
+        expert_intermediate: dense_width,
+        shared_experts: 0,
+        shared_intermediate: 0,
+        shared_expert_gate: false,
+        dense_layers: 0,
+        router_bias: false,
+        router_linear_bias: false,
+    });
+}
+
+/// Qwen2-MoE / Qwen3-MoE: sparse layers every `decoder_sparse_step`, a shared
+/// expert on Qwen2-MoE.
+fn qwen_moe(f: &mut Fields, s: &mut ModelSpec, family: Family) {
+    let e = f.u64_any(&["num_experts"]);
+    let k = f.u64_any(&["num_experts_per_tok"]);
+    let w = f.u64_any(&["moe_intermediate_size"]);
+    let shared = if family == Family::Qwen2Moe { f.u64_or(&["shared_expert_intermediate_size"], 0) } else { 0 };
+    let step = f.u64_or(&["decoder_sparse_step"], 1).max(1);
+    let mlp_only = f.get("mlp_only_layers").and_then(Value::as_array).map(|a| a.len() as u64).unwrap_or(0);
+    // Layers are sparse when (i + 1) % step == 0 and not listed in mlp_only_layers.
+    let sparse = if s.num_layers > 0 { s.num_layers / step } else { 0 };
+    let dense = s.num_layers.saturating_sub(sparse.saturating_sub(mlp_only));
+    s.moe = Some(MoeSpec {
+        num_experts: e,
+        experts_per_token: k,
+        expert_intermediate: w,
+        shared_experts: u64::from(shared > 0),
+        shared_intermediate: shared,
+        shared_expert_gate: shared > 0,
+        dense_layers: dense,
+        router_bias: false,
+        router_linear_bias: false,
+    });
+    if dense > 0 {
+        s.notes.push(format!(
+            "{dense} layers keep a dense MLP (decoder_sparse_step / mlp_only_layers); counted as leading layers"
+        ));
     }
-    Ok(s)
+}
+
+/// The DeepSeek family: latent attention, routed and shared experts,
+/// multi-token prediction, the sparse-attention indexer.
+fn deepseek_v3(f: &mut Fields, s: &mut ModelSpec, mt: &str) {
+    let q_lora = f.u64_opt("q_lora_rank");
+    let kv_lora = f.u64_any(&["kv_lora_rank"]);
+    let rope = f.u64_any(&["qk_rope_head_dim"]);
+    let nope = f.u64_any(&["qk_nope_head_dim"]);
+    let v = f.u64_any(&["v_head_dim"]);
+    s.attention = Attention::Mla;
+    s.head_dim = nope + rope;
+    s.mla = Some(MlaSpec {
+        q_lora_rank: q_lora,
+        kv_lora_rank: kv_lora,
+        qk_nope_head_dim: nope,
+        qk_rope_head_dim: rope,
+        v_head_dim: v,
+    });
+    if let Some(e) = f.u64_opt("n_routed_experts") {
+        let k = f.u64_any(&["num_experts_per_tok"]);
+        let w = f.u64_any(&["moe_intermediate_size"]);
+        let shared = f.u64_or(&["n_shared_experts"], 0);
+        let dense = f.u64_or(&["first_k_dense_replace"], 0);
+        let router_bias = f.str_opt("topk_method").as_deref() == Some("noaux_tc") || mt == "deepseek_v3";
+        s.moe = Some(MoeSpec {
+            num_experts: e,
+            experts_per_token: k,
+            expert_intermediate: w,
+            shared_experts: shared,
+            shared_intermediate: w,
+            shared_expert_gate: false,
+            dense_layers: dense,
+            router_bias,
+            router_linear_bias: false,
+        });
+    }
+    s.mtp_layers = f.u64_or(&["num_nextn_predict_layers"], 0);
+    if let Some(heads) = f.u64_opt("index_n_heads") {
+        s.indexer =
+            Some(IndexerSpec { heads, head_dim: f.u64_any(&["index_head_dim"]), topk: f.u64_or(&["index_topk"], 0) });
+    }
+}
+
+/// Gemma 3: sliding layers with a full-attention layer every pattern length.
+fn gemma3_layers(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), IngestError> {
+    let window = f.u64_any(&["sliding_window"]);
+    s.sliding_window = Some(window);
+    let mixers = match layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))? {
+        Some(m) => m,
+        None => {
+            // Gemma3TextConfig: layer i slides unless (i + 1) is a multiple of the pattern
+            let p = f.u64_or(&["sliding_window_pattern", "_sliding_window_pattern"], 6).max(1);
+            (0..s.num_layers.min(MAX_PATTERN))
+                .map(|i| if (i + 1).is_multiple_of(p) { Mixer::Attention } else { Mixer::SlidingAttention })
+                .collect()
+        }
+    };
+    s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Dense }).collect();
+    Ok(())
+}
+
+/// gpt-oss: biased attention with sinks, biased experts in every layer,
+/// alternating sliding and full attention.
+fn gpt_oss(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), IngestError> {
+    let dense_width = s.intermediate_size;
+    // GptOssAttention: biased q/k/v/o and one sink logit per head; GptOssExperts:
+    // fused gate_up and down with biases; GptOssTopKRouter: a biased linear
+    s.qkv_bias = f.bool_or("attention_bias", true);
+    s.o_bias = s.qkv_bias;
+    s.mlp_bias = true;
+    s.attention_sinks = true;
+    s.sliding_window = f.u64_opt("sliding_window");
+    s.moe = Some(MoeSpec {
+        num_experts: f.u64_any(&["num_local_experts"]),
+        experts_per_token: f.u64_any(&["num_experts_per_tok", "experts_per_token"]),
+        expert_intermediate: dense_width,
+        shared_experts: 0,
+        shared_intermediate: 0,
+        shared_expert_gate: false,
+        dense_layers: 0,
+        router_bias: false,
+        router_linear_bias: true,
+    });
+    let mixers = layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))?.unwrap_or_else(|| {
+        // GptOssConfig: sliding on even layers, full on odd ones
+        (0..s.num_layers.min(MAX_PATTERN))
+            .map(|i| if i % 2 == 0 { Mixer::SlidingAttention } else { Mixer::Attention })
+            .collect()
+    });
+    s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn: Ffn::Moe }).collect();
+    Ok(())
+}
+
+/// Qwen3-Next / Qwen3.5: linear-attention layers with full attention every
+/// `full_attention_interval`, optionally MoE.
+fn qwen3_next(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), IngestError> {
+    s.attn_output_gate = f.bool_or("attn_output_gate", true);
+    s.sliding_window = None;
+    s.linear_attention = Some(LinearAttentionSpec {
+        key_heads: f.u64_any(&["linear_num_key_heads"]),
+        value_heads: f.u64_any(&["linear_num_value_heads"]),
+        key_head_dim: f.u64_any(&["linear_key_head_dim"]),
+        value_head_dim: f.u64_any(&["linear_value_head_dim"]),
+        conv_kernel: f.u64_or(&["linear_conv_kernel_dim"], 4),
+        state_dtype: f.str_opt("mamba_ssm_dtype").and_then(|d| d.parse().ok()),
+    });
+    let mixers = match layer_types(f, s.num_layers).map_err(|reason| invalid(origin, reason))? {
+        Some(m) => m,
+        None => {
+            // Qwen3NextConfig: full attention every `full_attention_interval` (4) layers
+            let every = f.u64_or(&["full_attention_interval"], 4).max(1);
+            (0..s.num_layers.min(MAX_PATTERN))
+                .map(|i| if (i + 1).is_multiple_of(every) { Mixer::Attention } else { Mixer::LinearAttention })
+                .collect()
+        }
+    };
+    let moe = f.u64_opt("num_experts").filter(|&e| e > 0);
+    let step = f.u64_or(&["decoder_sparse_step"], 1).max(1);
+    let mlp_only: Vec<u64> = f
+        .get("mlp_only_layers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    if let Some(e) = moe {
+        let shared = f.u64_or(&["shared_expert_intermediate_size"], 0);
+        s.moe = Some(MoeSpec {
+            num_experts: e,
+            experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+            expert_intermediate: f.u64_any(&["moe_intermediate_size"]),
+            shared_experts: u64::from(shared > 0),
+            shared_intermediate: shared,
+            shared_expert_gate: shared > 0,
+            dense_layers: 0,
+            router_bias: false,
+            router_linear_bias: false,
+        });
+    }
+    s.layer_pattern = mixers
+        .into_iter()
+        .enumerate()
+        .map(|(i, mixer)| {
+            let i = i as u64;
+            let sparse = moe.is_some() && !mlp_only.contains(&i) && (i + 1).is_multiple_of(step);
+            LayerKind { mixer, ffn: if sparse { Ffn::Moe } else { Ffn::Dense } }
+        })
+        .collect();
+    s.mtp_layers = f.u64_or(&["mtp_num_hidden_layers", "num_nextn_predict_layers"], 0);
+    Ok(())
+}
+
+/// MiniMax-M2: full-width q/k norms, every layer MoE, optional MTP modules.
+fn minimax_m2(f: &mut Fields, s: &mut ModelSpec) {
+    let dense_width = s.intermediate_size;
+    // MiniMaxM2Attention: RMSNorm over all q heads and over all k heads
+    // (`qk_norm_type: per_layer`); MiniMaxM2SparseMoeBlock: every layer MoE with a
+    // sigmoid router and its correction bias (`use_routing_bias`)
+    s.qk_norm = f.bool_or("use_qk_norm", true);
+    s.qk_norm_full_width = f.str_opt("qk_norm_type").as_deref() != Some("per_head");
+    let shared = f.u64_or(&["shared_intermediate_size"], 0);
+    if shared > 0 {
+        f.missing.push("shared_intermediate_size (a shared expert is not modelled for minimax_m2)".into());
+    }
+    s.moe = Some(MoeSpec {
+        num_experts: f.u64_any(&["num_local_experts"]),
+        experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+        expert_intermediate: dense_width,
+        shared_experts: 0,
+        shared_intermediate: 0,
+        shared_expert_gate: false,
+        dense_layers: 0,
+        router_bias: f.bool_or("use_routing_bias", false),
+        router_linear_bias: false,
+    });
+    // use_mtp: num_mtp_modules modules of mtp_transformer_layers layers each
+    if f.bool_or("use_mtp", false) {
+        s.mtp_layers = f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
+    }
+}
+
+/// Granite-MoE: every layer MoE, experts as wide as the dense MLP.
+fn granite_moe(f: &mut Fields, s: &mut ModelSpec) {
+    let dense_width = s.intermediate_size;
+    // GraniteMoeMoE: fused input_linear (gate and up) and output_linear per expert, every layer
+    s.moe = Some(MoeSpec {
+        num_experts: f.u64_any(&["num_local_experts"]),
+        experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+        expert_intermediate: dense_width,
+        shared_experts: 0,
+        shared_intermediate: 0,
+        shared_expert_gate: false,
+        dense_layers: 0,
+        router_bias: false,
+        router_linear_bias: false,
+    });
 }
 
 fn invalid(origin: &str, reason: String) -> IngestError {

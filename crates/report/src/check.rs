@@ -570,55 +570,7 @@ pub fn render_check(r: &CheckReport) -> String {
     );
     let _ = writeln!(out, "from: {}", shown(&r.sources.join("; ")));
     if !r.gpus.is_empty() {
-        let mut t = Table::new();
-        t.load_style(UTF8_FULL_CONDENSED);
-        t.set_header(vec!["GPU", "name", "memory", "is", "MIG now/pending", "ECC", "PCIe now/max"]);
-        for g in &r.gpus {
-            let is = match (&g.memory_class[..], &g.memory_matches) {
-                ("whole_card", Some(m)) => format!("whole {m}"),
-                ("mig_slice", Some(m)) => format!("MIG slice: {m}"),
-                _ => "?".into(),
-            };
-            let ecc = match g.ecc_current {
-                Some(true) => "on",
-                Some(false) => "off",
-                None => "-",
-            };
-            let pcie = match (g.pcie_gen_current, g.pcie_width_current, g.pcie_gen_max, g.pcie_width_max) {
-                (Some(a), Some(b), Some(c), Some(d)) => format!("gen{a} x{b} / gen{c} x{d}"),
-                _ => "-".into(),
-            };
-            t.add_row(vec![
-                Cell::new(g.index),
-                Cell::new(shown(&g.name)),
-                Cell::new(opt_bytes(g.memory_total_bytes)),
-                Cell::new(is),
-                Cell::new(format!("{}/{}", g.mig_current, g.mig_pending)),
-                Cell::new(ecc),
-                Cell::new(pcie),
-            ]);
-        }
-        let _ = writeln!(out, "{t}");
-        for g in r.gpus.iter().filter(|g| !g.mig_devices.is_empty()) {
-            let devs: Vec<String> = g
-                .mig_devices
-                .iter()
-                .map(|d| {
-                    let mut s = shown(d.profile.as_deref().unwrap_or_default()).into_owned();
-                    if let Some(b) = d.memory_total_bytes {
-                        if !s.is_empty() {
-                            s.push(' ');
-                        }
-                        s.push_str(&bytes(b));
-                    }
-                    if let Some(sm) = d.sm_count {
-                        s.push_str(&format!(" {sm} SMs"));
-                    }
-                    s
-                })
-                .collect();
-            let _ = writeln!(out, "GPU {} MIG devices: {}", g.index, devs.join("; "));
-        }
+        render_gpus(&mut out, &r.gpus);
     }
     if !r.gpu_instances.is_empty() {
         let gis: Vec<String> = r
@@ -629,34 +581,7 @@ pub fn render_check(r: &CheckReport) -> String {
         let _ = writeln!(out, "GPU instances: {}", gis.join("; "));
     }
     if let Some(ic) = &r.interconnect {
-        let _ = writeln!(out, "\ninterconnect ({} GPUs):", ic.gpus);
-        let n = ic.gpus;
-        if n <= 16 {
-            let mut t = Table::new();
-            t.load_style(UTF8_FULL_CONDENSED);
-            let mut head = vec![String::new()];
-            head.extend((0..n).map(|k| format!("GPU{k}")));
-            t.set_header(head);
-            for a in 0..n {
-                let mut row = vec![format!("GPU{a}")];
-                for b in 0..n {
-                    let (x, y) = (a.min(b), a.max(b));
-                    row.push(if a == b {
-                        "X".into()
-                    } else {
-                        ic.pairs
-                            .iter()
-                            .find(|p| p.a == x && p.b == y)
-                            .map(|p| shown(&p.link).into_owned())
-                            .unwrap_or_default()
-                    });
-                }
-                t.add_row(row);
-            }
-            let _ = writeln!(out, "{t}");
-        }
-        let nv = ic.pairs.iter().filter(|p| p.nvlink).count();
-        let _ = writeln!(out, "{nv} of {} pairs NVLink", ic.pairs.len());
+        render_interconnect(&mut out, ic);
     }
     if !r.mig_profiles.is_empty() {
         let ps: Vec<String> = r
@@ -689,4 +614,89 @@ pub fn render_check(r: &CheckReport) -> String {
         }
     }
     out
+}
+
+/// One row per GPU, then the MIG devices of each GPU that has them.
+fn render_gpus(out: &mut String, gpus: &[GpuInfo]) {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["GPU", "name", "memory", "is", "MIG now/pending", "ECC", "PCIe now/max"]);
+    for g in gpus {
+        let is = match (&g.memory_class[..], &g.memory_matches) {
+            ("whole_card", Some(m)) => format!("whole {m}"),
+            ("mig_slice", Some(m)) => format!("MIG slice: {m}"),
+            _ => "?".into(),
+        };
+        let ecc = match g.ecc_current {
+            Some(true) => "on",
+            Some(false) => "off",
+            None => "-",
+        };
+        let pcie = match (g.pcie_gen_current, g.pcie_width_current, g.pcie_gen_max, g.pcie_width_max) {
+            (Some(a), Some(b), Some(c), Some(d)) => format!("gen{a} x{b} / gen{c} x{d}"),
+            _ => "-".into(),
+        };
+        t.add_row(vec![
+            Cell::new(g.index),
+            Cell::new(shown(&g.name)),
+            Cell::new(opt_bytes(g.memory_total_bytes)),
+            Cell::new(is),
+            Cell::new(format!("{}/{}", g.mig_current, g.mig_pending)),
+            Cell::new(ecc),
+            Cell::new(pcie),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for g in gpus.iter().filter(|g| !g.mig_devices.is_empty()) {
+        let devs: Vec<String> = g
+            .mig_devices
+            .iter()
+            .map(|d| {
+                let mut s = shown(d.profile.as_deref().unwrap_or_default()).into_owned();
+                if let Some(b) = d.memory_total_bytes {
+                    if !s.is_empty() {
+                        s.push(' ');
+                    }
+                    s.push_str(&bytes(b));
+                }
+                if let Some(sm) = d.sm_count {
+                    s.push_str(&format!(" {sm} SMs"));
+                }
+                s
+            })
+            .collect();
+        let _ = writeln!(out, "GPU {} MIG devices: {}", g.index, devs.join("; "));
+    }
+}
+
+/// The link matrix (up to 16 GPUs) and how many pairs are NVLink.
+fn render_interconnect(out: &mut String, ic: &InterconnectInfo) {
+    let _ = writeln!(out, "\ninterconnect ({} GPUs):", ic.gpus);
+    let n = ic.gpus;
+    if n <= 16 {
+        let mut t = Table::new();
+        t.load_style(UTF8_FULL_CONDENSED);
+        let mut head = vec![String::new()];
+        head.extend((0..n).map(|k| format!("GPU{k}")));
+        t.set_header(head);
+        for a in 0..n {
+            let mut row = vec![format!("GPU{a}")];
+            for b in 0..n {
+                let (x, y) = (a.min(b), a.max(b));
+                row.push(if a == b {
+                    "X".into()
+                } else {
+                    ic.pairs
+                        .iter()
+                        .find(|p| p.a == x && p.b == y)
+                        .map(|p| shown(&p.link).into_owned())
+                        .unwrap_or_default()
+                });
+            }
+            t.add_row(row);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    let nv = ic.pairs.iter().filter(|p| p.nvlink).count();
+    let _ = writeln!(out, "{nv} of {} pairs NVLink", ic.pairs.len());
 }

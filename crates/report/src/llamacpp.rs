@@ -422,6 +422,35 @@ impl LlamaCppReport {
     /// The human report; `explain` adds every buffer's formula and inputs.
     pub fn to_text(&self, explain: bool) -> String {
         let mut out = String::new();
+        self.write_model(&mut out);
+        self.write_launch(&mut out);
+        out.push('\n');
+        let _ = writeln!(out, "{}", self.buffer_table());
+        self.write_verdicts(&mut out);
+        let _ = writeln!(out, "command: {}", shown(&self.command_line));
+        for n in self.model.notes.iter().chain(&self.notes) {
+            let _ = writeln!(out, "note: {}", shown(n));
+        }
+        if explain {
+            out.push_str("\nHow each number was computed:\n");
+            crate::estimate::write_explain(&mut out, "[placement]", &self.placement.explain);
+            for d in self.devices.iter().chain(std::iter::once(&self.host)) {
+                for b in &d.buffers {
+                    let head = format!("[{}] {} = {} ({} B)", d.name, b.label, bytes(b.bytes), thousands(b.bytes));
+                    crate::estimate::write_explain(&mut out, &head, &b.explain);
+                }
+            }
+            if let Some(f) = &self.fit {
+                crate::estimate::write_explain(&mut out, "[fit search]", &f.explain);
+            }
+        } else {
+            out.push_str("(--explain shows the formula, inputs and source behind every number)\n");
+        }
+        out
+    }
+
+    /// The model: shape, file, window, recurrent layers, experts.
+    fn write_model(&self, out: &mut String) {
         let m = &self.model;
         let _ = writeln!(
             out,
@@ -457,6 +486,10 @@ impl LlamaCppReport {
                 e.count, e.used, e.feed_forward_length
             );
         }
+    }
+
+    /// The launch as llama.cpp reads it and where the layers go.
+    fn write_launch(&self, out: &mut String) {
         let l = &self.launch;
         let _ = writeln!(
             out,
@@ -493,7 +526,10 @@ impl LlamaCppReport {
             ranges.join(", "),
             self.placement.output
         );
-        out.push('\n');
+    }
+
+    /// Every buffer of every device, then the host, each with its total.
+    fn buffer_table(&self) -> Table {
         let mut t = Table::new();
         t.load_style(UTF8_FULL_CONDENSED);
         t.set_header(vec!["device", "buffer", "size", "bytes"]);
@@ -518,7 +554,11 @@ impl LlamaCppReport {
                 Cell::new(thousands(d.total_bytes)).set_alignment(CellAlignment::Right),
             ]);
         }
-        let _ = writeln!(out, "{t}");
+        t
+    }
+
+    /// Fits or not per GPU, the KV cache, and the largest -ngl and context that fit.
+    fn write_verdicts(&self, out: &mut String) {
         for d in &self.devices {
             if let (Some(fits), Some(h), Some(g)) = (d.fits, d.headroom_bytes, &d.gpu) {
                 let _ = writeln!(
@@ -562,25 +602,5 @@ impl LlamaCppReport {
                 let _ = writeln!(out, "  {}", shown(c));
             }
         }
-        let _ = writeln!(out, "command: {}", shown(&self.command_line));
-        for n in self.model.notes.iter().chain(&self.notes) {
-            let _ = writeln!(out, "note: {}", shown(n));
-        }
-        if explain {
-            out.push_str("\nHow each number was computed:\n");
-            crate::estimate::write_explain(&mut out, "[placement]", &self.placement.explain);
-            for d in self.devices.iter().chain(std::iter::once(&self.host)) {
-                for b in &d.buffers {
-                    let head = format!("[{}] {} = {} ({} B)", d.name, b.label, bytes(b.bytes), thousands(b.bytes));
-                    crate::estimate::write_explain(&mut out, &head, &b.explain);
-                }
-            }
-            if let Some(f) = &self.fit {
-                crate::estimate::write_explain(&mut out, "[fit search]", &f.explain);
-            }
-        } else {
-            out.push_str("(--explain shows the formula, inputs and source behind every number)\n");
-        }
-        out
     }
 }

@@ -29,7 +29,7 @@
 
 use super::ggml::GgmlType;
 use super::graph::{Device, Graph, OpKind, TensorId};
-use super::model::{GraphFamily, LlamaModel};
+use super::model::{GraphFamily, LayerHparams, LlamaModel, RecurrentState};
 use super::placement::{Placement, CPU_ALIGNMENT, CUDA_ALIGNMENT};
 use crate::error::CoreError;
 use crate::units::product;
@@ -213,6 +213,32 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// Sizes every layer of the graph reads.
+#[derive(Clone, Copy)]
+struct Dims {
+    /// tokens in the micro-batch
+    t: u64,
+    /// tokens per stream
+    t_seq: u64,
+    e: u64,
+    streams: u64,
+    current: bool,
+    rms: bool,
+    causal: bool,
+    /// V is stored transposed (without flash attention)
+    v_trans: bool,
+}
+
+/// The graph's host inputs every layer reads.
+struct GraphInputs {
+    pos: TensorId,
+    mask_full: Option<TensorId>,
+    mask_swa: Option<TensorId>,
+    k_idx: Option<TensorId>,
+    v_idx: Option<TensorId>,
+    out_ids: Option<TensorId>,
+}
+
 /// Build, schedule and allocate llama.cpp's reserve graph.
 pub fn compute_buffers(
     model: &LlamaModel,
@@ -227,48 +253,20 @@ pub fn compute_buffers(
     let t = s.n_tokens;
     let mut b = Builder { g: Graph::new(), m: model, p: placement, full_offload, cpu_repack: s.cpu_repack, t };
     let mut approximate: Option<String> = None;
-    let e = model.n_embd;
     let streams = s.streams.max(1);
-    let t_seq = t.div_ceil(streams);
-    let current = s.era == GraphEra::Current;
-    let rms = model.family == GraphFamily::Sequential;
-
-    // inputs (all on the host): tokens, positions, masks, KV row indices
-    let tokens = b.g.input("inp_tokens", I32, [t, 1, 1, 1], t * 4);
-    let tok_embd =
-        b.g.weight("token_embd", model.tensor("token_embd.weight").map(|x| x.bytes).unwrap_or(0), Device::Cpu);
-    let embd = b.fresh("inp_embd", F32, [e, t, 1, 1], &[tok_embd, tokens], t)?;
-    b.g.not_offloadable(embd); // CUDA never takes over get_rows
-    let pos = b.g.input("inp_pos", I32, [t, 1, 1, 1], t * 4);
-    let mask_rows = t_seq.next_multiple_of(KQ_MASK_PAD);
-    let kv_of = |sliding: bool| if sliding { s.n_kv_swa } else { s.n_kv };
-    let any_sliding = model.layers.iter().any(|l| l.sliding && l.has_kv());
-    let any_full = model.layers.iter().any(|l| !l.sliding && l.has_kv());
-    let causal = model.causal;
-    let mask_for = |b: &mut Builder, n_kv: u64| -> Result<TensorId, CoreError> {
-        let bytes = f32_bytes("kq_mask", &[n_kv, mask_rows, 1, streams])?;
-        let m = b.g.input("kq_mask", F32, [n_kv, mask_rows, 1, streams], bytes);
-        if s.flash_attn {
-            // cast to f16 for flash attention (llm_graph_input_attn_kv: kq_mask_cnv)
-            b.fresh("kq_mask_f16", F16, [n_kv, mask_rows, 1, streams], &[m], mask_rows)
-        } else {
-            Ok(m)
-        }
+    let d = Dims {
+        t,
+        t_seq: t.div_ceil(streams),
+        e: model.n_embd,
+        streams,
+        current: s.era == GraphEra::Current,
+        rms: model.family == GraphFamily::Sequential,
+        causal: model.causal,
+        v_trans: !s.flash_attn,
     };
+    let (embd, inputs) = graph_inputs(&mut b, model, &s, &d)?;
+    // an encoder attends over the micro-batch
     let enc_kv = t;
-    let mask_full = if any_full { Some(mask_for(&mut b, if causal { s.n_kv } else { enc_kv })?) } else { None };
-    let mask_swa = if any_sliding { Some(mask_for(&mut b, s.n_kv_swa)?) } else { None };
-    let v_trans = !s.flash_attn;
-    let v_max = model.layers.iter().map(|l| l.v_width()).max().unwrap_or(0);
-    let (k_idx, v_idx) = if current && causal {
-        let k = b.g.input("k_idxs", I64, [t, 1, 1, 1], t * 8);
-        let vlen = if v_trans { product("v_idxs", &[t, v_max])? } else { t };
-        let v = b.g.input("v_idxs", I64, [vlen, 1, 1, 1], product("v_idxs", &[vlen, 8])?);
-        (Some(k), Some(v))
-    } else {
-        (None, None)
-    };
-    let out_ids = Some(b.g.input("inp_out_ids", I32, [t, 1, 1, 1], t * 4));
 
     let mut inp = embd;
     for (il, l) in model.layers.iter().enumerate() {
@@ -277,185 +275,39 @@ pub fn compute_buffers(
         let kv_dev = if s.offload_kqv { dev } else { Device::Cpu };
         let last = il + 1 == model.layers.len();
         if let Some(st) = l.recurrent {
-            // recurrent layer: in-projection, conv over the state, scan, gate, out-projection
             approximate
                 .get_or_insert_with(|| format!("recurrent ({}) layers sized from their main tensors", model.arch));
-            let state = b.g.cache("rs", product("state", &[st.r + st.s, 4, streams])?, kv_dev);
-            let x = b.norm(inp, Some(ilu), rms, "attn_norm.weight", e)?;
-            let width = model
-                .layer_tensor_bytes(ilu, "ssm_in.weight")
-                .and_then(|_| model.tensor(&format!("blk.{il}.ssm_in.weight")).and_then(|t| t.ne.get(1).copied()))
-                .unwrap_or(4 * e);
-            let w_in = b.weight(Some(ilu), "ssm_in.weight", 0);
-            let zx = b.mm(w_in, x, width, t)?;
-            let conv = b.fresh("ssm_conv", F32, [(st.r / 3).max(width / 2), t, 1, 1], &[zx, state], t)?;
-            let scan = b.fresh("ssm_scan", F32, [(width / 2).max(1), t, 1, 1], &[conv, state], t)?;
-            let y = b.inplace("mul", scan, &[scan, zx]);
-            let w_out = b.weight(Some(ilu), "ssm_out.weight", 0);
-            let o = b.mm(w_out, y, e, t)?;
-            let _ = b.g.store("state_store", scan, state, &[]);
-            inp = b.inplace("add", o, &[o, inp]);
-            if !l.has_kv() {
-                continue;
-            }
+            inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d)?;
         }
         if !l.has_kv() {
             continue;
         }
-        let hq = l.n_head * l.head_dim_k;
-        let hk = l.k_width();
-        let hv_q = l.n_head * l.head_dim_v;
-        let hv = l.v_width();
-        let n_kv = if causal { kv_of(l.sliding) } else { enc_kv };
-        let x = b.norm(inp, Some(ilu), rms, "attn_norm.weight", e)?;
-        let (q, k, v);
-        if model.fused_qkv {
-            let w = b.weight(Some(ilu), "attn_qkv.weight", 0);
-            let qkv = b.mm(w, x, hq + hk + hv, t)?;
-            let qkv = b.bias(Some(ilu), "attn_qkv.bias", qkv);
-            if current {
-                let vq = b.g.view("q_view", qkv);
-                q = b.fresh("rope_q", F32, [l.head_dim_k, l.n_head, t, 1], &[vq, pos], t)?;
-                let vk = b.g.view("k_view", qkv);
-                k = b.fresh("rope_k", F32, [l.head_dim_k, l.n_head_kv, t, 1], &[vk, pos], t)?;
-                let vv = b.g.view("v_view", qkv);
-                v = b.fresh("cont_v", F32, [hv, t, 1, 1], &[vv], t)?;
+        let n_kv = if d.causal {
+            if l.sliding {
+                s.n_kv_swa
             } else {
-                let vq = b.g.view("q_view", qkv);
-                let qc = b.fresh("cont_q", F32, [hq, t, 1, 1], &[vq], t)?;
-                let vk = b.g.view("k_view", qkv);
-                let kc = b.fresh("cont_k", F32, [hk, t, 1, 1], &[vk], t)?;
-                let vv = b.g.view("v_view", qkv);
-                v = b.fresh("cont_v", F32, [hv, t, 1, 1], &[vv], t)?;
-                let rq = b.g.view("reshape_q", qc);
-                q = b.fresh("rope_q", F32, [hq, t, 1, 1], &[rq, pos], t)?;
-                let rk = b.g.view("reshape_k", kc);
-                k = b.fresh("rope_k", F32, [hk, t, 1, 1], &[rk, pos], t)?;
+                s.n_kv
             }
         } else {
-            let wq = b.weight(Some(ilu), "attn_q.weight", 0);
-            let qm = b.mm(wq, x, hq, t)?;
-            let qm = b.bias(Some(ilu), "attn_q.bias", qm);
-            let wk = b.weight(Some(ilu), "attn_k.weight", 0);
-            let km = b.mm(wk, x, hk, t)?;
-            let km = b.bias(Some(ilu), "attn_k.bias", km);
-            let wv = b.weight(Some(ilu), "attn_v.weight", 0);
-            let vm = b.mm(wv, x, hv, t)?;
-            let vm = b.bias(Some(ilu), "attn_v.bias", vm);
-            let rq = b.g.view("reshape_q", qm);
-            let rk = b.g.view("reshape_k", km);
-            let (qi, ki) = if model.qk_norm {
-                let qn = b.fresh("q_norm", F32, [l.head_dim_k, l.n_head, t, 1], &[rq], t)?;
-                let wqn = b.weight(Some(ilu), "attn_q_norm.weight", 4 * l.head_dim_k);
-                let qn = b.inplace("mul", qn, &[qn, wqn]);
-                let kn = b.fresh("k_norm", F32, [l.head_dim_k, l.n_head_kv, t, 1], &[rk], t)?;
-                let wkn = b.weight(Some(ilu), "attn_k_norm.weight", 4 * l.head_dim_k);
-                let kn = b.inplace("mul", kn, &[kn, wkn]);
-                (qn, kn)
-            } else {
-                (rq, rk)
-            };
-            // rope on a view allocates anew; on a tensor it runs in place
-            q = if model.qk_norm {
-                b.inplace("rope_q", qi, &[qi, pos])
-            } else {
-                b.fresh("rope_q", F32, [l.head_dim_k, l.n_head, t, 1], &[qi, pos], t)?
-            };
-            k = if model.qk_norm {
-                b.inplace("rope_k", ki, &[ki, pos])
-            } else {
-                b.fresh("rope_k", F32, [l.head_dim_k, l.n_head_kv, t, 1], &[ki, pos], t)?
-            };
-            v = b.g.view("reshape_v", vm);
-        }
-        // build_attn: q, then v and k (current) or k and v (legacy), then the KV stores
-        b.g.expand(q);
-        if current {
-            b.g.expand(v);
-            b.g.expand(k);
-        } else {
-            b.g.expand(k);
-            b.g.expand(v);
-        }
-        let k_cache = b.g.cache(
-            "k_cache",
-            product("k cache", &[hk, n_kv, streams, s.type_k.type_size()])? / s.type_k.block_size(),
-            kv_dev,
-        );
-        let v_cache = b.g.cache(
-            "v_cache",
-            product("v cache", &[hv, n_kv, streams, s.type_v.type_size()])? / s.type_v.block_size(),
-            kv_dev,
-        );
-        if causal {
-            let ks = match k_idx {
-                Some(ix) => b.g.store("set_rows_k", k, k_cache, &[ix]),
-                None => b.g.store("cpy_k", k, k_cache, &[]),
-            };
-            b.g.expand(ks);
-            let v2 = b.g.view("reshape_2d_v", v);
-            let vsrc = if v_trans { b.g.view("transpose_v", v2) } else { v2 };
-            let vs = match v_idx {
-                Some(ix) => b.g.store("set_rows_v", vsrc, v_cache, &[ix]),
-                None => b.g.store("cpy_v", vsrc, v_cache, &[]),
-            };
-            b.g.expand(vs);
-        }
-        let mask = if l.sliding { mask_swa } else { mask_full }.ok_or_else(|| CoreError::invalid("mask", "no mask"))?;
-        let qp = b.g.view("permute_q", q);
-        let kview = if causal { b.g.view("k_view", k_cache) } else { b.g.view("k_view", k) };
-        let vview = if causal { b.g.view("v_view", v_cache) } else { b.g.view("v_view", v) };
-        let attn = if s.flash_attn {
-            let o = b.fresh("flash_attn_ext", F32, [l.head_dim_v, l.n_head, t, 1], &[qp, kview, vview, mask], t)?;
-            b.g.view("reshape_o", o)
-        } else {
-            let kq = b.fresh("kq", F32, [n_kv, t_seq, l.n_head, streams], &[kview, qp], t)?;
-            let sm = b.inplace("soft_max", kq, &[kq, mask]);
-            let kqv = b.fresh("kqv", F32, [l.head_dim_v, t_seq, l.n_head, streams], &[vview, sm], t)?;
-            let p = b.g.view("permute_kqv", kqv);
-            let c = b.fresh("kqv_merged_cont", F32, [hv_q, t, 1, 1], &[p], t)?;
-            if !s.offload_kqv {
-                b.g.pin(c, Device::Cpu);
-            }
-            c
+            enc_kv
         };
+        let x = b.norm(inp, Some(ilu), d.rms, "attn_norm.weight", d.e)?;
+        let (q, k, v) = qkv_projections(&mut b, model, l, ilu, x, inputs.pos, &d)?;
+        let attn = attention(&mut b, l, (q, k, v), n_kv, kv_dev, &inputs, &s, &d)?;
         let wo = b.weight(Some(ilu), "attn_output.weight", 0);
-        let mut cur = b.mm(wo, attn, e, t)?;
+        let mut cur = b.mm(wo, attn, d.e, t)?;
         cur = b.bias(Some(ilu), "attn_output.bias", cur);
         let mut inp_sa = inp;
         if last {
-            if let Some(ids) = out_ids {
-                cur = b.fresh("get_rows", F32, [e, t, 1, 1], &[cur, ids], t)?;
+            // the last layer keeps only the rows whose logits are wanted
+            if let Some(ids) = inputs.out_ids {
+                cur = b.fresh("get_rows", F32, [d.e, t, 1, 1], &[cur, ids], t)?;
                 b.g.not_offloadable(cur);
-                inp_sa = b.fresh("get_rows", F32, [e, t, 1, 1], &[inp, ids], t)?;
+                inp_sa = b.fresh("get_rows", F32, [d.e, t, 1, 1], &[inp, ids], t)?;
                 b.g.not_offloadable(inp_sa);
             }
         }
-        let ffn = |b: &mut Builder, x: TensorId| -> Result<TensorId, CoreError> {
-            if let Some(ex) = &model.experts {
-                if model.layer_tensor_bytes(ilu, "ffn_gate_exps.weight").is_some()
-                    || model.layer_tensor_bytes(ilu, "ffn_up_exps.weight").is_some()
-                {
-                    return moe_ffn(b, ilu, x, ex.count, ex.used, ex.ff, ex.shared, ex.shared_ff, current);
-                }
-            }
-            dense_ffn(b, ilu, x, l.n_ff, model.gated_ffn, current)
-        };
-        inp = match model.family {
-            GraphFamily::Sequential => {
-                let ffn_inp = b.inplace("add", cur, &[cur, inp_sa]);
-                let x2 = b.norm(ffn_inp, Some(ilu), rms, "ffn_norm.weight", e)?;
-                let f = ffn(&mut b, x2)?;
-                b.inplace("add", f, &[f, ffn_inp])
-            }
-            GraphFamily::Parallel => {
-                let attn_out = cur;
-                let x2 = b.norm(inp_sa, Some(ilu), rms, "ffn_norm.weight", e)?;
-                let f = ffn(&mut b, x2)?;
-                let r = b.inplace("add", f, &[f, inp_sa]);
-                b.inplace("add", r, &[r, attn_out])
-            }
-        };
+        inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &d)?;
     }
     if model.arch.contains("deepseek")
         || model.arch == "glm4moe" && model.layers.iter().any(|l| l.head_dim_k != l.head_dim_v)
@@ -464,26 +316,10 @@ pub fn compute_buffers(
             "multi-head latent attention sized as plain attention with the cache's head sizes".into()
         });
     }
-    if !causal {
+    if !d.causal {
         approximate.get_or_insert_with(|| "encoder (non-causal) attention over the micro-batch".into());
     }
-    // output head
-    let has_head = model.tensor("output.weight").is_some() || model.tied_output;
-    let norm_out = b.norm(inp, None, rms, "output_norm.weight", e)?;
-    b.g.set_output(norm_out);
-    let last = if has_head {
-        let w = if model.tensor("output.weight").is_some() {
-            b.weight(None, "output.weight", 0)
-        } else {
-            let bytes = model.tensor("token_embd.weight").map(|x| x.bytes).unwrap_or(0);
-            b.g.weight("output(tied)", bytes, placement.output)
-        };
-        let logits = b.mm(w, norm_out, model.n_vocab, t)?;
-        b.g.set_output(logits);
-        logits
-    } else {
-        norm_out
-    };
+    let last = output_head(&mut b, model, placement, inp, &d)?;
     b.g.expand(last);
     b.g.schedule(has_gpu, s.op_offload);
     let sizes = b.g.allocate(
@@ -497,6 +333,292 @@ pub fn compute_buffers(
         buffers: sizes.into_iter().map(|(device, bytes)| ComputeBuffer { device, bytes }).collect(),
         nodes: b.g.nodes().len() as u64,
         approximate,
+    })
+}
+
+/// Inputs (all on the host): tokens, the embedded batch, positions, masks,
+/// KV row indices, output row ids.
+fn graph_inputs(
+    b: &mut Builder,
+    model: &LlamaModel,
+    s: &ComputeSetup,
+    d: &Dims,
+) -> Result<(TensorId, GraphInputs), CoreError> {
+    let (t, streams) = (d.t, d.streams);
+    let tokens = b.g.input("inp_tokens", I32, [t, 1, 1, 1], t * 4);
+    let tok_embd =
+        b.g.weight("token_embd", model.tensor("token_embd.weight").map(|x| x.bytes).unwrap_or(0), Device::Cpu);
+    let embd = b.fresh("inp_embd", F32, [d.e, t, 1, 1], &[tok_embd, tokens], t)?;
+    b.g.not_offloadable(embd); // CUDA never takes over get_rows
+    let pos = b.g.input("inp_pos", I32, [t, 1, 1, 1], t * 4);
+    let mask_rows = d.t_seq.next_multiple_of(KQ_MASK_PAD);
+    let any_sliding = model.layers.iter().any(|l| l.sliding && l.has_kv());
+    let any_full = model.layers.iter().any(|l| !l.sliding && l.has_kv());
+    let mask_for = |b: &mut Builder, n_kv: u64| -> Result<TensorId, CoreError> {
+        let bytes = f32_bytes("kq_mask", &[n_kv, mask_rows, 1, streams])?;
+        let m = b.g.input("kq_mask", F32, [n_kv, mask_rows, 1, streams], bytes);
+        if s.flash_attn {
+            // cast to f16 for flash attention (llm_graph_input_attn_kv: kq_mask_cnv)
+            b.fresh("kq_mask_f16", F16, [n_kv, mask_rows, 1, streams], &[m], mask_rows)
+        } else {
+            Ok(m)
+        }
+    };
+    let enc_kv = t;
+    let mask_full = if any_full { Some(mask_for(b, if d.causal { s.n_kv } else { enc_kv })?) } else { None };
+    let mask_swa = if any_sliding { Some(mask_for(b, s.n_kv_swa)?) } else { None };
+    let v_max = model.layers.iter().map(|l| l.v_width()).max().unwrap_or(0);
+    let (k_idx, v_idx) = if d.current && d.causal {
+        let k = b.g.input("k_idxs", I64, [t, 1, 1, 1], t * 8);
+        let vlen = if d.v_trans { product("v_idxs", &[t, v_max])? } else { t };
+        let v = b.g.input("v_idxs", I64, [vlen, 1, 1, 1], product("v_idxs", &[vlen, 8])?);
+        (Some(k), Some(v))
+    } else {
+        (None, None)
+    };
+    let out_ids = Some(b.g.input("inp_out_ids", I32, [t, 1, 1, 1], t * 4));
+    Ok((embd, GraphInputs { pos, mask_full, mask_swa, k_idx, v_idx, out_ids }))
+}
+
+/// A recurrent layer: in-projection, conv over the state, scan, gate,
+/// out-projection, added to the residual stream (returned).
+fn recurrent_block(
+    b: &mut Builder,
+    model: &LlamaModel,
+    ilu: u32,
+    st: RecurrentState,
+    inp: TensorId,
+    kv_dev: Device,
+    d: &Dims,
+) -> Result<TensorId, CoreError> {
+    let (t, e) = (d.t, d.e);
+    let state = b.g.cache("rs", product("state", &[st.r + st.s, 4, d.streams])?, kv_dev);
+    let x = b.norm(inp, Some(ilu), d.rms, "attn_norm.weight", e)?;
+    let width = model
+        .layer_tensor_bytes(ilu, "ssm_in.weight")
+        .and_then(|_| model.tensor(&format!("blk.{ilu}.ssm_in.weight")).and_then(|t| t.ne.get(1).copied()))
+        .unwrap_or(4 * e);
+    let w_in = b.weight(Some(ilu), "ssm_in.weight", 0);
+    let zx = b.mm(w_in, x, width, t)?;
+    let conv = b.fresh("ssm_conv", F32, [(st.r / 3).max(width / 2), t, 1, 1], &[zx, state], t)?;
+    let scan = b.fresh("ssm_scan", F32, [(width / 2).max(1), t, 1, 1], &[conv, state], t)?;
+    let y = b.inplace("mul", scan, &[scan, zx]);
+    let w_out = b.weight(Some(ilu), "ssm_out.weight", 0);
+    let o = b.mm(w_out, y, e, t)?;
+    let _ = b.g.store("state_store", scan, state, &[]);
+    Ok(b.inplace("add", o, &[o, inp]))
+}
+
+/// Q, K and V of one layer, roped, from a fused or three separate projections.
+fn qkv_projections(
+    b: &mut Builder,
+    model: &LlamaModel,
+    l: &LayerHparams,
+    ilu: u32,
+    x: TensorId,
+    pos: TensorId,
+    d: &Dims,
+) -> Result<(TensorId, TensorId, TensorId), CoreError> {
+    let t = d.t;
+    let hq = l.n_head * l.head_dim_k;
+    let hk = l.k_width();
+    let hv = l.v_width();
+    let (q, k, v);
+    if model.fused_qkv {
+        let w = b.weight(Some(ilu), "attn_qkv.weight", 0);
+        let qkv = b.mm(w, x, hq + hk + hv, t)?;
+        let qkv = b.bias(Some(ilu), "attn_qkv.bias", qkv);
+        if d.current {
+            let vq = b.g.view("q_view", qkv);
+            q = b.fresh("rope_q", F32, [l.head_dim_k, l.n_head, t, 1], &[vq, pos], t)?;
+            let vk = b.g.view("k_view", qkv);
+            k = b.fresh("rope_k", F32, [l.head_dim_k, l.n_head_kv, t, 1], &[vk, pos], t)?;
+            let vv = b.g.view("v_view", qkv);
+            v = b.fresh("cont_v", F32, [hv, t, 1, 1], &[vv], t)?;
+        } else {
+            let vq = b.g.view("q_view", qkv);
+            let qc = b.fresh("cont_q", F32, [hq, t, 1, 1], &[vq], t)?;
+            let vk = b.g.view("k_view", qkv);
+            let kc = b.fresh("cont_k", F32, [hk, t, 1, 1], &[vk], t)?;
+            let vv = b.g.view("v_view", qkv);
+            v = b.fresh("cont_v", F32, [hv, t, 1, 1], &[vv], t)?;
+            let rq = b.g.view("reshape_q", qc);
+            q = b.fresh("rope_q", F32, [hq, t, 1, 1], &[rq, pos], t)?;
+            let rk = b.g.view("reshape_k", kc);
+            k = b.fresh("rope_k", F32, [hk, t, 1, 1], &[rk, pos], t)?;
+        }
+    } else {
+        let wq = b.weight(Some(ilu), "attn_q.weight", 0);
+        let qm = b.mm(wq, x, hq, t)?;
+        let qm = b.bias(Some(ilu), "attn_q.bias", qm);
+        let wk = b.weight(Some(ilu), "attn_k.weight", 0);
+        let km = b.mm(wk, x, hk, t)?;
+        let km = b.bias(Some(ilu), "attn_k.bias", km);
+        let wv = b.weight(Some(ilu), "attn_v.weight", 0);
+        let vm = b.mm(wv, x, hv, t)?;
+        let vm = b.bias(Some(ilu), "attn_v.bias", vm);
+        let rq = b.g.view("reshape_q", qm);
+        let rk = b.g.view("reshape_k", km);
+        let (qi, ki) = if model.qk_norm {
+            let qn = b.fresh("q_norm", F32, [l.head_dim_k, l.n_head, t, 1], &[rq], t)?;
+            let wqn = b.weight(Some(ilu), "attn_q_norm.weight", 4 * l.head_dim_k);
+            let qn = b.inplace("mul", qn, &[qn, wqn]);
+            let kn = b.fresh("k_norm", F32, [l.head_dim_k, l.n_head_kv, t, 1], &[rk], t)?;
+            let wkn = b.weight(Some(ilu), "attn_k_norm.weight", 4 * l.head_dim_k);
+            let kn = b.inplace("mul", kn, &[kn, wkn]);
+            (qn, kn)
+        } else {
+            (rq, rk)
+        };
+        // rope on a view allocates anew; on a tensor it runs in place
+        q = if model.qk_norm {
+            b.inplace("rope_q", qi, &[qi, pos])
+        } else {
+            b.fresh("rope_q", F32, [l.head_dim_k, l.n_head, t, 1], &[qi, pos], t)?
+        };
+        k = if model.qk_norm {
+            b.inplace("rope_k", ki, &[ki, pos])
+        } else {
+            b.fresh("rope_k", F32, [l.head_dim_k, l.n_head_kv, t, 1], &[ki, pos], t)?
+        };
+        v = b.g.view("reshape_v", vm);
+    }
+    Ok((q, k, v))
+}
+
+/// build_attn: q, then v and k (current) or k and v (legacy), then the KV
+/// stores, then attention over the cache (or over the batch, for an
+/// encoder); returns the merged heads.
+#[allow(clippy::too_many_arguments)]
+fn attention(
+    b: &mut Builder,
+    l: &LayerHparams,
+    (q, k, v): (TensorId, TensorId, TensorId),
+    n_kv: u64,
+    kv_dev: Device,
+    inputs: &GraphInputs,
+    s: &ComputeSetup,
+    d: &Dims,
+) -> Result<TensorId, CoreError> {
+    let (t, streams) = (d.t, d.streams);
+    let hk = l.k_width();
+    let hv_q = l.n_head * l.head_dim_v;
+    let hv = l.v_width();
+    b.g.expand(q);
+    if d.current {
+        b.g.expand(v);
+        b.g.expand(k);
+    } else {
+        b.g.expand(k);
+        b.g.expand(v);
+    }
+    let k_cache = b.g.cache(
+        "k_cache",
+        product("k cache", &[hk, n_kv, streams, s.type_k.type_size()])? / s.type_k.block_size(),
+        kv_dev,
+    );
+    let v_cache = b.g.cache(
+        "v_cache",
+        product("v cache", &[hv, n_kv, streams, s.type_v.type_size()])? / s.type_v.block_size(),
+        kv_dev,
+    );
+    if d.causal {
+        let ks = match inputs.k_idx {
+            Some(ix) => b.g.store("set_rows_k", k, k_cache, &[ix]),
+            None => b.g.store("cpy_k", k, k_cache, &[]),
+        };
+        b.g.expand(ks);
+        let v2 = b.g.view("reshape_2d_v", v);
+        let vsrc = if d.v_trans { b.g.view("transpose_v", v2) } else { v2 };
+        let vs = match inputs.v_idx {
+            Some(ix) => b.g.store("set_rows_v", vsrc, v_cache, &[ix]),
+            None => b.g.store("cpy_v", vsrc, v_cache, &[]),
+        };
+        b.g.expand(vs);
+    }
+    let mask = if l.sliding { inputs.mask_swa } else { inputs.mask_full }
+        .ok_or_else(|| CoreError::invalid("mask", "no mask"))?;
+    let qp = b.g.view("permute_q", q);
+    let kview = if d.causal { b.g.view("k_view", k_cache) } else { b.g.view("k_view", k) };
+    let vview = if d.causal { b.g.view("v_view", v_cache) } else { b.g.view("v_view", v) };
+    Ok(if s.flash_attn {
+        let o = b.fresh("flash_attn_ext", F32, [l.head_dim_v, l.n_head, t, 1], &[qp, kview, vview, mask], t)?;
+        b.g.view("reshape_o", o)
+    } else {
+        let kq = b.fresh("kq", F32, [n_kv, d.t_seq, l.n_head, streams], &[kview, qp], t)?;
+        let sm = b.inplace("soft_max", kq, &[kq, mask]);
+        let kqv = b.fresh("kqv", F32, [l.head_dim_v, d.t_seq, l.n_head, streams], &[vview, sm], t)?;
+        let p = b.g.view("permute_kqv", kqv);
+        let c = b.fresh("kqv_merged_cont", F32, [hv_q, t, 1, 1], &[p], t)?;
+        if !s.offload_kqv {
+            b.g.pin(c, Device::Cpu);
+        }
+        c
+    })
+}
+
+/// The feed-forward part of a layer and its residual adds: after attention
+/// (sequential families) or beside it (parallel ones); returns the
+/// layer's output.
+fn ffn_residual(
+    b: &mut Builder,
+    model: &LlamaModel,
+    l: &LayerHparams,
+    ilu: u32,
+    attn_out: TensorId,
+    inp_sa: TensorId,
+    d: &Dims,
+) -> Result<TensorId, CoreError> {
+    let ffn = |b: &mut Builder, x: TensorId| -> Result<TensorId, CoreError> {
+        if let Some(ex) = &model.experts {
+            if model.layer_tensor_bytes(ilu, "ffn_gate_exps.weight").is_some()
+                || model.layer_tensor_bytes(ilu, "ffn_up_exps.weight").is_some()
+            {
+                return moe_ffn(b, ilu, x, ex.count, ex.used, ex.ff, ex.shared, ex.shared_ff, d.current);
+            }
+        }
+        dense_ffn(b, ilu, x, l.n_ff, model.gated_ffn, d.current)
+    };
+    Ok(match model.family {
+        GraphFamily::Sequential => {
+            let ffn_inp = b.inplace("add", attn_out, &[attn_out, inp_sa]);
+            let x2 = b.norm(ffn_inp, Some(ilu), d.rms, "ffn_norm.weight", d.e)?;
+            let f = ffn(b, x2)?;
+            b.inplace("add", f, &[f, ffn_inp])
+        }
+        GraphFamily::Parallel => {
+            let x2 = b.norm(inp_sa, Some(ilu), d.rms, "ffn_norm.weight", d.e)?;
+            let f = ffn(b, x2)?;
+            let r = b.inplace("add", f, &[f, inp_sa]);
+            b.inplace("add", r, &[r, attn_out])
+        }
+    })
+}
+
+/// Output norm and head (its own weight, or the tied token embedding);
+/// returns the last tensor of the graph.
+fn output_head(
+    b: &mut Builder,
+    model: &LlamaModel,
+    placement: &Placement,
+    inp: TensorId,
+    d: &Dims,
+) -> Result<TensorId, CoreError> {
+    let has_head = model.tensor("output.weight").is_some() || model.tied_output;
+    let norm_out = b.norm(inp, None, d.rms, "output_norm.weight", d.e)?;
+    b.g.set_output(norm_out);
+    Ok(if has_head {
+        let w = if model.tensor("output.weight").is_some() {
+            b.weight(None, "output.weight", 0)
+        } else {
+            let bytes = model.tensor("token_embd.weight").map(|x| x.bytes).unwrap_or(0);
+            b.g.weight("output(tied)", bytes, placement.output)
+        };
+        let logits = b.mm(w, norm_out, model.n_vocab, d.t)?;
+        b.g.set_output(logits);
+        logits
+    } else {
+        norm_out
     })
 }
 

@@ -200,22 +200,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             size.n_ctx_seq, model.n_ctx_train
         ));
     }
-    let split: Vec<f64> = if opts.gpus.is_empty() {
-        Vec::new()
-    } else if opts.tensor_split.is_empty() {
-        // llama.cpp splits by free memory; equal shares when it is not known
-        default_split(&opts.gpus)
-    } else {
-        if opts.tensor_split.len() > opts.gpus.len() {
-            return Err(CoreError::invalid(
-                "tensor-split",
-                format!("{} shares for {} GPUs", opts.tensor_split.len(), opts.gpus.len()),
-            ));
-        }
-        let mut s = opts.tensor_split.clone();
-        s.resize(opts.gpus.len(), 0.0);
-        s
-    };
+    let split = tensor_split(opts)?;
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
     let placement = place(model.n_layer, ngl, &split, opts.order)?;
     let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
@@ -265,60 +250,139 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     // output buffer: logits of max(1, n_seq) outputs, pinned host memory
     let output_bytes = product("output buffer", &[model.n_vocab, opts.parallel.max(1), 4])?;
+    let compute_note = ComputeNote { n_tokens, size, flash_attn: fa };
+    let gpus = opts
+        .gpus
+        .iter()
+        .enumerate()
+        .map(|(i, g)| gpu_memory(i as u32, g, opts.gpu_reserve, &buffers, &kv, &compute, &compute_note))
+        .collect::<Result<Vec<_>, _>>()?;
+    let host = host_memory(model, opts, output_bytes, &buffers, &kv, &compute, &compute_note)?;
+    if placement.offloaded == 0 && !opts.gpus.is_empty() {
+        notes.push("-ngl 0: no layer on the GPU; prompt processing still offloads large matrix multiplications to it (op offload), hence its compute buffer".into());
+    }
+    if let Some(mb) = buffers.iter().find(|b| b.name == "CPU_Mapped") {
+        if mb.bytes != mb.used_bytes {
+            notes.push(format!(
+                "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
+                mb.bytes as f64 / crate::units::MIB as f64,
+                mb.used_bytes as f64 / crate::units::MIB as f64
+            ));
+        }
+    }
+    Ok(LlamaCppPlan {
+        context: size,
+        n_ubatch: ubatch,
+        flash_attn: fa,
+        n_gpu_layers: ngl,
+        placement,
+        model_buffers: buffers,
+        kv,
+        compute,
+        gpus,
+        host,
+        notes,
+    })
+}
 
-    let compute_note = |d: Device| {
+/// The GPU shares of `--tensor-split` (missing shares are 0), or equal
+/// shares when none are given.
+fn tensor_split(opts: &LlamaCppOptions) -> Result<Vec<f64>, CoreError> {
+    Ok(if opts.gpus.is_empty() {
+        Vec::new()
+    } else if opts.tensor_split.is_empty() {
+        // llama.cpp splits by free memory; equal shares when it is not known
+        default_split(&opts.gpus)
+    } else {
+        if opts.tensor_split.len() > opts.gpus.len() {
+            return Err(CoreError::invalid(
+                "tensor-split",
+                format!("{} shares for {} GPUs", opts.tensor_split.len(), opts.gpus.len()),
+            ));
+        }
+        let mut s = opts.tensor_split.clone();
+        s.resize(opts.gpus.len(), 0.0);
+        s
+    })
+}
+
+/// What the compute buffers' explanation cites.
+struct ComputeNote {
+    n_tokens: u64,
+    size: ContextSize,
+    flash_attn: bool,
+}
+
+impl ComputeNote {
+    fn explain(&self, d: Device) -> Explanation {
         Explanation::new("peak of ggml's graph allocator over llama.cpp's reserved graph (one full micro-batch against a full KV cache), replayed op by op")
-            .term("micro-batch tokens", n_tokens)
-            .term("KV cells attended (full / sliding)", format!("{} / {}", size.n_ctx_seq, size.swa_cells))
-            .term("flash attention", fa)
+            .term("micro-batch tokens", self.n_tokens)
+            .term("KV cells attended (full / sliding)", format!("{} / {}", self.size.n_ctx_seq, self.size.swa_cells))
+            .term("flash attention", self.flash_attn)
             .term("device", format!("{d:?}"))
             .note("llama.cpp llama_context::graph_reserve → ggml_backend_sched_reserve; ggml-alloc.c gallocr; see docs/gguf.md")
-    };
-    let mut gpus = Vec::new();
-    for (i, g) in opts.gpus.iter().enumerate() {
-        let d = Device::Gpu(i as u32);
-        let mut lines = Vec::new();
-        for b in buffers.iter().filter(|b| b.device == d) {
-            lines.push(MemoryLine {
-                kind: "model".into(),
-                label: format!("{} model buffer", b.name),
-                bytes: b.bytes,
-                explain: b.explain.clone(),
-            });
-        }
-        for c in kv.buffers.iter().filter(|c| c.device == d) {
-            lines.push(MemoryLine {
-                kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
-                label: format!("CUDA{i} {} buffer", c.kind),
-                bytes: c.bytes,
-                explain: c.explain.clone(),
-            });
-        }
-        for c in compute.buffers.iter().filter(|c| c.device == d) {
-            lines.push(MemoryLine {
-                kind: "compute".into(),
-                label: format!("CUDA{i} compute buffer"),
-                bytes: c.bytes,
-                explain: compute_note(d),
-            });
-        }
+    }
+}
+
+/// GPU `i`: its model, KV (or state) and compute buffers and the CUDA context reserve.
+fn gpu_memory(
+    i: u32,
+    g: &GpuSlot,
+    gpu_reserve: u64,
+    buffers: &[ModelBuffer],
+    kv: &KvCache,
+    compute: &ComputeBuffers,
+    compute_note: &ComputeNote,
+) -> Result<DeviceMemory, CoreError> {
+    let d = Device::Gpu(i);
+    let mut lines = Vec::new();
+    for b in buffers.iter().filter(|b| b.device == d) {
         lines.push(MemoryLine {
-            kind: "reserve".into(),
-            label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
-            bytes: opts.gpu_reserve,
-            explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
-                .term("reserve", opts.gpu_reserve)
-                .note("core::runtime::DEFAULT_CUDA_CONTEXT unless --gpu-reserve-mib overrides it"),
-        });
-        let total = sum("GPU total", &lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
-        gpus.push(DeviceMemory {
-            device: d,
-            name: format!("CUDA{i}"),
-            lines,
-            total_bytes: total,
-            capacity_bytes: g.memory_bytes,
+            kind: "model".into(),
+            label: format!("{} model buffer", b.name),
+            bytes: b.bytes,
+            explain: b.explain.clone(),
         });
     }
+    for c in kv.buffers.iter().filter(|c| c.device == d) {
+        lines.push(MemoryLine {
+            kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+            label: format!("CUDA{i} {} buffer", c.kind),
+            bytes: c.bytes,
+            explain: c.explain.clone(),
+        });
+    }
+    for c in compute.buffers.iter().filter(|c| c.device == d) {
+        lines.push(MemoryLine {
+            kind: "compute".into(),
+            label: format!("CUDA{i} compute buffer"),
+            bytes: c.bytes,
+            explain: compute_note.explain(d),
+        });
+    }
+    lines.push(MemoryLine {
+        kind: "reserve".into(),
+        label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
+        bytes: gpu_reserve,
+        explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
+            .term("reserve", gpu_reserve)
+            .note("core::runtime::DEFAULT_CUDA_CONTEXT unless --gpu-reserve-mib overrides it"),
+    });
+    let total = sum("GPU total", &lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
+    Ok(DeviceMemory { device: d, name: format!("CUDA{i}"), lines, total_bytes: total, capacity_bytes: g.memory_bytes })
+}
+
+/// The host: model buffers left on the CPU (a mapped range counted by its
+/// host tensors), KV on the CPU, the CPU compute buffer and the output buffer.
+fn host_memory(
+    model: &LlamaModel,
+    opts: &LlamaCppOptions,
+    output_bytes: u64,
+    buffers: &[ModelBuffer],
+    kv: &KvCache,
+    compute: &ComputeBuffers,
+    compute_note: &ComputeNote,
+) -> Result<DeviceMemory, CoreError> {
     let mut host_lines = Vec::new();
     let host_prefix = if opts.gpus.is_empty() { "CPU" } else { "CUDA_Host" };
     for b in buffers.iter().filter(|b| b.device == Device::Cpu) {
@@ -350,7 +414,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             kind: "compute".into(),
             label: format!("{host_prefix} compute buffer"),
             bytes: c.bytes,
-            explain: compute_note(Device::Cpu),
+            explain: compute_note.explain(Device::Cpu),
         });
     }
     host_lines.push(MemoryLine {
@@ -363,37 +427,12 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             .note("llama_context::output_reserve"),
     });
     let host_total = sum("host total", &host_lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
-    let host = DeviceMemory {
+    Ok(DeviceMemory {
         device: Device::Cpu,
         name: "host".into(),
         lines: host_lines,
         total_bytes: host_total,
         capacity_bytes: None,
-    };
-    if placement.offloaded == 0 && !opts.gpus.is_empty() {
-        notes.push("-ngl 0: no layer on the GPU; prompt processing still offloads large matrix multiplications to it (op offload), hence its compute buffer".into());
-    }
-    if let Some(mb) = buffers.iter().find(|b| b.name == "CPU_Mapped") {
-        if mb.bytes != mb.used_bytes {
-            notes.push(format!(
-                "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
-                mb.bytes as f64 / crate::units::MIB as f64,
-                mb.used_bytes as f64 / crate::units::MIB as f64
-            ));
-        }
-    }
-    Ok(LlamaCppPlan {
-        context: size,
-        n_ubatch: ubatch,
-        flash_attn: fa,
-        n_gpu_layers: ngl,
-        placement,
-        model_buffers: buffers,
-        kv,
-        compute,
-        gpus,
-        host,
-        notes,
     })
 }
 

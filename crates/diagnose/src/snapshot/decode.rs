@@ -1391,104 +1391,12 @@ impl Decoder {
         };
         let mut segments = Vec::with_capacity(segs.len());
         for (si, s) in segs.into_iter().enumerate() {
-            let path = format!("segments[{si}]");
-            if let Some(b) = s.bad {
-                return Err(field(format!("{path}.{}", b.field), b.expected));
-            }
-            let total_size = s.total_size.ok_or_else(|| field(format!("{path}.total_size"), "an integer"))?;
-            let recs = match s.blocks {
-                None => Vec::new(),
-                Some(V2(v)) => match self.take_list(v, &format!("{path}.blocks"), "a dict")? {
-                    Items::Empty => Vec::new(),
-                    Items::Blocks(b) => b,
-                    _ => return Err(field(format!("{path}.blocks[0]"), "a dict")),
-                },
-            };
-            let mut addr = s.address.unwrap_or(0);
-            let mut blocks = Vec::with_capacity(recs.len());
-            for (bi, b) in recs.into_iter().enumerate() {
-                let bpath = format!("{path}.blocks[{bi}]");
-                if let Some(bad) = b.bad {
-                    return Err(field(format!("{bpath}.{}", bad.field), bad.expected));
-                }
-                let size = b.size.ok_or_else(|| field(format!("{bpath}.size"), "an integer"))?;
-                let state = b.state.ok_or_else(|| {
-                    field(format!("{bpath}.state"), "active_allocated, active_pending_free or inactive")
-                })?;
-                // legacy (< 2.1): history[0].real_size and frames
-                let first_hist = match b.history {
-                    Some(V2(v)) => match self.take_list(v, &format!("{bpath}.history"), "a dict")? {
-                        Items::Hists(h) => h.into_iter().next(),
-                        _ => None,
-                    },
-                    None => None,
-                };
-                if let Some(h) = first_hist.as_ref().and_then(|h| h.bad) {
-                    return Err(field(format!("{bpath}.history[0].{}", h.field), h.expected));
-                }
-                let requested_size = match (b.requested_size, &first_hist) {
-                    (Some(r), _) => r,
-                    (None, Some(h)) => h.real_size.unwrap_or(size),
-                    (None, None) => size,
-                };
-                let stack = b.stack.or_else(|| first_hist.as_ref().and_then(|h| h.stack));
-                let address = b.address.unwrap_or(addr);
-                addr = address.saturating_add(size);
-                blocks.push(Block { address, size, requested_size, state, stack });
-            }
-            segments.push(Segment {
-                device: s.device.unwrap_or(0),
-                address: s.address.unwrap_or(0),
-                total_size,
-                stream: s.stream.unwrap_or(0),
-                segment_type: match s.segment_type {
-                    Some(id) => self.strings.text(id),
-                    None => "large".to_string(),
-                },
-                is_expandable: s.is_expandable,
-                blocks,
-            });
+            segments.push(self.segment(&format!("segments[{si}]"), s)?);
         }
-        let mut traces = Vec::new();
-        let mut other_actions: Vec<String> = Vec::new();
-        let mut other_ids: HashMap<u32, u32> = HashMap::new();
-        if let Some(tv) = traces_v {
-            let lists = match self.take_list(tv, "device_traces", "a list")? {
-                Items::Empty => Vec::new(),
-                Items::Lists(l) => l,
-                _ => return Err(field("device_traces[0]", "a list")),
-            };
-            for (di, l) in lists.into_iter().enumerate() {
-                let path = format!("device_traces[{di}]");
-                let mut es = if l == u32::MAX {
-                    Trace::default()
-                } else {
-                    match self.take_list(V::List(l), &path, "a dict")? {
-                        Items::Empty => Trace::default(),
-                        Items::Entries(es, bads) => {
-                            if let Some((ti, b)) = bads.first() {
-                                return Err(field(format!("{path}[{ti}].{}", b.field), b.expected));
-                            }
-                            es
-                        }
-                        _ => return Err(field(format!("{path}[0]"), "a dict")),
-                    }
-                };
-                // unknown actions: from string ids to names
-                for (_, x) in es.extras.iter_mut() {
-                    if let Some(sid) = x.other_action {
-                        let next = other_ids.len() as u32;
-                        let id = *other_ids.entry(sid).or_insert_with(|| {
-                            other_actions.push(self.strings.text(sid).chars().take(64).collect());
-                            next
-                        });
-                        x.other_action = Some(id);
-                    }
-                }
-                es.shrink_to_fit();
-                traces.push(es);
-            }
-        }
+        let (traces, other_actions) = match traces_v {
+            Some(tv) => self.traces(tv)?,
+            None => (Vec::new(), Vec::new()),
+        };
         let frames = self
             .frames
             .iter()
@@ -1505,6 +1413,116 @@ impl Decoder {
             shared_frame_refs: self.shared_frame_refs,
             shared_stack_refs: self.shared_stack_refs,
         })
+    }
+
+    /// Segment `path`: its blocks in address order (a block without an
+    /// address follows the previous one).
+    fn segment(&mut self, path: &str, s: SegRec) -> Result<Segment, SnapshotError> {
+        if let Some(b) = s.bad {
+            return Err(field(format!("{path}.{}", b.field), b.expected));
+        }
+        let total_size = s.total_size.ok_or_else(|| field(format!("{path}.total_size"), "an integer"))?;
+        let recs = match s.blocks {
+            None => Vec::new(),
+            Some(V2(v)) => match self.take_list(v, &format!("{path}.blocks"), "a dict")? {
+                Items::Empty => Vec::new(),
+                Items::Blocks(b) => b,
+                _ => return Err(field(format!("{path}.blocks[0]"), "a dict")),
+            },
+        };
+        let mut addr = s.address.unwrap_or(0);
+        let mut blocks = Vec::with_capacity(recs.len());
+        for (bi, b) in recs.into_iter().enumerate() {
+            let block = self.block(&format!("{path}.blocks[{bi}]"), b, addr)?;
+            addr = block.address.saturating_add(block.size);
+            blocks.push(block);
+        }
+        Ok(Segment {
+            device: s.device.unwrap_or(0),
+            address: s.address.unwrap_or(0),
+            total_size,
+            stream: s.stream.unwrap_or(0),
+            segment_type: match s.segment_type {
+                Some(id) => self.strings.text(id),
+                None => "large".to_string(),
+            },
+            is_expandable: s.is_expandable,
+            blocks,
+        })
+    }
+
+    /// Block `bpath`; `addr` is where it lies when it names no address.
+    fn block(&mut self, bpath: &str, b: BlockRec, addr: u64) -> Result<Block, SnapshotError> {
+        if let Some(bad) = b.bad {
+            return Err(field(format!("{bpath}.{}", bad.field), bad.expected));
+        }
+        let size = b.size.ok_or_else(|| field(format!("{bpath}.size"), "an integer"))?;
+        let state = b
+            .state
+            .ok_or_else(|| field(format!("{bpath}.state"), "active_allocated, active_pending_free or inactive"))?;
+        // legacy (< 2.1): history[0].real_size and frames
+        let first_hist = match b.history {
+            Some(V2(v)) => match self.take_list(v, &format!("{bpath}.history"), "a dict")? {
+                Items::Hists(h) => h.into_iter().next(),
+                _ => None,
+            },
+            None => None,
+        };
+        if let Some(h) = first_hist.as_ref().and_then(|h| h.bad) {
+            return Err(field(format!("{bpath}.history[0].{}", h.field), h.expected));
+        }
+        let requested_size = match (b.requested_size, &first_hist) {
+            (Some(r), _) => r,
+            (None, Some(h)) => h.real_size.unwrap_or(size),
+            (None, None) => size,
+        };
+        let stack = b.stack.or_else(|| first_hist.as_ref().and_then(|h| h.stack));
+        let address = b.address.unwrap_or(addr);
+        Ok(Block { address, size, requested_size, state, stack })
+    }
+
+    /// `device_traces`: one trace per device; unknown actions get ids into
+    /// the returned names.
+    fn traces(&mut self, tv: V) -> Result<(Vec<Trace>, Vec<String>), SnapshotError> {
+        let mut traces = Vec::new();
+        let mut other_actions: Vec<String> = Vec::new();
+        let mut other_ids: HashMap<u32, u32> = HashMap::new();
+        let lists = match self.take_list(tv, "device_traces", "a list")? {
+            Items::Empty => Vec::new(),
+            Items::Lists(l) => l,
+            _ => return Err(field("device_traces[0]", "a list")),
+        };
+        for (di, l) in lists.into_iter().enumerate() {
+            let path = format!("device_traces[{di}]");
+            let mut es = if l == u32::MAX {
+                Trace::default()
+            } else {
+                match self.take_list(V::List(l), &path, "a dict")? {
+                    Items::Empty => Trace::default(),
+                    Items::Entries(es, bads) => {
+                        if let Some((ti, b)) = bads.first() {
+                            return Err(field(format!("{path}[{ti}].{}", b.field), b.expected));
+                        }
+                        es
+                    }
+                    _ => return Err(field(format!("{path}[0]"), "a dict")),
+                }
+            };
+            // unknown actions: from string ids to names
+            for (_, x) in es.extras.iter_mut() {
+                if let Some(sid) = x.other_action {
+                    let next = other_ids.len() as u32;
+                    let id = *other_ids.entry(sid).or_insert_with(|| {
+                        other_actions.push(self.strings.text(sid).chars().take(64).collect());
+                        next
+                    });
+                    x.other_action = Some(id);
+                }
+            }
+            es.shrink_to_fit();
+            traces.push(es);
+        }
+        Ok((traces, other_actions))
     }
 }
 

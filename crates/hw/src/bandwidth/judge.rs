@@ -410,34 +410,7 @@ fn p2p(
     r: &mut BandwidthReport,
 ) {
     let n = p.size();
-    let per_link = nvcard.and_then(nvlink_link_gbs);
-    let max_links = nvcard.and_then(nvlink_links);
-    let mut pairs = Vec::new();
-    for a in 0..n {
-        for b in a + 1..n {
-            let Some((v, kind)) = p.pair_gbs(a, b) else { continue };
-            let topo = m.topology.as_ref().filter(|t| t.gpus.len() == n).map(|t| t.links[a][b].clone());
-            let links = match &topo {
-                Some(crate::topo::Link::Nvlink { links }) => Some(*links),
-                Some(_) => None,
-                None => max_links,
-            };
-            let access = match (p.access[a][b], p.access[b][a]) {
-                (Some(x), Some(y)) => Some(x && y),
-                (x, y) => x.or(y),
-            };
-            pairs.push(PairRate {
-                a,
-                b,
-                gbs: v,
-                matrix: kind,
-                over_nvlink: v > ceiling,
-                peer_access: access,
-                topo_link: topo.as_ref().map(|l| l.label()),
-                nvlink_gbs: links.zip(per_link).map(|(l, g)| l as f64 * g),
-            });
-        }
-    }
+    let pairs = pair_rates(p, m, nvcard, ceiling);
     let slow: Vec<&PairRate> = pairs.iter().filter(|q| !q.over_nvlink).collect();
     let no_access = slow.iter().any(|q| q.peer_access == Some(false));
     let access_note = if no_access { " (peer access is off: the test says `CANNOT Access Peer`)" } else { "" };
@@ -503,8 +476,49 @@ fn p2p(
             ),
         );
     }
-    // Peer copies slower than copies staged through the host: P2P is
-    // throttled on this PCIe path (NVIDIA/nccl#814 shows 9.9 vs 22 GB/s).
+    throttle_finding(p, &pairs, &mut r.findings);
+    slowest_pair_finding(&pairs, slow.len(), ceiling, ceiling_label, &mut r.findings);
+    r.p2p = Some(P2pSummary { devices: n, pcie_ceiling_gbs: ceiling, pcie_ceiling: ceiling_label.into(), pairs });
+}
+
+/// The measured rate of every GPU pair, beside what the topology and the
+/// card say its NVLink should carry.
+fn pair_rates(p: &P2pTest, m: &Machine, nvcard: Option<&RefCard>, ceiling: f64) -> Vec<PairRate> {
+    let n = p.size();
+    let per_link = nvcard.and_then(nvlink_link_gbs);
+    let max_links = nvcard.and_then(nvlink_links);
+    let mut pairs = Vec::new();
+    for a in 0..n {
+        for b in a + 1..n {
+            let Some((v, kind)) = p.pair_gbs(a, b) else { continue };
+            let topo = m.topology.as_ref().filter(|t| t.gpus.len() == n).map(|t| t.links[a][b].clone());
+            let links = match &topo {
+                Some(crate::topo::Link::Nvlink { links }) => Some(*links),
+                Some(_) => None,
+                None => max_links,
+            };
+            let access = match (p.access[a][b], p.access[b][a]) {
+                (Some(x), Some(y)) => Some(x && y),
+                (x, y) => x.or(y),
+            };
+            pairs.push(PairRate {
+                a,
+                b,
+                gbs: v,
+                matrix: kind,
+                over_nvlink: v > ceiling,
+                peer_access: access,
+                topo_link: topo.as_ref().map(|l| l.label()),
+                nvlink_gbs: links.zip(per_link).map(|(l, g)| l as f64 * g),
+            });
+        }
+    }
+    pairs
+}
+
+/// Peer copies slower than copies staged through the host: P2P is
+/// throttled on this PCIe path (NVIDIA/nccl#814 shows 9.9 vs 22 GB/s).
+fn throttle_finding(p: &P2pTest, pairs: &[PairRate], findings: &mut Vec<Finding>) {
     if let Some(d) = p.matrix(MatrixKind::UnidirectionalDisabled) {
         let throttled: Vec<&PairRate> = pairs
             .iter()
@@ -512,7 +526,7 @@ fn p2p(
             .collect();
         if let Some(q) = throttled.first() {
             push(
-                &mut r.findings,
+                findings,
                 Level::Warn,
                 "p2p_bandwidth",
                 format!(
@@ -528,6 +542,17 @@ fn p2p(
             );
         }
     }
+}
+
+/// The slowest pair, against NVLink when it is over NVLink, else against
+/// the PCIe ceiling.
+fn slowest_pair_finding(
+    pairs: &[PairRate],
+    slow: usize,
+    ceiling: f64,
+    ceiling_label: &str,
+    findings: &mut Vec<Finding>,
+) {
     if let Some(lo) = pairs.iter().min_by(|a, b| a.gbs.total_cmp(&b.gbs)) {
         let of = match (lo.over_nvlink, lo.nvlink_gbs) {
             (true, Some(x)) => format!(", {} of {} NVLink per direction", pct(lo.gbs / x), gbs(x)),
@@ -537,21 +562,20 @@ fn p2p(
             }
         };
         push(
-            &mut r.findings,
+            findings,
             Level::Info,
             "p2p_bandwidth",
             format!(
                 "P2P ({}): {} pairs, {} over NVLink; slowest GPU{}↔GPU{} {} per direction{of}",
                 lo.matrix.label(),
                 pairs.len(),
-                pairs.len() - slow.len(),
+                pairs.len() - slow,
                 lo.a,
                 lo.b,
                 gbs(lo.gbs)
             ),
         );
     }
-    r.p2p = Some(P2pSummary { devices: n, pcie_ceiling_gbs: ceiling, pcie_ceiling: ceiling_label.into(), pairs });
 }
 
 #[allow(clippy::too_many_arguments)]

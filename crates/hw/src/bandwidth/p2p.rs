@@ -214,41 +214,11 @@ pub fn parse_p2p(text: &str, file: &str) -> Result<P2pTest, HwError> {
             State::Free => {}
         }
         if let Some(rest) = t.strip_prefix("Device:") {
-            // `Device: 0, NVIDIA A100-SXM-80GB, pciBusID: e, …`
-            let mut parts = rest.splitn(3, ',');
-            let idx = parts.next().and_then(|n| n.trim().parse::<usize>().ok());
-            let name = parts.next().map(str::trim).filter(|n| !n.is_empty());
-            match (idx, name) {
-                (Some(k), Some(name)) if k == devices.len() && k < MAX_GPUS => devices.push(escape_controls(name)),
-                _ => {
-                    return Err(HwError::syntax(
-                        file,
-                        ln,
-                        format!("`Device: {}, <name>, pciBusID: …`", devices.len()),
-                        raw,
-                    ))
-                }
-            }
+            devices.push(device_line(rest, devices.len(), file, ln, raw)?);
             continue;
         }
         if let Some(rest) = t.strip_prefix("Device=") {
-            // `Device=0 CAN Access Peer Device=1`
-            let w: Vec<&str> = rest.split_whitespace().collect();
-            let parsed = match w.as_slice() {
-                [a, verb, "Access", "Peer", b] => {
-                    let b = b.strip_prefix("Device=").and_then(|x| x.parse::<usize>().ok());
-                    match (a.parse::<usize>().ok(), b, *verb) {
-                        (Some(a), Some(b), "CAN") => Some((a, b, true)),
-                        (Some(a), Some(b), "CANNOT") => Some((a, b, false)),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            };
-            match parsed {
-                Some((a, b, ok)) if a < MAX_GPUS && b < MAX_GPUS => can.push((a, b, ok)),
-                _ => return Err(HwError::syntax(file, ln, "`Device=<a> CAN|CANNOT Access Peer Device=<b>`", raw)),
-            }
+            can.push(peer_access_line(rest, file, ln, raw)?);
         }
     }
     if let State::Bandwidth { kind, values, n, .. } = state {
@@ -259,8 +229,48 @@ pub fn parse_p2p(text: &str, file: &str) -> Result<P2pTest, HwError> {
             ));
         }
     }
+    let n = matrix_size(&matrices, devices.len(), &text, file)?;
+    let access = access_matrix(n, &conn, &can);
+    Ok(P2pTest { devices, access, matrices })
+}
+
+/// `Device: 0, NVIDIA A100-SXM-80GB, pciBusID: e, …`: the name of device
+/// `next` (devices are listed in order).
+fn device_line(rest: &str, next: usize, file: &str, ln: usize, raw: &str) -> Result<String, HwError> {
+    let mut parts = rest.splitn(3, ',');
+    let idx = parts.next().and_then(|n| n.trim().parse::<usize>().ok());
+    let name = parts.next().map(str::trim).filter(|n| !n.is_empty());
+    match (idx, name) {
+        (Some(k), Some(name)) if k == next && k < MAX_GPUS => Ok(escape_controls(name)),
+        _ => Err(HwError::syntax(file, ln, format!("`Device: {next}, <name>, pciBusID: …`"), raw)),
+    }
+}
+
+/// `Device=0 CAN Access Peer Device=1`: (a, b, whether a can access b).
+fn peer_access_line(rest: &str, file: &str, ln: usize, raw: &str) -> Result<(usize, usize, bool), HwError> {
+    let w: Vec<&str> = rest.split_whitespace().collect();
+    let parsed = match w.as_slice() {
+        [a, verb, "Access", "Peer", b] => {
+            let b = b.strip_prefix("Device=").and_then(|x| x.parse::<usize>().ok());
+            match (a.parse::<usize>().ok(), b, *verb) {
+                (Some(a), Some(b), "CAN") => Some((a, b, true)),
+                (Some(a), Some(b), "CANNOT") => Some((a, b, false)),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    match parsed {
+        Some((a, b, ok)) if a < MAX_GPUS && b < MAX_GPUS => Ok((a, b, ok)),
+        _ => Err(HwError::syntax(file, ln, "`Device=<a> CAN|CANNOT Access Peer Device=<b>`", raw)),
+    }
+}
+
+/// The devices every matrix covers: at least one matrix, all of one size,
+/// and as many as the `Device:` lines (when there are any).
+fn matrix_size(matrices: &[Matrix], devices: usize, text: &str, file: &str) -> Result<usize, HwError> {
     if matrices.is_empty() {
-        if let Some(e) = crate::foreign::refuse(&text, file, "--p2p") {
+        if let Some(e) = crate::foreign::refuse(text, file, "--p2p") {
             return Err(e);
         }
         return Err(HwError::invalid(
@@ -280,9 +290,15 @@ pub fn parse_p2p(text: &str, file: &str) -> Result<P2pTest, HwError> {
             ),
         ));
     }
-    if !devices.is_empty() && devices.len() != n {
-        return Err(HwError::invalid(file, format!("{} `Device:` lines but {n}×{n} matrices", devices.len())));
+    if devices != 0 && devices != n {
+        return Err(HwError::invalid(file, format!("{devices} `Device:` lines but {n}×{n} matrices")));
     }
+    Ok(n)
+}
+
+/// Who can access whom: the connectivity matrix (when complete), then the
+/// `CAN`/`CANNOT Access Peer` lines over it.
+fn access_matrix(n: usize, conn: &[Vec<u8>], can: &[(usize, usize, bool)]) -> Vec<Vec<Option<bool>>> {
     let mut access = vec![vec![None; n]; n];
     if conn.len() == n {
         for (a, row) in conn.iter().enumerate() {
@@ -291,10 +307,10 @@ pub fn parse_p2p(text: &str, file: &str) -> Result<P2pTest, HwError> {
             }
         }
     }
-    for (a, b, ok) in can {
+    for &(a, b, ok) in can {
         if a < n && b < n {
             access[a][b] = Some(ok);
         }
     }
-    Ok(P2pTest { devices, access, matrices })
+    access
 }

@@ -253,24 +253,7 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
         return Err(GgufError::NotGguf { found: String::from_utf8_lossy(magic).into_owned() }.into());
     }
     let version = c.u32(&|| "version".into())?;
-    match version {
-        2 | 3 => {}
-        1 => {
-            return Err(GgufError::Version {
-                version,
-                hint: "; version 1 (2023) used 32-bit counts: re-convert the model",
-            }
-            .into())
-        }
-        v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
-            return Err(GgufError::Version {
-                version,
-                hint: "; this looks like a big-endian GGUF, which vramfit does not read",
-            }
-            .into())
-        }
-        _ => return Err(GgufError::Version { version, hint: "" }.into()),
-    }
+    check_version(version)?;
     // each tensor info takes at least 8 (name len) + 4 + 4 + 8 bytes; each kv 8 + 4 + 1
     let n_tensors = c.count(limits::MAX_TENSORS, 24, "tensors", &|| "tensor_count".into())?;
     let n_kv = c.count(limits::MAX_KV, 13, "key/value pairs", &|| "metadata_kv_count".into())?;
@@ -299,67 +282,98 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
     let mut tensors = Vec::with_capacity(n_tensors.min(4096) as usize);
     let mut names = std::collections::HashSet::new();
     for i in 0..n_tensors {
-        let name = c.string_strict(limits::MAX_KEY_LEN, &|| format!("tensor #{i} name"))?;
-        let nf = name.clone();
-        let f = move |what: &str| format!("tensor '{nf}' {what}");
-        let n_dims = c.u32(&|| f("n_dims"))?;
-        if n_dims == 0 || n_dims > limits::MAX_DIMS {
-            return Err(
-                GgufError::Tensor { tensor: name, reason: format!("n_dims {n_dims} is not between 1 and 4") }.into()
-            );
+        let t = read_tensor_info(&mut c, i, alignment)?;
+        if !names.insert(t.name.clone()) {
+            return Err(GgufError::DuplicateTensor { tensor: t.name }.into());
         }
-        let mut ne = Vec::with_capacity(n_dims as usize);
-        for d in 0..n_dims {
-            let v = c.u64(&|| f(&format!("ne[{d}]")))?;
-            if v > i64::MAX as u64 {
-                return Err(GgufError::Tensor {
-                    tensor: name,
-                    reason: format!("dimension ne[{d}] = {v} is negative as int64"),
-                }
-                .into());
-            }
-            ne.push(v);
-        }
-        let type_id = c.u32(&|| f("type"))?;
-        let ty = GgmlType::from_id(type_id).ok_or_else(|| GgufError::TensorType {
-            tensor: name.clone(),
-            type_id,
-            reason: GgmlType::unknown_id_reason(type_id),
-        })?;
-        let offset = c.u64(&|| f("offset"))?;
-        if ne[0] % ty.block_size() != 0 {
-            return Err(GgufError::Tensor {
-                tensor: name,
-                reason: format!(
-                    "ne[0] = {} is not a multiple of the {} block size {}",
-                    ne[0],
-                    ty.name(),
-                    ty.block_size()
-                ),
-            }
-            .into());
-        }
-        let bytes = ty.nbytes(&ne).ok_or_else(|| GgufError::Tensor {
-            tensor: name.clone(),
-            reason: format!("{:?} × {} overflows 64-bit byte counts", ne, ty.name()),
-        })?;
-        if offset % alignment != 0 {
-            return Err(GgufError::Tensor {
-                tensor: name,
-                reason: format!("data offset {offset} is not a multiple of general.alignment {alignment}"),
-            }
-            .into());
-        }
-        if !names.insert(name.clone()) {
-            return Err(GgufError::DuplicateTensor { tensor: name }.into());
-        }
-        tensors.push(GgufTensor { name, ty, ne, offset, bytes });
+        tensors.push(t);
     }
     let header_bytes = c.pos;
     let data_offset = header_bytes.div_ceil(alignment).saturating_mul(alignment);
-    // tensor data must lie inside the file (we never read it)
+    check_tensor_data(&tensors, data_offset, file_len)?;
+    Ok(GgufHeader { version, metadata, tensors, alignment, data_offset, header_bytes, file_len })
+}
+
+/// Versions 2 and 3 are read; version 1 and big-endian files are refused with a hint.
+fn check_version(version: u32) -> Result<(), Stop> {
+    match version {
+        2 | 3 => {}
+        1 => {
+            return Err(GgufError::Version {
+                version,
+                hint: "; version 1 (2023) used 32-bit counts: re-convert the model",
+            }
+            .into())
+        }
+        v if v.swap_bytes() == 2 || v.swap_bytes() == 3 => {
+            return Err(GgufError::Version {
+                version,
+                hint: "; this looks like a big-endian GGUF, which vramfit does not read",
+            }
+            .into())
+        }
+        _ => return Err(GgufError::Version { version, hint: "" }.into()),
+    }
+    Ok(())
+}
+
+/// Tensor info `i`: name, dimensions, type and data offset, each checked;
+/// its byte count from the type.
+fn read_tensor_info(c: &mut Cursor, i: u64, alignment: u64) -> Result<GgufTensor, Stop> {
+    let name = c.string_strict(limits::MAX_KEY_LEN, &|| format!("tensor #{i} name"))?;
+    let nf = name.clone();
+    let f = move |what: &str| format!("tensor '{nf}' {what}");
+    let n_dims = c.u32(&|| f("n_dims"))?;
+    if n_dims == 0 || n_dims > limits::MAX_DIMS {
+        return Err(
+            GgufError::Tensor { tensor: name, reason: format!("n_dims {n_dims} is not between 1 and 4") }.into()
+        );
+    }
+    let mut ne = Vec::with_capacity(n_dims as usize);
+    for d in 0..n_dims {
+        let v = c.u64(&|| f(&format!("ne[{d}]")))?;
+        if v > i64::MAX as u64 {
+            return Err(GgufError::Tensor {
+                tensor: name,
+                reason: format!("dimension ne[{d}] = {v} is negative as int64"),
+            }
+            .into());
+        }
+        ne.push(v);
+    }
+    let type_id = c.u32(&|| f("type"))?;
+    let ty = GgmlType::from_id(type_id).ok_or_else(|| GgufError::TensorType {
+        tensor: name.clone(),
+        type_id,
+        reason: GgmlType::unknown_id_reason(type_id),
+    })?;
+    let offset = c.u64(&|| f("offset"))?;
+    if ne[0] % ty.block_size() != 0 {
+        return Err(GgufError::Tensor {
+            tensor: name,
+            reason: format!("ne[0] = {} is not a multiple of the {} block size {}", ne[0], ty.name(), ty.block_size()),
+        }
+        .into());
+    }
+    let bytes = ty.nbytes(&ne).ok_or_else(|| GgufError::Tensor {
+        tensor: name.clone(),
+        reason: format!("{:?} × {} overflows 64-bit byte counts", ne, ty.name()),
+    })?;
+    if offset % alignment != 0 {
+        return Err(GgufError::Tensor {
+            tensor: name,
+            reason: format!("data offset {offset} is not a multiple of general.alignment {alignment}"),
+        }
+        .into());
+    }
+    Ok(GgufTensor { name, ty, ne, offset, bytes })
+}
+
+/// Tensor data must lie inside the file (we never read it), and no two
+/// tensors' data may overlap (a corrupt file).
+fn check_tensor_data(tensors: &[GgufTensor], data_offset: u64, file_len: u64) -> Result<(), Stop> {
     let data_len = file_len.saturating_sub(data_offset);
-    for t in &tensors {
+    for t in tensors {
         let end = t.offset.checked_add(t.bytes);
         match end {
             Some(e) if e <= data_len => {}
@@ -387,7 +401,7 @@ fn parse_inner(buf: &[u8], file_len: u64) -> Result<GgufHeader, Stop> {
             .into());
         }
     }
-    Ok(GgufHeader { version, metadata, tensors, alignment, data_offset, header_bytes, file_len })
+    Ok(())
 }
 
 fn read_scalar(c: &mut Cursor, ty: ValueType, f: &dyn Fn() -> String) -> Result<MetaValue, Stop> {

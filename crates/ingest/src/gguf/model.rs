@@ -133,88 +133,11 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
     let ff = k.per_layer("feed_forward_length", nl, Some(0))?;
 
-    // sliding window
     let n_swa = k.u64_opt("attention.sliding_window")?.unwrap_or(0);
-    let mut sliding = vec![false; nl];
-    if n_swa > 0 {
-        match k.get("attention.sliding_window_pattern") {
-            Some(v @ MetaValue::Array { .. }) => match v.as_bool_vec() {
-                Some(p) if p.len() == nl => sliding = p,
-                _ => {
-                    return Err(ModelError::Bad {
-                        key: k.key("attention.sliding_window_pattern"),
-                        expected: format!("{nl} booleans"),
-                        found: v.describe(),
-                    })
-                }
-            },
-            Some(v) => {
-                let n = v.as_u64().ok_or_else(|| ModelError::Bad {
-                    key: k.key("attention.sliding_window_pattern"),
-                    expected: "a layer period or a per-layer bool array".into(),
-                    found: v.describe(),
-                })?;
-                for (il, s) in sliding.iter_mut().enumerate() {
-                    *s = n == 0 || (il as u64 % n) < n - 1;
-                }
-            }
-            None => match default_swa_pattern(&arch) {
-                Some(n) => {
-                    for (il, s) in sliding.iter_mut().enumerate() {
-                        *s = (il as u64 % n) < n - 1;
-                    }
-                }
-                None => notes.push(format!(
-                    "{arch}: the file declares a sliding window of {n_swa} but llama.cpp attends over the whole context for this architecture; the KV cache is sized in full"
-                )),
-            },
-        }
-    }
-    // recurrent layers
+    let sliding = sliding_layers(&k, nl, n_swa, &mut notes)?;
     let interval = k.u64_opt("full_attention_interval")?;
-    let d_conv = k.u64_opt("ssm.conv_kernel")?.unwrap_or(0);
-    let d_inner = k.u64_opt("ssm.inner_size")?.unwrap_or(0);
-    let d_state = k.u64_opt("ssm.state_size")?.unwrap_or(0);
-    let n_group = k.u64_opt("ssm.group_count")?.unwrap_or(0);
-    let wkv_head = k.u64_opt("wkv.head_size")?.unwrap_or(0);
-    let shift = k.u64_opt("token_shift_count")?.unwrap_or(2);
-    let l_cache = k.u64_opt("shortconv.l_cache")?.unwrap_or(0);
-    let state = if wkv_head > 0 {
-        Some(RecurrentState { r: shift * n_embd, s: n_embd * wkv_head })
-    } else if l_cache > 0 {
-        Some(RecurrentState { r: n_embd * (l_cache - 1), s: 0 })
-    } else if d_conv > 0 || d_state > 0 {
-        Some(RecurrentState { r: d_conv.saturating_sub(1) * (d_inner + 2 * n_group * d_state), s: d_state * d_inner })
-    } else {
-        None
-    };
-    let is_hybrid = HYBRID.contains(&arch.as_str());
-    let mut layers = Vec::with_capacity(nl);
-    for il in 0..nl {
-        let recurrent_layer = if is_recurrent_arch {
-            true
-        } else if is_hybrid {
-            match interval {
-                Some(n) if n > 0 => (il as u64 % n) != n - 1,
-                _ => heads_kv[il] == 0,
-            }
-        } else {
-            false
-        };
-        let kv = if recurrent_layer { 0 } else { heads_kv[il] };
-        if recurrent_layer && state.is_none() {
-            return Err(ModelError::Missing { key: k.key("ssm.state_size"), arch: arch.clone() });
-        }
-        layers.push(LayerHparams {
-            n_head: heads[il],
-            n_head_kv: kv,
-            head_dim_k: head_k,
-            head_dim_v: head_v,
-            n_ff: ff[il],
-            sliding: sliding[il],
-            recurrent: if recurrent_layer { state } else { None },
-        });
-    }
+    let state = recurrent_state(&k, n_embd)?;
+    let layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, (head_k, head_v), &ff, &sliding)?;
     // experts
     let experts = match k.u64_opt("expert_count")? {
         Some(n) if n > 0 => Some(ExpertSpec {
@@ -246,17 +169,6 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         .or_else(|| h.get("tokenizer.ggml.tokens").and_then(MetaValue::array_len))
         .or(embd_vocab)
         .unwrap_or(0);
-    for t in &tensors {
-        if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
-            if il as u64 >= n_layer {
-                notes.push(format!(
-                    "tensor '{}' belongs to layer {il} beyond block_count {n_layer} (an extra prediction layer); it is placed with the output layer",
-                    t.name
-                ));
-                break;
-            }
-        }
-    }
     let causal = k.get("attention.causal").and_then(MetaValue::as_bool).unwrap_or(true);
     let family = if PARALLEL.contains(&arch.as_str())
         && k.get("use_parallel_residual").and_then(MetaValue::as_bool).unwrap_or(true)
@@ -268,29 +180,9 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let first_attn = (0..nl).find(|&il| layers[il].has_kv()).unwrap_or(0);
     let fused_qkv = has(&format!("blk.{first_attn}.attn_qkv.weight"));
     let qk_norm = has(&format!("blk.{first_attn}.attn_q_norm.weight"));
-    let gated_ffn = (0..nl)
-        .any(|il| has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight")))
-        || (0..nl).any(|il| {
-            // Phi-3 fuses gate and up into one ffn_up of 2·n_ff rows
-            tensors
-                .iter()
-                .find(|t| t.name == format!("blk.{il}.ffn_up.weight"))
-                .and_then(|t| t.ne.get(1))
-                .is_some_and(|&rows| ff[il] > 0 && rows == 2 * ff[il])
-        });
+    let gated_ffn = has_gated_ffn(&tensors, &ff, nl);
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
-    // the slot of tensors past block_count: with the output layer
-    let tensors = tensors
-        .into_iter()
-        .map(|mut t| {
-            if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
-                if il as u64 >= n_layer {
-                    t.slot = vramfit_core::llamacpp::Slot::Output;
-                }
-            }
-            t
-        })
-        .collect();
+    let tensors = extra_layers_to_output(tensors, n_layer, &mut notes);
     let m = LlamaModel {
         name: h.get("general.name").and_then(MetaValue::as_str).unwrap_or(name).to_string(),
         arch,
@@ -312,4 +204,156 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     };
     m.validate().map_err(|e| ModelError::Core(e.to_string()))?;
     Ok(m)
+}
+
+/// Which layers attend over a sliding window: the file's per-layer pattern,
+/// its period, or llama.cpp's default period for the architecture (none: a
+/// note, and every layer attends over the whole context).
+fn sliding_layers(k: &Keys, nl: usize, n_swa: u64, notes: &mut Vec<String>) -> Result<Vec<bool>, ModelError> {
+    let arch = &k.arch;
+    let mut sliding = vec![false; nl];
+    if n_swa > 0 {
+        match k.get("attention.sliding_window_pattern") {
+            Some(v @ MetaValue::Array { .. }) => match v.as_bool_vec() {
+                Some(p) if p.len() == nl => sliding = p,
+                _ => {
+                    return Err(ModelError::Bad {
+                        key: k.key("attention.sliding_window_pattern"),
+                        expected: format!("{nl} booleans"),
+                        found: v.describe(),
+                    })
+                }
+            },
+            Some(v) => {
+                let n = v.as_u64().ok_or_else(|| ModelError::Bad {
+                    key: k.key("attention.sliding_window_pattern"),
+                    expected: "a layer period or a per-layer bool array".into(),
+                    found: v.describe(),
+                })?;
+                for (il, s) in sliding.iter_mut().enumerate() {
+                    *s = n == 0 || (il as u64 % n) < n - 1;
+                }
+            }
+            None => match default_swa_pattern(arch) {
+                Some(n) => {
+                    for (il, s) in sliding.iter_mut().enumerate() {
+                        *s = (il as u64 % n) < n - 1;
+                    }
+                }
+                None => notes.push(format!(
+                    "{arch}: the file declares a sliding window of {n_swa} but llama.cpp attends over the whole context for this architecture; the KV cache is sized in full"
+                )),
+            },
+        }
+    }
+    Ok(sliding)
+}
+
+/// The per-layer recurrent state (RWKV, short-conv or Mamba-style), from
+/// the file's sizes; `None` when it declares none.
+fn recurrent_state(k: &Keys, n_embd: u64) -> Result<Option<RecurrentState>, ModelError> {
+    let d_conv = k.u64_opt("ssm.conv_kernel")?.unwrap_or(0);
+    let d_inner = k.u64_opt("ssm.inner_size")?.unwrap_or(0);
+    let d_state = k.u64_opt("ssm.state_size")?.unwrap_or(0);
+    let n_group = k.u64_opt("ssm.group_count")?.unwrap_or(0);
+    let wkv_head = k.u64_opt("wkv.head_size")?.unwrap_or(0);
+    let shift = k.u64_opt("token_shift_count")?.unwrap_or(2);
+    let l_cache = k.u64_opt("shortconv.l_cache")?.unwrap_or(0);
+    Ok(if wkv_head > 0 {
+        Some(RecurrentState { r: shift * n_embd, s: n_embd * wkv_head })
+    } else if l_cache > 0 {
+        Some(RecurrentState { r: n_embd * (l_cache - 1), s: 0 })
+    } else if d_conv > 0 || d_state > 0 {
+        Some(RecurrentState { r: d_conv.saturating_sub(1) * (d_inner + 2 * n_group * d_state), s: d_state * d_inner })
+    } else {
+        None
+    })
+}
+
+/// Each layer's heads, head sizes, FFN width, window and recurrent state;
+/// a hybrid's recurrent layers from `full_attention_interval` or from
+/// their zero KV heads.
+#[allow(clippy::too_many_arguments)]
+fn layer_hparams(
+    k: &Keys,
+    nl: usize,
+    interval: Option<u64>,
+    state: Option<RecurrentState>,
+    heads: &[u64],
+    heads_kv: &[u64],
+    (head_k, head_v): (u64, u64),
+    ff: &[u64],
+    sliding: &[bool],
+) -> Result<Vec<LayerHparams>, ModelError> {
+    let arch = &k.arch;
+    let is_recurrent_arch = RECURRENT.contains(&arch.as_str());
+    let is_hybrid = HYBRID.contains(&arch.as_str());
+    let mut layers = Vec::with_capacity(nl);
+    for il in 0..nl {
+        let recurrent_layer = if is_recurrent_arch {
+            true
+        } else if is_hybrid {
+            match interval {
+                Some(n) if n > 0 => (il as u64 % n) != n - 1,
+                _ => heads_kv[il] == 0,
+            }
+        } else {
+            false
+        };
+        let kv = if recurrent_layer { 0 } else { heads_kv[il] };
+        if recurrent_layer && state.is_none() {
+            return Err(ModelError::Missing { key: k.key("ssm.state_size"), arch: arch.clone() });
+        }
+        layers.push(LayerHparams {
+            n_head: heads[il],
+            n_head_kv: kv,
+            head_dim_k: head_k,
+            head_dim_v: head_v,
+            n_ff: ff[il],
+            sliding: sliding[il],
+            recurrent: if recurrent_layer { state } else { None },
+        });
+    }
+    Ok(layers)
+}
+
+/// A gated FFN: a gate tensor in any layer, or Phi-3's fused gate and up.
+fn has_gated_ffn(tensors: &[TensorInfo], ff: &[u64], nl: usize) -> bool {
+    let has = |n: &str| tensors.iter().any(|t| t.name == n);
+    (0..nl).any(|il| has(&format!("blk.{il}.ffn_gate.weight")) || has(&format!("blk.{il}.ffn_gate_exps.weight")))
+        || (0..nl).any(|il| {
+            // Phi-3 fuses gate and up into one ffn_up of 2·n_ff rows
+            tensors
+                .iter()
+                .find(|t| t.name == format!("blk.{il}.ffn_up.weight"))
+                .and_then(|t| t.ne.get(1))
+                .is_some_and(|&rows| ff[il] > 0 && rows == 2 * ff[il])
+        })
+}
+
+/// Tensors of layers past block_count (an extra prediction layer) go with
+/// the output layer; the first gets a note.
+fn extra_layers_to_output(tensors: Vec<TensorInfo>, n_layer: u64, notes: &mut Vec<String>) -> Vec<TensorInfo> {
+    for t in &tensors {
+        if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
+            if il as u64 >= n_layer {
+                notes.push(format!(
+                    "tensor '{}' belongs to layer {il} beyond block_count {n_layer} (an extra prediction layer); it is placed with the output layer",
+                    t.name
+                ));
+                break;
+            }
+        }
+    }
+    tensors
+        .into_iter()
+        .map(|mut t| {
+            if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
+                if il as u64 >= n_layer {
+                    t.slot = vramfit_core::llamacpp::Slot::Output;
+                }
+            }
+            t
+        })
+        .collect()
 }

@@ -2,7 +2,7 @@
 //! against the card's capacity, with the headroom or the shortfall.
 
 use super::{fit_text, text_width, Lang, Svg, BAD, GOOD, INK, MUTED};
-use crate::estimate::{category_keys, EstimateReport};
+use crate::estimate::{category_keys, EstimateReport, FitInfo};
 use crate::format::bytes;
 
 /// A category's name in the chart's language.
@@ -65,7 +65,50 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
     let mut s = Svg::new(W, h, &title);
     s.hatch("vf-short", BAD, "#fbe3e3");
 
-    // headline: the verdict in words
+    headline(&mut s, r, total, lang);
+
+    let card = r.fit.as_ref().map(|f| f.gpu_memory_bytes);
+    let span = card.unwrap_or(0).max(total).max(1) as f64 * if card.is_some() { 1.04 } else { 1.0 };
+    let px = |b: u64| LEFT + (W - LEFT - RIGHT) * b as f64 / span;
+
+    // the bar: one segment per category, in the ledger's order
+    let mut at = 0u64;
+    s.rect(LEFT, BAR_Y, W - LEFT - RIGHT, BAR_H, "#f1f3f7", r#" rx="6""#, "");
+    for (k, b) in &cats {
+        let (x0, x1) = (px(at), px(at + b));
+        let label = category_label(k, lang);
+        let tip = format!("{label}: {} ({:.1}%)", bytes(*b), *b as f64 / total.max(1) as f64 * 100.0);
+        s.rect(x0, BAR_Y, x1 - x0, BAR_H, category_color(k), r##" stroke="#ffffff" stroke-width="1""##, &tip);
+        let wpx = x1 - x0 - 8.0;
+        let both = format!("{label} {}", bytes(*b));
+        let inside = if text_width(&both, 12.0) <= wpx {
+            both
+        } else if text_width(label, 12.0) <= wpx {
+            label.to_string()
+        } else {
+            String::new()
+        };
+        if !inside.is_empty() {
+            s.text(
+                (x0 + x1) / 2.0,
+                BAR_Y + BAR_H / 2.0 + 4.5,
+                &inside,
+                "middle",
+                r##" font-size="12" fill="#ffffff""##,
+            );
+        }
+        at += b;
+    }
+
+    if let (Some(mem), Some(f)) = (card, &r.fit) {
+        card_marker(&mut s, f, mem, total, &px, lang);
+    }
+    legend(&mut s, &cats, total, lang);
+    s.finish()
+}
+
+/// The verdict in words, and what the workload needs per GPU.
+fn headline(s: &mut Svg, r: &EstimateReport, total: u64, lang: Lang) {
     let (headline, color) = match &r.fit {
         Some(f) if f.fits => (
             format!(
@@ -101,71 +144,40 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
     );
     s.text(LEFT, 48.0, &sub, "start", &format!(r#" fill="{MUTED}""#));
     s.head_end();
+}
 
-    let card = r.fit.as_ref().map(|f| f.gpu_memory_bytes);
-    let span = card.unwrap_or(0).max(total).max(1) as f64 * if card.is_some() { 1.04 } else { 1.0 };
-    let px = |b: u64| LEFT + (W - LEFT - RIGHT) * b as f64 / span;
-
-    // the bar: one segment per category, in the ledger's order
-    let mut at = 0u64;
-    s.rect(LEFT, BAR_Y, W - LEFT - RIGHT, BAR_H, "#f1f3f7", r#" rx="6""#, "");
-    for (k, b) in &cats {
-        let (x0, x1) = (px(at), px(at + b));
-        let label = category_label(k, lang);
-        let tip = format!("{label}: {} ({:.1}%)", bytes(*b), *b as f64 / total.max(1) as f64 * 100.0);
-        s.rect(x0, BAR_Y, x1 - x0, BAR_H, category_color(k), r##" stroke="#ffffff" stroke-width="1""##, &tip);
-        let wpx = x1 - x0 - 8.0;
-        let both = format!("{label} {}", bytes(*b));
-        let inside = if text_width(&both, 12.0) <= wpx {
-            both
-        } else if text_width(label, 12.0) <= wpx {
-            label.to_string()
-        } else {
-            String::new()
-        };
-        if !inside.is_empty() {
-            s.text(
-                (x0 + x1) / 2.0,
-                BAR_Y + BAR_H / 2.0 + 4.5,
-                &inside,
-                "middle",
-                r##" font-size="12" fill="#ffffff""##,
-            );
-        }
-        at += b;
+/// The card: a line at its capacity, the headroom or the shortfall below the bar.
+fn card_marker(s: &mut Svg, f: &FitInfo, mem: u64, total: u64, px: &dyn Fn(u64) -> f64, lang: Lang) {
+    let x = px(mem);
+    if !f.fits {
+        s.rect(x, BAR_Y, px(total) - x, BAR_H, "url(#vf-short)", r#" opacity="0.55""#, "");
     }
+    s.line(x, BAR_Y - 12.0, x, BAR_Y + BAR_H + 12.0, INK, r#" stroke-width="2" stroke-dasharray="5 3""#);
+    let cap = format!("{} {}", f.gpu, bytes(mem));
+    let anchor = if x > W - 200.0 { "end" } else { "start" };
+    let dx = if anchor == "end" { -6.0 } else { 6.0 };
+    s.text(x + dx, BAR_Y - 4.0, &fit_text(&cap, 300.0, 12.0), anchor, r#" font-size="12" font-weight="600""#);
+    let (a, b) = if f.fits { (px(total), x) } else { (x, px(total)) };
+    let y = BAR_Y + BAR_H + 14.0;
+    let color = if f.fits { GOOD } else { BAD };
+    s.line(a, y, b, y, color, r#" stroke-width="2""#);
+    s.line(a, y - 5.0, a, y + 5.0, color, r#" stroke-width="2""#);
+    s.line(b, y - 5.0, b, y + 5.0, color, r#" stroke-width="2""#);
+    let words = if f.fits {
+        format!("{} {}", lang.pick("headroom", "余量"), bytes(f.headroom_bytes.max(0) as u64))
+    } else {
+        format!(
+            "{} {}",
+            lang.pick("short by", "缺"),
+            bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64)
+        )
+    };
+    let mid = ((a + b) / 2.0).clamp(LEFT + 60.0, W - RIGHT - 60.0);
+    s.text(mid, y + 17.0, &words, "middle", &format!(r#" font-size="12" font-weight="600" fill="{color}""#));
+}
 
-    // the card: a line at its capacity, the headroom or the shortfall below the bar
-    if let (Some(mem), Some(f)) = (card, &r.fit) {
-        let x = px(mem);
-        if !f.fits {
-            s.rect(x, BAR_Y, px(total) - x, BAR_H, "url(#vf-short)", r#" opacity="0.55""#, "");
-        }
-        s.line(x, BAR_Y - 12.0, x, BAR_Y + BAR_H + 12.0, INK, r#" stroke-width="2" stroke-dasharray="5 3""#);
-        let cap = format!("{} {}", f.gpu, bytes(mem));
-        let anchor = if x > W - 200.0 { "end" } else { "start" };
-        let dx = if anchor == "end" { -6.0 } else { 6.0 };
-        s.text(x + dx, BAR_Y - 4.0, &fit_text(&cap, 300.0, 12.0), anchor, r#" font-size="12" font-weight="600""#);
-        let (a, b) = if f.fits { (px(total), x) } else { (x, px(total)) };
-        let y = BAR_Y + BAR_H + 14.0;
-        let color = if f.fits { GOOD } else { BAD };
-        s.line(a, y, b, y, color, r#" stroke-width="2""#);
-        s.line(a, y - 5.0, a, y + 5.0, color, r#" stroke-width="2""#);
-        s.line(b, y - 5.0, b, y + 5.0, color, r#" stroke-width="2""#);
-        let words = if f.fits {
-            format!("{} {}", lang.pick("headroom", "余量"), bytes(f.headroom_bytes.max(0) as u64))
-        } else {
-            format!(
-                "{} {}",
-                lang.pick("short by", "缺"),
-                bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64)
-            )
-        };
-        let mid = ((a + b) / 2.0).clamp(LEFT + 60.0, W - RIGHT - 60.0);
-        s.text(mid, y + 17.0, &words, "middle", &format!(r#" font-size="12" font-weight="600" fill="{color}""#));
-    }
-
-    // legend: swatch, name, bytes, share
+/// The legend: swatch, name, bytes, share.
+fn legend(s: &mut Svg, cats: &[(&'static str, u64)], total: u64, lang: Lang) {
     let y0 = BAR_Y + BAR_H + 50.0;
     let col = (W - LEFT - RIGHT) / 4.0;
     for (i, (k, b)) in cats.iter().enumerate() {
@@ -175,7 +187,6 @@ pub fn bar(r: &EstimateReport, lang: Lang) -> String {
         let t = format!("{} {} · {:.1}%", category_label(k, lang), bytes(*b), share);
         s.text(cx + 18.0, cy, &fit_text(&t, col - 24.0, 12.5), "start", r#" font-size="12.5""#);
     }
-    s.finish()
 }
 
 fn workload_words(r: &EstimateReport, lang: Lang) -> String {
