@@ -12,6 +12,10 @@ DIR holds files written by crates/cli/tests/emit_python.rs (or by hand):
   loaded with DeepSpeed's `DeepSpeedConfig` at world size N (an `mpu` reporting N data-parallel
   ranks), which asserts train_batch_size = micro x accumulation x world size and parses every
   section (zero_optimization, offload, bf16/fp16/torch_autocast, optimizer, ...).
+  DeepSpeedConfig reads the world size only when `deepspeed.comm` answers get_rank(); without a
+  process group it silently takes world size 1. So a one-process gloo group is started first
+  (DeepSpeed's TorchBackend JIT-builds its small shm op once: needs ninja and a C++ compiler),
+  and a config that is right only at world size 1 is checked to be refused at 4 before the real files.
 - `accelerate_<name>.yaml`: an accelerate config, loaded with accelerate's
   `ClusterConfig.from_yaml_file` (unknown keys are refused there).
 
@@ -68,6 +72,22 @@ class DataParallelMpu:
         return self.n
 
 
+def start_comm():
+    """One-process gloo group, and DeepSpeed's comm backend over it."""
+    import datetime
+    import socket
+
+    import torch.distributed as td
+    import deepspeed.comm.comm as dscomm
+    from deepspeed.comm.torch import TorchBackend
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    td.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dscomm.cdb = TorchBackend("gloo", datetime.timedelta(seconds=60), None)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -81,7 +101,20 @@ def main():
     except Exception as e:  # noqa: BLE001 - any import failure means: not checkable here
         print(f"skipped: cannot import deepspeed/accelerate: {e}")
         return 77
-    print(f"deepspeed {deepspeed.__version__}, accelerate {accelerate.__version__}")
+    import torch
+
+    print(f"deepspeed {deepspeed.__version__}, accelerate {accelerate.__version__}, torch {torch.__version__}")
+    start_comm()
+    # the world size must reach DeepSpeedConfig: 2 = 1 x 2 at world size 1, but not at 4
+    try:
+        DeepSpeedConfig(
+            {"train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 2},
+            mpu=DataParallelMpu(4),
+        )
+        print("FAILED self-check: DeepSpeedConfig ignored the world size (no process group?)")
+        return 1
+    except AssertionError:
+        pass
     failed = 0
     for name in sorted(os.listdir(d)):
         path = os.path.join(d, name)
