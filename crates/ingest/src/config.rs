@@ -1147,126 +1147,192 @@ fn quantization(q: &Value, file: &str, notes: &mut Vec<String>) -> Result<Option
         });
     };
     let method = m.get("quant_method").and_then(Value::as_str).unwrap_or("").to_ascii_lowercase();
-    let get_u = |k: &str| m.get(k).and_then(Value::as_i64);
-    let compute = m
-        .get("bnb_4bit_compute_dtype")
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse::<DType>().ok())
-        .unwrap_or(DType::F16);
-    let group = |k: &[&str]| -> Option<u64> {
-        for key in k {
-            if let Some(g) = get_u(key) {
-                return if g <= 0 { None } else { Some(g as u64) };
-            }
-        }
-        Some(128)
-    };
-    let spec = match method.as_str() {
-        "bitsandbytes" | "bnb" => {
-            if m.get("load_in_4bit").and_then(Value::as_bool).unwrap_or(false) {
-                let dq = m.get("bnb_4bit_use_double_quant").and_then(Value::as_bool).unwrap_or(false);
-                let mut s = QuantSpec::nf4(dq, compute);
-                let qt = m.get("bnb_4bit_quant_type").and_then(Value::as_str).unwrap_or("fp4");
-                s.label = format!("bnb {qt}{}", if dq { " + double quant" } else { "" });
-                s
-            } else if m.get("load_in_8bit").and_then(Value::as_bool).unwrap_or(false) {
-                QuantSpec {
-                    method: QuantMethod::Bnb8,
-                    bits: 8,
-                    group_size: None,
-                    double_quant: false,
-                    block: None,
-                    compute_dtype: DType::F16,
-                    label: "bnb LLM.int8()".into(),
-                    skip_modules: Vec::new(),
-                }
-            } else {
-                notes.push(
-                    "quantization_config: bitsandbytes without load_in_4bit/load_in_8bit: weights counted unquantized"
-                        .into(),
-                );
-                return Ok(None);
-            }
-        }
-        "gptq" | "awq" => {
-            let bits = get_u("bits").or_else(|| get_u("w_bit")).unwrap_or(4);
-            if !(2..=8).contains(&bits) {
-                return Err(IngestError::BadField {
-                    file: file.into(),
-                    field: "quantization_config.bits".into(),
-                    expected: "2 to 8".into(),
-                    found: bits.to_string(),
-                });
-            }
-            let g = group(&["group_size", "q_group_size"]);
-            let mut s = QuantSpec::int(bits as u64, g.unwrap_or(128), DType::F16);
-            s.group_size = g;
-            s.method = if method == "gptq" { QuantMethod::Gptq } else { QuantMethod::Awq };
-            s.label = format!(
-                "{} {}-bit {}",
-                method.to_uppercase(),
-                bits,
-                g.map(|g| format!("g{g}")).unwrap_or_else(|| "per-channel".into())
-            );
-            s
-        }
-        "fp8" | "fbgemm_fp8" => {
-            let mut s = QuantSpec::fp8_per_tensor(DType::BF16);
-            if let Some(Value::Array(b)) = m.get("weight_block_size") {
-                if let (Some(r), Some(c)) = (b.first().and_then(Value::as_u64), b.get(1).and_then(Value::as_u64)) {
-                    s.block = Some((r, c));
-                    s.label = format!("fp8 ({}x{} block scales)", r, c);
-                }
-            }
-            s.skip_modules = string_list(m, &["modules_to_not_convert", "ignored_layers"]);
-            s
-        }
+    match method.as_str() {
+        "bitsandbytes" | "bnb" => Ok(bitsandbytes(m, notes)),
+        "gptq" | "awq" => integer_groups(&method, m, file).map(Some),
+        "fp8" | "fbgemm_fp8" => Ok(Some(fp8(m))),
         "mxfp4" => {
             // gpt-oss: experts in MXFP4 (`*_blocks` + `*_scales`), the rest bf16
             let mut s = QuantSpec::mxfp4(DType::BF16);
             s.skip_modules = string_list(m, &["modules_to_not_convert"]);
-            s
+            Ok(Some(s))
         }
-        "modelopt" => match m.get("quant_algo").and_then(Value::as_str).unwrap_or("").to_ascii_uppercase().as_str() {
-            "NVFP4" => {
-                let mut s = QuantSpec::nvfp4(DType::BF16);
-                s.skip_modules = string_list(m, &["exclude_modules", "ignore"]);
-                s
-            }
-            "FP8" => {
-                let mut s = QuantSpec::fp8_per_tensor(DType::BF16);
-                s.skip_modules = string_list(m, &["exclude_modules", "ignore"]);
-                s
-            }
-            other => {
-                notes.push(format!(
-                    "ModelOpt quant_algo '{other}' is not modelled: weights are counted at the --dtype you give"
-                ));
-                return Ok(None);
-            }
-        },
-        "compressed-tensors" => {
-            let format = m.get("format").and_then(Value::as_str).unwrap_or("");
-            let mut s = match format {
-                "nvfp4-pack-quantized" => QuantSpec::nvfp4(DType::BF16),
-                "float-quantized" => QuantSpec::fp8_per_tensor(DType::BF16),
-                other => {
-                    notes.push(format!("compressed-tensors format '{other}' is not modelled: weights are counted at the --dtype you give"));
-                    return Ok(None);
-                }
-            };
-            s.skip_modules = string_list(m, &["ignore"]);
-            if s.skip_modules.iter().any(|p| p.starts_with("re:")) {
-                notes.push("compressed-tensors `ignore` holds regex entries (re:…): vramfit matches exact names and * wildcards only, so those modules are counted as quantized".into());
-            }
-            s
-        }
+        "modelopt" => Ok(modelopt(m, notes)),
+        "compressed-tensors" => Ok(compressed_tensors(m, notes)),
         other => {
             notes.push(format!(
                 "quantization_config.quant_method '{other}' is not modelled: weights are counted at the --dtype you give, which may overstate them"
             ));
-            return Ok(None);
+            Ok(None)
+        }
+    }
+}
+
+/// bitsandbytes: 4-bit (nf4/fp4, optional double quantization) or LLM.int8().
+fn bitsandbytes(m: &Map<String, Value>, notes: &mut Vec<String>) -> Option<QuantSpec> {
+    let flag = |k: &str| m.get(k).and_then(Value::as_bool).unwrap_or(false);
+    if flag("load_in_4bit") {
+        let compute = m
+            .get("bnb_4bit_compute_dtype")
+            .and_then(Value::as_str)
+            .and_then(|s| s.parse::<DType>().ok())
+            .unwrap_or(DType::F16);
+        let dq = flag("bnb_4bit_use_double_quant");
+        let mut s = QuantSpec::nf4(dq, compute);
+        let qt = m.get("bnb_4bit_quant_type").and_then(Value::as_str).unwrap_or("fp4");
+        s.label = format!("bnb {qt}{}", if dq { " + double quant" } else { "" });
+        Some(s)
+    } else if flag("load_in_8bit") {
+        Some(QuantSpec {
+            method: QuantMethod::Bnb8,
+            bits: 8,
+            group_size: None,
+            double_quant: false,
+            block: None,
+            compute_dtype: DType::F16,
+            label: "bnb LLM.int8()".into(),
+            skip_modules: Vec::new(),
+        })
+    } else {
+        notes.push(
+            "quantization_config: bitsandbytes without load_in_4bit/load_in_8bit: weights counted unquantized".into(),
+        );
+        None
+    }
+}
+
+/// GPTQ / AWQ: 2–8-bit integers with one scale (and zero) per group of inputs.
+fn integer_groups(method: &str, m: &Map<String, Value>, file: &str) -> Result<QuantSpec, IngestError> {
+    let get_i = |k: &str| m.get(k).and_then(Value::as_i64);
+    let bits = get_i("bits").or_else(|| get_i("w_bit")).unwrap_or(4);
+    if !(2..=8).contains(&bits) {
+        return Err(IngestError::BadField {
+            file: file.into(),
+            field: "quantization_config.bits".into(),
+            expected: "2 to 8".into(),
+            found: bits.to_string(),
+        });
+    }
+    // the first key present decides; -1 (or 0) is GPTQ's per-channel; absent is 128
+    let g = match ["group_size", "q_group_size"].iter().find_map(|k| get_i(k)) {
+        Some(g) if g <= 0 => None,
+        Some(g) => Some(g as u64),
+        None => Some(128),
+    };
+    let mut s = QuantSpec::int(bits as u64, g.unwrap_or(128), DType::F16);
+    s.group_size = g;
+    s.method = if method == "gptq" { QuantMethod::Gptq } else { QuantMethod::Awq };
+    s.label = format!(
+        "{} {}-bit {}",
+        method.to_uppercase(),
+        bits,
+        g.map(|g| format!("g{g}")).unwrap_or_else(|| "per-channel".into())
+    );
+    Ok(s)
+}
+
+/// FP8 checkpoints: per-tensor scales, or block scales from `weight_block_size`.
+fn fp8(m: &Map<String, Value>) -> QuantSpec {
+    let mut s = QuantSpec::fp8_per_tensor(DType::BF16);
+    if let Some(Value::Array(b)) = m.get("weight_block_size") {
+        if let (Some(r), Some(c)) = (b.first().and_then(Value::as_u64), b.get(1).and_then(Value::as_u64)) {
+            s.block = Some((r, c));
+            s.label = format!("fp8 ({}x{} block scales)", r, c);
+        }
+    }
+    s.skip_modules = string_list(m, &["modules_to_not_convert", "ignored_layers"]);
+    s
+}
+
+/// NVIDIA ModelOpt exports: NVFP4 or FP8 by `quant_algo`.
+fn modelopt(m: &Map<String, Value>, notes: &mut Vec<String>) -> Option<QuantSpec> {
+    let algo = m.get("quant_algo").and_then(Value::as_str).unwrap_or("").to_ascii_uppercase();
+    let mut s = match algo.as_str() {
+        "NVFP4" => QuantSpec::nvfp4(DType::BF16),
+        "FP8" => QuantSpec::fp8_per_tensor(DType::BF16),
+        other => {
+            notes.push(format!(
+                "ModelOpt quant_algo '{other}' is not modelled: weights are counted at the --dtype you give"
+            ));
+            return None;
         }
     };
-    Ok(Some(spec))
+    s.skip_modules = string_list(m, &["exclude_modules", "ignore"]);
+    Some(s)
+}
+
+/// llm-compressor's `compressed-tensors`: NVFP4 or FP8 by `format`.
+fn compressed_tensors(m: &Map<String, Value>, notes: &mut Vec<String>) -> Option<QuantSpec> {
+    let format = m.get("format").and_then(Value::as_str).unwrap_or("");
+    let mut s = match format {
+        "nvfp4-pack-quantized" => QuantSpec::nvfp4(DType::BF16),
+        "float-quantized" => QuantSpec::fp8_per_tensor(DType::BF16),
+        other => {
+            notes.push(format!(
+                "compressed-tensors format '{other}' is not modelled: weights are counted at the --dtype you give"
+            ));
+            return None;
+        }
+    };
+    s.skip_modules = string_list(m, &["ignore"]);
+    if s.skip_modules.iter().any(|p| p.starts_with("re:")) {
+        notes.push("compressed-tensors `ignore` holds regex entries (re:…): vramfit matches exact names and * wildcards only, so those modules are counted as quantized".into());
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod quantization_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn q(v: Value) -> (Result<Option<QuantSpec>, IngestError>, Vec<String>) {
+        let mut notes = Vec::new();
+        (quantization(&v, "config.json", &mut notes), notes)
+    }
+
+    #[test]
+    fn group_size_first_key_decides_and_negative_is_per_channel() {
+        let (s, _) = q(json!({"quant_method": "gptq", "bits": 4, "group_size": -1}));
+        let s = s.unwrap().unwrap();
+        assert_eq!((s.group_size, s.method, s.label.as_str()), (None, QuantMethod::Gptq, "GPTQ 4-bit per-channel"));
+        let (s, _) = q(json!({"quant_method": "awq", "w_bit": 4, "q_group_size": 64}));
+        let s = s.unwrap().unwrap();
+        assert_eq!((s.group_size, s.method, s.label.as_str()), (Some(64), QuantMethod::Awq, "AWQ 4-bit g64"));
+        let (s, _) = q(json!({"quant_method": "gptq", "bits": 8}));
+        assert_eq!(s.unwrap().unwrap().group_size, Some(128));
+    }
+
+    #[test]
+    fn bits_out_of_range_names_the_field() {
+        let (s, _) = q(json!({"quant_method": "gptq", "bits": 9}));
+        let e = s.unwrap_err().to_string();
+        assert!(e.contains("quantization_config.bits") && e.contains("2 to 8") && e.contains('9'), "{e}");
+    }
+
+    #[test]
+    fn bitsandbytes_labels_and_unquantized_note() {
+        let (s, _) = q(json!({"quant_method": "bitsandbytes", "load_in_4bit": true,
+            "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, "bnb_4bit_compute_dtype": "bfloat16"}));
+        let s = s.unwrap().unwrap();
+        assert_eq!((s.label.as_str(), s.double_quant, s.compute_dtype), ("bnb nf4 + double quant", true, DType::BF16));
+        let (s, _) = q(json!({"quant_method": "bitsandbytes", "load_in_8bit": true}));
+        assert_eq!(s.unwrap().unwrap().method, QuantMethod::Bnb8);
+        let (s, notes) = q(json!({"quant_method": "bitsandbytes"}));
+        assert!(s.unwrap().is_none() && notes[0].contains("unquantized"), "{notes:?}");
+    }
+
+    #[test]
+    fn fp8_blocks_modelopt_and_compressed_tensors() {
+        let (s, _) = q(json!({"quant_method": "fp8", "weight_block_size": [128, 128], "ignored_layers": ["lm_head"]}));
+        let s = s.unwrap().unwrap();
+        assert_eq!((s.block, s.skip_modules.clone()), (Some((128, 128)), vec!["lm_head".to_string()]));
+        let (s, notes) = q(json!({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}));
+        assert!(s.unwrap().is_none() && notes[0].contains("'W4A8_AWQ' is not modelled"), "{notes:?}");
+        let (s, notes) =
+            q(json!({"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["re:.*gate"]}));
+        assert!(s.unwrap().is_some() && notes[0].contains("regex"), "{notes:?}");
+        let (s, _) = q(json!("fp8"));
+        assert!(s.unwrap_err().to_string().contains("an object"));
+    }
 }
