@@ -472,10 +472,10 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
     })
 }
 
-/// Monthly price (low end) per million tokens/s: proportional to the cost of a token.
+/// Monthly price (middle of its range, [`PriceRange::mid`]) per million tokens/s: proportional to the cost of a token.
 fn per_mtok(monthly: Option<PriceRange>, tps: f64) -> Option<f64> {
     match monthly {
-        Some(m) if tps > 0.0 => Some(m.low / tps * 1e6),
+        Some(m) if tps > 0.0 => Some(m.mid() / tps * 1e6),
         _ => None,
     }
 }
@@ -526,7 +526,7 @@ fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String
         }
     });
     if let Some(alt) = simpler.and_then(|s| row(search, s)) {
-        let (a, b) = (rec.billed.map(|p| p.low).unwrap_or(0.0), alt.billed.map(|p| p.low).unwrap_or(0.0));
+        let (a, b) = (rec.billed.map(|p| p.mid()).unwrap_or(0.0), alt.billed.map(|p| p.mid()).unwrap_or(0.0));
         if b > 0.0 && a < b {
             let speed = if rec.tokens_per_s > 0.0 { alt.tokens_per_s / rec.tokens_per_s } else { 0.0 };
             reason.push_str(&format!(

@@ -30,6 +30,14 @@ impl PriceRange {
     pub fn offset(self, v: f64) -> PriceRange {
         PriceRange { low: (self.low + v).max(0.0), high: (self.high + v).max(0.0) }
     }
+    /// The middle of the range: what plans are ranked and compared by. A
+    /// range's low end is the cheapest listing a guide saw, not a price the
+    /// user can count on; ranking on it let an offer with a wide range (or a
+    /// derived one, such as a MIG slice's pro-rata price) beat a plain
+    /// listed price it only matches at its most optimistic.
+    pub fn mid(self) -> f64 {
+        (self.low + self.high) / 2.0
+    }
     pub fn is_range(self) -> bool {
         (self.high - self.low).abs() > f64::EPSILON * self.high.abs().max(1.0)
     }

@@ -40,7 +40,7 @@ pub fn order(s: &Search, a: &Scored, b: &Scored) -> Ordering {
         .cmp(&cost_bucket(b.cost_key()))
         .then(ea.complexity.cmp(&eb.complexity))
         .then(ea.inexact.cmp(&eb.inexact))
-        .then(a.billed_low().total_cmp(&b.billed_low()))
+        .then(a.billed_mid().total_cmp(&b.billed_mid()))
         .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
@@ -97,8 +97,8 @@ pub fn cheaper_to_rent(ranked: &[PlanRow], rec: &PlanRow) -> Vec<PlanRow> {
     ranked
         .iter()
         .filter(|x| x.currency == rec.currency && !(x.offer_id == rec.offer_id && x.gpus == rec.gpus))
-        .filter(|x| matches!((x.monthly, rec.monthly), (Some(a), Some(b)) if a.low < b.low))
-        .filter(|x| matches!((x.billed, rec.billed), (Some(a), Some(b)) if costs_more(a.low, b.low)))
+        .filter(|x| matches!((x.monthly, rec.monthly), (Some(a), Some(b)) if a.mid() < b.mid()))
+        .filter(|x| matches!((x.billed, rec.billed), (Some(a), Some(b)) if costs_more(a.mid(), b.mid())))
         .cloned()
         .collect()
 }

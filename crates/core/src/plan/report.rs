@@ -119,7 +119,7 @@ pub struct BreakEven {
     pub fewest_cards: Option<u64>,
     /// from how many single cards the machine is the better buy: the first
     /// count at which those cards cost more per trained token than the
-    /// machine (list prices, low end); None: single cards stay cheaper per
+    /// machine (list prices, middle of each range); None: single cards stay cheaper per
     /// token at every count offered
     pub machine_better_from: Option<u64>,
 }

@@ -248,7 +248,7 @@ pub struct Scored {
     pub billed: Option<PriceRange>,
     pub billing: Billing,
     pub billed_months: Option<u64>,
-    /// `billed.low × (1 + premiums)`: the ranking key (see [`Complexity::premium`])
+    /// `billed.mid() × (1 + premiums)`: the ranking key (see [`Complexity::premium`])
     pub rank_cost: f64,
     pub slowdown: f64,
     /// the offer lists no RAM: the setup's host RAM was checked against
@@ -266,9 +266,9 @@ impl Scored {
         self.rank_cost
     }
 
-    /// The bill's low end (what the user pays for the job).
-    pub fn billed_low(&self) -> f64 {
-        self.billed.map(|b| b.low).unwrap_or(f64::INFINITY)
+    /// The middle of the bill's range (see [`PriceRange::mid`]).
+    pub fn billed_mid(&self) -> f64 {
+        self.billed.map(|b| b.mid()).unwrap_or(f64::INFINITY)
     }
 }
 
@@ -757,7 +757,7 @@ impl<'a> Search<'a> {
             + INEXACT_PREMIUM * e.inexact as f64
             + if e.inexact > 0 && self.global_batch_changed(e) { GLOBAL_BATCH_PREMIUM } else { 0.0 };
         let base_cost = match billed {
-            Some(b) => b.low,
+            Some(b) => b.mid(),
             None => f64::INFINITY,
         };
         Some(Scored {
