@@ -305,6 +305,27 @@ fn recommendation_uses_the_first_currency_that_has_a_fit() {
 }
 
 #[test]
+fn a_wide_price_range_ranks_by_its_middle_not_its_low_end() {
+    let (m, w, g) = (model(), train(2), gpus());
+    // same card; "wide" is listed at 80–160 (middle 120), "plain" at 100 flat
+    let mut wide = offer("wide", "g48", 1, 1, false, 80.0);
+    wide.monthly = Some(PriceRange { low: 80.0, high: 160.0 });
+    let mut plain = offer("plain", "g48", 1, 1, false, 100.0);
+    plain.monthly = Some(PriceRange::point(100.0));
+    let book = PriceBook { offers: vec![wide, plain], discounts: vec![], upgrades: vec![] };
+    let r = plan(&request(&m, &w, &g, &book, Job::None)).unwrap();
+    assert_eq!(r.recommended.as_ref().map(|x| x.offer_id.as_str()), Some("plain"));
+    // and a range whose middle is below the flat price still wins
+    let mut narrow = offer("narrow", "g48", 1, 1, false, 80.0);
+    narrow.monthly = Some(PriceRange { low: 80.0, high: 110.0 });
+    let mut plain = offer("plain", "g48", 1, 1, false, 100.0);
+    plain.monthly = Some(PriceRange::point(100.0));
+    let book = PriceBook { offers: vec![narrow, plain], discounts: vec![], upgrades: vec![] };
+    let r = plan(&request(&m, &w, &g, &book, Job::None)).unwrap();
+    assert_eq!(r.recommended.as_ref().map(|x| x.offer_id.as_str()), Some("narrow"));
+}
+
+#[test]
 fn ladder_step_that_saves_nothing_is_skipped() {
     // llama-2-7b amp-bf16 full fine-tune, batch 1 × seq 2048 on a 24 GiB card: the peak is at
     // the optimizer step, so checkpointing saves 0 B there; it is skipped (not in the speed
