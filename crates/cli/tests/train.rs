@@ -281,3 +281,31 @@ fn errors_name_the_config_key_that_set_a_value() {
     assert!(err.contains("zero_optimization.stage 3 with --pp 2"), "{err}");
     assert!(!err.contains("--zero"), "{err}");
 }
+
+/// QLoRA without --checkpointing: PEFT's prepare_model_for_kbit_training turns
+/// gradient checkpointing on by default, so the estimate does too (and says so);
+/// without that preparation, or with the flag, the flag's value stands.
+#[test]
+fn qlora_checkpoints_by_default_as_peft_prepares_it() {
+    let ckpt = |v: &Value| v["workload"]["settings"]["checkpointing"].as_str().unwrap().to_string();
+    let noted = |v: &Value| {
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("prepare_model_for_kbit_training turns it on"))
+    };
+    let dflt = json(&["estimate", "llama-2-7b", "--task", "qlora"]);
+    assert_eq!(ckpt(&dflt), "full");
+    assert!(noted(&dflt), "{}", dflt["notes"]);
+    let explicit = json(&["estimate", "llama-2-7b", "--task", "qlora", "--checkpointing", "full"]);
+    assert_eq!(cat(&dflt, "activations"), cat(&explicit, "activations"));
+    assert!(!noted(&explicit));
+    let none = json(&["estimate", "llama-2-7b", "--task", "qlora", "--checkpointing", "none"]);
+    assert_eq!(ckpt(&none), "none");
+    assert!(cat(&none, "activations") > 2 * cat(&dflt, "activations"));
+    let raw = json(&["estimate", "llama-2-7b", "--task", "qlora", "--no-kbit-prep"]);
+    assert_eq!(ckpt(&raw), "none");
+    // LoRA on a 16-bit base: the Trainer's default, off
+    assert_eq!(ckpt(&json(&["estimate", "llama-2-7b", "--task", "lora"])), "none");
+}

@@ -131,7 +131,7 @@ pub struct TrainArgs {
     /// Micro-batches accumulated per optimizer step [default: 1]
     #[arg(long, value_name = "K")]
     pub grad_accum: Option<u64>,
-    /// Activation checkpointing [default: none]
+    /// Activation checkpointing [default: full for --task qlora, as PEFT's prepare_model_for_kbit_training turns it on (none with --no-kbit-prep); none otherwise]
     #[arg(long, value_enum)]
     pub checkpointing: Option<CheckpointingArg>,
     /// Attention kernel: sdpa/flash keep no seq×seq scores; eager does [default: sdpa]
@@ -418,6 +418,14 @@ impl TrainArgs {
             };
         }
         self.qlora_flags(kind, &mut setup)?;
+        if self.checkpointing.is_none() {
+            setup.checkpointing = setup.default_checkpointing();
+            if setup.checkpointing == Checkpointing::Full {
+                notes.push(
+                    "checkpointing full: PEFT's prepare_model_for_kbit_training turns it on by default (use_gradient_checkpointing=True); pass --checkpointing none if you call it with False".into(),
+                );
+            }
+        }
         let mut reduce_bucket_auto = false;
         if let Some(c) = merged.comm {
             // a DeepSpeed config: its engine, and its buckets

@@ -494,6 +494,20 @@ impl TrainSetup {
         })
     }
 
+    /// Activation checkpointing when none is named: on for a QLoRA base that
+    /// PEFT prepares, because `prepare_model_for_kbit_training(model,
+    /// use_gradient_checkpointing=True, …)` turns it on by default
+    /// (huggingface/peft, src/peft/utils/other.py) — the same call whose fp32
+    /// casts [`TrainSetup::kbit_prep`] models; otherwise off, the Trainer's
+    /// `gradient_checkpointing=False`.
+    pub fn default_checkpointing(&self) -> Checkpointing {
+        if self.kind == TrainKind::Qlora && self.kbit_prep {
+            Checkpointing::Full
+        } else {
+            Checkpointing::None
+        }
+    }
+
     /// The defaults of `engine`: its loss path, adapter dtype, QLoRA preparation
     /// and head quantization (the rest of the setup is kept).
     pub fn with_engine(mut self, engine: Engine) -> TrainSetup {
