@@ -362,7 +362,17 @@ pub fn estimate_inference(
     );
     let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
     push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
-    runtime.apply(&mut ledger)?;
+    if setup.engine.serving().is_some() && tp > 1 {
+        ledger.push(
+            Category::Runtime,
+            "vLLM custom all-reduce buffers",
+            CUSTOM_ALLREDUCE_BYTES,
+            Explanation::new("8 MiB IPC data buffer + its signal/metadata region + 8 MiB rank data, per GPU at TP > 1")
+                .term("bytes", CUSTOM_ALLREDUCE_BYTES)
+                .note("vllm/distributed/device_communicators/custom_all_reduce.py, CustomAllreduce(max_size=8192 * 1024); allocated with cudaMalloc, outside the PyTorch allocator"),
+        );
+    }
+    runtime.apply_with(&mut ledger, &inference_communicators(setup, tp))?;
     let replicas = par.gpus / (tp * pp);
     if replicas > 1 {
         ledger.notes.push(format!(
@@ -819,6 +829,23 @@ pub fn serving_communicators(tp: u64) -> Vec<crate::runtime::Communicator> {
         .into_iter()
         .map(|role| crate::runtime::Communicator { role, ranks: tp })
         .collect()
+}
+
+/// The NCCL communicators one GPU's process holds to run inference at tensor
+/// parallelism `tp`: a serving engine's [`serving_communicators`]; with
+/// transformers' tensor-parallel `generate` (`tp_plan="auto"`, one process per
+/// GPU) the default process group. None at TP 1: a pipeline split is one process
+/// placing layers on several GPUs (accelerate's `device_map`), or a serving
+/// engine's pipeline group, whose communicators are not measured here (the
+/// published pipeline cases are over-estimated already, docs/inference.md).
+pub fn inference_communicators(setup: &InferenceSetup, tp: u64) -> Vec<crate::runtime::Communicator> {
+    if tp < 2 {
+        Vec::new()
+    } else if setup.engine.serving().is_some() {
+        serving_communicators(tp)
+    } else {
+        vec![crate::runtime::Communicator { role: "default process group (tensor parallel)", ranks: tp }]
+    }
 }
 
 /// The start-up memory of a vLLM-style engine on one GPU: weights, the

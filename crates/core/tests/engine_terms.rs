@@ -330,3 +330,29 @@ fn bitsandbytes_quantizes_while_loading() {
     let prefill = l.bytes(Category::KvCache) + l.bytes(Category::Logits) + l.bytes(Category::Activations);
     assert_eq!(line(&l, "bitsandbytes quantize-on-load"), 2 * 32000 * 4096 * 2 - prefill);
 }
+
+#[test]
+fn tensor_parallel_inference_counts_its_communicators() {
+    // Mistral-7B shape at TP 4: vLLM holds the world group, the TP device group
+    // and the TP PyNccl communicator (688 MiB each at 4 ranks) and its custom
+    // all-reduce buffers (8 MiB + 1 MiB + 8 MiB); transformers' TP generate
+    // holds the default process group only; TP 1 holds none.
+    let spec = mistral();
+    let at = |engine: Engine, tp: u64| {
+        let s = InferenceSetup { engine, ..InferenceSetup::default() };
+        let par = Parallelism { gpus: tp, tp, ..Parallelism::default() };
+        estimate(&spec, &Workload { task: Task::Inference(s), parallelism: par, ..Workload::default() }).unwrap()
+    };
+    let vllm = at(Engine::Vllm, 4);
+    assert_eq!(line(&vllm, "NCCL communicator"), 3 * 688 * MIB);
+    assert_eq!(line(&vllm, "vLLM custom all-reduce"), 17 * MIB);
+    let hf = at(Engine::Transformers, 4);
+    assert_eq!(line(&hf, "NCCL communicator"), 688 * MIB);
+    assert_eq!(line(&hf, "vLLM custom all-reduce"), 0);
+    let hf2 = at(Engine::Transformers, 2);
+    assert_eq!(line(&hf2, "NCCL communicator"), 544 * MIB);
+    let one = at(Engine::Vllm, 1);
+    assert_eq!(line(&one, "NCCL communicator") + line(&one, "vLLM custom all-reduce"), 0);
+    // they are runtime, outside the tensor peak
+    assert_eq!(vllm.bytes(Category::Runtime) - one.bytes(Category::Runtime), 3 * 688 * MIB + 17 * MIB);
+}
