@@ -704,17 +704,8 @@ fn minimax_m2(f: &mut Fields, s: &mut ModelSpec) {
     if shared > 0 {
         f.missing.push("shared_intermediate_size (a shared expert is not modelled for minimax_m2)".into());
     }
-    s.moe = Some(MoeSpec {
-        num_experts: f.u64_any(&["num_local_experts"]),
-        experts_per_token: f.u64_any(&["num_experts_per_tok"]),
-        expert_intermediate: dense_width,
-        shared_experts: 0,
-        shared_intermediate: 0,
-        shared_expert_gate: false,
-        dense_layers: 0,
-        router_bias: f.bool_or("use_routing_bias", false),
-        router_linear_bias: false,
-    });
+    let router_bias = f.bool_or("use_routing_bias", false);
+    s.moe = Some(every_layer_moe(f, dense_width, router_bias));
     // use_mtp: num_mtp_modules modules of mtp_transformer_layers layers each
     if f.bool_or("use_mtp", false) {
         s.mtp_layers = f.u64_or(&["num_mtp_modules"], 0).saturating_mul(f.u64_or(&["mtp_transformer_layers"], 1));
@@ -725,17 +716,23 @@ fn minimax_m2(f: &mut Fields, s: &mut ModelSpec) {
 fn granite_moe(f: &mut Fields, s: &mut ModelSpec) {
     let dense_width = s.intermediate_size;
     // GraniteMoeMoE: fused input_linear (gate and up) and output_linear per expert, every layer
-    s.moe = Some(MoeSpec {
+    s.moe = Some(every_layer_moe(f, dense_width, false));
+}
+
+/// An MoE block in every layer, `num_local_experts` experts as wide as the
+/// dense MLP, `num_experts_per_tok` of them per token, no shared expert.
+fn every_layer_moe(f: &mut Fields, width: u64, router_bias: bool) -> MoeSpec {
+    MoeSpec {
         num_experts: f.u64_any(&["num_local_experts"]),
         experts_per_token: f.u64_any(&["num_experts_per_tok"]),
-        expert_intermediate: dense_width,
+        expert_intermediate: width,
         shared_experts: 0,
         shared_intermediate: 0,
         shared_expert_gate: false,
         dense_layers: 0,
-        router_bias: false,
+        router_bias,
         router_linear_bias: false,
-    });
+    }
 }
 
 fn invalid(origin: &str, reason: String) -> IngestError {
