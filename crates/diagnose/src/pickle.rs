@@ -124,6 +124,14 @@ pub trait Sink {
     fn dup(&mut self, v: &Self::V) -> Self::V;
     fn memo_put(&mut self, idx: u64, v: &Self::V) -> Result<(), SinkError>;
     fn memo_get(&mut self, idx: u64) -> Result<Self::V, SinkError>;
+    /// BINGET, LONG_BINGET: `memo_get` pushed onto the stack (a sink may
+    /// write the value in place)
+    #[inline]
+    fn memo_push(&mut self, idx: u64, stack: &mut Vec<Self::V>) -> Result<(), SinkError> {
+        let v = self.memo_get(idx)?;
+        stack.push(v);
+        Ok(())
+    }
     /// entries in the memo (the index MEMOIZE uses)
     fn memo_len(&self) -> u64;
     /// called every 64 Ki opcodes with the bytes read so far: the sink's
@@ -595,9 +603,7 @@ impl<R: Read, S: Sink> Machine<'_, R, S> {
             _ => u32::from_le_bytes(self.r.array::<4>("LONG_BINPUT index")?) as u64,
         };
         if op == b'h' || op == b'j' {
-            let v = self.sink.memo_get(idx).map_err(|e| sink_error(offset, e))?;
-            self.stack.push(v);
-            return Ok(());
+            return self.sink.memo_push(idx, &mut self.stack).map_err(|e| sink_error(offset, e));
         }
         self.need(1, "stack underflow (MEMOIZE/PUT with nothing to store)", offset)?;
         let v = self.stack.last().ok_or_else(|| malformed(offset, "MEMOIZE/PUT with nothing to store"))?;

@@ -149,7 +149,7 @@ enum V {
     /// a record already moved into a list (a second reference to it)
     Moved(Kind),
     /// something the decoder does not interpret
-    Opaque(&'static str),
+    Opaque(Opaque),
     /// a reference to a container while it was still being filled
     Cyclic,
 }
@@ -171,7 +171,7 @@ fn describe(v: &V) -> &'static str {
         V::Moved(Kind::Block) => "the same block dict again (a memo reference)",
         V::Moved(Kind::Entry) => "the same trace entry dict again (a memo reference)",
         V::Moved(Kind::Hist) => "the same history dict again (a memo reference)",
-        V::Opaque(what) => what,
+        V::Opaque(o) => OPAQUE[*o as usize],
     }
 }
 
@@ -341,7 +341,7 @@ fn pack(v: V) -> Option<u32> {
         V::Moved(k) => (12, KINDS.iter().position(|&x| x == k).unwrap_or(0) as u32),
         V::Cyclic => (13, 0),
         V::BigInt => (14, 0),
-        V::Opaque(what) => (15, OPAQUE.iter().position(|&o| o == what)? as u32),
+        V::Opaque(o) => (15, o as u32),
         V::Int(_) | V::Float(_) => return None,
     };
     (payload < 1 << PAYLOAD_BITS).then_some((tag << PAYLOAD_BITS) | payload)
@@ -365,23 +365,46 @@ fn unpack(x: u32) -> Option<V> {
         12 => V::Moved(KINDS[p as usize & 3]),
         13 => V::Cyclic,
         14 => V::BigInt,
-        15 => V::Opaque(OPAQUE.get(p as usize)?),
+        15 => V::Opaque(*OPAQUES.get(p as usize)?),
         _ => return None,
     })
 }
 
-/// What [`V::Opaque`] says, as the memo stores it (by index).
-const OPAQUE: [&str; 10] = [
+/// Values the decoder does not interpret, by what they are (the memo
+/// stores the discriminant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opaque {
+    Dict,
+    Tuple,
+    Set,
+    OtherList,
+    EntryOutside,
+    BlockOutside,
+    SegmentOutside,
+    HistOutside,
+}
+
+const OPAQUES: [Opaque; 8] = [
+    Opaque::Dict,
+    Opaque::Tuple,
+    Opaque::Set,
+    Opaque::OtherList,
+    Opaque::EntryOutside,
+    Opaque::BlockOutside,
+    Opaque::SegmentOutside,
+    Opaque::HistOutside,
+];
+
+/// What a [`V::Opaque`] is, in messages (by the discriminant).
+const OPAQUE: [&str; 8] = [
     "a dict",
     "a tuple",
     "a set",
     OTHER_LIST,
-    "a container",
     "a trace entry dict outside a trace list",
     "a block dict outside a block list",
     "a segment dict outside the segment list",
     "a history dict outside a history list",
-    "a value",
 ];
 
 impl PackedMemo {
@@ -785,12 +808,16 @@ impl Decoder {
         c.memo = NO_MEMO;
         let item = if c.dict {
             let slot = c.fields;
-            let fields = self.fields.get(slot as usize).copied().unwrap_or(Fields::EMPTY);
             if slot != NO_FIELDS {
                 self.free_fields.push(slot);
                 self.open[i as usize].fields = NO_FIELDS;
             }
-            self.record(&fields)
+            // read in place (`record` does not touch the slots): a copy is
+            // 22 values per dict
+            let fields = std::mem::take(&mut self.fields);
+            let item = self.record(fields.get(slot as usize).unwrap_or(&Fields::EMPTY));
+            self.fields = fields;
+            item
         } else {
             let items = std::mem::replace(&mut c.items, Items::Empty);
             Item::V(self.finish_list(items))
@@ -823,10 +850,10 @@ impl Decoder {
         match item {
             Item::V(v) => v,
             Item::Frame(f, n, l) => self.add_frame(f, n, l),
-            Item::Entry(..) => V::Opaque("a trace entry dict outside a trace list"),
-            Item::Block(_) => V::Opaque("a block dict outside a block list"),
-            Item::Segment(_) => V::Opaque("a segment dict outside the segment list"),
-            Item::Hist(_) => V::Opaque("a history dict outside a history list"),
+            Item::Entry(..) => V::Opaque(Opaque::EntryOutside),
+            Item::Block(_) => V::Opaque(Opaque::BlockOutside),
+            Item::Segment(_) => V::Opaque(Opaque::SegmentOutside),
+            Item::Hist(_) => V::Opaque(Opaque::HistOutside),
         }
     }
 
@@ -969,7 +996,7 @@ impl Decoder {
                 self.held = self.held.saturating_sub(ids.len() as u64 * 4);
                 V::Stack(self.intern_stack(&ids))
             }
-            Items::Other => V::Opaque(OTHER_LIST),
+            Items::Other => V::Opaque(Opaque::OtherList),
             other => {
                 self.lists.push(other);
                 V::List((self.lists.len() - 1) as u32)
@@ -1140,7 +1167,7 @@ impl Decoder {
             };
             return Item::Frame(s(f.get(K_FILENAME)), s(f.get(K_NAME)), int(f.get(K_LINE)).unwrap_or(0));
         }
-        Item::V(V::Opaque("a dict"))
+        Item::V(V::Opaque(Opaque::Dict))
     }
 }
 
@@ -1201,7 +1228,7 @@ impl Sink for Decoder {
                 for v in items {
                     self.consume_value(v);
                 }
-                Ok(V::Opaque(if kind == Coll::Tuple { "a tuple" } else { "a set" }))
+                Ok(V::Opaque(if kind == Coll::Tuple { Opaque::Tuple } else { Opaque::Set }))
             }
         }
     }
@@ -1263,6 +1290,20 @@ impl Sink for Decoder {
             Some(v) => Ok(v),
             None => Err(memo_unset(idx)),
         }
+    }
+    #[inline]
+    fn memo_push(&mut self, idx: u64, stack: &mut Vec<V>) -> Result<(), SinkError> {
+        // straight onto the stack: a value built in parts and read back
+        // whole stalls store forwarding
+        match self.memo.get(idx) {
+            Some(V::Open(i)) => {
+                let v = self.complete_early(i);
+                stack.push(v);
+            }
+            Some(v) => stack.push(v),
+            None => return Err(memo_unset(idx)),
+        }
+        Ok(())
     }
     fn memo_len(&self) -> u64 {
         self.memo.count
@@ -1365,7 +1406,7 @@ impl Decoder {
                     other => Ok(other),
                 }
             }
-            V::Opaque(OTHER_LIST) => Err(field(format!("{path}[0]"), want)),
+            V::Opaque(Opaque::OtherList) => Err(field(format!("{path}[0]"), want)),
             _ => Err(field(path, "a list")),
         }
     }
@@ -1380,8 +1421,8 @@ impl Decoder {
                 (s, rr.traces)
             }
             // torch.cuda.memory_snapshot() returns the segment list alone
-            V::List(_) | V::EmptyList | V::Opaque(OTHER_LIST) => (root, None),
-            V::Opaque("a dict") => return Err(SnapshotError::NotASnapshot("no \"segments\" key".into())),
+            V::List(_) | V::EmptyList | V::Opaque(Opaque::OtherList) => (root, None),
+            V::Opaque(Opaque::Dict) => return Err(SnapshotError::NotASnapshot("no \"segments\" key".into())),
             _ => return Err(SnapshotError::NotASnapshot("the top level is neither a dict nor a list".into())),
         };
         let segs = match self.take_list(segs_v, "segments", "a dict")? {
