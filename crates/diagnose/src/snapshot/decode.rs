@@ -542,6 +542,9 @@ fn push_slice(v: &mut Vec<u8>, b: &[u8]) {
     v.extend_from_slice(b);
 }
 
+/// Buckets of [`Decoder::stack_cache`].
+const STACK_CACHE: usize = 1 << 12;
+
 /// The decoder state.
 struct Decoder {
     strings: Strings,
@@ -553,6 +556,9 @@ struct Decoder {
     stack_spans: Vec<(u32, u32)>,
     /// content hash → a stack with it; collisions chain through `stack_next`
     stack_index: HashMap<u64, u32>,
+    /// the last stack seen per bucket of the content hash, checked before
+    /// the index (a training loop repeats its code paths)
+    stack_cache: Vec<u32>,
     stack_next: Vec<u32>,
     stack_seen: Vec<bool>,
     empty_stack: Option<u32>,
@@ -560,6 +566,8 @@ struct Decoder {
     shared_stack_refs: usize,
     open: Vec<OpenC>,
     free_open: Vec<u32>,
+    /// emptied frame-id buffers of finished traceback lists, for reuse
+    frame_bufs: Vec<Vec<u32>>,
     /// the known fields of each open dict (slots reused)
     fields: Vec<Fields>,
     free_fields: Vec<u32>,
@@ -654,6 +662,7 @@ impl Decoder {
             stack_frames: Vec::new(),
             stack_spans: Vec::new(),
             stack_index: HashMap::new(),
+            stack_cache: Vec::new(),
             stack_next: Vec::new(),
             stack_seen: Vec::new(),
             empty_stack: None,
@@ -661,6 +670,7 @@ impl Decoder {
             shared_stack_refs: 0,
             open: Vec::new(),
             free_open: Vec::new(),
+            frame_bufs: Vec::new(),
             fields: Vec::new(),
             free_fields: Vec::new(),
             lists: Vec::new(),
@@ -829,6 +839,15 @@ impl Decoder {
     fn settle(&mut self, s: Option<Settle>, to: V) {
         let Some(s) = s else { return };
         let from = V::Open(s.open);
+        // the common case: one dense entry, re-pointed in place
+        if let (Some(pf), Some(pt)) = (pack(from), pack(to)) {
+            if let Some(x) = usize::try_from(s.first).ok().and_then(|i| self.memo.dense.get_mut(i)) {
+                if *x == pf && s.more.is_empty() {
+                    *x = pt;
+                    return;
+                }
+            }
+        }
         for idx in std::iter::once(s.first).chain(s.more.iter().copied()) {
             if idx != NO_MEMO && self.memo.get(idx) == Some(from) {
                 self.memo.put(idx, to);
@@ -874,14 +893,21 @@ impl Decoder {
     }
 
     /// Add a value to open list `i`.
+    #[inline(always)]
     fn push_item(&mut self, i: u32, v: V) {
         // the common case: a frame reference into a traceback list
-        if let (V::Frame(f), Items::Frames(ids)) = (v, &mut self.open[i as usize].items) {
+        let c = &mut self.open[i as usize];
+        if let (V::Frame(f), Items::Frames(ids)) = (v, &mut c.items) {
             push(ids, f);
-            self.open[i as usize].len += 1;
+            c.len += 1;
             self.held += 4;
             return;
         }
+        self.push_other(i, v);
+    }
+
+    /// [`Self::push_item`] of anything but a frame into a frame list.
+    fn push_other(&mut self, i: u32, v: V) {
         let (item, s) = self.consume(v);
         let c = &mut self.open[i as usize];
         let index = c.len;
@@ -889,7 +915,7 @@ impl Decoder {
         // the first element decides what the list holds
         if matches!(c.items, Items::Empty) {
             c.items = match &item {
-                Item::Frame(..) | Item::V(V::Frame(_)) => Items::Frames(Vec::new()),
+                Item::Frame(..) | Item::V(V::Frame(_)) => Items::Frames(self.frame_bufs.pop().unwrap_or_default()),
                 Item::Entry(..) => Items::Entries(Trace::default(), Vec::new()),
                 Item::Block(_) => Items::Blocks(Vec::new()),
                 Item::Segment(_) => Items::Segments(Vec::new()),
@@ -992,9 +1018,16 @@ impl Decoder {
     fn finish_list(&mut self, items: Items) -> V {
         match items {
             Items::Empty => V::EmptyList,
-            Items::Frames(ids) => {
+            Items::Frames(mut ids) => {
                 self.held = self.held.saturating_sub(ids.len() as u64 * 4);
-                V::Stack(self.intern_stack(&ids))
+                let sid = self.intern_stack(&ids);
+                // the buffer serves the next traceback list (one per trace
+                // entry: no allocation and regrowth for each)
+                if self.frame_bufs.len() < 16 && ids.capacity() <= 1 << 12 {
+                    ids.clear();
+                    self.frame_bufs.push(ids);
+                }
+                V::Stack(sid)
             }
             Items::Other => V::Opaque(Opaque::OtherList),
             other => {
@@ -1006,6 +1039,20 @@ impl Decoder {
 
     /// The id of a frame list with these frames (stored once per content).
     fn intern_stack(&mut self, ids: &[u32]) -> u32 {
+        let h = stack_hash(ids);
+        let slot = ((h ^ (h >> 29)) as usize) & (STACK_CACHE - 1);
+        let sid = match self.stack_cache.get(slot) {
+            Some(&sid) if self.stack_is(sid, ids) => Some(sid),
+            _ => self.find_stack(h, ids),
+        };
+        if let Some(sid) = sid {
+            // every frame of a list seen before was seen (and counted) then
+            self.shared_frame_refs += ids.len();
+            if let Some(c) = self.stack_cache.get_mut(slot) {
+                *c = sid;
+            }
+            return sid;
+        }
         // frame re-use, counted per list object as PyTorch shares them
         for &f in ids {
             if let Some(seen) = self.frame_seen.get_mut(f as usize) {
@@ -1016,15 +1063,6 @@ impl Decoder {
                 }
             }
         }
-        let h = stack_hash(ids);
-        let mut cur = self.stack_index.get(&h).copied();
-        while let Some(sid) = cur {
-            let (start, len) = self.stack_spans[sid as usize];
-            if &self.stack_frames[start as usize..(start + len) as usize] == ids {
-                return sid;
-            }
-            cur = Some(self.stack_next[sid as usize]).filter(|&n| n != u32::MAX);
-        }
         let sid = self.stack_spans.len() as u32;
         let start = self.stack_frames.len() as u32;
         self.stack_frames.extend_from_slice(ids);
@@ -1032,7 +1070,32 @@ impl Decoder {
         self.stack_seen.push(false);
         let prev = self.stack_index.insert(h, sid).unwrap_or(u32::MAX);
         self.stack_next.push(prev);
+        if self.stack_cache.is_empty() {
+            self.stack_cache = vec![u32::MAX; STACK_CACHE];
+        }
+        self.stack_cache[slot] = sid;
         sid
+    }
+
+    /// Whether stack `sid` holds exactly these frames.
+    #[inline]
+    fn stack_is(&self, sid: u32, ids: &[u32]) -> bool {
+        match self.stack_spans.get(sid as usize) {
+            Some(&(start, len)) => &self.stack_frames[start as usize..(start + len) as usize] == ids,
+            None => false,
+        }
+    }
+
+    /// The stack with these frames through the hash index.
+    fn find_stack(&self, h: u64, ids: &[u32]) -> Option<u32> {
+        let mut cur = self.stack_index.get(&h).copied();
+        while let Some(sid) = cur {
+            if self.stack_is(sid, ids) {
+                return Some(sid);
+            }
+            cur = Some(self.stack_next[sid as usize]).filter(|&n| n != u32::MAX);
+        }
+        None
     }
 
     /// A record's frames field as a stack id (counting shared references).
