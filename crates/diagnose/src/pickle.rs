@@ -379,7 +379,8 @@ impl<R: Read, S: Sink> Machine<'_, R, S> {
             return Err(self.stack_limit(offset));
         }
         match op {
-            b'h' | b'j' | 0x94 | b'q' | b'r' => self.memo(op, offset)?,
+            b'h' | b'j' => self.gets(op, offset)?,
+            0x94 | b'q' | b'r' => self.memo(op, offset)?,
             b'(' => self.marks.push(self.stack.len()),
             b'N' | 0x88 | 0x89 | b'J' | b'K' | b'M' | 0x8a | 0x8b | b'G' => self.scalar(op, offset)?,
             0x8c | b'X' | 0x8d | b'C' | b'B' | 0x8e | 0x96 => self.text(op, offset)?,
@@ -608,6 +609,29 @@ impl<R: Read, S: Sink> Machine<'_, R, S> {
         self.need(1, "stack underflow (MEMOIZE/PUT with nothing to store)", offset)?;
         let v = self.stack.last().ok_or_else(|| malformed(offset, "MEMOIZE/PUT with nothing to store"))?;
         self.sink.memo_put(idx, v).map_err(|e| sink_error(offset, e))
+    }
+
+    /// BINGET, LONG_BINGET, and those that follow it (a traceback list is a
+    /// run of them): each with the checks of [`Self::step`].
+    #[inline(always)]
+    fn gets(&mut self, mut op: u8, mut offset: u64) -> Result<(), PickleError> {
+        loop {
+            self.memo(op, offset)?;
+            let r = &self.r;
+            match r.buf[..r.end].get(r.pos) {
+                Some(&next @ (b'h' | b'j')) => op = next,
+                _ => return Ok(()),
+            }
+            offset = self.r.offset();
+            self.r.pos += 1;
+            self.ops = self.ops.wrapping_add(1);
+            if self.ops & 0xFFFF == 0 {
+                self.sink.check(offset).map_err(|e| sink_error(offset, e))?;
+            }
+            if self.stack.len() + self.marks.len() >= self.lim.max_stack {
+                return Err(self.stack_limit(offset));
+            }
+        }
     }
 
     /// POP, POP_MARK, DUP.
@@ -969,6 +993,26 @@ mod tests {
         let mut b = vec![0x80, 4];
         b.extend(std::iter::repeat_n(b']', 2 << 20));
         assert!(matches!(parse(&b).unwrap_err(), PickleError::Limit { .. }));
+    }
+
+    #[test]
+    fn a_run_of_memo_gets_stops_at_the_stack_limit() {
+        // ] MEMOIZE ( then BINGET 0 × 200: the 99th BINGET (at byte 201)
+        // finds 1 value + 1 mark + 98 values on the stack
+        let mut b = vec![0x80, 4, b']', 0x94, b'('];
+        for _ in 0..200 {
+            b.extend([b'h', 0]);
+        }
+        let lim = Limits { max_stack: 100, max_atom: 1 << 20 };
+        let e = run(&b[..], &mut TreeSink::default(), lim).unwrap_err();
+        assert!(matches!(e, PickleError::Limit { offset: 201, .. }), "{e}");
+        // a run that ends the input: truncated at its end
+        let e = run(&b[..], &mut TreeSink::default(), Limits::default()).unwrap_err();
+        assert!(matches!(e, PickleError::Truncated { offset: 405, .. }), "{e}");
+        // an unset index inside the run: its own offset
+        b[5 + 2 * 50 + 1] = 7;
+        let e = run(&b[..], &mut TreeSink::default(), Limits::default()).unwrap_err();
+        assert_eq!(e, PickleError::Malformed { offset: 105, what: "memo entry 7 used before it was set".into() });
     }
 
     #[test]
