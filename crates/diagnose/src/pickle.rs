@@ -110,8 +110,23 @@ pub enum Coll {
 pub trait Sink {
     type V: Clone;
     fn atom(&mut self, a: Atom<'_>) -> Result<Self::V, SinkError>;
+    /// `atom` pushed onto the stack (a sink may write the value in place:
+    /// a value built in parts and read back whole stalls store forwarding)
+    #[inline]
+    fn atom_push(&mut self, a: Atom<'_>, stack: &mut Vec<Self::V>) -> Result<(), SinkError> {
+        let v = self.atom(a)?;
+        stack.push(v);
+        Ok(())
+    }
     /// EMPTY_LIST, EMPTY_DICT, EMPTY_SET
     fn empty(&mut self, kind: Coll) -> Result<Self::V, SinkError>;
+    /// `empty` pushed onto the stack
+    #[inline]
+    fn empty_push(&mut self, kind: Coll, stack: &mut Vec<Self::V>) -> Result<(), SinkError> {
+        let v = self.empty(kind)?;
+        stack.push(v);
+        Ok(())
+    }
     /// LIST, DICT, TUPLE, TUPLE1–3, EMPTY_TUPLE, FROZENSET from stack items
     fn build(&mut self, kind: Coll, items: Drain<'_, Self::V>) -> Result<Self::V, SinkError>;
     /// APPEND, APPENDS, ADDITEMS
@@ -307,9 +322,13 @@ pub fn decode_long(bytes: &[u8]) -> Atom<'static> {
     }
     let negative = bytes[bytes.len() - 1] & 0x80 != 0;
     if bytes.len() <= 8 {
-        let mut a = if negative { [0xffu8; 8] } else { [0u8; 8] };
-        a[..bytes.len()].copy_from_slice(bytes);
-        return Atom::Int(i64::from_le_bytes(a));
+        // byte by byte: a copy of a variable length is a memcpy call
+        let mut v: u64 = if negative { u64::MAX } else { 0 };
+        for (i, &b) in bytes.iter().enumerate() {
+            v &= !(0xff << (8 * i));
+            v |= (b as u64) << (8 * i);
+        }
+        return Atom::Int(v as i64);
     }
     // fits if the extra high bytes are pure sign extension and bit 63 agrees
     let ext = if negative { 0xff } else { 0x00 };
@@ -432,9 +451,7 @@ impl<R: Read, S: Sink> Machine<'_, R, S> {
 
     #[inline]
     fn push_atom(&mut self, a: Atom<'_>, offset: u64) -> Result<(), PickleError> {
-        let v = self.sink.atom(a).map_err(|e| sink_error(offset, e))?;
-        self.stack.push(v);
-        Ok(())
+        self.sink.atom_push(a, &mut self.stack).map_err(|e| sink_error(offset, e))
     }
 
     /// The stack position of the innermost mark, popped.
@@ -511,10 +528,8 @@ impl<R: Read, S: Sink> Machine<'_, R, S> {
             return self.push_atom(if is_str { Atom::LongStr(n) } else { Atom::LongBytes(n) }, offset);
         }
         let b = r.take(n as usize, what)?;
-        let v =
-            self.sink.atom(if is_str { Atom::Str(b) } else { Atom::Bytes(b) }).map_err(|e| sink_error(offset, e))?;
-        self.stack.push(v);
-        Ok(())
+        let a = if is_str { Atom::Str(b) } else { Atom::Bytes(b) };
+        self.sink.atom_push(a, &mut self.stack).map_err(|e| sink_error(offset, e))
     }
 
     /// EMPTY_LIST/DICT/SET/TUPLE, LIST, DICT, TUPLE, FROZENSET, TUPLE1–3.
@@ -526,7 +541,7 @@ impl<R: Read, S: Sink> Machine<'_, R, S> {
                     b'}' => Coll::Dict,
                     _ => Coll::Set,
                 };
-                self.sink.empty(kind)
+                return self.sink.empty_push(kind, &mut self.stack).map_err(|e| sink_error(offset, e));
             }
             b')' => self.sink.build(Coll::Tuple, self.stack.drain(self.stack.len()..)),
             0x85..=0x87 => {
@@ -952,6 +967,11 @@ mod tests {
     fn longs() {
         assert_eq!(decode_long(&[0xff]), Atom::Int(-1));
         assert_eq!(decode_long(&[0x00, 0x01]), Atom::Int(256));
+        assert_eq!(decode_long(&[0x80]), Atom::Int(-128));
+        assert_eq!(decode_long(&[0x00, 0x80]), Atom::Int(-32768));
+        assert_eq!(decode_long(&[0x01, 0x02, 0x03, 0x04, 0x05, 0x86]), Atom::Int(-0x79fa_fbfc_fdff));
+        assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0x80]), Atom::Int(i64::MIN));
+        assert_eq!(decode_long(&[0x00, 0x10, 0x00, 0x00, 0x2a, 0x7f]), Atom::Int(0x7f2a_0000_1000));
         // 2**70
         assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0, 0x40]), Atom::BigInt { negative: false });
         // 2**63 - 1 in 9 bytes

@@ -460,6 +460,13 @@ impl PackedMemo {
     #[inline(always)]
     fn get(&self, idx: u64) -> Option<V> {
         if let Some(&x) = usize::try_from(idx).ok().and_then(|i| self.dense.get(i)) {
+            // what BINGET fetches nearly always: a frame or a key string
+            let p = x & ((1 << PAYLOAD_BITS) - 1);
+            match x >> PAYLOAD_BITS {
+                7 => return Some(V::Frame(p)),
+                3 => return Some(V::Str(p)),
+                _ => {}
+            }
             if x != UNSET {
                 return unpack(x);
             }
@@ -1270,8 +1277,30 @@ impl Sink for Decoder {
             Atom::Bytes(_) | Atom::LongBytes(_) => V::Bytes,
         })
     }
+    #[inline]
+    fn atom_push(&mut self, a: Atom<'_>, stack: &mut Vec<V>) -> Result<(), SinkError> {
+        // each arm writes its value in place (see `memo_push`)
+        match a {
+            Atom::Int(i) => stack.push(V::Int(i)),
+            Atom::Str(b) => {
+                let id = self.strings.add(b);
+                stack.push(V::Str(id));
+            }
+            other => {
+                let v = self.atom(other)?;
+                stack.push(v);
+            }
+        }
+        Ok(())
+    }
     fn empty(&mut self, kind: Coll) -> Result<V, SinkError> {
         Ok(V::Open(self.new_open(kind == Coll::Dict)))
+    }
+    #[inline]
+    fn empty_push(&mut self, kind: Coll, stack: &mut Vec<V>) -> Result<(), SinkError> {
+        let i = self.new_open(kind == Coll::Dict);
+        stack.push(V::Open(i));
+        Ok(())
     }
     fn build(&mut self, kind: Coll, items: Drain<'_, V>) -> Result<V, SinkError> {
         match kind {
@@ -1279,7 +1308,7 @@ impl Sink for Decoder {
                 let i = self.new_open(kind == Coll::Dict);
                 let items: Vec<V> = items.collect();
                 if kind == Coll::Dict {
-                    self.fill_dict(V::Open(i), items.into_iter())?;
+                    self.fill_dict(V::Open(i), &items)?;
                 } else {
                     for v in items {
                         self.push_item(i, v);
@@ -1322,7 +1351,7 @@ impl Sink for Decoder {
         Ok(())
     }
     fn set_items(&mut self, target: V, items: Drain<'_, V>) -> Result<(), SinkError> {
-        self.fill_dict(target, items)
+        self.fill_dict(target, items.as_slice())
     }
     fn discard(&mut self, v: V) {
         self.consume_value(v);
@@ -1387,9 +1416,9 @@ impl Sink for Decoder {
 }
 
 impl Decoder {
-    fn fill_dict(&mut self, target: V, items: impl Iterator<Item = V>) -> Result<(), SinkError> {
+    fn fill_dict(&mut self, target: V, items: &[V]) -> Result<(), SinkError> {
         let V::Open(i) = target else {
-            for v in items {
+            for &v in items {
                 self.consume_value(v);
             }
             return match target {
@@ -1404,30 +1433,55 @@ impl Decoder {
         }
         if !matches!(self.open[i as usize].done, Done::No) {
             // items after a reference to the dict inside itself (a cycle)
-            for v in items {
+            for &v in items {
                 self.consume_value(v);
             }
             return Ok(());
         }
-        let mut items = items;
-        while let Some(k) = items.next() {
-            let v = items.next().ok_or_else(|| sink_malformed("odd number of items for SETITEMS"))?;
-            let (k, v) = match (k, v) {
-                (V::Open(_), _) | (_, V::Open(_)) => (self.consume_value(k), self.consume_value(v)),
-                kv => kv,
-            };
+        // read in place from the stack (a value yielded by the iterator is
+        // re-assembled from its parts, which stalls store forwarding)
+        let pairs = items.chunks_exact(2);
+        let odd = !pairs.remainder().is_empty();
+        for kv in pairs {
+            let (k, v) = (kv[0], &kv[1]);
+            // a container as key (never a known string once completed) or
+            // value is completed first, the key before the value
             let key = match k {
                 V::Str(s) => self.strings.known(s).filter(|&c| (c as u32) < N_KEYS),
+                V::Open(_) => {
+                    self.consume_value(k);
+                    None
+                }
                 _ => None,
             };
             let c = &mut self.open[i as usize];
             c.len += 1;
-            if let (Some(key), Some(f)) = (key, self.fields.get_mut(c.fields as usize)) {
-                f.v[key as usize] = v;
-                f.set |= 1 << key;
+            let slot = c.fields;
+            // each branch stores its own value (merging them first builds
+            // the value in parts again)
+            match (key, v) {
+                (_, V::Open(_)) => {
+                    let v = self.consume_value(*v);
+                    self.set_field(slot, key, v);
+                }
+                (Some(_), v) => self.set_field(slot, key, *v),
+                (None, _) => {}
             }
         }
+        if odd {
+            return Err(sink_malformed("odd number of items for SETITEMS"));
+        }
         Ok(())
+    }
+
+    /// Field `key` (a KNOWN index below N_KEYS) of the dict whose fields
+    /// are in `slot`.
+    #[inline(always)]
+    fn set_field(&mut self, slot: u32, key: Option<u8>, v: V) {
+        if let (Some(key), Some(f)) = (key, self.fields.get_mut(slot as usize)) {
+            f.v[key as usize] = v;
+            f.set |= 1 << key;
+        }
     }
 
     /// Decode a whole snapshot from `src`.
