@@ -901,16 +901,16 @@ impl Decoder {
 
     /// Add a value to open list `i`.
     #[inline(always)]
-    fn push_item(&mut self, i: u32, v: V) {
+    fn push_item(&mut self, i: u32, v: &V) {
         // the common case: a frame reference into a traceback list
         let c = &mut self.open[i as usize];
         if let (V::Frame(f), Items::Frames(ids)) = (v, &mut c.items) {
-            push(ids, f);
+            push(ids, *f);
             c.len += 1;
             self.held += 4;
             return;
         }
-        self.push_other(i, v);
+        self.push_other(i, *v);
     }
 
     /// [`Self::push_item`] of anything but a frame into a frame list.
@@ -1311,7 +1311,7 @@ impl Sink for Decoder {
                     self.fill_dict(V::Open(i), &items)?;
                 } else {
                     for v in items {
-                        self.push_item(i, v);
+                        self.push_item(i, &v);
                     }
                 }
                 Ok(V::Open(i))
@@ -1340,10 +1340,12 @@ impl Sink for Decoder {
             return Err(sink_malformed("APPEND target is a dict"));
         }
         let done = !matches!(self.open[i as usize].done, Done::No);
-        for v in items {
+        // by reference from the stack: a frame id is read alone, not the
+        // whole value (written in parts moments ago: store forwarding)
+        for v in items.as_slice() {
             if done {
                 // items after a reference to the list inside itself (a cycle)
-                self.consume_value(v);
+                self.consume_value(*v);
             } else {
                 self.push_item(i, v);
             }
