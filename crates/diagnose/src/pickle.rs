@@ -110,8 +110,23 @@ pub enum Coll {
 pub trait Sink {
     type V: Clone;
     fn atom(&mut self, a: Atom<'_>) -> Result<Self::V, SinkError>;
+    /// `atom` pushed onto the stack (a sink may write the value in place:
+    /// a value built in parts and read back whole stalls store forwarding)
+    #[inline]
+    fn atom_push(&mut self, a: Atom<'_>, stack: &mut Vec<Self::V>) -> Result<(), SinkError> {
+        let v = self.atom(a)?;
+        stack.push(v);
+        Ok(())
+    }
     /// EMPTY_LIST, EMPTY_DICT, EMPTY_SET
     fn empty(&mut self, kind: Coll) -> Result<Self::V, SinkError>;
+    /// `empty` pushed onto the stack
+    #[inline]
+    fn empty_push(&mut self, kind: Coll, stack: &mut Vec<Self::V>) -> Result<(), SinkError> {
+        let v = self.empty(kind)?;
+        stack.push(v);
+        Ok(())
+    }
     /// LIST, DICT, TUPLE, TUPLE1–3, EMPTY_TUPLE, FROZENSET from stack items
     fn build(&mut self, kind: Coll, items: Drain<'_, Self::V>) -> Result<Self::V, SinkError>;
     /// APPEND, APPENDS, ADDITEMS
@@ -124,6 +139,14 @@ pub trait Sink {
     fn dup(&mut self, v: &Self::V) -> Self::V;
     fn memo_put(&mut self, idx: u64, v: &Self::V) -> Result<(), SinkError>;
     fn memo_get(&mut self, idx: u64) -> Result<Self::V, SinkError>;
+    /// BINGET, LONG_BINGET: `memo_get` pushed onto the stack (a sink may
+    /// write the value in place)
+    #[inline]
+    fn memo_push(&mut self, idx: u64, stack: &mut Vec<Self::V>) -> Result<(), SinkError> {
+        let v = self.memo_get(idx)?;
+        stack.push(v);
+        Ok(())
+    }
     /// entries in the memo (the index MEMOIZE uses)
     fn memo_len(&self) -> u64;
     /// called every 64 Ki opcodes with the bytes read so far: the sink's
@@ -299,9 +322,13 @@ pub fn decode_long(bytes: &[u8]) -> Atom<'static> {
     }
     let negative = bytes[bytes.len() - 1] & 0x80 != 0;
     if bytes.len() <= 8 {
-        let mut a = if negative { [0xffu8; 8] } else { [0u8; 8] };
-        a[..bytes.len()].copy_from_slice(bytes);
-        return Atom::Int(i64::from_le_bytes(a));
+        // byte by byte: a copy of a variable length is a memcpy call
+        let mut v: u64 = if negative { u64::MAX } else { 0 };
+        for (i, &b) in bytes.iter().enumerate() {
+            v &= !(0xff << (8 * i));
+            v |= (b as u64) << (8 * i);
+        }
+        return Atom::Int(v as i64);
     }
     // fits if the extra high bytes are pure sign extension and bit 63 agrees
     let ext = if negative { 0xff } else { 0x00 };
@@ -315,255 +342,344 @@ pub fn decode_long(bytes: &[u8]) -> Atom<'static> {
 
 /// Run the opcode machine over `src` into `sink`; returns the root value.
 pub fn run<R: Read, S: Sink>(src: R, sink: &mut S, lim: Limits) -> Result<S::V, PickleError> {
-    let mut r = Src::new(src);
-    let mut stack: Vec<S::V> = Vec::new();
-    // stack positions of the marks (CPython keeps a "metastack")
-    let mut marks: Vec<usize> = Vec::new();
-    let mut ops: u32 = 0;
-    let result = (|| -> Result<S::V, PickleError> {
-        loop {
-            let offset = r.offset();
-            let op = r.u8("an opcode or STOP")?;
-            let se = |e: SinkError| match e {
-                SinkError::Malformed(what) => PickleError::Malformed { offset, what },
-                SinkError::Limit(what) => PickleError::Limit { offset, what },
-            };
-            let mal = |what: &str| PickleError::Malformed { offset, what: what.to_string() };
-            ops = ops.wrapping_add(1);
-            if ops & 0xFFFF == 0 {
-                sink.check(offset).map_err(se)?;
-            }
-            if stack.len() + marks.len() >= lim.max_stack {
-                return Err(PickleError::Limit {
-                    offset,
-                    what: format!(
-                        "more than {} values and marks on the unpickling stack (nested too deep, or too many items in one batch)",
-                        lim.max_stack
-                    ),
-                });
-            }
-            // values above the innermost mark
-            let floor = marks.last().copied().unwrap_or(0);
-            macro_rules! need {
-                ($n:expr, $what:expr) => {
-                    if stack.len() < floor + $n {
-                        return Err(mal(concat!("stack underflow (", $what, ")")));
-                    }
-                };
-            }
-            macro_rules! push_atom {
-                ($a:expr) => {{
-                    let v = sink.atom($a).map_err(se)?;
-                    stack.push(v);
-                }};
-            }
-            macro_rules! text {
-                ($n:expr, $what:expr, $long:ident, $short:ident) => {{
-                    let n: u64 = $n;
-                    if n > lim.max_atom as u64 {
-                        r.skip(n, $what)?;
-                        push_atom!(Atom::$long(n));
-                    } else {
-                        let b = r.take(n as usize, $what)?;
-                        let v = sink.atom(Atom::$short(b)).map_err(se)?;
-                        stack.push(v);
-                    }
-                }};
-            }
-            if let Some(name) = forbidden_name(op) {
-                return Err(PickleError::Forbidden { op, name, offset });
-            }
-            match op {
-                0x80 => {
-                    let p = r.u8("protocol number")?;
-                    if !(2..=5).contains(&p) {
-                        return Err(mal(&format!("protocol {p} is not 2–5")));
-                    }
-                }
-                0x95 => {
-                    r.array::<8>("frame length")?;
-                }
-                b'.' => {
-                    need!(1, "STOP with an empty stack");
-                    let root = stack.pop().ok_or_else(|| mal("STOP with an empty stack"))?;
-                    return Ok(root);
-                }
-                b'(' => marks.push(stack.len()),
-                b'N' => push_atom!(Atom::None),
-                0x88 => push_atom!(Atom::Bool(true)),
-                0x89 => push_atom!(Atom::Bool(false)),
-                b'J' => {
-                    let v = i32::from_le_bytes(r.array::<4>("BININT")?);
-                    push_atom!(Atom::Int(v as i64))
-                }
-                b'K' => {
-                    let v = r.u8("BININT1")?;
-                    push_atom!(Atom::Int(v as i64))
-                }
-                b'M' => {
-                    let v = u16::from_le_bytes(r.array::<2>("BININT2")?);
-                    push_atom!(Atom::Int(v as i64))
-                }
-                0x8a | 0x8b => {
-                    let n: u64 = if op == 0x8a {
-                        r.u8("LONG1 length")? as u64
-                    } else {
-                        let n = i32::from_le_bytes(r.array::<4>("LONG4 length")?);
-                        u64::try_from(n).map_err(|_| mal("LONG4 with a negative byte count"))?
-                    };
-                    if n <= 64 {
-                        let a = decode_long(r.take(n as usize, "LONG bytes")?);
-                        push_atom!(a)
-                    } else {
-                        // constant memory: only the sign (the last byte) matters
-                        r.skip(n - 1, "LONG bytes")?;
-                        let last = r.u8("LONG bytes")?;
-                        push_atom!(Atom::BigInt { negative: last & 0x80 != 0 })
-                    }
-                }
-                b'G' => {
-                    let v = f64::from_be_bytes(r.array::<8>("BINFLOAT")?);
-                    push_atom!(Atom::Float(v))
-                }
-                0x8c => {
-                    let n = r.u8("SHORT_BINUNICODE length")? as u64;
-                    text!(n, "SHORT_BINUNICODE bytes", LongStr, Str)
-                }
-                b'X' => {
-                    let n = u32::from_le_bytes(r.array::<4>("BINUNICODE length")?) as u64;
-                    text!(n, "BINUNICODE bytes", LongStr, Str)
-                }
-                0x8d => {
-                    let n = u64::from_le_bytes(r.array::<8>("BINUNICODE8 length")?);
-                    text!(n, "BINUNICODE8 bytes", LongStr, Str)
-                }
-                b'C' => {
-                    let n = r.u8("SHORT_BINBYTES length")? as u64;
-                    text!(n, "SHORT_BINBYTES bytes", LongBytes, Bytes)
-                }
-                b'B' => {
-                    let n = u32::from_le_bytes(r.array::<4>("BINBYTES length")?) as u64;
-                    text!(n, "BINBYTES bytes", LongBytes, Bytes)
-                }
-                0x8e | 0x96 => {
-                    let n = u64::from_le_bytes(r.array::<8>("BINBYTES8 length")?);
-                    text!(n, "BINBYTES8 bytes", LongBytes, Bytes)
-                }
-                b']' | b'}' | 0x8f => {
-                    let kind = match op {
-                        b']' => Coll::List,
-                        b'}' => Coll::Dict,
-                        _ => Coll::Set,
-                    };
-                    let v = sink.empty(kind).map_err(se)?;
-                    stack.push(v);
-                }
-                b')' => {
-                    let v = sink.build(Coll::Tuple, stack.drain(stack.len()..)).map_err(se)?;
-                    stack.push(v);
-                }
-                b'l' | b'd' | b't' | 0x91 => {
-                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
-                    let kind = match op {
-                        b'l' => Coll::List,
-                        b'd' => Coll::Dict,
-                        b't' => Coll::Tuple,
-                        _ => Coll::FrozenSet,
-                    };
-                    if kind == Coll::Dict && (stack.len() - m) % 2 != 0 {
-                        return Err(mal("odd number of items for DICT"));
-                    }
-                    let v = sink.build(kind, stack.drain(m..)).map_err(se)?;
-                    stack.push(v);
-                }
-                0x85..=0x87 => {
-                    let n = (op - 0x84) as usize;
-                    need!(n, "TUPLE1–3");
-                    let at = stack.len() - n;
-                    let v = sink.build(Coll::Tuple, stack.drain(at..)).map_err(se)?;
-                    stack.push(v);
-                }
-                b'a' => {
-                    need!(2, "APPEND");
-                    let at = stack.len() - 1;
-                    let t = stack[at - 1].clone();
-                    sink.extend(t, stack.drain(at..)).map_err(se)?;
-                }
-                b'e' | 0x90 => {
-                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
-                    let below = marks.last().copied().unwrap_or(0);
-                    if m == 0 || m <= below {
-                        return Err(mal("APPENDS/ADDITEMS with no container below the MARK"));
-                    }
-                    let t = stack[m - 1].clone();
-                    sink.extend(t, stack.drain(m..)).map_err(se)?;
-                }
-                b's' => {
-                    need!(3, "SETITEM");
-                    let at = stack.len() - 2;
-                    let t = stack[at - 1].clone();
-                    sink.set_items(t, stack.drain(at..)).map_err(se)?;
-                }
-                b'u' => {
-                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
-                    let below = marks.last().copied().unwrap_or(0);
-                    if m == 0 || m <= below {
-                        return Err(mal("SETITEMS with no dict below the MARK"));
-                    }
-                    if (stack.len() - m) % 2 != 0 {
-                        return Err(mal("odd number of items for SETITEMS"));
-                    }
-                    let t = stack[m - 1].clone();
-                    sink.set_items(t, stack.drain(m..)).map_err(se)?;
-                }
-                0x94 | b'q' | b'r' => {
-                    let idx = match op {
-                        0x94 => sink.memo_len(),
-                        b'q' => r.u8("BINPUT index")? as u64,
-                        _ => u32::from_le_bytes(r.array::<4>("LONG_BINPUT index")?) as u64,
-                    };
-                    need!(1, "MEMOIZE/PUT with nothing to store");
-                    let v = stack.last().ok_or_else(|| mal("MEMOIZE/PUT with nothing to store"))?;
-                    sink.memo_put(idx, v).map_err(se)?;
-                }
-                b'h' | b'j' => {
-                    let idx = if op == b'h' {
-                        r.u8("BINGET index")? as u64
-                    } else {
-                        u32::from_le_bytes(r.array::<4>("LONG_BINGET index")?) as u64
-                    };
-                    let v = sink.memo_get(idx).map_err(se)?;
-                    stack.push(v);
-                }
-                b'0' => {
-                    // CPython: pop a value, or the mark when the frame is empty
-                    if stack.len() > floor {
-                        if let Some(v) = stack.pop() {
-                            sink.discard(v);
-                        }
-                    } else if marks.pop().is_none() {
-                        return Err(mal("POP on an empty stack"));
-                    }
-                }
-                b'1' => {
-                    let m = marks.pop().ok_or_else(|| mal("no MARK on the stack"))?;
-                    for v in stack.drain(m..) {
-                        sink.discard(v);
-                    }
-                }
-                b'2' => {
-                    need!(1, "DUP");
-                    let v = stack.last().map(|v| sink.dup(v)).ok_or_else(|| mal("DUP on an empty stack"))?;
-                    stack.push(v);
-                }
-                _ => return Err(PickleError::Unsupported { op, offset }),
-            }
-        }
-    })();
-    for v in stack.drain(..) {
-        sink.discard(v);
+    let mut m = Machine { r: Src::new(src), sink, lim, stack: Vec::new(), marks: Vec::new(), ops: 0 };
+    let result = m.run();
+    for v in m.stack.drain(..) {
+        m.sink.discard(v);
     }
     result
+}
+
+/// The opcode machine's state: the input, the value stack and the marks.
+/// [`Machine::step`] reads one opcode and hands it to the handler of its
+/// group (framing, scalars, text, containers, filling, memo, stack ops).
+struct Machine<'s, R, S: Sink> {
+    r: Src<R>,
+    sink: &'s mut S,
+    lim: Limits,
+    stack: Vec<S::V>,
+    /// stack positions of the marks (CPython keeps a "metastack")
+    marks: Vec<usize>,
+    ops: u32,
+}
+
+#[cold]
+fn malformed(offset: u64, what: &str) -> PickleError {
+    PickleError::Malformed { offset, what: what.to_string() }
+}
+
+#[cold]
+fn sink_error(offset: u64, e: SinkError) -> PickleError {
+    match e {
+        SinkError::Malformed(what) => PickleError::Malformed { offset, what },
+        SinkError::Limit(what) => PickleError::Limit { offset, what },
+    }
+}
+
+impl<R: Read, S: Sink> Machine<'_, R, S> {
+    fn run(&mut self) -> Result<S::V, PickleError> {
+        loop {
+            if let Some(root) = self.step()? {
+                return Ok(root);
+            }
+        }
+    }
+
+    /// One opcode; the root value once STOP is read.
+    #[inline(always)]
+    fn step(&mut self) -> Result<Option<S::V>, PickleError> {
+        let offset = self.r.offset();
+        let op = self.r.u8("an opcode or STOP")?;
+        self.ops = self.ops.wrapping_add(1);
+        if self.ops & 0xFFFF == 0 {
+            self.sink.check(offset).map_err(|e| sink_error(offset, e))?;
+        }
+        if self.stack.len() + self.marks.len() >= self.lim.max_stack {
+            return Err(self.stack_limit(offset));
+        }
+        match op {
+            b'h' | b'j' => self.gets(op, offset)?,
+            0x94 | b'q' | b'r' => self.memo(op, offset)?,
+            b'(' => self.marks.push(self.stack.len()),
+            b'N' | 0x88 | 0x89 | b'J' | b'K' | b'M' | 0x8a | 0x8b | b'G' => self.scalar(op, offset)?,
+            0x8c | b'X' | 0x8d | b'C' | b'B' | 0x8e | 0x96 => self.text(op, offset)?,
+            b']' | b'}' | 0x8f | b')' | b'l' | b'd' | b't' | 0x91 | 0x85..=0x87 => self.container(op, offset)?,
+            b'a' | b'e' | 0x90 | b's' | b'u' => self.fill(op, offset)?,
+            b'.' => return self.stop(offset).map(Some),
+            b'0' | b'1' | b'2' => self.stack_op(op, offset)?,
+            0x80 | 0x95 => self.framing(op, offset)?,
+            _ => return Err(Self::unknown(op, offset)),
+        }
+        Ok(None)
+    }
+
+    #[cold]
+    fn stack_limit(&self, offset: u64) -> PickleError {
+        PickleError::Limit {
+            offset,
+            what: format!(
+                "more than {} values and marks on the unpickling stack (nested too deep, or too many items in one batch)",
+                self.lim.max_stack
+            ),
+        }
+    }
+
+    /// An opcode outside the plain-data set: refused by name when it could
+    /// import or call code.
+    #[cold]
+    fn unknown(op: u8, offset: u64) -> PickleError {
+        match forbidden_name(op) {
+            Some(name) => PickleError::Forbidden { op, name, offset },
+            None => PickleError::Unsupported { op, offset },
+        }
+    }
+
+    /// Values above the innermost mark.
+    #[inline]
+    fn floor(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
+    }
+
+    /// At least `n` values above the innermost mark, else `what`.
+    #[inline]
+    fn need(&self, n: usize, what: &str, offset: u64) -> Result<(), PickleError> {
+        if self.stack.len() < self.floor() + n {
+            return Err(malformed(offset, what));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn push_atom(&mut self, a: Atom<'_>, offset: u64) -> Result<(), PickleError> {
+        self.sink.atom_push(a, &mut self.stack).map_err(|e| sink_error(offset, e))
+    }
+
+    /// The stack position of the innermost mark, popped.
+    #[inline]
+    fn pop_mark(&mut self, offset: u64) -> Result<usize, PickleError> {
+        self.marks.pop().ok_or_else(|| malformed(offset, "no MARK on the stack"))
+    }
+
+    /// PROTO, FRAME
+    fn framing(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        if op == 0x80 {
+            let p = self.r.u8("protocol number")?;
+            if !(2..=5).contains(&p) {
+                return Err(malformed(offset, &format!("protocol {p} is not 2–5")));
+            }
+        } else {
+            self.r.array::<8>("frame length")?;
+        }
+        Ok(())
+    }
+
+    /// STOP: the root value.
+    fn stop(&mut self, offset: u64) -> Result<S::V, PickleError> {
+        self.need(1, "stack underflow (STOP with an empty stack)", offset)?;
+        self.stack.pop().ok_or_else(|| malformed(offset, "STOP with an empty stack"))
+    }
+
+    /// None, booleans, integers, floats.
+    #[inline]
+    fn scalar(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        let r = &mut self.r;
+        let a = match op {
+            b'N' => Atom::None,
+            0x88 => Atom::Bool(true),
+            0x89 => Atom::Bool(false),
+            b'J' => Atom::Int(i32::from_le_bytes(r.array::<4>("BININT")?) as i64),
+            b'K' => Atom::Int(r.u8("BININT1")? as i64),
+            b'M' => Atom::Int(u16::from_le_bytes(r.array::<2>("BININT2")?) as i64),
+            b'G' => Atom::Float(f64::from_be_bytes(r.array::<8>("BINFLOAT")?)),
+            _ => {
+                let n: u64 = if op == 0x8a {
+                    r.u8("LONG1 length")? as u64
+                } else {
+                    let n = i32::from_le_bytes(r.array::<4>("LONG4 length")?);
+                    u64::try_from(n).map_err(|_| malformed(offset, "LONG4 with a negative byte count"))?
+                };
+                if n <= 64 {
+                    decode_long(r.take(n as usize, "LONG bytes")?)
+                } else {
+                    // constant memory: only the sign (the last byte) matters
+                    r.skip(n - 1, "LONG bytes")?;
+                    let last = r.u8("LONG bytes")?;
+                    Atom::BigInt { negative: last & 0x80 != 0 }
+                }
+            }
+        };
+        self.push_atom(a, offset)
+    }
+
+    /// Strings and bytes: copied out up to `max_atom`, skipped beyond.
+    #[inline]
+    fn text(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        let r = &mut self.r;
+        let (n, what, is_str): (u64, &'static str, bool) = match op {
+            0x8c => (r.u8("SHORT_BINUNICODE length")? as u64, "SHORT_BINUNICODE bytes", true),
+            b'X' => (u32::from_le_bytes(r.array::<4>("BINUNICODE length")?) as u64, "BINUNICODE bytes", true),
+            0x8d => (u64::from_le_bytes(r.array::<8>("BINUNICODE8 length")?), "BINUNICODE8 bytes", true),
+            b'C' => (r.u8("SHORT_BINBYTES length")? as u64, "SHORT_BINBYTES bytes", false),
+            b'B' => (u32::from_le_bytes(r.array::<4>("BINBYTES length")?) as u64, "BINBYTES bytes", false),
+            _ => (u64::from_le_bytes(r.array::<8>("BINBYTES8 length")?), "BINBYTES8 bytes", false),
+        };
+        if n > self.lim.max_atom as u64 {
+            r.skip(n, what)?;
+            return self.push_atom(if is_str { Atom::LongStr(n) } else { Atom::LongBytes(n) }, offset);
+        }
+        let b = r.take(n as usize, what)?;
+        let a = if is_str { Atom::Str(b) } else { Atom::Bytes(b) };
+        self.sink.atom_push(a, &mut self.stack).map_err(|e| sink_error(offset, e))
+    }
+
+    /// EMPTY_LIST/DICT/SET/TUPLE, LIST, DICT, TUPLE, FROZENSET, TUPLE1–3.
+    fn container(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        let v = match op {
+            b']' | b'}' | 0x8f => {
+                let kind = match op {
+                    b']' => Coll::List,
+                    b'}' => Coll::Dict,
+                    _ => Coll::Set,
+                };
+                return self.sink.empty_push(kind, &mut self.stack).map_err(|e| sink_error(offset, e));
+            }
+            b')' => self.sink.build(Coll::Tuple, self.stack.drain(self.stack.len()..)),
+            0x85..=0x87 => {
+                let n = (op - 0x84) as usize;
+                self.need(n, "stack underflow (TUPLE1–3)", offset)?;
+                let at = self.stack.len() - n;
+                self.sink.build(Coll::Tuple, self.stack.drain(at..))
+            }
+            _ => {
+                let m = self.pop_mark(offset)?;
+                let kind = match op {
+                    b'l' => Coll::List,
+                    b'd' => Coll::Dict,
+                    b't' => Coll::Tuple,
+                    _ => Coll::FrozenSet,
+                };
+                if kind == Coll::Dict && !(self.stack.len() - m).is_multiple_of(2) {
+                    return Err(malformed(offset, "odd number of items for DICT"));
+                }
+                self.sink.build(kind, self.stack.drain(m..))
+            }
+        };
+        let v = v.map_err(|e| sink_error(offset, e))?;
+        self.stack.push(v);
+        Ok(())
+    }
+
+    /// APPEND, APPENDS, ADDITEMS, SETITEM, SETITEMS: items into the
+    /// container below them.
+    #[inline]
+    fn fill(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        let (at, dict) = match op {
+            b'a' => {
+                self.need(2, "stack underflow (APPEND)", offset)?;
+                (self.stack.len() - 1, false)
+            }
+            b's' => {
+                self.need(3, "stack underflow (SETITEM)", offset)?;
+                (self.stack.len() - 2, true)
+            }
+            _ => {
+                let m = self.pop_mark(offset)?;
+                let below = self.floor();
+                let dict = op == b'u';
+                if m == 0 || m <= below {
+                    return Err(malformed(
+                        offset,
+                        if dict {
+                            "SETITEMS with no dict below the MARK"
+                        } else {
+                            "APPENDS/ADDITEMS with no container below the MARK"
+                        },
+                    ));
+                }
+                if dict && !(self.stack.len() - m).is_multiple_of(2) {
+                    return Err(malformed(offset, "odd number of items for SETITEMS"));
+                }
+                (m, dict)
+            }
+        };
+        let t = self.stack[at - 1].clone();
+        let items = self.stack.drain(at..);
+        let r = if dict { self.sink.set_items(t, items) } else { self.sink.extend(t, items) };
+        r.map_err(|e| sink_error(offset, e))
+    }
+
+    /// MEMOIZE, BINPUT, LONG_BINPUT, BINGET, LONG_BINGET.
+    #[inline(always)]
+    fn memo(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        let idx = match op {
+            b'h' => self.r.u8("BINGET index")? as u64,
+            b'j' => u32::from_le_bytes(self.r.array::<4>("LONG_BINGET index")?) as u64,
+            0x94 => self.sink.memo_len(),
+            b'q' => self.r.u8("BINPUT index")? as u64,
+            _ => u32::from_le_bytes(self.r.array::<4>("LONG_BINPUT index")?) as u64,
+        };
+        if op == b'h' || op == b'j' {
+            return self.sink.memo_push(idx, &mut self.stack).map_err(|e| sink_error(offset, e));
+        }
+        self.need(1, "stack underflow (MEMOIZE/PUT with nothing to store)", offset)?;
+        let v = self.stack.last().ok_or_else(|| malformed(offset, "MEMOIZE/PUT with nothing to store"))?;
+        self.sink.memo_put(idx, v).map_err(|e| sink_error(offset, e))
+    }
+
+    /// BINGET, LONG_BINGET, and those that follow it (a traceback list is a
+    /// run of them): each with the checks of [`Self::step`].
+    #[inline(always)]
+    fn gets(&mut self, mut op: u8, mut offset: u64) -> Result<(), PickleError> {
+        loop {
+            self.memo(op, offset)?;
+            let r = &self.r;
+            match r.buf[..r.end].get(r.pos) {
+                Some(&next @ (b'h' | b'j')) => op = next,
+                _ => return Ok(()),
+            }
+            offset = self.r.offset();
+            self.r.pos += 1;
+            self.ops = self.ops.wrapping_add(1);
+            if self.ops & 0xFFFF == 0 {
+                self.sink.check(offset).map_err(|e| sink_error(offset, e))?;
+            }
+            if self.stack.len() + self.marks.len() >= self.lim.max_stack {
+                return Err(self.stack_limit(offset));
+            }
+        }
+    }
+
+    /// POP, POP_MARK, DUP.
+    fn stack_op(&mut self, op: u8, offset: u64) -> Result<(), PickleError> {
+        match op {
+            b'0' => {
+                // CPython: pop a value, or the mark when the frame is empty
+                if self.stack.len() > self.floor() {
+                    if let Some(v) = self.stack.pop() {
+                        self.sink.discard(v);
+                    }
+                } else if self.marks.pop().is_none() {
+                    return Err(malformed(offset, "POP on an empty stack"));
+                }
+            }
+            b'1' => {
+                let m = self.pop_mark(offset)?;
+                for v in self.stack.drain(m..) {
+                    self.sink.discard(v);
+                }
+            }
+            _ => {
+                self.need(1, "stack underflow (DUP)", offset)?;
+                let v = self
+                    .stack
+                    .last()
+                    .map(|v| self.sink.dup(v))
+                    .ok_or_else(|| malformed(offset, "DUP on an empty stack"))?;
+                self.stack.push(v);
+            }
+        }
+        Ok(())
+    }
 }
 
 // ------------------------------------------------------------------- memo
@@ -851,6 +967,11 @@ mod tests {
     fn longs() {
         assert_eq!(decode_long(&[0xff]), Atom::Int(-1));
         assert_eq!(decode_long(&[0x00, 0x01]), Atom::Int(256));
+        assert_eq!(decode_long(&[0x80]), Atom::Int(-128));
+        assert_eq!(decode_long(&[0x00, 0x80]), Atom::Int(-32768));
+        assert_eq!(decode_long(&[0x01, 0x02, 0x03, 0x04, 0x05, 0x86]), Atom::Int(-0x79fa_fbfc_fdff));
+        assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0x80]), Atom::Int(i64::MIN));
+        assert_eq!(decode_long(&[0x00, 0x10, 0x00, 0x00, 0x2a, 0x7f]), Atom::Int(0x7f2a_0000_1000));
         // 2**70
         assert_eq!(decode_long(&[0, 0, 0, 0, 0, 0, 0, 0, 0x40]), Atom::BigInt { negative: false });
         // 2**63 - 1 in 9 bytes
@@ -892,6 +1013,26 @@ mod tests {
         let mut b = vec![0x80, 4];
         b.extend(std::iter::repeat_n(b']', 2 << 20));
         assert!(matches!(parse(&b).unwrap_err(), PickleError::Limit { .. }));
+    }
+
+    #[test]
+    fn a_run_of_memo_gets_stops_at_the_stack_limit() {
+        // ] MEMOIZE ( then BINGET 0 × 200: the 99th BINGET (at byte 201)
+        // finds 1 value + 1 mark + 98 values on the stack
+        let mut b = vec![0x80, 4, b']', 0x94, b'('];
+        for _ in 0..200 {
+            b.extend([b'h', 0]);
+        }
+        let lim = Limits { max_stack: 100, max_atom: 1 << 20 };
+        let e = run(&b[..], &mut TreeSink::default(), lim).unwrap_err();
+        assert!(matches!(e, PickleError::Limit { offset: 201, .. }), "{e}");
+        // a run that ends the input: truncated at its end
+        let e = run(&b[..], &mut TreeSink::default(), Limits::default()).unwrap_err();
+        assert!(matches!(e, PickleError::Truncated { offset: 405, .. }), "{e}");
+        // an unset index inside the run: its own offset
+        b[5 + 2 * 50 + 1] = 7;
+        let e = run(&b[..], &mut TreeSink::default(), Limits::default()).unwrap_err();
+        assert_eq!(e, PickleError::Malformed { offset: 105, what: "memo entry 7 used before it was set".into() });
     }
 
     #[test]

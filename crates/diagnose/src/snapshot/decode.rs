@@ -149,7 +149,7 @@ enum V {
     /// a record already moved into a list (a second reference to it)
     Moved(Kind),
     /// something the decoder does not interpret
-    Opaque(&'static str),
+    Opaque(Opaque),
     /// a reference to a container while it was still being filled
     Cyclic,
 }
@@ -171,7 +171,7 @@ fn describe(v: &V) -> &'static str {
         V::Moved(Kind::Block) => "the same block dict again (a memo reference)",
         V::Moved(Kind::Entry) => "the same trace entry dict again (a memo reference)",
         V::Moved(Kind::Hist) => "the same history dict again (a memo reference)",
-        V::Opaque(what) => what,
+        V::Opaque(o) => OPAQUE[*o as usize],
     }
 }
 
@@ -341,7 +341,7 @@ fn pack(v: V) -> Option<u32> {
         V::Moved(k) => (12, KINDS.iter().position(|&x| x == k).unwrap_or(0) as u32),
         V::Cyclic => (13, 0),
         V::BigInt => (14, 0),
-        V::Opaque(what) => (15, OPAQUE.iter().position(|&o| o == what)? as u32),
+        V::Opaque(o) => (15, o as u32),
         V::Int(_) | V::Float(_) => return None,
     };
     (payload < 1 << PAYLOAD_BITS).then_some((tag << PAYLOAD_BITS) | payload)
@@ -365,23 +365,46 @@ fn unpack(x: u32) -> Option<V> {
         12 => V::Moved(KINDS[p as usize & 3]),
         13 => V::Cyclic,
         14 => V::BigInt,
-        15 => V::Opaque(OPAQUE.get(p as usize)?),
+        15 => V::Opaque(*OPAQUES.get(p as usize)?),
         _ => return None,
     })
 }
 
-/// What [`V::Opaque`] says, as the memo stores it (by index).
-const OPAQUE: [&str; 10] = [
+/// Values the decoder does not interpret, by what they are (the memo
+/// stores the discriminant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opaque {
+    Dict,
+    Tuple,
+    Set,
+    OtherList,
+    EntryOutside,
+    BlockOutside,
+    SegmentOutside,
+    HistOutside,
+}
+
+const OPAQUES: [Opaque; 8] = [
+    Opaque::Dict,
+    Opaque::Tuple,
+    Opaque::Set,
+    Opaque::OtherList,
+    Opaque::EntryOutside,
+    Opaque::BlockOutside,
+    Opaque::SegmentOutside,
+    Opaque::HistOutside,
+];
+
+/// What a [`V::Opaque`] is, in messages (by the discriminant).
+const OPAQUE: [&str; 8] = [
     "a dict",
     "a tuple",
     "a set",
     OTHER_LIST,
-    "a container",
     "a trace entry dict outside a trace list",
     "a block dict outside a block list",
     "a segment dict outside the segment list",
     "a history dict outside a history list",
-    "a value",
 ];
 
 impl PackedMemo {
@@ -437,6 +460,13 @@ impl PackedMemo {
     #[inline(always)]
     fn get(&self, idx: u64) -> Option<V> {
         if let Some(&x) = usize::try_from(idx).ok().and_then(|i| self.dense.get(i)) {
+            // what BINGET fetches nearly always: a frame or a key string
+            let p = x & ((1 << PAYLOAD_BITS) - 1);
+            match x >> PAYLOAD_BITS {
+                7 => return Some(V::Frame(p)),
+                3 => return Some(V::Str(p)),
+                _ => {}
+            }
             if x != UNSET {
                 return unpack(x);
             }
@@ -519,6 +549,9 @@ fn push_slice(v: &mut Vec<u8>, b: &[u8]) {
     v.extend_from_slice(b);
 }
 
+/// Buckets of [`Decoder::stack_cache`].
+const STACK_CACHE: usize = 1 << 12;
+
 /// The decoder state.
 struct Decoder {
     strings: Strings,
@@ -530,6 +563,9 @@ struct Decoder {
     stack_spans: Vec<(u32, u32)>,
     /// content hash → a stack with it; collisions chain through `stack_next`
     stack_index: HashMap<u64, u32>,
+    /// the last stack seen per bucket of the content hash, checked before
+    /// the index (a training loop repeats its code paths)
+    stack_cache: Vec<u32>,
     stack_next: Vec<u32>,
     stack_seen: Vec<bool>,
     empty_stack: Option<u32>,
@@ -537,6 +573,8 @@ struct Decoder {
     shared_stack_refs: usize,
     open: Vec<OpenC>,
     free_open: Vec<u32>,
+    /// emptied frame-id buffers of finished traceback lists, for reuse
+    frame_bufs: Vec<Vec<u32>>,
     /// the known fields of each open dict (slots reused)
     fields: Vec<Fields>,
     free_fields: Vec<u32>,
@@ -631,6 +669,7 @@ impl Decoder {
             stack_frames: Vec::new(),
             stack_spans: Vec::new(),
             stack_index: HashMap::new(),
+            stack_cache: Vec::new(),
             stack_next: Vec::new(),
             stack_seen: Vec::new(),
             empty_stack: None,
@@ -638,6 +677,7 @@ impl Decoder {
             shared_stack_refs: 0,
             open: Vec::new(),
             free_open: Vec::new(),
+            frame_bufs: Vec::new(),
             fields: Vec::new(),
             free_fields: Vec::new(),
             lists: Vec::new(),
@@ -785,12 +825,16 @@ impl Decoder {
         c.memo = NO_MEMO;
         let item = if c.dict {
             let slot = c.fields;
-            let fields = self.fields.get(slot as usize).copied().unwrap_or(Fields::EMPTY);
             if slot != NO_FIELDS {
                 self.free_fields.push(slot);
                 self.open[i as usize].fields = NO_FIELDS;
             }
-            self.record(&fields)
+            // read in place (`record` does not touch the slots): a copy is
+            // 22 values per dict
+            let fields = std::mem::take(&mut self.fields);
+            let item = self.record(fields.get(slot as usize).unwrap_or(&Fields::EMPTY));
+            self.fields = fields;
+            item
         } else {
             let items = std::mem::replace(&mut c.items, Items::Empty);
             Item::V(self.finish_list(items))
@@ -802,6 +846,15 @@ impl Decoder {
     fn settle(&mut self, s: Option<Settle>, to: V) {
         let Some(s) = s else { return };
         let from = V::Open(s.open);
+        // the common case: one dense entry, re-pointed in place
+        if let (Some(pf), Some(pt)) = (pack(from), pack(to)) {
+            if let Some(x) = usize::try_from(s.first).ok().and_then(|i| self.memo.dense.get_mut(i)) {
+                if *x == pf && s.more.is_empty() {
+                    *x = pt;
+                    return;
+                }
+            }
+        }
         for idx in std::iter::once(s.first).chain(s.more.iter().copied()) {
             if idx != NO_MEMO && self.memo.get(idx) == Some(from) {
                 self.memo.put(idx, to);
@@ -823,10 +876,10 @@ impl Decoder {
         match item {
             Item::V(v) => v,
             Item::Frame(f, n, l) => self.add_frame(f, n, l),
-            Item::Entry(..) => V::Opaque("a trace entry dict outside a trace list"),
-            Item::Block(_) => V::Opaque("a block dict outside a block list"),
-            Item::Segment(_) => V::Opaque("a segment dict outside the segment list"),
-            Item::Hist(_) => V::Opaque("a history dict outside a history list"),
+            Item::Entry(..) => V::Opaque(Opaque::EntryOutside),
+            Item::Block(_) => V::Opaque(Opaque::BlockOutside),
+            Item::Segment(_) => V::Opaque(Opaque::SegmentOutside),
+            Item::Hist(_) => V::Opaque(Opaque::HistOutside),
         }
     }
 
@@ -847,14 +900,21 @@ impl Decoder {
     }
 
     /// Add a value to open list `i`.
-    fn push_item(&mut self, i: u32, v: V) {
+    #[inline(always)]
+    fn push_item(&mut self, i: u32, v: &V) {
         // the common case: a frame reference into a traceback list
-        if let (V::Frame(f), Items::Frames(ids)) = (v, &mut self.open[i as usize].items) {
-            push(ids, f);
-            self.open[i as usize].len += 1;
+        let c = &mut self.open[i as usize];
+        if let (V::Frame(f), Items::Frames(ids)) = (v, &mut c.items) {
+            push(ids, *f);
+            c.len += 1;
             self.held += 4;
             return;
         }
+        self.push_other(i, *v);
+    }
+
+    /// [`Self::push_item`] of anything but a frame into a frame list.
+    fn push_other(&mut self, i: u32, v: V) {
         let (item, s) = self.consume(v);
         let c = &mut self.open[i as usize];
         let index = c.len;
@@ -862,7 +922,7 @@ impl Decoder {
         // the first element decides what the list holds
         if matches!(c.items, Items::Empty) {
             c.items = match &item {
-                Item::Frame(..) | Item::V(V::Frame(_)) => Items::Frames(Vec::new()),
+                Item::Frame(..) | Item::V(V::Frame(_)) => Items::Frames(self.frame_bufs.pop().unwrap_or_default()),
                 Item::Entry(..) => Items::Entries(Trace::default(), Vec::new()),
                 Item::Block(_) => Items::Blocks(Vec::new()),
                 Item::Segment(_) => Items::Segments(Vec::new()),
@@ -965,11 +1025,18 @@ impl Decoder {
     fn finish_list(&mut self, items: Items) -> V {
         match items {
             Items::Empty => V::EmptyList,
-            Items::Frames(ids) => {
+            Items::Frames(mut ids) => {
                 self.held = self.held.saturating_sub(ids.len() as u64 * 4);
-                V::Stack(self.intern_stack(&ids))
+                let sid = self.intern_stack(&ids);
+                // the buffer serves the next traceback list (one per trace
+                // entry: no allocation and regrowth for each)
+                if self.frame_bufs.len() < 16 && ids.capacity() <= 1 << 12 {
+                    ids.clear();
+                    self.frame_bufs.push(ids);
+                }
+                V::Stack(sid)
             }
-            Items::Other => V::Opaque(OTHER_LIST),
+            Items::Other => V::Opaque(Opaque::OtherList),
             other => {
                 self.lists.push(other);
                 V::List((self.lists.len() - 1) as u32)
@@ -979,6 +1046,20 @@ impl Decoder {
 
     /// The id of a frame list with these frames (stored once per content).
     fn intern_stack(&mut self, ids: &[u32]) -> u32 {
+        let h = stack_hash(ids);
+        let slot = ((h ^ (h >> 29)) as usize) & (STACK_CACHE - 1);
+        let sid = match self.stack_cache.get(slot) {
+            Some(&sid) if self.stack_is(sid, ids) => Some(sid),
+            _ => self.find_stack(h, ids),
+        };
+        if let Some(sid) = sid {
+            // every frame of a list seen before was seen (and counted) then
+            self.shared_frame_refs += ids.len();
+            if let Some(c) = self.stack_cache.get_mut(slot) {
+                *c = sid;
+            }
+            return sid;
+        }
         // frame re-use, counted per list object as PyTorch shares them
         for &f in ids {
             if let Some(seen) = self.frame_seen.get_mut(f as usize) {
@@ -989,15 +1070,6 @@ impl Decoder {
                 }
             }
         }
-        let h = stack_hash(ids);
-        let mut cur = self.stack_index.get(&h).copied();
-        while let Some(sid) = cur {
-            let (start, len) = self.stack_spans[sid as usize];
-            if &self.stack_frames[start as usize..(start + len) as usize] == ids {
-                return sid;
-            }
-            cur = Some(self.stack_next[sid as usize]).filter(|&n| n != u32::MAX);
-        }
         let sid = self.stack_spans.len() as u32;
         let start = self.stack_frames.len() as u32;
         self.stack_frames.extend_from_slice(ids);
@@ -1005,7 +1077,32 @@ impl Decoder {
         self.stack_seen.push(false);
         let prev = self.stack_index.insert(h, sid).unwrap_or(u32::MAX);
         self.stack_next.push(prev);
+        if self.stack_cache.is_empty() {
+            self.stack_cache = vec![u32::MAX; STACK_CACHE];
+        }
+        self.stack_cache[slot] = sid;
         sid
+    }
+
+    /// Whether stack `sid` holds exactly these frames.
+    #[inline]
+    fn stack_is(&self, sid: u32, ids: &[u32]) -> bool {
+        match self.stack_spans.get(sid as usize) {
+            Some(&(start, len)) => &self.stack_frames[start as usize..(start + len) as usize] == ids,
+            None => false,
+        }
+    }
+
+    /// The stack with these frames through the hash index.
+    fn find_stack(&self, h: u64, ids: &[u32]) -> Option<u32> {
+        let mut cur = self.stack_index.get(&h).copied();
+        while let Some(sid) = cur {
+            if self.stack_is(sid, ids) {
+                return Some(sid);
+            }
+            cur = Some(self.stack_next[sid as usize]).filter(|&n| n != u32::MAX);
+        }
+        None
     }
 
     /// A record's frames field as a stack id (counting shared references).
@@ -1140,7 +1237,7 @@ impl Decoder {
             };
             return Item::Frame(s(f.get(K_FILENAME)), s(f.get(K_NAME)), int(f.get(K_LINE)).unwrap_or(0));
         }
-        Item::V(V::Opaque("a dict"))
+        Item::V(V::Opaque(Opaque::Dict))
     }
 }
 
@@ -1180,8 +1277,30 @@ impl Sink for Decoder {
             Atom::Bytes(_) | Atom::LongBytes(_) => V::Bytes,
         })
     }
+    #[inline]
+    fn atom_push(&mut self, a: Atom<'_>, stack: &mut Vec<V>) -> Result<(), SinkError> {
+        // each arm writes its value in place (see `memo_push`)
+        match a {
+            Atom::Int(i) => stack.push(V::Int(i)),
+            Atom::Str(b) => {
+                let id = self.strings.add(b);
+                stack.push(V::Str(id));
+            }
+            other => {
+                let v = self.atom(other)?;
+                stack.push(v);
+            }
+        }
+        Ok(())
+    }
     fn empty(&mut self, kind: Coll) -> Result<V, SinkError> {
         Ok(V::Open(self.new_open(kind == Coll::Dict)))
+    }
+    #[inline]
+    fn empty_push(&mut self, kind: Coll, stack: &mut Vec<V>) -> Result<(), SinkError> {
+        let i = self.new_open(kind == Coll::Dict);
+        stack.push(V::Open(i));
+        Ok(())
     }
     fn build(&mut self, kind: Coll, items: Drain<'_, V>) -> Result<V, SinkError> {
         match kind {
@@ -1189,10 +1308,10 @@ impl Sink for Decoder {
                 let i = self.new_open(kind == Coll::Dict);
                 let items: Vec<V> = items.collect();
                 if kind == Coll::Dict {
-                    self.fill_dict(V::Open(i), items.into_iter())?;
+                    self.fill_dict(V::Open(i), &items)?;
                 } else {
                     for v in items {
-                        self.push_item(i, v);
+                        self.push_item(i, &v);
                     }
                 }
                 Ok(V::Open(i))
@@ -1201,7 +1320,7 @@ impl Sink for Decoder {
                 for v in items {
                     self.consume_value(v);
                 }
-                Ok(V::Opaque(if kind == Coll::Tuple { "a tuple" } else { "a set" }))
+                Ok(V::Opaque(if kind == Coll::Tuple { Opaque::Tuple } else { Opaque::Set }))
             }
         }
     }
@@ -1221,10 +1340,12 @@ impl Sink for Decoder {
             return Err(sink_malformed("APPEND target is a dict"));
         }
         let done = !matches!(self.open[i as usize].done, Done::No);
-        for v in items {
+        // by reference from the stack: a frame id is read alone, not the
+        // whole value (written in parts moments ago: store forwarding)
+        for v in items.as_slice() {
             if done {
                 // items after a reference to the list inside itself (a cycle)
-                self.consume_value(v);
+                self.consume_value(*v);
             } else {
                 self.push_item(i, v);
             }
@@ -1232,7 +1353,7 @@ impl Sink for Decoder {
         Ok(())
     }
     fn set_items(&mut self, target: V, items: Drain<'_, V>) -> Result<(), SinkError> {
-        self.fill_dict(target, items)
+        self.fill_dict(target, items.as_slice())
     }
     fn discard(&mut self, v: V) {
         self.consume_value(v);
@@ -1264,6 +1385,20 @@ impl Sink for Decoder {
             None => Err(memo_unset(idx)),
         }
     }
+    #[inline]
+    fn memo_push(&mut self, idx: u64, stack: &mut Vec<V>) -> Result<(), SinkError> {
+        // straight onto the stack: a value built in parts and read back
+        // whole stalls store forwarding
+        match self.memo.get(idx) {
+            Some(V::Open(i)) => {
+                let v = self.complete_early(i);
+                stack.push(v);
+            }
+            Some(v) => stack.push(v),
+            None => return Err(memo_unset(idx)),
+        }
+        Ok(())
+    }
     fn memo_len(&self) -> u64 {
         self.memo.count
     }
@@ -1283,9 +1418,9 @@ impl Sink for Decoder {
 }
 
 impl Decoder {
-    fn fill_dict(&mut self, target: V, items: impl Iterator<Item = V>) -> Result<(), SinkError> {
+    fn fill_dict(&mut self, target: V, items: &[V]) -> Result<(), SinkError> {
         let V::Open(i) = target else {
-            for v in items {
+            for &v in items {
                 self.consume_value(v);
             }
             return match target {
@@ -1300,30 +1435,55 @@ impl Decoder {
         }
         if !matches!(self.open[i as usize].done, Done::No) {
             // items after a reference to the dict inside itself (a cycle)
-            for v in items {
+            for &v in items {
                 self.consume_value(v);
             }
             return Ok(());
         }
-        let mut items = items;
-        while let Some(k) = items.next() {
-            let v = items.next().ok_or_else(|| sink_malformed("odd number of items for SETITEMS"))?;
-            let (k, v) = match (k, v) {
-                (V::Open(_), _) | (_, V::Open(_)) => (self.consume_value(k), self.consume_value(v)),
-                kv => kv,
-            };
+        // read in place from the stack (a value yielded by the iterator is
+        // re-assembled from its parts, which stalls store forwarding)
+        let pairs = items.chunks_exact(2);
+        let odd = !pairs.remainder().is_empty();
+        for kv in pairs {
+            let (k, v) = (kv[0], &kv[1]);
+            // a container as key (never a known string once completed) or
+            // value is completed first, the key before the value
             let key = match k {
                 V::Str(s) => self.strings.known(s).filter(|&c| (c as u32) < N_KEYS),
+                V::Open(_) => {
+                    self.consume_value(k);
+                    None
+                }
                 _ => None,
             };
             let c = &mut self.open[i as usize];
             c.len += 1;
-            if let (Some(key), Some(f)) = (key, self.fields.get_mut(c.fields as usize)) {
-                f.v[key as usize] = v;
-                f.set |= 1 << key;
+            let slot = c.fields;
+            // each branch stores its own value (merging them first builds
+            // the value in parts again)
+            match (key, v) {
+                (_, V::Open(_)) => {
+                    let v = self.consume_value(*v);
+                    self.set_field(slot, key, v);
+                }
+                (Some(_), v) => self.set_field(slot, key, *v),
+                (None, _) => {}
             }
         }
+        if odd {
+            return Err(sink_malformed("odd number of items for SETITEMS"));
+        }
         Ok(())
+    }
+
+    /// Field `key` (a KNOWN index below N_KEYS) of the dict whose fields
+    /// are in `slot`.
+    #[inline(always)]
+    fn set_field(&mut self, slot: u32, key: Option<u8>, v: V) {
+        if let (Some(key), Some(f)) = (key, self.fields.get_mut(slot as usize)) {
+            f.v[key as usize] = v;
+            f.set |= 1 << key;
+        }
     }
 
     /// Decode a whole snapshot from `src`.
@@ -1365,7 +1525,7 @@ impl Decoder {
                     other => Ok(other),
                 }
             }
-            V::Opaque(OTHER_LIST) => Err(field(format!("{path}[0]"), want)),
+            V::Opaque(Opaque::OtherList) => Err(field(format!("{path}[0]"), want)),
             _ => Err(field(path, "a list")),
         }
     }
@@ -1380,8 +1540,8 @@ impl Decoder {
                 (s, rr.traces)
             }
             // torch.cuda.memory_snapshot() returns the segment list alone
-            V::List(_) | V::EmptyList | V::Opaque(OTHER_LIST) => (root, None),
-            V::Opaque("a dict") => return Err(SnapshotError::NotASnapshot("no \"segments\" key".into())),
+            V::List(_) | V::EmptyList | V::Opaque(Opaque::OtherList) => (root, None),
+            V::Opaque(Opaque::Dict) => return Err(SnapshotError::NotASnapshot("no \"segments\" key".into())),
             _ => return Err(SnapshotError::NotASnapshot("the top level is neither a dict nor a list".into())),
         };
         let segs = match self.take_list(segs_v, "segments", "a dict")? {
