@@ -9,7 +9,7 @@ use common::run;
 use serde_json::Value;
 
 fn report() -> Value {
-    // the set's overall median misses its 3% bar today: exit 1 (see `unmet_bars_do_not_regress`)
+    // multi_gpu misses its bars today: exit 1 (see `unmet_bars_do_not_regress`)
     let (out, _) = run(&["calibrate", "--set", "published", "--json"], 1);
     serde_json::from_str(&out).unwrap()
 }
@@ -46,13 +46,18 @@ fn unmet_bars_do_not_regress() {
     // 9.94% / -6.28% before FSDP1's unsharded root unit and root flat gradient in
     // backward, LitGPT's unsharded gradients under Fabric's no_backward_sync accumulation
     // and torchtitan's vocabulary-parallel loss under TP
-    assert!(median <= 6.2, "multi_gpu median |error| {median:.2}% (was 6.15%)");
+    // 6.15% / -3.92% before three corrected FSDP terms that each moved it down (the full
+    // unsharded root beside its shard, a quantized base gathered as stored, and transformers
+    // 4.48's loss at the end of forward, which raised the single-GPU fms runs more than the
+    // FSDP ones)
+    assert!(median <= 6.3, "multi_gpu median |error| {median:.2}% (was 6.26%)");
     // -5.99% before gradients streamed to the CPU under optimizer offload: that moved
     // torchtune's 70B CPU-offload run from +18.2% to +7.3%, closer to its measurement
-    assert!(mean >= -4.0, "multi_gpu mean signed error {mean:.2}% (was -3.92%)");
+    assert!(mean >= -4.9, "multi_gpu mean signed error {mean:.2}% (was -4.86%)");
     let s = &v["summary"];
     let (median, mean) = (s["median_abs_error_pct"].as_f64().unwrap(), s["mean_signed_error_pct"].as_f64().unwrap());
-    assert!(median <= 3.7, "overall median |error| {median:.2}% (was 3.64%)");
+    // the overall bar is met since transformers 4.48's loss moment (3.64% before)
+    assert!(median <= 3.0, "overall median |error| {median:.2}% > 3%");
     assert!(mean >= -3.0, "overall mean signed error {mean:.2}% < -3%");
 }
 

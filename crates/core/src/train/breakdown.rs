@@ -8,7 +8,7 @@
 //! sum; the ledger (`super::ledger`) prints exactly the lines of the winning
 //! moment, so its tensor total is the peak by construction.
 
-use super::activations::{act_profile, layer_bytes_per_token, loss_grad_rows, ActProfile};
+use super::activations::{act_profile, layer_bytes_per_token, loss_forward_bytes, loss_grad_rows, ActProfile};
 use super::profile::{ModelStates, TrainProfile};
 use crate::error::CoreError;
 use crate::ledger::Phase;
@@ -56,6 +56,9 @@ pub struct PeakLines {
     pub weight_copies: u64,
     pub logits_saved: u64,
     pub logits_grad: u64,
+    /// transformers ≤ 4.48's loss at the end of forward: the compute-dtype logits, their
+    /// fp32 upcast and its shifted copy beside the log-softmax (`LossPath::Fp32ShiftCopy`)
+    pub loss_forward: u64,
     pub recompute: u64,
     pub attention_backward: u64,
     pub dequant: u64,
@@ -88,6 +91,7 @@ impl PeakLines {
                 self.weight_copies,
                 self.logits_saved,
                 self.logits_grad,
+                self.loss_forward,
                 self.recompute,
                 self.attention_backward,
                 self.dequant,
@@ -113,6 +117,9 @@ pub struct TrainBreakdown {
     pub logits_saved: u64,
     /// gradients of log-softmax and logits at the start of backward
     pub logits_grad: u64,
+    /// what the loss holds beside the log-softmax at the end of forward (0 unless that
+    /// moment can beat the start of backward: `LossPath::Fp32ShiftCopy`)
+    pub loss_forward: u64,
     /// checkpointing: one layer recomputed in backward (its saved set, + its weight casts under autocast)
     pub recompute: u64,
     /// QLoRA: one base matrix dequantized to 16-bit at a time
@@ -121,6 +128,7 @@ pub struct TrainBreakdown {
     pub attention_backward: u64,
     /// micro-batches whose activations the worst stage holds (1F1B: pp on the first stage)
     pub in_flight: u64,
+    /// the larger of the end of forward (the loss) and the start of backward
     pub backward_peak: u64,
     pub step_peak: u64,
     pub peak_phase: Phase,
@@ -155,6 +163,7 @@ struct Saved {
     act_ends: u64,
     logits_saved: u64,
     logits_grad: u64,
+    loss_forward: u64,
     in_flight: u64,
     /// one layer's full saved set per token (what checkpointing recomputes)
     full_layer: u64,
@@ -253,12 +262,32 @@ impl TrainModel {
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
-        let backward_peak = backward.total()?;
+        // The end of forward, inside the loss: every saved activation and the log-softmax are
+        // live, no logits gradient yet; the decoder layers are resharded after their forward
+        // (the root stays unsharded under FSDP1), no reduce-scatter has started and no layer
+        // is recomputed or dequantized. Only a loss path whose forward holds more than its
+        // backward start makes this the peak (`saved.loss_forward` is 0 otherwise).
+        let forward = PeakLines {
+            gradients,
+            optimizer: backward.optimizer,
+            act_layers: saved.act_layers,
+            act_ends: saved.act_ends,
+            weight_copies,
+            logits_saved: saved.logits_saved,
+            loss_forward: saved.loss_forward,
+            root_unsharded,
+            ..resident
+        };
+        let backward_total = backward.total()?;
+        let forward_total = if saved.loss_forward > 0 { forward.total()? } else { 0 };
+        let backward_peak = backward_total.max(forward_total);
         let step_peak = step.total()?;
         let (peak_phase, at_peak, device_peak) = if step_peak > backward_peak {
             (Phase::OptimizerStep, step, step_peak)
+        } else if forward_total > backward_total {
+            (Phase::Forward, forward, forward_total)
         } else {
-            (Phase::Backward, backward, backward_peak)
+            (Phase::Backward, backward, backward_total)
         };
         // bitsandbytes paged optimizers keep their states in CUDA managed memory
         let outside_allocator = if setup.optimizer.is_paged() { at_peak.optimizer } else { 0 };
@@ -269,6 +298,7 @@ impl TrainModel {
             weight_copies,
             logits_saved: saved.logits_saved,
             logits_grad: saved.logits_grad,
+            loss_forward: saved.loss_forward,
             recompute,
             dequant,
             attention_backward,
@@ -329,14 +359,18 @@ impl TrainModel {
 
     /// FSDP1 keeps the root unit's parameters unsharded after forward under full
     /// sharding ([`crate::workload::Engine::fsdp_root_unsharded_in_backward`]): the
-    /// whole root less the shard the weights line already holds.
+    /// whole root. FSDP1 all-gathers a unit into its own padded buffer
+    /// (`FlatParamHandle._alloc_padded_unsharded_flat_param`, the
+    /// `_full_param_padded` storage, `torch/distributed/fsdp/_flat_param.py`) while the
+    /// rank's shard stays allocated as `_local_shard` for the reshard to switch back
+    /// to, so an unsharded unit costs its full size on top of the shard the weights
+    /// line holds.
     fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
         let dp = par.dp();
         if dp < 2 || par.sharding.stage() < 3 || !setup.engine.fsdp_root_unsharded_in_backward() {
             return Ok(0);
         }
-        let root = self.profile.root_base_bytes(par.tp)?;
-        part_of("FSDP root unit", root, div_ceil(root, dp))
+        self.profile.root_base_bytes(par.tp)
     }
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
@@ -381,14 +415,23 @@ impl TrainModel {
         )?;
         let rows = loss_grad_rows(ap.loss, tokens, self.hidden, self.vocab);
         let logits_grad = product("logits", &[rows, vocab, self.logits_grad_bytes(setup, par)])?;
-        let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
+        let loss_forward = product("logits", &[tokens, vocab, loss_forward_bytes(ap.loss, self.compute_bytes)])?;
+        let all = Saved {
+            act_layers: layers_one,
+            act_ends: ends,
+            logits_saved,
+            logits_grad,
+            loss_forward,
+            in_flight,
+            full_layer,
+        };
         if pp == 1 {
             return Ok(all);
         }
         let first = mul("activations", layers_one, in_flight)?;
         let last = sum("activations", &[layers_one, ends, logits_saved, logits_grad])?;
         Ok(if first > last {
-            Saved { act_layers: first, act_ends: 0, logits_saved: 0, logits_grad: 0, ..all }
+            Saved { act_layers: first, act_ends: 0, logits_saved: 0, logits_grad: 0, loss_forward: 0, ..all }
         } else {
             all
         })
