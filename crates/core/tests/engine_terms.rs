@@ -377,3 +377,37 @@ fn transformers_4_48_loss_peaks_at_the_end_of_forward() {
     // the rest of both moments is the same here (single GPU, no recompute yet): 14 B against 12 B
     assert_eq!(old.tensor_peak_bytes() - new.tensor_peak_bytes(), 2048 * 32000 * 2);
 }
+
+#[test]
+fn fsdp1_frozen_units_keep_checkpointed_inputs_grads_to_the_end_of_backward() {
+    let spec = mistral();
+    let par = Parallelism { gpus: 2, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
+    let lora = TrainSetup {
+        kind: TrainKind::Lora,
+        precision: Precision::Bf16,
+        batch: 2,
+        seq: 4096,
+        checkpointing: Checkpointing::Full,
+        lora: LoraSetup { rank: 16, targets: LoraTargets::Modules(vec!["q_proj".into()]), ..LoraSetup::default() },
+        ..TrainSetup::default()
+    };
+    let l = train(&spec, lora.clone().with_engine(Engine::Fsdp), par.clone());
+    // while layer 0 is recomputed, layers 1..31 are through backward: their bf16 inputs
+    // (8192 tokens × 4096 × 2 B = 67,108,864 B each, in the saved-activations line) and
+    // their gradients stay alive: 31 × 67,108,864 = 2,080,374,784 B
+    assert_eq!(line(&l, "FSDP frozen units"), 31 * 8192 * 4096 * 2);
+    assert_eq!(line(&l, "FSDP frozen units"), 2_080_374_784);
+    assert!(line(&l, "checkpointing: one layer recomputed") > 0, "live with the recomputed layer");
+    assert_eq!(line(&l, "log-softmax"), 0, "the logits buffers are freed by then");
+    // not with trainable units (full fine-tune), not without checkpointing, not on one GPU,
+    // and not for Fabric (LitGPT checkpoints inside the FSDP unit, non-reentrant)
+    let full = TrainSetup { kind: TrainKind::Full, ..lora.clone() };
+    assert_eq!(line(&train(&spec, full.with_engine(Engine::Fsdp), par.clone()), "FSDP frozen units"), 0);
+    let no_ckpt = TrainSetup { checkpointing: Checkpointing::None, ..lora.clone() };
+    assert_eq!(line(&train(&spec, no_ckpt.with_engine(Engine::Fsdp), par.clone()), "FSDP frozen units"), 0);
+    assert_eq!(
+        line(&train(&spec, lora.clone().with_engine(Engine::Fsdp), Parallelism::default()), "FSDP frozen units"),
+        0
+    );
+    assert_eq!(line(&train(&spec, lora.with_engine(Engine::Litgpt), par), "FSDP frozen units"), 0);
+}

@@ -69,6 +69,10 @@ pub struct PeakLines {
     /// FSDP1: the root's flat gradient built at the end of backward (its views'
     /// gradients still live); competes with the other backward transients
     pub root_flat_grad: u64,
+    /// FSDP1 frozen units under reentrant checkpointing: the inputs of the layers already
+    /// through backward and their gradients, kept to its end (only their gradients here:
+    /// the inputs are in `act_layers`); live with the recomputed layer
+    pub kept_input_grads: u64,
 }
 
 impl PeakLines {
@@ -98,6 +102,7 @@ impl PeakLines {
                 self.gathered,
                 self.root_unsharded,
                 self.root_flat_grad,
+                self.kept_input_grads,
             ],
         )
     }
@@ -197,6 +202,7 @@ impl TrainModel {
         let dequant = self.dequant(par)?;
         let comm = self.comm(setup, par, &s)?;
         let root_unsharded = self.root_unsharded(setup, par)?;
+        let kept_grads = self.kept_input_grads(setup, par)?;
         let base_weights = part_of("base weights", part_of("base weights", s.weights, s.adapters)?, s.fp32_casts)?;
         let resident = PeakLines {
             base_weights,
@@ -223,15 +229,17 @@ impl TrainModel {
         // (FSDP1) the root's flat gradient at its end.
         let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
         let root_grad = comm.root_flat_grad;
-        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live) =
-            if logits >= recompute && logits >= attention_backward && logits >= root_grad {
-                (saved.logits_saved, saved.logits_grad, 0, 0, 0)
-            } else if recompute >= attention_backward && recompute >= root_grad {
-                (0, 0, recompute, 0, 0)
+        // the last layer recomputed comes with the input gradients FSDP1's frozen units keep
+        let late = if recompute > 0 { add("recompute", recompute, kept_grads)? } else { 0 };
+        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live, kept_live) =
+            if logits >= late && logits >= attention_backward && logits >= root_grad {
+                (saved.logits_saved, saved.logits_grad, 0, 0, 0, 0)
+            } else if late >= attention_backward && late >= root_grad {
+                (0, 0, recompute, 0, 0, if recompute > 0 { kept_grads } else { 0 })
             } else if attention_backward >= root_grad {
-                (0, 0, 0, attention_backward, 0)
+                (0, 0, 0, attention_backward, 0, 0)
             } else {
-                (0, 0, 0, 0, root_grad)
+                (0, 0, 0, 0, root_grad, 0)
             };
         let gradients = if setup.optimizer_in_backward {
             // one parameter's gradient at a time, freed by its own step
@@ -259,6 +267,7 @@ impl TrainModel {
             gathered: s.gathered,
             root_unsharded,
             root_flat_grad: root_grad_live,
+            kept_input_grads: kept_live,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
@@ -371,6 +380,29 @@ impl TrainModel {
             return Ok(0);
         }
         self.profile.root_base_bytes(par.tp)
+    }
+
+    /// FSDP1 frozen units under the HF Trainer's reentrant checkpointing
+    /// ([`crate::workload::Engine::fsdp_frozen_units_keep_checkpoint_grads`]): while the
+    /// first layer is recomputed at the end of backward, the inputs of all the others are
+    /// still alive (`act_layers` counts them) and so are their gradients, one
+    /// layer-input-sized tensor each: (layers on the stage − 1) × tokens × layer input.
+    /// LoRA and QLoRA only (their decoder-layer units hold no trainable parameter);
+    /// under full checkpointing; sharded FSDP on ≥ 2 ranks.
+    fn kept_input_grads(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        let frozen_units = matches!(setup.kind, TrainKind::Lora | TrainKind::Qlora);
+        if par.dp() < 2
+            || par.sharding.stage() < 2
+            || setup.checkpointing != Checkpointing::Full
+            || !frozen_units
+            || !setup.engine.fsdp_frozen_units_keep_checkpoint_grads()
+        {
+            return Ok(0);
+        }
+        let layers = self.profile.layers.div_ceil(par.pp.max(1));
+        let input =
+            if par.sequence_parallel { div_ceil(self.act.layer_input, par.tp.max(1)) } else { self.act.layer_input };
+        product("kept input gradients", &[setup.batch, setup.seq, layers.saturating_sub(1), input])
     }
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
@@ -556,6 +588,7 @@ mod tests {
                 // only one backward transient is live at the peak
                 let transients =
                     [b.at_peak.logits_saved + b.at_peak.logits_grad, b.at_peak.recompute, b.at_peak.attention_backward];
+                assert!(b.at_peak.kept_input_grads == 0 || b.at_peak.recompute > 0, "{:?}", b.at_peak);
                 assert!(transients.iter().filter(|&&t| t > 0).count() <= 1, "{:?}", b.at_peak);
             }
         }

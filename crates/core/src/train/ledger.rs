@@ -510,6 +510,20 @@ impl Lines<'_> {
                     .note("later in backward than the logits buffers, which are freed by then"),
             );
         }
+        if at.kept_input_grads > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "FSDP frozen units: checkpointed inputs' gradients kept to the end of backward",
+                at.kept_input_grads,
+                Explanation::new("(layers − 1) × tokens × layer input (hidden × stream bytes)")
+                    .term("tokens", tokens)
+                    .term("layers per stage", model.profile.layers.div_ceil(par.pp))
+                    .term("layer input per token", model.act.layer_input)
+                    .note("the HF Trainer's gradient checkpointing is reentrant (transformers gradient_checkpointing_enable: use_reentrant=True) and wraps each FSDP-wrapped decoder layer: its backward recomputes the layer on detached leaf inputs and accumulates their gradients into .grad")
+                    .note("for a unit without trainable parameters (LoRA/QLoRA base layers; PEFT's fsdp_auto_wrap_policy wraps the adapters apart) FSDP1 reshards through register_multi_grad_hook on those inputs (_register_post_backward_reshard_only_hook, torch/distributed/fsdp/_runtime_utils.py); the hook closes over their AccumulateGrad nodes (torch/autograd/graph.py), which hold each input and its .grad until _finalize_params removes the hook at the end of backward")
+                    .note("so when the first layer is recomputed, every other layer's input (in the saved-activations line) and its gradient are still alive"),
+            );
+        }
         if at.attention_backward > 0 {
             ledger.push(
                 Category::Temporaries,
