@@ -496,8 +496,7 @@ impl Lines<'_> {
                     .term("tokens", tokens)
                     .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
                     .term("compute bytes", model.compute_bytes)
-                    .note("transformers ≤ 4.48 ForCausalLMLoss: logits = logits.float(); shift_logits = logits[..., :-1, :].contiguous(), a second fp32 copy, live beside the compute-dtype logits and the log-softmax while cross_entropy runs (removed by transformers PR #35646); the end of forward then holds more than the start of backward")
-                    .note("the end of forward: decoder layers resharded, no logits gradient, no recomputed layer yet"),
+                    .note("transformers ≤ 4.48 ForCausalLMLoss: logits = logits.float(); shift_logits = logits[..., :-1, :].contiguous(), a second fp32 copy, live beside the compute-dtype logits and the log-softmax while cross_entropy runs (removed by transformers PR #35646); the end of forward then holds more than the start of backward (decoder layers resharded, no logits gradient, no recomputed layer yet)"),
             );
         }
         if at.recompute > 0 {
@@ -519,9 +518,7 @@ impl Lines<'_> {
                     .term("tokens", tokens)
                     .term("layers per stage", model.profile.layers.div_ceil(par.pp))
                     .term("layer input per token", model.act.layer_input)
-                    .note("the HF Trainer's gradient checkpointing is reentrant (transformers gradient_checkpointing_enable: use_reentrant=True) and wraps each FSDP-wrapped decoder layer: its backward recomputes the layer on detached leaf inputs and accumulates their gradients into .grad")
-                    .note("for a unit without trainable parameters (LoRA/QLoRA base layers; PEFT's fsdp_auto_wrap_policy wraps the adapters apart) FSDP1 reshards through register_multi_grad_hook on those inputs (_register_post_backward_reshard_only_hook, torch/distributed/fsdp/_runtime_utils.py); the hook closes over their AccumulateGrad nodes (torch/autograd/graph.py), which hold each input and its .grad until _finalize_params removes the hook at the end of backward")
-                    .note("so when the first layer is recomputed, every other layer's input (in the saved-activations line) and its gradient are still alive"),
+                    .note("the HF Trainer's gradient checkpointing is reentrant (transformers gradient_checkpointing_enable: use_reentrant=True) and wraps each FSDP-wrapped decoder layer: its backward recomputes the layer on detached leaf inputs and accumulates their gradients into .grad; for a unit without trainable parameters (LoRA/QLoRA base layers; PEFT's fsdp_auto_wrap_policy wraps the adapters apart) FSDP1 reshards through register_multi_grad_hook on those inputs (_register_post_backward_reshard_only_hook, torch/distributed/fsdp/_runtime_utils.py); the hook closes over their AccumulateGrad nodes (torch/autograd/graph.py), which hold each input and its .grad until _finalize_params removes the hook at the end of backward; so when the first layer is recomputed, every other layer's input (in the saved-activations line) and its gradient are still alive"),
             );
         }
         if at.attention_backward > 0 {
@@ -579,8 +576,7 @@ impl Lines<'_> {
                 at.root_unsharded,
                 Explanation::new("root unit bytes: the all-gathered root, beside the shard in the weights line")
                     .term("root unit bytes (unsharded, per TP rank)", root)
-                    .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head")
-                    .note("the unsharded root is its own padded buffer (_full_param_padded, FlatParamHandle._alloc_padded_unsharded_flat_param in torch/distributed/fsdp/_flat_param.py); the rank's shard stays allocated as _local_shard, so the root costs its full size on top of the weights line"),
+                    .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head; the unsharded root is its own padded buffer (_full_param_padded, FlatParamHandle._alloc_padded_unsharded_flat_param in torch/distributed/fsdp/_flat_param.py) while the rank's shard stays allocated as _local_shard, so the root costs its full size on top of the weights line"),
             );
         }
     }
