@@ -1,16 +1,15 @@
 //! `vramfit calibrate --set published` through the binary: every published
 //! figure is compared with the estimate of what its tool measures, or
-//! excluded with a reason; the accuracy bars of issue 10 hold per group, and
-//! where a bar is not met yet, the test pins the real figure so it cannot
-//! drift further (docs/training.md, "Accuracy on published measurements").
+//! excluded with a reason; the accuracy bars of issue 10 hold per group and
+//! overall (docs/training.md, "Accuracy on published measurements").
 
 mod common;
 use common::run;
 use serde_json::Value;
 
 fn report() -> Value {
-    // the set's overall median misses its 3% bar today: exit 1 (see `unmet_bars_do_not_regress`)
-    let (out, _) = run(&["calibrate", "--set", "published", "--json"], 1);
+    // every bar is met: exit 0
+    let (out, _) = run(&["calibrate", "--set", "published", "--json"], 0);
     serde_json::from_str(&out).unwrap()
 }
 
@@ -22,7 +21,7 @@ fn group<'a>(v: &'a Value, name: &str) -> &'a Value {
 fn groups_meet_the_published_bars() {
     let v = report();
     assert_eq!(v["set"], "published");
-    for name in ["qlora", "lora", "full", "serving", "runtime"] {
+    for name in ["qlora", "lora", "full", "serving", "runtime", "multi_gpu"] {
         let g = group(&v, name);
         let median = g["median_abs_error_pct"].as_f64().unwrap();
         let mean = g["mean_signed_error_pct"].as_f64().unwrap();
@@ -36,24 +35,27 @@ fn groups_meet_the_published_bars() {
     }
 }
 
-/// Where the published bars are not met yet (multi-GPU FSDP runs, the overall
-/// median), the current figures are the floor: a change that makes them worse fails.
+/// The overall bar (median |error| ≤ 3%, mean signed error ≥ −3%) and the multi-GPU
+/// group's, which were not met before FSDP1's frozen units were modelled.
 #[test]
-fn unmet_bars_do_not_regress() {
+fn the_overall_and_multi_gpu_bars_are_met() {
     let v = report();
     let g = group(&v, "multi_gpu");
     let (median, mean) = (g["median_abs_error_pct"].as_f64().unwrap(), g["mean_signed_error_pct"].as_f64().unwrap());
     // 9.94% / -6.28% before FSDP1's unsharded root unit and root flat gradient in
     // backward, LitGPT's unsharded gradients under Fabric's no_backward_sync accumulation
-    // and torchtitan's vocabulary-parallel loss under TP
-    assert!(median <= 6.2, "multi_gpu median |error| {median:.2}% (was 6.15%)");
-    // -5.99% before gradients streamed to the CPU under optimizer offload: that moved
-    // torchtune's 70B CPU-offload run from +18.2% to +7.3%, closer to its measurement
-    assert!(mean >= -4.0, "multi_gpu mean signed error {mean:.2}% (was -3.92%)");
+    // and torchtitan's vocabulary-parallel loss under TP; 6.15% / -3.92% before the full
+    // unsharded root, the quantized base gathered as stored, transformers 4.48's loss
+    // moment (6.26% / -4.86% with those) and the gradients FSDP1's frozen units keep
+    // under reentrant checkpointing (3.25% / -0.79%)
+    assert!(median <= 5.0, "multi_gpu median |error| {median:.2}% > 5%");
+    assert!(mean >= -3.0, "multi_gpu mean signed error {mean:.2}% < -3%");
     let s = &v["summary"];
     let (median, mean) = (s["median_abs_error_pct"].as_f64().unwrap(), s["mean_signed_error_pct"].as_f64().unwrap());
-    assert!(median <= 3.7, "overall median |error| {median:.2}% (was 3.64%)");
+    // 3.64% before the corrections above
+    assert!(median <= 3.0, "overall median |error| {median:.2}% > 3%");
     assert!(mean >= -3.0, "overall mean signed error {mean:.2}% < -3%");
+    assert_eq!(s["pass"], true);
 }
 
 #[test]
@@ -92,7 +94,7 @@ fn every_figure_is_compared_or_excluded_with_a_reason() {
 
 #[test]
 fn the_table_says_how_the_set_was_measured_and_never_prints_minus_zero() {
-    let (out, _) = run(&["calibrate", "--set", "published"], 1);
+    let (out, _) = run(&["calibrate", "--set", "published"], 0);
     assert!(out.contains("real GPU figures others published"), "{out}");
     assert!(out.contains("Not compared ("), "{out}");
     assert!(out.contains("multi_gpu") && out.contains("mean signed error"), "{out}");

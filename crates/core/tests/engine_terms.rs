@@ -199,13 +199,15 @@ fn fsdp1_keeps_the_root_unsharded_and_fabric_accumulates_unsharded() {
     let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
     let t = TrainSetup { precision: Precision::Bf16, batch: 1, seq: 512, ..TrainSetup::default() };
     let par = Parallelism { gpus: 4, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
-    // the root unit: embeddings + head (2 × 32000 × 1024) + final norm (1024), bf16, unsharded,
-    // less the quarter the weights line already holds on this rank
+    // the root unit: embeddings + head (2 × 32000 × 1024) + final norm (1024), bf16, unsharded:
+    // 131,074,048 B in its own all-gather buffer (_full_param_padded), while the rank's quarter
+    // (the _local_shard, in the weights line) stays allocated beside it
     let root: u64 = (2 * 32000 * 1024 + 1024) * 2;
+    assert_eq!(root, 131_074_048);
     let fsdp1 = train(&spec, t.clone().with_engine(Engine::Fsdp), par.clone());
-    assert_eq!(line(&fsdp1, "FSDP root unit"), root - root / 4);
+    assert_eq!(line(&fsdp1, "FSDP root unit"), root);
     let fabric = train(&spec, t.clone().with_engine(Engine::Litgpt), par.clone());
-    assert_eq!(line(&fabric, "FSDP root unit"), root - root / 4);
+    assert_eq!(line(&fabric, "FSDP root unit"), root);
     // FSDP2 (torchtitan) is not FSDP1: no such line; nor without full sharding
     assert_eq!(line(&train(&spec, t.clone().with_engine(Engine::Torchtitan), par.clone()), "FSDP root unit"), 0);
     let zero2 = Parallelism { sharding: Sharding::Zero2, ..par.clone() };
@@ -355,4 +357,80 @@ fn tensor_parallel_inference_counts_its_communicators() {
     assert_eq!(line(&one, "NCCL communicator") + line(&one, "vLLM custom all-reduce"), 0);
     // they are runtime, outside the tensor peak
     assert_eq!(vllm.bytes(Category::Runtime) - one.bytes(Category::Runtime), 3 * 688 * MIB + 17 * MIB);
+fn zero3_gathers_a_quantized_base_as_stored() {
+    let spec = mistral();
+    let par = Parallelism { gpus: 2, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
+    let t = TrainSetup { kbit_prep: false, ..qlora(Engine::Fsdp) };
+    let l = train(&spec, t, par);
+    // one Mistral layer: 4096 × (4096 + 1024 + 1024 + 4096) + 3 × 4096 × 14336 = 218,103,808
+    // linear weights in NF4 with double quantization: 0.5 B each + one uint8 absmax per
+    // 64-block + one fp32 absmax per 256 of those: 109,051,904 + 3,407,872 + 53,248 =
+    // 112,513,024 B; its two RMSNorm weights stay bf16: 2 × 4096 × 2 = 16,384 B.
+    let layer = 218_103_808 / 2 + 218_103_808 / 64 + 218_103_808 / 64 / 256 * 4 + 2 * 4096 * 2;
+    assert_eq!(layer, 112_529_408);
+    // the running and the prefetched layer, as stored: not 2 × 218,103,808 × 2 B dequantized
+    assert_eq!(line(&l, "ZeRO-3 / FSDP gathered"), 2 * layer);
+}
+
+#[test]
+fn transformers_4_48_loss_peaks_at_the_end_of_forward() {
+    let spec = ModelSpec::llama_like("small", 1024, 8, 16, 16, 2816, 32000);
+    let t = TrainSetup {
+        kind: TrainKind::Lora,
+        precision: Precision::Bf16,
+        batch: 1,
+        seq: 2048,
+        checkpointing: Checkpointing::Full,
+        ..TrainSetup::default()
+    };
+    let old = train(&spec, TrainSetup { loss: LossPath::Fp32ShiftCopy, ..t.clone() }, Parallelism::default());
+    let new = train(&spec, TrainSetup { loss: LossPath::Fp32, ..t }, Parallelism::default());
+    // 2048 tokens × 32000: inside cross_entropy the bf16 logits (2 B), their fp32 upcast (4 B)
+    // and its contiguous shifted copy (4 B) = 655,360,000 B beside the fp32 log-softmax
+    // (262,144,000 B); no logits gradient exists yet
+    assert_eq!(old.peak_phase, vramfit_core::Phase::Forward);
+    assert_eq!(line(&old, "loss forward"), 2048 * 32000 * 10);
+    assert_eq!(line(&old, "log-softmax"), 2048 * 32000 * 4);
+    assert_eq!(line(&old, "gradients of log-softmax"), 0);
+    // the padded-labels loss (transformers ≥ 4.49) peaks at the start of backward instead:
+    // log-softmax + its gradient + the logits gradient, 2048 × 32000 × 12 B
+    assert_eq!(new.peak_phase, vramfit_core::Phase::Backward);
+    assert_eq!(line(&new, "loss forward"), 0);
+    assert_eq!(line(&new, "log-softmax") + line(&new, "gradients of log-softmax"), 2048 * 32000 * 12);
+    // the rest of both moments is the same here (single GPU, no recompute yet): 14 B against 12 B
+    assert_eq!(old.tensor_peak_bytes() - new.tensor_peak_bytes(), 2048 * 32000 * 2);
+}
+
+#[test]
+fn fsdp1_frozen_units_keep_checkpointed_inputs_grads_to_the_end_of_backward() {
+    let spec = mistral();
+    let par = Parallelism { gpus: 2, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
+    let lora = TrainSetup {
+        kind: TrainKind::Lora,
+        precision: Precision::Bf16,
+        batch: 2,
+        seq: 4096,
+        checkpointing: Checkpointing::Full,
+        lora: LoraSetup { rank: 16, targets: LoraTargets::Modules(vec!["q_proj".into()]), ..LoraSetup::default() },
+        ..TrainSetup::default()
+    };
+    let l = train(&spec, lora.clone().with_engine(Engine::Fsdp), par.clone());
+    // while layer 0 is recomputed, layers 1..31 are through backward: their bf16 inputs
+    // (8192 tokens × 4096 × 2 B = 67,108,864 B each, in the saved-activations line) and
+    // their gradients stay alive: 31 × 67,108,864 = 2,080,374,784 B
+    assert_eq!(line(&l, "FSDP frozen units"), 31 * 8192 * 4096 * 2);
+    assert_eq!(line(&l, "FSDP frozen units"), 2_080_374_784);
+    assert!(line(&l, "checkpointing: one layer recomputed") > 0, "live with the recomputed layer");
+    assert_eq!(line(&l, "log-softmax"), 0, "the logits buffers are freed by then");
+    // not with trainable units (full fine-tune), not without checkpointing, not on one GPU,
+    // and not for Fabric (LitGPT checkpoints inside the FSDP unit, non-reentrant)
+    let full = TrainSetup { kind: TrainKind::Full, ..lora.clone() };
+    assert_eq!(line(&train(&spec, full.with_engine(Engine::Fsdp), par.clone()), "FSDP frozen units"), 0);
+    let no_ckpt = TrainSetup { checkpointing: Checkpointing::None, ..lora.clone() };
+    assert_eq!(line(&train(&spec, no_ckpt.with_engine(Engine::Fsdp), par.clone()), "FSDP frozen units"), 0);
+    assert_eq!(
+        line(&train(&spec, lora.clone().with_engine(Engine::Fsdp), Parallelism::default()), "FSDP frozen units"),
+        0
+    );
+    assert_eq!(line(&train(&spec, lora.with_engine(Engine::Litgpt), par), "FSDP frozen units"), 0);
 }

@@ -67,6 +67,8 @@ pub enum CheckpointingArg {
 pub enum LossArg {
     /// full logits upcast to fp32 for the loss (transformers, torchtitan)
     Fp32,
+    /// transformers ≤ 4.48: the fp32 upcast plus a contiguous shifted copy, live at the end of forward
+    Fp32ShiftCopy,
     /// cross-entropy on the 16-bit logits, no upcast
     Bf16,
     /// the loss one chunk at a time (torchtune CEWithChunkedOutputLoss, 8 chunks)
@@ -412,6 +414,7 @@ impl TrainArgs {
         if let Some(l) = self.loss {
             setup.loss = match l {
                 LossArg::Fp32 => LossPath::Fp32,
+                LossArg::Fp32ShiftCopy => LossPath::Fp32ShiftCopy,
                 LossArg::Bf16 => LossPath::Compute,
                 LossArg::Chunked => LossPath::Chunked { chunks: 8 },
                 LossArg::Fused => LossPath::Fused,

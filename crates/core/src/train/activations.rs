@@ -232,7 +232,7 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
 ///   token); one chunk of fp32 logits and its gradient in compute dtype (4 + act B).
 pub fn loss_bytes(loss: LossPath, act: u64, hidden: u64) -> (u64, u64, u64) {
     match loss {
-        LossPath::Fp32 => (4, 8, 0),
+        LossPath::Fp32 | LossPath::Fp32ShiftCopy => (4, 8, 0),
         LossPath::Compute => (act, 2 * act, 0),
         LossPath::Chunked { .. } => (4, 8 + act, 0),
         LossPath::ChunkedTokens { .. } => (2 * act, 2 * act, 0),
@@ -240,11 +240,24 @@ pub fn loss_bytes(loss: LossPath, act: u64, hidden: u64) -> (u64, u64, u64) {
     }
 }
 
+/// Bytes per token per vocab entry live at the end of forward, inside the loss, beside
+/// the log-softmax it saves (`act` = compute bytes). Only transformers ≤ 4.48's path
+/// ([`LossPath::Fp32ShiftCopy`]) can exceed its backward start there: the compute-dtype
+/// logits (act), the fp32 upcast (4) and its contiguous shifted copy (4), against the
+/// 2 × 4 B of gradients at the start of backward. Every other path's forward holds less
+/// than its backward start (`Fp32`: act + 4 beside the log-softmax, against 8), so 0.
+pub fn loss_forward_bytes(loss: LossPath, act: u64) -> u64 {
+    match loss {
+        LossPath::Fp32ShiftCopy => act + 4 + 4,
+        _ => 0,
+    }
+}
+
 /// Rows of the loss gradient live at once at the start of its backward, for
 /// `tokens` tokens (per micro-batch on this GPU).
 pub fn loss_grad_rows(loss: LossPath, tokens: u64, hidden: u64, vocab: u64) -> u64 {
     match loss {
-        LossPath::Fp32 | LossPath::Compute => tokens,
+        LossPath::Fp32 | LossPath::Fp32ShiftCopy | LossPath::Compute => tokens,
         LossPath::Chunked { chunks } => tokens.div_ceil(chunks.max(1)),
         LossPath::ChunkedTokens { tokens: t } => tokens.min(t.max(1)),
         // Liger: chunk rows = next_power_of_2(ceil(BT / ceil(V / H)))

@@ -8,7 +8,7 @@
 //! sum; the ledger (`super::ledger`) prints exactly the lines of the winning
 //! moment, so its tensor total is the peak by construction.
 
-use super::activations::{act_profile, layer_bytes_per_token, loss_grad_rows, ActProfile};
+use super::activations::{act_profile, layer_bytes_per_token, loss_forward_bytes, loss_grad_rows, ActProfile};
 use super::profile::{ModelStates, TrainProfile};
 use crate::error::CoreError;
 use crate::ledger::Phase;
@@ -56,6 +56,9 @@ pub struct PeakLines {
     pub weight_copies: u64,
     pub logits_saved: u64,
     pub logits_grad: u64,
+    /// transformers ≤ 4.48's loss at the end of forward: the compute-dtype logits, their
+    /// fp32 upcast and its shifted copy beside the log-softmax (`LossPath::Fp32ShiftCopy`)
+    pub loss_forward: u64,
     pub recompute: u64,
     pub attention_backward: u64,
     pub dequant: u64,
@@ -66,6 +69,10 @@ pub struct PeakLines {
     /// FSDP1: the root's flat gradient built at the end of backward (its views'
     /// gradients still live); competes with the other backward transients
     pub root_flat_grad: u64,
+    /// FSDP1 frozen units under reentrant checkpointing: the inputs of the layers already
+    /// through backward and their gradients, kept to its end (only their gradients here:
+    /// the inputs are in `act_layers`); live with the recomputed layer
+    pub kept_input_grads: u64,
 }
 
 impl PeakLines {
@@ -88,12 +95,14 @@ impl PeakLines {
                 self.weight_copies,
                 self.logits_saved,
                 self.logits_grad,
+                self.loss_forward,
                 self.recompute,
                 self.attention_backward,
                 self.dequant,
                 self.gathered,
                 self.root_unsharded,
                 self.root_flat_grad,
+                self.kept_input_grads,
             ],
         )
     }
@@ -113,6 +122,9 @@ pub struct TrainBreakdown {
     pub logits_saved: u64,
     /// gradients of log-softmax and logits at the start of backward
     pub logits_grad: u64,
+    /// what the loss holds beside the log-softmax at the end of forward (0 unless that
+    /// moment can beat the start of backward: `LossPath::Fp32ShiftCopy`)
+    pub loss_forward: u64,
     /// checkpointing: one layer recomputed in backward (its saved set, + its weight casts under autocast)
     pub recompute: u64,
     /// QLoRA: one base matrix dequantized to 16-bit at a time
@@ -121,6 +133,7 @@ pub struct TrainBreakdown {
     pub attention_backward: u64,
     /// micro-batches whose activations the worst stage holds (1F1B: pp on the first stage)
     pub in_flight: u64,
+    /// the larger of the end of forward (the loss) and the start of backward
     pub backward_peak: u64,
     pub step_peak: u64,
     pub peak_phase: Phase,
@@ -155,6 +168,7 @@ struct Saved {
     act_ends: u64,
     logits_saved: u64,
     logits_grad: u64,
+    loss_forward: u64,
     in_flight: u64,
     /// one layer's full saved set per token (what checkpointing recomputes)
     full_layer: u64,
@@ -188,6 +202,7 @@ impl TrainModel {
         let dequant = self.dequant(par)?;
         let comm = self.comm(setup, par, &s)?;
         let root_unsharded = self.root_unsharded(setup, par)?;
+        let kept_grads = self.kept_input_grads(setup, par)?;
         let base_weights = part_of("base weights", part_of("base weights", s.weights, s.adapters)?, s.fp32_casts)?;
         let resident = PeakLines {
             base_weights,
@@ -214,15 +229,17 @@ impl TrainModel {
         // (FSDP1) the root's flat gradient at its end.
         let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
         let root_grad = comm.root_flat_grad;
-        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live) =
-            if logits >= recompute && logits >= attention_backward && logits >= root_grad {
-                (saved.logits_saved, saved.logits_grad, 0, 0, 0)
-            } else if recompute >= attention_backward && recompute >= root_grad {
-                (0, 0, recompute, 0, 0)
+        // the last layer recomputed comes with the input gradients FSDP1's frozen units keep
+        let late = if recompute > 0 { add("recompute", recompute, kept_grads)? } else { 0 };
+        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live, kept_live) =
+            if logits >= late && logits >= attention_backward && logits >= root_grad {
+                (saved.logits_saved, saved.logits_grad, 0, 0, 0, 0)
+            } else if late >= attention_backward && late >= root_grad {
+                (0, 0, recompute, 0, 0, if recompute > 0 { kept_grads } else { 0 })
             } else if attention_backward >= root_grad {
-                (0, 0, 0, attention_backward, 0)
+                (0, 0, 0, attention_backward, 0, 0)
             } else {
-                (0, 0, 0, 0, root_grad)
+                (0, 0, 0, 0, root_grad, 0)
             };
         let gradients = if setup.optimizer_in_backward {
             // one parameter's gradient at a time, freed by its own step
@@ -250,15 +267,36 @@ impl TrainModel {
             gathered: s.gathered,
             root_unsharded,
             root_flat_grad: root_grad_live,
+            kept_input_grads: kept_live,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
-        let backward_peak = backward.total()?;
+        // The end of forward, inside the loss: every saved activation and the log-softmax are
+        // live, no logits gradient yet; the decoder layers are resharded after their forward
+        // (the root stays unsharded under FSDP1), no reduce-scatter has started and no layer
+        // is recomputed or dequantized. Only a loss path whose forward holds more than its
+        // backward start makes this the peak (`saved.loss_forward` is 0 otherwise).
+        let forward = PeakLines {
+            gradients,
+            optimizer: backward.optimizer,
+            act_layers: saved.act_layers,
+            act_ends: saved.act_ends,
+            weight_copies,
+            logits_saved: saved.logits_saved,
+            loss_forward: saved.loss_forward,
+            root_unsharded,
+            ..resident
+        };
+        let backward_total = backward.total()?;
+        let forward_total = if saved.loss_forward > 0 { forward.total()? } else { 0 };
+        let backward_peak = backward_total.max(forward_total);
         let step_peak = step.total()?;
         let (peak_phase, at_peak, device_peak) = if step_peak > backward_peak {
             (Phase::OptimizerStep, step, step_peak)
+        } else if forward_total > backward_total {
+            (Phase::Forward, forward, forward_total)
         } else {
-            (Phase::Backward, backward, backward_peak)
+            (Phase::Backward, backward, backward_total)
         };
         // bitsandbytes paged optimizers keep their states in CUDA managed memory
         let outside_allocator = if setup.optimizer.is_paged() { at_peak.optimizer } else { 0 };
@@ -269,6 +307,7 @@ impl TrainModel {
             weight_copies,
             logits_saved: saved.logits_saved,
             logits_grad: saved.logits_grad,
+            loss_forward: saved.loss_forward,
             recompute,
             dequant,
             attention_backward,
@@ -329,14 +368,41 @@ impl TrainModel {
 
     /// FSDP1 keeps the root unit's parameters unsharded after forward under full
     /// sharding ([`crate::workload::Engine::fsdp_root_unsharded_in_backward`]): the
-    /// whole root less the shard the weights line already holds.
+    /// whole root. FSDP1 all-gathers a unit into its own padded buffer
+    /// (`FlatParamHandle._alloc_padded_unsharded_flat_param`, the
+    /// `_full_param_padded` storage, `torch/distributed/fsdp/_flat_param.py`) while the
+    /// rank's shard stays allocated as `_local_shard` for the reshard to switch back
+    /// to, so an unsharded unit costs its full size on top of the shard the weights
+    /// line holds.
     fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
         let dp = par.dp();
         if dp < 2 || par.sharding.stage() < 3 || !setup.engine.fsdp_root_unsharded_in_backward() {
             return Ok(0);
         }
-        let root = self.profile.root_base_bytes(par.tp)?;
-        part_of("FSDP root unit", root, div_ceil(root, dp))
+        self.profile.root_base_bytes(par.tp)
+    }
+
+    /// FSDP1 frozen units under the HF Trainer's reentrant checkpointing
+    /// ([`crate::workload::Engine::fsdp_frozen_units_keep_checkpoint_grads`]): while the
+    /// first layer is recomputed at the end of backward, the inputs of all the others are
+    /// still alive (`act_layers` counts them) and so are their gradients, one
+    /// layer-input-sized tensor each: (layers on the stage − 1) × tokens × layer input.
+    /// LoRA and QLoRA only (their decoder-layer units hold no trainable parameter);
+    /// under full checkpointing; sharded FSDP on ≥ 2 ranks.
+    fn kept_input_grads(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        let frozen_units = matches!(setup.kind, TrainKind::Lora | TrainKind::Qlora);
+        if par.dp() < 2
+            || par.sharding.stage() < 2
+            || setup.checkpointing != Checkpointing::Full
+            || !frozen_units
+            || !setup.engine.fsdp_frozen_units_keep_checkpoint_grads()
+        {
+            return Ok(0);
+        }
+        let layers = self.profile.layers.div_ceil(par.pp.max(1));
+        let input =
+            if par.sequence_parallel { div_ceil(self.act.layer_input, par.tp.max(1)) } else { self.act.layer_input };
+        product("kept input gradients", &[setup.batch, setup.seq, layers.saturating_sub(1), input])
     }
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
@@ -381,14 +447,23 @@ impl TrainModel {
         )?;
         let rows = loss_grad_rows(ap.loss, tokens, self.hidden, self.vocab);
         let logits_grad = product("logits", &[rows, vocab, self.logits_grad_bytes(setup, par)])?;
-        let all = Saved { act_layers: layers_one, act_ends: ends, logits_saved, logits_grad, in_flight, full_layer };
+        let loss_forward = product("logits", &[tokens, vocab, loss_forward_bytes(ap.loss, self.compute_bytes)])?;
+        let all = Saved {
+            act_layers: layers_one,
+            act_ends: ends,
+            logits_saved,
+            logits_grad,
+            loss_forward,
+            in_flight,
+            full_layer,
+        };
         if pp == 1 {
             return Ok(all);
         }
         let first = mul("activations", layers_one, in_flight)?;
         let last = sum("activations", &[layers_one, ends, logits_saved, logits_grad])?;
         Ok(if first > last {
-            Saved { act_layers: first, act_ends: 0, logits_saved: 0, logits_grad: 0, ..all }
+            Saved { act_layers: first, act_ends: 0, logits_saved: 0, logits_grad: 0, loss_forward: 0, ..all }
         } else {
             all
         })
@@ -513,6 +588,7 @@ mod tests {
                 // only one backward transient is live at the peak
                 let transients =
                     [b.at_peak.logits_saved + b.at_peak.logits_grad, b.at_peak.recompute, b.at_peak.attention_backward];
+                assert!(b.at_peak.kept_input_grads == 0 || b.at_peak.recompute > 0, "{:?}", b.at_peak);
                 assert!(transients.iter().filter(|&&t| t > 0).count() <= 1, "{:?}", b.at_peak);
             }
         }

@@ -487,6 +487,18 @@ impl Lines<'_> {
                     .term("bytes", model.act.logits_saved)
             },
         );
+        if at.loss_forward > 0 {
+            ledger.push(
+                Category::Logits,
+                "loss forward: the logits, their fp32 upcast and its shifted copy",
+                at.loss_forward,
+                Explanation::new("batch × seq × vocab (per TP rank) × (compute bytes + 4 + 4)")
+                    .term("tokens", tokens)
+                    .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
+                    .term("compute bytes", model.compute_bytes)
+                    .note("transformers ≤ 4.48 ForCausalLMLoss: logits = logits.float(); shift_logits = logits[..., :-1, :].contiguous(), a second fp32 copy, live beside the compute-dtype logits and the log-softmax while cross_entropy runs (removed by transformers PR #35646); the end of forward then holds more than the start of backward (decoder layers resharded, no logits gradient, no recomputed layer yet)"),
+            );
+        }
         if at.recompute > 0 {
             ledger.push(
                 Category::Temporaries,
@@ -495,6 +507,18 @@ impl Lines<'_> {
                 Explanation::new("tokens × one layer's full saved set (+ its weight casts under autocast)")
                     .term("tokens", tokens)
                     .note("later in backward than the logits buffers, which are freed by then"),
+            );
+        }
+        if at.kept_input_grads > 0 {
+            ledger.push(
+                Category::Temporaries,
+                "FSDP frozen units: checkpointed inputs' gradients kept to the end of backward",
+                at.kept_input_grads,
+                Explanation::new("(layers − 1) × tokens × layer input (hidden × stream bytes)")
+                    .term("tokens", tokens)
+                    .term("layers per stage", model.profile.layers.div_ceil(par.pp))
+                    .term("layer input per token", model.act.layer_input)
+                    .note("the HF Trainer's gradient checkpointing is reentrant (transformers gradient_checkpointing_enable: use_reentrant=True) and wraps each FSDP-wrapped decoder layer: its backward recomputes the layer on detached leaf inputs and accumulates their gradients into .grad; for a unit without trainable parameters (LoRA/QLoRA base layers; PEFT's fsdp_auto_wrap_policy wraps the adapters apart) FSDP1 reshards through register_multi_grad_hook on those inputs (_register_post_backward_reshard_only_hook, torch/distributed/fsdp/_runtime_utils.py); the hook closes over their AccumulateGrad nodes (torch/autograd/graph.py), which hold each input and its .grad until _finalize_params removes the hook at the end of backward; so when the first layer is recomputed, every other layer's input (in the saved-activations line) and its gradient are still alive"),
             );
         }
         if at.attention_backward > 0 {
@@ -524,8 +548,13 @@ impl Lines<'_> {
                 Category::Temporaries,
                 "ZeRO-3 / FSDP gathered parameters (running + prefetched layer)",
                 at.gathered,
-                Explanation::new("2 × layer params ÷ TP × weight bytes")
-                    .term("layer params", model.profile.layer_params),
+                if model.profile.base_quant.is_some() {
+                    Explanation::new("2 × one layer's stored bytes ÷ TP (the quantized base as stored)")
+                        .term("layer bytes as gathered", model.profile.layer_gather_bytes(par.tp).unwrap_or(0))
+                        .note("FSDP and ZeRO-3 all-gather a quantized base as stored, not dequantized: bitsandbytes' packed 4-bit data in bnb_4bit_quant_storage (transformers _fsdp_qlora_plugin_updates), torchao NF4Tensor's fsdp_pre_all_gather (quantized data + scalers); each matrix is dequantized afterwards (the dequant line)")
+                } else {
+                    Explanation::new("2 × layer params ÷ TP × weight bytes").term("layer params", model.profile.layer_params)
+                },
             );
         }
         if at.root_flat_grad > 0 {
@@ -545,10 +574,9 @@ impl Lines<'_> {
                 Category::Temporaries,
                 "FSDP root unit unsharded from forward to backward (embeddings, head, final norm)",
                 at.root_unsharded,
-                Explanation::new("root unit bytes × (1 − 1 ÷ DP): the unsharded root less the shard in the weights line")
+                Explanation::new("root unit bytes: the all-gathered root, beside the shard in the weights line")
                     .term("root unit bytes (unsharded, per TP rank)", root)
-                    .term("data-parallel ranks", par.dp())
-                    .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head"),
+                    .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head; the unsharded root is its own padded buffer (_full_param_padded, FlatParamHandle._alloc_padded_unsharded_flat_param in torch/distributed/fsdp/_flat_param.py) while the rank's shard stays allocated as _local_shard, so the root costs its full size on top of the weights line"),
             );
         }
     }

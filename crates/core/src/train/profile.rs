@@ -22,7 +22,7 @@ use crate::error::CoreError;
 use crate::model::ModelSpec;
 use crate::params::{LinearRole, ParamGroup, ParamGroupKind, ParamLayout};
 use crate::quant::QuantSpec;
-use crate::units::{add, div_ceil, mul, mul_div_ceil, product, sum};
+use crate::units::{add, div_ceil, mul, mul_div_ceil, part_of, product, sum};
 use crate::weights::{group_bytes, in_layers, quantized, tp_shards};
 use crate::workload::{validate, Offload, Optimizer, Parallelism, Precision, TrainKind, TrainSetup};
 
@@ -315,9 +315,8 @@ impl TrainProfile {
             weights = div_ceil(weights, dp);
             adapters = div_ceil(adapters, dp);
             fp32_casts = div_ceil(fp32_casts, dp);
-            // the running layer and the prefetched next one, gathered in the weight dtype
-            let w_b = self.base_dtype.bytes()?;
-            gathered = product("gathered parameters", &[2, div_ceil(self.layer_params, tp), w_b])?;
+            // the running layer and the prefetched next one, gathered as stored
+            gathered = mul("gathered parameters", 2, self.layer_gather_bytes(tp)?)?;
         }
         // Offload.
         let mut cpu = 0;
@@ -387,6 +386,28 @@ impl TrainProfile {
             Optimizer::Adafactor => product(what, &[2, largest, 4]),
             Optimizer::Lion => product(what, &[2, largest, sb]),
         }
+    }
+
+    /// Bytes of one decoder layer as ZeRO-3 / FSDP all-gathers it, on one TP rank: the
+    /// layer's parameters in the weight dtype, or, for a quantized base, its storage as
+    /// stored. FSDP flattens and all-gathers each parameter's storage without
+    /// dequantizing it: bitsandbytes' `Params4bit` hold the packed 4-bit data in
+    /// `bnb_4bit_quant_storage` (transformers `_fsdp_qlora_plugin_updates` sets FSDP's
+    /// mixed precision to that dtype so nothing is cast), and torchao's `NF4Tensor`
+    /// (torchtune) all-gathers its quantized data and scalers through
+    /// `fsdp_pre_all_gather`. The layer is dequantized one matrix at a time afterwards
+    /// (the QLoRA dequant line).
+    pub fn layer_gather_bytes(&self, tp: u64) -> Result<u64, CoreError> {
+        let tp = tp.max(1);
+        if self.base_quant.is_none() {
+            return mul("gathered parameters", div_ceil(self.layer_params, tp), self.base_dtype.bytes()?);
+        }
+        let mut layers = 0u64;
+        for g in self.groups.iter().filter(|g| g.place == Place::Layers) {
+            let stored = part_of("gathered parameters", g.base_bytes, g.fp32_extra)?;
+            layers = add("gathered parameters", layers, if g.tp_split { div_ceil(stored, tp) } else { stored })?;
+        }
+        Ok(div_ceil(layers, self.layers.max(1)))
     }
 
     /// Storage bytes of what sits outside the decoder layers (embeddings, output head,

@@ -157,6 +157,24 @@ impl Engine {
         matches!(self, Engine::Fsdp | Engine::Litgpt)
     }
 
+    /// Frozen FSDP1 units under the HF Trainer's reentrant gradient checkpointing keep
+    /// every checkpointed layer's input and its gradient until the end of backward.
+    /// transformers' `gradient_checkpointing_enable` defaults to `use_reentrant=True`
+    /// and wraps each decoder layer's `__call__` (the FSDP-wrapped unit) in
+    /// `torch.utils.checkpoint`; its backward recomputes the unit on detached leaf
+    /// inputs and accumulates their gradients into `.grad`. For a unit whose
+    /// `FlatParameter` does not require grad (a LoRA/QLoRA base layer: PEFT's
+    /// `fsdp_auto_wrap_policy`, which the Trainer installs, wraps the adapters in their
+    /// own units), FSDP1 registers its reshard-only hook with
+    /// `register_multi_grad_hook` on those leaf inputs
+    /// (`_register_post_backward_reshard_only_hook`, `torch/distributed/fsdp/_runtime_utils.py`);
+    /// the hook closes over their `AccumulateGrad` nodes (`grad_fns`,
+    /// `torch/autograd/graph.py`), which hold the leaf and its `.grad`, and FSDP removes it
+    /// only in `_finalize_params` at the end of backward.
+    pub fn fsdp_frozen_units_keep_checkpoint_grads(self) -> bool {
+        self == Engine::Fsdp
+    }
+
     /// Under tensor parallelism the engine computes the loss vocabulary-parallel
     /// (`torch.distributed.tensor.parallel.loss_parallel()`): torchtitan turns it on
     /// whenever TP > 1 (`ParallelDims.loss_parallel_enabled`: `tp > 1 and

@@ -322,6 +322,13 @@ pub enum LossPath {
     /// measured on shared/calibration group C
     #[default]
     Fp32,
+    /// transformers up to 4.48 (`ForCausalLMLoss` before PR #35646, and the in-model
+    /// losses before it): `logits = logits.float()` then `shift_logits =
+    /// logits[..., :-1, :].contiguous()`, a second fp32 copy. The backward start is
+    /// `Fp32`'s; the end of forward is higher: inside `cross_entropy` the compute-dtype
+    /// logits (still referenced by the model's forward), the fp32 upcast, its shifted
+    /// copy and the log-softmax output are live at once (act + 4 + 4 + 4 B)
+    Fp32ShiftCopy,
     /// cross-entropy on the compute-dtype logits, no upcast: 2 B saved + 2 × 2 B gradients
     Compute,
     /// the head runs over the whole sequence but the fp32 loss one chunk at a time
@@ -344,6 +351,7 @@ impl LossPath {
     pub fn name(self) -> &'static str {
         match self {
             LossPath::Fp32 => "fp32",
+            LossPath::Fp32ShiftCopy => "fp32-shift-copy",
             LossPath::Compute => "bf16",
             LossPath::Chunked { .. } => "chunked",
             LossPath::ChunkedTokens { .. } => "chunked-tokens",
@@ -357,10 +365,13 @@ impl std::str::FromStr for LossPath {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s.to_ascii_lowercase().replace('_', "-").as_str() {
             "fp32" | "upcast" => LossPath::Fp32,
+            "fp32-shift-copy" | "transformers-4.48" => LossPath::Fp32ShiftCopy,
             "bf16" | "fp16" | "compute" | "no-upcast" => LossPath::Compute,
             "chunked" => LossPath::Chunked { chunks: 8 },
             "fused" | "liger" | "cce" | "cut-cross-entropy" => LossPath::Fused,
-            _ => return Err(format!("unknown loss path '{s}': expected fp32, bf16, chunked or fused")),
+            _ => {
+                return Err(format!("unknown loss path '{s}': expected fp32, fp32-shift-copy, bf16, chunked or fused"))
+            }
         })
     }
 }
