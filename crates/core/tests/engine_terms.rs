@@ -357,6 +357,9 @@ fn tensor_parallel_inference_counts_its_communicators() {
     assert_eq!(line(&one, "NCCL communicator") + line(&one, "vLLM custom all-reduce"), 0);
     // they are runtime, outside the tensor peak
     assert_eq!(vllm.bytes(Category::Runtime) - one.bytes(Category::Runtime), 3 * 688 * MIB + 17 * MIB);
+}
+
+#[test]
 fn zero3_gathers_a_quantized_base_as_stored() {
     let spec = mistral();
     let par = Parallelism { gpus: 2, sharding: Sharding::Zero3, fsdp: true, ..Parallelism::default() };
