@@ -79,9 +79,9 @@ fn main() {
         bytes / MB / total
     );
     println!(
-        "  peak RSS {:.0} MB = file + {:.0} MB (after decoding: {:.0} MB)",
+        "  peak RSS {:.0} MB = {:.2} × the file (after decoding: {:.0} MB)",
         rss / MB,
-        (rss - bytes) / MB,
+        rss / bytes,
         v["peak_rss_after_decode"].as_f64().unwrap_or(0.0) / MB
     );
     let ok_speed = bytes / MB / total >= 200.0;
