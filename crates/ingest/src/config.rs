@@ -753,7 +753,7 @@ fn phi(f: &mut Fields, name: &str) -> ModelSpec {
     s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.vocab_size = f.u64_any(&["vocab_size"]);
     s.max_position_embeddings = f.u64_or(&["max_position_embeddings", "n_positions"], 2048);
-    s.intermediate_size = f.u64_or(&["intermediate_size", "n_inner"], 4 * s.hidden_size);
+    s.intermediate_size = f.u64_or(&["intermediate_size", "n_inner"], s.hidden_size.saturating_mul(4));
     s.activation = f.str_opt("hidden_act").or_else(|| f.str_opt("activation_function")).unwrap_or("gelu_new".into());
     s.mlp = MlpKind::Plain;
     s.norm = NormKind::LayerNorm;
@@ -992,7 +992,9 @@ fn gpt2(f: &mut Fields, name: &str) -> ModelSpec {
     s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.vocab_size = f.u64_any(&["vocab_size"]);
     s.max_position_embeddings = f.u64_or(&["n_positions", "max_position_embeddings"], 1024);
-    s.intermediate_size = f.u64_or(&["n_inner"], 4 * s.hidden_size);
+    // saturating: a hidden size that large is refused by name in ModelSpec::validate
+    // (MAX_HIDDEN), before the derived width is used (fuzz: ingest_config)
+    s.intermediate_size = f.u64_or(&["n_inner"], s.hidden_size.saturating_mul(4));
     s.mlp = MlpKind::Plain;
     s.activation = f.str_opt("activation_function").unwrap_or_else(|| "gelu_new".into());
     s.norm = NormKind::LayerNorm;
@@ -1050,7 +1052,7 @@ fn falcon(f: &mut Fields, name: &str) -> ModelSpec {
     } else {
         s.num_heads
     };
-    s.intermediate_size = f.u64_or(&["ffn_hidden_size"], 4 * s.hidden_size);
+    s.intermediate_size = f.u64_or(&["ffn_hidden_size"], s.hidden_size.saturating_mul(4));
     s.max_position_embeddings = f.u64_or(&["max_position_embeddings"], 2048);
     s.mlp = MlpKind::Plain;
     s.activation = "gelu".into();

@@ -50,3 +50,20 @@ proptest! {
         let _ = vramfit_ingest::safetensors::parse_header(&data, "prop");
     }
 }
+
+/// Fuzz find (ingest_config, 2026-12-03): a hidden size of 2^63 − 1 with no
+/// FFN width made the derived default `4 × hidden` overflow (a panic in a debug
+/// build). Every family whose FFN width defaults to 4 × hidden is refused by name.
+#[test]
+fn a_huge_hidden_size_without_an_ffn_width_is_refused_not_a_panic() {
+    let crash = include_bytes!("../../../fuzz/seeds/ingest_config/gpt2_huge_n_embd.json");
+    let e = vramfit_ingest::config::parse_config(crash, "crash.json").unwrap_err().to_string();
+    assert!(e.contains("crash.json"), "{e}");
+    for mt in ["gpt2", "falcon", "phi"] {
+        let doc = format!(
+            r#"{{"model_type":"{mt}","hidden_size":9223372036854775807,"n_embd":9223372036854775807,"num_hidden_layers":2,"n_layer":2,"num_attention_heads":8,"n_head":8,"vocab_size":1000}}"#
+        );
+        let e = vramfit_ingest::config::parse_config(doc.as_bytes(), "x.json").unwrap_err().to_string();
+        assert!(e.contains("hidden"), "{mt}: {e}");
+    }
+}
