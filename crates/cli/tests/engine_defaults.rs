@@ -29,3 +29,45 @@ fn litgpt_and_torchtune_cache_every_layer_at_full_length() {
     // the flag overrides the engine
     assert_eq!(kv_bytes(&["--engine", "litgpt", "--sliding-window-cache", "window"]), window);
 }
+
+fn estimate_json(extra: &[&str]) -> Value {
+    let mut args = vec!["estimate", "llama-3.1-8b", "--gpu", "a100-80gb", "--json"];
+    args.extend_from_slice(extra);
+    let (out, _) = run(&args, 0);
+    serde_json::from_str(&out).unwrap()
+}
+
+fn notes(v: &Value) -> String {
+    v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn vllm_on_a_card_takes_its_default_utilisation_unless_one_is_given() {
+    // vLLM's EngineArgs.gpu_memory_utilization = 0.9: without --gpu-util the card is still
+    // sized as vLLM sizes it, and the fit is its KV pool holding the sequences
+    let v = estimate_json(&["--engine", "vllm"]);
+    let cap = &v["fit"]["capacity"];
+    assert_eq!(cap["gpu_util"].as_f64(), Some(0.9), "{v:#}");
+    assert_eq!(v["fit"]["usable_bytes"], cap["budget_bytes"]);
+    assert!(notes(&v).contains("--engine vllm: it takes 0.9 of the card"), "{}", notes(&v));
+    // the same figures as saying 0.9 outright, less the note
+    let given = estimate_json(&["--engine", "vllm", "--gpu-util", "0.9"]);
+    assert_eq!(given["fit"]["capacity"]["kv_blocks"], cap["kv_blocks"]);
+    assert!(!notes(&given).contains("it takes 0.9"));
+    // a given utilisation wins
+    let half = estimate_json(&["--engine", "vllm", "--gpu-util", "0.5"]);
+    assert_eq!(half["fit"]["capacity"]["gpu_util"].as_f64(), Some(0.5));
+    assert!(half["fit"]["capacity"]["kv_blocks"].as_u64() < cap["kv_blocks"].as_u64());
+}
+
+#[test]
+fn sglang_and_transformers_assume_no_utilisation() {
+    // SGLang picks mem_fraction_static from the card at start-up: nothing assumed, the note asks
+    let s = estimate_json(&["--engine", "sglang"]);
+    assert!(s["fit"]["capacity"].is_null(), "{s:#}");
+    assert!(notes(&s).contains("give --gpu-util"), "{}", notes(&s));
+    // transformers' generate takes what it needs: no capacity, no note
+    let t = estimate_json(&[]);
+    assert!(t["fit"]["capacity"].is_null());
+    assert!(!notes(&t).contains("--gpu-util"));
+}

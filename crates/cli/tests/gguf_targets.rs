@@ -6,14 +6,21 @@
 mod common;
 use common::{json, run};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use vramfit_core::llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{write_model, Shape};
 
+/// Tests run in parallel and share these files: each is written under a name of
+/// its own and renamed into place, so no test reads a file another is rewriting.
 fn fixture(name: &str, s: &Shape) -> PathBuf {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gguf-targets");
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
-    write_model(s, &p).unwrap();
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
+    write_model(s, &tmp).unwrap();
+    std::fs::rename(&tmp, &p).unwrap();
     p
 }
 

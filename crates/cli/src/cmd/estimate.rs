@@ -416,7 +416,20 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         Task::Inference(setup) => {
             let par = &workload.parallelism;
             let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-            let capacity = match (&gpu, args.gpu_util) {
+            let gpu_util = if gpu.is_some() { setup.engine.gpu_util(args.gpu_util) } else { None };
+            if gpu.is_some() && args.gpu_util.is_none() && setup.engine.serving().is_some() {
+                ledger.notes.push(match gpu_util {
+                    Some(u) => format!(
+                        "--engine {}: it takes {u} of the card at start-up unless told otherwise (its gpu_memory_utilization default); the capacity and the fit use it (--gpu-util sets another)",
+                        setup.engine.name()
+                    ),
+                    None => format!(
+                        "--engine {}: it chooses its memory fraction from the card at start-up (mem_fraction_static); give --gpu-util to size its KV pool; until then the fit is this ledger against the whole card",
+                        setup.engine.name()
+                    ),
+                });
+            }
+            let capacity = match (&gpu, gpu_util) {
                 // vLLM's gpu_memory_utilization is a fraction of the whole card
                 (Some(g), Some(u)) => {
                     if g.detected.is_some() && (g.memory_bytes as f64) < u * g.total_bytes as f64 {

@@ -41,7 +41,7 @@ pub enum Engine {
 }
 
 /// How a serving engine sizes its memory at start-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServingDefaults {
     /// tokens of the start-up profiling forward (vLLM `max_num_batched_tokens`)
     pub max_num_batched_tokens: u64,
@@ -54,7 +54,13 @@ pub struct ServingDefaults {
     /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
     /// the engine's own log gives it (else the runtime's context + workspaces)
     pub non_torch_tp1: Option<u64>,
+    /// the fraction of the card the engine takes when none is given (vLLM
+    /// `gpu_memory_utilization`); `None` when the engine derives it from the card
+    pub default_gpu_util: Option<f64>,
 }
+
+/// vLLM's default `gpu_memory_utilization` (`EngineArgs` / `CacheConfig`: 0.9).
+pub const VLLM_GPU_UTIL: f64 = 0.9;
 
 /// vLLM's non-torch memory of a TP-1 server on an H100: "non_torch_memory 1.79GiB"
 /// (vLLM PR #10511, V0, Llama-3-8B): the CUDA context, the kernel images its
@@ -215,7 +221,8 @@ impl Engine {
     /// row per sequence (`compute_logits` on the sampled indices) and CUDA graphs are
     /// captured after the KV cache is allocated (`capture_model`). SGLang:
     /// `chunked_prefill_size` 8192 and `max_running_requests` sized from the pool;
-    /// the same start-up shape is assumed.
+    /// the same start-up shape is assumed. vLLM takes `gpu_memory_utilization`
+    /// 0.9 of the card unless told otherwise.
     pub fn serving(self) -> Option<ServingDefaults> {
         match self {
             Engine::Vllm => Some(ServingDefaults {
@@ -224,6 +231,7 @@ impl Engine {
                 sampled_rows_only: true,
                 cuda_graphs: true,
                 non_torch_tp1: Some(VLLM_NON_TORCH),
+                default_gpu_util: Some(VLLM_GPU_UTIL),
             }),
             Engine::Sglang => Some(ServingDefaults {
                 max_num_batched_tokens: 8192,
@@ -231,9 +239,22 @@ impl Engine {
                 sampled_rows_only: true,
                 cuda_graphs: true,
                 non_torch_tp1: None,
+                // `mem_fraction_static` is chosen at start-up from the card's memory and
+                // the TP size (`ServerArgs.__post_init__`), and has changed between
+                // releases: not assumed, `--gpu-util` names it
+                default_gpu_util: None,
             }),
             _ => None,
         }
+    }
+}
+
+impl Engine {
+    /// The fraction of the card a serving engine takes: the one given, else the
+    /// engine's own default (vLLM 0.9); `None` for `generate`-style engines and
+    /// for engines that choose it from the card (SGLang).
+    pub fn gpu_util(self, given: Option<f64>) -> Option<f64> {
+        given.or_else(|| self.serving().and_then(|d| d.default_gpu_util))
     }
 }
 
@@ -276,5 +297,14 @@ mod tests {
         assert!(Engine::Transformers.kbit_prep() && !Engine::Litgpt.kbit_prep());
         assert!(Engine::Litgpt.quantizes_lm_head() && !Engine::Transformers.quantizes_lm_head());
         assert!(Engine::Vllm.serving().is_some() && Engine::Transformers.serving().is_none());
+    }
+
+    #[test]
+    fn only_vllm_has_a_default_utilisation_and_a_given_one_wins() {
+        assert_eq!(Engine::Vllm.gpu_util(None), Some(VLLM_GPU_UTIL));
+        assert_eq!(Engine::Vllm.gpu_util(Some(0.5)), Some(0.5));
+        assert_eq!(Engine::Sglang.gpu_util(None), None);
+        assert_eq!(Engine::Transformers.gpu_util(None), None);
+        assert_eq!(Engine::Transformers.gpu_util(Some(0.8)), Some(0.8));
     }
 }
