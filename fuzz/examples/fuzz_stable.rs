@@ -7,6 +7,10 @@
 //! `--artifacts`. Deterministic for a given `--seed`, so a failure
 //! reproduces with the seed it prints.
 //!
+//! It stops at `--runs` executions or after `--seconds`, whichever comes
+//! first (20 s when neither is given; no time limit when only `--runs` is),
+//! and says how far it got every 60 s on stderr.
+//!
 //! ```text
 //! fuzz_stable TARGET [--seconds N] [--runs N] [--seed N] [--corpus DIR]… [--artifacts DIR] [--timeout S] [--max-len N]
 //! fuzz_stable --list
@@ -17,9 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How often a long run says how far it got.
+const PROGRESS_EVERY: Duration = Duration::from_secs(60);
+
 struct Options {
     target: String,
-    seconds: u64,
+    seconds: Option<u64>,
     runs: Option<u64>,
     seed: u64,
     corpus: Vec<PathBuf>,
@@ -39,7 +46,7 @@ fn parse_args() -> Options {
     let mut args = std::env::args().skip(1);
     let mut o = Options {
         target: String::new(),
-        seconds: 20,
+        seconds: None,
         runs: None,
         seed: 0,
         corpus: Vec::new(),
@@ -56,7 +63,7 @@ fn parse_args() -> Options {
                 }
                 std::process::exit(0)
             }
-            "--seconds" => o.seconds = num(args.next()),
+            "--seconds" => o.seconds = Some(num(args.next())),
             "--runs" => o.runs = Some(num(args.next())),
             "--seed" => o.seed = num(args.next()),
             "--timeout" => o.timeout = num(args.next()),
@@ -299,11 +306,28 @@ fn main() {
     // 2. mutated and random inputs until the time or run budget is spent
     let mut rng = Rng(o.seed);
     let mut pool: Vec<Vec<u8>> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(o.seconds);
+    let start = Instant::now();
+    let seconds = match (o.seconds, o.runs) {
+        (Some(s), _) => Some(s),
+        (None, Some(_)) => None,
+        (None, None) => Some(20),
+    };
+    let deadline = seconds.map(|s| start + Duration::from_secs(s));
+    let mut next_report = start + PROGRESS_EVERY;
     let mut execs: u64 = corpus.len() as u64;
     loop {
-        if o.runs.is_some_and(|r| execs >= r) || (o.runs.is_none() && Instant::now() >= deadline) {
+        let now = Instant::now();
+        if o.runs.is_some_and(|r| execs >= r) || deadline.is_some_and(|d| now >= d) {
             break;
+        }
+        if now >= next_report {
+            let secs = clock.elapsed().as_secs_f64();
+            eprintln!(
+                "fuzz_stable {}: {execs} executions in {secs:.0} s ({:.0}/s), no failure so far",
+                o.target,
+                execs as f64 / secs.max(1e-9)
+            );
+            next_report = now + PROGRESS_EVERY;
         }
         let pick = rng.below(4);
         let mut data = if pick == 0 || (corpus.is_empty() && pool.is_empty()) {
