@@ -332,3 +332,24 @@ fn unknown_mfu_key_is_an_error() {
     // known keys still work: an architecture and a GPU id
     run(&["plan", "llama-2-7b", "--mfu", "ampere=0.5", "--mfu", "rtx-3090=0.4"], 0);
 }
+
+#[test]
+fn more_cards_for_training_split_what_holds_the_memory() {
+    // LoRA on Llama-3.1-8B fits one 40 GB card with checkpointing, so a plain data-parallel
+    // pair (or ZeRO-1/2, which shard only the adapter's few MB of states) also fits — only
+    // thanks to that switch. Path (2) shows a plan that splits the frozen base (ZeRO-3) or
+    // the model (TP, PP); for a full fine-tune any ZeRO stage splits real state
+    for task in ["lora", "qlora", "train"] {
+        let v = json(&["plan", "llama-3.1-8b", "--task", task, "--json"], 0);
+        let best = &v["more_cards"]["best"];
+        assert!(best.is_object(), "{task}: no path (2) plan: {v:#}");
+        let s = &best["setup"];
+        let model_split = s["tp"].as_u64() > Some(1) || s["pp"].as_u64() > Some(1);
+        let shards = if task == "train" { s["sharding"] != "none" } else { s["sharding"] == "zero3" };
+        assert!(shards || model_split, "{task}: path (2) splits nothing that holds memory: {s}");
+        assert!(best["gpus"].as_u64() >= Some(2));
+    }
+    // the ranked table still holds data-parallel plans
+    let v = json(&["plan", "llama-3.1-8b", "--task", "lora", "--json"], 0);
+    assert!(ranked(&v).iter().any(|r| r["setup"]["sharding"] == "none" && r["gpus"].as_u64() > Some(1)));
+}

@@ -951,7 +951,10 @@ fn more_cards(o: &mut String, doc: &PlanDocument) {
             let _ = writeln!(o, "cheapest: {}", row_line(b));
         }
         None if train => {
-            let _ = writeln!(o, "no multi-GPU offer fits without offload");
+            let _ = writeln!(
+                o,
+                "no multi-GPU plan that splits the model or its states (ZeRO/FSDP, TP or PP) fits without offload"
+            );
         }
         None => {
             let _ = writeln!(o, "no multi-GPU split in the catalogue fits");

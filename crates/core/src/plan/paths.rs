@@ -11,7 +11,7 @@ use super::search::{self, default_job, Complexity, Scored, Search};
 use crate::error::CoreError;
 use crate::estimate::estimate;
 use crate::hardware::{GpuSpec, Link};
-use crate::workload::{Offload, Parallelism, Sharding, Task, Workload};
+use crate::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
 use std::cmp::Ordering;
 
 /// The user's job on one GPU, as given (global batch kept).
@@ -257,8 +257,24 @@ fn bigger_card(search: &Search, gpus: &[GpuSpec], baseline: u64) -> BiggerCard {
 
 /// Path (2): more cards with the same method and no offload, beside plain
 /// data parallelism on as many GPUs and the fewest of the user's own cards.
+/// A training plan here must split what holds the memory: plain data
+/// parallelism keeps everything on every card (a DP-only plan that fits owes it
+/// to the switches of path 1, not to the cards), and with LoRA or QLoRA ZeRO-1/2
+/// shard only the adapter's gradients and optimizer states, megabytes beside a
+/// frozen base; so ZeRO-3/FSDP full sharding, TP or PP for those, any sharding
+/// for a full fine-tune. Serving replicas split the sequences' KV cache, so they
+/// count.
 fn more_cards(req: &PlanRequest, search: &Search, single: &Workload, baseline: u64, job: Job) -> MoreCards {
-    let best = best_where(search, |c| c.gpus >= 2 && same_method(search, c) && !offloads(search, c))
+    let splits = |c: &Scored| {
+        let k = &search.entries[c.mem as usize].key;
+        let shards = match &k.train {
+            None => true,
+            Some(t) if t.kind == TrainKind::Full => k.sharding != Sharding::None,
+            Some(_) => k.sharding == Sharding::Zero3,
+        };
+        c.gpus >= 2 && (shards || k.tp > 1 || k.pp > 1)
+    };
+    let best = best_where(search, |c| splits(c) && same_method(search, c) && !offloads(search, c))
         .and_then(|c| row(search, c));
     let dp_gpus = best.as_ref().map(|r| r.gpus).unwrap_or(8).max(2);
     let dp_only = match &single.task {
