@@ -315,51 +315,10 @@ pub fn estimate_inference(
     // KV cache, paged in blocks, and recurrent state.
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;
 
-    // Prefill transient: logits and the largest working set.
-    let act = setup.weight_dtype_compute();
-    let act_b = act.bytes()?;
-    let tokens = product("prefill tokens", &[setup.batch, setup.context])?;
-    let logit_b = if setup.logits_fp32 { 4 } else { act_b };
-    let vocab_shard = div_ceil(spec.vocab_size, tp);
-    let logits = product("logits", &[tokens, vocab_shard, logit_b])?;
-    ledger.push(
-        Category::Logits,
-        format!("prefill logits ({})", if setup.logits_fp32 { "fp32" } else { act.name() }),
-        logits,
-        Explanation::new("batch × seq × vocab × bytes")
-            .term("batch", setup.batch)
-            .term("seq", setup.context)
-            .term("vocab (per TP rank)", vocab_shard)
-            .term("bytes", logit_b)
-            .note("transformers computes logits for every prompt token; engines that keep only the last token need far less"),
-    );
-    // At the end of prefill the final hidden state, its fp32 RMSNorm/LayerNorm
-    // upcast and the normalised output are live beside the logits:
-    // (act + 4 + act) bytes per hidden element. Inside the last MLP the
-    // residual, the normed input and three intermediate tensors
-    // (act(gate), up, their product) are live: (2h + 3·I) × act bytes.
-    // Calibrated on shared/calibration group B (Llama-2-7B prefill).
-    let h = spec.hidden_size;
-    let end_set = product("final working set", &[tokens, h, 2 * act_b + 4])?;
-    let width = mlp_width(spec) / tp;
-    let mlp_set = product("mlp working set", &[tokens, 2 * h + 3 * width, act_b])?;
-    // the MLP's working set beyond the logits it no longer shares (none when the logits are larger)
-    let mlp_beyond_logits = mlp_set.max(logits) - logits;
-    let act_bytes = end_set.max(mlp_beyond_logits);
-    let which = if end_set >= mlp_beyond_logits { "final norm beside the logits" } else { "largest MLP" };
-    ledger.push(
-        Category::Activations,
-        format!("prefill working set ({which})"),
-        act_bytes,
-        Explanation::new(
-            "max(tokens × hidden × (2·act + 4 B fp32 norm), tokens × (2·hidden + 3·mlp_width) × act − logits)",
-        )
-        .term("tokens", tokens)
-        .term("hidden", h)
-        .term("mlp_width (per TP rank)", width)
-        .term("act bytes", act_b)
-        .note("the peak of a no_grad prefill is at the output head; decode steps need far less"),
-    );
+    let (logits, act_bytes) = match setup.engine.serving() {
+        Some(d) => push_profiling_run(&mut ledger, spec, setup, &d, tp, runtime)?,
+        None => push_prefill(&mut ledger, spec, setup, tp)?,
+    };
     let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
     push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
     if setup.engine.serving().is_some() && tp > 1 {
@@ -497,6 +456,109 @@ fn push_kv(
         (per_seq, 1)
     };
     Ok(InferenceDetail { kv, tokens_per_sequence: tokens_per_seq, blocks_per_sequence, block_bytes })
+}
+
+/// `generate`'s prefill transient: logits for every prompt token and the
+/// largest working set. Returns (logits, working set) bytes.
+fn push_prefill(
+    ledger: &mut Ledger,
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    tp: u64,
+) -> Result<(u64, u64), CoreError> {
+    // Prefill transient: logits and the largest working set.
+    let act = setup.weight_dtype_compute();
+    let act_b = act.bytes()?;
+    let tokens = product("prefill tokens", &[setup.batch, setup.context])?;
+    let logit_b = if setup.logits_fp32 { 4 } else { act_b };
+    let vocab_shard = div_ceil(spec.vocab_size, tp);
+    let logits = product("logits", &[tokens, vocab_shard, logit_b])?;
+    ledger.push(
+        Category::Logits,
+        format!("prefill logits ({})", if setup.logits_fp32 { "fp32" } else { act.name() }),
+        logits,
+        Explanation::new("batch × seq × vocab × bytes")
+            .term("batch", setup.batch)
+            .term("seq", setup.context)
+            .term("vocab (per TP rank)", vocab_shard)
+            .term("bytes", logit_b)
+            .note("transformers computes logits for every prompt token; engines that keep only the last token need far less"),
+    );
+    // At the end of prefill the final hidden state, its fp32 RMSNorm/LayerNorm
+    // upcast and the normalised output are live beside the logits:
+    // (act + 4 + act) bytes per hidden element. Inside the last MLP the
+    // residual, the normed input and three intermediate tensors
+    // (act(gate), up, their product) are live: (2h + 3·I) × act bytes.
+    // Calibrated on shared/calibration group B (Llama-2-7B prefill).
+    let h = spec.hidden_size;
+    let end_set = product("final working set", &[tokens, h, 2 * act_b + 4])?;
+    let width = mlp_width(spec) / tp;
+    let mlp_set = product("mlp working set", &[tokens, 2 * h + 3 * width, act_b])?;
+    // the MLP's working set beyond the logits it no longer shares (none when the logits are larger)
+    let mlp_beyond_logits = mlp_set.max(logits) - logits;
+    let act_bytes = end_set.max(mlp_beyond_logits);
+    let which = if end_set >= mlp_beyond_logits { "final norm beside the logits" } else { "largest MLP" };
+    ledger.push(
+        Category::Activations,
+        format!("prefill working set ({which})"),
+        act_bytes,
+        Explanation::new(
+            "max(tokens × hidden × (2·act + 4 B fp32 norm), tokens × (2·hidden + 3·mlp_width) × act − logits)",
+        )
+        .term("tokens", tokens)
+        .term("hidden", h)
+        .term("mlp_width (per TP rank)", width)
+        .term("act bytes", act_b)
+        .note("the peak of a no_grad prefill is at the output head; decode steps need far less"),
+    );
+    Ok((logits, act_bytes))
+}
+
+/// A serving engine's transient as it sizes itself at start-up: its profiling
+/// run (the forward of `max_num_batched_tokens` tokens, or the sampler on
+/// `max_num_seqs` rows, whichever is larger: [`profiling_run`]) instead of
+/// `generate`'s logits for every prompt token, and the memory outside the
+/// allocator the engine logs beyond the CUDA context and workspaces the runtime
+/// counts. Returns (logits, working set) bytes: the engine's logits are inside
+/// its sampler, so 0 and the profiling peak.
+fn push_profiling_run(
+    ledger: &mut Ledger,
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    d: &crate::workload::ServingDefaults,
+    tp: u64,
+    runtime: &RuntimeSetup,
+) -> Result<(u64, u64), CoreError> {
+    let (tokens, seqs) = profile_shape(setup, d);
+    let run = profiling_run(spec, setup, tp, tokens, seqs)?;
+    let peak = run.forward.max(run.sampler);
+    let which = if run.sampler >= run.forward { "sampler" } else { "forward" };
+    ledger.push(
+        Category::Activations,
+        format!("{} start-up profiling run ({which})", setup.engine.name()),
+        peak,
+        Explanation::new(
+            "max(forward: tokens × (2·hidden + MLP columns) × act bytes, sampler: rows × vocab × 38 B + tokens × hidden × act bytes)",
+        )
+        .term("tokens (max_num_batched_tokens)", tokens)
+        .term("rows (max_num_seqs, at most the tokens)", run.rows)
+        .term("forward", run.forward)
+        .term("sampler", run.sampler)
+        .note("the engine sizes its KV pool after this run and keeps its peak reserved; logits exist only for the sampled rows, inside the sampler"),
+    );
+    if let Some(non_torch) = d.non_torch_tp1 {
+        let counted = crate::units::add("runtime", runtime.cuda_context_bytes, runtime.workspace_bytes)?;
+        ledger.push(
+            Category::Runtime,
+            format!("{} non-torch memory beyond the CUDA context and workspaces", setup.engine.name()),
+            non_torch.saturating_sub(counted),
+            Explanation::new("the engine's logged non-torch memory at one GPU − (CUDA context + workspaces counted below)")
+                .term("engine's non-torch memory", non_torch)
+                .term("CUDA context + workspaces", counted)
+                .note("vLLM PR #10511's start-up log (Llama-3-8B, H100, TP 1): kernel images its profiling run loads and the allocator cache that accounting counted"),
+        );
+    }
+    Ok((0, peak))
 }
 
 /// bitsandbytes quantizes a 16-bit checkpoint as it loads: each 16-bit matrix
@@ -764,13 +826,49 @@ pub fn serving_setup(
     gpu_util: f64,
     cuda_capacity_bytes: u64,
 ) -> ServingSetup {
+    let (max_num_batched_tokens, max_num_seqs) = profile_shape(setup, d);
+    ServingSetup { gpu_util, cuda_capacity_bytes, max_num_batched_tokens, max_num_seqs }
+}
+
+/// (`max_num_batched_tokens`, `max_num_seqs`) of the start-up profiling run:
+/// the flags' values, or the engine's defaults.
+fn profile_shape(setup: &InferenceSetup, d: &crate::workload::ServingDefaults) -> (u64, u64) {
     let default_tokens = if d.max_num_batched_tokens == 0 { setup.context.max(2048) } else { d.max_num_batched_tokens };
-    ServingSetup {
-        gpu_util,
-        cuda_capacity_bytes,
-        max_num_batched_tokens: setup.max_num_batched_tokens.unwrap_or(default_tokens),
-        max_num_seqs: setup.max_num_seqs.unwrap_or(d.max_num_seqs),
-    }
+    (setup.max_num_batched_tokens.unwrap_or(default_tokens), setup.max_num_seqs.unwrap_or(d.max_num_seqs))
+}
+
+/// The two candidates for a serving engine's profiling peak on one GPU.
+struct ProfilingRun {
+    forward: u64,
+    sampler: u64,
+    rows: u64,
+}
+
+/// The profiling run of `tokens` tokens over `seqs` sequences: the forward's
+/// residual and normed input with the MLP's gate/up output and activation
+/// (3 × I/tp per token for gated MLPs), and the sampler on one row per
+/// sequence ([`SAMPLER_SORT_BYTES`] per vocabulary entry) beside the batch's
+/// hidden states.
+fn profiling_run(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    tp: u64,
+    tokens: u64,
+    seqs: u64,
+) -> Result<ProfilingRun, CoreError> {
+    let act_b = setup.weight_dtype_compute().bytes()?;
+    let tokens = tokens.max(1);
+    let h = spec.hidden_size;
+    let width = div_ceil(mlp_width(spec), tp);
+    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
+    let forward = product("profiling forward", &[tokens, 2 * h + mlp_cols, act_b])?;
+    let rows = seqs.min(tokens).max(1);
+    let sampler = crate::units::add(
+        "sampler",
+        product("sampler", &[rows, spec.vocab_size, SAMPLER_SORT_BYTES])?,
+        product("hidden states", &[tokens, h, act_b])?,
+    )?;
+    Ok(ProfilingRun { forward, sampler, rows })
 }
 
 /// A serving engine's start-up on one card (vLLM's memory profiling).
@@ -866,20 +964,8 @@ pub fn serving_profile(
     let (tp, pp) = (par.tp, par.pp);
     let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
     let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
-    let act_b = setup.weight_dtype_compute().bytes()?;
-    let tokens = s.max_num_batched_tokens.max(1);
-    let h = spec.hidden_size;
-    // forward: the residual and the normed input, and inside the MLP its fused
-    // gate/up output and the activation's output (3 × I/tp per token for gated MLPs)
-    let width = div_ceil(mlp_width(spec), tp);
-    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
-    let forward = product("profiling forward", &[tokens, 2 * h + mlp_cols, act_b])?;
-    let rows = s.max_num_seqs.min(tokens).max(1);
-    let sampler = crate::units::add(
-        "sampler",
-        product("sampler", &[rows, spec.vocab_size, SAMPLER_SORT_BYTES])?,
-        product("hidden states", &[tokens, h, act_b])?,
-    )?;
+    let ProfilingRun { forward, sampler, .. } =
+        profiling_run(spec, setup, tp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let activation = forward.max(sampler);
     let comms = serving_communicators(tp);
     let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();

@@ -315,6 +315,42 @@ fn a_vllm_start_up_by_hand() {
 }
 
 #[test]
+fn a_vllm_ledger_is_its_start_up_not_a_generate_prefill() {
+    // Llama-3-8B bf16 at 1024 tokens: transformers' generate computes 1024 rows of logits
+    // (1024 × 128256 × 2 B = 263 MB); vLLM's profiling run samples 256 rows (256 × 128256
+    // × 38 B) beside 2048 tokens' hidden states (max_num_batched_tokens = max(1024, 2048))
+    // and logs 1.79 GiB of non-torch memory: sizing it as generate under-stated it by GiBs
+    let spec = ModelSpec::llama_like("llama-3-8b", 4096, 32, 32, 8, 14336, 128256);
+    let at = |engine: Engine| {
+        let s = InferenceSetup { engine, context: 1024, kv_dtype: DType::BF16, ..InferenceSetup::default() };
+        estimate(&spec, &Workload { task: Task::Inference(s), ..Workload::default() }).unwrap()
+    };
+    let (vllm, hf) = (at(Engine::Vllm), at(Engine::Transformers));
+    let sampler = 256 * 128256 * 38 + 2048 * 4096 * 2;
+    let forward = 2048 * (2 * 4096 + 3 * 14336) * 2;
+    assert!(sampler > forward);
+    assert_eq!(vllm.bytes(Category::Activations), sampler);
+    assert_eq!(line(&vllm, "vllm start-up profiling run (sampler)"), sampler);
+    assert_eq!(vllm.bytes(Category::Logits), 0, "the sampled rows' logits are inside the sampler");
+    assert_eq!(hf.bytes(Category::Logits), 1024 * 128256 * 2);
+    // non-torch: the engine's logged figure, of which the runtime's context + workspaces are a part
+    let rt = RuntimeSetup::default();
+    assert_eq!(line(&vllm, "vllm non-torch memory"), VLLM_NON_TORCH - rt.cuda_context_bytes - rt.workspace_bytes);
+    assert_eq!(vllm.bytes(Category::Runtime), VLLM_NON_TORCH);
+    // same weights and KV cache; the whole is larger, never smaller
+    assert_eq!(vllm.bytes(Category::Weights), hf.bytes(Category::Weights));
+    assert_eq!(vllm.bytes(Category::KvCache), hf.bytes(Category::KvCache));
+    assert!(vllm.total_bytes() > hf.total_bytes() + GIB, "{} vs {}", vllm.total_bytes(), hf.total_bytes());
+    // SGLang: the same profiling shape at its 8192-token chunk, no logged non-torch figure
+    let sg = at(Engine::Sglang);
+    assert_eq!(
+        sg.bytes(Category::Activations),
+        (256 * 128256 * 38 + 8192 * 4096 * 2).max(8192 * (2 * 4096 + 3 * 14336) * 2)
+    );
+    assert_eq!(line(&sg, "sglang non-torch"), 0);
+}
+
+#[test]
 fn bitsandbytes_quantizes_while_loading() {
     // Llama-2-7B nf4 with the head quantized (LitGPT): the load moment holds two
     // bf16 copies of the 32000 × 4096 head beyond the quantized weights
