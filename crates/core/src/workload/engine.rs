@@ -47,10 +47,6 @@ pub struct ServingDefaults {
     pub max_num_batched_tokens: u64,
     /// sequences the sampler handles at once (vLLM `max_num_seqs`): rows of logits
     pub max_num_seqs: u64,
-    /// logits only for the sampled rows (the last token of each sequence), not every prompt token
-    pub sampled_rows_only: bool,
-    /// CUDA graphs are captured after the KV pool is sized (memory outside the budget)
-    pub cuda_graphs: bool,
     /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
     /// the engine's own log gives it (else the runtime's context + workspaces)
     pub non_torch_tp1: Option<u64>,
@@ -218,8 +214,9 @@ impl Engine {
     /// vLLM: `SchedulerConfig` defaults `max_num_seqs = 256` and, without chunked
     /// prefill, `max_num_batched_tokens = max(max_model_len, 2048)` (chunked prefill:
     /// 2048 on V0, 8192 on the V1 server); the profiling run computes logits for one
-    /// row per sequence (`compute_logits` on the sampled indices) and CUDA graphs are
-    /// captured after the KV cache is allocated (`capture_model`). SGLang:
+    /// row per sequence (`compute_logits` on the sampled indices: the ledger's
+    /// profiling run has no logits line) and CUDA graphs are captured after the KV
+    /// cache is allocated (`capture_model`: outside the budget, not a ledger line). SGLang:
     /// `chunked_prefill_size` 8192 and `max_running_requests` sized from the pool;
     /// the same start-up shape is assumed. vLLM takes `gpu_memory_utilization`
     /// 0.9 of the card unless told otherwise.
@@ -228,16 +225,12 @@ impl Engine {
             Engine::Vllm => Some(ServingDefaults {
                 max_num_batched_tokens: 0,
                 max_num_seqs: 256,
-                sampled_rows_only: true,
-                cuda_graphs: true,
                 non_torch_tp1: Some(VLLM_NON_TORCH),
                 default_gpu_util: Some(VLLM_GPU_UTIL),
             }),
             Engine::Sglang => Some(ServingDefaults {
                 max_num_batched_tokens: 8192,
                 max_num_seqs: 256,
-                sampled_rows_only: true,
-                cuda_graphs: true,
                 non_torch_tp1: None,
                 // `mem_fraction_static` is chosen at start-up from the card's memory and
                 // the TP size (`ServerArgs.__post_init__`), and has changed between
