@@ -10,8 +10,8 @@
 use crate::gpus::{check_size, field_line, find_gpu, merge_gpus, parse_gpus, toml_error, CatalogError};
 use serde::Deserialize;
 use std::collections::HashSet;
-use vramfit_core::plan::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade};
 use vramfit_core::{GpuSpec, Link};
+use vramfit_plan::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade};
 
 pub const BUILTIN_OFFERS_TOML: &str = include_str!("../data/offers.toml");
 pub const BUILTIN_OFFERS_FILE: &str = "<builtin>/offers.toml";

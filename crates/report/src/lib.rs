@@ -7,7 +7,6 @@
 pub mod calibrate;
 pub mod check;
 pub mod diagnose;
-pub mod emit;
 pub mod estimate;
 pub mod format;
 pub mod llamacpp;

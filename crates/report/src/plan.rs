@@ -12,12 +12,12 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::fmt::Write;
 use vramfit_core::hardware::PeakKind;
-use vramfit_core::plan::{
+use vramfit_core::train::{Checkpointing, Optimizer, Precision};
+use vramfit_core::{DType, Link, Offload, Sharding, Task, Workload};
+use vramfit_plan::{
     self as core_plan, Billing, Complexity, JobKind, Ladder, LadderStep, Method, PlanReport, PlanRow, PriceRange,
     SetupSummary, StepStatus, StepTime,
 };
-use vramfit_core::train::{Checkpointing, Optimizer, Precision};
-use vramfit_core::{DType, Link, Offload, Sharding, Task, Workload};
 
 /// The model a plan is for.
 #[derive(Debug, Clone, Serialize)]

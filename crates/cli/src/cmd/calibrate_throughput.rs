@@ -12,13 +12,13 @@ use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write;
 use vramfit_catalog::find_gpu;
-use vramfit_core::plan::calibrate::{
-    serve_tokens_per_s, train_model_flops_per_token, train_peak_and_flops, train_tokens_per_gpu,
-};
-use vramfit_core::plan::calibrate::{ServeCase, TrainCase};
-use vramfit_core::plan::TimeModel;
 use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainSetup};
 use vramfit_core::{DType, GpuSpec, Link, MlpKind, ModelSpec, Offload, Parallelism, Sharding, Task, Workload};
+use vramfit_plan::calibrate::{
+    serve_tokens_per_s, train_model_flops_per_token, train_peak_and_flops, train_tokens_per_gpu,
+};
+use vramfit_plan::calibrate::{ServeCase, TrainCase};
+use vramfit_plan::TimeModel;
 
 /// The published set, embedded.
 pub const THROUGHPUT_JSONL: &str = include_str!("../../../../calibration/data/published/throughput.jsonl");

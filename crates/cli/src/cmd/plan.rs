@@ -1,6 +1,6 @@
 //! `vramfit plan`: the cheapest setup that fits, the three ways out, and
 //! launch configs for the chosen plan. Parses flags, loads the catalogue
-//! (embedded + `--catalog FILE`), calls `vramfit_core::plan::plan`, renders.
+//! (embedded + `--catalog FILE`), calls `vramfit_plan::plan`, renders.
 
 use crate::cmd::estimate::WorkloadArgs;
 use crate::Outcome;
@@ -8,9 +8,9 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
-use vramfit_core::plan::{plan, Allow, Job, MemKey, PlanReport, PlanRequest, TimeModel};
 use vramfit_core::{Family, GpuSpec, Task};
-use vramfit_report::emit::{self, Launcher};
+use vramfit_plan::emit::{self, Launcher};
+use vramfit_plan::{plan, Allow, Job, MemKey, PlanReport, PlanRequest, TimeModel};
 use vramfit_report::plan::{job_fields, job_setup_words, json, render, PlanDocument, PlanJob, PlanModel};
 
 /// Method changes `--allow` can permit.

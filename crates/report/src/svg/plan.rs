@@ -4,7 +4,7 @@
 use super::{axis, fit_text, tick, Lang, Svg, BAD, GOOD, GRID, HALO, INK, MUTED, WARN};
 use crate::format::bytes;
 use crate::plan::{LadderInfo, PlanDocument};
-use vramfit_core::plan::StepStatus;
+use vramfit_plan::StepStatus;
 
 /// A ladder step's name in the chart's language (the planner's names).
 pub fn step_label(name: &str, lang: Lang) -> String {

@@ -6,14 +6,14 @@
 
 use super::search::{work_of, MemSummary, Work};
 use super::time::{InferWork, TimeModel};
-use crate::dtype::DType;
-use crate::error::CoreError;
-use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link, PeakKind};
-use crate::infer::kv_geometry;
-use crate::model::ModelSpec;
-use crate::params::ParamLayout;
-use crate::workload::Workload;
+use vramfit_core::dtype::DType;
+use vramfit_core::error::CoreError;
+use vramfit_core::estimate::estimate;
+use vramfit_core::hardware::{GpuSpec, Link, PeakKind};
+use vramfit_core::infer::kv_geometry;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::params::ParamLayout;
+use vramfit_core::workload::Workload;
 
 /// A published training throughput: the job and where it ran.
 #[derive(Debug, Clone)]
@@ -107,7 +107,7 @@ pub fn serve_tokens_per_s(c: &ServeCase, tm: &TimeModel) -> Result<f64, CoreErro
     let tp = c.tp.max(1);
     let weights = n * c.weight_dtype.bytes_f64() / tp as f64;
     // recurrent state (hybrid models) is kept in the 16-bit compute dtype
-    let kv_tok = kv_geometry(&c.model, c.kv_dtype, crate::dtype::DType::BF16, tp, 1)?.bytes_per_token as f64;
+    let kv_tok = kv_geometry(&c.model, c.kv_dtype, vramfit_core::dtype::DType::BF16, tp, 1)?.bytes_per_token as f64;
     let seq = (c.input_len + c.output_len) as f64;
     let free = (c.gpu.memory_bytes() as f64 - weights) * c.kv_fraction;
     let batch = (free / (kv_tok * seq)).floor().clamp(1.0, c.max_batch.max(1) as f64);

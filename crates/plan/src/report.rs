@@ -6,13 +6,13 @@ use super::pricing::PriceRange;
 use super::search::{Billing, Complexity};
 use super::summary::{SetupSummary, Switch};
 use super::time::StepTime;
-use crate::error::CoreError;
-use crate::hardware::Link;
-use crate::hardware::PeakKind;
-use crate::ledger::{Category, Ledger};
-use crate::units::sum;
-use crate::workload::Workload;
 use serde::Serialize;
+use vramfit_core::error::CoreError;
+use vramfit_core::hardware::Link;
+use vramfit_core::hardware::PeakKind;
+use vramfit_core::ledger::{Category, Ledger};
+use vramfit_core::units::sum;
+use vramfit_core::workload::Workload;
 
 /// One priced, scored plan.
 #[derive(Debug, Clone, PartialEq)]

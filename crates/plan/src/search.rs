@@ -19,17 +19,17 @@ use super::pricing::{Offer, PriceBook, PriceRange, Term, HOURS_PER_MONTH};
 use super::report::model_states;
 use super::time::{Device, InferTime, InferWork, StepTime, TimeModel, TrainWork};
 use super::{Allow, Job};
-use crate::dtype::DType;
-use crate::error::CoreError;
-use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link, PeakKind};
-use crate::ledger::{Category, Ledger};
-use crate::model::ModelSpec;
-use crate::quant::QuantSpec;
-use crate::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
-use crate::units::div_ceil;
-use crate::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
 use std::collections::HashMap;
+use vramfit_core::dtype::DType;
+use vramfit_core::error::CoreError;
+use vramfit_core::estimate::estimate;
+use vramfit_core::hardware::{GpuSpec, Link, PeakKind};
+use vramfit_core::ledger::{Category, Ledger};
+use vramfit_core::model::ModelSpec;
+use vramfit_core::quant::QuantSpec;
+use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
+use vramfit_core::units::div_ceil;
+use vramfit_core::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
 
 /// Largest GPU count searched (covers 8 machines of 8).
 pub const MAX_SEARCH_GPUS: u64 = 64;
@@ -503,7 +503,7 @@ impl<'a> Search<'a> {
         let b = model.evaluate(scratch, &par).ok()?;
         // the figures the estimate's ledger of this breakdown has (ledger_of checks
         // its lines against the same function), without building the lines
-        let t = crate::train::ledger::totals_of(&b, scratch, &par, &self.base.runtime).ok()?;
+        let t = vramfit_core::train::ledger::totals_of(&b, scratch, &par, &self.base.runtime).ok()?;
         let prof = &model.profile;
         let m = MemSummary {
             total: t.total,

@@ -4,8 +4,8 @@
 
 use super::report::PlanRow;
 use super::search::{Scored, Search};
-use crate::workload::{Offload, Task};
 use std::cmp::Ordering;
+use vramfit_core::workload::{Offload, Task};
 
 /// Prices within this share of each other rank as equal (0.5 %): catalogue
 /// prices are rounded list prices and the time model is a ±50 % estimate,

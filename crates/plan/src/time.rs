@@ -20,9 +20,9 @@
 //! so tokens/s = concurrency / (bytes per GPU / (bandwidth × efficiency));
 //! prefill is bound by FLOPs (2·N per token + attention).
 
-use crate::hardware::{GpuSpec, Link, PeakKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use vramfit_core::hardware::{GpuSpec, Link, PeakKind};
 
 /// Achievable model-FLOPs utilisation by architecture for dense training
 /// (bf16/fp16, fp32 accumulate). Rules of thumb from published runs:

@@ -5,7 +5,7 @@
 //!
 //! Pure: it takes the model, the user's workload, the GPU catalogue and the
 //! price book as values and returns a [`PlanReport`]. Memory comes only from
-//! [`crate::estimate()`]; this module holds no memory formulas. Money stays
+//! [`vramfit_core::estimate()`]; this module holds no memory formulas. Money stays
 //! in the offer's currency (no exchange rates): plans in different
 //! currencies are ranked separately.
 //!
@@ -18,6 +18,7 @@
 //! goes in and comes out).
 
 pub mod calibrate;
+pub mod emit;
 pub mod ladder;
 mod paths;
 pub mod pricing;
@@ -27,6 +28,7 @@ mod request;
 mod row;
 pub mod search;
 mod summary;
+pub mod sweep;
 #[cfg(test)]
 mod tests;
 pub mod time;

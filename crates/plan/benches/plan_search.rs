@@ -12,12 +12,12 @@
 use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use vramfit_core::plan::search::TrainKey;
-use vramfit_core::plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
 use vramfit_core::train::{Checkpointing, Optimizer, TrainKind};
 use vramfit_core::train::{Precision, TrainSetup};
 use vramfit_core::Sharding;
 use vramfit_core::{GpuSpec, Link, ModelSpec, Task, Workload};
+use vramfit_plan::search::TrainKey;
+use vramfit_plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
 
 fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) -> GpuSpec {
     GpuSpec {

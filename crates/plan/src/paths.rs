@@ -8,11 +8,11 @@ use super::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCar
 use super::request::{Allow, Job, PlanRequest};
 use super::row::row;
 use super::search::{self, default_job, Complexity, Scored, Search};
-use crate::error::CoreError;
-use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link};
-use crate::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
 use std::cmp::Ordering;
+use vramfit_core::error::CoreError;
+use vramfit_core::estimate::estimate;
+use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
 
 /// The user's job on one GPU, as given (global batch kept).
 fn single_gpu(base: &Workload) -> Workload {

@@ -3,9 +3,9 @@
 use super::report::PlanRow;
 use super::search::{self, Scored, Search};
 use super::summary::{summarize, switches};
-use crate::dtype::DType;
-use crate::hardware::Link;
-use crate::workload::Task;
+use vramfit_core::dtype::DType;
+use vramfit_core::hardware::Link;
+use vramfit_core::workload::Task;
 
 /// The plan row of a scored candidate (None: its setup was refused or its
 /// offer names an unknown GPU).

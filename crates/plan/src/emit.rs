@@ -24,10 +24,10 @@
 //! arguments); batch sizes are the plan's, and the Trainer flags printed with
 //! the config carry the same values (the Trainer refuses a mismatch).
 
+use crate::{MemKey, Method, SetupSummary};
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use vramfit_core::hf::layer_class;
-use vramfit_core::plan::{MemKey, Method, SetupSummary};
 use vramfit_core::train::{Checkpointing, Optimizer, Precision};
 use vramfit_core::workload::validate::offload_rules;
 use vramfit_core::{DType, Family, Offload, Sharding};

@@ -3,10 +3,10 @@
 //! typed here; the report renders them (JSON spellings are the serde names,
 //! equal to each type's `name()`/`key()`).
 
-use crate::dtype::DType;
-use crate::workload::{Checkpointing, Offload, Optimizer, Precision, Sharding, Task, TrainKind, Workload};
 use serde::Serialize;
 use std::fmt;
+use vramfit_core::dtype::DType;
+use vramfit_core::workload::{Checkpointing, Offload, Optimizer, Precision, Sharding, Task, TrainKind, Workload};
 
 /// What is run: a training method or inference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -4,8 +4,8 @@
 //! currencies are never converted (plans in different currencies are ranked
 //! separately).
 
-use crate::hardware::Link;
 use serde::{Deserialize, Serialize};
+use vramfit_core::hardware::Link;
 
 /// Hours in a billing month (365 × 24 / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;
@@ -61,7 +61,7 @@ pub struct Slice {
 impl Slice {
     /// Memory of the slice in bytes (as [`crate::GpuSpec::memory_bytes`]).
     pub fn memory_bytes(&self) -> u64 {
-        self.memory_mib.saturating_mul(crate::units::MIB)
+        self.memory_mib.saturating_mul(vramfit_core::units::MIB)
     }
 }
 

@@ -4,9 +4,9 @@
 use super::pricing::PriceBook;
 use super::search::MemKey;
 use super::time::TimeModel;
-use crate::hardware::GpuSpec;
-use crate::model::ModelSpec;
-use crate::workload::Workload;
+use vramfit_core::hardware::GpuSpec;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::workload::Workload;
 
 /// Method changes the user allows (`--allow lora,qlora,quant`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
