@@ -38,7 +38,7 @@ fn run(cat: &Catalogue, m: &ModelSpec, w: &Workload, have: Option<&str>, allow: 
         job,
         top: 20,
         time: TimeModel::default(),
-        key_filter: None,
+        launcher: None,
     })
     .unwrap()
 }

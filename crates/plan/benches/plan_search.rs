@@ -16,7 +16,7 @@ use vramfit_core::train::{Checkpointing, Optimizer, TrainKind};
 use vramfit_core::train::{Precision, TrainSetup};
 use vramfit_core::Sharding;
 use vramfit_core::{GpuSpec, Link, ModelSpec, Task, Workload};
-use vramfit_plan::search::TrainKey;
+use vramfit_plan::types::TrainKey;
 use vramfit_plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
 
 fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) -> GpuSpec {
@@ -117,7 +117,7 @@ fn bench(c: &mut Criterion) {
             job: Job::Tokens(1_000_000_000),
             top: 10,
             time: tm.clone(),
-            key_filter: None,
+            launcher: None,
         };
         let first = plan(&req).expect("plans");
         eprintln!(

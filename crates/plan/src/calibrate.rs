@@ -4,8 +4,9 @@
 //! functions the search uses ([`work_of`], [`TimeModel::train_step`],
 //! [`TimeModel::infer`]); nothing here is fitted to a case.
 
-use super::search::{work_of, MemSummary, Work};
-use super::time::{InferWork, TimeModel};
+use crate::time::{InferWork, TimeModel};
+use crate::types::{MemSummary, Work};
+use crate::work::work_of;
 use vramfit_core::dtype::DType;
 use vramfit_core::error::CoreError;
 use vramfit_core::estimate::estimate;

@@ -5,9 +5,9 @@
 //! cache → int8 → int4 weights (when `--allow quant`). Every figure comes
 //! from [`vramfit_core::estimate()`] and the time model; nothing is assumed here.
 
-use super::search::{work_of, MemSummary, Work};
-use super::time::TimeModel;
-use super::Allow;
+use crate::time::TimeModel;
+use crate::types::{Allow, MemSummary, Work};
+use crate::work::work_of;
 use serde::Serialize;
 use vramfit_core::dtype::DType;
 use vramfit_core::estimate::estimate;

@@ -1,17 +1,14 @@
 //! The planner's answer as core values (the JSON schema of `plan` lives in
 //! `vramfit-report`, built from these).
 
-use super::ladder::Ladder;
-use super::pricing::PriceRange;
-use super::search::{Billing, Complexity};
-use super::summary::{SetupSummary, Switch};
-use super::time::StepTime;
+use crate::ladder::Ladder;
+use crate::pricing::PriceRange;
+use crate::summary::{SetupSummary, Switch};
+use crate::time::StepTime;
+use crate::types::{Billing, Complexity};
 use serde::Serialize;
-use vramfit_core::error::CoreError;
 use vramfit_core::hardware::Link;
 use vramfit_core::hardware::PeakKind;
-use vramfit_core::ledger::{Category, Ledger};
-use vramfit_core::units::sum;
 use vramfit_core::workload::Workload;
 
 /// One priced, scored plan.
@@ -195,21 +192,8 @@ pub struct PlanReport {
     /// the best rental (the recommendation when the own card does not hold the job)
     pub best_rental: Option<PlanRow>,
     /// with a token count: ranked plans that rent for less than the recommended
-    /// one but cost more over the job (beyond a price tie, [`super::PRICE_TIE`])
+    /// one but cost more over the job (beyond a price tie, [`crate::PRICE_TIE`])
     pub cheaper_to_rent: Vec<PlanRow>,
     pub stats: SearchStats,
     pub notes: Vec<String>,
-}
-
-/// Model-state bytes of a ledger (weights + master + gradients + optimizer states).
-pub fn model_states(l: &Ledger) -> Result<u64, CoreError> {
-    sum(
-        "model states",
-        &[
-            l.bytes(Category::Weights),
-            l.bytes(Category::MasterWeights),
-            l.bytes(Category::Gradients),
-            l.bytes(Category::OptimizerStates),
-        ],
-    )
 }

@@ -1,33 +1,14 @@
 //! What the planner is asked: the model, the user's job, the catalogue, the
-//! card the user has, the method changes allowed and the job's size.
+//! card the user has, the method changes allowed, the job's size and the
+//! launcher the plan must be runnable by.
 
-use super::pricing::PriceBook;
-use super::search::MemKey;
-use super::time::TimeModel;
+use crate::emit::Launcher;
+use crate::pricing::PriceBook;
+use crate::time::TimeModel;
+use crate::types::{Allow, Job};
 use vramfit_core::hardware::GpuSpec;
 use vramfit_core::model::ModelSpec;
 use vramfit_core::workload::Workload;
-
-/// Method changes the user allows (`--allow lora,qlora,quant`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Allow {
-    pub lora: bool,
-    pub qlora: bool,
-    /// inference: int8/int4 weights and an fp8 KV cache
-    pub quant: bool,
-}
-
-/// How big the job is.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Job {
-    /// no size given: rank by monthly price
-    #[default]
-    None,
-    /// tokens to train on (or to generate)
-    Tokens(u64),
-    /// hours of rental
-    Hours(f64),
-}
 
 /// Everything the planner needs.
 #[derive(Debug, Clone)]
@@ -44,6 +25,7 @@ pub struct PlanRequest<'a> {
     /// rows in the ranked table, per currency
     pub top: usize,
     pub time: TimeModel,
-    /// only setups this accepts are searched (`--emit`: what the launcher can express)
-    pub key_filter: Option<fn(&MemKey) -> bool>,
+    /// the launcher the plan must be runnable by (`--emit`): only setups it
+    /// can express are searched (None: every setup)
+    pub launcher: Option<Launcher>,
 }

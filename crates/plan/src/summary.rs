@@ -3,6 +3,7 @@
 //! typed here; the report renders them (JSON spellings are the serde names,
 //! equal to each type's `name()`/`key()`).
 
+use crate::types::global_batch;
 use serde::Serialize;
 use std::fmt;
 use vramfit_core::dtype::DType;
@@ -102,7 +103,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
             checkpointing: Some(t.checkpointing),
             micro_batch: t.batch,
             grad_accum: t.grad_accum,
-            global_batch: super::search::global_batch(t, p),
+            global_batch: global_batch(t, p),
             sharding: p.sharding,
             offload_optimizer: p.offload_optimizer,
             offload_params: p.offload_params,

@@ -88,7 +88,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         job,
         top: 50,
         time: TimeModel::default(),
-        key_filter: None,
+        launcher: None,
     }
 }
 
@@ -100,7 +100,7 @@ fn figures_come_from_the_estimator() {
     let rec = r.recommended.unwrap();
     let l = vramfit_core::estimate(&m, rec.workload.as_ref().unwrap()).unwrap();
     assert_eq!(rec.per_gpu_bytes, l.total_bytes());
-    assert_eq!(rec.model_states_bytes, model_states(&l).unwrap());
+    assert_eq!(rec.model_states_bytes, l.model_states_bytes().unwrap());
     assert_eq!(r.baseline_bytes, Some(vramfit_core::estimate(&m, &w).unwrap().total_bytes()));
     // one 48 GiB card holds a 0.5 B full fine-tune unchanged: no switches needed
     assert!(rec.switches.is_empty(), "{:?}", rec.switches);
@@ -404,7 +404,7 @@ proptest! {
         stage in 0u8..4, off in 0usize..3, seq_log in 8u32..13, first_step in any::<bool>(),
     ) {
         use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
-        use crate::search::{MemKey, MemSummary, TrainKey};
+        use crate::types::{MemKey, MemSummary, TrainKey};
         let m = model();
         let base = Workload {
             task: vramfit_core::workload::Task::Train(TrainSetup {
@@ -448,7 +448,7 @@ proptest! {
 /// compares numbers, not refusals) and every one matches `estimate()`.
 #[test]
 fn fast_path_grid_matches_estimate() {
-    use crate::search::{MemKey, MemSummary, TrainKey};
+    use crate::types::{MemKey, MemSummary, TrainKey};
     use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
     let m = model();
     let base = Workload {

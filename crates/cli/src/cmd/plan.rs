@@ -10,7 +10,7 @@ use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
 use vramfit_core::{Family, GpuSpec, Task};
 use vramfit_plan::emit::{self, Launcher};
-use vramfit_plan::{plan, Allow, Job, MemKey, PlanReport, PlanRequest, TimeModel};
+use vramfit_plan::{plan, runnable_plan, Allow, Job, NotRunnable, PlanReport, PlanRequest, TimeModel};
 use vramfit_report::plan::{job_fields, job_setup_words, json, render, PlanDocument, PlanJob, PlanModel};
 
 /// Method changes `--allow` can permit.
@@ -166,7 +166,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         job,
         top: args.top,
         time: time_model(&args.mfu, &cat.gpus)?,
-        key_filter: None,
+        launcher: None,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
@@ -208,58 +208,51 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome { stdout, code })
 }
 
-fn launcher(kind: EmitKind) -> (Launcher, fn(&MemKey) -> bool) {
-    match kind {
-        EmitKind::Deepspeed => (Launcher::Deepspeed, |k| emit::key_expressible(Launcher::Deepspeed, k)),
-        EmitKind::Torchrun => (Launcher::Torchrun, |k| emit::key_expressible(Launcher::Torchrun, k)),
-        EmitKind::Accelerate => (Launcher::Accelerate, |k| emit::key_expressible(Launcher::Accelerate, k)),
+impl From<EmitKind> for Launcher {
+    fn from(kind: EmitKind) -> Launcher {
+        match kind {
+            EmitKind::Deepspeed => Launcher::Deepspeed,
+            EmitKind::Torchrun => Launcher::Torchrun,
+            EmitKind::Accelerate => Launcher::Accelerate,
+        }
     }
 }
 
 /// `--emit`: the recommended plan in the launcher's terms; when the launcher
 /// cannot express it (TP/PP, selective checkpointing, …), the best plan it can
-/// express, searched again with only such setups (the note says why).
+/// express (the planner's [`runnable_plan`]; the note says why).
 fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Family) -> anyhow::Result<Outcome> {
-    let Some(rec) = report.recommended.as_ref() else {
-        bail!("--emit: no plan fits this job, so there is nothing to write ({})", report.reason);
-    };
-    let (l, filter) = launcher(kind);
-    let alt;
-    let rec = match emit::check(l, &rec.setup) {
-        Ok(()) => rec,
-        Err(emit::EmitError::Unsupported(why)) => {
-            let again = plan(&PlanRequest { key_filter: Some(filter), ..req.clone() })?;
-            let Some(r) = again.recommended else {
-                bail!("--emit {}: {why}; and no plan it can express fits this job", l.name());
-            };
-            crate::to_stderr(&format!(
-                "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {why}; writing the best plan it can express: {} × {} ({}) [{}]",
-                rec.gpus,
-                rec.gpu_name,
-                l.name(),
-                r.gpus,
-                r.gpu_name,
-                r.offer_id,
-                r.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
-            ));
-            alt = r;
-            &alt
+    let l = Launcher::from(kind);
+    let runnable = match runnable_plan(req, report, l) {
+        Ok(r) => r,
+        Err(NotRunnable::NothingFits { reason }) => {
+            bail!("--emit: no plan fits this job, so there is nothing to write ({reason})")
         }
-        Err(e) => bail!("--emit: {e}"),
+        Err(NotRunnable::NoneExpressible { launcher, why }) => {
+            bail!("--emit {}: {why}; and no plan it can express fits this job", launcher.name())
+        }
+        Err(NotRunnable::Emit(e)) => bail!("--emit: {e}"),
+        Err(NotRunnable::Core(e)) => return Err(e.into()),
     };
-    let s = &rec.setup;
-    let text = match kind {
-        EmitKind::Deepspeed => emit::deepspeed(s, rec.machines).map(|e| {
-            if let Some(launch) = e.launch {
-                crate::to_stderr(&format!("vramfit: launch with: {launch}"));
-            }
-            e.text
-        }),
-        EmitKind::Torchrun => emit::torchrun(s, family, rec.machines),
-        EmitKind::Accelerate => emit::accelerate(s, family, rec.machines),
+    let rec = &runnable.row;
+    if let Some(old) = &runnable.replaces {
+        crate::to_stderr(&format!(
+            "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {}; writing the best plan it can express: {} × {} ({}) [{}]",
+            old.row.gpus,
+            old.row.gpu_name,
+            l.name(),
+            old.why,
+            rec.gpus,
+            rec.gpu_name,
+            rec.offer_id,
+            rec.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
+        ));
     }
-    .map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
-    Ok(Outcome { stdout: text, code: 0 })
+    let emitted = emit::config(l, &rec.setup, family, rec.machines).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
+    if let Some(launch) = emitted.launch {
+        crate::to_stderr(&format!("vramfit: launch with: {launch}"));
+    }
+    Ok(Outcome { stdout: emitted.text, code: 0 })
 }
 
 #[cfg(test)]
