@@ -38,7 +38,7 @@ pub enum StepStatus {
 }
 
 /// One rung of the ladder.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LadderStep {
     pub name: String,
     pub status: StepStatus,
@@ -54,12 +54,13 @@ pub struct LadderStep {
     pub tokens_per_s: Option<f64>,
     /// host RAM the job needs after this step (offload; `Ledger::cpu_bytes`, one GPU)
     pub cpu_bytes: u64,
-    /// the workload after this step (for the diagnosis's per-rung ledgers)
+    /// the workload after this step (for the diagnosis's per-rung ledgers; not in the JSON)
+    #[serde(skip)]
     pub workload: Option<Workload>,
 }
 
-/// The whole ladder on one card.
-#[derive(Debug, Clone, PartialEq)]
+/// The whole ladder on one card (path 1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ladder {
     pub gpu_id: String,
     pub gpu_name: String,

@@ -196,7 +196,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
             allow: allow_names,
             assumed: false,
         },
-        &report,
+        report,
     );
     if let Some(out) = args.chart.emit(code, |lang| {
         vramfit_report::svg::plan::ladder(&doc, lang)
