@@ -2,7 +2,7 @@
 //! a small function over the scored candidates.
 
 use crate::ladder;
-use crate::pricing::{Offer, PriceBook, PriceRange};
+use crate::pricing::{Offer, OfferFlag, PriceBook, PriceRange};
 use crate::rank::{best_where, better, cheaper_to_rent, order, simpler_then_faster};
 use crate::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};
 use crate::request::PlanRequest;
@@ -322,7 +322,7 @@ fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
             hourly: None,
             min_hours: None,
             currency: "-".into(),
-            flags: vec!["your own card".into()],
+            flags: vec![OfferFlag::Note("your own card".into())],
             source: "--have".into(),
             max_machines: 1,
             inter_node_gbs: None,

@@ -6,7 +6,7 @@
 //! names, equal to their `name()`.
 
 use crate::ladder::Ladder;
-use crate::pricing::PriceRange;
+use crate::pricing::{OfferFlag, PriceRange};
 use crate::summary::{SetupSummary, Switch};
 use crate::time::StepTime;
 use crate::types::{Billing, Complexity};
@@ -27,7 +27,7 @@ pub struct PlanRow {
     pub machines: u64,
     pub link: Link,
     pub currency: String,
-    pub flags: Vec<String>,
+    pub flags: Vec<OfferFlag>,
     pub setup: SetupSummary,
     /// what differs from the user's job
     pub switches: Vec<Switch>,

@@ -15,7 +15,9 @@ use std::fmt::Write;
 use vramfit_core::hardware::PeakKind;
 use vramfit_core::train::{Checkpointing, Optimizer, Precision};
 use vramfit_core::{Link, Sharding, Task, Workload};
-use vramfit_plan::{self as core_plan, Billing, JobKind, Ladder, PlanReport, PlanRow, PriceRange, StepStatus};
+use vramfit_plan::{
+    self as core_plan, Billing, JobKind, Ladder, OfferFlag, PlanReport, PlanRow, PriceRange, StepStatus,
+};
 
 /// The model a plan is for.
 #[derive(Debug, Clone, Serialize)]
@@ -471,7 +473,8 @@ fn recommendation(o: &mut String, doc: &PlanDocument) {
         let _ =
             writeln!(o, "  changes: {}", rec.switches.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "));
     }
-    for n in rec.notes.iter().chain(rec.flags.iter().filter(|f| f.as_str() != "check the live price")) {
+    let flags = rec.flags.iter().filter(|f| **f != OfferFlag::CheckLivePrice).map(OfferFlag::text);
+    for n in rec.notes.iter().map(String::as_str).chain(flags) {
         let _ = writeln!(o, "  note: {}", shown(n));
     }
     if let (Some(y), false) = (&rec.monthly_yearly, rec.yearly_discounts.is_empty()) {
