@@ -41,7 +41,7 @@ pub use dtype::DType;
 pub use error::CoreError;
 pub use estimate::estimate;
 pub use explain::{Explanation, Term, Value};
-pub use hardware::{GpuSpec, Link};
+pub use hardware::{GpuArch, GpuSpec, Link};
 pub use infer::{capacity, fit, Capacity, Fit, FitVerdict, KvGeometry};
 pub use ledger::{Category, Entry, Ledger, Phase, Pool};
 pub use model::{

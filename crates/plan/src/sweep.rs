@@ -270,7 +270,7 @@ mod tests {
             pcie_gen: 4,
             mig_max: 0,
             bf16,
-            arch: String::new(),
+            arch: None,
             confirmed: false,
             source: String::new(),
         };

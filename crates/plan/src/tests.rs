@@ -25,7 +25,7 @@ fn gpu(id: &str, mib: u64, tf: f64, nvlink: bool) -> GpuSpec {
         pcie_gen: 4,
         mig_max: 0,
         bf16: true,
-        arch: "ampere".into(),
+        arch: Some(vramfit_core::GpuArch::Ampere),
         confirmed: false,
         source: "test".into(),
     }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
-use vramfit_core::{Family, GpuSpec, Task};
+use vramfit_core::{Family, GpuArch, GpuSpec, Task};
 use vramfit_plan::emit::{self, Launcher};
 use vramfit_plan::{plan, runnable_plan, Allow, Job, NotRunnable, PlanReport, PlanRequest, TimeModel};
 use vramfit_report::plan::{job_fields, job_setup_words, json, render, PlanDocument, PlanJob, PlanModel};
@@ -89,15 +89,14 @@ fn read_catalog(path: &std::path::Path) -> anyhow::Result<String> {
 
 fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeModel> {
     let mut tm = TimeModel::default();
-    // valid keys: an architecture (the MFU table's and the catalogue's) or a catalogue GPU id
-    let mut arches: Vec<String> = tm.mfu.keys().cloned().collect();
-    arches.extend(gpus.iter().map(|g| g.arch.to_ascii_lowercase()));
-    arches.sort();
-    arches.dedup();
     for o in overrides {
         let Some((k, v)) = o.split_once('=') else { bail!("--mfu: '{o}' is not KEY=VALUE (e.g. ampere=0.5)") };
         let key = k.trim().to_ascii_lowercase();
-        if !arches.contains(&key) && !gpus.iter().any(|g| g.id.eq_ignore_ascii_case(&key)) {
+        // valid keys: an architecture or a catalogue GPU id
+        let arch = GpuArch::parse(&key);
+        if arch.is_none() && !gpus.iter().any(|g| g.id.eq_ignore_ascii_case(&key)) {
+            let mut arches: Vec<&str> = GpuArch::ALL.iter().map(|a| a.name()).collect();
+            arches.sort();
             let ids: Vec<&str> = gpus.iter().map(|g| g.id.as_str()).collect();
             bail!(
                 "--mfu: unknown key '{}': give an architecture ({}) or a GPU id ({})",
@@ -110,7 +109,10 @@ fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeMode
         if !(v > 0.0 && v <= 1.0) {
             bail!("--mfu: {v} is not a fraction in (0, 1]");
         }
-        tm.mfu.insert(key, v);
+        match arch {
+            Some(a) => tm.mfu.insert(a, v),
+            None => tm.mfu_by_gpu.insert(key, v),
+        };
     }
     Ok(tm)
 }
