@@ -411,6 +411,17 @@ fn spellings(g: &GpuSpec) -> impl Iterator<Item = String> + '_ {
         .chain(g.aliases.iter().map(|a| normalize(a)))
 }
 
+/// The GPU whose id, display name or alias is exactly `name` (case, spaces
+/// and dashes ignored; no prefix or fuzzy match): for names read from data
+/// files, where a near miss must not pick a card.
+pub fn gpu_named<'a>(gpus: &'a [GpuSpec], name: &str) -> Option<&'a GpuSpec> {
+    let q = normalize(name);
+    if q.is_empty() {
+        return None;
+    }
+    gpus.iter().find(|g| spellings(g).any(|s| s == q))
+}
+
 /// Find a GPU by id, display name or alias (case, spaces, dashes ignored).
 ///
 /// An exact match wins; otherwise a name that starts with the query and

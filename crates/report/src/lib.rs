@@ -14,6 +14,7 @@ pub mod mig;
 pub mod plan;
 pub mod svg;
 pub mod sweep;
+pub mod throughput;
 
 /// Version of every JSON document vramfit emits.
 pub const SCHEMA_VERSION: u32 = 1;
