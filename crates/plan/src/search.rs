@@ -56,6 +56,18 @@ pub const MULTI_MACHINE_PREMIUM: f64 = 0.25;
 pub const INEXACT_PREMIUM: f64 = 0.05;
 pub const GLOBAL_BATCH_PREMIUM: f64 = 0.10;
 
+/// What an offload setup needs of an offer's host (see `Search::host_ram_on`).
+struct HostRam {
+    /// bytes one machine needs (DeepSpeed's estimator; 0 without offload)
+    need: u64,
+    /// the price book's RAM upgrade that covers it
+    upgrade: Option<u32>,
+    /// the offer lists no RAM (or the machine is the user's): the need is reported, not checked
+    unchecked: bool,
+    /// the upgrade's monthly price per unit
+    extra_monthly: f64,
+}
+
 /// The search state: inputs, the memo, the scored candidates.
 pub struct Search<'a> {
     pub model: &'a ModelSpec,
@@ -440,6 +452,59 @@ impl<'a> Search<'a> {
         (states.max(load) * DEEPSPEED_BUFFER_FACTOR).min(u64::MAX as f64) as u64
     }
 
+    /// Host RAM for an offload setup on `offer`: DeepSpeed's estimate per
+    /// machine against one machine's RAM, with the cheapest upgrade that
+    /// covers a shortfall (None: refused, recorded for the report's note).
+    fn host_ram_on(&mut self, mem: u32, offer_i: u32, gpus: u64, machines: u64) -> Option<HostRam> {
+        let e = &self.entries[mem as usize];
+        let need = self.host_ram_need(e, &e.mem?, gpus, machines);
+        let mut ram = HostRam { need, upgrade: None, unchecked: false, extra_monthly: 0.0 };
+        if need == 0 {
+            return Some(ram);
+        }
+        let book = self.book;
+        let offer = &book.offers[offer_i as usize];
+        let need_gb = need as f64 / 1e9;
+        let per_node = (gpus / machines.max(1)).max(1) as f64;
+        match offer.ram_gb {
+            _ if !self.check_ram => ram.unchecked = true,
+            None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram.unchecked = true,
+            // an unlisted machine is not assumed to hold more than that
+            None => {
+                self.refuse_ram(offer_i, gpus, need);
+                return None;
+            }
+            Some(have) if have >= need_gb => {}
+            Some(_) => {
+                let up = book
+                    .upgrades
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, u)| u.provider == offer.provider && u.currency == offer.currency)
+                    .filter(|(_, u)| u.offers.is_empty() || u.offers.iter().any(|o| o == &offer.id))
+                    .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r >= need_gb))
+                    .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly));
+                let Some((i, u)) = up else {
+                    self.refuse_ram(offer_i, gpus, need);
+                    return None;
+                };
+                ram.upgrade = Some(i as u32);
+                ram.extra_monthly = u.monthly;
+            }
+        }
+        Some(ram)
+    }
+
+    /// The share a setup's moving parts add to its bill in the ranking (see
+    /// [`Complexity::premium`] and the premiums above).
+    fn premium(&self, e: &MemEntry, gpus: u64, machines: u64) -> f64 {
+        e.complexity.premium()
+            + if gpus > 1 { MULTI_GPU_PREMIUM } else { 0.0 }
+            + if machines > 1 { MULTI_MACHINE_PREMIUM } else { 0.0 }
+            + INEXACT_PREMIUM * e.inexact as f64
+            + if e.inexact > 0 && self.global_batch_changed(e) { GLOBAL_BATCH_PREMIUM } else { 0.0 }
+    }
+
     /// Score one candidate (the hot loop: arithmetic only).
     #[inline]
     pub fn score(&mut self, mem: u32, offer_i: u32, gpus: u64, machines: u64) -> Option<Scored> {
@@ -459,41 +524,9 @@ impl<'a> Search<'a> {
         }
         let fraction = offer.slice.as_ref().map(|s| s.fraction).unwrap_or(1.0);
         let units = offer.units_for(gpus).max(machines);
-        // host RAM for offload: DeepSpeed's estimate per machine, against one machine's RAM
-        let mut upgrade = None;
-        let mut ram_unchecked = false;
-        let mut extra_monthly = 0.0;
-        let host_ram = self.host_ram_need(e, &m, gpus, machines);
-        if host_ram > 0 {
-            let need_gb = host_ram as f64 / 1e9;
-            let per_node = (gpus / machines.max(1)).max(1) as f64;
-            match offer.ram_gb {
-                _ if !self.check_ram => ram_unchecked = true,
-                None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram_unchecked = true,
-                // an unlisted machine is not assumed to hold more than that
-                None => {
-                    self.refuse_ram(offer_i, gpus, host_ram);
-                    return None;
-                }
-                Some(have) if have >= need_gb => {}
-                Some(_) => {
-                    let up = book
-                        .upgrades
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, u)| u.provider == offer.provider && u.currency == offer.currency)
-                        .filter(|(_, u)| u.offers.is_empty() || u.offers.iter().any(|o| o == &offer.id))
-                        .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r >= need_gb))
-                        .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly));
-                    let Some(up) = up else {
-                        self.refuse_ram(offer_i, gpus, host_ram);
-                        return None;
-                    };
-                    upgrade = Some(up.0 as u32);
-                    extra_monthly = up.1.monthly;
-                }
-            }
-        }
+        let HostRam { need: host_ram, upgrade, unchecked: ram_unchecked, extra_monthly } =
+            self.host_ram_on(mem, offer_i, gpus, machines)?;
+        let e = &self.entries[mem as usize];
         let peak = match work {
             Work::Train(w) => w.peak,
             Work::Infer(w) => w.peak,
@@ -528,11 +561,7 @@ impl<'a> Search<'a> {
             _ => None,
         };
         let (billed, billing, billed_months) = bill(offer, monthly, hourly, prorated, job_hours);
-        let premium = e.complexity.premium()
-            + if gpus > 1 { MULTI_GPU_PREMIUM } else { 0.0 }
-            + if machines > 1 { MULTI_MACHINE_PREMIUM } else { 0.0 }
-            + INEXACT_PREMIUM * e.inexact as f64
-            + if e.inexact > 0 && self.global_batch_changed(e) { GLOBAL_BATCH_PREMIUM } else { 0.0 };
+        let premium = self.premium(e, gpus, machines);
         let base_cost = match billed {
             Some(b) => b.mid(),
             None => f64::INFINITY,
