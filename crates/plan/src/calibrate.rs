@@ -175,13 +175,13 @@ impl FigureUnit {
     }
 }
 
-/// What a case runs, in the time model's terms.
+/// What a case runs, in the time model's terms (boxed: a case holds a whole model and GPU spec).
 #[derive(Debug, Clone)]
 pub enum CaseSetup {
-    Train(TrainCase),
+    Train(Box<TrainCase>),
     /// a serving engine; `per_gpu`: the figure is quoted per GPU of the TP group
     Serve {
-        case: ServeCase,
+        case: Box<ServeCase>,
         per_gpu: bool,
     },
 }
@@ -297,6 +297,7 @@ pub fn modelled_figure(c: &ThroughputCase, tm: &TimeModel) -> Result<f64, NotMod
             Ok(if *per_gpu { t / case.tp.max(1) as f64 } else { t })
         }
         CaseSetup::Train(case) => {
+            let case = case.as_ref();
             if case.fp8_linears {
                 return Err(NotModelled::Fp8Training);
             }

@@ -49,7 +49,7 @@ pub fn better(a: &Scored, b: &Scored) -> bool {
 }
 
 /// The best of `candidates` that `f` accepts.
-pub fn best_where<'s>(candidates: &'s [Scored], f: impl Fn(&Scored) -> bool) -> Option<&'s Scored> {
+pub fn best_where(candidates: &[Scored], f: impl Fn(&Scored) -> bool) -> Option<&Scored> {
     let mut best: Option<&Scored> = None;
     for c in candidates.iter().filter(|c| f(c)) {
         if best.is_none_or(|b| better(c, b)) {

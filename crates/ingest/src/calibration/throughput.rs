@@ -237,7 +237,7 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
     let multi = workload.parallelism.gpus > 1;
     // a PCIe card's NVLink figure is a bridge's: only a source that says NVLink has it
     let nvlink = multi && (interconnect.contains("nvlink") || gpu.nvlink_gbs.is_some() && !gpu.id.contains("pcie"));
-    Ok(Ok(CaseSetup::Train(TrainCase {
+    Ok(Ok(CaseSetup::Train(Box::new(TrainCase {
         model,
         workload,
         gpu,
@@ -246,7 +246,7 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
         inter_node_gbs: Some(inter_node_gbs(&interconnect)),
         fp8_linears: precision_words.contains("float8") && !precision_words.contains("no float8"),
         cpu_cores: None,
-    })))
+    }))))
 }
 
 /// A serving case (TensorRT-LLM's offline benchmark): input and output
@@ -281,7 +281,7 @@ fn serve_case(
         kv_fraction: TRTLLM_KV_FRACTION,
         max_batch: TRTLLM_MAX_BATCH,
     };
-    Ok(Ok(CaseSetup::Serve { case, per_gpu }))
+    Ok(Ok(CaseSetup::Serve { case: Box::new(case), per_gpu }))
 }
 
 /// Parse one line of the throughput set against the GPU catalogue `gpus`.
