@@ -59,7 +59,7 @@ pub struct Slice {
 }
 
 impl Slice {
-    /// Memory of the slice in bytes (as [`crate::GpuSpec::memory_bytes`]).
+    /// Memory of the slice in bytes (as [`vramfit_core::GpuSpec::memory_bytes`]).
     pub fn memory_bytes(&self) -> u64 {
         self.memory_mib.saturating_mul(vramfit_core::units::MIB)
     }

@@ -5,7 +5,7 @@
 //! (method, precision, optimizer, checkpointing, micro-batch, GPU count,
 //! TP/PP/ZeRO/offload, serving replicas), never on the offer or its price.
 //! So each distinct setup ([`MemKey`]) is estimated once and its
-//! hardware-independent work ([`TrainWork`]/[`InferWork`]) derived once;
+//! hardware-independent work ([`crate::time::TrainWork`]/[`crate::time::InferWork`]) derived once;
 //! each candidate (setup × offer × count) then costs a few multiplications.
 //!
 //! Training setups take the estimator's allocation-free fast path: one
@@ -231,17 +231,17 @@ impl<'a> Search<'a> {
         &self.entries[c.mem as usize]
     }
 
-    /// The candidate runs the user's job as given ([`crate::rank::is_unchanged`]).
+    /// The candidate runs the user's job as given (`rank::is_unchanged`).
     pub fn is_unchanged(&self, c: &Scored) -> bool {
         is_unchanged(&self.base.task, self.entry_of(c))
     }
 
-    /// The candidate keeps the user's method ([`crate::rank::same_method`]).
+    /// The candidate keeps the user's method (`rank::same_method`).
     pub fn same_method(&self, c: &Scored) -> bool {
         same_method(&self.base.task, &self.entry_of(c).key)
     }
 
-    /// The candidate offloads to the host ([`crate::rank::offloads`]).
+    /// The candidate offloads to the host (`rank::offloads`).
     pub fn offloads(&self, c: &Scored) -> bool {
         offloads(&self.entry_of(c).key)
     }

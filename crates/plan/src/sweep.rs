@@ -3,7 +3,7 @@
 //! (the variants come from the caller, built by the same flag parsing as
 //! the point itself), and which catalogue GPUs hold it.
 //!
-//! Every figure is an [`estimate`] followed by a [`fit`]: no formula lives
+//! Every figure is an [`estimate()`] followed by a [`fit()`]: no formula lives
 //! here. The searches rely on one property of the estimator, that per-GPU
 //! memory never falls when the context, the concurrency or the micro-batch
 //! grows (each only adds KV blocks, activations or logits); the proptest in

@@ -264,7 +264,7 @@ pub struct Scored {
     pub rank_cost: f64,
     pub slowdown: f64,
     /// the offer lists no RAM: the setup's host RAM was checked against
-    /// [`ASSUMED_RAM_GB_PER_GPU`] per GPU
+    /// [`crate::search::ASSUMED_RAM_GB_PER_GPU`] per GPU
     pub ram_unchecked: bool,
     /// host RAM one machine needs for offload (DeepSpeed's estimator), bytes
     pub host_ram: u64,
