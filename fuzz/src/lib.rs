@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("ingest_safetensors_prefix", ingest_safetensors_prefix),
     ("train_calibration", train_calibration),
     ("train_published", train_published),
+    ("train_throughput", train_throughput),
     ("web_request", web_request),
     ("train_deepspeed", train_deepspeed),
     ("train_estimate", train_estimate),
@@ -244,6 +245,19 @@ pub fn train_published(data: &[u8]) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Published-throughput reader (calibration/data/published/throughput.jsonl)
+/// against the embedded GPU catalogue: a case set or a typed error; the
+/// cases that parse are compared with the time model without a panic.
+pub fn train_throughput(data: &[u8]) {
+    static GPUS: std::sync::OnceLock<Vec<vramfit_core::GpuSpec>> = std::sync::OnceLock::new();
+    let gpus = GPUS.get_or_init(|| vramfit_catalog::gpus::builtin_gpus().unwrap_or_default());
+    if let Ok(text) = std::str::from_utf8(data) {
+        if let Ok(cases) = vramfit_ingest::calibration::throughput::parse_throughput_cases(text, "fuzz", gpus) {
+            let _ = vramfit_plan::calibrate::compare_throughput(&cases, &vramfit_plan::TimeModel::default());
         }
     }
 }

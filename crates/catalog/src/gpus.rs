@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use std::ops::Range;
 use thiserror::Error;
-use vramfit_core::GpuSpec;
+use vramfit_core::{GpuArch, GpuSpec};
 
 /// The embedded GPU catalogue.
 pub const BUILTIN_GPUS_TOML: &str = include_str!("../data/gpus.toml");
@@ -178,7 +178,7 @@ struct GpuRow {
     #[serde(default = "yes")]
     bf16: bool,
     #[serde(default)]
-    arch: String,
+    arch: Option<String>,
     #[serde(default)]
     confirmed: bool,
     source: String,
@@ -250,6 +250,16 @@ pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> 
         if row.mig_max > 7 {
             return Err(bad("mig_max", format!("{} MIG instances: at most 7 exist", row.mig_max)));
         }
+        let arch = match row.arch.as_deref() {
+            None => None,
+            Some(a) => Some(GpuArch::parse(a).ok_or_else(|| {
+                let known: Vec<&str> = GpuArch::ALL.iter().map(|a| a.name()).collect();
+                bad(
+                    "arch",
+                    format!("GPU '{}': unknown architecture '{a}' (expected one of {})", row.id, known.join(", ")),
+                )
+            })?),
+        };
         out.push(GpuSpec {
             id: row.id,
             name: row.name,
@@ -265,7 +275,7 @@ pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> 
             pcie_gen: row.pcie_gen,
             mig_max: row.mig_max,
             bf16: row.bf16,
-            arch: row.arch,
+            arch,
             confirmed: row.confirmed,
             source: row.source,
         });
@@ -401,6 +411,17 @@ fn spellings(g: &GpuSpec) -> impl Iterator<Item = String> + '_ {
         .chain(g.aliases.iter().map(|a| normalize(a)))
 }
 
+/// The GPU whose id, display name or alias is exactly `name` (case, spaces
+/// and dashes ignored; no prefix or fuzzy match): for names read from data
+/// files, where a near miss must not pick a card.
+pub fn gpu_named<'a>(gpus: &'a [GpuSpec], name: &str) -> Option<&'a GpuSpec> {
+    let q = normalize(name);
+    if q.is_empty() {
+        return None;
+    }
+    gpus.iter().find(|g| spellings(g).any(|s| s == q))
+}
+
 /// Find a GPU by id, display name or alias (case, spaces, dashes ignored).
 ///
 /// An exact match wins; otherwise a name that starts with the query and
@@ -458,7 +479,7 @@ mod tests {
         }
         for g in &gpus {
             assert!(!g.source.is_empty(), "{} has no source", g.id);
-            assert!(!g.arch.is_empty(), "{} has no arch", g.id);
+            assert!(g.arch.is_some(), "{} has no arch", g.id);
         }
     }
 
@@ -592,6 +613,20 @@ source = "test"
         let twice = format!("{GOOD}{GOOD}");
         let e = parse_gpus(&twice, "f.toml").unwrap_err();
         assert!(matches!(&e, CatalogError::Invalid { field, line: 13, .. } if field == "id"), "{e:?}");
+    }
+
+    #[test]
+    fn architecture_is_parsed_and_an_unknown_one_named() {
+        assert_eq!(parse_gpus(GOOD, "f.toml").unwrap()[0].arch, None);
+        let text = GOOD.replace("pcie_gen = 4", "pcie_gen = 4\narch = \"Hopper\"");
+        assert_eq!(parse_gpus(&text, "f.toml").unwrap()[0].arch, Some(GpuArch::Hopper));
+        let text = GOOD.replace("pcie_gen = 4", "pcie_gen = 4\narch = \"hoppper\"");
+        let e = parse_gpus(&text, "f.toml").unwrap_err();
+        assert!(matches!(&e, CatalogError::Invalid { field, line: 10, .. } if field == "arch"), "{e:?}");
+        assert!(
+            e.to_string().contains("GPU 'x1': unknown architecture 'hoppper' (expected one of volta, turing, ampere"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@
 use crate::gpus::{check_size, field_line, find_gpu, merge_gpus, parse_gpus, toml_error, CatalogError};
 use serde::Deserialize;
 use std::collections::HashSet;
-use vramfit_core::plan::{Discount, DiscountKind, Offer, PriceBook, PriceRange, Slice, Term, Upgrade};
 use vramfit_core::{GpuSpec, Link};
+use vramfit_plan::{Discount, DiscountKind, Offer, OfferFlag, PriceBook, PriceRange, Slice, Term, Upgrade};
 
 pub const BUILTIN_OFFERS_TOML: &str = include_str!("../data/offers.toml");
 pub const BUILTIN_OFFERS_FILE: &str = "<builtin>/offers.toml";
@@ -297,7 +297,7 @@ fn parse_offer(
         hourly,
         min_hours: r.min_hours,
         currency: r.currency.trim().to_string(),
-        flags: r.flags,
+        flags: r.flags.into_iter().map(OfferFlag::from).collect(),
         source: r.source,
         max_machines,
         inter_node_gbs: r.inter_node_gbs,
@@ -447,10 +447,10 @@ fn mig_slices(offer: &Offer, table: &crate::mig::MigTable) -> Vec<Offer> {
             });
             o.monthly = offer.monthly.map(|m| m.scale(share));
             o.hourly = offer.hourly.map(|h| h.scale(share));
-            o.flags.push(format!(
+            o.flags.push(OfferFlag::Note(format!(
                 "assumed: the per-card price × {}/{} compute slices for a {} instance",
                 p.compute_slices, g.compute_slices, p.name
-            ));
+            )));
             o
         })
         .collect()
@@ -520,7 +520,7 @@ mod tests {
         let a = o("cn-guide/8x-a100-80g-nvlink");
         assert_eq!(a.monthly, Some(PriceRange { low: 25_000.0, high: 40_000.0 }));
         assert_eq!((a.gpus_per_machine, a.link), (8, Link::Nvlink));
-        assert!(a.flags.iter().any(|f| f == "estimated") && a.flags.iter().any(|f| f == "unofficial"));
+        assert!(a.flags.iter().any(|f| f.text() == "estimated") && a.flags.iter().any(|f| f.text() == "unofficial"));
         assert_eq!(o("cn-guide/t4").monthly, Some(PriceRange::point(900.0)));
         let c = o("cn-guide/a100-40g-custom");
         assert_eq!((c.cpu_cores, c.ram_gb, c.disk_gb, c.network_mbps), (Some(8), Some(64.0), Some(400.0), Some(100.0)));
@@ -549,7 +549,7 @@ mod tests {
         let m = g3.monthly.unwrap();
         assert!((m.low - 12_000.0 * 3.0 / 7.0).abs() < 1e-6 && (m.high - 18_000.0 * 3.0 / 7.0).abs() < 1e-6);
         assert!((g3.slice.as_ref().unwrap().fraction - 60.0 / 132.0).abs() < 1e-9);
-        assert!(g3.flags.iter().any(|f| f.starts_with("assumed: the per-card price × 3/7")));
+        assert!(g3.flags.iter().any(|f| f.text().starts_with("assumed: the per-card price × 3/7")));
     }
 
     #[test]

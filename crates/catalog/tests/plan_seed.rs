@@ -1,10 +1,10 @@
 //! The planner on the embedded catalogue: the seed's must-show cases,
-//! through `vramfit_core::plan::plan` with the real GPU list and offers.
+//! through `vramfit_plan::plan` with the real GPU list and offers.
 
 use vramfit_catalog::offers::{load, Catalogue};
-use vramfit_core::plan::{plan, Allow, Job, Method, PlanReport, PlanRequest, TimeModel};
 use vramfit_core::train::{Optimizer, Precision, TrainSetup};
 use vramfit_core::{DType, InferenceSetup, ModelSpec, Sharding, Task, Workload, GIB};
+use vramfit_plan::{plan, Allow, Job, Method, PlanReport, PlanRequest, TimeModel};
 
 fn llama(b: u64) -> ModelSpec {
     match b {
@@ -38,7 +38,7 @@ fn run(cat: &Catalogue, m: &ModelSpec, w: &Workload, have: Option<&str>, allow: 
         job,
         top: 20,
         time: TimeModel::default(),
-        key_filter: None,
+        launcher: None,
     })
     .unwrap()
 }

@@ -13,6 +13,58 @@ pub enum Link {
     Pcie,
 }
 
+/// A GPU architecture (the generation of its tensor cores and links): the
+/// planner's time model picks an achievable MFU by it, `vramfit check` the
+/// NVLink generation. Spelled in lowercase (`ampere`) in the catalogue, in
+/// `--mfu ampere=0.5` and in JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuArch {
+    Volta,
+    Turing,
+    Ampere,
+    Ada,
+    Hopper,
+    Blackwell,
+    /// AMD Instinct MI300
+    Cdna3,
+}
+
+impl GpuArch {
+    pub const ALL: [GpuArch; 7] = [
+        GpuArch::Volta,
+        GpuArch::Turing,
+        GpuArch::Ampere,
+        GpuArch::Ada,
+        GpuArch::Hopper,
+        GpuArch::Blackwell,
+        GpuArch::Cdna3,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuArch::Volta => "volta",
+            GpuArch::Turing => "turing",
+            GpuArch::Ampere => "ampere",
+            GpuArch::Ada => "ada",
+            GpuArch::Hopper => "hopper",
+            GpuArch::Blackwell => "blackwell",
+            GpuArch::Cdna3 => "cdna3",
+        }
+    }
+
+    /// The architecture spelled `s` (any case), None when there is none.
+    pub fn parse(s: &str) -> Option<GpuArch> {
+        GpuArch::ALL.into_iter().find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl std::fmt::Display for GpuArch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One GPU model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSpec {
@@ -50,10 +102,10 @@ pub struct GpuSpec {
     /// has native bf16 (Ampere and later)
     #[serde(default = "yes")]
     pub bf16: bool,
-    /// architecture (`turing`, `volta`, `ampere`, `ada`, `hopper`, `blackwell`, `cdna3`);
-    /// the planner's time model picks its achievable MFU by this
+    /// architecture; the planner's time model picks its achievable MFU by
+    /// this (None: not given, the fallback MFU)
     #[serde(default)]
-    pub arch: String,
+    pub arch: Option<GpuArch>,
     /// figures checked against a source
     #[serde(default)]
     pub confirmed: bool,

@@ -227,6 +227,21 @@ impl Ledger {
         self.entries.iter().filter(|e| e.category == category).fold(0u64, |a, e| a.saturating_add(e.bytes))
     }
 
+    /// Model-state bytes: weights + master weights + gradients + optimizer
+    /// states (what ZeRO shards and what offload moves). Checked: a sum that
+    /// overflows 64 bits is an error, not a saturated figure.
+    pub fn model_states_bytes(&self) -> Result<u64, CoreError> {
+        crate::units::sum(
+            "model states",
+            &[
+                self.bytes(Category::Weights),
+                self.bytes(Category::MasterWeights),
+                self.bytes(Category::Gradients),
+                self.bytes(Category::OptimizerStates),
+            ],
+        )
+    }
+
     /// What `torch.cuda.max_memory_allocated()` would show: live tensors at the peak.
     pub fn tensor_peak_bytes(&self) -> u64 {
         self.pool_bytes(Pool::Tensor)

@@ -422,6 +422,21 @@ pub mod limits {
     pub const MAX_POSITIONS: u64 = 1 << 32;
 }
 
+/// Configuration defaults of model families, for a model a source gives
+/// only in part (a `config.json` without the key, a paper that states width
+/// and depth). One place, each with its source.
+pub mod defaults {
+    /// transformers `GPT2Config(vocab_size=50257)`: GPT-2's BPE vocabulary.
+    pub const GPT2_VOCAB_SIZE: u64 = 50_257;
+    /// transformers `GPT2Config(n_inner=None)`: the MLP is 4 × `n_embd` wide.
+    pub const GPT2_MLP_RATIO: u64 = 4;
+    /// transformers `GPT2Config(n_positions=1024)`, Megatron-LM's GPT-2 `--seq-length`.
+    pub const GPT2_POSITIONS: u64 = 1024;
+    /// Attention head width of a model given by width and depth only: 128
+    /// (GPT-3's and Megatron-LM's large models, Llama's), so `heads = hidden / 128`.
+    pub const HEAD_DIM: u64 = 128;
+}
+
 impl ModelSpec {
     /// A Llama-shaped model (RMSNorm, SwiGLU, rotary, untied): handy for
     /// tests and as the base of presets.

@@ -48,7 +48,7 @@ pub fn reference_cards(gpus: &[GpuSpec], tables: &[&MigGpu], pci: &[GpuPciIds]) 
                 product_names: ids.flat_map(|p| p.product_names.iter().cloned()).collect(),
                 pcie_gen: Some(g.pcie_gen),
                 nvlink_gbs: g.nvlink_gbs,
-                arch: g.arch.clone(),
+                arch: g.arch,
                 memory_gbs: Some(g.bandwidth_gbs),
             }
         })

@@ -34,8 +34,8 @@ pub struct RefCard {
     pub pcie_gen: Option<u8>,
     /// NVLink aggregate per GPU, both directions, GB/s (catalogue; absent: PCIe only)
     pub nvlink_gbs: Option<f64>,
-    /// architecture (`ampere`, `hopper`, …), for the NVLink generation
-    pub arch: String,
+    /// architecture, for the NVLink generation (None: the catalogue gives none)
+    pub arch: Option<vramfit_core::GpuArch>,
     /// memory bandwidth, decimal GB/s (catalogue)
     pub memory_gbs: Option<f64>,
 }

@@ -14,6 +14,7 @@
 
 use crate::error::IngestError;
 use serde_json::{Map, Value};
+use vramfit_core::model::defaults as model_defaults;
 use vramfit_core::{
     Attention, DType, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer,
     MlaSpec, MlpKind, ModelSpec, MoeSpec, NormKind, Positional, QuantMethod, QuantSpec, VisionKind, VisionSpec,
@@ -991,10 +992,10 @@ fn gpt2(f: &mut Fields, name: &str) -> ModelSpec {
     s.num_kv_heads = s.num_heads;
     s.head_dim = s.hidden_size.checked_div(s.num_heads).unwrap_or(0);
     s.vocab_size = f.u64_any(&["vocab_size"]);
-    s.max_position_embeddings = f.u64_or(&["n_positions", "max_position_embeddings"], 1024);
+    s.max_position_embeddings = f.u64_or(&["n_positions", "max_position_embeddings"], model_defaults::GPT2_POSITIONS);
     // saturating: a hidden size that large is refused by name in ModelSpec::validate
     // (MAX_HIDDEN), before the derived width is used (fuzz: ingest_config)
-    s.intermediate_size = f.u64_or(&["n_inner"], s.hidden_size.saturating_mul(4));
+    s.intermediate_size = f.u64_or(&["n_inner"], s.hidden_size.saturating_mul(model_defaults::GPT2_MLP_RATIO));
     s.mlp = MlpKind::Plain;
     s.activation = f.str_opt("activation_function").unwrap_or_else(|| "gelu_new".into());
     s.norm = NormKind::LayerNorm;

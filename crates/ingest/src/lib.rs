@@ -9,7 +9,7 @@
 //!   headers by range requests; cargo feature `hub`), cached for offline runs
 //! - [`resolve`]: one entry point for a model argument (path, cache, preset, Hub)
 //! - [`peft`], [`deepspeed`]: adapter and DeepSpeed configs
-//! - [`calibration`]: PyTorch-measured cases
+//! - [`calibration`]: measured cases: PyTorch-measured, published memory figures, published throughputs
 
 pub mod calibration;
 pub mod config;

@@ -7,7 +7,6 @@
 pub mod calibrate;
 pub mod check;
 pub mod diagnose;
-pub mod emit;
 pub mod estimate;
 pub mod format;
 pub mod llamacpp;
@@ -15,6 +14,7 @@ pub mod mig;
 pub mod plan;
 pub mod svg;
 pub mod sweep;
+pub mod throughput;
 
 /// Version of every JSON document vramfit emits.
 pub const SCHEMA_VERSION: u32 = 1;

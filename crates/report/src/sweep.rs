@@ -7,7 +7,7 @@ use crate::estimate::ExplainInfo;
 use crate::format::{bytes, signed_bytes};
 use serde::Serialize;
 use std::fmt::Write;
-use vramfit_core::sweep::{CardFit, Largest};
+use vramfit_plan::sweep::{CardFit, Largest};
 
 /// The sweep beside one estimate.
 #[derive(Debug, Clone, Serialize)]

@@ -169,7 +169,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
             if args.group.is_some() || args.cases.is_some() {
                 bail!(
                     "--set throughput compares the embedded {} as one set: --group and --cases do not apply",
-                    crate::cmd::calibrate_throughput::THROUGHPUT_FILE
+                    vramfit_ingest::calibration::throughput::THROUGHPUT_FILE
                 );
             }
             return crate::cmd::calibrate_throughput::run(args.json);

@@ -7,12 +7,12 @@ use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::Outcome;
 use anyhow::{bail, Context};
-use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_core::GpuSpec;
 use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
 use vramfit_diagnose::input::{read_path, read_stream, Input};
 use vramfit_diagnose::oom::{OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
+use vramfit_plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_report::diagnose::{DiagnoseReport, InputInfo};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]

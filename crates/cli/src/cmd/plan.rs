@@ -1,6 +1,6 @@
 //! `vramfit plan`: the cheapest setup that fits, the three ways out, and
 //! launch configs for the chosen plan. Parses flags, loads the catalogue
-//! (embedded + `--catalog FILE`), calls `vramfit_core::plan::plan`, renders.
+//! (embedded + `--catalog FILE`), calls `vramfit_plan::plan`, renders.
 
 use crate::cmd::estimate::WorkloadArgs;
 use crate::Outcome;
@@ -8,9 +8,9 @@ use anyhow::{bail, Context};
 use std::path::PathBuf;
 use vramfit_catalog::gpus::MAX_CATALOG_BYTES;
 use vramfit_catalog::offers::load;
-use vramfit_core::plan::{plan, Allow, Job, MemKey, PlanReport, PlanRequest, TimeModel};
-use vramfit_core::{Family, GpuSpec, Task};
-use vramfit_report::emit::{self, Launcher};
+use vramfit_core::{Family, GpuArch, GpuSpec, Task};
+use vramfit_plan::emit::{self, Launcher};
+use vramfit_plan::{plan, runnable_plan, Allow, Job, NotRunnable, PlanReport, PlanRequest, TimeModel};
 use vramfit_report::plan::{job_fields, job_setup_words, json, render, PlanDocument, PlanJob, PlanModel};
 
 /// Method changes `--allow` can permit.
@@ -89,15 +89,14 @@ fn read_catalog(path: &std::path::Path) -> anyhow::Result<String> {
 
 fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeModel> {
     let mut tm = TimeModel::default();
-    // valid keys: an architecture (the MFU table's and the catalogue's) or a catalogue GPU id
-    let mut arches: Vec<String> = tm.mfu.keys().cloned().collect();
-    arches.extend(gpus.iter().map(|g| g.arch.to_ascii_lowercase()));
-    arches.sort();
-    arches.dedup();
     for o in overrides {
         let Some((k, v)) = o.split_once('=') else { bail!("--mfu: '{o}' is not KEY=VALUE (e.g. ampere=0.5)") };
         let key = k.trim().to_ascii_lowercase();
-        if !arches.contains(&key) && !gpus.iter().any(|g| g.id.eq_ignore_ascii_case(&key)) {
+        // valid keys: an architecture or a catalogue GPU id
+        let arch = GpuArch::parse(&key);
+        if arch.is_none() && !gpus.iter().any(|g| g.id.eq_ignore_ascii_case(&key)) {
+            let mut arches: Vec<&str> = GpuArch::ALL.iter().map(|a| a.name()).collect();
+            arches.sort();
             let ids: Vec<&str> = gpus.iter().map(|g| g.id.as_str()).collect();
             bail!(
                 "--mfu: unknown key '{}': give an architecture ({}) or a GPU id ({})",
@@ -110,7 +109,10 @@ fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeMode
         if !(v > 0.0 && v <= 1.0) {
             bail!("--mfu: {v} is not a fraction in (0, 1]");
         }
-        tm.mfu.insert(key, v);
+        match arch {
+            Some(a) => tm.mfu.insert(a, v),
+            None => tm.mfu_by_gpu.insert(key, v),
+        };
     }
     Ok(tm)
 }
@@ -166,7 +168,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         job,
         top: args.top,
         time: time_model(&args.mfu, &cat.gpus)?,
-        key_filter: None,
+        launcher: None,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
@@ -196,7 +198,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
             allow: allow_names,
             assumed: false,
         },
-        &report,
+        report,
     );
     if let Some(out) = args.chart.emit(code, |lang| {
         vramfit_report::svg::plan::ladder(&doc, lang)
@@ -208,58 +210,51 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome { stdout, code })
 }
 
-fn launcher(kind: EmitKind) -> (Launcher, fn(&MemKey) -> bool) {
-    match kind {
-        EmitKind::Deepspeed => (Launcher::Deepspeed, |k| emit::key_expressible(Launcher::Deepspeed, k)),
-        EmitKind::Torchrun => (Launcher::Torchrun, |k| emit::key_expressible(Launcher::Torchrun, k)),
-        EmitKind::Accelerate => (Launcher::Accelerate, |k| emit::key_expressible(Launcher::Accelerate, k)),
+impl From<EmitKind> for Launcher {
+    fn from(kind: EmitKind) -> Launcher {
+        match kind {
+            EmitKind::Deepspeed => Launcher::Deepspeed,
+            EmitKind::Torchrun => Launcher::Torchrun,
+            EmitKind::Accelerate => Launcher::Accelerate,
+        }
     }
 }
 
 /// `--emit`: the recommended plan in the launcher's terms; when the launcher
 /// cannot express it (TP/PP, selective checkpointing, …), the best plan it can
-/// express, searched again with only such setups (the note says why).
+/// express (the planner's [`runnable_plan`]; the note says why).
 fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Family) -> anyhow::Result<Outcome> {
-    let Some(rec) = report.recommended.as_ref() else {
-        bail!("--emit: no plan fits this job, so there is nothing to write ({})", report.reason);
-    };
-    let (l, filter) = launcher(kind);
-    let alt;
-    let rec = match emit::check(l, &rec.setup) {
-        Ok(()) => rec,
-        Err(emit::EmitError::Unsupported(why)) => {
-            let again = plan(&PlanRequest { key_filter: Some(filter), ..req.clone() })?;
-            let Some(r) = again.recommended else {
-                bail!("--emit {}: {why}; and no plan it can express fits this job", l.name());
-            };
-            crate::to_stderr(&format!(
-                "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {why}; writing the best plan it can express: {} × {} ({}) [{}]",
-                rec.gpus,
-                rec.gpu_name,
-                l.name(),
-                r.gpus,
-                r.gpu_name,
-                r.offer_id,
-                r.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
-            ));
-            alt = r;
-            &alt
+    let l = Launcher::from(kind);
+    let runnable = match runnable_plan(req, report, l) {
+        Ok(r) => r,
+        Err(NotRunnable::NothingFits { reason }) => {
+            bail!("--emit: no plan fits this job, so there is nothing to write ({reason})")
         }
-        Err(e) => bail!("--emit: {e}"),
+        Err(NotRunnable::NoneExpressible { launcher, why }) => {
+            bail!("--emit {}: {why}; and no plan it can express fits this job", launcher.name())
+        }
+        Err(NotRunnable::Emit(e)) => bail!("--emit: {e}"),
+        Err(NotRunnable::Core(e)) => return Err(e.into()),
     };
-    let s = &rec.setup;
-    let text = match kind {
-        EmitKind::Deepspeed => emit::deepspeed(s, rec.machines).map(|e| {
-            if let Some(launch) = e.launch {
-                crate::to_stderr(&format!("vramfit: launch with: {launch}"));
-            }
-            e.text
-        }),
-        EmitKind::Torchrun => emit::torchrun(s, family, rec.machines),
-        EmitKind::Accelerate => emit::accelerate(s, family, rec.machines),
+    let rec = &runnable.row;
+    if let Some(old) = &runnable.replaces {
+        crate::to_stderr(&format!(
+            "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {}; writing the best plan it can express: {} × {} ({}) [{}]",
+            old.row.gpus,
+            old.row.gpu_name,
+            l.name(),
+            old.why,
+            rec.gpus,
+            rec.gpu_name,
+            rec.offer_id,
+            rec.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
+        ));
     }
-    .map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
-    Ok(Outcome { stdout: text, code: 0 })
+    let emitted = emit::config(l, &rec.setup, family, rec.machines).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
+    if let Some(launch) = emitted.launch {
+        crate::to_stderr(&format!("vramfit: launch with: {launch}"));
+    }
+    Ok(Outcome { stdout: emitted.text, code: 0 })
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@
 use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::gpu_target::FitTarget;
 use crate::cmd::train_args::TaskKind;
-use vramfit_core::sweep::{cards, knobs, largest};
 use vramfit_core::{estimate, fit, Ledger, ModelSpec, Task, Workload};
+use vramfit_plan::sweep::{cards, knobs, largest};
 use vramfit_report::sweep::{CardInfo, LargestInfo, SweepInfo, VariantInfo};
 
 /// Weight formats of the inference sweep (`--dtype` values).

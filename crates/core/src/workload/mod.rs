@@ -43,6 +43,18 @@ impl Default for Workload {
     }
 }
 
+impl Workload {
+    /// The dtype the job computes in: a training precision's compute dtype,
+    /// or the dtype inference dequantizes its weights to. A card without
+    /// native bf16 cannot run a bf16 job as given (the planner refuses it).
+    pub fn compute_dtype(&self) -> crate::dtype::DType {
+        match &self.task {
+            Task::Train(t) => t.precision.compute_dtype(),
+            Task::Inference(s) => s.weight_dtype_compute(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "task")]
 pub enum Task {

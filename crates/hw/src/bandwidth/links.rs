@@ -2,6 +2,7 @@
 //! and the share of them a copy benchmark typically measures.
 
 use crate::verdict::RefCard;
+use vramfit_core::GpuArch;
 
 /// Nominal PCIe rate per lane and direction, GB/s, by generation: the
 /// signalling rate times the encoding efficiency, over 8 bits. PCI-SIG base
@@ -55,12 +56,12 @@ pub const WIDEST_PCIE_GEN: u32 = 5;
 /// - B200 (NVLink 5): 1.8 TB/s over 18 links → 50 (datasheet, unconfirmed)
 pub fn nvlink_link_gbs(card: &RefCard) -> Option<f64> {
     card.nvlink_gbs?;
-    Some(match card.arch.as_str() {
-        "volta" => 25.0,
-        "ampere" if card.family.starts_with("rtx") || card.family.starts_with("a6000") => 14.0625,
-        "ampere" | "hopper" => 25.0,
-        "blackwell" => 50.0,
-        _ => return None,
+    Some(match card.arch? {
+        GpuArch::Volta => 25.0,
+        GpuArch::Ampere if card.family.starts_with("rtx") || card.family.starts_with("a6000") => 14.0625,
+        GpuArch::Ampere | GpuArch::Hopper => 25.0,
+        GpuArch::Blackwell => 50.0,
+        GpuArch::Turing | GpuArch::Ada | GpuArch::Cdna3 => return None,
     })
 }
 
@@ -99,16 +100,16 @@ mod tests {
 
     #[test]
     fn nvlink_links_from_the_catalogue_aggregate() {
-        let card = |arch: &str, family: &str, gbs: f64| RefCard {
-            arch: arch.into(),
+        let card = |arch: GpuArch, family: &str, gbs: f64| RefCard {
+            arch: Some(arch),
             family: family.into(),
             nvlink_gbs: Some(gbs),
             ..RefCard::default()
         };
-        assert_eq!(nvlink_links(&card("hopper", "h100", 900.0)), Some(18));
-        assert_eq!(nvlink_links(&card("ampere", "a100", 600.0)), Some(12));
-        assert_eq!(nvlink_links(&card("volta", "v100", 300.0)), Some(6));
-        assert_eq!(nvlink_links(&card("ampere", "rtx3090", 112.5)), Some(4));
-        assert_eq!(nvlink_links(&RefCard { arch: "hopper".into(), ..RefCard::default() }), None);
+        assert_eq!(nvlink_links(&card(GpuArch::Hopper, "h100", 900.0)), Some(18));
+        assert_eq!(nvlink_links(&card(GpuArch::Ampere, "a100", 600.0)), Some(12));
+        assert_eq!(nvlink_links(&card(GpuArch::Volta, "v100", 300.0)), Some(6));
+        assert_eq!(nvlink_links(&card(GpuArch::Ampere, "rtx3090", 112.5)), Some(4));
+        assert_eq!(nvlink_links(&RefCard { arch: Some(GpuArch::Hopper), ..RefCard::default() }), None);
     }
 }

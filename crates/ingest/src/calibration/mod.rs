@@ -9,6 +9,7 @@
 //! (measured by `calibration/harness/measure.py`).
 
 pub mod published;
+pub mod throughput;
 
 use crate::config::parse_config_value;
 use crate::error::IngestError;

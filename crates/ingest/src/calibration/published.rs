@@ -135,15 +135,16 @@ pub struct PublishedCase {
     pub origin: String,
 }
 
-/// A JSON object and the dotted path that reached it, for errors.
+/// A JSON object and the dotted path that reached it, for errors (also the
+/// reader of the throughput set, `super::throughput`).
 #[derive(Clone, Copy)]
-struct Obj<'a> {
-    map: &'a Map<String, Value>,
-    path: &'a str,
-    origin: &'a str,
+pub(super) struct Obj<'a> {
+    pub(super) map: &'a Map<String, Value>,
+    pub(super) path: &'a str,
+    pub(super) origin: &'a str,
 }
 
-fn shown(v: &Value) -> String {
+pub(super) fn shown(v: &Value) -> String {
     let s = match v {
         Value::String(s) => format!("\"{}\"", s.chars().take(60).collect::<String>()),
         other => other.to_string().chars().take(60).collect(),
@@ -160,7 +161,7 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn bad(&self, key: &str, expected: &str, found: &Value) -> IngestError {
+    pub(super) fn bad(&self, key: &str, expected: &str, found: &Value) -> IngestError {
         IngestError::BadField {
             file: self.origin.into(),
             field: self.field(key),
@@ -169,15 +170,15 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn missing(&self, key: &str) -> IngestError {
+    pub(super) fn missing(&self, key: &str) -> IngestError {
         IngestError::Invalid { file: self.origin.into(), reason: format!("missing field '{}'", self.field(key)) }
     }
 
-    fn get(&self, key: &str) -> Option<&'a Value> {
+    pub(super) fn get(&self, key: &str) -> Option<&'a Value> {
         self.map.get(key).filter(|v| !v.is_null())
     }
 
-    fn str(&self, key: &str) -> Result<Option<&'a str>, IngestError> {
+    pub(super) fn str(&self, key: &str) -> Result<Option<&'a str>, IngestError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -185,7 +186,7 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn req_str(&self, key: &str) -> Result<&'a str, IngestError> {
+    pub(super) fn req_str(&self, key: &str) -> Result<&'a str, IngestError> {
         self.str(key)?.ok_or_else(|| self.missing(key))
     }
 
@@ -231,7 +232,7 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn bool(&self, key: &str) -> Result<Option<bool>, IngestError> {
+    pub(super) fn bool(&self, key: &str) -> Result<Option<bool>, IngestError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -239,7 +240,7 @@ impl<'a> Obj<'a> {
         }
     }
 
-    fn obj(&self, key: &str, path: &'a str) -> Result<Option<Obj<'a>>, IngestError> {
+    pub(super) fn obj(&self, key: &str, path: &'a str) -> Result<Option<Obj<'a>>, IngestError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Object(map)) => Ok(Some(Obj { map, path, origin: self.origin })),

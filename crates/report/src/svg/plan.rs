@@ -3,8 +3,8 @@
 
 use super::{axis, fit_text, tick, Lang, Svg, BAD, GOOD, GRID, HALO, INK, MUTED, WARN};
 use crate::format::bytes;
-use crate::plan::{LadderInfo, PlanDocument};
-use vramfit_core::plan::StepStatus;
+use crate::plan::PlanDocument;
+use vramfit_plan::{Ladder, StepStatus};
 
 /// A ladder step's name in the chart's language (the planner's names).
 pub fn step_label(name: &str, lang: Lang) -> String {
@@ -52,10 +52,10 @@ type Column = (String, Option<u64>, Option<StepStatus>, bool, String);
 
 /// The ladder chart, or `None` when the plan has no ladder (no `--have`).
 pub fn ladder(doc: &PlanDocument, lang: Lang) -> Option<String> {
-    doc.software.as_ref().map(|l| chart(l, lang))
+    doc.plan.software.as_ref().map(|l| chart(l, lang))
 }
 
-fn chart(l: &LadderInfo, lang: Lang) -> String {
+fn chart(l: &Ladder, lang: Lang) -> String {
     // the job as given, then every step
     let mut cols: Vec<Column> =
         vec![(lang.pick("as given", "原样").to_string(), l.start_bytes, None, l.start_fits, String::new())];

@@ -4,8 +4,8 @@
 //! currencies are never converted (plans in different currencies are ranked
 //! separately).
 
-use crate::hardware::Link;
 use serde::{Deserialize, Serialize};
+use vramfit_core::hardware::Link;
 
 /// Hours in a billing month (365 × 24 / 12).
 pub const HOURS_PER_MONTH: f64 = 730.0;
@@ -59,9 +59,67 @@ pub struct Slice {
 }
 
 impl Slice {
-    /// Memory of the slice in bytes (as [`crate::GpuSpec::memory_bytes`]).
+    /// Memory of the slice in bytes (as [`vramfit_core::GpuSpec::memory_bytes`]).
     pub fn memory_bytes(&self) -> u64 {
-        self.memory_mib.saturating_mul(crate::units::MIB)
+        self.memory_mib.saturating_mul(vramfit_core::units::MIB)
+    }
+}
+
+/// A remark the catalogue attaches to an offer. One is a kind the output
+/// treats apart — [`OfferFlag::CheckLivePrice`], said once for every plan in
+/// the report's footer rather than on each row — the rest are notes shown as
+/// written (`estimated`, `unofficial`, an assumption). Written (JSON, the
+/// catalogue's TOML) as its text either way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OfferFlag {
+    /// the price is a snapshot of a listing: check the provider's live price
+    CheckLivePrice,
+    Note(String),
+}
+
+impl OfferFlag {
+    /// The catalogue's spelling of [`OfferFlag::CheckLivePrice`].
+    pub const CHECK_LIVE_PRICE: &'static str = "check the live price";
+
+    pub fn text(&self) -> &str {
+        match self {
+            OfferFlag::CheckLivePrice => Self::CHECK_LIVE_PRICE,
+            OfferFlag::Note(s) => s,
+        }
+    }
+}
+
+impl From<String> for OfferFlag {
+    fn from(s: String) -> OfferFlag {
+        if s == Self::CHECK_LIVE_PRICE {
+            OfferFlag::CheckLivePrice
+        } else {
+            OfferFlag::Note(s)
+        }
+    }
+}
+
+impl From<&str> for OfferFlag {
+    fn from(s: &str) -> OfferFlag {
+        OfferFlag::from(s.to_string())
+    }
+}
+
+impl std::fmt::Display for OfferFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+impl Serialize for OfferFlag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.text())
+    }
+}
+
+impl<'de> Deserialize<'de> for OfferFlag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OfferFlag, D::Error> {
+        String::deserialize(d).map(OfferFlag::from)
     }
 }
 
@@ -97,7 +155,7 @@ pub struct Offer {
     pub min_hours: Option<f64>,
     pub currency: String,
     /// e.g. "estimated", "unofficial", "check the live price"
-    pub flags: Vec<String>,
+    pub flags: Vec<OfferFlag>,
     pub source: String,
     /// machines that can be joined into one job
     pub max_machines: u64,

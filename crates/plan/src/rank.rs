@@ -2,10 +2,10 @@
 //! each other counted as equal; at equal cost the plan that changes less of
 //! what is computed, then the smaller bill of whole months, then the faster.
 
-use super::report::PlanRow;
-use super::search::{Scored, Search};
-use crate::workload::{Offload, Task};
+use crate::report::PlanRow;
+use crate::types::{MemEntry, MemKey, Scored};
 use std::cmp::Ordering;
+use vramfit_core::workload::{Offload, Task};
 
 /// Prices within this share of each other rank as equal (0.5 %): catalogue
 /// prices are rounded list prices and the time model is a ±50 % estimate,
@@ -31,48 +31,52 @@ pub fn costs_more(a: f64, b: f64) -> bool {
 
 /// The ranking: cheaper by what the user is billed for the job, with the
 /// premium of each moving part added (`Scored::rank_cost`, see
-/// [`super::search::Complexity::premium`]); at the same cost the simpler
+/// [`crate::types::Complexity::premium`]); at the same cost the simpler
 /// setup, then the one that changes less of what is computed, then the
 /// smaller bill, then the faster.
-pub fn order(s: &Search, a: &Scored, b: &Scored) -> Ordering {
-    let (ea, eb) = (&s.entries[a.mem as usize], &s.entries[b.mem as usize]);
+pub fn order(a: &Scored, b: &Scored) -> Ordering {
     cost_bucket(a.cost_key())
         .cmp(&cost_bucket(b.cost_key()))
-        .then(ea.complexity.cmp(&eb.complexity))
-        .then(ea.inexact.cmp(&eb.inexact))
+        .then(a.complexity.cmp(&b.complexity))
+        .then(a.inexact.cmp(&b.inexact))
         .then(a.billed_mid().total_cmp(&b.billed_mid()))
         .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
-pub fn better(s: &Search, a: &Scored, b: &Scored) -> bool {
-    order(s, a, b) == Ordering::Less
+/// `a` ranks before `b`.
+pub fn better(a: &Scored, b: &Scored) -> bool {
+    order(a, b) == Ordering::Less
 }
 
-/// The best scored candidate that `f` accepts.
-pub fn best_where<'s>(s: &'s Search, f: impl Fn(&Scored) -> bool) -> Option<&'s Scored> {
+/// The best of `candidates` that `f` accepts.
+pub fn best_where(candidates: &[Scored], f: impl Fn(&Scored) -> bool) -> Option<&Scored> {
     let mut best: Option<&Scored> = None;
-    for c in s.scored.iter().filter(|c| f(c)) {
-        if best.is_none_or(|b| better(s, c, b)) {
+    for c in candidates.iter().filter(|c| f(c)) {
+        if best.is_none_or(|b| better(c, b)) {
             best = Some(c);
         }
     }
     best
 }
 
-pub fn offloads(s: &Search, c: &Scored) -> bool {
-    let k = &s.entries[c.mem as usize].key;
-    k.offload_optimizer != Offload::None || k.offload_params != Offload::None
+/// Simpler first, then faster: how own-card setups (no bill) are compared.
+pub fn simpler_then_faster(a: &Scored, b: &Scored) -> Ordering {
+    a.complexity.cmp(&b.complexity).then(a.inexact.cmp(&b.inexact)).then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
-/// The candidate runs the user's job as given (same method, precision,
+/// The setup moves optimizer states or parameters to the host.
+pub fn offloads(key: &MemKey) -> bool {
+    key.offload_optimizer != Offload::None || key.offload_params != Offload::None
+}
+
+/// The setup runs the user's job `base` as given (same method, precision,
 /// optimizer, checkpointing, micro-batch and global batch; no offload; the
 /// user's weights and KV cache).
-pub fn is_unchanged(s: &Search, c: &Scored) -> bool {
-    let e = &s.entries[c.mem as usize];
-    if e.inexact > 0 || offloads(s, c) {
+pub fn is_unchanged(base: &Task, e: &MemEntry) -> bool {
+    if e.inexact > 0 || offloads(&e.key) {
         return false;
     }
-    match (&s.base.task, &e.key.train, &e.key.infer) {
+    match (base, &e.key.train, &e.key.infer) {
         (Task::Train(t), Some(k), _) => {
             k.kind == t.kind && k.checkpointing == t.checkpointing && k.micro_batch == t.batch.max(1)
         }
@@ -81,9 +85,9 @@ pub fn is_unchanged(s: &Search, c: &Scored) -> bool {
     }
 }
 
-/// The candidate keeps the user's method (full / LoRA / QLoRA / inference).
-pub fn same_method(s: &Search, c: &Scored) -> bool {
-    match (&s.base.task, &s.entries[c.mem as usize].key.train) {
+/// The setup keeps the method of the user's job `base` (full / LoRA / QLoRA / inference).
+pub fn same_method(base: &Task, key: &MemKey) -> bool {
+    match (base, &key.train) {
         (Task::Train(t), Some(k)) => k.kind == t.kind,
         (Task::Inference(_), None) => true,
         _ => false,

@@ -24,10 +24,11 @@
 //! arguments); batch sizes are the plan's, and the Trainer flags printed with
 //! the config carry the same values (the Trainer refuses a mismatch).
 
+use crate::summary::{Method, SetupSummary};
+use crate::types::MemKey;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use vramfit_core::hf::layer_class;
-use vramfit_core::plan::{MemKey, Method, SetupSummary};
 use vramfit_core::train::{Checkpointing, Optimizer, Precision};
 use vramfit_core::workload::validate::offload_rules;
 use vramfit_core::{DType, Family, Offload, Sharding};
@@ -559,6 +560,17 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
         let _ = writeln!(out, "EOF");
     }
     Ok(out)
+}
+
+/// The config `l` writes for the plan `s` (a model of `family` over
+/// `machines` machines): DeepSpeed's JSON with its launch line, torchrun's
+/// shell snippet, or accelerate's YAML.
+pub fn config(l: Launcher, s: &SetupSummary, family: Family, machines: u64) -> Result<Emitted, EmitError> {
+    match l {
+        Launcher::Deepspeed => deepspeed(s, machines),
+        Launcher::Torchrun => torchrun(s, family, machines).map(|text| Emitted { text, launch: None }),
+        Launcher::Accelerate => accelerate(s, family, machines).map(|text| Emitted { text, launch: None }),
+    }
 }
 
 #[cfg(test)]

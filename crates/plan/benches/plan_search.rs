@@ -12,14 +12,14 @@
 use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use vramfit_core::plan::search::TrainKey;
-use vramfit_core::plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
 use vramfit_core::train::{Checkpointing, Optimizer, TrainKind};
 use vramfit_core::train::{Precision, TrainSetup};
 use vramfit_core::Sharding;
-use vramfit_core::{GpuSpec, Link, ModelSpec, Task, Workload};
+use vramfit_core::{GpuArch, GpuSpec, Link, ModelSpec, Task, Workload};
+use vramfit_plan::types::TrainKey;
+use vramfit_plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
 
-fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) -> GpuSpec {
+fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: GpuArch) -> GpuSpec {
     GpuSpec {
         id: id.into(),
         name: id.into(),
@@ -35,7 +35,7 @@ fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: &str) ->
         pcie_gen: 4,
         mig_max: 0,
         bf16: true,
-        arch: arch.into(),
+        arch: Some(arch),
         confirmed: false,
         source: "bench".into(),
     }
@@ -68,11 +68,11 @@ fn offer(id: &str, g: &str, per: u64, max: u64, link: Link, low: f64, high: f64)
 
 fn catalogue() -> (Vec<GpuSpec>, PriceBook) {
     let gpus = vec![
-        gpu("rtx-3090", 24576, 936.0, 71.0, Some(112.5), "ampere"),
-        gpu("a100-40", 40960, 1555.0, 312.0, Some(600.0), "ampere"),
-        gpu("a100-80", 81920, 2039.0, 312.0, Some(600.0), "ampere"),
-        gpu("h100", 81559, 3350.0, 989.5, Some(900.0), "hopper"),
-        gpu("l40s", 46068, 864.0, 362.0, None, "ada"),
+        gpu("rtx-3090", 24576, 936.0, 71.0, Some(112.5), GpuArch::Ampere),
+        gpu("a100-40", 40960, 1555.0, 312.0, Some(600.0), GpuArch::Ampere),
+        gpu("a100-80", 81920, 2039.0, 312.0, Some(600.0), GpuArch::Ampere),
+        gpu("h100", 81559, 3350.0, 989.5, Some(900.0), GpuArch::Hopper),
+        gpu("l40s", 46068, 864.0, 362.0, None, GpuArch::Ada),
     ];
     let offers = vec![
         offer("3090", "rtx-3090", 1, 1, Link::Pcie, 1750.0, 1750.0),
@@ -117,7 +117,7 @@ fn bench(c: &mut Criterion) {
             job: Job::Tokens(1_000_000_000),
             top: 10,
             time: tm.clone(),
-            key_filter: None,
+            launcher: None,
         };
         let first = plan(&req).expect("plans");
         eprintln!(

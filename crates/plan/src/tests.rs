@@ -3,11 +3,11 @@
 //! without changing the answer, more offers never make it dearer.
 
 use super::*;
-use crate::hardware::{GpuSpec, Link};
-use crate::model::ModelSpec;
-use crate::train::TrainSetup;
-use crate::workload::{Offload, Sharding, Workload};
 use proptest::prelude::*;
+use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::model::ModelSpec;
+use vramfit_core::train::TrainSetup;
+use vramfit_core::workload::{Offload, Sharding, Workload};
 
 fn gpu(id: &str, mib: u64, tf: f64, nvlink: bool) -> GpuSpec {
     GpuSpec {
@@ -25,7 +25,7 @@ fn gpu(id: &str, mib: u64, tf: f64, nvlink: bool) -> GpuSpec {
         pcie_gen: 4,
         mig_max: 0,
         bf16: true,
-        arch: "ampere".into(),
+        arch: Some(vramfit_core::GpuArch::Ampere),
         confirmed: false,
         source: "test".into(),
     }
@@ -67,7 +67,12 @@ fn gpus() -> Vec<GpuSpec> {
 
 fn train(batch: u64) -> Workload {
     Workload {
-        task: crate::workload::Task::Train(TrainSetup { batch, seq: 1024, grad_accum: 2, ..TrainSetup::default() }),
+        task: vramfit_core::workload::Task::Train(TrainSetup {
+            batch,
+            seq: 1024,
+            grad_accum: 2,
+            ..TrainSetup::default()
+        }),
         ..Workload::default()
     }
 }
@@ -83,7 +88,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         job,
         top: 50,
         time: TimeModel::default(),
-        key_filter: None,
+        launcher: None,
     }
 }
 
@@ -93,10 +98,10 @@ fn figures_come_from_the_estimator() {
     let book = PriceBook { offers: vec![offer("big", "g48", 1, 1, false, 100.0)], discounts: vec![], upgrades: vec![] };
     let r = plan(&request(&m, &w, &g, &book, Job::None)).unwrap();
     let rec = r.recommended.unwrap();
-    let l = crate::estimate(&m, rec.workload.as_ref().unwrap()).unwrap();
+    let l = vramfit_core::estimate(&m, rec.workload.as_ref().unwrap()).unwrap();
     assert_eq!(rec.per_gpu_bytes, l.total_bytes());
-    assert_eq!(rec.model_states_bytes, model_states(&l).unwrap());
-    assert_eq!(r.baseline_bytes, Some(crate::estimate(&m, &w).unwrap().total_bytes()));
+    assert_eq!(rec.model_states_bytes, l.model_states_bytes().unwrap());
+    assert_eq!(r.baseline_bytes, Some(vramfit_core::estimate(&m, &w).unwrap().total_bytes()));
     // one 48 GiB card holds a 0.5 B full fine-tune unchanged: no switches needed
     assert!(rec.switches.is_empty(), "{:?}", rec.switches);
 }
@@ -253,8 +258,8 @@ fn multi_machine_counts_and_tp_inside_a_node() {
 fn ladder_applies_switches_in_the_seed_order() {
     let m = model();
     let w = Workload {
-        task: crate::workload::Task::Train(TrainSetup {
-            precision: crate::train::Precision::Fp32,
+        task: vramfit_core::workload::Task::Train(TrainSetup {
+            precision: vramfit_core::train::Precision::Fp32,
             batch: 8,
             seq: 1024,
             ..TrainSetup::default()
@@ -276,7 +281,7 @@ fn ladder_applies_switches_in_the_seed_order() {
     // every applied step's bytes are the estimator's for its workload, and savings chain
     let mut prev = l.start_bytes.unwrap() as i128;
     for s in l.steps.iter().filter(|s| s.status == StepStatus::Applied) {
-        let b = crate::estimate(&m, s.workload.as_ref().unwrap()).unwrap().total_bytes();
+        let b = vramfit_core::estimate(&m, s.workload.as_ref().unwrap()).unwrap().total_bytes();
         assert_eq!(s.per_gpu_bytes, Some(b));
         assert_eq!(s.saved_bytes, Some(prev - b as i128));
         prev = b as i128;
@@ -332,7 +337,7 @@ fn ladder_step_that_saves_nothing_is_skipped() {
     // cost nor the chain) and retried once the 8-bit optimizer moves the peak to backward.
     let m = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
     let w = Workload {
-        task: crate::workload::Task::Train(TrainSetup { batch: 1, seq: 2048, ..TrainSetup::default() }),
+        task: vramfit_core::workload::Task::Train(TrainSetup { batch: 1, seq: 2048, ..TrainSetup::default() }),
         ..Workload::default()
     };
     let card = gpu("g24", 24576, 71.0, false);
@@ -361,13 +366,13 @@ fn ladder_gradient_accumulation_that_raises_the_peak_is_skipped() {
     // gradients either way, and accumulation adds them to backward too
     let m = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
     let w = Workload {
-        task: crate::workload::Task::Train(TrainSetup { batch: 2, seq: 2048, ..TrainSetup::default() }),
+        task: vramfit_core::workload::Task::Train(TrainSetup { batch: 2, seq: 2048, ..TrainSetup::default() }),
         ..Workload::default()
     };
     let card = gpu("g24", 24576, 71.0, false);
     let l = ladder::ladder(&m, &w, &card, Allow::default(), &TimeModel::default());
     let ga = l.steps.iter().find(|s| s.name == "gradient accumulation").unwrap();
-    let b1 = crate::estimate(&m, ga.workload.as_ref().unwrap()).unwrap().total_bytes();
+    let b1 = vramfit_core::estimate(&m, ga.workload.as_ref().unwrap()).unwrap().total_bytes();
     assert!(b1 >= l.start_bytes.unwrap(), "accumulation does not lower it here");
     assert_eq!(ga.status, StepStatus::Skipped);
     assert!(ga.detail.contains("accumulation"), "{}", ga.detail);
@@ -377,7 +382,7 @@ fn ladder_gradient_accumulation_that_raises_the_peak_is_skipped() {
 fn zero_2_3_with_pipeline_parallelism_never_proposed() {
     let m = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
     let w = Workload {
-        task: crate::workload::Task::Train(TrainSetup { batch: 1, seq: 2048, ..TrainSetup::default() }),
+        task: vramfit_core::workload::Task::Train(TrainSetup { batch: 1, seq: 2048, ..TrainSetup::default() }),
         ..Workload::default()
     };
     for g in [2, 4, 8, 16] {
@@ -398,11 +403,11 @@ proptest! {
         micro in 1u64..9, accum in 1u64..5, dp_log in 0u32..3, tp_log in 0u32..2, pp_log in 0u32..3,
         stage in 0u8..4, off in 0usize..3, seq_log in 8u32..13, first_step in any::<bool>(),
     ) {
-        use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
-        use crate::plan::search::{MemKey, MemSummary, TrainKey};
+        use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
+        use crate::types::{MemKey, MemSummary, TrainKey};
         let m = model();
         let base = Workload {
-            task: crate::workload::Task::Train(TrainSetup {
+            task: vramfit_core::workload::Task::Train(TrainSetup {
                 seq: 1 << seq_log,
                 first_step,
                 ..TrainSetup::default()
@@ -419,7 +424,7 @@ proptest! {
             tp: 1 << tp_log,
             pp: 1 << pp_log,
             replicas: 1,
-            sharding: crate::workload::Sharding::from_stage(stage).unwrap(),
+            sharding: vramfit_core::workload::Sharding::from_stage(stage).unwrap(),
             offload_optimizer: off_opt,
             offload_params: off_par,
             train: Some(TrainKey {
@@ -434,7 +439,7 @@ proptest! {
         };
         let i = s.entry(key.clone());
         let fast = s.entries[i as usize].mem;
-        let slow = crate::estimate(&m, &s.workload_for(&key)).and_then(|l| MemSummary::of(&l)).ok();
+        let slow = vramfit_core::estimate(&m, &s.workload_for(&key)).and_then(|l| MemSummary::of(&l)).ok();
         prop_assert_eq!(fast, slow, "{:?}", key);
     }
 }
@@ -443,11 +448,11 @@ proptest! {
 /// compares numbers, not refusals) and every one matches `estimate()`.
 #[test]
 fn fast_path_grid_matches_estimate() {
-    use crate::plan::search::{MemKey, MemSummary, TrainKey};
-    use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
+    use crate::types::{MemKey, MemSummary, TrainKey};
+    use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
     let m = model();
     let base = Workload {
-        task: crate::workload::Task::Train(TrainSetup { seq: 1024, ..TrainSetup::default() }),
+        task: vramfit_core::workload::Task::Train(TrainSetup { seq: 1024, ..TrainSetup::default() }),
         ..Workload::default()
     };
     let (g, book, tm) = (gpus(), PriceBook::default(), TimeModel::default());
@@ -485,7 +490,8 @@ fn fast_path_grid_matches_estimate() {
                         };
                         let i = s.entry(key.clone());
                         let fast = s.entries[i as usize].mem;
-                        let slow = crate::estimate(&m, &s.workload_for(&key)).and_then(|l| MemSummary::of(&l)).ok();
+                        let slow =
+                            vramfit_core::estimate(&m, &s.workload_for(&key)).and_then(|l| MemSummary::of(&l)).ok();
                         assert_eq!(fast, slow, "{key:?}");
                         all += 1;
                         valid += fast.is_some() as u32;

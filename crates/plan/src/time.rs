@@ -20,9 +20,9 @@
 //! so tokens/s = concurrency / (bytes per GPU / (bandwidth × efficiency));
 //! prefill is bound by FLOPs (2·N per token + attention).
 
-use crate::hardware::{GpuSpec, Link, PeakKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use vramfit_core::hardware::{GpuArch, GpuSpec, Link, PeakKind};
 
 /// Achievable model-FLOPs utilisation by architecture for dense training
 /// (bf16/fp16, fp32 accumulate). Rules of thumb from published runs:
@@ -30,14 +30,14 @@ use std::collections::BTreeMap;
 /// 52 % for GPT-3 175B on 3072 A100s), 35–45 % on H100 without FP8
 /// (MosaicML/Databricks blog figures); consumer and older cards lower.
 /// Unconfirmed for any particular model: override with `mfu`.
-pub const DEFAULT_MFU: &[(&str, f64)] = &[
-    ("ampere", 0.55),
-    ("hopper", 0.45),
-    ("blackwell", 0.40),
-    ("ada", 0.65),
-    ("volta", 0.45),
-    ("turing", 0.35),
-    ("cdna3", 0.30),
+pub const DEFAULT_MFU: &[(GpuArch, f64)] = &[
+    (GpuArch::Ampere, 0.55),
+    (GpuArch::Hopper, 0.45),
+    (GpuArch::Blackwell, 0.40),
+    (GpuArch::Ada, 0.65),
+    (GpuArch::Volta, 0.45),
+    (GpuArch::Turing, 0.35),
+    (GpuArch::Cdna3, 0.30),
 ];
 /// MFU for an architecture not in the table.
 pub const FALLBACK_MFU: f64 = 0.30;
@@ -94,8 +94,10 @@ pub const PCIE_ALLREDUCE_S: f64 = 30e-6;
 /// Every constant of the model, overridable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimeModel {
-    /// MFU by architecture or by GPU id (an id entry wins)
-    pub mfu: BTreeMap<String, f64>,
+    /// MFU by architecture
+    pub mfu: BTreeMap<GpuArch, f64>,
+    /// MFU by catalogue GPU id (wins over its architecture's)
+    pub mfu_by_gpu: BTreeMap<String, f64>,
     pub fallback_mfu: f64,
     pub micro_batch_half_tokens: f64,
     pub nvlink_efficiency: f64,
@@ -111,7 +113,8 @@ pub struct TimeModel {
 impl Default for TimeModel {
     fn default() -> Self {
         TimeModel {
-            mfu: DEFAULT_MFU.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            mfu: DEFAULT_MFU.iter().copied().collect(),
+            mfu_by_gpu: BTreeMap::new(),
             fallback_mfu: FALLBACK_MFU,
             micro_batch_half_tokens: MICRO_BATCH_HALF_TOKENS,
             nvlink_efficiency: NVLINK_EFFICIENCY,
@@ -147,9 +150,9 @@ pub struct Device {
 
 impl TimeModel {
     pub fn mfu_for(&self, gpu: &GpuSpec) -> f64 {
-        self.mfu
+        self.mfu_by_gpu
             .get(&gpu.id)
-            .or_else(|| self.mfu.get(&gpu.arch))
+            .or_else(|| gpu.arch.and_then(|a| self.mfu.get(&a)))
             .copied()
             .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1.0)
             .unwrap_or(self.fallback_mfu)
@@ -348,7 +351,7 @@ mod tests {
             pcie_gen: 4,
             mig_max: 7,
             bf16: true,
-            arch: "ampere".into(),
+            arch: Some(GpuArch::Ampere),
             confirmed: false,
             source: "t".into(),
         }
@@ -439,7 +442,7 @@ mod tests {
     fn mfu_override_by_id_wins() {
         let mut tm = TimeModel::default();
         assert_eq!(tm.mfu_for(&a100()), 0.55);
-        tm.mfu.insert("a100-80gb-sxm".into(), 0.5);
+        tm.mfu_by_gpu.insert("a100-80gb-sxm".into(), 0.5);
         assert_eq!(tm.mfu_for(&a100()), 0.5);
     }
 }

@@ -4,9 +4,9 @@
 //! result against a linear scan on a small range.
 
 use proptest::prelude::*;
-use vramfit_core::sweep::{largest, Knob};
 use vramfit_core::train::{Checkpointing, TrainKind};
 use vramfit_core::{estimate, InferenceSetup, ModelSpec, Task, TrainSetup, Workload};
+use vramfit_plan::sweep::{largest, Knob};
 
 fn model(hidden_64: u64, layers: u64, kv_div: u64) -> ModelSpec {
     let hidden = hidden_64 * 64;

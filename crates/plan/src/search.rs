@@ -5,7 +5,7 @@
 //! (method, precision, optimizer, checkpointing, micro-batch, GPU count,
 //! TP/PP/ZeRO/offload, serving replicas), never on the offer or its price.
 //! So each distinct setup ([`MemKey`]) is estimated once and its
-//! hardware-independent work ([`TrainWork`]/[`InferWork`]) derived once;
+//! hardware-independent work ([`crate::time::TrainWork`]/[`crate::time::InferWork`]) derived once;
 //! each candidate (setup × offer × count) then costs a few multiplications.
 //!
 //! Training setups take the estimator's allocation-free fast path: one
@@ -15,178 +15,36 @@
 //! ledger lines), so the figures are identical (property-tested in
 //! `plan::tests`). Inference setups are few and go through [`estimate()`].
 
-use super::pricing::{Offer, PriceBook, PriceRange, Term, HOURS_PER_MONTH};
-use super::report::model_states;
-use super::time::{Device, InferTime, InferWork, StepTime, TimeModel, TrainWork};
-use super::{Allow, Job};
-use crate::dtype::DType;
-use crate::error::CoreError;
-use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link, PeakKind};
-use crate::ledger::{Category, Ledger};
-use crate::model::ModelSpec;
-use crate::quant::QuantSpec;
-use crate::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
-use crate::units::div_ceil;
-use crate::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
+use crate::emit::{key_expressible, Launcher};
+use crate::pricing::{Offer, PriceBook, PriceRange, Term, HOURS_PER_MONTH};
+use crate::rank::{better, is_unchanged, offloads, same_method};
+use crate::time::{Device, InferTime, StepTime, TimeModel};
+use crate::types::{
+    global_batch, Allow, Billing, Complexity, InferKey, Job, MemEntry, MemKey, MemSummary, Scored, TrainKey, Work,
+};
+use crate::work::{train_work, work_of};
 use std::collections::HashMap;
+use vramfit_core::dtype::DType;
+use vramfit_core::error::CoreError;
+use vramfit_core::estimate::estimate;
+use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::ledger::Ledger;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::quant::QuantSpec;
+use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
+use vramfit_core::units::div_ceil;
+use vramfit_core::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
 
 /// Largest GPU count searched (covers 8 machines of 8).
 pub const MAX_SEARCH_GPUS: u64 = 64;
 
-/// Identity of a memory configuration: everything the estimate depends on
-/// besides the model and runtime constants.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct MemKey {
-    /// GPUs of the whole job (all replicas)
-    pub gpus: u64,
-    pub tp: u64,
-    pub pp: u64,
-    /// inference: independent model copies sharing the sequences (1 for training)
-    pub replicas: u64,
-    pub sharding: Sharding,
-    pub offload_optimizer: Offload,
-    pub offload_params: Offload,
-    pub train: Option<TrainKey>,
-    pub infer: Option<InferKey>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TrainKey {
-    pub kind: TrainKind,
-    pub precision: Precision,
-    pub optimizer: Optimizer,
-    pub checkpointing: Checkpointing,
-    pub micro_batch: u64,
-    pub grad_accum: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct InferKey {
-    /// weight quantization bits applied by the planner (None: as the user gave)
-    pub quant_bits: Option<u64>,
-    pub kv_dtype: DType,
-}
-
-/// The part of a ledger the search needs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MemSummary {
-    pub total: u64,
-    pub tensor_peak: u64,
-    pub weights: u64,
-    pub kv: u64,
-    pub model_states: u64,
-    /// host RAM for offloaded state, the whole job (`Ledger::cpu_bytes`)
-    pub cpu: u64,
-    pub params_total: u64,
-    pub params_active: u64,
-    pub params_trainable: u64,
-}
-
-impl MemSummary {
-    pub fn of(l: &Ledger) -> Result<MemSummary, CoreError> {
-        Ok(MemSummary {
-            total: l.total_bytes(),
-            tensor_peak: l.tensor_peak_bytes(),
-            weights: l.bytes(Category::Weights),
-            kv: l.bytes(Category::KvCache),
-            model_states: model_states(l)?,
-            cpu: l.cpu_bytes,
-            params_total: l.params_total,
-            params_active: l.params_active,
-            params_trainable: l.params_trainable,
-        })
-    }
-}
-
-/// Hardware-independent work of a setup.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Work {
-    Train(TrainWork),
-    Infer(InferWork),
-}
-
-/// How many moving parts a setup has, simplest first: the seed's order of
-/// what a practitioner reaches for (no DeepSpeed > ZeRO-1/2 > ZeRO-3 >
-/// TP/PP > CPU offload of the optimizer > of the parameters too).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Complexity {
-    /// one GPU, or plain data parallelism (DDP): no DeepSpeed/FSDP
-    Plain,
-    /// ZeRO-1/2 (FSDP SHARD_GRAD_OP)
-    #[serde(rename = "zero_1_2")]
-    Zero12,
-    /// ZeRO-3 (FSDP FULL_SHARD)
-    #[serde(rename = "zero_3")]
-    Zero3,
-    /// tensor or pipeline parallelism (Megatron-style launchers)
-    ModelParallel,
-    /// CPU offload of the optimizer (DeepSpeed CPU-Adam)
-    OffloadOptimizer,
-    /// CPU offload of the parameters too
-    OffloadParams,
-}
-
-impl Complexity {
-    pub fn of(key: &MemKey) -> Complexity {
-        if key.train.is_none() {
-            // serving engines split a model over TP/PP ranks with one flag
-            return Complexity::Plain;
-        }
-        if key.offload_params != Offload::None {
-            Complexity::OffloadParams
-        } else if key.offload_optimizer != Offload::None {
-            Complexity::OffloadOptimizer
-        } else if key.tp > 1 || key.pp > 1 {
-            Complexity::ModelParallel
-        } else {
-            match key.sharding {
-                Sharding::Zero3 => Complexity::Zero3,
-                Sharding::Zero1 | Sharding::Zero2 => Complexity::Zero12,
-                Sharding::None => Complexity::Plain,
-            }
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Complexity::Plain => "plain",
-            Complexity::Zero12 => "zero_1_2",
-            Complexity::Zero3 => "zero_3",
-            Complexity::ModelParallel => "model_parallel",
-            Complexity::OffloadOptimizer => "offload_optimizer",
-            Complexity::OffloadParams => "offload_params",
-        }
-    }
-
-    /// In words, for the reasons.
-    pub fn words(self) -> &'static str {
-        match self {
-            Complexity::Plain => "no sharding",
-            Complexity::Zero12 => "ZeRO-1/2",
-            Complexity::Zero3 => "ZeRO-3",
-            Complexity::ModelParallel => "TP/PP",
-            Complexity::OffloadOptimizer => "CPU offload of the optimizer",
-            Complexity::OffloadParams => "CPU offload of the parameters",
-        }
-    }
-
-    /// Share a plan of this complexity must save to beat a plain one: the
-    /// ranking compares `billed × (1 + premium)`. Sharding adds launch
-    /// complexity and failure modes; offload runs 3–5× slower and needs host
-    /// RAM, so it wins only when clearly cheaper for the job (optimizer
-    /// offload: about half the bill of the plain plan; parameters too: a third).
-    pub fn premium(self) -> f64 {
-        match self {
-            Complexity::Plain => 0.0,
-            Complexity::Zero12 => 0.15,
-            Complexity::Zero3 => 0.25,
-            Complexity::ModelParallel => 0.35,
-            Complexity::OffloadOptimizer => 1.0,
-            Complexity::OffloadParams => 2.0,
-        }
-    }
+/// A training model prepared for the fast path, per (method, precision, optimizer).
+struct Prepared {
+    kind: TrainKind,
+    precision: Precision,
+    optimizer: Optimizer,
+    /// None: the estimator refuses this combination
+    model: Option<TrainModel>,
 }
 
 /// Premium of running on several GPUs at all (DDP over one card; the seed's
@@ -198,87 +56,16 @@ pub const MULTI_MACHINE_PREMIUM: f64 = 0.25;
 pub const INEXACT_PREMIUM: f64 = 0.05;
 pub const GLOBAL_BATCH_PREMIUM: f64 = 0.10;
 
-/// One estimated setup.
-#[derive(Debug, Clone)]
-pub struct MemEntry {
-    pub key: MemKey,
-    /// None: the estimator refused this setup (e.g. TP not dividing the heads)
-    pub mem: Option<MemSummary>,
-    pub work: Option<Work>,
-    /// switches that change what is computed (method, optimizer, precision,
-    /// quantization, global batch) against the user's job
-    pub inexact: u8,
-    pub complexity: Complexity,
-    /// sequences per optimizer step (training) as this setup runs it
-    pub global_batch: u64,
-}
-
-/// How a candidate is billed for the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Billing {
-    /// whole months (a monthly-only offer)
-    Monthly,
-    /// hours, at least the offer's minimum term
-    Hourly,
-}
-
-/// A scored candidate (only fitting ones are kept).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scored {
-    pub mem: u32,
-    pub offer: u32,
-    pub gpus: u64,
-    pub machines: u64,
-    /// index into the price book's upgrades (RAM for offload)
-    pub upgrade: Option<u32>,
-    pub step: StepTime,
-    pub infer: InferTime,
-    /// trained or generated tokens per second
-    pub tokens_per_s: f64,
-    pub monthly: Option<PriceRange>,
-    pub hourly: Option<PriceRange>,
-    pub hourly_prorated: bool,
-    pub job_hours: Option<f64>,
-    pub job_tokens: Option<f64>,
-    /// hourly rate × job hours (monthly prices prorated over 730 h): a secondary figure
-    pub job_cost: Option<PriceRange>,
-    /// what the rental bills for the job: whole months of a monthly-only
-    /// offer, or hours (at least the minimum term) of an hourly one
-    pub billed: Option<PriceRange>,
-    pub billing: Billing,
-    pub billed_months: Option<u64>,
-    /// `billed.mid() × (1 + premiums)`: the ranking key (see [`Complexity::premium`])
-    pub rank_cost: f64,
-    pub slowdown: f64,
-    /// the offer lists no RAM: the setup's host RAM was checked against
-    /// [`ASSUMED_RAM_GB_PER_GPU`] per GPU
-    pub ram_unchecked: bool,
-    /// host RAM one machine needs for offload (DeepSpeed's estimator), bytes
-    pub host_ram: u64,
-    pub peak: PeakKind,
-    pub peak_tflops: f64,
-}
-
-impl Scored {
-    /// Ranking key inside a currency.
-    pub fn cost_key(&self) -> f64 {
-        self.rank_cost
-    }
-
-    /// The middle of the bill's range (see [`PriceRange::mid`]).
-    pub fn billed_mid(&self) -> f64 {
-        self.billed.map(|b| b.mid()).unwrap_or(f64::INFINITY)
-    }
-}
-
-/// A training model prepared for the fast path, per (method, precision, optimizer).
-struct Prepared {
-    kind: TrainKind,
-    precision: Precision,
-    optimizer: Optimizer,
-    /// None: the estimator refuses this combination
-    model: Option<TrainModel>,
+/// What an offload setup needs of an offer's host (see `Search::host_ram_on`).
+struct HostRam {
+    /// bytes one machine needs (DeepSpeed's estimator; 0 without offload)
+    need: u64,
+    /// the price book's RAM upgrade that covers it
+    upgrade: Option<u32>,
+    /// the offer lists no RAM (or the machine is the user's): the need is reported, not checked
+    unchecked: bool,
+    /// the upgrade's monthly price per unit
+    extra_monthly: f64,
 }
 
 /// The search state: inputs, the memo, the scored candidates.
@@ -296,8 +83,8 @@ pub struct Search<'a> {
     /// check host RAM against the offers (false for the user's own machine:
     /// its RAM is not known, the need is reported instead)
     pub check_ram: bool,
-    /// only keys this accepts are searched
-    pub key_filter: Option<fn(&MemKey) -> bool>,
+    /// only setups this launcher can express are searched (`--emit`)
+    pub launcher: Option<Launcher>,
     pub entries: Vec<MemEntry>,
     index: HashMap<MemKey, u32>,
     /// GPU spec of each offer (None: the offer names an unknown GPU)
@@ -319,11 +106,6 @@ pub struct Search<'a> {
     pub evaluated: u64,
     /// distinct memory configurations estimated
     pub estimated: u64,
-}
-
-/// Global batch (sequences per optimizer step) of the user's job.
-pub fn global_batch(t: &TrainSetup, par: &Parallelism) -> u64 {
-    t.batch.max(1).saturating_mul(t.grad_accum.max(1)).saturating_mul(par.dp().max(1))
 }
 
 fn powers_of_two_upto(n: u64) -> Vec<u64> {
@@ -353,19 +135,6 @@ pub fn micro_batches(gb: u64, dp: u64, user_micro: u64) -> Vec<(u64, u64)> {
     v.into_iter().map(|m| (m, per_rank / m)).collect()
 }
 
-/// The job as the planner sizes it: the user's `--tokens`/`--hours`, else a
-/// default stated in the output ([`default_job`]).
-pub fn default_job(task: &Task) -> Job {
-    match task {
-        Task::Train(_) => Job::Tokens(DEFAULT_TRAIN_TOKENS),
-        Task::Inference(_) => Job::Hours(HOURS_PER_MONTH),
-    }
-}
-
-/// Training job assumed when none is given: 1B tokens (a few epochs of a
-/// fine-tuning set; the size the examples are quoted at).
-pub const DEFAULT_TRAIN_TOKENS: u64 = 1_000_000_000;
-
 impl<'a> Search<'a> {
     pub fn new(
         model: &'a ModelSpec,
@@ -392,7 +161,7 @@ impl<'a> Search<'a> {
             allow,
             pinned: None,
             check_ram: true,
-            key_filter: None,
+            launcher: None,
             entries: Vec::new(),
             index: HashMap::new(),
             offer_gpu,
@@ -457,6 +226,26 @@ impl<'a> Search<'a> {
         self.workload_for(&self.entries[mem as usize].key)
     }
 
+    /// The estimated setup a candidate runs.
+    pub fn entry_of(&self, c: &Scored) -> &MemEntry {
+        &self.entries[c.mem as usize]
+    }
+
+    /// The candidate runs the user's job as given (`rank::is_unchanged`).
+    pub fn is_unchanged(&self, c: &Scored) -> bool {
+        is_unchanged(&self.base.task, self.entry_of(c))
+    }
+
+    /// The candidate keeps the user's method (`rank::same_method`).
+    pub fn same_method(&self, c: &Scored) -> bool {
+        same_method(&self.base.task, &self.entry_of(c).key)
+    }
+
+    /// The candidate offloads to the host (`rank::offloads`).
+    pub fn offloads(&self, c: &Scored) -> bool {
+        offloads(&self.entry_of(c).key)
+    }
+
     /// The prepared training model for a (method, precision, optimizer).
     fn prepared(&mut self, kind: TrainKind, precision: Precision, optimizer: Optimizer) -> usize {
         if let Some(i) =
@@ -503,7 +292,7 @@ impl<'a> Search<'a> {
         let b = model.evaluate(scratch, &par).ok()?;
         // the figures the estimate's ledger of this breakdown has (ledger_of checks
         // its lines against the same function), without building the lines
-        let t = crate::train::ledger::totals_of(&b, scratch, &par, &self.base.runtime).ok()?;
+        let t = vramfit_core::train::ledger::totals_of(&b, scratch, &par, &self.base.runtime).ok()?;
         let prof = &model.profile;
         let m = MemSummary {
             total: t.total,
@@ -663,6 +452,59 @@ impl<'a> Search<'a> {
         (states.max(load) * DEEPSPEED_BUFFER_FACTOR).min(u64::MAX as f64) as u64
     }
 
+    /// Host RAM for an offload setup on `offer`: DeepSpeed's estimate per
+    /// machine against one machine's RAM, with the cheapest upgrade that
+    /// covers a shortfall (None: refused, recorded for the report's note).
+    fn host_ram_on(&mut self, mem: u32, offer_i: u32, gpus: u64, machines: u64) -> Option<HostRam> {
+        let e = &self.entries[mem as usize];
+        let need = self.host_ram_need(e, &e.mem?, gpus, machines);
+        let mut ram = HostRam { need, upgrade: None, unchecked: false, extra_monthly: 0.0 };
+        if need == 0 {
+            return Some(ram);
+        }
+        let book = self.book;
+        let offer = &book.offers[offer_i as usize];
+        let need_gb = need as f64 / 1e9;
+        let per_node = (gpus / machines.max(1)).max(1) as f64;
+        match offer.ram_gb {
+            _ if !self.check_ram => ram.unchecked = true,
+            None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram.unchecked = true,
+            // an unlisted machine is not assumed to hold more than that
+            None => {
+                self.refuse_ram(offer_i, gpus, need);
+                return None;
+            }
+            Some(have) if have >= need_gb => {}
+            Some(_) => {
+                let up = book
+                    .upgrades
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, u)| u.provider == offer.provider && u.currency == offer.currency)
+                    .filter(|(_, u)| u.offers.is_empty() || u.offers.iter().any(|o| o == &offer.id))
+                    .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r >= need_gb))
+                    .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly));
+                let Some((i, u)) = up else {
+                    self.refuse_ram(offer_i, gpus, need);
+                    return None;
+                };
+                ram.upgrade = Some(i as u32);
+                ram.extra_monthly = u.monthly;
+            }
+        }
+        Some(ram)
+    }
+
+    /// The share a setup's moving parts add to its bill in the ranking (see
+    /// [`Complexity::premium`] and the premiums above).
+    fn premium(&self, e: &MemEntry, gpus: u64, machines: u64) -> f64 {
+        e.complexity.premium()
+            + if gpus > 1 { MULTI_GPU_PREMIUM } else { 0.0 }
+            + if machines > 1 { MULTI_MACHINE_PREMIUM } else { 0.0 }
+            + INEXACT_PREMIUM * e.inexact as f64
+            + if e.inexact > 0 && self.global_batch_changed(e) { GLOBAL_BATCH_PREMIUM } else { 0.0 }
+    }
+
     /// Score one candidate (the hot loop: arithmetic only).
     #[inline]
     pub fn score(&mut self, mem: u32, offer_i: u32, gpus: u64, machines: u64) -> Option<Scored> {
@@ -682,41 +524,9 @@ impl<'a> Search<'a> {
         }
         let fraction = offer.slice.as_ref().map(|s| s.fraction).unwrap_or(1.0);
         let units = offer.units_for(gpus).max(machines);
-        // host RAM for offload: DeepSpeed's estimate per machine, against one machine's RAM
-        let mut upgrade = None;
-        let mut ram_unchecked = false;
-        let mut extra_monthly = 0.0;
-        let host_ram = self.host_ram_need(e, &m, gpus, machines);
-        if host_ram > 0 {
-            let need_gb = host_ram as f64 / 1e9;
-            let per_node = (gpus / machines.max(1)).max(1) as f64;
-            match offer.ram_gb {
-                _ if !self.check_ram => ram_unchecked = true,
-                None if need_gb <= ASSUMED_RAM_GB_PER_GPU * per_node => ram_unchecked = true,
-                // an unlisted machine is not assumed to hold more than that
-                None => {
-                    self.refuse_ram(offer_i, gpus, host_ram);
-                    return None;
-                }
-                Some(have) if have >= need_gb => {}
-                Some(_) => {
-                    let up = book
-                        .upgrades
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, u)| u.provider == offer.provider && u.currency == offer.currency)
-                        .filter(|(_, u)| u.offers.is_empty() || u.offers.iter().any(|o| o == &offer.id))
-                        .filter(|(_, u)| u.ram_gb_to.is_some_and(|r| r >= need_gb))
-                        .min_by(|a, b| a.1.monthly.total_cmp(&b.1.monthly));
-                    let Some(up) = up else {
-                        self.refuse_ram(offer_i, gpus, host_ram);
-                        return None;
-                    };
-                    upgrade = Some(up.0 as u32);
-                    extra_monthly = up.1.monthly;
-                }
-            }
-        }
+        let HostRam { need: host_ram, upgrade, unchecked: ram_unchecked, extra_monthly } =
+            self.host_ram_on(mem, offer_i, gpus, machines)?;
+        let e = &self.entries[mem as usize];
         let peak = match work {
             Work::Train(w) => w.peak,
             Work::Infer(w) => w.peak,
@@ -751,17 +561,15 @@ impl<'a> Search<'a> {
             _ => None,
         };
         let (billed, billing, billed_months) = bill(offer, monthly, hourly, prorated, job_hours);
-        let premium = e.complexity.premium()
-            + if gpus > 1 { MULTI_GPU_PREMIUM } else { 0.0 }
-            + if machines > 1 { MULTI_MACHINE_PREMIUM } else { 0.0 }
-            + INEXACT_PREMIUM * e.inexact as f64
-            + if e.inexact > 0 && self.global_batch_changed(e) { GLOBAL_BATCH_PREMIUM } else { 0.0 };
+        let premium = self.premium(e, gpus, machines);
         let base_cost = match billed {
             Some(b) => b.mid(),
             None => f64::INFINITY,
         };
         Some(Scored {
             mem,
+            complexity: e.complexity,
+            inexact: e.inexact,
             offer: offer_i,
             gpus,
             machines,
@@ -796,10 +604,10 @@ impl<'a> Search<'a> {
         self.fitting += 1;
         let e = &self.entries[s.mem as usize];
         let class =
-            (s.offer, s.gpus, e.complexity, super::rank::same_method(self, &s), super::rank::is_unchanged(self, &s));
+            (s.offer, s.gpus, s.complexity, same_method(&self.base.task, &e.key), is_unchanged(&self.base.task, e));
         match self.best.get(&class) {
             Some(&i) => {
-                if super::rank::better(self, &s, &self.scored[i]) {
+                if better(&s, &self.scored[i]) {
                     self.scored[i] = s;
                 }
             }
@@ -1019,8 +827,8 @@ impl<'a> Search<'a> {
                 .max()
                 .unwrap_or(0);
             for mut group in self.key_groups(n) {
-                if let Some(f) = self.key_filter {
-                    group.retain(f);
+                if let Some(l) = self.launcher {
+                    group.retain(|k| key_expressible(l, k));
                 }
                 // memory never falls as checkpointing relaxes (full → selective → none)
                 // or the micro-batch grows: once a member is too big for every card,
@@ -1100,113 +908,6 @@ fn bill(
         (_, Some(h)) => (Some(h), Billing::Hourly, None),
         (Some(m), None) => as_months(m),
         (None, None) => (None, Billing::Monthly, None),
-    }
-}
-
-/// Hardware-independent work of a setup (FLOPs, bytes to communicate and
-/// to offload per optimizer step): see [`super::time`] for the sources.
-pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) -> Work {
-    match &w.task {
-        Task::Train(t) => Work::Train(train_work(spec, t, t.kind, &w.parallelism, m)),
-        Task::Inference(s) => {
-            let l = spec.num_layers as f64;
-            let h = spec.hidden_size as f64;
-            let n_act = m.params_active as f64;
-            let ctx = s.context as f64;
-            let prefill = (2.0 * n_act + 2.0 * l * h * ctx) * s.batch as f64 * ctx;
-            let peak = if s.weight_dtype_compute().bits() <= 8 { PeakKind::Fp8 } else { PeakKind::Bf16 };
-            Work::Infer(InferWork {
-                bytes_per_step: (m.weights + m.kv) as f64,
-                concurrency: s.concurrency as f64,
-                replicas: replicas.max(1) as f64,
-                // half the context on average over a generation
-                decode_flops_per_token: 2.0 * n_act + 2.0 * l * h * ctx,
-                peak,
-                prefill_flops: prefill,
-                tp: w.parallelism.tp.max(1) as f64,
-                pp: w.parallelism.pp.max(1) as f64,
-                layers: l,
-            })
-        }
-    }
-}
-
-/// The training work of `t` (method `kind`) under `par`.
-pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Parallelism, m: &MemSummary) -> TrainWork {
-    let l = spec.num_layers as f64;
-    let h = spec.hidden_size as f64;
-    let n_act = m.params_active as f64;
-    let s = t.seq as f64;
-    // causal attention: QKᵀ and AV over half the s × s scores on average (flash
-    // kernels skip the masked blocks): 2·2·L·h·s/2 per token forward, ×3 with backward
-    let attn = 6.0 * l * h * s;
-    let lora = kind != TrainKind::Full;
-    let model_flops = if lora { 4.0 * n_act } else { 6.0 * n_act } + attn;
-    let recompute = match t.checkpointing {
-        Checkpointing::None => 0.0,
-        Checkpointing::Selective => 2.0 * l * h * s,
-        Checkpointing::Full => 2.0 * n_act + 2.0 * l * h * s,
-    };
-    let dp = par.dp() as f64;
-    let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
-    let psi_t = m.params_trainable as f64 / mp;
-    let psi = m.params_total as f64 / mp;
-    let gb = if lora {
-        if t.lora.adapter_fp32 {
-            4.0
-        } else {
-            2.0
-        }
-    } else {
-        t.precision.weight_dtype().bytes_f64()
-    };
-    let wb = match kind {
-        TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
-        TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
-        TrainKind::Qlora => 0.5,
-    };
-    let k = t.grad_accum.max(1) as f64;
-    let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
-    let dp_bytes = match par.sharding {
-        Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
-        Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
-        Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
-    };
-    let tp = par.tp.max(1) as f64;
-    let act_b = t.precision.compute_dtype().bytes_f64();
-    let tp_bytes = if tp > 1.0 {
-        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
-        let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
-        k * per_micro * 2.0 * (tp - 1.0) / tp * recompute_factor
-    } else {
-        0.0
-    };
-    let mut offload_bytes = 0.0;
-    let mut cpu_params = 0.0;
-    if par.offload_optimizer != Offload::None {
-        offload_bytes += psi_t * (gb + 2.0) / dp;
-        cpu_params = m.params_trainable as f64;
-    }
-    if par.offload_params != Offload::None {
-        offload_bytes += k * 2.0 * psi * wb / dp;
-    }
-    let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
-    TrainWork {
-        flops_per_token: model_flops + recompute,
-        model_flops_per_token: model_flops,
-        tokens_per_step: t.batch as f64 * k * dp * s,
-        tokens_per_micro: t.batch as f64 * s,
-        micro_steps: k,
-        dp_bytes_per_step: dp_bytes,
-        zero3: par.sharding == Sharding::Zero3,
-        tp_bytes_per_step: tp_bytes,
-        offload_bytes_per_step: offload_bytes,
-        cpu_params_per_step: cpu_params,
-        pp: par.pp.max(1) as f64,
-        qlora: kind == TrainKind::Qlora,
-        multi_node: false,
-        gpus: par.gpus.max(1) as f64,
-        peak,
     }
 }
 

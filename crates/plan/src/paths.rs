@@ -1,24 +1,25 @@
 //! [`plan()`]: the search, then each path out and the recommendation, each
 //! a small function over the scored candidates.
 
-use super::ladder;
-use super::pricing::{Offer, PriceBook, PriceRange};
-use super::rank::{best_where, better, cheaper_to_rent, is_unchanged, offloads, order, same_method};
-use super::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};
-use super::request::{Allow, Job, PlanRequest};
-use super::row::row;
-use super::search::{self, default_job, Complexity, Scored, Search};
-use crate::error::CoreError;
-use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link};
-use crate::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
+use crate::ladder;
+use crate::pricing::{Offer, OfferFlag, PriceBook, PriceRange};
+use crate::rank::{best_where, better, cheaper_to_rent, order, simpler_then_faster};
+use crate::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};
+use crate::request::PlanRequest;
+use crate::row::row;
+use crate::search::{self, Search};
+use crate::types::{default_job, global_batch, Allow, Complexity, Job, Scored};
 use std::cmp::Ordering;
+use vramfit_core::error::CoreError;
+use vramfit_core::estimate::estimate;
+use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
 
 /// The user's job on one GPU, as given (global batch kept).
 fn single_gpu(base: &Workload) -> Workload {
     let mut w = base.clone();
     if let Task::Train(t) = &mut w.task {
-        let gb = search::global_batch(t, &base.parallelism);
+        let gb = global_batch(t, &base.parallelism);
         t.grad_accum = gb.div_ceil(t.batch.max(1)).max(1);
     }
     w.parallelism = Parallelism { gpus: 1, tp: 1, pp: 1, ..Parallelism::default() };
@@ -76,7 +77,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     };
     let mut search = Search::new(req.model, &base, req.gpus, req.book, &req.time, job, req.allow);
     search.pinned = pinned.clone();
-    search.key_filter = req.key_filter;
+    search.launcher = req.launcher;
     search.run();
     let currencies = currencies(req.book);
     let ranked = ranked(&search, &currencies, req.top);
@@ -223,7 +224,7 @@ fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
     for c in &search.scored {
         match slot.get(&(c.offer, c.gpus)) {
             Some(&i) => {
-                if better(search, c, &best_per[i]) {
+                if better(c, &best_per[i]) {
                     best_per[i] = *c;
                 }
             }
@@ -234,7 +235,7 @@ fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
         }
     }
     let currency = |c: &Scored| currencies.iter().position(|cur| *cur == search.offer(c.offer).currency);
-    best_per.sort_by(|a, b| currency(a).cmp(&currency(b)).then(order(search, a, b)));
+    best_per.sort_by(|a, b| currency(a).cmp(&currency(b)).then(order(a, b)));
     let mut ranked = Vec::new();
     for cur in currencies {
         ranked.extend(
@@ -250,7 +251,7 @@ fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
 
 /// Path (3): the unchanged job on one bigger card.
 fn bigger_card(search: &Search, gpus: &[GpuSpec], baseline: u64) -> BiggerCard {
-    let best = best_where(search, |c| c.gpus == 1 && is_unchanged(search, c)).and_then(|c| row(search, c));
+    let best = best_where(&search.scored, |c| c.gpus == 1 && search.is_unchanged(c)).and_then(|c| row(search, c));
     let gpus_that_fit = gpus.iter().filter(|g| g.usable_bytes() >= baseline).map(|g| g.id.clone()).collect();
     BiggerCard { need_bytes: Some(baseline), best, gpus_that_fit }
 }
@@ -266,7 +267,7 @@ fn bigger_card(search: &Search, gpus: &[GpuSpec], baseline: u64) -> BiggerCard {
 /// count.
 fn more_cards(req: &PlanRequest, search: &Search, single: &Workload, baseline: u64, job: Job) -> MoreCards {
     let splits = |c: &Scored| {
-        let k = &search.entries[c.mem as usize].key;
+        let k = &search.entry_of(c).key;
         let shards = match &k.train {
             None => true,
             Some(t) if t.kind == TrainKind::Full => k.sharding != Sharding::None,
@@ -274,7 +275,7 @@ fn more_cards(req: &PlanRequest, search: &Search, single: &Workload, baseline: u
         };
         c.gpus >= 2 && (shards || k.tp > 1 || k.pp > 1)
     };
-    let best = best_where(search, |c| splits(c) && same_method(search, c) && !offloads(search, c))
+    let best = best_where(&search.scored, |c| splits(c) && search.same_method(c) && !search.offloads(c))
         .and_then(|c| row(search, c));
     let dp_gpus = best.as_ref().map(|r| r.gpus).unwrap_or(8).max(2);
     let dp_only = match &single.task {
@@ -321,7 +322,7 @@ fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
             hourly: None,
             min_hours: None,
             currency: "-".into(),
-            flags: vec!["your own card".into()],
+            flags: vec![OfferFlag::Note("your own card".into())],
             source: "--have".into(),
             max_machines: 1,
             inter_node_gbs: None,
@@ -329,12 +330,6 @@ fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
         discounts: vec![],
         upgrades: vec![],
     }
-}
-
-/// Simpler first, then faster: how own-card setups (no bill) are compared.
-fn simpler_then_faster(s: &Search, a: &Scored, b: &Scored) -> Ordering {
-    let (ea, eb) = (&s.entries[a.mem as usize], &s.entries[b.mem as usize]);
-    ea.complexity.cmp(&eb.complexity).then(ea.inexact.cmp(&eb.inexact)).then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
 /// The user's own card(s) running the job with the seed's free switches
@@ -353,11 +348,11 @@ fn own_card(
     let mut s = Search::new(req.model, base, one, &book, &req.time, job, req.allow);
     s.pinned = pinned.cloned();
     s.check_ram = false;
-    s.key_filter = req.key_filter;
+    s.launcher = req.launcher;
     s.run();
     let mut best: Option<&Scored> = None;
-    for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || !offloads(&s, c))) {
-        if best.is_none_or(|b| simpler_then_faster(&s, c, b) == Ordering::Less) {
+    for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || !s.offloads(c))) {
+        if best.is_none_or(|b| simpler_then_faster(c, b) == Ordering::Less) {
             best = Some(c);
         }
     }
@@ -407,10 +402,10 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Optio
     s2.check_ram = false;
     s2.run();
     let mut best: Option<&Scored> = None;
-    for c in s2.scored.iter().filter(|c| c.gpus >= 2 && same_method(&s2, c) && !offloads(&s2, c)) {
+    for c in s2.scored.iter().filter(|c| c.gpus >= 2 && s2.same_method(c) && !s2.offloads(c)) {
         let take = match best {
             None => true,
-            Some(b) => c.gpus < b.gpus || (c.gpus == b.gpus && simpler_then_faster(&s2, c, b) == Ordering::Less),
+            Some(b) => c.gpus < b.gpus || (c.gpus == b.gpus && simpler_then_faster(c, b) == Ordering::Less),
         };
         if take {
             best = Some(c);
@@ -429,9 +424,9 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
         let o = search.offer(c.offer);
         c.gpus == 1 && o.gpus_per_machine == 1 && o.slice.is_none() && o.currency == cur
     };
-    let single_c = best_where(search, |c| per_card(c) && search.offer(c.offer).max_gpus > 1)
-        .or_else(|| best_where(search, per_card))?;
-    let machine_c = best_where(search, |c| {
+    let single_c = best_where(&search.scored, |c| per_card(c) && search.offer(c.offer).max_gpus > 1)
+        .or_else(|| best_where(&search.scored, per_card))?;
+    let machine_c = best_where(&search.scored, |c| {
         let o = search.offer(c.offer);
         o.gpus_per_machine >= 8 && c.gpus >= 8 && o.currency == cur
     })?;
@@ -456,7 +451,7 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
         if machines > 1 {
             continue;
         }
-        if let Some(c) = best_where(search, |c| c.offer == stack_offer && c.gpus == n) {
+        if let Some(c) = best_where(&search.scored, |c| c.offer == stack_offer && c.gpus == n) {
             cards.push(CardsPoint {
                 gpus: n,
                 tokens_per_s: c.tokens_per_s,
@@ -502,13 +497,12 @@ fn per_mtok(monthly: Option<PriceRange>, tps: f64) -> Option<f64> {
 fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String) {
     let Some(cur) = primary else { return (None, "the catalogue has no offers".to_string()) };
     let in_cur = |c: &Scored| search.offer(c.offer).currency == cur;
-    let Some(best) = best_where(search, in_cur) else {
+    let Some(best) = best_where(&search.scored, in_cur) else {
         return (None, "no offer in the catalogue fits this job".to_string());
     };
-    let e = &search.entries[best.mem as usize];
     let Some(rec) = row(search, best) else { return (None, "no offer in the catalogue fits this job".into()) };
     let bill = |r: &PlanRow| r.billed.map(|b| price_words(b, &r.currency)).unwrap_or_default();
-    let mut reason = match e.complexity {
+    let mut reason = match best.complexity {
         Complexity::Plain if best.gpus == 1 => {
             format!("the cheapest bill for this job ({}), on one card without sharding or offload", bill(&rec))
         }
@@ -530,14 +524,14 @@ fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String
     };
     // the best plan with fewer moving parts (without offload, when this one offloads):
     // how much this one saves against it
-    let offloaded = e.complexity >= Complexity::OffloadOptimizer;
-    let simpler = best_where(search, |c| {
+    let offloaded = best.complexity >= Complexity::OffloadOptimizer;
+    let simpler = best_where(&search.scored, |c| {
         in_cur(c) && {
-            let ce = search.entries[c.mem as usize].complexity;
+            let ce = c.complexity;
             if offloaded {
                 ce < Complexity::OffloadOptimizer
             } else {
-                ce < e.complexity
+                ce < best.complexity
             }
         }
     });
@@ -556,7 +550,7 @@ fn recommend(search: &Search, primary: Option<&str>) -> (Option<PlanRow>, String
                 if speed > 1.05 { format!(", which would run {:.1}× faster", speed) } else { String::new() }
             ));
         }
-    } else if e.complexity >= Complexity::OffloadOptimizer {
+    } else if best.complexity >= Complexity::OffloadOptimizer {
         reason.push_str(": nothing in the catalogue fits without offload");
     }
     (Some(rec), reason)

@@ -1,11 +1,12 @@
 //! One priced, scored candidate as a plan row.
 
-use super::report::PlanRow;
-use super::search::{self, Scored, Search};
-use super::summary::{summarize, switches};
-use crate::dtype::DType;
-use crate::hardware::Link;
-use crate::workload::Task;
+use crate::report::PlanRow;
+use crate::search::{self, Search};
+use crate::summary::{summarize, switches};
+use crate::types::{Billing, Scored};
+use vramfit_core::dtype::DType;
+use vramfit_core::hardware::Link;
+use vramfit_core::workload::Task;
 
 /// The plan row of a scored candidate (None: its setup was refused or its
 /// offer names an unknown GPU).
@@ -74,8 +75,8 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
         setup.global_batch = i.concurrency;
     }
     let months_billed = match sc.billing {
-        search::Billing::Monthly => sc.billed_months,
-        search::Billing::Hourly => None,
+        Billing::Monthly => sc.billed_months,
+        Billing::Hourly => None,
     };
     Some(PlanRow {
         offer_id: offer.id.clone(),

@@ -3,22 +3,22 @@
 //! (the variants come from the caller, built by the same flag parsing as
 //! the point itself), and which catalogue GPUs hold it.
 //!
-//! Every figure is an [`estimate`] followed by a [`fit`]: no formula lives
+//! Every figure is an [`estimate()`] followed by a [`fit()`]: no formula lives
 //! here. The searches rely on one property of the estimator, that per-GPU
 //! memory never falls when the context, the concurrency or the micro-batch
 //! grows (each only adds KV blocks, activations or logits); the proptest in
 //! `tests/sweep.rs` checks it on the searched range.
 
-use crate::dtype::DType;
-use crate::error::CoreError;
-use crate::estimate;
-use crate::explain::Explanation;
-use crate::hardware::GpuSpec;
-use crate::infer::fit;
-use crate::ledger::Ledger;
-use crate::model::ModelSpec;
-use crate::workload::limits::{MAX_SEQUENCES, MAX_TOKENS};
-use crate::workload::{Task, Workload};
+use vramfit_core::dtype::DType;
+use vramfit_core::error::CoreError;
+use vramfit_core::estimate;
+use vramfit_core::explain::Explanation;
+use vramfit_core::hardware::GpuSpec;
+use vramfit_core::infer::fit;
+use vramfit_core::ledger::Ledger;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::workload::limits::{MAX_SEQUENCES, MAX_TOKENS};
+use vramfit_core::workload::{Task, Workload};
 
 /// What a search varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,18 +165,6 @@ fn task_word(w: &Workload) -> &'static str {
     }
 }
 
-impl Workload {
-    /// The dtype the job computes in: a training precision's compute dtype,
-    /// or the dtype inference dequantizes its weights to. A card without
-    /// native bf16 cannot run a bf16 job as given (the planner refuses it).
-    pub fn compute_dtype(&self) -> DType {
-        match &self.task {
-            Task::Train(t) => t.precision.compute_dtype(),
-            Task::Inference(s) => s.weight_dtype_compute(),
-        }
-    }
-}
-
 /// Whether one card holds the estimate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CardFit {
@@ -217,7 +205,7 @@ pub fn cards(ledger: &Ledger, w: &Workload, gpus: &[GpuSpec]) -> Vec<CardFit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::InferenceSetup;
+    use vramfit_core::workload::InferenceSetup;
 
     fn llama7b() -> ModelSpec {
         ModelSpec::llama_like("llama-7b-like", 4096, 32, 32, 32, 11008, 32000)
@@ -282,7 +270,7 @@ mod tests {
             pcie_gen: 4,
             mig_max: 0,
             bf16,
-            arch: String::new(),
+            arch: None,
             confirmed: false,
             source: String::new(),
         };
@@ -292,7 +280,7 @@ mod tests {
         assert!(c[1].lacks_bf16 && !c[2].lacks_bf16, "the default job computes in bf16");
         assert_eq!(
             c[2].headroom_bytes,
-            ((81920u64 << 20) - crate::runtime::DRIVER_RESERVED) as i128 - l.total_bytes() as i128
+            ((81920u64 << 20) - vramfit_core::runtime::DRIVER_RESERVED) as i128 - l.total_bytes() as i128
         );
     }
 }

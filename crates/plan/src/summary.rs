@@ -1,12 +1,14 @@
 //! A plan's software and parallel setup as typed values ([`SetupSummary`]),
 //! and what it changes against the user's job ([`Switch`]). Values stay
 //! typed here; the report renders them (JSON spellings are the serde names,
-//! equal to each type's `name()`/`key()`).
+//! equal to each type's `name()`/`key()`; a dtype is written by its
+//! [`DType::name`], a switch by its `Display`).
 
-use crate::dtype::DType;
-use crate::workload::{Checkpointing, Offload, Optimizer, Precision, Sharding, Task, TrainKind, Workload};
-use serde::Serialize;
+use crate::types::global_batch;
+use serde::{Serialize, Serializer};
 use std::fmt;
+use vramfit_core::dtype::DType;
+use vramfit_core::workload::{Checkpointing, Offload, Optimizer, Precision, Sharding, Task, TrainKind, Workload};
 
 /// What is run: a training method or inference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -45,8 +47,8 @@ impl From<TrainKind> for Method {
     }
 }
 
-/// The software and parallel setup of a plan.
-#[derive(Debug, Clone, PartialEq)]
+/// The software and parallel setup of a plan (docs/plan.md "SetupSummary").
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SetupSummary {
     pub method: Method,
     /// training only
@@ -68,7 +70,14 @@ pub struct SetupSummary {
     pub offload_params: Offload,
     /// inference weight format: the quantization label, else the dtype
     pub weights: Option<String>,
+    /// written as the dtype's name (`fp16`, `fp8`)
+    #[serde(serialize_with = "dtype_name")]
     pub kv_dtype: Option<DType>,
+}
+
+/// A dtype as reports write it: [`DType::name`] (`fp16`), not its serde form.
+fn dtype_name<S: Serializer>(d: &Option<DType>, s: S) -> Result<S::Ok, S::Error> {
+    d.map(DType::name).serialize(s)
 }
 
 /// Describe a workload.
@@ -102,7 +111,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
             checkpointing: Some(t.checkpointing),
             micro_batch: t.batch,
             grad_accum: t.grad_accum,
-            global_batch: super::search::global_batch(t, p),
+            global_batch: global_batch(t, p),
             sharding: p.sharding,
             offload_optimizer: p.offload_optimizer,
             offload_params: p.offload_params,
@@ -160,6 +169,13 @@ impl fmt::Display for Switch {
             Switch::OffloadOptimizer(o) => write!(f, "offload optimizer → {}", o.key()),
             Switch::OffloadParams(o) => write!(f, "offload params → {}", o.key()),
         }
+    }
+}
+
+/// A switch is written as its words (`micro-batch 1 × accum 8`).
+impl Serialize for Switch {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 

@@ -3,20 +3,20 @@
 //! checkpointing → 8-bit optimizer → (LoRA / QLoRA when allowed) → offload —
 //! each with what it saves and what it costs in speed. Inference: fp8 KV
 //! cache → int8 → int4 weights (when `--allow quant`). Every figure comes
-//! from [`crate::estimate()`] and the time model; nothing is assumed here.
+//! from [`vramfit_core::estimate()`] and the time model; nothing is assumed here.
 
-use super::search::{work_of, MemSummary, Work};
-use super::time::TimeModel;
-use super::Allow;
-use crate::dtype::DType;
-use crate::estimate::estimate;
-use crate::hardware::{GpuSpec, Link};
-use crate::ledger::Phase;
-use crate::model::ModelSpec;
-use crate::quant::QuantSpec;
-use crate::train::{Checkpointing, Optimizer, Precision, TrainKind};
-use crate::workload::{defaults, Offload, Sharding, Task, Workload};
+use crate::time::TimeModel;
+use crate::types::{Allow, MemSummary, Work};
+use crate::work::work_of;
 use serde::Serialize;
+use vramfit_core::dtype::DType;
+use vramfit_core::estimate::estimate;
+use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::ledger::Phase;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::quant::QuantSpec;
+use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
+use vramfit_core::workload::{defaults, Offload, Sharding, Task, Workload};
 
 /// What happened to a step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,7 +38,7 @@ pub enum StepStatus {
 }
 
 /// One rung of the ladder.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LadderStep {
     pub name: String,
     pub status: StepStatus,
@@ -54,12 +54,13 @@ pub struct LadderStep {
     pub tokens_per_s: Option<f64>,
     /// host RAM the job needs after this step (offload; `Ledger::cpu_bytes`, one GPU)
     pub cpu_bytes: u64,
-    /// the workload after this step (for the diagnosis's per-rung ledgers)
+    /// the workload after this step (for the diagnosis's per-rung ledgers; not in the JSON)
+    #[serde(skip)]
     pub workload: Option<Workload>,
 }
 
-/// The whole ladder on one card.
-#[derive(Debug, Clone, PartialEq)]
+/// The whole ladder on one card (path 1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ladder {
     pub gpu_id: String,
     pub gpu_name: String,
@@ -406,7 +407,7 @@ fn skip_reason(name: &str, phase: Option<Phase>, saved: i128) -> String {
         n => n,
     };
     let effect = if saved < 0 {
-        format!("raises the peak by {:.2} GiB", -saved as f64 / crate::units::GIB as f64)
+        format!("raises the peak by {:.2} GiB", -saved as f64 / vramfit_core::units::GIB as f64)
     } else {
         "saves nothing".to_string()
     };

@@ -1,21 +1,22 @@
-//! The planner's answer as core values (the JSON schema of `plan` lives in
-//! `vramfit-report`, built from these).
+//! The planner's answer ([`PlanReport`]): typed values, and the body of the
+//! `plan --json` schema (docs/plan.md). Each type here is serialized as it
+//! is — `vramfit-report` puts the document's header around it and renders
+//! the text — so a field is declared once. Fields that are not part of the
+//! schema (a row's workload) are `#[serde(skip)]`; enums use their serde
+//! names, equal to their `name()`.
 
-use super::ladder::Ladder;
-use super::pricing::PriceRange;
-use super::search::{Billing, Complexity};
-use super::summary::{SetupSummary, Switch};
-use super::time::StepTime;
-use crate::error::CoreError;
-use crate::hardware::Link;
-use crate::hardware::PeakKind;
-use crate::ledger::{Category, Ledger};
-use crate::units::sum;
-use crate::workload::Workload;
+use crate::ladder::Ladder;
+use crate::pricing::{OfferFlag, PriceRange};
+use crate::summary::{SetupSummary, Switch};
+use crate::time::StepTime;
+use crate::types::{Billing, Complexity};
 use serde::Serialize;
+use vramfit_core::hardware::Link;
+use vramfit_core::hardware::PeakKind;
+use vramfit_core::workload::Workload;
 
 /// One priced, scored plan.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanRow {
     pub offer_id: String,
     pub provider: String,
@@ -26,7 +27,7 @@ pub struct PlanRow {
     pub machines: u64,
     pub link: Link,
     pub currency: String,
-    pub flags: Vec<String>,
+    pub flags: Vec<OfferFlag>,
     pub setup: SetupSummary,
     /// what differs from the user's job
     pub switches: Vec<Switch>,
@@ -72,12 +73,13 @@ pub struct PlanRow {
     pub peak_tflops: f64,
     pub upgrades: Vec<String>,
     pub notes: Vec<String>,
-    /// the workload this row plans (for launch configs and the ladder's rungs)
+    /// the workload this row plans (for launch configs and the ladder's rungs; not in the JSON)
+    #[serde(skip)]
     pub workload: Option<Workload>,
 }
 
 /// Path (2).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MoreCards {
     /// per-GPU bytes of the unchanged job on one GPU
     pub single_bytes: Option<u64>,
@@ -90,7 +92,7 @@ pub struct MoreCards {
 }
 
 /// Path (3).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BiggerCard {
     /// per-GPU bytes of the unchanged job on one GPU
     pub need_bytes: Option<u64>,
@@ -100,7 +102,7 @@ pub struct BiggerCard {
 }
 
 /// Single cards against a whole 8-GPU machine for this job.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BreakEven {
     pub single: PlanRow,
     pub machine: PlanRow,
@@ -125,7 +127,7 @@ pub struct BreakEven {
 }
 
 /// Renting `gpus` of the single-card offer for this job.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CardsPoint {
     pub gpus: u64,
     pub tokens_per_s: f64,
@@ -136,7 +138,7 @@ pub struct CardsPoint {
     pub cost_per_mtok: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchStats {
     pub candidates: u64,
     pub fitting: u64,
@@ -170,9 +172,11 @@ pub struct JobSize {
 }
 
 /// The planner's answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanReport {
     pub task: JobKind,
+    /// the document's header carries it (`job.tokens`, `job.hours`, `job.assumed`)
+    #[serde(skip)]
     pub job: JobSize,
     /// the user fixed the layout (`--gpus`/`--zero`/`--tp`/`--pp`/`--offload`): only it was searched
     pub pinned: Option<String>,
@@ -195,21 +199,8 @@ pub struct PlanReport {
     /// the best rental (the recommendation when the own card does not hold the job)
     pub best_rental: Option<PlanRow>,
     /// with a token count: ranked plans that rent for less than the recommended
-    /// one but cost more over the job (beyond a price tie, [`super::PRICE_TIE`])
+    /// one but cost more over the job (beyond a price tie, [`crate::PRICE_TIE`])
     pub cheaper_to_rent: Vec<PlanRow>,
     pub stats: SearchStats,
     pub notes: Vec<String>,
-}
-
-/// Model-state bytes of a ledger (weights + master + gradients + optimizer states).
-pub fn model_states(l: &Ledger) -> Result<u64, CoreError> {
-    sum(
-        "model states",
-        &[
-            l.bytes(Category::Weights),
-            l.bytes(Category::MasterWeights),
-            l.bytes(Category::Gradients),
-            l.bytes(Category::OptimizerStates),
-        ],
-    )
 }

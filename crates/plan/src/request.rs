@@ -1,0 +1,31 @@
+//! What the planner is asked: the model, the user's job, the catalogue, the
+//! card the user has, the method changes allowed, the job's size and the
+//! launcher the plan must be runnable by.
+
+use crate::emit::Launcher;
+use crate::pricing::PriceBook;
+use crate::time::TimeModel;
+use crate::types::{Allow, Job};
+use vramfit_core::hardware::GpuSpec;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::workload::Workload;
+
+/// Everything the planner needs.
+#[derive(Debug, Clone)]
+pub struct PlanRequest<'a> {
+    pub model: &'a ModelSpec,
+    /// the user's job as given (its GPU count is the user's, the baseline)
+    pub workload: &'a Workload,
+    pub gpus: &'a [GpuSpec],
+    pub book: &'a PriceBook,
+    /// the card the user has (path 1)
+    pub have: Option<&'a GpuSpec>,
+    pub allow: Allow,
+    pub job: Job,
+    /// rows in the ranked table, per currency
+    pub top: usize,
+    pub time: TimeModel,
+    /// the launcher the plan must be runnable by (`--emit`): only setups it
+    /// can express are searched (None: every setup)
+    pub launcher: Option<Launcher>,
+}

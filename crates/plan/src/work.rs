@@ -1,0 +1,120 @@
+//! The hardware-independent work of a setup: FLOPs per token, bytes to
+//! communicate and to offload per optimizer step (training), bytes read per
+//! decode step and prefill FLOPs (inference). The time model
+//! ([`crate::time`]) turns it into seconds on a device; the sources of each
+//! term are there.
+
+use crate::time::{InferWork, TrainWork};
+use crate::types::{MemSummary, Work};
+use vramfit_core::dtype::DType;
+use vramfit_core::hardware::PeakKind;
+use vramfit_core::model::ModelSpec;
+use vramfit_core::train::{Checkpointing, TrainKind, TrainSetup};
+use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, Workload};
+
+/// Hardware-independent work of a setup (FLOPs, bytes to communicate and
+/// to offload per optimizer step): see [`crate::time`] for the sources.
+pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) -> Work {
+    match &w.task {
+        Task::Train(t) => Work::Train(train_work(spec, t, t.kind, &w.parallelism, m)),
+        Task::Inference(s) => {
+            let l = spec.num_layers as f64;
+            let h = spec.hidden_size as f64;
+            let n_act = m.params_active as f64;
+            let ctx = s.context as f64;
+            let prefill = (2.0 * n_act + 2.0 * l * h * ctx) * s.batch as f64 * ctx;
+            let peak = if s.weight_dtype_compute().bits() <= 8 { PeakKind::Fp8 } else { PeakKind::Bf16 };
+            Work::Infer(InferWork {
+                bytes_per_step: (m.weights + m.kv) as f64,
+                concurrency: s.concurrency as f64,
+                replicas: replicas.max(1) as f64,
+                // half the context on average over a generation
+                decode_flops_per_token: 2.0 * n_act + 2.0 * l * h * ctx,
+                peak,
+                prefill_flops: prefill,
+                tp: w.parallelism.tp.max(1) as f64,
+                pp: w.parallelism.pp.max(1) as f64,
+                layers: l,
+            })
+        }
+    }
+}
+
+/// The training work of `t` (method `kind`) under `par`.
+pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Parallelism, m: &MemSummary) -> TrainWork {
+    let l = spec.num_layers as f64;
+    let h = spec.hidden_size as f64;
+    let n_act = m.params_active as f64;
+    let s = t.seq as f64;
+    // causal attention: QKᵀ and AV over half the s × s scores on average (flash
+    // kernels skip the masked blocks): 2·2·L·h·s/2 per token forward, ×3 with backward
+    let attn = 6.0 * l * h * s;
+    let lora = kind != TrainKind::Full;
+    let model_flops = if lora { 4.0 * n_act } else { 6.0 * n_act } + attn;
+    let recompute = match t.checkpointing {
+        Checkpointing::None => 0.0,
+        Checkpointing::Selective => 2.0 * l * h * s,
+        Checkpointing::Full => 2.0 * n_act + 2.0 * l * h * s,
+    };
+    let dp = par.dp() as f64;
+    let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
+    let psi_t = m.params_trainable as f64 / mp;
+    let psi = m.params_total as f64 / mp;
+    let gb = if lora {
+        if t.lora.adapter_fp32 {
+            4.0
+        } else {
+            2.0
+        }
+    } else {
+        t.precision.weight_dtype().bytes_f64()
+    };
+    let wb = match kind {
+        TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
+        TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
+        TrainKind::Qlora => 0.5,
+    };
+    let k = t.grad_accum.max(1) as f64;
+    let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
+    let dp_bytes = match par.sharding {
+        Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
+        Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
+        Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
+    };
+    let tp = par.tp.max(1) as f64;
+    let act_b = t.precision.compute_dtype().bytes_f64();
+    let tp_bytes = if tp > 1.0 {
+        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
+        let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
+        k * per_micro * 2.0 * (tp - 1.0) / tp * recompute_factor
+    } else {
+        0.0
+    };
+    let mut offload_bytes = 0.0;
+    let mut cpu_params = 0.0;
+    if par.offload_optimizer != Offload::None {
+        offload_bytes += psi_t * (gb + 2.0) / dp;
+        cpu_params = m.params_trainable as f64;
+    }
+    if par.offload_params != Offload::None {
+        offload_bytes += k * 2.0 * psi * wb / dp;
+    }
+    let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
+    TrainWork {
+        flops_per_token: model_flops + recompute,
+        model_flops_per_token: model_flops,
+        tokens_per_step: t.batch as f64 * k * dp * s,
+        tokens_per_micro: t.batch as f64 * s,
+        micro_steps: k,
+        dp_bytes_per_step: dp_bytes,
+        zero3: par.sharding == Sharding::Zero3,
+        tp_bytes_per_step: tp_bytes,
+        offload_bytes_per_step: offload_bytes,
+        cpu_params_per_step: cpu_params,
+        pp: par.pp.max(1) as f64,
+        qlora: kind == TrainKind::Qlora,
+        multi_node: false,
+        gpus: par.gpus.max(1) as f64,
+        peak,
+    }
+}
