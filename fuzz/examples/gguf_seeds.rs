@@ -5,7 +5,7 @@
 //!
 //! `cargo run --manifest-path fuzz/Cargo.toml --example gguf_seeds -- fuzz/seeds/ingest_gguf`
 
-use vramfit_core::llamacpp::GgmlType;
+use vramfit_llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{model, Shape};
 
 fn main() {

@@ -15,7 +15,7 @@ mod fake_hub;
 use common::vramfit;
 use fake_hub::*;
 use std::path::{Path, PathBuf};
-use vramfit_core::llamacpp::GgmlType;
+use vramfit_llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{writer, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::{parse, Parsed};

@@ -256,7 +256,7 @@ fn state_bytes(spec: &ModelSpec, dtype: DType, tp: u64, stage: &StageLayers) -> 
 /// `Window` (vLLM `SlidingWindowSpec`): the last `window` tokens span at
 /// most `ceil(window / block) + 1` blocks (the window rarely starts on a
 /// block boundary), never more than the sequence's own blocks. `LlamaCpp`:
-/// [`crate::llamacpp::kv::swa_cells`] with the context padded to 256 and one
+/// [`crate::kv::llamacpp_swa_cells`] with the context padded to 256 and one
 /// stream per sequence. `Full`: the whole context, in blocks.
 pub fn sliding_tokens(window: u64, context: u64, block: u64, policy: SlidingWindowCache) -> Result<u64, CoreError> {
     let block = block.max(1);
@@ -269,9 +269,9 @@ pub fn sliding_tokens(window: u64, context: u64, block: u64, policy: SlidingWind
         }
         SlidingWindowCache::LlamaCpp { ubatch } => {
             let n_ctx_seq = context
-                .checked_next_multiple_of(crate::llamacpp::kv::CTX_PAD)
+                .checked_next_multiple_of(crate::kv::LLAMACPP_CTX_PAD)
                 .ok_or_else(|| CoreError::Overflow { what: "n_ctx".into() })?;
-            crate::llamacpp::kv::swa_cells(n_ctx_seq, window, 1, false, ubatch, false)
+            crate::kv::llamacpp_swa_cells(n_ctx_seq, window, 1, false, ubatch, false)
         }
     }
 }

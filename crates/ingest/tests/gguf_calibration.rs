@@ -13,9 +13,9 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use vramfit_core::llamacpp::compute::GraphEra;
-use vramfit_core::llamacpp::placement::OffloadOrder;
-use vramfit_core::llamacpp::{plan, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, LlamaCppPlan};
+use vramfit_llamacpp::compute::GraphEra;
+use vramfit_llamacpp::placement::OffloadOrder;
+use vramfit_llamacpp::{plan, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, LlamaCppPlan};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::{model_from_header, parse, Parsed, ValueType};
 

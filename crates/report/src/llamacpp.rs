@@ -3,7 +3,7 @@
 //! Schema 1 (docs/gguf.md): integer bytes; every buffer line carries its
 //! formula, inputs and source (`explain`); `devices[].total_bytes` is the
 //! sum of its lines and `host.total_bytes` likewise. Built from the
-//! engine's values (`vramfit_core::llamacpp`: the model, the launch
+//! engine's values (`vramfit_llamacpp`: the model, the launch
 //! options, the plan and the fit search) by [`LlamaCppReport::of`] and the
 //! `of`/`From` constructors of each part; the renderers hold no formulas
 //! and the front ends no decisions.
@@ -15,8 +15,8 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use vramfit_core::llamacpp::plan::DeviceMemory;
-use vramfit_core::llamacpp::{self as lc, Device, GpuSlot, LlamaCppOptions, LlamaCppPlan, LlamaModel};
+use vramfit_llamacpp::plan::DeviceMemory;
+use vramfit_llamacpp::{self as lc, Device, GpuSlot, LlamaCppOptions, LlamaCppPlan, LlamaModel};
 use vramfit_core::CoreError;
 
 /// The whole document.

@@ -82,10 +82,7 @@ impl std::str::FromStr for SlidingWindowCache {
         match s.trim().to_ascii_lowercase().as_str() {
             "window" => Ok(SlidingWindowCache::Window),
             "full" => Ok(SlidingWindowCache::Full),
-            // llama.cpp's default micro-batch, as the GGUF planner knows it
-            "llamacpp" | "llama.cpp" => {
-                Ok(SlidingWindowCache::LlamaCpp { ubatch: crate::llamacpp::plan::LlamaCppOptions::default().ubatch })
-            }
+            "llamacpp" | "llama.cpp" => Ok(SlidingWindowCache::LlamaCpp { ubatch: defaults::LLAMACPP_UBATCH }),
             other => Err(format!("'{other}' is not one of window, full, llamacpp")),
         }
     }

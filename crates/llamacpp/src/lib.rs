@@ -1,4 +1,4 @@
-//! llama.cpp's memory, computed the way llama.cpp computes it.
+//! vramfit-llamacpp: llama.cpp's memory, computed the way llama.cpp computes it.
 //!
 //! Given a GGUF model ([`model::LlamaModel`], read by `vramfit-ingest`) and
 //! a launch (`-c`, `-ngl`, `-ts`, `-ctk/-ctv`, `-np`, `-fa`, …), [`plan::plan`]
@@ -15,7 +15,9 @@
 //! - [`compute`]: llama.cpp's reserve graph, built op by op
 //! - [`plan`]: all of it per device, the command line, the searches
 //!
-//! Pure: no I/O. Every byte count carries its formula and source.
+//! Pure: no I/O. Every byte count carries its formula and source. Depends on
+//! `vramfit-core` (errors, checked byte arithmetic, explanations and the
+//! sliding-window cache rule core shares), never the reverse.
 
 pub mod compute;
 pub mod ggml;

@@ -1,15 +1,15 @@
 //! One llama.cpp launch: where every byte goes per device, the command
 //! line that reproduces it, and the largest `-ngl` / context that fit.
 
-use super::compute::{compute_buffers, ComputeBuffers, ComputeSetup, GraphEra};
-use super::ggml::GgmlType;
-use super::graph::Device;
-use super::kv::{context_size, kv_cache, CacheOptions, ContextSize, KvCache};
-use super::model::LlamaModel;
-use super::placement::{model_buffers, place, ModelBuffer, OffloadOrder, Placement};
-use crate::error::CoreError;
-use crate::explain::Explanation;
-use crate::units::{product, sum};
+use crate::compute::{compute_buffers, ComputeBuffers, ComputeSetup, GraphEra};
+use crate::ggml::GgmlType;
+use crate::graph::Device;
+use crate::kv::{context_size, kv_cache, CacheOptions, ContextSize, KvCache};
+use crate::model::LlamaModel;
+use crate::placement::{model_buffers, place, ModelBuffer, OffloadOrder, Placement};
+use vramfit_core::CoreError;
+use vramfit_core::Explanation;
+use vramfit_core::units::{product, sum};
 use serde::{Deserialize, Serialize};
 
 /// `--flash-attn on|off|auto` (llama.cpp's default is auto).
@@ -91,7 +91,7 @@ impl Default for LlamaCppOptions {
             swa_full: false,
             mmap: true,
             cpu_repack: true,
-            gpu_reserve: crate::runtime::DEFAULT_CUDA_CONTEXT,
+            gpu_reserve: vramfit_core::runtime::DEFAULT_CUDA_CONTEXT,
             order: OffloadOrder::OutputFirst,
             era: GraphEra::Current,
         }
@@ -176,8 +176,8 @@ fn resolve_flash_attn(model: &LlamaModel, opts: &LlamaCppOptions) -> (bool, Opti
 /// Where every byte goes for one launch.
 pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, CoreError> {
     model.validate()?;
-    crate::units::check_size("ubatch-size", opts.ubatch, 1 << 20)?;
-    crate::units::check_size("batch-size", opts.batch, 1 << 24)?;
+    vramfit_core::units::check_size("ubatch-size", opts.ubatch, 1 << 20)?;
+    vramfit_core::units::check_size("batch-size", opts.batch, 1 << 24)?;
     let mut notes = Vec::new();
     let (fa, fa_note) = resolve_flash_attn(model, opts);
     notes.extend(fa_note);
@@ -192,7 +192,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
     let ubatch = opts.ubatch.min(opts.batch);
-    let pad = super::kv::ctx_pad(opts.era, fa);
+    let pad = crate::kv::ctx_pad(opts.era, fa);
     let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full, pad)?;
     if size.n_ctx_seq > model.n_ctx_train && model.n_ctx_train > 0 {
         notes.push(format!(
@@ -232,7 +232,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             // llama_context: pipeline parallelism when several devices hold
             // every layer (-ngl > n_layer), split by layer, KV offloaded
             pipeline_copies: if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
-                super::graph::PIPELINE_COPIES
+                crate::graph::PIPELINE_COPIES
             } else {
                 1
             },
@@ -241,8 +241,8 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
         notes.push(format!(
             "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
-            super::graph::PIPELINE_COPIES,
-            super::graph::PIPELINE_COPIES
+            crate::graph::PIPELINE_COPIES,
+            crate::graph::PIPELINE_COPIES
         ));
     }
     if let Some(a) = &compute.approximate {
@@ -265,8 +265,8 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         if mb.bytes != mb.used_bytes {
             notes.push(format!(
                 "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
-                mb.bytes as f64 / crate::units::MIB as f64,
-                mb.used_bytes as f64 / crate::units::MIB as f64
+                mb.bytes as f64 / vramfit_core::units::MIB as f64,
+                mb.used_bytes as f64 / vramfit_core::units::MIB as f64
             ));
         }
     }
@@ -638,7 +638,7 @@ pub fn max_gpu_layers(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<Opti
 /// The largest context (a multiple of 256, at most the training context
 /// unless `cap` is larger) whose plan fits every GPU at the options' `-ngl`.
 pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Result<Option<u64>, CoreError> {
-    let step = super::kv::CTX_PAD;
+    let step = crate::kv::CTX_PAD;
     let fits = |ctx: u64| -> Result<bool, CoreError> {
         let mut o = opts.clone();
         o.ctx_size = ctx;
@@ -666,7 +666,7 @@ pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llamacpp::model::{slot_of, GraphFamily, LayerHparams, TensorInfo};
+    use crate::model::{slot_of, GraphFamily, LayerHparams, TensorInfo};
 
     /// A small Llama-shaped model, f16 matrices (64 wide, 4 heads of 16).
     fn tiny(n_layer: u32, n_ctx_train: u64) -> LlamaModel {

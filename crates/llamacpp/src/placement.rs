@@ -24,12 +24,12 @@
 //! get_mapping_range`); without mmap they are copied into a `CPU` buffer
 //! (32-byte aligned).
 
-use super::ggml::GgmlType;
-use super::graph::Device;
-use super::model::{LlamaModel, Slot, TensorInfo};
-use crate::error::CoreError;
-use crate::explain::Explanation;
-use crate::units::{add, sum};
+use crate::ggml::GgmlType;
+use crate::graph::Device;
+use crate::model::{LlamaModel, Slot, TensorInfo};
+use vramfit_core::CoreError;
+use vramfit_core::Explanation;
+use vramfit_core::units::{add, sum};
 use serde::{Deserialize, Serialize};
 
 /// CUDA buffer alignment (`ggml_backend_cuda_buffer_type_get_alignment`).

@@ -26,32 +26,33 @@
 //! Each layer's cache lives on its layer's device unless `--no-kv-offload`
 //! keeps it on the host.
 
-use super::ggml::GgmlType;
-use super::graph::Device;
-use super::model::LlamaModel;
-use super::placement::Placement;
-use crate::error::CoreError;
-use crate::explain::Explanation;
-use crate::units::{add, product};
+use crate::ggml::GgmlType;
+use crate::graph::Device;
+use crate::model::LlamaModel;
+use crate::placement::Placement;
+use vramfit_core::CoreError;
+use vramfit_core::Explanation;
+use vramfit_core::units::{add, product};
 use serde::{Deserialize, Serialize};
 
-/// `GGML_PAD(n_ctx, 256)` (llama-context.cpp; PR #17046 discussion r2503085732).
-pub const CTX_PAD: u64 = 256;
+/// `GGML_PAD(n_ctx, 256)`: defined in core, whose `--sliding-window-cache
+/// llamacpp` policy shares it.
+pub use vramfit_core::kv::LLAMACPP_CTX_PAD as CTX_PAD;
+/// The SWA cache's padding, and its cells per stream (defined in core, see [`CTX_PAD`]).
+pub use vramfit_core::kv::{llamacpp_swa_cells as swa_cells, LLAMACPP_SWA_PAD as SWA_PAD};
 /// Before the KV-cache rework, the context was padded to
 /// `llama_kv_cache_get_padding(cparams)`: 256 with flash attention, else 32
 /// (llama.cpp up to mid-2025, e.g. build 4897's `llama_context`).
 pub const LEGACY_CTX_PAD_NO_FA: u64 = 32;
 
 /// The context padding of a graph era.
-pub fn ctx_pad(era: super::compute::GraphEra, flash_attn: bool) -> u64 {
+pub fn ctx_pad(era: crate::compute::GraphEra, flash_attn: bool) -> u64 {
     match era {
-        super::compute::GraphEra::Current => CTX_PAD,
-        super::compute::GraphEra::Legacy if flash_attn => CTX_PAD,
-        super::compute::GraphEra::Legacy => LEGACY_CTX_PAD_NO_FA,
+        crate::compute::GraphEra::Current => CTX_PAD,
+        crate::compute::GraphEra::Legacy if flash_attn => CTX_PAD,
+        crate::compute::GraphEra::Legacy => LEGACY_CTX_PAD_NO_FA,
     }
 }
-/// The SWA cache is always padded to 256 cells (llama-kv-cache-iswa.cpp, issue #17037).
-pub const SWA_PAD: u64 = 256;
 
 /// How the context is sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,9 +82,9 @@ pub fn context_size(
     swa_full: bool,
     ctx_pad: u64,
 ) -> Result<ContextSize, CoreError> {
-    crate::units::check_size("parallel", n_parallel, 1 << 16)?;
+    vramfit_core::units::check_size("parallel", n_parallel, 1 << 16)?;
     let req = if requested == 0 { model.n_ctx_train } else { requested };
-    crate::units::check_size("ctx-size", req, super::model::limits::MAX_CTX)?;
+    vramfit_core::units::check_size("ctx-size", req, crate::model::limits::MAX_CTX)?;
     let mut n_ctx = pad("n_ctx", req, ctx_pad.max(1))?;
     let (n_ctx_seq, streams) = if unified {
         (n_ctx, 1)
@@ -104,25 +105,6 @@ pub fn context_size(
         0
     };
     Ok(ContextSize { n_ctx, n_ctx_seq, streams, swa_cells })
-}
-
-/// Cells per stream of llama.cpp's sliding-window cache
-/// (`llama_kv_cache_iswa`): `pad(min(n_ctx_seq, n_swa · (unified ? N : 1) + n_ubatch), 256)`,
-/// or the whole `n_ctx_seq` with `--swa-full`. Also what
-/// [`crate::infer`] uses for `SlidingWindowCache::LlamaCpp`.
-pub fn swa_cells(
-    n_ctx_seq: u64,
-    n_swa: u64,
-    n_parallel: u64,
-    unified: bool,
-    n_ubatch: u64,
-    swa_full: bool,
-) -> Result<u64, CoreError> {
-    if swa_full {
-        return Ok(n_ctx_seq);
-    }
-    let window = add("swa cells", product("swa cells", &[n_swa, if unified { n_parallel } else { 1 }])?, n_ubatch)?;
-    pad("swa cells", n_ctx_seq.min(window), SWA_PAD)
 }
 
 /// One device's KV (or recurrent-state) buffer.
