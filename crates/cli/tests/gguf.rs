@@ -9,10 +9,10 @@ use common::{json, run};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use vramfit_llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{write_model, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::{read_header, GgufHeader};
+use vramfit_llamacpp::GgmlType;
 
 const MIB: u64 = 1 << 20;
 

@@ -2,10 +2,10 @@
 //! hostile headers refused naming the field, and the model llama.cpp loads.
 
 use proptest::prelude::*;
-use vramfit_llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{model, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::*;
+use vramfit_llamacpp::GgmlType;
 
 fn complete(bytes: &[u8]) -> GgufHeader {
     match parse(bytes, bytes.len() as u64).unwrap() {
@@ -437,7 +437,9 @@ fn plan_case(
     prop_assert!(p.context.n_ctx >= ctx.min(m.n_ctx_train.max(1)) || ctx == 0);
     if gpus > 0 {
         let q = plan(&m, &opts(ngl + 1)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let on_gpu = |p: &vramfit_llamacpp::LlamaCppPlan| p.gpus.iter().map(|g| g.bytes("model")).sum::<u64>();
+        let on_gpu = |p: &vramfit_llamacpp::LlamaCppPlan| {
+            p.gpus.iter().map(|g| g.bytes(vramfit_llamacpp::LineKind::Model)).sum::<u64>()
+        };
         prop_assert!(on_gpu(&q) >= on_gpu(&p));
     }
     Ok(())

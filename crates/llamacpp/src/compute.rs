@@ -31,9 +31,9 @@ use crate::ggml::GgmlType;
 use crate::graph::{Device, Graph, OpKind, TensorId};
 use crate::model::{GraphFamily, LayerHparams, LlamaModel, RecurrentState};
 use crate::placement::{Placement, CPU_ALIGNMENT, CUDA_ALIGNMENT};
-use vramfit_core::CoreError;
-use vramfit_core::units::product;
 use serde::{Deserialize, Serialize};
+use vramfit_core::units::product;
+use vramfit_core::CoreError;
 
 const F32: u8 = 0;
 const F16: u8 = 1;
@@ -309,9 +309,7 @@ pub fn compute_buffers(
         }
         inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &d)?;
     }
-    if model.arch.contains("deepseek")
-        || model.arch == "glm4moe" && model.layers.iter().any(|l| l.head_dim_k != l.head_dim_v)
-    {
+    if model.latent_attention() {
         approximate.get_or_insert_with(|| {
             "multi-head latent attention sized as plain attention with the cache's head sizes".into()
         });

@@ -35,8 +35,8 @@
 //! the llama.cpp builders in [`crate::compute`] reproduce published
 //! `compute buffer size` lines (calibration/data/published/llamacpp.jsonl).
 
-use vramfit_core::CoreError;
 use std::collections::HashMap;
+use vramfit_core::CoreError;
 
 /// Index of a tensor in a [`Graph`].
 pub type TensorId = usize;

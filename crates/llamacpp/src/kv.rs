@@ -30,10 +30,10 @@ use crate::ggml::GgmlType;
 use crate::graph::Device;
 use crate::model::LlamaModel;
 use crate::placement::Placement;
+use serde::{Deserialize, Serialize};
+use vramfit_core::units::{add, product};
 use vramfit_core::CoreError;
 use vramfit_core::Explanation;
-use vramfit_core::units::{add, product};
-use serde::{Deserialize, Serialize};
 
 /// `GGML_PAD(n_ctx, 256)`: defined in core, whose `--sliding-window-cache
 /// llamacpp` policy shares it.
@@ -107,12 +107,39 @@ pub fn context_size(
     Ok(ContextSize { n_ctx, n_ctx_seq, streams, swa_cells })
 }
 
+/// What a cache buffer holds, by llama.cpp's log name (`CUDA0 KV buffer`,
+/// `CPU RS buffer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CacheKind {
+    /// keys and values of attention layers (`llama_kv_cache`)
+    #[serde(rename = "KV")]
+    Kv,
+    /// recurrent state of Mamba/RWKV-style layers (`llama_memory_recurrent`)
+    #[serde(rename = "RS")]
+    Rs,
+}
+
+impl CacheKind {
+    /// llama.cpp's name in its buffer log lines.
+    pub fn log_name(self) -> &'static str {
+        match self {
+            CacheKind::Kv => "KV",
+            CacheKind::Rs => "RS",
+        }
+    }
+}
+
+impl std::fmt::Display for CacheKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.log_name())
+    }
+}
+
 /// One device's KV (or recurrent-state) buffer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CacheBuffer {
     pub device: Device,
-    /// "KV" or "RS" (recurrent state)
-    pub kind: String,
+    pub kind: CacheKind,
     pub bytes: u64,
     pub layers: u64,
     pub explain: Explanation,
@@ -168,18 +195,17 @@ pub fn kv_cache(
     let mut swa_total = 0u64;
     let mut state_total = 0u64;
     let mut per_token = 0u64;
-    let mut per_dev: Vec<(Device, &'static str, u64, u64, u64, u64)> = Vec::new(); // dev, kind, bytes, layers, cells, width-bytes
+    let mut per_dev: Vec<(Device, CacheKind, u64, u64)> = Vec::new(); // device, kind, bytes, layers
     let cells_rs = opt.n_parallel.max(1);
     for (il, l) in model.layers.iter().enumerate() {
         let dev = if opt.offload_kqv { placement.layers[il] } else { Device::Cpu };
-        let mut push =
-            |kind: &'static str, bytes: u64, cells: u64| match per_dev.iter_mut().find(|e| e.0 == dev && e.1 == kind) {
-                Some(e) => {
-                    e.2 = e.2.saturating_add(bytes);
-                    e.3 += 1;
-                }
-                None => per_dev.push((dev, kind, bytes, 1, cells, 0)),
-            };
+        let mut push = |kind: CacheKind, bytes: u64| match per_dev.iter_mut().find(|e| e.0 == dev && e.1 == kind) {
+            Some(e) => {
+                e.2 = e.2.saturating_add(bytes);
+                e.3 += 1;
+            }
+            None => per_dev.push((dev, kind, bytes, 1)),
+        };
         if l.has_kv() {
             let cells = if l.sliding { size.swa_cells } else { size.n_ctx_seq };
             let k_row = row(opt.type_k, l.k_width(), "cache-type-k")?;
@@ -194,33 +220,36 @@ pub fn kv_cache(
             } else {
                 per_token = add("KV per token", per_token, product("KV per token", &[add("row", k_row, v_row)?, 1])?)?;
             }
-            push("KV", add("KV", k, v)?, cells);
+            push(CacheKind::Kv, add("KV", k, v)?);
         }
         if let Some(st) = l.recurrent {
             let b = product("recurrent state", &[add("state", st.r, st.s)?, 4, cells_rs])?;
             state_total = add("recurrent state", state_total, b)?;
-            push("RS", b, cells_rs);
+            push(CacheKind::Rs, b);
         }
     }
     let buffers = per_dev
         .into_iter()
-        .map(|(device, kind, bytes, layers, _, _)| CacheBuffer {
+        .map(|(device, kind, bytes, layers)| CacheBuffer {
             device,
-            kind: kind.to_string(),
+            kind,
             bytes,
             layers,
-            explain: if kind == "KV" {
+            explain: match kind {
+                CacheKind::Kv => {
                 Explanation::new("Σ over this device's layers of row_size(type_k, n_head_kv·head_dim_k)·cells·streams + row_size(type_v, n_head_kv·head_dim_v)·cells·streams")
                     .term("layers", layers)
                     .term("cells per stream (full / sliding)", format!("{} / {}", size.n_ctx_seq, size.swa_cells))
                     .term("streams", size.streams)
                     .term("cache types (K, V)", format!("{}, {}", opt.type_k, opt.type_v))
                     .note("llama.cpp src/llama-kv-cache.cpp; sliding layers sized by src/llama-kv-cache-iswa.cpp")
-            } else {
+                }
+                CacheKind::Rs => {
                 Explanation::new("Σ over this device's recurrent layers of (n_embd_r + n_embd_s) × 4 B (f32) × max(1, parallel) cells")
                     .term("layers", layers)
                     .term("cells", cells_rs)
                     .note("llama.cpp src/llama-memory-recurrent.cpp; n_embd_r/n_embd_s in src/llama-hparams.cpp")
+                }
             },
         })
         .collect();

@@ -7,6 +7,7 @@
 //! layers sit where, and [`plan::command_line`] the flags that reproduce it;
 //! [`plan::max_gpu_layers`] and [`plan::max_context`] search what fits.
 //!
+//! - [`arch`]: the architectures whose graph is built on their own terms
 //! - [`ggml`]: tensor types, block sizes, cache types
 //! - [`model`]: the model description and tensor slots
 //! - [`placement`]: `-ngl` / `--tensor-split` → devices, model buffers
@@ -19,6 +20,7 @@
 //! `vramfit-core` (errors, checked byte arithmetic, explanations and the
 //! sliding-window cache rule core shares), never the reverse.
 
+pub mod arch;
 pub mod compute;
 pub mod ggml;
 pub mod graph;
@@ -29,9 +31,11 @@ pub mod plan;
 
 pub use ggml::GgmlType;
 pub use graph::Device;
+pub use kv::CacheKind;
 pub use model::TypeTally;
 pub use model::{LlamaModel, Slot, TensorInfo};
+pub use placement::BufferType;
 pub use plan::{
     command_line, context_search_cap, fit_search, max_context, max_gpu_layers, plan, FitSearch, FlashAttn, GpuSlot,
-    LlamaCppOptions, LlamaCppPlan, ModelArg,
+    LineKind, LlamaCppOptions, LlamaCppPlan, ModelArg,
 };

@@ -4,8 +4,8 @@
 //! nothing here reads files.
 
 use crate::ggml::GgmlType;
-use vramfit_core::CoreError;
 use serde::{Deserialize, Serialize};
+use vramfit_core::CoreError;
 
 /// Which of llama.cpp's device slots a weight is loaded into
 /// (`LLM_TENSOR_LAYER_INPUT / REPEATING / OUTPUT` in `llama-arch.cpp`).
@@ -122,7 +122,9 @@ pub enum GraphFamily {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaModel {
     pub name: String,
-    /// `general.architecture`
+    /// `general.architecture`, as the file names it (displayed; the
+    /// architectures the simulator treats on their own terms are looked up
+    /// in [`crate::arch::KNOWN_ARCHS`])
     pub arch: String,
     pub n_layer: u32,
     pub n_embd: u64,
@@ -225,6 +227,22 @@ impl LlamaModel {
     /// Bytes of the largest tensor named `blk.{il}.{suffix}`, if present.
     pub fn layer_tensor_bytes(&self, il: u32, suffix: &str) -> Option<u64> {
         self.tensor(&format!("blk.{il}.{suffix}")).map(|t| t.bytes)
+    }
+
+    /// The row of [`crate::arch::KNOWN_ARCHS`] for this model's architecture.
+    pub fn known_arch(&self) -> Option<&'static crate::arch::KnownArch> {
+        crate::arch::known_arch(&self.arch)
+    }
+
+    /// llama.cpp builds this model's attention as multi-head latent attention.
+    pub fn latent_attention(&self) -> bool {
+        match self.known_arch().map(|a| a.attention) {
+            Some(crate::arch::AttentionGraph::Latent) => true,
+            Some(crate::arch::AttentionGraph::LatentWhenKvHeadSizesDiffer) => {
+                self.layers.iter().any(|l| l.head_dim_k != l.head_dim_v)
+            }
+            None => false,
+        }
     }
 
     /// Layers with a KV cache.

@@ -4,13 +4,13 @@
 use crate::compute::{compute_buffers, ComputeBuffers, ComputeSetup, GraphEra};
 use crate::ggml::GgmlType;
 use crate::graph::Device;
-use crate::kv::{context_size, kv_cache, CacheOptions, ContextSize, KvCache};
+use crate::kv::{context_size, kv_cache, CacheKind, CacheOptions, ContextSize, KvCache};
 use crate::model::LlamaModel;
-use crate::placement::{model_buffers, place, ModelBuffer, OffloadOrder, Placement};
+use crate::placement::{model_buffers, place, BufferType, ModelBuffer, OffloadOrder, Placement};
+use serde::{Deserialize, Serialize};
+use vramfit_core::units::{product, sum};
 use vramfit_core::CoreError;
 use vramfit_core::Explanation;
-use vramfit_core::units::{product, sum};
-use serde::{Deserialize, Serialize};
 
 /// `--flash-attn on|off|auto` (llama.cpp's default is auto).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -98,11 +98,37 @@ impl Default for LlamaCppOptions {
     }
 }
 
+/// What a line of a device's memory is (the JSON's `buffers[].kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineKind {
+    /// weights (`model buffer`)
+    Model,
+    /// attention KV cache (`KV buffer`)
+    Kv,
+    /// recurrent state (`RS buffer`)
+    State,
+    /// the scheduler's compute buffer
+    Compute,
+    /// logits (`output buffer`, host)
+    Output,
+    /// CUDA context and cuBLAS, outside llama.cpp's buffers
+    Reserve,
+}
+
+impl From<CacheKind> for LineKind {
+    fn from(k: CacheKind) -> LineKind {
+        match k {
+            CacheKind::Kv => LineKind::Kv,
+            CacheKind::Rs => LineKind::State,
+        }
+    }
+}
+
 /// One line of a device's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryLine {
-    /// `model`, `kv`, `state`, `compute`, `output`, `reserve`
-    pub kind: String,
+    pub kind: LineKind,
     /// llama.cpp's log name of the buffer (`CUDA0 model buffer`, …)
     pub label: String,
     pub bytes: u64,
@@ -122,7 +148,8 @@ pub struct DeviceMemory {
 }
 
 impl DeviceMemory {
-    pub fn bytes(&self, kind: &str) -> u64 {
+    /// Bytes of the lines of one kind.
+    pub fn bytes(&self, kind: LineKind) -> u64 {
         self.lines.iter().filter(|l| l.kind == kind).fold(0u64, |a, l| a.saturating_add(l.bytes))
     }
 
@@ -261,7 +288,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     if placement.offloaded == 0 && !opts.gpus.is_empty() {
         notes.push("-ngl 0: no layer on the GPU; prompt processing still offloads large matrix multiplications to it (op offload), hence its compute buffer".into());
     }
-    if let Some(mb) = buffers.iter().find(|b| b.name == "CPU_Mapped") {
+    if let Some(mb) = buffers.iter().find(|b| b.name == BufferType::CpuMapped) {
         if mb.bytes != mb.used_bytes {
             notes.push(format!(
                 "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
@@ -338,7 +365,7 @@ fn gpu_memory(
     let mut lines = Vec::new();
     for b in buffers.iter().filter(|b| b.device == d) {
         lines.push(MemoryLine {
-            kind: "model".into(),
+            kind: LineKind::Model,
             label: format!("{} model buffer", b.name),
             bytes: b.bytes,
             explain: b.explain.clone(),
@@ -346,7 +373,7 @@ fn gpu_memory(
     }
     for c in kv.buffers.iter().filter(|c| c.device == d) {
         lines.push(MemoryLine {
-            kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+            kind: c.kind.into(),
             label: format!("CUDA{i} {} buffer", c.kind),
             bytes: c.bytes,
             explain: c.explain.clone(),
@@ -354,14 +381,14 @@ fn gpu_memory(
     }
     for c in compute.buffers.iter().filter(|c| c.device == d) {
         lines.push(MemoryLine {
-            kind: "compute".into(),
+            kind: LineKind::Compute,
             label: format!("CUDA{i} compute buffer"),
             bytes: c.bytes,
             explain: compute_note.explain(d),
         });
     }
     lines.push(MemoryLine {
-        kind: "reserve".into(),
+        kind: LineKind::Reserve,
         label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
         bytes: gpu_reserve,
         explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
@@ -388,7 +415,7 @@ fn host_memory(
     for b in buffers.iter().filter(|b| b.device == Device::Cpu) {
         // a mapped range that spans other devices' (or repacked) tensors
         // costs only its host tensors' pages: count those, show the range
-        let (bytes, explain) = if b.name == "CPU_Mapped" && b.bytes != b.used_bytes {
+        let (bytes, explain) = if b.name == BufferType::CpuMapped && b.bytes != b.used_bytes {
             (
                 b.used_bytes,
                 b.explain
@@ -399,11 +426,16 @@ fn host_memory(
         } else {
             (b.bytes, b.explain.clone())
         };
-        host_lines.push(MemoryLine { kind: "model".into(), label: format!("{} model buffer", b.name), bytes, explain });
+        host_lines.push(MemoryLine {
+            kind: LineKind::Model,
+            label: format!("{} model buffer", b.name),
+            bytes,
+            explain,
+        });
     }
     for c in kv.buffers.iter().filter(|c| c.device == Device::Cpu) {
         host_lines.push(MemoryLine {
-            kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+            kind: c.kind.into(),
             label: format!("CPU {} buffer", c.kind),
             bytes: c.bytes,
             explain: c.explain.clone(),
@@ -411,14 +443,14 @@ fn host_memory(
     }
     for c in compute.buffers.iter().filter(|c| c.device == Device::Cpu) {
         host_lines.push(MemoryLine {
-            kind: "compute".into(),
+            kind: LineKind::Compute,
             label: format!("{host_prefix} compute buffer"),
             bytes: c.bytes,
             explain: compute_note.explain(Device::Cpu),
         });
     }
     host_lines.push(MemoryLine {
-        kind: "output".into(),
+        kind: LineKind::Output,
         label: format!("{host_prefix} output buffer"),
         bytes: output_bytes,
         explain: Explanation::new("n_vocab × max(1, parallel) × 4 B (f32 logits of one output per sequence)")

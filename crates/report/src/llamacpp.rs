@@ -15,9 +15,9 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use vramfit_llamacpp::plan::DeviceMemory;
-use vramfit_llamacpp::{self as lc, Device, GpuSlot, LlamaCppOptions, LlamaCppPlan, LlamaModel};
 use vramfit_core::CoreError;
+use vramfit_llamacpp::plan::DeviceMemory;
+use vramfit_llamacpp::{self as lc, Device, GpuSlot, LineKind, LlamaCppOptions, LlamaCppPlan, LlamaModel};
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize)]
@@ -131,7 +131,7 @@ pub struct LayerRange {
 #[derive(Debug, Clone, Serialize)]
 pub struct BufferLine {
     /// `model`, `kv`, `state`, `compute`, `output`, `reserve`
-    pub kind: String,
+    pub kind: LineKind,
     pub label: String,
     pub bytes: u64,
     pub explain: ExplainInfo,
@@ -284,12 +284,7 @@ impl PlacementInfo {
 fn buffer_lines(d: &DeviceMemory) -> Vec<BufferLine> {
     d.lines
         .iter()
-        .map(|l| BufferLine {
-            kind: l.kind.clone(),
-            label: l.label.clone(),
-            bytes: l.bytes,
-            explain: (&l.explain).into(),
-        })
+        .map(|l| BufferLine { kind: l.kind, label: l.label.clone(), bytes: l.bytes, explain: (&l.explain).into() })
         .collect()
 }
 

@@ -10,10 +10,10 @@ use crate::Outcome;
 use anyhow::{bail, Context};
 use std::ffi::OsString;
 use std::path::Path;
+use vramfit_core::units::MIB;
 use vramfit_llamacpp::compute::GraphEra;
 use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg};
-use vramfit_core::units::MIB;
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
 /// llama.cpp's flags, for GGUF models (ignored otherwise).

@@ -4,9 +4,7 @@
 
 use super::header::GgufHeader;
 use super::value::MetaValue;
-use vramfit_llamacpp::model::{
-    slot_of, ExpertSpec, GraphFamily, LayerHparams, LlamaModel, RecurrentState, TensorInfo,
-};
+use vramfit_llamacpp::model::{slot_of, ExpertSpec, GraphFamily, LayerHparams, LlamaModel, RecurrentState, TensorInfo};
 
 /// Why a header cannot become a model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
