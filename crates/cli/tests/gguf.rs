@@ -408,3 +408,23 @@ fn json_snapshot() {
     let v: Value = serde_json::from_str(&out).unwrap();
     insta::assert_json_snapshot!("gguf_estimate_json", v);
 }
+
+#[test]
+fn launch_options_out_of_bounds_name_the_llama_cpp_flag() {
+    let (path, _) = llama8b();
+    for (args, flag, says) in [
+        (&["-np", "0"][..], "-np/--parallel", "at least 1"),
+        // llama.cpp refuses more than LLAMA_MAX_SEQ (256) sequences
+        (&["-np", "257"][..], "-np/--parallel", "LLAMA_MAX_SEQ"),
+        (&["-ub", "0"][..], "-ub/--ubatch-size", "at least 1"),
+        (&["-b", "0"][..], "-b/--batch-size", "at least 1"),
+        (&["-ts", "0,0"][..], "-ts/--tensor-split", "not all zero"),
+    ] {
+        let mut a = vec!["estimate", p(&path), "--gpu", "l4"];
+        a.extend_from_slice(args);
+        let (_, err) = run(&a, 2);
+        assert!(err.contains(flag) && err.contains(says), "{args:?}: {err}");
+    }
+    let (v, _) = run(&["estimate", p(&path), "--gpu", "a100-80gb", "-np", "256", "--json"], 0);
+    assert!(v.contains("\"parallel\": 256"), "the bound itself is accepted");
+}

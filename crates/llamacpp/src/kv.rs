@@ -82,14 +82,17 @@ pub fn context_size(
     swa_full: bool,
     ctx_pad: u64,
 ) -> Result<ContextSize, CoreError> {
-    vramfit_core::units::check_size("parallel", n_parallel, 1 << 16)?;
     let req = if requested == 0 { model.n_ctx_train } else { requested };
     vramfit_core::units::check_size("ctx-size", req, crate::model::limits::MAX_CTX)?;
     let mut n_ctx = pad("n_ctx", req, ctx_pad.max(1))?;
     let (n_ctx_seq, streams) = if unified {
         (n_ctx, 1)
     } else {
-        let per = pad("n_ctx_seq", n_ctx / n_parallel, ctx_pad.max(1))?;
+        // n_parallel ≥ 1 after LlamaCppOptions::validate; a direct caller gets the same error
+        let per_stream = n_ctx
+            .checked_div(n_parallel)
+            .ok_or(crate::options::OptionsError::Zero { field: crate::options::OptionField::Parallel })?;
+        let per = pad("n_ctx_seq", per_stream, ctx_pad.max(1))?;
         if per == 0 {
             return Err(CoreError::invalid(
                 "ctx-size",

@@ -10,6 +10,7 @@
 //! - [`arch`]: the architectures whose graph is built on their own terms
 //! - [`ggml`]: tensor types, block sizes, cache types
 //! - [`model`]: the model description and tensor slots
+//! - [`options`]: the launch flags, their defaults and bounds ([`LlamaCppOptions::validate`])
 //! - [`placement`]: `-ngl` / `--tensor-split` → devices, model buffers
 //! - [`kv`]: context padding, parallel sequences, sliding-window and recurrent caches
 //! - [`graph`]: a replica of ggml's scheduler and graph allocator
@@ -26,6 +27,7 @@ pub mod ggml;
 pub mod graph;
 pub mod kv;
 pub mod model;
+pub mod options;
 pub mod placement;
 pub mod plan;
 
@@ -34,8 +36,9 @@ pub use graph::Device;
 pub use kv::CacheKind;
 pub use model::TypeTally;
 pub use model::{LlamaModel, Slot, TensorInfo};
+pub use options::{FlashAttn, GpuSlot, LlamaCppOptions, OptionField, OptionsError};
 pub use placement::BufferType;
 pub use plan::{
-    command_line, context_search_cap, fit_search, max_context, max_gpu_layers, plan, FitSearch, FlashAttn, GpuSlot,
-    LineKind, LlamaCppOptions, LlamaCppPlan, ModelArg,
+    command_line, context_search_cap, fit_search, max_context, max_gpu_layers, plan, FitSearch, LineKind, LlamaCppPlan,
+    ModelArg,
 };

@@ -1,102 +1,18 @@
 //! One llama.cpp launch: where every byte goes per device, the command
 //! line that reproduces it, and the largest `-ngl` / context that fit.
 
-use crate::compute::{compute_buffers, ComputeBuffers, ComputeSetup, GraphEra};
+use crate::compute::{compute_buffers, ComputeBuffers, ComputeSetup};
 use crate::ggml::GgmlType;
 use crate::graph::Device;
 use crate::kv::{context_size, kv_cache, CacheKind, CacheOptions, ContextSize, KvCache};
 use crate::model::LlamaModel;
-use crate::placement::{model_buffers, place, BufferType, ModelBuffer, OffloadOrder, Placement};
+use crate::options::{FlashAttn, GpuSlot, LlamaCppOptions, DEFAULT_BATCH, DEFAULT_CTX_SIZE, DEFAULT_UBATCH};
+use crate::placement::{model_buffers, place, BufferType, ModelBuffer, Placement};
 use serde::{Deserialize, Serialize};
+
 use vramfit_core::units::{product, sum};
 use vramfit_core::CoreError;
 use vramfit_core::Explanation;
-
-/// `--flash-attn on|off|auto` (llama.cpp's default is auto).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FlashAttn {
-    #[default]
-    Auto,
-    On,
-    Off,
-}
-
-/// A GPU the plan places layers on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuSlot {
-    /// the card as named (`--gpu`), or empty when only a count is known
-    pub name: String,
-    /// memory to fit in (as nvidia-smi reports it, or free memory for
-    /// `--gpu auto`); `None`: not known, the plan only sizes the buffers
-    pub memory_bytes: Option<u64>,
-}
-
-/// The launch flags (llama.cpp names in the docs of each field).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LlamaCppOptions {
-    /// `-c` (0: the model's training context)
-    pub ctx_size: u64,
-    /// `-b`
-    pub batch: u64,
-    /// `-ub`
-    pub ubatch: u64,
-    /// `-np`
-    pub parallel: u64,
-    /// `--kv-unified`
-    pub kv_unified: bool,
-    /// `-ctk`, `-ctv`
-    pub cache_type_k: GgmlType,
-    pub cache_type_v: GgmlType,
-    /// `-fa`
-    pub flash_attn: FlashAttn,
-    /// `-ngl` (None: all layers, llama.cpp's `-ngl 999`)
-    pub n_gpu_layers: Option<u64>,
-    /// `-ts` (empty: proportional to GPU memory, as llama.cpp splits by free memory)
-    pub tensor_split: Vec<f64>,
-    pub gpus: Vec<GpuSlot>,
-    /// `--no-kv-offload` clears it
-    pub offload_kqv: bool,
-    /// `--no-op-offload` clears it
-    pub op_offload: bool,
-    /// `--swa-full`
-    pub swa_full: bool,
-    /// `--no-mmap` clears it
-    pub mmap: bool,
-    /// the CPU backend repacks host matrices of some types (x86-64 AVX2
-    /// rules; `--no-repack` clears it)
-    pub cpu_repack: bool,
-    /// bytes per GPU outside llama.cpp's buffers (CUDA context, cuBLAS)
-    pub gpu_reserve: u64,
-    pub order: OffloadOrder,
-    pub era: GraphEra,
-}
-
-impl Default for LlamaCppOptions {
-    fn default() -> Self {
-        LlamaCppOptions {
-            ctx_size: 4096,
-            batch: 2048,
-            ubatch: 512,
-            parallel: 1,
-            kv_unified: false,
-            cache_type_k: GgmlType::F16,
-            cache_type_v: GgmlType::F16,
-            flash_attn: FlashAttn::Auto,
-            n_gpu_layers: None,
-            tensor_split: Vec::new(),
-            gpus: Vec::new(),
-            offload_kqv: true,
-            op_offload: true,
-            swa_full: false,
-            mmap: true,
-            cpu_repack: true,
-            gpu_reserve: vramfit_core::runtime::DEFAULT_CUDA_CONTEXT,
-            order: OffloadOrder::OutputFirst,
-            era: GraphEra::Current,
-        }
-    }
-}
 
 /// What a line of a device's memory is (the JSON's `buffers[].kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -203,8 +119,7 @@ fn resolve_flash_attn(model: &LlamaModel, opts: &LlamaCppOptions) -> (bool, Opti
 /// Where every byte goes for one launch.
 pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, CoreError> {
     model.validate()?;
-    vramfit_core::units::check_size("ubatch-size", opts.ubatch, 1 << 20)?;
-    vramfit_core::units::check_size("batch-size", opts.batch, 1 << 24)?;
+    opts.validate()?;
     let mut notes = Vec::new();
     let (fa, fa_note) = resolve_flash_attn(model, opts);
     notes.extend(fa_note);
@@ -227,7 +142,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             size.n_ctx_seq, model.n_ctx_train
         ));
     }
-    let split = tensor_split(opts)?;
+    let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
     let placement = place(model.n_layer, ngl, &split, opts.order)?;
     let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
@@ -276,7 +191,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         notes.push(format!("compute buffers approximate: {a}"));
     }
     // output buffer: logits of max(1, n_seq) outputs, pinned host memory
-    let output_bytes = product("output buffer", &[model.n_vocab, opts.parallel.max(1), 4])?;
+    let output_bytes = product("output buffer", &[model.n_vocab, opts.parallel, 4])?;
     let compute_note = ComputeNote { n_tokens, size, flash_attn: fa };
     let gpus = opts
         .gpus
@@ -312,25 +227,20 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     })
 }
 
-/// The GPU shares of `--tensor-split` (missing shares are 0), or equal
-/// shares when none are given.
-fn tensor_split(opts: &LlamaCppOptions) -> Result<Vec<f64>, CoreError> {
-    Ok(if opts.gpus.is_empty() {
+/// The GPU shares of `--tensor-split` (missing shares are 0; no more
+/// shares than GPUs, [`LlamaCppOptions::validate`]), or by memory when none
+/// are given.
+fn tensor_split(opts: &LlamaCppOptions) -> Vec<f64> {
+    if opts.gpus.is_empty() {
         Vec::new()
     } else if opts.tensor_split.is_empty() {
         // llama.cpp splits by free memory; equal shares when it is not known
         default_split(&opts.gpus)
     } else {
-        if opts.tensor_split.len() > opts.gpus.len() {
-            return Err(CoreError::invalid(
-                "tensor-split",
-                format!("{} shares for {} GPUs", opts.tensor_split.len(), opts.gpus.len()),
-            ));
-        }
         let mut s = opts.tensor_split.clone();
         s.resize(opts.gpus.len(), 0.0);
         s
-    })
+    }
 }
 
 /// What the compute buffers' explanation cites.
@@ -455,7 +365,7 @@ fn host_memory(
         bytes: output_bytes,
         explain: Explanation::new("n_vocab × max(1, parallel) × 4 B (f32 logits of one output per sequence)")
             .term("n_vocab", model.n_vocab)
-            .term("sequences", opts.parallel.max(1))
+            .term("sequences", opts.parallel)
             .note("llama_context::output_reserve"),
     });
     let host_total = sum("host total", &host_lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
@@ -513,14 +423,14 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     if opts.cache_type_v != GgmlType::F16 {
         c.push_str(&format!(" -ctv {}", opts.cache_type_v));
     }
-    c.push_str(&format!(" -np {}", opts.parallel.max(1)));
+    c.push_str(&format!(" -np {}", opts.parallel));
     if opts.kv_unified {
         c.push_str(" --kv-unified");
     }
-    if opts.ubatch != 512 {
+    if opts.ubatch != DEFAULT_UBATCH {
         c.push_str(&format!(" -ub {}", opts.ubatch));
     }
-    if opts.batch != 2048 {
+    if opts.batch != DEFAULT_BATCH {
         c.push_str(&format!(" -b {}", opts.batch));
     }
     if !opts.offload_kqv {
@@ -582,7 +492,7 @@ fn shell_quote(s: &str) -> String {
 
 /// Where the context search stops: the model's trained context, at least
 /// [`CONTEXT_SEARCH_MIN`] (a model that declares less, or none, is still
-/// searched up to llama.cpp's default `-c 4096`) and at most
+/// searched up to llama.cpp's default `-c`) and at most
 /// [`CONTEXT_SEARCH_MAX`] (2^21 tokens: above every trained context
 /// published; each probe is a full plan, and the search is binary, so the
 /// cap bounds it to ~13 plans). llama.cpp itself accepts more than the
@@ -592,7 +502,7 @@ pub fn context_search_cap(model: &LlamaModel) -> u64 {
 }
 
 /// Lowest cap of the context search: llama.cpp's default `-c`.
-pub const CONTEXT_SEARCH_MIN: u64 = 4096;
+pub const CONTEXT_SEARCH_MIN: u64 = DEFAULT_CTX_SIZE;
 /// Highest cap of the context search (2^21 tokens).
 pub const CONTEXT_SEARCH_MAX: u64 = 1 << 21;
 
@@ -643,7 +553,10 @@ pub fn fit_search(
     .term("GPUs", opts.gpus.iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
     .term("reserve per GPU", opts.gpu_reserve)
     .term("context search cap", cap)
-    .note("cap = the trained context clamped to [4096, 2^21] (core::llamacpp::plan::context_search_cap)");
+    .note(format!(
+        "cap = the trained context clamped to [{CONTEXT_SEARCH_MIN}, 2^{}] (core::llamacpp::plan::context_search_cap)",
+        CONTEXT_SEARCH_MAX.ilog2()
+    ));
     Ok(Some(FitSearch {
         fits: plan.fits(),
         max_gpu_layers,

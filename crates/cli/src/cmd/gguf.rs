@@ -13,7 +13,8 @@ use std::path::Path;
 use vramfit_core::units::MIB;
 use vramfit_llamacpp::compute::GraphEra;
 use vramfit_llamacpp::placement::OffloadOrder;
-use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg};
+use vramfit_llamacpp::options::check_shares;
+use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg, OptionField};
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
 /// llama.cpp's flags, for GGUF models (ignored otherwise).
@@ -161,13 +162,17 @@ fn parse_split(s: &str) -> anyhow::Result<Vec<f64>> {
                 .map_err(|_| anyhow::anyhow!("--tensor-split: '{p}' is not a number (expected e.g. 3,1)"))
         })
         .collect::<anyhow::Result<_>>()?;
-    if v.is_empty() || v.len() > 16 {
-        bail!("--tensor-split: give 1 to 16 shares, one per GPU");
-    }
-    if v.iter().any(|x| !x.is_finite() || *x < 0.0) || v.iter().sum::<f64>() <= 0.0 {
-        bail!("--tensor-split: shares must be non-negative and not all zero");
-    }
+    check_shares(&v).map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
     Ok(v)
+}
+
+/// The flag that sets a launch option, as a llama.cpp user types it
+/// (`-np/--parallel`), for the options' errors.
+fn flag(f: OptionField) -> String {
+    match f.short_flag() {
+        Some(short) => format!("{short}/--{}", f.id()),
+        None => format!("--{}", f.id()),
+    }
 }
 
 fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Result<LlamaCppOptions> {
@@ -180,30 +185,19 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         Some(t) => GgmlType::parse_cache_type(t).map_err(|e| anyhow::anyhow!("--cache-type-v: {e}"))?,
         None => d.cache_type_v,
     };
-    let fa = match args.flash_attn.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None | Some("auto") => FlashAttn::Auto,
-        Some("on") | Some("1") | Some("true") => FlashAttn::On,
-        Some("off") | Some("0") | Some("false") => FlashAttn::Off,
-        Some(o) => bail!("--flash-attn: '{o}' is not on, off or auto"),
+    let fa = match &args.flash_attn {
+        Some(f) => f.parse::<FlashAttn>().map_err(|e| anyhow::anyhow!("--flash-attn: {e}"))?,
+        None => d.flash_attn,
     };
-    let parallel = args.parallel.unwrap_or(1);
-    if parallel == 0 || parallel > 4096 {
-        bail!("--parallel: {parallel} is not between 1 and 4096");
-    }
-    let ubatch = args.ubatch_size.unwrap_or(d.ubatch);
-    let batch = args.batch_size.unwrap_or(d.batch);
-    if ubatch == 0 || batch == 0 {
-        bail!("--ubatch-size and --batch-size must be at least 1");
-    }
     let reserve = match args.gpu_reserve_mib {
         Some(m) => m.checked_mul(MIB).context("--gpu-reserve-mib is absurdly large")?,
         None => d.gpu_reserve,
     };
-    Ok(LlamaCppOptions {
+    let opts = LlamaCppOptions {
         ctx_size: args.ctx_size.unwrap_or(d.ctx_size),
-        batch,
-        ubatch,
-        parallel,
+        batch: args.batch_size.unwrap_or(d.batch),
+        ubatch: args.ubatch_size.unwrap_or(d.ubatch),
+        parallel: args.parallel.unwrap_or(d.parallel),
         kv_unified: args.kv_unified,
         cache_type_k: ctk,
         cache_type_v: ctv,
@@ -219,7 +213,9 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         gpu_reserve: reserve,
         order: OffloadOrder::OutputFirst,
         era: GraphEra::Current,
-    })
+    };
+    opts.validate().map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
+    Ok(opts)
 }
 
 /// What a GGUF estimate fits against: `--gpu` (catalogue cards, comma
