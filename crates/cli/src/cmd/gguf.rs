@@ -12,8 +12,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use vramfit_core::units::MIB;
 use vramfit_llamacpp::compute::GraphEra;
-use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::options::check_shares;
+use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg, OptionField};
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
