@@ -202,7 +202,7 @@ mod tests {
 pub struct CaseInput<'a> {
     pub spec: Option<&'a crate::ModelSpec>,
     pub workload: Option<&'a crate::Workload>,
-    pub serving: Option<&'a crate::infer::ServingSetup>,
+    pub serving: Option<&'a crate::serving::ServingSetup>,
 }
 
 /// vramfit's estimate of `quantity` for a case.
@@ -231,7 +231,7 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
     let spec = case.spec.ok_or_else(|| need("a model"))?;
     let w = case.workload.ok_or_else(|| need("a workload"))?;
     if let (Some(s), Task::Inference(setup)) = (case.serving, &w.task) {
-        let p = crate::infer::serving_profile(spec, setup, &w.parallelism, &w.runtime, s)?;
+        let p = crate::serving::serving_profile(spec, setup, &w.parallelism, &w.runtime, s)?;
         return match quantity {
             Quantity::EngineWeights => Ok(p.weights_bytes),
             Quantity::EngineKvPool => Ok(p.kv_pool_bytes),

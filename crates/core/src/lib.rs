@@ -21,6 +21,7 @@ pub mod dtype;
 pub mod error;
 pub mod estimate;
 pub mod explain;
+pub mod fit;
 pub mod hardware;
 pub mod hf;
 pub mod infer;
@@ -32,6 +33,7 @@ pub mod plan;
 pub mod quant;
 pub mod quantity;
 pub mod runtime;
+pub mod serving;
 pub mod sweep;
 pub mod train;
 pub mod units;
@@ -43,8 +45,10 @@ pub use dtype::DType;
 pub use error::CoreError;
 pub use estimate::estimate;
 pub use explain::{Explanation, Term, Value};
+pub use fit::{fit, Fit, FitVerdict};
 pub use hardware::{GpuSpec, Link};
-pub use infer::{capacity, fit, Capacity, Fit, FitVerdict, KvGeometry};
+pub use infer::{capacity, Capacity};
+pub use kv::KvGeometry;
 pub use ledger::{Category, Entry, Ledger, Phase, Pool};
 pub use model::{
     Attention, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer, MlaSpec,
