@@ -247,7 +247,7 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
         Quantity::DeviceUsed => ledger.device_bytes(),
         Quantity::Persistent => {
             // FSDP1 (accelerate) leaves the last step's sharded flat gradients allocated
-            let fsdp1 = matches!(&w.task, Task::Train(t) if t.engine == crate::workload::Engine::Fsdp)
+            let fsdp1 = matches!(&w.task, Task::Train(t) if t.framework().fsdp_grads_persist_after_step)
                 && w.parallelism.sharding.stage() >= 2;
             let grads = if fsdp1 { train_gradients(spec, w)? } else { 0 };
             ledger.persistent_bytes() + grads

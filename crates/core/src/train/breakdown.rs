@@ -325,22 +325,21 @@ impl TrainModel {
     /// Communication buffers of the data-parallel engine on this rank, and whether
     /// gradients outlive the step.
     fn comm(&self, setup: &TrainSetup, par: &Parallelism, s: &ModelStates) -> Result<CommBuffers, CoreError> {
-        use crate::workload::{Engine, Sharding};
+        use crate::workload::Sharding;
         let prof = &self.profile;
+        let framework = setup.framework();
         let dp = par.dp();
         let mut c = CommBuffers::default();
         if dp < 2 || s.trainable_per_gpu == 0 {
             return Ok(c);
         }
         let grad_bytes = prof.grad_bytes;
-        let fsdp =
-            par.fsdp || matches!(setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt);
         match par.sharding {
             Sharding::None => {
                 // PyTorch DDP's gradient buckets
                 c.resident = super::comm::ddp_bucket_bytes(&setup.comm, s.trainable_per_gpu, grad_bytes)?;
             }
-            _ if setup.engine == Engine::Deepspeed || !fsdp => {
+            _ if !framework.shards_with_fsdp(par.fsdp) => {
                 c.resident = super::comm::deepspeed_bucket_bytes(&setup.comm, self.compute_bytes)?;
             }
             sharding => {
@@ -348,7 +347,7 @@ impl TrainModel {
                 // largest unit (a layer, or the root's embeddings and head) bounds the buffer
                 let unit = prof.largest_unit_trainable(par.tp)?;
                 c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
-                if setup.engine.fsdp_root_unsharded_in_backward() {
+                if framework.fsdp_root_unsharded_in_backward {
                     // FSDP1 flattens each unit into one FlatParameter whose parameters are views
                     // of it: autograd builds the unit's flat gradient by concatenating the views'
                     // gradients (the backward of the split into views), so while the root's is
@@ -356,7 +355,7 @@ impl TrainModel {
                     // and embedding's gradients are live too, counted by `backward` above
                     c.root_flat_grad = mul("FSDP root flat gradient", prof.root_trainable(par.tp)?, grad_bytes)?;
                 }
-                if setup.engine.fsdp_accumulates_unsharded() && sharding.stage() >= 2 && setup.grad_accum > 1 {
+                if framework.fsdp_accumulates_unsharded && sharding.stage() >= 2 && setup.grad_accum > 1 {
                     // FSDP under accelerate's or Fabric's gradient accumulation (`no_sync`)
                     // keeps every gradient unsharded between micro-batches
                     c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
@@ -367,7 +366,7 @@ impl TrainModel {
     }
 
     /// FSDP1 keeps the root unit's parameters unsharded after forward under full
-    /// sharding ([`crate::workload::Engine::fsdp_root_unsharded_in_backward`]): the
+    /// sharding ([`crate::workload::FrameworkFacts::fsdp_root_unsharded_in_backward`]): the
     /// whole root. FSDP1 all-gathers a unit into its own padded buffer
     /// (`FlatParamHandle._alloc_padded_unsharded_flat_param`, the
     /// `_full_param_padded` storage, `torch/distributed/fsdp/_flat_param.py`) while the
@@ -376,14 +375,14 @@ impl TrainModel {
     /// line holds.
     fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
         let dp = par.dp();
-        if dp < 2 || par.sharding.stage() < 3 || !setup.engine.fsdp_root_unsharded_in_backward() {
+        if dp < 2 || par.sharding.stage() < 3 || !setup.framework().fsdp_root_unsharded_in_backward {
             return Ok(0);
         }
         self.profile.root_base_bytes(par.tp)
     }
 
     /// FSDP1 frozen units under the HF Trainer's reentrant checkpointing
-    /// ([`crate::workload::Engine::fsdp_frozen_units_keep_checkpoint_grads`]): while the
+    /// ([`crate::workload::FrameworkFacts::fsdp_frozen_units_keep_checkpoint_grads`]): while the
     /// first layer is recomputed at the end of backward, the inputs of all the others are
     /// still alive (`act_layers` counts them) and so are their gradients, one
     /// layer-input-sized tensor each: (layers on the stage − 1) × tokens × layer input.
@@ -395,7 +394,7 @@ impl TrainModel {
             || par.sharding.stage() < 2
             || setup.checkpointing != Checkpointing::Full
             || !frozen_units
-            || !setup.engine.fsdp_frozen_units_keep_checkpoint_grads()
+            || !setup.framework().fsdp_frozen_units_keep_checkpoint_grads
         {
             return Ok(0);
         }
@@ -407,10 +406,10 @@ impl TrainModel {
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
     /// the loss path's, + one fp32 buffer under torchtitan's vocabulary-parallel loss
-    /// ([`crate::workload::Engine::loss_parallel_under_tp`]).
+    /// ([`crate::workload::FrameworkFacts::loss_parallel_under_tp`]).
     pub fn logits_grad_bytes(&self, setup: &TrainSetup, par: &Parallelism) -> u64 {
         let loss_parallel =
-            par.tp > 1 && setup.engine.loss_parallel_under_tp() && self.act.loss == crate::workload::LossPath::Fp32;
+            par.tp > 1 && setup.framework().loss_parallel_under_tp && self.act.loss == crate::workload::LossPath::Fp32;
         self.act.logits_grad + if loss_parallel { 4 } else { 0 }
     }
 

@@ -314,7 +314,7 @@ impl Lines<'_> {
         use crate::workload::Sharding;
         match self.par.sharding {
             Sharding::None => "DDP gradient buckets".into(),
-            _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
+            _ if !self.is_fsdp() => {
                 format!(
                     "DeepSpeed ZeRO reduce bucket{}",
                     if self.setup.comm.overlap_comm { "s (overlap_comm)" } else { "" }
@@ -324,10 +324,9 @@ impl Lines<'_> {
         }
     }
 
+    /// Sharded data parallelism reduces through FSDP (else DeepSpeed's buckets).
     fn is_fsdp(&self) -> bool {
-        use crate::workload::Engine;
-        self.par.fsdp
-            || matches!(self.setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt)
+        self.setup.framework().shards_with_fsdp(self.par.fsdp)
     }
 
     fn comm_explain(&self) -> Explanation {
@@ -337,7 +336,7 @@ impl Lines<'_> {
             Sharding::None => Explanation::new("trainable params × grad bytes (the reducer's flat buckets hold a second copy of every gradient)")
                 .term("trainable per GPU", self.b.states.trainable_per_gpu)
                 .note("torch.nn.parallel.DistributedDataParallel copies .grad into its buckets unless gradient_as_bucket_view=True"),
-            _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
+            _ if !self.is_fsdp() => {
                 Explanation::new("reduce_bucket_size × gradient bytes × (2 with overlap_comm, else 1)")
                     .term("reduce_bucket_size (elements)", c.reduce_bucket)
                     .term("overlap_comm", c.overlap_comm)

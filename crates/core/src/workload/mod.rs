@@ -10,15 +10,20 @@ mod engine;
 mod inference;
 pub mod limits;
 mod parallel;
+mod policy;
 mod training;
 pub mod validate;
 
-pub use engine::{Engine, ServingDefaults, VLLM_NON_TORCH};
-pub use inference::{InferenceSetup, SlidingWindowCache};
+pub use engine::{
+    Engine, EngineKind, Framework, FrameworkFacts, QloraBase, ServingDefaults, ServingEngine, ServingFacts, Sharder,
+    VLLM_NON_TORCH,
+};
+pub use inference::InferenceSetup;
 pub use parallel::{Offload, Parallelism, Sharding};
+pub use policy::{LossPath, SlidingWindowCache};
 pub use training::{
-    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision,
-    SelectivePolicy, TrainKind, TrainSetup,
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, Optimizer, Precision, SelectivePolicy,
+    TrainKind, TrainSetup,
 };
 pub use validate::{validate, Field, WorkloadError};
 
