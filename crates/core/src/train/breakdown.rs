@@ -224,34 +224,8 @@ impl TrainModel {
                 ..resident
             }
         };
-        // In backward one of four transients sits on top: the logits buffers at its start,
-        // a recomputed layer later (checkpointing), one layer's eager attention backward, or
-        // (FSDP1) the root's flat gradient at its end.
-        let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
-        let root_grad = comm.root_flat_grad;
-        // the last layer recomputed comes with the input gradients FSDP1's frozen units keep
-        let late = if recompute > 0 { add("recompute", recompute, kept_grads)? } else { 0 };
-        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live, kept_live) =
-            if logits >= late && logits >= attention_backward && logits >= root_grad {
-                (saved.logits_saved, saved.logits_grad, 0, 0, 0, 0)
-            } else if late >= attention_backward && late >= root_grad {
-                (0, 0, recompute, 0, 0, if recompute > 0 { kept_grads } else { 0 })
-            } else if attention_backward >= root_grad {
-                (0, 0, 0, attention_backward, 0, 0)
-            } else {
-                (0, 0, 0, 0, root_grad, 0)
-            };
-        let gradients = if setup.optimizer_in_backward {
-            // one parameter's gradient at a time, freed by its own step
-            mul("gradients", prof.largest_trainable, prof.grad_bytes)?
-        } else if comm.unsharded_grads > 0 {
-            comm.unsharded_grads
-        } else if setup.grad_accum > 1 {
-            // gradients persist between accumulated micro-batches
-            s.gradients
-        } else {
-            0
-        };
+        let on_top = BackwardOnTop::of(&saved, recompute, kept_grads, attention_backward, comm.root_flat_grad)?;
+        let gradients = self.backward_gradients(setup, &s, &comm)?;
         let backward = PeakLines {
             gradients,
             // optimizer states exist from the first step() on
@@ -259,15 +233,15 @@ impl TrainModel {
             act_layers: saved.act_layers,
             act_ends: saved.act_ends,
             weight_copies,
-            logits_saved,
-            logits_grad,
-            recompute: recompute_live,
-            attention_backward: attention_live,
+            logits_saved: on_top.logits_saved,
+            logits_grad: on_top.logits_grad,
+            recompute: on_top.recompute,
+            attention_backward: on_top.attention_backward,
             dequant,
             gathered: s.gathered,
             root_unsharded,
-            root_flat_grad: root_grad_live,
-            kept_input_grads: kept_live,
+            root_flat_grad: on_top.root_flat_grad,
+            kept_input_grads: on_top.kept_input_grads,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
@@ -319,6 +293,24 @@ impl TrainModel {
             outside_allocator,
             comm_resident: comm.resident,
             tensor_peak: part_of("tensor peak", device_peak, outside_allocator)?,
+        })
+    }
+
+    /// Gradient bytes live in backward: one parameter's under an optimizer in
+    /// backward, every gradient when they persist between micro-batches
+    /// (accumulation, or FSDP's unsharded `no_sync` gradients), else none yet.
+    fn backward_gradients(&self, setup: &TrainSetup, s: &ModelStates, comm: &CommBuffers) -> Result<u64, CoreError> {
+        let prof = &self.profile;
+        Ok(if setup.optimizer_in_backward {
+            // one parameter's gradient at a time, freed by its own step
+            mul("gradients", prof.largest_trainable, prof.grad_bytes)?
+        } else if comm.unsharded_grads > 0 {
+            comm.unsharded_grads
+        } else if setup.grad_accum > 1 {
+            // gradients persist between accumulated micro-batches
+            s.gradients
+        } else {
+            0
         })
     }
 
@@ -538,6 +530,44 @@ impl TrainModel {
             return Ok(0);
         }
         product("dequant", &[2, div_ceil(prof.largest_base_matrix, par.tp.max(1)), self.compute_bytes])
+    }
+}
+
+/// The transient on top in backward, and the others at 0: the logits
+/// buffers at its start, a recomputed layer later (checkpointing, with the
+/// input gradients FSDP1's frozen units keep), one layer's eager attention
+/// backward, or (FSDP1) the root's flat gradient at its end.
+struct BackwardOnTop {
+    logits_saved: u64,
+    logits_grad: u64,
+    recompute: u64,
+    kept_input_grads: u64,
+    attention_backward: u64,
+    root_flat_grad: u64,
+}
+
+impl BackwardOnTop {
+    fn of(saved: &Saved, recompute: u64, kept_grads: u64, attention: u64, root_grad: u64) -> Result<Self, CoreError> {
+        let none = BackwardOnTop {
+            logits_saved: 0,
+            logits_grad: 0,
+            recompute: 0,
+            kept_input_grads: 0,
+            attention_backward: 0,
+            root_flat_grad: 0,
+        };
+        let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
+        // the last layer recomputed comes with the input gradients FSDP1's frozen units keep
+        let late = if recompute > 0 { add("recompute", recompute, kept_grads)? } else { 0 };
+        Ok(if logits >= late && logits >= attention && logits >= root_grad {
+            BackwardOnTop { logits_saved: saved.logits_saved, logits_grad: saved.logits_grad, ..none }
+        } else if late >= attention && late >= root_grad {
+            BackwardOnTop { recompute, kept_input_grads: if recompute > 0 { kept_grads } else { 0 }, ..none }
+        } else if attention >= root_grad {
+            BackwardOnTop { attention_backward: attention, ..none }
+        } else {
+            BackwardOnTop { root_flat_grad: root_grad, ..none }
+        })
     }
 }
 
