@@ -77,7 +77,7 @@ pub fn serving_setup(
 /// (`max_num_batched_tokens`, `max_num_seqs`) of the start-up profiling run:
 /// the flags' values, or the engine's defaults.
 fn profile_shape(setup: &InferenceSetup, d: &ServingDefaults) -> (u64, u64) {
-    let default_tokens = if d.max_num_batched_tokens == 0 { setup.context.max(2048) } else { d.max_num_batched_tokens };
+    let default_tokens = d.max_num_batched_tokens.at(setup.context);
     (setup.max_num_batched_tokens.unwrap_or(default_tokens), setup.max_num_seqs.unwrap_or(d.max_num_seqs))
 }
 

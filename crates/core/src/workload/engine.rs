@@ -67,6 +67,18 @@ pub enum ServingEngine {
     Sglang,
 }
 
+impl ServingEngine {
+    pub const ALL: [ServingEngine; 2] = [ServingEngine::Vllm, ServingEngine::Sglang];
+
+    /// The `--engine` value naming it.
+    pub fn engine(self) -> Engine {
+        match self {
+            ServingEngine::Vllm => Engine::Vllm,
+            ServingEngine::Sglang => Engine::Sglang,
+        }
+    }
+}
+
 /// Which kind of software an [`Engine`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EngineKind {
@@ -298,12 +310,41 @@ pub const TORCHTITAN: FrameworkFacts = FrameworkFacts {
     ..TRANSFORMERS
 };
 
+/// Tokens of a serving engine's start-up profiling forward when
+/// `--max-num-batched-tokens` is not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileTokens {
+    /// `max(max_model_len, floor)`: vLLM's `max_num_batched_tokens` without chunked prefill
+    ContextAtLeast(u64),
+    /// a fixed chunk (SGLang's `chunked_prefill_size`)
+    Fixed(u64),
+}
+
+impl ProfileTokens {
+    /// The tokens at a context of `context`.
+    pub fn at(self, context: u64) -> u64 {
+        match self {
+            ProfileTokens::ContextAtLeast(floor) => context.max(floor),
+            ProfileTokens::Fixed(n) => n,
+        }
+    }
+}
+
+impl std::fmt::Display for ProfileTokens {
+    /// As the CLI's help writes it (`max(--context, 2048)`, `8192`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProfileTokens::ContextAtLeast(floor) => write!(f, "max(--context, {floor})"),
+            ProfileTokens::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// How a serving engine sizes its memory at start-up.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServingDefaults {
-    /// tokens of the start-up profiling forward (vLLM `max_num_batched_tokens`;
-    /// 0: `max(max_model_len, 2048)`, vLLM's rule without chunked prefill)
-    pub max_num_batched_tokens: u64,
+    /// tokens of the start-up profiling forward (vLLM `max_num_batched_tokens`)
+    pub max_num_batched_tokens: ProfileTokens,
     /// sequences the sampler handles at once (vLLM `max_num_seqs`): rows of logits
     pub max_num_seqs: u64,
     /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
@@ -344,7 +385,7 @@ pub const VLLM: ServingFacts = ServingFacts {
         // V1 server); the profiling run computes logits for one row per sequence
         // (`compute_logits` on the sampled indices) and CUDA graphs are captured
         // after the KV cache is allocated (`capture_model`: outside the budget)
-        max_num_batched_tokens: 0,
+        max_num_batched_tokens: ProfileTokens::ContextAtLeast(2048),
         // `SchedulerConfig.max_num_seqs = 256`
         max_num_seqs: 256,
         // PR #10511's start-up log
@@ -361,7 +402,7 @@ pub const SGLANG: ServingFacts = ServingFacts {
     engine: ServingEngine::Sglang,
     startup: ServingDefaults {
         // `chunked_prefill_size` 8192
-        max_num_batched_tokens: 8192,
+        max_num_batched_tokens: ProfileTokens::Fixed(8192),
         // `max_running_requests` is sized from the pool; vLLM's start-up shape is assumed
         max_num_seqs: 256,
         // not logged: the runtime's context + workspaces
@@ -531,9 +572,16 @@ mod tests {
         for e in Engine::ALL {
             match e.kind() {
                 EngineKind::Training(f) => assert_eq!(f.facts().framework, f),
-                EngineKind::Serving(s) => assert_eq!(s.facts().engine, s),
+                EngineKind::Serving(s) => {
+                    assert_eq!(s.facts().engine, s);
+                    assert_eq!(s.engine(), e);
+                    assert!(ServingEngine::ALL.contains(&s));
+                }
             }
         }
+        assert_eq!(ProfileTokens::ContextAtLeast(2048).at(1024), 2048);
+        assert_eq!(ProfileTokens::ContextAtLeast(2048).at(8192), 8192);
+        assert_eq!(ProfileTokens::Fixed(8192).at(1024), 8192);
     }
 
     #[test]

@@ -15,8 +15,8 @@ mod training;
 pub mod validate;
 
 pub use engine::{
-    Engine, EngineKind, Framework, FrameworkFacts, QloraBase, ServingDefaults, ServingEngine, ServingFacts, Sharder,
-    VLLM_NON_TORCH,
+    Engine, EngineKind, Framework, FrameworkFacts, ProfileTokens, QloraBase, ServingDefaults, ServingEngine,
+    ServingFacts, Sharder, VLLM_NON_TORCH,
 };
 pub use inference::InferenceSetup;
 pub use parallel::{Offload, Parallelism, Sharding};
