@@ -528,7 +528,8 @@ impl LlamaCppReport {
         let mut t = Table::new();
         t.load_style(UTF8_FULL_CONDENSED);
         t.set_header(vec!["device", "buffer", "size", "bytes"]);
-        for d in self.devices.iter().chain(std::iter::once(&self.host)) {
+        let devices = self.devices.iter().map(|d| (d, false));
+        for (d, is_host) in devices.chain(std::iter::once((&self.host, true))) {
             for b in &d.buffers {
                 t.add_row(vec![
                     Cell::new(&d.name),
@@ -539,7 +540,7 @@ impl LlamaCppReport {
             }
             let total_label = match (&d.gpu, d.memory_bytes) {
                 (Some(g), Some(mem)) => format!("total ({}, {})", shown(g), bytes(mem)),
-                _ if d.name == "host" => "total host RAM".to_string(),
+                _ if is_host => "total host RAM".to_string(),
                 _ => "total".to_string(),
             };
             t.add_row(vec![
