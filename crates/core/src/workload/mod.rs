@@ -2,8 +2,8 @@
 //! split over GPUs, and the runtime overhead assumed per process. Plain
 //! data, its defaults ([`defaults`]), its limits ([`limits`]) and the one
 //! check of it ([`validate()`]). The formulas that size it live in
-//! `crate::infer` and `crate::train`, which import from here (never the
-//! other way round).
+//! `crate::infer` (with `crate::kv` and `crate::serving`) and `crate::train`,
+//! which import from here (never the other way round).
 
 pub mod defaults;
 mod engine;
