@@ -14,6 +14,8 @@ use std::fmt;
 pub const DEFAULT_CTX_SIZE: u64 = 4096;
 /// llama.cpp's `-b` default (`common_params::n_batch`, `common/common.h`).
 pub const DEFAULT_BATCH: u64 = 2048;
+/// llama.cpp's `-np` default (`common_params::n_parallel`, `common/common.h`).
+pub const DEFAULT_PARALLEL: u64 = 1;
 /// llama.cpp's `-ub` default (`common_params::n_ubatch`), defined in core
 /// beside `--sliding-window-cache llamacpp`, which uses it too.
 pub const DEFAULT_UBATCH: u64 = vramfit_core::workload::defaults::LLAMACPP_UBATCH;
@@ -111,7 +113,7 @@ impl Default for LlamaCppOptions {
             ctx_size: DEFAULT_CTX_SIZE,
             batch: DEFAULT_BATCH,
             ubatch: DEFAULT_UBATCH,
-            parallel: 1,
+            parallel: DEFAULT_PARALLEL,
             kv_unified: false,
             cache_type_k: GgmlType::F16,
             cache_type_v: GgmlType::F16,

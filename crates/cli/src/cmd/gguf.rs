@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use vramfit_core::units::MIB;
 use vramfit_llamacpp::compute::GraphEra;
-use vramfit_llamacpp::options::check_shares;
+use vramfit_llamacpp::options::{self, check_shares};
 use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg, OptionField};
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
@@ -20,8 +20,10 @@ use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 /// llama.cpp's flags, for GGUF models (ignored otherwise).
 #[derive(clap::Args, Debug, Clone)]
 pub struct GgufArgs {
-    /// GGUF: context size, llama.cpp's `-c` (0 = the model's trained context) [default: 4096]
-    #[arg(long = "ctx-size", short = 'c', value_name = "N")]
+    #[arg(long = "ctx-size", short = 'c', value_name = "N", help = format!(
+        "GGUF: context size, llama.cpp's `-c` (0 = the model's trained context) [default: {}]",
+        options::DEFAULT_CTX_SIZE
+    ))]
     pub ctx_size: Option<u64>,
     /// GGUF: layers offloaded to the GPU(s), llama.cpp's `-ngl` (`-ngl N` works too) [default: all]
     #[arg(long = "n-gpu-layers", visible_alias = "ngl", value_name = "N")]
@@ -35,17 +37,23 @@ pub struct GgufArgs {
     /// GGUF: V cache type, llama.cpp's `-ctv` (quantized needs flash attention) [default: f16]
     #[arg(long = "cache-type-v", visible_alias = "ctv", value_name = "T")]
     pub cache_type_v: Option<String>,
-    /// GGUF: parallel sequences (server slots), llama.cpp's `-np` [default: 1]
-    #[arg(long = "parallel", visible_alias = "np", value_name = "N")]
+    #[arg(long = "parallel", visible_alias = "np", value_name = "N", help = format!(
+        "GGUF: parallel sequences (server slots), llama.cpp's `-np` [default: {}]",
+        options::DEFAULT_PARALLEL
+    ))]
     pub parallel: Option<u64>,
     /// GGUF: one KV cache shared by all sequences (`--kv-unified`)
     #[arg(long = "kv-unified")]
     pub kv_unified: bool,
-    /// GGUF: physical batch, llama.cpp's `-ub` [default: 512]
-    #[arg(long = "ubatch-size", visible_alias = "ub", value_name = "N")]
+    #[arg(long = "ubatch-size", visible_alias = "ub", value_name = "N", help = format!(
+        "GGUF: physical batch, llama.cpp's `-ub` [default: {}]",
+        options::DEFAULT_UBATCH
+    ))]
     pub ubatch_size: Option<u64>,
-    /// GGUF: logical batch, llama.cpp's `-b` [default: 2048]
-    #[arg(long = "batch-size", value_name = "N")]
+    #[arg(long = "batch-size", value_name = "N", help = format!(
+        "GGUF: logical batch, llama.cpp's `-b` [default: {}]",
+        options::DEFAULT_BATCH
+    ))]
     pub batch_size: Option<u64>,
     /// GGUF: flash attention, llama.cpp's `-fa` (on, off, auto) [default: auto]
     #[arg(long = "flash-attn", visible_alias = "fa", value_name = "on|off|auto")]
