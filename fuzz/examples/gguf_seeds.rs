@@ -5,8 +5,8 @@
 //!
 //! `cargo run --manifest-path fuzz/Cargo.toml --example gguf_seeds -- fuzz/seeds/ingest_gguf`
 
-use vramfit_core::llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{model, Shape};
+use vramfit_llamacpp::GgmlType;
 
 fn main() {
     let dir = std::env::args().nth(1).unwrap_or_else(|| "fuzz/seeds/ingest_gguf".into());

@@ -190,14 +190,14 @@ pub fn ingest_gguf(data: &[u8]) {
     }
     if let Ok(Parsed::Complete(h)) = parse(data, data.len() as u64) {
         if let Ok(m) = model_from_header(&h, "fuzz") {
-            let opts = vramfit_core::llamacpp::LlamaCppOptions {
+            let opts = vramfit_llamacpp::LlamaCppOptions {
                 ctx_size: 256,
                 ubatch: 64,
-                gpus: vec![vramfit_core::llamacpp::GpuSlot { name: "fuzz".into(), memory_bytes: Some(1 << 34) }],
+                gpus: vec![vramfit_llamacpp::GpuSlot { name: "fuzz".into(), memory_bytes: Some(1 << 34) }],
                 n_gpu_layers: Some(m.n_layer as u64 / 2),
                 ..Default::default()
             };
-            let _ = vramfit_core::llamacpp::plan(&m, &opts);
+            let _ = vramfit_llamacpp::plan(&m, &opts);
         }
     }
 }

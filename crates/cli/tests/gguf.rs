@@ -9,10 +9,10 @@ use common::{json, run};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use vramfit_core::llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{write_model, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::{read_header, GgufHeader};
+use vramfit_llamacpp::GgmlType;
 
 const MIB: u64 = 1 << 20;
 
@@ -407,4 +407,24 @@ fn json_snapshot() {
     let out = out.replace(p(&path), "<FILE>");
     let v: Value = serde_json::from_str(&out).unwrap();
     insta::assert_json_snapshot!("gguf_estimate_json", v);
+}
+
+#[test]
+fn launch_options_out_of_bounds_name_the_llama_cpp_flag() {
+    let (path, _) = llama8b();
+    for (args, flag, says) in [
+        (&["-np", "0"][..], "-np/--parallel", "at least 1"),
+        // llama.cpp refuses more than LLAMA_MAX_SEQ (256) sequences
+        (&["-np", "257"][..], "-np/--parallel", "LLAMA_MAX_SEQ"),
+        (&["-ub", "0"][..], "-ub/--ubatch-size", "at least 1"),
+        (&["-b", "0"][..], "-b/--batch-size", "at least 1"),
+        (&["-ts", "0,0"][..], "-ts/--tensor-split", "not all zero"),
+    ] {
+        let mut a = vec!["estimate", p(&path), "--gpu", "l4"];
+        a.extend_from_slice(args);
+        let (_, err) = run(&a, 2);
+        assert!(err.contains(flag) && err.contains(says), "{args:?}: {err}");
+    }
+    let (v, _) = run(&["estimate", p(&path), "--gpu", "a100-80gb", "-np", "256", "--json"], 0);
+    assert!(v.contains("\"parallel\": 256"), "the bound itself is accepted");
 }

@@ -7,8 +7,8 @@ mod common;
 use common::{json, run};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use vramfit_core::llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{write_model, Shape};
+use vramfit_llamacpp::GgmlType;
 
 /// Tests run in parallel and share these files: each is written under a name of
 /// its own and renamed into place, so no test reads a file another is rewriting.

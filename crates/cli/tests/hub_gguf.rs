@@ -15,10 +15,10 @@ mod fake_hub;
 use common::vramfit;
 use fake_hub::*;
 use std::path::{Path, PathBuf};
-use vramfit_core::llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{writer, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::{parse, Parsed};
+use vramfit_llamacpp::GgmlType;
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("vramfit-cli-hub-gguf-{}-{name}", std::process::id()));

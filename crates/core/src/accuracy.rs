@@ -202,7 +202,7 @@ mod tests {
 pub struct CaseInput<'a> {
     pub spec: Option<&'a crate::ModelSpec>,
     pub workload: Option<&'a crate::Workload>,
-    pub serving: Option<&'a crate::infer::ServingSetup>,
+    pub serving: Option<&'a crate::serving::ServingSetup>,
 }
 
 /// vramfit's estimate of `quantity` for a case.
@@ -231,7 +231,7 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
     let spec = case.spec.ok_or_else(|| need("a model"))?;
     let w = case.workload.ok_or_else(|| need("a workload"))?;
     if let (Some(s), Task::Inference(setup)) = (case.serving, &w.task) {
-        let p = crate::infer::serving_profile(spec, setup, &w.parallelism, &w.runtime, s)?;
+        let p = crate::serving::serving_profile(spec, setup, &w.parallelism, &w.runtime, s)?;
         return match quantity {
             Quantity::EngineWeights => Ok(p.weights_bytes),
             Quantity::EngineKvPool => Ok(p.kv_pool_bytes),
@@ -247,7 +247,7 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
         Quantity::DeviceUsed => ledger.device_bytes(),
         Quantity::Persistent => {
             // FSDP1 (accelerate) leaves the last step's sharded flat gradients allocated
-            let fsdp1 = matches!(&w.task, Task::Train(t) if t.engine == crate::workload::Engine::Fsdp)
+            let fsdp1 = matches!(&w.task, Task::Train(t) if t.framework().fsdp_grads_persist_after_step)
                 && w.parallelism.sharding.stage() >= 2;
             let grads = if fsdp1 { train_gradients(spec, w)? } else { 0 };
             ledger.persistent_bytes() + grads

@@ -142,129 +142,156 @@ const LLAMA_LIKE: FamilyNames = FamilyNames {
     mamba: "layers.*.mixer.",
 };
 
+/// Mixtral's names.
+const MIXTRAL: FamilyNames = FamilyNames {
+    experts: Some(MlpNames { prefix: "layers.*.block_sparse_moe.experts.*.", inputs: &["w1", "w3"], down: "w2" }),
+    router: "layers.*.block_sparse_moe.gate",
+    decoder_layer: Some("MixtralDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Qwen2Moe's names.
+const QWEN2_MOE: FamilyNames = FamilyNames {
+    shared_experts: "layers.*.mlp.shared_expert.",
+    decoder_layer: Some("Qwen2MoeDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Phi3's names.
+const PHI3: FamilyNames = FamilyNames {
+    fused_attention: AttnNames { prefix: "layers.*.self_attn.", inputs: &["qkv_proj"], out: "o_proj" },
+    gated_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["gate_up_proj"], down: "down_proj" },
+    decoder_layer: Some("Phi3DecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Gpt2's names.
+const GPT2: FamilyNames = FamilyNames {
+    embed: "wte",
+    fused_attention: AttnNames { prefix: "h.*.attn.", inputs: &["c_attn"], out: "c_proj" },
+    plain_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["c_fc"], down: "c_proj" },
+    decoder_layer: Some("GPT2Block"),
+    ..LLAMA_LIKE
+};
+
+/// Falcon's names.
+const FALCON: FamilyNames = FamilyNames {
+    embed: "word_embeddings",
+    fused_attention: AttnNames { prefix: "h.*.self_attention.", inputs: &["query_key_value"], out: "dense" },
+    decoder_layer: Some("FalconDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Phi's names.
+const PHI: FamilyNames = FamilyNames {
+    plain_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["fc1"], down: "fc2" },
+    separate_attention: AttnNames {
+        prefix: "layers.*.self_attn.",
+        inputs: &["q_proj", "k_proj", "v_proj"],
+        out: "dense",
+    },
+    final_norm: "final_layernorm",
+    decoder_layer: Some("PhiDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// GptOss's names.
+const GPT_OSS: FamilyNames = FamilyNames {
+    gated_mlp: MlpNames { prefix: "layers.*.mlp.experts.", inputs: &["gate_up_proj"], down: "down_proj" },
+    router: "layers.*.mlp.router",
+    decoder_layer: Some("GptOssDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Qwen3Next's names.
+const QWEN3_NEXT: FamilyNames = FamilyNames {
+    shared_experts: "layers.*.mlp.shared_expert.",
+    decoder_layer: Some("Qwen3NextDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Qwen35's names.
+const QWEN35: FamilyNames = FamilyNames {
+    shared_experts: "layers.*.mlp.shared_expert.",
+    linear_attention_inputs: LinearAttnInputs::Split,
+    decoder_layer: Some("Qwen3_5DecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// NemotronH's names.
+const NEMOTRON_H: FamilyNames = FamilyNames {
+    separate_attention: AttnNames { prefix: "layers.*.mixer.", ..SEPARATE },
+    embed: "backbone.embeddings",
+    plain_mlp: MlpNames { prefix: "layers.*.mixer.", inputs: &["up_proj"], down: "down_proj" },
+    experts: Some(MlpNames { prefix: "layers.*.mixer.experts.*.", inputs: &["up_proj"], down: "down_proj" }),
+    router: "layers.*.mixer.gate",
+    shared_experts: "layers.*.mixer.shared_experts.",
+    final_norm: "norm_f",
+    decoder_layer: Some("NemotronHBlock"),
+    ..LLAMA_LIKE
+};
+
+/// GraniteMoe's names.
+const GRANITE_MOE: FamilyNames = FamilyNames {
+    experts: Some(MlpNames { prefix: "layers.*.block_sparse_moe.", inputs: &["input_linear"], down: "output_linear" }),
+    router: "layers.*.block_sparse_moe.router.layer",
+    decoder_layer: Some("GraniteMoeDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// MiniMax-M2's names.
+const MINIMAX_M2: FamilyNames = FamilyNames {
+    // the checkpoint's names (transformers fuses them into 3-D gate_up_proj / down_proj)
+    experts: Some(MlpNames { prefix: "layers.*.block_sparse_moe.experts.*.", inputs: &["w1", "w3"], down: "w2" }),
+    router: "layers.*.block_sparse_moe.gate",
+    decoder_layer: Some("MiniMaxM2DecoderLayer"),
+    ..LLAMA_LIKE
+};
+
+/// Bert's names.
+const BERT: FamilyNames = FamilyNames {
+    separate_attention: AttnNames {
+        prefix: "encoder.layer.*.attention.self.",
+        inputs: &["query", "key", "value"],
+        out: "dense",
+    },
+    embed: "embeddings.word_embeddings",
+    position_embed: "embeddings.position_embeddings",
+    plain_mlp: MlpNames { prefix: "encoder.layer.*.", inputs: &["intermediate.dense"], down: "output.dense" },
+    decoder_layer: Some("BertLayer"),
+    ..LLAMA_LIKE
+};
+
 /// The names of `family`.
 pub fn names(family: Family) -> FamilyNames {
     let layer = |c: &'static str| Some(c);
     match family {
         Family::Llama => FamilyNames { decoder_layer: layer("LlamaDecoderLayer"), ..LLAMA_LIKE },
         Family::Mistral => FamilyNames { decoder_layer: layer("MistralDecoderLayer"), ..LLAMA_LIKE },
-        Family::Mixtral => FamilyNames {
-            experts: Some(MlpNames {
-                prefix: "layers.*.block_sparse_moe.experts.*.",
-                inputs: &["w1", "w3"],
-                down: "w2",
-            }),
-            router: "layers.*.block_sparse_moe.gate",
-            decoder_layer: layer("MixtralDecoderLayer"),
-            ..LLAMA_LIKE
-        },
+        Family::Mixtral => MIXTRAL,
         Family::Qwen2 => FamilyNames { decoder_layer: layer("Qwen2DecoderLayer"), ..LLAMA_LIKE },
-        Family::Qwen2Moe => FamilyNames {
-            shared_experts: "layers.*.mlp.shared_expert.",
-            decoder_layer: layer("Qwen2MoeDecoderLayer"),
-            ..LLAMA_LIKE
-        },
+        Family::Qwen2Moe => QWEN2_MOE,
         Family::Qwen3 => FamilyNames { decoder_layer: layer("Qwen3DecoderLayer"), ..LLAMA_LIKE },
         Family::Qwen3Moe => FamilyNames { decoder_layer: layer("Qwen3MoeDecoderLayer"), ..LLAMA_LIKE },
         Family::Gemma => FamilyNames { decoder_layer: layer("GemmaDecoderLayer"), ..LLAMA_LIKE },
         Family::Gemma2 => FamilyNames { decoder_layer: layer("Gemma2DecoderLayer"), ..LLAMA_LIKE },
-        Family::Phi3 => FamilyNames {
-            fused_attention: AttnNames { prefix: "layers.*.self_attn.", inputs: &["qkv_proj"], out: "o_proj" },
-            gated_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["gate_up_proj"], down: "down_proj" },
-            decoder_layer: layer("Phi3DecoderLayer"),
-            ..LLAMA_LIKE
-        },
-        Family::Gpt2 => FamilyNames {
-            embed: "wte",
-            fused_attention: AttnNames { prefix: "h.*.attn.", inputs: &["c_attn"], out: "c_proj" },
-            plain_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["c_fc"], down: "c_proj" },
-            decoder_layer: layer("GPT2Block"),
-            ..LLAMA_LIKE
-        },
+        Family::Phi3 => PHI3,
+        Family::Gpt2 => GPT2,
         Family::GptNeox => {
             FamilyNames { embed: "embed_in", lm_head: "embed_out", decoder_layer: layer("GPTNeoXLayer"), ..LLAMA_LIKE }
         }
-        Family::Falcon => FamilyNames {
-            embed: "word_embeddings",
-            fused_attention: AttnNames { prefix: "h.*.self_attention.", inputs: &["query_key_value"], out: "dense" },
-            decoder_layer: layer("FalconDecoderLayer"),
-            ..LLAMA_LIKE
-        },
+        Family::Falcon => FALCON,
         Family::DeepseekV3 => FamilyNames { decoder_layer: layer("DeepseekV3DecoderLayer"), ..LLAMA_LIKE },
-        Family::Phi => FamilyNames {
-            plain_mlp: MlpNames { prefix: "layers.*.mlp.", inputs: &["fc1"], down: "fc2" },
-            separate_attention: AttnNames {
-                prefix: "layers.*.self_attn.",
-                inputs: &["q_proj", "k_proj", "v_proj"],
-                out: "dense",
-            },
-            final_norm: "final_layernorm",
-            decoder_layer: layer("PhiDecoderLayer"),
-            ..LLAMA_LIKE
-        },
+        Family::Phi => PHI,
         Family::Olmo2 => FamilyNames { decoder_layer: layer("Olmo2DecoderLayer"), ..LLAMA_LIKE },
         Family::Gemma3 => FamilyNames { decoder_layer: layer("Gemma3DecoderLayer"), ..LLAMA_LIKE },
-        Family::GptOss => FamilyNames {
-            gated_mlp: MlpNames { prefix: "layers.*.mlp.experts.", inputs: &["gate_up_proj"], down: "down_proj" },
-            router: "layers.*.mlp.router",
-            decoder_layer: layer("GptOssDecoderLayer"),
-            ..LLAMA_LIKE
-        },
-        Family::Qwen3Next => FamilyNames {
-            shared_experts: "layers.*.mlp.shared_expert.",
-            decoder_layer: layer("Qwen3NextDecoderLayer"),
-            ..LLAMA_LIKE
-        },
-        Family::Qwen35 => FamilyNames {
-            shared_experts: "layers.*.mlp.shared_expert.",
-            linear_attention_inputs: LinearAttnInputs::Split,
-            decoder_layer: layer("Qwen3_5DecoderLayer"),
-            ..LLAMA_LIKE
-        },
-        Family::NemotronH => FamilyNames {
-            separate_attention: AttnNames { prefix: "layers.*.mixer.", ..SEPARATE },
-            embed: "backbone.embeddings",
-            plain_mlp: MlpNames { prefix: "layers.*.mixer.", inputs: &["up_proj"], down: "down_proj" },
-            experts: Some(MlpNames { prefix: "layers.*.mixer.experts.*.", inputs: &["up_proj"], down: "down_proj" }),
-            router: "layers.*.mixer.gate",
-            shared_experts: "layers.*.mixer.shared_experts.",
-            final_norm: "norm_f",
-            decoder_layer: layer("NemotronHBlock"),
-            ..LLAMA_LIKE
-        },
-        Family::GraniteMoe => FamilyNames {
-            experts: Some(MlpNames {
-                prefix: "layers.*.block_sparse_moe.",
-                inputs: &["input_linear"],
-                down: "output_linear",
-            }),
-            router: "layers.*.block_sparse_moe.router.layer",
-            decoder_layer: layer("GraniteMoeDecoderLayer"),
-            ..LLAMA_LIKE
-        },
-        Family::MiniMaxM2 => FamilyNames {
-            // the checkpoint's names (transformers fuses them into 3-D gate_up_proj / down_proj)
-            experts: Some(MlpNames {
-                prefix: "layers.*.block_sparse_moe.experts.*.",
-                inputs: &["w1", "w3"],
-                down: "w2",
-            }),
-            router: "layers.*.block_sparse_moe.gate",
-            decoder_layer: layer("MiniMaxM2DecoderLayer"),
-            ..LLAMA_LIKE
-        },
-        Family::Bert => FamilyNames {
-            separate_attention: AttnNames {
-                prefix: "encoder.layer.*.attention.self.",
-                inputs: &["query", "key", "value"],
-                out: "dense",
-            },
-            embed: "embeddings.word_embeddings",
-            position_embed: "embeddings.position_embeddings",
-            plain_mlp: MlpNames { prefix: "encoder.layer.*.", inputs: &["intermediate.dense"], down: "output.dense" },
-            decoder_layer: layer("BertLayer"),
-            ..LLAMA_LIKE
-        },
+        Family::GptOss => GPT_OSS,
+        Family::Qwen3Next => QWEN3_NEXT,
+        Family::Qwen35 => QWEN35,
+        Family::NemotronH => NEMOTRON_H,
+        Family::GraniteMoe => GRANITE_MOE,
+        Family::MiniMaxM2 => MINIMAX_M2,
+        Family::Bert => BERT,
         Family::Generic => LLAMA_LIKE,
     }
 }

@@ -664,6 +664,18 @@ impl ModelSpec {
         }
     }
 
+    /// Widest MLP a token passes through at inference (dense, or top-k
+    /// experts side by side as transformers' loop materialises them one
+    /// expert at a time: one expert).
+    pub fn token_mlp_width(&self) -> u64 {
+        match &self.moe {
+            Some(m) if self.moe_layers() == self.num_layers => {
+                m.expert_intermediate.max(m.shared_intermediate * m.shared_experts)
+            }
+            _ => self.intermediate_size,
+        }
+    }
+
     /// Number of layers whose MLP is a mixture of experts.
     pub fn moe_layers(&self) -> u64 {
         if !self.layer_pattern.is_empty() {

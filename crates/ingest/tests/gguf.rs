@@ -2,10 +2,10 @@
 //! hostile headers refused naming the field, and the model llama.cpp loads.
 
 use proptest::prelude::*;
-use vramfit_core::llamacpp::GgmlType;
 use vramfit_ingest::gguf::writer::fixtures::{model, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::*;
+use vramfit_llamacpp::GgmlType;
 
 fn complete(bytes: &[u8]) -> GgufHeader {
     match parse(bytes, bytes.len() as u64).unwrap() {
@@ -401,7 +401,7 @@ fn plan_case(
     swa: bool,
     launch: (u64, u64, u64, bool, bool, usize),
 ) -> Result<(), TestCaseError> {
-    use vramfit_core::llamacpp::{plan, FlashAttn, GpuSlot, LlamaCppOptions};
+    use vramfit_llamacpp::{plan, FlashAttn, GpuSlot, LlamaCppOptions};
     let (n_layer, embd_blocks, heads, kv_div, ff_blocks, vocab) = shape;
     let (ngl, ctx, np, unified, fa, gpus) = launch;
     let types = [GgmlType::Q4K, GgmlType::Q8_0, GgmlType::Iq4Xs, GgmlType::Mxfp4, GgmlType::F16, GgmlType::Q4_0];
@@ -437,7 +437,9 @@ fn plan_case(
     prop_assert!(p.context.n_ctx >= ctx.min(m.n_ctx_train.max(1)) || ctx == 0);
     if gpus > 0 {
         let q = plan(&m, &opts(ngl + 1)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let on_gpu = |p: &vramfit_core::llamacpp::LlamaCppPlan| p.gpus.iter().map(|g| g.bytes("model")).sum::<u64>();
+        let on_gpu = |p: &vramfit_llamacpp::LlamaCppPlan| {
+            p.gpus.iter().map(|g| g.bytes(vramfit_llamacpp::LineKind::Model)).sum::<u64>()
+        };
         prop_assert!(on_gpu(&q) >= on_gpu(&p));
     }
     Ok(())

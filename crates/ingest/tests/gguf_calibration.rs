@@ -13,11 +13,11 @@
 
 use serde_json::Value;
 use std::collections::BTreeMap;
-use vramfit_core::llamacpp::compute::GraphEra;
-use vramfit_core::llamacpp::placement::OffloadOrder;
-use vramfit_core::llamacpp::{plan, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, LlamaCppPlan};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::{model_from_header, parse, Parsed, ValueType};
+use vramfit_llamacpp::compute::GraphEra;
+use vramfit_llamacpp::placement::OffloadOrder;
+use vramfit_llamacpp::{plan, FlashAttn, GgmlType, GpuSlot, LineKind, LlamaCppOptions, LlamaCppPlan};
 
 const TOLERANCE: f64 = 0.03;
 const MIB: f64 = 1048576.0;
@@ -197,15 +197,15 @@ fn writer(a: &Value, recipe: &str) -> GgufWriter {
 fn figure(p: &LlamaCppPlan, key: &str) -> f64 {
     let gpu0 = || p.gpus.first().expect("a GPU");
     let bytes = match key {
-        "model CUDA0" => gpu0().bytes("model"),
-        "kv CUDA0" => gpu0().bytes("kv"),
-        "compute CUDA0" => gpu0().bytes("compute"),
-        "kv CPU" => p.host.bytes("kv"),
-        "compute host" => p.host.bytes("compute"),
+        "model CUDA0" => gpu0().bytes(LineKind::Model),
+        "kv CUDA0" => gpu0().bytes(LineKind::Kv),
+        "compute CUDA0" => gpu0().bytes(LineKind::Compute),
+        "kv CPU" => p.host.bytes(LineKind::Kv),
+        "compute host" => p.host.bytes(LineKind::Compute),
         // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
         "model CPU_Mapped" | "model CPU_REPACK" => {
             let name = &key["model ".len()..];
-            p.model_buffers.iter().filter(|b| b.name == name).fold(0, |a, b| a + b.bytes)
+            p.model_buffers.iter().filter(|b| b.name.to_string() == name).fold(0, |a, b| a + b.bytes)
         }
         other => panic!("unknown figure {other}"),
     };

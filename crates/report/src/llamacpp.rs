@@ -3,7 +3,7 @@
 //! Schema 1 (docs/gguf.md): integer bytes; every buffer line carries its
 //! formula, inputs and source (`explain`); `devices[].total_bytes` is the
 //! sum of its lines and `host.total_bytes` likewise. Built from the
-//! engine's values (`vramfit_core::llamacpp`: the model, the launch
+//! engine's values (`vramfit_llamacpp`: the model, the launch
 //! options, the plan and the fit search) by [`LlamaCppReport::of`] and the
 //! `of`/`From` constructors of each part; the renderers hold no formulas
 //! and the front ends no decisions.
@@ -15,9 +15,9 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use vramfit_core::llamacpp::plan::DeviceMemory;
-use vramfit_core::llamacpp::{self as lc, Device, GpuSlot, LlamaCppOptions, LlamaCppPlan, LlamaModel};
 use vramfit_core::CoreError;
+use vramfit_llamacpp::plan::DeviceMemory;
+use vramfit_llamacpp::{self as lc, Device, GpuSlot, LineKind, LlamaCppOptions, LlamaCppPlan, LlamaModel};
 
 /// The whole document.
 #[derive(Debug, Clone, Serialize)]
@@ -131,7 +131,7 @@ pub struct LayerRange {
 #[derive(Debug, Clone, Serialize)]
 pub struct BufferLine {
     /// `model`, `kv`, `state`, `compute`, `output`, `reserve`
-    pub kind: String,
+    pub kind: LineKind,
     pub label: String,
     pub bytes: u64,
     pub explain: ExplainInfo,
@@ -284,12 +284,7 @@ impl PlacementInfo {
 fn buffer_lines(d: &DeviceMemory) -> Vec<BufferLine> {
     d.lines
         .iter()
-        .map(|l| BufferLine {
-            kind: l.kind.clone(),
-            label: l.label.clone(),
-            bytes: l.bytes,
-            explain: (&l.explain).into(),
-        })
+        .map(|l| BufferLine { kind: l.kind, label: l.label.clone(), bytes: l.bytes, explain: (&l.explain).into() })
         .collect()
 }
 
@@ -533,7 +528,8 @@ impl LlamaCppReport {
         let mut t = Table::new();
         t.load_style(UTF8_FULL_CONDENSED);
         t.set_header(vec!["device", "buffer", "size", "bytes"]);
-        for d in self.devices.iter().chain(std::iter::once(&self.host)) {
+        let devices = self.devices.iter().map(|d| (d, false));
+        for (d, is_host) in devices.chain(std::iter::once((&self.host, true))) {
             for b in &d.buffers {
                 t.add_row(vec![
                     Cell::new(&d.name),
@@ -544,7 +540,7 @@ impl LlamaCppReport {
             }
             let total_label = match (&d.gpu, d.memory_bytes) {
                 (Some(g), Some(mem)) => format!("total ({}, {})", shown(g), bytes(mem)),
-                _ if d.name == "host" => "total host RAM".to_string(),
+                _ if is_host => "total host RAM".to_string(),
                 _ => "total".to_string(),
             };
             t.add_row(vec![

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use vramfit_core::infer::{capacity, estimate_inference, fit, FitVerdict};
 use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
-use vramfit_core::workload::{defaults, validate, Engine};
+use vramfit_core::workload::{defaults, validate, Engine, ServingDefaults, ServingEngine};
 use vramfit_core::{
     DType, InferenceSetup, ModelSpec, Parallelism, ParamLayout, QuantSpec, RuntimeSetup, Task, Workload,
 };
@@ -130,15 +130,32 @@ pub struct WorkloadArgs {
     /// [default: transformers]
     #[arg(long, value_parser = parse_engine, value_name = "ENGINE")]
     pub engine: Option<Engine>,
-    /// Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)
-    /// [default: max(--context, 2048) for vllm, 8192 for sglang]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = serving_default_help(
+        "Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)",
+        |d| d.max_num_batched_tokens.to_string(),
+    ))]
     pub max_num_batched_tokens: Option<u64>,
-    /// Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default: 256]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = serving_default_help(
+        "Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs)",
+        |d| d.max_num_seqs.to_string(),
+    ))]
     pub max_num_seqs: Option<u64>,
     #[command(flatten)]
     pub train: TrainArgs,
+}
+
+/// A flag's help with each serving engine's default from its row of facts:
+/// `[default: 256]` when they agree, else `[default: max(--context, 2048) for
+/// vllm, 8192 for sglang]`.
+fn serving_default_help(what: &str, value: fn(&ServingDefaults) -> String) -> String {
+    let per: Vec<(String, &str)> =
+        ServingEngine::ALL.iter().map(|e| (value(&e.facts().startup), e.engine().name())).collect();
+    let defaults = if per.iter().all(|(v, _)| *v == per[0].0) {
+        per[0].0.clone()
+    } else {
+        per.iter().map(|(v, name)| format!("{v} for {name}")).collect::<Vec<_>>().join(", ")
+    };
+    format!("{what} [default: {defaults}]")
 }
 
 fn parse_engine(s: &str) -> Result<Engine, String> {

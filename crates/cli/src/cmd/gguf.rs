@@ -10,17 +10,20 @@ use crate::Outcome;
 use anyhow::{bail, Context};
 use std::ffi::OsString;
 use std::path::Path;
-use vramfit_core::llamacpp::compute::GraphEra;
-use vramfit_core::llamacpp::placement::OffloadOrder;
-use vramfit_core::llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg};
 use vramfit_core::units::MIB;
+use vramfit_llamacpp::compute::GraphEra;
+use vramfit_llamacpp::options::{self, check_shares};
+use vramfit_llamacpp::placement::OffloadOrder;
+use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg, OptionField};
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
 /// llama.cpp's flags, for GGUF models (ignored otherwise).
 #[derive(clap::Args, Debug, Clone)]
 pub struct GgufArgs {
-    /// GGUF: context size, llama.cpp's `-c` (0 = the model's trained context) [default: 4096]
-    #[arg(long = "ctx-size", short = 'c', value_name = "N")]
+    #[arg(long = "ctx-size", short = 'c', value_name = "N", help = format!(
+        "GGUF: context size, llama.cpp's `-c` (0 = the model's trained context) [default: {}]",
+        options::DEFAULT_CTX_SIZE
+    ))]
     pub ctx_size: Option<u64>,
     /// GGUF: layers offloaded to the GPU(s), llama.cpp's `-ngl` (`-ngl N` works too) [default: all]
     #[arg(long = "n-gpu-layers", visible_alias = "ngl", value_name = "N")]
@@ -34,17 +37,23 @@ pub struct GgufArgs {
     /// GGUF: V cache type, llama.cpp's `-ctv` (quantized needs flash attention) [default: f16]
     #[arg(long = "cache-type-v", visible_alias = "ctv", value_name = "T")]
     pub cache_type_v: Option<String>,
-    /// GGUF: parallel sequences (server slots), llama.cpp's `-np` [default: 1]
-    #[arg(long = "parallel", visible_alias = "np", value_name = "N")]
+    #[arg(long = "parallel", visible_alias = "np", value_name = "N", help = format!(
+        "GGUF: parallel sequences (server slots), llama.cpp's `-np` [default: {}]",
+        options::DEFAULT_PARALLEL
+    ))]
     pub parallel: Option<u64>,
     /// GGUF: one KV cache shared by all sequences (`--kv-unified`)
     #[arg(long = "kv-unified")]
     pub kv_unified: bool,
-    /// GGUF: physical batch, llama.cpp's `-ub` [default: 512]
-    #[arg(long = "ubatch-size", visible_alias = "ub", value_name = "N")]
+    #[arg(long = "ubatch-size", visible_alias = "ub", value_name = "N", help = format!(
+        "GGUF: physical batch, llama.cpp's `-ub` [default: {}]",
+        options::DEFAULT_UBATCH
+    ))]
     pub ubatch_size: Option<u64>,
-    /// GGUF: logical batch, llama.cpp's `-b` [default: 2048]
-    #[arg(long = "batch-size", value_name = "N")]
+    #[arg(long = "batch-size", value_name = "N", help = format!(
+        "GGUF: logical batch, llama.cpp's `-b` [default: {}]",
+        options::DEFAULT_BATCH
+    ))]
     pub batch_size: Option<u64>,
     /// GGUF: flash attention, llama.cpp's `-fa` (on, off, auto) [default: auto]
     #[arg(long = "flash-attn", visible_alias = "fa", value_name = "on|off|auto")]
@@ -161,13 +170,17 @@ fn parse_split(s: &str) -> anyhow::Result<Vec<f64>> {
                 .map_err(|_| anyhow::anyhow!("--tensor-split: '{p}' is not a number (expected e.g. 3,1)"))
         })
         .collect::<anyhow::Result<_>>()?;
-    if v.is_empty() || v.len() > 16 {
-        bail!("--tensor-split: give 1 to 16 shares, one per GPU");
-    }
-    if v.iter().any(|x| !x.is_finite() || *x < 0.0) || v.iter().sum::<f64>() <= 0.0 {
-        bail!("--tensor-split: shares must be non-negative and not all zero");
-    }
+    check_shares(&v).map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
     Ok(v)
+}
+
+/// The flag that sets a launch option, as a llama.cpp user types it
+/// (`-np/--parallel`), for the options' errors.
+fn flag(f: OptionField) -> String {
+    match f.short_flag() {
+        Some(short) => format!("{short}/--{}", f.id()),
+        None => format!("--{}", f.id()),
+    }
 }
 
 fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Result<LlamaCppOptions> {
@@ -180,30 +193,19 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         Some(t) => GgmlType::parse_cache_type(t).map_err(|e| anyhow::anyhow!("--cache-type-v: {e}"))?,
         None => d.cache_type_v,
     };
-    let fa = match args.flash_attn.as_deref().map(str::to_ascii_lowercase).as_deref() {
-        None | Some("auto") => FlashAttn::Auto,
-        Some("on") | Some("1") | Some("true") => FlashAttn::On,
-        Some("off") | Some("0") | Some("false") => FlashAttn::Off,
-        Some(o) => bail!("--flash-attn: '{o}' is not on, off or auto"),
+    let fa = match &args.flash_attn {
+        Some(f) => f.parse::<FlashAttn>().map_err(|e| anyhow::anyhow!("--flash-attn: {e}"))?,
+        None => d.flash_attn,
     };
-    let parallel = args.parallel.unwrap_or(1);
-    if parallel == 0 || parallel > 4096 {
-        bail!("--parallel: {parallel} is not between 1 and 4096");
-    }
-    let ubatch = args.ubatch_size.unwrap_or(d.ubatch);
-    let batch = args.batch_size.unwrap_or(d.batch);
-    if ubatch == 0 || batch == 0 {
-        bail!("--ubatch-size and --batch-size must be at least 1");
-    }
     let reserve = match args.gpu_reserve_mib {
         Some(m) => m.checked_mul(MIB).context("--gpu-reserve-mib is absurdly large")?,
         None => d.gpu_reserve,
     };
-    Ok(LlamaCppOptions {
+    let opts = LlamaCppOptions {
         ctx_size: args.ctx_size.unwrap_or(d.ctx_size),
-        batch,
-        ubatch,
-        parallel,
+        batch: args.batch_size.unwrap_or(d.batch),
+        ubatch: args.ubatch_size.unwrap_or(d.ubatch),
+        parallel: args.parallel.unwrap_or(d.parallel),
         kv_unified: args.kv_unified,
         cache_type_k: ctk,
         cache_type_v: ctv,
@@ -219,7 +221,9 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         gpu_reserve: reserve,
         order: OffloadOrder::OutputFirst,
         era: GraphEra::Current,
-    })
+    };
+    opts.validate().map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
+    Ok(opts)
 }
 
 /// What a GGUF estimate fits against: `--gpu` (catalogue cards, comma

@@ -187,7 +187,8 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
         dropout: setup.lora.dropout > 0.0,
         lora_modules: &prof.lora_modules,
         hidden: spec.hidden_size,
-        quant_keeps_input: setup.kind == TrainKind::Qlora && setup.engine.qlora_is_bitsandbytes(),
+        quant_keeps_input: setup.kind == TrainKind::Qlora
+            && setup.framework().qlora_base == crate::workload::QloraBase::Bitsandbytes,
         head_quantized: setup.kind == TrainKind::Qlora && setup.qlora_quantize_lm_head,
     };
     let names = hf::names(spec.family);
@@ -326,15 +327,14 @@ fn attention_core(spec: &ModelSpec, setup: &TrainSetup, saves: &Saves, out: &str
     let kvw = if spec.mla.is_some() { qw } else { spec.kv_width() };
     let heads = spec.num_heads;
     let eager = setup.attention == AttentionImpl::Eager;
-    let litgpt = setup.engine == crate::workload::Engine::Litgpt;
+    let framework = setup.framework();
     // LitGPT repeats k and v to every query head before SDPA in training
-    // (`repeat_interleave(q_per_kv)` in `CausalSelfAttention.forward`)
-    let repeat = eager || (setup.precision == Precision::Fp32 && kvw < qw) || (litgpt && kvw < qw);
+    let repeat = eager || (setup.precision == Precision::Fp32 && kvw < qw) || (framework.repeats_kv_heads && kvw < qw);
     let kv_saved = if repeat { qw } else { kvw };
     // k and v split over TP by kv heads (each rank keeps at least one): kept apart
     let kv = if repeat { 0 } else { 2 * a * kvw };
     let mut split = a * qw + 2 * a * kv_saved - kv + a * aw;
-    if litgpt && !repeat && spec.mla.is_none() {
+    if framework.sdpa_v_views_fused_qkv && !repeat && spec.mla.is_none() {
         // LitGPT hands SDPA `v` as a view of the fused qkv output (no repeat, no copy):
         // the saved view keeps the whole qkv tensor, its q and k parts included, alive
         split += a * (qw + kvw);

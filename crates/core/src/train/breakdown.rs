@@ -224,34 +224,8 @@ impl TrainModel {
                 ..resident
             }
         };
-        // In backward one of four transients sits on top: the logits buffers at its start,
-        // a recomputed layer later (checkpointing), one layer's eager attention backward, or
-        // (FSDP1) the root's flat gradient at its end.
-        let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
-        let root_grad = comm.root_flat_grad;
-        // the last layer recomputed comes with the input gradients FSDP1's frozen units keep
-        let late = if recompute > 0 { add("recompute", recompute, kept_grads)? } else { 0 };
-        let (logits_saved, logits_grad, recompute_live, attention_live, root_grad_live, kept_live) =
-            if logits >= late && logits >= attention_backward && logits >= root_grad {
-                (saved.logits_saved, saved.logits_grad, 0, 0, 0, 0)
-            } else if late >= attention_backward && late >= root_grad {
-                (0, 0, recompute, 0, 0, if recompute > 0 { kept_grads } else { 0 })
-            } else if attention_backward >= root_grad {
-                (0, 0, 0, attention_backward, 0, 0)
-            } else {
-                (0, 0, 0, 0, root_grad, 0)
-            };
-        let gradients = if setup.optimizer_in_backward {
-            // one parameter's gradient at a time, freed by its own step
-            mul("gradients", prof.largest_trainable, prof.grad_bytes)?
-        } else if comm.unsharded_grads > 0 {
-            comm.unsharded_grads
-        } else if setup.grad_accum > 1 {
-            // gradients persist between accumulated micro-batches
-            s.gradients
-        } else {
-            0
-        };
+        let on_top = BackwardOnTop::of(&saved, recompute, kept_grads, attention_backward, comm.root_flat_grad)?;
+        let gradients = self.backward_gradients(setup, &s, &comm)?;
         let backward = PeakLines {
             gradients,
             // optimizer states exist from the first step() on
@@ -259,15 +233,15 @@ impl TrainModel {
             act_layers: saved.act_layers,
             act_ends: saved.act_ends,
             weight_copies,
-            logits_saved,
-            logits_grad,
-            recompute: recompute_live,
-            attention_backward: attention_live,
+            logits_saved: on_top.logits_saved,
+            logits_grad: on_top.logits_grad,
+            recompute: on_top.recompute,
+            attention_backward: on_top.attention_backward,
             dequant,
             gathered: s.gathered,
             root_unsharded,
-            root_flat_grad: root_grad_live,
-            kept_input_grads: kept_live,
+            root_flat_grad: on_top.root_flat_grad,
+            kept_input_grads: on_top.kept_input_grads,
             comm_buffers: add("communication buffers", comm.resident, comm.backward)?,
             ..resident
         };
@@ -322,25 +296,42 @@ impl TrainModel {
         })
     }
 
+    /// Gradient bytes live in backward: one parameter's under an optimizer in
+    /// backward, every gradient when they persist between micro-batches
+    /// (accumulation, or FSDP's unsharded `no_sync` gradients), else none yet.
+    fn backward_gradients(&self, setup: &TrainSetup, s: &ModelStates, comm: &CommBuffers) -> Result<u64, CoreError> {
+        let prof = &self.profile;
+        Ok(if setup.optimizer_in_backward {
+            // one parameter's gradient at a time, freed by its own step
+            mul("gradients", prof.largest_trainable, prof.grad_bytes)?
+        } else if comm.unsharded_grads > 0 {
+            comm.unsharded_grads
+        } else if setup.grad_accum > 1 {
+            // gradients persist between accumulated micro-batches
+            s.gradients
+        } else {
+            0
+        })
+    }
+
     /// Communication buffers of the data-parallel engine on this rank, and whether
     /// gradients outlive the step.
     fn comm(&self, setup: &TrainSetup, par: &Parallelism, s: &ModelStates) -> Result<CommBuffers, CoreError> {
-        use crate::workload::{Engine, Sharding};
+        use crate::workload::Sharding;
         let prof = &self.profile;
+        let framework = setup.framework();
         let dp = par.dp();
         let mut c = CommBuffers::default();
         if dp < 2 || s.trainable_per_gpu == 0 {
             return Ok(c);
         }
         let grad_bytes = prof.grad_bytes;
-        let fsdp =
-            par.fsdp || matches!(setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt);
         match par.sharding {
             Sharding::None => {
                 // PyTorch DDP's gradient buckets
                 c.resident = super::comm::ddp_bucket_bytes(&setup.comm, s.trainable_per_gpu, grad_bytes)?;
             }
-            _ if setup.engine == Engine::Deepspeed || !fsdp => {
+            _ if !framework.shards_with_fsdp(par.fsdp) => {
                 c.resident = super::comm::deepspeed_bucket_bytes(&setup.comm, self.compute_bytes)?;
             }
             sharding => {
@@ -348,7 +339,7 @@ impl TrainModel {
                 // largest unit (a layer, or the root's embeddings and head) bounds the buffer
                 let unit = prof.largest_unit_trainable(par.tp)?;
                 c.backward = mul("FSDP reduce-scatter buffer", unit, grad_bytes)?;
-                if setup.engine.fsdp_root_unsharded_in_backward() {
+                if framework.fsdp_root_unsharded_in_backward {
                     // FSDP1 flattens each unit into one FlatParameter whose parameters are views
                     // of it: autograd builds the unit's flat gradient by concatenating the views'
                     // gradients (the backward of the split into views), so while the root's is
@@ -356,7 +347,7 @@ impl TrainModel {
                     // and embedding's gradients are live too, counted by `backward` above
                     c.root_flat_grad = mul("FSDP root flat gradient", prof.root_trainable(par.tp)?, grad_bytes)?;
                 }
-                if setup.engine.fsdp_accumulates_unsharded() && sharding.stage() >= 2 && setup.grad_accum > 1 {
+                if framework.fsdp_accumulates_unsharded && sharding.stage() >= 2 && setup.grad_accum > 1 {
                     // FSDP under accelerate's or Fabric's gradient accumulation (`no_sync`)
                     // keeps every gradient unsharded between micro-batches
                     c.unsharded_grads = mul("FSDP unsharded gradients", s.trainable_per_gpu, grad_bytes)?;
@@ -367,7 +358,7 @@ impl TrainModel {
     }
 
     /// FSDP1 keeps the root unit's parameters unsharded after forward under full
-    /// sharding ([`crate::workload::Engine::fsdp_root_unsharded_in_backward`]): the
+    /// sharding ([`crate::workload::FrameworkFacts::fsdp_root_unsharded_in_backward`]): the
     /// whole root. FSDP1 all-gathers a unit into its own padded buffer
     /// (`FlatParamHandle._alloc_padded_unsharded_flat_param`, the
     /// `_full_param_padded` storage, `torch/distributed/fsdp/_flat_param.py`) while the
@@ -376,14 +367,14 @@ impl TrainModel {
     /// line holds.
     fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
         let dp = par.dp();
-        if dp < 2 || par.sharding.stage() < 3 || !setup.engine.fsdp_root_unsharded_in_backward() {
+        if dp < 2 || par.sharding.stage() < 3 || !setup.framework().fsdp_root_unsharded_in_backward {
             return Ok(0);
         }
         self.profile.root_base_bytes(par.tp)
     }
 
     /// FSDP1 frozen units under the HF Trainer's reentrant checkpointing
-    /// ([`crate::workload::Engine::fsdp_frozen_units_keep_checkpoint_grads`]): while the
+    /// ([`crate::workload::FrameworkFacts::fsdp_frozen_units_keep_checkpoint_grads`]): while the
     /// first layer is recomputed at the end of backward, the inputs of all the others are
     /// still alive (`act_layers` counts them) and so are their gradients, one
     /// layer-input-sized tensor each: (layers on the stage − 1) × tokens × layer input.
@@ -395,7 +386,7 @@ impl TrainModel {
             || par.sharding.stage() < 2
             || setup.checkpointing != Checkpointing::Full
             || !frozen_units
-            || !setup.engine.fsdp_frozen_units_keep_checkpoint_grads()
+            || !setup.framework().fsdp_frozen_units_keep_checkpoint_grads
         {
             return Ok(0);
         }
@@ -407,10 +398,10 @@ impl TrainModel {
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
     /// the loss path's, + one fp32 buffer under torchtitan's vocabulary-parallel loss
-    /// ([`crate::workload::Engine::loss_parallel_under_tp`]).
+    /// ([`crate::workload::FrameworkFacts::loss_parallel_under_tp`]).
     pub fn logits_grad_bytes(&self, setup: &TrainSetup, par: &Parallelism) -> u64 {
         let loss_parallel =
-            par.tp > 1 && setup.engine.loss_parallel_under_tp() && self.act.loss == crate::workload::LossPath::Fp32;
+            par.tp > 1 && setup.framework().loss_parallel_under_tp && self.act.loss == crate::workload::LossPath::Fp32;
         self.act.logits_grad + if loss_parallel { 4 } else { 0 }
     }
 
@@ -539,6 +530,44 @@ impl TrainModel {
             return Ok(0);
         }
         product("dequant", &[2, div_ceil(prof.largest_base_matrix, par.tp.max(1)), self.compute_bytes])
+    }
+}
+
+/// The transient on top in backward, and the others at 0: the logits
+/// buffers at its start, a recomputed layer later (checkpointing, with the
+/// input gradients FSDP1's frozen units keep), one layer's eager attention
+/// backward, or (FSDP1) the root's flat gradient at its end.
+struct BackwardOnTop {
+    logits_saved: u64,
+    logits_grad: u64,
+    recompute: u64,
+    kept_input_grads: u64,
+    attention_backward: u64,
+    root_flat_grad: u64,
+}
+
+impl BackwardOnTop {
+    fn of(saved: &Saved, recompute: u64, kept_grads: u64, attention: u64, root_grad: u64) -> Result<Self, CoreError> {
+        let none = BackwardOnTop {
+            logits_saved: 0,
+            logits_grad: 0,
+            recompute: 0,
+            kept_input_grads: 0,
+            attention_backward: 0,
+            root_flat_grad: 0,
+        };
+        let logits = add("logits", saved.logits_saved, saved.logits_grad)?;
+        // the last layer recomputed comes with the input gradients FSDP1's frozen units keep
+        let late = if recompute > 0 { add("recompute", recompute, kept_grads)? } else { 0 };
+        Ok(if logits >= late && logits >= attention && logits >= root_grad {
+            BackwardOnTop { logits_saved: saved.logits_saved, logits_grad: saved.logits_grad, ..none }
+        } else if late >= attention && late >= root_grad {
+            BackwardOnTop { recompute, kept_input_grads: if recompute > 0 { kept_grads } else { 0 }, ..none }
+        } else if attention >= root_grad {
+            BackwardOnTop { attention_backward: attention, ..none }
+        } else {
+            BackwardOnTop { root_flat_grad: root_grad, ..none }
+        })
     }
 }
 

@@ -185,9 +185,46 @@ impl Lines<'_> {
 
     /// Weights, adapters, master weights, gradients and optimizer states.
     fn model_states(&self, ledger: &mut Ledger) -> Result<(), CoreError> {
-        let (prof, setup, at) = (&self.model.profile, self.setup, &self.b.at_peak);
+        self.weight_lines(ledger)?;
+        self.gradient_line(ledger);
+        let (setup, at) = (self.setup, &self.b.at_peak);
         let s = &self.b.states;
         let at_step = self.b.peak_phase == Phase::OptimizerStep;
+        if at.comm_buffers > 0 {
+            ledger.push(Category::Temporaries, self.comm_label(), at.comm_buffers, self.comm_explain());
+        }
+        let states_live = at_step || !setup.first_step || setup.optimizer_in_backward;
+        let pool = if setup.optimizer.is_paged() { Pool::Outside } else { Pool::Tensor };
+        ledger.push_in(
+            pool,
+            Category::OptimizerStates,
+            format!(
+                "{} states{}",
+                setup.optimizer.name(),
+                if states_live { "" } else { " — created at the first step()" }
+            ),
+            at.optimizer,
+            with_note(
+                Explanation::new(self.optimizer_formula())
+                    .term("trainable per GPU", s.trainable_per_gpu)
+                    .term("states", s.optimizer)
+                    .term("sharding", self.shard_note("optimizer states", 1)),
+                if setup.optimizer.is_paged() {
+                    "paged: CUDA managed memory (bitsandbytes get_paged), outside the PyTorch allocator: not in max_memory_allocated(), evicted to host RAM under pressure (counted as resident on the card)"
+                } else if self.offloaded() {
+                    "offloaded: held in host RAM / NVMe, 0 on the GPU"
+                } else {
+                    ""
+                },
+            ),
+        );
+        Ok(())
+    }
+
+    /// The base weights (and QLoRA's fp32 casts), the adapters and the fp32 master weights.
+    fn weight_lines(&self, ledger: &mut Ledger) -> Result<(), CoreError> {
+        let (prof, setup, at) = (&self.model.profile, self.setup, &self.b.at_peak);
+        let s = &self.b.states;
         let base_label = match (&prof.base_quant, prof.kind) {
             (Some(q), _) => format!("frozen base weights ({} linears, 16-bit rest)", q.label),
             (None, TrainKind::Full) => format!("weights ({})", prof.base_dtype),
@@ -246,6 +283,13 @@ impl Lines<'_> {
                 ),
             );
         }
+        Ok(())
+    }
+
+    /// The gradients live at the peak.
+    fn gradient_line(&self, ledger: &mut Ledger) {
+        let (prof, setup, at) = (&self.model.profile, self.setup, &self.b.at_peak);
+        let s = &self.b.states;
         let grads_live = at.gradients > 0;
         let grads_note = if setup.optimizer_in_backward {
             "optimizer in backward: each parameter is stepped as its gradient is ready and the gradient freed; one tensor's gradient at a time"
@@ -279,42 +323,13 @@ impl Lines<'_> {
                 )
                 .note(grads_note),
         );
-        if at.comm_buffers > 0 {
-            ledger.push(Category::Temporaries, self.comm_label(), at.comm_buffers, self.comm_explain());
-        }
-        let states_live = at_step || !setup.first_step || setup.optimizer_in_backward;
-        let pool = if setup.optimizer.is_paged() { Pool::Outside } else { Pool::Tensor };
-        ledger.push_in(
-            pool,
-            Category::OptimizerStates,
-            format!(
-                "{} states{}",
-                setup.optimizer.name(),
-                if states_live { "" } else { " — created at the first step()" }
-            ),
-            at.optimizer,
-            with_note(
-                Explanation::new(self.optimizer_formula())
-                    .term("trainable per GPU", s.trainable_per_gpu)
-                    .term("states", s.optimizer)
-                    .term("sharding", self.shard_note("optimizer states", 1)),
-                if setup.optimizer.is_paged() {
-                    "paged: CUDA managed memory (bitsandbytes get_paged), outside the PyTorch allocator: not in max_memory_allocated(), evicted to host RAM under pressure (counted as resident on the card)"
-                } else if self.offloaded() {
-                    "offloaded: held in host RAM / NVMe, 0 on the GPU"
-                } else {
-                    ""
-                },
-            ),
-        );
-        Ok(())
     }
 
     fn comm_label(&self) -> String {
         use crate::workload::Sharding;
         match self.par.sharding {
             Sharding::None => "DDP gradient buckets".into(),
-            _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
+            _ if !self.is_fsdp() => {
                 format!(
                     "DeepSpeed ZeRO reduce bucket{}",
                     if self.setup.comm.overlap_comm { "s (overlap_comm)" } else { "" }
@@ -324,10 +339,9 @@ impl Lines<'_> {
         }
     }
 
+    /// Sharded data parallelism reduces through FSDP (else DeepSpeed's buckets).
     fn is_fsdp(&self) -> bool {
-        use crate::workload::Engine;
-        self.par.fsdp
-            || matches!(self.setup.engine, Engine::Fsdp | Engine::Torchtitan | Engine::Torchtune | Engine::Litgpt)
+        self.setup.framework().shards_with_fsdp(self.par.fsdp)
     }
 
     fn comm_explain(&self) -> Explanation {
@@ -337,7 +351,7 @@ impl Lines<'_> {
             Sharding::None => Explanation::new("trainable params × grad bytes (the reducer's flat buckets hold a second copy of every gradient)")
                 .term("trainable per GPU", self.b.states.trainable_per_gpu)
                 .note("torch.nn.parallel.DistributedDataParallel copies .grad into its buckets unless gradient_as_bucket_view=True"),
-            _ if self.setup.engine == crate::workload::Engine::Deepspeed || !self.is_fsdp() => {
+            _ if !self.is_fsdp() => {
                 Explanation::new("reduce_bucket_size × gradient bytes × (2 with overlap_comm, else 1)")
                     .term("reduce_bucket_size (elements)", c.reduce_bucket)
                     .term("overlap_comm", c.overlap_comm)
@@ -460,45 +474,8 @@ impl Lines<'_> {
     /// Logits buffers, or the recomputed layer, or eager attention's gradients
     /// (whichever is live at the peak), QLoRA's dequantized matrix, ZeRO-3's gathered layer.
     fn backward_transients(&self, ledger: &mut Ledger, tokens: u64) {
+        self.loss_lines(ledger, tokens);
         let (model, par, at) = (self.model, self.par, &self.b.at_peak);
-        ledger.push(
-            Category::Logits,
-            "log-softmax of the logits, saved for the loss",
-            at.logits_saved,
-            Explanation::new("batch × seq × vocab (per TP rank) × bytes")
-                .term("tokens", tokens)
-                .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
-                .term("bytes", model.act.logits_saved)
-                .note("transformers upcasts logits to fp32 inside the loss; freed once the loss backward ran"),
-        );
-        let loss_parallel = model.logits_grad_bytes(self.setup, par) > model.act.logits_grad;
-        ledger.push(
-            Category::Logits,
-            "gradients of log-softmax and logits (start of backward)",
-            at.logits_grad,
-            if loss_parallel {
-                Explanation::new("3 × batch × seq × vocab per TP rank × bytes")
-                    .term("tokens", tokens)
-                    .term("bytes", model.act.logits_saved)
-                    .note("vocabulary-parallel loss (torchtitan under TP, loss_parallel()): its fused nll/log-softmax backward holds zeros_like(x), exp(x) and their sum, three fp32 vocabulary-shard buffers beside the saved log-softmax (torch/distributed/tensor/parallel/loss.py, _nll_loss_and_log_softmax_backward)")
-            } else {
-                Explanation::new("2 × batch × seq × vocab × bytes")
-                    .term("tokens", tokens)
-                    .term("bytes", model.act.logits_saved)
-            },
-        );
-        if at.loss_forward > 0 {
-            ledger.push(
-                Category::Logits,
-                "loss forward: the logits, their fp32 upcast and its shifted copy",
-                at.loss_forward,
-                Explanation::new("batch × seq × vocab (per TP rank) × (compute bytes + 4 + 4)")
-                    .term("tokens", tokens)
-                    .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
-                    .term("compute bytes", model.compute_bytes)
-                    .note("transformers ≤ 4.48 ForCausalLMLoss: logits = logits.float(); shift_logits = logits[..., :-1, :].contiguous(), a second fp32 copy, live beside the compute-dtype logits and the log-softmax while cross_entropy runs (removed by transformers PR #35646); the end of forward then holds more than the start of backward (decoder layers resharded, no logits gradient, no recomputed layer yet)"),
-            );
-        }
         if at.recompute > 0 {
             ledger.push(
                 Category::Temporaries,
@@ -577,6 +554,50 @@ impl Lines<'_> {
                 Explanation::new("root unit bytes: the all-gathered root, beside the shard in the weights line")
                     .term("root unit bytes (unsharded, per TP rank)", root)
                     .note("FSDP1 (accelerate, Lightning Fabric / LitGPT) does not free the root's unsharded parameters after forward under FULL_SHARD, for backward to use at once (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard); with a per-decoder-layer wrap the root holds the embeddings, the final norm and the output head; the unsharded root is its own padded buffer (_full_param_padded, FlatParamHandle._alloc_padded_unsharded_flat_param in torch/distributed/fsdp/_flat_param.py) while the rank's shard stays allocated as _local_shard, so the root costs its full size on top of the weights line"),
+            );
+        }
+    }
+
+    /// The loss's buffers: the saved log-softmax, the gradients at the start of
+    /// backward, and (transformers ≤ 4.48) the end of the loss forward.
+    fn loss_lines(&self, ledger: &mut Ledger, tokens: u64) {
+        let (model, par, at) = (self.model, self.par, &self.b.at_peak);
+        ledger.push(
+            Category::Logits,
+            "log-softmax of the logits, saved for the loss",
+            at.logits_saved,
+            Explanation::new("batch × seq × vocab (per TP rank) × bytes")
+                .term("tokens", tokens)
+                .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
+                .term("bytes", model.act.logits_saved)
+                .note("transformers upcasts logits to fp32 inside the loss; freed once the loss backward ran"),
+        );
+        let loss_parallel = model.logits_grad_bytes(self.setup, par) > model.act.logits_grad;
+        ledger.push(
+            Category::Logits,
+            "gradients of log-softmax and logits (start of backward)",
+            at.logits_grad,
+            if loss_parallel {
+                Explanation::new("3 × batch × seq × vocab per TP rank × bytes")
+                    .term("tokens", tokens)
+                    .term("bytes", model.act.logits_saved)
+                    .note("vocabulary-parallel loss (torchtitan under TP, loss_parallel()): its fused nll/log-softmax backward holds zeros_like(x), exp(x) and their sum, three fp32 vocabulary-shard buffers beside the saved log-softmax (torch/distributed/tensor/parallel/loss.py, _nll_loss_and_log_softmax_backward)")
+            } else {
+                Explanation::new("2 × batch × seq × vocab × bytes")
+                    .term("tokens", tokens)
+                    .term("bytes", model.act.logits_saved)
+            },
+        );
+        if at.loss_forward > 0 {
+            ledger.push(
+                Category::Logits,
+                "loss forward: the logits, their fp32 upcast and its shifted copy",
+                at.loss_forward,
+                Explanation::new("batch × seq × vocab (per TP rank) × (compute bytes + 4 + 4)")
+                    .term("tokens", tokens)
+                    .term("vocab per TP rank", model.vocab.div_ceil(par.tp))
+                    .term("compute bytes", model.compute_bytes)
+                    .note("transformers ≤ 4.48 ForCausalLMLoss: logits = logits.float(); shift_logits = logits[..., :-1, :].contiguous(), a second fp32 copy, live beside the compute-dtype logits and the log-softmax while cross_entropy runs (removed by transformers PR #35646); the end of forward then holds more than the start of backward (decoder layers resharded, no logits gradient, no recomputed layer yet)"),
             );
         }
     }

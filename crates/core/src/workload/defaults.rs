@@ -16,6 +16,9 @@ pub const GRAD_ACCUM: u64 = 1;
 /// Input features per scale group of weight-only int quantization (`--dtype int4|int8`
 /// and the planner's int8/int4 switch): GPTQ's and AWQ's usual `group_size` 128.
 pub const GROUP_SIZE: u64 = 128;
+/// llama.cpp's micro-batch `-ub` (`common_params::n_ubatch = 512`, `common/common.h`):
+/// the GGUF planner's default and `--sliding-window-cache llamacpp`'s.
+pub const LLAMACPP_UBATCH: u64 = 512;
 /// Paged KV block size in tokens (vLLM's default `block_size` 16).
 pub const BLOCK_SIZE: u64 = 16;
 /// KV cache dtype (fp16: vLLM's `kv_cache_dtype=auto` on an fp16 model).

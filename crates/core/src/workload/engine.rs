@@ -1,7 +1,10 @@
 //! The software that runs the job, and what it does by default that
-//! changes memory. `--engine` names it; its behaviour fills the defaults of
-//! the training and serving setups (every default can still be overridden
-//! by its own flag). Each default cites where the engine does it.
+//! changes memory. `--engine` names it ([`Engine`]); it is either a training
+//! framework ([`Framework`], which also runs `generate`) or a serving engine
+//! ([`ServingEngine`]). Each one's behaviour is a row of facts
+//! ([`FrameworkFacts`], [`ServingFacts`]), each fact with its source; the
+//! setups take their defaults from the row, and every default can still be
+//! overridden by its own flag.
 //!
 //! | engine | loss path | LoRA adapters | QLoRA preparation | bnb `lm_head` | data-parallel buffers |
 //! |---|---|---|---|---|---|
@@ -11,13 +14,19 @@
 //! | `litgpt` | chunked (128-token lm_head + CE chunks) | compute dtype | none | quantized | FSDP |
 //! | `torchtune` | chunked (`CEWithChunkedOutputLoss`, 8 chunks) | compute dtype | none | kept 16-bit | FSDP2 |
 //! | `torchtitan` | fp32 upcast | – | – | – | FSDP2 |
-//! | `vllm`, `sglang` | serving only: see [`ServingDefaults`] | | | | |
+//! | `vllm`, `sglang` | serving only: see [`ServingFacts`] | | | | |
+//!
+//! Adding a serving engine: a variant of [`Engine`] and [`ServingEngine`]
+//! (with its `--engine` name), and its row of [`ServingFacts`]
+//! (docs/CONTRIBUTING.md). A row describes one engine as its sources read; a
+//! release that changes a fact gets a row of its own, keyed by
+//! ([`ServingEngine`], version).
 
-use super::inference::SlidingWindowCache;
-use super::training::LossPath;
+use super::policy::{LossPath, SlidingWindowCache};
 use serde::{Deserialize, Serialize};
 
-/// The framework or serving engine that runs the job.
+/// What `--engine` names: a training framework or a serving engine. The
+/// `--engine` value and the JSON spelling are [`Engine::name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Engine {
@@ -40,11 +49,302 @@ pub enum Engine {
     Sglang,
 }
 
+/// A training framework (its `generate` path sizes inference).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Framework {
+    Transformers,
+    Deepspeed,
+    Fsdp,
+    Litgpt,
+    Torchtune,
+    Torchtitan,
+}
+
+/// A serving engine: it sizes its own memory at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServingEngine {
+    Vllm,
+    Sglang,
+}
+
+impl ServingEngine {
+    pub const ALL: [ServingEngine; 2] = [ServingEngine::Vllm, ServingEngine::Sglang];
+
+    /// The `--engine` value naming it.
+    pub fn engine(self) -> Engine {
+        match self {
+            ServingEngine::Vllm => Engine::Vllm,
+            ServingEngine::Sglang => Engine::Sglang,
+        }
+    }
+}
+
+/// Which kind of software an [`Engine`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    Training(Framework),
+    Serving(ServingEngine),
+}
+
+/// How the QLoRA base is quantized, which decides what a quantized linear
+/// keeps for backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QloraBase {
+    /// bitsandbytes `Linear4bit`, whose `MatMul4Bit` keeps each linear's input for backward
+    Bitsandbytes,
+    /// torchao's `NF4Tensor`, whose `linear_nf4` keeps only the weight
+    TorchaoNf4,
+}
+
+/// What shards the model states when a sharding stage is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharder {
+    /// DeepSpeed ZeRO, or PyTorch FSDP when `--fsdp` says so (the HF Trainer
+    /// runs whichever its config names)
+    ZeroUnlessFsdp,
+    /// DeepSpeed ZeRO: its reduce / all-gather buckets
+    Zero,
+    /// PyTorch FSDP (FSDP1 or FSDP2): reduce-scatter of each wrapped unit
+    Fsdp,
+}
+
+/// What a training framework does by default that changes memory. One row
+/// per [`Framework`]; the comment on each field of a row cites where the
+/// framework does it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FrameworkFacts {
+    pub framework: Framework,
+    /// the loss path of a causal-LM fine-tune
+    pub loss: LossPath,
+    /// LoRA adapter weights kept in fp32 over a 16-bit base
+    pub adapters_fp32: bool,
+    /// QLoRA through PEFT's `prepare_model_for_kbit_training`: every
+    /// non-quantized parameter (norms, embeddings, the output head) cast to
+    /// fp32, input gradients on
+    pub kbit_prep: bool,
+    pub qlora_base: QloraBase,
+    /// bitsandbytes quantizes the output head too
+    pub quantizes_lm_head: bool,
+    pub sharder: Sharder,
+    /// gradient accumulation under FSDP skips the reduce-scatter of the
+    /// accumulating micro-batches (`no_sync`): every gradient stays unsharded
+    /// between them
+    pub fsdp_accumulates_unsharded: bool,
+    /// FSDP1 does not free the root unit's unsharded parameters after forward
+    /// under `FULL_SHARD` (`_post_forward_reshard`: `free_unsharded_flat_param
+    /// = not state._is_root and …`, `torch/distributed/fsdp/_runtime_utils.py`);
+    /// with a per-decoder-layer wrap the root holds the embeddings, the final
+    /// norm and the output head
+    pub fsdp_root_unsharded_in_backward: bool,
+    /// frozen FSDP1 units under reentrant gradient checkpointing keep every
+    /// checkpointed layer's input and its gradient until the end of backward:
+    /// FSDP1 reshards a unit whose `FlatParameter` does not require grad (a
+    /// LoRA/QLoRA base layer) through `register_multi_grad_hook` on the
+    /// recomputed layer's leaf inputs (`_register_post_backward_reshard_only_hook`,
+    /// `torch/distributed/fsdp/_runtime_utils.py`); the hook closes over their
+    /// `AccumulateGrad` nodes (`grad_fns`, `torch/autograd/graph.py`), which
+    /// hold the leaf and its `.grad`, and is removed only in `_finalize_params`
+    pub fsdp_frozen_units_keep_checkpoint_grads: bool,
+    /// FSDP1 leaves the last step's sharded flat gradients allocated after
+    /// the step (what a `memory_allocated` after the step reads)
+    pub fsdp_grads_persist_after_step: bool,
+    /// under TP > 1 the loss is vocabulary-parallel (`loss_parallel()`), whose
+    /// fused backward (`_nll_loss_and_log_softmax_backward`: `grad_input =
+    /// zeros_like(x)`, then `(grad_input + exp(x)) * grad_output`,
+    /// `torch/distributed/tensor/parallel/loss.py`) holds three fp32
+    /// vocabulary-shard buffers beside the saved log-softmax, one more than
+    /// `log_softmax`'s own backward
+    pub loss_parallel_under_tp: bool,
+    /// k and v are repeated to every query head before attention in training
+    pub repeats_kv_heads: bool,
+    /// attention gets `v` as a view of the fused qkv projection's output (no
+    /// copy): the saved view keeps the whole qkv tensor alive
+    pub sdpa_v_views_fused_qkv: bool,
+    /// how `generate` caches sliding-window layers (docs/inference.md, "KV cache")
+    pub sliding_window_cache: SlidingWindowCache,
+}
+
+/// Hugging Face `transformers` (Trainer, PEFT, bitsandbytes).
+pub const TRANSFORMERS: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Transformers,
+    // `ForCausalLMLoss` upcasts the full logits (`logits.float()`, 4.46+;
+    // `LlamaForCausalLM.forward` before it)
+    loss: LossPath::Fp32,
+    // PEFT `get_peft_model(..., autocast_adapter_dtype=True)`, the default since PEFT 0.12
+    adapters_fp32: true,
+    // TRL `SFTTrainer` and the PEFT QLoRA recipes call `prepare_model_for_kbit_training`
+    kbit_prep: true,
+    // bitsandbytes `Linear4bit`
+    qlora_base: QloraBase::Bitsandbytes,
+    // `get_keys_to_not_convert` / `llm_int8_skip_modules` skip `lm_head`
+    quantizes_lm_head: false,
+    // the Trainer shards with the DeepSpeed config it is given, or FSDP with `--fsdp`
+    sharder: Sharder::ZeroUnlessFsdp,
+    fsdp_accumulates_unsharded: false,
+    fsdp_root_unsharded_in_backward: false,
+    fsdp_frozen_units_keep_checkpoint_grads: false,
+    fsdp_grads_persist_after_step: false,
+    loss_parallel_under_tp: false,
+    repeats_kv_heads: false,
+    sdpa_v_views_fused_qkv: false,
+    // `generate()` builds a `DynamicCache` from the config: a
+    // `DynamicSlidingWindowLayer` per sliding layer
+    sliding_window_cache: SlidingWindowCache::Window,
+};
+
+/// The HF Trainer with a DeepSpeed ZeRO config.
+pub const DEEPSPEED: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Deepspeed,
+    // the Trainer's `DeepSpeedEngine` runs DeepSpeed's buckets whatever `--fsdp` says
+    sharder: Sharder::Zero,
+    // holds no cache: the default policy
+    sliding_window_cache: SlidingWindowCache::Window,
+    // loss, PEFT and bitsandbytes as transformers (the same Trainer)
+    ..TRANSFORMERS
+};
+
+/// The HF Trainer / accelerate with PyTorch FSDP (FSDP1).
+pub const FSDP: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Fsdp,
+    sharder: Sharder::Fsdp,
+    // accelerate's `accumulate()` enters `no_sync` for accumulating micro-batches
+    fsdp_accumulates_unsharded: true,
+    // FSDP1 root unit (`_post_forward_reshard`); accelerate's
+    // `TRANSFORMER_BASED_WRAP` wraps each decoder layer
+    fsdp_root_unsharded_in_backward: true,
+    // transformers' `gradient_checkpointing_enable` defaults to
+    // `use_reentrant=True` and wraps each decoder layer's `__call__` (the
+    // FSDP-wrapped unit); PEFT's `fsdp_auto_wrap_policy`, which the Trainer
+    // installs, wraps the adapters in their own units
+    fsdp_frozen_units_keep_checkpoint_grads: true,
+    // accelerate's FSDP1 keeps the sharded flat gradients after `step()`
+    fsdp_grads_persist_after_step: true,
+    // holds no cache: the default policy
+    sliding_window_cache: SlidingWindowCache::Window,
+    // loss, PEFT and bitsandbytes as transformers (the same Trainer)
+    ..TRANSFORMERS
+};
+
+/// Lightning AI LitGPT (Fabric).
+pub const LITGPT: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Litgpt,
+    // `finetune/lora.py` runs the head in 128-token chunks
+    // (`lm_head_chunk_size=128`) and `chunked_cross_entropy`
+    loss: LossPath::ChunkedTokens { tokens: 128 },
+    // LitGPT creates the adapters in the model dtype
+    adapters_fp32: false,
+    // no PEFT preparation
+    kbit_prep: false,
+    // Lightning's `BitsandbytesPrecision`
+    qlora_base: QloraBase::Bitsandbytes,
+    // `BitsandbytesPrecision` replaces every `nn.Linear`, the head included
+    quantizes_lm_head: true,
+    // Fabric's FSDP strategy
+    sharder: Sharder::Fsdp,
+    // Fabric's `no_backward_sync(model, enabled=is_accumulating)` wraps every
+    // accumulating micro-batch of `finetune/full.py` and `finetune/lora.py`
+    // (Fabric's FSDP strategy enters `FullyShardedDataParallel.no_sync()`)
+    fsdp_accumulates_unsharded: true,
+    // FSDP1 root unit; `auto_wrap_policy={Block}` wraps each block
+    fsdp_root_unsharded_in_backward: true,
+    // LitGPT's checkpointing is not the HF Trainer's reentrant one
+    fsdp_frozen_units_keep_checkpoint_grads: false,
+    fsdp_grads_persist_after_step: false,
+    loss_parallel_under_tp: false,
+    // `CausalSelfAttention.forward` repeats k and v (`repeat_interleave(q_per_kv)`)
+    // before SDPA in training
+    repeats_kv_heads: true,
+    // without a repeat, the same `forward` hands SDPA `v` as a view of the
+    // fused `qkv` output
+    sdpa_v_views_fused_qkv: true,
+    // `set_kv_cache(batch_size, max_seq_length)`: one dense cache per block,
+    // the window applied as a mask
+    sliding_window_cache: SlidingWindowCache::Full,
+};
+
+/// PyTorch torchtune recipes.
+pub const TORCHTUNE: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Torchtune,
+    // the recipes' `CEWithChunkedOutputLoss` (`num_output_chunks = 8`)
+    loss: LossPath::Chunked { chunks: 8 },
+    // adapters in the model dtype
+    adapters_fp32: false,
+    kbit_prep: false,
+    // torchao's `NF4Tensor` (`linear_nf4`)
+    qlora_base: QloraBase::TorchaoNf4,
+    quantizes_lm_head: false,
+    // FSDP2 (`fully_shard`)
+    sharder: Sharder::Fsdp,
+    fsdp_accumulates_unsharded: false,
+    fsdp_root_unsharded_in_backward: false,
+    fsdp_frozen_units_keep_checkpoint_grads: false,
+    fsdp_grads_persist_after_step: false,
+    loss_parallel_under_tp: false,
+    repeats_kv_heads: false,
+    sdpa_v_views_fused_qkv: false,
+    // `setup_caches(batch_size, dtype, decoder_max_seq_len)`: the whole
+    // length for every layer, the window as a mask
+    sliding_window_cache: SlidingWindowCache::Full,
+};
+
+/// PyTorch torchtitan (FSDP2 pre-training).
+pub const TORCHTITAN: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Torchtitan,
+    // `cross_entropy_loss` calls `pred.flatten(0, 1).float()`
+    loss: LossPath::Fp32,
+    // no PEFT preparation (torchtitan has no LoRA/QLoRA recipes)
+    kbit_prep: false,
+    // FSDP2 (`fully_shard`)
+    sharder: Sharder::Fsdp,
+    fsdp_accumulates_unsharded: false,
+    fsdp_root_unsharded_in_backward: false,
+    fsdp_frozen_units_keep_checkpoint_grads: false,
+    fsdp_grads_persist_after_step: false,
+    // `ParallelDims.loss_parallel_enabled`: `tp > 1 and enable_loss_parallel`
+    // (`--training.disable_loss_parallel` off by default; the output
+    // projection keeps `Shard(-1)` logits)
+    loss_parallel_under_tp: true,
+    // holds no cache: the default policy
+    sliding_window_cache: SlidingWindowCache::Window,
+    // adapters, QLoRA base and head: no LoRA/QLoRA recipes, transformers' values
+    ..TRANSFORMERS
+};
+
+/// Tokens of a serving engine's start-up profiling forward when
+/// `--max-num-batched-tokens` is not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileTokens {
+    /// `max(max_model_len, floor)`: vLLM's `max_num_batched_tokens` without chunked prefill
+    ContextAtLeast(u64),
+    /// a fixed chunk (SGLang's `chunked_prefill_size`)
+    Fixed(u64),
+}
+
+impl ProfileTokens {
+    /// The tokens at a context of `context`.
+    pub fn at(self, context: u64) -> u64 {
+        match self {
+            ProfileTokens::ContextAtLeast(floor) => context.max(floor),
+            ProfileTokens::Fixed(n) => n,
+        }
+    }
+}
+
+impl std::fmt::Display for ProfileTokens {
+    /// As the CLI's help writes it (`max(--context, 2048)`, `8192`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProfileTokens::ContextAtLeast(floor) => write!(f, "max(--context, {floor})"),
+            ProfileTokens::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
 /// How a serving engine sizes its memory at start-up.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServingDefaults {
     /// tokens of the start-up profiling forward (vLLM `max_num_batched_tokens`)
-    pub max_num_batched_tokens: u64,
+    pub max_num_batched_tokens: ProfileTokens,
     /// sequences the sampler handles at once (vLLM `max_num_seqs`): rows of logits
     pub max_num_seqs: u64,
     /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
@@ -55,6 +355,18 @@ pub struct ServingDefaults {
     pub default_gpu_util: Option<f64>,
 }
 
+/// What a serving engine does that changes memory: one row per engine (per
+/// engine release once a release changes a fact; the row's key is then
+/// ([`ServingEngine`], version)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServingFacts {
+    pub engine: ServingEngine,
+    /// the start-up profiling shape and the memory outside the allocator
+    pub startup: ServingDefaults,
+    /// how sliding-window layers are cached
+    pub sliding_window_cache: SlidingWindowCache,
+}
+
 /// vLLM's default `gpu_memory_utilization` (`EngineArgs` / `CacheConfig`: 0.9).
 pub const VLLM_GPU_UTIL: f64 = 0.9;
 
@@ -63,6 +375,82 @@ pub const VLLM_GPU_UTIL: f64 = 0.9;
 /// profiling run loads, and the allocator cache that this accounting still counted
 /// (device used − torch allocated; PR #11809 later subtracted reserved instead).
 pub const VLLM_NON_TORCH: u64 = 1_921_997_865;
+
+/// vLLM.
+pub const VLLM: ServingFacts = ServingFacts {
+    engine: ServingEngine::Vllm,
+    startup: ServingDefaults {
+        // `SchedulerConfig`: without chunked prefill `max_num_batched_tokens =
+        // max(max_model_len, 2048)` (chunked prefill: 2048 on V0, 8192 on the
+        // V1 server); the profiling run computes logits for one row per sequence
+        // (`compute_logits` on the sampled indices) and CUDA graphs are captured
+        // after the KV cache is allocated (`capture_model`: outside the budget)
+        max_num_batched_tokens: ProfileTokens::ContextAtLeast(2048),
+        // `SchedulerConfig.max_num_seqs = 256`
+        max_num_seqs: 256,
+        // PR #10511's start-up log
+        non_torch_tp1: Some(VLLM_NON_TORCH),
+        default_gpu_util: Some(VLLM_GPU_UTIL),
+    },
+    // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
+    // `--disable-hybrid-kv-cache-manager`)
+    sliding_window_cache: SlidingWindowCache::Window,
+};
+
+/// SGLang.
+pub const SGLANG: ServingFacts = ServingFacts {
+    engine: ServingEngine::Sglang,
+    startup: ServingDefaults {
+        // `chunked_prefill_size` 8192
+        max_num_batched_tokens: ProfileTokens::Fixed(8192),
+        // `max_running_requests` is sized from the pool; vLLM's start-up shape is assumed
+        max_num_seqs: 256,
+        // not logged: the runtime's context + workspaces
+        non_torch_tp1: None,
+        // `mem_fraction_static` is chosen at start-up from the card's memory and
+        // the TP size (`ServerArgs.__post_init__`), and has changed between
+        // releases: not assumed, `--gpu-util` names it
+        default_gpu_util: None,
+    },
+    // the SWA pool keeps the window only
+    sliding_window_cache: SlidingWindowCache::Window,
+};
+
+impl Framework {
+    /// This framework's row.
+    pub fn facts(self) -> &'static FrameworkFacts {
+        match self {
+            Framework::Transformers => &TRANSFORMERS,
+            Framework::Deepspeed => &DEEPSPEED,
+            Framework::Fsdp => &FSDP,
+            Framework::Litgpt => &LITGPT,
+            Framework::Torchtune => &TORCHTUNE,
+            Framework::Torchtitan => &TORCHTITAN,
+        }
+    }
+}
+
+impl ServingEngine {
+    /// This engine's row.
+    pub fn facts(self) -> &'static ServingFacts {
+        match self {
+            ServingEngine::Vllm => &VLLM,
+            ServingEngine::Sglang => &SGLANG,
+        }
+    }
+}
+
+impl FrameworkFacts {
+    /// Sharded data parallelism reduces through FSDP (else DeepSpeed's
+    /// buckets); `fsdp_flag`: `--fsdp` was given.
+    pub fn shards_with_fsdp(&self, fsdp_flag: bool) -> bool {
+        match self.sharder {
+            Sharder::ZeroUnlessFsdp => fsdp_flag,
+            Sharder::Zero => false,
+            Sharder::Fsdp => true,
+        }
+    }
+}
 
 impl Engine {
     pub const ALL: [Engine; 8] = [
@@ -90,159 +478,56 @@ impl Engine {
         }
     }
 
-    /// A serving engine (no training).
-    pub fn serves_only(self) -> bool {
-        matches!(self, Engine::Vllm | Engine::Sglang)
-    }
-
-    /// The loss path the engine uses for a causal-LM fine-tune.
-    ///
-    /// transformers `ForCausalLMLoss` upcasts the full logits (`logits.float()`, 4.46+;
-    /// `LlamaForCausalLM.forward` before it); torchtitan's `cross_entropy_loss` calls
-    /// `pred.flatten(0, 1).float()`; torchtune's recipes use `CEWithChunkedOutputLoss`
-    /// (`num_output_chunks = 8`); LitGPT's `finetune/lora.py` runs the head in 128-token
-    /// chunks (`lm_head_chunk_size=128`) and `chunked_cross_entropy`.
-    pub fn loss(self) -> LossPath {
+    /// A training framework or a serving engine.
+    pub fn kind(self) -> EngineKind {
         match self {
-            Engine::Torchtune => LossPath::Chunked { chunks: 8 },
-            Engine::Litgpt => LossPath::ChunkedTokens { tokens: 128 },
-            _ => LossPath::Fp32,
+            Engine::Transformers => EngineKind::Training(Framework::Transformers),
+            Engine::Deepspeed => EngineKind::Training(Framework::Deepspeed),
+            Engine::Fsdp => EngineKind::Training(Framework::Fsdp),
+            Engine::Litgpt => EngineKind::Training(Framework::Litgpt),
+            Engine::Torchtune => EngineKind::Training(Framework::Torchtune),
+            Engine::Torchtitan => EngineKind::Training(Framework::Torchtitan),
+            Engine::Vllm => EngineKind::Serving(ServingEngine::Vllm),
+            Engine::Sglang => EngineKind::Serving(ServingEngine::Sglang),
         }
     }
 
-    /// LoRA adapter weights kept in fp32 over a 16-bit base. PEFT's
-    /// `get_peft_model(..., autocast_adapter_dtype=True)` (the default since PEFT 0.12)
-    /// casts adapters to fp32; torchtune and LitGPT create them in the model dtype.
-    pub fn adapters_fp32(self) -> bool {
-        !matches!(self, Engine::Torchtune | Engine::Litgpt)
+    /// A serving engine (no training).
+    pub fn serves_only(self) -> bool {
+        matches!(self.kind(), EngineKind::Serving(_))
     }
 
-    /// QLoRA through PEFT's `prepare_model_for_kbit_training` (TRL `SFTTrainer`, the PEFT
-    /// QLoRA recipes): it casts every non-quantized parameter (norms, embeddings, the
-    /// output head) to fp32 and turns on input gradients.
-    pub fn kbit_prep(self) -> bool {
-        matches!(self, Engine::Transformers | Engine::Deepspeed | Engine::Fsdp)
+    /// The training framework's row; `None` for a serving engine.
+    pub fn framework_facts(self) -> Option<&'static FrameworkFacts> {
+        match self.kind() {
+            EngineKind::Training(f) => Some(f.facts()),
+            EngineKind::Serving(_) => None,
+        }
     }
 
-    /// QLoRA's 4-bit base is bitsandbytes (`Linear4bit`, whose `MatMul4Bit` keeps
-    /// each linear's input for backward); torchtune quantizes with torchao's
-    /// `NF4Tensor`, whose `linear_nf4` keeps only the weight.
-    pub fn qlora_is_bitsandbytes(self) -> bool {
-        self != Engine::Torchtune
+    /// The serving engine's row; `None` for a training framework.
+    pub fn serving_facts(self) -> Option<&'static ServingFacts> {
+        match self.kind() {
+            EngineKind::Serving(s) => Some(s.facts()),
+            EngineKind::Training(_) => None,
+        }
     }
 
-    /// bitsandbytes quantizes the output head too. transformers skips `lm_head`
-    /// (`get_keys_to_not_convert` / `llm_int8_skip_modules`); Lightning's
-    /// `BitsandbytesPrecision` (LitGPT) replaces every `nn.Linear`, the head included.
-    pub fn quantizes_lm_head(self) -> bool {
-        self == Engine::Litgpt
-    }
-
-    /// Gradient accumulation under FSDP skips the reduce-scatter of the accumulating
-    /// micro-batches (`no_sync`), so every gradient stays unsharded between them:
-    /// accelerate's `accumulate()` (HF Trainer, `Engine::Fsdp`) and Lightning Fabric's
-    /// `no_backward_sync(model, enabled=is_accumulating)`, which LitGPT's
-    /// `finetune/full.py` and `finetune/lora.py` wrap every accumulating micro-batch in
-    /// (Fabric's FSDP strategy enters `FullyShardedDataParallel.no_sync()`).
-    pub fn fsdp_accumulates_unsharded(self) -> bool {
-        matches!(self, Engine::Fsdp | Engine::Litgpt)
-    }
-
-    /// FSDP1 (`FullyShardedDataParallel`: accelerate, Lightning Fabric) does not free the
-    /// root unit's unsharded parameters after forward under `FULL_SHARD`, "with the
-    /// intention that they are immediately used for backward computation"
-    /// (`torch/distributed/fsdp/_runtime_utils.py`, `_post_forward_reshard`: `free_unsharded_flat_param
-    /// = not state._is_root and …`). With a per-decoder-layer wrap policy (accelerate's
-    /// `TRANSFORMER_BASED_WRAP`, LitGPT's `auto_wrap_policy={Block}`) the root holds the
-    /// embeddings, the final norm and the output head.
-    pub fn fsdp_root_unsharded_in_backward(self) -> bool {
-        matches!(self, Engine::Fsdp | Engine::Litgpt)
-    }
-
-    /// Frozen FSDP1 units under the HF Trainer's reentrant gradient checkpointing keep
-    /// every checkpointed layer's input and its gradient until the end of backward.
-    /// transformers' `gradient_checkpointing_enable` defaults to `use_reentrant=True`
-    /// and wraps each decoder layer's `__call__` (the FSDP-wrapped unit) in
-    /// `torch.utils.checkpoint`; its backward recomputes the unit on detached leaf
-    /// inputs and accumulates their gradients into `.grad`. For a unit whose
-    /// `FlatParameter` does not require grad (a LoRA/QLoRA base layer: PEFT's
-    /// `fsdp_auto_wrap_policy`, which the Trainer installs, wraps the adapters in their
-    /// own units), FSDP1 registers its reshard-only hook with
-    /// `register_multi_grad_hook` on those leaf inputs
-    /// (`_register_post_backward_reshard_only_hook`, `torch/distributed/fsdp/_runtime_utils.py`);
-    /// the hook closes over their `AccumulateGrad` nodes (`grad_fns`,
-    /// `torch/autograd/graph.py`), which hold the leaf and its `.grad`, and FSDP removes it
-    /// only in `_finalize_params` at the end of backward.
-    pub fn fsdp_frozen_units_keep_checkpoint_grads(self) -> bool {
-        self == Engine::Fsdp
-    }
-
-    /// Under tensor parallelism the engine computes the loss vocabulary-parallel
-    /// (`torch.distributed.tensor.parallel.loss_parallel()`): torchtitan turns it on
-    /// whenever TP > 1 (`ParallelDims.loss_parallel_enabled`: `tp > 1 and
-    /// enable_loss_parallel`, `--training.disable_loss_parallel` off by default; the
-    /// output projection keeps `Shard(-1)` logits). Its fused backward
-    /// (`torch/distributed/tensor/parallel/loss.py`, `_nll_loss_and_log_softmax_backward`:
-    /// `grad_input = zeros_like(x)`, then `(grad_input + exp(x)) * grad_output`) holds
-    /// three fp32 vocabulary-shard buffers beside the saved log-softmax, one more than
-    /// `log_softmax`'s own backward.
-    pub fn loss_parallel_under_tp(self) -> bool {
-        self == Engine::Torchtitan
+    /// How a serving engine sizes its start-up memory, or `None` for engines
+    /// that run `generate` (the whole prompt's logits, no profiling).
+    pub fn serving(self) -> Option<ServingDefaults> {
+        self.serving_facts().map(|f| f.startup)
     }
 
     /// How the engine caches the layers that attend over a sliding window
-    /// (`--sliding-window-cache` overrides it). vLLM v1's hybrid KV-cache manager
-    /// (`SlidingWindowSpec`, on unless `--disable-hybrid-kv-cache-manager`), SGLang's
-    /// SWA pool and transformers' `generate()` (its `DynamicCache` built from the
-    /// config holds a `DynamicSlidingWindowLayer` per sliding layer) keep the window
-    /// only (docs/inference.md, "KV cache"). LitGPT (`set_kv_cache(batch_size,
-    /// max_seq_length)`: one dense cache per block) and torchtune
-    /// (`setup_caches(batch_size, dtype, decoder_max_seq_len)`) allocate the whole
-    /// length for every layer and apply the window as a mask. Training engines hold
-    /// no cache; they keep the default.
+    /// (`--sliding-window-cache` overrides it).
     pub fn sliding_window_cache(self) -> SlidingWindowCache {
-        match self {
-            Engine::Litgpt | Engine::Torchtune => SlidingWindowCache::Full,
-            Engine::Vllm | Engine::Sglang | Engine::Transformers => SlidingWindowCache::Window,
-            Engine::Deepspeed | Engine::Fsdp | Engine::Torchtitan => SlidingWindowCache::default(),
+        match self.kind() {
+            EngineKind::Training(f) => f.facts().sliding_window_cache,
+            EngineKind::Serving(s) => s.facts().sliding_window_cache,
         }
     }
 
-    /// How a serving engine sizes its start-up memory, or `None` for engines that
-    /// run `generate` (the whole prompt's logits, no profiling).
-    ///
-    /// vLLM: `SchedulerConfig` defaults `max_num_seqs = 256` and, without chunked
-    /// prefill, `max_num_batched_tokens = max(max_model_len, 2048)` (chunked prefill:
-    /// 2048 on V0, 8192 on the V1 server); the profiling run computes logits for one
-    /// row per sequence (`compute_logits` on the sampled indices: the ledger's
-    /// profiling run has no logits line) and CUDA graphs are captured after the KV
-    /// cache is allocated (`capture_model`: outside the budget, not a ledger line). SGLang:
-    /// `chunked_prefill_size` 8192 and `max_running_requests` sized from the pool;
-    /// the same start-up shape is assumed. vLLM takes `gpu_memory_utilization`
-    /// 0.9 of the card unless told otherwise.
-    pub fn serving(self) -> Option<ServingDefaults> {
-        match self {
-            Engine::Vllm => Some(ServingDefaults {
-                max_num_batched_tokens: 0,
-                max_num_seqs: 256,
-                non_torch_tp1: Some(VLLM_NON_TORCH),
-                default_gpu_util: Some(VLLM_GPU_UTIL),
-            }),
-            Engine::Sglang => Some(ServingDefaults {
-                max_num_batched_tokens: 8192,
-                max_num_seqs: 256,
-                non_torch_tp1: None,
-                // `mem_fraction_static` is chosen at start-up from the card's memory and
-                // the TP size (`ServerArgs.__post_init__`), and has changed between
-                // releases: not assumed, `--gpu-util` names it
-                default_gpu_util: None,
-            }),
-            _ => None,
-        }
-    }
-}
-
-impl Engine {
     /// The fraction of the card a serving engine takes: the one given, else the
     /// engine's own default (vLLM 0.9); `None` for `generate`-style engines and
     /// for engines that choose it from the card (SGLang).
@@ -283,13 +568,45 @@ mod tests {
     }
 
     #[test]
+    fn every_row_is_keyed_by_its_own_engine() {
+        for e in Engine::ALL {
+            match e.kind() {
+                EngineKind::Training(f) => assert_eq!(f.facts().framework, f),
+                EngineKind::Serving(s) => {
+                    assert_eq!(s.facts().engine, s);
+                    assert_eq!(s.engine(), e);
+                    assert!(ServingEngine::ALL.contains(&s));
+                }
+            }
+        }
+        assert_eq!(ProfileTokens::ContextAtLeast(2048).at(1024), 2048);
+        assert_eq!(ProfileTokens::ContextAtLeast(2048).at(8192), 8192);
+        assert_eq!(ProfileTokens::Fixed(8192).at(1024), 8192);
+    }
+
+    #[test]
     fn engine_defaults_follow_their_sources() {
-        assert_eq!(Engine::Transformers.loss(), LossPath::Fp32);
-        assert_eq!(Engine::Torchtune.loss(), LossPath::Chunked { chunks: 8 });
-        assert!(Engine::Transformers.adapters_fp32() && !Engine::Torchtune.adapters_fp32());
-        assert!(Engine::Transformers.kbit_prep() && !Engine::Litgpt.kbit_prep());
-        assert!(Engine::Litgpt.quantizes_lm_head() && !Engine::Transformers.quantizes_lm_head());
+        let facts = |e: Engine| e.framework_facts().unwrap();
+        assert_eq!(facts(Engine::Transformers).loss, LossPath::Fp32);
+        assert_eq!(facts(Engine::Torchtune).loss, LossPath::Chunked { chunks: 8 });
+        assert!(facts(Engine::Transformers).adapters_fp32 && !facts(Engine::Torchtune).adapters_fp32);
+        assert!(facts(Engine::Transformers).kbit_prep && !facts(Engine::Litgpt).kbit_prep);
+        assert!(facts(Engine::Litgpt).quantizes_lm_head && !facts(Engine::Transformers).quantizes_lm_head);
         assert!(Engine::Vllm.serving().is_some() && Engine::Transformers.serving().is_none());
+        assert!(Engine::Vllm.serves_only() && Engine::Vllm.framework_facts().is_none());
+    }
+
+    #[test]
+    fn sharded_data_parallelism_follows_the_framework_then_the_flag() {
+        for (e, without, with) in [
+            (Engine::Transformers, false, true),
+            (Engine::Deepspeed, false, false),
+            (Engine::Fsdp, true, true),
+            (Engine::Torchtitan, true, true),
+        ] {
+            let f = e.framework_facts().unwrap();
+            assert_eq!((f.shards_with_fsdp(false), f.shards_with_fsdp(true)), (without, with), "{e:?}");
+        }
     }
 
     #[test]

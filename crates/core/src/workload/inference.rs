@@ -1,7 +1,8 @@
 //! Serving or batch inference: what is run and with which dtypes.
 
 use super::defaults;
-use super::Engine;
+use super::engine::Engine;
+use super::policy::SlidingWindowCache;
 use crate::dtype::DType;
 use crate::quant::QuantSpec;
 use serde::{Deserialize, Serialize};
@@ -24,7 +25,7 @@ pub struct InferenceSetup {
     pub logits_fp32: bool,
     /// paged KV block size in tokens (vLLM default 16)
     pub block_size: u64,
-    /// the engine serving the model (its start-up sizing: [`super::Engine::serving`])
+    /// the engine serving the model (its start-up sizing: [`Engine::serving`])
     pub engine: Engine,
     /// with a quantization: the output head is quantized too (LitGPT's
     /// bitsandbytes precision replaces every `nn.Linear`)
@@ -36,59 +37,6 @@ pub struct InferenceSetup {
     /// how the sliding-window layers are cached (the engine decides)
     #[serde(default)]
     pub sliding_window_cache: SlidingWindowCache,
-}
-
-/// How an engine caches the layers that attend over a sliding window
-/// (Gemma 2/3, gpt-oss, Mistral v0.1, …). Full-attention layers always keep
-/// the whole context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum SlidingWindowCache {
-    /// Each sliding layer keeps the last `window` tokens plus the block the
-    /// window straddles: vLLM's hybrid KV-cache manager (`SlidingWindowSpec`,
-    /// on by default in vLLM v1), SGLang's SWA pool, and transformers'
-    /// `DynamicSlidingWindowLayer` (the `DynamicCache` `generate()` builds
-    /// from the config). The default.
-    #[default]
-    Window,
-    /// Every sliding layer keeps the whole context: vLLM with
-    /// `--disable-hybrid-kv-cache-manager` (its `FullAttentionSpec` "regarded
-    /// as full attention"), or a transformers `DynamicCache()` built without
-    /// the config.
-    Full,
-    /// llama.cpp's iSWA cache: `pad(min(context, window + n_ubatch), 256)`
-    /// cells per sequence (`--swa-full` is [`SlidingWindowCache::Full`]).
-    LlamaCpp {
-        /// `-ub`, llama.cpp's micro-batch (default 512)
-        ubatch: u64,
-    },
-}
-
-impl SlidingWindowCache {
-    /// The flag spelling (`window`, `full`, `llamacpp`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SlidingWindowCache::Window => "window",
-            SlidingWindowCache::Full => "full",
-            SlidingWindowCache::LlamaCpp { .. } => "llamacpp",
-        }
-    }
-}
-
-impl std::str::FromStr for SlidingWindowCache {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "window" => Ok(SlidingWindowCache::Window),
-            "full" => Ok(SlidingWindowCache::Full),
-            // llama.cpp's default micro-batch, as the GGUF planner knows it
-            "llamacpp" | "llama.cpp" => {
-                Ok(SlidingWindowCache::LlamaCpp { ubatch: crate::llamacpp::plan::LlamaCppOptions::default().ubatch })
-            }
-            other => Err(format!("'{other}' is not one of window, full, llamacpp")),
-        }
-    }
 }
 
 impl Default for InferenceSetup {

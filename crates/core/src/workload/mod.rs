@@ -2,23 +2,28 @@
 //! split over GPUs, and the runtime overhead assumed per process. Plain
 //! data, its defaults ([`defaults`]), its limits ([`limits`]) and the one
 //! check of it ([`validate()`]). The formulas that size it live in
-//! `crate::infer` and `crate::train`, which import from here (never the
-//! other way round).
+//! `crate::infer` (with `crate::kv` and `crate::serving`) and `crate::train`,
+//! which import from here (never the other way round).
 
 pub mod defaults;
 mod engine;
 mod inference;
 pub mod limits;
 mod parallel;
+mod policy;
 mod training;
 pub mod validate;
 
-pub use engine::{Engine, ServingDefaults, VLLM_NON_TORCH};
-pub use inference::{InferenceSetup, SlidingWindowCache};
+pub use engine::{
+    Engine, EngineKind, Framework, FrameworkFacts, ProfileTokens, QloraBase, ServingDefaults, ServingEngine,
+    ServingFacts, Sharder, VLLM_NON_TORCH,
+};
+pub use inference::InferenceSetup;
 pub use parallel::{Offload, Parallelism, Sharding};
+pub use policy::{LossPath, SlidingWindowCache};
 pub use training::{
-    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, LossPath, Optimizer, Precision,
-    SelectivePolicy, TrainKind, TrainSetup,
+    AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, Optimizer, Precision, SelectivePolicy,
+    TrainKind, TrainSetup,
 };
 pub use validate::{validate, Field, WorkloadError};
 

@@ -6,7 +6,8 @@
 //! planner and the CLI construct this struct).
 
 use super::defaults;
-use super::engine::Engine;
+use super::engine::{Engine, FrameworkFacts, TRANSFORMERS};
+use super::policy::LossPath;
 use crate::dtype::DType;
 use serde::{Deserialize, Serialize};
 
@@ -310,72 +311,6 @@ impl Default for LoraSetup {
     }
 }
 
-/// How the cross-entropy loss meets the vocabulary-sized logits: what is
-/// kept for backward and what is live at its start, per token per
-/// vocabulary entry (the biggest single item at 128k+ vocabularies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum LossPath {
-    /// the compute-dtype logits are upcast to fp32 for the loss (transformers
-    /// `ForCausalLMLoss`, torchtitan): the saved fp32 log-softmax (4 B) and, at the
-    /// start of backward, the fp32 gradients of log-softmax and logits (2 × 4 B);
-    /// measured on shared/calibration group C
-    #[default]
-    Fp32,
-    /// transformers up to 4.48 (`ForCausalLMLoss` before PR #35646, and the in-model
-    /// losses before it): `logits = logits.float()` then `shift_logits =
-    /// logits[..., :-1, :].contiguous()`, a second fp32 copy. The backward start is
-    /// `Fp32`'s; the end of forward is higher: inside `cross_entropy` the compute-dtype
-    /// logits (still referenced by the model's forward), the fp32 upcast, its shifted
-    /// copy and the log-softmax output are live at once (act + 4 + 4 + 4 B)
-    Fp32ShiftCopy,
-    /// cross-entropy on the compute-dtype logits, no upcast: 2 B saved + 2 × 2 B gradients
-    Compute,
-    /// the head runs over the whole sequence but the fp32 loss one chunk at a time
-    /// (torchtune `CEWithChunkedOutputLoss`, `num_output_chunks` = `chunks`): every
-    /// chunk's fp32 log-softmax is saved (4 B); the backward gradients exist one chunk
-    /// at a time ((4 + 4 + 2 B) ÷ chunks)
-    Chunked { chunks: u64 },
-    /// head and loss both chunked by `tokens` (LitGPT `lm_head_chunk_size=128` +
-    /// `chunked_cross_entropy`, no upcast): the compute-dtype logit chunks stay
-    /// alive in a list (2 B) beside their saved log-softmax (2 B)
-    ChunkedTokens { tokens: u64 },
-    /// fused linear + cross-entropy that never materialises the logits (Liger
-    /// `LigerFusedLinearCrossEntropyLoss`, cut-cross-entropy): no vocabulary-sized
-    /// tensor is saved; one chunk of fp32 logits and gradients exists at a time
-    Fused,
-}
-
-impl LossPath {
-    /// The `--loss` name.
-    pub fn name(self) -> &'static str {
-        match self {
-            LossPath::Fp32 => "fp32",
-            LossPath::Fp32ShiftCopy => "fp32-shift-copy",
-            LossPath::Compute => "bf16",
-            LossPath::Chunked { .. } => "chunked",
-            LossPath::ChunkedTokens { .. } => "chunked-tokens",
-            LossPath::Fused => "fused",
-        }
-    }
-}
-
-impl std::str::FromStr for LossPath {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.to_ascii_lowercase().replace('_', "-").as_str() {
-            "fp32" | "upcast" => LossPath::Fp32,
-            "fp32-shift-copy" | "transformers-4.48" => LossPath::Fp32ShiftCopy,
-            "bf16" | "fp16" | "compute" | "no-upcast" => LossPath::Compute,
-            "chunked" => LossPath::Chunked { chunks: 8 },
-            "fused" | "liger" | "cce" | "cut-cross-entropy" => LossPath::Fused,
-            _ => {
-                return Err(format!("unknown loss path '{s}': expected fp32, fp32-shift-copy, bf16, chunked or fused"))
-            }
-        })
-    }
-}
-
 /// bitsandbytes 4-bit data type (same storage and memory; named for output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -438,7 +373,7 @@ pub struct TrainSetup {
     /// optimizer uses the multi-tensor (`foreach`) path, the CUDA default
     /// for torch.optim: its step allocates one state-sized temporary
     pub foreach: bool,
-    /// how the loss meets the logits (engine default: [`Engine::loss`])
+    /// how the loss meets the logits (engine default: [`FrameworkFacts::loss`])
     pub loss: LossPath,
     /// model the first optimizer step of a fresh run: optimizer states are
     /// created lazily inside `step()`, so forward/backward run without them
@@ -450,10 +385,10 @@ pub struct TrainSetup {
     /// QLoRA: bitsandbytes 4-bit type (nf4 / fp4; same memory)
     pub qlora_quant_type: Bnb4Type,
     /// QLoRA: the output head is quantized too (not in bitsandbytes'
-    /// `llm_int8_skip_modules`; engine default: [`Engine::quantizes_lm_head`])
+    /// `llm_int8_skip_modules`; engine default: [`FrameworkFacts::quantizes_lm_head`])
     pub qlora_quantize_lm_head: bool,
     /// QLoRA through PEFT `prepare_model_for_kbit_training`: every non-quantized
-    /// parameter (norms, embeddings, head) cast to fp32 (engine default: [`Engine::kbit_prep`])
+    /// parameter (norms, embeddings, head) cast to fp32 (engine default: [`FrameworkFacts::kbit_prep`])
     pub kbit_prep: bool,
     /// the optimizer steps each parameter inside backward and frees its gradient
     /// (torchtune `optimizer_in_bwd`): no full gradient buffer, no step peak
@@ -523,11 +458,18 @@ impl TrainSetup {
     /// and head quantization (the rest of the setup is kept).
     pub fn with_engine(mut self, engine: Engine) -> TrainSetup {
         self.engine = engine;
-        self.loss = engine.loss();
-        self.lora.adapter_fp32 = engine.adapters_fp32();
-        self.kbit_prep = engine.kbit_prep();
-        self.qlora_quantize_lm_head = engine.quantizes_lm_head();
+        let f = self.framework();
+        self.loss = f.loss;
+        self.lora.adapter_fp32 = f.adapters_fp32;
+        self.kbit_prep = f.kbit_prep;
+        self.qlora_quantize_lm_head = f.quantizes_lm_head;
         self
+    }
+
+    /// The facts of the framework running the step. A serving engine does not
+    /// train (the CLI refuses it): a setup naming one gets transformers' facts.
+    pub fn framework(&self) -> &'static FrameworkFacts {
+        self.engine.framework_facts().unwrap_or(&TRANSFORMERS)
     }
 }
 

@@ -516,7 +516,7 @@ impl Mapping<'_> {
         };
         t.lora = self.lora(kind)?;
         t.lora.adapter_fp32 = match v.str("adapter_dtype")? {
-            None => engine.adapters_fp32(),
+            None => t.framework().adapters_fp32,
             Some("fp32") => true,
             Some("bf16") => false,
             Some(o) => return Err(v.bad("adapter_dtype", "fp32 or bf16", &Value::String(o.into()))),

@@ -22,7 +22,7 @@
 
 use super::value::{MetaValue, ValueType};
 use std::collections::BTreeMap;
-use vramfit_core::llamacpp::GgmlType;
+use vramfit_llamacpp::GgmlType;
 
 /// Caps on what a header may claim. Real files are far below each.
 pub mod limits {

@@ -4,7 +4,7 @@
 //! - [`header`]: the total, bounded parser ([`parse`] takes a prefix of the
 //!   file and answers the header or how many bytes it still needs)
 //! - [`value`]: metadata values
-//! - [`model`]: header → `vramfit_core::llamacpp::LlamaModel`
+//! - [`model`]: header → `vramfit_llamacpp::LlamaModel`
 //! - [`writer`]: a small GGUF writer for tests, fuzz seeds and fixtures
 //!
 //! Local files are read through `vramfit-input` (regular files only, a byte
@@ -216,7 +216,7 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufFileError> {
 
 /// Read a local `.gguf` file (every shard of a split model) into the model
 /// llama.cpp would load.
-pub fn read_model(path: &Path) -> Result<(GgufHeader, vramfit_core::llamacpp::LlamaModel), GgufFileError> {
+pub fn read_model(path: &Path) -> Result<(GgufHeader, vramfit_llamacpp::LlamaModel), GgufFileError> {
     let h = read_model_header(path)?;
     let m = model_of(&h, path, &path.display().to_string())?;
     Ok((h, m))
@@ -224,7 +224,7 @@ pub fn read_model(path: &Path) -> Result<(GgufHeader, vramfit_core::llamacpp::Ll
 
 /// The model llama.cpp would load from a (merged) header; `path` names the
 /// model when `general.name` is absent, `label` the file in errors.
-pub fn model_of(h: &GgufHeader, path: &Path, label: &str) -> Result<vramfit_core::llamacpp::LlamaModel, GgufFileError> {
+pub fn model_of(h: &GgufHeader, path: &Path, label: &str) -> Result<vramfit_llamacpp::LlamaModel, GgufFileError> {
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     model_from_header(h, &name).map_err(|error| GgufFileError::Model { file: label.to_string(), error })
 }

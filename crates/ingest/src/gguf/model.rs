@@ -4,9 +4,7 @@
 
 use super::header::GgufHeader;
 use super::value::MetaValue;
-use vramfit_core::llamacpp::model::{
-    slot_of, ExpertSpec, GraphFamily, LayerHparams, LlamaModel, RecurrentState, TensorInfo,
-};
+use vramfit_llamacpp::model::{slot_of, ExpertSpec, GraphFamily, LayerHparams, LlamaModel, RecurrentState, TensorInfo};
 
 /// Why a header cannot become a model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -111,7 +109,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let k = Keys { h, arch: arch.clone() };
     let mut notes = Vec::new();
     let n_layer = k.u64_req("block_count")?;
-    if n_layer == 0 || n_layer > vramfit_core::llamacpp::model::limits::MAX_LAYERS {
+    if n_layer == 0 || n_layer > vramfit_llamacpp::model::limits::MAX_LAYERS {
         return Err(ModelError::Bad {
             key: k.key("block_count"),
             expected: "1 to 4096 layers".into(),
@@ -335,7 +333,7 @@ fn has_gated_ffn(tensors: &[TensorInfo], ff: &[u64], nl: usize) -> bool {
 /// the output layer; the first gets a note.
 fn extra_layers_to_output(tensors: Vec<TensorInfo>, n_layer: u64, notes: &mut Vec<String>) -> Vec<TensorInfo> {
     for t in &tensors {
-        if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
+        if let vramfit_llamacpp::Slot::Layer(il) = t.slot {
             if il as u64 >= n_layer {
                 notes.push(format!(
                     "tensor '{}' belongs to layer {il} beyond block_count {n_layer} (an extra prediction layer); it is placed with the output layer",
@@ -348,9 +346,9 @@ fn extra_layers_to_output(tensors: Vec<TensorInfo>, n_layer: u64, notes: &mut Ve
     tensors
         .into_iter()
         .map(|mut t| {
-            if let vramfit_core::llamacpp::Slot::Layer(il) = t.slot {
+            if let vramfit_llamacpp::Slot::Layer(il) = t.slot {
                 if il as u64 >= n_layer {
-                    t.slot = vramfit_core::llamacpp::Slot::Output;
+                    t.slot = vramfit_llamacpp::Slot::Output;
                 }
             }
             t

@@ -3,7 +3,7 @@
 //! never writes a model.
 
 use super::value::ValueType;
-use vramfit_core::llamacpp::GgmlType;
+use vramfit_llamacpp::GgmlType;
 
 /// A metadata value to write.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +165,7 @@ impl GgufWriter {
 pub mod fixtures {
     use super::{GgufWriter, WValue};
     use crate::gguf::value::ValueType;
-    use vramfit_core::llamacpp::GgmlType;
+    use vramfit_llamacpp::GgmlType;
 
     /// Shape of a fixture model.
     #[derive(Debug, Clone)]

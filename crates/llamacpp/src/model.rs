@@ -3,9 +3,9 @@
 //! `vramfit-ingest` from a GGUF header (or by a test from an architecture);
 //! nothing here reads files.
 
-use super::ggml::GgmlType;
-use crate::error::CoreError;
+use crate::ggml::GgmlType;
 use serde::{Deserialize, Serialize};
+use vramfit_core::CoreError;
 
 /// Which of llama.cpp's device slots a weight is loaded into
 /// (`LLM_TENSOR_LAYER_INPUT / REPEATING / OUTPUT` in `llama-arch.cpp`).
@@ -40,7 +40,7 @@ impl TensorInfo {
     /// 1-bit type packs 8 elements per byte, so a file's byte count does
     /// not bound it).
     pub fn elements(&self) -> Result<u64, CoreError> {
-        crate::units::product(&format!("elements of tensor '{}'", self.name), &self.ne)
+        vramfit_core::units::product(&format!("elements of tensor '{}'", self.name), &self.ne)
     }
 }
 
@@ -122,7 +122,9 @@ pub enum GraphFamily {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlamaModel {
     pub name: String,
-    /// `general.architecture`
+    /// `general.architecture`, as the file names it (displayed; the
+    /// architectures the simulator treats on their own terms are looked up
+    /// in [`crate::arch::KNOWN_ARCHS`])
     pub arch: String,
     pub n_layer: u32,
     pub n_embd: u64,
@@ -161,7 +163,7 @@ pub mod limits {
 impl LlamaModel {
     /// Check dimensions before any arithmetic, naming the GGUF key.
     pub fn validate(&self) -> Result<(), CoreError> {
-        let check = crate::units::check_size;
+        let check = vramfit_core::units::check_size;
         check("block_count", self.n_layer as u64, limits::MAX_LAYERS)?;
         check("embedding_length", self.n_embd, limits::MAX_EMBD)?;
         check("vocab size", self.n_vocab, limits::MAX_VOCAB)?;
@@ -197,12 +199,12 @@ impl LlamaModel {
 
     /// Total bytes of all tensors (the GGUF data section without padding).
     pub fn weight_bytes(&self) -> Result<u64, CoreError> {
-        self.tensors.iter().try_fold(0u64, |a, t| crate::units::add("tensor bytes", a, t.bytes))
+        self.tensors.iter().try_fold(0u64, |a, t| vramfit_core::units::add("tensor bytes", a, t.bytes))
     }
 
     /// Parameters (elements of all tensors).
     pub fn params(&self) -> Result<u64, CoreError> {
-        self.tensors.iter().try_fold(0u64, |a, t| crate::units::add("parameters", a, t.elements()?))
+        self.tensors.iter().try_fold(0u64, |a, t| vramfit_core::units::add("parameters", a, t.elements()?))
     }
 
     /// Tensor count, elements and bytes per ggml type, in type-id order.
@@ -211,8 +213,8 @@ impl LlamaModel {
         for t in &self.tensors {
             let e = &mut by.entry(t.ty.id()).or_insert((t.ty, TypeTally::default())).1;
             e.tensors += 1; // at most the tensor count, a usize
-            e.elements = crate::units::add("elements per type", e.elements, t.elements()?)?;
-            e.bytes = crate::units::add("bytes per type", e.bytes, t.bytes)?;
+            e.elements = vramfit_core::units::add("elements per type", e.elements, t.elements()?)?;
+            e.bytes = vramfit_core::units::add("bytes per type", e.bytes, t.bytes)?;
         }
         Ok(by.into_values().collect())
     }
@@ -225,6 +227,22 @@ impl LlamaModel {
     /// Bytes of the largest tensor named `blk.{il}.{suffix}`, if present.
     pub fn layer_tensor_bytes(&self, il: u32, suffix: &str) -> Option<u64> {
         self.tensor(&format!("blk.{il}.{suffix}")).map(|t| t.bytes)
+    }
+
+    /// The row of [`crate::arch::KNOWN_ARCHS`] for this model's architecture.
+    pub fn known_arch(&self) -> Option<&'static crate::arch::KnownArch> {
+        crate::arch::known_arch(&self.arch)
+    }
+
+    /// llama.cpp builds this model's attention as multi-head latent attention.
+    pub fn latent_attention(&self) -> bool {
+        match self.known_arch().map(|a| a.attention) {
+            Some(crate::arch::AttentionGraph::Latent) => true,
+            Some(crate::arch::AttentionGraph::LatentWhenKvHeadSizesDiffer) => {
+                self.layers.iter().any(|l| l.head_dim_k != l.head_dim_v)
+            }
+            None => false,
+        }
     }
 
     /// Layers with a KV cache.

@@ -26,32 +26,33 @@
 //! Each layer's cache lives on its layer's device unless `--no-kv-offload`
 //! keeps it on the host.
 
-use super::ggml::GgmlType;
-use super::graph::Device;
-use super::model::LlamaModel;
-use super::placement::Placement;
-use crate::error::CoreError;
-use crate::explain::Explanation;
-use crate::units::{add, product};
+use crate::ggml::GgmlType;
+use crate::graph::Device;
+use crate::model::LlamaModel;
+use crate::placement::Placement;
 use serde::{Deserialize, Serialize};
+use vramfit_core::units::{add, product};
+use vramfit_core::CoreError;
+use vramfit_core::Explanation;
 
-/// `GGML_PAD(n_ctx, 256)` (llama-context.cpp; PR #17046 discussion r2503085732).
-pub const CTX_PAD: u64 = 256;
+/// `GGML_PAD(n_ctx, 256)`: defined in core, whose `--sliding-window-cache
+/// llamacpp` policy shares it.
+pub use vramfit_core::kv::LLAMACPP_CTX_PAD as CTX_PAD;
+/// The SWA cache's padding, and its cells per stream (defined in core, see [`CTX_PAD`]).
+pub use vramfit_core::kv::{llamacpp_swa_cells as swa_cells, LLAMACPP_SWA_PAD as SWA_PAD};
 /// Before the KV-cache rework, the context was padded to
 /// `llama_kv_cache_get_padding(cparams)`: 256 with flash attention, else 32
 /// (llama.cpp up to mid-2025, e.g. build 4897's `llama_context`).
 pub const LEGACY_CTX_PAD_NO_FA: u64 = 32;
 
 /// The context padding of a graph era.
-pub fn ctx_pad(era: super::compute::GraphEra, flash_attn: bool) -> u64 {
+pub fn ctx_pad(era: crate::compute::GraphEra, flash_attn: bool) -> u64 {
     match era {
-        super::compute::GraphEra::Current => CTX_PAD,
-        super::compute::GraphEra::Legacy if flash_attn => CTX_PAD,
-        super::compute::GraphEra::Legacy => LEGACY_CTX_PAD_NO_FA,
+        crate::compute::GraphEra::Current => CTX_PAD,
+        crate::compute::GraphEra::Legacy if flash_attn => CTX_PAD,
+        crate::compute::GraphEra::Legacy => LEGACY_CTX_PAD_NO_FA,
     }
 }
-/// The SWA cache is always padded to 256 cells (llama-kv-cache-iswa.cpp, issue #17037).
-pub const SWA_PAD: u64 = 256;
 
 /// How the context is sized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,14 +82,17 @@ pub fn context_size(
     swa_full: bool,
     ctx_pad: u64,
 ) -> Result<ContextSize, CoreError> {
-    crate::units::check_size("parallel", n_parallel, 1 << 16)?;
     let req = if requested == 0 { model.n_ctx_train } else { requested };
-    crate::units::check_size("ctx-size", req, super::model::limits::MAX_CTX)?;
+    vramfit_core::units::check_size("ctx-size", req, crate::model::limits::MAX_CTX)?;
     let mut n_ctx = pad("n_ctx", req, ctx_pad.max(1))?;
     let (n_ctx_seq, streams) = if unified {
         (n_ctx, 1)
     } else {
-        let per = pad("n_ctx_seq", n_ctx / n_parallel, ctx_pad.max(1))?;
+        // n_parallel ≥ 1 after LlamaCppOptions::validate; a direct caller gets the same error
+        let per_stream = n_ctx
+            .checked_div(n_parallel)
+            .ok_or(crate::options::OptionsError::Zero { field: crate::options::OptionField::Parallel })?;
+        let per = pad("n_ctx_seq", per_stream, ctx_pad.max(1))?;
         if per == 0 {
             return Err(CoreError::invalid(
                 "ctx-size",
@@ -106,31 +110,39 @@ pub fn context_size(
     Ok(ContextSize { n_ctx, n_ctx_seq, streams, swa_cells })
 }
 
-/// Cells per stream of llama.cpp's sliding-window cache
-/// (`llama_kv_cache_iswa`): `pad(min(n_ctx_seq, n_swa · (unified ? N : 1) + n_ubatch), 256)`,
-/// or the whole `n_ctx_seq` with `--swa-full`. Also what
-/// [`crate::infer`] uses for `SlidingWindowCache::LlamaCpp`.
-pub fn swa_cells(
-    n_ctx_seq: u64,
-    n_swa: u64,
-    n_parallel: u64,
-    unified: bool,
-    n_ubatch: u64,
-    swa_full: bool,
-) -> Result<u64, CoreError> {
-    if swa_full {
-        return Ok(n_ctx_seq);
+/// What a cache buffer holds, by llama.cpp's log name (`CUDA0 KV buffer`,
+/// `CPU RS buffer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CacheKind {
+    /// keys and values of attention layers (`llama_kv_cache`)
+    #[serde(rename = "KV")]
+    Kv,
+    /// recurrent state of Mamba/RWKV-style layers (`llama_memory_recurrent`)
+    #[serde(rename = "RS")]
+    Rs,
+}
+
+impl CacheKind {
+    /// llama.cpp's name in its buffer log lines.
+    pub fn log_name(self) -> &'static str {
+        match self {
+            CacheKind::Kv => "KV",
+            CacheKind::Rs => "RS",
+        }
     }
-    let window = add("swa cells", product("swa cells", &[n_swa, if unified { n_parallel } else { 1 }])?, n_ubatch)?;
-    pad("swa cells", n_ctx_seq.min(window), SWA_PAD)
+}
+
+impl std::fmt::Display for CacheKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.log_name())
+    }
 }
 
 /// One device's KV (or recurrent-state) buffer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CacheBuffer {
     pub device: Device,
-    /// "KV" or "RS" (recurrent state)
-    pub kind: String,
+    pub kind: CacheKind,
     pub bytes: u64,
     pub layers: u64,
     pub explain: Explanation,
@@ -186,18 +198,17 @@ pub fn kv_cache(
     let mut swa_total = 0u64;
     let mut state_total = 0u64;
     let mut per_token = 0u64;
-    let mut per_dev: Vec<(Device, &'static str, u64, u64, u64, u64)> = Vec::new(); // dev, kind, bytes, layers, cells, width-bytes
+    let mut per_dev: Vec<(Device, CacheKind, u64, u64)> = Vec::new(); // device, kind, bytes, layers
     let cells_rs = opt.n_parallel.max(1);
     for (il, l) in model.layers.iter().enumerate() {
         let dev = if opt.offload_kqv { placement.layers[il] } else { Device::Cpu };
-        let mut push =
-            |kind: &'static str, bytes: u64, cells: u64| match per_dev.iter_mut().find(|e| e.0 == dev && e.1 == kind) {
-                Some(e) => {
-                    e.2 = e.2.saturating_add(bytes);
-                    e.3 += 1;
-                }
-                None => per_dev.push((dev, kind, bytes, 1, cells, 0)),
-            };
+        let mut push = |kind: CacheKind, bytes: u64| match per_dev.iter_mut().find(|e| e.0 == dev && e.1 == kind) {
+            Some(e) => {
+                e.2 = e.2.saturating_add(bytes);
+                e.3 += 1;
+            }
+            None => per_dev.push((dev, kind, bytes, 1)),
+        };
         if l.has_kv() {
             let cells = if l.sliding { size.swa_cells } else { size.n_ctx_seq };
             let k_row = row(opt.type_k, l.k_width(), "cache-type-k")?;
@@ -212,33 +223,36 @@ pub fn kv_cache(
             } else {
                 per_token = add("KV per token", per_token, product("KV per token", &[add("row", k_row, v_row)?, 1])?)?;
             }
-            push("KV", add("KV", k, v)?, cells);
+            push(CacheKind::Kv, add("KV", k, v)?);
         }
         if let Some(st) = l.recurrent {
             let b = product("recurrent state", &[add("state", st.r, st.s)?, 4, cells_rs])?;
             state_total = add("recurrent state", state_total, b)?;
-            push("RS", b, cells_rs);
+            push(CacheKind::Rs, b);
         }
     }
     let buffers = per_dev
         .into_iter()
-        .map(|(device, kind, bytes, layers, _, _)| CacheBuffer {
+        .map(|(device, kind, bytes, layers)| CacheBuffer {
             device,
-            kind: kind.to_string(),
+            kind,
             bytes,
             layers,
-            explain: if kind == "KV" {
+            explain: match kind {
+                CacheKind::Kv => {
                 Explanation::new("Σ over this device's layers of row_size(type_k, n_head_kv·head_dim_k)·cells·streams + row_size(type_v, n_head_kv·head_dim_v)·cells·streams")
                     .term("layers", layers)
                     .term("cells per stream (full / sliding)", format!("{} / {}", size.n_ctx_seq, size.swa_cells))
                     .term("streams", size.streams)
                     .term("cache types (K, V)", format!("{}, {}", opt.type_k, opt.type_v))
                     .note("llama.cpp src/llama-kv-cache.cpp; sliding layers sized by src/llama-kv-cache-iswa.cpp")
-            } else {
+                }
+                CacheKind::Rs => {
                 Explanation::new("Σ over this device's recurrent layers of (n_embd_r + n_embd_s) × 4 B (f32) × max(1, parallel) cells")
                     .term("layers", layers)
                     .term("cells", cells_rs)
                     .note("llama.cpp src/llama-memory-recurrent.cpp; n_embd_r/n_embd_s in src/llama-hparams.cpp")
+                }
             },
         })
         .collect();

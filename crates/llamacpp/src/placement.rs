@@ -24,13 +24,13 @@
 //! get_mapping_range`); without mmap they are copied into a `CPU` buffer
 //! (32-byte aligned).
 
-use super::ggml::GgmlType;
-use super::graph::Device;
-use super::model::{LlamaModel, Slot, TensorInfo};
-use crate::error::CoreError;
-use crate::explain::Explanation;
-use crate::units::{add, sum};
+use crate::ggml::GgmlType;
+use crate::graph::Device;
+use crate::model::{LlamaModel, Slot, TensorInfo};
 use serde::{Deserialize, Serialize};
+use vramfit_core::units::{add, sum};
+use vramfit_core::CoreError;
+use vramfit_core::Explanation;
 
 /// CUDA buffer alignment (`ggml_backend_cuda_buffer_type_get_alignment`).
 pub const CUDA_ALIGNMENT: u64 = 128;
@@ -174,12 +174,63 @@ pub fn cpu_repacked(t: &TensorInfo) -> bool {
     kind && matrix && t.slot != Slot::Input && t.ne.get(1).is_some_and(|r| r % 8 == 0)
 }
 
+/// The buffer type of a model buffer, as llama.cpp names it in its log
+/// (`load_tensors: CUDA0 model buffer size = …`); serialized as that name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BufferType {
+    /// a GPU's own memory (`CUDA0`, `CUDA1`, …)
+    Cuda(u32),
+    /// host tensors read through mmap: one mapped file range
+    CpuMapped,
+    /// host tensors copied into memory (`--no-mmap`)
+    Cpu,
+    /// host matrices the CPU backend repacks (`CPU_AARCH64` before mid-2025)
+    CpuRepack,
+}
+
+impl std::fmt::Display for BufferType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BufferType::Cuda(g) => write!(f, "CUDA{g}"),
+            BufferType::CpuMapped => f.write_str("CPU_Mapped"),
+            BufferType::Cpu => f.write_str("CPU"),
+            BufferType::CpuRepack => f.write_str("CPU_REPACK"),
+        }
+    }
+}
+
+impl std::str::FromStr for BufferType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<BufferType, String> {
+        match s {
+            "CPU_Mapped" => Ok(BufferType::CpuMapped),
+            "CPU" => Ok(BufferType::Cpu),
+            "CPU_REPACK" => Ok(BufferType::CpuRepack),
+            _ => s.strip_prefix("CUDA").and_then(|n| n.parse().ok()).map(BufferType::Cuda).ok_or_else(|| {
+                format!("'{s}' is not a llama.cpp model buffer type (CUDA<n>, CPU_Mapped, CPU, CPU_REPACK)")
+            }),
+        }
+    }
+}
+
+impl Serialize for BufferType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BufferType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BufferType, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One device's model buffer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelBuffer {
     pub device: Device,
-    /// llama.cpp's name: `CUDA0`, `CPU_Mapped`, `CPU`
-    pub name: String,
+    /// llama.cpp's buffer type (its name in the log)
+    pub name: BufferType,
     pub bytes: u64,
     pub tensors: u64,
     /// bytes of tensors actually used on this device (for `CPU_Mapped`, the
@@ -234,7 +285,7 @@ pub fn model_buffers(
         }
         out.push(ModelBuffer {
             device: dev,
-            name: format!("CUDA{g}"),
+            name: BufferType::Cuda(g),
             bytes,
             tensors: n,
             used_bytes: used,
@@ -259,7 +310,7 @@ pub fn model_buffers(
         let used = sum("repacked weights", &repacked.iter().map(|t| t.bytes).collect::<Vec<_>>())?;
         out.push(ModelBuffer {
             device: Device::Cpu,
-            name: "CPU_REPACK".into(),
+            name: BufferType::CpuRepack,
             bytes,
             tensors: repacked.len() as u64,
             used_bytes: used,
@@ -277,7 +328,7 @@ pub fn model_buffers(
             let span = last.saturating_sub(first);
             out.push(ModelBuffer {
                 device: Device::Cpu,
-                name: "CPU_Mapped".into(),
+                name: BufferType::CpuMapped,
                 bytes: span,
                 tensors: host.len() as u64,
                 used_bytes: used,
@@ -298,7 +349,7 @@ pub fn model_buffers(
             }
             out.push(ModelBuffer {
                 device: Device::Cpu,
-                name: "CPU".into(),
+                name: BufferType::Cpu,
                 bytes,
                 tensors: host.len() as u64,
                 used_bytes: used,

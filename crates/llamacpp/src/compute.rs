@@ -1,5 +1,5 @@
 //! Compute buffers: llama.cpp's worst-case graph, rebuilt op by op and
-//! handed to the allocator replica in [`super::graph`].
+//! handed to the allocator replica in [`crate::graph`].
 //!
 //! At context creation llama.cpp reserves the graph of one full
 //! micro-batch (`n_tokens = min(n_ctx, n_ubatch)`, every token an output)
@@ -27,13 +27,13 @@
 //! layers, MLA, encoders) are built from the same pieces with the sizes of
 //! their main tensors; the result says when it is such an approximation.
 
-use super::ggml::GgmlType;
-use super::graph::{Device, Graph, OpKind, TensorId};
-use super::model::{GraphFamily, LayerHparams, LlamaModel, RecurrentState};
-use super::placement::{Placement, CPU_ALIGNMENT, CUDA_ALIGNMENT};
-use crate::error::CoreError;
-use crate::units::product;
+use crate::ggml::GgmlType;
+use crate::graph::{Device, Graph, OpKind, TensorId};
+use crate::model::{GraphFamily, LayerHparams, LlamaModel, RecurrentState};
+use crate::placement::{Placement, CPU_ALIGNMENT, CUDA_ALIGNMENT};
 use serde::{Deserialize, Serialize};
+use vramfit_core::units::product;
+use vramfit_core::CoreError;
 
 const F32: u8 = 0;
 const F16: u8 = 1;
@@ -123,7 +123,7 @@ impl<'a> Builder<'a> {
         };
         let bytes = info.map(|t| t.bytes).unwrap_or(fallback);
         let w = self.g.weight("weight", bytes, dev);
-        if self.cpu_repack && dev == Device::Cpu && info.is_some_and(super::placement::cpu_repacked) {
+        if self.cpu_repack && dev == Device::Cpu && info.is_some_and(crate::placement::cpu_repacked) {
             self.g.tensors[w].repacked = true;
         }
         w
@@ -245,7 +245,7 @@ pub fn compute_buffers(
     placement: &Placement,
     s: ComputeSetup,
 ) -> Result<ComputeBuffers, CoreError> {
-    crate::units::check_size("micro-batch tokens", s.n_tokens, 1 << 20)?;
+    vramfit_core::units::check_size("micro-batch tokens", s.n_tokens, 1 << 20)?;
     let full_offload = placement.layers.iter().all(|d| *d != Device::Cpu) && placement.output != Device::Cpu;
     // the scheduler holds a GPU backend whenever the build has one, even at
     // -ngl 0 (op offload then still sends big host-weight ops to it)
@@ -309,9 +309,7 @@ pub fn compute_buffers(
         }
         inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &d)?;
     }
-    if model.arch.contains("deepseek")
-        || model.arch == "glm4moe" && model.layers.iter().any(|l| l.head_dim_k != l.head_dim_v)
-    {
+    if model.latent_attention() {
         approximate.get_or_insert_with(|| {
             "multi-head latent attention sized as plain attention with the cache's head sizes".into()
         });

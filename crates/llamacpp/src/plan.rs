@@ -1,99 +1,42 @@
 //! One llama.cpp launch: where every byte goes per device, the command
 //! line that reproduces it, and the largest `-ngl` / context that fit.
 
-use super::compute::{compute_buffers, ComputeBuffers, ComputeSetup, GraphEra};
-use super::ggml::GgmlType;
-use super::graph::Device;
-use super::kv::{context_size, kv_cache, CacheOptions, ContextSize, KvCache};
-use super::model::LlamaModel;
-use super::placement::{model_buffers, place, ModelBuffer, OffloadOrder, Placement};
-use crate::error::CoreError;
-use crate::explain::Explanation;
-use crate::units::{product, sum};
+use crate::compute::{compute_buffers, ComputeBuffers, ComputeSetup};
+use crate::ggml::GgmlType;
+use crate::graph::Device;
+use crate::kv::{context_size, kv_cache, CacheKind, CacheOptions, ContextSize, KvCache};
+use crate::model::LlamaModel;
+use crate::options::{FlashAttn, GpuSlot, LlamaCppOptions, DEFAULT_BATCH, DEFAULT_CTX_SIZE, DEFAULT_UBATCH};
+use crate::placement::{model_buffers, place, BufferType, ModelBuffer, Placement};
 use serde::{Deserialize, Serialize};
 
-/// `--flash-attn on|off|auto` (llama.cpp's default is auto).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+use vramfit_core::units::{product, sum};
+use vramfit_core::CoreError;
+use vramfit_core::Explanation;
+
+/// What a line of a device's memory is (the JSON's `buffers[].kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FlashAttn {
-    #[default]
-    Auto,
-    On,
-    Off,
+pub enum LineKind {
+    /// weights (`model buffer`)
+    Model,
+    /// attention KV cache (`KV buffer`)
+    Kv,
+    /// recurrent state (`RS buffer`)
+    State,
+    /// the scheduler's compute buffer
+    Compute,
+    /// logits (`output buffer`, host)
+    Output,
+    /// CUDA context and cuBLAS, outside llama.cpp's buffers
+    Reserve,
 }
 
-/// A GPU the plan places layers on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GpuSlot {
-    /// the card as named (`--gpu`), or empty when only a count is known
-    pub name: String,
-    /// memory to fit in (as nvidia-smi reports it, or free memory for
-    /// `--gpu auto`); `None`: not known, the plan only sizes the buffers
-    pub memory_bytes: Option<u64>,
-}
-
-/// The launch flags (llama.cpp names in the docs of each field).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LlamaCppOptions {
-    /// `-c` (0: the model's training context)
-    pub ctx_size: u64,
-    /// `-b`
-    pub batch: u64,
-    /// `-ub`
-    pub ubatch: u64,
-    /// `-np`
-    pub parallel: u64,
-    /// `--kv-unified`
-    pub kv_unified: bool,
-    /// `-ctk`, `-ctv`
-    pub cache_type_k: GgmlType,
-    pub cache_type_v: GgmlType,
-    /// `-fa`
-    pub flash_attn: FlashAttn,
-    /// `-ngl` (None: all layers, llama.cpp's `-ngl 999`)
-    pub n_gpu_layers: Option<u64>,
-    /// `-ts` (empty: proportional to GPU memory, as llama.cpp splits by free memory)
-    pub tensor_split: Vec<f64>,
-    pub gpus: Vec<GpuSlot>,
-    /// `--no-kv-offload` clears it
-    pub offload_kqv: bool,
-    /// `--no-op-offload` clears it
-    pub op_offload: bool,
-    /// `--swa-full`
-    pub swa_full: bool,
-    /// `--no-mmap` clears it
-    pub mmap: bool,
-    /// the CPU backend repacks host matrices of some types (x86-64 AVX2
-    /// rules; `--no-repack` clears it)
-    pub cpu_repack: bool,
-    /// bytes per GPU outside llama.cpp's buffers (CUDA context, cuBLAS)
-    pub gpu_reserve: u64,
-    pub order: OffloadOrder,
-    pub era: GraphEra,
-}
-
-impl Default for LlamaCppOptions {
-    fn default() -> Self {
-        LlamaCppOptions {
-            ctx_size: 4096,
-            batch: 2048,
-            ubatch: 512,
-            parallel: 1,
-            kv_unified: false,
-            cache_type_k: GgmlType::F16,
-            cache_type_v: GgmlType::F16,
-            flash_attn: FlashAttn::Auto,
-            n_gpu_layers: None,
-            tensor_split: Vec::new(),
-            gpus: Vec::new(),
-            offload_kqv: true,
-            op_offload: true,
-            swa_full: false,
-            mmap: true,
-            cpu_repack: true,
-            gpu_reserve: crate::runtime::DEFAULT_CUDA_CONTEXT,
-            order: OffloadOrder::OutputFirst,
-            era: GraphEra::Current,
+impl From<CacheKind> for LineKind {
+    fn from(k: CacheKind) -> LineKind {
+        match k {
+            CacheKind::Kv => LineKind::Kv,
+            CacheKind::Rs => LineKind::State,
         }
     }
 }
@@ -101,8 +44,7 @@ impl Default for LlamaCppOptions {
 /// One line of a device's memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryLine {
-    /// `model`, `kv`, `state`, `compute`, `output`, `reserve`
-    pub kind: String,
+    pub kind: LineKind,
     /// llama.cpp's log name of the buffer (`CUDA0 model buffer`, …)
     pub label: String,
     pub bytes: u64,
@@ -122,7 +64,8 @@ pub struct DeviceMemory {
 }
 
 impl DeviceMemory {
-    pub fn bytes(&self, kind: &str) -> u64 {
+    /// Bytes of the lines of one kind.
+    pub fn bytes(&self, kind: LineKind) -> u64 {
         self.lines.iter().filter(|l| l.kind == kind).fold(0u64, |a, l| a.saturating_add(l.bytes))
     }
 
@@ -176,8 +119,7 @@ fn resolve_flash_attn(model: &LlamaModel, opts: &LlamaCppOptions) -> (bool, Opti
 /// Where every byte goes for one launch.
 pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, CoreError> {
     model.validate()?;
-    crate::units::check_size("ubatch-size", opts.ubatch, 1 << 20)?;
-    crate::units::check_size("batch-size", opts.batch, 1 << 24)?;
+    opts.validate()?;
     let mut notes = Vec::new();
     let (fa, fa_note) = resolve_flash_attn(model, opts);
     notes.extend(fa_note);
@@ -192,7 +134,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
     let ubatch = opts.ubatch.min(opts.batch);
-    let pad = super::kv::ctx_pad(opts.era, fa);
+    let pad = crate::kv::ctx_pad(opts.era, fa);
     let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full, pad)?;
     if size.n_ctx_seq > model.n_ctx_train && model.n_ctx_train > 0 {
         notes.push(format!(
@@ -200,7 +142,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             size.n_ctx_seq, model.n_ctx_train
         ));
     }
-    let split = tensor_split(opts)?;
+    let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
     let placement = place(model.n_layer, ngl, &split, opts.order)?;
     let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
@@ -232,7 +174,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             // llama_context: pipeline parallelism when several devices hold
             // every layer (-ngl > n_layer), split by layer, KV offloaded
             pipeline_copies: if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
-                super::graph::PIPELINE_COPIES
+                crate::graph::PIPELINE_COPIES
             } else {
                 1
             },
@@ -241,15 +183,15 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
         notes.push(format!(
             "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
-            super::graph::PIPELINE_COPIES,
-            super::graph::PIPELINE_COPIES
+            crate::graph::PIPELINE_COPIES,
+            crate::graph::PIPELINE_COPIES
         ));
     }
     if let Some(a) = &compute.approximate {
         notes.push(format!("compute buffers approximate: {a}"));
     }
     // output buffer: logits of max(1, n_seq) outputs, pinned host memory
-    let output_bytes = product("output buffer", &[model.n_vocab, opts.parallel.max(1), 4])?;
+    let output_bytes = product("output buffer", &[model.n_vocab, opts.parallel, 4])?;
     let compute_note = ComputeNote { n_tokens, size, flash_attn: fa };
     let gpus = opts
         .gpus
@@ -261,12 +203,12 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     if placement.offloaded == 0 && !opts.gpus.is_empty() {
         notes.push("-ngl 0: no layer on the GPU; prompt processing still offloads large matrix multiplications to it (op offload), hence its compute buffer".into());
     }
-    if let Some(mb) = buffers.iter().find(|b| b.name == "CPU_Mapped") {
+    if let Some(mb) = buffers.iter().find(|b| b.name == BufferType::CpuMapped) {
         if mb.bytes != mb.used_bytes {
             notes.push(format!(
                 "llama.cpp will log a CPU_Mapped model buffer of {:.2} MiB: the mapped file range, which also covers GPU (or repacked) tensors lying between host tensors; only the {:.2} MiB of host tensors stay in use, and that is what the host total counts",
-                mb.bytes as f64 / crate::units::MIB as f64,
-                mb.used_bytes as f64 / crate::units::MIB as f64
+                mb.bytes as f64 / vramfit_core::units::MIB as f64,
+                mb.used_bytes as f64 / vramfit_core::units::MIB as f64
             ));
         }
     }
@@ -285,25 +227,20 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     })
 }
 
-/// The GPU shares of `--tensor-split` (missing shares are 0), or equal
-/// shares when none are given.
-fn tensor_split(opts: &LlamaCppOptions) -> Result<Vec<f64>, CoreError> {
-    Ok(if opts.gpus.is_empty() {
+/// The GPU shares of `--tensor-split` (missing shares are 0; no more
+/// shares than GPUs, [`LlamaCppOptions::validate`]), or by memory when none
+/// are given.
+fn tensor_split(opts: &LlamaCppOptions) -> Vec<f64> {
+    if opts.gpus.is_empty() {
         Vec::new()
     } else if opts.tensor_split.is_empty() {
         // llama.cpp splits by free memory; equal shares when it is not known
         default_split(&opts.gpus)
     } else {
-        if opts.tensor_split.len() > opts.gpus.len() {
-            return Err(CoreError::invalid(
-                "tensor-split",
-                format!("{} shares for {} GPUs", opts.tensor_split.len(), opts.gpus.len()),
-            ));
-        }
         let mut s = opts.tensor_split.clone();
         s.resize(opts.gpus.len(), 0.0);
         s
-    })
+    }
 }
 
 /// What the compute buffers' explanation cites.
@@ -338,7 +275,7 @@ fn gpu_memory(
     let mut lines = Vec::new();
     for b in buffers.iter().filter(|b| b.device == d) {
         lines.push(MemoryLine {
-            kind: "model".into(),
+            kind: LineKind::Model,
             label: format!("{} model buffer", b.name),
             bytes: b.bytes,
             explain: b.explain.clone(),
@@ -346,7 +283,7 @@ fn gpu_memory(
     }
     for c in kv.buffers.iter().filter(|c| c.device == d) {
         lines.push(MemoryLine {
-            kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+            kind: c.kind.into(),
             label: format!("CUDA{i} {} buffer", c.kind),
             bytes: c.bytes,
             explain: c.explain.clone(),
@@ -354,14 +291,14 @@ fn gpu_memory(
     }
     for c in compute.buffers.iter().filter(|c| c.device == d) {
         lines.push(MemoryLine {
-            kind: "compute".into(),
+            kind: LineKind::Compute,
             label: format!("CUDA{i} compute buffer"),
             bytes: c.bytes,
             explain: compute_note.explain(d),
         });
     }
     lines.push(MemoryLine {
-        kind: "reserve".into(),
+        kind: LineKind::Reserve,
         label: "CUDA context, cuBLAS (outside llama.cpp's buffers)".into(),
         bytes: gpu_reserve,
         explain: Explanation::new("constant per process per GPU; not printed by llama.cpp")
@@ -388,7 +325,7 @@ fn host_memory(
     for b in buffers.iter().filter(|b| b.device == Device::Cpu) {
         // a mapped range that spans other devices' (or repacked) tensors
         // costs only its host tensors' pages: count those, show the range
-        let (bytes, explain) = if b.name == "CPU_Mapped" && b.bytes != b.used_bytes {
+        let (bytes, explain) = if b.name == BufferType::CpuMapped && b.bytes != b.used_bytes {
             (
                 b.used_bytes,
                 b.explain
@@ -399,11 +336,16 @@ fn host_memory(
         } else {
             (b.bytes, b.explain.clone())
         };
-        host_lines.push(MemoryLine { kind: "model".into(), label: format!("{} model buffer", b.name), bytes, explain });
+        host_lines.push(MemoryLine {
+            kind: LineKind::Model,
+            label: format!("{} model buffer", b.name),
+            bytes,
+            explain,
+        });
     }
     for c in kv.buffers.iter().filter(|c| c.device == Device::Cpu) {
         host_lines.push(MemoryLine {
-            kind: if c.kind == "KV" { "kv".into() } else { "state".into() },
+            kind: c.kind.into(),
             label: format!("CPU {} buffer", c.kind),
             bytes: c.bytes,
             explain: c.explain.clone(),
@@ -411,19 +353,19 @@ fn host_memory(
     }
     for c in compute.buffers.iter().filter(|c| c.device == Device::Cpu) {
         host_lines.push(MemoryLine {
-            kind: "compute".into(),
+            kind: LineKind::Compute,
             label: format!("{host_prefix} compute buffer"),
             bytes: c.bytes,
             explain: compute_note.explain(Device::Cpu),
         });
     }
     host_lines.push(MemoryLine {
-        kind: "output".into(),
+        kind: LineKind::Output,
         label: format!("{host_prefix} output buffer"),
         bytes: output_bytes,
         explain: Explanation::new("n_vocab × max(1, parallel) × 4 B (f32 logits of one output per sequence)")
             .term("n_vocab", model.n_vocab)
-            .term("sequences", opts.parallel.max(1))
+            .term("sequences", opts.parallel)
             .note("llama_context::output_reserve"),
     });
     let host_total = sum("host total", &host_lines.iter().map(|l| l.bytes).collect::<Vec<_>>())?;
@@ -481,14 +423,14 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     if opts.cache_type_v != GgmlType::F16 {
         c.push_str(&format!(" -ctv {}", opts.cache_type_v));
     }
-    c.push_str(&format!(" -np {}", opts.parallel.max(1)));
+    c.push_str(&format!(" -np {}", opts.parallel));
     if opts.kv_unified {
         c.push_str(" --kv-unified");
     }
-    if opts.ubatch != 512 {
+    if opts.ubatch != DEFAULT_UBATCH {
         c.push_str(&format!(" -ub {}", opts.ubatch));
     }
-    if opts.batch != 2048 {
+    if opts.batch != DEFAULT_BATCH {
         c.push_str(&format!(" -b {}", opts.batch));
     }
     if !opts.offload_kqv {
@@ -550,7 +492,7 @@ fn shell_quote(s: &str) -> String {
 
 /// Where the context search stops: the model's trained context, at least
 /// [`CONTEXT_SEARCH_MIN`] (a model that declares less, or none, is still
-/// searched up to llama.cpp's default `-c 4096`) and at most
+/// searched up to llama.cpp's default `-c`) and at most
 /// [`CONTEXT_SEARCH_MAX`] (2^21 tokens: above every trained context
 /// published; each probe is a full plan, and the search is binary, so the
 /// cap bounds it to ~13 plans). llama.cpp itself accepts more than the
@@ -560,7 +502,7 @@ pub fn context_search_cap(model: &LlamaModel) -> u64 {
 }
 
 /// Lowest cap of the context search: llama.cpp's default `-c`.
-pub const CONTEXT_SEARCH_MIN: u64 = 4096;
+pub const CONTEXT_SEARCH_MIN: u64 = DEFAULT_CTX_SIZE;
 /// Highest cap of the context search (2^21 tokens).
 pub const CONTEXT_SEARCH_MAX: u64 = 1 << 21;
 
@@ -611,7 +553,10 @@ pub fn fit_search(
     .term("GPUs", opts.gpus.iter().map(|g| g.name.clone()).collect::<Vec<_>>().join(", "))
     .term("reserve per GPU", opts.gpu_reserve)
     .term("context search cap", cap)
-    .note("cap = the trained context clamped to [4096, 2^21] (core::llamacpp::plan::context_search_cap)");
+    .note(format!(
+        "cap = the trained context clamped to [{CONTEXT_SEARCH_MIN}, 2^{}] (core::llamacpp::plan::context_search_cap)",
+        CONTEXT_SEARCH_MAX.ilog2()
+    ));
     Ok(Some(FitSearch {
         fits: plan.fits(),
         max_gpu_layers,
@@ -638,7 +583,7 @@ pub fn max_gpu_layers(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<Opti
 /// The largest context (a multiple of 256, at most the training context
 /// unless `cap` is larger) whose plan fits every GPU at the options' `-ngl`.
 pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Result<Option<u64>, CoreError> {
-    let step = super::kv::CTX_PAD;
+    let step = crate::kv::CTX_PAD;
     let fits = |ctx: u64| -> Result<bool, CoreError> {
         let mut o = opts.clone();
         o.ctx_size = ctx;
@@ -666,7 +611,7 @@ pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llamacpp::model::{slot_of, GraphFamily, LayerHparams, TensorInfo};
+    use crate::model::{slot_of, GraphFamily, LayerHparams, TensorInfo};
 
     /// A small Llama-shaped model, f16 matrices (64 wide, 4 heads of 16).
     fn tiny(n_layer: u32, n_ctx_train: u64) -> LlamaModel {

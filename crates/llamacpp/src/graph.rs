@@ -32,11 +32,11 @@
 //!
 //! Checked against real ggml: the same graphs fed to `ggml_gallocr_reserve`
 //! (ggml d99724f2, CPU buffer type) give the byte counts in the tests, and
-//! the llama.cpp builders in [`super::compute`] reproduce published
+//! the llama.cpp builders in [`crate::compute`] reproduce published
 //! `compute buffer size` lines (calibration/data/published/llamacpp.jsonl).
 
-use crate::error::CoreError;
 use std::collections::HashMap;
+use vramfit_core::CoreError;
 
 /// Index of a tensor in a [`Graph`].
 pub type TensorId = usize;

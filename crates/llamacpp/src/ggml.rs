@@ -264,7 +264,7 @@ impl GgmlType {
     }
 
     /// Quantized (block size > 1): CUDA pads the last row of these (see
-    /// [`crate::llamacpp::placement`]).
+    /// [`crate::placement`]).
     pub fn is_quantized(self) -> bool {
         self.block_size() > 1
     }

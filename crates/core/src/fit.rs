@@ -1,0 +1,72 @@
+//! The fit verdict: a ledger against the memory of one card.
+
+use crate::explain::Explanation;
+use crate::ledger::{Category, Ledger};
+use serde::{Deserialize, Serialize};
+
+/// Fit against one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// the card's memory as given (nvidia-smi's total, or the free memory of a local GPU)
+    pub gpu_memory_bytes: u64,
+    /// what the job may use of it: CUDA's total (nvidia-smi's less the driver's
+    /// reservation), the free memory of a local GPU, or a `--gpu-util` budget
+    pub usable_bytes: u64,
+    pub required_bytes: u64,
+    pub fits: bool,
+    /// usable memory left (negative: short by)
+    pub headroom_bytes: i128,
+    /// fits / tight / does not fit (see [`FitVerdict`])
+    pub verdict: FitVerdict,
+    pub explain: Explanation,
+}
+
+/// The fit in one word. `Tight`: the whole estimate does not fit, but
+/// everything except the margin does (the caching allocator's overhead and
+/// any `--margin` headroom): the job may start and run until the allocator's
+/// rounding and fragmentation need the memory (a practitioner's "it might
+/// just fit, expect OOMs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitVerdict {
+    Fits,
+    Tight,
+    DoesNotFit,
+}
+
+impl FitVerdict {
+    /// The verdict of `required` bytes, `margin` of them the margin category, against `usable` bytes.
+    pub fn of(required: u64, margin: u64, usable: u64) -> FitVerdict {
+        if required <= usable {
+            FitVerdict::Fits
+        } else if required.saturating_sub(margin) <= usable {
+            FitVerdict::Tight
+        } else {
+            FitVerdict::DoesNotFit
+        }
+    }
+}
+
+/// The fit of a ledger on a card of `gpu_memory_bytes` of which the job may use `usable_bytes`.
+pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64, usable_bytes: u64) -> Fit {
+    let required = ledger.total_bytes();
+    let margin = ledger.bytes(Category::Margin);
+    let without_margin = required.saturating_sub(margin);
+    let verdict = FitVerdict::of(required, margin, usable_bytes);
+    Fit {
+        gpu_memory_bytes,
+        usable_bytes,
+        required_bytes: required,
+        fits: required <= usable_bytes,
+        headroom_bytes: usable_bytes as i128 - required as i128,
+        verdict,
+        explain: Explanation::new(
+            "fits when total per GPU (tensors + allocator + runtime [+ --margin]) ≤ usable memory; headroom = usable − total; \
+             tight when only total − margin (the allocator's overhead and --margin) ≤ usable memory",
+        )
+        .term("GPU memory", gpu_memory_bytes)
+        .term("usable memory", usable_bytes)
+        .term("total per GPU", required)
+        .term("total per GPU without the margin", without_margin),
+    }
+}

@@ -1,0 +1,236 @@
+//! A serving engine's start-up (vLLM's memory profiling): the profiling
+//! run's peak, the memory outside the allocator the engine logs, and the KV
+//! pool it sizes from `gpu_memory_utilization`.
+
+use crate::error::CoreError;
+use crate::explain::Explanation;
+use crate::kv::push_kv;
+use crate::ledger::{Category, Ledger, Phase};
+use crate::model::ModelSpec;
+use crate::params::ParamLayout;
+use crate::runtime::RuntimeSetup;
+use crate::units::{div_ceil, product};
+use crate::weights::push_weights;
+use crate::workload::{validate, InferenceSetup, Parallelism, ServingDefaults};
+use serde::{Deserialize, Serialize};
+
+/// A serving engine's transient as it sizes itself at start-up: its profiling
+/// run (the forward of `max_num_batched_tokens` tokens, or the sampler on
+/// `max_num_seqs` rows, whichever is larger: [`profiling_run`]) instead of
+/// `generate`'s logits for every prompt token, and the memory outside the
+/// allocator the engine logs beyond the CUDA context and workspaces the runtime
+/// counts. Returns (logits, working set) bytes: the engine's logits are inside
+/// its sampler, so 0 and the profiling peak.
+pub(crate) fn push_profiling_run(
+    ledger: &mut Ledger,
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    tp: u64,
+    runtime: &RuntimeSetup,
+) -> Result<(u64, u64), CoreError> {
+    let (tokens, seqs) = profile_shape(setup, d);
+    let run = profiling_run(spec, setup, tp, tokens, seqs)?;
+    let peak = run.forward.max(run.sampler);
+    let which = if run.sampler >= run.forward { "sampler" } else { "forward" };
+    ledger.push(
+        Category::Activations,
+        format!("{} start-up profiling run ({which})", setup.engine.name()),
+        peak,
+        Explanation::new(
+            "max(forward: tokens × (2·hidden + MLP columns) × act bytes, sampler: rows × vocab × 38 B + tokens × hidden × act bytes)",
+        )
+        .term("tokens (max_num_batched_tokens)", tokens)
+        .term("rows (max_num_seqs, at most the tokens)", run.rows)
+        .term("forward", run.forward)
+        .term("sampler", run.sampler)
+        .note("the engine sizes its KV pool after this run and keeps its peak reserved; logits exist only for the sampled rows, inside the sampler"),
+    );
+    if let Some(non_torch) = d.non_torch_tp1 {
+        let counted = crate::units::add("runtime", runtime.cuda_context_bytes, runtime.workspace_bytes)?;
+        ledger.push(
+            Category::Runtime,
+            format!("{} non-torch memory beyond the CUDA context and workspaces", setup.engine.name()),
+            non_torch.saturating_sub(counted),
+            Explanation::new("the engine's logged non-torch memory at one GPU − (CUDA context + workspaces counted below)")
+                .term("engine's non-torch memory", non_torch)
+                .term("CUDA context + workspaces", counted)
+                .note("vLLM PR #10511's start-up log (Llama-3-8B, H100, TP 1): kernel images its profiling run loads and the allocator cache that accounting counted"),
+        );
+    }
+    Ok((0, peak))
+}
+
+/// The start-up shape of a serving engine for this setup: the flags' values, or
+/// the engine's defaults (vLLM: `max_num_batched_tokens = max(context, 2048)`
+/// without chunked prefill, `max_num_seqs` 256).
+pub fn serving_setup(
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    gpu_util: f64,
+    cuda_capacity_bytes: u64,
+) -> ServingSetup {
+    let (max_num_batched_tokens, max_num_seqs) = profile_shape(setup, d);
+    ServingSetup { gpu_util, cuda_capacity_bytes, max_num_batched_tokens, max_num_seqs }
+}
+
+/// (`max_num_batched_tokens`, `max_num_seqs`) of the start-up profiling run:
+/// the flags' values, or the engine's defaults.
+fn profile_shape(setup: &InferenceSetup, d: &ServingDefaults) -> (u64, u64) {
+    let default_tokens = d.max_num_batched_tokens.at(setup.context);
+    (setup.max_num_batched_tokens.unwrap_or(default_tokens), setup.max_num_seqs.unwrap_or(d.max_num_seqs))
+}
+
+/// The two candidates for a serving engine's profiling peak on one GPU.
+struct ProfilingRun {
+    forward: u64,
+    sampler: u64,
+    rows: u64,
+}
+
+/// The profiling run of `tokens` tokens over `seqs` sequences: the forward's
+/// residual and normed input with the MLP's gate/up output and activation
+/// (3 × I/tp per token for gated MLPs), and the sampler on one row per
+/// sequence ([`SAMPLER_SORT_BYTES`] per vocabulary entry) beside the batch's
+/// hidden states.
+fn profiling_run(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    tp: u64,
+    tokens: u64,
+    seqs: u64,
+) -> Result<ProfilingRun, CoreError> {
+    let act_b = setup.weight_dtype_compute().bytes()?;
+    let tokens = tokens.max(1);
+    let h = spec.hidden_size;
+    let width = div_ceil(spec.token_mlp_width(), tp);
+    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
+    let forward = product("profiling forward", &[tokens, 2 * h + mlp_cols, act_b])?;
+    let rows = seqs.min(tokens).max(1);
+    let sampler = crate::units::add(
+        "sampler",
+        product("sampler", &[rows, spec.vocab_size, SAMPLER_SORT_BYTES])?,
+        product("hidden states", &[tokens, h, act_b])?,
+    )?;
+    Ok(ProfilingRun { forward, sampler, rows })
+}
+
+/// A serving engine's start-up on one card (vLLM's memory profiling).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingSetup {
+    /// `gpu_memory_utilization`: the fraction of the CUDA-reported capacity the engine may use
+    pub gpu_util: f64,
+    /// the card's capacity as CUDA reports it (nvidia-smi total − driver reservation)
+    pub cuda_capacity_bytes: u64,
+    /// tokens of the profiling forward (`max_num_batched_tokens`)
+    pub max_num_batched_tokens: u64,
+    /// sequences in the profiling run: rows the sampler sees (`max_num_seqs`)
+    pub max_num_seqs: u64,
+}
+
+/// Bytes per sampled row per vocabulary entry live at the sampler's peak in
+/// vLLM's profiling run, which samples with top-p 0.99 and top-k vocab − 1:
+/// the compute-dtype logits (2) and their fp32 copy (4), `logits.sort()`'s
+/// values (4) and int64 indices (8), the int64 index sequence the sort permutes
+/// (8) and CUB's radix-sort double buffers (4 + 8) — `_apply_top_k_top_p` in
+/// `vllm/model_executor/layers/sampler.py`, `at::native::sort` on CUDA.
+pub const SAMPLER_SORT_BYTES: u64 = 38;
+
+/// What a serving engine sizes at start-up, per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServingProfile {
+    pub budget_bytes: u64,
+    pub weights_bytes: u64,
+    /// the forward of `max_num_batched_tokens` tokens: its largest working set
+    pub forward_bytes: u64,
+    /// the sampler on `max_num_seqs` rows (+ the batch's hidden states still referenced)
+    pub sampler_bytes: u64,
+    /// max(forward, sampler): what the engine logs as its activation peak
+    pub activation_peak_bytes: u64,
+    /// outside the PyTorch allocator: context and kernel images, workspaces, NCCL, custom all-reduce
+    pub non_torch_bytes: u64,
+    pub kv_pool_bytes: u64,
+    pub block_bytes: u64,
+    pub kv_blocks: u64,
+    pub explain: Explanation,
+}
+
+/// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
+/// buffer with its signal/metadata region and the 8 MiB rank-data buffer
+/// (`CustomAllreduce(max_size=8192 * 1024)`).
+pub const CUSTOM_ALLREDUCE_BYTES: u64 = 2 * 8 * crate::units::MIB + crate::units::MIB;
+
+/// The NCCL communicators a vLLM worker holds at TP > 1: the world process
+/// group (its warm-up all-reduce creates it), the TP group's device group, and
+/// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`).
+pub fn serving_communicators(tp: u64) -> Vec<crate::runtime::Communicator> {
+    if tp < 2 {
+        return Vec::new();
+    }
+    ["world group", "tensor-parallel group", "PyNccl (tensor parallel)"]
+        .into_iter()
+        .map(|role| crate::runtime::Communicator { role, ranks: tp })
+        .collect()
+}
+
+/// The start-up memory of a vLLM-style engine on one GPU: weights, the
+/// profiling run's activation peak, non-torch memory, and the KV pool sized
+/// from `gpu_util × CUDA capacity`.
+pub fn serving_profile(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    s: &ServingSetup,
+) -> Result<ServingProfile, CoreError> {
+    if !(s.gpu_util > 0.0 && s.gpu_util <= 1.0) {
+        return Err(CoreError::invalid("gpu-util", format!("{} is not in (0, 1]", s.gpu_util)));
+    }
+    validate::inference(spec, setup, par, rt)?;
+    let layout = ParamLayout::of(spec)?;
+    let (tp, pp) = (par.tp, par.pp);
+    let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
+    let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let ProfilingRun { forward, sampler, .. } =
+        profiling_run(spec, setup, tp, s.max_num_batched_tokens, s.max_num_seqs)?;
+    let activation = forward.max(sampler);
+    let comms = serving_communicators(tp);
+    let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
+    let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
+    let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
+    let base = setup.engine.serving().and_then(|d| d.non_torch_tp1).unwrap_or(runtime_base);
+    let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
+    let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
+    let used = crate::units::sum("serving start-up", &[w.per_gpu, activation, non_torch])?;
+    let kv_pool = budget.saturating_sub(used);
+    // a block as the KV entries count it (full-attention layers' block, or the
+    // sliding layers' when every layer slides)
+    let block_bytes = push_kv(&mut scratch, spec, setup, tp, pp)?.block_bytes;
+    let kv_blocks = kv_pool.checked_div(block_bytes).unwrap_or(0);
+    let explain = Explanation::new(
+        "kv pool = util × CUDA capacity − (weights + max(forward, sampler) + non-torch); blocks = kv pool ÷ block bytes",
+    )
+    .term("util", s.gpu_util)
+    .term("CUDA capacity", s.cuda_capacity_bytes)
+    .term("budget", budget)
+    .term("weights", w.per_gpu)
+    .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
+    .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
+    .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
+    .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
+    .term("kv pool", kv_pool)
+    .term("block bytes", block_bytes)
+    .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
+    Ok(ServingProfile {
+        budget_bytes: budget,
+        weights_bytes: w.per_gpu,
+        forward_bytes: forward,
+        sampler_bytes: sampler,
+        activation_peak_bytes: activation,
+        non_torch_bytes: non_torch,
+        kv_pool_bytes: kv_pool,
+        block_bytes,
+        kv_blocks,
+        explain,
+    })
+}
