@@ -217,29 +217,9 @@ pub struct FitInfo {
     pub detected: Option<DetectedGpus>,
 }
 
-/// The local GPUs `--gpu auto` read.
-#[derive(Debug, Clone, Serialize)]
-pub struct DetectedGpus {
-    /// `NVML`
-    pub source: String,
-    /// the GPUs the workload uses (most free memory first)
-    pub gpus: Vec<DetectedGpu>,
-    /// GPUs seen but not used, and why (MIG enabled, not needed, hidden by `CUDA_VISIBLE_DEVICES`)
-    pub skipped: Vec<String>,
-}
-
-/// One local GPU's memory as NVML reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct DetectedGpu {
-    pub index: u32,
-    pub name: String,
-    pub total_bytes: u64,
-    /// held by other processes (and this driver's contexts)
-    pub used_bytes: u64,
-    /// reserved by the driver
-    pub reserved_bytes: u64,
-    pub free_bytes: u64,
-}
+/// The local GPUs `--gpu auto` read: hw's own types (the JSON is theirs,
+/// so a field is written once).
+pub use vramfit_hw::select::{DetectedGpu, DetectedGpus};
 
 /// Paged-KV capacity at a utilisation (`--gpu-util`).
 #[derive(Debug, Clone, Serialize)]

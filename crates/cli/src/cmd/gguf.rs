@@ -246,7 +246,7 @@ fn gpu_slots(args: &GgufArgs, target: GgufTarget, split: &[f64]) -> anyhow::Resu
     }
     if let Some(m) = target.gpu_mem {
         let bytes = crate::cmd::gpu_target::parse_memory(m)?;
-        let name = format!("a card with {} (--gpu-mem {m})", vramfit_report::format::bytes(bytes));
+        let name = vramfit_hw::select::memory_card_name(bytes, m);
         let n = split.len().max(1);
         return Ok(((0..n).map(|_| GpuSlot { name: name.clone(), memory_bytes: Some(bytes) }).collect(), Vec::new()));
     }
@@ -533,19 +533,19 @@ mod tests {
         };
         let m = Machine { sources: vec!["NVML".into()], gpus: vec![gpu(0, 8000), gpu(1, 100)], ..Machine::default() };
         // all usable GPUs (0), by index, each at its own free memory
-        let t = crate::cmd::gpu_target::from_machine(&m, 0, None, None).unwrap();
+        let t = vramfit_hw::select::from_machine(&m, 0, &Default::default()).unwrap();
         let slots = slots_from_detected(&t).unwrap();
         assert_eq!(slots.len(), 2);
         assert_eq!(slots[0].name, "GPU 0 NVIDIA GeForce RTX 4090 (free memory)");
         assert_eq!(slots[0].memory_bytes, Some((24564 - 8000) * MIB));
         assert_eq!(slots[1].memory_bytes, Some((24564 - 100) * MIB));
         // -ts 1 (one GPU): the freest
-        let t = crate::cmd::gpu_target::from_machine(&m, 1, None, None).unwrap();
+        let t = vramfit_hw::select::from_machine(&m, 1, &Default::default()).unwrap();
         let slots = slots_from_detected(&t).unwrap();
         assert_eq!(slots.len(), 1);
         assert!(slots[0].name.starts_with("GPU 1 "), "{}", slots[0].name);
         // more shares than GPUs
-        assert!(crate::cmd::gpu_target::from_machine(&m, 3, None, None).is_err());
+        assert!(vramfit_hw::select::from_machine(&m, 3, &Default::default()).is_err());
     }
 
     #[test]
