@@ -3,8 +3,8 @@
 //! training script; with `--model` and the workload flags, the estimate
 //! beside the failure and the cheapest switch of the planner's ladder.
 
-use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::model_args::{HubArgs, Lookup};
+use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
 use vramfit_core::plan::{ladder::ladder, Allow, StepStatus, TimeModel};

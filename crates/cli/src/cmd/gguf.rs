@@ -4,8 +4,8 @@
 //! `-ub`, `-b`, `-fa`); [`llama_cpp_short_flags`] lets the multi-letter
 //! single-dash spellings llama.cpp users type (`-ngl 20`) reach clap.
 
-use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::train_args::TaskKind;
+use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::ffi::OsString;

@@ -2,7 +2,7 @@
 //! launch configs for the chosen plan. Parses flags, loads the catalogue
 //! (embedded + `--catalog FILE`), calls `vramfit_core::plan::plan`, renders.
 
-use crate::cmd::estimate::WorkloadArgs;
+use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::path::PathBuf;

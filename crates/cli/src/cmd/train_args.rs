@@ -1,6 +1,6 @@
 //! Training flags of `vramfit estimate` / `vramfit plan` (owned by the training work).
 //!
-//! Interface contract with `cmd::estimate::WorkloadArgs` (which flattens
+//! Interface contract with `cmd::workload_args::WorkloadArgs` (which flattens
 //! this struct): the common flags (`--task`, `--batch`, `--seq/--context`,
 //! `--gpus`, `--tp`, `--pp`, `--dtype`) are parsed there and handed over as
 //! [`Common`]; everything training-only lives here. A DeepSpeed config
