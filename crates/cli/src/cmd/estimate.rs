@@ -1,6 +1,7 @@
 //! `vramfit estimate`: per-GPU memory of a model and workload (the
 //! workload flags: [`crate::cmd::workload_args`]).
 
+use crate::cmd::gguf::{self, GgufRequest, GgufTarget};
 use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use anyhow::bail;
@@ -8,7 +9,7 @@ use vramfit_core::infer::{capacity, estimate_inference, fit, FitVerdict};
 use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
 use vramfit_core::{ParamLayout, Task};
-use vramfit_ingest::resolve::ResolvedModel;
+use vramfit_ingest::resolve::{ModelKind, ResolvedModel};
 use vramfit_report::estimate::{
     CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
 };
@@ -98,24 +99,25 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
-    if (args.sweep || args.chart.svg.is_some()) && crate::cmd::gguf::is_gguf(args.model.as_deref()) {
-        bail!("--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
-    }
-    let gguf_target = crate::cmd::gguf::GgufTarget {
-        gpu: args.gpu.as_deref(),
-        gpu_mem: args.gpu_mem.as_deref(),
-        gpu_util: args.gpu_util,
-    };
-    if let Some(out) = crate::cmd::gguf::dispatch(
-        args.model.as_deref(),
-        &args.gguf,
-        &args.workload,
-        gguf_target,
-        &args.hub,
-        args.json,
-        args.explain,
-    )? {
-        return Ok(out);
+    if let Some(m) = args.model.as_deref() {
+        // the resolver says what kind of model this is; a GGUF is llama.cpp's
+        let kind = vramfit_ingest::resolve::model_kind(m);
+        if (args.sweep || args.chart.svg.is_some()) && matches!(kind, ModelKind::Gguf(_)) {
+            bail!("--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
+        }
+        let req = GgufRequest {
+            model: m,
+            args: &args.gguf,
+            target: GgufTarget { gpu: args.gpu.as_deref(), gpu_mem: args.gpu_mem.as_deref(), gpu_util: args.gpu_util },
+            hub: &args.hub,
+            json: args.json,
+            explain: args.explain,
+        };
+        if let Some(out) = gguf::dispatch(kind, &args.workload, &req)? {
+            return Ok(out);
+        }
+    } else {
+        gguf::refuse_for_other_models(&args.gguf)?;
     }
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
