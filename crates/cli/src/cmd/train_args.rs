@@ -23,6 +23,7 @@ use vramfit_core::workload::Engine;
 use vramfit_core::workload::{defaults, Field, WorkloadError};
 use vramfit_core::{DType, Offload, Parallelism, Sharding, TrainSetup};
 use vramfit_ingest::deepspeed::{parse_deepspeed, DeepSpeedConfig, DsValue, MAX_DS_BYTES};
+use vramfit_ingest::lora::TargetsError;
 use vramfit_ingest::peft::{parse_adapter_config, MAX_ADAPTER_CONFIG_BYTES};
 
 /// What `--task` asked for.
@@ -295,20 +296,12 @@ fn read_capped(path: &Path, cap: usize, what: &str) -> anyhow::Result<Vec<u8>> {
     Ok(vramfit_input::read_bytes(path, what, cap as u64)?)
 }
 
+/// `--lora-targets` through ingest's one LoRA-targets parser.
 fn parse_targets(s: &str) -> anyhow::Result<LoraTargets> {
-    let s = s.trim();
-    if s.eq_ignore_ascii_case("all-linear") || s.eq_ignore_ascii_case("all") {
-        return Ok(LoraTargets::AllLinear);
-    }
-    if let Some(re) = s.strip_prefix("re:") {
-        // a PEFT target_modules string: matched with re.fullmatch against full module names
-        return Ok(LoraTargets::Regex(re.to_string()));
-    }
-    let names: Vec<String> = s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
-    if names.is_empty() {
-        bail!("--lora-targets: give module names (q_proj,v_proj) or all-linear");
-    }
-    Ok(LoraTargets::Modules(names))
+    vramfit_ingest::lora::from_text(s).map_err(|e| match e {
+        TargetsError::EmptyPattern => anyhow::anyhow!("--lora-targets: re: needs a regular expression after it"),
+        _ => anyhow::anyhow!("--lora-targets: give module names (q_proj,v_proj) or all-linear"),
+    })
 }
 
 impl TrainArgs {
