@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use vramfit_core::CoreError;
 
 pub mod cmd;
+pub mod error;
 #[cfg(feature = "web")]
 pub mod serve;
 
@@ -59,14 +60,58 @@ impl Outcome {
     }
 }
 
+/// What a command reads besides its flags. The CLI leaves it empty: a
+/// command reads the files its flags name, stdin or NVML, and resolves
+/// model names itself. A front end that holds its inputs in memory (the
+/// local web page) fills it; everything else is the CLI's code path.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// How model names are resolved (`estimate`, `plan`, `diagnose --model`, `mig` services)
+    pub lookup: cmd::model_args::Lookup,
+    /// Never reach the network for a model (as `--offline`)
+    pub offline: bool,
+    /// `diagnose`'s input, already read (else the file or stdin its argument names)
+    pub diagnose: Option<vramfit_diagnose::input::Input>,
+    /// `check`'s nvidia-smi outputs and reports, already read (else the files its flags name)
+    pub check: Option<cmd::check::CheckInputs>,
+}
+
 /// Run one parsed command line (`serve` returns when stopped).
 pub fn run(command: Command) -> anyhow::Result<Outcome> {
+    run_with(command, Inputs::default())
+}
+
+/// Run a command with the inputs a front end supplies: the one code path
+/// from a typed command to its answer, for the CLI and the web page alike.
+pub fn run_with(command: Command, inputs: Inputs) -> anyhow::Result<Outcome> {
+    let Inputs { lookup, offline, diagnose, check } = inputs;
     match command {
-        Command::Estimate(a) => cmd::estimate::run(a),
-        Command::Plan(a) => cmd::plan::run(a),
-        Command::Diagnose(a) => cmd::diagnose::run(a),
+        Command::Estimate(mut a) => {
+            a.hub.lookup = lookup;
+            a.hub.offline |= offline;
+            cmd::estimate::run(a)
+        }
+        Command::Plan(mut a) => {
+            a.hub.lookup = lookup;
+            a.hub.offline |= offline;
+            cmd::plan::run(a)
+        }
+        Command::Diagnose(mut a) => {
+            a.lookup = lookup;
+            match diagnose {
+                Some(input) => cmd::diagnose::run_input(a, input),
+                None => cmd::diagnose::run(a),
+            }
+        }
+        Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(mut a) }) => {
+            a.lookup = lookup;
+            cmd::mig::run(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(a) })
+        }
         Command::Mig(a) => cmd::mig::run(a),
-        Command::Check(a) => cmd::check::run(a),
+        Command::Check(a) => match check {
+            Some(inputs) => cmd::check::run_with(a, inputs),
+            None => cmd::check::run(a),
+        },
         Command::Calibrate(a) => cmd::calibrate::run(a),
         #[cfg(feature = "web")]
         Command::Serve(a) => serve::run(a).map(|()| Outcome::ok(String::new())),

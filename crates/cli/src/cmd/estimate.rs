@@ -1,10 +1,10 @@
 //! `vramfit estimate`: per-GPU memory of a model and workload (the
 //! workload flags: [`crate::cmd::workload_args`]).
 
+use crate::bail_on;
 use crate::cmd::gguf::{self, GgufRequest, GgufTarget};
 use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
-use anyhow::bail;
 use vramfit_core::infer::{capacity, estimate_inference, fit, FitVerdict};
 use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
@@ -103,7 +103,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         // the resolver says what kind of model this is; a GGUF is llama.cpp's
         let kind = vramfit_ingest::resolve::model_kind(m);
         if (args.sweep || args.chart.svg.is_some()) && matches!(kind, ModelKind::Gguf(_)) {
-            bail!("--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
+            bail_on!("sweep", "--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
         }
         let req = GgufRequest {
             model: m,
@@ -126,10 +126,10 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     ledger.notes.extend(config_notes);
     let gpu = crate::cmd::gpu_target::target(args.gpu.as_deref(), args.gpu_mem.as_deref(), workload.parallelism.gpus)?;
     if args.gpu_util.is_some() && gpu.is_none() {
-        bail!("--gpu-util needs --gpu or --gpu-mem: the capacity is computed for a card");
+        bail_on!("gpu-util", "--gpu-util needs --gpu or --gpu-mem: the capacity is computed for a card");
     }
     if args.gpu_util.is_some() && !matches!(workload.task, Task::Inference(_)) {
-        bail!("--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
+        bail_on!("gpu-util", "--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
     }
 
     let (kv, capacity) = match &workload.task {

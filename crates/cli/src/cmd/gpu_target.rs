@@ -2,6 +2,7 @@
 //! choice made by `vramfit_hw::select` (a catalogue card, a card given by
 //! its memory, or the local GPUs NVML reads, against their free memory).
 
+use crate::error::OnField;
 pub use vramfit_hw::select::FitTarget;
 use vramfit_hw::select::{Card, CudaEnv};
 use vramfit_hw::NvmlProbe;
@@ -10,12 +11,13 @@ use vramfit_hw::NvmlProbe;
 /// GPU count (for `--gpu auto`; 0: every usable GPU, as llama.cpp uses).
 pub fn target(gpu: Option<&str>, gpu_mem: Option<&str>, gpus_needed: u64) -> anyhow::Result<Option<FitTarget>> {
     let card = match (gpu_mem, gpu) {
-        (Some(m), _) => Card::Memory { bytes: parse_memory(m)?, given: m },
+        (Some(m), _) => Card::Memory { bytes: parse_memory(m).on_field("gpu-mem")?, given: m },
         (None, Some(name)) if name.trim().eq_ignore_ascii_case("auto") => Card::Local,
         (None, Some(name)) => Card::Named(name),
         (None, None) => return Ok(None),
     };
-    Ok(Some(vramfit_hw::select::target(card, gpus_needed, &NvmlProbe, &CudaEnv::from_process())?))
+    let field = if gpu_mem.is_some() { "gpu-mem" } else { "gpu" };
+    Ok(Some(vramfit_hw::select::target(card, gpus_needed, &NvmlProbe, &CudaEnv::from_process()).on_field(field)?))
 }
 
 /// A memory size with its unit: binary `KiB`/`MiB`/`GiB`/`TiB`, or decimal

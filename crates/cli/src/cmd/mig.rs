@@ -3,6 +3,7 @@
 
 use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::cmd::workload_args::parse_dtype;
+use crate::error::{field_error, OnField};
 use crate::Outcome;
 use anyhow::{anyhow, bail, Context};
 use std::path::PathBuf;
@@ -97,17 +98,19 @@ pub fn run(args: MigArgs) -> anyhow::Result<Outcome> {
 
 fn load_table(t: &TableArgs) -> anyhow::Result<(MigGpu, MigTable)> {
     let tables = builtin_mig_tables()?;
-    let table = find_mig_table(&tables, &t.gpu).map_err(|e| anyhow!("--gpu: {e}"))?.clone();
+    let table = find_mig_table(&tables, &t.gpu).map_err(|e| field_error("gpu", anyhow!("--gpu: {e}")))?.clone();
     let Some(lgip) = &t.lgip else {
         return Ok((table.gpu.clone(), table));
     };
     let limit = vramfit_hw::mig::MAX_MIG_OUTPUT_BYTES as u64;
     let lgip_name = lgip.display().to_string();
-    let rows = vramfit_hw::mig::parse_lgip(&vramfit_hw::files::read_text(lgip, limit)?, &lgip_name)?;
+    let rows = vramfit_hw::mig::parse_lgip(&vramfit_hw::files::read_text(lgip, limit).on_field("lgip")?, &lgip_name)
+        .on_field("lgip")?;
     let lgipp = match &t.lgipp {
         Some(p) => {
             let name = p.display().to_string();
-            Some((vramfit_hw::mig::parse_lgipp(&vramfit_hw::files::read_text(p, limit)?, &name)?, name))
+            let text = vramfit_hw::files::read_text(p, limit).on_field("lgipp")?;
+            Some((vramfit_hw::mig::parse_lgipp(&text, &name).on_field("lgipp")?, name))
         }
         None => None,
     };
@@ -262,7 +265,9 @@ fn service_key(f: Field) -> String {
 
 fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let (gpu, table) = load_table(&a.table)?;
-    let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s, &a.lookup)).collect::<anyhow::Result<_>>()?;
+    // every error of a service spec is about `--service`
+    let sized: Vec<Sized> =
+        a.services.iter().map(|s| parse_service(s, &a.lookup).on_field("service")).collect::<anyhow::Result<_>>()?;
     let services: Vec<Service> = sized.iter().map(|s| s.service.clone()).collect();
     let plan = vramfit_mig::plan(&gpu, &services)?;
     let catalogue_note = table

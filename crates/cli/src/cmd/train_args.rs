@@ -13,7 +13,9 @@
 //! module only records where each value came from ([`FieldNames`]) so the
 //! error names the flag or the file key.
 
-use anyhow::{bail, Context};
+use crate::bail_on;
+use crate::error::{field_error, FieldId, OnField};
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 use vramfit_core::train::{
     AttentionImpl, Bnb4Type, Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy,
@@ -207,21 +209,30 @@ pub struct TrainArgs {
 /// (`train_micro_batch_size_per_gpu`).
 #[derive(Debug, Clone, Default)]
 pub struct FieldNames {
-    from_files: Vec<(Field, String)>,
+    /// the field, the key that set it, the flag that named the file
+    from_files: Vec<(Field, String, &'static str)>,
 }
 
 impl FieldNames {
-    /// `field` was set by a config file under `key`.
-    pub fn set(&mut self, field: Field, key: impl Into<String>) {
-        self.from_files.retain(|(f, _)| *f != field);
-        self.from_files.push((field, key.into()));
+    /// `field` was set by the config file of `file_flag` under `key`.
+    pub fn set(&mut self, field: Field, key: impl Into<String>, file_flag: &'static str) {
+        self.from_files.retain(|(f, _, _)| *f != field);
+        self.from_files.push((field, key.into(), file_flag));
     }
 
     /// The name of `field` for an error message.
     pub fn name(&self, field: Field) -> String {
-        match self.from_files.iter().find(|(f, _)| *f == field) {
-            Some((_, key)) => key.clone(),
+        match self.from_files.iter().find(|(f, _, _)| *f == field) {
+            Some((_, key, _)) => key.clone(),
             None => format!("--{}", field.id()),
+        }
+    }
+
+    /// The input that set `field`: its flag, or the flag of the file that set it.
+    pub fn field(&self, field: Field) -> FieldId {
+        match self.from_files.iter().find(|(f, _, _)| *f == field) {
+            Some((_, _, file_flag)) => FieldId::flag(file_flag),
+            None => field.into(),
         }
     }
 
@@ -276,14 +287,15 @@ fn offload(o: OffloadArg) -> Offload {
 }
 
 /// A flag and a file value for the same thing: the one given, or both when
-/// they agree; a contradiction names both values.
+/// they agree; a contradiction names both values (and is about the flag `field`).
 fn agree<T: PartialEq + Copy>(
+    field: &'static str,
     flag: Option<T>,
     file: DsValue<T>,
     contradiction: impl Fn(T, T) -> String,
 ) -> anyhow::Result<Option<T>> {
     match (flag, file) {
-        (Some(f), DsValue::Set(v)) if f != v => bail!(contradiction(f, v)),
+        (Some(f), DsValue::Set(v)) if f != v => bail_on!(field, "{}", contradiction(f, v)),
         (Some(f), _) => Ok(Some(f)),
         (None, DsValue::Set(v)) => Ok(Some(v)),
         (None, _) => Ok(None),
@@ -298,10 +310,27 @@ fn read_capped(path: &Path, cap: usize, what: &str) -> anyhow::Result<Vec<u8>> {
 
 /// `--lora-targets` through ingest's one LoRA-targets parser.
 fn parse_targets(s: &str) -> anyhow::Result<LoraTargets> {
-    vramfit_ingest::lora::from_text(s).map_err(|e| match e {
-        TargetsError::EmptyPattern => anyhow::anyhow!("--lora-targets: re: needs a regular expression after it"),
-        _ => anyhow::anyhow!("--lora-targets: give module names (q_proj,v_proj) or all-linear"),
+    vramfit_ingest::lora::from_text(s).map_err(|e| {
+        let message = match e {
+            TargetsError::EmptyPattern => "--lora-targets: re: needs a regular expression after it",
+            _ => "--lora-targets: give module names (q_proj,v_proj) or all-linear",
+        };
+        field_error("lora-targets", anyhow::anyhow!(message))
     })
+}
+
+/// The field of a flag named as the messages write it (`--zero` → `zero`).
+pub fn flag_field(flag: &'static str) -> FieldId {
+    FieldId::flag(flag.trim_start_matches("--"))
+}
+
+/// The field a ZeRO stage came from: `--zero`, or the DeepSpeed config.
+fn zero_field(source: &'static str) -> FieldId {
+    if source == "--zero" {
+        FieldId::flag("zero")
+    } else {
+        FieldId::flag("deepspeed")
+    }
 }
 
 impl TrainArgs {
@@ -361,10 +390,12 @@ impl TrainArgs {
             },
         };
         let sharding = match (merged.zero, self.fsdp) {
-            (Some((_, source)), Some(_)) => bail!("{source} and --fsdp both shard model states; give one of them"),
-            (Some((z, source)), None) => {
-                Sharding::from_stage(z).with_context(|| format!("{source} {z}: a ZeRO stage is 0, 1, 2 or 3"))?
+            (Some((_, source)), Some(_)) => {
+                bail_on!(zero_field(source), "{source} and --fsdp both shard model states; give one of them")
             }
+            (Some((z, source)), None) => Sharding::from_stage(z)
+                .with_context(|| format!("{source} {z}: a ZeRO stage is 0, 1, 2 or 3"))
+                .on_field(zero_field(source))?,
             (None, Some(FsdpArg::FullShard)) => Sharding::Zero3,
             (None, Some(FsdpArg::ShardGradOp)) => Sharding::Zero2,
             (None, None) => Sharding::None,
@@ -443,7 +474,10 @@ impl TrainArgs {
             // a LoRA base in a dtype no kernel computes in is refused by validate
             (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
             (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
-                bail!("--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)")
+                bail_on!(
+                    "dtype",
+                    "--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)"
+                )
             }
             _ => {}
         }
@@ -482,7 +516,7 @@ impl TrainArgs {
         .collect();
         if kind != TrainKind::Qlora {
             if let Some(f) = given.first() {
-                bail!("{f} only applies to --task qlora (a bitsandbytes 4-bit base)");
+                bail_on!(flag_field(f), "{f} only applies to --task qlora (a bitsandbytes 4-bit base)");
             }
             return Ok(());
         }
@@ -502,7 +536,7 @@ impl TrainArgs {
             };
         }
         if self.adapter_dtype.is_some() && kind == TrainKind::Full {
-            bail!("--adapter-dtype only applies to --task lora or qlora");
+            bail_on!("adapter-dtype", "--adapter-dtype only applies to --task lora or qlora");
         }
         Ok(())
     }
@@ -513,7 +547,7 @@ impl TrainArgs {
             TaskKind::Train => TrainKind::Full,
             TaskKind::Lora => TrainKind::Lora,
             TaskKind::Qlora => TrainKind::Qlora,
-            TaskKind::Infer => bail!("training flags need --task train, lora or qlora"),
+            TaskKind::Infer => bail_on!("task", "training flags need --task train, lora or qlora"),
         };
         let lora_flags = [
             ("--lora-rank", self.lora_rank.is_some()),
@@ -525,7 +559,10 @@ impl TrainArgs {
         ];
         if kind == TrainKind::Full {
             if let Some((f, _)) = lora_flags.iter().find(|(_, given)| *given) {
-                bail!("{f} only applies to --task lora or qlora (this is --task train, a full fine-tune)");
+                bail_on!(
+                    flag_field(f),
+                    "{f} only applies to --task lora or qlora (this is --task train, a full fine-tune)"
+                );
             }
         }
         Ok(kind)
@@ -541,21 +578,23 @@ impl TrainArgs {
         notes: &mut Vec<String>,
     ) -> anyhow::Result<Merged> {
         let file = path.display().to_string();
-        let ds = parse_deepspeed(&read_capped(path, MAX_DS_BYTES, "a DeepSpeed config")?, &file)?;
+        let bytes = read_capped(path, MAX_DS_BYTES, "a DeepSpeed config").on_field("deepspeed")?;
+        let ds = parse_deepspeed(&bytes, &file).on_field("deepspeed")?;
         let zero_flag = self.zero.map(|z| (z, "--zero"));
         let zero = match (zero_flag, ds.zero_stage) {
             (Some((z, flag)), DsValue::Set(stage)) if z != stage => {
-                bail!("{flag} {z} contradicts zero_optimization.stage {stage} in {file}")
+                bail_on!("zero", "{flag} {z} contradicts zero_optimization.stage {stage} in {file}")
             }
             (Some(z), _) => Some(z),
             (None, DsValue::Set(stage)) => {
-                names.set(Field::Sharding, "zero_optimization.stage");
+                names.set(Field::Sharding, "zero_optimization.stage", "deepspeed");
                 Some((stage, "zero_optimization.stage"))
             }
             (None, _) => None,
         };
         let precision = match (self.precision, ds_precision(&ds)) {
-            (Some(p), Some(dp)) if p.compute_dtype() != dp.compute_dtype() => bail!(
+            (Some(p), Some(dp)) if p.compute_dtype() != dp.compute_dtype() => bail_on!(
+                "precision",
                 "--precision {} contradicts {file} ({} enabled)",
                 p.name(),
                 if dp == Precision::Fp32 { "neither bf16 nor fp16" } else { dp.name() }
@@ -564,27 +603,27 @@ impl TrainArgs {
             (None, dp) => dp,
         };
         let offload_key = "zero_optimization.offload_optimizer.device";
-        let offload_optimizer = agree(self.offload.map(offload), ds.offload_optimizer, |f, v| {
+        let offload_optimizer = agree("offload", self.offload.map(offload), ds.offload_optimizer, |f, v| {
             format!("--offload {f:?} contradicts {offload_key} {v:?} in {file}")
         })?;
         if self.offload.is_none() && ds.offload_optimizer.value().is_some() {
-            names.set(Field::Offload, offload_key);
+            names.set(Field::Offload, offload_key, "deepspeed");
         }
         let offload_params = ds.offload_param.value();
         if offload_params.is_some_and(|o| o != Offload::None) && self.offload.is_none() {
-            names.set(Field::Offload, "zero_optimization.offload_param.device");
+            names.set(Field::Offload, "zero_optimization.offload_param.device", "deepspeed");
         }
-        let batch = agree(common.batch, ds.micro_batch, |f, v| {
+        let batch = agree("batch", common.batch, ds.micro_batch, |f, v| {
             format!("--batch {f} contradicts train_micro_batch_size_per_gpu {v} in {file}: give one of them")
         })?;
         if common.batch.is_none() && ds.micro_batch.value().is_some() {
-            names.set(Field::Batch, "train_micro_batch_size_per_gpu");
+            names.set(Field::Batch, "train_micro_batch_size_per_gpu", "deepspeed");
         }
-        let grad_accum = agree(self.grad_accum, ds.grad_accum, |f, v| {
+        let grad_accum = agree("grad-accum", self.grad_accum, ds.grad_accum, |f, v| {
             format!("--grad-accum {f} contradicts gradient_accumulation_steps {v} in {file}")
         })?;
         if self.grad_accum.is_none() && ds.grad_accum.value().is_some() {
-            names.set(Field::GradAccum, "gradient_accumulation_steps");
+            names.set(Field::GradAccum, "gradient_accumulation_steps", "deepspeed");
         }
         let optimizer = self.ds_optimizer(&ds, &file, notes)?;
         notes.extend(ds.notes.iter().map(|n| format!("{file}: {n}")));
@@ -619,7 +658,9 @@ impl TrainArgs {
             _ => None,
         };
         match (mapped, self.optimizer) {
-            (Some(m), Some(o)) if m != o => bail!("--optimizer {} contradicts optimizer.type {t} in {file}", o.name()),
+            (Some(m), Some(o)) if m != o => {
+                bail_on!("optimizer", "--optimizer {} contradicts optimizer.type {t} in {file}", o.name())
+            }
             (Some(m), None) => Ok(Some(m)),
             (None, o) => {
                 notes.push(format!("{file}: optimizer.type {t} is not modelled; sized as AdamW"));
@@ -634,23 +675,24 @@ impl TrainArgs {
         let mut lora = LoraSetup::default();
         if let Some(path) = &self.adapter_config {
             let file = path.display().to_string();
-            let a =
-                parse_adapter_config(&read_capped(path, MAX_ADAPTER_CONFIG_BYTES, "an adapter_config.json")?, &file)?;
+            let bytes =
+                read_capped(path, MAX_ADAPTER_CONFIG_BYTES, "an adapter_config.json").on_field("adapter-config")?;
+            let a = parse_adapter_config(&bytes, &file).on_field("adapter-config")?;
             if let Some(g) = self.lora_rank {
                 if g != a.lora.rank {
-                    bail!("--lora-rank {g} contradicts r {} in {file}", a.lora.rank);
+                    bail_on!("lora-rank", "--lora-rank {g} contradicts r {} in {file}", a.lora.rank);
                 }
             }
             if let Some(t) = &self.lora_targets {
                 if parse_targets(t)? != a.lora.targets {
-                    bail!("--lora-targets {t} contradicts target_modules in {file}");
+                    bail_on!("lora-targets", "--lora-targets {t} contradicts target_modules in {file}");
                 }
             }
             notes.extend(a.notes.iter().map(|n| format!("{file}: {n}")));
-            names.set(Field::LoraRank, format!("r in {file}"));
-            names.set(Field::LoraTargets, format!("target_modules in {file}"));
+            names.set(Field::LoraRank, format!("r in {file}"), "adapter-config");
+            names.set(Field::LoraTargets, format!("target_modules in {file}"), "adapter-config");
             if self.lora_dropout.is_none() {
-                names.set(Field::LoraDropout, format!("lora_dropout in {file}"));
+                names.set(Field::LoraDropout, format!("lora_dropout in {file}"), "adapter-config");
             }
             lora = a.lora;
         }
@@ -692,12 +734,15 @@ fn ds_precision(ds: &DeepSpeedConfig) -> Option<Precision> {
 fn precision(given: Option<Precision>, dtype: Option<DType>, kind: TrainKind) -> anyhow::Result<Precision> {
     Ok(match (given, dtype, kind) {
         (Some(p), Some(d), TrainKind::Full) if p.weight_dtype() != d => {
-            bail!("--dtype {d} contradicts --precision {} (its weights are {})", p.name(), p.weight_dtype())
+            bail_on!("dtype", "--dtype {d} contradicts --precision {} (its weights are {})", p.name(), p.weight_dtype())
         }
         (None, Some(DType::F32), TrainKind::Full) => Precision::Fp32,
         (None, Some(DType::BF16), TrainKind::Full) => Precision::Bf16,
         (None, Some(d), TrainKind::Full) => {
-            bail!("--dtype {d} for a full fine-tune: say --precision mixed-fp16, amp-fp16, amp-bf16, bf16 or fp32")
+            bail_on!(
+                "dtype",
+                "--dtype {d} for a full fine-tune: say --precision mixed-fp16, amp-fp16, amp-bf16, bf16 or fp32"
+            )
         }
         (p, _, _) => p.unwrap_or_default(),
     })

@@ -3,8 +3,10 @@
 //! [`Workload`], checked by core's `validate`, contradictions refused
 //! naming the flags. Training-only flags live in [`crate::cmd::train_args`].
 
-use crate::cmd::train_args::{Common, FieldNames, TaskKind, TrainArgs};
-use anyhow::{bail, Context};
+use crate::bail_on;
+use crate::cmd::train_args::{flag_field, Common, FieldNames, TaskKind, TrainArgs};
+use crate::error::{field_error, OnField};
+use anyhow::Context;
 use vramfit_core::units::MIB;
 use vramfit_core::workload::{defaults, validate, CommSetup, Engine};
 use vramfit_core::{DType, InferenceSetup, ModelSpec, Parallelism, QuantSpec, RuntimeSetup, Task, Workload};
@@ -105,7 +107,8 @@ pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DT
         "int8" | "i8" => (DType::I8, Some(QuantSpec::int(8, group, DType::F16))),
         "fp8" | "f8" | "e4m3" => (DType::F8, Some(QuantSpec::fp8_per_tensor(compute))),
         other => {
-            let d: DType = other.parse().map_err(|e: String| anyhow::anyhow!("--dtype: {e}, nf4"))?;
+            let d: DType =
+                other.parse().map_err(|e: String| field_error("dtype", anyhow::anyhow!("--dtype: {e}, nf4")))?;
             (d, None)
         }
     })
@@ -142,12 +145,16 @@ impl WorkloadArgs {
     pub fn runtime(&self) -> anyhow::Result<RuntimeSetup> {
         let defaults = RuntimeSetup::default();
         let workspace = match self.workspace_mib {
-            Some(w) if !(w.is_finite() && w >= 0.0) => bail!("--workspace-mib: {w} is not a non-negative number"),
+            Some(w) if !(w.is_finite() && w >= 0.0) => {
+                bail_on!("workspace-mib", "--workspace-mib: {w} is not a non-negative number")
+            }
             Some(w) => (w * MIB as f64) as u64,
             None => defaults.workspace_bytes,
         };
         let cuda_context_bytes = match self.cuda_context_mib {
-            Some(m) => m.checked_mul(MIB).context("--cuda-context-mib is absurdly large")?,
+            Some(m) => {
+                m.checked_mul(MIB).context("--cuda-context-mib is absurdly large").on_field("cuda-context-mib")?
+            }
             None => defaults.cuda_context_bytes,
         };
         Ok(RuntimeSetup {
@@ -165,7 +172,7 @@ impl WorkloadArgs {
             None => defaults::weights(spec),
         };
         let kv_dtype: DType = match &self.kv_dtype {
-            Some(k) => k.parse().map_err(|e: String| anyhow::anyhow!("--kv-dtype: {e}"))?,
+            Some(k) => k.parse().map_err(|e: String| field_error("kv-dtype", anyhow::anyhow!("--kv-dtype: {e}")))?,
             None => defaults::KV_DTYPE,
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
@@ -184,7 +191,9 @@ impl WorkloadArgs {
             max_num_seqs: self.max_num_seqs,
             // the engine's policy unless the flag says otherwise
             sliding_window_cache: match &self.sliding_window_cache {
-                Some(p) => p.parse().map_err(|e: String| anyhow::anyhow!("--sliding-window-cache: {e}"))?,
+                Some(p) => p.parse().map_err(|e: String| {
+                    field_error("sliding-window-cache", anyhow::anyhow!("--sliding-window-cache: {e}"))
+                })?,
                 None => engine.sliding_window_cache(),
             },
             ..InferenceSetup::default()
@@ -219,14 +228,16 @@ impl WorkloadArgs {
                 self.refuse_inference_flags()?;
                 let mut common = self.common();
                 if let Some(d) = &self.dtype {
-                    common.dtype = Some(d.parse::<DType>().map_err(|e| anyhow::anyhow!("--dtype: {e}"))?);
+                    common.dtype =
+                        Some(d.parse::<DType>().map_err(|e| field_error("dtype", anyhow::anyhow!("--dtype: {e}")))?);
                 }
                 if self.engine.is_some_and(Engine::serves_only) {
-                    bail!("--engine {} serves models; training needs transformers, deepspeed, fsdp, litgpt, torchtune or torchtitan", self.engine.unwrap_or_default().name());
+                    bail_on!("engine", "--engine {} serves models; training needs transformers, deepspeed, fsdp, litgpt, torchtune or torchtitan", self.engine.unwrap_or_default().name());
                 }
                 let mut b = self.train.build(&common)?;
                 if b.reduce_bucket_auto {
-                    b.setup.comm.reduce_bucket = CommSetup::hf_trainer_reduce_bucket(spec.hidden_size)?;
+                    b.setup.comm.reduce_bucket =
+                        CommSetup::hf_trainer_reduce_bucket(spec.hidden_size).on_field("deepspeed")?;
                     b.notes.push(format!(
                         "zero_optimization.reduce_bucket_size is \"auto\": the Hugging Face Trainer sets hidden_size² = {} elements",
                         b.setup.comm.reduce_bucket
@@ -235,14 +246,16 @@ impl WorkloadArgs {
                 (Workload { task: Task::Train(b.setup), parallelism: b.parallelism, runtime }, b.notes, b.names)
             }
         };
-        validate(spec, &workload).map_err(|e| anyhow::anyhow!(names.render(&e)))?;
+        validate(spec, &workload)
+            .map_err(|e| field_error(names.field(e.field()), anyhow::anyhow!(names.render(&e))))?;
         Ok((workload, notes))
     }
 
     fn refuse_training_flags(&self) -> anyhow::Result<()> {
         let given = self.train.given_flags();
-        if !given.is_empty() {
-            bail!(
+        if let Some(first) = given.first() {
+            bail_on!(
+                flag_field(first),
                 "{} appl{} to training only: add --task train|lora|qlora, or drop {}",
                 given.join(", "),
                 if given.len() == 1 { "ies" } else { "y" },
@@ -264,8 +277,9 @@ impl WorkloadArgs {
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
         .collect();
-        if !inference_only.is_empty() {
-            bail!(
+        if let Some(first) = inference_only.first() {
+            bail_on!(
+                flag_field(first),
                 "{} appl{} to inference only (--task infer)",
                 inference_only.join(", "),
                 if inference_only.len() == 1 { "ies" } else { "y" }
