@@ -3,12 +3,13 @@
 
 use crate::bail_on;
 use crate::cmd::gguf::{self, GgufRequest, GgufTarget};
+use crate::cmd::gpu_target::FitTarget;
 use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use vramfit_core::infer::{capacity, estimate_inference, fit, FitVerdict};
 use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
-use vramfit_core::{ParamLayout, Task};
+use vramfit_core::{Capacity, Ledger, ParamLayout, Task};
 use vramfit_ingest::resolve::{ModelKind, ResolvedModel};
 use vramfit_report::estimate::{
     CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
@@ -92,6 +93,107 @@ fn list_gpus() -> anyhow::Result<String> {
     Ok(out)
 }
 
+/// A model argument that is not a transformers model (ingest's resolver
+/// says which): a GGUF estimate, or the error for a quant tag; llama.cpp's
+/// flags are refused for every other model.
+fn other_model(args: &EstimateArgs) -> anyhow::Result<Option<Outcome>> {
+    let Some(m) = args.model.as_deref() else {
+        gguf::refuse_for_other_models(&args.gguf)?;
+        return Ok(None);
+    };
+    let kind = vramfit_ingest::resolve::model_kind(m);
+    if (args.sweep || args.chart.svg.is_some()) && matches!(kind, ModelKind::Gguf(_)) {
+        bail_on!(
+            "sweep",
+            "--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context"
+        );
+    }
+    let req = GgufRequest {
+        model: m,
+        args: &args.gguf,
+        target: GgufTarget { gpu: args.gpu.as_deref(), gpu_mem: args.gpu_mem.as_deref(), gpu_util: args.gpu_util },
+        hub: &args.hub,
+        json: args.json,
+        explain: args.explain,
+    };
+    gguf::dispatch(kind, &args.workload, &req)
+}
+
+/// An inference job's KV facts and, on a card with a memory utilisation
+/// (`--gpu-util`, or a serving engine's default), its paged-KV capacity;
+/// notes about the engine's start-up go to `notes`.
+fn kv_and_capacity(
+    spec: &vramfit_core::ModelSpec,
+    workload: &vramfit_core::Workload,
+    gpu: Option<&FitTarget>,
+    gpu_util_flag: Option<f64>,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<(Option<KvInfo>, Option<Capacity>)> {
+    let Task::Inference(setup) = &workload.task else { return Ok((None, None)) };
+    let par = &workload.parallelism;
+    let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
+    let gpu_util = if gpu.is_some() { setup.engine.gpu_util(gpu_util_flag) } else { None };
+    if gpu.is_some() && gpu_util_flag.is_none() && setup.engine.serving().is_some() {
+        notes.push(match gpu_util {
+            Some(u) => format!(
+                "--engine {}: it takes {u} of the card at start-up unless told otherwise (its gpu_memory_utilization default); the capacity and the fit use it (--gpu-util sets another)",
+                setup.engine.name()
+            ),
+            None => format!(
+                "--engine {}: it chooses its memory fraction from the card at start-up (mem_fraction_static); give --gpu-util to size its KV pool; until then the fit is this ledger against the whole card",
+                setup.engine.name()
+            ),
+        });
+    }
+    let capacity = match (gpu, gpu_util) {
+        // vLLM's gpu_memory_utilization is a fraction of the whole card
+        (Some(g), Some(u)) => {
+            if g.detected.is_some() && (g.memory_bytes as f64) < u * g.total_bytes as f64 {
+                notes.push(format!(
+                    "--gpu-util {u}: vLLM reserves {u} × total memory at start-up, but only {} is free now: it would refuse to start (lower --gpu-util or free the GPU)",
+                    vramfit_report::format::bytes(g.memory_bytes)
+                ));
+            }
+            // the utilisation applies to what CUDA reports (nvidia-smi's total less the driver's reservation)
+            Some(capacity(spec, setup, par, &workload.runtime, cuda_capacity(g.total_bytes), u)?)
+        }
+        _ => None,
+    };
+    Ok((Some(KvInfo::of(&detail, setup.block_size)), capacity))
+}
+
+/// The ledger against card `g`: the memory a process can use is the
+/// capacity CUDA reports for a catalogue card (its nvidia-smi total less the
+/// driver's reservation), the free memory for a local GPU, and with
+/// `--gpu-util` the same budget the capacity uses.
+fn fit_on(g: &FitTarget, ledger: &Ledger, capacity: Option<&Capacity>, workload: &vramfit_core::Workload) -> FitInfo {
+    let (usable, what) = match (capacity, g.detected.is_some()) {
+        (Some(c), _) => {
+            (c.budget_bytes, format!("--gpu-util {} × CUDA-reported capacity (the capacity's budget)", c.gpu_util))
+        }
+        (None, true) => (g.usable_bytes(), "free memory now (NVML: total − reserved − used)".to_string()),
+        (None, false) => (
+            g.usable_bytes(),
+            format!(
+                "nvidia-smi total − {} MiB the driver reserves (CUDA's total)",
+                vramfit_core::runtime::DRIVER_RESERVED / MIB
+            ),
+        ),
+    };
+    let mut f = fit(ledger, g.memory_bytes, usable);
+    f.explain = f.explain.term("usable memory is", what);
+    if let (Some(c), Task::Inference(s)) = (capacity, &workload.task) {
+        if s.engine.serving().is_some() {
+            // the engine fills its budget with KV blocks: it fits when they hold the sequences
+            f.fits = c.max_concurrency >= s.concurrency;
+            f.verdict = if f.fits { FitVerdict::Fits } else { FitVerdict::DoesNotFit };
+            f.explain =
+                f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");
+        }
+    }
+    FitInfo::of(&g.name, &f, capacity.map(CapacityInfo::from), g.detected.clone())
+}
+
 pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_presets {
         return Ok(Outcome::ok(list_presets()?));
@@ -99,25 +201,8 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.list_gpus {
         return Ok(Outcome::ok(list_gpus()?));
     }
-    if let Some(m) = args.model.as_deref() {
-        // the resolver says what kind of model this is; a GGUF is llama.cpp's
-        let kind = vramfit_ingest::resolve::model_kind(m);
-        if (args.sweep || args.chart.svg.is_some()) && matches!(kind, ModelKind::Gguf(_)) {
-            bail_on!("sweep", "--sweep and --svg size a transformers model; a GGUF estimate searches its own largest -ngl and context");
-        }
-        let req = GgufRequest {
-            model: m,
-            args: &args.gguf,
-            target: GgufTarget { gpu: args.gpu.as_deref(), gpu_mem: args.gpu_mem.as_deref(), gpu_util: args.gpu_util },
-            hub: &args.hub,
-            json: args.json,
-            explain: args.explain,
-        };
-        if let Some(out) = gguf::dispatch(kind, &args.workload, &req)? {
-            return Ok(out);
-        }
-    } else {
-        gguf::refuse_for_other_models(&args.gguf)?;
+    if let Some(out) = other_model(&args)? {
+        return Ok(out);
     }
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
@@ -131,76 +216,11 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if args.gpu_util.is_some() && !matches!(workload.task, Task::Inference(_)) {
         bail_on!("gpu-util", "--gpu-util is the paged-KV capacity of a serving card: it applies to --task infer only");
     }
-
-    let (kv, capacity) = match &workload.task {
-        Task::Inference(setup) => {
-            let par = &workload.parallelism;
-            let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-            let gpu_util = if gpu.is_some() { setup.engine.gpu_util(args.gpu_util) } else { None };
-            if gpu.is_some() && args.gpu_util.is_none() && setup.engine.serving().is_some() {
-                ledger.notes.push(match gpu_util {
-                    Some(u) => format!(
-                        "--engine {}: it takes {u} of the card at start-up unless told otherwise (its gpu_memory_utilization default); the capacity and the fit use it (--gpu-util sets another)",
-                        setup.engine.name()
-                    ),
-                    None => format!(
-                        "--engine {}: it chooses its memory fraction from the card at start-up (mem_fraction_static); give --gpu-util to size its KV pool; until then the fit is this ledger against the whole card",
-                        setup.engine.name()
-                    ),
-                });
-            }
-            let capacity = match (&gpu, gpu_util) {
-                // vLLM's gpu_memory_utilization is a fraction of the whole card
-                (Some(g), Some(u)) => {
-                    if g.detected.is_some() && (g.memory_bytes as f64) < u * g.total_bytes as f64 {
-                        ledger.notes.push(format!(
-                            "--gpu-util {u}: vLLM reserves {u} × total memory at start-up, but only {} is free now: it would refuse to start (lower --gpu-util or free the GPU)",
-                            vramfit_report::format::bytes(g.memory_bytes)
-                        ));
-                    }
-                    // the utilisation applies to what CUDA reports (nvidia-smi's total less the driver's reservation)
-                    Some(capacity(spec, setup, par, &workload.runtime, cuda_capacity(g.total_bytes), u)?)
-                }
-                _ => None,
-            };
-            (Some(KvInfo::of(&detail, setup.block_size)), capacity)
-        }
-        Task::Train(_) => (None, None),
-    };
+    let (kv, capacity) = kv_and_capacity(spec, &workload, gpu.as_ref(), args.gpu_util, &mut ledger.notes)?;
     if let Some(g) = &gpu {
         ledger.notes.extend(g.notes.iter().cloned());
     }
-    let serving_engine = matches!(&workload.task, Task::Inference(s) if s.engine.serving().is_some());
-    let fit_info = gpu.as_ref().map(|g| {
-        // the memory a process can use: the capacity CUDA reports for a catalogue card (its
-        // nvidia-smi total less the driver's reservation), the free memory for a local GPU, and
-        // with --gpu-util the same budget the capacity uses
-        let (usable, what) = match (&capacity, g.detected.is_some()) {
-            (Some(c), _) => {
-                (c.budget_bytes, format!("--gpu-util {} × CUDA-reported capacity (the capacity's budget)", c.gpu_util))
-            }
-            (None, true) => (g.usable_bytes(), "free memory now (NVML: total − reserved − used)".to_string()),
-            (None, false) => (
-                g.usable_bytes(),
-                format!(
-                    "nvidia-smi total − {} MiB the driver reserves (CUDA's total)",
-                    vramfit_core::runtime::DRIVER_RESERVED / MIB
-                ),
-            ),
-        };
-        let mut f = fit(&ledger, g.memory_bytes, usable);
-        f.explain = f.explain.term("usable memory is", what);
-        if let (Some(c), Task::Inference(s)) = (&capacity, &workload.task) {
-            if serving_engine {
-                // the engine fills its budget with KV blocks: it fits when they hold the sequences
-                f.fits = c.max_concurrency >= s.concurrency;
-                f.verdict = if f.fits { FitVerdict::Fits } else { FitVerdict::DoesNotFit };
-                f.explain =
-                    f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");
-            }
-        }
-        FitInfo::of(&g.name, &f, capacity.as_ref().map(CapacityInfo::from), g.detected.clone())
-    });
+    let fit_info = gpu.as_ref().map(|g| fit_on(g, &ledger, capacity.as_ref(), &workload));
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
     let mut report = EstimateReport::new(
         model_info(&resolved, ledger.params_trainable)?,
@@ -217,5 +237,5 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         return Ok(out);
     }
     let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
-    Ok(Outcome { stdout, code: if fits { 0 } else { 1 } })
+    Ok(Outcome { stdout, code })
 }

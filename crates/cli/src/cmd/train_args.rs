@@ -302,6 +302,24 @@ fn agree<T: PartialEq + Copy>(
     }
 }
 
+/// A DeepSpeed config's engine and buckets onto the setup; whether its
+/// `reduce_bucket_size` is `"auto"` (the Hugging Face Trainer fills it).
+fn ds_comm(setup: &mut TrainSetup, engine: Engine, c: DsComm) -> bool {
+    if engine == Engine::Transformers {
+        setup.engine = Engine::Deepspeed;
+    }
+    if let Some(n) = c.reduce_bucket.value() {
+        setup.comm.reduce_bucket = n;
+    }
+    if let Some(n) = c.allgather_bucket.value() {
+        setup.comm.allgather_bucket = n;
+    }
+    if let Some(o) = c.overlap_comm.value() {
+        setup.comm.overlap_comm = o;
+    }
+    c.reduce_bucket == DsValue::Auto
+}
+
 /// A config file through the one bounded reader (regular files only, at
 /// most `cap` bytes read; docs/limits.md).
 fn read_capped(path: &Path, cap: usize, what: &str) -> anyhow::Result<Vec<u8>> {
@@ -389,6 +407,46 @@ impl TrainArgs {
                 ..Merged::default()
             },
         };
+        let parallelism = self.parallelism(&merged, common)?;
+        let mut setup = self.step(kind, &merged, common)?;
+        self.qlora_flags(kind, &mut setup)?;
+        if self.checkpointing.is_none() {
+            setup.checkpointing = setup.default_checkpointing();
+            if setup.checkpointing == Checkpointing::Full {
+                notes.push(
+                    "checkpointing full: PEFT's prepare_model_for_kbit_training turns it on by default (use_gradient_checkpointing=True); pass --checkpointing none if you call it with False".into(),
+                );
+            }
+        }
+        let reduce_bucket_auto = match merged.comm {
+            Some(c) => ds_comm(&mut setup, common.engine, c),
+            None => false,
+        };
+        match (kind, common.dtype) {
+            // a LoRA base in a dtype no kernel computes in is refused by validate
+            (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
+            (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
+                bail_on!(
+                    "dtype",
+                    "--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)"
+                )
+            }
+            _ => {}
+        }
+        if kind != TrainKind::Full {
+            let engine_adapters = setup.lora.adapter_fp32;
+            setup.lora = self.lora(&mut names, &mut notes)?;
+            setup.lora.adapter_fp32 = match self.adapter_dtype {
+                Some(AdapterDtypeArg::Fp32) => true,
+                Some(AdapterDtypeArg::Bf16) => false,
+                None => engine_adapters,
+            };
+        }
+        Ok(TrainBuild { setup, parallelism, notes, names, reduce_bucket_auto })
+    }
+
+    /// The parallel layout: ZeRO (flag or config) or FSDP, and what is offloaded.
+    fn parallelism(&self, merged: &Merged, common: &Common) -> anyhow::Result<Parallelism> {
         let sharding = match (merged.zero, self.fsdp) {
             (Some((_, source)), Some(_)) => {
                 bail_on!(zero_field(source), "{source} and --fsdp both shard model states; give one of them")
@@ -407,8 +465,22 @@ impl TrainArgs {
             None if sharding == Sharding::Zero3 && self.deepspeed.is_none() => offload_optimizer,
             None => Offload::None,
         };
-        let mut setup = TrainSetup { kind, ..TrainSetup::default() }.with_engine(common.engine);
-        setup = TrainSetup {
+        Ok(Parallelism {
+            gpus: common.gpus,
+            tp: common.tp,
+            pp: common.pp,
+            sharding,
+            fsdp: self.fsdp.is_some(),
+            sequence_parallel: self.sp,
+            offload_optimizer,
+            offload_params,
+        })
+    }
+
+    /// The training step of the flags (and the merged config), on the engine's defaults.
+    fn step(&self, kind: TrainKind, merged: &Merged, common: &Common) -> anyhow::Result<TrainSetup> {
+        let engine_defaults = TrainSetup { kind, ..TrainSetup::default() }.with_engine(common.engine);
+        let mut setup = TrainSetup {
             kind,
             precision: precision(merged.precision, common.dtype, kind)?,
             optimizer: merged.optimizer.unwrap_or_default(),
@@ -433,7 +505,7 @@ impl TrainArgs {
             foreach: !self.no_foreach,
             optimizer_in_backward: self.optimizer_in_backward,
             activation_offload: self.activation_offload,
-            ..setup
+            ..engine_defaults
         };
         if let Some(l) = self.loss {
             setup.loss = match l {
@@ -444,63 +516,7 @@ impl TrainArgs {
                 LossArg::Fused => LossPath::Fused,
             };
         }
-        self.qlora_flags(kind, &mut setup)?;
-        if self.checkpointing.is_none() {
-            setup.checkpointing = setup.default_checkpointing();
-            if setup.checkpointing == Checkpointing::Full {
-                notes.push(
-                    "checkpointing full: PEFT's prepare_model_for_kbit_training turns it on by default (use_gradient_checkpointing=True); pass --checkpointing none if you call it with False".into(),
-                );
-            }
-        }
-        let mut reduce_bucket_auto = false;
-        if let Some(c) = merged.comm {
-            // a DeepSpeed config: its engine, and its buckets
-            if common.engine == Engine::Transformers {
-                setup.engine = Engine::Deepspeed;
-            }
-            if let Some(n) = c.reduce_bucket.value() {
-                setup.comm.reduce_bucket = n;
-            }
-            if let Some(n) = c.allgather_bucket.value() {
-                setup.comm.allgather_bucket = n;
-            }
-            if let Some(o) = c.overlap_comm.value() {
-                setup.comm.overlap_comm = o;
-            }
-            reduce_bucket_auto = c.reduce_bucket == DsValue::Auto;
-        }
-        match (kind, common.dtype) {
-            // a LoRA base in a dtype no kernel computes in is refused by validate
-            (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
-            (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
-                bail_on!(
-                    "dtype",
-                    "--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)"
-                )
-            }
-            _ => {}
-        }
-        if kind != TrainKind::Full {
-            let engine_adapters = setup.lora.adapter_fp32;
-            setup.lora = self.lora(&mut names, &mut notes)?;
-            setup.lora.adapter_fp32 = match self.adapter_dtype {
-                Some(AdapterDtypeArg::Fp32) => true,
-                Some(AdapterDtypeArg::Bf16) => false,
-                None => engine_adapters,
-            };
-        }
-        let parallelism = Parallelism {
-            gpus: common.gpus,
-            tp: common.tp,
-            pp: common.pp,
-            sharding,
-            fsdp: self.fsdp.is_some(),
-            sequence_parallel: self.sp,
-            offload_optimizer,
-            offload_params,
-        };
-        Ok(TrainBuild { setup, parallelism, notes, names, reduce_bucket_auto })
+        Ok(setup)
     }
 
     /// The QLoRA-only flags onto the setup; refused with another task.

@@ -448,27 +448,72 @@ impl Mapping<'_> {
     }
 }
 
+/// The case's `measured` figure, then its `other_measurements`.
+fn measurements(o: Obj) -> Result<Vec<Measurement>, IngestError> {
+    let measured = o.obj("measured", paths::MEASURED)?.ok_or_else(|| o.missing("measured"))?;
+    let mut out = vec![measurement(measured)?];
+    let others = match o.get("other_measurements") {
+        None => return Ok(out),
+        Some(Value::Array(a)) => a,
+        Some(v) => return Err(o.bad("other_measurements", "a list of measurements", v)),
+    };
+    let names: Vec<String> = (0..others.len()).map(|i| format!("other_measurements[{i}]")).collect();
+    for (x, path) in others.iter().zip(&names) {
+        let map = x.as_object().ok_or_else(|| o.bad(path, "a measurement object", x))?;
+        out.push(measurement(Obj::at(map, path, o.origin()))?);
+    }
+    Ok(out)
+}
+
+/// The quantity each measurement is compared with: an explicit `compare`
+/// (the primary's in the vramfit block `v`, the others' in `v.others`),
+/// else the one its `what` names.
+fn comparisons(v: Obj, measurements: Vec<Measurement>) -> Result<Vec<Comparison>, IngestError> {
+    let explicit_others: Vec<Value> = match v.get("others") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(x) => return Err(v.bad("others", "a list aligned with other_measurements", x)),
+    };
+    if explicit_others.len() > measurements.len() - 1 {
+        return Err(v.bad("others", "no more entries than other_measurements", &Value::Array(explicit_others)));
+    }
+    let primary = explicit_quantity(v)?;
+    let mut out = Vec::with_capacity(measurements.len());
+    for (i, m) in measurements.into_iter().enumerate() {
+        let mut source_of_constant = false;
+        let quantity = if i == 0 {
+            source_of_constant = v.bool("source_of_constant")?.unwrap_or(false);
+            match primary {
+                Some(q) => Ok(q),
+                None => quantity_of(&m.what),
+            }
+        } else {
+            match explicit_others.get(i - 1) {
+                Some(Value::Object(map)) => {
+                    let e = Obj::at(map, "vramfit.others[]", v.origin());
+                    source_of_constant = e.bool("source_of_constant")?.unwrap_or(false);
+                    match e.str("excluded")? {
+                        Some(reason) => Err(reason.to_string()),
+                        None => explicit_quantity(e)?.ok_or_else(|| e.missing("compare")).map(Ok)?,
+                    }
+                }
+                Some(x) => return Err(v.bad("others", "objects", x)),
+                None => quantity_of(&m.what),
+            }
+        };
+        out.push(Comparison { measurement: m, quantity, source_of_constant });
+    }
+    Ok(out)
+}
+
 /// Parse one line of the published set.
 pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, IngestError> {
-    let root: Value =
-        serde_json::from_str(line).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
+    let root = crate::json::parse(line.as_bytes(), origin)?;
     let o = Obj::root(&root, origin, "(line)")?;
     let id = o.req_str("id")?.to_string();
     let hw = o.obj("hardware", paths::HARDWARE)?.ok_or_else(|| o.missing("hardware"))?;
     let fw = o.obj("framework", paths::FRAMEWORK)?.ok_or_else(|| o.missing("framework"))?;
-    let measured = o.obj("measured", paths::MEASURED)?.ok_or_else(|| o.missing("measured"))?;
-    let mut measurements = vec![measurement(measured)?];
-    let others_path: Vec<String> = match o.get("other_measurements") {
-        None => Vec::new(),
-        Some(Value::Array(a)) => (0..a.len()).map(|i| format!("other_measurements[{i}]")).collect(),
-        Some(v) => return Err(o.bad("other_measurements", "a list of measurements", v)),
-    };
-    if let Some(Value::Array(a)) = o.get("other_measurements") {
-        for (x, path) in a.iter().zip(&others_path) {
-            let map = x.as_object().ok_or_else(|| o.bad(path, "a measurement object", x))?;
-            measurements.push(measurement(Obj::at(map, path, origin))?);
-        }
-    }
+    let measurements = measurements(o)?;
     let v = o.obj("vramfit", paths::VRAMFIT)?.ok_or_else(|| o.missing("vramfit"))?;
     let w = o.obj("workload", paths::WORKLOAD)?.ok_or_else(|| o.missing("workload"))?;
     let mut case = PublishedCase {
@@ -493,41 +538,7 @@ pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, Ingest
             .collect();
         return Ok(case);
     }
-    // the quantity of each measurement: an explicit compare (the primary's, then `others`), else by `what`
-    let explicit_others: Vec<Value> = match v.get("others") {
-        None => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(x) => return Err(v.bad("others", "a list aligned with other_measurements", x)),
-    };
-    if explicit_others.len() > measurements.len() - 1 {
-        return Err(v.bad("others", "no more entries than other_measurements", &Value::Array(explicit_others)));
-    }
-    let primary = explicit_quantity(v)?;
-    for (i, m) in measurements.into_iter().enumerate() {
-        let mut source_of_constant = false;
-        let quantity = if i == 0 {
-            source_of_constant = v.bool("source_of_constant")?.unwrap_or(false);
-            match primary {
-                Some(q) => Ok(q),
-                None => quantity_of(&m.what),
-            }
-        } else {
-            match explicit_others.get(i - 1) {
-                Some(Value::Object(map)) => {
-                    let path = "vramfit.others[]";
-                    let e = Obj::at(map, path, origin);
-                    source_of_constant = e.bool("source_of_constant")?.unwrap_or(false);
-                    match e.str("excluded")? {
-                        Some(reason) => Err(reason.to_string()),
-                        None => explicit_quantity(e)?.ok_or_else(|| e.missing("compare")).map(Ok)?,
-                    }
-                }
-                Some(x) => return Err(v.bad("others", "objects", x)),
-                None => quantity_of(&m.what),
-            }
-        };
-        case.comparisons.push(Comparison { measurement: m, quantity, source_of_constant });
-    }
+    case.comparisons = comparisons(v, measurements)?;
     let map = Mapping { v, w };
     let task = v.req_str("task")?;
     if task == "runtime" {
