@@ -10,16 +10,14 @@
 //! inconsistency (a bug in vramfit, never the user's input).
 
 use clap::{Parser, Subcommand};
-use vramfit_core::CoreError;
 
 pub mod cmd;
+pub mod error;
+mod outcome;
 #[cfg(feature = "web")]
 pub mod serve;
 
-/// Bad input: a file, a flag or a combination the user can fix.
-pub const EXIT_BAD_INPUT: u8 = 2;
-/// vramfit broke one of its own invariants: a bug to report, not bad input.
-pub const EXIT_INTERNAL: u8 = 3;
+pub use outcome::{error_text, exit_code, to_stderr, Outcome, EXIT_BAD_INPUT, EXIT_INTERNAL};
 
 #[derive(Parser, Debug)]
 #[command(name = "vramfit", version, about = "GPU memory: where it goes, why it ran out, the cheapest fix", long_about = None)]
@@ -47,86 +45,60 @@ pub enum Command {
     Serve(serve::ServeArgs),
 }
 
-/// What a subcommand produced: text for stdout and an exit code.
-pub struct Outcome {
-    pub stdout: String,
-    pub code: u8,
-}
-
-impl Outcome {
-    pub fn ok(stdout: String) -> Self {
-        Outcome { stdout, code: 0 }
-    }
+/// What a command reads besides its flags. The CLI leaves it empty: a
+/// command reads the files its flags name, stdin or NVML, and resolves
+/// model names itself. A front end that holds its inputs in memory (the
+/// local web page) fills it; everything else is the CLI's code path.
+#[derive(Debug, Default)]
+pub struct Inputs {
+    /// How model names are resolved (`estimate`, `plan`, `diagnose --model`, `mig` services)
+    pub lookup: cmd::model_args::Lookup,
+    /// Never reach the network for a model (as `--offline`)
+    pub offline: bool,
+    /// `diagnose`'s input, already read (else the file or stdin its argument names)
+    pub diagnose: Option<vramfit_diagnose::input::Input>,
+    /// `check`'s nvidia-smi outputs and reports, already read (else the files its flags name)
+    pub check: Option<cmd::check::CheckInputs>,
 }
 
 /// Run one parsed command line (`serve` returns when stopped).
 pub fn run(command: Command) -> anyhow::Result<Outcome> {
+    run_with(command, Inputs::default())
+}
+
+/// Run a command with the inputs a front end supplies: the one code path
+/// from a typed command to its answer, for the CLI and the web page alike.
+pub fn run_with(command: Command, inputs: Inputs) -> anyhow::Result<Outcome> {
+    let Inputs { lookup, offline, diagnose, check } = inputs;
     match command {
-        Command::Estimate(a) => cmd::estimate::run(a),
-        Command::Plan(a) => cmd::plan::run(a),
-        Command::Diagnose(a) => cmd::diagnose::run(a),
+        Command::Estimate(mut a) => {
+            a.hub.lookup = lookup;
+            a.hub.offline |= offline;
+            cmd::estimate::run(a)
+        }
+        Command::Plan(mut a) => {
+            a.hub.lookup = lookup;
+            a.hub.offline |= offline;
+            cmd::plan::run(a)
+        }
+        Command::Diagnose(mut a) => {
+            a.lookup = lookup;
+            match diagnose {
+                Some(input) => cmd::diagnose::run_input(a, input),
+                None => cmd::diagnose::run(a),
+            }
+        }
+        Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(mut a) }) => {
+            a.lookup = lookup;
+            cmd::mig::run(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(a) })
+        }
         Command::Mig(a) => cmd::mig::run(a),
-        Command::Check(a) => cmd::check::run(a),
+        Command::Check(a) => match check {
+            Some(inputs) => cmd::check::run_with(a, inputs),
+            None => cmd::check::run(a),
+        },
         Command::Calibrate(a) => cmd::calibrate::run(a),
         #[cfg(feature = "web")]
         Command::Serve(a) => serve::run(a).map(|()| Outcome::ok(String::new())),
-    }
-}
-
-/// One line to stderr, control characters shown escaped (an error quotes
-/// its input). Unlike `eprintln!`, a stderr that cannot be written
-/// (`vramfit … 2>&1 | true`: a closed pipe) is not a panic: the line is
-/// dropped and the exit code stays the one the outcome decided, as with a
-/// closed stdout (docs/exit-codes.md).
-pub fn to_stderr(line: &str) {
-    use std::io::Write;
-    let mut e = std::io::stderr().lock();
-    let _ = e
-        .write_all(vramfit_report::format::shown_lines(line).as_bytes())
-        .and_then(|_| e.write_all(b"\n"))
-        .and_then(|_| e.flush());
-}
-
-/// The exit code of an error: [`EXIT_INTERNAL`] when any cause is vramfit's
-/// own inconsistency ([`CoreError::Internal`]), else [`EXIT_BAD_INPUT`].
-pub fn exit_code(e: &anyhow::Error) -> u8 {
-    let internal = e.chain().any(|c| matches!(c.downcast_ref::<CoreError>(), Some(CoreError::Internal(_))));
-    if internal {
-        EXIT_INTERNAL
-    } else {
-        EXIT_BAD_INPUT
-    }
-}
-
-/// The error and its causes, skipping a cause whose text the message
-/// already contains (typed errors often print their source themselves).
-pub fn error_text(e: &anyhow::Error) -> String {
-    let mut out = e.to_string();
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if !out.contains(&c) {
-            out.push_str(": ");
-            out.push_str(&c);
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn internal_inconsistency_is_not_exit_2() {
-        // what the training ledger returns if its lines ever stop summing to the peak
-        let e = anyhow::Error::from(CoreError::Internal("training ledger lines sum to 1 B, the peak is 2 B".into()));
-        assert_eq!(exit_code(&e), 3);
-        assert_ne!(exit_code(&e), 2);
-        // also under added context
-        assert_eq!(exit_code(&e.context("estimate llama-2-7b")), 3);
-        // bad input stays 2
-        let bad = anyhow::Error::from(CoreError::invalid("hidden_size", "must be at least 1"));
-        assert_eq!(exit_code(&bad), 2);
-        assert_eq!(exit_code(&anyhow::anyhow!("--batch 1 contradicts train_micro_batch_size_per_gpu 4")), 2);
     }
 }

@@ -401,6 +401,79 @@ fn bad_input_is_a_400_naming_the_field_with_the_clis_message() {
     assert_eq!((r.status.as_u16(), r.json()["field"].as_str()), (400, Some("kind")));
 }
 
+/// The field of an error is the one the command's typed error carries
+/// (never read from the message): the page marks that input.
+#[test]
+fn errors_carry_their_field_not_a_flag_found_in_the_text() {
+    let cases: &[(&str, serde_json::Value, &str)] = &[
+        // the message mentions `--list-presets`; the field is the model
+        ("/api/estimate", serde_json::json!({}), "model"),
+        ("/api/plan", serde_json::json!({"tokens": "1B"}), "model"),
+        ("/api/estimate", serde_json::json!({"model": "llama-2-7x"}), "model"),
+        ("/api/estimate", serde_json::json!({"model": "llama-2-7b", "gpu": "rtx-9999"}), "gpu"),
+        ("/api/estimate", serde_json::json!({"config_json": "not json"}), "config_json"),
+        // core's validate names its field; `--seq`/`--context` is the request's `context`
+        ("/api/estimate", serde_json::json!({"model": "gpt2", "task": "train", "context": 5000}), "context"),
+        ("/api/estimate", serde_json::json!({"model": "llama-2-7b", "engine": "vllm", "task": "train"}), "engine"),
+        ("/api/mig", serde_json::json!({"gpu": "a100-80gb", "service": ["chat=-1GiB"]}), "service"),
+        ("/api/check", serde_json::json!({"files": {"text": "garbage"}}), "files"),
+    ];
+    for (path, body, field) in cases {
+        let r = post_json(path, body.clone());
+        assert_eq!(r.status, 400, "{path} {body}: {}", r.body);
+        assert_eq!(r.json()["field"], *field, "{path} {body}: {}", r.body);
+    }
+    let r = diagnose(
+        "model=llama-2-7b",
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.".to_vec(),
+    );
+    assert_eq!((r.status.as_u16(), r.json()["field"].as_str()), (400, Some("gpu")), "{}", r.body);
+}
+
+/// Every flag of the CLI that applies is a field: `engine` and the serving
+/// engines' sizes reach the same code path as on the command line.
+#[test]
+fn the_engine_and_every_workload_flag_are_fields() {
+    let r = post_json(
+        "/api/estimate",
+        serde_json::json!({"model": "llama-2-7b", "engine": "vllm", "gpu": "a100-80gb", "max_num_seqs": 128}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let want = cli(
+        &["estimate", "llama-2-7b", "--engine", "vllm", "--gpu", "a100-80gb", "--max-num-seqs", "128", "--json"],
+        0,
+    );
+    assert_eq!(r.json(), want);
+    let r = post_json(
+        "/api/estimate",
+        serde_json::json!({"model": "llama-2-7b", "task": "qlora", "loss": "chunked", "no_double_quant": true}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        cli(&["estimate", "llama-2-7b", "--task", "qlora", "--loss", "chunked", "--no-double-quant", "--json"], 0)
+    );
+    // what a request cannot set is refused by name
+    for (field, words) in [("ctx_size", "unknown field"), ("offline", "unknown field"), ("json", "unknown field")] {
+        let r = post_json("/api/estimate", serde_json::json!({"model": "llama-2-7b", field: 1}));
+        assert_eq!(r.status, 400, "{field}");
+        assert!(r.json()["error"].as_str().unwrap().contains(words), "{field}: {}", r.body);
+    }
+}
+
+/// docs/web.md and docs/schema.md list every field of every endpoint.
+#[test]
+fn the_docs_list_every_field() {
+    for doc in ["docs/web.md", "docs/schema.md"] {
+        let text = std::fs::read_to_string(fixture(&format!("../{doc}"))).unwrap();
+        for ep in Endpoint::ALL {
+            for f in ep.fields() {
+                assert!(text.contains(&format!("`{f}`")), "{doc} does not list /api/{} field `{f}`", ep.name());
+            }
+        }
+    }
+}
+
 #[test]
 fn no_path_from_a_request_is_opened() {
     let dir = std::env::temp_dir().join(format!("vramfit-web-paths-{}", std::process::id()));

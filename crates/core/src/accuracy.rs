@@ -8,6 +8,7 @@
 //! serving engine's KV-pool log line with the pool the engine would size.
 
 use crate::workload::CommSetup;
+use serde::Serialize;
 
 /// Median |error| above this fails a calibration set (percent).
 pub const MEDIAN_LIMIT_PCT: f64 = 3.0;
@@ -94,8 +95,9 @@ impl Quantity {
     }
 }
 
-/// The accuracy of a set of cases.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The accuracy of a set of cases (its serde form is the `summary` of
+/// `vramfit calibrate --json`, docs/training.md).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Accuracy {
     pub cases: usize,
     pub median_abs_error_pct: f64,
@@ -103,7 +105,8 @@ pub struct Accuracy {
     /// mean of the errors with the sign of safety (negative = unsafe on average)
     pub mean_signed_error_pct: f64,
     pub median_limit_pct: f64,
-    pub max_limit_pct: f64,
+    /// `None` when the bar has no per-case maximum (published sets)
+    pub max_limit_pct: Option<f64>,
     /// at least one case, median and max |error| within their limits
     pub pass: bool,
 }
@@ -128,7 +131,7 @@ impl Accuracy {
             max_abs_error_pct: max,
             mean_signed_error_pct: mean,
             median_limit_pct: MEDIAN_LIMIT_PCT,
-            max_limit_pct: MAX_LIMIT_PCT,
+            max_limit_pct: Some(MAX_LIMIT_PCT),
             pass: n > 0 && median <= MEDIAN_LIMIT_PCT && max <= MAX_LIMIT_PCT,
         }
     }
@@ -139,7 +142,7 @@ impl Accuracy {
     pub fn of_group(errors_pct: &[f64]) -> Accuracy {
         let mut a = Accuracy::of(errors_pct);
         a.median_limit_pct = GROUP_MEDIAN_LIMIT_PCT;
-        a.max_limit_pct = f64::INFINITY;
+        a.max_limit_pct = None;
         a.pass = a.cases > 0
             && a.median_abs_error_pct <= GROUP_MEDIAN_LIMIT_PCT
             && a.mean_signed_error_pct >= GROUP_MEAN_SIGNED_FLOOR_PCT;
@@ -150,7 +153,7 @@ impl Accuracy {
     /// signed error ≥ −3%.
     pub fn of_published(errors_pct: &[f64]) -> Accuracy {
         let mut a = Accuracy::of(errors_pct);
-        a.max_limit_pct = f64::INFINITY;
+        a.max_limit_pct = None;
         a.pass = a.cases > 0
             && a.median_abs_error_pct <= MEDIAN_LIMIT_PCT
             && a.mean_signed_error_pct >= GROUP_MEAN_SIGNED_FLOOR_PCT;

@@ -94,6 +94,14 @@ pub struct Explanation {
     pub note: Option<String>,
 }
 
+/// An explanation held by a value, copied into a report (the reports' JSON
+/// is this type's serde form).
+impl From<&Explanation> for Explanation {
+    fn from(e: &Explanation) -> Explanation {
+        e.clone()
+    }
+}
+
 impl Explanation {
     pub fn new(formula: impl Into<String>) -> Self {
         Explanation { formula: formula.into(), terms: Vec::new(), note: None }

@@ -100,6 +100,21 @@ pub fn to_gib(bytes: u64) -> f64 {
     bytes as f64 / GIB as f64
 }
 
+/// A byte count for people, in binary units: `12.55 GiB`, `512.0 MiB`,
+/// `1.5 KiB`, `812 B`. The one rendering of a size in text (reports, notes,
+/// the names of cards given by their memory).
+pub fn fmt_bytes(b: u64) -> String {
+    if b >= GIB {
+        format!("{:.2} GiB", b as f64 / GIB as f64)
+    } else if b >= MIB {
+        format!("{:.1} MiB", b as f64 / MIB as f64)
+    } else if b >= 1024 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
 fn overflow(what: &str) -> CoreError {
     CoreError::Overflow { what: what.to_string() }
 }

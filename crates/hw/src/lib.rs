@@ -11,6 +11,8 @@
 //! - [`reference`](mod@reference): the known cards (catalogue × MIG tables × PCI ids) and
 //!   the card an `--expect` model names
 //! - [`verdict`](mod@verdict): the machine against `--expect 8xA100-80GB --expect-nvlink`
+//! - [`select`]: which card a job is fitted against (a catalogue card, a
+//!   memory size, or the local GPUs with the most free memory)
 //! - [`check`]: one decided check (machine, verdict, bandwidth), for the report
 //! - [`clean`], [`foreign`], [`files`]: input hygiene: escaped text, other
 //!   tools' outputs named, bounded reads
@@ -26,6 +28,7 @@ pub mod machine;
 pub mod mig;
 pub mod probe;
 pub mod reference;
+pub mod select;
 pub mod text;
 pub mod topo;
 pub mod verdict;

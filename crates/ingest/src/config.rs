@@ -13,8 +13,10 @@
 //! parser.
 
 use crate::error::IngestError;
+use crate::json::{self, kind};
 use serde_json::{Map, Value};
 use vramfit_core::model::defaults as model_defaults;
+use vramfit_core::workload::defaults;
 use vramfit_core::{
     Attention, DType, EncoderSpec, Family, Ffn, IndexerSpec, LayerKind, LinearAttentionSpec, Mamba2Spec, Mixer,
     MlaSpec, MlpKind, ModelSpec, MoeSpec, NormKind, Positional, QuantMethod, QuantSpec, VisionKind, VisionSpec,
@@ -333,18 +335,9 @@ fn layer_types(f: &mut Fields, layers: u64) -> Result<Option<Vec<Mixer>>, String
         .map(Some)
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Field reader that collects missing names instead of failing at the first.
+/// Field reader that collects missing names instead of failing at the first
+/// (a config.json names every field it lacks at once), on [`crate::json`]'s
+/// reading of values.
 struct Fields<'a> {
     map: &'a Map<String, Value>,
     /// the outer object of a multimodal config (for tie_word_embeddings etc.)
@@ -360,25 +353,19 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// A non-negative integer field; `Ok(None)` when absent.
+    /// A non-negative integer field ([`json::as_count`]); `None` when absent,
+    /// and when unusable (the name and what was found are collected).
     fn u64_opt(&mut self, key: &str) -> Option<u64> {
-        match self.get(key) {
-            None => None,
-            Some(Value::Number(n)) => match n.as_u64() {
-                Some(x) => Some(x),
-                None => match n.as_f64() {
-                    Some(x) if x.fract() == 0.0 && (0.0..1.8e19).contains(&x) => Some(x as u64),
-                    _ => {
-                        self.missing.push(format!("{key} (a non-negative integer, found {n})"));
-                        None
-                    }
-                },
-            },
-            Some(other) => {
-                self.missing.push(format!("{key} (a non-negative integer, found {})", kind(other)));
-                None
-            }
+        let v = self.get(key)?;
+        let n = json::as_count(v);
+        if n.is_none() {
+            let found = match v {
+                Value::Number(n) => n.to_string(),
+                other => json::kind(other).to_string(),
+            };
+            self.missing.push(format!("{key} (a non-negative integer, found {found})"));
         }
+        n
     }
 
     /// First present of several spellings, required.
@@ -1213,13 +1200,14 @@ fn integer_groups(method: &str, m: &Map<String, Value>, file: &str) -> Result<Qu
             found: bits.to_string(),
         });
     }
-    // the first key present decides; -1 (or 0) is GPTQ's per-channel; absent is 128
+    // the first key present decides; -1 (or 0) is GPTQ's per-channel; absent is
+    // transformers' GPTQConfig/AwqConfig default group_size=128, core's default group
     let g = match ["group_size", "q_group_size"].iter().find_map(|k| get_i(k)) {
         Some(g) if g <= 0 => None,
         Some(g) => Some(g as u64),
-        None => Some(128),
+        None => Some(defaults::GROUP_SIZE),
     };
-    let mut s = QuantSpec::int(bits as u64, g.unwrap_or(128), DType::F16);
+    let mut s = QuantSpec::int(bits as u64, g.unwrap_or(defaults::GROUP_SIZE), DType::F16);
     s.group_size = g;
     s.method = if method == "gptq" { QuantMethod::Gptq } else { QuantMethod::Awq };
     s.label = format!(

@@ -9,6 +9,7 @@
 //! `stage3_*` knobs and the legacy `"cpu_offload": true`.
 
 use crate::error::IngestError;
+use crate::json::{as_count, Obj};
 use serde_json::{Map, Value};
 use vramfit_core::Offload;
 
@@ -182,57 +183,41 @@ const PRECISION_KEYS: &[&str] = &[
     "bf16_optimizer_states",
 ];
 
-fn bad(origin: &str, field: &str, expected: &str, found: &Value) -> IngestError {
-    IngestError::BadField {
-        file: origin.into(),
-        field: field.into(),
-        expected: expected.into(),
-        found: found.to_string().chars().take(60).collect(),
-    }
-}
-
 fn is_auto(v: &Value) -> bool {
     v.as_str().is_some_and(|s| s.eq_ignore_ascii_case("auto"))
 }
 
-fn count(m: &Map<String, Value>, origin: &str, key: &str, path: &str) -> Result<DsValue<u64>, IngestError> {
-    match m.get(key) {
-        None | Some(Value::Null) => Ok(DsValue::Absent),
+/// A positive count up to 2^24, or `"auto"`.
+fn count(o: &Obj, key: &str) -> Result<DsValue<u64>, IngestError> {
+    match o.get(key) {
+        None => Ok(DsValue::Absent),
         Some(v) if is_auto(v) => Ok(DsValue::Auto),
-        Some(v) => {
-            let n = v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0).map(|f| f as u64));
-            match n {
-                Some(n) if (1..=1 << 24).contains(&n) => Ok(DsValue::Set(n)),
-                _ => Err(bad(origin, path, "a positive integer or \"auto\"", v)),
-            }
-        }
+        Some(v) => match as_count(v) {
+            Some(n) if (1..=1 << 24).contains(&n) => Ok(DsValue::Set(n)),
+            _ => Err(o.bad(key, "a positive integer or \"auto\"", v)),
+        },
     }
 }
 
 /// A bucket size in elements (`5e8`, `500000000` or `"auto"`), at most 2^40.
-fn elements(m: &Map<String, Value>, origin: &str, key: &str) -> Result<DsValue<u64>, IngestError> {
-    let path = format!("zero_optimization.{key}");
-    match m.get(key) {
-        None | Some(Value::Null) => Ok(DsValue::Absent),
+fn elements(o: &Obj, key: &str) -> Result<DsValue<u64>, IngestError> {
+    match o.get(key) {
+        None => Ok(DsValue::Absent),
         Some(v) if is_auto(v) => Ok(DsValue::Auto),
-        Some(v) => {
-            let n = v.as_u64().or_else(|| {
-                v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= (1u64 << 40) as f64).map(|f| f as u64)
-            });
-            match n {
-                Some(n) if (1..=1 << 40).contains(&n) => Ok(DsValue::Set(n)),
-                _ => Err(bad(origin, &path, "a positive element count (e.g. 5e8) or \"auto\"", v)),
-            }
-        }
+        Some(v) => match as_count(v) {
+            Some(n) if (1..=1 << 40).contains(&n) => Ok(DsValue::Set(n)),
+            _ => Err(o.bad(key, "a positive element count (e.g. 5e8) or \"auto\"", v)),
+        },
     }
 }
 
-fn flag(v: Option<&Value>, origin: &str, path: &str) -> Result<DsValue<bool>, IngestError> {
-    match v {
-        None | Some(Value::Null) => Ok(DsValue::Absent),
+/// `true`, `false` or `"auto"`.
+fn flag(o: &Obj, key: &str) -> Result<DsValue<bool>, IngestError> {
+    match o.get(key) {
+        None => Ok(DsValue::Absent),
         Some(v) if is_auto(v) => Ok(DsValue::Auto),
         Some(Value::Bool(b)) => Ok(DsValue::Set(*b)),
-        Some(v) => Err(bad(origin, path, "true, false or \"auto\"", v)),
+        Some(v) => Err(o.bad(key, "true, false or \"auto\"", v)),
     }
 }
 
@@ -245,26 +230,57 @@ fn unknown(m: &Map<String, Value>, known: &[&str], prefix: &str, out: &mut Vec<S
 }
 
 fn offload(
-    v: &Value,
-    origin: &str,
-    path: &str,
+    o: &Obj,
+    key: &str,
+    path: &'static str,
     unknown_keys: &mut Vec<String>,
 ) -> Result<DsValue<Offload>, IngestError> {
-    let o = v.as_object().ok_or_else(|| bad(origin, path, "an object with \"device\"", v))?;
-    unknown(o, OFFLOAD_KEYS, &format!("{path}."), unknown_keys);
-    match o.get("device") {
-        None | Some(Value::Null) => Ok(DsValue::Set(Offload::None)),
+    let Some(v) = o.get(key) else { return Ok(DsValue::Absent) };
+    let Value::Object(map) = v else { return Err(o.bad(key, "an object with \"device\"", v)) };
+    let inner = Obj::at(map, path, o.origin());
+    unknown(map, OFFLOAD_KEYS, &format!("{path}."), unknown_keys);
+    match inner.get("device") {
+        None => Ok(DsValue::Set(Offload::None)),
         Some(d) if is_auto(d) => Ok(DsValue::Auto),
-        Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
-            "cpu" => Ok(DsValue::Set(Offload::Cpu)),
-            "nvme" => Ok(DsValue::Set(Offload::Nvme)),
-            "none" => Ok(DsValue::Set(Offload::None)),
-            _ => {
-                Err(bad(origin, &format!("{path}.device"), "\"cpu\", \"nvme\" or \"none\"", &Value::String(s.clone())))
-            }
+        Some(d) => match d.as_str().map(str::to_ascii_lowercase).as_deref() {
+            Some("cpu") => Ok(DsValue::Set(Offload::Cpu)),
+            Some("nvme") => Ok(DsValue::Set(Offload::Nvme)),
+            Some("none") => Ok(DsValue::Set(Offload::None)),
+            _ => Err(inner.bad("device", "\"cpu\", \"nvme\" or \"none\"", d)),
         },
-        Some(d) => Err(bad(origin, &format!("{path}.device"), "\"cpu\", \"nvme\" or \"none\"", d)),
     }
+}
+
+/// The `zero_optimization` block: stage, buckets, offload (and the legacy
+/// `cpu_offload` switches).
+fn zero(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
+    unknown(z.map(), ZERO_KEYS, "zero_optimization.", &mut c.unknown_keys);
+    c.zero_stage = match z.get("stage") {
+        None => DsValue::Set(0),
+        Some(s) if is_auto(s) => DsValue::Auto,
+        Some(s) => match as_count(s) {
+            Some(n) if n <= 3 => DsValue::Set(n as u8),
+            _ => return Err(z.bad("stage", "0, 1, 2 or 3", s)),
+        },
+    };
+    c.reduce_bucket_size = elements(z, "reduce_bucket_size")?;
+    c.allgather_bucket_size = elements(z, "allgather_bucket_size")?;
+    c.overlap_comm = flag(z, "overlap_comm")?;
+    c.offload_optimizer = offload(z, "offload_optimizer", "zero_optimization.offload_optimizer", &mut c.unknown_keys)?;
+    c.offload_param = offload(z, "offload_param", "zero_optimization.offload_param", &mut c.unknown_keys)?;
+    if z.bool("cpu_offload").ok().flatten() == Some(true) {
+        c.notes.push("legacy \"cpu_offload\": true read as offload_optimizer.device = cpu".into());
+        if c.offload_optimizer == DsValue::Absent {
+            c.offload_optimizer = DsValue::Set(Offload::Cpu);
+        }
+    }
+    if z.bool("cpu_offload_params").ok().flatten() == Some(true) {
+        c.notes.push("legacy \"cpu_offload_params\": true read as offload_param.device = cpu".into());
+        if c.offload_param == DsValue::Absent {
+            c.offload_param = DsValue::Set(Offload::Cpu);
+        }
+    }
+    Ok(())
 }
 
 /// Parse a DeepSpeed config. `origin` names the file in errors.
@@ -275,70 +291,29 @@ pub fn parse_deepspeed(bytes: &[u8], origin: &str) -> Result<DeepSpeedConfig, In
             reason: format!("{} bytes is too large for a DeepSpeed config (limit {MAX_DS_BYTES})", bytes.len()),
         });
     }
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
-    let top = v.as_object().ok_or_else(|| bad(origin, "(top level)", "a JSON object", &v))?;
+    let v = crate::json::parse(bytes, origin)?;
+    let top = Obj::root(&v, origin, "(top level)")?;
     let mut c = DeepSpeedConfig::default();
-    unknown(top, TOP_KEYS, "", &mut c.unknown_keys);
-    c.micro_batch = count(top, origin, "train_micro_batch_size_per_gpu", "train_micro_batch_size_per_gpu")?;
-    c.grad_accum = count(top, origin, "gradient_accumulation_steps", "gradient_accumulation_steps")?;
-    c.train_batch_size = count(top, origin, "train_batch_size", "train_batch_size")?;
+    unknown(top.map(), TOP_KEYS, "", &mut c.unknown_keys);
+    c.micro_batch = count(&top, "train_micro_batch_size_per_gpu")?;
+    c.grad_accum = count(&top, "gradient_accumulation_steps")?;
+    c.train_batch_size = count(&top, "train_batch_size")?;
     for (key, slot) in [("bf16", &mut c.bf16), ("fp16", &mut c.fp16)] {
-        match top.get(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(o)) => {
-                unknown(o, PRECISION_KEYS, &format!("{key}."), &mut c.unknown_keys);
-                *slot = flag(o.get("enabled"), origin, &format!("{key}.enabled"))?;
-                if *slot == DsValue::Absent {
-                    // DeepSpeed: a present section without "enabled" is disabled
-                    *slot = DsValue::Set(false);
-                }
-            }
-            Some(other) => return Err(bad(origin, key, "an object with \"enabled\"", other)),
+        let Some(section) = top.obj_expecting(key, key, "an object with \"enabled\"")? else { continue };
+        unknown(section.map(), PRECISION_KEYS, &format!("{key}."), &mut c.unknown_keys);
+        *slot = flag(&section, "enabled")?;
+        if *slot == DsValue::Absent {
+            // DeepSpeed: a present section without "enabled" is disabled
+            *slot = DsValue::Set(false);
         }
     }
-    if let Some(z) = top.get("zero_optimization") {
-        let z = z.as_object().ok_or_else(|| bad(origin, "zero_optimization", "an object", z))?;
-        unknown(z, ZERO_KEYS, "zero_optimization.", &mut c.unknown_keys);
-        c.zero_stage = match z.get("stage") {
-            None | Some(Value::Null) => DsValue::Set(0),
-            Some(s) if is_auto(s) => DsValue::Auto,
-            Some(s) => match s.as_u64() {
-                Some(n) if n <= 3 => DsValue::Set(n as u8),
-                _ => return Err(bad(origin, "zero_optimization.stage", "0, 1, 2 or 3", s)),
-            },
-        };
-        c.reduce_bucket_size = elements(z, origin, "reduce_bucket_size")?;
-        c.allgather_bucket_size = elements(z, origin, "allgather_bucket_size")?;
-        c.overlap_comm = flag(z.get("overlap_comm"), origin, "zero_optimization.overlap_comm")?;
-        if let Some(o) = z.get("offload_optimizer") {
-            c.offload_optimizer = offload(o, origin, "zero_optimization.offload_optimizer", &mut c.unknown_keys)?;
-        }
-        if let Some(o) = z.get("offload_param") {
-            c.offload_param = offload(o, origin, "zero_optimization.offload_param", &mut c.unknown_keys)?;
-        }
-        if let Some(Value::Bool(true)) = z.get("cpu_offload") {
-            c.notes.push("legacy \"cpu_offload\": true read as offload_optimizer.device = cpu".into());
-            if c.offload_optimizer == DsValue::Absent {
-                c.offload_optimizer = DsValue::Set(Offload::Cpu);
-            }
-        }
-        if let Some(Value::Bool(true)) = z.get("cpu_offload_params") {
-            c.notes.push("legacy \"cpu_offload_params\": true read as offload_param.device = cpu".into());
-            if c.offload_param == DsValue::Absent {
-                c.offload_param = DsValue::Set(Offload::Cpu);
-            }
-        }
+    if let Some(z) = top.obj("zero_optimization", "zero_optimization")? {
+        zero(&z, &mut c)?;
     }
-    if let Some(o) = top.get("optimizer") {
-        let o = o.as_object().ok_or_else(|| bad(origin, "optimizer", "an object with \"type\"", o))?;
-        match o.get("type") {
-            Some(Value::String(t)) => c.optimizer_type = Some(t.clone()),
-            Some(t) => return Err(bad(origin, "optimizer.type", "a string", t)),
-            None => {}
-        }
+    if let Some(o) = top.obj_expecting("optimizer", "optimizer", "an object with \"type\"")? {
+        c.optimizer_type = o.str("type")?.map(str::to_string);
     }
-    c.activation_checkpointing = top.get("activation_checkpointing").is_some();
+    c.activation_checkpointing = top.map().get("activation_checkpointing").is_some();
     for (name, auto) in [
         ("train_micro_batch_size_per_gpu", c.micro_batch == DsValue::Auto),
         ("gradient_accumulation_steps", c.grad_accum == DsValue::Auto),

@@ -8,7 +8,9 @@
 //! - [`hub`]: the Hugging Face Hub on demand (config.json and safetensors
 //!   headers by range requests; cargo feature `hub`), cached for offline runs
 //! - [`resolve`]: one entry point for a model argument (path, cache, preset, Hub)
-//! - [`peft`], [`deepspeed`]: adapter and DeepSpeed configs
+//! - [`peft`], [`deepspeed`]: adapter and DeepSpeed configs; [`lora`]: LoRA
+//!   target modules in any spelling
+//! - [`json`]: the one reader of JSON fields all of the above use
 //! - [`calibration`]: measured cases: PyTorch-measured, published memory figures, published throughputs
 
 pub mod calibration;
@@ -18,6 +20,8 @@ pub mod error;
 pub mod gguf;
 pub mod hf_cache;
 pub mod hub;
+pub mod json;
+pub mod lora;
 pub mod peft;
 pub mod resolve;
 pub mod safetensors;

@@ -4,6 +4,7 @@
 //! subsets) are reported in `notes`; a non-LoRA `peft_type` is an error.
 
 use crate::error::IngestError;
+use crate::json::{as_count, Obj};
 use serde_json::Value;
 use vramfit_core::train::{LoraSetup, LoraTargets};
 
@@ -18,15 +19,6 @@ pub struct AdapterConfig {
     pub notes: Vec<String>,
 }
 
-fn bad(origin: &str, field: &str, expected: &str, found: &Value) -> IngestError {
-    IngestError::BadField {
-        file: origin.into(),
-        field: field.into(),
-        expected: expected.into(),
-        found: found.to_string().chars().take(60).collect(),
-    }
-}
-
 /// Parse an `adapter_config.json`.
 pub fn parse_adapter_config(bytes: &[u8], origin: &str) -> Result<AdapterConfig, IngestError> {
     if bytes.len() > MAX_ADAPTER_CONFIG_BYTES {
@@ -35,19 +27,18 @@ pub fn parse_adapter_config(bytes: &[u8], origin: &str) -> Result<AdapterConfig,
             reason: format!("{} bytes is too large for an adapter_config.json", bytes.len()),
         });
     }
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
-    let m = v.as_object().ok_or_else(|| bad(origin, "(top level)", "a JSON object", &v))?;
-    if let Some(t) = m.get("peft_type") {
+    let v = crate::json::parse(bytes, origin)?;
+    let o = Obj::root(&v, origin, "(top level)")?;
+    if let Some(t) = o.get("peft_type") {
         match t.as_str() {
             Some(s) if s.eq_ignore_ascii_case("lora") => {}
-            _ => return Err(bad(origin, "peft_type", "\"LORA\" (only LoRA adapters are sized)", t)),
+            _ => return Err(o.bad("peft_type", "\"LORA\" (only LoRA adapters are sized)", t)),
         }
     }
-    let r = match m.get("r") {
-        Some(v) => match v.as_u64() {
+    let r = match o.get("r") {
+        Some(v) => match as_count(v) {
             Some(r) if (1..=65536).contains(&r) => r,
-            _ => return Err(bad(origin, "r", "a rank between 1 and 65536", v)),
+            _ => return Err(o.bad("r", "a rank between 1 and 65536", v)),
         },
         None => {
             return Err(IngestError::Invalid {
@@ -56,56 +47,35 @@ pub fn parse_adapter_config(bytes: &[u8], origin: &str) -> Result<AdapterConfig,
             })
         }
     };
-    let alpha = match m.get("lora_alpha") {
-        None | Some(Value::Null) => 8.0,
-        Some(v) => v.as_f64().filter(|a| a.is_finite()).ok_or_else(|| bad(origin, "lora_alpha", "a number", v))?,
+    let alpha = match o.get("lora_alpha") {
+        None => 8.0,
+        Some(v) => v.as_f64().filter(|a| a.is_finite()).ok_or_else(|| o.bad("lora_alpha", "a number", v))?,
     };
-    let dropout = match m.get("lora_dropout") {
-        None | Some(Value::Null) => 0.0,
+    let dropout = match o.get("lora_dropout") {
+        None => 0.0,
         Some(v) => match v.as_f64() {
             Some(p) if (0.0..1.0).contains(&p) => p,
-            _ => return Err(bad(origin, "lora_dropout", "a probability in [0, 1)", v)),
+            _ => return Err(o.bad("lora_dropout", "a probability in [0, 1)", v)),
         },
     };
     let mut notes = Vec::new();
-    let targets = match m.get("target_modules") {
-        Some(Value::String(s)) if s == "all-linear" => LoraTargets::AllLinear,
-        Some(Value::String(s)) => {
+    let targets = match crate::lora::from_json(&o, "target_modules")? {
+        Some(LoraTargets::Regex(s)) => {
             // PEFT matches a string with re.fullmatch against every full module name
             // (`model.layers.0.self_attn.q_proj`); the model resolves it (core::workload::validate)
-            if s.trim().is_empty() {
-                return Err(bad(
-                    origin,
-                    "target_modules",
-                    "module names, a regular expression or \"all-linear\"",
-                    &Value::String(s.clone()),
-                ));
-            }
             notes.push(format!(
                 "target_modules is a regular expression ({}): PEFT matches it with re.fullmatch against full module names; vramfit does the same",
                 s.escape_debug()
             ));
-            LoraTargets::Regex(s.clone())
+            LoraTargets::Regex(s)
         }
-        Some(Value::Array(a)) => {
-            let mut names = Vec::with_capacity(a.len());
-            for x in a {
-                match x.as_str() {
-                    Some(s) if !s.is_empty() => names.push(s.to_string()),
-                    _ => return Err(bad(origin, "target_modules", "module names (strings)", x)),
-                }
-            }
-            if names.is_empty() {
-                return Err(bad(origin, "target_modules", "at least one module name", &Value::Array(a.clone())));
-            }
-            LoraTargets::Modules(names)
-        }
-        None | Some(Value::Null) => {
+        Some(t) => t,
+        None => {
             notes.push("no target_modules: PEFT picks the architecture's defaults; sized as all-linear".into());
             LoraTargets::AllLinear
         }
-        Some(v) => return Err(bad(origin, "target_modules", "a list of module names or \"all-linear\"", v)),
     };
+    let m = o.map();
     if let Some(Value::Array(a)) = m.get("modules_to_save") {
         if !a.is_empty() {
             notes.push(format!(

@@ -101,6 +101,50 @@ impl ResolvedModel {
     }
 }
 
+/// What kind of model a model argument names, decided before anything is
+/// read: the front end dispatches on it (a GGUF goes to llama.cpp's
+/// sizing, everything else through [`resolve_with`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelKind {
+    /// a GGUF file for llama.cpp (`.gguf`)
+    Gguf(GgufLocation),
+    /// llama.cpp's `-hf org/name:QUANT` form: a quant tag picks a file from
+    /// the repo's file list, which vramfit does not read (the file must be named)
+    GgufQuantTag { repo: String, tag: String },
+    /// a Hugging Face model: a preset, a hub id, a config.json, a
+    /// safetensors file or index, or a directory
+    Transformers,
+}
+
+/// Where a GGUF file is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GgufLocation {
+    /// a local path
+    File(PathBuf),
+    /// a file of a Hub repo, written `org/name:path/file.gguf`
+    Hub(crate::gguf::HubGgufRef),
+}
+
+/// The kind of model `query` names. A local file wins over a Hub reading of
+/// the same text (`org/name:file.gguf` that exists on disk is that file).
+pub fn model_kind(query: &str) -> ModelKind {
+    kind_of(query, &|| std::fs::symlink_metadata(query).is_ok())
+}
+
+/// [`model_kind`] with the file check given (`on_disk`: a path `query` names exists).
+fn kind_of(query: &str, on_disk: &dyn Fn() -> bool) -> ModelKind {
+    if query.to_ascii_lowercase().ends_with(".gguf") {
+        return match crate::gguf::HubGgufRef::parse(query) {
+            Some(r) if !on_disk() => ModelKind::Gguf(GgufLocation::Hub(r)),
+            _ => ModelKind::Gguf(GgufLocation::File(PathBuf::from(query))),
+        };
+    }
+    match crate::gguf::HubGgufRef::quant_tag(query) {
+        Some((repo, tag)) if !on_disk() => ModelKind::GgufQuantTag { repo, tag },
+        _ => ModelKind::Transformers,
+    }
+}
+
 /// How to resolve: environment, offline mode, revision, progress messages.
 pub struct ResolveOptions<'a> {
     pub env: Env<'a>,
@@ -512,6 +556,24 @@ pub fn check(spec: &ModelSpec, summary: SafetensorsSummary) -> Result<Checkpoint
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_kinds() {
+        let hub = crate::gguf::HubGgufRef { repo: "org/name-GGUF".into(), file: "m-Q4_K_M.gguf".into() };
+        assert_eq!(model_kind("org/name-GGUF:m-Q4_K_M.gguf"), ModelKind::Gguf(GgufLocation::Hub(hub)));
+        assert_eq!(model_kind("dir/M.GGUF"), ModelKind::Gguf(GgufLocation::File("dir/M.GGUF".into())));
+        assert_eq!(
+            model_kind("org/name-GGUF:Q4_K_M"),
+            ModelKind::GgufQuantTag { repo: "org/name-GGUF".into(), tag: "Q4_K_M".into() }
+        );
+        for hf in ["llama-2-7b", "Qwen/Qwen2.5-7B-Instruct", "config.json", "ckpt/model.safetensors", "."] {
+            assert_eq!(model_kind(hf), ModelKind::Transformers, "{hf}");
+        }
+        // a file on disk named like a Hub reference (or a quant tag) is that file
+        let on_disk = || true;
+        assert_eq!(kind_of("org/name:m.gguf", &on_disk), ModelKind::Gguf(GgufLocation::File("org/name:m.gguf".into())));
+        assert_eq!(kind_of("org/name:Q4_K_M", &on_disk), ModelKind::Transformers);
+    }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| pairs.iter().find(|(a, _)| *a == k).map(|(_, v)| v.to_string())

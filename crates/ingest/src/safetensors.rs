@@ -17,6 +17,7 @@
 //! Files are read through `vramfit-input` (regular files only).
 
 use crate::error::IngestError;
+use crate::json::Obj;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -276,22 +277,13 @@ pub fn read_file(path: &Path) -> Result<SafetensorsSummary, IngestError> {
 /// The shard files a `model.safetensors.index.json` lists (sorted, unique),
 /// each a plain file name or a relative path inside the checkpoint.
 pub fn index_shards(bytes: &[u8], file: &str) -> Result<Vec<String>, IngestError> {
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| IngestError::Json { file: file.into(), reason: e.to_string() })?;
-    let wm = v.get("weight_map").and_then(Value::as_object).ok_or_else(|| IngestError::BadField {
-        file: file.into(),
-        field: "weight_map".into(),
-        expected: "an object of tensor name → shard file".into(),
-        found: "nothing".into(),
-    })?;
+    let v = crate::json::parse(bytes, file)?;
+    let top = Obj::root(&v, file, "(top level)")?;
+    let expected = "an object of tensor name → shard file";
+    let wm = top.obj_expecting("weight_map", "weight_map", expected)?.ok_or_else(|| top.missing("weight_map"))?;
     let mut shards: Vec<&str> = Vec::new();
-    for (tensor, shard) in wm {
-        let shard = shard.as_str().ok_or_else(|| IngestError::BadField {
-            file: file.into(),
-            field: format!("weight_map.{}", shown(tensor)),
-            expected: "a shard file name".into(),
-            found: "not a string".into(),
-        })?;
+    for (tensor, shard) in wm.map() {
+        let shard = shard.as_str().ok_or_else(|| wm.bad(&shown(tensor), "a shard file name", shard))?;
         shards.push(shard);
     }
     shards.sort_unstable();

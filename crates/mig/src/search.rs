@@ -70,7 +70,8 @@ pub struct Throughput {
     pub compute_share: f64,
     /// memory-slice share (memory bandwidth and L2 come with memory slices): what bounds decode
     pub memory_bandwidth_share: f64,
-    /// how `compute_share` was obtained
+    /// how `compute_share` was obtained (`throughput_basis` in an instance's JSON)
+    #[serde(rename = "throughput_basis")]
     pub basis: String,
 }
 
@@ -88,6 +89,8 @@ pub struct Instance {
     pub need_bytes: u64,
     pub slice_bytes: u64,
     pub waste_bytes: u64,
+    /// written as the instance's own fields (docs/mig.md)
+    #[serde(flatten)]
     pub throughput: Throughput,
     pub confirmed: bool,
 }
@@ -95,11 +98,13 @@ pub struct Instance {
 /// One card of a plan. `instances` is in a safe creation order (largest first).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuLayout {
+    /// the card's index in the plan (0-based; mig-parted `devices`)
+    #[serde(rename = "gpu")]
     pub index: usize,
-    pub instances: Vec<Instance>,
     pub memory_slices_used: u8,
     pub compute_slices_used: u8,
     pub waste_bytes: u64,
+    pub instances: Vec<Instance>,
 }
 
 /// A service the plan will not put on MIG, and why.

@@ -51,32 +51,9 @@ pub struct ExcludedRow {
     pub source: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Summary {
-    pub cases: usize,
-    pub median_abs_error_pct: f64,
-    pub max_abs_error_pct: f64,
-    /// mean of the safety-signed errors (negative = unsafe on average)
-    pub mean_signed_error_pct: f64,
-    pub median_limit_pct: f64,
-    /// null when the set has no per-case maximum (published)
-    pub max_limit_pct: Option<f64>,
-    pub pass: bool,
-}
-
-impl From<&Accuracy> for Summary {
-    fn from(a: &Accuracy) -> Summary {
-        Summary {
-            cases: a.cases,
-            median_abs_error_pct: a.median_abs_error_pct,
-            max_abs_error_pct: a.max_abs_error_pct,
-            mean_signed_error_pct: a.mean_signed_error_pct,
-            median_limit_pct: a.median_limit_pct,
-            max_limit_pct: a.max_limit_pct.is_finite().then_some(a.max_limit_pct),
-            pass: a.pass,
-        }
-    }
-}
+/// The accuracy of a set or group: core's [`Accuracy`] (its serde form is
+/// the schema, so a field is written once).
+pub type Summary = Accuracy;
 
 /// The accuracy of one group.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -139,14 +116,14 @@ impl CalibrateReport {
                     Bar::FakeTensor => Accuracy::of(&errs),
                     Bar::Published => Accuracy::of_group(&errs),
                 };
-                Some(GroupSummary { group: g, summary: Summary::from(&a) })
+                Some(GroupSummary { group: g, summary: a })
             })
             .collect::<Vec<_>>();
         let all = counted(None);
-        let mut summary = Summary::from(&match bar {
+        let mut summary = match bar {
             Bar::FakeTensor => Accuracy::of(&all),
             Bar::Published => Accuracy::of_published(&all),
-        });
+        };
         summary.pass = summary.pass && groups.iter().all(|g| g.summary.pass);
         CalibrateReport {
             schema: crate::SCHEMA_VERSION,

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use vramfit_core::infer::InferenceDetail;
 use vramfit_core::{
     Capacity, Category, CoreError, Explanation, Fit, Ledger, ModelSpec, ParamGroup, ParamGroupKind, ParamLayout, Task,
-    Value, Workload,
+    Workload,
 };
 
 /// The whole `estimate --json` document.
@@ -128,64 +128,11 @@ pub struct EntryInfo {
     pub explain: ExplainInfo,
 }
 
-/// How a number was computed: `{formula, terms: [{name, value}], note?}`;
-/// a term's value keeps its type (an integer, a real number or a string).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExplainInfo {
-    pub formula: String,
-    pub terms: Vec<TermInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TermInfo {
-    pub name: String,
-    pub value: TermValue,
-}
-
-/// A term's value: written as a JSON number when it is one.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum TermValue {
-    Integer(u64),
-    Number(f64),
-    Flag(bool),
-    Text(String),
-}
-
-impl From<&Explanation> for ExplainInfo {
-    fn from(e: &Explanation) -> ExplainInfo {
-        ExplainInfo {
-            formula: e.formula.clone(),
-            terms: e
-                .terms
-                .iter()
-                .map(|t| TermInfo {
-                    name: t.name.clone(),
-                    value: match &t.value {
-                        Value::Count(n) => TermValue::Integer(*n),
-                        Value::Number(x) => TermValue::Number(*x),
-                        Value::Flag(b) => TermValue::Flag(*b),
-                        Value::Text(s) => TermValue::Text(s.clone()),
-                    },
-                })
-                .collect(),
-            note: e.note.clone(),
-        }
-    }
-}
-
-impl std::fmt::Display for TermValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TermValue::Integer(n) => write!(f, "{n}"),
-            TermValue::Number(x) => write!(f, "{x}"),
-            TermValue::Flag(b) => write!(f, "{b}"),
-            TermValue::Text(s) => f.write_str(s),
-        }
-    }
-}
+/// How a number was computed: `{formula, terms: [{name, value}], note?}`, a
+/// term's value in its own type (an integer, a real number, a flag or a
+/// string). Core's [`Explanation`] is the view itself: its serde form is this
+/// schema, so a field is written once.
+pub type ExplainInfo = Explanation;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct KvInfo {
@@ -217,29 +164,9 @@ pub struct FitInfo {
     pub detected: Option<DetectedGpus>,
 }
 
-/// The local GPUs `--gpu auto` read.
-#[derive(Debug, Clone, Serialize)]
-pub struct DetectedGpus {
-    /// `NVML`
-    pub source: String,
-    /// the GPUs the workload uses (most free memory first)
-    pub gpus: Vec<DetectedGpu>,
-    /// GPUs seen but not used, and why (MIG enabled, not needed, hidden by `CUDA_VISIBLE_DEVICES`)
-    pub skipped: Vec<String>,
-}
-
-/// One local GPU's memory as NVML reports it.
-#[derive(Debug, Clone, Serialize)]
-pub struct DetectedGpu {
-    pub index: u32,
-    pub name: String,
-    pub total_bytes: u64,
-    /// held by other processes (and this driver's contexts)
-    pub used_bytes: u64,
-    /// reserved by the driver
-    pub reserved_bytes: u64,
-    pub free_bytes: u64,
-}
+/// The local GPUs `--gpu auto` read: hw's own types (the JSON is theirs,
+/// so a field is written once).
+pub use vramfit_hw::select::{DetectedGpu, DetectedGpus};
 
 /// Paged-KV capacity at a utilisation (`--gpu-util`).
 #[derive(Debug, Clone, Serialize)]

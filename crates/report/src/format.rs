@@ -2,7 +2,6 @@
 //! input made safe to print.
 
 use std::borrow::Cow;
-use vramfit_core::units::{GIB, MIB};
 
 /// Unicode bidirectional controls (U+202A–U+202E, U+2066–U+2069) reorder
 /// what a terminal shows ("Trojan Source"); shown escaped like control
@@ -55,17 +54,9 @@ pub fn shown_lines(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
-/// `12.55 GiB`, `512.0 MiB`, `812 B`.
+/// `12.55 GiB`, `512.0 MiB`, `812 B` ([`vramfit_core::units::fmt_bytes`]).
 pub fn bytes(b: u64) -> String {
-    if b >= GIB {
-        format!("{:.2} GiB", b as f64 / GIB as f64)
-    } else if b >= MIB {
-        format!("{:.1} MiB", b as f64 / MIB as f64)
-    } else if b >= 1024 {
-        format!("{:.1} KiB", b as f64 / 1024.0)
-    } else {
-        format!("{b} B")
-    }
+    vramfit_core::units::fmt_bytes(b)
 }
 
 /// Signed byte difference, e.g. `-2.31 GiB`.
@@ -107,6 +98,8 @@ pub fn params(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vramfit_core::units::{GIB, MIB};
+
     #[test]
     fn formats() {
         assert_eq!(bytes(13_476_831_232), "12.55 GiB");

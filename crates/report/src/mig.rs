@@ -26,21 +26,9 @@ pub struct MigGpuInfo {
     pub pci_device_ids: Vec<String>,
 }
 
-/// One profile of `mig profiles`.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProfileInfo {
-    pub name: String,
-    pub id: Option<u32>,
-    pub compute_slices: u8,
-    pub memory_slices: u8,
-    pub max_instances: u8,
-    pub starts: Vec<u8>,
-    pub memory_bytes: u64,
-    pub sm_count: Option<u32>,
-    pub special: bool,
-    pub confirmed: bool,
-    pub note: Option<String>,
-}
+/// One profile of `mig profiles`: `vramfit_mig`'s own [`Profile`] (its serde
+/// form is the schema, so a field is written once).
+pub type ProfileInfo = Profile;
 
 impl MigGpuInfo {
     /// The card of `gpu`, with the PCI device ids its catalogue entry lists.
@@ -58,27 +46,9 @@ impl MigGpuInfo {
     }
 }
 
-impl From<&Profile> for ProfileInfo {
-    fn from(p: &Profile) -> Self {
-        ProfileInfo {
-            name: p.name.clone(),
-            id: p.id,
-            compute_slices: p.compute_slices,
-            memory_slices: p.memory_slices,
-            max_instances: p.max_instances,
-            starts: p.starts.clone(),
-            memory_bytes: p.memory_bytes,
-            sm_count: p.sm_count,
-            special: p.special,
-            confirmed: p.confirmed,
-            note: p.note.clone(),
-        }
-    }
-}
-
 /// The profiles of a card, in its table's order.
 pub fn profile_infos(gpu: &MigGpu) -> Vec<ProfileInfo> {
-    gpu.profiles.iter().map(Into::into).collect()
+    gpu.profiles.clone()
 }
 
 /// `mig profiles --json`.
@@ -124,69 +94,13 @@ impl ServiceInfo {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct InstanceInfo {
-    pub service: String,
-    pub profile: String,
-    pub profile_id: Option<u32>,
-    /// placement start on the memory-slice axis (`nvidia-smi mig -lgi` "Placement Start")
-    pub start: u8,
-    /// memory slices taken ("Placement Size")
-    pub size: u8,
-    pub compute_slices: u8,
-    pub need_bytes: u64,
-    pub slice_bytes: u64,
-    pub waste_bytes: u64,
-    /// share of the whole card's SMs (0..1)
-    pub compute_share: f64,
-    /// share of the card's memory slices, which carry memory bandwidth and L2 (0..1)
-    pub memory_bandwidth_share: f64,
-    pub throughput_basis: String,
-    pub confirmed: bool,
-}
+/// One instance of a plan: `vramfit_mig`'s [`Instance`] (its throughput
+/// flattened into `compute_share`, `memory_bandwidth_share`, `throughput_basis`).
+pub type InstanceInfo = Instance;
 
-#[derive(Debug, Clone, Serialize)]
-pub struct LayoutInfo {
-    /// card index in the plan (0-based; mig-parted `devices`)
-    pub gpu: usize,
-    pub memory_slices_used: u8,
-    pub compute_slices_used: u8,
-    pub waste_bytes: u64,
-    /// in a safe creation order (largest first)
-    pub instances: Vec<InstanceInfo>,
-}
-
-impl From<&Instance> for InstanceInfo {
-    fn from(i: &Instance) -> Self {
-        InstanceInfo {
-            service: i.service.clone(),
-            profile: i.profile.clone(),
-            profile_id: i.profile_id,
-            start: i.start,
-            size: i.size,
-            compute_slices: i.compute_slices,
-            need_bytes: i.need_bytes,
-            slice_bytes: i.slice_bytes,
-            waste_bytes: i.waste_bytes,
-            compute_share: i.throughput.compute_share,
-            memory_bandwidth_share: i.throughput.memory_bandwidth_share,
-            throughput_basis: i.throughput.basis.clone(),
-            confirmed: i.confirmed,
-        }
-    }
-}
-
-impl From<&GpuLayout> for LayoutInfo {
-    fn from(l: &GpuLayout) -> Self {
-        LayoutInfo {
-            gpu: l.index,
-            memory_slices_used: l.memory_slices_used,
-            compute_slices_used: l.compute_slices_used,
-            waste_bytes: l.waste_bytes,
-            instances: l.instances.iter().map(Into::into).collect(),
-        }
-    }
-}
+/// One card of a plan: `vramfit_mig`'s [`GpuLayout`] (`gpu` is its index in
+/// the plan, mig-parted's `devices`; instances in a safe creation order).
+pub type LayoutInfo = GpuLayout;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RefusalInfo {
@@ -282,7 +196,7 @@ impl MigPlanReport {
             total_need_bytes: plan.total_need_bytes,
             total_slice_bytes: plan.total_slice_bytes,
             total_waste_bytes: plan.total_waste_bytes,
-            layouts: plan.layouts.iter().map(Into::into).collect(),
+            layouts: plan.layouts.clone(),
             refused: plan.refused.iter().map(Into::into).collect(),
             advice,
             throughput_assumption: vramfit_mig::THROUGHPUT_ASSUMPTION.to_string(),
@@ -321,7 +235,7 @@ pub fn render_plan(r: &MigPlanReport) -> String {
         let _ = writeln!(
             out,
             "\nGPU {}: {}/{} memory slices, {}/{} compute slices, waste {}",
-            l.gpu,
+            l.index,
             l.memory_slices_used,
             r.gpu.memory_slices,
             l.compute_slices_used,
@@ -341,8 +255,8 @@ pub fn render_plan(r: &MigPlanReport) -> String {
                 Cell::new(bytes(i.need_bytes)).set_alignment(CellAlignment::Right),
                 Cell::new(bytes(i.slice_bytes)).set_alignment(CellAlignment::Right),
                 Cell::new(bytes(i.waste_bytes)).set_alignment(CellAlignment::Right),
-                Cell::new(pct(i.compute_share)).set_alignment(CellAlignment::Right),
-                Cell::new(pct(i.memory_bandwidth_share)).set_alignment(CellAlignment::Right),
+                Cell::new(pct(i.throughput.compute_share)).set_alignment(CellAlignment::Right),
+                Cell::new(pct(i.throughput.memory_bandwidth_share)).set_alignment(CellAlignment::Right),
             ]);
         }
         let _ = writeln!(out, "{t}");
@@ -448,7 +362,7 @@ pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
         let _ = writeln!(out, "      mig-enabled: false");
     }
     for l in &r.layouts {
-        let _ = writeln!(out, "    - devices: [{}]", l.gpu);
+        let _ = writeln!(out, "    - devices: [{}]", l.index);
         if !r.gpu.pci_device_ids.is_empty() {
             let ids: Vec<String> = r.gpu.pci_device_ids.iter().map(|d| yaml_quote(d)).collect();
             let _ = writeln!(out, "      device-filter: [{}]", ids.join(", "));
@@ -470,7 +384,7 @@ pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
             }
         }
     }
-    let planned: Vec<usize> = r.layouts.iter().map(|l| l.gpu).collect();
+    let planned: Vec<usize> = r.layouts.iter().map(|l| l.index).collect();
     match r.max_gpus {
         Some(host) if !r.layouts.is_empty() => {
             let rest: Vec<String> = (0..host).filter(|g| !planned.contains(g)).map(|g| g.to_string()).collect();
@@ -527,7 +441,7 @@ pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
         let inst = r
             .layouts
             .iter()
-            .flat_map(|l| l.instances.iter().map(move |i| (l.gpu, i)))
+            .flat_map(|l| l.instances.iter().map(move |i| (l.index, i)))
             .find(|(_, i)| i.service == s.name);
         match inst {
             Some((g, i)) => {
@@ -547,7 +461,11 @@ pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
                 let _ = writeln!(
                     out,
                     "    compute share {:.4} ({}); memory-bandwidth share {}/{} = {:.4}",
-                    i.compute_share, i.throughput_basis, i.size, r.gpu.memory_slices, i.memory_bandwidth_share
+                    i.throughput.compute_share,
+                    i.throughput.basis,
+                    i.size,
+                    r.gpu.memory_slices,
+                    i.throughput.memory_bandwidth_share
                 );
             }
             None => {

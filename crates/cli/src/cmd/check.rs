@@ -1,5 +1,6 @@
 //! `vramfit check`: is this machine what was rented? (docs/check.md)
 
+use crate::error::{field_error, FieldId, OnField};
 use crate::Outcome;
 use anyhow::{anyhow, bail};
 use std::path::PathBuf;
@@ -125,17 +126,18 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
 
 /// `check` on inputs already read (the files' flags in `a` are not read again).
 pub fn run_with(a: CheckArgs, inputs: CheckInputs) -> anyhow::Result<Outcome> {
-    let measurements = measurements(&inputs)?;
+    // an input that is not what it should be is an error about the inputs (each names its file)
+    let measurements = measurements(&inputs).on_field(FieldId::FILES)?;
     let mut machine = Machine::default();
     if a.nvml || inputs.is_empty() {
         machine = NvmlProbe.probe()?;
     }
     if !inputs.machine.is_empty() {
-        machine.merge(inputs.machine.probe()?);
+        machine.merge(inputs.machine.probe().on_field(FieldId::FILES)?);
     }
     let mut mig_profiles = Vec::new();
     if let Some(t) = &inputs.lgip {
-        mig_profiles = parse_lgip(&t.text, &t.name)?;
+        mig_profiles = parse_lgip(&t.text, &t.name).on_field(FieldId::FILES)?;
         machine.sources.push(format!("{} (nvidia-smi mig -lgip)", t.name));
     }
     if machine.gpus.is_empty()
@@ -149,12 +151,13 @@ pub fn run_with(a: CheckArgs, inputs: CheckInputs) -> anyhow::Result<Outcome> {
     let (gpus, refs) = builtin_reference_cards()?;
     let (count, model) = match &a.expect {
         Some(s) => {
-            let (c, m) = parse_expect(s).map_err(|e| anyhow!(e))?;
+            let (c, m) = parse_expect(s).map_err(|e| field_error("expect", anyhow!(e)))?;
             (c, Some(m))
         }
         None => (None, None),
     };
-    let expectation = expectation(count, model.as_deref(), a.expect_nvlink, &gpus, &refs).map_err(|e| anyhow!(e))?;
+    let expectation = expectation(count, model.as_deref(), a.expect_nvlink, &gpus, &refs)
+        .map_err(|e| field_error("expect", anyhow!(e)))?;
     let checked = check(machine, mig_profiles, &measurements, expectation, &refs);
     let report = CheckReport::from(&checked);
     let code = if report.ok { 0 } else { 1 };

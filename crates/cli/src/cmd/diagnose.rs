@@ -3,10 +3,12 @@
 //! training script; with `--model` and the workload flags, the estimate
 //! beside the failure and the cheapest switch of the planner's ladder.
 
-use crate::cmd::estimate::WorkloadArgs;
+use crate::bail_on;
 use crate::cmd::model_args::{HubArgs, Lookup};
+use crate::cmd::workload_args::WorkloadArgs;
+use crate::error::OnField;
 use crate::Outcome;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use vramfit_core::GpuSpec;
 use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
 use vramfit_diagnose::input::{read_path, read_stream, Input};
@@ -69,13 +71,13 @@ fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
 fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpec, u64, String)> {
     let all = vramfit_catalog::gpus::builtin_gpus()?;
     if let Some(name) = gpu {
-        let g = vramfit_catalog::gpus::find_gpu(&all, name)?.clone();
+        let g = vramfit_catalog::gpus::find_gpu(&all, name).on_field("gpu")?.clone();
         let m = g.memory_bytes();
         let what = format!("{} (--gpu)", g.name);
         return Ok((g, m, what));
     }
     let Some(t) = failing else {
-        bail!("--model needs the card: give --gpu (e.g. --gpu a100-80gb), or a PyTorch OOM message that states the total capacity");
+        bail_on!("gpu", "--model needs the card: give --gpu (e.g. --gpu a100-80gb), or a PyTorch OOM message that states the total capacity");
     };
     let total = t.total.bytes;
     let closest =
@@ -168,7 +170,7 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
             args.chart.svg.clone()
         }
         (Some(_), other) => {
-            bail!("--svg: only a memory snapshot has a timeline; {} is a {}", input.name, other.kind().key())
+            bail_on!("svg", "--svg: only a memory snapshot has a timeline; {} is a {}", input.name, other.kind().key())
         }
     };
     let estimate = estimate_beside(&args, &d)?;

@@ -4,8 +4,8 @@
 //! `-ub`, `-b`, `-fa`); [`llama_cpp_short_flags`] lets the multi-letter
 //! single-dash spellings llama.cpp users type (`-ngl 20`) reach clap.
 
-use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::train_args::TaskKind;
+use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::ffi::OsString;
@@ -15,6 +15,7 @@ use vramfit_llamacpp::compute::GraphEra;
 use vramfit_llamacpp::options::{self, check_shares};
 use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg, OptionField};
+use vramfit_ingest::resolve::{GgufLocation, ModelKind};
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
 /// llama.cpp's flags, for GGUF models (ignored otherwise).
@@ -110,11 +111,6 @@ impl GgufArgs {
         }
         v
     }
-}
-
-/// Is this model argument a GGUF file?
-pub fn is_gguf(model: Option<&str>) -> bool {
-    model.is_some_and(|m| m.to_ascii_lowercase().ends_with(".gguf"))
 }
 
 /// Refuse llama.cpp flags on a non-GGUF model (they would be silently ignored).
@@ -236,6 +232,18 @@ pub struct GgufTarget<'a> {
     pub gpu_util: Option<f64>,
 }
 
+/// A GGUF estimate: the model argument as given, llama.cpp's flags, the
+/// card, how the Hub is reached, and the output asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct GgufRequest<'a> {
+    pub model: &'a str,
+    pub args: &'a GgufArgs,
+    pub target: GgufTarget<'a>,
+    pub hub: &'a crate::cmd::model_args::HubArgs,
+    pub json: bool,
+    pub explain: bool,
+}
+
 /// The GPUs of the launch and notes on where their memory came from. The
 /// GPU count is `--tensor-split`'s length, else the number of cards named,
 /// else (with `--gpu auto`) every usable local GPU, as llama.cpp uses every
@@ -250,7 +258,7 @@ fn gpu_slots(args: &GgufArgs, target: GgufTarget, split: &[f64]) -> anyhow::Resu
     }
     if let Some(m) = target.gpu_mem {
         let bytes = crate::cmd::gpu_target::parse_memory(m)?;
-        let name = format!("a card with {} (--gpu-mem {m})", vramfit_report::format::bytes(bytes));
+        let name = vramfit_hw::select::memory_card_name(bytes, m);
         let n = split.len().max(1);
         return Ok(((0..n).map(|_| GpuSlot { name: name.clone(), memory_bytes: Some(bytes) }).collect(), Vec::new()));
     }
@@ -335,21 +343,16 @@ fn estimate_flags_given(w: &WorkloadArgs, gpu_util: Option<f64>) -> Vec<String> 
     v
 }
 
-/// The `estimate` hook: a GGUF model is estimated here (Some), with
-/// `estimate`'s own workload flags refused by name; for any other model
-/// llama.cpp flags are refused and None lets `estimate` go on.
-pub fn dispatch(
-    model: Option<&str>,
-    args: &GgufArgs,
-    workload: &WorkloadArgs,
-    target: GgufTarget,
-    hub: &crate::cmd::model_args::HubArgs,
-    json: bool,
-    explain: bool,
-) -> anyhow::Result<Option<Outcome>> {
-    match model {
-        Some(m) if is_gguf(Some(m)) => {
-            let other = estimate_flags_given(workload, target.gpu_util);
+/// `estimate` for a model argument that is not a transformers model
+/// ([`ModelKind`], from ingest's resolver): a GGUF file is sized here, with
+/// `estimate`'s own workload flags refused by name; a quant tag is refused
+/// with what to write instead. For a transformers model llama.cpp flags are
+/// refused and `None` lets `estimate` go on.
+pub fn dispatch(kind: ModelKind, workload: &WorkloadArgs, req: &GgufRequest) -> anyhow::Result<Option<Outcome>> {
+    let m = req.model;
+    match kind {
+        ModelKind::Gguf(location) => {
+            let other = estimate_flags_given(workload, req.target.gpu_util);
             if !other.is_empty() {
                 bail!(
                     "{m} is a GGUF file, sized with llama.cpp's flags: {} do{} not apply (docs/gguf.md lists the flags)",
@@ -357,19 +360,12 @@ pub fn dispatch(
                     if other.len() == 1 { "es" } else { "" }
                 );
             }
-            run(m, args, target, hub, json, explain).map(Some)
+            run(location, req).map(Some)
         }
-        Some(m) => {
-            if let Some((repo, tag)) = vramfit_ingest::gguf::HubGgufRef::quant_tag(m) {
-                if std::fs::symlink_metadata(m).is_err() {
-                    bail!(
-                        "{m}: a quant tag (llama.cpp's -hf {repo}:{tag}) picks a file from the repo's file list, which vramfit does not read: name the file, e.g. {repo}:<name>-{tag}.gguf (the file names are on {repo}'s Files page)"
-                    );
-                }
-            }
-            refuse_for_other_models(args).map(|_| None)
-        }
-        None => refuse_for_other_models(args).map(|_| None),
+        ModelKind::GgufQuantTag { repo, tag } => bail!(
+            "{m}: a quant tag (llama.cpp's -hf {repo}:{tag}) picks a file from the repo's file list, which vramfit does not read: name the file, e.g. {repo}:<name>-{tag}.gguf (the file names are on {repo}'s Files page)"
+        ),
+        ModelKind::Transformers => refuse_for_other_models(req.args).map(|_| None),
     }
 }
 
@@ -383,16 +379,16 @@ struct Read {
 }
 
 /// A local file (also when its name looks like `org/name:file.gguf`), else
-/// a Hub file written `org/name:path/file.gguf`.
-fn read(m: &str, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
-    let local = Path::new(m);
-    let hub_ref = vramfit_ingest::gguf::HubGgufRef::parse(m).filter(|_| std::fs::symlink_metadata(local).is_err());
-    let Some(r) = hub_ref else {
-        let (header, model) = vramfit_ingest::gguf::read_model(local)?;
-        let source = GgufSource { file: m.to_string(), gguf_version: header.version, file_bytes: header.file_len };
-        return Ok(Read { model, source, arg: ModelArg::File(m.to_string()), notes: Vec::new() });
-    };
-    read_hub(&r, hub)
+/// a Hub file written `org/name:path/file.gguf`; `m` is the argument as given.
+fn read(m: &str, location: GgufLocation, hub: &crate::cmd::model_args::HubArgs) -> anyhow::Result<Read> {
+    match location {
+        GgufLocation::File(path) => {
+            let (header, model) = vramfit_ingest::gguf::read_model(&path)?;
+            let source = GgufSource { file: m.to_string(), gguf_version: header.version, file_bytes: header.file_len };
+            Ok(Read { model, source, arg: ModelArg::File(m.to_string()), notes: Vec::new() })
+        }
+        GgufLocation::Hub(r) => read_hub(&r, hub),
+    }
 }
 
 #[cfg(feature = "hub")]
@@ -468,15 +464,9 @@ fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, _: &crate::cmd::model_args::Hu
 
 /// Run the estimate for a GGUF file: parse the flags, read the file, let
 /// core plan and search, let report build and render.
-pub fn run(
-    m: &str,
-    args: &GgufArgs,
-    target: GgufTarget,
-    hub: &crate::cmd::model_args::HubArgs,
-    json: bool,
-    explain: bool,
-) -> anyhow::Result<Outcome> {
-    let Read { model, source, arg, mut notes } = read(m, hub)?;
+pub fn run(location: GgufLocation, req: &GgufRequest) -> anyhow::Result<Outcome> {
+    let GgufRequest { model: m, args, target, hub, json, explain } = *req;
+    let Read { model, source, arg, mut notes } = read(m, location, hub)?;
     let split = match &args.tensor_split {
         Some(s) => parse_split(s)?,
         None => Vec::new(),
@@ -537,19 +527,19 @@ mod tests {
         };
         let m = Machine { sources: vec!["NVML".into()], gpus: vec![gpu(0, 8000), gpu(1, 100)], ..Machine::default() };
         // all usable GPUs (0), by index, each at its own free memory
-        let t = crate::cmd::gpu_target::from_machine(&m, 0, None, None).unwrap();
+        let t = vramfit_hw::select::from_machine(&m, 0, &Default::default()).unwrap();
         let slots = slots_from_detected(&t).unwrap();
         assert_eq!(slots.len(), 2);
         assert_eq!(slots[0].name, "GPU 0 NVIDIA GeForce RTX 4090 (free memory)");
         assert_eq!(slots[0].memory_bytes, Some((24564 - 8000) * MIB));
         assert_eq!(slots[1].memory_bytes, Some((24564 - 100) * MIB));
         // -ts 1 (one GPU): the freest
-        let t = crate::cmd::gpu_target::from_machine(&m, 1, None, None).unwrap();
+        let t = vramfit_hw::select::from_machine(&m, 1, &Default::default()).unwrap();
         let slots = slots_from_detected(&t).unwrap();
         assert_eq!(slots.len(), 1);
         assert!(slots[0].name.starts_with("GPU 1 "), "{}", slots[0].name);
         // more shares than GPUs
-        assert!(crate::cmd::gpu_target::from_machine(&m, 3, None, None).is_err());
+        assert!(vramfit_hw::select::from_machine(&m, 3, &Default::default()).is_err());
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! several services (docs/mig.md).
 
 use crate::cmd::model_args::{HubArgs, Lookup};
+use crate::cmd::workload_args::parse_dtype;
+use crate::error::{field_error, OnField};
 use crate::Outcome;
 use anyhow::{anyhow, bail, Context};
 use std::path::PathBuf;
 use vramfit_catalog::mig::{builtin_mig_tables, find_mig_table, MigTable};
 use vramfit_core::quantity::{self, looks_like_quantity, QuantityError};
-use vramfit_core::{DType, InferenceSetup, ParamLayout, Task, Workload};
+use vramfit_core::workload::{defaults, validate, Field};
+use vramfit_core::{InferenceSetup, ParamLayout, Task, Workload};
 use vramfit_mig::{training_state_bytes, MigGpu, Service, ServiceKind, TRAIN_BYTES_PER_PARAM};
 use vramfit_report::mig::{
     profile_infos, render_explain, render_mig_parted, render_plan, render_profiles, AdviceInfo, MigGpuInfo,
@@ -93,24 +96,21 @@ pub fn run(args: MigArgs) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Default context of a model service, tokens.
-const DEFAULT_CONTEXT: u64 = 4096;
-/// Default int4 group size when `dtype=int4` is asked for (the common GPTQ/AWQ setting).
-const DEFAULT_GROUP: u64 = 128;
-
 fn load_table(t: &TableArgs) -> anyhow::Result<(MigGpu, MigTable)> {
     let tables = builtin_mig_tables()?;
-    let table = find_mig_table(&tables, &t.gpu).map_err(|e| anyhow!("--gpu: {e}"))?.clone();
+    let table = find_mig_table(&tables, &t.gpu).map_err(|e| field_error("gpu", anyhow!("--gpu: {e}")))?.clone();
     let Some(lgip) = &t.lgip else {
         return Ok((table.gpu.clone(), table));
     };
     let limit = vramfit_hw::mig::MAX_MIG_OUTPUT_BYTES as u64;
     let lgip_name = lgip.display().to_string();
-    let rows = vramfit_hw::mig::parse_lgip(&vramfit_hw::files::read_text(lgip, limit)?, &lgip_name)?;
+    let rows = vramfit_hw::mig::parse_lgip(&vramfit_hw::files::read_text(lgip, limit).on_field("lgip")?, &lgip_name)
+        .on_field("lgip")?;
     let lgipp = match &t.lgipp {
         Some(p) => {
             let name = p.display().to_string();
-            Some((vramfit_hw::mig::parse_lgipp(&vramfit_hw::files::read_text(p, limit)?, &name)?, name))
+            let text = vramfit_hw::files::read_text(p, limit).on_field("lgipp")?;
+            Some((vramfit_hw::mig::parse_lgipp(&text, &name).on_field("lgipp")?, name))
         }
         None => None,
     };
@@ -228,21 +228,17 @@ fn parse_service(spec: &str, lookup: &Lookup) -> anyhow::Result<Sized> {
             ),
         });
     }
-    let context = num(&["ctx", "context"])?.unwrap_or(DEFAULT_CONTEXT);
-    let batch = num(&["batch"])?.unwrap_or(1);
+    // core's defaults and core's check, the service's own keys named in its errors
+    let context = num(&["ctx", "context"])?.unwrap_or(defaults::CONTEXT);
+    let batch = num(&["batch"])?.unwrap_or(defaults::BATCH);
     let concurrency = num(&["conc", "concurrency"])?.unwrap_or(batch);
-    if concurrency < batch {
-        bail!("{}: conc {concurrency} is smaller than batch {batch}", ctx());
-    }
     let (weight_dtype, quant) = match get(&["dtype"]) {
-        Some(d) => crate::cmd::estimate::parse_dtype(&d, DEFAULT_GROUP, spec_m).with_context(ctx)?,
-        None => match &spec_m.quantization {
-            Some(q) => (if q.bits <= 4 { DType::I4 } else { DType::I8 }, Some(q.clone())),
-            None => (DType::BF16, None),
-        },
+        Some(d) => parse_dtype(&d, defaults::GROUP_SIZE, spec_m).with_context(ctx)?,
+        None => defaults::weights(spec_m),
     };
     let setup = InferenceSetup { weight_dtype, quant, batch, concurrency, context, ..InferenceSetup::default() };
     let wl = Workload { task: Task::Inference(setup), ..Workload::default() };
+    validate(spec_m, &wl).map_err(|e| anyhow!("{}: {}", ctx(), e.render(&service_key)))?;
     let ledger = vramfit_core::estimate(spec_m, &wl).with_context(ctx)?;
     let need = ledger.checked_total()?;
     Ok(Sized {
@@ -256,9 +252,22 @@ fn parse_service(spec: &str, lookup: &Lookup) -> anyhow::Result<Sized> {
     })
 }
 
+/// How a service spec names a workload field in an error (`ctx`, `conc`, …).
+fn service_key(f: Field) -> String {
+    match f {
+        Field::Context => "ctx".into(),
+        Field::Concurrency => "conc".into(),
+        Field::Batch => "batch".into(),
+        Field::Dtype => "dtype".into(),
+        other => other.id().into(),
+    }
+}
+
 fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let (gpu, table) = load_table(&a.table)?;
-    let sized: Vec<Sized> = a.services.iter().map(|s| parse_service(s, &a.lookup)).collect::<anyhow::Result<_>>()?;
+    // every error of a service spec is about `--service`
+    let sized: Vec<Sized> =
+        a.services.iter().map(|s| parse_service(s, &a.lookup).on_field("service")).collect::<anyhow::Result<_>>()?;
     let services: Vec<Service> = sized.iter().map(|s| s.service.clone()).collect();
     let plan = vramfit_mig::plan(&gpu, &services)?;
     let catalogue_note = table
@@ -316,6 +325,20 @@ mod tests {
         assert!(parse_service_cli("a=12GiB:ctx=5").is_err());
         assert!(parse_service_cli("a=12GiB:foo=1").is_err());
         assert!(parse_service_cli("a").is_err());
+    }
+
+    #[test]
+    fn service_workloads_use_cores_defaults_and_check() {
+        // core's default context (defaults::CONTEXT) and its check, named by the service's keys
+        let s = parse_service_cli("chat=llama-2-7b").unwrap();
+        assert!(s.sized_by.contains(&format!("ctx {}, conc 1, batch 1", defaults::CONTEXT)), "{}", s.sized_by);
+        let e = format!("{:#}", parse_service_cli("chat=llama-2-7b:conc=1,batch=4").err().unwrap());
+        assert!(e.starts_with("--service chat=llama-2-7b:conc=1,batch=4: batch 4 is more than conc 1"), "{e}");
+        let e = format!("{:#}", parse_service_cli("g=gpt2:ctx=5000").err().unwrap());
+        assert!(e.contains("ctx 5000: 5000 tokens per sequence, but gpt2 has a learned position table"), "{e}");
+        // int4 without a group size: core's default group
+        let s = parse_service_cli("q=llama-2-7b:dtype=int4").unwrap();
+        assert!(s.sized_by.contains("weights int4"), "{}", s.sized_by);
     }
 
     #[test]

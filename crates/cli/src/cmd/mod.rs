@@ -13,3 +13,4 @@ pub mod plan;
 pub mod svg_args;
 pub mod sweep;
 pub mod train_args;
+pub mod workload_args;

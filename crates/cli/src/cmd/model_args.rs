@@ -7,7 +7,8 @@
 //! one that never opens a path a client named, and everything after the
 //! lookup is the CLI's code path.
 
-use anyhow::bail;
+use crate::bail_on;
+use crate::error::{FieldId, OnField};
 use std::sync::Arc;
 use vramfit_ingest::resolve::{resolve_with, ResolveOptions, ResolvedModel};
 
@@ -59,13 +60,17 @@ impl HubArgs {
     /// Hub). Network progress goes to stderr.
     pub fn resolve(&self, model: Option<&str>) -> anyhow::Result<ResolvedModel> {
         let Some(q) = model else {
-            bail!(
+            bail_on!(
+                FieldId::MODEL,
                 "no model given: name a preset (e.g. llama-2-7b; `vramfit estimate --list-presets`), a hub id \
                  (org/name, e.g. Qwen/Qwen2.5-7B-Instruct), a config.json or the directory holding it"
             );
         };
+        if let Some(rev) = &self.revision {
+            vramfit_ingest::hf_cache::check_revision(rev).on_field("revision")?;
+        }
         if let Some(l) = self.lookup.get() {
-            return l.resolve(q, self);
+            return l.resolve(q, self).or_field(FieldId::MODEL);
         }
         let env = |k: &str| std::env::var(k).ok();
         let progress = |m: &str| crate::to_stderr(&format!("vramfit: {m}"));
@@ -75,6 +80,6 @@ impl HubArgs {
             progress: &progress,
             env: &env,
         };
-        Ok(resolve_with(q, &opts)?)
+        resolve_with(q, &opts).on_field(FieldId::MODEL)
     }
 }

@@ -2,7 +2,9 @@
 //! launch configs for the chosen plan. Parses flags, loads the catalogue
 //! (embedded + `--catalog FILE`), calls `vramfit_plan::plan`, renders.
 
-use crate::cmd::estimate::WorkloadArgs;
+use crate::bail_on;
+use crate::cmd::workload_args::WorkloadArgs;
+use crate::error::{field_error, OnField};
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::path::PathBuf;
@@ -122,19 +124,21 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let spec = &resolved.spec;
     let workload = args.workload.build(spec)?;
     let user = match &args.catalog {
-        Some(p) => Some((read_catalog(p)?, p.display().to_string())),
+        Some(p) => Some((read_catalog(p).on_field("catalog")?, p.display().to_string())),
         None => None,
     };
     let cat = load(user.as_ref().map(|(t, f)| (t.as_str(), f.as_str())))?;
     let have = match &args.have {
-        Some(h) => Some(vramfit_catalog::find_gpu(&cat.gpus, h).map_err(|e| anyhow::anyhow!("--have: {e}"))?),
+        Some(h) => Some(
+            vramfit_catalog::find_gpu(&cat.gpus, h).map_err(|e| field_error("have", anyhow::anyhow!("--have: {e}")))?,
+        ),
         None => None,
     };
     let job = match (&args.tokens, args.hours) {
-        (Some(t), _) => Job::Tokens(parse_tokens(t)?),
+        (Some(t), _) => Job::Tokens(parse_tokens(t).on_field("tokens")?),
         (None, Some(h)) => {
             if !(h.is_finite() && h > 0.0 && h <= 1e7) {
-                bail!("--hours: {h} must be a positive number of hours");
+                bail_on!("hours", "--hours: {h} must be a positive number of hours");
             }
             Job::Hours(h)
         }
@@ -150,13 +154,13 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     }
     let train = matches!(workload.task, Task::Train(_));
     if train && allow.quant {
-        bail!("--allow quant applies to inference; for training use --allow qlora");
+        bail_on!("allow", "--allow quant applies to inference; for training use --allow qlora");
     }
     if !train && (allow.lora || allow.qlora) {
-        bail!("--allow lora/qlora applies to training (--task train)");
+        bail_on!("allow", "--allow lora/qlora applies to training (--task train)");
     }
     if args.top == 0 || args.top > 1000 {
-        bail!("--top must be between 1 and 1000");
+        bail_on!("top", "--top must be between 1 and 1000");
     }
     let req = PlanRequest {
         model: spec,
@@ -167,14 +171,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         allow,
         job,
         top: args.top,
-        time: time_model(&args.mfu, &cat.gpus)?,
+        time: time_model(&args.mfu, &cat.gpus).on_field("mfu")?,
         launcher: None,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
 
     if let Some(kind) = args.emit {
-        return emit_plan(kind, &req, &report, spec.family);
+        return emit_plan(kind, &req, &report, spec.family).on_field("emit");
     }
 
     let (tokens, hours) = job_fields(job);
@@ -200,10 +204,14 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         },
         report,
     );
-    if let Some(out) = args.chart.emit(code, |lang| {
-        vramfit_report::svg::plan::ladder(&doc, lang)
-            .context("--svg: the chart is the switch ladder on your card: give --have (e.g. --have rtx-3090)")
-    })? {
+    if let Some(out) = args
+        .chart
+        .emit(code, |lang| {
+            vramfit_report::svg::plan::ladder(&doc, lang)
+                .context("--svg: the chart is the switch ladder on your card: give --have (e.g. --have rtx-3090)")
+        })
+        .on_field("svg")?
+    {
         return Ok(out);
     }
     let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };

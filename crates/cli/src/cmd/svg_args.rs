@@ -1,6 +1,7 @@
 //! `--svg FILE|-` and `--svg-lang`: the chart of a command (the renderers of
 //! `vramfit_report::svg`, which the local web page draws with too).
 
+use crate::error::OnField;
 use crate::Outcome;
 use anyhow::Context;
 use vramfit_report::svg::Lang;
@@ -53,7 +54,7 @@ impl SvgArgs {
         if path == "-" {
             return Ok(Some(Outcome { stdout: svg, code }));
         }
-        std::fs::write(path, svg).with_context(|| format!("--svg {path}: cannot write"))?;
+        std::fs::write(path, svg).with_context(|| format!("--svg {path}: cannot write")).on_field("svg")?;
         Ok(None)
     }
 }

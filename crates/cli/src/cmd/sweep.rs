@@ -4,9 +4,9 @@
 //! same [`WorkloadArgs::build_with_notes`] as the point itself, so a
 //! variant's bytes are what `vramfit estimate --dtype int4 …` prints.
 
-use crate::cmd::estimate::WorkloadArgs;
 use crate::cmd::gpu_target::FitTarget;
 use crate::cmd::train_args::TaskKind;
+use crate::cmd::workload_args::WorkloadArgs;
 use vramfit_core::{estimate, fit, Ledger, ModelSpec, Task, Workload};
 use vramfit_plan::sweep::{cards, knobs, largest};
 use vramfit_report::sweep::{CardInfo, LargestInfo, SweepInfo, VariantInfo};

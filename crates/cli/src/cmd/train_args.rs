@@ -1,6 +1,6 @@
 //! Training flags of `vramfit estimate` / `vramfit plan` (owned by the training work).
 //!
-//! Interface contract with `cmd::estimate::WorkloadArgs` (which flattens
+//! Interface contract with `cmd::workload_args::WorkloadArgs` (which flattens
 //! this struct): the common flags (`--task`, `--batch`, `--seq/--context`,
 //! `--gpus`, `--tp`, `--pp`, `--dtype`) are parsed there and handed over as
 //! [`Common`]; everything training-only lives here. A DeepSpeed config
@@ -13,7 +13,9 @@
 //! module only records where each value came from ([`FieldNames`]) so the
 //! error names the flag or the file key.
 
-use anyhow::{bail, Context};
+use crate::bail_on;
+use crate::error::{field_error, FieldId, OnField};
+use anyhow::Context;
 use std::path::{Path, PathBuf};
 use vramfit_core::train::{
     AttentionImpl, Bnb4Type, Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy,
@@ -23,6 +25,7 @@ use vramfit_core::workload::Engine;
 use vramfit_core::workload::{defaults, Field, WorkloadError};
 use vramfit_core::{DType, Offload, Parallelism, Sharding, TrainSetup};
 use vramfit_ingest::deepspeed::{parse_deepspeed, DeepSpeedConfig, DsValue, MAX_DS_BYTES};
+use vramfit_ingest::lora::TargetsError;
 use vramfit_ingest::peft::{parse_adapter_config, MAX_ADAPTER_CONFIG_BYTES};
 
 /// What `--task` asked for.
@@ -206,21 +209,30 @@ pub struct TrainArgs {
 /// (`train_micro_batch_size_per_gpu`).
 #[derive(Debug, Clone, Default)]
 pub struct FieldNames {
-    from_files: Vec<(Field, String)>,
+    /// the field, the key that set it, the flag that named the file
+    from_files: Vec<(Field, String, &'static str)>,
 }
 
 impl FieldNames {
-    /// `field` was set by a config file under `key`.
-    pub fn set(&mut self, field: Field, key: impl Into<String>) {
-        self.from_files.retain(|(f, _)| *f != field);
-        self.from_files.push((field, key.into()));
+    /// `field` was set by the config file of `file_flag` under `key`.
+    pub fn set(&mut self, field: Field, key: impl Into<String>, file_flag: &'static str) {
+        self.from_files.retain(|(f, _, _)| *f != field);
+        self.from_files.push((field, key.into(), file_flag));
     }
 
     /// The name of `field` for an error message.
     pub fn name(&self, field: Field) -> String {
-        match self.from_files.iter().find(|(f, _)| *f == field) {
-            Some((_, key)) => key.clone(),
+        match self.from_files.iter().find(|(f, _, _)| *f == field) {
+            Some((_, key, _)) => key.clone(),
             None => format!("--{}", field.id()),
+        }
+    }
+
+    /// The input that set `field`: its flag, or the flag of the file that set it.
+    pub fn field(&self, field: Field) -> FieldId {
+        match self.from_files.iter().find(|(f, _, _)| *f == field) {
+            Some((_, _, file_flag)) => FieldId::flag(file_flag),
+            None => field.into(),
         }
     }
 
@@ -275,18 +287,37 @@ fn offload(o: OffloadArg) -> Offload {
 }
 
 /// A flag and a file value for the same thing: the one given, or both when
-/// they agree; a contradiction names both values.
+/// they agree; a contradiction names both values (and is about the flag `field`).
 fn agree<T: PartialEq + Copy>(
+    field: &'static str,
     flag: Option<T>,
     file: DsValue<T>,
     contradiction: impl Fn(T, T) -> String,
 ) -> anyhow::Result<Option<T>> {
     match (flag, file) {
-        (Some(f), DsValue::Set(v)) if f != v => bail!(contradiction(f, v)),
+        (Some(f), DsValue::Set(v)) if f != v => bail_on!(field, "{}", contradiction(f, v)),
         (Some(f), _) => Ok(Some(f)),
         (None, DsValue::Set(v)) => Ok(Some(v)),
         (None, _) => Ok(None),
     }
+}
+
+/// A DeepSpeed config's engine and buckets onto the setup; whether its
+/// `reduce_bucket_size` is `"auto"` (the Hugging Face Trainer fills it).
+fn ds_comm(setup: &mut TrainSetup, engine: Engine, c: DsComm) -> bool {
+    if engine == Engine::Transformers {
+        setup.engine = Engine::Deepspeed;
+    }
+    if let Some(n) = c.reduce_bucket.value() {
+        setup.comm.reduce_bucket = n;
+    }
+    if let Some(n) = c.allgather_bucket.value() {
+        setup.comm.allgather_bucket = n;
+    }
+    if let Some(o) = c.overlap_comm.value() {
+        setup.comm.overlap_comm = o;
+    }
+    c.reduce_bucket == DsValue::Auto
 }
 
 /// A config file through the one bounded reader (regular files only, at
@@ -295,20 +326,29 @@ fn read_capped(path: &Path, cap: usize, what: &str) -> anyhow::Result<Vec<u8>> {
     Ok(vramfit_input::read_bytes(path, what, cap as u64)?)
 }
 
+/// `--lora-targets` through ingest's one LoRA-targets parser.
 fn parse_targets(s: &str) -> anyhow::Result<LoraTargets> {
-    let s = s.trim();
-    if s.eq_ignore_ascii_case("all-linear") || s.eq_ignore_ascii_case("all") {
-        return Ok(LoraTargets::AllLinear);
+    vramfit_ingest::lora::from_text(s).map_err(|e| {
+        let message = match e {
+            TargetsError::EmptyPattern => "--lora-targets: re: needs a regular expression after it",
+            _ => "--lora-targets: give module names (q_proj,v_proj) or all-linear",
+        };
+        field_error("lora-targets", anyhow::anyhow!(message))
+    })
+}
+
+/// The field of a flag named as the messages write it (`--zero` → `zero`).
+pub fn flag_field(flag: &'static str) -> FieldId {
+    FieldId::flag(flag.trim_start_matches("--"))
+}
+
+/// The field a ZeRO stage came from: `--zero`, or the DeepSpeed config.
+fn zero_field(source: &'static str) -> FieldId {
+    if source == "--zero" {
+        FieldId::flag("zero")
+    } else {
+        FieldId::flag("deepspeed")
     }
-    if let Some(re) = s.strip_prefix("re:") {
-        // a PEFT target_modules string: matched with re.fullmatch against full module names
-        return Ok(LoraTargets::Regex(re.to_string()));
-    }
-    let names: Vec<String> = s.split(',').map(|x| x.trim().to_string()).filter(|x| !x.is_empty()).collect();
-    if names.is_empty() {
-        bail!("--lora-targets: give module names (q_proj,v_proj) or all-linear");
-    }
-    Ok(LoraTargets::Modules(names))
 }
 
 impl TrainArgs {
@@ -367,11 +407,53 @@ impl TrainArgs {
                 ..Merged::default()
             },
         };
-        let sharding = match (merged.zero, self.fsdp) {
-            (Some((_, source)), Some(_)) => bail!("{source} and --fsdp both shard model states; give one of them"),
-            (Some((z, source)), None) => {
-                Sharding::from_stage(z).with_context(|| format!("{source} {z}: a ZeRO stage is 0, 1, 2 or 3"))?
+        let parallelism = self.parallelism(&merged, common)?;
+        let mut setup = self.step(kind, &merged, common)?;
+        self.qlora_flags(kind, &mut setup)?;
+        if self.checkpointing.is_none() {
+            setup.checkpointing = setup.default_checkpointing();
+            if setup.checkpointing == Checkpointing::Full {
+                notes.push(
+                    "checkpointing full: PEFT's prepare_model_for_kbit_training turns it on by default (use_gradient_checkpointing=True); pass --checkpointing none if you call it with False".into(),
+                );
             }
+        }
+        let reduce_bucket_auto = match merged.comm {
+            Some(c) => ds_comm(&mut setup, common.engine, c),
+            None => false,
+        };
+        match (kind, common.dtype) {
+            // a LoRA base in a dtype no kernel computes in is refused by validate
+            (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
+            (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
+                bail_on!(
+                    "dtype",
+                    "--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)"
+                )
+            }
+            _ => {}
+        }
+        if kind != TrainKind::Full {
+            let engine_adapters = setup.lora.adapter_fp32;
+            setup.lora = self.lora(&mut names, &mut notes)?;
+            setup.lora.adapter_fp32 = match self.adapter_dtype {
+                Some(AdapterDtypeArg::Fp32) => true,
+                Some(AdapterDtypeArg::Bf16) => false,
+                None => engine_adapters,
+            };
+        }
+        Ok(TrainBuild { setup, parallelism, notes, names, reduce_bucket_auto })
+    }
+
+    /// The parallel layout: ZeRO (flag or config) or FSDP, and what is offloaded.
+    fn parallelism(&self, merged: &Merged, common: &Common) -> anyhow::Result<Parallelism> {
+        let sharding = match (merged.zero, self.fsdp) {
+            (Some((_, source)), Some(_)) => {
+                bail_on!(zero_field(source), "{source} and --fsdp both shard model states; give one of them")
+            }
+            (Some((z, source)), None) => Sharding::from_stage(z)
+                .with_context(|| format!("{source} {z}: a ZeRO stage is 0, 1, 2 or 3"))
+                .on_field(zero_field(source))?,
             (None, Some(FsdpArg::FullShard)) => Sharding::Zero3,
             (None, Some(FsdpArg::ShardGradOp)) => Sharding::Zero2,
             (None, None) => Sharding::None,
@@ -383,8 +465,22 @@ impl TrainArgs {
             None if sharding == Sharding::Zero3 && self.deepspeed.is_none() => offload_optimizer,
             None => Offload::None,
         };
-        let mut setup = TrainSetup { kind, ..TrainSetup::default() }.with_engine(common.engine);
-        setup = TrainSetup {
+        Ok(Parallelism {
+            gpus: common.gpus,
+            tp: common.tp,
+            pp: common.pp,
+            sharding,
+            fsdp: self.fsdp.is_some(),
+            sequence_parallel: self.sp,
+            offload_optimizer,
+            offload_params,
+        })
+    }
+
+    /// The training step of the flags (and the merged config), on the engine's defaults.
+    fn step(&self, kind: TrainKind, merged: &Merged, common: &Common) -> anyhow::Result<TrainSetup> {
+        let engine_defaults = TrainSetup { kind, ..TrainSetup::default() }.with_engine(common.engine);
+        let mut setup = TrainSetup {
             kind,
             precision: precision(merged.precision, common.dtype, kind)?,
             optimizer: merged.optimizer.unwrap_or_default(),
@@ -409,7 +505,7 @@ impl TrainArgs {
             foreach: !self.no_foreach,
             optimizer_in_backward: self.optimizer_in_backward,
             activation_offload: self.activation_offload,
-            ..setup
+            ..engine_defaults
         };
         if let Some(l) = self.loss {
             setup.loss = match l {
@@ -420,60 +516,7 @@ impl TrainArgs {
                 LossArg::Fused => LossPath::Fused,
             };
         }
-        self.qlora_flags(kind, &mut setup)?;
-        if self.checkpointing.is_none() {
-            setup.checkpointing = setup.default_checkpointing();
-            if setup.checkpointing == Checkpointing::Full {
-                notes.push(
-                    "checkpointing full: PEFT's prepare_model_for_kbit_training turns it on by default (use_gradient_checkpointing=True); pass --checkpointing none if you call it with False".into(),
-                );
-            }
-        }
-        let mut reduce_bucket_auto = false;
-        if let Some(c) = merged.comm {
-            // a DeepSpeed config: its engine, and its buckets
-            if common.engine == Engine::Transformers {
-                setup.engine = Engine::Deepspeed;
-            }
-            if let Some(n) = c.reduce_bucket.value() {
-                setup.comm.reduce_bucket = n;
-            }
-            if let Some(n) = c.allgather_bucket.value() {
-                setup.comm.allgather_bucket = n;
-            }
-            if let Some(o) = c.overlap_comm.value() {
-                setup.comm.overlap_comm = o;
-            }
-            reduce_bucket_auto = c.reduce_bucket == DsValue::Auto;
-        }
-        match (kind, common.dtype) {
-            // a LoRA base in a dtype no kernel computes in is refused by validate
-            (TrainKind::Lora, Some(d)) => setup.base_dtype = Some(d),
-            (TrainKind::Qlora, Some(d)) if d.is_compute_float() => {
-                bail!("--dtype {d} contradicts --task qlora (its base is NF4; the compute dtype follows --precision)")
-            }
-            _ => {}
-        }
-        if kind != TrainKind::Full {
-            let engine_adapters = setup.lora.adapter_fp32;
-            setup.lora = self.lora(&mut names, &mut notes)?;
-            setup.lora.adapter_fp32 = match self.adapter_dtype {
-                Some(AdapterDtypeArg::Fp32) => true,
-                Some(AdapterDtypeArg::Bf16) => false,
-                None => engine_adapters,
-            };
-        }
-        let parallelism = Parallelism {
-            gpus: common.gpus,
-            tp: common.tp,
-            pp: common.pp,
-            sharding,
-            fsdp: self.fsdp.is_some(),
-            sequence_parallel: self.sp,
-            offload_optimizer,
-            offload_params,
-        };
-        Ok(TrainBuild { setup, parallelism, notes, names, reduce_bucket_auto })
+        Ok(setup)
     }
 
     /// The QLoRA-only flags onto the setup; refused with another task.
@@ -489,7 +532,7 @@ impl TrainArgs {
         .collect();
         if kind != TrainKind::Qlora {
             if let Some(f) = given.first() {
-                bail!("{f} only applies to --task qlora (a bitsandbytes 4-bit base)");
+                bail_on!(flag_field(f), "{f} only applies to --task qlora (a bitsandbytes 4-bit base)");
             }
             return Ok(());
         }
@@ -509,7 +552,7 @@ impl TrainArgs {
             };
         }
         if self.adapter_dtype.is_some() && kind == TrainKind::Full {
-            bail!("--adapter-dtype only applies to --task lora or qlora");
+            bail_on!("adapter-dtype", "--adapter-dtype only applies to --task lora or qlora");
         }
         Ok(())
     }
@@ -520,7 +563,7 @@ impl TrainArgs {
             TaskKind::Train => TrainKind::Full,
             TaskKind::Lora => TrainKind::Lora,
             TaskKind::Qlora => TrainKind::Qlora,
-            TaskKind::Infer => bail!("training flags need --task train, lora or qlora"),
+            TaskKind::Infer => bail_on!("task", "training flags need --task train, lora or qlora"),
         };
         let lora_flags = [
             ("--lora-rank", self.lora_rank.is_some()),
@@ -532,7 +575,10 @@ impl TrainArgs {
         ];
         if kind == TrainKind::Full {
             if let Some((f, _)) = lora_flags.iter().find(|(_, given)| *given) {
-                bail!("{f} only applies to --task lora or qlora (this is --task train, a full fine-tune)");
+                bail_on!(
+                    flag_field(f),
+                    "{f} only applies to --task lora or qlora (this is --task train, a full fine-tune)"
+                );
             }
         }
         Ok(kind)
@@ -548,21 +594,23 @@ impl TrainArgs {
         notes: &mut Vec<String>,
     ) -> anyhow::Result<Merged> {
         let file = path.display().to_string();
-        let ds = parse_deepspeed(&read_capped(path, MAX_DS_BYTES, "a DeepSpeed config")?, &file)?;
+        let bytes = read_capped(path, MAX_DS_BYTES, "a DeepSpeed config").on_field("deepspeed")?;
+        let ds = parse_deepspeed(&bytes, &file).on_field("deepspeed")?;
         let zero_flag = self.zero.map(|z| (z, "--zero"));
         let zero = match (zero_flag, ds.zero_stage) {
             (Some((z, flag)), DsValue::Set(stage)) if z != stage => {
-                bail!("{flag} {z} contradicts zero_optimization.stage {stage} in {file}")
+                bail_on!("zero", "{flag} {z} contradicts zero_optimization.stage {stage} in {file}")
             }
             (Some(z), _) => Some(z),
             (None, DsValue::Set(stage)) => {
-                names.set(Field::Sharding, "zero_optimization.stage");
+                names.set(Field::Sharding, "zero_optimization.stage", "deepspeed");
                 Some((stage, "zero_optimization.stage"))
             }
             (None, _) => None,
         };
         let precision = match (self.precision, ds_precision(&ds)) {
-            (Some(p), Some(dp)) if p.compute_dtype() != dp.compute_dtype() => bail!(
+            (Some(p), Some(dp)) if p.compute_dtype() != dp.compute_dtype() => bail_on!(
+                "precision",
                 "--precision {} contradicts {file} ({} enabled)",
                 p.name(),
                 if dp == Precision::Fp32 { "neither bf16 nor fp16" } else { dp.name() }
@@ -571,27 +619,27 @@ impl TrainArgs {
             (None, dp) => dp,
         };
         let offload_key = "zero_optimization.offload_optimizer.device";
-        let offload_optimizer = agree(self.offload.map(offload), ds.offload_optimizer, |f, v| {
+        let offload_optimizer = agree("offload", self.offload.map(offload), ds.offload_optimizer, |f, v| {
             format!("--offload {f:?} contradicts {offload_key} {v:?} in {file}")
         })?;
         if self.offload.is_none() && ds.offload_optimizer.value().is_some() {
-            names.set(Field::Offload, offload_key);
+            names.set(Field::Offload, offload_key, "deepspeed");
         }
         let offload_params = ds.offload_param.value();
         if offload_params.is_some_and(|o| o != Offload::None) && self.offload.is_none() {
-            names.set(Field::Offload, "zero_optimization.offload_param.device");
+            names.set(Field::Offload, "zero_optimization.offload_param.device", "deepspeed");
         }
-        let batch = agree(common.batch, ds.micro_batch, |f, v| {
+        let batch = agree("batch", common.batch, ds.micro_batch, |f, v| {
             format!("--batch {f} contradicts train_micro_batch_size_per_gpu {v} in {file}: give one of them")
         })?;
         if common.batch.is_none() && ds.micro_batch.value().is_some() {
-            names.set(Field::Batch, "train_micro_batch_size_per_gpu");
+            names.set(Field::Batch, "train_micro_batch_size_per_gpu", "deepspeed");
         }
-        let grad_accum = agree(self.grad_accum, ds.grad_accum, |f, v| {
+        let grad_accum = agree("grad-accum", self.grad_accum, ds.grad_accum, |f, v| {
             format!("--grad-accum {f} contradicts gradient_accumulation_steps {v} in {file}")
         })?;
         if self.grad_accum.is_none() && ds.grad_accum.value().is_some() {
-            names.set(Field::GradAccum, "gradient_accumulation_steps");
+            names.set(Field::GradAccum, "gradient_accumulation_steps", "deepspeed");
         }
         let optimizer = self.ds_optimizer(&ds, &file, notes)?;
         notes.extend(ds.notes.iter().map(|n| format!("{file}: {n}")));
@@ -626,7 +674,9 @@ impl TrainArgs {
             _ => None,
         };
         match (mapped, self.optimizer) {
-            (Some(m), Some(o)) if m != o => bail!("--optimizer {} contradicts optimizer.type {t} in {file}", o.name()),
+            (Some(m), Some(o)) if m != o => {
+                bail_on!("optimizer", "--optimizer {} contradicts optimizer.type {t} in {file}", o.name())
+            }
             (Some(m), None) => Ok(Some(m)),
             (None, o) => {
                 notes.push(format!("{file}: optimizer.type {t} is not modelled; sized as AdamW"));
@@ -641,23 +691,24 @@ impl TrainArgs {
         let mut lora = LoraSetup::default();
         if let Some(path) = &self.adapter_config {
             let file = path.display().to_string();
-            let a =
-                parse_adapter_config(&read_capped(path, MAX_ADAPTER_CONFIG_BYTES, "an adapter_config.json")?, &file)?;
+            let bytes =
+                read_capped(path, MAX_ADAPTER_CONFIG_BYTES, "an adapter_config.json").on_field("adapter-config")?;
+            let a = parse_adapter_config(&bytes, &file).on_field("adapter-config")?;
             if let Some(g) = self.lora_rank {
                 if g != a.lora.rank {
-                    bail!("--lora-rank {g} contradicts r {} in {file}", a.lora.rank);
+                    bail_on!("lora-rank", "--lora-rank {g} contradicts r {} in {file}", a.lora.rank);
                 }
             }
             if let Some(t) = &self.lora_targets {
                 if parse_targets(t)? != a.lora.targets {
-                    bail!("--lora-targets {t} contradicts target_modules in {file}");
+                    bail_on!("lora-targets", "--lora-targets {t} contradicts target_modules in {file}");
                 }
             }
             notes.extend(a.notes.iter().map(|n| format!("{file}: {n}")));
-            names.set(Field::LoraRank, format!("r in {file}"));
-            names.set(Field::LoraTargets, format!("target_modules in {file}"));
+            names.set(Field::LoraRank, format!("r in {file}"), "adapter-config");
+            names.set(Field::LoraTargets, format!("target_modules in {file}"), "adapter-config");
             if self.lora_dropout.is_none() {
-                names.set(Field::LoraDropout, format!("lora_dropout in {file}"));
+                names.set(Field::LoraDropout, format!("lora_dropout in {file}"), "adapter-config");
             }
             lora = a.lora;
         }
@@ -699,12 +750,15 @@ fn ds_precision(ds: &DeepSpeedConfig) -> Option<Precision> {
 fn precision(given: Option<Precision>, dtype: Option<DType>, kind: TrainKind) -> anyhow::Result<Precision> {
     Ok(match (given, dtype, kind) {
         (Some(p), Some(d), TrainKind::Full) if p.weight_dtype() != d => {
-            bail!("--dtype {d} contradicts --precision {} (its weights are {})", p.name(), p.weight_dtype())
+            bail_on!("dtype", "--dtype {d} contradicts --precision {} (its weights are {})", p.name(), p.weight_dtype())
         }
         (None, Some(DType::F32), TrainKind::Full) => Precision::Fp32,
         (None, Some(DType::BF16), TrainKind::Full) => Precision::Bf16,
         (None, Some(d), TrainKind::Full) => {
-            bail!("--dtype {d} for a full fine-tune: say --precision mixed-fp16, amp-fp16, amp-bf16, bf16 or fp32")
+            bail_on!(
+                "dtype",
+                "--dtype {d} for a full fine-tune: say --precision mixed-fp16, amp-fp16, amp-bf16, bf16 or fp32"
+            )
         }
         (p, _, _) => p.unwrap_or_default(),
     })

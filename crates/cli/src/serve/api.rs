@@ -1,17 +1,16 @@
-//! One request, one CLI run: the decoded request becomes a command line,
-//! clap parses it with the CLI's definitions, the request's in-memory
-//! inputs are put where the CLI would have read files, and the command's
-//! own function runs. The answer is the CLI's stdout (its `--json`, its
-//! `--svg -` chart or its `--emit` file) and exit code; an error is the
-//! message the CLI prints on stderr.
+//! One request, one CLI run: the decoded request becomes the typed command
+//! the CLI builds ([`request::command`]: clap parses it with the CLI's
+//! definitions), its in-memory inputs become [`crate::Inputs`], and
+//! [`crate::run_with`] answers it as it answers the CLI. The answer is the
+//! CLI's stdout (its `--json`, its `--svg -` chart or its `--emit` file)
+//! and exit code; an error is the message the CLI prints on stderr, with
+//! the request field the error carries ([`crate::error::error_field`]).
 
 use super::lookup::RequestLookup;
-use super::request::{argv, clap_error, field_of, ApiError, Decoded, Endpoint};
-use crate::cmd;
+use super::request::{self, request_field, ApiError, Decoded, Endpoint};
 use crate::cmd::check::CheckInputs;
 use crate::cmd::model_args::Lookup;
-use crate::{Cli, Command, Outcome};
-use clap::Parser;
+use crate::{Inputs, Outcome};
 use std::sync::Arc;
 use vramfit_hw::NamedText;
 
@@ -44,45 +43,34 @@ fn answer(d: &Decoded, out: Outcome) -> Answer {
 }
 
 /// An error of the command as the CLI would print it: 400 for bad input,
-/// 500 for vramfit's own inconsistency (exit 3).
-fn command_error(e: &anyhow::Error) -> ApiError {
+/// 500 for vramfit's own inconsistency (exit 3); the field is the one the
+/// error carries, when a request of `ep` has it.
+fn command_error(ep: Endpoint, e: &anyhow::Error) -> ApiError {
     let message = crate::error_text(e);
     let status = if crate::exit_code(e) == crate::EXIT_INTERNAL { 500 } else { 400 };
-    let field = field_of(&message);
+    let field = crate::error::error_field(e).and_then(|f| request_field(ep, &f));
     ApiError { status, message, field }
 }
 
 /// Run `ep` on a decoded request; `upload` is the diagnose body.
 pub fn run(settings: &Settings, ep: Endpoint, d: Decoded, upload: Option<Vec<u8>>) -> Result<Answer, ApiError> {
-    let cli = Cli::try_parse_from(argv(ep, &d)).map_err(|e| clap_error(&e))?;
-    let lookup = Lookup::new(Arc::new(RequestLookup { allow_hub: settings.allow_hub, pasted: d.config_json.clone() }));
-    let result = match cli.command {
-        Command::Estimate(mut a) => {
-            a.hub.lookup = lookup;
-            a.hub.offline = !settings.allow_hub;
-            cmd::estimate::run(a)
-        }
-        Command::Plan(mut a) => {
-            a.hub.lookup = lookup;
-            a.hub.offline = !settings.allow_hub;
-            cmd::plan::run(a)
-        }
-        Command::Diagnose(mut a) => {
-            a.lookup = lookup;
+    let command = request::command(ep, &d)?;
+    let mut inputs = Inputs {
+        lookup: Lookup::new(Arc::new(RequestLookup { allow_hub: settings.allow_hub, pasted: d.config_json.clone() })),
+        offline: !settings.allow_hub,
+        ..Inputs::default()
+    };
+    match ep {
+        Endpoint::Diagnose => {
             let name = d.name.clone().unwrap_or_else(|| "upload".into());
             let input = vramfit_diagnose::input::from_bytes(&name, upload.unwrap_or_default())
-                .map_err(|e| command_error(&anyhow::Error::from(e)))?;
-            cmd::diagnose::run_input(a, input)
+                .map_err(|e| command_error(ep, &anyhow::Error::from(e)))?;
+            inputs.diagnose = Some(input);
         }
-        Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(mut a) }) => {
-            a.lookup = lookup;
-            cmd::mig::run(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(a) })
-        }
-        Command::Check(a) => cmd::check::run_with(a, check_inputs(&d)?),
-        // argv() builds only the endpoint's own command
-        _ => return Err(ApiError { status: 500, message: "internal error: unexpected command".into(), field: None }),
-    };
-    result.map(|out| answer(&d, out)).map_err(|e| command_error(&e))
+        Endpoint::Check => inputs.check = Some(check_inputs(&d)?),
+        Endpoint::Estimate | Endpoint::Plan | Endpoint::Mig => {}
+    }
+    crate::run_with(command, inputs).map(|out| answer(&d, out)).map_err(|e| command_error(ep, &e))
 }
 
 /// The check's uploads, each under the byte cap the CLI reads its file with.

@@ -5,6 +5,7 @@
 
 use super::request::{check_model_name, PASTED_CONFIG};
 use crate::cmd::model_args::{HubArgs, ModelLookup};
+use crate::error::{field_error, FieldId, OnField};
 use vramfit_ingest::resolve::{from_config_bytes, resolve_name, ResolveOptions, ResolvedModel};
 use vramfit_ingest::IngestError;
 
@@ -18,11 +19,11 @@ pub struct RequestLookup {
 impl ModelLookup for RequestLookup {
     fn resolve(&self, query: &str, hub: &HubArgs) -> anyhow::Result<ResolvedModel> {
         if let (Some(text), PASTED_CONFIG) = (&self.pasted, query) {
-            return Ok(from_config_bytes(text.as_bytes(), PASTED_CONFIG)?);
+            return from_config_bytes(text.as_bytes(), PASTED_CONFIG).on_field("config-json");
         }
         // the same check as the request decoder: names reach here also
         // from inside values (`mig` services)
-        let q = check_model_name(query).map_err(|e| anyhow::anyhow!(e.message))?;
+        let q = check_model_name(query).map_err(|e| field_error(FieldId::MODEL, anyhow::anyhow!(e.message)))?;
         let env = |k: &str| std::env::var(k).ok();
         let opts = ResolveOptions {
             env: &env,

@@ -6,15 +6,19 @@
 //! web_request.rs`) and proptested (`tests/web_api.rs`). Whatever the
 //! bytes, they return a request or an [`ApiError`] naming the field.
 //!
-//! What a request may say is a list per endpoint ([`Endpoint::fields`]):
-//! flags that take no file. A flag that names a file (`--deepspeed`,
-//! `--catalog`, `--lgip`, …) is refused by name: the server never opens a
-//! path a request gives; file contents travel in the request itself
-//! (`config_json`, the `/api/diagnose` body, `/api/check`'s `files`).
+//! What a request may say is read from the CLI's own clap definitions
+//! ([`Endpoint::fields`]): every long flag of the command, less those a
+//! request cannot set ([`NOT_FOR_REQUESTS`], llama.cpp's GGUF flags) and
+//! those that name a file. A flag that names a file (any flag whose value
+//! is a path: `--deepspeed`, `--catalog`, `--lgip`, …) is refused by name:
+//! the server never opens a path a request gives; file contents travel in
+//! the request itself (`config_json`, the `/api/diagnose` body,
+//! `/api/check`'s `files`). A flag added to the CLI is a field of the API.
 
+use crate::error::FieldId;
 use clap::{ArgAction, CommandFactory};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 /// An API endpoint: one CLI command.
@@ -41,57 +45,16 @@ pub const MAX_VALUE_CHARS: usize = 1024;
 /// Most values of a repeated flag (`service`, `mfu`, `allow`).
 pub const MAX_VALUES: usize = 64;
 
-/// The workload flags `estimate`, `plan` and `diagnose` share (none names a file).
-const WORKLOAD: &[&str] = &[
-    "task",
-    "dtype",
-    "kv_dtype",
-    "batch",
-    "context",
-    "concurrency",
-    "tp",
-    "pp",
-    "gpus",
-    "group_size",
-    "logits_fp32",
-    "block_size",
-    "cuda_context_mib",
-    "workspace_mib",
-    "margin",
-    "precision",
-    "optimizer",
-    "grad_accum",
-    "checkpointing",
-    "attention",
-    "lora_rank",
-    "lora_alpha",
-    "lora_targets",
-    "lora_dropout",
-    "zero",
-    "fsdp",
-    "sp",
-    "offload",
-    "first_step",
-    "no_foreach",
-];
-
-/// Flags that name a file: refused with their own message.
-const FILE_FLAGS: &[&str] = &[
-    "deepspeed",
-    "adapter_config",
-    "catalog",
-    "lgip",
-    "lgipp",
-    "cases",
-    "xml",
-    "text",
-    "list",
-    "topo",
-    "lgi",
-    "bandwidth",
-    "p2p",
-    "nccl",
-    "file",
+/// Flags of the CLI a request cannot set, and why (docs/web.md lists them).
+pub const NOT_FOR_REQUESTS: &[(&str, &str)] = &[
+    ("json", "the answer is always the CLI's JSON, or the chart or config the request asks for"),
+    ("explain", "the JSON carries every explanation already"),
+    ("list-presets", "GET /api/catalog lists the presets"),
+    ("list-gpus", "GET /api/catalog lists the GPUs"),
+    ("offline", "the server decides: it reaches the Hub only when started with --allow-hub"),
+    ("nvml", "the server never reads this machine's GPUs for a request"),
+    ("help", "not a command"),
+    ("version", "not a command"),
 ];
 
 impl Endpoint {
@@ -130,37 +93,16 @@ impl Endpoint {
         }
     }
 
-    /// The flags a request may set (snake_case of the CLI's long flags).
+    /// The flags a request may set (snake_case of the CLI's long flags),
+    /// in the order the CLI declares them.
     pub fn fields(self) -> Vec<&'static str> {
-        let mut f: Vec<&'static str> = match self {
-            Endpoint::Estimate => {
-                let mut v = WORKLOAD.to_vec();
-                v.extend(["gpu", "gpu_mem", "gpu_util", "sweep", "revision"]);
-                v
-            }
-            Endpoint::Plan => {
-                let mut v = WORKLOAD.to_vec();
-                v.extend(["have", "allow", "tokens", "hours", "top", "emit", "mfu", "revision"]);
-                v
-            }
-            Endpoint::Diagnose => {
-                let mut v = WORKLOAD.to_vec();
-                v.extend(["kind", "gpu"]);
-                v
-            }
-            Endpoint::Mig => vec!["gpu", "service", "max_gpus", "emit", "config_name"],
-            Endpoint::Check => vec!["expect", "expect_nvlink"],
-        };
-        if self != Endpoint::Check {
-            f.extend(["svg", "svg_lang"]);
-        }
-        f
+        derived(self).iter().map(|(k, _)| k.as_str()).collect()
     }
 
     /// Keys that are not flags: the model (estimate, plan, diagnose), a
     /// pasted config.json (estimate, plan), the upload's name (diagnose),
     /// nvidia-smi outputs (check).
-    fn extra_keys(self) -> &'static [&'static str] {
+    pub fn extra_keys(self) -> &'static [&'static str] {
         match self {
             Endpoint::Estimate | Endpoint::Plan => &["model", "config_json"],
             Endpoint::Diagnose => &["model", "name"],
@@ -238,55 +180,101 @@ pub enum ArgKind {
     Many,
 }
 
-/// The clap arguments of `path` (`["mig", "plan"]`), by long name.
-fn clap_args(path: &[&str]) -> BTreeMap<String, ArgKind> {
+/// The CLI's command definition of `path` (`["mig", "plan"]`), built (so an
+/// argument renders as clap's errors render it).
+fn clap_command(path: &[&str]) -> Option<clap::Command> {
     let mut cmd = crate::Cli::command();
+    cmd.build();
     for p in path {
-        cmd = match cmd.find_subcommand(p) {
-            Some(c) => c.clone(),
-            None => return BTreeMap::new(),
-        };
+        cmd = cmd.find_subcommand(p)?.clone();
     }
+    Some(cmd)
+}
+
+/// The argument takes a path.
+fn takes_path(a: &clap::Arg) -> bool {
+    a.get_value_parser().type_id() == std::any::TypeId::of::<std::path::PathBuf>()
+}
+
+/// Every flag of the CLI that names a file (any command's), snake_case.
+pub fn file_flags() -> &'static BTreeSet<String> {
+    static FILES: OnceLock<BTreeSet<String>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        fn walk(c: &clap::Command, out: &mut BTreeSet<String>) {
+            for a in c.get_arguments().filter(|a| takes_path(a)) {
+                if let Some(l) = a.get_long() {
+                    out.insert(l.replace('-', "_"));
+                }
+            }
+            for s in c.get_subcommands() {
+                walk(s, out);
+            }
+        }
+        let mut out = BTreeSet::new();
+        walk(&crate::Cli::command(), &mut out);
+        out
+    })
+}
+
+/// llama.cpp's flags (`--ctx-size`, `-ngl`, …): they size a GGUF file, which no request can name.
+fn gguf_flags() -> BTreeSet<String> {
+    use clap::Args;
+    crate::cmd::gguf::GgufArgs::augment_args(clap::Command::new("gguf"))
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
+/// The fields of `ep` and how each is taken, from the clap definitions.
+fn derive_fields(ep: Endpoint) -> Fields {
+    let Some(cmd) = clap_command(ep.command()) else { return Vec::new() };
+    let gguf = gguf_flags();
     cmd.get_arguments()
+        .filter(|a| !takes_path(a))
         .filter_map(|a| {
             let long = a.get_long()?;
+            if NOT_FOR_REQUESTS.iter().any(|(f, _)| *f == long) || gguf.contains(long) {
+                return None;
+            }
+            let key = long.replace('-', "_");
+            if ep.extra_keys().contains(&key.as_str()) {
+                // diagnose's --model: read as the model key, checked like every model name
+                return None;
+            }
             let kind = match a.get_action() {
+                // the chart goes back in the response: `svg: true` is `--svg -`
+                _ if key == "svg" => ArgKind::Switch,
                 ArgAction::SetTrue | ArgAction::SetFalse => ArgKind::Switch,
                 ArgAction::Append => ArgKind::Many,
                 _ => ArgKind::One,
             };
-            Some((long.to_string(), kind))
+            Some((key, kind))
         })
         .collect()
 }
 
-/// The kinds of every field of every endpoint, read once from clap.
+/// An endpoint's fields and how each is taken.
+type Fields = Vec<(String, ArgKind)>;
+
+/// The fields of every endpoint, read once from clap.
+fn derived(ep: Endpoint) -> &'static [(String, ArgKind)] {
+    static FIELDS: OnceLock<Vec<(Endpoint, Fields)>> = OnceLock::new();
+    let all = FIELDS.get_or_init(|| Endpoint::ALL.iter().map(|&e| (e, derive_fields(e))).collect());
+    all.iter().find(|(e, _)| *e == ep).map(|(_, f)| f.as_slice()).unwrap_or(&[])
+}
+
+/// The kinds of every field of an endpoint.
 pub fn kinds(ep: Endpoint) -> &'static BTreeMap<String, ArgKind> {
     static KINDS: OnceLock<Vec<(Endpoint, BTreeMap<String, ArgKind>)>> = OnceLock::new();
     let all = KINDS.get_or_init(|| {
-        Endpoint::ALL
-            .iter()
-            .map(|&e| {
-                let mut clap = clap_args(e.command());
-                // the chart goes back in the response: `svg: true` is `--svg -`
-                if clap.contains_key("svg") {
-                    clap.insert("svg".into(), ArgKind::Switch);
-                }
-                let m = e
-                    .fields()
-                    .into_iter()
-                    .filter_map(|f| clap.get(&f.replace('_', "-")).map(|k| (f.to_string(), *k)))
-                    .collect();
-                (e, m)
-            })
-            .collect()
+        Endpoint::ALL.iter().map(|&e| (e, derived(e).iter().map(|(k, v)| (k.clone(), *v)).collect())).collect()
     });
     all.iter().find(|(e, _)| *e == ep).map(|(_, m)| m).expect("every endpoint has kinds")
 }
 
 fn unknown_field(ep: Endpoint, key: &str) -> ApiError {
     let shown: String = key.chars().take(64).flat_map(char::escape_debug).collect();
-    if FILE_FLAGS.contains(&key) {
+    if file_flags().contains(key) {
         return ApiError::bad(
             format!(
                 "field '{shown}' names a file: the server never opens a path a request gives{}",
@@ -572,22 +560,63 @@ pub fn argv(ep: Endpoint, d: &Decoded) -> Vec<String> {
     a
 }
 
+/// The parsed command of a decoded request: the CLI's own definitions
+/// parse the request's flags ([`argv`]) into the same typed [`crate::Command`]
+/// the CLI builds from its command line.
+pub fn command(ep: Endpoint, d: &Decoded) -> Result<crate::Command, ApiError> {
+    use crate::Command as C;
+    let cli = <crate::Cli as clap::Parser>::try_parse_from(argv(ep, d)).map_err(|e| clap_error(ep, &e))?;
+    let is_ep = match (&cli.command, ep) {
+        (C::Estimate(_), Endpoint::Estimate) | (C::Plan(_), Endpoint::Plan) | (C::Diagnose(_), Endpoint::Diagnose) => {
+            true
+        }
+        (C::Mig(m), Endpoint::Mig) => matches!(m.command, crate::cmd::mig::MigCommand::Plan(_)),
+        (C::Check(_), Endpoint::Check) => true,
+        _ => false,
+    };
+    if !is_ep {
+        // argv() builds only the endpoint's own command
+        return Err(ApiError { status: 500, message: "internal error: unexpected command".into(), field: None });
+    }
+    Ok(cli.command)
+}
+
 /// A clap error as the CLI prints its first line (without `error: `, the
-/// usage and the `--help` hint), and the request field it names.
-pub fn clap_error(e: &clap::Error) -> ApiError {
+/// usage and the `--help` hint), and the request field it is about: the
+/// argument clap's error names ([`clap::error::ContextKind::InvalidArg`]).
+pub fn clap_error(ep: Endpoint, e: &clap::Error) -> ApiError {
     let text = e.render().to_string();
     let first: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).collect();
     let msg = first.join(" ");
     let msg = msg.strip_prefix("error: ").unwrap_or(&msg).trim().to_string();
-    let field = field_of(&msg);
-    ApiError::bad(msg, field.as_deref())
+    ApiError::bad(msg, clap_field(ep, e).as_deref())
 }
 
-/// The first `--flag` a message names, as a request field (`lora_rank`).
-pub fn field_of(msg: &str) -> Option<String> {
-    let i = msg.find("--")?;
-    let name: String = msg[i + 2..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
-    (!name.is_empty()).then(|| name.replace('-', "_"))
+/// The request field of the argument a clap error names.
+fn clap_field(ep: Endpoint, e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let shown = match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(s) => s.clone(),
+        ContextValue::Strings(v) => v.first()?.clone(),
+        _ => return None,
+    };
+    let cmd = clap_command(ep.command())?;
+    let arg = cmd.get_arguments().find(|a| a.to_string() == shown)?;
+    match arg.get_long() {
+        Some(long) => Some(long.replace('-', "_")),
+        None => (arg.get_id() == "model").then(|| "model".to_string()),
+    }
+}
+
+/// The request field of a command's error on `ep`: the field the error
+/// carries ([`crate::error::error_field`]), when it is one a request of
+/// `ep` can set (check's file flags are its `files`).
+pub fn request_field(ep: Endpoint, field: &FieldId) -> Option<String> {
+    let key = field.request_key();
+    if ep == Endpoint::Check && (CHECK_FILES.contains(&key.as_str()) || key == "files") {
+        return Some("files".into());
+    }
+    (kinds(ep).contains_key(&key) || ep.extra_keys().contains(&key.as_str())).then_some(key)
 }
 
 #[cfg(test)]
@@ -596,19 +625,22 @@ mod tests {
 
     #[test]
     fn every_field_is_a_flag_of_its_command() {
-        // a flag renamed in the CLI must be renamed here too
+        // read from clap: a flag added to the CLI is a field of the API
         for ep in Endpoint::ALL {
-            let k = kinds(ep);
-            for f in ep.fields() {
-                assert!(
-                    k.contains_key(f),
-                    "/api/{}: field {f} is not a flag of `vramfit {}`",
-                    ep.name(),
-                    ep.command().join(" ")
-                );
-            }
+            assert_eq!(kinds(ep).len(), ep.fields().len(), "/api/{}", ep.name());
         }
+        let est = Endpoint::Estimate.fields();
+        for f in ["engine", "max_num_batched_tokens", "max_num_seqs", "sliding_window_cache", "loss", "gpu_util"] {
+            assert!(est.contains(&f), "/api/estimate lacks {f}");
+        }
+        // what no request sets: output switches, the server's own decisions, llama.cpp's flags
+        for f in ["json", "explain", "list_presets", "offline", "ctx_size", "n_gpu_layers", "help"] {
+            assert!(!est.contains(&f), "/api/estimate takes {f}");
+        }
+        assert!(!Endpoint::Check.fields().contains(&"nvml"));
+        assert!(!Endpoint::Diagnose.fields().contains(&"model"), "the model is its own key");
         assert_eq!(kinds(Endpoint::Estimate)["sp"], ArgKind::Switch);
+        assert_eq!(kinds(Endpoint::Estimate)["svg"], ArgKind::Switch);
         assert_eq!(kinds(Endpoint::Mig)["service"], ArgKind::Many);
         assert_eq!(kinds(Endpoint::Estimate)["batch"], ArgKind::One);
     }
@@ -616,14 +648,18 @@ mod tests {
     #[test]
     fn no_field_takes_a_path() {
         // every flag the CLI reads a file from is refused by name
+        let files = file_flags();
+        for f in ["deepspeed", "adapter_config", "catalog", "lgip", "lgipp", "xml", "topo", "nccl", "cases"] {
+            assert!(files.contains(f), "{f}");
+        }
         for ep in Endpoint::ALL {
             for f in ep.fields() {
-                assert!(!FILE_FLAGS.contains(&f), "{f}");
+                assert!(!files.contains(f), "{f}");
             }
-            for f in FILE_FLAGS {
+            for f in files {
                 let e = decode_json(ep, format!(r#"{{"{f}": "/etc/passwd"}}"#).as_bytes()).unwrap_err();
                 assert_eq!(e.status, 400);
-                assert!(e.message.contains("names a file") || e.message.contains("unknown field"), "{}", e.message);
+                assert!(e.message.contains("names a file"), "{}", e.message);
             }
         }
     }
@@ -697,12 +733,33 @@ mod tests {
     }
 
     #[test]
-    fn clap_messages_are_the_clis() {
+    fn clap_messages_are_the_clis_and_name_their_argument() {
         use clap::Parser;
         let e = crate::Cli::try_parse_from(["vramfit", "estimate", "--batch=abc", "--", "llama-2-7b"]).unwrap_err();
-        let a = clap_error(&e);
+        let a = clap_error(Endpoint::Estimate, &e);
         assert_eq!(a.field.as_deref(), Some("batch"));
         assert!(a.message.starts_with("invalid value 'abc' for '--batch <BATCH>'"), "{}", a.message);
-        assert_eq!(field_of("--lora-rank 8 contradicts r 16"), Some("lora_rank".into()));
+        // a conflict: the argument clap's message names first
+        let e = crate::Cli::try_parse_from(["vramfit", "estimate", "--gpu-mem=24GiB", "--gpu=t4"]).unwrap_err();
+        let a = clap_error(Endpoint::Estimate, &e);
+        assert!(a.message.starts_with("the argument '--gpu-mem <SIZE>' cannot be used with"), "{}", a.message);
+        assert_eq!(a.field.as_deref(), Some("gpu_mem"));
+        // missing required arguments: the first
+        let e = crate::Cli::try_parse_from(["vramfit", "mig", "plan", "--gpu=a100-80gb"]).unwrap_err();
+        assert_eq!(clap_error(Endpoint::Mig, &e).field.as_deref(), Some("service"));
+        let e = crate::Cli::try_parse_from(["vramfit", "mig", "plan", "--max-gpus=0"]).unwrap_err();
+        assert_eq!(clap_error(Endpoint::Mig, &e).field.as_deref(), Some("max_gpus"));
+    }
+
+    #[test]
+    fn command_errors_map_to_the_endpoints_fields() {
+        assert_eq!(request_field(Endpoint::Estimate, &FieldId::flag("gpu-mem")).as_deref(), Some("gpu_mem"));
+        assert_eq!(request_field(Endpoint::Estimate, &FieldId::MODEL).as_deref(), Some("model"));
+        assert_eq!(request_field(Endpoint::Estimate, &FieldId::flag("config-json")).as_deref(), Some("config_json"));
+        assert_eq!(request_field(Endpoint::Check, &FieldId::flag("xml")).as_deref(), Some("files"));
+        assert_eq!(request_field(Endpoint::Check, &FieldId::FILES).as_deref(), Some("files"));
+        // a field no request of the endpoint has is not named
+        assert_eq!(request_field(Endpoint::Estimate, &FieldId::flag("deepspeed")), None);
+        assert_eq!(request_field(Endpoint::Mig, &FieldId::flag("dtype")), None);
     }
 }

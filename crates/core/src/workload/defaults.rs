@@ -3,6 +3,8 @@
 //! here) and the planner read them.
 
 use crate::dtype::DType;
+use crate::model::ModelSpec;
+use crate::quant::QuantSpec;
 
 /// Tokens per sequence for inference when none is given (Llama-2's 4096 positions,
 /// a common serving context).
@@ -34,3 +36,30 @@ pub const LORA_DROPOUT: f64 = 0.05;
 /// DeepSpeed ZeRO `reduce_bucket_size` and `allgather_bucket_size` default, in elements
 /// (`deepspeed/runtime/zero/config.py`: `5e8`).
 pub const DS_BUCKET_ELEMENTS: u64 = 500_000_000;
+
+/// The weights of an inference job that names no dtype: the checkpoint's own
+/// quantization (its `quantization_config`: GPTQ/AWQ/bitsandbytes/FP8…),
+/// stored as 4- or 8-bit integers, else [`WEIGHT_DTYPE`] unquantized.
+pub fn weights(model: &ModelSpec) -> (DType, Option<QuantSpec>) {
+    match &model.quantization {
+        Some(q) => (if q.bits <= 4 { DType::I4 } else { DType::I8 }, Some(q.clone())),
+        None => (WEIGHT_DTYPE, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_follow_the_checkpoints_quantization() {
+        let mut m = ModelSpec::llama_like("m", 64, 2, 4, 4, 128, 100);
+        assert_eq!(weights(&m), (WEIGHT_DTYPE, None));
+        let gptq = QuantSpec::int(4, GROUP_SIZE, DType::F16);
+        m.quantization = Some(gptq.clone());
+        assert_eq!(weights(&m), (DType::I4, Some(gptq)));
+        let int8 = QuantSpec::int(8, GROUP_SIZE, DType::F16);
+        m.quantization = Some(int8.clone());
+        assert_eq!(weights(&m), (DType::I8, Some(int8)));
+    }
+}

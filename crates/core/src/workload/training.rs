@@ -9,6 +9,7 @@ use super::defaults;
 use super::engine::{Engine, FrameworkFacts, TRANSFORMERS};
 use super::policy::LossPath;
 use crate::dtype::DType;
+use crate::error::CoreError;
 use serde::{Deserialize, Serialize};
 
 /// Which parameters train.
@@ -338,6 +339,19 @@ pub struct CommSetup {
     pub grad_as_bucket_view: bool,
 }
 
+impl CommSetup {
+    /// `zero_optimization.reduce_bucket_size` when a DeepSpeed config says
+    /// `"auto"`: the Hugging Face Trainer fills it with hidden_size² elements
+    /// (transformers `integrations/deepspeed.py`,
+    /// `HfTrainerDeepSpeedConfig.trainer_config_finalize`: `fill_only(
+    /// "zero_optimization.reduce_bucket_size", hidden_size * hidden_size)`).
+    /// DeepSpeed itself has no "auto"; its default is 5e8
+    /// ([`defaults::DS_BUCKET_ELEMENTS`]).
+    pub fn hf_trainer_reduce_bucket(hidden_size: u64) -> Result<u64, CoreError> {
+        crate::units::mul("reduce_bucket_size (hidden_size²)", hidden_size, hidden_size)
+    }
+}
+
 impl Default for CommSetup {
     fn default() -> Self {
         CommSetup {
@@ -476,6 +490,13 @@ impl TrainSetup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_reduce_bucket_is_hidden_size_squared_checked() {
+        // Llama-2-7B: hidden 4096 → 16,777,216 elements (the HF Trainer's fill)
+        assert_eq!(CommSetup::hf_trainer_reduce_bucket(4096), Ok(16_777_216));
+        assert!(matches!(CommSetup::hf_trainer_reduce_bucket(u64::MAX), Err(CoreError::Overflow { .. })));
+    }
 
     /// One spelling per value: the JSON (serde) name is the `name()` the text uses.
     #[test]

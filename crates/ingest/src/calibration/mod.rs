@@ -13,8 +13,9 @@ pub mod throughput;
 
 use crate::config::parse_config_value;
 use crate::error::IngestError;
-use serde_json::{Map, Value};
-use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, LoraTargets, Optimizer, Precision, TrainKind};
+use crate::json::Obj;
+use serde_json::Value;
+use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, Optimizer, Precision, TrainKind};
 use vramfit_core::{DType, InferenceSetup, ModelSpec, Parallelism, RuntimeSetup, Task, TrainSetup, Workload};
 
 /// The shared set, embedded.
@@ -91,54 +92,18 @@ pub struct Case {
     pub origin: String,
 }
 
-fn bad(origin: &str, field: &str, expected: &str, found: &Value) -> IngestError {
-    let f = match found {
-        Value::Null => "null".to_string(),
-        Value::String(s) => format!("\"{}\"", s.chars().take(60).collect::<String>()),
-        other => other.to_string().chars().take(60).collect(),
-    };
-    IngestError::BadField { file: origin.into(), field: field.into(), expected: expected.into(), found: f }
-}
-
-fn missing(origin: &str, field: &str) -> IngestError {
-    IngestError::Invalid { file: origin.into(), reason: format!("missing field '{field}'") }
-}
-
-fn u64_field(m: &Map<String, Value>, origin: &str, field: &str) -> Result<Option<u64>, IngestError> {
-    match m.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| bad(origin, field, "a non-negative integer", v)),
-    }
-}
-
-fn str_field<'a>(m: &'a Map<String, Value>, origin: &str, field: &str) -> Result<Option<&'a str>, IngestError> {
-    match m.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(v) => Err(bad(origin, field, "a string", v)),
-    }
-}
-
-fn bool_field(m: &Map<String, Value>, origin: &str, field: &str) -> Result<Option<bool>, IngestError> {
-    match m.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(v) => Err(bad(origin, field, "true or false", v)),
-    }
-}
-
 /// Precision from the record: an explicit `precision` (vramfit harness)
 /// or the shared set's `dtype_setup` (`a_fp32`, `b_amp_bf16`, `c_pure_bf16`).
-fn precision(m: &Map<String, Value>, origin: &str) -> Result<Precision, IngestError> {
-    if let Some(p) = str_field(m, origin, "precision")? {
+fn precision(m: &Obj) -> Result<Precision, IngestError> {
+    if let Some(p) = m.str("precision")? {
         return p.parse().map_err(|_: String| {
             let names: Vec<&str> = Precision::ALL.iter().map(|x| x.name()).collect();
-            bad(origin, "precision", &format!("one of {}", names.join(", ")), &Value::String(p.into()))
+            m.bad("precision", &format!("one of {}", names.join(", ")), &Value::String(p.into()))
         });
     }
-    let d = str_field(m, origin, "dtype_setup")?.ok_or_else(|| missing(origin, "dtype_setup"))?;
+    let d = m.str("dtype_setup")?.ok_or_else(|| m.missing("dtype_setup"))?;
     dtype_setup(d).ok_or_else(|| {
-        bad(origin, "dtype_setup", "a_fp32, b_amp_bf16, c_pure_bf16 (or a `precision` field)", &Value::String(d.into()))
+        m.bad("dtype_setup", "a_fp32, b_amp_bf16, c_pure_bf16 (or a `precision` field)", &Value::String(d.into()))
     })
 }
 
@@ -158,8 +123,8 @@ fn dtype_setup(label: &str) -> Option<Precision> {
     })
 }
 
-fn optimizer(m: &Map<String, Value>, origin: &str) -> Result<(Optimizer, bool), IngestError> {
-    let o = str_field(m, origin, "optimizer")?.ok_or_else(|| missing(origin, "optimizer"))?;
+fn optimizer(m: &Obj) -> Result<(Optimizer, bool), IngestError> {
+    let o = m.str("optimizer")?.ok_or_else(|| m.missing("optimizer"))?;
     let l = o.to_ascii_lowercase().replace(' ', "");
     let foreach = !l.contains("foreach=false") && !l.contains("fused=true");
     let opt = if let Ok(opt) = l.parse::<Optimizer>() {
@@ -179,8 +144,7 @@ fn optimizer(m: &Map<String, Value>, origin: &str) -> Result<(Optimizer, bool), 
     } else if l.contains("sgd") {
         Optimizer::Sgd
     } else {
-        return Err(bad(
-            origin,
+        return Err(m.bad(
             "optimizer",
             "an AdamW / 8-bit AdamW / SGD / Adafactor / Lion description",
             &Value::String(o.into()),
@@ -189,67 +153,47 @@ fn optimizer(m: &Map<String, Value>, origin: &str) -> Result<(Optimizer, bool), 
     Ok((opt, foreach))
 }
 
-fn lora(m: &Map<String, Value>, origin: &str) -> Result<Option<LoraSetup>, IngestError> {
-    let v = match m.get("lora") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(v) => v,
-    };
-    let o = v.as_object().ok_or_else(|| bad(origin, "lora", "an object with r and target_modules", v))?;
-    let r = u64_field(o, origin, "lora.r")?.or(u64_field(o, origin, "r")?).ok_or_else(|| missing(origin, "lora.r"))?;
-    let targets = match o.get("target_modules") {
-        Some(Value::String(s)) if s == "all-linear" => LoraTargets::AllLinear,
-        Some(Value::Array(a)) => LoraTargets::Modules(
-            a.iter()
-                .map(|x| x.as_str().map(str::to_string).ok_or_else(|| bad(origin, "lora.target_modules", "strings", x)))
-                .collect::<Result<_, _>>()?,
-        ),
-        Some(v) => return Err(bad(origin, "lora.target_modules", "a list of module names or \"all-linear\"", v)),
-        None => return Err(missing(origin, "lora.target_modules")),
-    };
-    let num = |f: &str, d: f64| -> Result<f64, IngestError> {
-        match o.get(f) {
-            None | Some(Value::Null) => Ok(d),
-            Some(v) => v.as_f64().ok_or_else(|| bad(origin, &format!("lora.{f}"), "a number", v)),
-        }
-    };
+fn lora(m: &Obj) -> Result<Option<LoraSetup>, IngestError> {
+    let Some(l) = m.obj_expecting("lora", "lora", "an object with r and target_modules")? else { return Ok(None) };
+    let r = l.u64("r")?.ok_or_else(|| l.missing("r"))?;
+    let targets = crate::lora::from_json(&l, "target_modules")?.ok_or_else(|| l.missing("target_modules"))?;
     Ok(Some(LoraSetup {
         rank: r,
-        alpha: num("lora_alpha", 2.0 * r as f64)?,
+        alpha: l.f64("lora_alpha")?.unwrap_or(2.0 * r as f64),
         targets,
-        dropout: num("lora_dropout", 0.0)?,
-        adapter_fp32: bool_field(o, origin, "adapter_fp32")?.unwrap_or(true),
+        dropout: l.f64("lora_dropout")?.unwrap_or(0.0),
+        adapter_fp32: l.bool("adapter_fp32")?.unwrap_or(true),
     }))
 }
 
 /// Parse one JSON line.
 pub fn parse_case(line: &str, origin: &str) -> Result<Case, IngestError> {
-    let v: Value =
-        serde_json::from_str(line).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
-    let m = v.as_object().ok_or_else(|| bad(origin, "(line)", "a JSON object", &v))?;
-    let id = str_field(m, origin, "id")?.ok_or_else(|| missing(origin, "id"))?.to_string();
-    let gs = str_field(m, origin, "group")?.ok_or_else(|| missing(origin, "group"))?;
+    let v = crate::json::parse(line.as_bytes(), origin)?;
+    let m = Obj::root(&v, origin, "(line)")?;
+    let id = m.req_str("id")?.to_string();
+    let gs = m.req_str("group")?;
     let group = Group::from_field(gs)
-        .ok_or_else(|| bad(origin, "group", "A_weights, B_prefill_kv or C_train", &Value::String(gs.into())))?;
-    let arch = m.get("arch").ok_or_else(|| missing(origin, "arch"))?;
+        .ok_or_else(|| m.bad("group", "A_weights, B_prefill_kv or C_train", &Value::String(gs.into())))?;
+    let arch = m.get("arch").ok_or_else(|| m.missing("arch"))?;
     let mut spec = parse_config_value(arch, &format!("{origin}: arch"))?;
-    spec.name = str_field(m, origin, "model")?.unwrap_or(&id).to_string();
+    spec.name = m.str("model")?.unwrap_or(&id).to_string();
     let measured = Measured {
-        params_total: u64_field(m, origin, "params_total")?,
-        trainable_params: u64_field(m, origin, "trainable_params")?,
-        param_bytes: u64_field(m, origin, "param_bytes")?,
-        tensor_peak_bytes: u64_field(m, origin, "peak_total")?,
-        peak_phase: str_field(m, origin, "peak_phase")?.map(str::to_string),
-        kv_cache_bytes: u64_field(m, origin, "kv_cache_bytes")?,
-        logits_bytes: u64_field(m, origin, "logits_bytes")?,
-        reserved_bytes: u64_field(m, origin, "memory_reserved")?,
+        params_total: m.u64("params_total")?,
+        trainable_params: m.u64("trainable_params")?,
+        param_bytes: m.u64("param_bytes")?,
+        tensor_peak_bytes: m.u64("peak_total")?,
+        peak_phase: m.str("peak_phase")?.map(str::to_string),
+        kv_cache_bytes: m.u64("kv_cache_bytes")?,
+        logits_bytes: m.u64("logits_bytes")?,
+        reserved_bytes: m.u64("memory_reserved")?,
     };
-    let batch = u64_field(m, origin, "batch")?;
-    let seq = u64_field(m, origin, "seq")?;
+    let batch = m.u64("batch")?;
+    let seq = m.u64("seq")?;
     let workload = match group {
         Group::A => None,
         Group::B => {
-            let batch = batch.ok_or_else(|| missing(origin, "batch"))?;
-            let seq = seq.ok_or_else(|| missing(origin, "seq"))?;
+            let batch = batch.ok_or_else(|| m.missing("batch"))?;
+            let seq = seq.ok_or_else(|| m.missing("seq"))?;
             // transformers' DynamicCache holds exactly `seq` tokens (block size 1), bf16 KV.
             let setup = InferenceSetup {
                 weight_dtype: DType::BF16,
@@ -267,36 +211,34 @@ pub fn parse_case(line: &str, origin: &str) -> Result<Case, IngestError> {
             })
         }
         Group::C => {
-            let batch = batch.ok_or_else(|| missing(origin, "batch"))?;
-            let seq = seq.ok_or_else(|| missing(origin, "seq"))?;
-            let p = precision(m, origin)?;
-            let (opt, foreach) = optimizer(m, origin)?;
-            let checkpointing = match str_field(m, origin, "checkpointing")? {
+            let batch = batch.ok_or_else(|| m.missing("batch"))?;
+            let seq = seq.ok_or_else(|| m.missing("seq"))?;
+            let p = precision(&m)?;
+            let (opt, foreach) = optimizer(&m)?;
+            let checkpointing = match m.str("checkpointing")? {
                 Some("selective") => Checkpointing::Selective,
                 Some("full") => Checkpointing::Full,
                 Some("none") => Checkpointing::None,
                 Some(other) => {
-                    return Err(bad(origin, "checkpointing", "none, full or selective", &Value::String(other.into())))
+                    return Err(m.bad("checkpointing", "none, full or selective", &Value::String(other.into())))
                 }
-                None => match bool_field(m, origin, "gradient_checkpointing")? {
+                None => match m.bool("gradient_checkpointing")? {
                     Some(true) => Checkpointing::Full,
                     _ => Checkpointing::None,
                 },
             };
-            let attn = str_field(m, origin, "attn_implementation")?.unwrap_or("sdpa");
+            let attn = m.str("attn_implementation")?.unwrap_or("sdpa");
             let attention = if attn.starts_with("eager") { AttentionImpl::Eager } else { AttentionImpl::Sdpa };
-            let lora = lora(m, origin)?;
-            let kind = match str_field(m, origin, "task")? {
+            let lora = lora(&m)?;
+            let kind = match m.str("task")? {
                 Some("qlora") => TrainKind::Qlora,
                 Some("lora") => TrainKind::Lora,
                 Some("train") | None if lora.is_none() => TrainKind::Full,
                 Some("train") | None => TrainKind::Lora,
-                Some(other) => return Err(bad(origin, "task", "train, lora or qlora", &Value::String(other.into()))),
+                Some(other) => return Err(m.bad("task", "train, lora or qlora", &Value::String(other.into()))),
             };
-            let base_dtype = match str_field(m, origin, "base_dtype")? {
-                Some(d) => {
-                    Some(d.parse::<DType>().map_err(|e| bad(origin, "base_dtype", &e, &Value::String(d.into())))?)
-                }
+            let base_dtype = match m.str("base_dtype")? {
+                Some(d) => Some(d.parse::<DType>().map_err(|e| m.bad("base_dtype", &e, &Value::String(d.into())))?),
                 None => None,
             };
             let setup = TrainSetup {
@@ -327,7 +269,7 @@ pub fn parse_case(line: &str, origin: &str) -> Result<Case, IngestError> {
         spec,
         workload,
         measured,
-        method: str_field(m, origin, "method")?.unwrap_or("").to_string(),
+        method: m.str("method")?.unwrap_or("").to_string(),
         origin: origin.to_string(),
     })
 }

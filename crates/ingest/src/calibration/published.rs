@@ -11,10 +11,11 @@
 //! are read from the source's own fields, never duplicated there.
 
 use crate::error::IngestError;
-use serde_json::{Map, Value};
+use crate::json::Obj;
+use serde_json::Value;
 use vramfit_core::accuracy::Quantity;
 use vramfit_core::train::{
-    AttentionImpl, Checkpointing, LoraSetup, LoraTargets, LossPath, Optimizer, Precision, SelectivePolicy, TrainKind,
+    AttentionImpl, Checkpointing, LoraSetup, LossPath, Optimizer, Precision, SelectivePolicy, TrainKind,
 };
 use vramfit_core::workload::{CommSetup, Engine};
 use vramfit_core::{
@@ -133,133 +134,6 @@ pub struct PublishedCase {
     pub note: Option<String>,
     /// `file:line`
     pub origin: String,
-}
-
-/// A JSON object and the dotted path that reached it, for errors (also the
-/// reader of the throughput set, `super::throughput`).
-#[derive(Clone, Copy)]
-pub(super) struct Obj<'a> {
-    pub(super) map: &'a Map<String, Value>,
-    pub(super) path: &'a str,
-    pub(super) origin: &'a str,
-}
-
-pub(super) fn shown(v: &Value) -> String {
-    let s = match v {
-        Value::String(s) => format!("\"{}\"", s.chars().take(60).collect::<String>()),
-        other => other.to_string().chars().take(60).collect(),
-    };
-    s.escape_debug().to_string()
-}
-
-impl<'a> Obj<'a> {
-    fn field(&self, key: &str) -> String {
-        if self.path.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}.{key}", self.path)
-        }
-    }
-
-    pub(super) fn bad(&self, key: &str, expected: &str, found: &Value) -> IngestError {
-        IngestError::BadField {
-            file: self.origin.into(),
-            field: self.field(key),
-            expected: expected.into(),
-            found: shown(found),
-        }
-    }
-
-    pub(super) fn missing(&self, key: &str) -> IngestError {
-        IngestError::Invalid { file: self.origin.into(), reason: format!("missing field '{}'", self.field(key)) }
-    }
-
-    pub(super) fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key).filter(|v| !v.is_null())
-    }
-
-    pub(super) fn str(&self, key: &str) -> Result<Option<&'a str>, IngestError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(self.bad(key, "a string", v)),
-        }
-    }
-
-    pub(super) fn req_str(&self, key: &str) -> Result<&'a str, IngestError> {
-        self.str(key)?.ok_or_else(|| self.missing(key))
-    }
-
-    fn u64(&self, key: &str) -> Result<Option<u64>, IngestError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| self.bad(key, "a non-negative integer", v)),
-        }
-    }
-
-    /// A count the source may give as a number or explain in words (`"vLLM default (not printed)"`).
-    fn count_or_words(&self, key: &str) -> Result<Option<u64>, IngestError> {
-        match self.get(key) {
-            None | Some(Value::String(_)) => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| self.bad(key, "a non-negative integer or words", v)),
-        }
-    }
-
-    /// A flag the source may give as true/false or explain in words.
-    fn bool_or_words(&self, key: &str) -> Result<Option<bool>, IngestError> {
-        match self.get(key) {
-            None | Some(Value::String(_)) => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(self.bad(key, "true, false or words", v)),
-        }
-    }
-
-    /// A number the source may give in words (`"not stated"`).
-    fn number_or_words(&self, key: &str) -> Result<Option<f64>, IngestError> {
-        match self.get(key) {
-            None | Some(Value::String(_)) => Ok(None),
-            Some(_) => self.f64(key),
-        }
-    }
-
-    fn f64(&self, key: &str) -> Result<Option<f64>, IngestError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => match v.as_f64() {
-                Some(x) if x.is_finite() => Ok(Some(x)),
-                _ => Err(self.bad(key, "a finite number", v)),
-            },
-        }
-    }
-
-    pub(super) fn bool(&self, key: &str) -> Result<Option<bool>, IngestError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(self.bad(key, "true or false", v)),
-        }
-    }
-
-    pub(super) fn obj(&self, key: &str, path: &'a str) -> Result<Option<Obj<'a>>, IngestError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(Value::Object(map)) => Ok(Some(Obj { map, path, origin: self.origin })),
-            Some(v) => Err(self.bad(key, "an object", v)),
-        }
-    }
-
-    /// A value parsed by `FromStr`, the error naming the field and the accepted values.
-    fn parsed<T: std::str::FromStr<Err = String>>(&self, key: &str) -> Result<Option<T>, IngestError> {
-        match self.str(key)? {
-            None => Ok(None),
-            Some(s) => s.parse::<T>().map(Some).map_err(|e| IngestError::BadField {
-                file: self.origin.into(),
-                field: self.field(key),
-                expected: e,
-                found: shown(&Value::String(s.into())),
-            }),
-        }
-    }
 }
 
 /// The dotted paths used in errors (static so sub-objects can borrow them).
@@ -418,7 +292,7 @@ fn model(m: Obj, id: &str) -> Result<ModelSpec, IngestError> {
     // a rotary model's position limit changes no memory figure; the workload's length is what counts
     spec.max_position_embeddings = 1 << 20;
     spec.sliding_window = m.u64("sliding_window")?;
-    spec.validate().map_err(|error| IngestError::Model { file: m.origin.into(), error })?;
+    spec.validate().map_err(|error| IngestError::Model { file: m.origin().into(), error })?;
     Ok(spec)
 }
 
@@ -483,20 +357,8 @@ impl Mapping<'_> {
         } else {
             return Err(self.w.missing("lora"));
         }
-        lora.targets = match self.v.get("lora_targets") {
-            Some(Value::String(s)) if s == "all-linear" => LoraTargets::AllLinear,
-            Some(Value::Array(a)) => LoraTargets::Modules(
-                a.iter()
-                    .map(|x| {
-                        x.as_str()
-                            .map(str::to_string)
-                            .ok_or_else(|| self.v.bad("lora_targets", "module names (strings)", x))
-                    })
-                    .collect::<Result<_, _>>()?,
-            ),
-            Some(v) => return Err(self.v.bad("lora_targets", "\"all-linear\" or a list of module names", v)),
-            None => return Err(self.v.missing("lora_targets")),
-        };
+        lora.targets =
+            crate::lora::from_json(&self.v, "lora_targets")?.ok_or_else(|| self.v.missing("lora_targets"))?;
         Ok(lora)
     }
 
@@ -586,33 +448,72 @@ impl Mapping<'_> {
     }
 }
 
+/// The case's `measured` figure, then its `other_measurements`.
+fn measurements(o: Obj) -> Result<Vec<Measurement>, IngestError> {
+    let measured = o.obj("measured", paths::MEASURED)?.ok_or_else(|| o.missing("measured"))?;
+    let mut out = vec![measurement(measured)?];
+    let others = match o.get("other_measurements") {
+        None => return Ok(out),
+        Some(Value::Array(a)) => a,
+        Some(v) => return Err(o.bad("other_measurements", "a list of measurements", v)),
+    };
+    let names: Vec<String> = (0..others.len()).map(|i| format!("other_measurements[{i}]")).collect();
+    for (x, path) in others.iter().zip(&names) {
+        let map = x.as_object().ok_or_else(|| o.bad(path, "a measurement object", x))?;
+        out.push(measurement(Obj::at(map, path, o.origin()))?);
+    }
+    Ok(out)
+}
+
+/// The quantity each measurement is compared with: an explicit `compare`
+/// (the primary's in the vramfit block `v`, the others' in `v.others`),
+/// else the one its `what` names.
+fn comparisons(v: Obj, measurements: Vec<Measurement>) -> Result<Vec<Comparison>, IngestError> {
+    let explicit_others: Vec<Value> = match v.get("others") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(x) => return Err(v.bad("others", "a list aligned with other_measurements", x)),
+    };
+    if explicit_others.len() > measurements.len() - 1 {
+        return Err(v.bad("others", "no more entries than other_measurements", &Value::Array(explicit_others)));
+    }
+    let primary = explicit_quantity(v)?;
+    let mut out = Vec::with_capacity(measurements.len());
+    for (i, m) in measurements.into_iter().enumerate() {
+        let mut source_of_constant = false;
+        let quantity = if i == 0 {
+            source_of_constant = v.bool("source_of_constant")?.unwrap_or(false);
+            match primary {
+                Some(q) => Ok(q),
+                None => quantity_of(&m.what),
+            }
+        } else {
+            match explicit_others.get(i - 1) {
+                Some(Value::Object(map)) => {
+                    let e = Obj::at(map, "vramfit.others[]", v.origin());
+                    source_of_constant = e.bool("source_of_constant")?.unwrap_or(false);
+                    match e.str("excluded")? {
+                        Some(reason) => Err(reason.to_string()),
+                        None => explicit_quantity(e)?.ok_or_else(|| e.missing("compare")).map(Ok)?,
+                    }
+                }
+                Some(x) => return Err(v.bad("others", "objects", x)),
+                None => quantity_of(&m.what),
+            }
+        };
+        out.push(Comparison { measurement: m, quantity, source_of_constant });
+    }
+    Ok(out)
+}
+
 /// Parse one line of the published set.
 pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, IngestError> {
-    let root: Value =
-        serde_json::from_str(line).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
-    let map = root.as_object().ok_or_else(|| IngestError::BadField {
-        file: origin.into(),
-        field: "(line)".into(),
-        expected: "a JSON object".into(),
-        found: shown(&root),
-    })?;
-    let o = Obj { map, path: "", origin };
+    let root = crate::json::parse(line.as_bytes(), origin)?;
+    let o = Obj::root(&root, origin, "(line)")?;
     let id = o.req_str("id")?.to_string();
     let hw = o.obj("hardware", paths::HARDWARE)?.ok_or_else(|| o.missing("hardware"))?;
     let fw = o.obj("framework", paths::FRAMEWORK)?.ok_or_else(|| o.missing("framework"))?;
-    let measured = o.obj("measured", paths::MEASURED)?.ok_or_else(|| o.missing("measured"))?;
-    let mut measurements = vec![measurement(measured)?];
-    let others_path: Vec<String> = match o.get("other_measurements") {
-        None => Vec::new(),
-        Some(Value::Array(a)) => (0..a.len()).map(|i| format!("other_measurements[{i}]")).collect(),
-        Some(v) => return Err(o.bad("other_measurements", "a list of measurements", v)),
-    };
-    if let Some(Value::Array(a)) = o.get("other_measurements") {
-        for (x, path) in a.iter().zip(&others_path) {
-            let map = x.as_object().ok_or_else(|| o.bad(path, "a measurement object", x))?;
-            measurements.push(measurement(Obj { map, path, origin })?);
-        }
-    }
+    let measurements = measurements(o)?;
     let v = o.obj("vramfit", paths::VRAMFIT)?.ok_or_else(|| o.missing("vramfit"))?;
     let w = o.obj("workload", paths::WORKLOAD)?.ok_or_else(|| o.missing("workload"))?;
     let mut case = PublishedCase {
@@ -637,41 +538,7 @@ pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, Ingest
             .collect();
         return Ok(case);
     }
-    // the quantity of each measurement: an explicit compare (the primary's, then `others`), else by `what`
-    let explicit_others: Vec<Value> = match v.get("others") {
-        None => Vec::new(),
-        Some(Value::Array(a)) => a.clone(),
-        Some(x) => return Err(v.bad("others", "a list aligned with other_measurements", x)),
-    };
-    if explicit_others.len() > measurements.len() - 1 {
-        return Err(v.bad("others", "no more entries than other_measurements", &Value::Array(explicit_others)));
-    }
-    let primary = explicit_quantity(v)?;
-    for (i, m) in measurements.into_iter().enumerate() {
-        let mut source_of_constant = false;
-        let quantity = if i == 0 {
-            source_of_constant = v.bool("source_of_constant")?.unwrap_or(false);
-            match primary {
-                Some(q) => Ok(q),
-                None => quantity_of(&m.what),
-            }
-        } else {
-            match explicit_others.get(i - 1) {
-                Some(Value::Object(map)) => {
-                    let path = "vramfit.others[]";
-                    let e = Obj { map, path, origin };
-                    source_of_constant = e.bool("source_of_constant")?.unwrap_or(false);
-                    match e.str("excluded")? {
-                        Some(reason) => Err(reason.to_string()),
-                        None => explicit_quantity(e)?.ok_or_else(|| e.missing("compare")).map(Ok)?,
-                    }
-                }
-                Some(x) => return Err(v.bad("others", "objects", x)),
-                None => quantity_of(&m.what),
-            }
-        };
-        case.comparisons.push(Comparison { measurement: m, quantity, source_of_constant });
-    }
+    case.comparisons = comparisons(v, measurements)?;
     let map = Mapping { v, w };
     let task = v.req_str("task")?;
     if task == "runtime" {

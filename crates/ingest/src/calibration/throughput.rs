@@ -16,7 +16,7 @@
 //! source's words as documented on each function (method, precision,
 //! checkpointing, interconnect).
 
-use super::published::{shown, Obj};
+use crate::json::Obj;
 use crate::error::IngestError;
 use serde_json::Value;
 use vramfit_catalog::gpus::gpu_named;
@@ -288,13 +288,7 @@ fn serve_case(
 pub fn parse_throughput(line: &str, origin: &str, gpus: &[GpuSpec]) -> Result<ThroughputCase, IngestError> {
     let root: Value =
         serde_json::from_str(line).map_err(|e| IngestError::Json { file: origin.into(), reason: e.to_string() })?;
-    let map = root.as_object().ok_or_else(|| IngestError::BadField {
-        file: origin.into(),
-        field: "(line)".into(),
-        expected: "a JSON object".into(),
-        found: shown(&root),
-    })?;
-    let o = Obj { map, path: "", origin };
+    let o = Obj::root(&root, origin, "(line)")?;
     let id = o.req_str("id")?;
     let group = o.req_str("group")?;
     let hw = o.obj("hardware", paths::HARDWARE)?.ok_or_else(|| o.missing("hardware"))?;

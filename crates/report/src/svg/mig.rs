@@ -43,7 +43,7 @@ pub fn layout(r: &MigPlanReport, lang: Lang) -> String {
         s.text(
             20.0,
             y0 + BOX_H / 2.0 - 2.0,
-            &format!("GPU {}", l.gpu),
+            &format!("GPU {}", l.index),
             "start",
             r#" font-size="15" font-weight="600""#,
         );

@@ -226,11 +226,15 @@ function errorBox(e) {
   return el('div.error', { role: 'alert' }, el('strong', { text: title }), el('span.msg', { text: e.error }));
 }
 
+// The API names the field an error is about (the request's own key); most
+// inputs carry that name, these do not.
+const FIELD_INPUT = { service: 'svc_spec' };
+
 function markField(form, e) {
   $$('.invalid', form).forEach((x) => x.classList.remove('invalid'));
   $$('.field-error', form).forEach((x) => x.remove());
   if (!e || !e.field) return;
-  const input = form.elements[e.field];
+  const input = form.elements[FIELD_INPUT[e.field] || e.field];
   const node = input && (input.length !== undefined && !input.tagName ? input[0] : input);
   if (!node) return;
   const host = node.closest('.field') || node.parentElement;

@@ -1,0 +1,307 @@
+//! The workload flags every command that sizes a job shares (`estimate`,
+//! `plan`, `diagnose`): parsed once, converted once into core's
+//! [`Workload`], checked by core's `validate`, contradictions refused
+//! naming the flags. Training-only flags live in [`crate::cmd::train_args`].
+
+use crate::bail_on;
+use crate::cmd::train_args::{flag_field, Common, FieldNames, TaskKind, TrainArgs};
+use crate::error::{field_error, OnField};
+use anyhow::Context;
+use vramfit_core::units::MIB;
+use vramfit_core::workload::{defaults, validate, CommSetup, Engine, ServingDefaults, ServingEngine};
+use vramfit_core::{DType, InferenceSetup, ModelSpec, Parallelism, QuantSpec, RuntimeSetup, Task, Workload};
+
+/// Workload flags common to every command that sizes a job. A flag the user
+/// did not give is `None`; its default comes from
+/// `vramfit_core::workload::defaults` (or `vramfit_core::runtime`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// What is run: inference, full training, LoRA or QLoRA
+    #[arg(long, value_enum, default_value_t = TaskKind::Infer)]
+    pub task: TaskKind,
+    /// Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size) or nf4 (bitsandbytes);
+    /// default: the checkpoint's quantization if any, else bf16
+    #[arg(long)]
+    pub dtype: Option<String>,
+    #[arg(long, help = format!("KV cache dtype: fp16, bf16, fp8, fp32 [default: {}]", defaults::KV_DTYPE))]
+    pub kv_dtype: Option<String>,
+    #[arg(long, help = format!(
+        "Sequences per step (inference prefill batch; training micro-batch per GPU) [default: {}]",
+        defaults::BATCH
+    ))]
+    pub batch: Option<u64>,
+    #[arg(long, visible_alias = "seq", help = format!(
+        "Tokens per sequence (prompt + generated for inference) [default: {} inference, {} training]",
+        defaults::CONTEXT,
+        defaults::TRAIN_SEQ
+    ))]
+    pub context: Option<u64>,
+    /// Sequences whose KV cache is resident at once [default: --batch]
+    #[arg(long)]
+    pub concurrency: Option<u64>,
+    /// Tensor-parallel degree [default: 1]
+    #[arg(long)]
+    pub tp: Option<u64>,
+    /// Pipeline-parallel stages [default: 1]
+    #[arg(long)]
+    pub pp: Option<u64>,
+    /// Total GPUs [default: tp × pp]
+    #[arg(long)]
+    pub gpus: Option<u64>,
+    #[arg(long, help = format!(
+        "Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style) [default: {}]",
+        defaults::GROUP_SIZE
+    ))]
+    pub group_size: Option<u64>,
+    /// Materialise logits in fp32 (an upcast before sampling or loss)
+    #[arg(long)]
+    pub logits_fp32: bool,
+    #[arg(long, help = format!("Paged KV block size in tokens [default: {}]", defaults::BLOCK_SIZE))]
+    pub block_size: Option<u64>,
+    /// How sliding-window layers are cached: window (vLLM/SGLang hybrid KV manager,
+    /// transformers' generate), full (vLLM --disable-hybrid-kv-cache-manager), llamacpp
+    /// (window + 512-token ubatch, padded to 256) [default: window]
+    #[arg(long, value_name = "window|full|llamacpp")]
+    pub sliding_window_cache: Option<String>,
+    #[arg(long, help = format!(
+        "CUDA context + library handles per process per GPU, MiB [default: {}]",
+        vramfit_core::runtime::DEFAULT_CUDA_CONTEXT / MIB
+    ))]
+    pub cuda_context_mib: Option<u64>,
+    /// cuBLAS + cuBLASLt workspaces per GPU, MiB (fractional allowed) [default: 8.1 + 4 MiB]
+    #[arg(long)]
+    pub workspace_mib: Option<f64>,
+    #[arg(long, help = format!(
+        "Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule) [default: {}]",
+        vramfit_core::runtime::DEFAULT_MARGIN
+    ))]
+    pub margin: Option<f64>,
+    /// The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
+    /// QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
+    /// [default: transformers]
+    #[arg(long, value_parser = parse_engine, value_name = "ENGINE")]
+    pub engine: Option<Engine>,
+    #[arg(long, value_name = "N", help = serving_default_help(
+        "Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)",
+        |d| d.max_num_batched_tokens.to_string(),
+    ))]
+    pub max_num_batched_tokens: Option<u64>,
+    #[arg(long, value_name = "N", help = serving_default_help(
+        "Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs)",
+        |d| d.max_num_seqs.to_string(),
+    ))]
+    pub max_num_seqs: Option<u64>,
+    #[command(flatten)]
+    pub train: TrainArgs,
+}
+
+/// A flag's help with each serving engine's default from its row of facts:
+/// `[default: 256]` when they agree, else `[default: max(--context, 2048) for
+/// vllm, 8192 for sglang]`.
+fn serving_default_help(what: &str, value: fn(&ServingDefaults) -> String) -> String {
+    let per: Vec<(String, &str)> =
+        ServingEngine::ALL.iter().map(|e| (value(&e.facts().startup), e.engine().name())).collect();
+    let defaults = if per.iter().all(|(v, _)| *v == per[0].0) {
+        per[0].0.clone()
+    } else {
+        per.iter().map(|(v, name)| format!("{v} for {name}")).collect::<Vec<_>>().join(", ")
+    };
+    format!("{what} [default: {defaults}]")
+}
+
+fn parse_engine(s: &str) -> Result<Engine, String> {
+    s.parse()
+}
+
+/// Parse a `--dtype` value into (storage dtype, quantization); `group` is
+/// the scale group of int4/int8 (checked with the rest of the workload).
+pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DType, Option<QuantSpec>)> {
+    let compute = model.native_dtype.filter(|d| matches!(d, DType::F16 | DType::BF16)).unwrap_or(DType::BF16);
+    let lower = s.to_ascii_lowercase();
+    Ok(match lower.as_str() {
+        "nf4" | "bnb4" | "qlora" => (DType::I4, Some(QuantSpec::nf4(true, compute))),
+        "int4" | "q4" | "gptq" | "awq" => (DType::I4, Some(QuantSpec::int(4, group, DType::F16))),
+        "int8" | "i8" => (DType::I8, Some(QuantSpec::int(8, group, DType::F16))),
+        "fp8" | "f8" | "e4m3" => (DType::F8, Some(QuantSpec::fp8_per_tensor(compute))),
+        other => {
+            let d: DType =
+                other.parse().map_err(|e: String| field_error("dtype", anyhow::anyhow!("--dtype: {e}, nf4")))?;
+            (d, None)
+        }
+    })
+}
+
+impl WorkloadArgs {
+    fn tp(&self) -> u64 {
+        self.tp.unwrap_or(1)
+    }
+
+    fn pp(&self) -> u64 {
+        self.pp.unwrap_or(1)
+    }
+
+    /// Total GPUs: `--gpus`, else one replica of TP × PP (validate refuses a
+    /// TP or PP above 2^12, so their product is only a stand-in when absurd).
+    fn gpus(&self) -> u64 {
+        self.gpus.unwrap_or(self.tp().saturating_mul(self.pp()))
+    }
+
+    fn common(&self) -> Common {
+        Common {
+            task: self.task,
+            batch: self.batch,
+            seq: self.context.unwrap_or(defaults::TRAIN_SEQ),
+            gpus: self.gpus(),
+            tp: self.tp(),
+            pp: self.pp(),
+            dtype: None,
+            engine: self.engine.unwrap_or_default(),
+        }
+    }
+
+    pub fn runtime(&self) -> anyhow::Result<RuntimeSetup> {
+        let defaults = RuntimeSetup::default();
+        let workspace = match self.workspace_mib {
+            Some(w) if !(w.is_finite() && w >= 0.0) => {
+                bail_on!("workspace-mib", "--workspace-mib: {w} is not a non-negative number")
+            }
+            Some(w) => (w * MIB as f64) as u64,
+            None => defaults.workspace_bytes,
+        };
+        let cuda_context_bytes = match self.cuda_context_mib {
+            Some(m) => {
+                m.checked_mul(MIB).context("--cuda-context-mib is absurdly large").on_field("cuda-context-mib")?
+            }
+            None => defaults.cuda_context_bytes,
+        };
+        Ok(RuntimeSetup {
+            cuda_context_bytes,
+            workspace_bytes: workspace,
+            margin: self.margin.unwrap_or(defaults.margin),
+            ..defaults
+        })
+    }
+
+    /// The inference setup these flags describe.
+    pub fn inference(&self, spec: &ModelSpec) -> anyhow::Result<InferenceSetup> {
+        let (weight_dtype, quant) = match &self.dtype {
+            Some(d) => parse_dtype(d, self.group_size.unwrap_or(defaults::GROUP_SIZE), spec)?,
+            None => defaults::weights(spec),
+        };
+        let kv_dtype: DType = match &self.kv_dtype {
+            Some(k) => k.parse().map_err(|e: String| field_error("kv-dtype", anyhow::anyhow!("--kv-dtype: {e}")))?,
+            None => defaults::KV_DTYPE,
+        };
+        let batch = self.batch.unwrap_or(defaults::BATCH);
+        let engine = self.engine.unwrap_or_default();
+        Ok(InferenceSetup {
+            weight_dtype,
+            quant,
+            kv_dtype,
+            batch,
+            concurrency: self.concurrency.unwrap_or(batch),
+            context: self.context.unwrap_or(defaults::CONTEXT),
+            logits_fp32: self.logits_fp32,
+            block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
+            engine,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_num_seqs: self.max_num_seqs,
+            // the engine's policy unless the flag says otherwise
+            sliding_window_cache: match &self.sliding_window_cache {
+                Some(p) => p.parse().map_err(|e: String| {
+                    field_error("sliding-window-cache", anyhow::anyhow!("--sliding-window-cache: {e}"))
+                })?,
+                None => engine.sliding_window_cache(),
+            },
+            ..InferenceSetup::default()
+        })
+    }
+
+    /// The full workload for `spec`, checked; notes about config files ("auto"
+    /// values, unknown keys) go to stderr.
+    pub fn build(&self, spec: &ModelSpec) -> anyhow::Result<Workload> {
+        let (w, notes) = self.build_with_notes(spec)?;
+        for n in notes {
+            crate::to_stderr(&format!("note: {n}"));
+        }
+        Ok(w)
+    }
+
+    /// The full workload for `spec` and the notes its config files raised.
+    /// The workload is checked here (`vramfit_core::workload::validate`), so
+    /// an error names the flag, or the config-file key, that set the value.
+    pub fn build_with_notes(&self, spec: &ModelSpec) -> anyhow::Result<(Workload, Vec<String>)> {
+        let runtime = self.runtime()?;
+        let (workload, notes, names) = match self.task {
+            TaskKind::Infer => {
+                self.refuse_training_flags()?;
+                // Replicas (gpus > tp × pp) keep per-GPU memory; the ledger says so.
+                let parallelism =
+                    Parallelism { gpus: self.gpus(), tp: self.tp(), pp: self.pp(), ..Parallelism::default() };
+                let task = Task::Inference(self.inference(spec)?);
+                (Workload { task, parallelism, runtime }, Vec::new(), FieldNames::default())
+            }
+            _ => {
+                self.refuse_inference_flags()?;
+                let mut common = self.common();
+                if let Some(d) = &self.dtype {
+                    common.dtype =
+                        Some(d.parse::<DType>().map_err(|e| field_error("dtype", anyhow::anyhow!("--dtype: {e}")))?);
+                }
+                if self.engine.is_some_and(Engine::serves_only) {
+                    bail_on!("engine", "--engine {} serves models; training needs transformers, deepspeed, fsdp, litgpt, torchtune or torchtitan", self.engine.unwrap_or_default().name());
+                }
+                let mut b = self.train.build(&common)?;
+                if b.reduce_bucket_auto {
+                    b.setup.comm.reduce_bucket =
+                        CommSetup::hf_trainer_reduce_bucket(spec.hidden_size).on_field("deepspeed")?;
+                    b.notes.push(format!(
+                        "zero_optimization.reduce_bucket_size is \"auto\": the Hugging Face Trainer sets hidden_size² = {} elements",
+                        b.setup.comm.reduce_bucket
+                    ));
+                }
+                (Workload { task: Task::Train(b.setup), parallelism: b.parallelism, runtime }, b.notes, b.names)
+            }
+        };
+        validate(spec, &workload)
+            .map_err(|e| field_error(names.field(e.field()), anyhow::anyhow!(names.render(&e))))?;
+        Ok((workload, notes))
+    }
+
+    fn refuse_training_flags(&self) -> anyhow::Result<()> {
+        let given = self.train.given_flags();
+        if let Some(first) = given.first() {
+            bail_on!(
+                flag_field(first),
+                "{} appl{} to training only: add --task train|lora|qlora, or drop {}",
+                given.join(", "),
+                if given.len() == 1 { "ies" } else { "y" },
+                if given.len() == 1 { "it" } else { "them" }
+            );
+        }
+        Ok(())
+    }
+
+    fn refuse_inference_flags(&self) -> anyhow::Result<()> {
+        let inference_only: Vec<&str> = [
+            ("--concurrency", self.concurrency.is_some()),
+            ("--max-num-batched-tokens", self.max_num_batched_tokens.is_some()),
+            ("--max-num-seqs", self.max_num_seqs.is_some()),
+            ("--kv-dtype", self.kv_dtype.is_some()),
+            ("--block-size", self.block_size.is_some()),
+            ("--sliding-window-cache", self.sliding_window_cache.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect();
+        if let Some(first) = inference_only.first() {
+            bail_on!(
+                flag_field(first),
+                "{} appl{} to inference only (--task infer)",
+                inference_only.join(", "),
+                if inference_only.len() == 1 { "ies" } else { "y" }
+            );
+        }
+        Ok(())
+    }
+}
