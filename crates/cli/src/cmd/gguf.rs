@@ -480,9 +480,10 @@ pub fn run(
     let (gpus, target_notes) = gpu_slots(args, target, &split)?;
     notes.extend(target_notes);
     let opts = options(args, gpus, split)?;
-    let plan = lc::plan(&model, &opts)?;
+    // the simulator's own errors (an overflow on sizes a file claims) name the file
+    let plan = lc::plan(&model, &opts).with_context(|| m.to_string())?;
     let cmd = lc::command_line(&arg, &model, &opts, &plan);
-    let fit = lc::fit_search(&arg, &model, &opts, &plan)?;
+    let fit = lc::fit_search(&arg, &model, &opts, &plan).with_context(|| m.to_string())?;
     let report = LlamaCppReport::of(&source, &model, &opts, &plan, fit.as_ref(), cmd, notes)?;
     let stdout = if json { report.to_json() } else { report.to_text(explain) };
     Ok(Outcome { stdout, code: if report.fits() { 0 } else { 1 } })

@@ -286,11 +286,13 @@ async fn read_body<'s>(
     let permit = match tokio::time::timeout(s.limits.queue_timeout, s.budget.acquire_many(reserve)).await {
         Ok(Ok(p)) => p,
         Ok(Err(_)) => return Err(shutting_down()),
-        Err(_) => return Err(busy(format!(
+        Err(_) => {
+            return Err(busy(format!(
             "the server is busy with other uploads ({} MiB of request bodies at once): {what} waited {} s; try again",
             s.limits.body_budget >> 20,
             s.limits.queue_timeout.as_secs()
-        ))),
+        )))
+        }
     };
     let read = async {
         use axum::body::HttpBody;
