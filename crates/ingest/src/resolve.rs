@@ -108,8 +108,9 @@ pub struct ResolveOptions<'a> {
     pub offline: bool,
     /// `--revision`: a branch, tag or commit of a hub id
     pub revision: Option<&'a str>,
-    /// called before network work starts (e.g. "fetching …" on stderr)
-    pub progress: &'a dyn Fn(&str),
+    /// called before network work starts (e.g. "fetching …" on stderr) and,
+    /// once a fetch takes more than a second, with what it has done
+    pub progress: &'a (dyn Fn(&str) + Sync),
 }
 
 impl<'a> ResolveOptions<'a> {
@@ -297,6 +298,37 @@ fn from_hub(
             suggestions: Vec::new(),
         });
     }
+    let token = settings.token.clone();
+    let r = fetch_from_hub(q, opts, settings, all);
+    // texts from the endpoint's answers that quote the token: its value replaced
+    let clean = |t: &str| crate::hub::redact(t, token.as_deref());
+    match r {
+        Ok(mut m) => {
+            if clean(&m.spec.name) != m.spec.name {
+                // a name that quotes the token: the hub id names the model better
+                m.spec.name = q.to_string();
+            }
+            m.spec.notes.iter_mut().for_each(|n| *n = clean(n));
+            Ok(m)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            if clean(&text) == text {
+                Err(e)
+            } else {
+                Err(IngestError::Hub(crate::hub::HubError::Redacted { message: clean(&text) }))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "hub")]
+fn fetch_from_hub(
+    q: &str,
+    opts: &ResolveOptions,
+    settings: crate::hub::HubSettings,
+    all: &[presets::Preset],
+) -> Result<ResolvedModel, IngestError> {
     let revision = opts.revision.unwrap_or("main");
     let client = crate::hub::HubClient::new(settings.clone())?;
     let fetched = crate::hub::fetch_model(&client, q, revision, opts.progress).map_err(|e| match e {

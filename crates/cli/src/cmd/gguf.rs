@@ -425,7 +425,8 @@ fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, hub: &crate::cmd::model_args::
                 r.repo, r.file
             ));
             let client = HubClient::new(settings)?;
-            let g = read_gguf(&client, &r.repo, &revision, &r.file)?;
+            let progress = |m: &str| crate::to_stderr(&format!("vramfit: {m}"));
+            let g = read_gguf(&client, &r.repo, &revision, &r.file, &progress)?;
             let mut notes = vec![format!(
                 "read from {endpoint}: the header{} by {} range request{} ({} bytes), never the weights",
                 if g.shards > 1 { format!(" of all {} shards", g.shards) } else { String::new() },
