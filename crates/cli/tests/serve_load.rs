@@ -41,13 +41,13 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// `vramfit serve --port 0` under `ulimit -n 256`; waits for the line
+    /// `vramfit serve --port 0` under `ulimit -n FILES`; waits for the line
     /// that says where it listens.
-    fn start() -> Server {
+    fn start(open_files: u32) -> Server {
         let bin = env!("CARGO_BIN_EXE_vramfit");
         let mut child = Command::new("sh")
             .arg("-c")
-            .arg("ulimit -n 256 && exec \"$0\" serve --port 0")
+            .arg(format!("ulimit -n {open_files} && exec \"$0\" serve --port 0"))
             .arg(bin)
             .env("HF_HUB_OFFLINE", "1")
             .env("HF_HOME", "/nonexistent-vramfit-test")
@@ -116,14 +116,11 @@ fn get_page(server: &Server) -> (u16, Duration) {
     (status, t0.elapsed())
 }
 
-#[test]
-fn many_clients_bounded_memory_and_a_normal_request_answered() {
-    let server = Server::start();
-    let (rss_idle, _) = server.rss_kib();
-    let (status, first) = get_page(&server);
+/// Hold `IDLE_CONNECTIONS` idle connections (half of them slowloris) and
+/// time a normal `GET /` on a new one.
+fn idle_connections_and_a_normal_request(server: &Server, open_files: u32) {
+    let (status, first) = get_page(server);
     assert_eq!(status, 200, "GET / on an idle server");
-
-    // 1. idle and slowloris connections, held while a normal request is made
     let mut held = Vec::with_capacity(IDLE_CONNECTIONS);
     for i in 0..IDLE_CONNECTIONS {
         let Ok(mut s) = TcpStream::connect_timeout(&server.addr, Duration::from_secs(5)) else { continue };
@@ -133,16 +130,24 @@ fn many_clients_bounded_memory_and_a_normal_request_answered() {
         held.push(s);
     }
     let opened = held.len();
-    let (status, latency) = get_page(&server);
+    let (status, latency) = get_page(server);
     eprintln!(
-        "serve_load: {opened} idle connections held; GET / answered {status} in {:.1} ms (on an idle server {:.1} ms)",
+        "serve_load: ulimit -n {open_files}: {opened} idle connections held; GET / answered {status} in {:.1} ms (on an idle server {:.1} ms)",
         latency.as_secs_f64() * 1e3,
         first.as_secs_f64() * 1e3
     );
     assert_eq!(status, 200, "GET / with {opened} idle connections held");
     assert!(opened >= IDLE_CONNECTIONS * 9 / 10, "only {opened} of {IDLE_CONNECTIONS} connections opened");
     assert!(latency < LATENCY_CEILING, "GET / took {latency:?} with {opened} idle connections held");
-    drop(held);
+}
+
+#[test]
+fn many_clients_bounded_memory_and_a_normal_request_answered() {
+    let server = Server::start(256);
+    let (rss_idle, _) = server.rss_kib();
+
+    // 1. idle and slowloris connections, held while a normal request is made
+    idle_connections_and_a_normal_request(&server, 256);
 
     // 2. concurrent uploads; the body starts as a pickle (protocol 2) so the
     // diagnose command refuses it quickly once the whole body is read
@@ -185,6 +190,12 @@ fn many_clients_bounded_memory_and_a_normal_request_answered() {
         );
     }
     assert!(peak < RSS_CEILING_KIB, "peak RSS {} MiB ≥ {} MiB", peak >> 10, RSS_CEILING_KIB >> 10);
+    drop(server);
+
+    // 3. a process allowed only 96 files: the cap drops to what that leaves (48), and
+    // the idle connections still cannot starve a normal request
+    let server = Server::start(96);
+    idle_connections_and_a_normal_request(&server, 96);
 }
 
 // --- the same bounds in process, with short limits (each check takes well under a second)

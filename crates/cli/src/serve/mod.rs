@@ -85,6 +85,31 @@ pub const QUEUE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_HEAD_BYTES: usize = 64 << 10;
 /// How long stopping waits for requests in progress before it returns.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// File descriptors kept for everything but client connections (the
+/// listener, the runtime, the files and Hub connections of running
+/// commands) when the process may open few files: the connection cap is
+/// then the soft `RLIMIT_NOFILE` minus this, so `accept` never runs out.
+const FD_RESERVE: u64 = 48;
+/// The connection cap never goes below this.
+const MIN_CONNECTIONS: usize = 8;
+
+/// The soft limit of open files of this process (Linux: /proc/self/limits);
+/// `None` where it cannot be read or is unlimited.
+fn open_files_limit() -> Option<u64> {
+    let text =
+        vramfit_input::read_text(std::path::Path::new("/proc/self/limits"), "the process limits", 64 << 10).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Max open files"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// The connection cap: `max`, lowered to what the file-descriptor limit leaves.
+fn connection_cap(max: usize, open_files: Option<u64>) -> usize {
+    match open_files {
+        Some(n) => max.min(usize::try_from(n.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX).max(MIN_CONNECTIONS)),
+        None => max,
+    }
+    .max(1)
+}
 
 /// The server's bounds under many clients; [`Limits::default`] is the
 /// constants above (tests shorten the timeouts).
@@ -604,7 +629,7 @@ pub async fn serve_with(
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let (max, header_timeout) = (limits.max_connections.max(1), limits.header_timeout);
+    let (max, header_timeout) = (connection_cap(limits.max_connections, open_files_limit()), limits.header_timeout);
     let app = router_with(Config { settings, addr }, limits);
     let conns = Arc::new(Connections::default());
     let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
@@ -625,10 +650,13 @@ pub async fn serve_with(
                     }
                     None => refuse_connection(sock, max),
                 },
-                Err(_) => {
-                    // out of file descriptors (EMFILE, ENFILE) or a connection gone before it was
-                    // accepted: free a descriptor and let the backlog wait a moment
-                    conns.close_idlest();
+                Err(e) => {
+                    // out of file descriptors (EMFILE 24, ENFILE 23 on Linux and macOS): free one
+                    // by closing the idlest connection; anything else (a connection gone before it
+                    // was accepted): let the backlog wait a moment
+                    if matches!(e.raw_os_error(), Some(23) | Some(24)) {
+                        conns.close_idlest();
+                    }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
@@ -684,5 +712,22 @@ fn open_browser(url: &str) {
         .spawn();
     if let Err(e) = r {
         eprintln!("vramfit: note: could not open a browser ({}: {e}); open {url} yourself", cmd[0]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_leaves_file_descriptors_for_the_rest() {
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(1024)), 128);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(256)), 128);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(96)), 48);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(20)), MIN_CONNECTIONS);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, None), 128);
+        assert_eq!(connection_cap(0, None), 1);
+        #[cfg(target_os = "linux")]
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 }
