@@ -152,8 +152,9 @@ pub struct ResolveOptions<'a> {
     pub offline: bool,
     /// `--revision`: a branch, tag or commit of a hub id
     pub revision: Option<&'a str>,
-    /// called before network work starts (e.g. "fetching …" on stderr)
-    pub progress: &'a dyn Fn(&str),
+    /// called before network work starts (e.g. "fetching …" on stderr) and,
+    /// once a fetch takes more than a second, with what it has done
+    pub progress: &'a (dyn Fn(&str) + Sync),
 }
 
 impl<'a> ResolveOptions<'a> {
@@ -176,10 +177,40 @@ pub fn resolve_with_env(query: &str, env: Env) -> Result<ResolvedModel, IngestEr
 pub fn resolve_with(query: &str, opts: &ResolveOptions) -> Result<ResolvedModel, IngestError> {
     let (q, all) = checked_query(query, opts)?;
     let path = Path::new(q);
-    if std::fs::symlink_metadata(path).is_ok() {
+    if is_path(path, std::fs::symlink_metadata(path))? {
         return from_path(path);
     }
     resolve_name_in(q, opts, &all)
+}
+
+/// Whether the query is a path, from what looking it up gave: a path that
+/// exists, no such path (then it is a name), or a path that exists but this
+/// user may not look at: an error naming it (and the directory that cannot
+/// be searched, when one can be found), never "unknown model" and never a
+/// Hub request for `dir/config.json` because `dir` is not searchable.
+fn is_path(path: &Path, lookup: std::io::Result<std::fs::Metadata>) -> Result<bool, IngestError> {
+    match lookup {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(IngestError::Io { file: path.display().to_string(), reason: denied_reason(path, &e) })
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// "permission denied …", naming the first directory on the way to `path`
+/// that cannot be searched when that is the cause.
+fn denied_reason(path: &Path, e: &std::io::Error) -> String {
+    let mut prefixes: Vec<&Path> = path.ancestors().filter(|p| !p.as_os_str().is_empty()).collect();
+    prefixes.reverse();
+    let blocked = prefixes.iter().find_map(|p| match std::fs::symlink_metadata(p) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Some(p.parent()),
+        _ => None,
+    });
+    match blocked.flatten().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => format!("permission denied: the directory {} cannot be searched by this user", dir.display()),
+        None => vramfit_input::io_reason(e),
+    }
 }
 
 /// Resolve a hub id or a preset name, never a path: a front end that takes
@@ -341,6 +372,37 @@ fn from_hub(
             suggestions: Vec::new(),
         });
     }
+    let token = settings.token.clone();
+    let r = fetch_from_hub(q, opts, settings, all);
+    // texts from the endpoint's answers that quote the token: its value replaced
+    let clean = |t: &str| crate::hub::redact(t, token.as_deref());
+    match r {
+        Ok(mut m) => {
+            if clean(&m.spec.name) != m.spec.name {
+                // a name that quotes the token: the hub id names the model better
+                m.spec.name = q.to_string();
+            }
+            m.spec.notes.iter_mut().for_each(|n| *n = clean(n));
+            Ok(m)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            if clean(&text) == text {
+                Err(e)
+            } else {
+                Err(IngestError::Hub(crate::hub::HubError::Redacted { message: clean(&text) }))
+            }
+        }
+    }
+}
+
+#[cfg(feature = "hub")]
+fn fetch_from_hub(
+    q: &str,
+    opts: &ResolveOptions,
+    settings: crate::hub::HubSettings,
+    all: &[presets::Preset],
+) -> Result<ResolvedModel, IngestError> {
     let revision = opts.revision.unwrap_or("main");
     let client = crate::hub::HubClient::new(settings.clone())?;
     let fetched = crate::hub::fetch_model(&client, q, revision, opts.progress).map_err(|e| match e {
@@ -512,11 +574,20 @@ fn read_config(path: &Path) -> Result<ResolvedModel, IngestError> {
 
 fn from_dir(dir: &Path) -> Result<ResolvedModel, IngestError> {
     let cfg = dir.join("config.json");
-    if std::fs::symlink_metadata(&cfg).is_err() {
-        return Err(IngestError::Io {
-            file: cfg.display().to_string(),
-            reason: "no config.json in this directory".into(),
-        });
+    match std::fs::symlink_metadata(&cfg) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(IngestError::Io {
+                file: cfg.display().to_string(),
+                reason: format!("permission denied: the directory {} cannot be searched by this user", dir.display()),
+            })
+        }
+        Err(_) => {
+            return Err(IngestError::Io {
+                file: cfg.display().to_string(),
+                reason: "no config.json in this directory".into(),
+            })
+        }
     }
     let mut r = read_config(&cfg)?;
     if let Some(summary) = safetensors::read_dir(dir)? {
@@ -573,6 +644,19 @@ mod tests {
         let on_disk = || true;
         assert_eq!(kind_of("org/name:m.gguf", &on_disk), ModelKind::Gguf(GgufLocation::File("org/name:m.gguf".into())));
         assert_eq!(kind_of("org/name:Q4_K_M", &on_disk), ModelKind::Transformers);
+    }
+
+    #[test]
+    fn a_path_this_user_may_not_look_at_is_permission_denied_not_unknown() {
+        // tests may run as root, where every path can be looked at: the decision itself
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = is_path(Path::new("/srv/models/m/config.json"), Err(denied)).unwrap_err().to_string();
+        assert!(e.starts_with("/srv/models/m/config.json: cannot read: permission denied"), "{e}");
+        assert!(!e.contains("unknown model"), "{e}");
+        // no such path: then it is a name (preset, hub id)
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(!is_path(Path::new("org/name"), Err(missing)).unwrap());
+        assert!(is_path(Path::new("."), std::fs::symlink_metadata(".")).unwrap());
     }
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {

@@ -36,7 +36,20 @@ pub enum InputError {
 }
 
 fn io_err(file: &str) -> impl Fn(std::io::Error) -> InputError + '_ {
-    move |e| InputError::Io { file: file.to_string(), reason: e.to_string() }
+    move |e| InputError::Io { file: file.to_string(), reason: io_reason(&e) }
+}
+
+/// An I/O error in words for the user: a permission problem says so and
+/// what to check (the file's mode, or a directory above it that this user
+/// may not search); anything else as the system says it.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied: this user may not read it (check its mode, and that every directory above it can be searched)"
+                .into()
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// What kind of non-regular file a metadata describes (for the message).
@@ -210,6 +223,17 @@ mod tests {
             let e = read_text(&fifo, "a log", 10).unwrap_err();
             assert!(matches!(e, InputError::NotRegular { kind: "a FIFO (named pipe)", .. }), "{e}");
         }
+    }
+
+    #[test]
+    fn permission_denied_says_so() {
+        // tests may run as root, where no file is unreadable: the mapping itself
+        let e = io_err("/data/m/config.json")(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        let text = e.to_string();
+        assert!(text.starts_with("/data/m/config.json: cannot read: permission denied"), "{text}");
+        assert!(text.contains("every directory above it"), "{text}");
+        let e = io_err("f")(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert!(!e.to_string().contains("permission"), "{e}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! docs/limits.md is read off the code: every constant its table names
 //! exists in the file the row gives, and its value (evaluated from the
 //! source: integer literals, `<<`, `*`, `+`, `-`, parentheses, other
-//! constants, `Duration::from_secs`) is the one the row documents.
+//! constants, `Duration::from_secs`) is the one the row documents; and
+//! every constant of the code named like a limit is in the table (or in
+//! this test's short list of constants that are not input limits).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -241,4 +243,76 @@ fn the_evaluator_reads_the_forms_the_code_uses() {
     assert_eq!(documented("65,535"), 65_535);
     let r = rows("| a | b | `X` (crates/f.rs) | 4 KiB | c |\n| no | table | row |");
     assert_eq!(r, [("X".to_string(), "crates/f.rs".to_string(), "4 KiB".to_string())]);
+}
+
+/// Constants named like limits that are not limits on input, each with
+/// the reason: (name, file, why).
+const NOT_INPUT_LIMITS: &[(&str, &str, &str)] = &[
+    ("MAX_SPLIT_INPUTS", "crates/llamacpp/src/graph.rs", "ggml's GGML_SCHED_MAX_SPLIT_INPUTS, modelled"),
+    ("MAX_HEADS", "crates/llamacpp/src/model.rs", "used only as max(MAX_HEADS, MAX_EMBD): the MAX_EMBD row"),
+    ("MAX_GBS", "crates/hw/src/bandwidth/mod.rs", "a floating-point bound (GB/s), named in the parser's error"),
+    ("MAX_PRICE", "crates/catalog/src/offers.rs", "a floating-point bound (a price), named in the parser's error"),
+    ("MAX_PATTERN", "crates/ingest/src/config.rs", "MAX_LAYERS + 1: the layer patterns MAX_LAYERS allows"),
+    ("MAX_LIMIT_PCT", "crates/core/src/accuracy.rs", "a calibration pass mark, not an input"),
+    ("DEDUP_LIMIT", "crates/diagnose/src/pickle.rs", "dicts up to this size replace duplicate keys in place: no bound"),
+];
+
+/// Names that look like limits: `MAX_…`, `…_LIMIT`, `…_TIMEOUT`, `…_BUDGET`.
+fn looks_like_limit(name: &str) -> bool {
+    name.starts_with("MAX_") || name.ends_with("_LIMIT") || name.ends_with("_TIMEOUT") || name.ends_with("_BUDGET")
+}
+
+#[test]
+fn every_limit_in_the_code_is_in_docs_limits() {
+    let root = root();
+    let doc = std::fs::read_to_string(root.join("docs/limits.md")).unwrap();
+    let documented: std::collections::HashSet<(String, String)> =
+        rows(&doc).into_iter().map(|(name, file, _)| (name, file)).collect();
+    let mut missing = Vec::new();
+    let mut seen_exempt = std::collections::HashSet::new();
+    // every crate but the views (report: chart layout, not input)
+    let mut stack: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir() && !p.starts_with(root.join("crates/report")))
+        .collect();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+            for name in consts(&std::fs::read_to_string(&p).unwrap()).into_keys().filter(|n| looks_like_limit(n)) {
+                if documented.contains(&(name.clone(), rel.clone())) {
+                    continue;
+                }
+                match NOT_INPUT_LIMITS.iter().find(|(n, f, _)| *n == name && *f == rel) {
+                    Some(_) => {
+                        seen_exempt.insert((name, rel.clone()));
+                    }
+                    None => missing.push(format!("{name} ({rel})")),
+                }
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "constants named like limits that docs/limits.md does not list (add a row, or, if it is not a limit on input, \
+         add it with the reason to NOT_INPUT_LIMITS in this test):\n{}",
+        missing.join("\n")
+    );
+    // an exemption for a constant that no longer exists is stale
+    let stale: Vec<_> = NOT_INPUT_LIMITS
+        .iter()
+        .filter(|(n, f, _)| !seen_exempt.contains(&(n.to_string(), f.to_string())))
+        .map(|(n, f, why)| format!("{n} ({f}): {why}"))
+        .collect();
+    assert!(stale.is_empty(), "NOT_INPUT_LIMITS lists constants the code no longer has:\n{}", stale.join("\n"));
 }

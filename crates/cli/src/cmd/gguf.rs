@@ -425,7 +425,8 @@ fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, hub: &crate::cmd::model_args::
                 r.repo, r.file
             ));
             let client = HubClient::new(settings)?;
-            let g = read_gguf(&client, &r.repo, &revision, &r.file)?;
+            let progress = |m: &str| crate::to_stderr(&format!("vramfit: {m}"));
+            let g = read_gguf(&client, &r.repo, &revision, &r.file, &progress)?;
             let mut notes = vec![format!(
                 "read from {endpoint}: the header{} by {} range request{} ({} bytes), never the weights",
                 if g.shards > 1 { format!(" of all {} shards", g.shards) } else { String::new() },
@@ -474,9 +475,10 @@ pub fn run(location: GgufLocation, req: &GgufRequest) -> anyhow::Result<Outcome>
     let (gpus, target_notes) = gpu_slots(args, target, &split)?;
     notes.extend(target_notes);
     let opts = options(args, gpus, split)?;
-    let plan = lc::plan(&model, &opts)?;
+    // the simulator's own errors (an overflow on sizes a file claims) name the file
+    let plan = lc::plan(&model, &opts).with_context(|| m.to_string())?;
     let cmd = lc::command_line(&arg, &model, &opts, &plan);
-    let fit = lc::fit_search(&arg, &model, &opts, &plan)?;
+    let fit = lc::fit_search(&arg, &model, &opts, &plan).with_context(|| m.to_string())?;
     let report = LlamaCppReport::of(&source, &model, &opts, &plan, fit.as_ref(), cmd, notes)?;
     let stdout = if json { report.to_json() } else { report.to_text(explain) };
     Ok(Outcome { stdout, code: if report.fits() { 0 } else { 1 } })

@@ -7,6 +7,13 @@
 //! says otherwise; requests whose `Host` or `Origin` is not this server are
 //! refused (a web page elsewhere cannot use it through DNS rebinding); no
 //! path a request names is ever opened; every body has a limit.
+//!
+//! The server holds under many clients ([`Limits`]): at most
+//! [`MAX_CONNECTIONS`] connections, the one idle the longest closed for a
+//! new one; a request's headers must arrive within [`HEADER_TIMEOUT`] (also
+//! how long a kept-alive connection may sit idle), its body within
+//! [`BODY_TIMEOUT`]; a body's size is reserved from [`BODY_BUDGET`] before
+//! a byte of it is read, so the uploads in memory never add up past it.
 
 pub mod api;
 pub mod catalog;
@@ -14,16 +21,19 @@ pub mod lookup;
 pub mod request;
 
 use api::{Answer, Settings};
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use request::{ApiError, Endpoint};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
-use tokio::sync::Semaphore;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -48,7 +58,81 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
                        connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Requests that run a command at once (each may hold an upload and its parse).
-const CONCURRENT_RUNS: usize = 4;
+pub const CONCURRENT_RUNS: usize = 4;
+/// Connections held open at once. A new connection past it closes the one
+/// idle the longest (no request in progress); when every one is busy the
+/// newcomer gets a 503. Well under the 256 file descriptors some systems
+/// give a process, so idle sockets cannot starve `accept`.
+pub const MAX_CONNECTIONS: usize = 128;
+/// How long a client may take to send a request's line and headers, from
+/// the connection's start or the end of its previous request: the idle
+/// timeout of a kept-alive connection and the slowloris bound.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request body may take to arrive once the server reads it
+/// (408 past it): a 64 MiB upload needs 1.1 MB/s.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bytes of request bodies (and their decoded copies) in memory at once,
+/// all requests together. A body's declared length (the endpoint's limit
+/// when it declares none) is reserved before a byte of it is read; a
+/// request waits for its share. Twice the largest body limit: two
+/// 64 MiB uploads at once.
+pub const BODY_BUDGET: usize = 128 << 20;
+/// How long a request waits for its share of the body budget or for a
+/// command slot (503 past it, with `Retry-After`).
+pub const QUEUE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Bytes of one request's line and headers (hyper's read buffer; 431 past
+/// it). The longest legitimate head is a diagnose query string of 16 KiB.
+pub const MAX_HEAD_BYTES: usize = 64 << 10;
+/// How long stopping waits for requests in progress before it returns.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// File descriptors kept for everything but client connections (the
+/// listener, the runtime, the files and Hub connections of running
+/// commands) when the process may open few files: the connection cap is
+/// then the soft `RLIMIT_NOFILE` minus this, so `accept` never runs out.
+const FD_RESERVE: u64 = 48;
+/// The connection cap never goes below this.
+const MIN_CONNECTIONS: usize = 8;
+
+/// The soft limit of open files of this process (Linux: /proc/self/limits);
+/// `None` where it cannot be read or is unlimited.
+fn open_files_limit() -> Option<u64> {
+    let text =
+        vramfit_input::read_text(std::path::Path::new("/proc/self/limits"), "the process limits", 64 << 10).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("Max open files"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// The connection cap: `max`, lowered to what the file-descriptor limit leaves.
+fn connection_cap(max: usize, open_files: Option<u64>) -> usize {
+    match open_files {
+        Some(n) => max.min(usize::try_from(n.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX).max(MIN_CONNECTIONS)),
+        None => max,
+    }
+    .max(1)
+}
+
+/// The server's bounds under many clients; [`Limits::default`] is the
+/// constants above (tests shorten the timeouts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub queue_timeout: Duration,
+    pub body_budget: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: HEADER_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            queue_timeout: QUEUE_TIMEOUT,
+            body_budget: BODY_BUDGET,
+        }
+    }
+}
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -60,7 +144,10 @@ pub struct Config {
 
 struct AppState {
     config: Config,
+    limits: Limits,
     runs: Semaphore,
+    /// bytes of request bodies in memory ([`BODY_BUDGET`])
+    budget: Semaphore,
     catalog: OnceLock<Result<String, String>>,
 }
 
@@ -81,7 +168,18 @@ pub mod assets {
 
 /// The whole application: page, assets and API.
 pub fn router(config: Config) -> Router {
-    let state = Arc::new(AppState { config, runs: Semaphore::new(CONCURRENT_RUNS), catalog: OnceLock::new() });
+    router_with(config, Limits::default())
+}
+
+/// The application with these limits.
+pub fn router_with(config: Config, limits: Limits) -> Router {
+    let state = Arc::new(AppState {
+        config,
+        runs: Semaphore::new(CONCURRENT_RUNS),
+        budget: Semaphore::new(limits.body_budget),
+        limits,
+        catalog: OnceLock::new(),
+    });
     Router::new()
         .route("/", get(|| async { asset("text/html; charset=utf-8", assets::INDEX_HTML) }))
         .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", assets::APP_JS) }))
@@ -122,6 +220,9 @@ pub fn error_response(e: &ApiError) -> Response {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
     let mut r = (status, body.to_string()).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     r
 }
 
@@ -177,27 +278,99 @@ fn check_request(config: &Config, method: &Method, headers: &HeaderMap) -> Resul
     Ok(())
 }
 
-/// Read a body up to `limit` bytes (413 beyond; the declared length is
-/// checked first so an oversized upload is refused before it is read).
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize, what: &str) -> Result<Vec<u8>, ApiError> {
+fn busy(message: String) -> ApiError {
+    ApiError { status: 503, message, field: None }
+}
+
+fn shutting_down() -> ApiError {
+    busy("the server is shutting down".into())
+}
+
+/// Read a body of at most `limit` bytes (413 beyond; a declared length over
+/// it is refused before anything is read). First `copies` times its size
+/// (the declared length, else `limit`) is reserved from the body budget,
+/// waiting while other requests hold it; the reservation is held until the
+/// request is answered. The body must arrive within the body timeout (408).
+async fn read_body<'s>(
+    s: &'s AppState,
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    copies: usize,
+    what: &str,
+) -> Result<(Vec<u8>, SemaphorePermit<'s>), ApiError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::too_large(what, limit));
     }
-    to_bytes(body, limit).await.map(|b| b.to_vec()).map_err(|_| ApiError::too_large(what, limit))
+    let size = declared.map_or(limit, |n| n as usize);
+    // a request larger than the whole budget takes all of it: it then runs alone
+    let reserve = size.saturating_mul(copies).min(s.limits.body_budget);
+    let reserve = u32::try_from(reserve).unwrap_or(u32::MAX);
+    let permit = match tokio::time::timeout(s.limits.queue_timeout, s.budget.acquire_many(reserve)).await {
+        Ok(Ok(p)) => p,
+        Ok(Err(_)) => return Err(shutting_down()),
+        Err(_) => {
+            return Err(busy(format!(
+            "the server is busy with other uploads ({} MiB of request bodies at once): {what} waited {} s; try again",
+            s.limits.body_budget >> 20,
+            s.limits.queue_timeout.as_secs()
+        )))
+        }
+    };
+    let read = async {
+        use axum::body::HttpBody;
+        let mut buf: Vec<u8> = Vec::with_capacity(declared.map_or(0, |n| n as usize));
+        let mut body = std::pin::pin!(body);
+        while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            let frame = frame.map_err(|e| ApiError {
+                status: 400,
+                message: format!("{what} could not be read: {e}"),
+                field: None,
+            })?;
+            let Ok(data) = frame.into_data() else { continue };
+            let len = buf.len() + data.len();
+            if len > limit {
+                return Err(ApiError::too_large(what, limit));
+            }
+            if len > buf.capacity() {
+                // grow by doubling, never past the limit: what is held stays within the reservation
+                buf.reserve_exact(len.max(buf.capacity().saturating_mul(2)).min(limit) - buf.len());
+            }
+            buf.extend_from_slice(&data);
+        }
+        Ok(buf)
+    };
+    match tokio::time::timeout(s.limits.body_timeout, read).await {
+        Ok(Ok(buf)) => Ok((buf, permit)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(ApiError {
+            status: 408,
+            message: format!("{what} did not arrive within {} s", s.limits.body_timeout.as_secs()),
+            field: None,
+        }),
+    }
 }
 
-/// Run the command on a blocking thread; a panic becomes a 500 without its
-/// message or backtrace.
+/// Run the command on a blocking thread once a command slot is free; a
+/// panic becomes a 500 without its message or backtrace.
 async fn run_command(
     s: &Shared,
     ep: Endpoint,
     decoded: request::Decoded,
     upload: Option<Vec<u8>>,
 ) -> Result<Answer, ApiError> {
-    let _permit =
-        s.runs.acquire().await.map_err(|_| ApiError { status: 503, message: "shutting down".into(), field: None })?;
+    let _permit = match tokio::time::timeout(s.limits.queue_timeout, s.runs.acquire()).await {
+        Ok(Ok(p)) => p,
+        Ok(Err(_)) => return Err(shutting_down()),
+        Err(_) => {
+            return Err(busy(format!(
+                "the server is busy: {CONCURRENT_RUNS} commands are running and this one waited {} s; try again",
+                s.limits.queue_timeout.as_secs()
+            )))
+        }
+    };
     let settings = s.config.settings.clone();
     match tokio::task::spawn_blocking(move || api::run(&settings, ep, decoded, upload)).await {
         Ok(r) => r,
@@ -211,8 +384,11 @@ async fn run_command(
 
 async fn json_endpoint(ep: Endpoint, State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
-        let bytes = read_body(&headers, body, ep.body_limit(), &format!("the /api/{} request body", ep.name())).await?;
+        let what = format!("the /api/{} request body", ep.name());
+        // the body and the request decoded from it are both in memory for a moment
+        let (bytes, _reserved) = read_body(&s, &headers, body, ep.body_limit(), 2, &what).await?;
         let decoded = request::decode_json(ep, &bytes)?;
+        drop(bytes);
         run_command(&s, ep, decoded, None).await
     }
     .await;
@@ -226,7 +402,8 @@ async fn diagnose_handler(State(s): State<Shared>, RawQuery(q): RawQuery, header
     let ep = Endpoint::Diagnose;
     let r = async {
         let decoded = request::decode_query(ep, q.as_deref().unwrap_or(""))?;
-        let bytes = read_body(&headers, body, ep.body_limit(), "the uploaded file").await?;
+        // the upload moves into the command without a copy
+        let (bytes, _reserved) = read_body(&s, &headers, body, ep.body_limit(), 1, "the uploaded file").await?;
         run_command(&s, ep, decoded, Some(bytes)).await
     }
     .await;
@@ -277,10 +454,218 @@ pub async fn serve_until(
     settings: Settings,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_with(listener, settings, Limits::default(), stop).await
+}
+
+/// One open connection.
+struct Connection {
+    /// requests in progress on it
+    busy: usize,
+    /// when it last became idle (or was accepted)
+    idle_since: Instant,
+    /// closes it (the connection task drops it)
+    close: Arc<Notify>,
+}
+
+/// The open connections, for the cap and for closing the idlest.
+#[derive(Default)]
+struct Connections {
+    table: Mutex<HashMap<u64, Connection>>,
+    next: AtomicU64,
+}
+
+impl Connections {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Connection>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register a new connection: its id and close signal, after closing
+    /// the idlest connection when `max` are open; `None` when all are busy.
+    fn admit(&self, max: usize) -> Option<(u64, Arc<Notify>)> {
+        let mut t = self.table();
+        if t.len() >= max && !Self::close_idlest_in(&mut t) {
+            return None;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let close = Arc::new(Notify::new());
+        t.insert(id, Connection { busy: 0, idle_since: Instant::now(), close: close.clone() });
+        Some((id, close))
+    }
+
+    /// Close the connection idle the longest; false when none is idle.
+    fn close_idlest(&self) -> bool {
+        Self::close_idlest_in(&mut self.table())
+    }
+
+    fn close_idlest_in(t: &mut HashMap<u64, Connection>) -> bool {
+        let idlest = t.iter().filter(|(_, c)| c.busy == 0).min_by_key(|(_, c)| c.idle_since).map(|(&id, _)| id);
+        match idlest.and_then(|id| t.remove(&id)) {
+            Some(c) => {
+                // a stored permit: the task sees it even if it is not waiting yet
+                c.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn begin(&self, id: u64) {
+        if let Some(c) = self.table().get_mut(&id) {
+            c.busy += 1;
+        }
+    }
+
+    fn end(&self, id: u64) {
+        if let Some(c) = self.table().get_mut(&id) {
+            c.busy = c.busy.saturating_sub(1);
+            if c.busy == 0 {
+                c.idle_since = Instant::now();
+            }
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.table().remove(&id);
+    }
+}
+
+/// The application as a hyper service that marks its connection busy
+/// while a request is in progress (a busy connection is never closed for
+/// a newer one).
+#[derive(Clone)]
+struct Tracked {
+    app: hyper_util::service::TowerToHyperService<Router>,
+    conns: Arc<Connections>,
+    id: u64,
+}
+
+/// Marks a connection busy while alive.
+struct Busy {
+    conns: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.conns.end(self.id);
+    }
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl hyper::service::Service<axum::http::Request<hyper::body::Incoming>> for Tracked {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Result<Response, Self::Error>>;
+
+    fn call(&self, req: axum::http::Request<hyper::body::Incoming>) -> Self::Future {
+        self.conns.begin(self.id);
+        let busy = Busy { conns: self.conns.clone(), id: self.id };
+        let answer = self.app.call(req);
+        Box::pin(async move {
+            let r = answer.await;
+            drop(busy);
+            r
+        })
+    }
+}
+
+/// The answer to a connection past the cap when every open one is busy.
+fn refuse_connection(sock: tokio::net::TcpStream, max: usize) {
+    let body = serde_json::json!({
+        "error": format!("the server has {max} connections busy with requests; try again shortly"),
+        "field": null,
+        "status": 503,
+    })
+    .to_string();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         retry-after: 1\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    // a few hundred bytes fit the socket's send buffer: never wait for this client
+    let _ = sock.try_write(format!("{head}{body}").as_bytes());
+}
+
+/// Serve one connection until it ends, is closed for a newer one, or the
+/// server stops (then the request in progress is finished first).
+async fn serve_connection(
+    sock: tokio::net::TcpStream,
+    svc: Tracked,
+    close: Arc<Notify>,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+    header_timeout: Duration,
+) {
+    let (conns, id) = (svc.conns.clone(), svc.id);
+    let _ = sock.set_nodelay(true);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(true);
+    let conn = http.serve_connection(hyper_util::rt::TokioIo::new(sock), svc);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        // dropping the connection closes its socket
+        () = close.notified() => {}
+        () = async { let _ = stopping.wait_for(|s| *s).await; } => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.as_mut().await;
+        }
+    }
+    conns.remove(id);
+}
+
+/// Serve on a bound listener with these limits until `stop` completes; then
+/// stop accepting, close idle connections and give requests in progress up
+/// to a few seconds to finish.
+pub async fn serve_with(
+    listener: std::net::TcpListener,
+    settings: Settings,
+    limits: Limits,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let app = router(Config { settings, addr });
-    axum::serve(listener, app).with_graceful_shutdown(stop).await?;
+    let (max, header_timeout) = (connection_cap(limits.max_connections, open_files_limit()), limits.header_timeout);
+    let app = router_with(Config { settings, addr }, limits);
+    let conns = Arc::new(Connections::default());
+    let (stopping_tx, stopping) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => match conns.admit(max) {
+                    Some((id, close)) => {
+                        let svc = Tracked {
+                            app: hyper_util::service::TowerToHyperService::new(app.clone()),
+                            conns: conns.clone(),
+                            id,
+                        };
+                        tasks.spawn(serve_connection(sock, svc, close, stopping.clone(), header_timeout));
+                    }
+                    None => refuse_connection(sock, max),
+                },
+                Err(e) => {
+                    // out of file descriptors (EMFILE 24, ENFILE 23 on Linux and macOS): free one
+                    // by closing the idlest connection; anything else (a connection gone before it
+                    // was accepted): let the backlog wait a moment
+                    if matches!(e.raw_os_error(), Some(23) | Some(24)) {
+                        conns.close_idlest();
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = stopping_tx.send(true);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async { while tasks.join_next().await.is_some() {} }).await;
     Ok(())
 }
 
@@ -327,5 +712,22 @@ fn open_browser(url: &str) {
         .spawn();
     if let Err(e) = r {
         eprintln!("vramfit: note: could not open a browser ({}: {e}); open {url} yourself", cmd[0]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_leaves_file_descriptors_for_the_rest() {
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(1024)), 128);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(256)), 128);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(96)), 48);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, Some(20)), MIN_CONNECTIONS);
+        assert_eq!(connection_cap(MAX_CONNECTIONS, None), 128);
+        assert_eq!(connection_cap(0, None), 1);
+        #[cfg(target_os = "linux")]
+        assert!(open_files_limit().is_some_and(|n| n > 0));
     }
 }

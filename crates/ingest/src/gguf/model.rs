@@ -2,6 +2,8 @@
 //! layer (`llama_model::load_hparams` / `llama_hparams`, keys from
 //! `gguf-py/gguf/constants.py`) and the tensor list with its slots.
 
+mod consistency;
+
 use super::header::GgufHeader;
 use super::value::MetaValue;
 use vramfit_llamacpp::model::{slot_of, ExpertSpec, GraphFamily, LayerHparams, LlamaModel, RecurrentState, TensorInfo};
@@ -13,6 +15,10 @@ pub enum ModelError {
     Missing { key: String, arch: String },
     #[error("metadata '{key}': expected {expected}, found {found}")]
     Bad { key: String, expected: String, found: String },
+    /// the header contradicts its own tensors (or its counts each other):
+    /// what llama.cpp refuses at load
+    #[error("metadata '{key}' {detail}")]
+    Contradicts { key: String, detail: String },
     #[error("{0}")]
     Core(String),
 }
@@ -134,19 +140,29 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let n_swa = k.u64_opt("attention.sliding_window")?.unwrap_or(0);
     let sliding = sliding_layers(&k, nl, n_swa, &mut notes)?;
     let interval = k.u64_opt("full_attention_interval")?;
-    let state = recurrent_state(&k, n_embd)?;
+    let (state, ssm) = recurrent_state(&k, n_embd)?;
     let layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, (head_k, head_v), &ff, &sliding)?;
     // experts
-    let experts = match k.u64_opt("expert_count")? {
+    let tensors_by_layer = consistency::Tensors::of(h);
+    let expert_count = k.u64_opt("expert_count")?;
+    let expert_used = k.u64_opt("expert_used_count")?;
+    let experts = match expert_count {
         Some(n) if n > 0 => Some(ExpertSpec {
             count: n,
-            used: k.u64_opt("expert_used_count")?.unwrap_or(1).max(1),
-            ff: k.u64_opt("expert_feed_forward_length")?.unwrap_or(ff.first().copied().unwrap_or(0)),
+            used: expert_used.unwrap_or(1).max(1),
+            // absent: the width the expert tensors have (llama.cpp's default differs by architecture)
+            ff: match k.u64_opt("expert_feed_forward_length")? {
+                Some(f) => f,
+                None => tensors_by_layer.expert_width().unwrap_or(ff.first().copied().unwrap_or(0)),
+            },
             shared: k.u64_opt("expert_shared_count")?.unwrap_or(0),
             shared_ff: k.u64_opt("expert_shared_feed_forward_length")?.unwrap_or(0),
         }),
         _ => None,
     };
+    let declared =
+        consistency::Declared { n_layer, layers: &layers, experts: experts.as_ref(), expert_count, expert_used, ssm };
+    consistency::check(h, &k, &declared, &tensors_by_layer)?;
     // tensors and vocabulary
     let tensors: Vec<TensorInfo> = h
         .tensors
@@ -248,8 +264,12 @@ fn sliding_layers(k: &Keys, nl: usize, n_swa: u64, notes: &mut Vec<String>) -> R
 }
 
 /// The per-layer recurrent state (RWKV, short-conv or Mamba-style), from
-/// the file's sizes; `None` when it declares none.
-fn recurrent_state(k: &Keys, n_embd: u64) -> Result<Option<RecurrentState>, ModelError> {
+/// the file's sizes (`llama_hparams::n_embd_r` / `n_embd_s`); `None` when
+/// it declares none. Also the Mamba-style sizes (d_conv, d_inner, d_state,
+/// n_group) for the check against the tensors. Sizes whose state passes
+/// 2^64 are refused naming the key (the tensors bound it further).
+#[allow(clippy::type_complexity)]
+fn recurrent_state(k: &Keys, n_embd: u64) -> Result<(Option<RecurrentState>, (u64, u64, u64, u64)), ModelError> {
     let d_conv = k.u64_opt("ssm.conv_kernel")?.unwrap_or(0);
     let d_inner = k.u64_opt("ssm.inner_size")?.unwrap_or(0);
     let d_state = k.u64_opt("ssm.state_size")?.unwrap_or(0);
@@ -257,15 +277,29 @@ fn recurrent_state(k: &Keys, n_embd: u64) -> Result<Option<RecurrentState>, Mode
     let wkv_head = k.u64_opt("wkv.head_size")?.unwrap_or(0);
     let shift = k.u64_opt("token_shift_count")?.unwrap_or(2);
     let l_cache = k.u64_opt("shortconv.l_cache")?.unwrap_or(0);
-    Ok(if wkv_head > 0 {
-        Some(RecurrentState { r: shift * n_embd, s: n_embd * wkv_head })
+    let over = |key: &str| ModelError::Contradicts {
+        key: k.key(key),
+        detail:
+            "gives a recurrent state of more than 2^64 elements per layer: the sizes contradict any tensor of the file"
+                .into(),
+    };
+    let mul = |a: u64, b: u64, key: &str| a.checked_mul(b).ok_or_else(|| over(key));
+    let state = if wkv_head > 0 {
+        Some(RecurrentState { r: mul(shift, n_embd, "token_shift_count")?, s: mul(n_embd, wkv_head, "wkv.head_size")? })
     } else if l_cache > 0 {
-        Some(RecurrentState { r: n_embd * (l_cache - 1), s: 0 })
+        Some(RecurrentState { r: mul(n_embd, l_cache - 1, "shortconv.l_cache")?, s: 0 })
     } else if d_conv > 0 || d_state > 0 {
-        Some(RecurrentState { r: d_conv.saturating_sub(1) * (d_inner + 2 * n_group * d_state), s: d_state * d_inner })
+        let channels = mul(mul(2, n_group, "ssm.group_count")?, d_state, "ssm.state_size")?
+            .checked_add(d_inner)
+            .ok_or_else(|| over("ssm.inner_size"))?;
+        Some(RecurrentState {
+            r: mul(d_conv.saturating_sub(1), channels, "ssm.conv_kernel")?,
+            s: mul(d_state, d_inner, "ssm.state_size")?,
+        })
     } else {
         None
-    })
+    };
+    Ok((state, (d_conv, d_inner, d_state, n_group)))
 }
 
 /// Each layer's heads, head sizes, FFN width, window and recurrent state;

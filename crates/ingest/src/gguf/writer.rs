@@ -106,6 +106,18 @@ impl GgufWriter {
         self
     }
 
+    /// Remove `key`.
+    pub fn unset(mut self, key: &str) -> Self {
+        self.kv.retain(|(k, _)| k != key);
+        self
+    }
+
+    /// Keep only the tensors whose name passes `keep`.
+    pub fn retain_tensors(mut self, keep: impl Fn(&str) -> bool) -> Self {
+        self.tensors.retain(|(name, _, _)| keep(name));
+        self
+    }
+
     /// Bytes of the file: header, padding to 32, zero-filled tensor data.
     pub fn to_bytes(&self) -> Vec<u8> {
         let (mut out, len) = self.header_and_len();

@@ -59,18 +59,30 @@ impl Counter {
     }
 }
 
-/// Fetch `repo` at `revision` through `client` and write it to the cache.
+/// Fetch `repo` at `revision` through `client` (within its deadline, what it
+/// has done reported on `progress` once it takes more than a second) and
+/// write it to the cache.
 pub fn fetch_model(
     client: &HubClient,
     repo: &str,
     revision: &str,
-    progress: &dyn Fn(&str),
+    progress: &(dyn Fn(&str) + Sync),
 ) -> Result<FetchedModel, IngestError> {
     let endpoint = client.settings().endpoint.clone();
-    let count = Counter { requests: AtomicU64::new(0), bytes: AtomicU64::new(0) };
     progress(&format!(
         "fetching {repo} (revision {revision}) from {endpoint}: config.json and safetensors headers, not the weights"
     ));
+    client.with_progress(&format!("fetching {repo}"), progress, || fetch(client, repo, revision, progress))
+}
+
+fn fetch(
+    client: &HubClient,
+    repo: &str,
+    revision: &str,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<FetchedModel, IngestError> {
+    let endpoint = client.settings().endpoint.clone();
+    let count = Counter { requests: AtomicU64::new(0), bytes: AtomicU64::new(0) };
     let config = client.get_file(repo, revision, "config.json", crate::config::MAX_CONFIG_BYTES as u64)?;
     count.add(&config);
     let config = config.ok_or_else(|| HubError::NoConfig {
@@ -111,6 +123,7 @@ pub fn fetch_model(
     if shards.len() > 1 {
         progress(&format!("reading the headers of {} safetensors shards by range requests", shards.len()));
     }
+    client.status().expect_files(shards.len() as u64);
     let headers = read_headers(client, repo, &commit, &shards, &count)?;
     let single_missing = index.is_none() && headers.is_empty();
     let checkpoint = if single_missing {
@@ -191,6 +204,7 @@ fn read_header(
     } else {
         prefix.truncate(end as usize);
     }
+    client.status().file_done();
     Ok(Some(Header { file: file.into(), prefix, file_size: size, etag: first.etag }))
 }
 

@@ -95,6 +95,7 @@ fn read_one(
     })?;
     requests.fetch_add(1 + grown, Ordering::Relaxed);
     received.fetch_add(read.bytes.len() as u64, Ordering::Relaxed);
+    client.status().file_done();
     let size = read.file_size.ok_or_else(|| HubError::Protocol {
         url: url.clone(),
         reason: "no file size in the answer (Content-Range, X-Linked-Size or Content-Length)".into(),
@@ -177,7 +178,54 @@ pub fn read_cached_gguf(
 /// the Hub, and cache the headers (and the revision's commit) in the Hugging
 /// Face cache when there is one, for [`read_cached_gguf`]. A cache that
 /// cannot be written is a note in `cache_note`, not an error.
-pub fn read_gguf(client: &HubClient, repo: &str, revision: &str, file: &str) -> Result<HubGguf, GgufFileError> {
+///
+/// Within the client's deadline; once it takes more than a second, what it
+/// has read is reported on `progress`. Texts of the file that quote the
+/// token (names, metadata strings) have its value replaced.
+pub fn read_gguf(
+    client: &HubClient,
+    repo: &str,
+    revision: &str,
+    file: &str,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<HubGguf, GgufFileError> {
+    let token = client.settings().token.clone();
+    let read = client.with_progress(&format!("reading the header of {repo}/{file}"), progress, || {
+        read_gguf_now(client, repo, revision, file)
+    });
+    match read {
+        Ok(mut g) => {
+            redact_header(&mut g.header, token.as_deref());
+            Ok(g)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let clean = super::redact(&text, token.as_deref());
+            Err(if clean == text { e } else { GgufFileError::Hub(HubError::Redacted { message: clean }) })
+        }
+    }
+}
+
+/// Replace the token's value in the header's strings (metadata and tensor
+/// names): an endpoint that echoes it must not get it printed.
+fn redact_header(h: &mut crate::gguf::GgufHeader, token: Option<&str>) {
+    let Some(t) = token.filter(|t| !t.is_empty()) else { return };
+    fn strings(v: &mut crate::gguf::MetaValue, t: &str) {
+        match v {
+            crate::gguf::MetaValue::String(s) if s.contains(t) => *s = super::redact(s, Some(t)),
+            crate::gguf::MetaValue::Array { values: Some(vals), .. } => vals.iter_mut().for_each(|v| strings(v, t)),
+            _ => {}
+        }
+    }
+    h.metadata.values_mut().for_each(|v| strings(v, t));
+    for tensor in &mut h.tensors {
+        if tensor.name.contains(t) {
+            tensor.name = super::redact(&tensor.name, Some(t));
+        }
+    }
+}
+
+fn read_gguf_now(client: &HubClient, repo: &str, revision: &str, file: &str) -> Result<HubGguf, GgufFileError> {
     let requests = AtomicU64::new(0);
     let received = AtomicU64::new(0);
     let first = read_one(client, repo, revision, file, &requests, &received)?;

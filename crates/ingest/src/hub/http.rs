@@ -3,21 +3,31 @@
 //!
 //! - Every request is bounded: `HF_HUB_DOWNLOAD_TIMEOUT` (10 s by default)
 //!   per attempt, from connect to the last body byte, and a failed attempt
-//!   (timeout, connection error, HTTP 5xx/429) is retried once.
+//!   (timeout, connection error, HTTP 5xx/429) is retried once. The whole
+//!   fetch is bounded too: a client serves one fetch and stops it at its
+//!   deadline (`VRAMFIT_HUB_FETCH_TIMEOUT`, 120 s by default), each attempt's
+//!   timeout cut to what is left; [`HubClient::with_progress`] reports on
+//!   stderr what a fetch has done once it runs past a second.
 //! - Redirects are followed by hand (at most [`MAX_REDIRECTS`]): the Hub
 //!   answers large files with a 302 to a CDN on another host. The token is
 //!   sent only to the endpoint's own origin (scheme, host, port), so it is
 //!   dropped on a cross-host redirect as huggingface_hub (requests) does.
 //!   The repo's metadata (`X-Repo-Commit`, `X-Linked-Etag`/`ETag`,
 //!   `X-Linked-Size`) is taken from the endpoint's answers, not the CDN's.
+//!   A `Location` with another scheme than http(s) (`file:`, `ftp:`, …) is
+//!   refused at once.
+//! - An answer that is not valid HTTP (a malformed status line or header)
+//!   is reported as such, not as a network failure; the token's value is
+//!   replaced in every error text ([`super::redact`]).
 //! - Bodies are read up to what was asked: a server that ignores `Range` and
 //!   starts sending a 5 GB shard is cut off after the requested bytes.
 //! - Errors map the Hub's `X-Error-Code` (GatedRepo, RepoNotFound,
 //!   RevisionNotFound, EntryNotFound) to messages that say what to do.
 
-use super::{HubError, HubSettings};
+use super::{redact, HubError, HubSettings};
 use std::io::Read;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use ureq::http::{HeaderMap, Uri};
 
 /// Redirect hops followed per request.
@@ -62,22 +72,42 @@ fn origin(url: &str) -> Option<Origin> {
     Some(Origin(scheme, host, port))
 }
 
-/// Resolve a `Location` against the URL it answered.
-fn join(base: &str, location: &str) -> Option<String> {
-    if location.starts_with("http://") || location.starts_with("https://") {
-        return Some(location.to_string());
+/// The scheme of an absolute URL reference (RFC 3986: a letter, then
+/// letters, digits, `+`, `-`, `.`, before the first `:`), lowercased.
+fn scheme_of(reference: &str) -> Option<String> {
+    let (scheme, _) = reference.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic() && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .then(|| scheme.to_ascii_lowercase())
+}
+
+/// Resolve a `Location` against the URL it answered; `Err(why)` for a
+/// location that is not an http(s) URL (refused, never joined as a path).
+fn join(base: &str, location: &str) -> Result<String, String> {
+    let unusable = || format!("redirect to an unusable Location '{}'", location.chars().take(200).collect::<String>());
+    match scheme_of(location).as_deref() {
+        Some("http") | Some("https") => return Ok(location.to_string()),
+        Some(other) => {
+            return Err(format!(
+                "redirect to '{}', a {other}: URL: only http(s) redirects are followed",
+                location.chars().take(200).collect::<String>()
+            ))
+        }
+        None => {}
     }
-    let u: Uri = base.parse().ok()?;
-    let root = format!("{}://{}", u.scheme_str()?, u.authority()?.as_str());
+    let u: Uri = base.parse().map_err(|_| unusable())?;
+    let (scheme, authority) = (u.scheme_str().ok_or_else(unusable)?, u.authority().ok_or_else(unusable)?);
+    let root = format!("{scheme}://{}", authority.as_str());
     if let Some(rest) = location.strip_prefix("//") {
-        return Some(format!("{}://{rest}", u.scheme_str()?));
+        return Ok(format!("{scheme}://{rest}"));
     }
     if location.starts_with('/') {
-        return Some(format!("{root}{location}"));
+        return Ok(format!("{root}{location}"));
     }
     let path = u.path();
     let dir = &path[..path.rfind('/').map(|i| i + 1).unwrap_or(0)];
-    Some(format!("{root}{dir}{location}"))
+    Ok(format!("{root}{dir}{location}"))
 }
 
 /// Percent-encode for a URL path segment (`keep_slash` for file paths).
@@ -133,24 +163,68 @@ fn unquote_etag(e: &str) -> String {
     e.trim().trim_start_matches("W/").trim_matches('"').to_string()
 }
 
-/// A server-sent message made safe to print (control characters escaped, cut).
-fn shown(s: &str) -> String {
-    let cut: String = s.chars().take(200).collect();
+/// A server-sent text made safe to print: the token's value replaced (before
+/// the cut, so no part of it survives), control characters escaped, cut.
+fn shown(s: &str, token: Option<&str>) -> String {
+    let cut: String = redact(s, token).chars().take(200).collect();
     cut.escape_debug().to_string()
 }
 
-/// The Hub client.
+/// First progress line after this long (a fetch that takes more than a
+/// second says what it is doing).
+pub const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+/// Then one line this often.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// What a fetch has done so far (read by the progress reporter).
+#[derive(Debug, Default)]
+pub struct FetchStatus {
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    files_total: AtomicU64,
+    files_done: AtomicU64,
+}
+
+impl FetchStatus {
+    /// The fetch will read `n` files (shard headers).
+    pub fn expect_files(&self, n: u64) {
+        self.files_total.store(n, Ordering::Relaxed);
+    }
+
+    /// One more file read.
+    pub fn file_done(&self) {
+        self.files_done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `12 of 80 files, 25 requests, 1.2 MiB received`.
+    pub fn summary(&self) -> String {
+        let (done, total) = (self.files_done.load(Ordering::Relaxed), self.files_total.load(Ordering::Relaxed));
+        let files = if total > 0 { format!("{done} of {total} files") } else { format!("{done} files") };
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        format!(
+            "{files} read, {} requests, {:.1} MiB received",
+            self.requests.load(Ordering::Relaxed),
+            bytes as f64 / (1u64 << 20) as f64
+        )
+    }
+}
+
+/// The Hub client. One client serves one fetch: its deadline runs from
+/// [`HubClient::new`].
 pub struct HubClient {
     settings: HubSettings,
     agent: ureq::Agent,
     origin: Origin,
+    started: Instant,
+    deadline: Instant,
+    status: FetchStatus,
 }
 
 impl HubClient {
     pub fn new(settings: HubSettings) -> Result<HubClient, HubError> {
         let origin = origin(&settings.endpoint).ok_or_else(|| HubError::Settings {
             what: "HF_ENDPOINT".into(),
-            reason: format!("'{}' is not a URL with a host", shown(&settings.endpoint)),
+            reason: format!("'{}' is not a URL with a host", shown(&settings.endpoint, None)),
         })?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(settings.timeout))
@@ -159,11 +233,48 @@ impl HubClient {
             .user_agent(format!("vramfit/{}", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Ok(HubClient { settings, agent, origin })
+        let started = Instant::now();
+        let deadline = started + settings.fetch_timeout;
+        Ok(HubClient { settings, agent, origin, started, deadline, status: FetchStatus::default() })
     }
 
     pub fn settings(&self) -> &HubSettings {
         &self.settings
+    }
+
+    /// What this fetch has done so far.
+    pub fn status(&self) -> &FetchStatus {
+        &self.status
+    }
+
+    /// `s` made safe to print: the token's value replaced, cut, escaped.
+    fn shown(&self, s: &str) -> String {
+        shown(s, self.settings.token.as_deref())
+    }
+
+    /// Run `work` (the fetch); once it has run for [`PROGRESS_AFTER`],
+    /// report `what` and the fetch's status on `progress` every
+    /// [`PROGRESS_EVERY`] until it returns.
+    pub fn with_progress<T>(&self, what: &str, progress: &(dyn Fn(&str) + Sync), work: impl FnOnce() -> T) -> T {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let mut wait = PROGRESS_AFTER;
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(wait) {
+                    progress(&format!(
+                        "{what}: {} in {:.0} s (the fetch stops at {} s: {})",
+                        self.status.summary(),
+                        self.started.elapsed().as_secs_f64(),
+                        self.settings.fetch_timeout.as_secs_f64(),
+                        super::FETCH_TIMEOUT_VAR
+                    ));
+                    wait = PROGRESS_EVERY;
+                }
+            });
+            let r = work();
+            drop(done);
+            r
+        })
     }
 
     /// `{endpoint}/{repo}/resolve/{revision}/{file}`.
@@ -250,15 +361,46 @@ impl HubClient {
         range: Option<(u64, u64)>,
         cap: u64,
     ) -> Result<Option<RangeRead>, HubError> {
+        self.status.requests.fetch_add(1, Ordering::Relaxed);
         let mut attempt = 1;
-        loop {
+        let r = loop {
+            if Instant::now() >= self.deadline {
+                break Err(self.deadline_error(url));
+            }
             match self.request_once(repo, revision, url, range, cap) {
+                // the attempt's timeout was cut to the deadline: the fetch is over
+                Err(e) if e.is_transient() && Instant::now() >= self.deadline => break Err(self.deadline_error(url)),
                 Err(e) if e.is_transient() && attempt < ATTEMPTS => {
                     attempt += 1;
-                    std::thread::sleep(Duration::from_millis(250));
+                    std::thread::sleep(
+                        Duration::from_millis(250).min(self.deadline.saturating_duration_since(Instant::now())),
+                    );
                 }
-                r => return r.map_err(|e| e.with_attempts(attempt)),
+                r => break r.map_err(|e| e.with_attempts(attempt)),
             }
+        };
+        if let Ok(Some(read)) = &r {
+            self.status.bytes.fetch_add(read.bytes.len() as u64, Ordering::Relaxed);
+        }
+        r.map_err(|e| self.redacted(e))
+    }
+
+    fn deadline_error(&self, url: &str) -> HubError {
+        HubError::Deadline {
+            url: url.into(),
+            secs: format!("{}", self.settings.fetch_timeout.as_secs_f64()),
+            done: self.status.summary(),
+        }
+    }
+
+    /// `e`, or the same text with the token's value replaced when it quotes it.
+    fn redacted(&self, e: HubError) -> HubError {
+        let text = e.to_string();
+        let clean = redact(&text, self.settings.token.as_deref());
+        if clean == text {
+            e
+        } else {
+            HubError::Redacted { message: clean }
         }
     }
 
@@ -274,7 +416,9 @@ impl HubClient {
         let mut out = RangeRead::default();
         for _ in 0..=MAX_REDIRECTS {
             let to_endpoint = origin(&url).as_ref() == Some(&self.origin);
-            let mut req = self.agent.get(&url);
+            // each attempt gets its timeout, cut to what is left of the fetch's deadline
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let mut req = self.agent.get(&url).config().timeout_global(Some(self.settings.timeout.min(left))).build();
             if let Some((a, b)) = range {
                 req = req.header("Range", format!("bytes={a}-{b}"));
             }
@@ -302,10 +446,8 @@ impl HubClient {
                     url: url.clone(),
                     reason: format!("HTTP {status} redirect without a Location"),
                 })?;
-                url = join(&url, loc).ok_or_else(|| HubError::Protocol {
-                    url: url.clone(),
-                    reason: format!("redirect to an unusable Location '{}'", shown(loc)),
-                })?;
+                url =
+                    join(&url, loc).map_err(|why| HubError::Protocol { url: url.clone(), reason: self.shown(&why) })?;
                 continue;
             }
             match status {
@@ -396,7 +538,7 @@ impl HubClient {
         h: &HeaderMap,
     ) -> Result<Option<RangeRead>, HubError> {
         let code = header(h, "x-error-code").unwrap_or("");
-        let message = header(h, "x-error-message").map(shown).unwrap_or_default();
+        let message = header(h, "x-error-message").map(|m| self.shown(m)).unwrap_or_default();
         let endpoint = self.settings.endpoint.clone();
         let token_sent = self.settings.token.is_some();
         Err(match (code, status) {
@@ -434,6 +576,10 @@ impl HubClient {
         match e {
             ureq::Error::Timeout(_) => HubError::Timeout { url: url.into(), secs, attempts: 1 },
             ureq::Error::Io(io) => self.body_error(url, io),
+            // the server answered, but not in HTTP: say what was wrong with the answer
+            ureq::Error::Protocol(_) | ureq::Error::Http(_) | ureq::Error::LargeResponseHeader(..) => {
+                HubError::Protocol { url: url.into(), reason: self.bad_answer(&e.to_string()) }
+            }
             ureq::Error::HostNotFound => {
                 HubError::Connect { url: url.into(), reason: "host not found".into(), attempts: 1 }
             }
@@ -441,8 +587,15 @@ impl HubClient {
                 HubError::Connect { url: url.into(), reason: "connection failed".into(), attempts: 1 }
             }
             ureq::Error::Tls(m) => HubError::Connect { url: url.into(), reason: format!("TLS: {m}"), attempts: 1 },
-            other => HubError::Connect { url: url.into(), reason: shown(&other.to_string()), attempts: 1 },
+            other => HubError::Connect { url: url.into(), reason: self.shown(&other.to_string()), attempts: 1 },
         }
+    }
+
+    fn bad_answer(&self, detail: &str) -> String {
+        format!(
+            "the server's answer is not valid HTTP ({}): is HF_ENDPOINT a Hugging Face Hub (or a mirror of one)?",
+            self.shown(detail)
+        )
     }
 
     fn body_error(&self, url: &str, e: std::io::Error) -> HubError {
@@ -451,10 +604,13 @@ impl HubClient {
             || e.get_ref()
                 .and_then(|i| i.downcast_ref::<ureq::Error>())
                 .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+        let inner = e.get_ref().and_then(|i| i.downcast_ref::<ureq::Error>());
         if timed_out {
             HubError::Timeout { url: url.into(), secs, attempts: 1 }
+        } else if let Some(u @ (ureq::Error::Protocol(_) | ureq::Error::Http(_))) = inner {
+            HubError::Protocol { url: url.into(), reason: self.bad_answer(&u.to_string()) }
         } else {
-            HubError::Connect { url: url.into(), reason: shown(&e.to_string()), attempts: 1 }
+            HubError::Connect { url: url.into(), reason: self.shown(&e.to_string()), attempts: 1 }
         }
     }
 }
@@ -478,6 +634,11 @@ mod tests {
     fn redirects_resolve_and_origins_compare_scheme_host_port() {
         let base = "https://huggingface.co/a/b/resolve/main/model.safetensors";
         assert_eq!(join(base, "https://cdn.example/x?sig=1").unwrap(), "https://cdn.example/x?sig=1");
+        assert_eq!(join(base, "HTTPS://cdn.example/x").unwrap(), "HTTPS://cdn.example/x");
+        for other in ["file:///etc/passwd", "ftp://h/x", "data:text/plain,x", "javascript:alert(1)", "FILE:/x"] {
+            let why = join(base, other).unwrap_err();
+            assert!(why.contains("only http(s) redirects are followed") && why.contains(other), "{other}: {why}");
+        }
         assert_eq!(join(base, "/api/resolve-cache/x").unwrap(), "https://huggingface.co/api/resolve-cache/x");
         assert_eq!(join(base, "other.json").unwrap(), "https://huggingface.co/a/b/resolve/main/other.json");
         assert_eq!(join(base, "//cdn.example/y").unwrap(), "https://cdn.example/y");
@@ -496,12 +657,23 @@ mod tests {
             offline: false,
             offline_reason: None,
             timeout: Duration::from_secs(1),
+            fetch_timeout: Duration::from_secs(1),
         })
         .unwrap();
         assert_eq!(
             c.file_url("a/b", "refs/pr/1", "sub dir/model.safetensors"),
             "https://huggingface.co/a/b/resolve/refs%2Fpr%2F1/sub%20dir/model.safetensors"
         );
+    }
+
+    #[test]
+    fn printed_texts_never_hold_the_token() {
+        let t = "hf_secret123";
+        let long = format!("{}Authorization: Bearer {t}", "x".repeat(190));
+        // replaced before the cut: not even a prefix of the token survives
+        assert!(!shown(&long, Some(t)).contains("hf_sec"), "{}", shown(&long, Some(t)));
+        assert_eq!(shown("Bearer hf_secret123", Some(t)), "Bearer [token redacted]");
+        assert_eq!(shown("no token here", Some(t)), "no token here");
     }
 
     proptest::proptest! {

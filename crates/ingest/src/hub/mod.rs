@@ -7,7 +7,12 @@
 //! - [`HubSettings`]: endpoint, token, cache, offline mode and timeout from
 //!   the same environment variables huggingface_hub reads (`HF_ENDPOINT`,
 //!   `HF_TOKEN`, `HF_TOKEN_PATH`/`$HF_HOME/token`, `HF_HOME`, `HF_HUB_CACHE`,
-//!   `HF_HUB_OFFLINE`, `HF_HUB_DOWNLOAD_TIMEOUT`).
+//!   `HF_HUB_OFFLINE`, `HF_HUB_DOWNLOAD_TIMEOUT`), and vramfit's own deadline
+//!   for a whole fetch (`VRAMFIT_HUB_FETCH_TIMEOUT`).
+//! - The token's value never reaches anything printed: every text taken
+//!   from the endpoint's answers that could quote it (error messages and
+//!   headers, redirect targets, names in the files) is passed through
+//!   [`redact`].
 //! - [`cache`]: writing and reading the cache, including vramfit's header
 //!   sidecars (a header is not the file, so it never goes into `snapshots/`).
 //! - `http` and `fetch` (cargo feature `hub`, on by default in the CLI): a
@@ -42,8 +47,30 @@ pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// Default per-request timeout (huggingface_hub `HF_HUB_DOWNLOAD_TIMEOUT`
 /// and `HF_HUB_ETAG_TIMEOUT` both default to 10 s).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default deadline of a whole fetch (every request of one model: config,
+/// index and all shard headers, or every shard of a GGUF), retries
+/// included; `VRAMFIT_HUB_FETCH_TIMEOUT` (seconds) overrides it. A
+/// model's headers take a few seconds on a normal link (80 shards: about
+/// 85 requests); two minutes leave room for a slow one.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest deadline `VRAMFIT_HUB_FETCH_TIMEOUT` may set (a day).
+pub const MAX_FETCH_TIMEOUT: Duration = Duration::from_secs(86400);
+/// The environment variable that sets the fetch deadline.
+pub const FETCH_TIMEOUT_VAR: &str = "VRAMFIT_HUB_FETCH_TIMEOUT";
 /// Largest token file read.
 const MAX_TOKEN_BYTES: u64 = 4096;
+
+/// What replaces the token's value in anything printed.
+pub const REDACTED: &str = "[token redacted]";
+
+/// `text` with every occurrence of the token's value replaced (texts from
+/// the endpoint's answers may quote the `Authorization` header).
+pub fn redact(text: &str, token: Option<&str>) -> String {
+    match token.filter(|t| !t.is_empty()) {
+        Some(t) if text.contains(t) => text.replace(t, REDACTED),
+        _ => text.to_string(),
+    }
+}
 
 /// Where a token came from (for messages; the token itself is never shown).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +103,8 @@ pub struct HubSettings {
     pub offline_reason: Option<String>,
     /// per request, each attempt
     pub timeout: Duration,
+    /// the whole fetch, every request and retry ([`DEFAULT_FETCH_TIMEOUT`])
+    pub fetch_timeout: Duration,
 }
 
 impl std::fmt::Debug for HubSettings {
@@ -87,6 +116,7 @@ impl std::fmt::Debug for HubSettings {
             .field("cache_dir", &self.cache_dir)
             .field("offline", &self.offline)
             .field("timeout", &self.timeout)
+            .field("fetch_timeout", &self.fetch_timeout)
             .finish()
     }
 }
@@ -119,18 +149,20 @@ impl HubSettings {
         } else {
             None
         };
-        let timeout = match env("HF_HUB_DOWNLOAD_TIMEOUT").filter(|s| !s.trim().is_empty()) {
-            None => DEFAULT_TIMEOUT,
-            Some(s) => match s.trim().parse::<f64>() {
-                Ok(t) if t.is_finite() && t > 0.0 && t <= 3600.0 => Duration::from_secs_f64(t),
-                _ => {
-                    return Err(HubError::Settings {
-                        what: "HF_HUB_DOWNLOAD_TIMEOUT".into(),
-                        reason: format!("'{}' is not a number of seconds in (0, 3600]", s.escape_debug()),
-                    })
-                }
-            },
+        let seconds = |var: &str, default: Duration, max: Duration| -> Result<Duration, HubError> {
+            match env(var).filter(|s| !s.trim().is_empty()) {
+                None => Ok(default),
+                Some(s) => match s.trim().parse::<f64>() {
+                    Ok(t) if t.is_finite() && t > 0.0 && t <= max.as_secs_f64() => Ok(Duration::from_secs_f64(t)),
+                    _ => Err(HubError::Settings {
+                        what: var.into(),
+                        reason: format!("'{}' is not a number of seconds in (0, {}]", s.escape_debug(), max.as_secs()),
+                    }),
+                },
+            }
         };
+        let timeout = seconds("HF_HUB_DOWNLOAD_TIMEOUT", DEFAULT_TIMEOUT, Duration::from_secs(3600))?;
+        let fetch_timeout = seconds(FETCH_TIMEOUT_VAR, DEFAULT_FETCH_TIMEOUT, MAX_FETCH_TIMEOUT)?;
         let (token, token_source) = token_from_env(env)?;
         Ok(HubSettings {
             endpoint,
@@ -140,6 +172,7 @@ impl HubSettings {
             offline: offline_reason.is_some(),
             offline_reason,
             timeout,
+            fetch_timeout,
         })
     }
 
@@ -227,6 +260,13 @@ pub enum HubError {
     Connect { url: String, reason: String, attempts: u32 },
     #[error("{url}: {reason}")]
     Protocol { url: String, reason: String },
+    #[error(
+        "{url}: the fetch did not finish within {secs} s ({FETCH_TIMEOUT_VAR}; {done} when it stopped): run again (nothing was cached), set {FETCH_TIMEOUT_VAR}=<seconds> for a slow link or a model of many shards, or run with --offline on what is cached"
+    )]
+    Deadline { url: String, secs: String, done: String },
+    /// an error whose text quoted the token, with the token's value replaced
+    #[error("{message}")]
+    Redacted { message: String },
     #[error("{repo}/{file}: safetensors header of {bytes} bytes is over the {limit}-byte limit; refusing to read it (corrupt or not a safetensors file?)")]
     HeaderTooLarge { repo: String, file: String, bytes: u64, limit: u64 },
     #[error("{url}: {what} is larger than {limit} bytes; refusing to read more")]

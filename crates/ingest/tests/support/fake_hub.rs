@@ -40,6 +40,10 @@ pub struct Repo {
     pub cdn_ignores_range: bool,
     /// the Hub omits X-Repo-Commit (a server that is not a Hub)
     pub no_commit_header: bool,
+    /// the Hub refuses every request with a 400 whose X-Error-Message and
+    /// body quote the request's Authorization header (a hostile or broken
+    /// endpoint echoing the token)
+    pub echo_authorization: bool,
 }
 
 impl Repo {
@@ -282,6 +286,12 @@ fn hub_reply(path: &str, auth: Option<&str>, state: &State, cdn_url: &str) -> Re
         r.3 = delay;
         r
     };
+    if repo.echo_authorization {
+        let quoted = format!("bad request: Authorization: {}", auth.unwrap_or("(none)"));
+        let mut r = error(400, "", &quoted);
+        r.2 = quoted.into_bytes();
+        return with_delay(r);
+    }
     if repo.gated && auth != Some(&format!("Bearer {GOOD_TOKEN}")) {
         let status = if auth.is_some() { 403 } else { 401 };
         return with_delay(error(status, "GatedRepo", "Access to model is restricted."));
