@@ -150,6 +150,25 @@ fn hostile_pickle_runs_nothing() {
     assert!(!marker.exists());
 }
 
+/// Issue 25 §3: a snapshot whose `segments` list contains itself (after a real
+/// 1 GiB segment) exited 0 with an empty report; it is refused, exit 2, naming
+/// the field, and nothing is printed on stdout as if it were a report.
+#[test]
+fn snapshot_reference_cycle_exits_2_naming_the_field() {
+    vramfit()
+        .args(["diagnose", &fx("snapshot/cycle_segments.pickle")])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("cycle_segments.pickle"))
+        .stderr(predicate::str::contains("the `segments` list contains itself (a reference cycle)"));
+    vramfit()
+        .args(["diagnose", &fx("snapshot/cycle_root.pickle"), "--json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`segments` is the dict that holds it (a reference cycle)"));
+}
+
 #[test]
 fn script_lint() {
     vramfit()
