@@ -291,8 +291,10 @@ fn write_by_device(out: &mut String, ooms: &[DiagnosedJson]) {
     let mut by: std::collections::BTreeMap<(Option<u32>, Option<u32>), Vec<&'static str>> = Default::default();
     for d in ooms {
         let dev = match &d.event.message {
-            MessageJson::Torch(t) => Some(t.device),
+            MessageJson::Torch(t) => t.device,
             MessageJson::Other(OtherMessageJson::TensorFlow { gpu, .. }) => *gpu,
+            MessageJson::Other(OtherMessageJson::Ggml(g)) => g.device,
+            MessageJson::Other(OtherMessageJson::TorchAsync { device, .. }) => *device,
             _ => None,
         };
         by.entry((dev, d.event.rank)).or_default().push(d.verdict.class);
@@ -320,9 +322,10 @@ fn source_words(m: &MessageJson) -> String {
             match t.era {
                 "cached" => "≤1.4 message",
                 "reserved" => "1.5–2.0 message",
+                "parenthesised" => "≤2.0 message",
                 _ => "≥2.1 message",
             },
-            t.device
+            t.device.map(|d| d.to_string()).unwrap_or_else(|| "?".into())
         ),
         MessageJson::TorchPartial { .. } => "PyTorch (partial message)".to_string(),
         MessageJson::Other(o) => match o {
@@ -335,6 +338,22 @@ fn source_words(m: &MessageJson) -> String {
             OtherMessageJson::LegacyThc { .. } => "PyTorch ≤0.4 (THC)".to_string(),
             OtherMessageJson::TensorFlowDriver { .. } => "TensorFlow (StreamExecutor)".to_string(),
             OtherMessageJson::AllocatorRetries { .. } => "PyTorch allocator (DeepSpeed warning)".to_string(),
+            OtherMessageJson::CudaDriver { .. } => {
+                "CUDA driver (PyTorch expandable segments or an extension)".to_string()
+            }
+            OtherMessageJson::TorchAsync { device, .. } => {
+                format!("PyTorch cudaMallocAsync{}", device.map(|d| format!(", GPU {d}")).unwrap_or_default())
+            }
+            OtherMessageJson::VllmStartupFree { device, .. } => {
+                format!(
+                    "vLLM start-up check{}",
+                    device.as_deref().map(|d| format!(", {}", shown(d))).unwrap_or_default()
+                )
+            }
+            OtherMessageJson::Bfc { allocator, .. } => format!("XLA/TensorFlow BFC allocator ({})", shown(allocator)),
+            OtherMessageJson::Ggml(g) => {
+                format!("llama.cpp / ggml, {} {}", shown(&g.buffer_type), g.buffer.replace('_', " "))
+            }
             OtherMessageJson::VllmNoCacheBlocks { .. }
             | OtherMessageJson::VllmMaxLenTokens { .. }
             | OtherMessageJson::VllmMaxLenMemory { .. } => "vLLM".to_string(),
@@ -367,6 +386,41 @@ fn write_oom(out: &mut String, n: usize, d: &DiagnosedJson) {
     if !v.figures.is_empty() {
         let figs: Vec<String> = v.figures.iter().map(|f| format!("{} {}", shown(&f.name), bytes(f.bytes))).collect();
         let _ = writeln!(out, "  figures: {}", figs.join(" · "));
+    }
+    if !v.decided_by.is_empty() {
+        let by: Vec<String> = v
+            .decided_by
+            .iter()
+            .filter_map(|n| v.figures.iter().find(|f| &f.name == n))
+            .map(|f| format!("{} {}", shown(&f.name), bytes(f.bytes)))
+            .collect();
+        let _ = writeln!(out, "  decided by: {}", by.join(" · "));
+    }
+    if let Some(r) = &v.runner_up {
+        let _ = writeln!(
+            out,
+            "  runner-up: {} — {}{} ({})",
+            r.class,
+            shown(&r.what),
+            r.bytes.map(|b| format!(" {}", bytes(b))).unwrap_or_default(),
+            shown(&r.why)
+        );
+    }
+    if !v.missing.is_empty() {
+        let list: Vec<String> = v
+            .missing
+            .iter()
+            .map(|m| {
+                let assumed = m.assumed_bytes.map(|b| format!(", assumed {}", bytes(b))).unwrap_or_default();
+                let matters = match (&m.otherwise, m.matters) {
+                    (Some(o), _) => format!(", matters: {} at {}", o.class, bytes(o.bytes)),
+                    (None, true) => ", matters".to_string(),
+                    (None, false) => ", does not change the cause".to_string(),
+                };
+                format!("{}{assumed}{matters}", shown(&m.figure))
+            })
+            .collect();
+        let _ = writeln!(out, "  not in the text: {}", list.join("; "));
     }
     if let Some(u) = &e.context.deepspeed_usage {
         let _ = writeln!(

@@ -74,15 +74,15 @@ fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpe
         let what = format!("{} (--gpu)", g.name);
         return Ok((g, m, what));
     }
-    let Some(t) = failing else {
+    let Some(t) = failing.and_then(|t| t.total.as_ref()) else {
         bail!("--model needs the card: give --gpu (e.g. --gpu a100-80gb), or a PyTorch OOM message that states the total capacity");
     };
-    let total = t.total.bytes;
+    let total = t.bytes;
     let closest =
         all.iter().min_by_key(|g| g.memory_bytes().abs_diff(total)).cloned().context("the GPU catalogue is empty")?;
     let mut g = closest.clone();
     g.memory_mib = total / vramfit_core::MIB;
-    Ok((g, total, format!("{} total from the message (speed figures of {})", t.total.text, closest.name)))
+    Ok((g, total, format!("{} total from the message (speed figures of {})", t.text, closest.name)))
 }
 
 fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<CulpritReport>> {
