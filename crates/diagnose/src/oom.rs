@@ -642,8 +642,14 @@ pub fn scan(text: &str) -> Vec<OomEvent> {
             _ => e,
         };
         let c = reflow::compact(text, s, e);
+        let before = raw.len();
         scan_torch(text, &c, own_end, &mut raw);
         for (o, m) in other_frameworks::scan_compact(text, &c, own_end) {
+            raw.push((o, OomKind::Other(m)));
+        }
+        // messages recognised by their first words only (cut before their figures)
+        let found: Vec<usize> = raw[before..].iter().map(|(o, _)| *o).collect();
+        for (o, m) in other_frameworks::scan_cut(text, &c, &found, own_end) {
             raw.push((o, OomKind::Other(m)));
         }
     }

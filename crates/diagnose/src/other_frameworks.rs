@@ -149,6 +149,15 @@ pub enum OtherOom {
     },
     /// llama.cpp / ggml (also inside Ollama, LM Studio, ik_llama.cpp): a backend buffer it could not allocate
     Ggml(GgmlOom),
+    /// A message of one of the forms above, recognised by its first words
+    /// but cut (or reflowed beyond repair) before the figures its reader
+    /// needs: named, with what is missing
+    Cut {
+        /// `mps`, `vllm_startup_free`, `vllm_max_len_memory`, `vllm_max_len_tokens`, `tensorflow`, `xla`
+        form: String,
+        text: String,
+        missing: Vec<String>,
+    },
 }
 
 /// The BFC allocator's `Stats:` block (bytes).
@@ -367,6 +376,66 @@ pub(crate) fn scan_compact(text: &str, c: &Compact, own_end: usize) -> Vec<(usiz
         out.extend(ggml::scan(text, c).into_iter().map(|(o, g)| (o, OtherOom::Ggml(g))));
     }
     out.retain(|(o, _)| *o < own_end);
+    out
+}
+
+/// The first words of each form, and the figures its reader needs after them.
+const CUT_HEADS: [(&str, &str, &[&str]); 14] = [
+    ("MPSbackendoutofmemory", "mps", &["allocated", "other", "max_allowed", "requested"]),
+    ("onstartupislessthandesiredGPUmemoryutilization", "vllm_startup_free", &["utilization", "requested"]),
+    ("Freememoryondevice", "vllm_startup_free", &["free", "total", "utilization", "requested"]),
+    ("Toserveatleastonerequestwiththemodel", "vllm_max_len_memory", &["needed", "available"]),
+    ("maxseqlen(", "vllm_max_len_tokens", &["kv_cache_tokens"]),
+    ("OOMwhenallocatingtensor", "tensorflow", &["shape", "dtype"]),
+    ("Outofmemorywhiletryingtoallocate", "xla", &["requested"]),
+    ("RESOURCE_EXHAUSTED:", "xla", &["requested"]),
+    ("ranoutofmemory", "bfc", &["requested"]),
+    ("buffer_type_alloc_buffer:failedtoallocate", "ggml", &["requested"]),
+    ("CUDAoutofmemory", "pytorch", &["requested", "total", "free", "allocated"]),
+    ("HIPoutofmemory", "pytorch", &["requested", "total", "free", "allocated"]),
+    ("OutOfMemoryError:", "pytorch", &["requested", "total", "free", "allocated"]),
+    ("Allocationondevice", "pytorch_async", &["allocated", "requested", "total", "free"]),
+];
+
+/// How far (original bytes) before a full message a head of its own form
+/// may sit (`torch.OutOfMemoryError: ` before `CUDA out of memory.`, vLLM's
+/// second head inside its message), and how far after it.
+const CUT_BEFORE: usize = 600;
+const CUT_AFTER: usize = 80;
+
+/// Messages recognised by their first words with no full message of any
+/// form at that place (`found`: the original offsets of every message read
+/// in the chunk): cut before their figures.
+pub(crate) fn scan_cut(text: &str, c: &Compact, found: &[usize], own_end: usize) -> Vec<(usize, OtherOom)> {
+    let t = c.text.as_str();
+    let mut out: Vec<(usize, OtherOom)> = Vec::new();
+    let mut taken: Vec<usize> = found.to_vec();
+    let mut heads: Vec<(usize, &str, &[&str])> = Vec::new();
+    for (head, form, missing) in CUT_HEADS {
+        heads.extend(t.match_indices(head).map(|(i, _)| (i, form, missing)));
+    }
+    heads.sort_by_key(|h| h.0);
+    for (i, form, missing) in heads {
+        let o = c.orig(i);
+        if o >= own_end {
+            continue;
+        }
+        let covered = taken.iter().any(|&fo| fo + CUT_BEFORE >= o && fo <= o + CUT_AFTER);
+        if covered {
+            continue;
+        }
+        taken.push(o);
+        let end = floor_boundary(text, (o + 300).min(text.len()));
+        let shown = squash(&text[o..end]).trim().chars().take(200).collect::<String>();
+        out.push((
+            o,
+            OtherOom::Cut {
+                form: form.to_string(),
+                text: shown,
+                missing: missing.iter().map(|m| m.to_string()).collect(),
+            },
+        ));
+    }
     out
 }
 
@@ -690,7 +759,11 @@ fn scan_torch_async(c: &Compact) -> Vec<(usize, OtherOom)> {
             // ComfyUI prints the exception's type on its own line, or its
             // "!!! Exception during processing !!!" before the message
             let near = &t[a..b];
-            if !near.contains("OutOfMemoryError") && !t[a..m.start()].ends_with("Exceptionduringprocessing!!!") {
+            let device_named = cap.get(1).is_some();
+            if !device_named
+                && !near.contains("OutOfMemoryError")
+                && !t[a..m.start()].ends_with("Exceptionduringprocessing!!!")
+            {
                 continue;
             }
         }

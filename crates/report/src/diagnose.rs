@@ -351,6 +351,7 @@ fn source_words(m: &MessageJson) -> String {
                 )
             }
             OtherMessageJson::Bfc { allocator, .. } => format!("XLA/TensorFlow BFC allocator ({})", shown(allocator)),
+            OtherMessageJson::Cut { form, .. } => format!("{} (cut)", shown(form)),
             OtherMessageJson::Ggml(g) => {
                 format!("llama.cpp / ggml, {} {}", shown(&g.buffer_type), g.buffer.replace('_', " "))
             }

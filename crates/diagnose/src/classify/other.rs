@@ -77,6 +77,7 @@ pub(crate) fn classify_other(o: &OtherOom, ctx: &Context) -> Verdict {
             None => bfc_summary(stats),
         },
         OtherOom::Ggml(g) => super::ggml::classify(g, smi),
+        OtherOom::Cut { form, text, missing } => cut(form, text, missing),
         OtherOom::VllmNoCacheBlocks { profile } => vllm_no_cache_blocks(profile),
         OtherOom::VllmMaxLenTokens { max_model_len, kv_cache_tokens, .. } => {
             vllm_max_len_tokens(max_model_len, kv_cache_tokens)
@@ -170,7 +171,14 @@ fn xla(
     } else {
         OomClass::GenuineShortage
     };
+    let missing = if total_allocation.is_none() {
+        reasoning.push("The BufferAssignment stats that follow the message (total, parameter, temp and fragmentation) are not in the text: the program's own size, which tells memory taken before it ran from a program too large, is unknown.".to_string());
+        vec![super::Missing { figure: "program_total".into(), assumed_bytes: None, matters: true, otherwise: None }]
+    } else {
+        Vec::new()
+    };
     Verdict {
+        missing,
         class,
         main_cause: Cause::new(
             class,
@@ -182,7 +190,7 @@ fn xla(
         runner_up: None,
         runner_up_from_missing: false,
         decided_by: Vec::new(),
-        missing: Vec::new(),
+
         headline: format!("XLA could not allocate {} ({} bytes)", b(requested.bytes), requested.bytes),
         figures,
         reasoning,
@@ -1085,5 +1093,40 @@ fn bfc_summary(stats: &Option<BfcStats>) -> Verdict {
         v.missing =
             vec![super::Missing { figure: "requested".into(), assumed_bytes: None, matters: false, otherwise: None }];
     }
+    v
+}
+
+/// A message recognised by its first words but cut before its figures.
+fn cut(form: &str, text: &str, missing: &[String]) -> Verdict {
+    let what = match form {
+        "mps" => "Apple MPS",
+        "vllm_startup_free" => "vLLM's start-up memory check",
+        "vllm_max_len_memory" => "vLLM's KV-cache check",
+        "tensorflow" => "TensorFlow",
+        "xla" => "XLA",
+        "vllm_max_len_tokens" => "vLLM's max-model-length check",
+        "bfc" => "the BFC allocator's",
+        "ggml" => "ggml's",
+        "pytorch" => "PyTorch's",
+        "pytorch_async" => "PyTorch cudaMallocAsync's",
+        _ => "the",
+    };
+    let mut v = verdict(
+        OomClass::Unknown,
+        Cause::new(OomClass::Unknown, "the request", None, None),
+        format!("{what} out-of-memory message, cut before {}", missing.join(", ")),
+        vec![],
+        vec![format!(
+            "\"{}\" is the start of {what}'s message, but the figures that decide the cause ({}) are not in the text: it was cut or trimmed when pasted.",
+            text,
+            missing.join(", ")
+        )],
+        None,
+        vec![fix(FixCost::Setting, "paste the whole message from the log", "its figures decide the cause")],
+    );
+    v.missing = missing
+        .iter()
+        .map(|m| super::Missing { figure: m.clone(), assumed_bytes: None, matters: true, otherwise: None })
+        .collect();
     v
 }

@@ -403,6 +403,11 @@ pub enum OtherMessageJson {
         stats: Option<BfcStatsJson>,
     },
     Ggml(GgmlJson),
+    Cut {
+        form: String,
+        text: String,
+        missing: Vec<String>,
+    },
 }
 
 /// The BFC allocator's `Stats:` block (bytes).
@@ -590,6 +595,9 @@ impl From<&OtherOom> for OtherMessageJson {
                 stats: stats.as_ref().map(Into::into),
             },
             OtherOom::Ggml(g) => OtherMessageJson::Ggml(g.into()),
+            OtherOom::Cut { form, text, missing } => {
+                OtherMessageJson::Cut { form: form.clone(), text: text.clone(), missing: missing.clone() }
+            }
         }
     }
 }
