@@ -183,6 +183,8 @@ pub struct TorchOom {
     /// figures this era prints that the text did not hold, by name
     /// (`device`, `total`, `free`, `allocated`, `reserved`, `cached`, `unallocated`)
     pub missing: Vec<&'static str>,
+    /// the start of the message as pasted, when figures are missing
+    pub text: Option<String>,
 }
 
 impl TorchOom {
@@ -327,10 +329,7 @@ pub(crate) fn parse_compact(window: &str, shown: &str) -> OomKind {
         None
     };
     let backend = ["HIP", "XPU"].iter().find(|b| window.starts_with(&format!("{b}outofmemory"))).unwrap_or(&"CUDA");
-    let partial = |requested: Option<Size>| OomKind::TorchPartial {
-        requested,
-        text: shown.chars().take(300).collect::<String>().trim().to_string(),
-    };
+    let partial = |requested: Option<Size>| OomKind::TorchPartial { requested, text: shown_text(shown) };
     let Some(req) = requested.clone() else { return partial(requested) };
     // ≤2.0: the parenthesis; ≥2.1: sentences. Either is recognised by any of its figures.
     let old_total = first(f_old_total(), window, 1);
@@ -392,6 +391,7 @@ pub(crate) fn parse_compact(window: &str, shown: &str) -> OomKind {
             this_process: None,
             processes: Vec::new(),
             hint,
+            text: (!missing.is_empty()).then(|| shown_text(shown)),
             missing,
         }
     } else if new_any {
@@ -417,12 +417,18 @@ pub(crate) fn parse_compact(window: &str, shown: &str) -> OomKind {
             this_process,
             processes,
             hint,
+            text: (!missing.is_empty()).then(|| shown_text(shown)),
             missing,
         }
     } else {
         return partial(requested);
     };
     OomKind::Torch(t)
+}
+
+/// The start of a message as pasted, for a partial one.
+fn shown_text(shown: &str) -> String {
+    shown.chars().take(300).collect::<String>().trim().to_string()
 }
 
 /// Parse one PyTorch message starting at `window` (any layout: wrapped,
@@ -583,8 +589,16 @@ fn message_starts(c: &str) -> Vec<usize> {
     /// CUDA, ROCm (HIP) and Intel (XPU) builds print the same message
     const HEADS: [&str; 3] = ["CUDAoutofmemory.", "HIPoutofmemory.", "XPUoutofmemory."];
     const TRIED: &str = "Triedtoallocate";
-    let mut starts: Vec<usize> = HEADS.iter().flat_map(|h| c.match_indices(h).map(|(i, _)| i)).collect();
-    for (i, _) in c.match_indices(TRIED) {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut tried: Vec<usize> = Vec::new();
+    for m in starts_re().find_iter(c) {
+        if m.as_str() == TRIED {
+            tried.push(m.start());
+        } else {
+            starts.push(m.start());
+        }
+    }
+    for i in tried {
         // part of a "CUDA out of memory. Tried to allocate" already found?
         let back = floor_boundary(c, i.saturating_sub(HEADS[0].len() + 2));
         if HEADS.iter().any(|h| c[back..i].contains(h)) {
@@ -603,6 +617,12 @@ fn message_starts(c: &str) -> Vec<usize> {
     }
     starts.sort_unstable();
     starts
+}
+
+/// The heads of [`message_starts`], searched together.
+fn starts_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, r"CUDAoutofmemory\.|HIPoutofmemory\.|XPUoutofmemory\.|Triedtoallocate")
 }
 
 /// How far (compact bytes) before "Tried to allocate" an MPS message starts.

@@ -322,13 +322,47 @@ fn shown(text: &str, c: &Compact, m: &regex::Match) -> String {
     squash(text.get(a..b).unwrap_or_default()).trim().to_string()
 }
 
+/// The literals that gate each scanner below, searched in one pass.
+const GATES: [&str; 24] = [
+    "Outofmemorywhiletryingtoallocate",
+    "Outofmemoryallocating",
+    "OOMwhenallocatingtensor",
+    "Noavailablememoryforthecacheblocks",
+    "maxseqlen",
+    "onstartupislessthandesired",
+    "MPSbackendoutofmemory",
+    "outofmemory'",
+    "CUDAerror:outofmemory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "cudaErrorMemoryAllocation",
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "CUDAdrivererror:outofmemory",
+    ":outofmemory",
+    "pytorchallocatorcacheflushes",
+    "Allocationondevice",
+    "ranoutofmemorytryingtoallocate",
+    "Stats:Limit:",
+    "failedtoallocate",
+    "failed:outofmemory",
+    "MPSbackend",
+    "Toserveatleastonerequest",
+    "islargerthanthemaximumnumberoftokens",
+    "cacheblocks",
+];
+
+fn gates_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, &GATES.iter().map(|a| regex::escape(a)).collect::<Vec<_>>().join("|"))
+}
+
 /// Every non-PyTorch OOM in one compact chunk, with its original offset;
 /// only those starting before `own_end`.
 pub(crate) fn scan_compact(text: &str, c: &Compact, own_end: usize) -> Vec<(usize, OtherOom)> {
     // Each scanner runs only when its literal is present: std's substring
     // search is fast in every build, the regex engine is not in debug.
     let t = c.text.as_str();
-    let has = |lits: &[&str]| lits.iter().any(|l| t.contains(l));
+    let seen = crate::reflow::present(gates_re(), t);
+    let has = |lits: &[&str]| lits.iter().any(|l| seen.contains(l));
     let mut out = Vec::new();
     if has(&["Outofmemorywhiletryingtoallocate", "Outofmemoryallocating"]) {
         out.extend(scan_xla(text, c));
@@ -397,6 +431,11 @@ const CUT_HEADS: [(&str, &str, &[&str]); 14] = [
     ("Allocationondevice", "pytorch_async", &["allocated", "requested", "total", "free"]),
 ];
 
+fn cut_heads_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, &CUT_HEADS.iter().map(|(h, _, _)| regex::escape(h)).collect::<Vec<_>>().join("|"))
+}
+
 /// How far (original bytes) before a full message a head of its own form
 /// may sit (`torch.OutOfMemoryError: ` before `CUDA out of memory.`, vLLM's
 /// second head inside its message), and how far after it.
@@ -410,11 +449,13 @@ pub(crate) fn scan_cut(text: &str, c: &Compact, found: &[usize], own_end: usize)
     let t = c.text.as_str();
     let mut out: Vec<(usize, OtherOom)> = Vec::new();
     let mut taken: Vec<usize> = found.to_vec();
-    let mut heads: Vec<(usize, &str, &[&str])> = Vec::new();
-    for (head, form, missing) in CUT_HEADS {
-        heads.extend(t.match_indices(head).map(|(i, _)| (i, form, missing)));
-    }
-    heads.sort_by_key(|h| h.0);
+    let heads: Vec<(usize, &str, &[&str])> = cut_heads_re()
+        .find_iter(t)
+        .filter_map(|m| {
+            let (_, form, missing) = CUT_HEADS.iter().find(|(h, _, _)| *h == m.as_str())?;
+            Some((m.start(), *form, *missing))
+        })
+        .collect();
     for (i, form, missing) in heads {
         let o = c.orig(i);
         if o >= own_end {

@@ -138,6 +138,13 @@ pub(crate) fn compact(text: &str, start: usize, end: usize) -> Compact {
                 let rest = &part[i..];
                 let rest = &rest[..floor_boundary(rest, 200)];
                 let lead = rest.len() - rest.trim_start_matches([' ', '\t']).len();
+                // only a line that can start a prefix is matched against them
+                let first = rest.as_bytes().get(lead).copied().unwrap_or(b' ');
+                let maybe = matches!(first, b'[' | b'(' | b'>' | b'0'..=b'9' | b'A'..=b'Z')
+                    || rest[lead..floor_boundary(rest, lead + 80)].contains(" | ");
+                if !maybe {
+                    break;
+                }
                 match prefix_re().find(&rest[lead..]) {
                     Some(m) if m.end() > 0 => i += lead + m.end(),
                     _ => break,
@@ -177,16 +184,13 @@ pub(crate) fn compact(text: &str, start: usize, end: usize) -> Compact {
 /// The spans of `text` worth compacting: around every anchor, merged, in
 /// chunks of at most [`CHUNK`] bytes overlapping by [`OVERLAP`].
 pub(crate) fn regions(text: &str) -> Vec<(usize, usize)> {
-    let mut hits: Vec<usize> = Vec::new();
-    for a in ANCHORS {
-        hits.extend(text.match_indices(a).map(|(i, _)| i));
-    }
-    if hits.is_empty() {
-        return Vec::new();
-    }
-    hits.sort_unstable();
     let mut spans: Vec<(usize, usize)> = Vec::new();
-    for h in hits {
+    // one pass for every anchor (the regex engine searches literals together)
+    for m in anchors_re().find_iter(text) {
+        let h = m.start();
+        if spans.last().is_some_and(|l| h + AHEAD <= l.1) {
+            continue;
+        }
         let s = line_start(text, floor_boundary(text, h.saturating_sub(BACK)));
         let e = floor_boundary(text, h.saturating_add(AHEAD));
         match spans.last_mut() {
@@ -209,6 +213,17 @@ pub(crate) fn regions(text: &str) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// Every anchor as one pattern (literals: searched together in one pass).
+fn anchors_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, &ANCHORS.iter().map(|a| regex::escape(a)).collect::<Vec<_>>().join("|"))
+}
+
+/// Which of `lits` occur in `text`, in one pass.
+pub(crate) fn present<'a>(set: &'static Regex, text: &'a str) -> std::collections::HashSet<&'a str> {
+    set.find_iter(text).map(|m| m.as_str()).collect()
 }
 
 /// Start of the line holding offset `i`.

@@ -291,7 +291,8 @@ fn write_by_device(out: &mut String, ooms: &[DiagnosedJson]) {
     let mut by: std::collections::BTreeMap<(Option<u32>, Option<u32>), Vec<&'static str>> = Default::default();
     for d in ooms {
         let dev = match &d.event.message {
-            MessageJson::Torch(t) => t.device,
+            MessageJson::Torch(t) => Some(t.device),
+            MessageJson::TorchPartial(t) => t.device,
             MessageJson::Other(OtherMessageJson::TensorFlow { gpu, .. }) => *gpu,
             MessageJson::Other(OtherMessageJson::Ggml(g)) => g.device,
             MessageJson::Other(OtherMessageJson::TorchAsync { device, .. }) => *device,
@@ -325,9 +326,13 @@ fn source_words(m: &MessageJson) -> String {
                 "parenthesised" => "≤2.0 message",
                 _ => "≥2.1 message",
             },
-            t.device.map(|d| d.to_string()).unwrap_or_else(|| "?".into())
+            t.device
         ),
-        MessageJson::TorchPartial { .. } => "PyTorch (partial message)".to_string(),
+        MessageJson::TorchPartial(t) => format!(
+            "PyTorch{} (partial message{})",
+            t.backend.as_deref().map(|b| format!(" {b}")).unwrap_or_default(),
+            t.device.map(|d| format!(", GPU {d}")).unwrap_or_default()
+        ),
         MessageJson::Other(o) => match o {
             OtherMessageJson::Xla { .. } => "JAX/XLA".to_string(),
             OtherMessageJson::TensorFlow { gpu, .. } => {

@@ -230,8 +230,30 @@ pub struct ProcessUseJson {
 pub struct TorchMessageJson {
     pub backend: String,
     pub era: &'static str,
-    pub device: Option<u32>,
+    pub device: u32,
     pub requested: SizeJson,
+    pub total: SizeJson,
+    pub free: SizeJson,
+    pub allocated: SizeJson,
+    pub reserved: Option<SizeJson>,
+    pub unallocated: Option<SizeJson>,
+    pub allowed: Option<SizeJson>,
+    pub private_pools: Option<SizeJson>,
+    pub this_process: Option<SizeJson>,
+    pub processes: Vec<ProcessUseJson>,
+    pub hint: Option<&'static str>,
+}
+
+/// A PyTorch message with figures missing (cut or trimmed when pasted):
+/// every figure it holds, the rest null and named in `missing`. Without a
+/// single device figure (only the request, or not even that) all are null.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TorchPartialJson {
+    pub requested: Option<SizeJson>,
+    pub text: String,
+    pub backend: Option<String>,
+    pub era: Option<&'static str>,
+    pub device: Option<u32>,
     pub total: Option<SizeJson>,
     pub free: Option<SizeJson>,
     pub allocated: Option<SizeJson>,
@@ -242,23 +264,18 @@ pub struct TorchMessageJson {
     pub this_process: Option<SizeJson>,
     pub processes: Vec<ProcessUseJson>,
     pub hint: Option<&'static str>,
-    /// figures this era prints that the text did not hold
+    /// figures the message's era prints that the text did not hold
     pub missing: Vec<&'static str>,
 }
 
-impl From<&ProcessUse> for ProcessUseJson {
-    fn from(p: &ProcessUse) -> Self {
-        ProcessUseJson { pid: p.pid, used: (&p.used).into() }
-    }
-}
-
-impl From<&TorchOom> for TorchMessageJson {
+impl From<&TorchOom> for TorchPartialJson {
     fn from(t: &TorchOom) -> Self {
-        TorchMessageJson {
-            backend: t.backend.clone(),
-            era: era_key(t.era),
+        TorchPartialJson {
+            requested: Some((&t.requested).into()),
+            text: t.text.clone().unwrap_or_default(),
+            backend: Some(t.backend.clone()),
+            era: Some(era_key(t.era)),
             device: t.device,
-            requested: (&t.requested).into(),
             total: size(&t.total),
             free: size(&t.free),
             allocated: size(&t.allocated),
@@ -271,6 +288,37 @@ impl From<&TorchOom> for TorchMessageJson {
             hint: t.hint.map(hint_key),
             missing: t.missing.clone(),
         }
+    }
+}
+
+impl From<&ProcessUse> for ProcessUseJson {
+    fn from(p: &ProcessUse) -> Self {
+        ProcessUseJson { pid: p.pid, used: (&p.used).into() }
+    }
+}
+
+impl TorchMessageJson {
+    /// The complete message's JSON, or `None` when a figure is missing.
+    fn complete(t: &TorchOom) -> Option<Self> {
+        if !t.missing.is_empty() {
+            return None;
+        }
+        Some(TorchMessageJson {
+            backend: t.backend.clone(),
+            era: era_key(t.era),
+            device: t.device?,
+            requested: (&t.requested).into(),
+            total: t.total.as_ref()?.into(),
+            free: t.free.as_ref()?.into(),
+            allocated: t.allocated.as_ref()?.into(),
+            reserved: size(&t.reserved),
+            unallocated: size(&t.unallocated),
+            allowed: size(&t.allowed),
+            private_pools: size(&t.private_pools),
+            this_process: size(&t.this_process),
+            processes: t.processes.iter().map(Into::into).collect(),
+            hint: t.hint.map(hint_key),
+        })
     }
 }
 
@@ -607,17 +655,35 @@ impl From<&OtherOom> for OtherMessageJson {
 #[serde(tag = "framework", rename_all = "snake_case")]
 pub enum MessageJson {
     Torch(TorchMessageJson),
-    TorchPartial { requested: Option<SizeJson>, text: String },
+    TorchPartial(TorchPartialJson),
     Other(OtherMessageJson),
 }
 
 impl From<&OomKind> for MessageJson {
     fn from(k: &OomKind) -> Self {
         match k {
-            OomKind::Torch(t) => MessageJson::Torch(t.into()),
-            OomKind::TorchPartial { requested, text } => {
-                MessageJson::TorchPartial { requested: size(requested), text: text.clone() }
-            }
+            OomKind::Torch(t) => match TorchMessageJson::complete(t) {
+                Some(m) => MessageJson::Torch(m),
+                None => MessageJson::TorchPartial(t.into()),
+            },
+            OomKind::TorchPartial { requested, text } => MessageJson::TorchPartial(TorchPartialJson {
+                requested: size(requested),
+                text: text.clone(),
+                backend: None,
+                era: None,
+                device: None,
+                total: None,
+                free: None,
+                allocated: None,
+                reserved: None,
+                unallocated: None,
+                allowed: None,
+                private_pools: None,
+                this_process: None,
+                processes: Vec::new(),
+                hint: None,
+                missing: vec!["total", "free", "allocated", "reserved"],
+            }),
             OomKind::Other(o) => MessageJson::Other(o.into()),
         }
     }
