@@ -32,6 +32,28 @@ pub struct InputInfo {
     pub truncated: bool,
 }
 
+/// `--model MODEL.gguf` beside a llama.cpp / ggml failure: the estimator's
+/// largest `-ngl` and context on the failing device.
+#[derive(Debug, Clone, Serialize)]
+pub struct GgufFitJson {
+    pub model: String,
+    /// the failing device (ggml's index)
+    pub device: Option<u32>,
+    /// the memory fitted against
+    pub memory_bytes: u64,
+    /// where that memory figure comes from
+    pub memory_source: String,
+    /// the context the searches hold (the log's `n_ctx`, else llama.cpp's default)
+    pub n_ctx: u64,
+    /// the largest `-ngl` whose plan fits at that context (null: not even `-ngl 0`)
+    pub max_gpu_layers: Option<u64>,
+    /// the `-ngl` the largest context is searched at (the log's offloaded layers, else all)
+    pub at_gpu_layers: Option<u64>,
+    /// the largest context (a multiple of 256) that fits at `at_gpu_layers` (null: none)
+    pub max_context: Option<u64>,
+    pub reasoning: Vec<String>,
+}
+
 /// The whole `diagnose --json` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct DiagnoseReport {
@@ -42,6 +64,8 @@ pub struct DiagnoseReport {
     pub diagnosis: DiagnosisJson,
     /// the estimate beside the failure (`--model` given)
     pub estimate: Option<EstimateJson>,
+    /// `--model MODEL.gguf` beside a llama.cpp failure
+    pub gguf_fit: Option<GgufFitJson>,
     /// where the SVG timeline was written (`--svg`)
     pub svg: Option<String>,
 }
@@ -56,6 +80,7 @@ impl DiagnoseReport {
             kind: diagnosis.kind(),
             diagnosis,
             estimate: estimate.map(Into::into),
+            gguf_fit: None,
             svg,
         }
     }
@@ -81,6 +106,9 @@ impl DiagnoseReport {
         }
         if let Some(e) = &self.estimate {
             write_estimate(&mut out, e);
+        }
+        if let Some(g) = &self.gguf_fit {
+            write_gguf_fit(&mut out, g);
         }
         if let Some(p) = &self.svg {
             let _ = writeln!(out, "\ntimeline written to {}", shown(p));
@@ -283,6 +311,24 @@ fn write_estimate(out: &mut String, e: &EstimateJson) {
                 if what.is_empty() { String::new() } else { format!(" [{}]", what.join(", ")) }
             );
         }
+    }
+}
+
+fn write_gguf_fit(out: &mut String, g: &GgufFitJson) {
+    let _ = writeln!(
+        out,
+        "\nthe model beside the failure ({}, {} on {}):",
+        shown(&g.model),
+        bytes(g.memory_bytes),
+        g.device.map(|d| format!("device {d}")).unwrap_or_else(|| "the device".into())
+    );
+    let ngl = g.max_gpu_layers.map(|n| format!("-ngl {n}")).unwrap_or_else(|| "none (not even -ngl 0)".into());
+    let _ = writeln!(out, "  largest -ngl at -c {}: {ngl}", g.n_ctx);
+    let ctx = g.max_context.map(|c| format!("-c {c}")).unwrap_or_else(|| "none".into());
+    let at = g.at_gpu_layers.map(|n| format!("-ngl {n}")).unwrap_or_else(|| "all layers".into());
+    let _ = writeln!(out, "  largest context at {at}: {ctx}");
+    for r in &g.reasoning {
+        let _ = writeln!(out, "  - {}", shown(r));
     }
 }
 

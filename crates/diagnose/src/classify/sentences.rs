@@ -213,10 +213,11 @@ impl Note {
                 factor.map(|k| format!(", and this is within {k:.0}× that (NCCL channels, CUDA graphs and kernel images vary with the model and parallelism)")).unwrap_or_default()
             ),
             Note::CannotTellWhose { bytes, own, nvml_gap } => format!(
-                "Whose the {} outside PyTorch is cannot be told from the figures{}: beyond a context ({}), it is another process (in another container NVML cannot see) or this job's own non-PyTorch memory (a serving engine's buffers, NCCL, an extension such as bitsandbytes); the log names no engine. It is counted as another user's, and the verdict without it is the runner-up.",
+                "Whose the {} outside PyTorch is cannot be told from the figures{}: beyond a context ({}), it is another process{} or this job's own non-PyTorch memory (a serving engine's buffers, NCCL, an extension such as bitsandbytes); the log names no engine. It is counted as another user's, and the verdict without it is the runner-up.",
                 b(*bytes),
                 if *nvml_gap { " (NVML reported 0 bytes for this process: it does not see processes inside the container)" } else { "" },
-                b(*own)
+                b(*own),
+                if *nvml_gap { " (in another container, which NVML cannot see either)" } else { "" }
             ),
             Note::BeyondOwn { bytes, own, why, other } => format!(
                 "{} is outside PyTorch, more than twice what this job's engine holds there ({}: about {}): about {} belongs to another user of the card.",
