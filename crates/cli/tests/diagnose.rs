@@ -169,7 +169,7 @@ fn ggml_failure_beside_its_gguf_model() {
     assert_eq!(g["n_ctx"], 131072);
     assert_eq!(g["at_gpu_layers"], 33);
     let ctx = g["max_context"].as_u64().unwrap();
-    assert!(ctx % 256 == 0 && ctx > 8192 && ctx < 131072, "{g}");
+    assert!(ctx.is_multiple_of(256) && ctx > 8192 && ctx < 131072, "{g}");
     assert!(g["max_gpu_layers"].as_u64().unwrap() < 33, "{g}");
     // without a free figure or --gpu there is nothing to fit against
     std::fs::write(&log, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 16384.00 MiB on device 0: cudaMalloc failed: out of memory

@@ -194,18 +194,17 @@ macro_rules! cre {
 }
 
 // compact-text patterns (no whitespace)
-cre!(xla_re, r"(?i:resource_?exhausted):Outofmemory(?:whiletryingtoallocate|allocating)(\d{1,20})bytes".to_string());
+cre!(xla_re, r"(?i:resource_?exhausted):Outofmemory(?:whiletryingtoallocate|allocating)(\d{1,20})bytes");
 cre!(
     tf_re,
     r"OOMwhenallocatingtensor(?:with|of)shape\[([\d,]{0,200})\](?:andtype([a-z0-9_]+?)(?:on|by|$|[^a-z0-9_]))?"
-        .to_string()
 );
-cre!(tf_device_re, r"on(/[\w:/.-]{1,200}?)(?:byallocator|$|\[|[^\w:/.-])".to_string());
-cre!(tf_alloc_re, r"byallocator(\w{1,64}?_bfc|\w{1,64})".to_string());
-cre!(vllm_none_re, r"Noavailablememoryforthecacheblocks".to_string());
+cre!(tf_device_re, r"on(/[\w:/.-]{1,200}?)(?:byallocator|$|\[|[^\w:/.-])");
+cre!(tf_alloc_re, r"byallocator(\w{1,64}?_bfc|\w{1,64})");
+cre!(vllm_none_re, r"Noavailablememoryforthecacheblocks");
 cre!(
     vllm_tokens_re,
-    r"maxseqlen\((\d{1,12})\)islargerthanthemaximumnumberoftokensthatcanbestoredinKVcache\((\d{1,12})\)".to_string()
+    r"maxseqlen\((\d{1,12})\)islargerthanthemaximumnumberoftokensthatcanbestoredinKVcache\((\d{1,12})\)"
 );
 cre!(
     vllm_mem_re,
@@ -215,7 +214,7 @@ cre!(
 );
 cre!(
     vllm_startup_re,
-    r"Freememoryondevice([a-z]{2,8}:\d{1,3})?\((\d{1,6}(?:\.\d{1,4})?)/(\d{1,6}(?:\.\d{1,4})?)GiB\)onstartupislessthandesiredGPUmemoryutilization\((\d(?:\.\d{1,6})?),(\d{1,6}(?:\.\d{1,4})?)GiB\)".to_string()
+    r"Freememoryondevice([a-z]{2,8}:\d{1,3})?\((\d{1,6}(?:\.\d{1,4})?)/(\d{1,6}(?:\.\d{1,4})?)GiB\)onstartupislessthandesiredGPUmemoryutilization\((\d(?:\.\d{1,6})?),(\d{1,6}(?:\.\d{1,4})?)GiB\)"
 );
 cre!(
     mps_re,
@@ -225,17 +224,16 @@ cre!(
 );
 cre!(
     cuda_err_re,
-    r"CUDAerror:outofmemory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|NCCL.{0,200}?'outofmemory'".to_string()
+    r"CUDAerror:outofmemory|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|NCCL.{0,200}?'outofmemory'"
 );
-cre!(driver_err_re, r"CUDAdrivererror:outofmemory".to_string());
-cre!(thc_re, r"cudaruntimeerror\(2\):?outofmemory|THCudaCheckFAILfile=.{0,300}?error=2:outofmemory".to_string());
+cre!(driver_err_re, r"CUDAdrivererror:outofmemory");
+cre!(thc_re, r"cudaruntimeerror\(2\):?outofmemory|THCudaCheckFAILfile=.{0,300}?error=2:outofmemory");
 cre!(
     tf_driver_re,
     r"failedtoallocate[\d.]{1,12}[KMGT]?\((\d{1,20})bytes\)fromdevice:CUDA_ERROR_OUT_OF_MEMORY(?::outofmemory)?"
-        .to_string()
 );
-cre!(retries_re, r"(\d{1,12})pytorchallocatorcacheflushessincelaststep".to_string());
-cre!(async_head_re, r"Allocationondevice(\d{1,3})?(wouldexceedallowedmemory)?".to_string());
+cre!(retries_re, r"(\d{1,12})pytorchallocatorcacheflushessincelaststep");
+cre!(async_head_re, r"Allocationondevice(\d{1,3})?(wouldexceedallowedmemory)?");
 cre!(async_alloc_re, format!(r"Currentlyallocated:{CSIZE}"));
 cre!(async_req_re, format!(r"Requested:{CSIZE}"));
 cre!(async_total_re, format!(r"Devicelimit:{CSIZE}"));
@@ -248,12 +246,9 @@ cre!(
     )
 );
 
-cre!(bfc_summary_re, r"Stats:Limit:".to_string());
-cre!(base_limit_re, r"exceeds the base limit \((\d{1,20})\)".to_string());
-cre!(
-    remat_limit_re,
-    r"Can't reduce memory use below [^\n(]{1,20}\((\d{1,20}) bytes\) by rematerialization".to_string()
-);
+cre!(bfc_summary_re, r"Stats:Limit:");
+cre!(base_limit_re, r"exceeds the base limit \((\d{1,20})\)");
+cre!(remat_limit_re, r"Can't reduce memory use below [^\n(]{1,20}\((\d{1,20}) bytes\) by rematerialization");
 
 // original-text patterns (the multi-line blocks after a message)
 cre!(
@@ -261,13 +256,10 @@ cre!(
     format!(r"(parameter|constant|maybe_live_out|preallocated temp|total) (allocation|fragmentation):\s+{XSIZE}")
 );
 cre!(xla_buf_re, format!(r"Buffer \d+:\s+Size: {XSIZE}"));
-cre!(tf_node_re, r"\[\[(?:\{\{node ([^}\s]{1,300})|Node: ([^\s=]{1,300}))".to_string());
-cre!(vllm_profile_re, r"Memory profiling results: ([^\n]{1,600})".to_string());
-cre!(vllm_weights_re, r"(?:Loading model weights took|Model loading took) ([\d.]{1,12}) ?Gi?B".to_string());
-cre!(
-    bfc_stat_re,
-    r"(?m)^\s*(Limit|InUse|MaxInUse|LargestFreeBlock):\s+(\d{1,20}(?:\.\d{1,6})?(?:[KMGTP]i?B|B)?)\s*$".to_string()
-);
+cre!(tf_node_re, r"\[\[(?:\{\{node ([^}\s]{1,300})|Node: ([^\s=]{1,300}))");
+cre!(vllm_profile_re, r"Memory profiling results: ([^\n]{1,600})");
+cre!(vllm_weights_re, r"(?:Loading model weights took|Model loading took) ([\d.]{1,12}) ?Gi?B");
+cre!(bfc_stat_re, r"(?m)^\s*(Limit|InUse|MaxInUse|LargestFreeBlock):\s+(\d{1,20}(?:\.\d{1,6})?(?:[KMGTP]i?B|B)?)\s*$");
 
 /// Size of one element of a TensorFlow dtype name.
 fn tf_dtype_bytes(dtype: &str) -> Option<u64> {

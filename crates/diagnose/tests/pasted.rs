@@ -30,6 +30,9 @@ fn fixtures() -> Vec<(String, String)> {
     v
 }
 
+/// A way of re-pasting one line.
+type Variant = (&'static str, Box<dyn Fn(&str) -> String>);
+
 fn verdicts(text: &str) -> Vec<(OomEvent, Verdict)> {
     oom::scan(text).into_iter().map(|e| (classify(&e), e)).map(|(v, e)| (e, v)).collect()
 }
@@ -102,15 +105,15 @@ fn wrapped_and_reflowed_fixtures_keep_every_verdict() {
         }
         let want = classes(&base);
         let lines = message_lines(&base);
-        let variants: Vec<(String, Box<dyn Fn(&str) -> String>)> = vec![
-            ("hard wrap 23".into(), Box::new(|l: &str| hard_wrap(l, 23))),
-            ("hard wrap 41".into(), Box::new(|l: &str| hard_wrap(l, 41))),
-            ("hard wrap 80".into(), Box::new(|l: &str| hard_wrap(l, 80))),
-            ("soft wrap 60 '> '".into(), Box::new(|l: &str| soft_wrap(l, 60, "> "))),
-            ("soft wrap 72 indented".into(), Box::new(|l: &str| soft_wrap(l, 72, "    "))),
+        let variants: Vec<Variant> = vec![
+            ("hard wrap 23", Box::new(|l: &str| hard_wrap(l, 23))),
+            ("hard wrap 41", Box::new(|l: &str| hard_wrap(l, 41))),
+            ("hard wrap 80", Box::new(|l: &str| hard_wrap(l, 80))),
+            ("soft wrap 60 '> '", Box::new(|l: &str| soft_wrap(l, 60, "> "))),
+            ("soft wrap 72 indented", Box::new(|l: &str| soft_wrap(l, 72, "    "))),
             // a logger's prefix on each line (one that names no engine: `[rankN]:` would make it a multi-rank job)
             (
-                "soft wrap 100 logger".into(),
+                "soft wrap 100 logger",
                 Box::new(|l: &str| soft_wrap(l, 100, "2024-05-01 12:00:00,000 - root - ERROR - ")),
             ),
         ];
@@ -159,6 +162,7 @@ const HEADS: [&str; 18] = [
 
 #[test]
 fn cut_fixtures_keep_their_verdict_or_name_what_is_missing() {
+    let tried = regex::Regex::new(r"Tried to allocate \d+(?:\.\d+)? ?(?:[KMGT]i?B|bytes)").unwrap();
     let mut checked = 0;
     let mut failures = Vec::new();
     for (name, text) in fixtures() {
@@ -167,7 +171,6 @@ fn cut_fixtures_keep_their_verdict_or_name_what_is_missing() {
         let n = e.line;
         let l = line(&text, n);
         // the end of the message's first words on its line
-        let tried = regex::Regex::new(r"Tried to allocate \d+(?:\.\d+)? ?(?:[KMGT]i?B|bytes)").unwrap();
         let head_end =
             HEADS.iter().filter_map(|h| l.find(h).map(|i| i + h.len())).chain(tried.find(l).map(|m| m.end())).min();
         let Some(head_end) = head_end else { continue };
