@@ -98,7 +98,10 @@ pub fn diagnose_text(data: &[u8]) {
     let _ = vramfit_diagnose::diagnose(&input, None);
     let text = String::from_utf8_lossy(data);
     for e in vramfit_diagnose::oom::scan(&text) {
-        let _ = vramfit_diagnose::classify(&e);
+        let v = vramfit_diagnose::classify(&e);
+        // the deciding figures are figures of the verdict; the runner-up is another cause
+        assert!(v.decided_by.iter().all(|n| v.figures.iter().any(|f| &f.name == n)), "{v:?}");
+        assert!(v.runner_up.as_ref().is_none_or(|r| r.class != v.class), "{v:?}");
     }
     if let Some(s) = vramfit_diagnose::summary::parse(&text) {
         let _ = s.verdict();

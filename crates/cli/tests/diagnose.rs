@@ -93,6 +93,95 @@ fn other_frameworks_are_recognised() {
         .stdout(predicate::str::contains("--max-model-len 5632"));
 }
 
+/// Issue 27 §1: the 2025–26 message forms are diagnosed (exit 0), each with
+/// the figures that decided it and its runner-up in the JSON.
+#[test]
+fn the_2025_26_forms_are_diagnosed() {
+    for (f, class, runner_up) in [
+        ("oom/vllm_startup_pytorch175666_budget.txt", "budget", Some("other-process")),
+        ("oom/vllm_startup_omni276_other.txt", "other-process", Some("budget")),
+        ("oom/async_comfyui4852_cut.txt", "unknown", None),
+        ("oom/async_chattts9_pool.txt", "fragmentation", Some("other-process")),
+        ("oom/cudadriver_unsloth2401_jetson.txt", "unknown", None),
+        ("oom/bfc_jax27354_tib.txt", "request-exceeds-card", None),
+        ("oom/ggml_llamacpp16725_rocm_compute.txt", "genuine-shortage", Some("other-process")),
+        ("oom/pt22_club3090_58_title_cut.txt", "genuine-shortage", Some("fragmentation")),
+    ] {
+        let j = json(&[&fx(f)]);
+        let v = &j["diagnosis"]["ooms"][0]["verdict"];
+        assert_eq!(v["class"], class, "{f}");
+        assert_eq!(v["runner_up"]["class"].as_str(), runner_up, "{f}");
+        if class != "unknown" {
+            assert!(!v["decided_by"].as_array().unwrap().is_empty(), "{f}: {v}");
+        }
+    }
+    // a message cut after its free figure: the missing figures named, whether they matter said
+    let j = json(&[&fx("oom/pt22_club3090_58_title_cut.txt")]);
+    let o = &j["diagnosis"]["ooms"][0];
+    assert_eq!(o["event"]["message"]["framework"], "torch_partial");
+    assert_eq!(o["event"]["message"]["free"]["text"], "56.88 MiB");
+    let missing: Vec<&str> =
+        o["verdict"]["missing"].as_array().unwrap().iter().map(|m| m["figure"].as_str().unwrap()).collect();
+    assert_eq!(missing, ["allocated", "unallocated"]);
+    assert_eq!(o["verdict"]["missing"][1]["otherwise"]["class"], "fragmentation");
+    vramfit()
+        .args(["diagnose", &fx("oom/vllm_startup_pytorch175666_budget.txt")])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--gpu-memory-utilization 0.89"))
+        .stdout(predicate::str::contains("runner-up: other-process"))
+        .stdout(predicate::str::contains("decided by: shortfall 71.7 MiB"));
+}
+
+/// Issue 27 §1: a llama.cpp buffer failure beside its GGUF model: the
+/// estimator's largest -ngl and context on the failing device. The log is
+/// constructed (llama.cpp's line formats, this test's figures) for a
+/// Llama-3-8B-shaped Q4_K file written by the test.
+#[test]
+fn ggml_failure_beside_its_gguf_model() {
+    use vramfit_ingest::gguf::writer::fixtures::{write_model, Shape};
+    let mut shape = Shape::llama(32, 4096, 32, 8, 14336, 128256);
+    shape.matrix = vramfit_llamacpp::GgmlType::Q4K;
+    shape.ctx = 131072;
+    let model = tmp("llama8b-q4k-diag.gguf");
+    write_model(&shape, &model).unwrap();
+    let log = tmp("llama-server.log");
+    std::fs::write(
+        &log,
+        "llama_model_load_from_file_impl: using device CUDA0 (NVIDIA GeForce RTX 4060) - 7700 MiB free
+         load_tensors: offloaded 33/33 layers to GPU
+         load_tensors:        CUDA0 model buffer size =  4403.49 MiB
+         llama_context: n_ctx         = 131072
+         llama_context: n_ubatch      = 512
+         ggml_backend_cuda_buffer_type_alloc_buffer: allocating 16384.00 MiB on device 0: cudaMalloc failed: out of memory
+         llama_kv_cache_init: failed to allocate buffer for kv cache
+",
+    )
+    .unwrap();
+    let j = json(&[log.to_str().unwrap()]);
+    let v = &j["diagnosis"]["ooms"][0]["verdict"];
+    assert_eq!(v["class"], "genuine-shortage");
+    // 16 GiB of KV for 131072 cells: 128 KiB a token; 7700 MiB − 4403.49 MiB model − 1 GiB leaves 18,176 tokens
+    assert_eq!(v["fixes"][0]["action"], "-c 18176", "{v}");
+    let j = json(&[log.to_str().unwrap(), "--model", model.to_str().unwrap()]);
+    let g = &j["gguf_fit"];
+    assert_eq!(g["memory_bytes"].as_u64(), Some(7700 << 20));
+    assert_eq!(g["n_ctx"], 131072);
+    assert_eq!(g["at_gpu_layers"], 33);
+    let ctx = g["max_context"].as_u64().unwrap();
+    assert!(ctx.is_multiple_of(256) && ctx > 8192 && ctx < 131072, "{g}");
+    assert!(g["max_gpu_layers"].as_u64().unwrap() < 33, "{g}");
+    // without a free figure or --gpu there is nothing to fit against
+    std::fs::write(&log, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 16384.00 MiB on device 0: cudaMalloc failed: out of memory
+llama_kv_cache_init: failed to allocate buffer for kv cache
+").unwrap();
+    vramfit()
+        .args(["diagnose", log.to_str().unwrap(), "--model", model.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("give the card with --gpu"));
+}
+
 #[test]
 fn stdin_and_forced_kind() {
     let text = std::fs::read_to_string(fx("oom/pt21_capacty_neurolens2.txt")).unwrap();
@@ -148,6 +237,25 @@ fn hostile_pickle_runs_nothing() {
         .code(2)
         .stderr(predicate::str::contains("refused, nothing was run"));
     assert!(!marker.exists());
+}
+
+/// Issue 25 §3: a snapshot whose `segments` list contains itself (after a real
+/// 1 GiB segment) exited 0 with an empty report; it is refused, exit 2, naming
+/// the field, and nothing is printed on stdout as if it were a report.
+#[test]
+fn snapshot_reference_cycle_exits_2_naming_the_field() {
+    vramfit()
+        .args(["diagnose", &fx("snapshot/cycle_segments.pickle")])
+        .assert()
+        .code(2)
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::contains("cycle_segments.pickle"))
+        .stderr(predicate::str::contains("the `segments` list contains itself (a reference cycle)"));
+    vramfit()
+        .args(["diagnose", &fx("snapshot/cycle_root.pickle"), "--json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("`segments` is the dict that holds it (a reference cycle)"));
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Why an OOM happened, from its numbers alone: pure functions of parsed
-//! values, each verdict with the arithmetic that led to it, the main cause
-//! and the other contributors with their share of the card, and the fixes
-//! in the order they cost.
+//! values, each verdict with the arithmetic that led to it, the figures
+//! that decided it, the runner-up, the main cause and the other
+//! contributors with their share of the card, and the fixes in the order
+//! they cost. The rules and their thresholds are written, with reasons, in
+//! docs/diagnose.md ("How an OOM is classified").
 //!
 //! PyTorch rules, first that holds decides the main cause (R = request,
 //! T = total, F = device free, A = allocated, U = reserved but unallocated,
@@ -14,26 +16,27 @@
 //!    the rules below decide.
 //! 2. O is more than this job holds and asks for (`O > A + U + R`) →
 //!    **other-process**, even when the cache could serve the request.
-//! 3. `U ≥ R`, U material → **fragmentation**. By the time PyTorch prints
-//!    the message it has already freed every unsplit cached block
-//!    (`release_cached_blocks`, CUDACachingAllocator.cpp: "The only
-//!    remaining cached memory is split from a larger block that is
-//!    partially in-use"), so U is free bytes stuck inside segments that
-//!    still hold live tensors; expandable segments let it be reused.
-//! 4. O material and needed (`F + U < R ≤ F + U + O`; O read from NVML's
-//!    process list or a pasted nvidia-smi table may also merely suffice)
-//!    → **other-process**.
-//! 5. Only free and cache together cover R: **fragmentation**, unless what
-//!    they leave (`F + U − R`) is under M → the card is full:
-//!    **genuine-shortage** with fragmentation as a contributor.
+//! 3. `U ≥ R`, U material (≥ 2% of reserved and ≥ 2% of the card) →
+//!    **fragmentation**. By the time PyTorch prints the message it has
+//!    already freed every unsplit cached block (`release_cached_blocks`,
+//!    CUDACachingAllocator.cpp: "The only remaining cached memory is split
+//!    from a larger block that is partially in-use"), so U is free bytes
+//!    stuck inside segments that still hold live tensors; expandable
+//!    segments let it be reused.
+//! 4. O material and needed: without it the request would fit
+//!    (`F + U < R ≤ F + U + O`) → **other-process**.
+//! 5. Only free and cache together cover R (`U < R ≤ F + U`): the card is
+//!    full of this job's tensors → **genuine-shortage**, fragmentation a
+//!    contributor.
 //! 6. otherwise → **genuine-shortage**, gap = `R − (F + U)`.
 
 mod fixes;
+mod ggml;
 mod other;
 mod sentences;
 mod torch;
 
-pub use torch::{classify_allocator_state, classify_torch, contradictions};
+pub use torch::{classify_allocator_state, classify_torch, classify_torch_in, contradictions, own_outside};
 
 use crate::oom::{OomEvent, OomKind};
 use serde::Serialize;
@@ -125,17 +128,64 @@ impl Cause {
     }
 }
 
+/// The cause that comes next: what the verdict would be if the deciding
+/// condition did not hold (or a missing figure were at its other value).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunnerUp {
+    pub class: OomClass,
+    pub what: String,
+    pub bytes: Option<u64>,
+    pub share: Option<f64>,
+    /// why it comes next
+    pub why: String,
+}
+
+/// A figure the message should print but the text did not hold, the value
+/// the verdict assumed for it, and whether its other possible value would
+/// change the cause (and to which class, at which value).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    pub figure: String,
+    /// the value the verdict assumed (null: no verdict was drawn without it)
+    pub assumed_bytes: Option<u64>,
+    pub matters: bool,
+    #[serde(serialize_with = "otherwise_json")]
+    pub otherwise: Option<(OomClass, u64)>,
+}
+
+fn otherwise_json<S: serde::Serializer>(v: &Option<(OomClass, u64)>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    match v {
+        None => s.serialize_none(),
+        Some((class, bytes)) => {
+            let mut st = s.serialize_struct("otherwise", 2)?;
+            st.serialize_field("class", class)?;
+            st.serialize_field("bytes", bytes)?;
+            st.end()
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     /// the main cause's class (kept as the verdict's key)
     pub class: OomClass,
     /// the condition that explains most of the failure
     pub main_cause: Cause,
+    /// the cause that comes next (null when one figure decides, or nothing else holds)
+    pub runner_up: Option<RunnerUp>,
+    /// the runner-up comes from a missing figure's other value
+    #[serde(skip)]
+    pub runner_up_from_missing: bool,
     /// the other conditions that hold, largest first
     pub contributors: Vec<Cause>,
     pub headline: String,
     /// the figures, in the order the reasoning uses them
     pub figures: Vec<Figure>,
+    /// the names (in `figures`) of the figures that decided the verdict
+    pub decided_by: Vec<String>,
+    /// figures the message should print but the text did not hold
+    pub missing: Vec<Missing>,
     /// each step of the reasoning, with numbers
     pub reasoning: Vec<String>,
     /// bytes missing even after the cache is reusable (genuine shortage)
@@ -152,6 +202,17 @@ pub const CONTEXT_ALLOWANCE: u64 = GIB;
 pub const FRAG_MIN_SHARE: f64 = 0.02;
 /// An XLA program needing less than this did not exhaust a GPU on its own.
 pub const XLA_SMALL_PROGRAM: u64 = GIB;
+/// The cache is a cause only from this share of the card: recovering less
+/// buys no meaningful room, the next allocation fails the same way
+/// (measured on the labelled set: every message labelled fragmentation has
+/// a cache of ≥ 1.9% of its card; those labelled genuine shortage with a
+/// cache larger than the request, ≤ 2.0%).
+pub const FRAG_MIN_CARD_SHARE: f64 = 0.02;
+/// Memory outside PyTorch up to this multiple of what the job's engine
+/// holds outside PyTorch is the job's own: an engine's NCCL channels, CUDA
+/// graph memory and kernel images vary with the model and the parallelism
+/// by up to about twice the logged or measured figure.
+pub const OWN_OUTSIDE_FACTOR: f64 = 2.0;
 /// Other processes below this are noise for the verdict.
 pub const OTHER_PROCESS_MIN: u64 = 256 * MIB;
 /// A process listed by PID whose use is within this much above the
@@ -195,10 +256,17 @@ fn fig(name: &str, bytes: u64) -> Figure {
 /// Verdict for any event.
 pub fn classify(e: &OomEvent) -> Verdict {
     match &e.kind {
-        OomKind::Torch(t) => torch::classify_torch_with(t, e.context.activity, e.context.nvidia_smi.as_ref()),
+        OomKind::Torch(t) => torch::classify_torch_in(t, &e.context),
         OomKind::TorchPartial { requested, .. } => Verdict {
             class: OomClass::Unknown,
             main_cause: Cause::new(OomClass::Unknown, "the request", requested.as_ref().map(|r| r.bytes), None),
+            runner_up: None,
+            runner_up_from_missing: false,
+            decided_by: Vec::new(),
+            missing: ["total", "free", "allocated", "reserved"]
+                .iter()
+                .map(|f| Missing { figure: f.to_string(), assumed_bytes: None, matters: true, otherwise: None })
+                .collect(),
             contributors: Vec::new(),
             headline: match requested {
                 Some(r) => format!("PyTorch OOM for {} (the rest of the message is missing)", r.text),
@@ -211,6 +279,6 @@ pub fn classify(e: &OomEvent) -> Verdict {
             gap_bytes: None,
             fixes: fixes::partial_message(),
         },
-        OomKind::Other(o) => other::classify_other(o, e.context.nvidia_smi.as_ref()),
+        OomKind::Other(o) => other::classify_other(o, &e.context),
     }
 }

@@ -95,7 +95,8 @@ pub struct Failing {
 
 impl From<&TorchOom> for Failing {
     fn from(t: &TorchOom) -> Self {
-        Failing { held_bytes: t.allocated.bytes, requested_bytes: t.requested.bytes }
+        // a message cut before its allocated figure: the request alone is known
+        Failing { held_bytes: t.allocated.as_ref().map(|a| a.bytes).unwrap_or(0), requested_bytes: t.requested.bytes }
     }
 }
 

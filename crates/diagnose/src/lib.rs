@@ -11,12 +11,14 @@
 
 pub mod classify;
 pub mod culprit;
+pub mod ggml;
 pub mod input;
 pub mod lint;
 pub mod nvidia_smi;
 pub mod oom;
 pub mod other_frameworks;
 pub mod pickle;
+mod reflow;
 pub mod size;
 pub mod snapshot;
 pub mod summary;

@@ -703,6 +703,9 @@ pub fn python_evidence(src: &str) -> PythonEvidence {
 /// Python statement parsed cleanly, or more than a quarter of its text is
 /// inside parse errors. A script with a few typos passes.
 pub fn not_python_reason(src: &str) -> Option<String> {
+    if let Some(why) = traceback_reason(src) {
+        return Some(why);
+    }
     let ev = python_evidence(src);
     if ev.statements == 0 {
         return Some(format!(
@@ -720,6 +723,33 @@ pub fn not_python_reason(src: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// A pasted traceback whose source lines parse as Python: IPython / Jupyter
+/// prints each frame's code with line numbers (`--> 338 x = f()`, `    336 y`)
+/// and ends with the exception line (`RuntimeError: …`). A script has
+/// neither an arrow-numbered line nor an exception name at the start of a
+/// line followed by its message.
+fn traceback_reason(src: &str) -> Option<String> {
+    let head = &src[..crate::text::floor_boundary(src, 1 << 20)];
+    let numbered = head
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start().trim_start_matches('-').trim_start_matches('>').trim_start();
+            (l.trim_start().starts_with("-->") || l.starts_with("    "))
+                && t.split_once(' ')
+                    .is_some_and(|(n, _)| !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .count();
+    let arrow = head.lines().any(|l| l.trim_start().starts_with("-->") || l.trim_start().starts_with("---->"));
+    let exception = head.lines().any(|l| {
+        l.split_once(": ").is_some_and(|(name, _)| {
+            let last = name.rsplit('.').next().unwrap_or(name);
+            !name.contains(' ') && (last.ends_with("Error") || last.ends_with("Exception"))
+        })
+    });
+    (arrow && numbered >= 2 && exception)
+        .then(|| "not a Python script: an IPython traceback (numbered source lines, an exception line)".to_string())
 }
 
 struct LintState<'a> {

@@ -11,8 +11,9 @@
 
 use crate::nvidia_smi::{self, NvidiaSmi};
 use crate::other_frameworks::{self, OtherOom};
+use crate::reflow::{self, Compact};
 use crate::size::{parse_size, Size};
-use crate::text::{floor_boundary, re, squash, LineIndex};
+use crate::text::{floor_boundary, re, LineIndex};
 use regex::Regex;
 use serde::Serialize;
 use std::sync::OnceLock;
@@ -27,6 +28,9 @@ pub enum TorchEra {
     Reserved,
     /// ≥2.1: `GPU 0 has a total capacity of … Of the allocated memory …`
     Sentences,
+    /// ≤2.0's parenthesis `(GPU 0; … total capacity; …`, cut before the
+    /// last figure that tells ≤1.4 (`cached`) from 1.5–2.0 (`reserved`)
+    Parenthesised,
 }
 
 /// Which tuning hint PyTorch printed after the numbers.
@@ -106,22 +110,64 @@ pub struct Context {
     pub deepspeed_usage: Option<DeepSpeedUsage>,
     /// an nvidia-smi table pasted in the same text (its GPU memory cells and process rows)
     pub nvidia_smi: Option<NvidiaSmi>,
+    /// the engine that ran the job, when the log says (whose memory is outside PyTorch)
+    pub engine: Option<EngineSeen>,
 }
 
-/// One PyTorch CUDA OOM, numbers as printed.
+/// A job runner whose own memory outside PyTorch's allocator is large
+/// enough to matter: a serving engine (CUDA graphs' non-pool memory, NCCL
+/// and custom all-reduce buffers, kernel images), or several ranks (NCCL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    Vllm,
+    Sglang,
+    /// torchrun / DeepSpeed / FSDP ranks: NCCL communicators
+    Distributed,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vLLM",
+            Engine::Sglang => "SGLang",
+            Engine::Distributed => "a multi-rank job (NCCL)",
+        }
+    }
+}
+
+/// The engine seen in the log, and what its own lines say it holds
+/// outside PyTorch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EngineSeen {
+    pub engine: Engine,
+    /// the line that named it (1-based)
+    pub line: usize,
+    /// vLLM's `non_torch_memory` from its profiling line, bytes
+    pub non_torch_bytes: Option<u64>,
+    /// memory the engine logged for CUDA graph capture, bytes (vLLM
+    /// `Graph capturing finished … took X GiB`, SGLang `Capture cuda graph
+    /// end … mem usage=X GB`)
+    pub cuda_graph_bytes: Option<u64>,
+}
+
+/// One PyTorch CUDA OOM, numbers as printed. A figure the text did not
+/// hold (the message cut or trimmed when pasted) is `None` and named in
+/// `missing`; the verdict says whether it would have changed the cause.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TorchOom {
     /// `CUDA`, `HIP` (ROCm) or `XPU`; `CUDA` when the message was pasted without it
     pub backend: String,
     pub era: TorchEra,
-    pub device: u32,
+    /// `None`: the message was pasted without its `GPU N`
+    pub device: Option<u32>,
     /// the rounded size the allocator asked for (`get_allocation_size`)
     pub requested: Size,
-    pub total: Size,
+    pub total: Option<Size>,
     /// `cudaMemGetInfo` free on the device
-    pub free: Size,
+    pub free: Option<Size>,
     /// allocated by PyTorch (≥2.1: including private pools)
-    pub allocated: Size,
+    pub allocated: Option<Size>,
     /// 1.5–2.0: reserved in total
     pub reserved: Option<Size>,
     /// ≤1.4 "cached", ≥2.1 "reserved by PyTorch but unallocated"
@@ -134,32 +180,48 @@ pub struct TorchOom {
     /// ≥2.1 "Process N has …"
     pub processes: Vec<ProcessUse>,
     pub hint: Option<Hint>,
+    /// figures this era prints that the text did not hold, by name
+    /// (`device`, `total`, `free`, `allocated`, `reserved`, `cached`, `unallocated`)
+    pub missing: Vec<&'static str>,
+    /// the start of the message as pasted, when figures are missing
+    pub text: Option<String>,
 }
 
 impl TorchOom {
+    /// The cache figure as the era prints it (`reserved` 1.5–2.0, else the unallocated bytes).
+    fn cache_known(&self) -> bool {
+        self.reserved.is_some() || self.unallocated.is_some()
+    }
     /// Reserved by the caching allocator, from whichever figures the era printed.
     pub fn reserved_bytes(&self) -> u64 {
+        let a = self.allocated.as_ref().map(|s| s.bytes).unwrap_or(0);
         match (&self.reserved, &self.unallocated) {
             (Some(r), _) => r.bytes,
-            (None, Some(u)) => self.allocated.bytes.saturating_add(u.bytes),
-            (None, None) => self.allocated.bytes,
+            (None, Some(u)) => a.saturating_add(u.bytes),
+            (None, None) => a,
         }
     }
     /// Reserved but not handed to a tensor (the cache).
     pub fn unallocated_bytes(&self) -> u64 {
+        let a = self.allocated.as_ref().map(|s| s.bytes).unwrap_or(0);
         match (&self.unallocated, &self.reserved) {
             (Some(u), _) => u.bytes,
-            (None, Some(r)) => r.bytes.saturating_sub(self.allocated.bytes),
+            (None, Some(r)) => r.bytes.saturating_sub(a),
             (None, None) => 0,
         }
     }
     /// Rounding slack of the cache figure.
     pub fn unallocated_tolerance(&self) -> u64 {
+        let a = self.allocated.as_ref().map(|s| s.tolerance).unwrap_or(0);
         match (&self.unallocated, &self.reserved) {
             (Some(u), _) => u.tolerance,
-            (None, Some(r)) => r.tolerance.saturating_add(self.allocated.tolerance),
+            (None, Some(r)) => r.tolerance.saturating_add(a),
             (None, None) => 0,
         }
+    }
+    /// Every figure the verdict needs is present.
+    pub fn is_complete(&self) -> bool {
+        self.total.is_some() && self.free.is_some() && self.allocated.is_some() && self.cache_known()
     }
 }
 
@@ -187,7 +249,7 @@ pub struct OomEvent {
 pub enum OomKind {
     /// PyTorch caching allocator
     Torch(TorchOom),
-    /// "CUDA out of memory. Tried to allocate X" with the rest missing or cut
+    /// "CUDA out of memory. Tried to allocate X" with every figure after it missing
     TorchPartial {
         requested: Option<Size>,
         text: String,
@@ -195,49 +257,194 @@ pub enum OomKind {
     Other(OtherOom),
 }
 
-const SIZE: &str = r"(\d+(?:\.\d+)? (?:bytes|[KMGTP]i?B))";
+/// A size in the compact text: a number and its unit, no space between
+/// (`20.00MiB`, `0bytes`).
+pub(crate) const CSIZE: &str = r"(\d{1,20}(?:\.\d{1,6})?(?:bytes|[KMGTP]i?B))";
 
-fn requested_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, &format!(r"^(?:(?:CUDA|HIP|XPU) out of memory\. ?)?Tried to allocate {SIZE}"))
+/// A compact size back in PyTorch's print form (`20.00 MiB`).
+pub(crate) fn csize(s: &str) -> Option<Size> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (n, u) = s.split_at(split);
+    parse_size(&format!("{n} {u}"))
 }
-fn old_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    re(
-        &C,
-        &format!(
-            r"\(GPU (\d+); {SIZE} total capacity; {SIZE} already allocated; (?:{SIZE} current active; )?{SIZE} free; (?:{SIZE} allowed; )?{SIZE} (reserved in total by PyTorch|cached)\)?"
-        ),
-    )
+
+fn cap_size(c: &regex::Captures, i: usize) -> Option<Size> {
+    c.get(i).and_then(|m| csize(m.as_str()))
 }
-fn new_head_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, &format!(r"GPU (\d+) has a total capaci?ty of {SIZE} of which {SIZE} is free\."))
+
+/// One fact of a PyTorch message: its pattern in the compact text.
+struct Fact {
+    re: &'static OnceLock<Regex>,
+    pat: String,
 }
-fn proc_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, &format!(r"(?:Process (\d+)|Including non-PyTorch memory, this process) has {SIZE} memory in use\."))
+
+impl Fact {
+    fn get(&self) -> &'static Regex {
+        re(self.re, &self.pat)
+    }
 }
-fn allowed_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, &format!(r"{SIZE} allowed;"))
+
+macro_rules! fact {
+    ($name:ident, $pat:expr) => {
+        fn $name() -> &'static Regex {
+            static C: OnceLock<Regex> = OnceLock::new();
+            Fact { re: &C, pat: $pat }.get()
+        }
+    };
 }
-fn new_tail_re() -> &'static Regex {
-    static C: OnceLock<Regex> = OnceLock::new();
-    re(
-        &C,
-        &format!(
-            r"Of the allocated memory {SIZE} is allocated by PyTorch, (?:with {SIZE} allocated in private pools \(e\.g\., \w+ Graphs\), )?and {SIZE} is reserved by PyTorch but unallocated\."
-        ),
-    )
+
+// Each sentence of every era, read on its own (the compact text has no
+// spaces): any subset, in any order, is used.
+fact!(f_requested, format!(r"^(?:(?:CUDA|HIP|XPU)outofmemory\.)?Triedtoallocate{CSIZE}"));
+fact!(f_old_gpu, r"\(GPU(\d{1,4});".to_string());
+fact!(f_old_total, format!(r"{CSIZE}totalcapacity;"));
+fact!(f_old_allocated, format!(r"{CSIZE}alreadyallocated;"));
+fact!(f_old_free, format!(r"{CSIZE}free(?:;|\))"));
+fact!(f_allowed, format!(r"{CSIZE}allowed;"));
+fact!(f_old_reserved, format!(r"{CSIZE}reservedintotalbyPyTorch"));
+fact!(f_old_cached, format!(r"{CSIZE}cached(?:\)|$|[^a-z])"));
+fact!(f_new_total, format!(r"GPU(\d{{1,4}})hasatotalcapaci?tyof{CSIZE}"));
+fact!(f_new_free, format!(r"ofwhich{CSIZE}isfree"));
+fact!(f_process, format!(r"Process(\d{{1,12}})has{CSIZE}memoryinuse"));
+fact!(f_this, format!(r"thisprocesshas{CSIZE}memoryinuse"));
+fact!(f_new_allocated, format!(r"Oftheallocatedmemory{CSIZE}isallocatedbyPyTorch"));
+fact!(f_pools, format!(r"with{CSIZE}allocatedinprivatepools"));
+fact!(f_new_unallocated, format!(r"{CSIZE}isreservedbyPyTorchbutunallocated"));
+
+fn first(re: &Regex, w: &str, i: usize) -> Option<Size> {
+    re.captures(w).and_then(|c| cap_size(&c, i))
 }
+
+/// Parse one PyTorch message from its compact form (whitespace and line
+/// prefixes removed: [`crate::reflow`]): every sentence is a fact read on
+/// its own, so a message wrapped anywhere, cut short or pasted in parts
+/// gives every figure it holds.
+pub(crate) fn parse_compact(window: &str, shown: &str) -> OomKind {
+    let requested = f_requested().captures(window).and_then(|c| cap_size(&c, 1));
+    let hint = if window.contains("expandable_segments") {
+        Some(Hint::ExpandableSegments)
+    } else if window.contains("max_split_size_mb") {
+        Some(Hint::MaxSplitSizeMb)
+    } else {
+        None
+    };
+    let backend = ["HIP", "XPU"].iter().find(|b| window.starts_with(&format!("{b}outofmemory"))).unwrap_or(&"CUDA");
+    let partial = |requested: Option<Size>| OomKind::TorchPartial { requested, text: shown_text(shown) };
+    let Some(req) = requested.clone() else { return partial(requested) };
+    // ≤2.0: the parenthesis; ≥2.1: sentences. Either is recognised by any of its figures.
+    let old_total = first(f_old_total(), window, 1);
+    let old_alloc = first(f_old_allocated(), window, 1);
+    let old_free = first(f_old_free(), window, 1);
+    let old_reserved = first(f_old_reserved(), window, 1);
+    let old_cached = first(f_old_cached(), window, 1);
+    let old_gpu = f_old_gpu().captures(window).and_then(|c| c.get(1)?.as_str().parse().ok());
+    let new_head = f_new_total().captures(window);
+    let new_free = first(f_new_free(), window, 1);
+    let new_alloc = first(f_new_allocated(), window, 1);
+    let new_unalloc = first(f_new_unallocated(), window, 1);
+    let this_process = first(f_this(), window, 1);
+    let processes: Vec<ProcessUse> = f_process()
+        .captures_iter(window)
+        .filter_map(|p| Some(ProcessUse { pid: p.get(1)?.as_str().parse().ok()?, used: cap_size(&p, 2)? }))
+        .take(64)
+        .collect();
+    let old_any = old_total.is_some()
+        || old_alloc.is_some()
+        || old_free.is_some()
+        || old_reserved.is_some()
+        || old_cached.is_some();
+    let new_any = new_head.is_some()
+        || new_free.is_some()
+        || new_alloc.is_some()
+        || new_unalloc.is_some()
+        || this_process.is_some()
+        || !processes.is_empty();
+    let mut missing = Vec::new();
+    let mut need = |name: &'static str, v: bool| {
+        if !v {
+            missing.push(name);
+        }
+    };
+    let t = if old_any && !new_any {
+        let era = match (&old_reserved, &old_cached) {
+            (Some(_), _) => TorchEra::Reserved,
+            (None, Some(_)) => TorchEra::Cached,
+            (None, None) => TorchEra::Parenthesised,
+        };
+        need("device", old_gpu.is_some());
+        need("total", old_total.is_some());
+        need("allocated", old_alloc.is_some());
+        need("free", old_free.is_some());
+        need(if era == TorchEra::Cached { "cached" } else { "reserved" }, era != TorchEra::Parenthesised);
+        TorchOom {
+            backend: backend.to_string(),
+            era,
+            device: old_gpu,
+            requested: req,
+            total: old_total,
+            free: old_free,
+            allocated: old_alloc,
+            reserved: old_reserved,
+            unallocated: if era == TorchEra::Cached { old_cached } else { None },
+            allowed: first(f_allowed(), window, 1),
+            private_pools: None,
+            this_process: None,
+            processes: Vec::new(),
+            hint,
+            text: (!missing.is_empty()).then(|| shown_text(shown)),
+            missing,
+        }
+    } else if new_any {
+        let device = new_head.as_ref().and_then(|c| c.get(1)?.as_str().parse().ok());
+        let total = new_head.as_ref().and_then(|c| cap_size(c, 2));
+        need("device", device.is_some());
+        need("total", total.is_some());
+        need("free", new_free.is_some());
+        need("allocated", new_alloc.is_some());
+        need("unallocated", new_unalloc.is_some());
+        TorchOom {
+            backend: backend.to_string(),
+            era: TorchEra::Sentences,
+            device,
+            requested: req,
+            total,
+            free: new_free,
+            allocated: new_alloc,
+            reserved: None,
+            unallocated: new_unalloc,
+            allowed: first(f_allowed(), window, 1),
+            private_pools: first(f_pools(), window, 1),
+            this_process,
+            processes,
+            hint,
+            text: (!missing.is_empty()).then(|| shown_text(shown)),
+            missing,
+        }
+    } else {
+        return partial(requested);
+    };
+    OomKind::Torch(t)
+}
+
+/// The start of a message as pasted, for a partial one.
+fn shown_text(shown: &str) -> String {
+    shown.chars().take(300).collect::<String>().trim().to_string()
+}
+
+/// Parse one PyTorch message starting at `window` (any layout: wrapped,
+/// squashed or as printed).
+pub fn parse_torch_message(window: &str) -> OomKind {
+    let c = reflow::compact(window, 0, window.len());
+    parse_compact(&c.text, window)
+}
+
 fn rank_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
     re(&C, r"\[rank(\d+)\]")
 }
 fn exc_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
-    re(&C, r"((?:torch\.)?(?:cuda\.)?OutOfMemoryError|RuntimeError)")
+    re(&C, r"((?:torch\.)?(?:cuda\.)?OutOfMemoryError|RuntimeError|ValueError)")
 }
 fn frame_re() -> &'static Regex {
     static C: OnceLock<Regex> = OnceLock::new();
@@ -248,102 +455,13 @@ fn ds_usage_re() -> &'static Regex {
     re(&C, r"MA ([\d.]+) GB\s+Max_MA ([\d.]+) GB\s+CA ([\d.]+) GB\s+Max_CA ([\d.]+) GB")
 }
 
-fn size_at(caps: &regex::Captures, i: usize) -> Option<Size> {
-    caps.get(i).and_then(|m| parse_size(m.as_str()))
-}
-
-/// The longest window a single PyTorch message can span.
-const MESSAGE_WINDOW: usize = 4096;
+/// The longest compact span a single PyTorch message can take (a dozen
+/// `Process N` sentences included).
+const MESSAGE_WINDOW: usize = 3072;
 /// How far back to look for the traceback of a message.
 const CONTEXT_BACK: usize = 16 * 1024;
 /// How far back to look for DeepSpeed's memory line.
 const DS_BACK: usize = 64 * 1024;
-
-fn backend(window: &str) -> String {
-    ["HIP", "XPU"].iter().find(|b| window.starts_with(&format!("{b} out of memory"))).unwrap_or(&"CUDA").to_string()
-}
-
-/// Parse one PyTorch message starting at `window` (already squashed).
-pub fn parse_torch_message(window: &str) -> OomKind {
-    let requested = requested_re().captures(window).and_then(|c| size_at(&c, 1));
-    let hint = if window.contains("expandable_segments") {
-        Some(Hint::ExpandableSegments)
-    } else if window.contains("max_split_size_mb") {
-        Some(Hint::MaxSplitSizeMb)
-    } else {
-        None
-    };
-    let partial = |requested: Option<Size>| OomKind::TorchPartial {
-        requested,
-        text: window.chars().take(300).collect::<String>().trim().to_string(),
-    };
-    let Some(req) = requested.clone() else { return partial(requested) };
-    // old form: everything in one parenthesis
-    if let Some(c) = old_re().captures(window) {
-        let (Some(device), Some(total), Some(alloc), Some(free), Some(last)) = (
-            c.get(1).and_then(|m| m.as_str().parse().ok()),
-            size_at(&c, 2),
-            size_at(&c, 3),
-            size_at(&c, 5),
-            size_at(&c, 7),
-        ) else {
-            return partial(requested);
-        };
-        let cached = c.get(8).map(|m| m.as_str() == "cached").unwrap_or(false);
-        return OomKind::Torch(TorchOom {
-            backend: backend(window),
-            era: if cached { TorchEra::Cached } else { TorchEra::Reserved },
-            device,
-            requested: req,
-            total,
-            free,
-            allocated: alloc,
-            reserved: if cached { None } else { Some(last.clone()) },
-            unallocated: if cached { Some(last) } else { None },
-            allowed: size_at(&c, 6),
-            private_pools: None,
-            this_process: None,
-            processes: Vec::new(),
-            hint,
-        });
-    }
-    let Some(head) = new_head_re().captures(window) else { return partial(requested) };
-    let Some(tail) = new_tail_re().captures(window) else { return partial(requested) };
-    let (Some(device), Some(total), Some(free)) =
-        (head.get(1).and_then(|m| m.as_str().parse().ok()), size_at(&head, 2), size_at(&head, 3))
-    else {
-        return partial(requested);
-    };
-    let (Some(head_m), Some(tail_m)) = (head.get(0), tail.get(0)) else { return partial(requested) };
-    let between = if head_m.end() <= tail_m.start() { &window[head_m.end()..tail_m.start()] } else { "" };
-    let mut this_process = None;
-    let mut processes = Vec::new();
-    for p in proc_re().captures_iter(between) {
-        let Some(used) = size_at(&p, 2) else { continue };
-        match p.get(1).and_then(|m| m.as_str().parse::<u64>().ok()) {
-            Some(pid) => processes.push(ProcessUse { pid, used }),
-            None => this_process = Some(used),
-        }
-    }
-    let allowed = allowed_re().captures(between).and_then(|c| size_at(&c, 1));
-    let Some(allocated) = size_at(&tail, 1) else { return partial(requested) };
-    OomKind::Torch(TorchOom {
-        backend: backend(window),
-        era: TorchEra::Sentences,
-        device,
-        requested: req,
-        total,
-        free,
-        allocated,
-        reserved: None,
-        unallocated: size_at(&tail, 3),
-        allowed,
-        private_pools: size_at(&tail, 2),
-        this_process,
-        processes,
-        hint,
-    })
-}
 
 /// Classify a traceback's frames (innermost decides).
 fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> Context {
@@ -417,32 +535,83 @@ fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> C
         deepspeed: deepspeed || deepspeed_usage.is_some(),
         deepspeed_usage,
         nvidia_smi: None,
+        engine: None,
     }
 }
 
-/// Offsets where a PyTorch message starts: "CUDA out of memory." or a
-/// bare "Tried to allocate <digit>" (pasted without its first sentence).
-/// Literal search first (std's substring search is fast in every build),
-/// the regex only on a few bytes around each hit.
-fn message_starts(text: &str) -> Vec<usize> {
+fn engine_res() -> &'static [(Engine, Regex); 3] {
+    static C: OnceLock<[(Engine, Regex); 3]> = OnceLock::new();
+    C.get_or_init(|| {
+        let r = |p: &str| Regex::new(p).unwrap_or_else(|e| panic!("bad built-in regex {p}: {e}"));
+        [
+            (
+                Engine::Vllm,
+                r(r"\((?:EngineCore|VllmWorker|EngineCore_DP\d+|APIServer)[^)\n]{0,40}pid=\d+\)|/vllm/|vllm\.(?:engine|entrypoints|v1)|Initializing a V1 LLM engine|vLLM (?:API server )?version"),
+            ),
+            (Engine::Sglang, r(r"/sglang/|sglang\.(?:srt|launch_server)|\[TP\d+\] (?:Load weight|Capture cuda graph)")),
+            (Engine::Distributed, r(r"\[rank\d+\]:|NCCL INFO|ProcessGroupNCCL|torch\.distributed\.elastic|deepspeed")),
+        ]
+    })
+}
+fn vllm_non_torch_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, r"non_torch_memory(?: takes |=)([\d.]{1,12}) ?(GiB|GB)")
+}
+fn graph_mem_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(
+        &C,
+        r"Graph capturing finished in [\d.]{1,8} secs?, took ([\d.]{1,12}) ?(GiB|GB)|Capture cuda graph end\. [^\n]{0,80}mem usage=([\d.]{1,12}) ?(GB|GiB)",
+    )
+}
+
+/// How far around a message the engine's own lines are looked for.
+const ENGINE_BACK: usize = 256 * 1024;
+
+/// The engine that ran the job, from its log lines before (and just after)
+/// the message: the first engine of [`engine_res`] seen, in that order.
+fn engine_of(text: &str, at: usize) -> Option<EngineSeen> {
+    let a = floor_boundary(text, at.saturating_sub(ENGINE_BACK));
+    let b = floor_boundary(text, at.saturating_add(4096));
+    let region = &text[a..b];
+    let (engine, m) = engine_res().iter().find_map(|(e, r)| r.find(region).map(|m| (*e, m)))?;
+    let gib = |v: &str| parse_size(&format!("{v} GiB")).map(|s| s.bytes);
+    let non_torch = vllm_non_torch_re().captures_iter(region).last().and_then(|c| gib(c.get(1)?.as_str()));
+    let graphs = graph_mem_re().captures_iter(region).last().and_then(|c| gib(c.get(1).or(c.get(3))?.as_str()));
+    let line = text[..a + m.start()].matches('\n').count() + 1;
+    Some(EngineSeen { engine, line, non_torch_bytes: non_torch, cuda_graph_bytes: graphs })
+}
+
+/// Offsets in the compact text where a PyTorch message starts:
+/// `CUDA out of memory.` (HIP, XPU) or a bare `Tried to allocate <size>`
+/// (pasted without its first sentence). Literal search first.
+fn message_starts(c: &str) -> Vec<usize> {
     /// CUDA, ROCm (HIP) and Intel (XPU) builds print the same message
-    const HEADS: [&str; 3] = ["CUDA out of memory.", "HIP out of memory.", "XPU out of memory."];
-    const TRIED: &str = "Tried to allocate ";
-    let mut starts: Vec<usize> = HEADS.iter().flat_map(|h| text.match_indices(h).map(|(i, _)| i)).collect();
-    for (i, _) in text.match_indices(TRIED) {
+    const HEADS: [&str; 3] = ["CUDAoutofmemory.", "HIPoutofmemory.", "XPUoutofmemory."];
+    const TRIED: &str = "Triedtoallocate";
+    let mut starts: Vec<usize> = Vec::new();
+    let mut tried: Vec<usize> = Vec::new();
+    for m in starts_re().find_iter(c) {
+        if m.as_str() == TRIED {
+            tried.push(m.start());
+        } else {
+            starts.push(m.start());
+        }
+    }
+    for i in tried {
         // part of a "CUDA out of memory. Tried to allocate" already found?
-        let back = floor_boundary(text, i.saturating_sub(HEADS[0].len() + 2));
-        if HEADS.iter().any(|h| text[back..i].contains(h)) {
+        let back = floor_boundary(c, i.saturating_sub(HEADS[0].len() + 2));
+        if HEADS.iter().any(|h| c[back..i].contains(h)) {
             continue;
         }
         // MPS prints "Tried to allocate" after its own figures (other_frameworks)
-        let mps_back = floor_boundary(text, i.saturating_sub(MPS_REACH));
-        if text[mps_back..i].contains("MPS backend out of memory") {
+        let mps_back = floor_boundary(c, i.saturating_sub(MPS_REACH));
+        if c[mps_back..i].contains("MPSbackendoutofmemory") {
             continue;
         }
         // a bare "Tried to allocate" counts only when a size follows it
-        let end = floor_boundary(text, i + TRIED.len() + 24);
-        if requested_re().is_match(&text[i..end]) {
+        let end = floor_boundary(c, i + TRIED.len() + 24);
+        if f_requested().is_match(&c[i..end]) {
             starts.push(i);
         }
     }
@@ -450,27 +619,61 @@ fn message_starts(text: &str) -> Vec<usize> {
     starts
 }
 
-/// How far before "Tried to allocate" an MPS message starts.
-const MPS_REACH: usize = 200;
+/// The heads of [`message_starts`], searched together.
+fn starts_re() -> &'static Regex {
+    static C: OnceLock<Regex> = OnceLock::new();
+    re(&C, r"CUDAoutofmemory\.|HIPoutofmemory\.|XPUoutofmemory\.|Triedtoallocate")
+}
+
+/// How far (compact bytes) before "Tried to allocate" an MPS message starts.
+const MPS_REACH: usize = 160;
 
 /// Most events reported from one input (the rest are counted, not kept).
 pub const MAX_EVENTS: usize = 200;
 
+/// The PyTorch messages of one compact chunk, with their original offsets;
+/// only those starting before `own_end` (later ones belong to the next chunk).
+fn scan_torch(text: &str, c: &Compact, own_end: usize, out: &mut Vec<(usize, OomKind)>) {
+    let starts = message_starts(&c.text);
+    for (i, &s) in starts.iter().enumerate() {
+        let orig = c.orig(s);
+        if orig >= own_end {
+            break;
+        }
+        let next = starts.get(i + 1).copied().unwrap_or(c.text.len());
+        let end = floor_boundary(&c.text, (s + MESSAGE_WINDOW).min(next));
+        let orig_end = floor_boundary(text, c.orig(end).max(orig).min(text.len()));
+        out.push((orig, parse_compact(&c.text[s..end], &text[orig..orig_end])));
+    }
+}
+
 /// Every OOM message in `text`, identical ones folded, in order of first
-/// appearance.
+/// appearance. Messages are read on the compact text ([`crate::reflow`]),
+/// so wrapping, reflowing and line prefixes do not matter.
 pub fn scan(text: &str) -> Vec<OomEvent> {
     let idx = LineIndex::new(text);
     let smi = nvidia_smi::parse(text);
     let mut raw: Vec<(usize, OomKind)> = Vec::new();
-    let starts = message_starts(text);
-    for (i, &s) in starts.iter().enumerate() {
-        let next = starts.get(i + 1).copied().unwrap_or(text.len());
-        let end = floor_boundary(text, (s + MESSAGE_WINDOW).min(next));
-        raw.push((s, parse_torch_message(&squash(&text[s..end]))));
+    let chunks = reflow::regions(text);
+    for (k, &(s, e)) in chunks.iter().enumerate() {
+        // a chunk owns the messages that start before the next chunk of the same span
+        let own_end = match chunks.get(k + 1) {
+            Some(&(ns, _)) if ns < e => ns,
+            _ => e,
+        };
+        let c = reflow::compact(text, s, e);
+        let before = raw.len();
+        scan_torch(text, &c, own_end, &mut raw);
+        for (o, m) in other_frameworks::scan_compact(text, &c, own_end) {
+            raw.push((o, OomKind::Other(m)));
+        }
+        // messages recognised by their first words only (cut before their figures)
+        let found: Vec<usize> = raw[before..].iter().map(|(o, _)| *o).collect();
+        for (o, m) in other_frameworks::scan_cut(text, &c, &found, own_end) {
+            raw.push((o, OomKind::Other(m)));
+        }
     }
-    for (s, o) in other_frameworks::scan(text) {
-        raw.push((s, OomKind::Other(o)));
-    }
+    other_frameworks::fold(&mut raw);
     raw.sort_by_key(|(s, _)| *s);
     let mut events: Vec<OomEvent> = Vec::new();
     for (s, kind) in raw {
@@ -490,6 +693,7 @@ pub fn scan(text: &str) -> Vec<OomEvent> {
         let exception = exc_re().captures_iter(prefix).last().and_then(|c| Some(c.get(1)?.as_str().to_string()));
         let mut context = context_from(text, s, |o| idx.line(o));
         context.nvidia_smi = smi.clone();
+        context.engine = engine_of(text, s);
         events.push(OomEvent { line, occurrences: 1, lines: vec![line], rank, exception, context, kind });
     }
     events
@@ -520,7 +724,7 @@ mod tests {
     #[test]
     fn new_form_with_processes_and_pools() {
         let t = torch("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.63 GiB. GPU 3 has a total capacity of 79.11 GiB of which 2.61 GiB is free. Process 7 has 1.00 GiB memory in use. Including non-PyTorch memory, this process has 0 bytes memory in use. Of the allocated memory 48.16 GiB is allocated by PyTorch, with 50.00 MiB allocated in private pools (e.g., CUDA Graphs), and 3.48 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.");
-        assert_eq!(t.device, 3);
+        assert_eq!(t.device, Some(3));
         assert_eq!(t.processes, vec![ProcessUse { pid: 7, used: parse_size("1.00 GiB").unwrap() }]);
         assert_eq!(t.this_process.unwrap().bytes, 0);
         assert_eq!(t.private_pools.unwrap().bytes, 50 * 1024 * 1024);

@@ -45,19 +45,20 @@ fn fixture(path: &Path, text: String) -> datatest_stable::Result<()> {
         }
         match (&e.kind, x["framework"].as_str().unwrap()) {
             (OomKind::Torch(t), "torch") => {
-                assert_eq!(t.device as u64, u(x, "device").unwrap(), "{name}: device");
+                assert_eq!(t.device.map(u64::from), u(x, "device"), "{name}: device");
                 assert_eq!(t.backend, x.get("backend").and_then(|b| b.as_str()).unwrap_or("CUDA"), "{name}: backend");
                 assert_eq!(t.allowed.as_ref().map(|s| s.bytes), u(x, "allowed"), "{name}: allowed");
                 let era = match t.era {
                     TorchEra::Cached => "cached",
                     TorchEra::Reserved => "reserved",
                     TorchEra::Sentences => "sentences",
+                    TorchEra::Parenthesised => "parenthesised",
                 };
                 assert_eq!(era, x["era"].as_str().unwrap(), "{name}: era");
                 assert_eq!(t.requested.bytes, u(x, "requested").unwrap(), "{name}: requested");
-                assert_eq!(t.total.bytes, u(x, "total").unwrap(), "{name}: total");
-                assert_eq!(t.free.bytes, u(x, "free").unwrap(), "{name}: free");
-                assert_eq!(t.allocated.bytes, u(x, "allocated").unwrap(), "{name}: allocated");
+                assert_eq!(t.total.as_ref().map(|s| s.bytes), u(x, "total"), "{name}: total");
+                assert_eq!(t.free.as_ref().map(|s| s.bytes), u(x, "free"), "{name}: free");
+                assert_eq!(t.allocated.as_ref().map(|s| s.bytes), u(x, "allocated"), "{name}: allocated");
                 assert_eq!(t.reserved.as_ref().map(|s| s.bytes), u(x, "reserved"), "{name}: reserved");
                 assert_eq!(t.unallocated.as_ref().map(|s| s.bytes), u(x, "unallocated"), "{name}: unallocated");
                 assert_eq!(t.this_process.as_ref().map(|s| s.bytes), u(x, "this_process"), "{name}: this");
@@ -144,6 +145,44 @@ fn fixture(path: &Path, text: String) -> datatest_stable::Result<()> {
             (OomKind::Other(OtherOom::AllocatorRetries { retries }), "allocator_retries") => {
                 assert_eq!(*retries, u(x, "retries").unwrap(), "{name}");
             }
+            (OomKind::Other(OtherOom::CudaDriver { .. }), "cuda_driver") => {}
+            (
+                OomKind::Other(OtherOom::TorchAsync { allocated, requested, total, free, truncated, .. }),
+                "torch_async",
+            ) => {
+                let b = |s: &Option<vramfit_diagnose::size::Size>| s.as_ref().map(|s| s.bytes);
+                assert_eq!(b(allocated), u(x, "allocated"), "{name}: allocated");
+                assert_eq!(b(requested), u(x, "requested"), "{name}: requested");
+                assert_eq!(b(total), u(x, "total"), "{name}: total");
+                assert_eq!(b(free), u(x, "free"), "{name}: free");
+                assert_eq!(*truncated, x["truncated"].as_bool().unwrap(), "{name}: truncated");
+            }
+            (
+                OomKind::Other(OtherOom::VllmStartupFree { device, free, total, utilization, requested, .. }),
+                "vllm_startup_free",
+            ) => {
+                assert_eq!(free.bytes, u(x, "free").unwrap(), "{name}: free");
+                assert_eq!(total.bytes, u(x, "total").unwrap(), "{name}: total");
+                assert_eq!(requested.bytes, u(x, "requested").unwrap(), "{name}: requested");
+                assert_eq!(Some(*utilization), x["utilization"].as_f64(), "{name}: utilization");
+                assert_eq!(device.as_deref(), x.get("device").and_then(|d| d.as_str()), "{name}: device");
+            }
+            (OomKind::Other(OtherOom::Bfc { requested, stats, .. }), "bfc") => {
+                assert_eq!(requested.as_ref().map(|r| r.bytes), u(x, "requested"), "{name}: requested");
+                let s = stats.clone().unwrap_or_default();
+                if let Some(l) = u(x, "limit") {
+                    assert_eq!(s.limit, Some(l), "{name}: limit");
+                    assert_eq!(s.in_use, u(x, "in_use"), "{name}: in_use");
+                }
+                assert_eq!(s.device_limit, u(x, "device_limit"), "{name}: device_limit");
+            }
+            (OomKind::Other(OtherOom::Ggml(g)), "ggml") => {
+                assert_eq!(g.buffer_type, x["buffer_type"].as_str().unwrap(), "{name}: buffer type");
+                assert_eq!(g.device.map(u64::from), u(x, "device"), "{name}: device");
+                assert_eq!(g.requested.bytes, u(x, "requested").unwrap(), "{name}: requested");
+                let buffer = serde_json::to_value(g.buffer).unwrap();
+                assert_eq!(buffer.as_str(), x["buffer"].as_str(), "{name}: buffer");
+            }
             (k, f) => panic!("{name}: expected {f}, got {k:?}"),
         }
     }
@@ -168,44 +207,127 @@ fn index_entries_have_files(_path: &Path, text: String) -> datatest_stable::Resu
     Ok(())
 }
 
-/// The hand labels of index.json (`label`: main cause and an acceptable
-/// runner-up, given before the classifier saw the message) against the
-/// classifier. `tuning`: the messages the issue-14 rules were written
-/// against; `validation`: collected and labelled after the rules were
-/// frozen. The floors are the measured figures (docs/diagnose.md), so a
-/// change that gets fewer right fails.
+/// The hand labels of index.json (`label`: the framework the message came
+/// from, the main cause and an acceptable runner-up; given from the thread,
+/// before the classifier saw the message, except the `earlier` set whose
+/// expected classes were reviewed and adopted as labels) against the
+/// classifier, per framework and per set.
+///
+/// Issue 27's bar, on all labelled messages: the verdict equals the label
+/// on ≥ 85%, the label or its runner-up on ≥ 95%, and no message of a
+/// recognised framework is refused. Printed per framework beside the
+/// majority-class baseline (always answering the framework's most common
+/// label), so the figures can be quoted.
 fn labelled_accuracy(_path: &Path, text: String) -> datatest_stable::Result<()> {
+    use std::collections::BTreeMap;
     let idx: Value = serde_json::from_str(&text)?;
     let files = idx["files"].as_object().ok_or("index.json: no \"files\" object")?;
     let dir = Path::new(DIR);
-    let mut tally: std::collections::BTreeMap<String, (usize, usize, usize)> = Default::default();
+    #[derive(Default)]
+    struct Tally {
+        n: usize,
+        main: usize,
+        either: usize,
+        /// the label's main cause is the verdict's main cause or its runner-up
+        label_in_verdict: usize,
+        classes: BTreeMap<String, usize>,
+    }
+    let mut by_fw: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut by_set: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut misses = Vec::new();
+    let mut refused = Vec::new();
     for (name, f) in files {
         let Some(label) = f.get("label") else { continue };
-        let text = std::fs::read_to_string(dir.join(name))?;
-        let events = oom::scan(&text);
-        let got = events.first().map(|e| classify(e).class.key()).unwrap_or("none");
-        let set = label["set"].as_str().unwrap_or("?").to_string();
-        let t = tally.entry(set).or_default();
-        t.0 += 1;
-        if label["main"].as_str() == Some(got) {
-            t.1 += 1;
-            t.2 += 1;
-        } else if label["runner_up"].as_str() == Some(got) {
-            t.2 += 1;
+        let bytes = std::fs::read(dir.join(name))?;
+        // recognised by the whole command path, not only the scanner
+        let input = vramfit_diagnose::input::from_bytes(name, bytes.clone())?;
+        if let Err(e) = vramfit_diagnose::diagnose(&input, Some(vramfit_diagnose::Kind::Oom)) {
+            refused.push(format!("{name}: {e}"));
+        }
+        let events = oom::scan(&String::from_utf8_lossy(&bytes));
+        let verdict = events.first().map(classify);
+        let got = verdict.as_ref().map(|v| v.class.key()).unwrap_or("none");
+        let runner = verdict.as_ref().and_then(|v| v.runner_up.as_ref()).map(|r| r.class.key());
+        let main = label["main"].as_str().unwrap_or("?");
+        let alt = label["runner_up"].as_str();
+        for (key, map) in [
+            (label["framework"].as_str().unwrap_or("?"), &mut by_fw),
+            (label["set"].as_str().unwrap_or("?"), &mut by_set),
+        ] {
+            let t = map.entry(key.to_string()).or_default();
+            t.n += 1;
+            *t.classes.entry(main.to_string()).or_default() += 1;
+            if got == main {
+                t.main += 1;
+            }
+            if got == main || alt == Some(got) {
+                t.either += 1;
+            }
+            if got == main || runner == Some(main) {
+                t.label_in_verdict += 1;
+            }
+        }
+        if got != main {
+            misses.push(format!("{name}: {got} (runner-up {runner:?}), label {main} / {alt:?}"));
         }
     }
-    for (set, (n, main, either)) in &tally {
-        println!("{set}: main cause {main}/{n}, main or runner-up {either}/{n}");
-    }
-    let floor = |set: &str, main: usize, either: usize| {
-        let (n, m, e) = tally.get(set).copied().unwrap_or_default();
-        assert!(
-            m >= main && e >= either,
-            "{set}: main cause {m}/{n} (floor {main}), with runner-up {e}/{n} (floor {either})"
+    let pct = |a: usize, n: usize| a as f64 * 100.0 / n.max(1) as f64;
+    let print = |title: &str, map: &BTreeMap<String, Tally>| {
+        println!(
+            "{title:<26} {:>4} {:>16} {:>16} {:>18} {:>20}",
+            "n", "main = label", "label/runner-up", "label in verdict", "majority baseline"
         );
+        for (k, t) in map {
+            let (maj_class, maj) =
+                t.classes.iter().max_by_key(|(_, c)| **c).map(|(c, n)| (c.clone(), *n)).unwrap_or_default();
+            println!(
+                "{k:<26} {:>4} {:>9} {:>5.1}% {:>9} {:>5.1}% {:>11} {:>5.1}% {:>5.1}% ({maj_class})",
+                t.n,
+                t.main,
+                pct(t.main, t.n),
+                t.either,
+                pct(t.either, t.n),
+                t.label_in_verdict,
+                pct(t.label_in_verdict, t.n),
+                pct(maj, t.n)
+            );
+        }
     };
-    floor("tuning", 57, 59);
-    floor("validation", 22, 26);
+    print("framework", &by_fw);
+    print("set", &by_set);
+    for m in &misses {
+        println!("  miss: {m}");
+    }
+    let total = |map: &BTreeMap<String, Tally>| {
+        map.values().fold((0, 0, 0, BTreeMap::<String, usize>::new()), |(n, m, e, mut c), t| {
+            for (k, v) in &t.classes {
+                *c.entry(k.clone()).or_default() += v;
+            }
+            (n + t.n, m + t.main, e + t.either, c)
+        })
+    };
+    let (n, main, either, classes) = total(&by_fw);
+    let majority = classes.values().max().copied().unwrap_or(0);
+    println!(
+        "all: {n} labelled messages, main = label {main} ({:.1}%), label or runner-up {either} ({:.1}%), majority-class baseline {:.1}%",
+        pct(main, n),
+        pct(either, n),
+        pct(majority, n)
+    );
+    // the sets labelled independently of the classifier (without `earlier`,
+    // whose labels were adopted from the classes the classifier was pinned to)
+    let (n2, m2, e2) = by_set
+        .iter()
+        .filter(|(k, _)| k.as_str() != "earlier")
+        .fold((0, 0, 0), |(n, m, e), (_, t)| (n + t.n, m + t.main, e + t.either));
+    println!(
+        "without the `earlier` set: {n2} messages, main = label {m2} ({:.1}%), label or runner-up {e2} ({:.1}%)",
+        pct(m2, n2),
+        pct(e2, n2)
+    );
+    assert!(refused.is_empty(), "messages of recognised frameworks refused: {refused:#?}");
+    assert!(pct(main, n) >= 85.0, "main cause = label on {main}/{n} ({:.1}%), below 85%", pct(main, n));
+    assert!(pct(either, n) >= 95.0, "label or runner-up on {either}/{n} ({:.1}%), below 95%", pct(either, n));
     Ok(())
 }
 

@@ -48,17 +48,20 @@ proptest! {
         let u = ((t - a) as f64 * u_frac) as u64;
         let f = t.saturating_sub(a + u + (300 << 20));
         let OomKind::Torch(m) = parse_torch_message(&message(r, t, f, a, u)) else { panic!("not parsed") };
-        for (got, want) in [(&m.requested, r), (&m.total, t), (&m.free, f), (&m.allocated, a)] {
+        prop_assert!(m.missing.is_empty(), "{:?}", m.missing);
+        let (mt, mf, ma) = (m.total.clone().unwrap(), m.free.clone().unwrap(), m.allocated.clone().unwrap());
+        for (got, want) in [(&m.requested, r), (&mt, t), (&mf, f), (&ma, a)] {
             prop_assert!(got.bytes.abs_diff(want) <= got.tolerance + 1, "{} vs {}", got.text, want);
         }
         let v = classify_torch(&m, None);
-        let (r, t, f, u) = (m.requested.bytes, m.total.bytes, m.free.bytes, m.unallocated_bytes());
-        let tol = m.free.tolerance + m.unallocated_tolerance() + m.requested.tolerance + m.total.tolerance;
+        let (r, t, f, u) = (m.requested.bytes, mt.bytes, mf.bytes, m.unallocated_bytes());
+        let tol = mf.tolerance + m.unallocated_tolerance() + m.requested.tolerance + mt.tolerance;
         match v.class {
             OomClass::RequestExceedsCard => prop_assert!(r > t),
             OomClass::Unexplained => prop_assert!(f + tol >= r),
             OomClass::Fragmentation => {
-                prop_assert!(f + u + tol >= r);
+                // the cache alone could serve the request (issue 27 §4)
+                prop_assert!(u + tol >= r && f + u + tol >= r);
                 prop_assert!(u as f64 >= FRAG_MIN_SHARE * m.reserved_bytes() as f64);
             }
             OomClass::GenuineShortage => {

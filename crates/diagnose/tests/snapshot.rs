@@ -200,6 +200,26 @@ fn segment_list_only() {
     assert_eq!(r.devices[0].trace_entries, 0);
 }
 
+/// Issue 25 §3: a `segments` list that contains itself, after a real 1 GiB
+/// segment, exited 0 with an empty report (the segment dropped unsaid); a
+/// snapshot dict whose `segments` is the dict itself said only "no segments
+/// key". Both are refused as reference cycles, naming the field.
+#[test]
+fn reference_cycles_are_refused_naming_the_field() {
+    let err = snapshot::load(&fixture("cycle_segments.pickle")).unwrap_err().to_string();
+    assert!(err.contains("the `segments` list contains itself (a reference cycle)"), "{err}");
+    assert!(err.contains("would drop the 2 item(s)"), "{err}");
+    let err = snapshot::load(&fixture("cycle_root.pickle")).unwrap_err().to_string();
+    assert!(err.contains("`segments` is the dict that holds it (a reference cycle)"), "{err}");
+    // a bare list that contains itself before any item (protocol 4:
+    // EMPTY_LIST MEMOIZE BINGET 0 APPEND STOP, `l = []; l.append(l)`)
+    let err = snapshot::load(b"\x80\x04]\x94h\x00a.").unwrap_err().to_string();
+    assert!(err.contains("a list contains itself"), "{err}");
+    // the acyclic file of the same shape still reads
+    let ok = snapshot::load(&fixture("segments_only.pickle")).unwrap();
+    assert_eq!(ok.segments.len(), 2);
+}
+
 #[test]
 fn hostile_sizes_stay_cheap() {
     use vramfit_diagnose::pickle::parse;

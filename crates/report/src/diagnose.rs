@@ -32,6 +32,28 @@ pub struct InputInfo {
     pub truncated: bool,
 }
 
+/// `--model MODEL.gguf` beside a llama.cpp / ggml failure: the estimator's
+/// largest `-ngl` and context on the failing device.
+#[derive(Debug, Clone, Serialize)]
+pub struct GgufFitJson {
+    pub model: String,
+    /// the failing device (ggml's index)
+    pub device: Option<u32>,
+    /// the memory fitted against
+    pub memory_bytes: u64,
+    /// where that memory figure comes from
+    pub memory_source: String,
+    /// the context the searches hold (the log's `n_ctx`, else llama.cpp's default)
+    pub n_ctx: u64,
+    /// the largest `-ngl` whose plan fits at that context (null: not even `-ngl 0`)
+    pub max_gpu_layers: Option<u64>,
+    /// the `-ngl` the largest context is searched at (the log's offloaded layers, else all)
+    pub at_gpu_layers: Option<u64>,
+    /// the largest context (a multiple of 256) that fits at `at_gpu_layers` (null: none)
+    pub max_context: Option<u64>,
+    pub reasoning: Vec<String>,
+}
+
 /// The whole `diagnose --json` document.
 #[derive(Debug, Clone, Serialize)]
 pub struct DiagnoseReport {
@@ -42,6 +64,8 @@ pub struct DiagnoseReport {
     pub diagnosis: DiagnosisJson,
     /// the estimate beside the failure (`--model` given)
     pub estimate: Option<EstimateJson>,
+    /// `--model MODEL.gguf` beside a llama.cpp failure
+    pub gguf_fit: Option<GgufFitJson>,
     /// where the SVG timeline was written (`--svg`)
     pub svg: Option<String>,
 }
@@ -56,6 +80,7 @@ impl DiagnoseReport {
             kind: diagnosis.kind(),
             diagnosis,
             estimate: estimate.map(Into::into),
+            gguf_fit: None,
             svg,
         }
     }
@@ -81,6 +106,9 @@ impl DiagnoseReport {
         }
         if let Some(e) = &self.estimate {
             write_estimate(&mut out, e);
+        }
+        if let Some(g) = &self.gguf_fit {
+            write_gguf_fit(&mut out, g);
         }
         if let Some(p) = &self.svg {
             let _ = writeln!(out, "\ntimeline written to {}", shown(p));
@@ -286,13 +314,34 @@ fn write_estimate(out: &mut String, e: &EstimateJson) {
     }
 }
 
+fn write_gguf_fit(out: &mut String, g: &GgufFitJson) {
+    let _ = writeln!(
+        out,
+        "\nthe model beside the failure ({}, {} on {}):",
+        shown(&g.model),
+        bytes(g.memory_bytes),
+        g.device.map(|d| format!("device {d}")).unwrap_or_else(|| "the device".into())
+    );
+    let ngl = g.max_gpu_layers.map(|n| format!("-ngl {n}")).unwrap_or_else(|| "none (not even -ngl 0)".into());
+    let _ = writeln!(out, "  largest -ngl at -c {}: {ngl}", g.n_ctx);
+    let ctx = g.max_context.map(|c| format!("-c {c}")).unwrap_or_else(|| "none".into());
+    let at = g.at_gpu_layers.map(|n| format!("-ngl {n}")).unwrap_or_else(|| "all layers".into());
+    let _ = writeln!(out, "  largest context at {at}: {ctx}");
+    for r in &g.reasoning {
+        let _ = writeln!(out, "  - {}", shown(r));
+    }
+}
+
 /// One line per GPU (and rank) when the log has several.
 fn write_by_device(out: &mut String, ooms: &[DiagnosedJson]) {
     let mut by: std::collections::BTreeMap<(Option<u32>, Option<u32>), Vec<&'static str>> = Default::default();
     for d in ooms {
         let dev = match &d.event.message {
             MessageJson::Torch(t) => Some(t.device),
+            MessageJson::TorchPartial(t) => t.device,
             MessageJson::Other(OtherMessageJson::TensorFlow { gpu, .. }) => *gpu,
+            MessageJson::Other(OtherMessageJson::Ggml(g)) => g.device,
+            MessageJson::Other(OtherMessageJson::TorchAsync { device, .. }) => *device,
             _ => None,
         };
         by.entry((dev, d.event.rank)).or_default().push(d.verdict.class);
@@ -320,11 +369,16 @@ fn source_words(m: &MessageJson) -> String {
             match t.era {
                 "cached" => "≤1.4 message",
                 "reserved" => "1.5–2.0 message",
+                "parenthesised" => "≤2.0 message",
                 _ => "≥2.1 message",
             },
             t.device
         ),
-        MessageJson::TorchPartial { .. } => "PyTorch (partial message)".to_string(),
+        MessageJson::TorchPartial(t) => format!(
+            "PyTorch{} (partial message{})",
+            t.backend.as_deref().map(|b| format!(" {b}")).unwrap_or_default(),
+            t.device.map(|d| format!(", GPU {d}")).unwrap_or_default()
+        ),
         MessageJson::Other(o) => match o {
             OtherMessageJson::Xla { .. } => "JAX/XLA".to_string(),
             OtherMessageJson::TensorFlow { gpu, .. } => {
@@ -335,6 +389,23 @@ fn source_words(m: &MessageJson) -> String {
             OtherMessageJson::LegacyThc { .. } => "PyTorch ≤0.4 (THC)".to_string(),
             OtherMessageJson::TensorFlowDriver { .. } => "TensorFlow (StreamExecutor)".to_string(),
             OtherMessageJson::AllocatorRetries { .. } => "PyTorch allocator (DeepSpeed warning)".to_string(),
+            OtherMessageJson::CudaDriver { .. } => {
+                "CUDA driver (PyTorch expandable segments or an extension)".to_string()
+            }
+            OtherMessageJson::TorchAsync { device, .. } => {
+                format!("PyTorch cudaMallocAsync{}", device.map(|d| format!(", GPU {d}")).unwrap_or_default())
+            }
+            OtherMessageJson::VllmStartupFree { device, .. } => {
+                format!(
+                    "vLLM start-up check{}",
+                    device.as_deref().map(|d| format!(", {}", shown(d))).unwrap_or_default()
+                )
+            }
+            OtherMessageJson::Bfc { allocator, .. } => format!("XLA/TensorFlow BFC allocator ({})", shown(allocator)),
+            OtherMessageJson::Cut { form, .. } => format!("{} (cut)", shown(form)),
+            OtherMessageJson::Ggml(g) => {
+                format!("llama.cpp / ggml, {} {}", shown(&g.buffer_type), g.buffer.replace('_', " "))
+            }
             OtherMessageJson::VllmNoCacheBlocks { .. }
             | OtherMessageJson::VllmMaxLenTokens { .. }
             | OtherMessageJson::VllmMaxLenMemory { .. } => "vLLM".to_string(),
@@ -367,6 +438,41 @@ fn write_oom(out: &mut String, n: usize, d: &DiagnosedJson) {
     if !v.figures.is_empty() {
         let figs: Vec<String> = v.figures.iter().map(|f| format!("{} {}", shown(&f.name), bytes(f.bytes))).collect();
         let _ = writeln!(out, "  figures: {}", figs.join(" · "));
+    }
+    if !v.decided_by.is_empty() {
+        let by: Vec<String> = v
+            .decided_by
+            .iter()
+            .filter_map(|n| v.figures.iter().find(|f| &f.name == n))
+            .map(|f| format!("{} {}", shown(&f.name), bytes(f.bytes)))
+            .collect();
+        let _ = writeln!(out, "  decided by: {}", by.join(" · "));
+    }
+    if let Some(r) = &v.runner_up {
+        let _ = writeln!(
+            out,
+            "  runner-up: {} — {}{} ({})",
+            r.class,
+            shown(&r.what),
+            r.bytes.map(|b| format!(" {}", bytes(b))).unwrap_or_default(),
+            shown(&r.why)
+        );
+    }
+    if !v.missing.is_empty() {
+        let list: Vec<String> = v
+            .missing
+            .iter()
+            .map(|m| {
+                let assumed = m.assumed_bytes.map(|b| format!(", assumed {}", bytes(b))).unwrap_or_default();
+                let matters = match (&m.otherwise, m.matters) {
+                    (Some(o), _) => format!(", matters: {} at {}", o.class, bytes(o.bytes)),
+                    (None, true) => ", matters".to_string(),
+                    (None, false) => ", does not change the cause".to_string(),
+                };
+                format!("{}{assumed}{matters}", shown(&m.figure))
+            })
+            .collect();
+        let _ = writeln!(out, "  not in the text: {}", list.join("; "));
     }
     if let Some(u) = &e.context.deepspeed_usage {
         let _ = writeln!(

@@ -15,7 +15,7 @@ use vramfit_diagnose::input::{read_path, read_stream, Input};
 use vramfit_diagnose::oom::{OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
 use vramfit_plan::{ladder::ladder, Allow, StepStatus, TimeModel};
-use vramfit_report::diagnose::{DiagnoseReport, InputInfo};
+use vramfit_report::diagnose::{DiagnoseReport, GgufFitJson, InputInfo};
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KindArg {
@@ -76,15 +76,15 @@ fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpe
         let what = format!("{} (--gpu)", g.name);
         return Ok((g, m, what));
     }
-    let Some(t) = failing else {
+    let Some(t) = failing.and_then(|t| t.total.as_ref()) else {
         bail_on!("gpu", "--model needs the card: give --gpu (e.g. --gpu a100-80gb), or a PyTorch OOM message that states the total capacity");
     };
-    let total = t.total.bytes;
+    let total = t.bytes;
     let closest =
         all.iter().min_by_key(|g| g.memory_bytes().abs_diff(total)).cloned().context("the GPU catalogue is empty")?;
     let mut g = closest.clone();
     g.memory_mib = total / vramfit_core::MIB;
-    Ok((g, total, format!("{} total from the message (speed figures of {})", t.total.text, closest.name)))
+    Ok((g, total, format!("{} total from the message (speed figures of {})", t.text, closest.name)))
 }
 
 fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<CulpritReport>> {
@@ -137,6 +137,85 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
     Ok(Some(r))
 }
 
+/// `--model MODEL.gguf` beside a llama.cpp / ggml failure: the estimator's
+/// searches (vramfit_llamacpp: the largest `-ngl` at the log's
+/// context, the largest context at the log's `-ngl`) on the failing
+/// device, against `--gpu`'s memory or the free memory llama.cpp printed at
+/// load. The one place this command calls the llama.cpp model.
+/// `--model` names a GGUF model (a file or a Hub reference).
+fn is_gguf(model: &str) -> bool {
+    matches!(vramfit_ingest::resolve::model_kind(model), vramfit_ingest::resolve::ModelKind::Gguf(_))
+}
+
+fn gguf_fit(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<GgufFitJson>> {
+    use vramfit_llamacpp::{
+        context_search_cap, max_context, max_gpu_layers, FlashAttn, GpuSlot, LlamaCppOptions,
+    };
+    use vramfit_diagnose::other_frameworks::OtherOom;
+    let Some(path) = args.model.as_deref().filter(|m| is_gguf(m)) else {
+        return Ok(None);
+    };
+    let ooms = match d {
+        Diagnosis::Oom { ooms } | Diagnosis::Summary { ooms, .. } => ooms.as_slice(),
+        _ => &[],
+    };
+    let Some(g) = ooms.iter().find_map(|o| match &o.event.kind {
+        OomKind::Other(OtherOom::Ggml(g)) if !g.is_host() => Some(g),
+        _ => None,
+    }) else {
+        bail_on!("model", "--model {path}: a GGUF model is put beside a llama.cpp / ggml GPU buffer failure, and the input holds none");
+    };
+    let l = &g.launch;
+    let (memory, source) = match (args.gpu.as_deref(), l.free_at_load) {
+        (Some(name), _) => {
+            let all = vramfit_catalog::gpus::builtin_gpus()?;
+            let gpu = vramfit_catalog::gpus::find_gpu(&all, name)?;
+            (gpu.memory_bytes(), format!("{} (--gpu)", gpu.name))
+        }
+        (None, Some(f)) => (f, "the free memory llama.cpp printed at load".to_string()),
+        (None, None) => bail_on!(
+            "gpu",
+            "--model {path}: the log does not print the free memory llama.cpp saw at load; give the card with --gpu (e.g. --gpu rtx-4090)"
+        ),
+    };
+    let (_, model) = vramfit_ingest::gguf::read_model(std::path::Path::new(path))?;
+    let defaults = LlamaCppOptions::default();
+    let mut opts = LlamaCppOptions {
+        ctx_size: l.n_ctx.unwrap_or(defaults.ctx_size),
+        ubatch: l.n_ubatch.unwrap_or(defaults.ubatch),
+        gpus: vec![GpuSlot { name: l.device_name.clone().unwrap_or_default(), memory_bytes: Some(memory) }],
+        flash_attn: match l.flash_attn {
+            Some(true) => FlashAttn::On,
+            Some(false) => FlashAttn::Off,
+            None => FlashAttn::Auto,
+        },
+        ..defaults
+    };
+    let ngl = max_gpu_layers(&model, &opts)?;
+    let at = l.layers_offloaded.map(|(n, _)| u64::from(n));
+    opts.n_gpu_layers = at;
+    let ctx = max_context(&model, &opts, context_search_cap(&model))?;
+    let mut reasoning = vec![format!(
+        "Planned as llama.cpp plans it (vramfit estimate's model: weights, KV cache, compute buffers and a {} reserve per GPU) on one device of {} ({source}).",
+        vramfit_report::format::bytes(opts.gpu_reserve),
+        vramfit_report::format::bytes(memory)
+    )];
+    if l.gpus.is_some_and(|n| n > 1) {
+        reasoning.push("The log lists several GPUs: this searches the failing device alone, as if it held the whole launch; `vramfit estimate MODEL.gguf --gpu … --gpu …` plans the split.".to_string());
+    }
+    Ok(Some(GgufFitJson {
+        model: path.to_string(),
+        device: g.device,
+        memory_bytes: memory,
+        memory_source: source,
+        n_ctx: opts.ctx_size,
+        max_gpu_layers: ngl,
+        at_gpu_layers: at,
+        max_context: ctx,
+        reasoning,
+    }))
+}
+
 pub fn run(args: DiagnoseArgs) -> anyhow::Result<Outcome> {
     let input = if args.file == "-" {
         read_stream("<stdin>", &mut std::io::stdin().lock())?
@@ -173,8 +252,9 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
             bail_on!("svg", "--svg: only a memory snapshot has a timeline; {} is a {}", input.name, other.kind().key())
         }
     };
-    let estimate = estimate_beside(&args, &d)?;
-    let report = DiagnoseReport::new(
+    let gguf_fit = gguf_fit(&args, &d)?;
+    let estimate = if args.model.as_deref().is_some_and(is_gguf) { None } else { estimate_beside(&args, &d)? };
+    let mut report = DiagnoseReport::new(
         InputInfo {
             name: input.name.clone(),
             size_bytes: input.size,
@@ -187,5 +267,6 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
         estimate.as_ref(),
         svg,
     );
+    report.gguf_fit = gguf_fit;
     Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text() }))
 }

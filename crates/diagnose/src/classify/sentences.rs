@@ -8,34 +8,165 @@ use super::{b, Cause};
 /// One step of the reasoning, as data.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Note {
-    Overview { device: u32, requested: String, free: String, total: String, reserved: u64, allocated: u64, cached: u64 },
-    NvmlZeroThisProcess { reserved: u64 },
-    ThisProcess { this: String, non_pytorch: u64 },
-    PresumedSelf { pid: u64, used: String, slack: u64, reserved: u64 },
-    Unaccounted { bytes: u64 },
-    OtherProcesses { other: u64, list: Vec<(u64, String)> },
-    OutsideAllocator { bytes: u64, no_nvml: bool },
-    BeyondContext { allowance: u64, other: u64 },
-    FreeAboveTotal { free: String, total: String },
-    Contradictions { list: Vec<String> },
+    Overview {
+        device: Option<u32>,
+        requested: String,
+        free: String,
+        total: String,
+        reserved: u64,
+        allocated: u64,
+        cached: u64,
+    },
+    Missing {
+        names: Vec<String>,
+        assumed: Vec<String>,
+        matters: Vec<String>,
+    },
+    OwnOutside {
+        bytes: u64,
+        own: u64,
+        why: String,
+        factor: Option<f64>,
+    },
+    CannotTellWhose {
+        bytes: u64,
+        own: u64,
+        nvml_gap: bool,
+    },
+    BeyondOwn {
+        bytes: u64,
+        own: u64,
+        why: String,
+        other: u64,
+    },
+    NvmlZeroThisProcess {
+        reserved: u64,
+    },
+    ThisProcess {
+        this: String,
+        non_pytorch: u64,
+    },
+    PresumedSelf {
+        pid: u64,
+        used: String,
+        slack: u64,
+        reserved: u64,
+    },
+    OnlyProcess {
+        pid: u64,
+        used: String,
+        reserved: u64,
+    },
+    Unaccounted {
+        bytes: u64,
+    },
+    OtherProcesses {
+        other: u64,
+        list: Vec<(u64, String)>,
+    },
+    OutsideAllocator {
+        bytes: u64,
+        no_nvml: bool,
+    },
+    BeyondContext {
+        allowance: u64,
+        other: u64,
+    },
+    FreeAboveTotal {
+        free: String,
+        total: String,
+    },
+    Contradictions {
+        list: Vec<String>,
+    },
     WindowsSysmemFallback,
-    RequestAboveCard { requested: String, total: String },
-    CapReached { cap: u64, reserved: u64, requested: String },
-    FreeCoversRequest { free: String, requested: String },
-    CacheSplit { free: String, cached: u64, sum: u64, requested: String },
-    CacheAloneLarger { cached: u64 },
-    OtherMakesWorse { other: u64 },
-    OtherNeeded { free: String, cached: u64, other: u64, requested: String },
-    CacheIsScraps { cached: u64, of_reserved: f64, allocated: String, share: f64 },
-    Gap { free: String, cached: u64, sum: u64, requested: String, gap: u64, allocated: u64 },
-    ExpandableRecoversPart { cached: u64, gap: u64 },
-    EffectivelyFull { free: String, requested: String, left: u64, margin: u64 },
-    ContradictionsBeside { list: Vec<String> },
-    OtherHoldsMost { other: u64, job: u64, share: Option<f64> },
-    FullWithCache { free: String, cached: u64, requested: String, left: u64, margin: u64 },
-    NvidiaSmiGpu { line: usize, gpu: u32, used: u64, total: u64 },
-    NvidiaSmiProcesses { line: usize, gpu: u32, own: Option<u64>, others: Vec<(u64, String, u64)>, sum: u64 },
-    Contributors { main: Cause, rest: Vec<Cause> },
+    RequestAboveCard {
+        requested: String,
+        total: String,
+    },
+    CapReached {
+        cap: u64,
+        reserved: u64,
+        requested: String,
+    },
+    FreeCoversRequest {
+        free: String,
+        requested: String,
+    },
+    CacheSplit {
+        free: String,
+        cached: u64,
+        sum: u64,
+        requested: String,
+    },
+    CacheAloneLarger {
+        cached: u64,
+    },
+    OtherMakesWorse {
+        other: u64,
+    },
+    OtherNeeded {
+        free: String,
+        cached: u64,
+        other: u64,
+        requested: String,
+    },
+    CacheIsScraps {
+        cached: u64,
+        of_reserved: f64,
+        allocated: String,
+        share: f64,
+    },
+    Gap {
+        free: String,
+        cached: u64,
+        sum: u64,
+        requested: String,
+        gap: u64,
+        allocated: u64,
+    },
+    ExpandableRecoversPart {
+        cached: u64,
+        gap: u64,
+    },
+    EffectivelyFull {
+        free: String,
+        requested: String,
+        left: u64,
+        margin: u64,
+    },
+    ContradictionsBeside {
+        list: Vec<String>,
+    },
+    OtherHoldsMost {
+        other: u64,
+        job: u64,
+        share: Option<f64>,
+    },
+    FullWithCache {
+        free: String,
+        cached: u64,
+        requested: String,
+        left: u64,
+        margin: u64,
+    },
+    NvidiaSmiGpu {
+        line: usize,
+        gpu: u32,
+        used: u64,
+        total: u64,
+    },
+    NvidiaSmiProcesses {
+        line: usize,
+        gpu: u32,
+        own: Option<u64>,
+        others: Vec<(u64, String, u64)>,
+        sum: u64,
+    },
+    Contributors {
+        main: Cause,
+        rest: Vec<Cause>,
+    },
 }
 
 fn share_text(c: &Cause) -> String {
@@ -56,10 +187,44 @@ impl Note {
     fn figure_sentence(&self) -> Option<String> {
         Some(match self {
             Note::Overview { device, requested, free, total, reserved, allocated, cached } => format!(
-                "GPU {device}: the allocator asked for {requested} with {free} free of {total}; PyTorch holds {} reserved, {} of it in live tensors and {} cached but unallocated.",
+                "{}: the allocator asked for {requested} with {free} free of {total}; PyTorch holds {} reserved, {} of it in live tensors and {} cached but unallocated.",
+                device.map(|d| format!("GPU {d}")).unwrap_or_else(|| "GPU ?".to_string()),
                 b(*reserved),
                 b(*allocated),
                 b(*cached)
+            ),
+            Note::Missing { names, assumed, matters } => {
+                let tail = if matters.is_empty() {
+                    "the cause is the same whatever they were, within what the printed figures allow.".to_string()
+                } else {
+                    format!("they matter: {}.", matters.join("; "))
+                };
+                format!(
+                    "Not in the text (the message was cut or trimmed): {}. Assumed {} (the values an OOM most often has); {tail}",
+                    names.join(", "),
+                    assumed.join(", ")
+                )
+            }
+            Note::OwnOutside { bytes, own, why, factor } => format!(
+                "The {} outside PyTorch is this job's own: {} holds about {} outside the allocator{}.",
+                b(*bytes),
+                why,
+                b(*own),
+                factor.map(|k| format!(", and this is within {k:.0}× that (NCCL channels, CUDA graphs and kernel images vary with the model and parallelism)")).unwrap_or_default()
+            ),
+            Note::CannotTellWhose { bytes, own, nvml_gap } => format!(
+                "Whose the {} outside PyTorch is cannot be told from the figures{}: beyond a context ({}), it is another process{} or this job's own non-PyTorch memory (a serving engine's buffers, NCCL, an extension such as bitsandbytes); the log names no engine. It is counted as another user's, and the verdict without it is the runner-up.",
+                b(*bytes),
+                if *nvml_gap { " (NVML reported 0 bytes for this process: it does not see processes inside the container)" } else { "" },
+                b(*own),
+                if *nvml_gap { " (in another container, which NVML cannot see either)" } else { "" }
+            ),
+            Note::BeyondOwn { bytes, own, why, other } => format!(
+                "{} is outside PyTorch, more than twice what this job's engine holds there ({}: about {}): about {} belongs to another user of the card.",
+                b(*bytes),
+                why,
+                b(*own),
+                b(*other)
             ),
             Note::NvmlZeroThisProcess { reserved } => format!(
                 "NVML reported 0 bytes for this process although PyTorch holds {} (a known NVML/driver reporting gap, e.g. under some containers); the figure is ignored.",
@@ -72,6 +237,11 @@ impl Note {
             Note::PresumedSelf { pid, used, slack, reserved } => format!(
                 "No \"this process\" line: PID {pid} ({used}) is within {} above PyTorch's reserved {}, so it is most likely this process seen from a container with its own PID namespace.",
                 b(*slack),
+                b(*reserved)
+            ),
+            Note::OnlyProcess { pid, used, reserved } => format!(
+                "PID {pid} ({used}) is the only process NVML lists and no \"this process\" line is printed: NVML lists every compute process on the GPU, this one included by its host PID, so PID {pid} is this process seen from a container; {} of it is outside PyTorch's allocator (reserved {}).",
+                b(crate::size::parse_size(used).map(|s| s.bytes).unwrap_or(0).saturating_sub(*reserved)),
                 b(*reserved)
             ),
             Note::Unaccounted { bytes } => format!(
@@ -164,11 +334,16 @@ impl Note {
                 share.map(|s| format!(" ({s:.0}% of the card)")).unwrap_or_default(),
                 b(*job)
             ),
-            Note::FullWithCache { free, cached, requested, left, margin } => format!(
+            Note::FullWithCache { free, cached, requested, left, margin } if left < margin => format!(
                 "{free} free + {} cached ≥ {requested} only together, and they would leave {} (under the {} effectively-full margin): the card is full of this job's tensors; the split cache only contributes (expandable_segments:True may get past this allocation, not the next).",
                 b(*cached),
                 b(*left),
                 b(*margin)
+            ),
+            Note::FullWithCache { free, cached, requested, left, .. } => format!(
+                "{free} free + {} cached ≥ {requested} only together (they would leave {}), but the cache alone is smaller than the request: no block it holds could serve it, and free memory cannot join a cached block, so live tensors are the cause; the split cache contributes, and expandable_segments:True (a segment whose free tail meets newly mapped pages) is still the cheapest thing to try.",
+                b(*cached),
+                b(*left)
             ),
             Note::NvidiaSmiGpu { line, gpu, used, total } => format!(
                 "The nvidia-smi table in the log (line {line}) shows GPU {gpu} with {} of {} in use ({:.0}%), and no process rows.",
@@ -203,10 +378,11 @@ pub(crate) enum Headline {
     CapReached { cap: u64 },
     FreeCoversRequest,
     CacheUnusable { cached: u64, requested: String },
-    HeldElsewhere { other: u64, device: u32 },
+    HeldElsewhere { other: u64, device: Option<u32> },
     LiveTensorsFill { share: f64 },
     Gap { gap: u64 },
     CardFull { need: u64, share: Option<f64> },
+    CacheSmaller { cached: u64, requested: String },
 }
 
 impl Headline {
@@ -222,11 +398,17 @@ impl Headline {
             Headline::CacheUnusable { cached, requested } => {
                 format!("{} cached but unusable for a {requested} request", b(*cached))
             }
-            Headline::HeldElsewhere { other, device } => {
-                format!("{} on GPU {device} is held outside this job", b(*other))
-            }
+            Headline::HeldElsewhere { other, device } => format!(
+                "{} on {} is held outside this job",
+                b(*other),
+                device.map(|d| format!("GPU {d}")).unwrap_or_else(|| "the GPU".to_string())
+            ),
             Headline::LiveTensorsFill { share } => format!("live tensors fill {share:.0}% of the card"),
             Headline::Gap { gap } => format!("{} more than the card can give", b(*gap)),
+            Headline::CacheSmaller { cached, requested } => format!(
+                "the {} cache is smaller than the {requested} request: free memory and the cache cover it only together",
+                b(*cached)
+            ),
             Headline::CardFull { need, share } => format!(
                 "the card is effectively full: live tensors + the request = {}{}",
                 b(*need),
@@ -252,8 +434,8 @@ pub(crate) fn state_sentence(ruling: &Ruling, free: u64, cached: u64, requested:
         Headline::Gap { gap } => {
             format!("{} free + {} cached < {} requested: {} short", b(free), b(cached), b(requested), b(*gap))
         }
-        Headline::CardFull { .. } => format!(
-            "{} free + {} cached ≥ {} requested only together, leaving {}: the card is effectively full",
+        Headline::CardFull { .. } | Headline::CacheSmaller { .. } => format!(
+            "{} free + {} cached ≥ {} requested only together, leaving {}: the cache alone could not serve it",
             b(free),
             b(cached),
             b(requested),

@@ -175,6 +175,30 @@ fn describe(v: &V) -> &'static str {
     }
 }
 
+/// The snapshot field a list of these items is.
+fn list_field(items: &Items) -> &'static str {
+    match items {
+        Items::Segments(_) => "segments",
+        Items::Blocks(_) => "blocks",
+        Items::Entries(..) | Items::Lists(_) => "device_traces",
+        Items::Hists(_) => "history",
+        Items::Frames(_) => "frames",
+        _ => "",
+    }
+}
+
+/// The snapshot field a list holding this (completed) value is.
+fn value_field(v: &V) -> &'static str {
+    match v {
+        V::Opaque(Opaque::SegmentOutside) => "segments",
+        V::Opaque(Opaque::BlockOutside) => "blocks",
+        V::Opaque(Opaque::EntryOutside) => "device_traces",
+        V::Opaque(Opaque::HistOutside) => "history",
+        V::Frame(_) => "frames",
+        _ => "",
+    }
+}
+
 /// A field that could not be read, kept with the record and reported with
 /// its path when the record is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -786,8 +810,9 @@ impl Decoder {
     /// frame list, referenced by its blocks before the segment's SETITEMS):
     /// its items are all written by then (CPython writes them right after
     /// creating it; only a cycle refers to a container while it is being
-    /// filled, and a cycle's later items are ignored), so it is completed
-    /// now and this reference gets what it became.
+    /// filled, and items that arrive after this are refused as a cycle:
+    /// [`Self::cycle_in_list`]), so it is completed now and this reference
+    /// gets what it became.
     #[cold]
     #[inline(never)]
     fn complete_early(&mut self, i: u32) -> V {
@@ -1339,16 +1364,14 @@ impl Sink for Decoder {
         if self.open[i as usize].dict {
             return Err(sink_malformed("APPEND target is a dict"));
         }
-        let done = !matches!(self.open[i as usize].done, Done::No);
+        if !matches!(self.open[i as usize].done, Done::No) {
+            // items after a reference to the list inside itself: a cycle
+            return Err(self.cycle_in_list(i, items.as_slice()));
+        }
         // by reference from the stack: a frame id is read alone, not the
         // whole value (written in parts moments ago: store forwarding)
         for v in items.as_slice() {
-            if done {
-                // items after a reference to the list inside itself (a cycle)
-                self.consume_value(*v);
-            } else {
-                self.push_item(i, v);
-            }
+            self.push_item(i, v);
         }
         Ok(())
     }
@@ -1434,11 +1457,8 @@ impl Decoder {
             return Err(sink_malformed("SETITEM target is a list"));
         }
         if !matches!(self.open[i as usize].done, Done::No) {
-            // items after a reference to the dict inside itself (a cycle)
-            for &v in items {
-                self.consume_value(v);
-            }
-            return Ok(());
+            // items after a reference to the dict inside itself: a cycle
+            return Err(self.cycle_in_dict(i, items));
         }
         // read in place from the stack (a value yielded by the iterator is
         // re-assembled from its parts, which stalls store forwarding)
@@ -1474,6 +1494,63 @@ impl Decoder {
             return Err(sink_malformed("odd number of items for SETITEMS"));
         }
         Ok(())
+    }
+
+    /// A list that receives items after a reference to it was read inside
+    /// it (`segs.append(segs)`): a reference cycle. CPython's pickler
+    /// writes a container's items right after creating it, so only a cycle
+    /// refers to a container while it is being filled; reading past it
+    /// would drop every item listed with or after the reference (issue 25
+    /// §3: a 1 GiB segment vanished from the report). PyTorch's snapshots
+    /// hold no cycles (fresh dicts and lists in Module.cpp), so the file is
+    /// refused, naming the list by what it holds.
+    #[cold]
+    fn cycle_in_list(&mut self, i: u32, items: &[V]) -> SinkError {
+        let held = match &self.open[i as usize].done {
+            Done::Val(V::List(l)) => self.lists.get(*l as usize).map(list_field).unwrap_or(""),
+            _ => "",
+        };
+        let mut field = held;
+        for &v in items {
+            let v = self.consume_value(v);
+            if field.is_empty() {
+                field = value_field(&v);
+            }
+        }
+        let name = if field.is_empty() { "a list".to_string() } else { format!("the `{field}` list") };
+        SinkError::Malformed(format!(
+            "{name} contains itself (a reference cycle); torch.cuda.memory._dump_snapshot never writes one, and reading past it would drop the {} item(s) listed with the reference, so the file is refused",
+            items.len()
+        ))
+    }
+
+    /// [`Self::cycle_in_list`] for a dict: named by the key whose value is
+    /// the dict itself (`d["segments"] = d`).
+    #[cold]
+    fn cycle_in_dict(&mut self, i: u32, items: &[V]) -> SinkError {
+        let itself = match &self.open[i as usize].done {
+            Done::Val(v) => Some(*v),
+            _ => None,
+        };
+        let mut key = None;
+        for kv in items.chunks(2) {
+            if let (Some(V::Str(s)), Some(v)) = (kv.first(), kv.get(1)) {
+                if key.is_none() && Some(*v) == itself {
+                    key = self.strings.known(*s).filter(|&c| (c as u32) < N_KEYS).map(|c| KNOWN[c as usize]);
+                }
+            }
+            for &v in kv {
+                self.consume_value(v);
+            }
+        }
+        let name = match key {
+            Some(k) => format!("`{k}` is the dict that holds it"),
+            None => "a dict contains itself".to_string(),
+        };
+        SinkError::Malformed(format!(
+            "{name} (a reference cycle); torch.cuda.memory._dump_snapshot never writes one, and reading past it would drop the {} item(s) listed with the reference, so the file is refused",
+            items.len() / 2
+        ))
     }
 
     /// Field `key` (a KNOWN index below N_KEYS) of the dict whose fields

@@ -6,14 +6,16 @@
 
 use serde::Serialize;
 use vramfit_diagnose as dg;
-use vramfit_diagnose::classify::{Cause, Figure, Fix, FixCost, OomClass, Verdict};
+use vramfit_diagnose::classify::{Cause, Figure, Fix, FixCost, Missing, OomClass, RunnerUp, Verdict};
 use vramfit_diagnose::culprit::{CategoryDelta, CategoryShare, CulpritReport, Rung};
+use vramfit_diagnose::ggml::{GgmlBuffer, GgmlLaunch, GgmlOom};
 use vramfit_diagnose::lint::{Finding, LintReport};
 use vramfit_diagnose::nvidia_smi::{GpuUse, NvidiaSmi, ProcessRow};
 use vramfit_diagnose::oom::{
-    Activity, Context, DeepSpeedUsage, Hint, OomEvent, OomKind, ProcessUse, TorchEra, TorchOom, TraceFrame,
+    Activity, Context, DeepSpeedUsage, Engine, EngineSeen, Hint, OomEvent, OomKind, ProcessUse, TorchEra, TorchOom,
+    TraceFrame,
 };
-use vramfit_diagnose::other_frameworks::{OtherOom, VllmProfile, XlaBuffer};
+use vramfit_diagnose::other_frameworks::{BfcStats, OtherOom, VllmProfile, XlaBuffer};
 use vramfit_diagnose::size::Size;
 use vramfit_diagnose::snapshot::{DeviceReport, Group, LiveAlloc, Point, SegmentUse, Site, SnapOom, SnapshotReport};
 use vramfit_diagnose::summary::{Cell, MemorySummary, Pool, Row, SummaryVerdict};
@@ -38,6 +40,7 @@ fn era_key(e: TorchEra) -> &'static str {
         TorchEra::Cached => "cached",
         TorchEra::Reserved => "reserved",
         TorchEra::Sentences => "sentences",
+        TorchEra::Parenthesised => "parenthesised",
     }
 }
 
@@ -135,6 +138,31 @@ pub struct ContextJson {
     pub deepspeed: bool,
     pub deepspeed_usage: Option<DeepSpeedUsageJson>,
     pub nvidia_smi: Option<NvidiaSmiJson>,
+    pub engine: Option<EngineJson>,
+}
+
+/// The engine seen in the log (whose memory is outside PyTorch).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineJson {
+    pub name: &'static str,
+    pub line: usize,
+    pub non_torch_bytes: Option<u64>,
+    pub cuda_graph_bytes: Option<u64>,
+}
+
+impl From<&EngineSeen> for EngineJson {
+    fn from(e: &EngineSeen) -> Self {
+        EngineJson {
+            name: match e.engine {
+                Engine::Vllm => "vllm",
+                Engine::Sglang => "sglang",
+                Engine::Distributed => "distributed",
+            },
+            line: e.line,
+            non_torch_bytes: e.non_torch_bytes,
+            cuda_graph_bytes: e.cuda_graph_bytes,
+        }
+    }
 }
 
 impl From<&TraceFrame> for FrameJson {
@@ -186,6 +214,7 @@ impl From<&Context> for ContextJson {
             deepspeed: c.deepspeed,
             deepspeed_usage: c.deepspeed_usage.as_ref().map(Into::into),
             nvidia_smi: c.nvidia_smi.as_ref().map(Into::into),
+            engine: c.engine.as_ref().map(Into::into),
         }
     }
 }
@@ -215,22 +244,41 @@ pub struct TorchMessageJson {
     pub hint: Option<&'static str>,
 }
 
-impl From<&ProcessUse> for ProcessUseJson {
-    fn from(p: &ProcessUse) -> Self {
-        ProcessUseJson { pid: p.pid, used: (&p.used).into() }
-    }
+/// A PyTorch message with figures missing (cut or trimmed when pasted):
+/// every figure it holds, the rest null and named in `missing`. Without a
+/// single device figure (only the request, or not even that) all are null.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TorchPartialJson {
+    pub requested: Option<SizeJson>,
+    pub text: String,
+    pub backend: Option<String>,
+    pub era: Option<&'static str>,
+    pub device: Option<u32>,
+    pub total: Option<SizeJson>,
+    pub free: Option<SizeJson>,
+    pub allocated: Option<SizeJson>,
+    pub reserved: Option<SizeJson>,
+    pub unallocated: Option<SizeJson>,
+    pub allowed: Option<SizeJson>,
+    pub private_pools: Option<SizeJson>,
+    pub this_process: Option<SizeJson>,
+    pub processes: Vec<ProcessUseJson>,
+    pub hint: Option<&'static str>,
+    /// figures the message's era prints that the text did not hold
+    pub missing: Vec<&'static str>,
 }
 
-impl From<&TorchOom> for TorchMessageJson {
+impl From<&TorchOom> for TorchPartialJson {
     fn from(t: &TorchOom) -> Self {
-        TorchMessageJson {
-            backend: t.backend.clone(),
-            era: era_key(t.era),
+        TorchPartialJson {
+            requested: Some((&t.requested).into()),
+            text: t.text.clone().unwrap_or_default(),
+            backend: Some(t.backend.clone()),
+            era: Some(era_key(t.era)),
             device: t.device,
-            requested: (&t.requested).into(),
-            total: (&t.total).into(),
-            free: (&t.free).into(),
-            allocated: (&t.allocated).into(),
+            total: size(&t.total),
+            free: size(&t.free),
+            allocated: size(&t.allocated),
             reserved: size(&t.reserved),
             unallocated: size(&t.unallocated),
             allowed: size(&t.allowed),
@@ -238,7 +286,39 @@ impl From<&TorchOom> for TorchMessageJson {
             this_process: size(&t.this_process),
             processes: t.processes.iter().map(Into::into).collect(),
             hint: t.hint.map(hint_key),
+            missing: t.missing.clone(),
         }
+    }
+}
+
+impl From<&ProcessUse> for ProcessUseJson {
+    fn from(p: &ProcessUse) -> Self {
+        ProcessUseJson { pid: p.pid, used: (&p.used).into() }
+    }
+}
+
+impl TorchMessageJson {
+    /// The complete message's JSON, or `None` when a figure is missing.
+    fn complete(t: &TorchOom) -> Option<Self> {
+        if !t.missing.is_empty() {
+            return None;
+        }
+        Some(TorchMessageJson {
+            backend: t.backend.clone(),
+            era: era_key(t.era),
+            device: t.device?,
+            requested: (&t.requested).into(),
+            total: t.total.as_ref()?.into(),
+            free: t.free.as_ref()?.into(),
+            allocated: t.allocated.as_ref()?.into(),
+            reserved: size(&t.reserved),
+            unallocated: size(&t.unallocated),
+            allowed: size(&t.allowed),
+            private_pools: size(&t.private_pools),
+            this_process: size(&t.this_process),
+            processes: t.processes.iter().map(Into::into).collect(),
+            hint: t.hint.map(hint_key),
+        })
     }
 }
 
@@ -296,6 +376,7 @@ pub enum OtherMessageJson {
         live_out_allocation: Option<SizeJson>,
         fragmentation: Option<SizeJson>,
         peak_buffers: Vec<XlaBufferJson>,
+        bfc: Option<BfcStatsJson>,
     },
     #[serde(rename = "tensorflow")]
     TensorFlow {
@@ -306,6 +387,7 @@ pub enum OtherMessageJson {
         gpu: Option<u32>,
         allocator: Option<String>,
         node: Option<String>,
+        bfc: Option<BfcStatsJson>,
     },
     VllmNoCacheBlocks {
         profile: Option<VllmProfileJson>,
@@ -342,6 +424,130 @@ pub enum OtherMessageJson {
     AllocatorRetries {
         retries: u64,
     },
+    CudaDriver {
+        text: String,
+    },
+    TorchAsync {
+        device: Option<u32>,
+        allocated: Option<SizeJson>,
+        requested: Option<SizeJson>,
+        total: Option<SizeJson>,
+        free: Option<SizeJson>,
+        limit: Option<SizeJson>,
+        truncated: bool,
+    },
+    VllmStartupFree {
+        device: Option<String>,
+        free: SizeJson,
+        total: SizeJson,
+        utilization: f64,
+        requested: SizeJson,
+        profile: Option<VllmProfileJson>,
+    },
+    Bfc {
+        allocator: String,
+        requested: Option<SizeJson>,
+        not_a_failure: bool,
+        stats: Option<BfcStatsJson>,
+    },
+    Ggml(GgmlJson),
+    Cut {
+        form: String,
+        text: String,
+        missing: Vec<String>,
+    },
+}
+
+/// The BFC allocator's `Stats:` block (bytes).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BfcStatsJson {
+    pub limit_bytes: Option<u64>,
+    pub in_use_bytes: Option<u64>,
+    pub max_in_use_bytes: Option<u64>,
+    pub largest_free_block_bytes: Option<u64>,
+    pub device_limit_bytes: Option<u64>,
+}
+
+impl From<&BfcStats> for BfcStatsJson {
+    fn from(s: &BfcStats) -> Self {
+        BfcStatsJson {
+            limit_bytes: s.limit,
+            in_use_bytes: s.in_use,
+            max_in_use_bytes: s.max_in_use,
+            largest_free_block_bytes: s.largest_free_block,
+            device_limit_bytes: s.device_limit,
+        }
+    }
+}
+
+/// A llama.cpp / ggml buffer failure and the launch before it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GgmlJson {
+    pub buffer_type: String,
+    pub device: Option<u32>,
+    pub requested: SizeJson,
+    /// `weights`, `kv_cache`, `compute` or `unknown`
+    pub buffer: &'static str,
+    pub consequence: Option<String>,
+    pub retried: bool,
+    pub launch: GgmlLaunchJson,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GgmlLaunchJson {
+    pub device_name: Option<String>,
+    pub free_at_load_bytes: Option<u64>,
+    pub total_bytes: Option<u64>,
+    pub gpus: Option<u32>,
+    /// `[offloaded, of]`
+    pub layers_offloaded: Option<[u32; 2]>,
+    pub model_buffer_bytes: Option<u64>,
+    pub kv_buffer_bytes: Option<u64>,
+    pub n_ctx: Option<u64>,
+    pub n_ubatch: Option<u64>,
+    pub pipeline_copies: Option<u32>,
+    pub flash_attn: Option<bool>,
+}
+
+fn buffer_key(b: GgmlBuffer) -> &'static str {
+    match b {
+        GgmlBuffer::Weights => "weights",
+        GgmlBuffer::KvCache => "kv_cache",
+        GgmlBuffer::Compute => "compute",
+        GgmlBuffer::Unknown => "unknown",
+    }
+}
+
+impl From<&GgmlLaunch> for GgmlLaunchJson {
+    fn from(l: &GgmlLaunch) -> Self {
+        GgmlLaunchJson {
+            device_name: l.device_name.clone(),
+            free_at_load_bytes: l.free_at_load,
+            total_bytes: l.total,
+            gpus: l.gpus,
+            layers_offloaded: l.layers_offloaded.map(|(a, b)| [a, b]),
+            model_buffer_bytes: l.model_buffer,
+            kv_buffer_bytes: l.kv_buffer,
+            n_ctx: l.n_ctx,
+            n_ubatch: l.n_ubatch,
+            pipeline_copies: l.pipeline_copies,
+            flash_attn: l.flash_attn,
+        }
+    }
+}
+
+impl From<&GgmlOom> for GgmlJson {
+    fn from(g: &GgmlOom) -> Self {
+        GgmlJson {
+            buffer_type: g.buffer_type.clone(),
+            device: g.device,
+            requested: (&g.requested).into(),
+            buffer: buffer_key(g.buffer),
+            consequence: g.consequence.clone(),
+            retried: g.retried,
+            launch: (&g.launch).into(),
+        }
+    }
 }
 
 impl From<&OtherOom> for OtherMessageJson {
@@ -355,6 +561,7 @@ impl From<&OtherOom> for OtherMessageJson {
                 live_out_allocation,
                 fragmentation,
                 peak_buffers,
+                bfc,
             } => OtherMessageJson::Xla {
                 requested: requested.into(),
                 total_allocation: size(total_allocation),
@@ -363,8 +570,9 @@ impl From<&OtherOom> for OtherMessageJson {
                 live_out_allocation: size(live_out_allocation),
                 fragmentation: size(fragmentation),
                 peak_buffers: peak_buffers.iter().map(Into::into).collect(),
+                bfc: bfc.as_ref().map(Into::into),
             },
-            OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node } => {
+            OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc } => {
                 OtherMessageJson::TensorFlow {
                     shape: shape.clone(),
                     dtype: dtype.clone(),
@@ -373,6 +581,7 @@ impl From<&OtherOom> for OtherMessageJson {
                     gpu: *gpu,
                     allocator: allocator.clone(),
                     node: node.clone(),
+                    bfc: bfc.as_ref().map(Into::into),
                 }
             }
             OtherOom::VllmNoCacheBlocks { profile: p } => OtherMessageJson::VllmNoCacheBlocks { profile: profile(p) },
@@ -405,6 +614,38 @@ impl From<&OtherOom> for OtherMessageJson {
                 OtherMessageJson::TensorFlowDriver { requested: requested.into() }
             }
             OtherOom::AllocatorRetries { retries } => OtherMessageJson::AllocatorRetries { retries: *retries },
+            OtherOom::CudaDriver { text } => OtherMessageJson::CudaDriver { text: text.clone() },
+            OtherOom::TorchAsync { device, allocated, requested, total, free, limit, truncated } => {
+                OtherMessageJson::TorchAsync {
+                    device: *device,
+                    allocated: size(allocated),
+                    requested: size(requested),
+                    total: size(total),
+                    free: size(free),
+                    limit: size(limit),
+                    truncated: *truncated,
+                }
+            }
+            OtherOom::VllmStartupFree { device, free, total, utilization, requested, profile: p } => {
+                OtherMessageJson::VllmStartupFree {
+                    device: device.clone(),
+                    free: free.into(),
+                    total: total.into(),
+                    utilization: *utilization,
+                    requested: requested.into(),
+                    profile: profile(p),
+                }
+            }
+            OtherOom::Bfc { allocator, requested, not_a_failure, stats } => OtherMessageJson::Bfc {
+                allocator: allocator.clone(),
+                requested: size(requested),
+                not_a_failure: *not_a_failure,
+                stats: stats.as_ref().map(Into::into),
+            },
+            OtherOom::Ggml(g) => OtherMessageJson::Ggml(g.into()),
+            OtherOom::Cut { form, text, missing } => {
+                OtherMessageJson::Cut { form: form.clone(), text: text.clone(), missing: missing.clone() }
+            }
         }
     }
 }
@@ -414,17 +655,35 @@ impl From<&OtherOom> for OtherMessageJson {
 #[serde(tag = "framework", rename_all = "snake_case")]
 pub enum MessageJson {
     Torch(TorchMessageJson),
-    TorchPartial { requested: Option<SizeJson>, text: String },
+    TorchPartial(TorchPartialJson),
     Other(OtherMessageJson),
 }
 
 impl From<&OomKind> for MessageJson {
     fn from(k: &OomKind) -> Self {
         match k {
-            OomKind::Torch(t) => MessageJson::Torch(t.into()),
-            OomKind::TorchPartial { requested, text } => {
-                MessageJson::TorchPartial { requested: size(requested), text: text.clone() }
-            }
+            OomKind::Torch(t) => match TorchMessageJson::complete(t) {
+                Some(m) => MessageJson::Torch(m),
+                None => MessageJson::TorchPartial(t.into()),
+            },
+            OomKind::TorchPartial { requested, text } => MessageJson::TorchPartial(TorchPartialJson {
+                requested: size(requested),
+                text: text.clone(),
+                backend: None,
+                era: None,
+                device: None,
+                total: None,
+                free: None,
+                allocated: None,
+                reserved: None,
+                unallocated: None,
+                allowed: None,
+                private_pools: None,
+                this_process: None,
+                processes: Vec::new(),
+                hint: None,
+                missing: vec!["total", "free", "allocated", "reserved"],
+            }),
             OomKind::Other(o) => MessageJson::Other(o.into()),
         }
     }
@@ -483,12 +742,67 @@ pub struct FixJson {
 pub struct VerdictJson {
     pub class: &'static str,
     pub main_cause: CauseJson,
+    /// the cause that comes next, and why
+    pub runner_up: Option<RunnerUpJson>,
     pub contributors: Vec<CauseJson>,
     pub headline: String,
     pub figures: Vec<FigureJson>,
+    /// names in `figures` of the figures that decided the verdict
+    pub decided_by: Vec<String>,
+    /// figures the message should print but the text did not hold
+    pub missing: Vec<MissingJson>,
     pub reasoning: Vec<String>,
     pub gap_bytes: Option<u64>,
     pub fixes: Vec<FixJson>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunnerUpJson {
+    pub class: &'static str,
+    pub what: String,
+    pub bytes: Option<u64>,
+    pub share: Option<f64>,
+    pub why: String,
+}
+
+impl From<&RunnerUp> for RunnerUpJson {
+    fn from(r: &RunnerUp) -> Self {
+        RunnerUpJson {
+            class: class_key(r.class),
+            what: r.what.clone(),
+            bytes: r.bytes,
+            share: r.share,
+            why: r.why.clone(),
+        }
+    }
+}
+
+/// What the other value of a missing figure would make the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OtherwiseJson {
+    pub class: &'static str,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MissingJson {
+    pub figure: String,
+    /// the value the verdict assumed (null: none was assumed)
+    pub assumed_bytes: Option<u64>,
+    /// whether its other possible value changes the cause
+    pub matters: bool,
+    pub otherwise: Option<OtherwiseJson>,
+}
+
+impl From<&Missing> for MissingJson {
+    fn from(m: &Missing) -> Self {
+        MissingJson {
+            figure: m.figure.clone(),
+            assumed_bytes: m.assumed_bytes,
+            matters: m.matters,
+            otherwise: m.otherwise.map(|(c, b)| OtherwiseJson { class: class_key(c), bytes: b }),
+        }
+    }
 }
 
 impl From<&Cause> for CauseJson {
@@ -514,9 +828,12 @@ impl From<&Verdict> for VerdictJson {
         VerdictJson {
             class: class_key(v.class),
             main_cause: (&v.main_cause).into(),
+            runner_up: v.runner_up.as_ref().map(Into::into),
             contributors: v.contributors.iter().map(Into::into).collect(),
             headline: v.headline.clone(),
             figures: v.figures.iter().map(Into::into).collect(),
+            decided_by: v.decided_by.clone(),
+            missing: v.missing.iter().map(Into::into).collect(),
             reasoning: v.reasoning.clone(),
             gap_bytes: v.gap_bytes,
             fixes: v.fixes.iter().map(Into::into).collect(),
