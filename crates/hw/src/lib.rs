@@ -12,6 +12,10 @@
 //!   the card an `--expect` model names
 //! - [`verdict`](mod@verdict): the machine against `--expect 8xA100-80GB --expect-nvlink`
 //! - [`check`]: one decided check (machine, verdict, bandwidth), for the report
+//! - [`fabric`]: `ibstat`, `ibv_devinfo`, perftest, and what a multi-node
+//!   collective may reach over the fabric
+//! - [`fleet`]: many nodes (`check --fleet`): each checked, then compared,
+//!   and the fabric judged
 //! - [`clean`], [`foreign`], [`files`]: input hygiene: escaped text, other
 //!   tools' outputs named, bounded reads
 
@@ -19,7 +23,9 @@ pub mod bandwidth;
 pub mod check;
 pub mod clean;
 pub mod error;
+pub mod fabric;
 pub mod files;
+pub mod fleet;
 pub mod foreign;
 pub mod list;
 pub mod machine;
