@@ -9,6 +9,7 @@ pub mod check;
 pub mod diagnose;
 pub mod emit;
 pub mod estimate;
+pub mod fleet;
 pub mod format;
 pub mod llamacpp;
 pub mod mig;

@@ -44,6 +44,17 @@ pub enum BoundKind {
     PerGpuPort,
 }
 
+impl BoundKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            BoundKind::Ring => "ring",
+            BoundKind::Tree => "tree",
+            BoundKind::InNetwork => "in-network",
+            BoundKind::PerGpuPort => "per-GPU-port",
+        }
+    }
+}
+
 /// The bounds of a `collective` over `nodes` nodes and `ranks` ranks, each
 /// node sending at most `node_gbs` GB/s (one direction) over the fabric.
 /// The first bound is the one a healthy run is judged against.

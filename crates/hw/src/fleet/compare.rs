@@ -66,12 +66,15 @@ fn categorical(
                         node: Some(n.name.clone()),
                         column,
                         evidence: evidence(&[n], column),
-                        message: format!(
-                            "{}: {what} {v}; {} of the other {} node(s): {mv}",
-                            n.name,
-                            mns.len(),
-                            mns.len() + groups[1..].iter().filter(|(g, _)| g != v).map(|(_, x)| x.len()).sum::<usize>()
-                        ),
+                        message: {
+                            let others = mns.len()
+                                + groups[1..].iter().filter(|(g, _)| g != v).map(|(_, x)| x.len()).sum::<usize>();
+                            if others == mns.len() {
+                                format!("{}: {what} {v}; the other {others} node(s): {mv}", n.name)
+                            } else {
+                                format!("{}: {what} {v}; {} of the other {others} node(s): {mv}", n.name, mns.len())
+                            }
+                        },
                     });
                 }
             }

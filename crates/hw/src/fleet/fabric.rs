@@ -366,17 +366,17 @@ pub(crate) fn judge_runs(runs: &[RunInput], nodes: &[NodeChecked], e: &FleetExpe
         }
         match (node_gbs, share) {
             (Some(b), Some(s)) => {
-                let list: Vec<String> = bs.iter().map(|x| format!("{} {} = {:.1} GB/s", label(x.kind), x.formula, x.gbs)).collect();
+                let list: Vec<String> = bs.iter().map(|x| format!("{} {} = {:.1} GB/s", x.kind.label(), x.formula, x.gbs)).collect();
                 let ceiling = bs.iter().map(|x| x.gbs).fold(0.0, f64::max);
                 let (lvl, verdict) = if p > ceiling * 1.05 {
                     (Level::Warn, format!("above every bound of this fabric ({:.1} GB/s): the run did not use it as stated (wrong --expect-fabric, or the nodes are not these)", ceiling))
                 } else if s < FABRIC_SHARE {
                     (if e.fabric.is_some() { Level::Fail } else { Level::Warn }, format!(
-                        "{:.0}% of the {} bound; a healthy fabric gives {:.0}% or more", s * 100.0, label(bs[0].kind), FABRIC_SHARE * 100.0))
+                        "{:.0}% of the {} bound; a healthy fabric gives {:.0}% or more", s * 100.0, bs[0].kind.label(), FABRIC_SHARE * 100.0))
                 } else if p > bs[0].gbs * 1.02 {
-                    (Level::Info, format!("{:.0}% of the {} bound: above it, so NCCL used a tree or in-network reduction", s * 100.0, label(bs[0].kind)))
+                    (Level::Info, format!("{:.0}% of the {} bound: above it, so NCCL used a tree or in-network reduction", s * 100.0, bs[0].kind.label()))
                 } else {
-                    (Level::Info, format!("{:.0}% of the {} bound", s * 100.0, label(bs[0].kind)))
+                    (Level::Info, format!("{:.0}% of the {} bound", s * 100.0, bs[0].kind.label()))
                 };
                 out.push(FleetFinding { level: lvl, code: "fabric_collective", node: None, column: Column::Nccl, evidence: ev.clone(),
                     message: format!("{}: {head}: {verdict}. B = {:.1} GB/s per node ({from}); bounds: {}", r.file, b, list.join("; ")) });
@@ -411,14 +411,4 @@ pub(crate) fn judge_runs(runs: &[RunInput], nodes: &[NodeChecked], e: &FleetExpe
         });
     }
     judged
-}
-
-fn label(k: crate::fabric::bounds::BoundKind) -> &'static str {
-    use crate::fabric::bounds::BoundKind::*;
-    match k {
-        Ring => "ring",
-        Tree => "tree",
-        InNetwork => "in-network",
-        PerGpuPort => "per-GPU-port",
-    }
 }
