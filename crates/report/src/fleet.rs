@@ -310,7 +310,8 @@ fn value(n: &NodeChecked, c: Column) -> Option<String> {
     let yes = |b: bool, y: &str, no: &str| if b { y.to_string() } else { no.to_string() };
     match c {
         Column::Files => Some(format!("{} file(s)", n.files.len())),
-        Column::Gpus => f.gpus.clone().or_else(|| n.no_gpu_tools.then(|| "no GPU tools".into())),
+        // the grid is narrow: the vendor's name is the same in every cell
+        Column::Gpus => f.gpus.as_ref().map(|g| g.replace("NVIDIA ", "")).or_else(|| n.no_gpu_tools.then(|| "no GPU tools".into())),
         Column::Memory => f.memory_mib.map(|m| format!("{m} MiB")),
         Column::Driver => match (&f.driver, &f.cuda) {
             (Some(d), Some(c)) => Some(format!("{d} / CUDA {c}")),
@@ -325,8 +326,8 @@ fn value(n: &NodeChecked, c: Column) -> Option<String> {
         Column::MemoryRepair => f.memory_repair_pending.map(|k| format!("{k} pending")),
         Column::Nvlink => f.all_nvlink.map(|b| yes(b, "all pairs", "not all pairs")),
         Column::HostLink => f.host_to_device_gbs.map(|g| format!("{} H→D", gbs(g))),
-        Column::P2p => f.p2p_min_gbs.map(|g| format!("{} slowest pair", gbs(g))),
-        Column::Nccl => f.allreduce_busbw_gbs.map(|g| format!("{} busbw", gbs(g))),
+        Column::P2p => f.p2p_min_gbs.map(|g| format!("min {}", gbs(g))),
+        Column::Nccl => f.allreduce_busbw_gbs.map(gbs),
         Column::Fabric => f.fabric.as_ref().map(|s| s.describe()),
         Column::NicAffinity => {
             let worst = f.nic_affinity.iter().flatten().max_by_key(|(_, l)| vramfit_hw::fleet::fabric::nearness(l));

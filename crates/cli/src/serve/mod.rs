@@ -93,6 +93,7 @@ pub fn router(config: Config) -> Router {
         .route("/api/mig", post(|s, h, b| json_endpoint(Endpoint::Mig, s, h, b)))
         .route("/api/check", post(|s, h, b| json_endpoint(Endpoint::Check, s, h, b)))
         .route("/api/diagnose", post(diagnose_handler))
+        .route("/api/fleet", post(fleet_handler))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -228,6 +229,31 @@ async fn diagnose_handler(State(s): State<Shared>, RawQuery(q): RawQuery, header
         let decoded = request::decode_query(ep, q.as_deref().unwrap_or(""))?;
         let bytes = read_body(&headers, body, ep.body_limit(), "the uploaded file").await?;
         run_command(&s, ep, decoded, Some(bytes)).await
+    }
+    .await;
+    match r {
+        Ok(a) => answer_response(a),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// `/api/fleet`: `check --fleet` on an uploaded folder (api::fleet).
+async fn fleet_handler(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    let r = async {
+        let bytes = read_body(&headers, body, api::FLEET_BODY_LIMIT, "the /api/fleet request body").await?;
+        let _permit = s
+            .runs
+            .acquire()
+            .await
+            .map_err(|_| ApiError { status: 503, message: "shutting down".into(), field: None })?;
+        match tokio::task::spawn_blocking(move || api::fleet(&bytes)).await {
+            Ok(r) => r,
+            Err(_) => Err(ApiError {
+                status: 500,
+                message: "internal error: vramfit failed on this request (a bug: please report the request)".into(),
+                field: None,
+            }),
+        }
     }
     .await;
     match r {
