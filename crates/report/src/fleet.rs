@@ -649,7 +649,11 @@ pub fn render_fleet(r: &FleetReport) -> String {
         v.dedup();
         v
     };
-    if r.ok {
+    let unchecked: Vec<&str> = r.nodes.iter().filter(|n| n.check.is_none()).map(|n| n.name.as_str()).collect();
+    if r.ok && unchecked.len() == r.nodes.len() {
+        let why = if r.nodes.iter().all(|n| n.no_gpu_tools) { "no GPU tools found" } else { "no GPU output" };
+        let _ = writeln!(out, "\nverdict: nothing to judge: {why} on {}", shown(&unchecked.join(", ")));
+    } else if r.ok {
         let what =
             if r.expectation.is_some() { "the fleet is what was expected" } else { "the nodes are alike (nothing expected)" };
         let _ = writeln!(out, "\nverdict: OK, {what}");
