@@ -50,9 +50,8 @@ fn four_nodes_one_slow_one_on_another_driver_exit_1_naming_exactly_those_two() {
     let c = f.iter().find(|x| x.0 == "node-c").unwrap();
     assert_eq!(c.2, "node-c: driver 550.127.05; the other 3 node(s): 550.90.07");
     // each finding names its evidence file
-    let ev = |code: &str| {
-        v["findings"].as_array().unwrap().iter().find(|x| x["code"] == code).unwrap()["evidence"].clone()
-    };
+    let ev =
+        |code: &str| v["findings"].as_array().unwrap().iter().find(|x| x["code"] == code).unwrap()["evidence"].clone();
     assert_eq!(ev("fleet_allreduce"), serde_json::json!(["node-b/all_reduce.txt"]));
     assert_eq!(ev("fleet_driver"), serde_json::json!(["node-c/nvidia-smi.txt"]));
     // per-node verdicts: each node's own check
@@ -73,7 +72,10 @@ fn lower_port_rate_and_a_nic_across_numa_named() {
     let (v, code) = json(&["check", "--fleet", &fx("fleet/ib-2"), "--expect-fabric", "8xib400"]);
     assert_eq!(code, 1);
     let f = failed(&v);
-    assert!(f.iter().any(|x| x.0 == "ib-b" && x.2 == "ib-b: mlx5_4 port 1 runs at 200 Gb/s, 400 Gb/s rented"), "{f:#?}");
+    assert!(
+        f.iter().any(|x| x.0 == "ib-b" && x.2 == "ib-b: mlx5_4 port 1 runs at 200 Gb/s, 400 Gb/s rented"),
+        "{f:#?}"
+    );
     assert!(f.iter().all(|x| x.0 == "ib-b"), "{f:#?}");
     let numa: Vec<&serde_json::Value> =
         v["findings"].as_array().unwrap().iter().filter(|x| x["code"] == "nic_affinity").collect();
@@ -94,7 +96,8 @@ fn fleet_expectation_counts_nodes_and_gpus() {
     assert_eq!(code, 1);
     assert!(failed(&v).iter().any(|x| x.1 == "node_count" && x.2 == "2 node folder(s) found, 4 expected"));
     // a fleet expectation without --fleet, a bad fabric: exit 2, named
-    let out = vramfit().args(["check", "--topo", &fx("nvidia_smi/12.txt"), "--expect", "4x8xH100-80GB"]).output().unwrap();
+    let out =
+        vramfit().args(["check", "--topo", &fx("nvidia_smi/12.txt"), "--expect", "4x8xH100-80GB"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--fleet DIR"));
     let out = vramfit().args(["check", "--fleet", &dir, "--expect-fabric", "ethernet400"]).output().unwrap();
@@ -129,7 +132,8 @@ fn collection_script_is_posix_sh() {
     assert!(script.starts_with("#!/bin/sh\n"));
     let path = std::env::temp_dir().join(format!("vramfit-collect-{}.sh", std::process::id()));
     std::fs::write(&path, &script).unwrap();
-    let shellcheck = ["/usr/bin/shellcheck", "/usr/local/bin/shellcheck"].into_iter().find(|p| std::path::Path::new(p).exists());
+    let shellcheck =
+        ["/usr/bin/shellcheck", "/usr/local/bin/shellcheck"].into_iter().find(|p| std::path::Path::new(p).exists());
     let (tool, status) = match shellcheck {
         Some(sc) => (sc, std::process::Command::new(sc).args(["-s", "sh"]).arg(&path).status().unwrap()),
         None => ("sh -n", std::process::Command::new("sh").arg("-n").arg(&path).status().unwrap()),
@@ -172,9 +176,13 @@ fn collection_script_on_a_machine_without_gpus() {
     assert_eq!(text.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&text.stdout).contains("no GPU tools found"));
     // the multi-node commands are printed with the hosts, not run
-    let p = std::process::Command::new("sh").arg(&script).args(["--print-multinode", "gpu-a", "gpu-b"]).output().unwrap();
+    let p =
+        std::process::Command::new("sh").arg(&script).args(["--print-multinode", "gpu-a", "gpu-b"]).output().unwrap();
     let printed = String::from_utf8(p.stdout).unwrap();
     assert!(printed.contains("-H gpu-a:GPUS,gpu-b:GPUS all_reduce_perf"), "{printed}");
-    assert!(printed.contains("ib_write_bw -d HCA --report_gbits -F -D 10 gpu-a' > gpu-b/ib_write_bw-HCA-from-gpu-a.txt"), "{printed}");
+    assert!(
+        printed.contains("ib_write_bw -d HCA --report_gbits -F -D 10 gpu-a' > gpu-b/ib_write_bw-HCA-from-gpu-a.txt"),
+        "{printed}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }

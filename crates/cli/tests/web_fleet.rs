@@ -15,7 +15,11 @@ const ADDR: &str = "127.0.0.1:8080";
 
 fn post(body: String) -> (StatusCode, Option<String>, String) {
     let app = router(Config { settings: Settings::default(), addr: ADDR.parse::<SocketAddr>().unwrap() });
-    let req = Request::post("/api/fleet").header("host", ADDR).header("content-type", "application/json").body(Body::from(body)).unwrap();
+    let req = Request::post("/api/fleet")
+        .header("host", ADDR)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
         let r = app.oneshot(req).await.unwrap();
         let exit = r.headers().get("x-vramfit-exit").map(|v| v.to_str().unwrap().to_string());
@@ -39,7 +43,11 @@ fn upload(name: &str) -> Vec<Value> {
         if n.is_dir() {
             for f in std::fs::read_dir(&n).unwrap() {
                 let f = f.unwrap().path();
-                let rel = format!("{name}/{}/{}", n.file_name().unwrap().to_str().unwrap(), f.file_name().unwrap().to_str().unwrap());
+                let rel = format!(
+                    "{name}/{}/{}",
+                    n.file_name().unwrap().to_str().unwrap(),
+                    f.file_name().unwrap().to_str().unwrap()
+                );
                 files.push(json!({ "path": rel, "text": std::fs::read_to_string(&f).unwrap() }));
             }
         } else {

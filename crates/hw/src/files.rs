@@ -39,7 +39,8 @@ pub fn read_fleet_dir(dir: &Path) -> Result<crate::fleet::FleetInput, HwError> {
         return Err(bad("not a folder: --fleet takes a folder with one sub-folder per node".into()));
     }
     let list = |d: &Path| -> Result<Vec<(String, std::path::PathBuf)>, HwError> {
-        let rd = std::fs::read_dir(d).map_err(|e| HwError::Invalid { file: d.display().to_string(), what: e.to_string() })?;
+        let rd = std::fs::read_dir(d)
+            .map_err(|e| HwError::Invalid { file: d.display().to_string(), what: e.to_string() })?;
         let mut v: Vec<(String, std::path::PathBuf)> = rd
             .filter_map(|e| e.ok())
             .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
@@ -68,7 +69,9 @@ pub fn read_fleet_dir(dir: &Path) -> Result<crate::fleet::FleetInput, HwError> {
             for (fname, fpath) in list(&path)? {
                 let rel = format!("{rel_name}/{}", crate::clean::escape_controls(&fname));
                 if fpath.is_dir() {
-                    input.unreadable.push(Unreadable { path: rel, reason: "a folder inside a node folder is not read".into() });
+                    input
+                        .unreadable
+                        .push(Unreadable { path: rel, reason: "a folder inside a node folder is not read".into() });
                 } else if node.files.len() == MAX_FILES_PER_NODE {
                     input.unreadable.push(Unreadable {
                         path: rel,

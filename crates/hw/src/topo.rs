@@ -294,8 +294,7 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
 /// `NIC Legend` (drivers from R515 print it after the legend), else the
 /// column label when it is a device name already (`mlx5_0`).
 fn nic_legend(lines: &[&str], nics: &[String]) -> Vec<Option<String>> {
-    let mut names: Vec<Option<String>> =
-        nics.iter().map(|l| (!l.starts_with("NIC")).then(|| l.clone())).collect();
+    let mut names: Vec<Option<String>> = nics.iter().map(|l| (!l.starts_with("NIC")).then(|| l.clone())).collect();
     let Some(start) = lines.iter().position(|l| l.trim() == "NIC Legend:") else { return names };
     for l in &lines[start + 1..] {
         let t = l.trim();

@@ -256,7 +256,8 @@ pub fn parse_xml(input: &str, file: &str) -> Result<Machine, HwError> {
             applications_graphics_mhz: clock(&g.applications_clocks, |c| &c.graphics_clock),
             applications_memory_mhz: clock(&g.applications_clocks, |c| &c.mem_clock),
         };
-        let count = |c: &Option<XRetiredCount>| c.as_ref().and_then(|c| c.retired_count.as_deref()).and_then(parse_count);
+        let count =
+            |c: &Option<XRetiredCount>| c.as_ref().and_then(|c| c.retired_count.as_deref()).and_then(parse_count);
         let flag = |v: &Option<String>| v.as_deref().and_then(parse_yes_no);
         if let Some(r) = &g.retired_pages {
             gpu.memory_repair.retired_single_bit = count(&r.multiple_single_bit_retirement);

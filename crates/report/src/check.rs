@@ -538,7 +538,8 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
             Direction::HostToDevice => "host→device",
             _ => "device→host",
         };
-        let _ = writeln!(out, "  GPU {} {dir} {} ({}){link}", h.gpu, rate(h.measured_bytes_per_s), memory_name(h.memory));
+        let _ =
+            writeln!(out, "  GPU {} {dir} {} ({}){link}", h.gpu, rate(h.measured_bytes_per_s), memory_name(h.memory));
     }
     for d in &b.device_memory {
         let of = match (&d.card, d.card_bytes_per_s) {

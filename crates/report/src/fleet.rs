@@ -311,7 +311,9 @@ fn value(n: &NodeChecked, c: Column) -> Option<String> {
     match c {
         Column::Files => Some(format!("{} file(s)", n.files.len())),
         // the grid is narrow: the vendor's name is the same in every cell
-        Column::Gpus => f.gpus.as_ref().map(|g| g.replace("NVIDIA ", "")).or_else(|| n.no_gpu_tools.then(|| "no GPU tools".into())),
+        Column::Gpus => {
+            f.gpus.as_ref().map(|g| g.replace("NVIDIA ", "")).or_else(|| n.no_gpu_tools.then(|| "no GPU tools".into()))
+        }
         Column::Memory => f.memory_mib.map(|m| format!("{m} MiB")),
         Column::Driver => match (&f.driver, &f.cuda) {
             (Some(d), Some(c)) => Some(format!("{d} / CUDA {c}")),
@@ -478,7 +480,11 @@ impl From<&FleetChecked> for FleetReport {
                     bounds: r
                         .bounds
                         .iter()
-                        .map(|b| BoundInfo { kind: b.kind, formula: b.formula.clone(), bytes_per_s: bytes_per_s(b.gbs) })
+                        .map(|b| BoundInfo {
+                            kind: b.kind,
+                            formula: b.formula.clone(),
+                            bytes_per_s: bytes_per_s(b.gbs),
+                        })
                         .collect(),
                     share_of_bound: r.share_of_bound,
                 })
@@ -654,8 +660,11 @@ pub fn render_fleet(r: &FleetReport) -> String {
         let why = if r.nodes.iter().all(|n| n.no_gpu_tools) { "no GPU tools found" } else { "no GPU output" };
         let _ = writeln!(out, "\nverdict: nothing to judge: {why} on {}", shown(&unchecked.join(", ")));
     } else if r.ok {
-        let what =
-            if r.expectation.is_some() { "the fleet is what was expected" } else { "the nodes are alike (nothing expected)" };
+        let what = if r.expectation.is_some() {
+            "the fleet is what was expected"
+        } else {
+            "the nodes are alike (nothing expected)"
+        };
         let _ = writeln!(out, "\nverdict: OK, {what}");
     } else {
         let _ = writeln!(

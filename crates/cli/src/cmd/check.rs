@@ -8,14 +8,14 @@ use vramfit_hw::bandwidth::judge::Measurements;
 use vramfit_hw::bandwidth::nccl::parse_nccl;
 use vramfit_hw::bandwidth::p2p::parse_p2p;
 use vramfit_hw::check::check;
+use vramfit_hw::fabric::expect::parse_expect_fabric;
+use vramfit_hw::files::read_fleet_dir;
 use vramfit_hw::files::{read_kind, MAX_BANDWIDTH_BYTES, MAX_INPUT_BYTES};
+use vramfit_hw::fleet::{check_fleet, split_fleet_expect, FleetExpectation, FleetInput, COLLECT_SCRIPT};
 use vramfit_hw::mig::{parse_lgip, MAX_MIG_OUTPUT_BYTES};
 use vramfit_hw::reference::{builtin_reference_cards, expectation};
 use vramfit_hw::verdict::parse_expect;
 use vramfit_hw::{GpuProbe, Machine, NamedText, NvmlProbe, TextsProbe};
-use vramfit_hw::fabric::expect::parse_expect_fabric;
-use vramfit_hw::files::read_fleet_dir;
-use vramfit_hw::fleet::{check_fleet, split_fleet_expect, FleetExpectation, FleetInput, COLLECT_SCRIPT};
 use vramfit_report::check::{render_check, CheckReport};
 use vramfit_report::fleet::{render_fleet, FleetReport};
 

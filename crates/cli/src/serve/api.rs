@@ -160,7 +160,12 @@ pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
             "expect_nvlink" => {
                 o.expect_nvlink = val.as_bool().ok_or_else(|| bad(k, "expect_nvlink must be true or false".into()))?
             }
-            other => return Err(bad(other, format!("{other}: not a field of /api/fleet (files, expect, expect_nvlink, expect_fabric)"))),
+            other => {
+                return Err(bad(
+                    other,
+                    format!("{other}: not a field of /api/fleet (files, expect, expect_nvlink, expect_fabric)"),
+                ))
+            }
         }
     }
     // the two expectations, checked here so an error points at its field
@@ -193,7 +198,10 @@ pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
         if text.len() as u64 > vramfit_hw::files::MAX_INPUT_BYTES {
             return Err(ApiError {
                 status: 413,
-                message: format!("{path}: larger than the {}-byte limit of one file", vramfit_hw::files::MAX_INPUT_BYTES),
+                message: format!(
+                    "{path}: larger than the {}-byte limit of one file",
+                    vramfit_hw::files::MAX_INPUT_BYTES
+                ),
                 field: Some("files".into()),
             });
         }
@@ -209,7 +217,9 @@ pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
     }
     // a chosen folder's own name comes first in every path: drop it
     let first = entries.first().map(|(p, _)| p[0].clone());
-    if entries.iter().all(|(p, _)| p.len() >= 2 && Some(&p[0]) == first.as_ref()) && entries.iter().any(|(p, _)| p.len() >= 3) {
+    if entries.iter().all(|(p, _)| p.len() >= 2 && Some(&p[0]) == first.as_ref())
+        && entries.iter().any(|(p, _)| p.len() >= 3)
+    {
         for (p, _) in &mut entries {
             p.remove(0);
         }
@@ -236,7 +246,9 @@ pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
                         .push(Unreadable { path: rel, reason: "more node folders than a fleet may hold".into() }),
                 }
             }
-            _ => input.unreadable.push(Unreadable { path: rel, reason: "a folder inside a node folder is not read".into() }),
+            _ => input
+                .unreadable
+                .push(Unreadable { path: rel, reason: "a folder inside a node folder is not read".into() }),
         }
     }
     if input.nodes.is_empty() {

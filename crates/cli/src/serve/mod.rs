@@ -241,11 +241,11 @@ async fn diagnose_handler(State(s): State<Shared>, RawQuery(q): RawQuery, header
 async fn fleet_handler(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
     let r = async {
         let bytes = read_body(&headers, body, api::FLEET_BODY_LIMIT, "the /api/fleet request body").await?;
-        let _permit = s
-            .runs
-            .acquire()
-            .await
-            .map_err(|_| ApiError { status: 503, message: "shutting down".into(), field: None })?;
+        let _permit = s.runs.acquire().await.map_err(|_| ApiError {
+            status: 503,
+            message: "shutting down".into(),
+            field: None,
+        })?;
         match tokio::task::spawn_blocking(move || api::fleet(&bytes)).await {
             Ok(r) => r,
             Err(_) => Err(ApiError {

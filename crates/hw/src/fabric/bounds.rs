@@ -67,12 +67,7 @@ pub fn bounds(collective: Collective, nodes: usize, ranks: usize, node_gbs: f64)
             Bound { kind: BoundKind::Ring, formula: format!("B = {} GB/s", fmt(b)), gbs: b },
             Bound {
                 kind: BoundKind::Tree,
-                formula: format!(
-                    "B × N(n−1)/((N−1)n) = {} × {nn}·{}/({}·{n})",
-                    fmt(b),
-                    n - 1.0,
-                    nn - 1.0
-                ),
+                formula: format!("B × N(n−1)/((N−1)n) = {} × {nn}·{}/({}·{n})", fmt(b), n - 1.0, nn - 1.0),
                 gbs: b * nn * (n - 1.0) / ((nn - 1.0) * n),
             },
             Bound {

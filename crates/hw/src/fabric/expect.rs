@@ -33,8 +33,7 @@ impl FabricExpectation {
 /// `8xib400` (eight such ports per node), `roce200` (RDMA over 200 Gb/s
 /// Ethernet). The rate is the port's data rate in Gb/s as `ibstat` prints it.
 pub fn parse_expect_fabric(s: &str) -> Result<FabricExpectation, String> {
-    const FORMAT: &str =
-        "expected [PORTSx](ib|roce)RATE with the rate in Gb/s per port, e.g. ib400, 8xib400, roce200";
+    const FORMAT: &str = "expected [PORTSx](ib|roce)RATE with the rate in Gb/s per port, e.g. ib400, 8xib400, roce200";
     let t = s.trim().to_ascii_lowercase();
     let (ports, rest) = match t.split_once(['x', '×']) {
         Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {

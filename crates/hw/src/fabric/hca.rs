@@ -159,9 +159,7 @@ pub fn parse_ibstat(text: &str, file: &str) -> Result<Vec<Hca>, HwError> {
                     "State" => p.state = PortState::parse(value),
                     "Physical state" => p.physical_state = Some(text_value(value)),
                     "Rate" => {
-                        p.rate_gbps = Some(
-                            gbps(value).ok_or_else(|| HwError::syntax(file, ln, "`Rate: <Gb/s>`", raw))?,
-                        )
+                        p.rate_gbps = Some(gbps(value).ok_or_else(|| HwError::syntax(file, ln, "`Rate: <Gb/s>`", raw))?)
                     }
                     "Link layer" => p.link_layer = LinkLayer::parse(value),
                     _ => {}
@@ -230,14 +228,16 @@ pub fn parse_ibv_devinfo(text: &str, file: &str) -> Result<Vec<Hca>, HwError> {
                     "phys_state" => p.physical_state = value.split_whitespace().next().map(text_value),
                     "link_layer" => p.link_layer = LinkLayer::parse(value),
                     "active_width" => {
-                        p.width = Some(width(value).ok_or_else(|| {
-                            HwError::syntax(file, ln, "`active_width: <lanes>X (<code>)`", raw)
-                        })?)
+                        p.width = Some(
+                            width(value)
+                                .ok_or_else(|| HwError::syntax(file, ln, "`active_width: <lanes>X (<code>)`", raw))?,
+                        )
                     }
                     "active_speed" => {
-                        p.lane_gbps = Some(lane_speed(value).ok_or_else(|| {
-                            HwError::syntax(file, ln, "`active_speed: <Gb/s> Gbps (<code>)`", raw)
-                        })?)
+                        p.lane_gbps =
+                            Some(lane_speed(value).ok_or_else(|| {
+                                HwError::syntax(file, ln, "`active_speed: <Gb/s> Gbps (<code>)`", raw)
+                            })?)
                     }
                     _ => {}
                 }

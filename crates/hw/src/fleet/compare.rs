@@ -161,18 +161,90 @@ pub(crate) fn compare(nodes: &[NodeChecked], fabric_judged: bool) -> Vec<FleetFi
     let mut out = Vec::new();
     let onoff = |b: bool| if b { "on".to_string() } else { "off".to_string() };
     categorical(nodes, Column::Gpus, "fleet_gpus", "GPUs", Level::Fail, |f| f.gpus.clone(), &mut out);
-    categorical(nodes, Column::Memory, "fleet_memory", "GPU memory", Level::Fail, |f| f.memory_mib.map(|m| format!("{m} MiB")), &mut out);
+    categorical(
+        nodes,
+        Column::Memory,
+        "fleet_memory",
+        "GPU memory",
+        Level::Fail,
+        |f| f.memory_mib.map(|m| format!("{m} MiB")),
+        &mut out,
+    );
     categorical(nodes, Column::Driver, "fleet_driver", "driver", Level::Fail, |f| f.driver.clone(), &mut out);
     categorical(nodes, Column::Driver, "fleet_cuda", "CUDA", Level::Fail, |f| f.cuda.clone(), &mut out);
-    categorical(nodes, Column::Ecc, "fleet_ecc", "ECC", Level::Fail, |f| f.ecc.map(|b| if b { "on on every GPU".into() } else { "off on some GPU".into() }), &mut out);
-    categorical(nodes, Column::Mig, "fleet_mig", "MIG", Level::Fail, |f| f.mig.map(|b| if b { "enabled".into() } else { "disabled".into() }), &mut out);
-    categorical(nodes, Column::Persistence, "fleet_persistence", "persistence mode", Level::Warn, |f| f.persistence.map(onoff), &mut out);
-    categorical(nodes, Column::Clocks, "fleet_max_clock", "max SM clock", Level::Fail, |f| f.max_sm_mhz.map(|m| format!("{m} MHz")), &mut out);
-    categorical(nodes, Column::Clocks, "fleet_app_clocks", "application clocks", Level::Warn, |f| f.applications_clocks.clone(), &mut out);
-    categorical(nodes, Column::Power, "fleet_power", "power limit", Level::Fail, |f| f.power_limit_mw.map(|m| format!("{:.0} W", m as f64 / 1000.0)), &mut out);
-    categorical(nodes, Column::Nvlink, "fleet_nvlink", "NVLink between every GPU pair", Level::Fail, |f| f.all_nvlink.map(|b| if b { "yes".into() } else { "no".into() }), &mut out);
+    categorical(
+        nodes,
+        Column::Ecc,
+        "fleet_ecc",
+        "ECC",
+        Level::Fail,
+        |f| f.ecc.map(|b| if b { "on on every GPU".into() } else { "off on some GPU".into() }),
+        &mut out,
+    );
+    categorical(
+        nodes,
+        Column::Mig,
+        "fleet_mig",
+        "MIG",
+        Level::Fail,
+        |f| f.mig.map(|b| if b { "enabled".into() } else { "disabled".into() }),
+        &mut out,
+    );
+    categorical(
+        nodes,
+        Column::Persistence,
+        "fleet_persistence",
+        "persistence mode",
+        Level::Warn,
+        |f| f.persistence.map(onoff),
+        &mut out,
+    );
+    categorical(
+        nodes,
+        Column::Clocks,
+        "fleet_max_clock",
+        "max SM clock",
+        Level::Fail,
+        |f| f.max_sm_mhz.map(|m| format!("{m} MHz")),
+        &mut out,
+    );
+    categorical(
+        nodes,
+        Column::Clocks,
+        "fleet_app_clocks",
+        "application clocks",
+        Level::Warn,
+        |f| f.applications_clocks.clone(),
+        &mut out,
+    );
+    categorical(
+        nodes,
+        Column::Power,
+        "fleet_power",
+        "power limit",
+        Level::Fail,
+        |f| f.power_limit_mw.map(|m| format!("{:.0} W", m as f64 / 1000.0)),
+        &mut out,
+    );
+    categorical(
+        nodes,
+        Column::Nvlink,
+        "fleet_nvlink",
+        "NVLink between every GPU pair",
+        Level::Fail,
+        |f| f.all_nvlink.map(|b| if b { "yes".into() } else { "no".into() }),
+        &mut out,
+    );
     if !fabric_judged {
-        categorical(nodes, Column::Fabric, "fleet_fabric", "fabric ports", Level::Fail, |f| f.fabric.as_ref().map(|s| s.describe()), &mut out);
+        categorical(
+            nodes,
+            Column::Fabric,
+            "fleet_fabric",
+            "fabric ports",
+            Level::Fail,
+            |f| f.fabric.as_ref().map(|s| s.describe()),
+            &mut out,
+        );
     }
     categorical(
         nodes,
@@ -185,7 +257,9 @@ pub(crate) fn compare(nodes: &[NodeChecked], fabric_judged: bool) -> Vec<FleetFi
                 f.nic_affinity
                     .iter()
                     .enumerate()
-                    .map(|(i, a)| format!("GPU{i} {}", a.as_ref().map(|(_, l)| l.label()).unwrap_or_else(|| "-".into())))
+                    .map(|(i, a)| {
+                        format!("GPU{i} {}", a.as_ref().map(|(_, l)| l.label()).unwrap_or_else(|| "-".into()))
+                    })
                     .collect::<Vec<_>>()
                     .join(" ")
             })
@@ -207,11 +281,39 @@ pub(crate) fn compare(nodes: &[NodeChecked], fabric_judged: bool) -> Vec<FleetFi
             });
         }
     }
-    below_median(nodes, Column::Nccl, "fleet_allreduce", "all-reduce bus bandwidth", |f| f.allreduce_busbw_gbs, &mut out);
-    below_median(nodes, Column::HostLink, "fleet_host_to_device", "host→device bandwidth", |f| f.host_to_device_gbs, &mut out);
-    below_median(nodes, Column::HostLink, "fleet_device_to_host", "device→host bandwidth", |f| f.device_to_host_gbs, &mut out);
+    below_median(
+        nodes,
+        Column::Nccl,
+        "fleet_allreduce",
+        "all-reduce bus bandwidth",
+        |f| f.allreduce_busbw_gbs,
+        &mut out,
+    );
+    below_median(
+        nodes,
+        Column::HostLink,
+        "fleet_host_to_device",
+        "host→device bandwidth",
+        |f| f.host_to_device_gbs,
+        &mut out,
+    );
+    below_median(
+        nodes,
+        Column::HostLink,
+        "fleet_device_to_host",
+        "device→host bandwidth",
+        |f| f.device_to_host_gbs,
+        &mut out,
+    );
     below_median(nodes, Column::P2p, "fleet_p2p", "slowest GPU pair (P2P)", |f| f.p2p_min_gbs, &mut out);
-    below_median(nodes, Column::Perftest, "fleet_perftest", "perftest bandwidth", |f| f.perftest_gbps.map(|g| g / 8.0), &mut out);
+    below_median(
+        nodes,
+        Column::Perftest,
+        "fleet_perftest",
+        "perftest bandwidth",
+        |f| f.perftest_gbps.map(|g| g / 8.0),
+        &mut out,
+    );
     let _ = nearness;
     out
 }

@@ -48,7 +48,11 @@ impl FabricSummary {
             }
         }
         let unrated = self.active as usize - self.rates_gbps.len();
-        let down = if self.ports > self.active { format!(" ({} not active)", self.ports - self.active) } else { String::new() };
+        let down = if self.ports > self.active {
+            format!(" ({} not active)", self.ports - self.active)
+        } else {
+            String::new()
+        };
         let layer = self.link_layer.label();
         match groups.as_slice() {
             [] => format!("{} × {layer}{down}", self.active),
@@ -142,14 +146,19 @@ pub fn nic_affinity(t: &Topology, hcas: &[Hca], layer: Option<LinkLayer>) -> Vec
 }
 
 fn files_of(n: &NodeChecked, kinds: &[Kind]) -> Vec<String> {
-    n.files.iter().filter(|f| f.error.is_none() && f.kind.is_some_and(|k| kinds.contains(&k))).map(|f| f.path.clone()).collect()
+    n.files
+        .iter()
+        .filter(|f| f.error.is_none() && f.kind.is_some_and(|k| kinds.contains(&k)))
+        .map(|f| f.path.clone())
+        .collect()
 }
 
 /// Each node's HCAs against the rented fabric, its GPU↔NIC affinity, its
 /// perftest reports against the line rate.
 pub(crate) fn fabric_findings(nodes: &[NodeChecked], e: &FleetExpectation) -> Vec<FleetFinding> {
     let mut out = Vec::new();
-    let best_affinity = nodes.iter().flat_map(|n| n.facts.nic_affinity.iter().flatten()).map(|(_, l)| nearness(l)).min();
+    let best_affinity =
+        nodes.iter().flat_map(|n| n.facts.nic_affinity.iter().flatten()).map(|(_, l)| nearness(l)).min();
     for n in nodes {
         hca_findings(n, e, &mut out);
         affinity_findings(n, best_affinity, &mut out);
@@ -158,7 +167,15 @@ pub(crate) fn fabric_findings(nodes: &[NodeChecked], e: &FleetExpectation) -> Ve
     out
 }
 
-fn push(out: &mut Vec<FleetFinding>, n: &NodeChecked, level: Level, code: &'static str, column: Column, evidence: Vec<String>, message: String) {
+fn push(
+    out: &mut Vec<FleetFinding>,
+    n: &NodeChecked,
+    level: Level,
+    code: &'static str,
+    column: Column,
+    evidence: Vec<String>,
+    message: String,
+) {
     out.push(FleetFinding { level, code, node: Some(n.name.clone()), column, evidence, message });
 }
 
@@ -170,8 +187,19 @@ fn hca_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetFindin
     let ev = files_of(n, &[Kind::Ibstat, Kind::IbvDevinfo]);
     if n.hcas.is_empty() {
         if let Some(want) = &e.fabric {
-            push(out, n, Level::Fail, "fabric_unverified", Column::Fabric, Vec::new(), format!(
-                "{}: {} not verified: no `ibstat` or `ibv_devinfo` output in its folder", n.name, want.describe()));
+            push(
+                out,
+                n,
+                Level::Fail,
+                "fabric_unverified",
+                Column::Fabric,
+                Vec::new(),
+                format!(
+                    "{}: {} not verified: no `ibstat` or `ibv_devinfo` output in its folder",
+                    n.name,
+                    want.describe()
+                ),
+            );
         }
         return;
     }
@@ -182,14 +210,22 @@ fn hca_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetFindin
     // ports of the fabric's link layer that are not up
     for h in &n.hcas {
         for p in h.ports.iter().filter(|p| p.link_layer == s.link_layer && p.state != PortState::Active) {
-            push(out, n, fail_or_warn, "fabric_port_down", Column::Fabric, ev.clone(), format!(
-                "{}: {} ({}) is {}{}",
-                n.name,
-                port_name(h, p.port),
-                s.link_layer.label(),
-                p.state.label(),
-                p.physical_state.as_deref().map(|x| format!(", physical state {x}")).unwrap_or_default()
-            ));
+            push(
+                out,
+                n,
+                fail_or_warn,
+                "fabric_port_down",
+                Column::Fabric,
+                ev.clone(),
+                format!(
+                    "{}: {} ({}) is {}{}",
+                    n.name,
+                    port_name(h, p.port),
+                    s.link_layer.label(),
+                    p.state.label(),
+                    p.physical_state.as_deref().map(|x| format!(", physical state {x}")).unwrap_or_default()
+                ),
+            );
         }
     }
     let others: Vec<String> = n
@@ -197,32 +233,61 @@ fn hca_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetFindin
         .iter()
         .flat_map(|h| h.ports.iter().map(move |p| (h, p)))
         .filter(|(_, p)| p.link_layer != s.link_layer && p.state == PortState::Active)
-        .map(|(h, p)| format!("{} ({}, {} Gb/s)", port_name(h, p.port), p.link_layer.label(), p.rate_gbps.map(fmt_gbps).unwrap_or("?".into())))
+        .map(|(h, p)| {
+            format!(
+                "{} ({}, {} Gb/s)",
+                port_name(h, p.port),
+                p.link_layer.label(),
+                p.rate_gbps.map(fmt_gbps).unwrap_or("?".into())
+            )
+        })
         .collect();
     match e.fabric {
         Some(want) => {
             if s.ports == 0 {
                 let seen = if others.is_empty() { "no active port".to_string() } else { others.join(", ") };
-                push(out, n, Level::Fail, "fabric_layer", Column::Fabric, ev.clone(), format!(
-                    "{}: no {} port: {seen}; {} was rented", n.name, want.link_layer.label(), want.describe()));
+                push(
+                    out,
+                    n,
+                    Level::Fail,
+                    "fabric_layer",
+                    Column::Fabric,
+                    ev.clone(),
+                    format!("{}: no {} port: {seen}; {} was rented", n.name, want.link_layer.label(), want.describe()),
+                );
                 return;
             }
             for h in &n.hcas {
                 for p in h.ports.iter().filter(|p| p.link_layer == s.link_layer && p.state == PortState::Active) {
                     match p.rate_gbps {
-                        Some(r) if r + 1e-9 < want.rate_gbps => push(out, n, Level::Fail, "fabric_rate", Column::Fabric, ev.clone(), format!(
-                            "{}: {} runs at {} Gb/s{}, {} Gb/s rented",
-                            n.name,
-                            port_name(h, p.port),
-                            fmt_gbps(r),
-                            match (p.width, p.lane_gbps) {
-                                (Some(w), Some(l)) => format!(" ({w}X × {} Gb/s)", fmt_gbps(l)),
-                                _ => String::new(),
-                            },
-                            fmt_gbps(want.rate_gbps)
-                        )),
-                        None => push(out, n, Level::Warn, "fabric_rate", Column::Fabric, ev.clone(), format!(
-                            "{}: {} reports no rate", n.name, port_name(h, p.port))),
+                        Some(r) if r + 1e-9 < want.rate_gbps => push(
+                            out,
+                            n,
+                            Level::Fail,
+                            "fabric_rate",
+                            Column::Fabric,
+                            ev.clone(),
+                            format!(
+                                "{}: {} runs at {} Gb/s{}, {} Gb/s rented",
+                                n.name,
+                                port_name(h, p.port),
+                                fmt_gbps(r),
+                                match (p.width, p.lane_gbps) {
+                                    (Some(w), Some(l)) => format!(" ({w}X × {} Gb/s)", fmt_gbps(l)),
+                                    _ => String::new(),
+                                },
+                                fmt_gbps(want.rate_gbps)
+                            ),
+                        ),
+                        None => push(
+                            out,
+                            n,
+                            Level::Warn,
+                            "fabric_rate",
+                            Column::Fabric,
+                            ev.clone(),
+                            format!("{}: {} reports no rate", n.name, port_name(h, p.port)),
+                        ),
                         _ => {}
                     }
                 }
@@ -231,24 +296,71 @@ fn hca_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetFindin
                 .hcas
                 .iter()
                 .flat_map(|h| &h.ports)
-                .filter(|p| p.link_layer == s.link_layer && p.state == PortState::Active && p.rate_gbps.is_some_and(|r| r + 1e-9 >= want.rate_gbps))
+                .filter(|p| {
+                    p.link_layer == s.link_layer
+                        && p.state == PortState::Active
+                        && p.rate_gbps.is_some_and(|r| r + 1e-9 >= want.rate_gbps)
+                })
                 .count() as u32;
             if let Some(k) = want.ports {
                 let lvl = if at_rate >= k { Level::Pass } else { Level::Fail };
-                push(out, n, lvl, "fabric_ports", Column::Fabric, ev.clone(), format!(
-                    "{}: {at_rate} {} port(s) active at {} Gb/s or more, {k} rented", n.name, s.link_layer.label(), fmt_gbps(want.rate_gbps)));
+                push(
+                    out,
+                    n,
+                    lvl,
+                    "fabric_ports",
+                    Column::Fabric,
+                    ev.clone(),
+                    format!(
+                        "{}: {at_rate} {} port(s) active at {} Gb/s or more, {k} rented",
+                        n.name,
+                        s.link_layer.label(),
+                        fmt_gbps(want.rate_gbps)
+                    ),
+                );
             } else if at_rate == s.ports {
-                push(out, n, Level::Pass, "fabric_ports", Column::Fabric, ev.clone(), format!(
-                    "{}: {}", n.name, s.describe()));
+                push(
+                    out,
+                    n,
+                    Level::Pass,
+                    "fabric_ports",
+                    Column::Fabric,
+                    ev.clone(),
+                    format!("{}: {}", n.name, s.describe()),
+                );
             }
             if !others.is_empty() {
-                push(out, n, Level::Info, "fabric_other", Column::Fabric, ev.clone(), format!(
-                    "{}: not part of the rented {} fabric: {}", n.name, want.link_layer.label(), others.join(", ")));
+                push(
+                    out,
+                    n,
+                    Level::Info,
+                    "fabric_other",
+                    Column::Fabric,
+                    ev.clone(),
+                    format!(
+                        "{}: not part of the rented {} fabric: {}",
+                        n.name,
+                        want.link_layer.label(),
+                        others.join(", ")
+                    ),
+                );
             }
         }
         None => {
-            push(out, n, Level::Info, "fabric_ports", Column::Fabric, ev.clone(), format!(
-                "{}: {}{}", n.name, s.describe(), if others.is_empty() { String::new() } else { format!("; also {}", others.join(", ")) }));
+            push(
+                out,
+                n,
+                Level::Info,
+                "fabric_ports",
+                Column::Fabric,
+                ev.clone(),
+                format!(
+                    "{}: {}{}",
+                    n.name,
+                    s.describe(),
+                    if others.is_empty() { String::new() } else { format!("; also {}", others.join(", ")) }
+                ),
+            );
         }
     }
 }
@@ -279,9 +391,20 @@ fn affinity_findings(n: &NodeChecked, best: Option<u8>, out: &mut Vec<FleetFindi
             n.name, far.len(), far.join(", ")));
     }
     if !across.is_empty() {
-        push(out, n, Level::Warn, "nic_affinity", Column::NicAffinity, ev, format!(
-            "{}: {} GPU(s) whose nearest HCA is across the NUMA boundary (SYS: through the inter-socket link): {}",
-            n.name, across.len(), across.join(", ")));
+        push(
+            out,
+            n,
+            Level::Warn,
+            "nic_affinity",
+            Column::NicAffinity,
+            ev,
+            format!(
+                "{}: {} GPU(s) whose nearest HCA is across the NUMA boundary (SYS: through the inter-socket link): {}",
+                n.name,
+                across.len(),
+                across.join(", ")
+            ),
+        );
     }
 }
 
@@ -291,14 +414,28 @@ fn perftest_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetF
     for (file, p) in &n.perftests {
         let ev = vec![file.clone()];
         if let Some((us, bytes)) = p.smallest_typical_us() {
-            push(out, n, Level::Info, "perftest_latency", Column::Perftest, ev.clone(), format!(
-                "{}: {} typical latency {us} µs at {bytes} bytes{}", n.name, p.title,
-                p.device.as_deref().map(|d| format!(" on {d}")).unwrap_or_default()));
+            push(
+                out,
+                n,
+                Level::Info,
+                "perftest_latency",
+                Column::Perftest,
+                ev.clone(),
+                format!(
+                    "{}: {} typical latency {us} µs at {bytes} bytes{}",
+                    n.name,
+                    p.title,
+                    p.device.as_deref().map(|d| format!(" on {d}")).unwrap_or_default()
+                ),
+            );
         }
         let Some((avg, bytes)) = p.best_average_gbps() else { continue };
         let per_dir = if p.bidirectional { avg / 2.0 } else { avg };
         let port_rate = p.device.as_deref().and_then(|d| {
-            n.hcas.iter().find(|h| h.name == d).and_then(|h| h.ports.iter().filter_map(|x| x.rate_gbps).max_by(f64::total_cmp))
+            n.hcas
+                .iter()
+                .find(|h| h.name == d)
+                .and_then(|h| h.ports.iter().filter_map(|x| x.rate_gbps).max_by(f64::total_cmp))
         });
         let (line, from) = match (e.fabric, port_rate) {
             (Some(f), _) => (Some(f.rate_gbps), "rented".to_string()),
@@ -324,13 +461,19 @@ fn perftest_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetF
 }
 
 /// The multi-node runs, each against the bounds its fabric allows.
-pub(crate) fn judge_runs(runs: &[RunInput], nodes: &[NodeChecked], e: &FleetExpectation, out: &mut Vec<FleetFinding>) -> Vec<MultiNodeRun> {
+pub(crate) fn judge_runs(
+    runs: &[RunInput],
+    nodes: &[NodeChecked],
+    e: &FleetExpectation,
+    out: &mut Vec<FleetFinding>,
+) -> Vec<MultiNodeRun> {
     let mut judged = Vec::new();
     for r in runs {
         let t = &r.test;
         let Some(peak) = t.peak() else { continue };
         let hosts: Vec<String> = t.hosts().into_iter().map(str::to_string).collect();
-        let node_of = |h: &str| nodes.iter().find(|n| host_is(h, &n.name, n.manifest.as_ref().and_then(|m| m.host.as_deref())));
+        let node_of =
+            |h: &str| nodes.iter().find(|n| host_is(h, &n.name, n.manifest.as_ref().and_then(|m| m.host.as_deref())));
         let unknown_hosts: Vec<String> = hosts.iter().filter(|h| node_of(h).is_none()).cloned().collect();
         // B: the slowest node's fabric, from the rented fabric or each node's ibstat
         let layer = e.fabric.map(|f| f.link_layer);
@@ -340,7 +483,9 @@ pub(crate) fn judge_runs(runs: &[RunInput], nodes: &[NodeChecked], e: &FleetExpe
             .filter_map(|n| summary(&n.hcas, layer).filter(|s| s.active > 0).map(|s| s.aggregate_gbps))
             .collect();
         let (b_gbps, from) = match e.fabric {
-            Some(f) if f.ports.is_some() => (Some(f.ports.unwrap_or(1) as f64 * f.rate_gbps), format!("--expect-fabric: {}", f.describe())),
+            Some(f) if f.ports.is_some() => {
+                (Some(f.ports.unwrap_or(1) as f64 * f.rate_gbps), format!("--expect-fabric: {}", f.describe()))
+            }
             _ if from_ibstat.len() == hosts.len() && !hosts.is_empty() => (
                 from_ibstat.iter().copied().min_by(f64::total_cmp),
                 "the slowest node's active ports in ibstat".to_string(),
@@ -357,12 +502,24 @@ pub(crate) fn judge_runs(runs: &[RunInput], nodes: &[NodeChecked], e: &FleetExpe
         let ev = vec![r.file.clone()];
         let head = format!(
             "{name} over {} ranks on {} nodes peaks at {:.2} GB/s bus bandwidth (at {} bytes)",
-            t.ranks.len(), hosts.len(), p, peak.size_bytes
+            t.ranks.len(),
+            hosts.len(),
+            p,
+            peak.size_bytes
         );
         let wrong: u64 = t.rows.iter().map(|x| x.wrong).sum();
         if wrong > 0 {
-            out.push(FleetFinding { level: Level::Fail, code: "fabric_nccl_errors", node: None, column: Column::Nccl, evidence: ev.clone(),
-                message: format!("{}: {name} reports {wrong} wrong elements (#wrong): the collective returned wrong data", r.file) });
+            out.push(FleetFinding {
+                level: Level::Fail,
+                code: "fabric_nccl_errors",
+                node: None,
+                column: Column::Nccl,
+                evidence: ev.clone(),
+                message: format!(
+                    "{}: {name} reports {wrong} wrong elements (#wrong): the collective returned wrong data",
+                    r.file
+                ),
+            });
         }
         match (node_gbs, share) {
             (Some(b), Some(s)) => {
@@ -390,8 +547,14 @@ pub(crate) fn judge_runs(runs: &[RunInput], nodes: &[NodeChecked], e: &FleetExpe
                 message: format!("{}: the largest size is {largest} bytes; bus bandwidth keeps rising up to several GiB (run to -e 8G)", r.file) });
         }
         if !unknown_hosts.is_empty() {
-            out.push(FleetFinding { level: Level::Info, code: "fabric_hosts", node: None, column: Column::Nccl, evidence: ev.clone(),
-                message: format!("{}: host(s) with no node folder of that name: {}", r.file, unknown_hosts.join(", ")) });
+            out.push(FleetFinding {
+                level: Level::Info,
+                code: "fabric_hosts",
+                node: None,
+                column: Column::Nccl,
+                evidence: ev.clone(),
+                message: format!("{}: host(s) with no node folder of that name: {}", r.file, unknown_hosts.join(", ")),
+            });
         }
         judged.push(MultiNodeRun {
             file: r.file.clone(),

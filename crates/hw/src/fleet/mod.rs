@@ -194,9 +194,7 @@ impl Column {
             Column::Memory | Column::Ecc | Column::Persistence | Column::Clocks | Column::Power => SMI,
             Column::MemoryRepair => &[Kind::NvidiaSmiXml, Kind::NvidiaSmiQuery],
             Column::Mig => &[Kind::NvidiaSmiXml, Kind::NvidiaSmiQuery, Kind::NvidiaSmiList, Kind::MigInstances],
-            Column::Driver => {
-                &[Kind::NvidiaSmiXml, Kind::NvidiaSmiQuery, Kind::NvidiaSmiVersion, Kind::NvidiaSmiTable]
-            }
+            Column::Driver => &[Kind::NvidiaSmiXml, Kind::NvidiaSmiQuery, Kind::NvidiaSmiVersion, Kind::NvidiaSmiTable],
             Column::Nvlink => &[Kind::NvidiaSmiTopo],
             Column::HostLink => &[Kind::BandwidthTest],
             Column::P2p => &[Kind::P2pBandwidthLatencyTest],

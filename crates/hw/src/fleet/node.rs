@@ -87,7 +87,8 @@ pub(crate) fn check_node(
     // No nvidia-smi GPU report: the GPUs its collective runs name.
     let mut gpu_list_from = if r.machine.gpus.is_empty() { GpuListFrom::None } else { GpuListFrom::NvidiaSmi };
     if r.machine.gpus.is_empty() {
-        let single = r.meas.nccl.iter().map(|(f, t)| (f.as_str(), t)).chain(r.other_nccl.iter().map(|(f, t)| (f.as_str(), t)));
+        let single =
+            r.meas.nccl.iter().map(|(f, t)| (f.as_str(), t)).chain(r.other_nccl.iter().map(|(f, t)| (f.as_str(), t)));
         let multi = top_runs.iter().chain(&r.runs).map(|x| (x.file.as_str(), &x.test));
         for (file, t) in single.chain(multi) {
             let mine: Vec<&crate::bandwidth::nccl::Rank> = t
@@ -114,9 +115,7 @@ pub(crate) fn check_node(
     let m = &r.machine;
     let anything = !m.gpus.is_empty() || m.topology.is_some() || !m.gpu_instances.is_empty() || !r.meas.is_empty();
     let checked = anything.then(|| check(r.machine.clone(), r.lgip.clone(), &r.meas, e.node.clone(), refs));
-    let no_gpu_tools = !r.has_gpu_report
-        && r.meas.is_empty()
-        && r.manifest.as_ref().is_some_and(|m| m.no_gpu_tools());
+    let no_gpu_tools = !r.has_gpu_report && r.meas.is_empty() && r.manifest.as_ref().is_some_and(|m| m.no_gpu_tools());
     let facts = facts(checked.as_ref(), &r.hcas, &r.perftests);
     let node = NodeChecked {
         name: n.name.clone(),
@@ -338,9 +337,8 @@ pub(crate) fn node_findings(n: &NodeChecked, e: &FleetExpectation) -> Vec<FleetF
     for f in n.files.iter().filter(|f| f.kind.is_none() || f.error.is_some()) {
         out.push(file_finding(Some(&n.name), f));
     }
-    let manifest_file = || {
-        n.files.iter().filter(|f| f.kind == Some(Kind::CollectManifest)).map(|f| f.path.clone()).collect::<Vec<_>>()
-    };
+    let manifest_file =
+        || n.files.iter().filter(|f| f.kind == Some(Kind::CollectManifest)).map(|f| f.path.clone()).collect::<Vec<_>>();
     if n.no_gpu_tools {
         out.push(at(
             if e.judged() { Level::Fail } else { Level::Info },
@@ -355,7 +353,10 @@ pub(crate) fn node_findings(n: &NodeChecked, e: &FleetExpectation) -> Vec<FleetF
             "no_gpu_report",
             Column::Gpus,
             Vec::new(),
-            format!("{}: no GPU report (nvidia-smi -q -x, -q, -L or topo -m) in its folder: its GPUs are not checked", n.name),
+            format!(
+                "{}: no GPU report (nvidia-smi -q -x, -q, -L or topo -m) in its folder: its GPUs are not checked",
+                n.name
+            ),
         ));
     }
     if let Some(m) = &n.manifest {
