@@ -64,7 +64,7 @@ pub fn bounds(collective: Collective, nodes: usize, ranks: usize, node_gbs: f64)
     let fmt = |v: f64| format!("{v:.1}");
     match collective {
         Collective::AllReduce => vec![
-            Bound { kind: BoundKind::Ring, formula: format!("B = {} GB/s", fmt(b)), gbs: b },
+            Bound { kind: BoundKind::Ring, formula: "B".into(), gbs: b },
             Bound {
                 kind: BoundKind::Tree,
                 formula: format!("B × N(n−1)/((N−1)n) = {} × {nn}·{}/({}·{n})", fmt(b), n - 1.0, nn - 1.0),
@@ -77,7 +77,7 @@ pub fn bounds(collective: Collective, nodes: usize, ranks: usize, node_gbs: f64)
             },
         ],
         Collective::AllGather | Collective::ReduceScatter => {
-            vec![Bound { kind: BoundKind::Ring, formula: format!("B = {} GB/s", fmt(b)), gbs: b }]
+            vec![Bound { kind: BoundKind::Ring, formula: "B".into(), gbs: b }]
         }
         Collective::AllToAll => {
             let g = (n / nn).max(1.0);
@@ -88,7 +88,7 @@ pub fn bounds(collective: Collective, nodes: usize, ranks: usize, node_gbs: f64)
             }]
         }
         Collective::Broadcast | Collective::Reduce | Collective::SendRecv => {
-            vec![Bound { kind: BoundKind::Ring, formula: format!("B = {} GB/s", fmt(b)), gbs: b }]
+            vec![Bound { kind: BoundKind::Ring, formula: "B".into(), gbs: b }]
         }
     }
 }

@@ -266,21 +266,6 @@ pub(crate) fn compare(nodes: &[NodeChecked], fabric_judged: bool) -> Vec<FleetFi
         },
         &mut out,
     );
-    for n in nodes {
-        if let Some(k) = n.facts.memory_repair_pending.filter(|&k| k > 0) {
-            out.push(FleetFinding {
-                level: Level::Warn,
-                code: "memory_repair",
-                node: Some(n.name.clone()),
-                column: Column::MemoryRepair,
-                evidence: evidence(&[n], Column::MemoryRepair),
-                message: format!(
-                    "{}: {k} GPU(s) with a row remapping failure, or a page retirement / row remap pending until the next GPU reset",
-                    n.name
-                ),
-            });
-        }
-    }
     below_median(
         nodes,
         Column::Nccl,
