@@ -402,56 +402,7 @@ impl From<&FleetChecked> for FleetReport {
                 }
             }
         }
-        let nodes: Vec<NodeInfo> = c
-            .nodes
-            .iter()
-            .map(|n| NodeInfo {
-                name: n.name.clone(),
-                files: files(&n.files),
-                gpu_list_from: n.gpu_list_from,
-                no_gpu_tools: n.no_gpu_tools,
-                check: n.checked.as_ref().map(CheckReport::from),
-                hcas: n
-                    .hcas
-                    .iter()
-                    .map(|h| HcaInfo {
-                        name: h.name.clone(),
-                        ca_type: h.ca_type.clone(),
-                        firmware: h.firmware.clone(),
-                        ports: h
-                            .ports
-                            .iter()
-                            .map(|p| PortInfo {
-                                port: p.port,
-                                state: p.state,
-                                physical_state: p.physical_state.clone(),
-                                rate_bits_per_s: p.rate_gbps.map(bits_per_s),
-                                width: p.width,
-                                link_layer: p.link_layer,
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-                perftests: n
-                    .perftests
-                    .iter()
-                    .map(|(file, p)| PerftestInfo {
-                        file: file.clone(),
-                        title: p.title.clone(),
-                        metric: p.metric,
-                        operation: p.operation,
-                        bidirectional: p.bidirectional,
-                        device: p.device.clone(),
-                        link_layer: p.link_layer,
-                        best_average_bits_per_s: p.best_average_gbps().map(|(g, _)| bits_per_s(g)),
-                        best_at_bytes: p.best_average_gbps().map(|(_, b)| b),
-                        latency_ns: p.smallest_typical_us().map(|(u, _)| (u * 1000.0).round() as u64),
-                    })
-                    .collect(),
-                facts: facts(&n.facts),
-                ok: !findings.iter().any(|f| f.level == Level::Fail && f.node.as_deref() == Some(&n.name)),
-            })
-            .collect();
+        let nodes: Vec<NodeInfo> = c.nodes.iter().map(|n| node_info(n, &findings)).collect();
         let grid = grid(c, &findings);
         FleetReport {
             schema: SCHEMA_VERSION,
@@ -496,6 +447,56 @@ impl From<&FleetChecked> for FleetReport {
             thresholds: Thresholds { node_share_of_median: NODE_SHARE_OF_MEDIAN, fabric_share: FABRIC_SHARE },
             ok: c.ok,
         }
+    }
+}
+
+/// One node of the report.
+fn node_info(n: &NodeChecked, findings: &[FleetFindingInfo]) -> NodeInfo {
+    NodeInfo {
+        name: n.name.clone(),
+        files: files(&n.files),
+        gpu_list_from: n.gpu_list_from,
+        no_gpu_tools: n.no_gpu_tools,
+        check: n.checked.as_ref().map(CheckReport::from),
+        hcas: n
+            .hcas
+            .iter()
+            .map(|h| HcaInfo {
+                name: h.name.clone(),
+                ca_type: h.ca_type.clone(),
+                firmware: h.firmware.clone(),
+                ports: h
+                    .ports
+                    .iter()
+                    .map(|p| PortInfo {
+                        port: p.port,
+                        state: p.state,
+                        physical_state: p.physical_state.clone(),
+                        rate_bits_per_s: p.rate_gbps.map(bits_per_s),
+                        width: p.width,
+                        link_layer: p.link_layer,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        perftests: n
+            .perftests
+            .iter()
+            .map(|(file, p)| PerftestInfo {
+                file: file.clone(),
+                title: p.title.clone(),
+                metric: p.metric,
+                operation: p.operation,
+                bidirectional: p.bidirectional,
+                device: p.device.clone(),
+                link_layer: p.link_layer,
+                best_average_bits_per_s: p.best_average_gbps().map(|(g, _)| bits_per_s(g)),
+                best_at_bytes: p.best_average_gbps().map(|(_, b)| b),
+                latency_ns: p.smallest_typical_us().map(|(u, _)| (u * 1000.0).round() as u64),
+            })
+            .collect(),
+        facts: facts(&n.facts),
+        ok: !findings.iter().any(|f| f.level == Level::Fail && f.node.as_deref() == Some(&n.name)),
     }
 }
 

@@ -135,7 +135,6 @@ pub const FLEET_MAX_FILES: usize = 4096;
 /// then the node folder, then the file). Every field is checked before
 /// anything runs; an error names its field.
 pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
-    use vramfit_hw::fleet::{FleetInput, NodeInput, Unreadable};
     let bad = |field: &str, message: String| ApiError { status: 400, message, field: Some(field.into()) };
     let v: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| bad("files", format!("the request is not JSON: {e}")))?;
@@ -224,6 +223,18 @@ pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
             p.remove(0);
         }
     }
+    let input = fleet_input(entries, first);
+    if input.nodes.is_empty() {
+        return Err(bad("files", "no node folder: choose the fleet folder, with one sub-folder per node".into()));
+    }
+    let out = cmd::check::run_fleet(&o, &input).map_err(|e| command_error(&e))?;
+    Ok(Answer { content_type: "application/json", body: out.stdout, exit: out.code })
+}
+
+/// The uploaded files as a fleet: `NODE/FILE` into the node's folder, a
+/// top-level `FILE` into the top level, anything deeper listed as not read.
+fn fleet_input(entries: Vec<(Vec<String>, String)>, first: Option<String>) -> vramfit_hw::fleet::FleetInput {
+    use vramfit_hw::fleet::{FleetInput, NodeInput, Unreadable};
     let mut input = FleetInput { source: first.unwrap_or_else(|| "upload".into()), ..FleetInput::default() };
     for (parts, text) in entries {
         let rel = parts.join("/");
@@ -251,13 +262,9 @@ pub fn fleet(body: &[u8]) -> Result<Answer, ApiError> {
                 .push(Unreadable { path: rel, reason: "a folder inside a node folder is not read".into() }),
         }
     }
-    if input.nodes.is_empty() {
-        return Err(bad("files", "no node folder: choose the fleet folder, with one sub-folder per node".into()));
-    }
     input.nodes.sort_by(|a, b| a.name.cmp(&b.name));
     for n in &mut input.nodes {
         n.files.sort_by(|a, b| a.name.cmp(&b.name));
     }
-    let out = cmd::check::run_fleet(&o, &input).map_err(|e| command_error(&e))?;
-    Ok(Answer { content_type: "application/json", body: out.stdout, exit: out.code })
+    input
 }

@@ -53,7 +53,7 @@ pub fn parse_expect_fabric(s: &str) -> Result<FabricExpectation, String> {
         return Err(format!("--expect-fabric {s}: {FORMAT}"));
     };
     let rate: f64 = rate.parse().map_err(|_| format!("--expect-fabric {s}: {FORMAT}"))?;
-    if !(rate.is_finite() && rate >= 1.0 && rate <= 3200.0) {
+    if !(rate.is_finite() && (1.0..=3200.0).contains(&rate)) {
         return Err(format!("--expect-fabric {s}: {rate} Gb/s per port is not a port rate (1 to 3200); {FORMAT}"));
     }
     Ok(FabricExpectation { ports, link_layer: layer, rate_gbps: rate })

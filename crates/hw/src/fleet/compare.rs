@@ -5,7 +5,6 @@
 //! of the fleet median. The odd node is named with its figure and the
 //! others'.
 
-use super::fabric::nearness;
 use super::{median, Column, FleetFinding, NodeChecked, NodeFacts, NODE_SHARE_OF_MEDIAN};
 use crate::verdict::Level;
 
@@ -266,21 +265,20 @@ pub(crate) fn compare(nodes: &[NodeChecked], fabric_judged: bool) -> Vec<FleetFi
         },
         &mut out,
     );
-    below_median(
-        nodes,
-        Column::Nccl,
-        "fleet_allreduce",
-        "all-reduce bus bandwidth",
-        |f| f.allreduce_busbw_gbs,
-        &mut out,
-    );
+    compare_bandwidth(nodes, &mut out);
+    out
+}
+
+/// Each node's bandwidth against the fleet median.
+fn compare_bandwidth(nodes: &[NodeChecked], out: &mut Vec<FleetFinding>) {
+    below_median(nodes, Column::Nccl, "fleet_allreduce", "all-reduce bus bandwidth", |f| f.allreduce_busbw_gbs, out);
     below_median(
         nodes,
         Column::HostLink,
         "fleet_host_to_device",
         "host→device bandwidth",
         |f| f.host_to_device_gbs,
-        &mut out,
+        out,
     );
     below_median(
         nodes,
@@ -288,17 +286,15 @@ pub(crate) fn compare(nodes: &[NodeChecked], fabric_judged: bool) -> Vec<FleetFi
         "fleet_device_to_host",
         "device→host bandwidth",
         |f| f.device_to_host_gbs,
-        &mut out,
+        out,
     );
-    below_median(nodes, Column::P2p, "fleet_p2p", "slowest GPU pair (P2P)", |f| f.p2p_min_gbs, &mut out);
+    below_median(nodes, Column::P2p, "fleet_p2p", "slowest GPU pair (P2P)", |f| f.p2p_min_gbs, out);
     below_median(
         nodes,
         Column::Perftest,
         "fleet_perftest",
         "perftest bandwidth",
         |f| f.perftest_gbps.map(|g| g / 8.0),
-        &mut out,
+        out,
     );
-    let _ = nearness;
-    out
 }

@@ -243,109 +243,7 @@ fn hca_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetFindin
         })
         .collect();
     match e.fabric {
-        Some(want) => {
-            if s.ports == 0 {
-                let seen = if others.is_empty() { "no active port".to_string() } else { others.join(", ") };
-                push(
-                    out,
-                    n,
-                    Level::Fail,
-                    "fabric_layer",
-                    Column::Fabric,
-                    ev.clone(),
-                    format!("{}: no {} port: {seen}; {} was rented", n.name, want.link_layer.label(), want.describe()),
-                );
-                return;
-            }
-            for h in &n.hcas {
-                for p in h.ports.iter().filter(|p| p.link_layer == s.link_layer && p.state == PortState::Active) {
-                    match p.rate_gbps {
-                        Some(r) if r + 1e-9 < want.rate_gbps => push(
-                            out,
-                            n,
-                            Level::Fail,
-                            "fabric_rate",
-                            Column::Fabric,
-                            ev.clone(),
-                            format!(
-                                "{}: {} runs at {} Gb/s{}, {} Gb/s rented",
-                                n.name,
-                                port_name(h, p.port),
-                                fmt_gbps(r),
-                                match (p.width, p.lane_gbps) {
-                                    (Some(w), Some(l)) => format!(" ({w}X × {} Gb/s)", fmt_gbps(l)),
-                                    _ => String::new(),
-                                },
-                                fmt_gbps(want.rate_gbps)
-                            ),
-                        ),
-                        None => push(
-                            out,
-                            n,
-                            Level::Warn,
-                            "fabric_rate",
-                            Column::Fabric,
-                            ev.clone(),
-                            format!("{}: {} reports no rate", n.name, port_name(h, p.port)),
-                        ),
-                        _ => {}
-                    }
-                }
-            }
-            let at_rate = n
-                .hcas
-                .iter()
-                .flat_map(|h| &h.ports)
-                .filter(|p| {
-                    p.link_layer == s.link_layer
-                        && p.state == PortState::Active
-                        && p.rate_gbps.is_some_and(|r| r + 1e-9 >= want.rate_gbps)
-                })
-                .count() as u32;
-            if let Some(k) = want.ports {
-                let lvl = if at_rate >= k { Level::Pass } else { Level::Fail };
-                push(
-                    out,
-                    n,
-                    lvl,
-                    "fabric_ports",
-                    Column::Fabric,
-                    ev.clone(),
-                    format!(
-                        "{}: {at_rate} {} port(s) active at {} Gb/s or more, {k} rented",
-                        n.name,
-                        s.link_layer.label(),
-                        fmt_gbps(want.rate_gbps)
-                    ),
-                );
-            } else if at_rate == s.ports {
-                push(
-                    out,
-                    n,
-                    Level::Pass,
-                    "fabric_ports",
-                    Column::Fabric,
-                    ev.clone(),
-                    format!("{}: {}", n.name, s.describe()),
-                );
-            }
-            if !others.is_empty() {
-                push(
-                    out,
-                    n,
-                    Level::Info,
-                    "fabric_other",
-                    Column::Fabric,
-                    ev.clone(),
-                    format!(
-                        "{}: not part of the rented {} fabric: {}",
-                        n.name,
-                        want.link_layer.label(),
-                        others.join(", ")
-                    ),
-                );
-            }
-        }
+        Some(want) => judged_ports(n, &s, want, &others, &ev, out),
         None => {
             push(
                 out,
@@ -362,6 +260,106 @@ fn hca_findings(n: &NodeChecked, e: &FleetExpectation, out: &mut Vec<FleetFindin
                 ),
             );
         }
+    }
+}
+
+/// A node's fabric ports against the rented fabric.
+fn judged_ports(
+    n: &NodeChecked,
+    s: &FabricSummary,
+    want: crate::fabric::expect::FabricExpectation,
+    others: &[String],
+    ev: &[String],
+    out: &mut Vec<FleetFinding>,
+) {
+    let ev = ev.to_vec();
+    if s.ports == 0 {
+        let seen = if others.is_empty() { "no active port".to_string() } else { others.join(", ") };
+        push(
+            out,
+            n,
+            Level::Fail,
+            "fabric_layer",
+            Column::Fabric,
+            ev.clone(),
+            format!("{}: no {} port: {seen}; {} was rented", n.name, want.link_layer.label(), want.describe()),
+        );
+        return;
+    }
+    for h in &n.hcas {
+        for p in h.ports.iter().filter(|p| p.link_layer == s.link_layer && p.state == PortState::Active) {
+            match p.rate_gbps {
+                Some(r) if r + 1e-9 < want.rate_gbps => push(
+                    out,
+                    n,
+                    Level::Fail,
+                    "fabric_rate",
+                    Column::Fabric,
+                    ev.clone(),
+                    format!(
+                        "{}: {} runs at {} Gb/s{}, {} Gb/s rented",
+                        n.name,
+                        port_name(h, p.port),
+                        fmt_gbps(r),
+                        match (p.width, p.lane_gbps) {
+                            (Some(w), Some(l)) => format!(" ({w}X × {} Gb/s)", fmt_gbps(l)),
+                            _ => String::new(),
+                        },
+                        fmt_gbps(want.rate_gbps)
+                    ),
+                ),
+                None => push(
+                    out,
+                    n,
+                    Level::Warn,
+                    "fabric_rate",
+                    Column::Fabric,
+                    ev.clone(),
+                    format!("{}: {} reports no rate", n.name, port_name(h, p.port)),
+                ),
+                _ => {}
+            }
+        }
+    }
+    let at_rate = n
+        .hcas
+        .iter()
+        .flat_map(|h| &h.ports)
+        .filter(|p| {
+            p.link_layer == s.link_layer
+                && p.state == PortState::Active
+                && p.rate_gbps.is_some_and(|r| r + 1e-9 >= want.rate_gbps)
+        })
+        .count() as u32;
+    if let Some(k) = want.ports {
+        let lvl = if at_rate >= k { Level::Pass } else { Level::Fail };
+        push(
+            out,
+            n,
+            lvl,
+            "fabric_ports",
+            Column::Fabric,
+            ev.clone(),
+            format!(
+                "{}: {at_rate} {} port(s) active at {} Gb/s or more, {k} rented",
+                n.name,
+                s.link_layer.label(),
+                fmt_gbps(want.rate_gbps)
+            ),
+        );
+    } else if at_rate == s.ports {
+        push(out, n, Level::Pass, "fabric_ports", Column::Fabric, ev.clone(), format!("{}: {}", n.name, s.describe()));
+    }
+    if !others.is_empty() {
+        push(
+            out,
+            n,
+            Level::Info,
+            "fabric_other",
+            Column::Fabric,
+            ev.clone(),
+            format!("{}: not part of the rented {} fabric: {}", n.name, want.link_layer.label(), others.join(", ")),
+        );
     }
 }
 
