@@ -186,3 +186,11 @@ fn collection_script_on_a_machine_without_gpus() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// The fleet JSON is a stable interface (docs/check.md "JSON: check --fleet --json"): its snapshot.
+#[test]
+fn fleet_json_snapshot() {
+    let (mut v, _) = json(&["check", "--fleet", &fx("fleet/autodl-4")]);
+    v["source"] = serde_json::json!("[fleet]/autodl-4");
+    insta::assert_json_snapshot!("check_fleet_autodl_4", v);
+}

@@ -199,3 +199,26 @@ fn nic_legend_names_the_nearest_hca() {
     assert!(!f.findings.iter().any(|x| x.code == "nic_affinity"));
     assert!(f.ok, "{}", dump(&f));
 }
+
+#[test]
+fn perftest_against_the_rented_line_rate() {
+    // one node with the early ib_send_bw run (mlx4_0, 2919.91 MB/s = 24.5 Gb/s) and an 8 × 400 ibstat,
+    // judged against a rented 56 Gb/s port (FDR): 44 % of the line rate (constructed composition)
+    let dir = std::env::temp_dir().join(format!("vramfit-fleet-perftest-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("n1")).unwrap();
+    std::fs::copy(fx("fabric/jebtang-mlx4-send-bw-old.perftest.txt"), dir.join("n1").join("p.txt")).unwrap();
+    std::fs::copy(fx("fabric/heioy-mlx4-two-hcas.ibv_devinfo.txt"), dir.join("n1").join("d.txt")).unwrap();
+    let (_, refs) = builtin_reference_cards().unwrap();
+    let input = read_fleet_dir(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let e = FleetExpectation { fabric: Some(parse_expect_fabric("ib56").unwrap()), ..FleetExpectation::default() };
+    let f = check_fleet(&input, e, &refs);
+    let p = f.findings.iter().find(|x| x.code == "perftest_bandwidth").unwrap();
+    assert_eq!((p.level, p.node.as_deref()), (Level::Fail, Some("n1")), "{}", p.message);
+    assert!(p.message.contains("averages 24.5 Gb/s at 2048 bytes: 44% of the 56 Gb/s line rate (rented)"), "{}", p.message);
+    assert_eq!(p.evidence, ["n1/p.txt"]);
+    // the ibv_devinfo ports: port 1 active on both adapters, port 2 down on both
+    let down: Vec<_> = f.findings.iter().filter(|x| x.code == "fabric_port_down").collect();
+    assert_eq!(down.len(), 2);
+    assert!(down[0].message.contains("mlx4_1 port 2 (InfiniBand) is Down"), "{}", down[0].message);
+}
