@@ -215,7 +215,11 @@ fn perftest_against_the_rented_line_rate() {
     let f = check_fleet(&input, e, &refs);
     let p = f.findings.iter().find(|x| x.code == "perftest_bandwidth").unwrap();
     assert_eq!((p.level, p.node.as_deref()), (Level::Fail, Some("n1")), "{}", p.message);
-    assert!(p.message.contains("averages 24.5 Gb/s at 2048 bytes: 44% of the 56 Gb/s line rate (rented)"), "{}", p.message);
+    assert!(
+        p.message.contains("averages 24.5 Gb/s at 2048 bytes: 44% of the 56 Gb/s line rate (rented)"),
+        "{}",
+        p.message
+    );
     assert_eq!(p.evidence, ["n1/p.txt"]);
     // the ibv_devinfo ports: port 1 active on both adapters, port 2 down on both
     let down: Vec<_> = f.findings.iter().filter(|x| x.code == "fabric_port_down").collect();
