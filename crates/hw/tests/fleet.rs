@@ -226,3 +226,31 @@ fn perftest_against_the_rented_line_rate() {
     assert_eq!(down.len(), 2);
     assert!(down[0].message.contains("mlx4_1 port 2 (InfiniBand) is Down"), "{}", down[0].message);
 }
+
+#[test]
+fn a_gpu_far_from_its_nic_where_the_others_are_near_fails() {
+    // constructed from fleet/stelline-1's topo -m (4 GPUs, 4 NICs, NODE paths): GPU0↔NIC0 and
+    // GPU2↔NIC2 set to PIX (a PCIe switch), so GPU1 and GPU3, still NODE, are the odd ones
+    let topo = read("fleet/stelline-1/coyote2/topo.txt")
+        .replace("GPU0     X      NODE    SYS     SYS     NODE ", "GPU0     X      NODE    SYS     SYS     PIX  ")
+        .replace("NIC0    NODE    NODE    SYS ", "NIC0    PIX     NODE    SYS ")
+        .replace(
+            "GPU2    SYS     SYS      X      NODE    SYS     SYS     NODE ",
+            "GPU2    SYS     SYS      X      NODE    SYS     SYS     PIX  ",
+        )
+        .replace("NIC2    SYS     SYS     NODE ", "NIC2    SYS     SYS     PIX  ");
+    let input = vramfit_hw::fleet::FleetInput {
+        source: "t".into(),
+        nodes: vec![vramfit_hw::fleet::NodeInput {
+            name: "n".into(),
+            files: vec![vramfit_hw::NamedText { name: "n/topo.txt".into(), text: topo }],
+        }],
+        ..Default::default()
+    };
+    let (_, refs) = builtin_reference_cards().unwrap();
+    let f = check_fleet(&input, FleetExpectation::default(), &refs);
+    let a = f.findings.iter().find(|x| x.code == "nic_affinity").unwrap();
+    assert_eq!(a.level, Level::Fail, "{}", a.message);
+    assert!(a.message.contains("GPU1 → mlx5_0 NODE") && a.message.contains("GPU3 → mlx5_2 NODE"), "{}", a.message);
+    assert!(!a.message.contains("GPU0") && !a.message.contains("GPU2 "), "{}", a.message);
+}
