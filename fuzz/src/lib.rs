@@ -15,6 +15,8 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("diagnose_script", diagnose_script),
     ("diagnose_text", diagnose_text),
     ("hw_bandwidth", hw_bandwidth),
+    ("hw_fabric", hw_fabric),
+    ("hw_fleet", hw_fleet),
     ("hw_mig", hw_mig),
     ("hw_text", hw_text),
     ("hw_topo", hw_topo),
@@ -147,6 +149,64 @@ pub fn hw_mig(data: &[u8]) {
     }
 }
 
+/// The fabric parsers (`ibstat`, `ibv_devinfo`, perftest) and the
+/// `--expect-fabric` parser: ports and rows within their caps, every rate
+/// finite and positive, every bound of a parsed expectation finite.
+pub fn hw_fabric(data: &[u8]) {
+    use vramfit_hw::fabric::hca::{parse_ibstat, parse_ibv_devinfo, MAX_HCAS, MAX_PORTS};
+    let Ok(s) = std::str::from_utf8(data) else { return };
+    for parsed in [parse_ibstat(s, "fuzz"), parse_ibv_devinfo(s, "fuzz")] {
+        if let Ok(h) = parsed {
+            assert!(!h.is_empty() && h.len() <= MAX_HCAS);
+            for a in &h {
+                assert!(a.ports.len() <= MAX_PORTS);
+                assert!(a.ports.iter().all(|p| p.rate_gbps.is_none_or(|r| r.is_finite() && r > 0.0)));
+            }
+            let _ = vramfit_hw::fleet::fabric::summary(&h, None);
+        }
+    }
+    if let Ok(p) = vramfit_hw::fabric::perftest::parse_perftest(s, "fuzz") {
+        assert!(!(p.bandwidth.is_empty() && p.latency.is_empty()));
+        assert!(p.bandwidth.iter().all(|r| r.average_gbps.is_finite() && r.peak_gbps.is_finite()));
+        let _ = (p.best_average_gbps(), p.smallest_typical_us());
+    }
+    if let Ok(e) = vramfit_hw::fabric::expect::parse_expect_fabric(s) {
+        let b = e.ports.unwrap_or(8) as f64 * e.rate_gbps / 8.0;
+        for c in [vramfit_hw::bandwidth::nccl::Collective::AllReduce, vramfit_hw::bandwidth::nccl::Collective::AllToAll]
+        {
+            assert!(vramfit_hw::fabric::bounds::bounds(c, 2, 16, b).iter().all(|x| x.gbs.is_finite()));
+        }
+    }
+}
+
+/// The whole fleet check on one input: a fleet of two nodes holding the
+/// input and a top level holding it too, so the content recognition,
+/// every parser it dispatches to, the comparison of the nodes, the
+/// multi-node judgement and the JSON report all see it. Never a panic,
+/// always a report (a bad file is a finding, not an error).
+pub fn hw_fleet(data: &[u8]) {
+    use vramfit_hw::fleet::{FleetInput, NodeInput};
+    use vramfit_hw::NamedText;
+    let Ok(s) = std::str::from_utf8(data) else { return };
+    let file = |n: &str| NamedText { name: n.into(), text: s.to_string() };
+    let input = FleetInput {
+        source: "fuzz".into(),
+        nodes: vec![
+            NodeInput { name: "a".into(), files: vec![file("a/x")] },
+            NodeInput { name: "b".into(), files: vec![file("b/x"), file("b/y")] },
+        ],
+        top: vec![file("run")],
+        unreadable: Vec::new(),
+    };
+    let _ = vramfit_hw::fleet::recognise::recognise(s);
+    let _ = vramfit_hw::fleet::manifest::parse_manifest(s, "m");
+    let _ = vramfit_hw::fleet::version::parse_smi_version(s, "v");
+    let _ = vramfit_hw::fleet::version::parse_table_header(s, "t");
+    let o = vramfit_cli::cmd::check::FleetOptions { json: true, ..Default::default() };
+    let out = vramfit_cli::cmd::check::run_fleet(&o, &input).expect("a fleet always gives a report");
+    assert!(out.code <= 1);
+}
+
 /// `nvidia-smi -q` and `nvidia-smi -L` text parsers.
 pub fn hw_text(data: &[u8]) {
     if let Ok(s) = std::str::from_utf8(data) {
@@ -160,6 +220,9 @@ pub fn hw_topo(data: &[u8]) {
     if let Ok(s) = std::str::from_utf8(data) {
         if let Ok(t) = vramfit_hw::topo::parse_topo(s, "fuzz.txt") {
             assert!(t.links.iter().all(|r| r.len() == t.gpus.len()));
+            assert!(t.nic_links.is_empty() || t.nic_links.iter().all(|r| r.len() == t.nics.len()));
+            assert!(t.nic_names.is_empty() || t.nic_names.len() == t.nics.len());
+            let _ = vramfit_hw::fleet::fabric::nic_affinity(&t, &[], None);
             let _ = t.pairs();
         }
     }

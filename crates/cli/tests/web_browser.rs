@@ -541,3 +541,29 @@ fn mig_layout_and_machine_check() {
     assert_eq!(p.count("#check-result .chip.ok"), 28, "28 NVLink pairs");
     p.assert_clean("check topology", &[]);
 }
+
+#[test]
+fn fleet_grid_colours_the_odd_nodes_and_opens_their_evidence() {
+    let Some(p) = Page::start("fleet_grid_colours_the_odd_nodes_and_opens_their_evidence") else { return };
+    p.go("#/fleet");
+    p.wait("#view-fleet .empty");
+    // the four-node fleet: node-b's all-reduce 20 % slow, node-c on another driver (fixtures/fleet/SOURCES.md)
+    p.upload("#form-fleet input[name=fleet]", &fixture("hw/tests/fixtures/fleet/autodl-4"));
+    p.click("#form-fleet button[type=submit]");
+    p.wait("#fleet-result");
+    let band = p.text("#fleet-result .band");
+    assert!(band.contains("2 failed check(s)") && band.contains("4 node(s)"), "{band}");
+    assert_eq!(p.count("#fleet-grid tbody tr"), 4, "one row per node");
+    // exactly two red cells: node-b's all-reduce, node-c's driver
+    assert_eq!(p.count("#fleet-grid td.s-fail"), 2);
+    assert_eq!(p.count("#fleet-grid tr[data-node=node-b] td.s-fail[data-column=nccl]"), 1);
+    assert_eq!(p.count("#fleet-grid tr[data-node=node-c] td.s-fail[data-column=driver]"), 1);
+    // a red cell opens its finding and the file it rests on
+    p.click("#fleet-grid tr[data-node=node-b] td[data-column=nccl]");
+    p.wait("#fleet-evidence pre");
+    let ev = p.text("#fleet-evidence");
+    assert!(ev.contains("80% of the fleet median 4.00 GB/s"), "{ev}");
+    assert!(ev.contains("node-b/all_reduce.txt") && ev.contains("# Avg bus bandwidth    : 1.64619"), "{ev}");
+    p.screenshot("fleet.png");
+    p.assert_clean("fleet", &[]);
+}

@@ -7,13 +7,16 @@ use crate::machine::Machine;
 use crate::mig::LgipRow;
 use crate::verdict::{infer_mig_profile, verdict, Expectation, RefCard, Verdict};
 
-/// Where a MIG device's profile name comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a MIG device's profile name comes from (serialised as
+/// [`ProfileSource::describe`] says it, the `check --json` schema).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum ProfileSource {
     /// the source prints it (`nvidia-smi -L`)
+    #[serde(rename = "named by the source")]
     NamedBySource,
     /// the one profile of the card whose `-lgip` size is within the slice
     /// tolerance and whose SM count matches
+    #[serde(rename = "inferred from memory and SM count")]
     Inferred,
 }
 

@@ -11,7 +11,8 @@
 use crate::error::HwError;
 
 /// What a text is, when it is recognisably some known tool's output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     RocmSmi,
     AmdSmi,
@@ -23,6 +24,20 @@ pub enum Kind {
     BandwidthTest,
     P2pBandwidthLatencyTest,
     NcclTests,
+    /// `nvidia-smi --version`
+    NvidiaSmiVersion,
+    /// infiniband-diags `ibstat`
+    Ibstat,
+    /// libibverbs `ibv_devinfo`
+    IbvDevinfo,
+    /// perftest `ib_write_bw`, `ib_read_bw`, `ib_send_lat`, …
+    Perftest,
+    /// `nvidia-smi mig -lgi`
+    MigInstances,
+    /// `nvidia-smi mig -lgip`
+    MigProfiles,
+    /// the manifest `vramfit check --collect-script` writes beside the outputs
+    CollectManifest,
 }
 
 impl Kind {
@@ -41,6 +56,13 @@ impl Kind {
             Kind::BandwidthTest => "CUDA samples `bandwidthTest` output (give it with --bandwidth)",
             Kind::P2pBandwidthLatencyTest => "CUDA samples `p2pBandwidthLatencyTest` output (give it with --p2p)",
             Kind::NcclTests => "nccl-tests output (give `all_reduce_perf` output with --nccl)",
+            Kind::NvidiaSmiVersion => "`nvidia-smi --version` output (read by check --fleet)",
+            Kind::Ibstat => "`ibstat` output (read by check --fleet)",
+            Kind::IbvDevinfo => "`ibv_devinfo` output (read by check --fleet)",
+            Kind::Perftest => "perftest (`ib_write_bw`, `ib_read_bw`, `ib_send_lat`) output (read by check --fleet)",
+            Kind::MigInstances => "`nvidia-smi mig -lgi` output (give it with --lgi)",
+            Kind::MigProfiles => "`nvidia-smi mig -lgip` output (give it with --lgip)",
+            Kind::CollectManifest => "the manifest of `vramfit check --collect-script` (read by check --fleet)",
         }
     }
 
@@ -54,6 +76,14 @@ impl Kind {
             Kind::BandwidthTest => Some("--bandwidth"),
             Kind::P2pBandwidthLatencyTest => Some("--p2p"),
             Kind::NcclTests => Some("--nccl"),
+            Kind::MigInstances => Some("--lgi"),
+            Kind::MigProfiles => Some("--lgip"),
+            // read by the fleet check only; its parsers name themselves
+            Kind::NvidiaSmiVersion => Some("nvidia-smi --version"),
+            Kind::Ibstat => Some("ibstat"),
+            Kind::IbvDevinfo => Some("ibv_devinfo"),
+            Kind::Perftest => Some("perftest"),
+            Kind::CollectManifest => Some("manifest"),
             _ => None,
         }
     }
@@ -66,7 +96,10 @@ pub fn identify(text: &str) -> Option<Kind> {
         None => text,
     };
     let has = |m: &str| head.contains(m);
-    Some(if has("ROCm System Management Interface") || has("ROCm SMI Log") || has("rocm-smi") {
+    let line_starts = |m: &str| head.lines().any(|l| l.trim_start().starts_with(m));
+    Some(if head.starts_with(crate::fleet::manifest::MAGIC) {
+        Kind::CollectManifest
+    } else if has("ROCm System Management Interface") || has("ROCm SMI Log") || has("rocm-smi") {
         Kind::RocmSmi
     } else if has("AMDSMI") || has("amd-smi") {
         Kind::AmdSmi
@@ -74,6 +107,8 @@ pub fn identify(text: &str) -> Option<Kind> {
         Kind::NvidiaSmiXml
     } else if has("NVSMI LOG") {
         Kind::NvidiaSmiQuery
+    } else if has("NVIDIA-SMI version") && has("DRIVER version") {
+        Kind::NvidiaSmiVersion
     } else if has("NVIDIA-SMI") && has("Driver Version:") {
         Kind::NvidiaSmiTable
     } else if has("[CUDA Bandwidth Test]") || has("Host to Device Bandwidth") {
@@ -82,7 +117,17 @@ pub fn identify(text: &str) -> Option<Kind> {
         Kind::P2pBandwidthLatencyTest
     } else if has("# nThread") || has("busbw") {
         Kind::NcclTests
-    } else if has("NV#  =") || (has("Legend:") && has("PHB")) {
+    } else if has("#bytes") && (has("BW peak") || has("t_min[usec]") || has("t_typical")) {
+        Kind::Perftest
+    } else if line_starts("CA '") && (has("Link layer:") || has("CA type:") || has("Port GUID:")) {
+        Kind::Ibstat
+    } else if line_starts("hca_id:") && (has("transport:") || has("phys_port_cnt") || has("link_layer:")) {
+        Kind::IbvDevinfo
+    } else if has("GPU instance profiles:") {
+        Kind::MigProfiles
+    } else if has("GPU instances:") {
+        Kind::MigInstances
+    } else if has("NV#  =") || (has("Legend:") && has("PHB")) || (has("CPU Affinity") && line_starts("GPU0")) {
         Kind::NvidiaSmiTopo
     } else if head.lines().any(|l| l.starts_with("GPU ") && l.contains("(UUID: GPU-")) {
         Kind::NvidiaSmiList

@@ -14,6 +14,10 @@
 //! - [`select`]: which card a job is fitted against (a catalogue card, a
 //!   memory size, or the local GPUs with the most free memory)
 //! - [`check`]: one decided check (machine, verdict, bandwidth), for the report
+//! - [`fabric`]: `ibstat`, `ibv_devinfo`, perftest, and what a multi-node
+//!   collective may reach over the fabric
+//! - [`fleet`]: many nodes (`check --fleet`): each checked, then compared,
+//!   and the fabric judged
 //! - [`clean`], [`foreign`], [`files`]: input hygiene: escaped text, other
 //!   tools' outputs named, bounded reads
 
@@ -21,7 +25,9 @@ pub mod bandwidth;
 pub mod check;
 pub mod clean;
 pub mod error;
+pub mod fabric;
 pub mod files;
+pub mod fleet;
 pub mod foreign;
 pub mod list;
 pub mod machine;

@@ -44,6 +44,46 @@ pub struct Ecc {
     pub pending: Option<bool>,
 }
 
+/// Clocks as nvidia-smi reports them, MHz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct Clocks {
+    /// `Max Clocks / SM`: the card's ceiling (a lower one is another SKU or a capped board)
+    pub max_sm_mhz: Option<u32>,
+    pub max_memory_mhz: Option<u32>,
+    /// `Applications Clocks` (`nvidia-smi -ac`), when set and reported
+    /// (drivers from R550 print "deprecated" on Hopper: not reported)
+    pub applications_graphics_mhz: Option<u32>,
+    pub applications_memory_mhz: Option<u32>,
+}
+
+impl Clocks {
+    pub fn is_empty(&self) -> bool {
+        *self == Clocks::default()
+    }
+}
+
+/// Memory the driver has taken out of service: retired pages (up to
+/// Volta/Turing) or remapped rows (Ampere and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct MemoryRepair {
+    pub retired_single_bit: Option<u32>,
+    pub retired_double_bit: Option<u32>,
+    /// a page waits to be retired at the next reset
+    pub retirement_pending: Option<bool>,
+    pub remapped_correctable: Option<u32>,
+    pub remapped_uncorrectable: Option<u32>,
+    /// a row waits to be remapped at the next reset
+    pub remap_pending: Option<bool>,
+    /// a remapping failed: the card needs service
+    pub remap_failure: Option<bool>,
+}
+
+impl MemoryRepair {
+    pub fn is_empty(&self) -> bool {
+        *self == MemoryRepair::default()
+    }
+}
+
 /// One MIG device listed under a GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MigDevice {
@@ -85,6 +125,17 @@ pub struct Gpu {
     pub pcie_gen_current: Option<u32>,
     pub pcie_width_max: Option<u32>,
     pub pcie_width_current: Option<u32>,
+    /// `Persistence Mode`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persistence_mode: Option<bool>,
+    /// the power limit in force, milliwatts (`Current Power Limit`, or
+    /// `Enforced Power Limit` on older drivers)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_limit_mw: Option<u64>,
+    #[serde(skip_serializing_if = "Clocks::is_empty")]
+    pub clocks: Clocks,
+    #[serde(skip_serializing_if = "MemoryRepair::is_empty")]
+    pub memory_repair: MemoryRepair,
 }
 
 impl Gpu {
@@ -108,6 +159,10 @@ impl Gpu {
             pcie_gen_current: None,
             pcie_width_max: None,
             pcie_width_current: None,
+            persistence_mode: None,
+            power_limit_mw: None,
+            clocks: Clocks::default(),
+            memory_repair: MemoryRepair::default(),
         }
     }
 }
@@ -187,6 +242,14 @@ impl Gpu {
         x.pcie_gen_current = x.pcie_gen_current.or(g.pcie_gen_current);
         x.pcie_width_max = x.pcie_width_max.or(g.pcie_width_max);
         x.pcie_width_current = x.pcie_width_current.or(g.pcie_width_current);
+        x.persistence_mode = x.persistence_mode.or(g.persistence_mode);
+        x.power_limit_mw = x.power_limit_mw.or(g.power_limit_mw);
+        if x.clocks.is_empty() {
+            x.clocks = g.clocks;
+        }
+        if x.memory_repair.is_empty() {
+            x.memory_repair = g.memory_repair;
+        }
     }
 }
 
@@ -243,6 +306,34 @@ pub fn parse_mib(s: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(mult)
+}
+
+/// `"1410 MHz"` → 1410; anything else (`N/A`, "Requested functionality has
+/// been deprecated") → `None`.
+pub fn parse_mhz(s: &str) -> Option<u32> {
+    let n = s.trim().strip_suffix("MHz")?.trim();
+    n.parse().ok().filter(|&v: &u32| v > 0 && v < 100_000)
+}
+
+/// `"700.00 W"` → 700 000 mW; anything else → `None`. At most 100 kW: no
+/// board draws more, so a larger figure is not a power limit.
+pub fn parse_watts_mw(s: &str) -> Option<u64> {
+    let n: f64 = s.trim().strip_suffix('W')?.trim().parse().ok()?;
+    (n.is_finite() && n > 0.0 && n <= 100_000.0).then(|| (n * 1000.0).round() as u64)
+}
+
+/// `Yes` / `No` → bool; anything else → `None`.
+pub fn parse_yes_no(s: &str) -> Option<bool> {
+    match s.trim() {
+        "Yes" => Some(true),
+        "No" => Some(false),
+        _ => None,
+    }
+}
+
+/// A small count (`0`, `12`); `N/A` and anything else → `None`.
+pub fn parse_count(s: &str) -> Option<u32> {
+    s.trim().parse().ok()
 }
 
 /// `Enabled` / `Disabled` → bool; anything else → `None`.

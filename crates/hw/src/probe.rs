@@ -268,6 +268,8 @@ fn nvml_topology(nvml: &nvml_wrapper::Nvml, count: u32, bus_ids: &[String]) -> O
         links,
         cpu_affinity: vec![None; n],
         numa_affinity: vec![None; n],
+        nic_links: Vec::new(),
+        nic_names: Vec::new(),
     })
 }
 

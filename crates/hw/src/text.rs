@@ -11,7 +11,8 @@
 use crate::clean::{escape_controls, normalize_newlines};
 use crate::error::HwError;
 use crate::machine::{
-    parse_mib, parse_toggle, read_size, read_version, Ecc, Gpu, Machine, MigDevice, MigMode, Size, MAX_GPUS,
+    parse_count, parse_mhz, parse_mib, parse_toggle, parse_watts_mw, parse_yes_no, read_size, read_version, Clocks,
+    Ecc, Gpu, Machine, MemoryRepair, MigDevice, MigMode, Size, MAX_GPUS,
 };
 
 pub const MAX_TEXT_BYTES: usize = 16 << 20;
@@ -150,6 +151,29 @@ fn gpu_of(idx: u32, header: &str, entries: &[Entry], file: &str) -> Result<Gpu, 
     g.pcie_width_max = n(get(&["PCI", "GPU Link Info", "Link Width"], "Max"));
     g.pcie_width_current = n(get(&["PCI", "GPU Link Info", "Link Width"], "Current"));
     g.mig_devices = mig_devices(entries);
+    g.persistence_mode = get(&[], "Persistence Mode").and_then(parse_toggle);
+    // `GPU Power Readings` (R535+) or `Power Readings` (older: `Enforced Power Limit`)
+    g.power_limit_mw = get(&["GPU Power Readings"], "Current Power Limit")
+        .or_else(|| get(&["Power Readings"], "Enforced Power Limit"))
+        .or_else(|| get(&["Power Readings"], "Current Power Limit"))
+        .and_then(parse_watts_mw);
+    g.clocks = Clocks {
+        max_sm_mhz: get(&["Max Clocks"], "SM").and_then(parse_mhz),
+        max_memory_mhz: get(&["Max Clocks"], "Memory").and_then(parse_mhz),
+        applications_graphics_mhz: get(&["Applications Clocks"], "Graphics").and_then(parse_mhz),
+        applications_memory_mhz: get(&["Applications Clocks"], "Memory").and_then(parse_mhz),
+    };
+    g.memory_repair = MemoryRepair {
+        retired_single_bit: get(&["Retired Pages"], "Single Bit ECC").and_then(parse_count),
+        retired_double_bit: get(&["Retired Pages"], "Double Bit ECC").and_then(parse_count),
+        retirement_pending: get(&["Retired Pages"], "Pending Page Blacklist")
+            .or_else(|| get(&["Retired Pages"], "Pending"))
+            .and_then(parse_yes_no),
+        remapped_correctable: get(&["Remapped Rows"], "Correctable Error").and_then(parse_count),
+        remapped_uncorrectable: get(&["Remapped Rows"], "Uncorrectable Error").and_then(parse_count),
+        remap_pending: get(&["Remapped Rows"], "Pending").and_then(parse_yes_no),
+        remap_failure: get(&["Remapped Rows"], "Remapping Failure Occurred").and_then(parse_yes_no),
+    };
     Ok(g)
 }
 

@@ -95,6 +95,15 @@ pub struct Topology {
     pub links: Vec<Vec<Link>>,
     pub cpu_affinity: Vec<Option<String>>,
     pub numa_affinity: Vec<Option<String>>,
+    /// `nic_links[i][k]`: how GPU i reaches NIC k (`PIX`, `PXB`, `PHB`,
+    /// `NODE`, `SYS`); empty without NIC columns
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub nic_links: Vec<Vec<Link>>,
+    /// the device name of each NIC column: the `NIC Legend` (`NIC0: mlx5_0`,
+    /// drivers from R515) or the column label itself (`mlx5_0`, older
+    /// drivers); `None` when a `NICn` column has no legend line
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub nic_names: Vec<Option<String>>,
 }
 
 /// One pair of GPUs and how they are connected.
@@ -271,11 +280,37 @@ pub fn parse_topo(text: &str, file: &str) -> Result<Topology, HwError> {
         .map(|(k, r)| r.ok_or_else(|| HwError::invalid(file, format!("no row for GPU{k}"))))
         .collect::<Result<_, _>>()?;
     check_symmetric(&full, &nic_links, &gpus, &nics, file)?;
+    let nic_links: Vec<Vec<Link>> =
+        if nnics == 0 { Vec::new() } else { full.iter().map(|r| r[n..].to_vec()).collect() };
+    let nic_names = nic_legend(&lines, &nics);
     let links = full.into_iter().map(|mut r| {
         r.truncate(n);
         r
     });
-    Ok(Topology { gpus, nics, links: links.collect(), cpu_affinity, numa_affinity })
+    Ok(Topology { gpus, nics, links: links.collect(), cpu_affinity, numa_affinity, nic_links, nic_names })
+}
+
+/// The device name of each NIC column: `NICn: <device>` lines of the
+/// `NIC Legend` (drivers from R515 print it after the legend), else the
+/// column label when it is a device name already (`mlx5_0`).
+fn nic_legend(lines: &[&str], nics: &[String]) -> Vec<Option<String>> {
+    let mut names: Vec<Option<String>> = nics.iter().map(|l| (!l.starts_with("NIC")).then(|| l.clone())).collect();
+    let Some(start) = lines.iter().position(|l| l.trim() == "NIC Legend:") else { return names };
+    for l in &lines[start + 1..] {
+        let t = l.trim();
+        let Some((label, dev)) = t.split_once(':') else {
+            if t.is_empty() {
+                continue;
+            }
+            break;
+        };
+        let dev = dev.trim();
+        let ok = dev.len() <= 64 && !dev.is_empty() && dev.bytes().all(|b| b.is_ascii_graphic());
+        if let (Some(k), true) = (nics.iter().position(|x| x == label.trim()), ok) {
+            names[k] = Some(dev.to_string());
+        }
+    }
+    names
 }
 
 /// The header row: GPU columns, NIC columns, then the affinity titles.

@@ -509,6 +509,32 @@ fn state_findings(f: &mut Vec<Finding>, g: &Gpu, e: &Expectation) {
         (Some(c), _) => push(f, Level::Info, "ecc", format!("GPU {}: ECC {}", g.index, onoff(c))),
         _ => {}
     }
+    // Memory taken out of service: retired pages (to Turing), remapped rows (Ampere on).
+    let r = &g.memory_repair;
+    if r.remap_failure == Some(true) {
+        push(
+            f,
+            if e.card.is_some() { Level::Fail } else { Level::Warn },
+            "memory_errors",
+            format!("GPU {}: a row remapping failed (`Remapping Failure Occurred`): the card needs service", g.index),
+        );
+    } else if r.remap_pending == Some(true) || r.retirement_pending == Some(true) {
+        push(
+            f,
+            Level::Warn,
+            "memory_errors",
+            format!("GPU {}: a row remap or page retirement is pending until the next GPU reset", g.index),
+        );
+    }
+    let bad = r.remapped_uncorrectable.unwrap_or(0).saturating_add(r.retired_double_bit.unwrap_or(0));
+    if bad > 0 {
+        push(
+            f,
+            Level::Info,
+            "memory_errors",
+            format!("GPU {}: {bad} row(s)/page(s) already taken out of service after uncorrectable errors", g.index),
+        );
+    }
     if let (Some(c), Some(mx)) = (g.pcie_width_current, g.pcie_width_max) {
         if c < mx {
             push(f, Level::Warn, "pcie_width", format!("GPU {}: PCIe link runs x{c} of x{mx}", g.index));

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use crate::clean::value;
 use crate::error::HwError;
 use crate::machine::{
-    parse_mib, parse_toggle, read_size, read_version, Ecc, Gpu, Machine, MigDevice, MigMode, Size, MAX_GPUS,
+    parse_count, parse_mhz, parse_mib, parse_toggle, parse_watts_mw, parse_yes_no, read_size, read_version, Clocks,
+    Ecc, Gpu, Machine, MigDevice, MigMode, Size, MAX_GPUS,
 };
 
 #[derive(Debug, Deserialize)]
@@ -33,6 +34,50 @@ struct XGpu {
     pci: Option<XPci>,
     fb_memory_usage: Option<XMem>,
     ecc_mode: Option<XEcc>,
+    persistence_mode: Option<String>,
+    /// up to R525: `power_limit`, `enforced_power_limit`
+    power_readings: Option<XPower>,
+    /// R535 and later: `current_power_limit`
+    gpu_power_readings: Option<XPower>,
+    max_clocks: Option<XClocks>,
+    applications_clocks: Option<XClocks>,
+    retired_pages: Option<XRetired>,
+    /// `N/A` (text) before Ampere, the four counters after
+    remapped_rows: Option<XRemapped>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XPower {
+    enforced_power_limit: Option<String>,
+    current_power_limit: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XClocks {
+    graphics_clock: Option<String>,
+    sm_clock: Option<String>,
+    mem_clock: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XRetired {
+    multiple_single_bit_retirement: Option<XRetiredCount>,
+    double_bit_retirement: Option<XRetiredCount>,
+    pending_blacklist: Option<String>,
+    pending_retirement: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XRetiredCount {
+    retired_count: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct XRemapped {
+    remapped_row_corr: Option<String>,
+    remapped_row_unc: Option<String>,
+    remapped_row_pending: Option<String>,
+    remapped_row_failure: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,6 +168,39 @@ fn count_gpu_elements(input: &str) -> usize {
         .count()
 }
 
+/// Persistence mode, power limit, clocks and memory repair of one `<gpu>`.
+fn state(g: &XGpu, gpu: &mut Gpu) {
+    gpu.persistence_mode = g.persistence_mode.as_deref().and_then(parse_toggle);
+    gpu.power_limit_mw = g
+        .gpu_power_readings
+        .as_ref()
+        .and_then(|p| p.current_power_limit.as_deref())
+        .or_else(|| g.power_readings.as_ref().and_then(|p| p.enforced_power_limit.as_deref()))
+        .and_then(parse_watts_mw);
+    let clock = |c: &Option<XClocks>, f: fn(&XClocks) -> &Option<String>| {
+        c.as_ref().and_then(|c| f(c).as_deref()).and_then(parse_mhz)
+    };
+    gpu.clocks = Clocks {
+        max_sm_mhz: clock(&g.max_clocks, |c| &c.sm_clock),
+        max_memory_mhz: clock(&g.max_clocks, |c| &c.mem_clock),
+        applications_graphics_mhz: clock(&g.applications_clocks, |c| &c.graphics_clock),
+        applications_memory_mhz: clock(&g.applications_clocks, |c| &c.mem_clock),
+    };
+    let count = |c: &Option<XRetiredCount>| c.as_ref().and_then(|c| c.retired_count.as_deref()).and_then(parse_count);
+    let flag = |v: &Option<String>| v.as_deref().and_then(parse_yes_no);
+    if let Some(r) = &g.retired_pages {
+        gpu.memory_repair.retired_single_bit = count(&r.multiple_single_bit_retirement);
+        gpu.memory_repair.retired_double_bit = count(&r.double_bit_retirement);
+        gpu.memory_repair.retirement_pending = flag(&r.pending_retirement).or(flag(&r.pending_blacklist));
+    }
+    if let Some(r) = &g.remapped_rows {
+        gpu.memory_repair.remapped_correctable = r.remapped_row_corr.as_deref().and_then(parse_count);
+        gpu.memory_repair.remapped_uncorrectable = r.remapped_row_unc.as_deref().and_then(parse_count);
+        gpu.memory_repair.remap_pending = flag(&r.remapped_row_pending);
+        gpu.memory_repair.remap_failure = flag(&r.remapped_row_failure);
+    }
+}
+
 /// Parse `nvidia-smi -q -x` output.
 pub fn parse_xml(input: &str, file: &str) -> Result<Machine, HwError> {
     if !input.contains("<nvidia_smi_log") {
@@ -154,13 +232,14 @@ pub fn parse_xml(input: &str, file: &str) -> Result<Machine, HwError> {
     };
     let mut gpus = Vec::with_capacity(log.gpu.len());
     for (i, g) in log.gpu.into_iter().enumerate() {
-        let name = text(g.product_name).ok_or_else(|| HwError::Xml {
+        let name = text(g.product_name.clone()).ok_or_else(|| HwError::Xml {
             file: file.into(),
             message: format!("<gpu> #{} has no <product_name>", i + 1),
         })?;
         // nvidia-smi orders <gpu> by index; minor_number is the /dev/nvidiaN number, not the index.
         let _ = g.minor_number;
         let mut gpu = Gpu::new(i as u32, name);
+        state(&g, &mut gpu);
         gpu.bus_id = text(g.id).or_else(|| g.pci.as_ref().and_then(|p| text(p.pci_bus_id.clone())));
         gpu.uuid = text(g.uuid);
         if let Some(p) = &g.pci {

@@ -7,9 +7,30 @@ use std::path::PathBuf;
 use vramfit_hw::bandwidth::bandwidth_test::{parse_bandwidth_test, Direction, HostMemory};
 use vramfit_hw::bandwidth::nccl::parse_nccl;
 use vramfit_hw::bandwidth::p2p::{parse_p2p, MatrixKind};
+use vramfit_hw::fabric::hca::{parse_ibstat, parse_ibv_devinfo, PortState};
+use vramfit_hw::fabric::perftest::parse_perftest;
+use vramfit_hw::fabric::LinkLayer;
 use vramfit_hw::machine::MigMode;
 use vramfit_hw::topo::Link;
 use vramfit_hw::{list, mig, text, topo, xml, HwError};
+
+/// A file of a fleet folder (fixtures/fleet, SOURCES.md there): recognised
+/// by its content as the output of a tool the fleet check reads, and read
+/// by that tool's parser (the fleet behaviour itself: tests/fleet.rs).
+fn fleet_file(t: &str, f: &str) {
+    use vramfit_hw::foreign::Kind;
+    let kind = vramfit_hw::fleet::recognise::recognise(t).unwrap_or_else(|| panic!("{f}: not recognised"));
+    let ok = match kind {
+        Kind::NvidiaSmiTopo => topo::parse_topo(t, f).is_ok(),
+        Kind::NvidiaSmiTable => vramfit_hw::fleet::version::parse_table_header(t, f).is_ok(),
+        Kind::BandwidthTest => parse_bandwidth_test(t, f).is_ok(),
+        Kind::P2pBandwidthLatencyTest => parse_p2p(t, f).is_ok(),
+        Kind::NcclTests => parse_nccl(t, f).is_ok(),
+        Kind::Ibstat => parse_ibstat(t, f).is_ok(),
+        other => panic!("{f}: {other:?} is not a kind the fleet fixtures hold"),
+    };
+    assert!(ok, "{f}: recognised as {kind:?} but refused by its parser");
+}
 
 fn path(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
@@ -370,6 +391,102 @@ fixtures! {
         let t = topo::parse_topo(t, f).unwrap();
         assert_eq!(t.pairs(), vec![topo::Pair { a: 0, b: 1, link: Link::Pix }]);
     };
+    fabric_gpud_h100_ib400_all_active_ibstat_txt: "fabric/gpud-h100-ib400-all-active.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert_eq!(h.len(), 9); assert_eq!(h.iter().flat_map(|x| &x.ports).filter(|p| p.link_layer == LinkLayer::InfiniBand && p.rate_gbps == Some(400.0)).count(), 8);
+    };
+    fabric_gpud_h100_ib400_frontend_down_ibstat_txt: "fabric/gpud-h100-ib400-frontend-down.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert_eq!(h.len(), 12); assert_eq!(h.iter().flat_map(|x| &x.ports).filter(|p| p.state == PortState::Down).count(), 3);
+    };
+    fabric_gpud_h100_roce400_two_down_ibstat_txt: "fabric/gpud-h100-roce400-two-down.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert!(h.iter().flat_map(|x| &x.ports).all(|p| p.link_layer == LinkLayer::Ethernet)); assert_eq!(h.iter().flat_map(|x| &x.ports).filter(|p| p.state == PortState::Down).count(), 2);
+    };
+    fabric_gpud_h100_roce400_polling_ibstat_txt: "fabric/gpud-h100-roce400-polling.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert_eq!(h.iter().flat_map(|x| &x.ports).filter(|p| p.physical_state.as_deref() == Some("Polling")).count(), 1);
+    };
+    fabric_gpud_a100_ib200_all_active_ibstat_txt: "fabric/gpud-a100-ib200-all-active.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert!(h.iter().flat_map(|x| &x.ports).all(|p| p.rate_gbps == Some(200.0)));
+    };
+    fabric_gpud_a100_ibpanic_ibstat_txt: "fabric/gpud-a100-ibpanic.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert!(!h.is_empty()); assert!(!h.iter().any(|x| x.name == "mlx5_8"), "the ibpanic line is not an adapter");
+    };
+    fabric_l2fwd_nv6_cx6dx_roce100_ibstat_txt: "fabric/l2fwd-nv6-cx6dx-roce100.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); assert_eq!(h.len(), 2); assert_eq!(h[0].ports[0].rate_gbps, Some(100.0));
+    };
+    fabric_constructed_h100_ib400_mlx5_4_at_200_ibstat_txt: "fabric/constructed/h100-ib400-mlx5_4-at-200.ibstat.txt" => |t, f| {
+        let h = parse_ibstat(t, f).unwrap(); let m = h.iter().find(|x| x.name == "mlx5_4").unwrap(); assert_eq!(m.ports[0].rate_gbps, Some(200.0));
+    };
+    fabric_heioy_mlx4_two_hcas_ibv_devinfo_txt: "fabric/heioy-mlx4-two-hcas.ibv_devinfo.txt" => |t, f| {
+        let h = parse_ibv_devinfo(t, f).unwrap(); assert_eq!(h.len(), 2); assert_eq!(h[1].name, "mlx4_0");
+    };
+    fabric_heioy_mlx4_port2_verbose_ibv_devinfo_txt: "fabric/heioy-mlx4-port2-verbose.ibv_devinfo.txt" => |t, f| {
+        let h = parse_ibv_devinfo(t, f).unwrap(); assert_eq!(h[0].ports[0].rate_gbps, Some(10.0));
+    };
+    fabric_jebtang_mlx4_send_bw_old_perftest_txt: "fabric/jebtang-mlx4-send-bw-old.perftest.txt" => |t, f| {
+        let p = parse_perftest(t, f).unwrap(); assert_eq!(p.bandwidth.len(), 11); assert_eq!(p.device, None);
+    };
+    fabric_perftest273_roce_post_list_perftest_txt: "fabric/perftest273-roce-post-list.perftest.txt" => |t, f| {
+        let p = parse_perftest(t, f).unwrap(); assert_eq!(p.title, "RDMA_Write Post List BW Test"); assert_eq!(p.link_layer, LinkLayer::Ethernet);
+    };
+    fabric_nccltests78_8x8_v100_ib100_alltoall_txt: "fabric/nccltests78-8x8-v100-ib100.alltoall.txt" => |t, f| {
+        let n = parse_nccl(t, f).unwrap(); assert_eq!(n.rows.len(), 2); assert_eq!(n.avg_busbw, Some(0.507636));
+    };
+    fabric_nccl1435_2gpu_all_gather_txt: "fabric/nccl1435-2gpu.all_gather.txt" => |t, f| {
+        let n = parse_nccl(t, f).unwrap(); assert_eq!(n.test.as_deref(), Some("all_gather_perf")); assert_eq!(n.rows.len(), 7);
+    };
+    captures_h100_hbm3_590_version_txt: "captures/h100-hbm3-590.version.txt" => |t, f| {
+        let m = vramfit_hw::fleet::version::parse_smi_version(t, f).unwrap(); assert_eq!(m.driver_version.as_deref(), Some("590.48.01")); assert_eq!(m.cuda_version.as_deref(), Some("13.1"));
+    };
+    fleet_a3mega_2_all_reduce_2nodes_txt: "fleet/a3mega-2/all_reduce-2nodes.txt" => fleet_file;
+    fleet_a3mega_2_ztan_mig_235z_topo_txt: "fleet/a3mega-2/ztan-mig-235z/topo.txt" => fleet_file;
+    fleet_a3mega_2_ztan_mig_gq73_topo_txt: "fleet/a3mega-2/ztan-mig-gq73/topo.txt" => fleet_file;
+    fleet_autodl_4_ok_node_a_all_reduce_txt: "fleet/autodl-4-ok/node-a/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_ok_node_a_bandwidthtest_txt: "fleet/autodl-4-ok/node-a/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_ok_node_a_nvidia_smi_txt: "fleet/autodl-4-ok/node-a/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_ok_node_a_p2p_txt: "fleet/autodl-4-ok/node-a/p2p.txt" => fleet_file;
+    fleet_autodl_4_ok_node_a_topo_txt: "fleet/autodl-4-ok/node-a/topo.txt" => fleet_file;
+    fleet_autodl_4_ok_node_b_all_reduce_txt: "fleet/autodl-4-ok/node-b/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_ok_node_b_bandwidthtest_txt: "fleet/autodl-4-ok/node-b/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_ok_node_b_nvidia_smi_txt: "fleet/autodl-4-ok/node-b/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_ok_node_b_p2p_txt: "fleet/autodl-4-ok/node-b/p2p.txt" => fleet_file;
+    fleet_autodl_4_ok_node_b_topo_txt: "fleet/autodl-4-ok/node-b/topo.txt" => fleet_file;
+    fleet_autodl_4_ok_node_c_all_reduce_txt: "fleet/autodl-4-ok/node-c/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_ok_node_c_bandwidthtest_txt: "fleet/autodl-4-ok/node-c/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_ok_node_c_nvidia_smi_txt: "fleet/autodl-4-ok/node-c/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_ok_node_c_p2p_txt: "fleet/autodl-4-ok/node-c/p2p.txt" => fleet_file;
+    fleet_autodl_4_ok_node_c_topo_txt: "fleet/autodl-4-ok/node-c/topo.txt" => fleet_file;
+    fleet_autodl_4_ok_node_d_all_reduce_txt: "fleet/autodl-4-ok/node-d/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_ok_node_d_bandwidthtest_txt: "fleet/autodl-4-ok/node-d/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_ok_node_d_nvidia_smi_txt: "fleet/autodl-4-ok/node-d/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_ok_node_d_p2p_txt: "fleet/autodl-4-ok/node-d/p2p.txt" => fleet_file;
+    fleet_autodl_4_ok_node_d_topo_txt: "fleet/autodl-4-ok/node-d/topo.txt" => fleet_file;
+    fleet_autodl_4_node_a_all_reduce_txt: "fleet/autodl-4/node-a/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_node_a_bandwidthtest_txt: "fleet/autodl-4/node-a/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_node_a_nvidia_smi_txt: "fleet/autodl-4/node-a/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_node_a_p2p_txt: "fleet/autodl-4/node-a/p2p.txt" => fleet_file;
+    fleet_autodl_4_node_a_topo_txt: "fleet/autodl-4/node-a/topo.txt" => fleet_file;
+    fleet_autodl_4_node_b_all_reduce_txt: "fleet/autodl-4/node-b/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_node_b_bandwidthtest_txt: "fleet/autodl-4/node-b/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_node_b_nvidia_smi_txt: "fleet/autodl-4/node-b/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_node_b_p2p_txt: "fleet/autodl-4/node-b/p2p.txt" => fleet_file;
+    fleet_autodl_4_node_b_topo_txt: "fleet/autodl-4/node-b/topo.txt" => fleet_file;
+    fleet_autodl_4_node_c_all_reduce_txt: "fleet/autodl-4/node-c/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_node_c_bandwidthtest_txt: "fleet/autodl-4/node-c/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_node_c_nvidia_smi_txt: "fleet/autodl-4/node-c/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_node_c_p2p_txt: "fleet/autodl-4/node-c/p2p.txt" => fleet_file;
+    fleet_autodl_4_node_c_topo_txt: "fleet/autodl-4/node-c/topo.txt" => fleet_file;
+    fleet_autodl_4_node_d_all_reduce_txt: "fleet/autodl-4/node-d/all_reduce.txt" => fleet_file;
+    fleet_autodl_4_node_d_bandwidthtest_txt: "fleet/autodl-4/node-d/bandwidthTest.txt" => fleet_file;
+    fleet_autodl_4_node_d_nvidia_smi_txt: "fleet/autodl-4/node-d/nvidia-smi.txt" => fleet_file;
+    fleet_autodl_4_node_d_p2p_txt: "fleet/autodl-4/node-d/p2p.txt" => fleet_file;
+    fleet_autodl_4_node_d_topo_txt: "fleet/autodl-4/node-d/topo.txt" => fleet_file;
+    fleet_ib_2_ib_a_ibstat_txt: "fleet/ib-2/ib-a/ibstat.txt" => fleet_file;
+    fleet_ib_2_ib_a_topo_txt: "fleet/ib-2/ib-a/topo.txt" => fleet_file;
+    fleet_ib_2_ib_b_ibstat_txt: "fleet/ib-2/ib-b/ibstat.txt" => fleet_file;
+    fleet_ib_2_ib_b_topo_txt: "fleet/ib-2/ib-b/topo.txt" => fleet_file;
+    fleet_stelline_1_coyote2_bandwidthtest_txt: "fleet/stelline-1/coyote2/bandwidthTest.txt" => fleet_file;
+    fleet_stelline_1_coyote2_nvidia_smi_txt: "fleet/stelline-1/coyote2/nvidia-smi.txt" => fleet_file;
+    fleet_stelline_1_coyote2_p2pbandwidthlatencytest_txt: "fleet/stelline-1/coyote2/p2pBandwidthLatencyTest.txt" => fleet_file;
+    fleet_stelline_1_coyote2_topo_txt: "fleet/stelline-1/coyote2/topo.txt" => fleet_file;
 }
 
 #[test]

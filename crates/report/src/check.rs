@@ -5,10 +5,12 @@ use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
 use std::fmt::Write;
+use vramfit_hw::bandwidth::bandwidth_test::{Direction, HostMemory};
 use vramfit_hw::bandwidth::bytes_per_s;
-use vramfit_hw::bandwidth::judge::BandwidthReport;
+use vramfit_hw::bandwidth::judge::{BandwidthReport, Bottleneck};
 use vramfit_hw::bandwidth::links::{FINDING_SHARE, TYPICAL_EFFICIENCY};
-use vramfit_hw::check::{Checked, DeviceProfile};
+use vramfit_hw::bandwidth::p2p::MatrixKind;
+use vramfit_hw::check::{Checked, DeviceProfile, ProfileSource};
 use vramfit_hw::machine::{Gpu, MigDevice, MigMode};
 use vramfit_hw::mig::{LgiRow, LgipRow};
 use vramfit_hw::topo::Topology;
@@ -23,7 +25,16 @@ pub struct MigDeviceInfo {
     pub memory_total_bytes: Option<u64>,
     pub profile: Option<String>,
     /// `named by the source` (`nvidia-smi -L`) or `inferred from memory and SM count`
-    pub profile_source: Option<String>,
+    pub profile_source: Option<ProfileSource>,
+}
+
+/// What a GPU's memory total matches (`check --json` `gpus[].memory_class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    WholeCard,
+    MigSlice,
+    Unknown,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -37,14 +48,14 @@ pub struct GpuInfo {
     pub memory_reserved_bytes: Option<u64>,
     pub memory_used_bytes: Option<u64>,
     /// `whole_card`, `mig_slice` or `unknown`
-    pub memory_class: String,
+    pub memory_class: MemoryKind,
     /// the card (and profile, for a slice) the memory total matches
     pub memory_matches: Option<String>,
     /// memory of the whole card it matches
     pub full_card_bytes: Option<u64>,
     /// `enabled`, `disabled`, `not_supported`, `unknown`
-    pub mig_current: String,
-    pub mig_pending: String,
+    pub mig_current: MigMode,
+    pub mig_pending: MigMode,
     pub mig_devices: Vec<MigDeviceInfo>,
     pub ecc_current: Option<bool>,
     pub ecc_pending: Option<bool>,
@@ -55,7 +66,7 @@ pub struct GpuInfo {
     /// the memory total as printed when it is not a readable size (`-1 MiB`)
     pub memory_total_unreadable: Option<String>,
     /// how the card was identified: `pci_device_id`, `product_name` or `name_and_memory`
-    pub identified_by: String,
+    pub identified_by: IdentifiedBy,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -113,7 +124,7 @@ pub struct ExpectInfo {
 #[derive(Debug, Clone, Serialize)]
 pub struct FindingInfo {
     /// `pass`, `fail`, `warn`, `info`
-    pub level: String,
+    pub level: Level,
     pub code: String,
     pub message: String,
 }
@@ -153,9 +164,9 @@ pub struct HostLinkInfo {
     pub gpu: u32,
     pub name: String,
     /// `host_to_device` or `device_to_host`
-    pub direction: String,
+    pub direction: Direction,
     /// `pinned` or `pageable`
-    pub memory: String,
+    pub memory: HostMemory,
     /// devices the figure sums
     pub devices: u32,
     pub size_bytes: u64,
@@ -187,7 +198,7 @@ pub struct P2pPairInfo {
     /// one direction, the slower of the two
     pub bytes_per_s: u64,
     /// the matrix the figure comes from
-    pub matrix: String,
+    pub matrix: MatrixKind,
     pub over_nvlink: bool,
     pub peer_access: Option<bool>,
     pub topo_link: Option<String>,
@@ -212,7 +223,7 @@ pub struct NcclInfo {
     pub avg_busbw_bytes_per_s: Option<u64>,
     pub wrong: u64,
     /// `nvlink`, `pcie` or `network`
-    pub bottleneck: String,
+    pub bottleneck: Bottleneck,
     pub reference_bytes_per_s: Option<u64>,
     pub share: Option<f64>,
 }
@@ -231,10 +242,6 @@ pub struct BandwidthInfo {
     pub finding_share: f64,
 }
 
-fn snake<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|x| x.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 impl From<&BandwidthReport> for BandwidthInfo {
     fn from(b: &BandwidthReport) -> Self {
         BandwidthInfo {
@@ -245,8 +252,8 @@ impl From<&BandwidthReport> for BandwidthInfo {
                 .map(|h| HostLinkInfo {
                     gpu: h.device,
                     name: h.name.clone(),
-                    direction: snake(&h.direction),
-                    memory: snake(&h.memory),
+                    direction: h.direction,
+                    memory: h.memory,
                     devices: h.devices,
                     size_bytes: h.size_bytes,
                     measured_bytes_per_s: bytes_per_s(h.gbs),
@@ -281,7 +288,7 @@ impl From<&BandwidthReport> for BandwidthInfo {
                         a: q.a,
                         b: q.b,
                         bytes_per_s: bytes_per_s(q.gbs),
-                        matrix: snake(&q.matrix),
+                        matrix: q.matrix,
                         over_nvlink: q.over_nvlink,
                         peer_access: q.peer_access,
                         topo_link: q.topo_link.clone(),
@@ -297,7 +304,7 @@ impl From<&BandwidthReport> for BandwidthInfo {
                 peak_size_bytes: n.peak_size_bytes,
                 avg_busbw_bytes_per_s: n.avg_busbw_gbs.map(bytes_per_s),
                 wrong: n.wrong,
-                bottleneck: snake(&n.bottleneck),
+                bottleneck: n.bottleneck.clone(),
                 reference_bytes_per_s: n.reference_gbs.map(bytes_per_s),
                 share: n.share,
             }),
@@ -307,28 +314,44 @@ impl From<&BandwidthReport> for BandwidthInfo {
     }
 }
 
-fn level(l: Level) -> &'static str {
+/// A finding's level as the text report tags it (`FAIL`).
+pub fn level_tag(l: Level) -> &'static str {
     match l {
-        Level::Pass => "pass",
-        Level::Fail => "fail",
-        Level::Warn => "warn",
-        Level::Info => "info",
+        Level::Pass => "PASS",
+        Level::Fail => "FAIL",
+        Level::Warn => "WARN",
+        Level::Info => "INFO",
     }
 }
 
-fn mig_mode(m: MigMode) -> String {
+/// A MIG mode as the schema names it (`not_supported`).
+fn mig_mode(m: MigMode) -> &'static str {
     match m {
         MigMode::Enabled => "enabled",
         MigMode::Disabled => "disabled",
         MigMode::NotSupported => "not_supported",
         MigMode::Unknown => "unknown",
     }
-    .into()
+}
+
+fn memory_name(m: HostMemory) -> &'static str {
+    match m {
+        HostMemory::Pinned => "pinned",
+        HostMemory::Pageable => "pageable",
+    }
+}
+
+fn bottleneck_name(b: &Bottleneck) -> &'static str {
+    match b {
+        Bottleneck::Nvlink => "nvlink",
+        Bottleneck::Pcie => "pcie",
+        Bottleneck::Network => "network",
+    }
 }
 
 impl From<&Finding> for FindingInfo {
     fn from(f: &Finding) -> Self {
-        FindingInfo { level: level(f.level).into(), code: f.code.into(), message: f.message.clone() }
+        FindingInfo { level: f.level, code: f.code.into(), message: f.message.clone() }
     }
 }
 
@@ -392,7 +415,7 @@ impl From<(&MigDevice, &Option<DeviceProfile>)> for MigDeviceInfo {
             sm_count: d.sm_count,
             memory_total_bytes: d.memory_total_bytes,
             profile: p.as_ref().map(|p| p.profile.clone()),
-            profile_source: p.as_ref().map(|p| p.source.describe().into()),
+            profile_source: p.as_ref().map(|p| p.source),
         }
     }
 }
@@ -401,12 +424,12 @@ impl From<(&Gpu, &MemoryClass, IdentifiedBy, &[Option<DeviceProfile>])> for GpuI
     fn from((g, class, by, profiles): (&Gpu, &MemoryClass, IdentifiedBy, &[Option<DeviceProfile>])) -> Self {
         let (memory_class, memory_matches, full_card_bytes) = match class {
             MemoryClass::WholeCard { card, whole_card_bytes } => {
-                ("whole_card", Some(card.clone()), Some(*whole_card_bytes))
+                (MemoryKind::WholeCard, Some(card.clone()), Some(*whole_card_bytes))
             }
             MemoryClass::MigSlice { card, profile, whole_card_bytes } => {
-                ("mig_slice", Some(format!("{profile} of {card}")), Some(*whole_card_bytes))
+                (MemoryKind::MigSlice, Some(format!("{profile} of {card}")), Some(*whole_card_bytes))
             }
-            MemoryClass::Unknown => ("unknown", None, None),
+            MemoryClass::Unknown => (MemoryKind::Unknown, None, None),
         };
         GpuInfo {
             index: g.index,
@@ -417,11 +440,11 @@ impl From<(&Gpu, &MemoryClass, IdentifiedBy, &[Option<DeviceProfile>])> for GpuI
             memory_total_bytes: g.memory_total_bytes,
             memory_reserved_bytes: g.memory_reserved_bytes,
             memory_used_bytes: g.memory_used_bytes,
-            memory_class: memory_class.into(),
+            memory_class,
             memory_matches,
             full_card_bytes,
-            mig_current: mig_mode(g.mig_current),
-            mig_pending: mig_mode(g.mig_pending),
+            mig_current: g.mig_current,
+            mig_pending: g.mig_pending,
             mig_devices: g.mig_devices.iter().zip(profiles).map(MigDeviceInfo::from).collect(),
             ecc_current: g.ecc.current,
             ecc_pending: g.ecc.pending,
@@ -430,7 +453,7 @@ impl From<(&Gpu, &MemoryClass, IdentifiedBy, &[Option<DeviceProfile>])> for GpuI
             pcie_width_current: g.pcie_width_current,
             pcie_width_max: g.pcie_width_max,
             memory_total_unreadable: g.memory_total_unreadable.clone(),
-            identified_by: snake(&by),
+            identified_by: by,
         }
     }
 }
@@ -511,8 +534,12 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
             }
             _ => ", link not known".into(),
         };
-        let dir = if h.direction == "host_to_device" { "host→device" } else { "device→host" };
-        let _ = writeln!(out, "  GPU {} {dir} {} ({}){link}", h.gpu, rate(h.measured_bytes_per_s), shown(&h.memory));
+        let dir = match h.direction {
+            Direction::HostToDevice => "host→device",
+            _ => "device→host",
+        };
+        let _ =
+            writeln!(out, "  GPU {} {dir} {} ({}){link}", h.gpu, rate(h.measured_bytes_per_s), memory_name(h.memory));
     }
     for d in &b.device_memory {
         let of = match (&d.card, d.card_bytes_per_s) {
@@ -543,7 +570,7 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
             n.peak_size_bytes,
             n.ranks,
             n.hosts,
-            n.bottleneck,
+            bottleneck_name(&n.bottleneck),
             n.reference_bytes_per_s.map(|x| format!(", {} of {}", share(n.share), rate(x))).unwrap_or_default()
         );
     }
@@ -593,7 +620,7 @@ pub fn render_check(r: &CheckReport) -> String {
     }
     let _ = writeln!(out, "\nfindings:");
     for f in &r.findings {
-        let _ = writeln!(out, "  {:<4} {}: {}", f.level.to_uppercase(), f.code, shown(&f.message));
+        let _ = writeln!(out, "  {:<4} {}: {}", level_tag(f.level), f.code, shown(&f.message));
     }
     match &r.bandwidth {
         None => {
@@ -606,7 +633,7 @@ pub fn render_check(r: &CheckReport) -> String {
             let _ = writeln!(out, "\nverdict: OK, the machine is what was expected");
         }
         Some(_) => {
-            let n = r.findings.iter().filter(|f| f.level == "fail").count();
+            let n = r.findings.iter().filter(|f| f.level == Level::Fail).count();
             let _ = writeln!(out, "\nverdict: NOT what was expected ({n} failed check(s))");
         }
         None => {
@@ -622,9 +649,9 @@ fn render_gpus(out: &mut String, gpus: &[GpuInfo]) {
     t.load_style(UTF8_FULL_CONDENSED);
     t.set_header(vec!["GPU", "name", "memory", "is", "MIG now/pending", "ECC", "PCIe now/max"]);
     for g in gpus {
-        let is = match (&g.memory_class[..], &g.memory_matches) {
-            ("whole_card", Some(m)) => format!("whole {m}"),
-            ("mig_slice", Some(m)) => format!("MIG slice: {m}"),
+        let is = match (g.memory_class, &g.memory_matches) {
+            (MemoryKind::WholeCard, Some(m)) => format!("whole {m}"),
+            (MemoryKind::MigSlice, Some(m)) => format!("MIG slice: {m}"),
             _ => "?".into(),
         };
         let ecc = match g.ecc_current {
@@ -641,7 +668,7 @@ fn render_gpus(out: &mut String, gpus: &[GpuInfo]) {
             Cell::new(shown(&g.name)),
             Cell::new(opt_bytes(g.memory_total_bytes)),
             Cell::new(is),
-            Cell::new(format!("{}/{}", g.mig_current, g.mig_pending)),
+            Cell::new(format!("{}/{}", mig_mode(g.mig_current), mig_mode(g.mig_pending))),
             Cell::new(ecc),
             Cell::new(pcie),
         ]);

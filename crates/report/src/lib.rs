@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod check;
 pub mod diagnose;
 pub mod estimate;
+pub mod fleet;
 pub mod format;
 pub mod llamacpp;
 pub mod mig;

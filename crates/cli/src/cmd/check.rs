@@ -9,12 +9,16 @@ use vramfit_hw::bandwidth::judge::Measurements;
 use vramfit_hw::bandwidth::nccl::parse_nccl;
 use vramfit_hw::bandwidth::p2p::parse_p2p;
 use vramfit_hw::check::check;
+use vramfit_hw::fabric::expect::parse_expect_fabric;
+use vramfit_hw::files::read_fleet_dir;
 use vramfit_hw::files::{read_kind, MAX_BANDWIDTH_BYTES, MAX_INPUT_BYTES};
+use vramfit_hw::fleet::{check_fleet, split_fleet_expect, FleetExpectation, FleetInput, COLLECT_SCRIPT};
 use vramfit_hw::mig::{parse_lgip, MAX_MIG_OUTPUT_BYTES};
 use vramfit_hw::reference::{builtin_reference_cards, expectation};
 use vramfit_hw::verdict::parse_expect;
 use vramfit_hw::{GpuProbe, Machine, NamedText, NvmlProbe, TextsProbe};
 use vramfit_report::check::{render_check, CheckReport};
+use vramfit_report::fleet::{render_fleet, FleetReport};
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
@@ -54,8 +58,28 @@ pub struct CheckArgs {
     /// Every GPU pair must be joined by NVLink
     #[arg(long)]
     pub expect_nvlink: bool,
+    /// A rented cluster: a folder with one sub-folder per node (named as the node) holding that node's
+    /// tool outputs, and multi-node runs at its top level (docs/check.md "Fleet")
+    #[arg(long, value_name = "DIR")]
+    pub fleet: Option<PathBuf>,
+    /// The fabric rented, per node: [PORTSx](ib|roce)RATE in Gb/s per port, e.g. 8xib400, roce200
+    #[arg(long, value_name = "SPEC")]
+    pub expect_fabric: Option<String>,
+    /// Print the POSIX shell script that collects a node's outputs for --fleet, and exit
+    #[arg(long)]
+    pub collect_script: bool,
     /// Machine-readable output (schema 1, docs/check.md)
     #[arg(long)]
+    pub json: bool,
+}
+
+/// What `check --fleet` is asked beyond the folder (the CLI's flags, or the web page's fields).
+#[derive(Debug, Clone, Default)]
+pub struct FleetOptions {
+    /// `NODESxCOUNTxMODEL`, `COUNTxMODEL` or `MODEL`
+    pub expect: Option<String>,
+    pub expect_nvlink: bool,
+    pub expect_fabric: Option<String>,
     pub json: bool,
 }
 
@@ -120,8 +144,56 @@ fn measurements(i: &CheckInputs) -> anyhow::Result<Measurements> {
 }
 
 pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
+    if a.collect_script {
+        return Ok(Outcome::ok(COLLECT_SCRIPT.to_string()));
+    }
+    if let Some(dir) = &a.fleet {
+        let single = [&a.xml, &a.text, &a.list, &a.topo, &a.lgi, &a.lgip, &a.bandwidth, &a.p2p, &a.nccl];
+        if single.iter().any(|f| f.is_some()) || a.nvml {
+            bail!("--fleet reads every node's files from its folder: put them there instead of giving --xml, --topo, … (or --nvml)");
+        }
+        let input = read_fleet_dir(dir)?;
+        let o = FleetOptions {
+            expect: a.expect.clone(),
+            expect_nvlink: a.expect_nvlink,
+            expect_fabric: a.expect_fabric.clone(),
+            json: a.json,
+        };
+        return run_fleet(&o, &input);
+    }
+    if a.expect_fabric.is_some() {
+        bail!("--expect-fabric judges the fabric between nodes: use it with --fleet DIR");
+    }
+    if let Some(e) = &a.expect {
+        if let (Some(n), rest) = split_fleet_expect(e) {
+            bail!("--expect {e}: {n} nodes of {rest} is a fleet: give the nodes' folder with --fleet DIR (or --expect {rest} for one machine)");
+        }
+    }
     let inputs = read_inputs(&a)?;
     run_with(a, inputs)
+}
+
+/// `check --fleet` on a fleet already read (a folder, or the web page's upload).
+pub fn run_fleet(o: &FleetOptions, input: &FleetInput) -> anyhow::Result<Outcome> {
+    let (gpus, refs) = builtin_reference_cards()?;
+    let (nodes, per_node) = match &o.expect {
+        Some(s) => {
+            let (n, rest) = split_fleet_expect(s);
+            let (c, m) = parse_expect(rest).map_err(|e| anyhow!(e))?;
+            (n, (c, Some(m)))
+        }
+        None => (None, (None, None)),
+    };
+    if nodes == Some(0) {
+        bail!("--expect {}: a fleet of 0 nodes", o.expect.as_deref().unwrap_or_default());
+    }
+    let node = expectation(per_node.0, per_node.1.as_deref(), o.expect_nvlink, &gpus, &refs).map_err(|e| anyhow!(e))?;
+    let fabric = o.expect_fabric.as_deref().map(parse_expect_fabric).transpose().map_err(|e| anyhow!(e))?;
+    let checked = check_fleet(input, FleetExpectation { nodes, node, fabric }, &refs);
+    let report = FleetReport::from(&checked);
+    let code = if report.ok { 0 } else { 1 };
+    let stdout = if o.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_fleet(&report) };
+    Ok(Outcome { stdout, code })
 }
 
 /// `check` on inputs already read (the files' flags in `a` are not read again).

@@ -191,6 +191,7 @@ pub fn router_with(config: Config, limits: Limits) -> Router {
         .route("/api/mig", post(|s, h, b| json_endpoint(Endpoint::Mig, s, h, b)))
         .route("/api/check", post(|s, h, b| json_endpoint(Endpoint::Check, s, h, b)))
         .route("/api/diagnose", post(diagnose_handler))
+        .route("/api/fleet", post(fleet_handler))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -405,6 +406,39 @@ async fn diagnose_handler(State(s): State<Shared>, RawQuery(q): RawQuery, header
         // the upload moves into the command without a copy
         let (bytes, _reserved) = read_body(&s, &headers, body, ep.body_limit(), 1, "the uploaded file").await?;
         run_command(&s, ep, decoded, Some(bytes)).await
+    }
+    .await;
+    match r {
+        Ok(a) => answer_response(a),
+        Err(e) => error_response(&e),
+    }
+}
+
+/// `/api/fleet`: `check --fleet` on an uploaded folder (api::fleet).
+async fn fleet_handler(State(s): State<Shared>, headers: HeaderMap, body: Body) -> Response {
+    let r = async {
+        // the body, the JSON value parsed from it and the node files built from
+        // that value are in memory together for a moment
+        let (bytes, _reserved) =
+            read_body(&s, &headers, body, api::FLEET_BODY_LIMIT, 3, "the /api/fleet request body").await?;
+        let _permit = match tokio::time::timeout(s.limits.queue_timeout, s.runs.acquire()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return Err(shutting_down()),
+            Err(_) => {
+                return Err(busy(format!(
+                    "the server is busy: {CONCURRENT_RUNS} commands are running and this one waited {} s; try again",
+                    s.limits.queue_timeout.as_secs()
+                )))
+            }
+        };
+        match tokio::task::spawn_blocking(move || api::fleet(&bytes)).await {
+            Ok(r) => r,
+            Err(_) => Err(ApiError {
+                status: 500,
+                message: "internal error: vramfit failed on this request (a bug: please report the request)".into(),
+                field: None,
+            }),
+        }
     }
     .await;
     match r {

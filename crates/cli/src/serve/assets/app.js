@@ -719,3 +719,85 @@ async function init() {
 }
 
 document.addEventListener('DOMContentLoaded', () => { init().catch((e) => { document.body.append(errorBox({ error: String(e), status: 0 })); }); });
+
+// ------------------------------------------------------------------ fleet
+// `check --fleet` on a chosen folder: one row per node, one column per
+// check; the odd cells coloured; a cell opens its findings and files.
+Object.assign(T.en, {
+  tab_fleet: 'Fleet', fleet_title: 'Is the cluster what you rented?', f_fleet_dir: 'Fleet folder (one sub-folder per node)',
+  b_choose_dir: 'Choose folder', f_expect_fleet: 'What you rented', f_expect_fabric: 'Fabric per node',
+  hint_fleet: 'Run the collection script (vramfit check --collect-script) on every node, gather the folders under one, and choose it here. Files are read in this page\'s request only.',
+  empty_fleet: 'Choose a folder with one sub-folder per node: each node becomes a row, each check a column.',
+  fleet_ok: 'The nodes are alike', fleet_ok_expected: 'The cluster is what was rented', fleet_fail: 'Not uniform: {n} failed check(s)',
+  fleet_nodes: '{n} node(s)', node: 'Node', evidence: 'Evidence', runs: 'Multi-node runs', fleet_findings: 'Fleet findings',
+});
+Object.assign(T.zh, {
+  tab_fleet: '集群核验', fleet_title: '这个集群是你租的吗？', f_fleet_dir: '集群文件夹（每个节点一个子文件夹）',
+  b_choose_dir: '选择文件夹', f_expect_fleet: '租用的配置', f_expect_fabric: '每节点网络',
+  hint_fleet: '在每个节点上运行采集脚本（vramfit check --collect-script），把各节点文件夹放在同一目录下后在此选择。文件只在本页请求中读取。',
+  empty_fleet: '选择一个每节点一个子文件夹的目录：每个节点一行，每项检查一列。',
+  fleet_ok: '各节点一致', fleet_ok_expected: '集群与租用的一致', fleet_fail: '不一致：{n} 项检查未通过',
+  fleet_nodes: '{n} 个节点', node: '节点', evidence: '依据', runs: '多节点测试', fleet_findings: '集群发现',
+});
+VIEWS.push('fleet');
+S.fleetFiles = {};
+
+async function fleet(form) {
+  const body = fields(form);
+  toURL('fleet', body);
+  const chosen = Array.from(form.elements.fleet.files || []);
+  if (!chosen.length) return el('div.empty', { text: t('empty_fleet') });
+  const files = [];
+  S.fleetFiles = {};
+  for (const f of chosen) {
+    const path = f.webkitRelativePath || f.name;
+    const text = await f.text();
+    files.push({ path, text });
+    S.fleetFiles[path.split('/').slice(-2).join('/')] = text;
+    S.fleetFiles[path.split('/').pop()] = S.fleetFiles[path.split('/').pop()] || text;
+  }
+  body.files = files;
+  const root = (chosen[0].webkitRelativePath || '').split('/')[0];
+  const fname = $('.fname', form);
+  if (fname && root) { fname.removeAttribute('data-i18n'); fname.textContent = root + ' (' + chosen.length + ')'; }
+  const j = await api('fleet', body);
+  markField(form, j.ok ? null : j.error);
+  if (!j.ok) return errorBox(j.error);
+  return fleetView(j.json);
+}
+
+function fleetView(r) {
+  const fails = r.findings.filter((f) => f.level === 'fail');
+  const band = el('div.band.' + (r.ok ? 'ok' : 'no'),
+    el('div.big', { text: r.ok ? (r.expectation ? t('fleet_ok_expected') : t('fleet_ok')) : t('fleet_fail', { n: fails.length }) }),
+    el('div.sub', { text: t('fleet_nodes', { n: r.node_count }) + (fails.length ? ' · ' + fails.map((f) => f.message).join('; ') : '') }));
+  const detail = el('div.card.evidence', { id: 'fleet-evidence', hidden: true });
+  const open = (row, cell, td) => {
+    $$('#fleet-grid td.sel').forEach((x) => x.classList.remove('sel'));
+    td.classList.add('sel');
+    const col = r.grid.columns.find((c) => c.id === cell.column);
+    const msgs = cell.findings.map((i) => r.findings[i]);
+    detail.hidden = false;
+    detail.replaceChildren(
+      el('h3', { text: row.node + ' · ' + (col ? col.label : cell.column) + (cell.value ? ' · ' + cell.value : '') }),
+      msgs.length ? el('ul.findings', msgs.map((f) => el('li', el('span.pill.l-' + f.level, { text: t('l_' + f.level) }), el('span', { text: ' ' + f.message })))) : null,
+      el('h3', { text: t('evidence') }),
+      ...(cell.evidence.length ? cell.evidence.map((p) => el('div', el('code', { text: p }), el('pre', { text: (S.fleetFiles[p] || '').slice(0, 20000) }))) : [el('div.muted.small', { text: '—' })]));
+  };
+  const head = el('tr', el('th', { text: t('node') }), r.grid.columns.map((c) => el('th', { text: c.label })));
+  const rows = r.grid.rows.map((row) => el('tr', { 'data-node': row.node }, el('th', { text: row.node }),
+    row.cells.map((cell) => {
+      const td = el('td.cell.s-' + cell.state, { 'data-column': cell.column, tabindex: cell.state === 'absent' ? null : '0', title: cell.value || '', text: cell.value || (cell.state === 'absent' ? '–' : '?') });
+      if (cell.state !== 'absent') {
+        td.addEventListener('click', () => open(row, cell, td));
+        td.addEventListener('keydown', (e) => { if (e.key === 'Enter') open(row, cell, td); });
+      }
+      return td;
+    })));
+  const grid = el('div.card', el('div.scroll', el('table.grid', { id: 'fleet-grid' }, el('thead', head), el('tbody', rows))));
+  const fleetWide = r.findings.filter((f) => f.node === null && f.level !== 'pass');
+  const runs = r.runs.length ? el('div.card', el('h3', { text: t('runs') }), el('ul', r.runs.map((x) => el('li', { text: x.file + ': ' + (x.test || 'nccl-tests') + ', ' + x.ranks + ' ranks on ' + x.hosts.length + ' nodes, peak ' + (x.peak_busbw_bytes_per_s / 1e9).toFixed(2) + ' GB/s' + (x.share_of_bound !== null ? ' (' + Math.round(x.share_of_bound * 100) + '% of the ' + x.bounds[0].kind.replace(/_/g, '-') + ' bound)' : '') })))) : null;
+  const fw = fleetWide.length ? el('div.card', el('h3', { text: t('fleet_findings') }), el('ul.findings', fleetWide.map((f) => el('li', el('span.pill.l-' + f.level, { text: t('l_' + f.level) }), el('span', { text: ' ' + f.message }))))) : null;
+  return el('div.stack', { id: 'fleet-result' }, band, grid, detail, runs, fw);
+}
+RUNNERS.fleet = fleet;
