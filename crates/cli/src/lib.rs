@@ -42,6 +42,8 @@ pub enum Command {
     Check(cmd::check::CheckArgs),
     /// Accuracy report: estimates against PyTorch-measured cases
     Calibrate(cmd::calibrate::CalibrateArgs),
+    /// A Model Context Protocol server on stdio: estimate, plan, diagnose, mig_plan and check as tools (docs/python.md)
+    Mcp(cmd::mcp::McpArgs),
     /// A local web page for every command (127.0.0.1 unless --host; nothing leaves the machine)
     #[cfg(feature = "web")]
     Serve(serve::ServeArgs),
@@ -68,6 +70,7 @@ pub fn run(command: Command) -> anyhow::Result<Outcome> {
         Command::Mig(a) => cmd::mig::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Mcp(a) => cmd::mcp::run(a),
         #[cfg(feature = "web")]
         Command::Serve(a) => serve::run(a).map(|()| Outcome::ok(String::new())),
     }
