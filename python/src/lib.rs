@@ -32,8 +32,9 @@ fn answer(t: Tool, args: &Map<String, Value>, json: bool) -> Answer {
     if !json {
         argv.retain(|a| a != "--json");
     }
-    let cli = match <Cli as clap::Parser>::try_parse_from(cmd::gguf::llama_cpp_short_flags(argv.into_iter().map(OsString::from)))
-    {
+    let cli = match <Cli as clap::Parser>::try_parse_from(cmd::gguf::llama_cpp_short_flags(
+        argv.into_iter().map(OsString::from),
+    )) {
         Ok(c) => c,
         Err(e) => {
             let text = e.render().to_string();
@@ -85,7 +86,10 @@ fn to_json(name: &str, v: &Bound<'_, PyAny>) -> Result<Value, String> {
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array)
     } else {
-        Err(format!("{name}: cannot pass a {} as a flag value", v.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
+        Err(format!(
+            "{name}: cannot pass a {} as a flag value",
+            v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ))
     }
 }
 
@@ -122,7 +126,8 @@ fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
 fn arguments(args: &Bound<'_, pyo3::types::PyDict>) -> Result<Map<String, Value>, (String, String)> {
     let mut m = Map::new();
     for (k, v) in args.iter() {
-        let key: String = k.extract().map_err(|_| ("arguments".to_string(), "keyword names must be strings".to_string()))?;
+        let key: String =
+            k.extract().map_err(|_| ("arguments".to_string(), "keyword names must be strings".to_string()))?;
         let value = to_json(&key, &v).map_err(|e| (key.clone(), e))?;
         m.insert(key, value);
     }

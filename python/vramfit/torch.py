@@ -186,7 +186,9 @@ def describe(model: Any, optimizer: Any = None) -> Dict[str, Any]:
     d["bnb_8bit_layers"] = bnb8
     d["bnb_4bit_quant_types"] = sorted(quant_types)
     d["bnb_4bit_double_quant"] = sorted(nested)
-    d["gradient_checkpointing"] = bool(getattr(base, "is_gradient_checkpointing", False))
+    # transformers 5 renamed it (is_gradient_checkpointing is deprecated there)
+    ckpt = "is_activation_checkpointing" if hasattr(type(base), "is_activation_checkpointing") else "is_gradient_checkpointing"
+    d["gradient_checkpointing"] = bool(getattr(base, ckpt, False))
 
     # the optimizer
     if optimizer is not None:
@@ -349,12 +351,11 @@ class Preflight:
         self.largest_seq: Optional[int] = None
         sweep = estimate.get("sweep") or {}
         knobs = {l["knob"]: l for l in sweep.get("largest", [])}
+        # the sweep's bisection (vramfit estimate --sweep); no value: not even 1 fits
         if "micro_batch" in knobs:
-            self.largest_micro_batch = knobs["micro_batch"]["value"]
-        elif self.fits is False and estimate["workload"].get("task") != "infer":
-            self.largest_micro_batch = 0
+            self.largest_micro_batch = knobs["micro_batch"]["value"] or 0
         if "context" in knobs:
-            self.largest_seq = knobs["context"]["value"]
+            self.largest_seq = knobs["context"]["value"] or 0
 
     def __bool__(self) -> bool:
         return self.fits is not False
