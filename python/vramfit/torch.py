@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Optional, TextIO, Tuple, Union
 
 from . import _native
 from ._call import call as _call
+from ._errors import InputError
 from ._call import text as _text
 
 # torch dtype name -> vramfit --dtype
@@ -154,7 +155,8 @@ def describe(model: Any, optimizer: Any = None) -> Dict[str, Any]:
     trainable: Counter = Counter()
     adapter_dtypes: Counter = Counter()
     for n, p in inner.named_parameters():
-        numel = int(p.numel())
+        # ZeRO-3 partitions parameters to 0-element placeholders and keeps the size in ds_numel
+        numel = int(getattr(p, "ds_numel", None) or p.numel())
         dt = str(p.dtype).replace("torch.", "")
         if "lora_" in n:
             adapter_dtypes[dt] += numel
@@ -457,17 +459,18 @@ def preflight(
             ac = Path(tmp) / "adapter_config.json"
             ac.write_text(json.dumps(d["peft"]["config"]))
             call_args["adapter_config"] = str(ac)
-        with _ENV_LOCK:
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
-                est = _call("estimate", call_args)
-            finally:
-                for k, v in saved.items():
-                    if v is None:
-                        os.environ.pop(k, None)
-                    else:
-                        os.environ[k] = v
+        try:
+            est = _estimate_with_env(call_args, env)
+        except InputError as e:
+            if call_args.get("gpu") != "auto" or gpu is not None:
+                raise
+            # no NVML in this container: the card's total as CUDA reports it (smaller than
+            # nvidia-smi's, so the fit errs towards "does not fit"), and say so
+            total_mib = _torch().cuda.get_device_properties(_torch().cuda.current_device()).total_memory >> 20
+            call_args.pop("gpu")
+            call_args["gpu_mem"] = f"{total_mib}MiB"
+            notes.append(f"--gpu auto failed ({e.message}): fitted against CUDA's total {total_mib} MiB, not the free memory")
+            est = _estimate_with_env(call_args, {})
     shown = {k: v for k, v in call_args.items() if k not in ("model", "adapter_config", "offline")}
     result = Preflight(est, shown, d, notes)
     if not quiet and d.get("rank", 0) == 0:
@@ -478,6 +481,21 @@ def preflight(
     if raise_on_fail and result.fits is False:
         raise OutOfMemoryPredicted(result)
     return result
+
+
+def _estimate_with_env(call_args: Dict[str, Any], env: Dict[str, str]) -> Dict[str, Any]:
+    """``vramfit.estimate`` with ``env`` set for the call (vramfit reads CUDA_VISIBLE_DEVICES)."""
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return _call("estimate", call_args)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
 
 class OomHandler:
