@@ -427,9 +427,7 @@ pub fn serve(mut input: impl BufRead, mut output: impl Write) -> anyhow::Result<
             return Ok(());
         }
         let reply = if line.len() > MAX_MESSAGE_BYTES && !line.ends_with(b"\n") {
-            // skip the rest of the over-long line
-            let mut rest = Vec::new();
-            input.read_until(b'\n', &mut rest)?;
+            skip_line(&mut input)?;
             Some(error(Value::Null, -32600, &format!("message longer than {MAX_MESSAGE_BYTES} bytes")))
         } else {
             let text = String::from_utf8_lossy(&line);
@@ -446,6 +444,26 @@ pub fn serve(mut input: impl BufRead, mut output: impl Write) -> anyhow::Result<
                 // the client went away
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
                 Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Drop the rest of the current line without holding it (it may be endless).
+fn skip_line(input: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let buf = input.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                input.consume(n);
             }
         }
     }
@@ -624,6 +642,20 @@ mod tests {
         let e = anyhow::Error::new(WorkloadError::Zero { field: Field::LoraRank });
         assert_eq!(field_of_error(&e).as_deref(), Some("lora_rank"));
         assert_eq!(field_of_error(&anyhow::anyhow!("--batch 0 is bad")), None, "never read from the text");
+    }
+
+    #[test]
+    fn an_over_long_line_is_refused_and_the_next_one_answered() {
+        let mut input = vec![b'x'; MAX_MESSAGE_BYTES + 10];
+        input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n");
+        let mut out = Vec::new();
+        serve(std::io::Cursor::new(input), &mut out).unwrap();
+        let replies: Vec<Value> =
+            String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(replies.len(), 2, "{replies:?}");
+        assert_eq!(replies[0]["error"]["code"], -32600);
+        assert_eq!(replies[1]["id"], 7);
+        assert_eq!(replies[1]["result"], json!({}));
     }
 
     #[test]
