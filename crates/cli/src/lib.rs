@@ -40,6 +40,8 @@ pub enum Command {
     Check(cmd::check::CheckArgs),
     /// Accuracy report: estimates against PyTorch-measured cases
     Calibrate(cmd::calibrate::CalibrateArgs),
+    /// A Model Context Protocol server on stdio: estimate, plan, diagnose, mig_plan and check as tools (docs/python.md)
+    Mcp(cmd::mcp::McpArgs),
     /// A local web page for every command (127.0.0.1 unless --host; nothing leaves the machine)
     #[cfg(feature = "web")]
     Serve(serve::ServeArgs),
@@ -98,6 +100,7 @@ pub fn run_with(command: Command, inputs: Inputs) -> anyhow::Result<Outcome> {
             None => cmd::check::run(a),
         },
         Command::Calibrate(a) => cmd::calibrate::run(a),
+        Command::Mcp(a) => cmd::mcp::run(a),
         #[cfg(feature = "web")]
         Command::Serve(a) => serve::run(a).map(|()| Outcome::ok(String::new())),
     }

@@ -24,6 +24,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "stdin()",
         "`vramfit diagnose -` reads standard input through diagnose::input::read_stream, which stops at the text or pickle cap",
     ),
+    (
+        "crates/cli/src/cmd/mcp.rs",
+        "stdin()",
+        "`vramfit mcp` reads JSON-RPC messages from standard input one line at a time, each line capped at MAX_MESSAGE_BYTES (1 MiB): a longer one is skipped and answered with an error",
+    ),
 ];
 
 fn root() -> PathBuf {

@@ -7,6 +7,7 @@ pub mod diagnose;
 pub mod estimate;
 pub mod gguf;
 pub mod gpu_target;
+pub mod mcp;
 pub mod mig;
 pub mod model_args;
 pub mod plan;
