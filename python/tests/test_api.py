@@ -108,12 +108,12 @@ def test_check():
     assert c["ok"] == (c["exit_code"] == 0)
 
 
-def test_unknown_model_is_an_input_error_without_a_field():
+def test_unknown_model_is_an_input_error_about_the_model():
     with pytest.raises(vramfit.InputError) as e:
         vramfit.estimate("no-such-model")
     assert isinstance(e.value, ValueError)
     assert "no-such-model" in e.value.message
-    assert e.value.field is None  # no typed error names a flag for a model that does not exist
+    assert e.value.field == "model"
     assert e.value.exit_code == 2
 
 
@@ -139,12 +139,11 @@ def test_plan_zero_out_of_range_names_zero():
 
 
 def test_validation_errors_are_input_errors():
-    # a workload rule; its field is typed only when the command keeps the WorkloadError in
-    # the error chain (docs/python.md, "Errors")
+    # a workload rule: the WorkloadError in the error chain names its field
     with pytest.raises(vramfit.InputError) as e:
         vramfit.estimate("llama-2-7b", batch=0)
     assert "--batch" in e.value.message
-    assert e.value.field in ("batch", None)
+    assert e.value.field == "batch"
 
 
 def test_unknown_keyword_is_a_type_error_like_any_python_function():

@@ -554,7 +554,7 @@ pub fn fit_search(
     .term("reserve per GPU", opts.gpu_reserve)
     .term("context search cap", cap)
     .note(format!(
-        "cap = the trained context clamped to [{CONTEXT_SEARCH_MIN}, 2^{}] (core::llamacpp::plan::context_search_cap)",
+        "cap = the trained context clamped to [{CONTEXT_SEARCH_MIN}, 2^{}] (vramfit_llamacpp::plan::context_search_cap)",
         CONTEXT_SEARCH_MAX.ilog2()
     ));
     Ok(Some(FitSearch {

@@ -358,20 +358,11 @@ pub fn field_of_clap(tool: Tool, e: &clap::Error) -> Option<String> {
     rendered.strip_prefix("--").map(|f| f.split(['=', ' ']).next().unwrap_or(f).replace('-', "_"))
 }
 
-/// The argument an error of a command is about, from a typed error in its
-/// chain: a workload rule (`vramfit_core::workload::WorkloadError`, which
-/// names its `Field`, whose id is the flag). None when no typed error names
-/// one (docs/python.md lists what carries a field).
+/// The argument an error of a command is about, as a keyword (`gpu_util`):
+/// the CLI's own reading of the error's chain (`crate::error::error_field`:
+/// a flag error, a workload rule, a quantity). None when no input is named.
 pub fn field_of_error(e: &anyhow::Error) -> Option<String> {
-    use vramfit_core::workload::WorkloadError;
-    use vramfit_core::CoreError;
-    e.chain().find_map(|c| {
-        let w = c.downcast_ref::<WorkloadError>().or_else(|| match c.downcast_ref::<CoreError>() {
-            Some(CoreError::Workload(w)) => Some(w),
-            _ => None,
-        })?;
-        Some(w.field().id().replace('-', "_"))
-    })
+    crate::error::error_field(e).map(|f| f.request_key())
 }
 
 /// A clap error as the CLI prints it, without the terminal styling.
