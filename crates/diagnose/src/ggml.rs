@@ -17,8 +17,8 @@
 //! the buffers already placed, the free memory llama.cpp saw at load) from
 //! the log before it.
 
-use crate::oom::csize;
 use crate::reflow::Compact;
+use crate::size::csize;
 use crate::size::{parse_size, Size};
 use crate::text::{floor_boundary, re};
 use regex::Regex;

@@ -326,34 +326,7 @@ impl<'a> Lint<'a> {
                     self.has_sharding = true;
                 }
             }
-            "assignment" => {
-                if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) {
-                    let name = text(l, self.src).to_string();
-                    let rt = text(r, self.src).replace(' ', "");
-                    if rt == "[]" || rt == "list()" {
-                        let at = n.start_byte();
-                        let e = self.list_inits.entry(name.clone()).or_insert((at, at));
-                        e.0 = e.0.min(at);
-                        e.1 = e.1.max(at);
-                    }
-                    // `total = total + loss` accumulates like `+=`
-                    let self_sum = r.kind() == "binary_operator"
-                        && r.child_by_field_name("operator").is_some_and(|o| text(o, self.src) == "+")
-                        && r.child_by_field_name("left").is_some_and(|x| text(x, self.src) == name);
-                    if self_sum {
-                        if let Some(rhs) = r.child_by_field_name("right") {
-                            self.accumulate(n, ctx, &name, rhs);
-                        }
-                    } else if let Some((id, _, _)) = ctx.lp {
-                        // only an unconditional reset at the top of the loop body makes
-                        // the name per-step (a reset under an `if` is periodic: the
-                        // graph still piles up between resets)
-                        if here == BodyPos::Expression {
-                            self.loop_assigned.entry(id).or_default().insert(name);
-                        }
-                    }
-                }
-            }
+            "assignment" => self.check_assignment(n, ctx, here),
             "augmented_assignment" => self.check_accumulate(n, ctx),
             "call" => self.check_call(n, ctx),
             _ => {}
@@ -368,6 +341,37 @@ impl<'a> Lint<'a> {
         let kids: Vec<Node> = n.children(&mut cur).collect();
         for k in kids {
             self.visit(k, ctx);
+        }
+    }
+
+    /// `name = []` (a list that may pile up), `total = total + loss` (an
+    /// accumulation), or a per-step reset at the top of a loop body.
+    fn check_assignment(&mut self, n: Node, ctx: Ctx, here: BodyPos) {
+        if let (Some(l), Some(r)) = (n.child_by_field_name("left"), n.child_by_field_name("right")) {
+            let name = text(l, self.src).to_string();
+            let rt = text(r, self.src).replace(' ', "");
+            if rt == "[]" || rt == "list()" {
+                let at = n.start_byte();
+                let e = self.list_inits.entry(name.clone()).or_insert((at, at));
+                e.0 = e.0.min(at);
+                e.1 = e.1.max(at);
+            }
+            // `total = total + loss` accumulates like `+=`
+            let self_sum = r.kind() == "binary_operator"
+                && r.child_by_field_name("operator").is_some_and(|o| text(o, self.src) == "+")
+                && r.child_by_field_name("left").is_some_and(|x| text(x, self.src) == name);
+            if self_sum {
+                if let Some(rhs) = r.child_by_field_name("right") {
+                    self.accumulate(n, ctx, &name, rhs);
+                }
+            } else if let Some((id, _, _)) = ctx.lp {
+                // only an unconditional reset at the top of the loop body makes
+                // the name per-step (a reset under an `if` is periodic: the
+                // graph still piles up between resets)
+                if here == BodyPos::Expression {
+                    self.loop_assigned.entry(id).or_default().insert(name);
+                }
+            }
         }
     }
 

@@ -10,9 +10,9 @@
 //! unallocated) and the 1.5+ "reserved in total by PyTorch" is all reserved.
 
 use crate::nvidia_smi::{self, NvidiaSmi};
-use crate::other_frameworks::{self, OtherOom};
+use crate::other_frameworks::{self, BfcStats, OtherOom};
 use crate::reflow::{self, Compact};
-use crate::size::{parse_size, Size};
+use crate::size::{csize, parse_size, Size, CSIZE};
 use crate::text::{floor_boundary, re, LineIndex};
 use regex::Regex;
 use serde::Serialize;
@@ -255,17 +255,6 @@ pub enum OomKind {
         text: String,
     },
     Other(OtherOom),
-}
-
-/// A size in the compact text: a number and its unit, no space between
-/// (`20.00MiB`, `0bytes`).
-pub(crate) const CSIZE: &str = r"(\d{1,20}(?:\.\d{1,6})?(?:bytes|[KMGTP]i?B))";
-
-/// A compact size back in PyTorch's print form (`20.00 MiB`).
-pub(crate) fn csize(s: &str) -> Option<Size> {
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (n, u) = s.split_at(split);
-    parse_size(&format!("{n} {u}"))
 }
 
 fn cap_size(c: &regex::Captures, i: usize) -> Option<Size> {
@@ -673,7 +662,7 @@ pub fn scan(text: &str) -> Vec<OomEvent> {
             raw.push((o, OomKind::Other(m)));
         }
     }
-    other_frameworks::fold(&mut raw);
+    fold(&mut raw);
     raw.sort_by_key(|(s, _)| *s);
     let mut events: Vec<OomEvent> = Vec::new();
     for (s, kind) in raw {
@@ -697,6 +686,95 @@ pub fn scan(text: &str) -> Vec<OomEvent> {
         events.push(OomEvent { line, occurrences: 1, lines: vec![line], rank, exception, context, kind });
     }
     events
+}
+
+/// Fold the reports of one failure printed by two layers into one event:
+/// the BFC allocator's summary goes into the XLA or TensorFlow error that
+/// follows it (same failure), and its "not a failure" warnings are dropped
+/// when the text holds a real failure.
+fn fold(raw: &mut Vec<(usize, OomKind)>) {
+    raw.sort_by_key(|(s, _)| *s);
+    let failure_seen = raw.iter().any(|(_, k)| match k {
+        OomKind::Other(OtherOom::Bfc { not_a_failure, .. }) => !not_a_failure,
+        _ => true,
+    });
+    let mut pending: Option<(usize, BfcStats)> = None;
+    let mut out = Vec::with_capacity(raw.len());
+    for (s, k) in raw.drain(..) {
+        match k {
+            OomKind::Other(OtherOom::Bfc { not_a_failure: true, .. }) if failure_seen => {}
+            OomKind::Other(OtherOom::Bfc { stats, not_a_failure: false, allocator, requested })
+                if requested.is_some() =>
+            {
+                // kept as its own event unless an XLA/TF error follows within reach
+                pending = Some((out.len(), stats.clone().unwrap_or_default()));
+                out.push((s, OomKind::Other(OtherOom::Bfc { stats, not_a_failure: false, allocator, requested })));
+            }
+            OomKind::Other(OtherOom::Xla {
+                requested,
+                total_allocation,
+                parameter_allocation,
+                temp_allocation,
+                live_out_allocation,
+                fragmentation,
+                peak_buffers,
+                bfc,
+            }) => {
+                let bfc = bfc.or_else(|| take_pending(&mut pending, &mut out, s));
+                out.push((
+                    s,
+                    OomKind::Other(OtherOom::Xla {
+                        requested,
+                        total_allocation,
+                        parameter_allocation,
+                        temp_allocation,
+                        live_out_allocation,
+                        fragmentation,
+                        peak_buffers,
+                        bfc,
+                    }),
+                ));
+            }
+            OomKind::Other(OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc }) => {
+                let bfc = bfc.or_else(|| take_pending(&mut pending, &mut out, s));
+                out.push((
+                    s,
+                    OomKind::Other(OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc }),
+                ));
+            }
+            other => out.push((s, other)),
+        }
+    }
+    *raw = out.into_iter().flatten_kinds();
+}
+
+/// How far after a BFC summary its framework's error may come.
+const BFC_REACH: usize = 64 * 1024;
+
+/// The BFC summary printed just before an XLA/TF error: removed as its own
+/// event and handed to the error.
+fn take_pending(pending: &mut Option<(usize, BfcStats)>, out: &mut [(usize, OomKind)], at: usize) -> Option<BfcStats> {
+    let (i, stats) = pending.take()?;
+    let (s, k) = out.get_mut(i)?;
+    if at.saturating_sub(*s) > BFC_REACH {
+        return None;
+    }
+    // mark the BFC event as folded (removed by `flatten_kinds`)
+    *k = OomKind::TorchPartial { requested: None, text: FOLDED.to_string() };
+    Some(stats)
+}
+
+/// Marks an event folded into the next one.
+const FOLDED: &str = "\u{0}folded";
+
+trait FlattenKinds {
+    fn flatten_kinds(self) -> Vec<(usize, OomKind)>;
+}
+
+impl<I: Iterator<Item = (usize, OomKind)>> FlattenKinds for I {
+    fn flatten_kinds(self) -> Vec<(usize, OomKind)> {
+        self.filter(|(_, k)| !matches!(k, OomKind::TorchPartial { requested: None, text } if text == FOLDED)).collect()
+    }
 }
 
 #[cfg(test)]

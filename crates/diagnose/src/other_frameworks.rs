@@ -17,8 +17,8 @@
 //! read from the original text.
 
 use crate::ggml::{self, GgmlOom};
-use crate::oom::{csize, OomKind, CSIZE};
 use crate::reflow::Compact;
+use crate::size::{csize, CSIZE};
 use crate::size::{parse_size, Size};
 use crate::text::{floor_boundary, re, squash};
 use regex::Regex;
@@ -470,95 +470,6 @@ pub(crate) fn scan_cut(text: &str, c: &Compact, found: &[usize], own_end: usize)
         ));
     }
     out
-}
-
-/// Fold the reports of one failure printed by two layers into one event:
-/// the BFC allocator's summary goes into the XLA or TensorFlow error that
-/// follows it (same failure), and its "not a failure" warnings are dropped
-/// when the text holds a real failure.
-pub(crate) fn fold(raw: &mut Vec<(usize, OomKind)>) {
-    raw.sort_by_key(|(s, _)| *s);
-    let failure_seen = raw.iter().any(|(_, k)| match k {
-        OomKind::Other(OtherOom::Bfc { not_a_failure, .. }) => !not_a_failure,
-        _ => true,
-    });
-    let mut pending: Option<(usize, BfcStats)> = None;
-    let mut out = Vec::with_capacity(raw.len());
-    for (s, k) in raw.drain(..) {
-        match k {
-            OomKind::Other(OtherOom::Bfc { not_a_failure: true, .. }) if failure_seen => {}
-            OomKind::Other(OtherOom::Bfc { stats, not_a_failure: false, allocator, requested })
-                if requested.is_some() =>
-            {
-                // kept as its own event unless an XLA/TF error follows within reach
-                pending = Some((out.len(), stats.clone().unwrap_or_default()));
-                out.push((s, OomKind::Other(OtherOom::Bfc { stats, not_a_failure: false, allocator, requested })));
-            }
-            OomKind::Other(OtherOom::Xla {
-                requested,
-                total_allocation,
-                parameter_allocation,
-                temp_allocation,
-                live_out_allocation,
-                fragmentation,
-                peak_buffers,
-                bfc,
-            }) => {
-                let bfc = bfc.or_else(|| take_pending(&mut pending, &mut out, s));
-                out.push((
-                    s,
-                    OomKind::Other(OtherOom::Xla {
-                        requested,
-                        total_allocation,
-                        parameter_allocation,
-                        temp_allocation,
-                        live_out_allocation,
-                        fragmentation,
-                        peak_buffers,
-                        bfc,
-                    }),
-                ));
-            }
-            OomKind::Other(OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc }) => {
-                let bfc = bfc.or_else(|| take_pending(&mut pending, &mut out, s));
-                out.push((
-                    s,
-                    OomKind::Other(OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc }),
-                ));
-            }
-            other => out.push((s, other)),
-        }
-    }
-    *raw = out.into_iter().flatten_kinds();
-}
-
-/// How far after a BFC summary its framework's error may come.
-const BFC_REACH: usize = 64 * 1024;
-
-/// The BFC summary printed just before an XLA/TF error: removed as its own
-/// event and handed to the error.
-fn take_pending(pending: &mut Option<(usize, BfcStats)>, out: &mut [(usize, OomKind)], at: usize) -> Option<BfcStats> {
-    let (i, stats) = pending.take()?;
-    let (s, k) = out.get_mut(i)?;
-    if at.saturating_sub(*s) > BFC_REACH {
-        return None;
-    }
-    // mark the BFC event as folded (removed by `flatten_kinds`)
-    *k = OomKind::TorchPartial { requested: None, text: FOLDED.to_string() };
-    Some(stats)
-}
-
-/// Marks an event folded into the next one.
-const FOLDED: &str = "\u{0}folded";
-
-trait FlattenKinds {
-    fn flatten_kinds(self) -> Vec<(usize, OomKind)>;
-}
-
-impl<I: Iterator<Item = (usize, OomKind)>> FlattenKinds for I {
-    fn flatten_kinds(self) -> Vec<(usize, OomKind)> {
-        self.filter(|(_, k)| !matches!(k, OomKind::TorchPartial { requested: None, text } if text == FOLDED)).collect()
-    }
 }
 
 /// XLA's BufferAssignment stats after one message, up to the next message.

@@ -77,6 +77,17 @@ pub fn parse_size(s: &str) -> Option<Size> {
     Some(Size { bytes, tolerance, text: t.to_string() })
 }
 
+/// A size in the compact text: a number and its unit, no space between
+/// (`20.00MiB`, `0bytes`).
+pub(crate) const CSIZE: &str = r"(\d{1,20}(?:\.\d{1,6})?(?:bytes|[KMGTP]i?B))";
+
+/// A compact size back in PyTorch's print form (`20.00 MiB`).
+pub(crate) fn csize(s: &str) -> Option<Size> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (n, u) = s.split_at(split);
+    parse_size(&format!("{n} {u}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

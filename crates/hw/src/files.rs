@@ -32,7 +32,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, HwError> {
 /// is listed with why, not an error: the rest of the fleet is checked.
 pub fn read_fleet_dir(dir: &Path) -> Result<crate::fleet::FleetInput, HwError> {
     use crate::fleet::{FleetInput, NodeInput, Unreadable, MAX_FILES_PER_NODE, MAX_NODES};
-    use crate::probe::NamedText;
+    use crate::named::NamedText;
     let shown = dir.display().to_string();
     let bad = |what: String| HwError::Invalid { file: shown.clone(), what };
     if !dir.is_dir() {

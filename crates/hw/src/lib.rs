@@ -32,6 +32,7 @@ pub mod foreign;
 pub mod list;
 pub mod machine;
 pub mod mig;
+pub mod named;
 pub mod probe;
 pub mod reference;
 pub mod select;
@@ -42,6 +43,7 @@ pub mod xml;
 
 pub use error::HwError;
 pub use machine::{Gpu, Machine, MigDevice, MigMode};
-pub use probe::{FakeProbe, FilesProbe, GpuProbe, NamedText, NvmlProbe, TextsProbe};
+pub use named::NamedText;
+pub use probe::{FakeProbe, FilesProbe, GpuProbe, NvmlProbe, TextsProbe};
 pub use topo::{Link, Topology};
 pub use verdict::{verdict, Expectation, Finding, Level, RefCard, RefSlice, Verdict};

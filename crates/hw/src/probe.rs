@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use crate::error::HwError;
 use crate::files::{read_kind, MAX_INPUT_BYTES};
 use crate::machine::{Ecc, Gpu, Machine, MigDevice, MigMode};
+use crate::named::NamedText;
 use crate::topo::{Link, Topology};
 
 /// A source of machine facts.
@@ -75,14 +76,6 @@ impl GpuProbe for FilesProbe {
         }
         .probe()
     }
-}
-
-/// A text and the name it is reported under (a file name, or the name of
-/// an upload).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NamedText {
-    pub name: String,
-    pub text: String,
 }
 
 /// nvidia-smi outputs already in memory (uploaded to the local web page);

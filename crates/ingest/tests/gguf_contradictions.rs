@@ -6,10 +6,10 @@
 //! Phi-3's fused gate and up, GPT-NeoX's fused QKV, Gemma 3, Mamba, Mamba-2,
 //! RWKV-6, LFM2 — still load.
 
-use vramfit_llamacpp::GgmlType::{self, F32, Q4K};
 use vramfit_ingest::gguf::writer::fixtures::{writer, Shape};
 use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
 use vramfit_ingest::gguf::*;
+use vramfit_llamacpp::GgmlType::{self, F32, Q4K};
 
 fn complete(w: &GgufWriter) -> GgufHeader {
     let bytes = w.to_bytes();

@@ -10,7 +10,7 @@
 //! currencies are ranked separately.
 //!
 //! Files, each depending only on those listed before it (no import circle:
-//! `tests/import_circles.rs` checks it): [`pricing`] (offers, discounts,
+//! `crates/cli/tests/code_shape.rs` checks it): [`pricing`] (offers, discounts,
 //! upgrades, price ranges) and [`time`] (the time model and its constants);
 //! [`types`] (the shared data types: what is allowed, the job's size, a
 //! setup's identity and estimate, a scored candidate); [`work`] (a setup's

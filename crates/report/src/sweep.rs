@@ -3,10 +3,10 @@
 //! `vramfit_core::sweep` values; the variants are estimated by the caller
 //! with the same flag parsing as the point itself.
 
-use crate::estimate::ExplainInfo;
 use crate::format::{bytes, signed_bytes};
 use serde::Serialize;
 use std::fmt::Write;
+use vramfit_core::Explanation as ExplainInfo;
 use vramfit_plan::sweep::{CardFit, Largest};
 
 /// The sweep beside one estimate.

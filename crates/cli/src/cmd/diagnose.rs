@@ -148,10 +148,8 @@ fn is_gguf(model: &str) -> bool {
 }
 
 fn gguf_fit(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<GgufFitJson>> {
-    use vramfit_llamacpp::{
-        context_search_cap, max_context, max_gpu_layers, FlashAttn, GpuSlot, LlamaCppOptions,
-    };
     use vramfit_diagnose::other_frameworks::OtherOom;
+    use vramfit_llamacpp::{context_search_cap, max_context, max_gpu_layers, FlashAttn, GpuSlot, LlamaCppOptions};
     let Some(path) = args.model.as_deref().filter(|m| is_gguf(m)) else {
         return Ok(None);
     };

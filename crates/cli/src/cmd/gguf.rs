@@ -11,11 +11,11 @@ use anyhow::{bail, Context};
 use std::ffi::OsString;
 use std::path::Path;
 use vramfit_core::units::MIB;
+use vramfit_ingest::resolve::{GgufLocation, ModelKind};
 use vramfit_llamacpp::compute::GraphEra;
 use vramfit_llamacpp::options::{self, check_shares};
 use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::{self as lc, FlashAttn, GgmlType, GpuSlot, LlamaCppOptions, ModelArg, OptionField};
-use vramfit_ingest::resolve::{GgufLocation, ModelKind};
 use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 
 /// llama.cpp's flags, for GGUF models (ignored otherwise).

@@ -40,6 +40,8 @@ pub const PLAN_BODY_LIMIT: usize = 2 << 20;
 pub const MIG_BODY_LIMIT: usize = 64 << 10;
 pub const CHECK_BODY_LIMIT: usize = 24 << 20;
 pub const DIAGNOSE_BODY_LIMIT: usize = 64 << 20;
+/// Longest query string (`/api/diagnose` takes its fields there; they are a few short values).
+pub const MAX_QUERY_BYTES: usize = 16 << 10;
 /// Longest value of one flag (a model name, a service spec, …).
 pub const MAX_VALUE_CHARS: usize = 1024;
 /// Most values of a repeated flag (`service`, `mfu`, `allow`).
@@ -52,7 +54,9 @@ pub const NOT_FOR_REQUESTS: &[(&str, &str)] = &[
     ("list-presets", "GET /api/catalog lists the presets"),
     ("list-gpus", "GET /api/catalog lists the GPUs"),
     ("offline", "the server decides: it reaches the Hub only when started with --allow-hub"),
-    ("nvml", "the server never reads this machine's GPUs for a request"),
+    ("nvml", "/api/check judges the outputs a request uploads"),
+    ("expect-fabric", "the fabric between nodes is judged by /api/fleet (its expect_fabric field)"),
+    ("collect-script", "it prints the script that collects a node's outputs: `vramfit check --collect-script`"),
     ("help", "not a command"),
     ("version", "not a command"),
 ];
@@ -445,8 +449,8 @@ fn check_files(v: &Value) -> Result<BTreeMap<String, (String, String)>, ApiError
 
 /// A query string (`/api/diagnose?kind=oom&model=llama-2-7b&svg=true`).
 pub fn decode_query(ep: Endpoint, query: &str) -> Result<Decoded, ApiError> {
-    if query.len() > 16 << 10 {
-        return Err(ApiError::too_large("the query string", 16 << 10));
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(ApiError::too_large("the query string", MAX_QUERY_BYTES));
     }
     let kinds = kinds(ep);
     let mut d = Decoded::default();

@@ -72,8 +72,7 @@ pub(crate) fn classify(g: &GgmlOom, smi: Option<&NvidiaSmi>) -> Verdict {
         figures.push(fig("free_at_load", f0));
     }
     let fits = fits(g);
-    let mut fixes = fit_fixes(g, &fits);
-    let margin = DRIVER_PAGE.max(total.map(|t| t / 100).unwrap_or(0));
+    let fixes = fit_fixes(g, &fits);
     let mut v = if let Some(t) = total.filter(|&t| r > t) {
         reasoning.push(format!("{} > {}: one buffer larger than the card.", b(r), b(t)));
         if let (Some(c), GgmlBuffer::Compute) = (l.pipeline_copies.filter(|&c| c > 1), g.buffer) {
@@ -91,65 +90,36 @@ pub(crate) fn classify(g: &GgmlOom, smi: Option<&NvidiaSmi>) -> Verdict {
         v.decided_by = vec!["requested".into(), "total".into()];
         v
     } else if let Some(f0) = l.free_at_load {
-        let used_before = total.map(|t| t.saturating_sub(f0));
-        let other = used_before.map(|u| u.saturating_sub(CONTEXT_ALLOWANCE)).unwrap_or(0);
-        if need.saturating_add(margin) <= f0 {
-            reasoning.push(format!("{} free at load ≥ the {} this launch needs there: it should have fitted; something took memory after the load started (another process), or the driver refused the allocation (low host RAM can fail CUDA allocations, ggml-org/llama.cpp#7366).", b(f0), b(need)));
-            let mut v = base(
-                OomClass::Unexplained,
-                Cause::new(OomClass::Unexplained, "no cause these figures can show", None, total),
-                format!("{} was free at load, enough for the {} this launch needs", b(f0), b(need)),
-                figures,
-                reasoning,
-                None,
-                fixes,
-            );
-            v.runner_up = runner(
-                OomClass::OtherProcess,
-                "memory taken after the load started",
-                None,
-                total,
-                "another process starting during the load would do this",
-            );
-            v.decided_by = vec!["free_at_load".into(), "requested".into()];
-            v
-        } else if let (Some(t), Some(u), true) =
-            (total, used_before, other as f64 >= 0.05 * total.unwrap_or(0) as f64 && other >= 256 * MIB)
-        {
-            if need <= t.saturating_sub(CONTEXT_ALLOWANCE) {
-                reasoning.push(format!("{} of the card was in use before llama.cpp loaded — more than a context: with it free the launch's {} would fit on the {} card.", b(u), b(need), b(t)));
-                figures.push(fig("used_before_load", u));
-                fixes.insert(0, fix(FixCost::Housekeeping, "stop what holds the card (nvidia-smi): another llama.cpp / Ollama runner, a desktop app, a training job", "its memory is what is missing"));
-                let mut v = base(
-                    OomClass::OtherProcess,
-                    Cause::new(OomClass::OtherProcess, "memory in use before the load", Some(u), Some(t)),
-                    format!("{} of the card was in use before llama.cpp loaded", b(u)),
-                    figures,
-                    reasoning,
-                    Some(need.saturating_sub(f0)),
-                    fixes,
-                );
-                v.runner_up = runner(
-                    OomClass::GenuineShortage,
-                    "this launch's buffers",
-                    Some(need),
-                    Some(t),
-                    "a smaller launch fits beside the other process",
-                );
-                v.decided_by = vec!["free_at_load".into(), "used_before_load".into(), "requested".into()];
-                v
-            } else {
-                shortage(need, f0, total, figures, reasoning, fixes)
-            }
-        } else {
-            shortage(need, f0, total, figures, reasoning, fixes)
-        }
+        with_free_at_load(f0, total, need, Draft { figures, reasoning, fixes })
     } else {
-        reasoning.push(format!("The log does not print the free memory llama.cpp saw at load (newer builds print `using device {} (…) - N MiB free`), so another process cannot be ruled out; the launch's buffers alone are {}.", g.buffer_type, b(need)));
+        without_free_at_load(g, need, total, &dev, Draft { figures, reasoning, fixes })
+    };
+    for f in &fits.notes {
+        v.reasoning.push(f.clone());
+    }
+    v
+}
+
+/// What a ggml verdict has gathered before its branch decides the class.
+struct Draft {
+    figures: Vec<super::Figure>,
+    reasoning: Vec<String>,
+    fixes: Vec<super::Fix>,
+}
+
+/// The log printed the free memory llama.cpp saw at load (`f0`): the launch
+/// should have fitted, another process held the card, or a plain shortage.
+fn with_free_at_load(f0: u64, total: Option<u64>, need: u64, d: Draft) -> Verdict {
+    let Draft { mut figures, mut reasoning, mut fixes } = d;
+    let margin = DRIVER_PAGE.max(total.map(|t| t / 100).unwrap_or(0));
+    let used_before = total.map(|t| t.saturating_sub(f0));
+    let other = used_before.map(|u| u.saturating_sub(CONTEXT_ALLOWANCE)).unwrap_or(0);
+    if need.saturating_add(margin) <= f0 {
+        reasoning.push(format!("{} free at load ≥ the {} this launch needs there: it should have fitted; something took memory after the load started (another process), or the driver refused the allocation (low host RAM can fail CUDA allocations, ggml-org/llama.cpp#7366).", b(f0), b(need)));
         let mut v = base(
-            OomClass::GenuineShortage,
-            Cause::new(OomClass::GenuineShortage, "this launch's buffers on the device", Some(need), total),
-            format!("the {} of {} does not fit on {}", g.buffer.words(), b(r), dev),
+            OomClass::Unexplained,
+            Cause::new(OomClass::Unexplained, "no cause these figures can show", None, total),
+            format!("{} was free at load, enough for the {} this launch needs", b(f0), b(need)),
             figures,
             reasoning,
             None,
@@ -157,23 +127,75 @@ pub(crate) fn classify(g: &GgmlOom, smi: Option<&NvidiaSmi>) -> Verdict {
         );
         v.runner_up = runner(
             OomClass::OtherProcess,
-            "memory held by other processes",
+            "memory taken after the load started",
             None,
             total,
-            "the free memory at load is not in the log",
+            "another process starting during the load would do this",
         );
-        v.missing = vec![Missing {
-            figure: "free_at_load".into(),
-            assumed_bytes: None,
-            matters: true,
-            otherwise: Some((OomClass::OtherProcess, 0)),
-        }];
-        v.decided_by = vec!["requested".into()];
+        v.decided_by = vec!["free_at_load".into(), "requested".into()];
         v
-    };
-    for f in &fits.notes {
-        v.reasoning.push(f.clone());
+    } else if let (Some(t), Some(u), true) =
+        (total, used_before, other as f64 >= 0.05 * total.unwrap_or(0) as f64 && other >= 256 * MIB)
+    {
+        if need <= t.saturating_sub(CONTEXT_ALLOWANCE) {
+            reasoning.push(format!("{} of the card was in use before llama.cpp loaded — more than a context: with it free the launch's {} would fit on the {} card.", b(u), b(need), b(t)));
+            figures.push(fig("used_before_load", u));
+            fixes.insert(0, fix(FixCost::Housekeeping, "stop what holds the card (nvidia-smi): another llama.cpp / Ollama runner, a desktop app, a training job", "its memory is what is missing"));
+            let mut v = base(
+                OomClass::OtherProcess,
+                Cause::new(OomClass::OtherProcess, "memory in use before the load", Some(u), Some(t)),
+                format!("{} of the card was in use before llama.cpp loaded", b(u)),
+                figures,
+                reasoning,
+                Some(need.saturating_sub(f0)),
+                fixes,
+            );
+            v.runner_up = runner(
+                OomClass::GenuineShortage,
+                "this launch's buffers",
+                Some(need),
+                Some(t),
+                "a smaller launch fits beside the other process",
+            );
+            v.decided_by = vec!["free_at_load".into(), "used_before_load".into(), "requested".into()];
+            v
+        } else {
+            shortage(need, f0, total, figures, reasoning, fixes)
+        }
+    } else {
+        shortage(need, f0, total, figures, reasoning, fixes)
     }
+}
+
+/// No free-memory figure in the log: the launch's own buffers, another
+/// process not ruled out.
+fn without_free_at_load(g: &GgmlOom, need: u64, total: Option<u64>, dev: &str, d: Draft) -> Verdict {
+    let Draft { figures, mut reasoning, fixes } = d;
+    let r = g.requested.bytes;
+    reasoning.push(format!("The log does not print the free memory llama.cpp saw at load (newer builds print `using device {} (…) - N MiB free`), so another process cannot be ruled out; the launch's buffers alone are {}.", g.buffer_type, b(need)));
+    let mut v = base(
+        OomClass::GenuineShortage,
+        Cause::new(OomClass::GenuineShortage, "this launch's buffers on the device", Some(need), total),
+        format!("the {} of {} does not fit on {}", g.buffer.words(), b(r), dev),
+        figures,
+        reasoning,
+        None,
+        fixes,
+    );
+    v.runner_up = runner(
+        OomClass::OtherProcess,
+        "memory held by other processes",
+        None,
+        total,
+        "the free memory at load is not in the log",
+    );
+    v.missing = vec![Missing {
+        figure: "free_at_load".into(),
+        assumed_bytes: None,
+        matters: true,
+        otherwise: Some((OomClass::OtherProcess, 0)),
+    }];
+    v.decided_by = vec!["requested".into()];
     v
 }
 

@@ -642,32 +642,7 @@ fn torch_async(
 ) -> Verdict {
     let on = device.map(|d| format!(" on GPU {d}")).unwrap_or_default();
     let (Some(a), Some(r), Some(t), Some(f)) = (allocated, requested, total, free) else {
-        let mut v = verdict(
-            OomClass::Unknown,
-            Cause::new(OomClass::Unknown, "the request", requested.as_ref().map(|r| r.bytes), None),
-            format!("PyTorch cudaMallocAsync OOM{on}: the figures are missing{}", if truncated { " (the message was cut at the device index)" } else { "" }),
-            requested.iter().map(|r| fig("requested", r.bytes)).collect(),
-            vec![
-                "\"Allocation on device\" is the cudaMallocAsync backend's message (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI turns it on by default with --cuda-malloc). PyTorch printed the device index as a character, so on GPU 0 a NUL byte cut the message before its figures (pytorch#168369, fixed in November 2025): only that an allocation failed is known.".to_string(),
-            ],
-            None,
-            vec![
-                fix(FixCost::Setting, "run with the native allocator to get the full message (ComfyUI: --disable-cuda-malloc; else PYTORCH_CUDA_ALLOC_CONF=backend:native) and run `vramfit diagnose` on it", "the caching allocator's message prints the request, free, allocated and cached figures"),
-                fix(FixCost::Code, "print torch.cuda.memory_allocated(), torch.cuda.mem_get_info() (or torch.cuda.memory_summary()) in an except block", "allocated vs free vs the card tells a shortage from memory held elsewhere"),
-                fix(FixCost::Workload, "lower the resolution / batch / frame count of the failing node", "the usual first step while the cause is unknown"),
-            ],
-        );
-        v.missing = ["allocated", "requested", "total", "free"]
-            .iter()
-            .filter(|n| match **n {
-                "allocated" => allocated.is_none(),
-                "requested" => requested.is_none(),
-                "total" => total.is_none(),
-                _ => free.is_none(),
-            })
-            .map(|n| super::Missing { figure: n.to_string(), assumed_bytes: None, matters: true, otherwise: None })
-            .collect();
-        return v;
+        return torch_async_without_figures(&on, allocated, requested, total, free, truncated);
     };
     let (ab, rb, tb, fb) = (a.bytes, r.bytes, t.bytes, f.bytes);
     let cap = limit.as_ref().map(|l| l.bytes).filter(|&l| l < NO_LIMIT && l < tb);
@@ -767,6 +742,44 @@ fn torch_async(
     let mut v = verdict(class, main, headline, figures, reasoning, gap, fixes);
     v.runner_up = runner_up;
     v.decided_by = decided.iter().map(|s| s.to_string()).collect();
+    v
+}
+
+/// The cudaMallocAsync message without its figures (cut at the device
+/// index, pytorch#168369): what is known and how to get the rest.
+fn torch_async_without_figures(
+    on: &str,
+    allocated: &Option<Size>,
+    requested: &Option<Size>,
+    total: &Option<Size>,
+    free: &Option<Size>,
+    truncated: bool,
+) -> Verdict {
+    let mut v = verdict(
+        OomClass::Unknown,
+        Cause::new(OomClass::Unknown, "the request", requested.as_ref().map(|r| r.bytes), None),
+        format!("PyTorch cudaMallocAsync OOM{on}: the figures are missing{}", if truncated { " (the message was cut at the device index)" } else { "" }),
+        requested.iter().map(|r| fig("requested", r.bytes)).collect(),
+        vec![
+            "\"Allocation on device\" is the cudaMallocAsync backend's message (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync; ComfyUI turns it on by default with --cuda-malloc). PyTorch printed the device index as a character, so on GPU 0 a NUL byte cut the message before its figures (pytorch#168369, fixed in November 2025): only that an allocation failed is known.".to_string(),
+        ],
+        None,
+        vec![
+            fix(FixCost::Setting, "run with the native allocator to get the full message (ComfyUI: --disable-cuda-malloc; else PYTORCH_CUDA_ALLOC_CONF=backend:native) and run `vramfit diagnose` on it", "the caching allocator's message prints the request, free, allocated and cached figures"),
+            fix(FixCost::Code, "print torch.cuda.memory_allocated(), torch.cuda.mem_get_info() (or torch.cuda.memory_summary()) in an except block", "allocated vs free vs the card tells a shortage from memory held elsewhere"),
+            fix(FixCost::Workload, "lower the resolution / batch / frame count of the failing node", "the usual first step while the cause is unknown"),
+        ],
+    );
+    v.missing = ["allocated", "requested", "total", "free"]
+        .iter()
+        .filter(|n| match **n {
+            "allocated" => allocated.is_none(),
+            "requested" => requested.is_none(),
+            "total" => total.is_none(),
+            _ => free.is_none(),
+        })
+        .map(|n| super::Missing { figure: n.to_string(), assumed_bytes: None, matters: true, otherwise: None })
+        .collect();
     v
 }
 

@@ -2,7 +2,6 @@
 //! rules in [`super::torch`] say what they found ([`Note`], [`Headline`]);
 //! only this file says it in words.
 
-use super::torch::Ruling;
 use super::{b, Cause};
 
 /// One step of the reasoning, as data.
@@ -418,11 +417,12 @@ impl Headline {
     }
 }
 
-/// One sentence for an OOM of a snapshot's trace, from the ruling and the
-/// replayed figures (free on the device, the cache, the request).
-pub(crate) fn state_sentence(ruling: &Ruling, free: u64, cached: u64, requested: u64) -> String {
+/// One sentence for an OOM of a snapshot's trace, from the ruling's
+/// headline and the replayed figures (free on the device, the cache, the
+/// request).
+pub(crate) fn state_sentence(headline: &Headline, free: u64, cached: u64, requested: u64) -> String {
     let sum = free.saturating_add(cached);
-    match &ruling.headline {
+    match headline {
         Headline::CacheUnusable { .. } => format!(
             "{} free on the device + {} cached = {} ≥ {} requested, but no single block fit",
             b(free),

@@ -1236,7 +1236,7 @@ pub fn classify_allocator_state(
     let f = Facts::of_allocator_state(requested, free, allocated, reserved);
     let out = outside(&f, None, None);
     let ruling = rule(&f, &out, None);
-    let sentence = super::sentences::state_sentence(&ruling, free, f.unallocated, requested);
+    let sentence = super::sentences::state_sentence(&ruling.headline, free, f.unallocated, requested);
     (ruling.class, sentence)
 }
 

@@ -18,9 +18,6 @@ pub mod perftest;
 
 use serde::Serialize;
 
-/// Largest fabric tool output read: 1 MiB (an `ibv_devinfo -v` of 16 HCAs is ~60 kB).
-pub const MAX_FABRIC_BYTES: u64 = 1 << 20;
-
 /// The link layer of a port: InfiniBand, or Ethernet (RDMA over it is RoCE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::{node::host_is, Column, FleetExpectation, FleetFinding, MultiNodeRun, NodeChecked, RunInput};
+use super::{host_is, Column, FleetExpectation, FleetFinding, MultiNodeRun, NodeChecked, RunInput};
 use crate::bandwidth::nccl::Collective;
 use crate::fabric::bounds::bounds;
 use crate::fabric::hca::{Hca, PortState};

@@ -32,7 +32,7 @@ use crate::fabric::expect::FabricExpectation;
 use crate::fabric::hca::Hca;
 use crate::fabric::perftest::Perftest;
 use crate::foreign::Kind;
-use crate::probe::NamedText;
+use crate::named::NamedText;
 use crate::topo::Link;
 use crate::verdict::{Expectation, Level, RefCard};
 
@@ -416,6 +416,13 @@ pub fn check_fleet(input: &FleetInput, expectation: FleetExpectation, refs: &[Re
     };
     fleet.ok = fleet.failed() == 0;
     fleet
+}
+
+/// Whether an nccl-tests host name is this node (the folder's name, its
+/// short name, or the host the collection manifest recorded).
+pub(crate) fn host_is(host: &str, node: &str, manifest_host: Option<&str>) -> bool {
+    let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
+    host == node || short(host) == short(node) || manifest_host.is_some_and(|m| m == host || short(m) == short(host))
 }
 
 /// The median of some figures (the mean of the middle two for an even count).

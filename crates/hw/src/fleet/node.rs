@@ -17,7 +17,7 @@ use crate::fabric::perftest::{parse_perftest, Perftest};
 use crate::foreign::Kind;
 use crate::machine::{Gpu, Machine, MigMode};
 use crate::mig::{parse_lgi, parse_lgip, LgipRow};
-use crate::probe::NamedText;
+use crate::named::NamedText;
 use crate::verdict::{Level, RefCard};
 
 /// Everything read from one folder before it is checked.
@@ -61,13 +61,6 @@ pub(crate) fn read_top_file(t: &NamedText) -> (FileRead, Option<RunInput>) {
     (read, None)
 }
 
-/// Whether an nccl-tests host name is this node (the folder's name, its
-/// short name, or the host the collection manifest recorded).
-pub(crate) fn host_is(host: &str, node: &str, manifest_host: Option<&str>) -> bool {
-    let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
-    host == node || short(host) == short(node) || manifest_host.is_some_and(|m| m == host || short(m) == short(host))
-}
-
 /// Read and check one node folder; the multi-node runs found in it are returned too.
 pub(crate) fn check_node(
     n: &NodeInput,
@@ -94,7 +87,7 @@ pub(crate) fn check_node(
             let mine: Vec<&crate::bandwidth::nccl::Rank> = t
                 .ranks
                 .iter()
-                .filter(|k| t.hosts().len() <= 1 || host_is(&k.host, &n.name, manifest_host.as_deref()))
+                .filter(|k| t.hosts().len() <= 1 || super::host_is(&k.host, &n.name, manifest_host.as_deref()))
                 .collect();
             if mine.is_empty() {
                 continue;

@@ -16,8 +16,8 @@
 //! source's words as documented on each function (method, precision,
 //! checkpointing, interconnect).
 
-use crate::json::Obj;
 use crate::error::IngestError;
+use crate::json::Obj;
 use serde_json::Value;
 use vramfit_catalog::gpus::gpu_named;
 use vramfit_core::model::defaults as model_defaults;

@@ -1,10 +1,16 @@
-//! No import circle between the files of the plan crate: file A using
-//! something of file B (a `use` or a path through `crate::`, `super::` or
-//! `self::`) while B uses, directly or through other files, something of A.
-//! A circle means neither file can be read, tested or moved without the
-//! other; issue 20 untangled `ladder → search → report → ladder` and
-//! `search ↔ rank`. Test code (`#[cfg(test)] mod tests`, `tests.rs`) is not
-//! counted: it may use anything.
+//! The shape of the workspace's code, checked so it does not drift back:
+//!
+//! - Import circles between the files of a crate: file A using something of
+//!   file B (a `use` or a path through `crate::`, `super::` or `self::`)
+//!   while B uses, directly or through other files, something of A. A circle
+//!   means neither file can be read, tested or moved without the other;
+//!   issue 20 untangled `ladder → search → report → ladder` and
+//!   `search ↔ rank` in the planner, which keeps none. The workspace keeps at
+//!   most four, each listed and explained in docs/CONTRIBUTING.md.
+//! - No function of product code longer than 120 lines.
+//!
+//! Test code (`#[cfg(test)] mod tests`, `tests.rs`) is not counted: it may
+//! use anything and be as long as its table.
 //!
 //! Items the crate root re-exports (`pub use search::MemKey` in lib.rs) are
 //! followed to the file that defines them, so `use crate::MemKey` counts as
@@ -87,6 +93,8 @@ fn strip(text: &str) -> String {
             (None, Some(s)) => s + 1,
             (None, None) => after.len(),
         };
+        // keep the lines, so line numbers stay those of the file
+        out.push_str(&"\n".repeat(after[..end].matches('\n').count()));
         rest = &after[end..];
     }
     out.push_str(rest);
@@ -334,11 +342,145 @@ fn circles_in(src: &Path) -> Vec<Vec<String>> {
     circles(&c.edges()).into_iter().map(|comp| comp.into_iter().map(|i| c.modules[i].file.clone()).collect()).collect()
 }
 
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every crate's `src` folder (the workspace's crates and the Python extension).
+fn source_roots() -> Vec<(String, PathBuf)> {
+    let mut roots: Vec<(String, PathBuf)> = std::fs::read_dir(workspace().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("src").is_dir())
+        .map(|p| (format!("crates/{}", p.file_name().unwrap().to_string_lossy()), p.join("src")))
+        .collect();
+    roots.push(("python".into(), workspace().join("python/src")));
+    roots.sort();
+    roots
+}
+
 #[test]
 fn plan_crate_has_no_import_circle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = workspace().join("crates/plan/src");
     let found = circles_in(&src);
     assert!(found.is_empty(), "import circles between files of crates/plan/src: {found:?}");
+}
+
+/// `crates/cli: lib.rs ↔ serve/mod.rs`-style names of every circle found.
+fn workspace_circles() -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, src) in source_roots() {
+        for c in circles_in(&src) {
+            out.push(format!("{name}: {}", c.join(" ↔ ")));
+        }
+    }
+    out
+}
+
+#[test]
+fn at_most_four_import_circles_each_explained_in_contributing() {
+    let found = workspace_circles();
+    let doc = std::fs::read_to_string(workspace().join("docs/CONTRIBUTING.md")).unwrap();
+    let section =
+        doc.split("## Import circles").nth(1).expect("docs/CONTRIBUTING.md has an \"## Import circles\" section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let undocumented: Vec<&String> = found.iter().filter(|c| !section.contains(&format!("`{c}`"))).collect();
+    assert!(
+        undocumented.is_empty(),
+        "import circles not listed (as `crate: a.rs ↔ b.rs`) under \"## Import circles\" in docs/CONTRIBUTING.md: {undocumented:#?}"
+    );
+    let listed = section.lines().filter(|l| l.starts_with("- `")).count();
+    assert_eq!(
+        listed,
+        found.len(),
+        "docs/CONTRIBUTING.md lists {listed} circles, the code has {}: {found:#?}",
+        found.len()
+    );
+    assert!(found.len() <= 4, "{} import circles (at most 4): {found:#?}", found.len());
+}
+
+/// Longest function allowed in product code, in lines from `fn` to its closing brace.
+const MAX_FN_LINES: usize = 120;
+
+/// `(lines, name, line number)` of every function in `code` (already stripped of tests and comments).
+fn function_lengths(code: &str) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        let t = t
+            .strip_prefix("pub ")
+            .or_else(|| t.strip_prefix("pub(crate) "))
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .unwrap_or(t);
+        let t = t.strip_prefix("const ").unwrap_or(t);
+        let t = t.strip_prefix("async ").unwrap_or(t);
+        let t = t.strip_prefix("unsafe ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("fn ") else { continue };
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        // the body: from the first `{` before any `;` to its matching brace
+        let (mut depth, mut started) = (0i64, false);
+        let mut end = None;
+        'scan: for (k, l) in lines.iter().enumerate().skip(n) {
+            let mut in_str = false;
+            let mut prev = ' ';
+            // a brace as a char literal is not a block
+            let l = l.replace("'{'", "").replace("'}'", "");
+            for c in l.chars() {
+                if c == '"' && prev != '\\' {
+                    in_str = !in_str;
+                } else if !in_str {
+                    match c {
+                        '{' => {
+                            depth += 1;
+                            started = true;
+                        }
+                        '}' => depth -= 1,
+                        ';' if !started => break 'scan,
+                        _ => {}
+                    }
+                }
+                prev = c;
+            }
+            if started && depth <= 0 {
+                end = Some(k);
+                break;
+            }
+        }
+        if let Some(e) = end {
+            out.push((e - n + 1, name, n + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_product_function_over_120_lines() {
+    let mut long = Vec::new();
+    for (name, src) in source_roots() {
+        let mut files = Vec::new();
+        rs_files(&src, &mut files);
+        for f in files {
+            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            if rel == "tests.rs" || rel.ends_with("/tests.rs") {
+                continue;
+            }
+            let code = strip(&std::fs::read_to_string(&f).unwrap());
+            for (len, func, line) in function_lengths(&code) {
+                if len > MAX_FN_LINES {
+                    long.push(format!("{name}/src/{rel}:{line} fn {func}: {len} lines"));
+                }
+            }
+        }
+    }
+    assert!(long.is_empty(), "functions over {MAX_FN_LINES} lines (split them): {long:#?}");
+}
+
+#[test]
+fn the_length_check_counts_a_function_to_its_closing_brace() {
+    let code = "fn short() {\n    let s = \"}\";\n}\nfn decl();\npub fn long() {\n    if x {\n        y();\n    }\n}\n";
+    let found = function_lengths(code);
+    assert_eq!(found, vec![(3, "short".to_string(), 1), (5, "long".to_string(), 5)]);
 }
 
 #[test]
