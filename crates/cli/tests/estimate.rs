@@ -505,3 +505,28 @@ fn a_local_nvfp4_checkpoint_reads_its_hf_quant_config() {
     assert!(w(&v) < w(&bf16));
     assert!(v["model"]["notes"].to_string().contains("FP8 KV-cache scales"), "{}", v["model"]["notes"]);
 }
+
+/// Issue 24 item 3: `--gpus N` for inference without `--tp`/`--pp` runs one
+/// model across the cards as the engine would (vLLM: tensor parallel;
+/// transformers: device_map="auto" layer split) and says so; with an
+/// explicit layout, extra cards stay replicas.
+#[test]
+fn named_gpus_without_a_layout_split_the_model_as_the_engine_would() {
+    let v = json(&["estimate", "deepseek-v3", "--gpus", "8", "--gpu", "h200", "--engine", "vllm", "--json"], 0);
+    assert_eq!(
+        (v["workload"]["tp"].as_u64(), v["workload"]["pp"].as_u64(), v["workload"]["dp"].as_u64()),
+        (Some(8), Some(1), Some(1))
+    );
+    assert_eq!(v["fit"]["fits"], true);
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("8 GPUs and no --tp/--pp: sized as vllm runs one model across them, TP 8"), "{notes}");
+    // the default engine (transformers): a pipeline of 8 stages, and it fits
+    let (out, _) = run(&["estimate", "deepseek-v3", "--gpus", "8", "--gpu", "h200"], 0);
+    assert!(out.contains("TP 1 × PP 8 × DP 1") && out.contains("FITS"), "{out}");
+    assert!(out.contains("device_map=\"auto\""), "{out}");
+    // an explicit layout keeps replicas: the same memory per card as one GPU
+    let replicas = json(&["estimate", "llama-3.1-8b", "--gpus", "4", "--tp", "1", "--pp", "1", "--json"], 0);
+    assert_eq!(replicas["workload"]["dp"], 4);
+    let one = json(&["estimate", "llama-3.1-8b", "--json"], 0);
+    assert_eq!(replicas["per_gpu"]["total_bytes"], one["per_gpu"]["total_bytes"]);
+}

@@ -235,11 +235,21 @@ impl WorkloadArgs {
         let (workload, notes, names) = match self.task {
             TaskKind::Infer => {
                 self.refuse_training_flags()?;
-                // Replicas (gpus > tp × pp) keep per-GPU memory; the ledger says so.
-                let parallelism =
-                    Parallelism { gpus: self.gpus(), tp: self.tp(), pp: self.pp(), ..Parallelism::default() };
+                // Cards named without a layout run one model across them, as
+                // the engine would (core decides); an explicit --tp/--pp with
+                // more cards means replicas, which keep per-GPU memory.
+                let mut notes = Vec::new();
+                let (tp, pp) = match (self.tp, self.pp, self.gpus) {
+                    (None, None, Some(g)) if g > 1 => {
+                        let l = defaults::inference_layout(spec, self.engine.unwrap_or_default(), g);
+                        notes.push(l.why);
+                        (l.tp, l.pp)
+                    }
+                    _ => (self.tp(), self.pp()),
+                };
+                let parallelism = Parallelism { gpus: self.gpus(), tp, pp, ..Parallelism::default() };
                 let task = Task::Inference(self.inference(spec)?);
-                (Workload { task, parallelism, runtime }, Vec::new(), FieldNames::default())
+                (Workload { task, parallelism, runtime }, notes, FieldNames::default())
             }
             _ => {
                 self.refuse_inference_flags()?;
