@@ -183,6 +183,29 @@ fn not_found_revision_no_config_and_not_a_hub() {
     assert!(e.contains("HTTP 404") && e.contains("is HF_ENDPOINT a Hugging Face Hub"), "{e}");
 }
 
+/// A mirror that answers a missing file with a bare 404 (no X-Error-Code):
+/// once config.json came with its commit, the optional index is absent and
+/// the single-file layout is read (issue 24 item 10).
+#[test]
+fn a_mirror_without_error_codes_still_reads_a_single_file_model() {
+    let hub = FakeHub::start();
+    let mut repo = tiny_repo("mirror");
+    repo.bare_404 = true;
+    hub.add("acme/tiny", repo);
+    let home = tmp("bare404");
+    let env = Env::new(&hub, &home);
+    let r = resolve("acme/tiny", &env, None).unwrap();
+    let c = r.checkpoint.as_ref().expect("the single file's header read");
+    assert_eq!(c.difference, 0);
+    // a model with neither file on such a mirror: config.json alone, with the note
+    let mut bare = Repo::new(&commit("bare")).file("config.json", TINY_CONFIG.into());
+    bare.bare_404 = true;
+    hub.add("acme/bare", bare);
+    let r = resolve("acme/bare", &env, None).unwrap();
+    assert!(r.checkpoint.is_none());
+    assert!(r.spec.notes.iter().any(|n| n.contains("no safetensors files")), "{:?}", r.spec.notes);
+}
+
 #[test]
 fn revision_by_tag_is_cached_under_its_ref() {
     let hub = FakeHub::start();

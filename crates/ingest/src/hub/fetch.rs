@@ -114,7 +114,7 @@ fn fetch(
 
     // Later files are read at the commit, so they match the config.
     let index_name = "model.safetensors.index.json";
-    let index = client.get_file(repo, &commit, index_name, safetensors::MAX_INDEX_BYTES)?;
+    let index = absent_on_bare_404(client.get_file(repo, &commit, index_name, safetensors::MAX_INDEX_BYTES))?;
     count.add(&index);
     let shards = match &index {
         Some(i) => safetensors::index_shards(&i.bytes, &format!("{repo}@{short}/{index_name}"))?,
@@ -166,6 +166,18 @@ fn fetch(
 }
 
 /// The first `8 + n` bytes of one safetensors file; `None` if it is absent.
+/// A file read once config.json came from this endpoint with its commit: a
+/// 404 without the Hub's `X-Error-Code` is then a file the repository does
+/// not have (a mirror or plain file server answers so), not a server that
+/// is no Hub. The optional index and the first read of each safetensors
+/// file go through here, so a single-file model on such a mirror is read.
+fn absent_on_bare_404<T>(r: Result<Option<T>, HubError>) -> Result<Option<T>, HubError> {
+    match r {
+        Err(HubError::Status { status: 404, .. }) => Ok(None),
+        other => other,
+    }
+}
+
 fn read_header(
     client: &HubClient,
     repo: &str,
@@ -174,7 +186,7 @@ fn read_header(
     count: &Counter,
 ) -> Result<Option<Header>, IngestError> {
     let label = format!("{repo}@{}/{file}", &commit[..commit.len().min(12)]);
-    let first = client.read_range(repo, commit, file, 0, FIRST_READ_BYTES)?;
+    let first = absent_on_bare_404(client.read_range(repo, commit, file, 0, FIRST_READ_BYTES))?;
     count.add(&first);
     let Some(first) = first else { return Ok(None) };
     let url = client.file_url(repo, commit, file);

@@ -40,6 +40,9 @@ pub struct Repo {
     pub cdn_ignores_range: bool,
     /// the Hub omits X-Repo-Commit (a server that is not a Hub)
     pub no_commit_header: bool,
+    /// a missing file is a bare 404, without X-Error-Code or X-Repo-Commit
+    /// (a mirror that serves the files it has as a plain file server)
+    pub bare_404: bool,
     /// the Hub refuses every request with a 400 whose X-Error-Message and
     /// body quote the request's Authorization header (a hostile or broken
     /// endpoint echoing the token)
@@ -310,6 +313,9 @@ fn hub_reply(path: &str, auth: Option<&str>, state: &State, cdn_url: &str) -> Re
         headers.push(("X-Repo-Commit".to_string(), commit.clone()));
     }
     let Some(bytes) = files.get(&file) else {
+        if repo.bare_404 {
+            return with_delay((404, Vec::new(), b"Not Found".to_vec(), Duration::ZERO, false));
+        }
         let mut r = error(404, "EntryNotFound", "Entry not found");
         r.1.extend(headers);
         return with_delay(r);
