@@ -718,3 +718,29 @@ fn the_binary_serves_and_says_where() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// `serve --open` where the opener exits non-zero (a machine with no
+/// browser: `xdg-open` starts and fails) says so and keeps serving.
+#[cfg(unix)]
+#[test]
+fn serve_open_without_a_browser_says_so() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("vramfit-no-browser-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for opener in ["xdg-open", "open"] {
+        let p = dir.join(opener);
+        std::fs::write(&p, "#!/bin/sh\necho 'no method available' >&2\nexit 3\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    let out = common::vramfit()
+        .args(["serve", "--open", "--port", "0"])
+        .env("PATH", path)
+        .timeout(std::time::Duration::from_secs(5))
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("vramfit: serving http://127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains("--open could not open a browser") && stderr.contains("in a browser yourself"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

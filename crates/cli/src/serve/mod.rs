@@ -728,7 +728,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     }))
 }
 
-/// Ask the desktop to open `url`; a failure is a note, not an error.
+/// Ask the desktop to open `url`; a failure is a note, not an error. The
+/// opener is waited for on its own thread: `xdg-open` on a machine with no
+/// browser starts fine and then exits non-zero, which must still be said.
 fn open_browser(url: &str) {
     let cmd: &[&str] = if cfg!(target_os = "macos") {
         &["open"]
@@ -744,9 +746,23 @@ fn open_browser(url: &str) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
-    if let Err(e) = r {
-        eprintln!("vramfit: note: could not open a browser ({}: {e}); open {url} yourself", cmd[0]);
+    let (name, url) = (cmd[0].to_string(), url.to_string());
+    match r {
+        Err(e) => eprintln!("{}", no_browser_note(&name, &e.to_string(), &url)),
+        Ok(mut child) => {
+            std::thread::spawn(move || match child.wait() {
+                Ok(status) if !status.success() => {
+                    eprintln!("{}", no_browser_note(&name, &format!("it exited with {status}"), &url))
+                }
+                Err(e) => eprintln!("{}", no_browser_note(&name, &e.to_string(), &url)),
+                Ok(_) => {}
+            });
+        }
     }
+}
+
+fn no_browser_note(opener: &str, why: &str, url: &str) -> String {
+    format!("vramfit: note: --open could not open a browser ({opener}: {why}); open {url} in a browser yourself")
 }
 
 #[cfg(test)]

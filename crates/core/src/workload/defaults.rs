@@ -76,7 +76,7 @@ pub fn inference_layout(model: &ModelSpec, engine: Engine, gpus: u64) -> Inferen
     let heads = model.num_heads.max(1);
     let replicas_hint = format!("--tp 1 --pp 1 sizes {gpus} replicas instead");
     if engine.serving().is_some() {
-        let tp = (1..=gpus).rev().find(|d| gpus % d == 0 && heads % d == 0).unwrap_or(1);
+        let tp = (1..=gpus).rev().find(|&d| gpus.is_multiple_of(d) && heads.is_multiple_of(d)).unwrap_or(1);
         let pp = (gpus / tp).min(layers);
         let split = if pp > 1 {
             format!("TP {tp} × PP {pp}: TP {} does not divide the {heads} attention heads", tp * pp)
