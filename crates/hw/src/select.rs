@@ -16,6 +16,7 @@ use crate::HwError;
 use serde::Serialize;
 use thiserror::Error;
 use vramfit_catalog::gpus::{builtin_gpus, find_gpu, CatalogError};
+use vramfit_core::GpuSpec;
 
 /// The local GPUs `--gpu auto` read.
 #[derive(Debug, Clone, Serialize)]
@@ -128,7 +129,7 @@ pub enum SelectError {
     Probe(#[source] HwError),
     /// The catalogue has no such card (or the name only begins some):
     /// the error lists the close names and points at `--gpu-mem`.
-    #[error("{}{}", .0, gpu_mem_hint(.0))]
+    #[error("--gpu: {}{}", .0, gpu_mem_hint(.0))]
     Catalog(#[from] CatalogError),
     #[error("--gpu auto: CUDA_VISIBLE_DEVICES entry '{entry}' matches several GPUs")]
     AmbiguousUuid { entry: String },
@@ -166,6 +167,13 @@ fn gpu_mem_hint(e: &CatalogError) -> &'static str {
     }
 }
 
+/// The catalogue card `--gpu NAME` names: an id, display name or alias,
+/// exactly (never a prefix), else the refusal with the close names and
+/// `--gpu-mem`.
+pub fn catalogue_card<'a>(all: &'a [GpuSpec], name: &str) -> Result<&'a GpuSpec, SelectError> {
+    Ok(find_gpu(all, name)?)
+}
+
 /// The target for `card`; `gpus_needed` is the job's GPU count (for local
 /// GPUs; 0: every usable GPU, as llama.cpp uses every visible device).
 pub fn target(card: Card, gpus_needed: u64, probe: &dyn GpuProbe, env: &CudaEnv) -> Result<FitTarget, SelectError> {
@@ -173,7 +181,7 @@ pub fn target(card: Card, gpus_needed: u64, probe: &dyn GpuProbe, env: &CudaEnv)
         Card::Memory { bytes, given } => Ok(FitTarget::of_memory(bytes, given)),
         Card::Named(name) => {
             let all = builtin_gpus()?;
-            let g = find_gpu(&all, name)?;
+            let g = catalogue_card(&all, name)?;
             Ok(FitTarget {
                 name: g.name.clone(),
                 memory_bytes: g.memory_bytes(),
@@ -457,7 +465,12 @@ mod tests {
                     Ok(t) => panic!("--gpu {prefix} (a prefix of {}) picked {}", g.id, t.name),
                     Err(e) => e.to_string(),
                 };
-                assert!(e.contains(&format!("'{prefix}'")) && e.contains("--gpu-mem"), "{e}");
+                assert!(
+                    e.starts_with(&format!("--gpu: GPU name '{prefix}'"))
+                        || e.starts_with(&format!("--gpu: unknown GPU '{prefix}'")),
+                    "{e}"
+                );
+                assert!(e.contains("--gpu-mem"), "{e}");
                 assert!(e.contains("did you mean") || e.contains("give one of these ids"), "{e}");
                 refused += 1;
             }
