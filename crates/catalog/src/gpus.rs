@@ -676,6 +676,13 @@ mod tests {
         assert_eq!(of(0x2331), Some("h100-pcie"));
         assert_eq!(of(0x20B0), Some("a100-40gb-sxm"));
         assert_eq!(of(0x20F1), Some("a100-40gb-pcie"));
+        // issue 24: the variants nvidia-smi's totals cannot tell apart
+        assert_eq!(of(0x2324), Some("h800-sxm"));
+        assert_eq!(of(0x2322), Some("h800-pcie"));
+        assert_eq!(of(0x20F3), Some("a800-80gb-sxm"));
+        assert_eq!(of(0x20F5), Some("a800-80gb-pcie"));
+        assert_eq!(of(0x26B5), Some("l40"));
+        assert_eq!(of(0x26B9), Some("l40s"));
         assert!(ids.iter().all(|p| p.source.contains("pci.ids") || p.source.contains("nvidia-smi -q")));
         let e =
             parse_pci_ids("[[pci]]\ngpu = \"h100-sxm\"\ndevice_ids = [\"23300\"]\nsource = \"x\"\n", "p.toml", &gpus)

@@ -265,4 +265,13 @@ fn a_family_token_inside_a_longer_one_is_not_that_family() {
     assert_eq!(whole("Tesla V100S-PCIE-32GB", 32510), "V100S PCIe 32GB");
     // an H200 total is no H20 card's, and an H20 named as an H200 is not one either
     assert_eq!(classify("NVIDIA H200", 97871 * MIB, &r), MemoryClass::Unknown);
+    // the H800 SXM and PCIe share a name stem and 81559 MiB: the PCI id tells them apart
+    for (pci, want) in [("0x232410DE", "h800-sxm"), ("0x232210DE", "h800-pcie")] {
+        let mut g = Gpu::new(0, "NVIDIA H800");
+        g.pci_device_id = Some(pci.into());
+        g.memory_total_bytes = Some(81559 * MIB);
+        let (card, by) = verdict::identify(&g, &r).unwrap();
+        assert_eq!((card.id.as_str(), by), (want, verdict::IdentifiedBy::PciDeviceId), "{pci}");
+        assert!(matches!(verdict::classify_gpu(&g, &r).0, MemoryClass::WholeCard { .. }), "{pci}");
+    }
 }
