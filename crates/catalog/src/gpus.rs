@@ -36,8 +36,17 @@ pub enum CatalogError {
     #[error("unknown GPU '{query}'{}", suggest(suggestions))]
     UnknownGpu { query: String, suggestions: Vec<String> },
     /// A partial name: it begins the names of several GPUs (never resolved to one).
-    #[error("GPU name '{query}' is ambiguous: it begins the names of {}; give one of these ids", candidates.join(", "))]
-    AmbiguousGpu { query: String, candidates: Vec<String> },
+    #[error(
+        "GPU name '{query}' is ambiguous: it begins the names of {}{}; give one of these ids",
+        candidates.join(", "),
+        if *more > 0 { format!(" and {more} more") } else { String::new() }
+    )]
+    AmbiguousGpu {
+        query: String,
+        candidates: Vec<String>,
+        /// cards it also begins, past the listed ones
+        more: usize,
+    },
     /// An offer names a GPU id the catalogue does not have.
     #[error("{file}:{line}: field `gpu`: unknown GPU id '{gpu}'{}", suggest(suggestions))]
     UnknownOfferGpu { file: String, line: usize, gpu: String, suggestions: Vec<String> },
@@ -458,9 +467,11 @@ pub fn find_gpu<'a>(gpus: &'a [GpuSpec], name: &str) -> Result<&'a GpuSpec, Cata
     let begun: Vec<String> =
         gpus.iter().filter(|g| spellings(g).any(|s| s.starts_with(&q))).map(|g| g.id.clone()).collect();
     if begun.len() > 1 {
+        let more = begun.len().saturating_sub(MAX_CLOSE_NAMES);
         return Err(CatalogError::AmbiguousGpu {
             query: name.to_string(),
             candidates: begun.into_iter().take(MAX_CLOSE_NAMES).collect(),
+            more,
         });
     }
     let mut scored: Vec<(f64, &str)> = gpus
@@ -583,18 +594,15 @@ mod tests {
                 if gpu_named(&gpus, prefix).is_some() {
                     continue; // `h20` begins `h200-sxm` but is the H20's id
                 }
-                let listed = match find_gpu(&gpus, prefix) {
+                let (listed, more) = match find_gpu(&gpus, prefix) {
                     Ok(other) => panic!("'{prefix}' (a prefix of {}) picked {}", g.id, other.id),
-                    Err(CatalogError::AmbiguousGpu { candidates, .. }) => candidates,
-                    Err(CatalogError::UnknownGpu { suggestions, .. }) => suggestions,
+                    Err(CatalogError::AmbiguousGpu { candidates, more, .. }) => (candidates, more),
+                    Err(CatalogError::UnknownGpu { suggestions, .. }) => (suggestions, 0),
                     Err(other) => panic!("'{prefix}': {other:?}"),
                 };
-                // the listing is capped; below the cap it names the card begun
-                assert!(
-                    listed.contains(&g.id) || listed.len() == MAX_CLOSE_NAMES,
-                    "'{prefix}' lists {listed:?}, not {}",
-                    g.id
-                );
+                // the listing is capped, and says how many it left out
+                assert!(listed.contains(&g.id) || more > 0, "'{prefix}' lists {listed:?}, not {}", g.id);
+                assert!(listed.len() <= MAX_CLOSE_NAMES, "'{prefix}' lists {listed:?}");
                 refused += 1;
             }
         }
@@ -615,6 +623,13 @@ mod tests {
         assert!(h2.contains(&"h20".into()) && h2.contains(&"h200-sxm".into()), "{h2:?}");
         let e = find_gpu(&gpus, "rtx-6000").unwrap_err().to_string();
         assert!(e.contains("unknown GPU 'rtx-6000' (did you mean rtx-6000-ada, "), "{e}");
+        // `a` begins more names than are listed: the count of the rest is given
+        let e = find_gpu(&gpus, "a").unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::AmbiguousGpu { candidates, more, .. } if candidates.len() == MAX_CLOSE_NAMES && *more > 0),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(" more; give one of these ids"), "{e}");
         let a800 = listed("a800");
         assert_eq!(a800, ["a800-40gb-pcie", "a800-80gb-pcie", "a800-80gb-sxm"]);
         // one card begun: refused all the same, that card first among the close names
