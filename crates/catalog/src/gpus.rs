@@ -35,9 +35,18 @@ pub enum CatalogError {
     /// No GPU matches the name.
     #[error("unknown GPU '{query}'{}", suggest(suggestions))]
     UnknownGpu { query: String, suggestions: Vec<String> },
-    /// More than one GPU matches a partial name.
-    #[error("GPU name '{query}' is ambiguous: it matches {}; give one of these ids", candidates.join(", "))]
-    AmbiguousGpu { query: String, candidates: Vec<String> },
+    /// A partial name: it begins the names of several GPUs (never resolved to one).
+    #[error(
+        "GPU name '{query}' is ambiguous: it begins the names of {}{}; give one of these ids",
+        candidates.join(", "),
+        if *more > 0 { format!(" and {more} more") } else { String::new() }
+    )]
+    AmbiguousGpu {
+        query: String,
+        candidates: Vec<String>,
+        /// cards it also begins, past the listed ones
+        more: usize,
+    },
     /// An offer names a GPU id the catalogue does not have.
     #[error("{file}:{line}: field `gpu`: unknown GPU id '{gpu}'{}", suggest(suggestions))]
     UnknownOfferGpu { file: String, line: usize, gpu: String, suggestions: Vec<String> },
@@ -250,6 +259,21 @@ pub fn parse_gpus(text: &str, file: &str) -> Result<Vec<GpuSpec>, CatalogError> 
         if row.mig_max > 7 {
             return Err(bad("mig_max", format!("{} MIG instances: at most 7 exist", row.mig_max)));
         }
+        // a name picks one card: no spelling of this card may name an earlier one
+        let named =
+            [("id", &row.id), ("name", &row.name)].into_iter().chain(row.aliases.iter().map(|a| ("aliases", a)));
+        for (field, spelled) in named {
+            let n = normalize(spelled);
+            if let Some(other) = out.iter().find(|g| !n.is_empty() && spellings(g).any(|x| x == n)) {
+                return Err(bad(
+                    field,
+                    format!(
+                        "GPU '{}': '{spelled}' already names GPU '{}' (a name must pick one card)",
+                        row.id, other.id
+                    ),
+                ));
+            }
+        }
         let arch = match row.arch.as_deref() {
             None => None,
             Some(a) => Some(GpuArch::parse(a).ok_or_else(|| {
@@ -412,8 +436,7 @@ fn spellings(g: &GpuSpec) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The GPU whose id, display name or alias is exactly `name` (case, spaces
-/// and dashes ignored; no prefix or fuzzy match): for names read from data
-/// files, where a near miss must not pick a card.
+/// and dashes ignored; no prefix or fuzzy match).
 pub fn gpu_named<'a>(gpus: &'a [GpuSpec], name: &str) -> Option<&'a GpuSpec> {
     let q = normalize(name);
     if q.is_empty() {
@@ -422,32 +445,38 @@ pub fn gpu_named<'a>(gpus: &'a [GpuSpec], name: &str) -> Option<&'a GpuSpec> {
     gpus.iter().find(|g| spellings(g).any(|s| s == q))
 }
 
-/// Find a GPU by id, display name or alias (case, spaces, dashes ignored).
+/// Most close names an unknown GPU name's error lists.
+const MAX_CLOSE_NAMES: usize = 12;
+
+/// Find a GPU by id, display name or alias (case, spaces, dashes and a
+/// leading "NVIDIA" ignored): an exact match or an error, never a guess.
 ///
-/// An exact match wins; otherwise a name that starts with the query and
-/// belongs to one GPU only; otherwise an error: ambiguous (with the
-/// candidates) or unknown (with up to three did-you-mean suggestions).
+/// A name that only begins a catalogue name (`a100`, `h2`, `rtx-6000`) is
+/// refused like any other unknown name: [`CatalogError::AmbiguousGpu`]
+/// when it begins the names of several cards (listing them), else
+/// [`CatalogError::UnknownGpu`] with the close names: the cards whose names
+/// it begins, then up to three similar ids.
 pub fn find_gpu<'a>(gpus: &'a [GpuSpec], name: &str) -> Result<&'a GpuSpec, CatalogError> {
     let q = normalize(name);
     if q.is_empty() {
         return Err(CatalogError::UnknownGpu { query: name.to_string(), suggestions: Vec::new() });
     }
-    if let Some(g) = gpus.iter().find(|g| spellings(g).any(|s| s == q)) {
+    if let Some(g) = gpu_named(gpus, name) {
         return Ok(g);
     }
-    let prefixed: Vec<&GpuSpec> = gpus.iter().filter(|g| spellings(g).any(|s| s.starts_with(&q))).collect();
-    match prefixed.len() {
-        1 => return Ok(prefixed[0]),
-        n if n > 1 => {
-            return Err(CatalogError::AmbiguousGpu {
-                query: name.to_string(),
-                candidates: prefixed.iter().map(|g| g.id.clone()).collect(),
-            })
-        }
-        _ => {}
+    let begun: Vec<String> =
+        gpus.iter().filter(|g| spellings(g).any(|s| s.starts_with(&q))).map(|g| g.id.clone()).collect();
+    if begun.len() > 1 {
+        let more = begun.len().saturating_sub(MAX_CLOSE_NAMES);
+        return Err(CatalogError::AmbiguousGpu {
+            query: name.to_string(),
+            candidates: begun.into_iter().take(MAX_CLOSE_NAMES).collect(),
+            more,
+        });
     }
     let mut scored: Vec<(f64, &str)> = gpus
         .iter()
+        .filter(|g| !begun.contains(&g.id))
         .map(|g| {
             let best = spellings(g).map(|s| strsim::jaro_winkler(&q, &s)).fold(0.0, f64::max);
             (best, g.id.as_str())
@@ -455,10 +484,8 @@ pub fn find_gpu<'a>(gpus: &'a [GpuSpec], name: &str) -> Result<&'a GpuSpec, Cata
         .filter(|(s, _)| *s >= 0.7)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    Err(CatalogError::UnknownGpu {
-        query: name.to_string(),
-        suggestions: scored.iter().take(3).map(|(_, id)| id.to_string()).collect(),
-    })
+    let suggestions = begun.into_iter().chain(scored.iter().take(3).map(|(_, id)| id.to_string())).collect();
+    Err(CatalogError::UnknownGpu { query: name.to_string(), suggestions })
 }
 
 #[cfg(test)]
@@ -508,7 +535,132 @@ mod tests {
         assert_eq!(id("RTX 3090"), "rtx-3090");
         assert_eq!(id("h100"), "h100-sxm");
         assert_eq!(id("T4"), "t4");
-        assert_eq!(id("l40"), "l40s"); // unique prefix
+        assert_eq!(id("l40"), "l40"); // its own card, no longer a prefix of l40s
+        assert_eq!(id("L40S"), "l40s");
+        assert_eq!(id("h20"), "h20"); // not the H200
+        assert_eq!(id("NVIDIA H20"), "h20");
+        assert_eq!(id("h200"), "h200-sxm");
+        assert_eq!(id("RTX 4090 D"), "rtx-4090d");
+        assert_eq!(id("NVIDIA RTX 6000 Ada Generation"), "rtx-6000-ada");
+        assert_eq!(id("NVIDIA A800-SXM4-80GB"), "a800-80gb-sxm");
+    }
+
+    /// Issue 24: the cards rented in China, each with the memory nvidia-smi
+    /// shows (MiB) and its decimal GB.
+    #[test]
+    fn rented_cards_are_listed_with_their_nvidia_smi_memory() {
+        let gpus = builtin_gpus().unwrap();
+        let cards: [(&str, &str, u64, f64); 17] = [
+            ("h20", "h20", 97871, 96.0),
+            ("h800", "h800-sxm", 81559, 80.0),
+            ("h800-pcie", "h800-pcie", 81559, 80.0),
+            ("a800-40gb", "a800-40gb-pcie", 40960, 40.0),
+            ("a800-80gb", "a800-80gb-sxm", 81920, 80.0),
+            ("a800-80gb-pcie", "a800-80gb-pcie", 81920, 80.0),
+            ("l20", "l20", 46068, 48.0),
+            ("l40", "l40", 46068, 48.0),
+            ("rtx-4090d", "rtx-4090d", 24564, 24.0),
+            ("rtx-5090", "rtx-5090", 32607, 32.0),
+            ("rtx-4080", "rtx-4080", 16376, 16.0),
+            ("rtx-a6000", "rtx-a6000", 49140, 48.0),
+            ("rtx-6000-ada", "rtx-6000-ada", 49140, 48.0),
+            ("rtx-pro-6000", "rtx-pro-6000", 97887, 96.0),
+            ("RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000", 97887, 96.0),
+            ("a40", "a40", 46068, 48.0),
+            ("a30", "a30", 24576, 24.0),
+        ];
+        for (name, want, mib, gb) in cards {
+            let g = find_gpu(&gpus, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!((g.id.as_str(), g.memory_mib, g.memory_gb), (want, mib, gb), "{name}");
+            // the MiB total is below the decimal GB (ECC and the driver take some)
+            assert!(g.memory_bytes() as f64 <= gb * 1e9 * 1.08, "{name}");
+            assert!(g.bandwidth_gbs > 0.0 && g.bf16_tflops > 0.0 && !g.source.is_empty(), "{name}");
+        }
+        // the H20 is a 96 GB card, not the 141 GB H200
+        assert!(find_gpu(&gpus, "h20").unwrap().memory_mib < find_gpu(&gpus, "h200").unwrap().memory_mib);
+    }
+
+    /// Issue 24: a name matches exactly or is refused, never by prefix.
+    /// Every proper prefix of every id that is not itself a catalogue name
+    /// (id, display name or alias) is refused, listing that id among the
+    /// close names.
+    #[test]
+    fn no_prefix_of_an_id_picks_a_card() {
+        let gpus = builtin_gpus().unwrap();
+        let mut refused = 0;
+        for g in &gpus {
+            for end in 1..g.id.len() {
+                let prefix = &g.id[..end];
+                if gpu_named(&gpus, prefix).is_some() {
+                    continue; // `h20` begins `h200-sxm` but is the H20's id
+                }
+                let (listed, more) = match find_gpu(&gpus, prefix) {
+                    Ok(other) => panic!("'{prefix}' (a prefix of {}) picked {}", g.id, other.id),
+                    Err(CatalogError::AmbiguousGpu { candidates, more, .. }) => (candidates, more),
+                    Err(CatalogError::UnknownGpu { suggestions, .. }) => (suggestions, 0),
+                    Err(other) => panic!("'{prefix}': {other:?}"),
+                };
+                // the listing is capped, and says how many it left out
+                assert!(listed.contains(&g.id) || more > 0, "'{prefix}' lists {listed:?}, not {}", g.id);
+                assert!(listed.len() <= MAX_CLOSE_NAMES, "'{prefix}' lists {listed:?}");
+                refused += 1;
+            }
+        }
+        assert!(refused >= 200, "{refused} prefixes refused");
+    }
+
+    #[test]
+    fn names_that_once_guessed_are_refused_with_the_cards_listed() {
+        let gpus = builtin_gpus().unwrap();
+        let listed = |n: &str| match find_gpu(&gpus, n) {
+            Err(CatalogError::AmbiguousGpu { candidates, .. }) => candidates,
+            other => panic!("{n}: expected ambiguous, got {other:?}"),
+        };
+        // `v100` was an alias of the 16 GB SXM2 card; there are 16 and 32 GB V100s
+        let v100 = listed("v100");
+        assert!(v100.contains(&"v100-sxm2-16gb".into()) && v100.contains(&"v100-sxm2-32gb".into()), "{v100:?}");
+        let h2 = listed("h2");
+        assert!(h2.contains(&"h20".into()) && h2.contains(&"h200-sxm".into()), "{h2:?}");
+        let e = find_gpu(&gpus, "rtx-6000").unwrap_err().to_string();
+        assert!(e.contains("unknown GPU 'rtx-6000' (did you mean rtx-6000-ada, "), "{e}");
+        // `a` begins more names than are listed: the count of the rest is given
+        let e = find_gpu(&gpus, "a").unwrap_err();
+        assert!(
+            matches!(&e, CatalogError::AmbiguousGpu { candidates, more, .. } if candidates.len() == MAX_CLOSE_NAMES && *more > 0),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains(" more; give one of these ids"), "{e}");
+        let a800 = listed("a800");
+        assert_eq!(a800, ["a800-40gb-pcie", "a800-80gb-pcie", "a800-80gb-sxm"]);
+        // one card begun: refused all the same, that card first among the close names
+        match find_gpu(&gpus, "rtx-409") {
+            Err(CatalogError::AmbiguousGpu { candidates, .. }) => assert!(candidates.contains(&"rtx-4090d".into())),
+            other => panic!("{other:?}"),
+        }
+        match find_gpu(&gpus, "mi300") {
+            Err(CatalogError::UnknownGpu { suggestions, .. }) => assert_eq!(suggestions[0], "mi300x"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_catalogue_name_picks_one_card() {
+        let gpus = builtin_gpus().unwrap();
+        for g in &gpus {
+            for s in spellings(g) {
+                let owners: Vec<&str> =
+                    gpus.iter().filter(|o| spellings(o).any(|x| x == s)).map(|o| o.id.as_str()).collect();
+                assert_eq!(owners, [g.id.as_str()], "'{s}'");
+            }
+        }
+        // and a file that gives one name to two cards is refused, naming the field
+        let two = format!(
+            "{GOOD}{}",
+            GOOD.replace("id = \"x1\"\nname = \"X1\"", "id = \"x2\"\nname = \"X2\"\naliases = [\"X-1\"]")
+        );
+        let e = parse_gpus(&two, "f.toml").unwrap_err();
+        assert!(matches!(&e, CatalogError::Invalid { field, .. } if field == "aliases"), "{e:?}");
+        assert!(e.to_string().contains("GPU 'x2': 'X-1' already names GPU 'x1'"), "{e}");
     }
 
     #[test]
@@ -539,6 +691,13 @@ mod tests {
         assert_eq!(of(0x2331), Some("h100-pcie"));
         assert_eq!(of(0x20B0), Some("a100-40gb-sxm"));
         assert_eq!(of(0x20F1), Some("a100-40gb-pcie"));
+        // issue 24: the variants nvidia-smi's totals cannot tell apart
+        assert_eq!(of(0x2324), Some("h800-sxm"));
+        assert_eq!(of(0x2322), Some("h800-pcie"));
+        assert_eq!(of(0x20F3), Some("a800-80gb-sxm"));
+        assert_eq!(of(0x20F5), Some("a800-80gb-pcie"));
+        assert_eq!(of(0x26B5), Some("l40"));
+        assert_eq!(of(0x26B9), Some("l40s"));
         assert!(ids.iter().all(|p| p.source.contains("pci.ids") || p.source.contains("nvidia-smi -q")));
         let e =
             parse_pci_ids("[[pci]]\ngpu = \"h100-sxm\"\ndevice_ids = [\"23300\"]\nsource = \"x\"\n", "p.toml", &gpus)

@@ -212,6 +212,22 @@ mod tests {
         assert!(matches!(find_mig_table(&t, "rtx4090"), Err(MigCatalogError::Unknown { .. })));
     }
 
+    /// Issue 24: a bare `a100` is the 40 GB or the 80 GB table; it is
+    /// refused with the tables listed rather than read as the 40 GB one.
+    #[test]
+    fn a_name_of_two_tables_is_refused_with_the_tables_listed() {
+        let t = builtin_mig_tables().unwrap();
+        for q in ["a100", "A100", "h2", "h20"] {
+            let e = find_mig_table(&t, q).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("no MIG profile table for '{q}'")) && e.contains("a100-40gb, a100-80gb"),
+                "{e}"
+            );
+        }
+        assert_eq!(find_mig_table(&t, "a100-40gb").unwrap().gpu.id, "a100-40gb");
+        assert_eq!(find_mig_table(&t, "a800-80gb").unwrap().gpu.id, "a100-80gb");
+    }
+
     #[test]
     fn bad_user_file_names_line_and_gpu() {
         assert!(matches!(parse_mig_tables("{", "u.json"), Err(MigCatalogError::Parse { line: 1, .. })));

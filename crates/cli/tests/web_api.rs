@@ -124,6 +124,47 @@ fn estimate_is_the_clis_json() {
     assert_eq!(r.json(), want);
 }
 
+/// Issue 24: the page's `gpu` names a card exactly, as `--gpu` does: `h20`
+/// is the 96 GB H20 (not the H200), and a name that only begins catalogue
+/// names is a 400 on `gpu` listing them, with the CLI's message.
+#[test]
+fn gpu_names_match_exactly_on_the_page() {
+    let r = post_json("/api/estimate", serde_json::json!({"model": "llama-3.1-8b", "gpu": "h20"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let j = r.json();
+    assert_eq!(j, cli(&["estimate", "llama-3.1-8b", "--gpu", "h20", "--json"], 0));
+    assert_eq!(
+        (j["fit"]["gpu"].as_str(), j["fit"]["gpu_memory_bytes"].as_u64()),
+        (Some("H20 96GB"), Some(97871 << 20))
+    );
+    let r = post_json("/api/plan", serde_json::json!({"model": "llama-3.1-8b", "have": "h20"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), cli(&["plan", "llama-3.1-8b", "--have", "h20", "--json"], 0));
+    for (path, body, args, field) in [
+        (
+            "/api/estimate",
+            serde_json::json!({"model": "llama-3.1-8b", "gpu": "h2"}),
+            ["estimate", "--gpu", "h2"],
+            "gpu",
+        ),
+        (
+            "/api/estimate",
+            serde_json::json!({"model": "llama-3.1-8b", "gpu": "v100"}),
+            ["estimate", "--gpu", "v100"],
+            "gpu",
+        ),
+        ("/api/plan", serde_json::json!({"model": "llama-3.1-8b", "have": "h2"}), ["plan", "--have", "h2"], "have"),
+    ] {
+        let r = post_json(path, body.clone());
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        let j = r.json();
+        assert_eq!(j["field"], field, "{body}: {}", r.body);
+        let cli_args = [args[0], "llama-3.1-8b", args[1], args[2], "--json"];
+        assert_eq!(j["error"], cli_error(&cli_args), "{body}");
+        assert!(j["error"].as_str().unwrap().contains("is ambiguous: it begins the names of"), "{}", r.body);
+    }
+}
+
 #[test]
 fn a_pasted_config_is_the_config_file() {
     let path = fixture("ingest/tests/fixtures/configs/02_llama-2-7b-arch.json");

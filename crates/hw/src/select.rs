@@ -16,6 +16,7 @@ use crate::HwError;
 use serde::Serialize;
 use thiserror::Error;
 use vramfit_catalog::gpus::{builtin_gpus, find_gpu, CatalogError};
+use vramfit_core::GpuSpec;
 
 /// The local GPUs `--gpu auto` read.
 #[derive(Debug, Clone, Serialize)]
@@ -126,8 +127,9 @@ pub enum SelectError {
     /// The probe answered with an error.
     #[error("--gpu auto: {0}")]
     Probe(#[source] HwError),
-    /// The catalogue has no such card (or the name is ambiguous).
-    #[error(transparent)]
+    /// The catalogue has no such card (or the name only begins some):
+    /// the error lists the close names and points at `--gpu-mem`.
+    #[error("--gpu: {}{}", .0, gpu_mem_hint(.0))]
     Catalog(#[from] CatalogError),
     #[error("--gpu auto: CUDA_VISIBLE_DEVICES entry '{entry}' matches several GPUs")]
     AmbiguousUuid { entry: String },
@@ -153,6 +155,25 @@ pub enum SelectError {
     TooFew { needed: usize, usable: Vec<String> },
 }
 
+/// Where an unknown `--gpu` name's error sends the user: the catalogue
+/// list, or the card's memory.
+fn gpu_mem_hint(e: &CatalogError) -> &'static str {
+    match e {
+        CatalogError::UnknownGpu { .. } | CatalogError::AmbiguousGpu { .. } => {
+            "; `vramfit estimate --list-gpus` lists the catalogue, and a card not in it can be given by its memory \
+             with --gpu-mem (e.g. --gpu-mem 96GiB)"
+        }
+        _ => "",
+    }
+}
+
+/// The catalogue card `--gpu NAME` names: an id, display name or alias,
+/// exactly (never a prefix), else the refusal with the close names and
+/// `--gpu-mem`.
+pub fn catalogue_card<'a>(all: &'a [GpuSpec], name: &str) -> Result<&'a GpuSpec, SelectError> {
+    Ok(find_gpu(all, name)?)
+}
+
 /// The target for `card`; `gpus_needed` is the job's GPU count (for local
 /// GPUs; 0: every usable GPU, as llama.cpp uses every visible device).
 pub fn target(card: Card, gpus_needed: u64, probe: &dyn GpuProbe, env: &CudaEnv) -> Result<FitTarget, SelectError> {
@@ -160,7 +181,7 @@ pub fn target(card: Card, gpus_needed: u64, probe: &dyn GpuProbe, env: &CudaEnv)
         Card::Memory { bytes, given } => Ok(FitTarget::of_memory(bytes, given)),
         Card::Named(name) => {
             let all = builtin_gpus()?;
-            let g = find_gpu(&all, name)?;
+            let g = catalogue_card(&all, name)?;
             Ok(FitTarget {
                 name: g.name.clone(),
                 memory_bytes: g.memory_bytes(),
@@ -410,14 +431,50 @@ mod tests {
         let t = target(Card::Named("a100-80gb"), 1, &FakeProbe(Machine::default()), &none).unwrap();
         assert!(t.detected.is_none() && t.memory_bytes > 80_000 * MIB, "{t:?}");
         assert!(t.usable_bytes() < t.memory_bytes, "the driver's reservation is not usable");
-        assert!(matches!(
-            target(Card::Named("rtx-9999"), 1, &FakeProbe(Machine::default()), &none),
-            Err(SelectError::Catalog(CatalogError::UnknownGpu { .. }))
-        ));
+        let e = target(Card::Named("rtx-9999"), 1, &FakeProbe(Machine::default()), &none).unwrap_err();
+        assert!(matches!(e, SelectError::Catalog(CatalogError::UnknownGpu { .. })), "{e:?}");
+        assert!(e.to_string().contains("with --gpu-mem (e.g. --gpu-mem 96GiB)"), "{e}");
         let t =
             target(Card::Memory { bytes: 24 << 30, given: "24GiB" }, 1, &FakeProbe(Machine::default()), &none).unwrap();
         assert_eq!(t.name, "a card with 24.00 GiB (--gpu-mem 24GiB)");
         let probe = FakeProbe(machine(vec![gpu(0, "NVIDIA L4", 23034, 0, 0)]));
         assert_eq!(target(Card::Local, 1, &probe, &none).unwrap().memory_bytes, 23034 * MIB);
+    }
+
+    /// Issue 24: `--gpu h20` is the 96 GB H20, not the 141 GB H200, and no
+    /// `--gpu` name is a prefix guess: every proper prefix of a catalogue id
+    /// that is not itself a catalogue name is refused, naming close cards
+    /// and `--gpu-mem`.
+    #[test]
+    fn named_cards_match_exactly_and_prefixes_are_refused() {
+        let none = CudaEnv::default();
+        let probe = FakeProbe(Machine::default());
+        let h20 = target(Card::Named("h20"), 1, &probe, &none).unwrap();
+        assert_eq!(h20.memory_bytes, 97871 * MIB);
+        assert_eq!(h20.name, "H20 96GB");
+        let all = builtin_gpus().unwrap();
+        let mut refused = 0;
+        for g in &all {
+            assert_eq!(target(Card::Named(&g.id), 1, &probe, &none).unwrap().memory_bytes, g.memory_bytes());
+            for end in 1..g.id.len() {
+                let prefix = &g.id[..end];
+                if vramfit_catalog::gpus::gpu_named(&all, prefix).is_some() {
+                    continue;
+                }
+                let e = match target(Card::Named(prefix), 1, &probe, &none) {
+                    Ok(t) => panic!("--gpu {prefix} (a prefix of {}) picked {}", g.id, t.name),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    e.starts_with(&format!("--gpu: GPU name '{prefix}'"))
+                        || e.starts_with(&format!("--gpu: unknown GPU '{prefix}'")),
+                    "{e}"
+                );
+                assert!(e.contains("--gpu-mem"), "{e}");
+                assert!(e.contains("did you mean") || e.contains("give one of these ids"), "{e}");
+                refused += 1;
+            }
+        }
+        assert!(refused >= 200, "{refused}");
     }
 }

@@ -121,6 +121,15 @@ pub fn family_of(id: &str) -> String {
     out
 }
 
+/// Whether the normalized product name `n` names `family`: it contains the
+/// family and no longer family that contains it (`l40s` is not an `l40`,
+/// `h200` not an `h20`, `rtx4090d` not an `rtx4090`).
+pub(crate) fn names_family(n: &str, family: &str, refs: &[RefCard]) -> bool {
+    !family.is_empty()
+        && n.contains(family)
+        && !refs.iter().any(|r| r.family.len() > family.len() && r.family.contains(family) && n.contains(&r.family))
+}
+
 /// `a` within `tol` (a fraction) of `b`.
 pub fn within(a: u64, b: u64, tol: f64) -> bool {
     let (a, b) = (a as f64, b as f64);
@@ -132,7 +141,7 @@ pub fn within(a: u64, b: u64, tol: f64) -> bool {
 /// GiB rounded).
 pub(crate) fn family_cards<'a>(name: &str, refs: &'a [RefCard]) -> Vec<&'a RefCard> {
     let n = norm(name);
-    let fam: Vec<&RefCard> = refs.iter().filter(|r| !r.family.is_empty() && n.contains(&r.family)).collect();
+    let fam: Vec<&RefCard> = refs.iter().filter(|r| names_family(&n, &r.family, refs)).collect();
     let lower = name.to_ascii_lowercase();
     let stated: Option<u64> = lower
         .split(|c: char| !c.is_ascii_alphanumeric())
@@ -370,7 +379,7 @@ fn card_findings(
     e: &Expectation,
     refs: &[RefCard],
 ) {
-    let mut name_ok = norm(&g.name).contains(&card.family);
+    let mut name_ok = names_family(&norm(&g.name), &card.family, refs);
     if !name_ok {
         push(f, Level::Fail, "model", format!("GPU {}: {} is not a {}", g.index, g.name, card.name));
     }

@@ -244,3 +244,34 @@ fn topo_count_disagreeing_with_the_gpu_report_fails_the_verdict() {
     assert!(v.ok);
     assert!(codes(&v, Level::Warn).contains(&"topo_count"));
 }
+
+/// Issue 24: cards whose family token begins another's (L40 / L40S, H20 /
+/// H200, RTX 4090 / 4090 D) are told apart by the longer token, on the
+/// embedded catalogue, whatever the memory.
+#[test]
+fn a_family_token_inside_a_longer_one_is_not_that_family() {
+    let (_, r) = vramfit_hw::reference::builtin_reference_cards().unwrap();
+    let whole = |name: &str, mib: u64| match classify(name, mib * MIB, &r) {
+        MemoryClass::WholeCard { card, .. } => card,
+        other => panic!("{name}: {other:?}"),
+    };
+    // L40 and L40S both show 46068 MiB: only the name tells them apart
+    assert_eq!(whole("NVIDIA L40S", 46068), "L40S");
+    assert_eq!(whole("NVIDIA L40", 46068), "L40");
+    assert_eq!(whole("NVIDIA H20", 97871), "H20 96GB");
+    assert_eq!(whole("NVIDIA H200", 143771), "H200 SXM 141GB");
+    assert_eq!(whole("NVIDIA GeForce RTX 4090 D", 24564), "RTX 4090 D");
+    assert_eq!(whole("NVIDIA GeForce RTX 4090", 24564), "RTX 4090");
+    assert_eq!(whole("Tesla V100S-PCIE-32GB", 32510), "V100S PCIe 32GB");
+    // an H200 total is no H20 card's, and an H20 named as an H200 is not one either
+    assert_eq!(classify("NVIDIA H200", 97871 * MIB, &r), MemoryClass::Unknown);
+    // the H800 SXM and PCIe share a name stem and 81559 MiB: the PCI id tells them apart
+    for (pci, want) in [("0x232410DE", "h800-sxm"), ("0x232210DE", "h800-pcie")] {
+        let mut g = Gpu::new(0, "NVIDIA H800");
+        g.pci_device_id = Some(pci.into());
+        g.memory_total_bytes = Some(81559 * MIB);
+        let (card, by) = verdict::identify(&g, &r).unwrap();
+        assert_eq!((card.id.as_str(), by), (want, verdict::IdentifiedBy::PciDeviceId), "{pci}");
+        assert!(matches!(verdict::classify_gpu(&g, &r).0, MemoryClass::WholeCard { .. }), "{pci}");
+    }
+}

@@ -6,7 +6,6 @@
 use crate::bail_on;
 use crate::cmd::model_args::{HubArgs, Lookup};
 use crate::cmd::workload_args::WorkloadArgs;
-use crate::error::OnField;
 use crate::Outcome;
 use anyhow::Context;
 use vramfit_core::GpuSpec;
@@ -71,7 +70,9 @@ fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
 fn card(gpu: Option<&str>, failing: Option<&TorchOom>) -> anyhow::Result<(GpuSpec, u64, String)> {
     let all = vramfit_catalog::gpus::builtin_gpus()?;
     if let Some(name) = gpu {
-        let g = vramfit_catalog::gpus::find_gpu(&all, name).on_field("gpu")?.clone();
+        let g = vramfit_catalog::gpus::find_gpu(&all, name)
+            .map_err(|e| crate::error::field_error("gpu", anyhow::anyhow!("--gpu: {e}")))?
+            .clone();
         let m = g.memory_bytes();
         let what = format!("{} (--gpu)", g.name);
         return Ok((g, m, what));
@@ -167,7 +168,8 @@ fn gguf_fit(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<GgufFit
     let (memory, source) = match (args.gpu.as_deref(), l.free_at_load) {
         (Some(name), _) => {
             let all = vramfit_catalog::gpus::builtin_gpus()?;
-            let gpu = vramfit_catalog::gpus::find_gpu(&all, name)?;
+            let gpu = vramfit_catalog::gpus::find_gpu(&all, name)
+                .map_err(|e| crate::error::field_error("gpu", anyhow::anyhow!("--gpu: {e}")))?;
             (gpu.memory_bytes(), format!("{} (--gpu)", gpu.name))
         }
         (None, Some(f)) => (f, "the free memory llama.cpp printed at load".to_string()),

@@ -272,8 +272,9 @@ fn gpu_slots(args: &GgufArgs, target: GgufTarget, split: &[f64]) -> anyhow::Resu
             let catalogue = vramfit_catalog::gpus::builtin_gpus()?;
             let named: Vec<vramfit_core::GpuSpec> = list
                 .split(',')
-                .map(|n| vramfit_catalog::gpus::find_gpu(&catalogue, n.trim()).cloned())
-                .collect::<Result<_, _>>()?;
+                .map(|n| vramfit_hw::select::catalogue_card(&catalogue, n.trim()).cloned())
+                .collect::<Result<_, _>>()
+                .map_err(|e| crate::error::field_error("gpu", e))?;
             if named.len() > 1 && !split.is_empty() && named.len() != split.len() {
                 bail!("--gpu names {} cards but --tensor-split has {} shares", named.len(), split.len());
             }
