@@ -493,3 +493,31 @@ fn impossible_oom_figures_get_no_confident_verdict() {
     assert_eq!(v["class"], "unexplained");
     assert!(v["headline"].as_str().unwrap().contains("12.50 GiB allocated > 10.76 GiB total capacity"), "{v}");
 }
+
+/// Issue 24 item 9: a DeepSpeed ZeRO-3 log compared against an unsharded
+/// single-GPU estimate blamed the wrong thing. The log's ZeRO stage goes
+/// into the estimate beside it, the world size it cannot show is assumed
+/// at its smallest and asked for; flags the user gave win.
+#[test]
+fn the_logs_deepspeed_setup_goes_into_the_estimate_beside_it() {
+    let log = fx("oom/pt22_llamafactory7532_deepspeed_pid.txt");
+    let base = ["--model", "llama-2-7b", "--task", "train", "--batch", "4", "--seq", "2048"];
+    let mut args = vec![log.as_str()];
+    args.extend(base);
+    let taken = json(&args);
+    let reasons = taken["estimate"]["reasoning"].to_string();
+    assert!(reasons.contains("ZeRO-3 (deepspeed/runtime/zero/stage3.py)"), "{reasons}");
+    assert!(reasons.contains("2 GPUs assumed") && reasons.contains("give --gpus N"), "{reasons}");
+    // the user's own world size: no assumption, and a smaller share per GPU
+    let mut given = args.clone();
+    given.extend(["--gpus", "8"]);
+    let eight = json(&given);
+    assert!(!eight["estimate"]["reasoning"].to_string().contains("GPUs assumed"));
+    assert!(eight["estimate"]["estimate_bytes"].as_u64() < taken["estimate"]["estimate_bytes"].as_u64());
+    // an explicit --zero wins over the log
+    let mut zero1 = args.clone();
+    zero1.extend(["--zero", "1", "--gpus", "2"]);
+    let z1 = json(&zero1);
+    assert!(!z1["estimate"]["reasoning"].to_string().contains("frames show ZeRO"));
+    assert!(z1["estimate"]["estimate_bytes"].as_u64() > taken["estimate"]["estimate_bytes"].as_u64());
+}

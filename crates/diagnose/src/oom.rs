@@ -107,6 +107,11 @@ pub struct Context {
     /// the innermost `forward` outside torch/ (module file stem)
     pub forward_of: Option<String>,
     pub deepspeed: bool,
+    /// the ZeRO stage DeepSpeed's frames show: 3 from `zero/stage3.py`; 1
+    /// from `zero/stage_1_and_2.py`, which runs stages 1 and 2 alike (the
+    /// stage that shards less, so an estimate built on it is not low)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_stage: Option<u8>,
     pub deepspeed_usage: Option<DeepSpeedUsage>,
     /// an nvidia-smi table pasted in the same text (its GPU memory cells and process rows)
     pub nvidia_smi: Option<NvidiaSmi>,
@@ -472,6 +477,16 @@ fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> C
         frames.drain(..frames.len() - 12);
     }
     let deepspeed = frames.iter().any(|f| f.file.contains("deepspeed"));
+    let zero_stage = frames.iter().rev().find_map(|f| {
+        let file = f.file.replace('\\', "/");
+        if file.contains("deepspeed/runtime/zero/stage3.py") {
+            Some(3)
+        } else if file.contains("deepspeed/runtime/zero/stage_1_and_2.py") {
+            Some(1)
+        } else {
+            None
+        }
+    });
     let mut activity = None;
     for f in frames.iter().rev() {
         let name = f.name.as_str();
@@ -522,6 +537,7 @@ fn context_from(text: &str, start: usize, line_of: impl Fn(usize) -> usize) -> C
         activity,
         forward_of,
         deepspeed: deepspeed || deepspeed_usage.is_some(),
+        zero_stage,
         deepspeed_usage,
         nvidia_smi: None,
         engine: None,

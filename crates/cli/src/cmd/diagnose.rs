@@ -11,7 +11,7 @@ use anyhow::Context;
 use vramfit_core::GpuSpec;
 use vramfit_diagnose::culprit::{culprit, deltas, CulpritReport, Failing, Rung};
 use vramfit_diagnose::input::{read_path, read_stream, Input};
-use vramfit_diagnose::oom::{OomKind, TorchOom};
+use vramfit_diagnose::oom::{OomEvent, OomKind, TorchOom};
 use vramfit_diagnose::{diagnose, Diagnosis, Kind};
 use vramfit_plan::{ladder::ladder, Allow, StepStatus, TimeModel};
 use vramfit_report::diagnose::{DiagnoseReport, GgufFitJson, InputInfo};
@@ -55,14 +55,51 @@ pub struct DiagnoseArgs {
 }
 
 fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
+    first_torch_event(d).and_then(|e| match &e.kind {
+        OomKind::Torch(t) => Some(t),
+        _ => None,
+    })
+}
+
+/// The event of the first PyTorch message (its context: frames, DeepSpeed).
+fn first_torch_event(d: &Diagnosis) -> Option<&OomEvent> {
     let ooms = match d {
         Diagnosis::Oom { ooms } | Diagnosis::Summary { ooms, .. } => ooms,
         _ => return None,
     };
-    ooms.iter().find_map(|o| match &o.event.kind {
-        OomKind::Torch(t) => Some(t),
-        _ => None,
-    })
+    ooms.iter().map(|o| &o.event).find(|e| matches!(e.kind, OomKind::Torch(_)))
+}
+
+/// The training setup the log shows and the flags did not give: DeepSpeed's
+/// ZeRO stage from its frames, and then the world size, which a PyTorch
+/// message never prints: the fewest GPUs that have the failing device (or
+/// rank), so the estimate is not low (ZeRO shares fall with more GPUs). The
+/// sentences say what was taken and what to give.
+fn setup_from_log(w: &WorkloadArgs, d: &Diagnosis) -> (WorkloadArgs, Vec<String>) {
+    let mut w = w.clone();
+    let mut said = Vec::new();
+    let Some(ev) = first_torch_event(d) else { return (w, said) };
+    let Some(stage) = ev.context.zero_stage else { return (w, said) };
+    if w.task == crate::cmd::train_args::TaskKind::Infer || w.train.zero.is_some() || w.train.fsdp.is_some() {
+        return (w, said);
+    }
+    w.train.zero = Some(stage);
+    said.push(format!(
+        "The log's DeepSpeed frames show ZeRO-{stage} ({}): the estimate beside it shards as that stage does (--zero gives another).",
+        if stage == 3 { "deepspeed/runtime/zero/stage3.py" } else { "deepspeed/runtime/zero/stage_1_and_2.py, which runs stages 1 and 2: 1 assumed, the one that shards less" }
+    ));
+    if w.gpus.is_none() {
+        let device = match &ev.kind {
+            OomKind::Torch(t) => t.device.unwrap_or(0),
+            _ => 0,
+        };
+        let n = u64::from(device.max(ev.rank.unwrap_or(0))).saturating_add(1).max(2);
+        w.gpus = Some(n);
+        said.push(format!(
+            "The world size is not in the log: {n} GPUs assumed, the fewest that have a GPU {device}; every GPU more shrinks each one's share, so give --gpus N for the real figure."
+        ));
+    }
+    (w, said)
 }
 
 /// The card to compare against: `--gpu`, else the catalogue GPU closest to
@@ -92,7 +129,8 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
     let Some(model) = &args.model else { return Ok(None) };
     let resolved = HubArgs { lookup: args.lookup.clone(), ..HubArgs::default() }.resolve(Some(model))?;
     let spec = &resolved.spec;
-    let workload = args.workload.build(spec)?;
+    let (workload_args, from_log) = setup_from_log(&args.workload, d);
+    let workload = workload_args.build(spec)?;
     let ledger = vramfit_core::estimate(spec, &workload)?;
     let failing_torch = first_torch(d);
     let (gpu, card_bytes, card_what) = card(args.gpu.as_deref(), failing_torch)?;
@@ -132,10 +170,18 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
     };
     let mut r = culprit(&ledger, card_bytes, failing.as_ref(), &rungs);
     r.reasoning.insert(0, format!("Card: {card_what}; model: {}.", resolved.source_text()));
+    for (i, s) in from_log.into_iter().enumerate() {
+        r.reasoning.insert(1 + i, s);
+    }
     if let Some(n) = note {
         r.reasoning.push(n);
     }
     Ok(Some(r))
+}
+
+/// `--model` names a GGUF model (a file or a Hub reference).
+fn is_gguf(model: &str) -> bool {
+    matches!(vramfit_ingest::resolve::model_kind(model), vramfit_ingest::resolve::ModelKind::Gguf(_))
 }
 
 /// `--model MODEL.gguf` beside a llama.cpp / ggml failure: the estimator's
@@ -143,11 +189,6 @@ fn estimate_beside(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<
 /// context, the largest context at the log's `-ngl`) on the failing
 /// device, against `--gpu`'s memory or the free memory llama.cpp printed at
 /// load. The one place this command calls the llama.cpp model.
-/// `--model` names a GGUF model (a file or a Hub reference).
-fn is_gguf(model: &str) -> bool {
-    matches!(vramfit_ingest::resolve::model_kind(model), vramfit_ingest::resolve::ModelKind::Gguf(_))
-}
-
 fn gguf_fit(args: &DiagnoseArgs, d: &Diagnosis) -> anyhow::Result<Option<GgufFitJson>> {
     use vramfit_diagnose::other_frameworks::OtherOom;
     use vramfit_llamacpp::{context_search_cap, max_context, max_gpu_layers, FlashAttn, GpuSlot, LlamaCppOptions};
