@@ -672,4 +672,33 @@ mod tests {
         assert_eq!(input_schema(Tool::Diagnose)["required"], json!(["file"]));
         assert_eq!(input_schema(Tool::MigPlan)["required"], json!(["gpu", "service"]));
     }
+
+    #[test]
+    fn vllm_names_and_token_lengths_reach_the_same_flags() {
+        // the keyword arguments of Python and MCP: aliases are the flags themselves
+        let args = |v: Value| v.as_object().unwrap().clone();
+        let ours = call(
+            Tool::Estimate,
+            &args(json!({"model": "llama-3.1-8b", "context": 131072, "tp": 2, "gpus": 2, "kv_dtype": "fp8", "gpu_util": 0.8, "gpu": "h100"})),
+        )
+        .unwrap();
+        let theirs = call(
+            Tool::Estimate,
+            &args(json!({"model": "llama-3.1-8b", "max_model_len": "128k", "tensor_parallel_size": 2, "num_gpus": 2, "kv_cache_dtype": "fp8_e4m3", "gpu_memory_utilization": 0.8, "gpu": "h100"})),
+        )
+        .unwrap();
+        assert_eq!(theirs, ours);
+        assert_eq!(ours.0["workload"]["seq"], 131_072);
+        let Err(CallError::Input(e)) =
+            call(Tool::Estimate, &args(json!({"model": "llama-3.1-8b", "context": 8192, "max_model_len": "8k"})))
+        else {
+            panic!("an alias beside its flag is refused")
+        };
+        assert!(e.message.contains("given twice"), "{}", e.message);
+        let Err(CallError::Input(e)) = call(Tool::Estimate, &args(json!({"model": "llama-3.1-8b", "ctx": "8q"})))
+        else {
+            panic!("8q is not a token length")
+        };
+        assert_eq!(e.field.as_deref(), Some("context"), "{}", e.message);
+    }
 }
