@@ -156,6 +156,42 @@ fn no_llama_cpp_flag_is_suggested_for_another_model() {
         let (out, e) = run(&["estimate", "llama-3.1-8b", flag, value], 0);
         assert!(!out.is_empty() && !e.contains("tip:"), "{flag}: {e}");
     }
+    // a near miss is answered with a flag of the model given: never llama.cpp's for
+    // a transformers model, never a refused workload flag for a GGUF
+    let tip = |args: &[&str]| {
+        let (_, e) = run(args, 2);
+        e.lines().find_map(|l| l.trim().strip_prefix("tip: a similar argument exists: ")).map(str::to_string)
+    };
+    for (typo, want) in [
+        ("--ctxsize", Some("'--context'")),
+        ("--batch-sz", Some("'--batch'")),
+        ("--cache-dtype", Some("'--kv-dtype'")),
+        ("--ngpu-layers", None),
+        ("--context-size", Some("'--context'")),
+    ] {
+        assert_eq!(tip(&["estimate", "llama-3.1-8b", typo, "2"]).as_deref(), want, "{typo}");
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("flag-vocabulary");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gguf = dir.join("tiny.gguf");
+    let shape = vramfit_ingest::gguf::writer::fixtures::Shape::llama(2, 256, 4, 2, 512, 1000);
+    vramfit_ingest::gguf::writer::fixtures::write_model(&shape, &gguf).unwrap();
+    let g = gguf.to_str().unwrap();
+    for (typo, want) in [
+        ("--kv-cache-type", Some("'--cache-type-k'")),
+        ("--tensor-parallel", Some("'--tensor-split'")),
+        ("--batchh", Some("'--batch-size'")),
+        ("--gpu-utilization", None),
+        ("--context-size", Some("'--context'")),
+        ("--ctxsize", Some("'--ctx-size'")),
+    ] {
+        assert_eq!(tip(&["estimate", g, typo, "2"]).as_deref(), want, "{typo}");
+    }
+    // --context is -c there
+    assert_eq!(
+        json(&["estimate", g, "--context", "1k", "--json"], 0),
+        json(&["estimate", g, "-c", "1024", "--json"], 0)
+    );
     // a llama.cpp flag on a transformers model names this model's flag
     for (flag, instead) in [("-c", "--context"), ("--tensor-split", "--tp or --gpus"), ("-ctk", "--kv-dtype")] {
         let (_, e) = run(&["estimate", "llama-3.1-8b", flag, if flag == "--tensor-split" { "1,1" } else { "8" }], 2);

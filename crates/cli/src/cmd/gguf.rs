@@ -204,6 +204,74 @@ pub fn llama_cpp_short_flags(args: impl IntoIterator<Item = OsString>) -> Vec<Os
         .collect()
 }
 
+/// A workload flag `estimate` refuses for a GGUF ([`estimate_flags_given`]),
+/// as a clap tip may name it: `Some(llama.cpp's flag that says the same)`,
+/// `Some(None)` when llama.cpp has none; `None` for a flag that applies.
+fn refused_for_gguf(tip: &str) -> Option<Option<&'static str>> {
+    Some(match tip {
+        "--kv-dtype" | "--kv-cache-dtype" => Some("--cache-type-k"),
+        "--concurrency" | "--max-num-seqs" => Some("--parallel"),
+        "--batch" => Some("--batch-size"),
+        "--max-num-batched-tokens" => Some("--ubatch-size"),
+        "--tp" | "--tensor-parallel-size" | "--pp" | "--pipeline-parallel-size" | "--gpus" | "--num-gpus" => {
+            Some("--tensor-split")
+        }
+        "--cuda-context-mib" | "--workspace-mib" => Some("--gpu-reserve-mib"),
+        "--gpu-util"
+        | "--gpu-memory-utilization"
+        | "--dtype"
+        | "--quant"
+        | "--quantization"
+        | "--group-size"
+        | "--block-size"
+        | "--logits-fp32"
+        | "--margin"
+        | "--engine"
+        | "--sliding-window-cache"
+        | "--task" => None,
+        _ => return None,
+    })
+}
+
+/// llama.cpp's flag `tip` names (its long form or an alias), as `--long`.
+fn gguf_flag(tip: &str) -> Option<String> {
+    use clap::Args;
+    let name = tip.strip_prefix("--")?;
+    GgufArgs::augment_args(clap::Command::new("gguf"))
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| (l, a.get_all_aliases().unwrap_or_default())))
+        .find(|(l, aliases)| *l == name || aliases.contains(&name))
+        .map(|(l, _)| format!("--{l}"))
+}
+
+/// Keep a clap error's "a similar argument exists" tip to flags that apply to
+/// the model on the command line (`args`, as [`llama_cpp_short_flags`] left
+/// them): `--ctxsize` on a transformers model is answered with `--context`,
+/// not llama.cpp's `--ctx-size`; `--kv-cache-type` on a GGUF with
+/// `--cache-type-k` (`-ctk`), not `--kv-cache-dtype`; a tip with no
+/// counterpart is dropped.
+pub fn fit_suggestion(args: &[OsString], mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if args.get(1).is_none_or(|a| a != "estimate") {
+        return e;
+    }
+    let Some(ContextValue::String(tip)) = e.get(ContextKind::SuggestedArg).cloned() else { return e };
+    let gguf = args.iter().skip(2).any(|a| a.to_str().is_some_and(|s| s.to_ascii_lowercase().ends_with(".gguf")));
+    let instead = match (gguf, gguf_flag(&tip)) {
+        (false, Some(long)) => transformers_equivalent(&long).map(|e| e.split(' ').next().unwrap_or(e)),
+        (true, None) => match refused_for_gguf(&tip) {
+            Some(instead) => instead,
+            None => return e,
+        },
+        _ => return e,
+    };
+    match instead {
+        Some(flag) => e.insert(ContextKind::SuggestedArg, ContextValue::String(flag.to_string())),
+        None => e.remove(ContextKind::SuggestedArg),
+    };
+    e
+}
+
 fn parse_split(s: &str) -> anyhow::Result<Vec<f64>> {
     let v: Vec<f64> = s
         .split([',', '/'])

@@ -381,9 +381,13 @@ pub fn call(tool: Tool, args: &Map<String, Value>) -> Result<(Value, u8), CallEr
 
 /// Run a command line built for `tool` (its `--json` is already there).
 pub fn run_argv(tool: Tool, argv: Vec<String>) -> Result<(Value, u8), CallError> {
-    let cli = match Cli::try_parse_from(crate::cmd::gguf::llama_cpp_short_flags(argv.into_iter().map(Into::into))) {
+    let argv = crate::cmd::gguf::llama_cpp_short_flags(argv.into_iter().map(Into::into));
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
-        Err(e) => return Err(CallError::input(clap_message(&e), field_of_clap(tool, &e).as_deref())),
+        Err(e) => {
+            let e = crate::cmd::gguf::fit_suggestion(&argv, e);
+            return Err(CallError::input(clap_message(&e), field_of_clap(tool, &e).as_deref()));
+        }
     };
     if matches!(cli.command, Command::Mcp(_)) {
         return Err(CallError::Internal("a tool call parsed as `vramfit mcp`".into()));
