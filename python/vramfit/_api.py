@@ -118,7 +118,8 @@ def estimate(
             [default: infer]
         dtype (--dtype, alias quant, alias quantization):
             Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq,
-            awq) or nf4 (bitsandbytes); default: the checkpoint's quantization if any, else bf16
+            awq) or nf4 (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization
+            if any, else bf16
         kv_dtype (--kv-dtype, alias kv_cache_dtype):
             KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: fp16]
         batch (--batch):
@@ -388,7 +389,8 @@ def plan(
             [default: infer]
         dtype (--dtype, alias quant, alias quantization):
             Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq,
-            awq) or nf4 (bitsandbytes); default: the checkpoint's quantization if any, else bf16
+            awq) or nf4 (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization
+            if any, else bf16
         kv_dtype (--kv-dtype, alias kv_cache_dtype):
             KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: fp16]
         batch (--batch):
@@ -616,7 +618,8 @@ def diagnose(
             [default: infer]
         dtype (--dtype, alias quant, alias quantization):
             Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq,
-            awq) or nf4 (bitsandbytes); default: the checkpoint's quantization if any, else bf16
+            awq) or nf4 (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization
+            if any, else bf16
         kv_dtype (--kv-dtype, alias kv_cache_dtype):
             KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: fp16]
         batch (--batch):

@@ -100,6 +100,14 @@ fn vllm_flag_names_are_the_same_estimate() {
         0,
     );
     assert_eq!(under, ours);
+    // vLLM's --dtype auto is the default: the checkpoint's own, else bf16
+    assert_eq!(estimate(&["--dtype", "auto"], 0), estimate(&[], 0));
+    let train = |extra: &[&str]| {
+        let mut a = vec!["estimate", "llama-2-7b", "--task", "train", "--json"];
+        a.extend(extra);
+        json(&a, 0)
+    };
+    assert_eq!(train(&["--dtype", "AUTO"]), train(&[]));
 }
 
 #[test]

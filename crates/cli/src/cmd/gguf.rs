@@ -436,7 +436,7 @@ fn estimate_flags_given(w: &WorkloadArgs, gpu_util: Option<f64>) -> Vec<String> 
         (w.batch.is_some(), "--batch (llama.cpp: -np for sequences, -b/-ub for batches)"),
         (w.concurrency.is_some(), "--concurrency (llama.cpp: -np)"),
         (w.kv_dtype.is_some(), "--kv-dtype (llama.cpp: -ctk/-ctv)"),
-        (w.dtype.is_some(), "--dtype (a GGUF loads the types it holds)"),
+        (w.dtype().is_some(), "--dtype (a GGUF loads the types it holds)"),
         (w.tp.is_some() || w.pp.is_some() || w.gpus.is_some(), "--tp/--pp/--gpus (llama.cpp: -ts, --gpu A,B)"),
         (w.group_size.is_some(), "--group-size"),
         (w.logits_fp32, "--logits-fp32"),

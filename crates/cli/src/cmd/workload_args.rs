@@ -20,7 +20,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_enum, default_value_t = TaskKind::Infer)]
     pub task: TaskKind,
     /// Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq, awq) or nf4
-    /// (bitsandbytes); default: the checkpoint's quantization if any, else bf16
+    /// (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization if any, else bf16
     #[arg(long, visible_aliases = ["quant", "quantization"])]
     pub dtype: Option<String>,
     #[arg(long, visible_alias = "kv-cache-dtype", help = format!(
@@ -154,6 +154,11 @@ pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DT
 }
 
 impl WorkloadArgs {
+    /// `--dtype`, unless it is `auto` (vLLM's word for the default).
+    pub fn dtype(&self) -> Option<&str> {
+        self.dtype.as_deref().filter(|d| !d.trim().eq_ignore_ascii_case("auto"))
+    }
+
     fn tp(&self) -> u64 {
         self.tp.unwrap_or(1)
     }
@@ -206,7 +211,7 @@ impl WorkloadArgs {
 
     /// The inference setup these flags describe.
     pub fn inference(&self, spec: &ModelSpec) -> anyhow::Result<InferenceSetup> {
-        let (weight_dtype, quant) = match &self.dtype {
+        let (weight_dtype, quant) = match self.dtype() {
             Some(d) => parse_dtype(d, self.group_size.unwrap_or(defaults::GROUP_SIZE), spec)?,
             None => defaults::weights(spec),
         };
@@ -266,7 +271,7 @@ impl WorkloadArgs {
             _ => {
                 self.refuse_inference_flags()?;
                 let mut common = self.common();
-                if let Some(d) = &self.dtype {
+                if let Some(d) = self.dtype() {
                     common.dtype =
                         Some(d.parse::<DType>().map_err(|e| field_error("dtype", anyhow::anyhow!("--dtype: {e}")))?);
                 }
