@@ -9,7 +9,6 @@ use crate::cmd::workload_args::WorkloadArgs;
 use crate::Outcome;
 use anyhow::{bail, Context};
 use std::ffi::OsString;
-use std::path::Path;
 use vramfit_core::units::MIB;
 use vramfit_ingest::resolve::{GgufLocation, ModelKind};
 use vramfit_llamacpp::compute::GraphEra;
@@ -568,7 +567,7 @@ fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, hub: &crate::cmd::model_args::
         }
     };
     let label = g.label();
-    let model = vramfit_ingest::gguf::model_of(&g.header, Path::new(&r.file), &label)?;
+    let model = vramfit_ingest::gguf::model_of(&g.header, std::path::Path::new(&r.file), &label)?;
     if revision != "main" {
         notes.push(format!(
             "sized at revision {revision} (commit {}); llama.cpp's --hf-repo downloads the repo's main branch",
