@@ -195,6 +195,7 @@ fn params(name: &str) -> PyResult<String> {
             let (kind, choices) = match &p.kind {
                 Kind::Bool => ("bool", Vec::new()),
                 Kind::Int => ("int", Vec::new()),
+                Kind::Tokens => ("tokens", Vec::new()),
                 Kind::Float => ("float", Vec::new()),
                 Kind::Choice(c) => ("choice", c.clone()),
                 Kind::Str => ("str", Vec::new()),

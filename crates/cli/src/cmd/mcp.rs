@@ -115,6 +115,8 @@ pub enum Kind {
     Bool,
     /// a non-negative integer
     Int,
+    /// a token length: an integer, or a string such as `128k` (k = 1024 tokens)
+    Tokens,
     Float,
     /// one of these words
     Choice(Vec<String>),
@@ -145,6 +147,7 @@ impl Param {
         let item = match &self.kind {
             Kind::Bool => json!({"type": "boolean"}),
             Kind::Int => json!({"type": "integer", "minimum": 0}),
+            Kind::Tokens => json!({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}]}),
             Kind::Float => json!({"type": "number"}),
             Kind::Choice(c) => json!({"type": "string", "enum": c}),
             Kind::Str => json!({"type": "string"}),
@@ -172,6 +175,10 @@ fn kind_of(arg: &clap::Arg) -> Kind {
         arg.get_possible_values().iter().filter(|p| !p.is_hide_set()).map(|p| p.get_name().to_string()).collect();
     if !choices.is_empty() {
         return Kind::Choice(choices);
+    }
+    // the token-length flags (`--context 128k`) name their value TOKENS
+    if arg.get_value_names().is_some_and(|n| n.len() == 1 && n[0] == "TOKENS") {
+        return Kind::Tokens;
     }
     let t = arg.get_value_parser().type_id();
     let ints =
@@ -275,7 +282,7 @@ fn scalar(p: &Param, v: &Value) -> Result<String, CallError> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => match p.kind {
-            Kind::Int if n.as_u64().is_none() => Err(bad(&format!("{n} is not a non-negative integer"))),
+            Kind::Int | Kind::Tokens if n.as_u64().is_none() => Err(bad(&format!("{n} is not a non-negative integer"))),
             _ => Ok(n.to_string()),
         },
         Value::Bool(_) => Err(bad("expects a value, not true/false")),
@@ -670,6 +677,9 @@ mod tests {
         }
         let e = input_schema(Tool::Estimate);
         assert_eq!(e["properties"]["batch"]["type"], "integer");
+        // a token length takes 131072 or "128k"
+        assert_eq!(e["properties"]["context"]["anyOf"][1]["type"], "string");
+        assert_eq!(e["properties"]["max_num_batched_tokens"]["anyOf"][0]["type"], "integer");
         assert_eq!(e["properties"]["gpu_util"]["type"], "number");
         assert_eq!(e["properties"]["logits_fp32"]["type"], "boolean");
         assert!(e["properties"]["task"]["enum"].as_array().unwrap().contains(&json!("qlora")));
