@@ -64,7 +64,7 @@ pub fn catalog_file(data: &[u8]) {
 /// naming the flag; every accepted value reads back the same when written
 /// as plain bytes or a plain count.
 pub fn core_quantity(data: &[u8]) {
-    use vramfit_core::quantity::{parse_count, parse_size};
+    use vramfit_core::quantity::{parse_count, parse_size, parse_tokens};
     let Ok(text) = std::str::from_utf8(data) else { return };
     match parse_size("--fuzz", text, 0..=u64::MAX) {
         Ok(v) if v >= 1024 => assert_eq!(parse_size("--fuzz", &format!("{v}B"), 0..=u64::MAX), Ok(v)),
@@ -73,6 +73,10 @@ pub fn core_quantity(data: &[u8]) {
     }
     match parse_count("--fuzz", text, 0..=u64::MAX) {
         Ok(v) => assert_eq!(parse_count("--fuzz", &v.to_string(), 0..=u64::MAX), Ok(v)),
+        Err(e) => assert!(e.to_string().starts_with("--fuzz: ")),
+    }
+    match parse_tokens("--fuzz", text, 0..=u64::MAX) {
+        Ok(v) => assert_eq!(parse_tokens("--fuzz", &v.to_string(), 0..=u64::MAX), Ok(v)),
         Err(e) => assert!(e.to_string().starts_with("--fuzz: ")),
     }
 }

@@ -195,6 +195,7 @@ fn params(name: &str) -> PyResult<String> {
             let (kind, choices) = match &p.kind {
                 Kind::Bool => ("bool", Vec::new()),
                 Kind::Int => ("int", Vec::new()),
+                Kind::Tokens => ("tokens", Vec::new()),
                 Kind::Float => ("float", Vec::new()),
                 Kind::Choice(c) => ("choice", c.clone()),
                 Kind::Str => ("str", Vec::new()),
@@ -225,10 +226,12 @@ fn main(py: Python<'_>, argv: Vec<OsString>) -> u8 {
 /// crates/cli/src/main.rs, returning the exit code instead of exiting.
 fn cli_main(argv: Vec<OsString>) -> u8 {
     use vramfit_report::format::shown_lines;
-    let cli = match <Cli as clap::Parser>::try_parse_from(cmd::gguf::llama_cpp_short_flags(argv)) {
+    let argv = cmd::gguf::llama_cpp_short_flags(argv);
+    let cli = match <Cli as clap::Parser>::try_parse_from(&argv) {
         Ok(c) => c,
         Err(e) => {
             // what clap's parse_from prints before it exits (help and version go to stdout, exit 0)
+            let e = cmd::gguf::fit_suggestion(&argv, e);
             let _ = e.print();
             let _ = std::io::stdout().flush();
             return u8::try_from(e.exit_code()).unwrap_or(EXIT_BAD_INPUT);

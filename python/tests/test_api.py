@@ -71,6 +71,12 @@ def test_alias_seq_is_context_and_lists_go_to_multi_value_flags():
     assert p["recommended"] == q["recommended"]
 
 
+def test_vllm_names_and_128k_are_the_flags_themselves():
+    a = vramfit.estimate("llama-3.1-8b", max_model_len="128k", tensor_parallel_size=2, kv_cache_dtype="fp8")
+    b = vramfit.estimate("llama-3.1-8b", context=131072, tp=2, kv_dtype="fp8")
+    assert a == b and a["workload"]["seq"] == 131072
+
+
 def test_a_config_json_path_and_pathlike():
     r = vramfit.estimate(CONFIG, gpu="a100-80gb")
     assert r["model"]["params_total"] > 7e9 and r["fits"] is True

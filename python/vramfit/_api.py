@@ -16,14 +16,22 @@ def estimate(
     revision: Optional[str] = None,
     task: Optional[str] = None,
     dtype: Optional[str] = None,
+    quant: Optional[str] = None,
+    quantization: Optional[str] = None,
     kv_dtype: Optional[str] = None,
+    kv_cache_dtype: Optional[str] = None,
     batch: Optional[int] = None,
-    context: Optional[int] = None,
-    seq: Optional[int] = None,
+    context: Optional[Union[int, str]] = None,
+    seq: Optional[Union[int, str]] = None,
+    max_model_len: Optional[Union[int, str]] = None,
+    ctx: Optional[Union[int, str]] = None,
     concurrency: Optional[int] = None,
     tp: Optional[int] = None,
+    tensor_parallel_size: Optional[int] = None,
     pp: Optional[int] = None,
+    pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
+    num_gpus: Optional[int] = None,
     group_size: Optional[int] = None,
     logits_fp32: bool = False,
     block_size: Optional[int] = None,
@@ -32,7 +40,7 @@ def estimate(
     workspace_mib: Optional[float] = None,
     margin: Optional[float] = None,
     engine: Optional[str] = None,
-    max_num_batched_tokens: Optional[int] = None,
+    max_num_batched_tokens: Optional[Union[int, str]] = None,
     max_num_seqs: Optional[int] = None,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
@@ -59,7 +67,7 @@ def estimate(
     no_double_quant: bool = False,
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
-    ctx_size: Optional[int] = None,
+    ctx_size: Optional[Union[int, str]] = None,
     n_gpu_layers: Optional[int] = None,
     ngl: Optional[int] = None,
     tensor_split: Optional[str] = None,
@@ -86,6 +94,7 @@ def estimate(
     gpu: Optional[str] = None,
     gpu_mem: Optional[str] = None,
     gpu_util: Optional[float] = None,
+    gpu_memory_utilization: Optional[float] = None,
     sweep: bool = False,
 ) -> Dict[str, Any]:
     """Per-GPU memory of a model and workload, by category. Returns the `vramfit estimate --json` document (docs/schema.md): per-GPU memory by category; with `gpu`, `fit.fits` and `fit.verdict`. `exit_code` is the CLI's exit code (docs/exit-codes.md).
@@ -107,23 +116,24 @@ def estimate(
         task (--task):
             What is run: inference, full training, LoRA or QLoRA One of: infer, train, lora, qlora.
             [default: infer]
-        dtype (--dtype):
-            Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size) or nf4
-            (bitsandbytes); default: the checkpoint's quantization if any, else bf16
-        kv_dtype (--kv-dtype):
-            KV cache dtype: fp16, bf16, fp8, fp32 [default: fp16]
+        dtype (--dtype, alias quant, alias quantization):
+            Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq,
+            awq) or nf4 (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization
+            if any, else bf16
+        kv_dtype (--kv-dtype, alias kv_cache_dtype):
+            KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: fp16]
         batch (--batch):
             Sequences per step (inference prefill batch; training micro-batch per GPU) [default: 1]
-        context (--context, alias seq):
-            Tokens per sequence (prompt + generated for inference) [default: 4096 inference, 2048
-            training]
+        context (--context, alias seq, alias max_model_len, alias ctx):
+            Tokens per sequence (prompt + generated for inference; a GGUF's llama.cpp -c); 32k or
+            128K: k = 1024 tokens [default: 4096 inference, 2048 training]
         concurrency (--concurrency):
             Sequences whose KV cache is resident at once [default: --batch]
-        tp (--tp):
+        tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
-        pp (--pp):
+        pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
-        gpus (--gpus):
+        gpus (--gpus, alias num_gpus):
             Total GPUs [default: tp × pp]
         group_size (--group-size):
             Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style) [default: 128]
@@ -146,8 +156,8 @@ def estimate(
             QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
-            Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)
-            [default: max(--context, 2048) for vllm, 8192 for sglang]
+            Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
+            8k = 8192) [default: max(--context, 2048) for vllm, 8192 for sglang]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             256]
@@ -220,7 +230,8 @@ def estimate(
             Offload saved activations to host memory (torchtune enable_activation_offloading)
             [default: false]
         ctx_size (--ctx-size):
-            GGUF: context size, llama.cpp's `-c` (0 = the model's trained context) [default: 4096]
+            GGUF: context size, llama.cpp's `-c` (--context says the same; 32k = 32768; 0 = the
+            model's trained context) [default: 4096]
         n_gpu_layers (--n-gpu-layers, alias ngl):
             GGUF: layers offloaded to the GPU(s), llama.cpp's `-ngl` (`-ngl N` works too) [default:
             all]
@@ -263,7 +274,7 @@ def estimate(
         gpu_mem (--gpu-mem):
             Fit on a card with this much memory (as nvidia-smi reports it), e.g. `24GiB`,
             `24576MiB`, `24GB`
-        gpu_util (--gpu-util):
+        gpu_util (--gpu-util, alias gpu_memory_utilization):
             With --gpu: paged-KV capacity at this memory utilisation (vLLM's gpu_memory_utilization,
             e.g. 0.9)
         sweep (--sweep):
@@ -299,14 +310,22 @@ def plan(
     revision: Optional[str] = None,
     task: Optional[str] = None,
     dtype: Optional[str] = None,
+    quant: Optional[str] = None,
+    quantization: Optional[str] = None,
     kv_dtype: Optional[str] = None,
+    kv_cache_dtype: Optional[str] = None,
     batch: Optional[int] = None,
-    context: Optional[int] = None,
-    seq: Optional[int] = None,
+    context: Optional[Union[int, str]] = None,
+    seq: Optional[Union[int, str]] = None,
+    max_model_len: Optional[Union[int, str]] = None,
+    ctx: Optional[Union[int, str]] = None,
     concurrency: Optional[int] = None,
     tp: Optional[int] = None,
+    tensor_parallel_size: Optional[int] = None,
     pp: Optional[int] = None,
+    pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
+    num_gpus: Optional[int] = None,
     group_size: Optional[int] = None,
     logits_fp32: bool = False,
     block_size: Optional[int] = None,
@@ -315,7 +334,7 @@ def plan(
     workspace_mib: Optional[float] = None,
     margin: Optional[float] = None,
     engine: Optional[str] = None,
-    max_num_batched_tokens: Optional[int] = None,
+    max_num_batched_tokens: Optional[Union[int, str]] = None,
     max_num_seqs: Optional[int] = None,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
@@ -368,23 +387,24 @@ def plan(
         task (--task):
             What is run: inference, full training, LoRA or QLoRA One of: infer, train, lora, qlora.
             [default: infer]
-        dtype (--dtype):
-            Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size) or nf4
-            (bitsandbytes); default: the checkpoint's quantization if any, else bf16
-        kv_dtype (--kv-dtype):
-            KV cache dtype: fp16, bf16, fp8, fp32 [default: fp16]
+        dtype (--dtype, alias quant, alias quantization):
+            Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq,
+            awq) or nf4 (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization
+            if any, else bf16
+        kv_dtype (--kv-dtype, alias kv_cache_dtype):
+            KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: fp16]
         batch (--batch):
             Sequences per step (inference prefill batch; training micro-batch per GPU) [default: 1]
-        context (--context, alias seq):
-            Tokens per sequence (prompt + generated for inference) [default: 4096 inference, 2048
-            training]
+        context (--context, alias seq, alias max_model_len, alias ctx):
+            Tokens per sequence (prompt + generated for inference; a GGUF's llama.cpp -c); 32k or
+            128K: k = 1024 tokens [default: 4096 inference, 2048 training]
         concurrency (--concurrency):
             Sequences whose KV cache is resident at once [default: --batch]
-        tp (--tp):
+        tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
-        pp (--pp):
+        pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
-        gpus (--gpus):
+        gpus (--gpus, alias num_gpus):
             Total GPUs [default: tp × pp]
         group_size (--group-size):
             Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style) [default: 128]
@@ -407,8 +427,8 @@ def plan(
             QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
-            Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)
-            [default: max(--context, 2048) for vllm, 8192 for sglang]
+            Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
+            8k = 8192) [default: max(--context, 2048) for vllm, 8192 for sglang]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             256]
@@ -523,14 +543,22 @@ def diagnose(
     gpu: Optional[str] = None,
     task: Optional[str] = None,
     dtype: Optional[str] = None,
+    quant: Optional[str] = None,
+    quantization: Optional[str] = None,
     kv_dtype: Optional[str] = None,
+    kv_cache_dtype: Optional[str] = None,
     batch: Optional[int] = None,
-    context: Optional[int] = None,
-    seq: Optional[int] = None,
+    context: Optional[Union[int, str]] = None,
+    seq: Optional[Union[int, str]] = None,
+    max_model_len: Optional[Union[int, str]] = None,
+    ctx: Optional[Union[int, str]] = None,
     concurrency: Optional[int] = None,
     tp: Optional[int] = None,
+    tensor_parallel_size: Optional[int] = None,
     pp: Optional[int] = None,
+    pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
+    num_gpus: Optional[int] = None,
     group_size: Optional[int] = None,
     logits_fp32: bool = False,
     block_size: Optional[int] = None,
@@ -539,7 +567,7 @@ def diagnose(
     workspace_mib: Optional[float] = None,
     margin: Optional[float] = None,
     engine: Optional[str] = None,
-    max_num_batched_tokens: Optional[int] = None,
+    max_num_batched_tokens: Optional[Union[int, str]] = None,
     max_num_seqs: Optional[int] = None,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
@@ -588,23 +616,24 @@ def diagnose(
         task (--task):
             What is run: inference, full training, LoRA or QLoRA One of: infer, train, lora, qlora.
             [default: infer]
-        dtype (--dtype):
-            Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size) or nf4
-            (bitsandbytes); default: the checkpoint's quantization if any, else bf16
-        kv_dtype (--kv-dtype):
-            KV cache dtype: fp16, bf16, fp8, fp32 [default: fp16]
+        dtype (--dtype, alias quant, alias quantization):
+            Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq,
+            awq) or nf4 (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization
+            if any, else bf16
+        kv_dtype (--kv-dtype, alias kv_cache_dtype):
+            KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: fp16]
         batch (--batch):
             Sequences per step (inference prefill batch; training micro-batch per GPU) [default: 1]
-        context (--context, alias seq):
-            Tokens per sequence (prompt + generated for inference) [default: 4096 inference, 2048
-            training]
+        context (--context, alias seq, alias max_model_len, alias ctx):
+            Tokens per sequence (prompt + generated for inference; a GGUF's llama.cpp -c); 32k or
+            128K: k = 1024 tokens [default: 4096 inference, 2048 training]
         concurrency (--concurrency):
             Sequences whose KV cache is resident at once [default: --batch]
-        tp (--tp):
+        tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
-        pp (--pp):
+        pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
-        gpus (--gpus):
+        gpus (--gpus, alias num_gpus):
             Total GPUs [default: tp × pp]
         group_size (--group-size):
             Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style) [default: 128]
@@ -627,8 +656,8 @@ def diagnose(
             QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
-            Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)
-            [default: max(--context, 2048) for vllm, 8192 for sglang]
+            Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
+            8k = 8192) [default: max(--context, 2048) for vllm, 8192 for sglang]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             256]
@@ -744,8 +773,8 @@ def mig_plan(
             The card's placements: output of `nvidia-smi mig -lgipp` (needs --lgip)
         service (--service):
             A service: NAME=SIZE (12GiB, 4.5GB, 800MiB) or
-            NAME=MODEL[:ctx=N,conc=N,batch=N,dtype=D,task=infer|train]; raw sizes also take
-            :task=train,params=13B. Repeat for each service
+            NAME=MODEL[:ctx=N,conc=N,batch=N,dtype=D,task=infer|train] (ctx=8k is 8192 tokens); raw
+            sizes also take :task=train,params=13B. Repeat for each service
         max_gpus (--max-gpus):
             Cards available: the plan does not fit (exit 1) when it needs more
 
@@ -782,6 +811,9 @@ def check(
     nvml: bool = False,
     expect: Optional[str] = None,
     expect_nvlink: bool = False,
+    fleet: Optional[str] = None,
+    expect_fabric: Optional[str] = None,
+    collect_script: bool = False,
 ) -> Dict[str, Any]:
     """Check a machine against what was rented (nvidia-smi output or NVML). Returns the `vramfit check --json` document (docs/check.md); with no file, the local GPUs through NVML. `exit_code` is the CLI's exit code (docs/exit-codes.md).
 
@@ -814,6 +846,15 @@ def check(
             What was rented: COUNTxMODEL, e.g. 8xA100-80GB (exit 1 when the machine differs)
         expect_nvlink (--expect-nvlink):
             Every GPU pair must be joined by NVLink [default: false]
+        fleet (--fleet):
+            A rented cluster: a folder with one sub-folder per node (named as the node) holding that
+            node's tool outputs, and multi-node runs at its top level (docs/check.md "Fleet")
+        expect_fabric (--expect-fabric):
+            The fabric rented, per node: [PORTSx](ib|roce)RATE in Gb/s per port, e.g. 8xib400,
+            roce200
+        collect_script (--collect-script):
+            Print the POSIX shell script that collects a node's outputs for --fleet, and exit
+            [default: false]
 
     Returns:
         the ``vramfit check --json`` document (docs/check.md; ``ok`` is False when the machine

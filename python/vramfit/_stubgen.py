@@ -65,7 +65,9 @@ RETURNS = {
 
 
 def _type(p: dict) -> str:
-    base = {"bool": "bool", "int": "int", "float": "float", "choice": "str", "str": "str"}[p["kind"]]
+    base = {"bool": "bool", "int": "int", "tokens": "Union[int, str]", "float": "float", "choice": "str", "str": "str"}[
+        p["kind"]
+    ]
     if p["kind"] == "float":
         base = "float"
     if p["many"]:

@@ -11,7 +11,9 @@ use vramfit_cli::{cmd, error_text, exit_code, to_stderr, Cli, EXIT_BAD_INPUT};
 use vramfit_report::format::shown_lines;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(cmd::gguf::llama_cpp_short_flags(std::env::args_os()));
+    let args = cmd::gguf::llama_cpp_short_flags(std::env::args_os());
+    // clap's errors (and --help) exit here; a "similar argument" tip names a flag of the model given
+    let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| cmd::gguf::fit_suggestion(&args, e).exit());
     match vramfit_cli::run(cli.command) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();

@@ -91,7 +91,7 @@ fn gpu_auto_without_a_driver_names_what_to_give_instead() {
 fn estimate_workload_flags_are_refused_for_gguf_naming_the_llama_cpp_flag() {
     let m = llama70b();
     for (args, names) in [
-        (vec!["--context", "8192"], vec!["--context (llama.cpp: -c)"]),
+        (vec!["--concurrency", "4"], vec!["--concurrency (llama.cpp: -np)"]),
         (vec!["--batch", "4", "--kv-dtype", "fp8"], vec!["--batch", "--kv-dtype (llama.cpp: -ctk/-ctv)"]),
         (vec!["--gpu", "t4", "--gpu-util", "0.9"], vec!["--gpu-util"]),
         (vec!["--tp", "2"], vec!["--tp/--pp/--gpus (llama.cpp: -ts"]),
@@ -107,4 +107,29 @@ fn estimate_workload_flags_are_refused_for_gguf_naming_the_llama_cpp_flag() {
     }
     // -c itself is fine
     json(&["estimate", &m, "-c", "8192", "--json"], 0);
+}
+
+#[test]
+fn context_and_max_model_len_are_llama_cpps_c_for_a_gguf() {
+    let m = llama70b();
+    let c = json(&["estimate", &m, "-c", "8192", "--json"], 0);
+    for args in [
+        vec!["--context", "8192"],
+        vec!["--context", "8k"],
+        vec!["--max-model-len", "8K"],
+        vec!["--ctx", "8k"],
+        vec!["--ctx-size", "8k"],
+        vec!["-c", "8k"],
+        vec!["--context", "8k", "-c", "8192"],
+    ] {
+        let mut all = vec!["estimate", m.as_str(), "--json"];
+        all.extend(args.iter());
+        assert_eq!(json(&all, 0), c, "{args:?}");
+    }
+    // the llama-server command line says -c 8192
+    assert!(c["command_line"].as_str().unwrap().contains(" -c 8192 "), "{}", c["command_line"]);
+    let (_, e) = run(&["estimate", &m, "--context", "16k", "-c", "8192"], 2);
+    assert!(e.contains("--context 16384 and -c/--ctx-size 8192") && e.contains("disagree"), "{e}");
+    let (_, e) = run(&["estimate", &m, "-c", "8x"], 2);
+    assert!(e.contains("'--ctx-size <TOKENS>'") && e.contains("unknown suffix 'x'"), "{e}");
 }

@@ -502,6 +502,32 @@ fn the_engine_and_every_workload_flag_are_fields() {
     }
 }
 
+/// A token length as the page's URL writes it (`context=128k`) is read as
+/// the CLI reads it (k = 1024), or refused naming the field: never dropped.
+#[test]
+fn a_context_of_128k_is_read_or_refused_by_name() {
+    let r = post_json("/api/estimate", serde_json::json!({"model": "llama-3.1-8b", "context": "128k"}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), cli(&["estimate", "llama-3.1-8b", "--context", "131072", "--json"], 0));
+    assert_eq!(r.json()["workload"]["seq"], 131_072);
+    let r = post_json("/api/plan", serde_json::json!({"model": "llama-3.1-8b", "context": "8K", "top": 2}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), cli(&["plan", "llama-3.1-8b", "--context", "8192", "--top", "2", "--json"], 0));
+    for (body, field) in [
+        (serde_json::json!({"model": "llama-3.1-8b", "context": "128x"}), "context"),
+        (serde_json::json!({"model": "llama-3.1-8b", "max_num_batched_tokens": "lots"}), "max_num_batched_tokens"),
+    ] {
+        let r = post_json("/api/estimate", body.clone());
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert_eq!(r.json()["field"], field, "{}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains("k = 1024"), "{}", r.body);
+    }
+    // vLLM's names are the CLI's aliases, not fields of their own (as `seq` is not)
+    for alias in ["max_model_len", "tensor_parallel_size", "num_gpus", "seq"] {
+        assert!(!Endpoint::Estimate.fields().contains(&alias), "{alias}");
+    }
+}
+
 /// docs/web.md and docs/schema.md list every field of every endpoint.
 #[test]
 fn the_docs_list_every_field() {

@@ -428,6 +428,27 @@ fn bad_input_shows_the_clis_message_at_the_field() {
     p.assert_clean("bad input", &["status of 400"]);
 }
 
+/// `context=128k` in a shared URL is the 131,072-token answer (it used to
+/// be dropped by a number field, showing the 4,096-token one), and a value
+/// no field reads is sent and refused at its field, never emptied.
+#[test]
+fn a_url_context_of_128k_is_kept() {
+    let Some(p) = Page::start("a_url_context_of_128k_is_kept") else { return };
+    p.go("#/estimate?model=llama-3.1-8b&context=128k");
+    p.wait("#estimate-result");
+    assert_eq!(p.js("return document.querySelector('#form-estimate input[name=context]').value"), "128k");
+    let line = p.text("#estimate-result .model-line");
+    assert!(line.contains("seq 131072"), "{line}");
+    // a number field given text it cannot hold keeps it; the answer names the field
+    p.go("#/estimate?model=llama-3.1-8b&batch=4x");
+    // a new hash alone is not a new page: load it
+    p.rt.block_on(p.c().refresh()).unwrap();
+    p.wait("#out-estimate .error");
+    assert_eq!(p.js("return document.querySelector('#form-estimate input[name=batch]').value"), "4x");
+    assert!(p.text("#form-estimate .invalid .field-error").contains("--batch"), "{}", p.text("#out-estimate"));
+    p.assert_clean("context 128k", &["status of 400"]);
+}
+
 #[test]
 fn diagnose_a_pasted_oom_and_an_uploaded_snapshot() {
     let Some(p) = Page::start("diagnose_a_pasted_oom_and_an_uploaded_snapshot") else { return };

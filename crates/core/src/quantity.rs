@@ -19,6 +19,15 @@
 //!   `350m` is 350 million, as model names write it). `B` is **billions**
 //!   here. A size unit (`GB`, `GiB`) is refused: a count is not bytes. A
 //!   count must come out whole (`1.5B` is fine, `1.5` is not).
+//! - **Token lengths** ([`parse_tokens`]: `--context`, `--max-model-len`,
+//!   `--max-num-batched-tokens`, llama.cpp's `-c`, a MIG service's `ctx=`)
+//!   take `k`/`K` = 1024 and `m`/`M` = 1024² tokens, case-insensitive, as
+//!   context windows are named: Llama 3.1's "128K" is 131,072 tokens, so
+//!   `128k` and `128K` are both 131,072 and `32k` is 32,768. (vLLM's
+//!   `--max-model-len` reads lowercase `k` as 1000: its `128k` is 128,000,
+//!   2.4 % fewer tokens than vramfit sizes, so vramfit's answer errs on the
+//!   safe side.) The result must be whole (`1.5k` = 1536 is; `0.3k` is not);
+//!   a size unit or `B`/`G`/`T` is refused.
 //!
 //! Both accept a decimal point, an exponent (`1e9`, `1.5e1GiB`), `_` between
 //! digits (`1_000_000`), spaces around the unit, and a leading `+`. The
@@ -65,6 +74,8 @@ pub enum Problem {
 pub enum Kind {
     Size,
     Count,
+    /// a token length: `k` = 1024 ([`parse_tokens`])
+    Tokens,
 }
 
 /// A typed quantity that could not be read; `flag` names where it was typed
@@ -82,11 +93,12 @@ impl std::fmt::Display for QuantityError {
         let (flag, text) = (&self.flag, &self.text);
         let what = match self.kind {
             Kind::Size => "size ",
-            Kind::Count => "",
+            Kind::Count | Kind::Tokens => "",
         };
         let example = match self.kind {
             Kind::Size => "e.g. 12GiB or 24GB",
             Kind::Count => "e.g. 8192, 8k, 1.5B, 500M, 1e9",
+            Kind::Tokens => "tokens, e.g. 8192, 32k or 128K: k = 1024",
         };
         match &self.problem {
             Problem::Empty => write!(f, "{flag}: no value given ({example})"),
@@ -103,14 +115,21 @@ impl std::fmt::Display for QuantityError {
             Problem::UnknownUnit { unit } => match self.kind {
                 Kind::Size => write!(f, "{flag}: {what}{text}: unknown unit '{unit}' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"),
                 Kind::Count => write!(f, "{flag}: {text}: unknown suffix '{unit}' (k, M, B or G, T; {example})"),
+                Kind::Tokens => write!(f, "{flag}: {text}: unknown suffix '{unit}' ({example}, M = 1024²)"),
             },
             Problem::BytesLookLikeCount => write!(
                 f,
                 "{flag}: {what}{text} would be {} bytes: write a size with KiB/MiB/GiB or KB/MB/GB (a parameter count like 7B is not a size)",
                 text.trim().trim_end_matches(['B', 'b']).trim()
             ),
+            Problem::SizeForCount { unit } if self.kind == Kind::Tokens => {
+                write!(f, "{flag}: {text} is a size ('{unit}'), not a number of tokens ({example})")
+            }
             Problem::SizeForCount { unit } => {
                 write!(f, "{flag}: {text} is a size ('{unit}'), not a count: {example} (B = billion)")
+            }
+            Problem::NotWhole if self.kind == Kind::Tokens => {
+                write!(f, "{flag}: {text} is not a whole number of tokens ({example})")
             }
             Problem::NotWhole => write!(f, "{flag}: {text} is not a whole number"),
             Problem::OutOfRange { .. } if self.kind == Kind::Size && self.problem_max() == Some(u64::MAX) => {
@@ -118,7 +137,7 @@ impl std::fmt::Display for QuantityError {
             }
             Problem::OutOfRange { min, max } => match self.kind {
                 Kind::Size => write!(f, "{flag}: {what}{text} must be between {min} and {max} bytes"),
-                Kind::Count => write!(f, "{flag}: {text} must be between {min} and {max}"),
+                Kind::Count | Kind::Tokens => write!(f, "{flag}: {text} must be between {min} and {max}"),
             },
         }
     }
@@ -166,6 +185,11 @@ pub fn parse_size(flag: &str, text: &str, range: RangeInclusive<u64>) -> Result<
 /// Parse a count (module doc) within `range`.
 pub fn parse_count(flag: &str, text: &str, range: RangeInclusive<u64>) -> Result<u64, QuantityError> {
     parse(flag, text, Kind::Count, range)
+}
+
+/// Parse a token length (module doc: `k`/`K` = 1024) within `range`.
+pub fn parse_tokens(flag: &str, text: &str, range: RangeInclusive<u64>) -> Result<u64, QuantityError> {
+    parse(flag, text, Kind::Tokens, range)
 }
 
 /// Largest number of significant digits read (beyond it a number is refused
@@ -300,6 +324,20 @@ fn count_unit(unit: &str) -> Result<u128, Problem> {
     })
 }
 
+fn tokens_unit(unit: &str) -> Result<u128, Problem> {
+    Ok(match unit.to_ascii_lowercase().as_str() {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        // `7B` is a parameter count, not 7 bytes: an unknown suffix here
+        "b" => return Err(Problem::UnknownUnit { unit: unit.to_string() }),
+        _ if size_unit(unit).is_ok_and(|m| m.is_some()) => {
+            return Err(Problem::SizeForCount { unit: unit.to_string() })
+        }
+        _ => return Err(Problem::UnknownUnit { unit: unit.to_string() }),
+    })
+}
+
 fn parse(flag: &str, text: &str, kind: Kind, range: RangeInclusive<u64>) -> Result<u64, QuantityError> {
     let err = |problem: Problem| QuantityError { flag: flag.to_string(), text: text.trim().to_string(), kind, problem };
     let t = text.trim();
@@ -311,6 +349,7 @@ fn parse(flag: &str, text: &str, kind: Kind, range: RangeInclusive<u64>) -> Resu
     let mult = match kind {
         Kind::Size => size_unit(unit).map_err(&err)?.ok_or_else(|| err(Problem::NoUnit))?,
         Kind::Count => count_unit(unit).map_err(&err)?,
+        Kind::Tokens => tokens_unit(unit).map_err(&err)?,
     };
     if dec.negative && dec.mantissa > 0 {
         return Err(err(Problem::NotPositive));
@@ -327,8 +366,8 @@ fn parse(flag: &str, text: &str, kind: Kind, range: RangeInclusive<u64>) -> Resu
         match kind {
             // a need is never rounded down
             Kind::Size => scaled.div_ceil(den),
-            Kind::Count if scaled % den != 0 => return Err(err(Problem::NotWhole)),
-            Kind::Count => scaled / den,
+            Kind::Count | Kind::Tokens if scaled % den != 0 => return Err(err(Problem::NotWhole)),
+            Kind::Count | Kind::Tokens => scaled / den,
         }
     };
     if kind == Kind::Size && mult == 1 && value < 1024 && value > 0 {
@@ -424,6 +463,34 @@ mod tests {
         assert!(e("lots").to_string().starts_with("--tokens: "));
         assert!(matches!(e("1__0").problem, Problem::NotANumber { .. }));
         assert!(matches!(e("_10").problem, Problem::NotANumber { .. }));
+    }
+
+    #[test]
+    fn token_lengths_read_k_as_1024_in_either_case() {
+        let t = |s: &str| parse_tokens("--context", s, 1..=u64::MAX);
+        assert_eq!(t("128k").unwrap(), 131_072);
+        assert_eq!(t("128K").unwrap(), 131_072);
+        assert_eq!(t("32K").unwrap(), 32_768);
+        assert_eq!(t("1.5k").unwrap(), 1536);
+        assert_eq!(t("1M").unwrap(), 1 << 20);
+        assert_eq!(t("8192").unwrap(), 8192);
+        assert_eq!(t(" 4k ").unwrap(), 4096);
+        assert_eq!(t("1e4").unwrap(), 10_000);
+        let e = |s: &str| t(s).unwrap_err().to_string();
+        assert_eq!(
+            e("0.3k"),
+            "--context: 0.3k is not a whole number of tokens (tokens, e.g. 8192, 32k or 128K: k = 1024)"
+        );
+        assert_eq!(
+            e("128x"),
+            "--context: 128x: unknown suffix 'x' (tokens, e.g. 8192, 32k or 128K: k = 1024, M = 1024²)"
+        );
+        assert!(e("7B").contains("unknown suffix 'B'"), "{}", e("7B"));
+        assert!(e("8GiB").contains("is a size ('GiB'), not a number of tokens"), "{}", e("8GiB"));
+        assert_eq!(e("0"), "--context: 0 must be positive");
+        assert_eq!(e("-4k"), "--context: -4k must be positive");
+        assert!(e("lots").starts_with("--context: 'lots' is not a number (tokens, e.g."), "{}", e("lots"));
+        assert!(matches!(t("1e30").unwrap_err().problem, Problem::OutOfRange { .. }));
     }
 
     #[test]

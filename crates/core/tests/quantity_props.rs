@@ -2,7 +2,7 @@
 //! total on any text, exact on every unit, and the two meanings of `B`.
 
 use proptest::prelude::*;
-use vramfit_core::quantity::{looks_like_quantity, parse_count, parse_size, Problem};
+use vramfit_core::quantity::{looks_like_quantity, parse_count, parse_size, parse_tokens, Problem};
 
 const ANY: std::ops::RangeInclusive<u64> = 1..=u64::MAX;
 
@@ -13,6 +13,7 @@ proptest! {
     fn never_panics(s in "\\PC{0,40}") {
         let _ = parse_size("--x", &s, 0..=u64::MAX);
         let _ = parse_count("--x", &s, 0..=u64::MAX);
+        let _ = parse_tokens("--x", &s, 0..=u64::MAX);
         let _ = looks_like_quantity(&s);
     }
 
@@ -23,6 +24,14 @@ proptest! {
         // an error always names the flag
         if let Err(e) = a { prop_assert!(e.to_string().starts_with("--x: ")); }
         if let Err(e) = b { prop_assert!(e.to_string().starts_with("--x: ")); }
+        if let Err(e) = parse_tokens("--x", &s, 0..=u64::MAX) { prop_assert!(e.to_string().starts_with("--x: ")); }
+    }
+
+    #[test]
+    fn token_k_is_1024_in_either_case(n in 1u64..(1 << 30), upper in any::<bool>()) {
+        let k = if upper { "K" } else { "k" };
+        prop_assert_eq!(parse_tokens("--x", &format!("{n}{k}"), ANY).unwrap(), n << 10);
+        prop_assert_eq!(parse_tokens("--x", &n.to_string(), ANY).unwrap(), n);
     }
 
     #[test]

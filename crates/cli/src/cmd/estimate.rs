@@ -34,7 +34,7 @@ pub struct EstimateArgs {
     #[arg(long, value_name = "SIZE", conflicts_with = "gpu")]
     pub gpu_mem: Option<String>,
     /// With --gpu: paged-KV capacity at this memory utilisation (vLLM's gpu_memory_utilization, e.g. 0.9)
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", visible_alias = "gpu-memory-utilization")]
     pub gpu_util: Option<f64>,
     /// Machine-readable output (schema in docs/schema.md)
     #[arg(long)]

@@ -20,8 +20,8 @@ use vramfit_report::llamacpp::{GgufSource, LlamaCppReport};
 /// llama.cpp's flags, for GGUF models (ignored otherwise).
 #[derive(clap::Args, Debug, Clone)]
 pub struct GgufArgs {
-    #[arg(long = "ctx-size", short = 'c', value_name = "N", help = format!(
-        "GGUF: context size, llama.cpp's `-c` (0 = the model's trained context) [default: {}]",
+    #[arg(long = "ctx-size", short = 'c', value_name = "TOKENS", value_parser = crate::cmd::workload_args::tokens, help = format!(
+        "GGUF: context size, llama.cpp's `-c` (--context says the same; 32k = 32768; 0 = the model's trained context) [default: {}]",
         options::DEFAULT_CTX_SIZE
     ))]
     pub ctx_size: Option<u64>,
@@ -112,48 +112,163 @@ impl GgufArgs {
     }
 }
 
-/// Refuse llama.cpp flags on a non-GGUF model (they would be silently ignored).
+/// The flag of a transformers model that says what a llama.cpp flag says,
+/// for the error that refuses the llama.cpp flag.
+fn transformers_equivalent(flag: &str) -> Option<&'static str> {
+    Some(match flag {
+        "--ctx-size" => "--context",
+        "--tensor-split" => "--tp or --gpus",
+        "--cache-type-k" | "--cache-type-v" => "--kv-dtype",
+        "--parallel" => "--concurrency",
+        "--batch-size" | "--ubatch-size" => "--batch or --max-num-batched-tokens",
+        "--gpu-reserve-mib" => "--cuda-context-mib",
+        _ => return None,
+    })
+}
+
+/// Refuse llama.cpp flags on a non-GGUF model (they would be silently
+/// ignored), saying which flag of this model says the same.
 pub fn refuse_for_other_models(args: &GgufArgs) -> anyhow::Result<()> {
     let given = args.given();
     if !given.is_empty() {
+        let instead: Vec<String> =
+            given.iter().filter_map(|f| transformers_equivalent(f).map(|e| format!("{e} instead of {f}"))).collect();
         bail!(
-            "{} appl{} to GGUF files (llama.cpp) only: pass a .gguf model or drop {}",
+            "{} appl{} to GGUF files (llama.cpp) only: pass a .gguf model or drop {}{}",
             given.join(", "),
             if given.len() == 1 { "ies" } else { "y" },
-            if given.len() == 1 { "it" } else { "them" }
+            if given.len() == 1 { "it" } else { "them" },
+            if instead.is_empty() { String::new() } else { format!(" (for this model: {})", instead.join(", ")) }
         );
     }
     Ok(())
 }
 
-/// Rewrite llama.cpp's multi-letter single-dash flags (`-ngl 20`, `-np 4`,
-/// `-ts 3,1`, `-ctk q8_0`, `-ub 256`, `-fa on`, `-b 512`, `-nkvo`, `-nr`) to their
-/// long forms so clap accepts them. Only after the `estimate` subcommand.
+/// Rewrite the spellings other tools' users type to the ones clap knows:
+/// llama.cpp's multi-letter single-dash flags (`-ngl 20`, `-np 4`, `-ts 3,1`,
+/// `-ctk q8_0`, `-ub 256`, `-fa on`, `-b 512`, `-nkvo`, `-nr`) to their long
+/// forms, only after the `estimate` subcommand; vLLM's `-tp`/`-pp` to `--tp`/
+/// `--pp` after `estimate`, `plan` and `diagnose`; and a long flag written
+/// with underscores (DeepSpeed's `--num_gpus`, vLLM's `--max_model_len=8k`)
+/// to dashes, in every command. Nothing after a `--` separator is touched.
 pub fn llama_cpp_short_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let args: Vec<OsString> = args.into_iter().collect();
-    let is_estimate = args.get(1).is_some_and(|a| a == "estimate");
+    let sub = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    let is_estimate = sub == "estimate";
+    let sizes_a_job = matches!(sub, "estimate" | "plan" | "diagnose");
+    let mut separated = false;
     args.into_iter()
         .enumerate()
         .map(|(i, a)| {
-            if !is_estimate || i < 2 {
+            if i < 2 || separated {
                 return a;
             }
-            let long = match a.to_str() {
-                Some("-ngl") => "--n-gpu-layers",
-                Some("-ts") => "--tensor-split",
-                Some("-ctk") => "--cache-type-k",
-                Some("-ctv") => "--cache-type-v",
-                Some("-np") => "--parallel",
-                Some("-ub") => "--ubatch-size",
-                Some("-b") => "--batch-size",
-                Some("-fa") => "--flash-attn",
-                Some("-nkvo") => "--no-kv-offload",
-                Some("-nr") => "--no-repack",
+            let Some(text) = a.to_str() else { return a };
+            if text == "--" {
+                separated = true;
+                return a;
+            }
+            if let Some(name) = text.strip_prefix("--") {
+                let (flag, value) = match name.split_once('=') {
+                    Some((f, v)) => (f, Some(v)),
+                    None => (name, None),
+                };
+                if !flag.contains('_') {
+                    return a;
+                }
+                let flag = flag.replace('_', "-");
+                return OsString::from(match value {
+                    Some(v) => format!("--{flag}={v}"),
+                    None => format!("--{flag}"),
+                });
+            }
+            let long = match text {
+                "-tp" if sizes_a_job => "--tp",
+                "-pp" if sizes_a_job => "--pp",
+                _ if !is_estimate => return a,
+                "-ngl" => "--n-gpu-layers",
+                "-ts" => "--tensor-split",
+                "-ctk" => "--cache-type-k",
+                "-ctv" => "--cache-type-v",
+                "-np" => "--parallel",
+                "-ub" => "--ubatch-size",
+                "-b" => "--batch-size",
+                "-fa" => "--flash-attn",
+                "-nkvo" => "--no-kv-offload",
+                "-nr" => "--no-repack",
                 _ => return a,
             };
             OsString::from(long)
         })
         .collect()
+}
+
+/// A workload flag `estimate` refuses for a GGUF ([`estimate_flags_given`]),
+/// as a clap tip may name it: `Some(llama.cpp's flag that says the same)`,
+/// `Some(None)` when llama.cpp has none; `None` for a flag that applies.
+fn refused_for_gguf(tip: &str) -> Option<Option<&'static str>> {
+    Some(match tip {
+        "--kv-dtype" | "--kv-cache-dtype" => Some("--cache-type-k"),
+        "--concurrency" | "--max-num-seqs" => Some("--parallel"),
+        "--batch" => Some("--batch-size"),
+        "--max-num-batched-tokens" => Some("--ubatch-size"),
+        "--tp" | "--tensor-parallel-size" | "--pp" | "--pipeline-parallel-size" | "--gpus" | "--num-gpus" => {
+            Some("--tensor-split")
+        }
+        "--cuda-context-mib" | "--workspace-mib" => Some("--gpu-reserve-mib"),
+        "--gpu-util"
+        | "--gpu-memory-utilization"
+        | "--dtype"
+        | "--quant"
+        | "--quantization"
+        | "--group-size"
+        | "--block-size"
+        | "--logits-fp32"
+        | "--margin"
+        | "--engine"
+        | "--sliding-window-cache"
+        | "--task" => None,
+        _ => return None,
+    })
+}
+
+/// llama.cpp's flag `tip` names (its long form or an alias), as `--long`.
+fn gguf_flag(tip: &str) -> Option<String> {
+    use clap::Args;
+    let name = tip.strip_prefix("--")?;
+    GgufArgs::augment_args(clap::Command::new("gguf"))
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(|l| (l, a.get_all_aliases().unwrap_or_default())))
+        .find(|(l, aliases)| *l == name || aliases.contains(&name))
+        .map(|(l, _)| format!("--{l}"))
+}
+
+/// Keep a clap error's "a similar argument exists" tip to flags that apply to
+/// the model on the command line (`args`, as [`llama_cpp_short_flags`] left
+/// them): `--ctxsize` on a transformers model is answered with `--context`,
+/// not llama.cpp's `--ctx-size`; `--kv-cache-type` on a GGUF with
+/// `--cache-type-k` (`-ctk`), not `--kv-cache-dtype`; a tip with no
+/// counterpart is dropped.
+pub fn fit_suggestion(args: &[OsString], mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    if args.get(1).is_none_or(|a| a != "estimate") {
+        return e;
+    }
+    let Some(ContextValue::String(tip)) = e.get(ContextKind::SuggestedArg).cloned() else { return e };
+    let gguf = args.iter().skip(2).any(|a| a.to_str().is_some_and(|s| s.to_ascii_lowercase().ends_with(".gguf")));
+    let instead = match (gguf, gguf_flag(&tip)) {
+        (false, Some(long)) => transformers_equivalent(&long).map(|e| e.split(' ').next().unwrap_or(e)),
+        (true, None) => match refused_for_gguf(&tip) {
+            Some(instead) => instead,
+            None => return e,
+        },
+        _ => return e,
+    };
+    match instead {
+        Some(flag) => e.insert(ContextKind::SuggestedArg, ContextValue::String(flag.to_string())),
+        None => e.remove(ContextKind::SuggestedArg),
+    };
+    e
 }
 
 fn parse_split(s: &str) -> anyhow::Result<Vec<f64>> {
@@ -318,11 +433,10 @@ pub fn slots_from_detected(t: &crate::cmd::gpu_target::FitTarget) -> anyhow::Res
 /// be ignored, and `--context 8192` would silently size `-c 4096`).
 fn estimate_flags_given(w: &WorkloadArgs, gpu_util: Option<f64>) -> Vec<String> {
     let mut v: Vec<String> = [
-        (w.context.is_some(), "--context (llama.cpp: -c)"),
         (w.batch.is_some(), "--batch (llama.cpp: -np for sequences, -b/-ub for batches)"),
         (w.concurrency.is_some(), "--concurrency (llama.cpp: -np)"),
         (w.kv_dtype.is_some(), "--kv-dtype (llama.cpp: -ctk/-ctv)"),
-        (w.dtype.is_some(), "--dtype (a GGUF loads the types it holds)"),
+        (w.dtype().is_some(), "--dtype (a GGUF loads the types it holds)"),
         (w.tp.is_some() || w.pp.is_some() || w.gpus.is_some(), "--tp/--pp/--gpus (llama.cpp: -ts, --gpu A,B)"),
         (w.group_size.is_some(), "--group-size"),
         (w.logits_fp32, "--logits-fp32"),
@@ -360,13 +474,28 @@ pub fn dispatch(kind: ModelKind, workload: &WorkloadArgs, req: &GgufRequest) -> 
                     if other.len() == 1 { "es" } else { "" }
                 );
             }
-            run(location, req).map(Some)
+            let args = with_context(req.args, workload.context)?;
+            run(location, &GgufRequest { args: &args, ..*req }).map(Some)
         }
         ModelKind::GgufQuantTag { repo, tag } => bail!(
             "{m}: a quant tag (llama.cpp's -hf {repo}:{tag}) picks a file from the repo's file list, which vramfit does not read: name the file, e.g. {repo}:<name>-{tag}.gguf (the file names are on {repo}'s Files page)"
         ),
         ModelKind::Transformers => refuse_for_other_models(req.args).map(|_| None),
     }
+}
+
+/// `--context` (or `--max-model-len`) for a GGUF is llama.cpp's `-c`;
+/// both given must agree.
+fn with_context(args: &GgufArgs, context: Option<u64>) -> anyhow::Result<GgufArgs> {
+    let mut args = args.clone();
+    match (args.ctx_size, context) {
+        (Some(c), Some(t)) if c != t => {
+            bail!("--context {t} and -c/--ctx-size {c} both set a GGUF's context and disagree: give one of them")
+        }
+        (_, Some(t)) => args.ctx_size = Some(t),
+        _ => {}
+    }
+    Ok(args)
 }
 
 /// A GGUF read from where the model argument says: the model, how the
@@ -512,6 +641,45 @@ mod tests {
         );
         let out = llama_cpp_short_flags(a(&["vramfit", "plan", "-ngl"]));
         assert_eq!(out, a(&["vramfit", "plan", "-ngl"]));
+    }
+
+    #[test]
+    fn vllm_and_deepspeed_spellings() {
+        let a = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let out = llama_cpp_short_flags(a(&[
+            "vramfit",
+            "plan",
+            "-tp",
+            "2",
+            "-pp",
+            "2",
+            "--num_gpus",
+            "8",
+            "--max_model_len=8k",
+            "--",
+            "--a_b",
+            "-tp",
+        ]));
+        assert_eq!(
+            out,
+            a(&[
+                "vramfit",
+                "plan",
+                "--tp",
+                "2",
+                "--pp",
+                "2",
+                "--num-gpus",
+                "8",
+                "--max-model-len=8k",
+                "--",
+                "--a_b",
+                "-tp"
+            ])
+        );
+        // a value keeps its underscores; -tp is not rewritten where it means nothing
+        let out = llama_cpp_short_flags(a(&["vramfit", "mig", "plan", "--service=a_b=llama_x", "-tp"]));
+        assert_eq!(out, a(&["vramfit", "mig", "plan", "--service=a_b=llama_x", "-tp"]));
     }
 
     #[test]

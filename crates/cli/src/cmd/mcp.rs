@@ -115,6 +115,8 @@ pub enum Kind {
     Bool,
     /// a non-negative integer
     Int,
+    /// a token length: an integer, or a string such as `128k` (k = 1024 tokens)
+    Tokens,
     Float,
     /// one of these words
     Choice(Vec<String>),
@@ -145,6 +147,7 @@ impl Param {
         let item = match &self.kind {
             Kind::Bool => json!({"type": "boolean"}),
             Kind::Int => json!({"type": "integer", "minimum": 0}),
+            Kind::Tokens => json!({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}]}),
             Kind::Float => json!({"type": "number"}),
             Kind::Choice(c) => json!({"type": "string", "enum": c}),
             Kind::Str => json!({"type": "string"}),
@@ -172,6 +175,10 @@ fn kind_of(arg: &clap::Arg) -> Kind {
         arg.get_possible_values().iter().filter(|p| !p.is_hide_set()).map(|p| p.get_name().to_string()).collect();
     if !choices.is_empty() {
         return Kind::Choice(choices);
+    }
+    // the token-length flags (`--context 128k`) name their value TOKENS
+    if arg.get_value_names().is_some_and(|n| n.len() == 1 && n[0] == "TOKENS") {
+        return Kind::Tokens;
     }
     let t = arg.get_value_parser().type_id();
     let ints =
@@ -275,7 +282,7 @@ fn scalar(p: &Param, v: &Value) -> Result<String, CallError> {
     match v {
         Value::String(s) => Ok(s.clone()),
         Value::Number(n) => match p.kind {
-            Kind::Int if n.as_u64().is_none() => Err(bad(&format!("{n} is not a non-negative integer"))),
+            Kind::Int | Kind::Tokens if n.as_u64().is_none() => Err(bad(&format!("{n} is not a non-negative integer"))),
             _ => Ok(n.to_string()),
         },
         Value::Bool(_) => Err(bad("expects a value, not true/false")),
@@ -381,9 +388,13 @@ pub fn call(tool: Tool, args: &Map<String, Value>) -> Result<(Value, u8), CallEr
 
 /// Run a command line built for `tool` (its `--json` is already there).
 pub fn run_argv(tool: Tool, argv: Vec<String>) -> Result<(Value, u8), CallError> {
-    let cli = match Cli::try_parse_from(crate::cmd::gguf::llama_cpp_short_flags(argv.into_iter().map(Into::into))) {
+    let argv = crate::cmd::gguf::llama_cpp_short_flags(argv.into_iter().map(Into::into));
+    let cli = match Cli::try_parse_from(&argv) {
         Ok(c) => c,
-        Err(e) => return Err(CallError::input(clap_message(&e), field_of_clap(tool, &e).as_deref())),
+        Err(e) => {
+            let e = crate::cmd::gguf::fit_suggestion(&argv, e);
+            return Err(CallError::input(clap_message(&e), field_of_clap(tool, &e).as_deref()));
+        }
     };
     if matches!(cli.command, Command::Mcp(_)) {
         return Err(CallError::Internal("a tool call parsed as `vramfit mcp`".into()));
@@ -666,10 +677,42 @@ mod tests {
         }
         let e = input_schema(Tool::Estimate);
         assert_eq!(e["properties"]["batch"]["type"], "integer");
+        // a token length takes 131072 or "128k"
+        assert_eq!(e["properties"]["context"]["anyOf"][1]["type"], "string");
+        assert_eq!(e["properties"]["max_num_batched_tokens"]["anyOf"][0]["type"], "integer");
         assert_eq!(e["properties"]["gpu_util"]["type"], "number");
         assert_eq!(e["properties"]["logits_fp32"]["type"], "boolean");
         assert!(e["properties"]["task"]["enum"].as_array().unwrap().contains(&json!("qlora")));
         assert_eq!(input_schema(Tool::Diagnose)["required"], json!(["file"]));
         assert_eq!(input_schema(Tool::MigPlan)["required"], json!(["gpu", "service"]));
+    }
+
+    #[test]
+    fn vllm_names_and_token_lengths_reach_the_same_flags() {
+        // the keyword arguments of Python and MCP: aliases are the flags themselves
+        let args = |v: Value| v.as_object().unwrap().clone();
+        let ours = call(
+            Tool::Estimate,
+            &args(json!({"model": "llama-3.1-8b", "context": 131072, "tp": 2, "gpus": 2, "kv_dtype": "fp8", "gpu_util": 0.8, "gpu": "h100"})),
+        )
+        .unwrap();
+        let theirs = call(
+            Tool::Estimate,
+            &args(json!({"model": "llama-3.1-8b", "max_model_len": "128k", "tensor_parallel_size": 2, "num_gpus": 2, "kv_cache_dtype": "fp8_e4m3", "gpu_memory_utilization": 0.8, "gpu": "h100"})),
+        )
+        .unwrap();
+        assert_eq!(theirs, ours);
+        assert_eq!(ours.0["workload"]["seq"], 131_072);
+        let Err(CallError::Input(e)) =
+            call(Tool::Estimate, &args(json!({"model": "llama-3.1-8b", "context": 8192, "max_model_len": "8k"})))
+        else {
+            panic!("an alias beside its flag is refused")
+        };
+        assert!(e.message.contains("given twice"), "{}", e.message);
+        let Err(CallError::Input(e)) = call(Tool::Estimate, &args(json!({"model": "llama-3.1-8b", "ctx": "8q"})))
+        else {
+            panic!("8q is not a token length")
+        };
+        assert_eq!(e.field.as_deref(), Some("context"), "{}", e.message);
     }
 }

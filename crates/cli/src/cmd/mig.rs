@@ -54,7 +54,8 @@ pub struct TableArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub table: TableArgs,
-    /// A service: NAME=SIZE (12GiB, 4.5GB, 800MiB) or NAME=MODEL[:ctx=N,conc=N,batch=N,dtype=D,task=infer|train];
+    /// A service: NAME=SIZE (12GiB, 4.5GB, 800MiB) or NAME=MODEL[:ctx=N,conc=N,batch=N,dtype=D,task=infer|train]
+    /// (ctx=8k is 8192 tokens);
     /// raw sizes also take :task=train,params=13B. Repeat for each service.
     #[arg(long = "service", value_name = "SPEC", required = true)]
     pub services: Vec<String>,
@@ -182,9 +183,12 @@ fn parse_service(spec: &str, lookup: &Lookup) -> anyhow::Result<Sized> {
         kv.push((k, v.trim().to_string()));
     }
     let get = |keys: &[&str]| kv.iter().find(|(k, _)| keys.contains(&k.as_str())).map(|(_, v)| v.clone());
-    // counts: `ctx=8k`, `conc=16` (core::quantity; the estimator checks the limits)
+    // counts: `conc=16`; the context a token length, `ctx=8k` = 8192 (core::quantity;
+    // the estimator checks the limits)
     let num = |keys: &[&str]| -> Result<Option<u64>, QuantityError> {
-        get(keys).map(|v| quantity::parse_count(&format!("{}: {}", ctx(), keys[0]), &v, 1..=u64::MAX)).transpose()
+        let flag = format!("{}: {}", ctx(), keys[0]);
+        let parse = if keys[0] == "ctx" { quantity::parse_tokens } else { quantity::parse_count };
+        get(keys).map(|v| parse(&flag, &v, 1..=u64::MAX)).transpose()
     };
     let kind = match get(&["task"]).as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("infer") | Some("inference") | Some("serve") => ServiceKind::Inference,

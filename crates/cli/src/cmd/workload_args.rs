@@ -19,19 +19,23 @@ pub struct WorkloadArgs {
     /// What is run: inference, full training, LoRA or QLoRA
     #[arg(long, value_enum, default_value_t = TaskKind::Infer)]
     pub task: TaskKind,
-    /// Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size) or nf4 (bitsandbytes);
-    /// default: the checkpoint's quantization if any, else bf16
-    #[arg(long)]
+    /// Weight dtype: fp32, fp16, bf16, fp8, int8, int4 (weight-only, --group-size; also gptq, awq) or nf4
+    /// (bitsandbytes); default (or auto, as vLLM's): the checkpoint's quantization if any, else bf16
+    #[arg(long, visible_aliases = ["quant", "quantization"])]
     pub dtype: Option<String>,
-    #[arg(long, help = format!("KV cache dtype: fp16, bf16, fp8, fp32 [default: {}]", defaults::KV_DTYPE))]
+    #[arg(long, visible_alias = "kv-cache-dtype", help = format!(
+        "KV cache dtype: fp16, bf16, fp8 (vLLM's fp8_e4m3, fp8_e5m2), fp32, auto [default: {}]",
+        defaults::KV_DTYPE
+    ))]
     pub kv_dtype: Option<String>,
     #[arg(long, help = format!(
         "Sequences per step (inference prefill batch; training micro-batch per GPU) [default: {}]",
         defaults::BATCH
     ))]
     pub batch: Option<u64>,
-    #[arg(long, visible_alias = "seq", help = format!(
-        "Tokens per sequence (prompt + generated for inference) [default: {} inference, {} training]",
+    #[arg(long, visible_aliases = ["seq", "max-model-len", "ctx"], value_name = "TOKENS", value_parser = tokens,
+        help = format!(
+        "Tokens per sequence (prompt + generated for inference; a GGUF's llama.cpp -c); 32k or 128K: k = 1024 tokens [default: {} inference, {} training]",
         defaults::CONTEXT,
         defaults::TRAIN_SEQ
     ))]
@@ -40,13 +44,13 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub concurrency: Option<u64>,
     /// Tensor-parallel degree [default: 1]
-    #[arg(long)]
+    #[arg(long, visible_alias = "tensor-parallel-size")]
     pub tp: Option<u64>,
     /// Pipeline-parallel stages [default: 1]
-    #[arg(long)]
+    #[arg(long, visible_alias = "pipeline-parallel-size")]
     pub pp: Option<u64>,
     /// Total GPUs [default: tp × pp]
-    #[arg(long)]
+    #[arg(long, visible_alias = "num-gpus")]
     pub gpus: Option<u64>,
     #[arg(long, help = format!(
         "Input features per scale group for --dtype int4/int8 (GPTQ/AWQ-style) [default: {}]",
@@ -81,8 +85,8 @@ pub struct WorkloadArgs {
     /// [default: transformers]
     #[arg(long, value_parser = parse_engine, value_name = "ENGINE")]
     pub engine: Option<Engine>,
-    #[arg(long, value_name = "N", help = serving_default_help(
-        "Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens)",
+    #[arg(long, value_name = "TOKENS", value_parser = tokens, help = serving_default_help(
+        "Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens; 8k = 8192)",
         |d| d.max_num_batched_tokens.to_string(),
     ))]
     pub max_num_batched_tokens: Option<u64>,
@@ -113,13 +117,31 @@ fn parse_engine(s: &str) -> Result<Engine, String> {
     s.parse()
 }
 
+/// A token length (`8192`, `32k`, `128K`: k = 1024 tokens, core's
+/// [`vramfit_core::quantity::parse_tokens`]); clap's message names the flag.
+pub fn tokens(s: &str) -> Result<u64, String> {
+    vramfit_core::quantity::parse_tokens("", s, 0..=u64::MAX)
+        .map_err(|e| e.to_string().trim_start_matches([':', ' ']).to_string())
+}
+
+/// A `--kv-dtype` value: a dtype, or vLLM's `--kv-cache-dtype` spellings
+/// (`auto`: the default; `fp8_e4m3`, `fp8_e5m2`: fp8).
+fn parse_kv_dtype(s: &str) -> anyhow::Result<DType> {
+    let lower = s.trim().to_ascii_lowercase();
+    match lower.as_str() {
+        "auto" => Ok(defaults::KV_DTYPE),
+        "fp8_e4m3" | "fp8_e5m2" => Ok(DType::F8),
+        other => other.parse().map_err(|e: String| field_error("kv-dtype", anyhow::anyhow!("--kv-dtype: {e}, auto"))),
+    }
+}
+
 /// Parse a `--dtype` value into (storage dtype, quantization); `group` is
 /// the scale group of int4/int8 (checked with the rest of the workload).
 pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DType, Option<QuantSpec>)> {
     let compute = model.native_dtype.filter(|d| matches!(d, DType::F16 | DType::BF16)).unwrap_or(DType::BF16);
     let lower = s.to_ascii_lowercase();
     Ok(match lower.as_str() {
-        "nf4" | "bnb4" | "qlora" => (DType::I4, Some(QuantSpec::nf4(true, compute))),
+        "nf4" | "bnb4" | "qlora" | "bitsandbytes" | "bnb" => (DType::I4, Some(QuantSpec::nf4(true, compute))),
         "int4" | "q4" | "gptq" | "awq" => (DType::I4, Some(QuantSpec::int(4, group, DType::F16))),
         "int8" | "i8" => (DType::I8, Some(QuantSpec::int(8, group, DType::F16))),
         "fp8" | "f8" | "e4m3" => (DType::F8, Some(QuantSpec::fp8_per_tensor(compute))),
@@ -132,6 +154,11 @@ pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DT
 }
 
 impl WorkloadArgs {
+    /// `--dtype`, unless it is `auto` (vLLM's word for the default).
+    pub fn dtype(&self) -> Option<&str> {
+        self.dtype.as_deref().filter(|d| !d.trim().eq_ignore_ascii_case("auto"))
+    }
+
     fn tp(&self) -> u64 {
         self.tp.unwrap_or(1)
     }
@@ -184,12 +211,12 @@ impl WorkloadArgs {
 
     /// The inference setup these flags describe.
     pub fn inference(&self, spec: &ModelSpec) -> anyhow::Result<InferenceSetup> {
-        let (weight_dtype, quant) = match &self.dtype {
+        let (weight_dtype, quant) = match self.dtype() {
             Some(d) => parse_dtype(d, self.group_size.unwrap_or(defaults::GROUP_SIZE), spec)?,
             None => defaults::weights(spec),
         };
         let kv_dtype: DType = match &self.kv_dtype {
-            Some(k) => k.parse().map_err(|e: String| field_error("kv-dtype", anyhow::anyhow!("--kv-dtype: {e}")))?,
+            Some(k) => parse_kv_dtype(k)?,
             None => defaults::KV_DTYPE,
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
@@ -254,7 +281,7 @@ impl WorkloadArgs {
             _ => {
                 self.refuse_inference_flags()?;
                 let mut common = self.common();
-                if let Some(d) = &self.dtype {
+                if let Some(d) = self.dtype() {
                     common.dtype =
                         Some(d.parse::<DType>().map_err(|e| field_error("dtype", anyhow::anyhow!("--dtype: {e}")))?);
                 }

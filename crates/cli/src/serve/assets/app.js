@@ -18,7 +18,7 @@ const T = {
     f_max_gpus: 'Cards available', f_expect: 'What you rented', f_expect_nvlink: 'every GPU pair joined by NVLink',
     task_infer: 'Inference', task_train: 'Full FT', o_default: 'default', o_none: 'none', o_selective: 'selective', o_full: 'full',
     o_no_gpu: '— no card —', o_custom: 'custom size…', o_no_have: '— none —', o_from_message: '— from the message —', o_quant: 'int8/int4, fp8 KV',
-    ph_model: 'llama-2-7b or org/name', ph_context: '4096', ph_concurrency: '= batch', ph_oom: 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …',
+    ph_model: 'llama-2-7b or org/name', ph_context: '4096 or 32k', ph_concurrency: '= batch', ph_oom: 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …',
     ph_config: '{"model_type": "llama", …}',
     b_choose: 'Choose file', no_file: 'No file chosen',
     b_estimate: 'Estimate', b_plan: 'Plan', b_diagnose: 'Diagnose', b_mig: 'Lay out', b_check: 'Check', b_add_service: '+ add a service',
@@ -77,7 +77,7 @@ const T = {
     f_max_gpus: '可用卡数', f_expect: '租的是什么', f_expect_nvlink: '每对 GPU 之间都是 NVLink',
     task_infer: '推理', task_train: '全量微调', o_default: '默认', o_none: '无', o_selective: '选择性', o_full: '完全',
     o_no_gpu: '— 不指定显卡 —', o_custom: '自定义显存…', o_no_have: '— 无 —', o_from_message: '— 取自报错 —', o_quant: 'int8/int4、fp8 KV',
-    ph_model: 'llama-2-7b 或 org/name', ph_context: '4096', ph_concurrency: '= 批大小', ph_oom: 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …',
+    ph_model: 'llama-2-7b 或 org/name', ph_context: '4096 或 32k', ph_concurrency: '= 批大小', ph_oom: 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …',
     ph_config: '{"model_type": "llama", …}',
     b_choose: '选择文件', no_file: '未选择文件',
     b_estimate: '估算', b_plan: '出方案', b_diagnose: '诊断', b_mig: '切分', b_check: '核验', b_add_service: '+ 添加服务',
@@ -293,6 +293,9 @@ function fill(form, params) {
         if (e.name === 'gpu' && form.elements.gpu_mem !== undefined) { e.value = '__custom'; continue; }
       }
       e.value = params.get(e.name);
+      // a number field empties a value it cannot read (`batch=4x`): keep the text, so the
+      // request carries it and the answer names the field, never a silent default
+      if (e.value === '' && params.get(e.name) !== '') { e.type = 'text'; e.value = params.get(e.name); }
     }
   }
 }
