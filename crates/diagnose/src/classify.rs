@@ -282,3 +282,29 @@ pub fn classify(e: &OomEvent) -> Verdict {
         OomKind::Other(o) => other::classify_other(o, &e.context),
     }
 }
+
+/// A verdict without contributors, runner-up or missing figures (set after).
+pub(crate) fn verdict(
+    class: OomClass,
+    main_cause: Cause,
+    headline: String,
+    figures: Vec<Figure>,
+    reasoning: Vec<String>,
+    gap_bytes: Option<u64>,
+    fixes: Vec<Fix>,
+) -> Verdict {
+    Verdict {
+        class,
+        main_cause,
+        runner_up: None,
+        runner_up_from_missing: false,
+        contributors: Vec::new(),
+        headline,
+        figures,
+        decided_by: Vec::new(),
+        missing: Vec::new(),
+        reasoning,
+        gap_bytes,
+        fixes,
+    }
+}

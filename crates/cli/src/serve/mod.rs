@@ -354,6 +354,19 @@ async fn read_body<'s>(
     }
 }
 
+/// One of the [`CONCURRENT_RUNS`] command slots, waited for at most the
+/// queue timeout (then 503).
+async fn run_slot(s: &AppState) -> Result<SemaphorePermit<'_>, ApiError> {
+    match tokio::time::timeout(s.limits.queue_timeout, s.runs.acquire()).await {
+        Ok(Ok(p)) => Ok(p),
+        Ok(Err(_)) => Err(shutting_down()),
+        Err(_) => Err(busy(format!(
+            "the server is busy: {CONCURRENT_RUNS} commands are running and this one waited {} s; try again",
+            s.limits.queue_timeout.as_secs()
+        ))),
+    }
+}
+
 /// Run the command on a blocking thread once a command slot is free; a
 /// panic becomes a 500 without its message or backtrace.
 async fn run_command(
@@ -362,16 +375,7 @@ async fn run_command(
     decoded: request::Decoded,
     upload: Option<Vec<u8>>,
 ) -> Result<Answer, ApiError> {
-    let _permit = match tokio::time::timeout(s.limits.queue_timeout, s.runs.acquire()).await {
-        Ok(Ok(p)) => p,
-        Ok(Err(_)) => return Err(shutting_down()),
-        Err(_) => {
-            return Err(busy(format!(
-                "the server is busy: {CONCURRENT_RUNS} commands are running and this one waited {} s; try again",
-                s.limits.queue_timeout.as_secs()
-            )))
-        }
-    };
+    let _permit = run_slot(s).await?;
     let settings = s.config.settings.clone();
     match tokio::task::spawn_blocking(move || api::run(&settings, ep, decoded, upload)).await {
         Ok(r) => r,
@@ -421,16 +425,7 @@ async fn fleet_handler(State(s): State<Shared>, headers: HeaderMap, body: Body) 
         // that value are in memory together for a moment
         let (bytes, _reserved) =
             read_body(&s, &headers, body, api::FLEET_BODY_LIMIT, 3, "the /api/fleet request body").await?;
-        let _permit = match tokio::time::timeout(s.limits.queue_timeout, s.runs.acquire()).await {
-            Ok(Ok(p)) => p,
-            Ok(Err(_)) => return Err(shutting_down()),
-            Err(_) => {
-                return Err(busy(format!(
-                    "the server is busy: {CONCURRENT_RUNS} commands are running and this one waited {} s; try again",
-                    s.limits.queue_timeout.as_secs()
-                )))
-            }
-        };
+        let _permit = run_slot(&s).await?;
         match tokio::task::spawn_blocking(move || api::fleet(&bytes)).await {
             Ok(r) => r,
             Err(_) => Err(ApiError {

@@ -11,7 +11,9 @@
 //! estimate model.gguf` (or `diagnose --model model.gguf`) computes them
 //! from the model itself.
 
-use super::{b, fig, fix, Cause, FixCost, Missing, OomClass, RunnerUp, Verdict, CONTEXT_ALLOWANCE, DRIVER_PAGE};
+use super::{
+    b, fig, fix, verdict, Cause, FixCost, Missing, OomClass, RunnerUp, Verdict, CONTEXT_ALLOWANCE, DRIVER_PAGE,
+};
 use crate::ggml::{GgmlBuffer, GgmlOom};
 use crate::nvidia_smi::NvidiaSmi;
 use vramfit_core::units::MIB;
@@ -78,7 +80,7 @@ pub(crate) fn classify(g: &GgmlOom, smi: Option<&NvidiaSmi>) -> Verdict {
         if let (Some(c), GgmlBuffer::Compute) = (l.pipeline_copies.filter(|&c| c > 1), g.buffer) {
             reasoning.push(format!("Pipeline parallelism is on (n_copies={c}): the compute buffers are reserved for that many micro-batches in flight."));
         }
-        let mut v = base(
+        let mut v = verdict(
             OomClass::RequestExceedsCard,
             Cause::new(OomClass::RequestExceedsCard, "the request", Some(r), Some(t)),
             format!("one {} of {} is larger than the {} card", g.buffer.words(), b(r), b(t)),
@@ -116,7 +118,7 @@ fn with_free_at_load(f0: u64, total: Option<u64>, need: u64, d: Draft) -> Verdic
     let other = used_before.map(|u| u.saturating_sub(CONTEXT_ALLOWANCE)).unwrap_or(0);
     if need.saturating_add(margin) <= f0 {
         reasoning.push(format!("{} free at load ≥ the {} this launch needs there: it should have fitted; something took memory after the load started (another process), or the driver refused the allocation (low host RAM can fail CUDA allocations, ggml-org/llama.cpp#7366).", b(f0), b(need)));
-        let mut v = base(
+        let mut v = verdict(
             OomClass::Unexplained,
             Cause::new(OomClass::Unexplained, "no cause these figures can show", None, total),
             format!("{} was free at load, enough for the {} this launch needs", b(f0), b(need)),
@@ -141,7 +143,7 @@ fn with_free_at_load(f0: u64, total: Option<u64>, need: u64, d: Draft) -> Verdic
             reasoning.push(format!("{} of the card was in use before llama.cpp loaded — more than a context: with it free the launch's {} would fit on the {} card.", b(u), b(need), b(t)));
             figures.push(fig("used_before_load", u));
             fixes.insert(0, fix(FixCost::Housekeeping, "stop what holds the card (nvidia-smi): another llama.cpp / Ollama runner, a desktop app, a training job", "its memory is what is missing"));
-            let mut v = base(
+            let mut v = verdict(
                 OomClass::OtherProcess,
                 Cause::new(OomClass::OtherProcess, "memory in use before the load", Some(u), Some(t)),
                 format!("{} of the card was in use before llama.cpp loaded", b(u)),
@@ -173,7 +175,7 @@ fn without_free_at_load(g: &GgmlOom, need: u64, total: Option<u64>, dev: &str, d
     let Draft { figures, mut reasoning, fixes } = d;
     let r = g.requested.bytes;
     reasoning.push(format!("The log does not print the free memory llama.cpp saw at load (newer builds print `using device {} (…) - N MiB free`), so another process cannot be ruled out; the launch's buffers alone are {}.", g.buffer_type, b(need)));
-    let mut v = base(
+    let mut v = verdict(
         OomClass::GenuineShortage,
         Cause::new(OomClass::GenuineShortage, "this launch's buffers on the device", Some(need), total),
         format!("the {} of {} does not fit on {}", g.buffer.words(), b(r), dev),
@@ -199,31 +201,6 @@ fn without_free_at_load(g: &GgmlOom, need: u64, total: Option<u64>, dev: &str, d
     v
 }
 
-fn base(
-    class: OomClass,
-    main_cause: Cause,
-    headline: String,
-    figures: Vec<super::Figure>,
-    reasoning: Vec<String>,
-    gap_bytes: Option<u64>,
-    fixes: Vec<super::Fix>,
-) -> Verdict {
-    Verdict {
-        class,
-        main_cause,
-        runner_up: None,
-        runner_up_from_missing: false,
-        contributors: Vec::new(),
-        headline,
-        figures,
-        decided_by: Vec::new(),
-        missing: Vec::new(),
-        reasoning,
-        gap_bytes,
-        fixes,
-    }
-}
-
 fn shortage(
     need: u64,
     f0: u64,
@@ -239,7 +216,7 @@ fn shortage(
         b(need),
         b(gap)
     ));
-    let mut v = base(
+    let mut v = verdict(
         OomClass::GenuineShortage,
         Cause::new(OomClass::GenuineShortage, "this launch's buffers on the device", Some(need), total),
         format!("{} more than the device had free at load", b(gap)),
@@ -264,7 +241,7 @@ fn shortage(
 /// A host (CPU or pinned) buffer: system RAM, not the GPU.
 fn host(g: &GgmlOom, figures: Vec<super::Figure>, mut reasoning: Vec<String>) -> Verdict {
     reasoning.push(format!("{} is host memory: the layers kept on the CPU (or llama.cpp's pinned staging buffer) did not fit in system RAM — not a GPU shortage.", g.buffer_type));
-    let mut v = base(
+    let mut v = verdict(
         OomClass::GenuineShortage,
         Cause::new(OomClass::GenuineShortage, "host RAM for the layers kept on the CPU", Some(g.requested.bytes), None),
         format!("llama.cpp could not get {} of host memory ({})", b(g.requested.bytes), g.buffer_type),

@@ -6,40 +6,14 @@
 //! beside it is named as evidence.
 
 use super::{
-    b, fig, fix, Cause, FixCost, OomClass, RunnerUp, Verdict, CONTEXT_ALLOWANCE, DRIVER_PAGE, EFFECTIVELY_FULL_SHARE,
-    INFERRED_OTHER_MIN_SHARE, OTHER_PROCESS_MIN, XLA_SMALL_PROGRAM,
+    b, fig, fix, verdict, Cause, FixCost, OomClass, RunnerUp, Verdict, CONTEXT_ALLOWANCE, DRIVER_PAGE,
+    EFFECTIVELY_FULL_SHARE, INFERRED_OTHER_MIN_SHARE, OTHER_PROCESS_MIN, XLA_SMALL_PROGRAM,
 };
 use crate::nvidia_smi::NvidiaSmi;
 use crate::oom::Context;
 use crate::other_frameworks::{BfcStats, OtherOom, VllmProfile, XlaBuffer};
 use crate::size::Size;
 use vramfit_core::units::GIB;
-
-/// A verdict without contributors, runner-up or missing figures (set after).
-fn verdict(
-    class: OomClass,
-    main_cause: Cause,
-    headline: String,
-    figures: Vec<super::Figure>,
-    reasoning: Vec<String>,
-    gap_bytes: Option<u64>,
-    fixes: Vec<super::Fix>,
-) -> Verdict {
-    Verdict {
-        class,
-        main_cause,
-        runner_up: None,
-        runner_up_from_missing: false,
-        contributors: Vec::new(),
-        headline,
-        figures,
-        decided_by: Vec::new(),
-        missing: Vec::new(),
-        reasoning,
-        gap_bytes,
-        fixes,
-    }
-}
 
 fn runner(class: OomClass, what: &str, bytes: Option<u64>, total: Option<u64>, why: &str) -> Option<RunnerUp> {
     let c = Cause::new(class, what, bytes, total);
