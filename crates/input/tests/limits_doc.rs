@@ -255,6 +255,7 @@ const NOT_INPUT_LIMITS: &[(&str, &str, &str)] = &[
     ("MAX_PATTERN", "crates/ingest/src/config.rs", "MAX_LAYERS + 1: the layer patterns MAX_LAYERS allows"),
     ("MAX_LIMIT_PCT", "crates/core/src/accuracy.rs", "a calibration pass mark, not an input"),
     ("DEDUP_LIMIT", "crates/diagnose/src/pickle.rs", "dicts up to this size replace duplicate keys in place: no bound"),
+    ("MAX_CLOSE_NAMES", "crates/catalog/src/gpus.rs", "how many close GPU names an unknown name's error lists"),
     ("NO_LIMIT", "crates/diagnose/src/classify/other.rs", "PyTorch's SIZE_MAX as printed: no memory-fraction cap set"),
     ("MAX_CTX", "crates/llamacpp/src/model.rs", "the MAX_CTX_SIZE row (crates/llamacpp/src/options.rs) is this value"),
     ("MAX_FILE_BYTES", "crates/ingest/src/calibration/throughput.rs", "calibration/mod.rs's MAX_CASES_BYTES (its row)"),
