@@ -726,37 +726,14 @@ fn fold(raw: &mut Vec<(usize, OomKind)>) {
                 pending = Some((out.len(), stats.clone().unwrap_or_default()));
                 out.push((s, OomKind::Other(OtherOom::Bfc { stats, not_a_failure: false, allocator, requested })));
             }
-            OomKind::Other(OtherOom::Xla {
-                requested,
-                total_allocation,
-                parameter_allocation,
-                temp_allocation,
-                live_out_allocation,
-                fragmentation,
-                peak_buffers,
-                bfc,
-            }) => {
-                let bfc = bfc.or_else(|| take_pending(&mut pending, &mut out, s));
-                out.push((
-                    s,
-                    OomKind::Other(OtherOom::Xla {
-                        requested,
-                        total_allocation,
-                        parameter_allocation,
-                        temp_allocation,
-                        live_out_allocation,
-                        fragmentation,
-                        peak_buffers,
-                        bfc,
-                    }),
-                ));
-            }
-            OomKind::Other(OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc }) => {
-                let bfc = bfc.or_else(|| take_pending(&mut pending, &mut out, s));
-                out.push((
-                    s,
-                    OomKind::Other(OtherOom::TensorFlow { shape, dtype, bytes, device, gpu, allocator, node, bfc }),
-                ));
+            mut k @ OomKind::Other(OtherOom::Xla { .. } | OtherOom::TensorFlow { .. }) => {
+                // the error takes the BFC summary printed just before it
+                if let OomKind::Other(OtherOom::Xla { bfc, .. } | OtherOom::TensorFlow { bfc, .. }) = &mut k {
+                    if bfc.is_none() {
+                        *bfc = take_pending(&mut pending, &mut out, s);
+                    }
+                }
+                out.push((s, k));
             }
             other => out.push((s, other)),
         }
