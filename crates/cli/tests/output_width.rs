@@ -1,0 +1,94 @@
+//! Text output fits the terminal (issue 24, item 5): with `COLUMNS=100`
+//! no line of the README tour's `plan` (and the docs' plan lines: training
+//! and inference, with `--have`, the switch ladder, a job) is over 100
+//! columns; tables drop their least needed columns first and say so;
+//! `--wide` prints everything.
+
+mod common;
+
+/// Columns a line takes (the output's non-ASCII characters — `×`, `–`,
+/// `→`, box drawing — are one column each).
+fn columns(line: &str) -> usize {
+    line.chars().count()
+}
+
+fn run_with_columns(args: &[&str], columns: Option<&str>) -> String {
+    let mut c = common::vramfit();
+    if let Some(n) = columns {
+        c.env("COLUMNS", n);
+    }
+    let out = c.args(args).output().expect("runs");
+    assert!(out.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn widest(text: &str) -> (usize, String) {
+    text.lines().map(|l| (columns(l), l.to_string())).max_by_key(|(w, _)| *w).unwrap_or_default()
+}
+
+const PLANS: &[&[&str]] = &[
+    // README.md's tour
+    &["plan", "llama-2-7b", "--task", "train", "--have", "rtx-3090", "--allow", "lora,qlora"],
+    // docs/plan.md
+    &["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--allow", "lora", "--have", "rtx-3090"],
+    &["plan", "llama-2-13b", "--dtype", "fp16", "--have", "rtx-3090"],
+    &["plan", "llama-2-70b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "64", "--tokens", "1B"],
+    &["plan", "llama-2-7b", "--task", "lora", "--tokens", "1B"],
+    // inference without a job, and with one
+    &["plan", "llama-2-13b", "--dtype", "fp16"],
+    &["plan", "llama-2-70b", "--dtype", "fp16", "--batch", "16", "--context", "8192", "--hours", "720"],
+];
+
+#[test]
+fn plan_fits_100_columns() {
+    for args in PLANS {
+        let out = run_with_columns(args, Some("100"));
+        let (w, line) = widest(&out);
+        assert!(w <= 100, "{args:?}: a line of {w} columns:\n{line}\n\n{out}");
+        assert!(out.contains("Recommended:"), "{args:?}:\n{out}");
+    }
+}
+
+#[test]
+fn plan_without_columns_fits_100_when_not_a_terminal() {
+    // tests write to a pipe and run without COLUMNS: 100 columns
+    let out = run_with_columns(PLANS[0], None);
+    assert!(widest(&out).0 <= 100, "{out}");
+    assert_eq!(out, run_with_columns(PLANS[0], Some("100")));
+}
+
+#[test]
+fn plan_tables_say_what_they_hid_and_wide_shows_it() {
+    let out = run_with_columns(PLANS[0], Some("100"));
+    // the ranked table keeps GPUs, setup, per GPU, job time and the bill
+    let header = out.lines().find(|l| l.contains("┆ GPUs")).expect("ranked table");
+    for col in ["GPUs", "setup", "per GPU", "job time", "billed"] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(out.contains("columns hidden: tokens/s, price, offer; --wide shows them"), "{out}");
+    // the ladder keeps step, per GPU, fits, speed
+    let ladder = out.lines().find(|l| l.contains("┆ status")).expect("ladder");
+    for col in ["step", "per GPU", "fits", "speed"] {
+        assert!(ladder.contains(col), "{ladder}");
+    }
+
+    let wide = run_with_columns(&[PLANS[0], &["--wide"]].concat(), Some("100"));
+    assert!(!wide.contains("hidden"), "{wide}");
+    assert!(widest(&wide).0 > 100);
+    let header = wide.lines().find(|l| l.contains("┆ GPUs")).expect("ranked table");
+    for col in ["offer", "tokens/s", "price", "billed"] {
+        assert!(header.contains(col), "{header}");
+    }
+    // --wide is the same with any COLUMNS
+    assert_eq!(wide, run_with_columns(&[PLANS[0], &["--wide"]].concat(), Some("60")));
+}
+
+#[test]
+fn plan_fits_a_narrower_terminal_too() {
+    for cols in ["80", "120"] {
+        let out = run_with_columns(PLANS[0], Some(cols));
+        let n: usize = cols.parse().unwrap();
+        let (w, line) = widest(&out);
+        assert!(w <= n, "COLUMNS={cols}: a line of {w} columns:\n{line}\n\n{out}");
+    }
+}
