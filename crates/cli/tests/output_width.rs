@@ -92,3 +92,42 @@ fn plan_fits_a_narrower_terminal_too() {
         assert!(w <= n, "COLUMNS={cols}: a line of {w} columns:\n{line}\n\n{out}");
     }
 }
+
+const ESTIMATES: &[&[&str]] = &[
+    // README.md's tour
+    &["estimate", "llama-2-7b", "--batch", "32", "--context", "4096"],
+    &["estimate", "llama-2-70b", "--dtype", "int4", "--explain"],
+    &["estimate", "meta-llama/Llama-3.1-8B", "--gpu", "a100-80gb", "--gpu-util", "0.9", "--context", "8192"],
+    &["estimate", "mixtral-8x7b", "--tp", "2", "--kv-dtype", "fp8"],
+    &[
+        "estimate",
+        "llama-2-13b",
+        "--task",
+        "qlora",
+        "--lora-rank",
+        "16",
+        "--lora-targets",
+        "all-linear",
+        "--gpu",
+        "rtx-3090",
+    ],
+    &["estimate", "llama-2-13b", "--gpu", "rtx-4090", "--sweep"],
+];
+
+#[test]
+fn estimate_fits_100_columns_and_its_source_line_is_short() {
+    for args in ESTIMATES {
+        let out = run_with_columns(args, Some("100"));
+        let (w, line) = widest(&out);
+        assert!(w <= 100, "{args:?}: a line of {w} columns:\n{line}\n\n{out}");
+    }
+    let full = "source: preset mixtral-8x7b (huggingface.co/mistralai/Mixtral-8x7B-v0.1 config.json";
+    let out = run_with_columns(ESTIMATES[3], Some("100"));
+    assert!(out.lines().any(|l| l == "source: preset mixtral-8x7b (the full source: --explain)"), "{out}");
+    // --wide and --explain keep the whole source (--explain wraps it)
+    let wide = run_with_columns(&[ESTIMATES[3], &["--wide"]].concat(), Some("100"));
+    assert!(wide.lines().nth(1).unwrap().starts_with(full), "{wide}");
+    let explain = run_with_columns(&[ESTIMATES[3], &["--explain"]].concat(), Some("100"));
+    assert!(explain.contains(full), "{explain}");
+    assert!(widest(&explain).0 <= 100);
+}
