@@ -131,3 +131,49 @@ fn estimate_fits_100_columns_and_its_source_line_is_short() {
     assert!(explain.contains(full), "{explain}");
     assert!(widest(&explain).0 <= 100);
 }
+
+/// The tour's other commands with text output (`--json` and the collection
+/// script, which is a shell script, are not fitted).
+const OTHERS: &[&[&str]] = &[
+    &["diagnose", "crates/diagnose/tests/fixtures/oom/composed_multi_rank_log.txt"],
+    &["diagnose", "crates/diagnose/tests/fixtures/scripts/train_bad.py"],
+    &[
+        "diagnose",
+        "crates/diagnose/tests/fixtures/oom/pt22_llamafactory7532_deepspeed_pid.txt",
+        "--model",
+        "llama-2-7b",
+        "--task",
+        "train",
+        "--batch",
+        "4",
+        "--seq",
+        "2048",
+    ],
+    &[
+        "mig",
+        "plan",
+        "--gpu",
+        "a100-40gb",
+        "--service",
+        "chat=12GiB",
+        "--service",
+        "embed=4GiB",
+        "--service",
+        "rag=llama-3.2-3b:ctx=8192,conc=4",
+    ],
+    &["check", "--xml", "crates/hw/tests/fixtures/nvidia_smi/01.xml", "--expect", "1xA100-40GB"],
+    &["check", "--topo", "crates/hw/tests/fixtures/nvidia_smi/12.txt", "--expect-nvlink"],
+    &["check", "--fleet", "crates/hw/tests/fixtures/fleet/autodl-4"],
+];
+
+#[test]
+fn the_tours_other_commands_fit_100_columns() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for args in OTHERS {
+        let out = common::vramfit().current_dir(root).env("COLUMNS", "100").args(*args).output().expect("runs");
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(!text.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let (w, line) = widest(&text);
+        assert!(w <= 100, "{args:?}: a line of {w} columns:\n{line}\n\n{text}");
+    }
+}

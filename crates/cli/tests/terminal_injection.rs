@@ -110,7 +110,7 @@ fn oom_text_excerpt() {
         ),
     )
     .unwrap();
-    let (so, _) = clean_run(&["diagnose", p.to_str().unwrap()], 0);
+    let (so, _) = clean_run(&["diagnose", p.to_str().unwrap(), "--wide"], 0);
     assert!(so.contains(&format!("(forward of modeling_{SHOWN})")), "{so}");
 }
 

@@ -29,6 +29,8 @@ pub enum KindArg {
 
 #[derive(clap::Args, Debug)]
 pub struct DiagnoseArgs {
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
     /// What the failed run left: a log or error text, memory_summary() output, a
     /// memory snapshot pickle (_dump_snapshot), or the training script; `-` reads stdin
     pub file: String,
@@ -266,5 +268,5 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
         svg,
     );
     report.gguf_fit = gguf_fit;
-    Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text() }))
+    Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text_fitted(args.text.width()) }))
 }
