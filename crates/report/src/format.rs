@@ -144,7 +144,7 @@ fn wrap_line(out: &mut String, line: &str, width: usize) {
     let mut first = true;
     out.push_str(&line[..indent]);
     col += indent;
-    for word in body.split(' ').filter(|w| !w.is_empty()) {
+    for word in unbroken_words(body) {
         let mut word = word;
         loop {
             let w = display_width(word);
@@ -181,6 +181,33 @@ fn wrap_line(out: &mut String, line: &str, width: usize) {
             word = &word[cut..];
         }
     }
+}
+
+/// Units a wrapped line keeps beside their number (`1.00 GiB`, not `1.00` at
+/// the end of a line and `GiB` on the next).
+const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB", "GB", "GB/s", "Gb/s", "TFLOP/s", "h", "days", "%"];
+
+/// The words of a line, a number and the unit after it kept as one word.
+fn unbroken_words(body: &str) -> Vec<&str> {
+    let mut words: Vec<(usize, &str)> = Vec::new();
+    let mut pos = 0;
+    for w in body.split(' ') {
+        let at = pos;
+        pos += w.len() + 1;
+        if w.is_empty() {
+            continue;
+        }
+        let unit = w.trim_end_matches([',', ';', ')', '.', ':']);
+        if let Some((start, last)) = words.last_mut() {
+            // one space after a word that ends in a digit
+            if *start + last.len() + 1 == at && last.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit) {
+                *last = &body[*start..at + w.len()];
+                continue;
+            }
+        }
+        words.push((at, w));
+    }
+    words.into_iter().map(|(_, w)| w).collect()
 }
 
 /// The byte index where `s`'s first `cols` columns end (at least one character).
@@ -278,6 +305,16 @@ mod tests {
         let out = fit_lines("see /a/very/long/path/that/goes/on/and/on here", Some(12));
         assert!(out.lines().all(|l| display_width(l) <= 12), "{out}");
         assert_eq!(out.replace(['\n', ' '], ""), "see/a/very/long/path/that/goes/on/and/onhere");
+    }
+
+    #[test]
+    fn numbers_keep_their_units() {
+        assert_eq!(
+            unbroken_words("needs 1.00 GiB, then 12 h  and 3 apples"),
+            ["needs", "1.00 GiB,", "then", "12 h", "and", "3", "apples"]
+        );
+        let out = fit_lines("a context (1.00 GiB) is small", Some(16));
+        assert!(out.contains("(1.00 GiB)"), "{out}");
     }
 
     #[test]
