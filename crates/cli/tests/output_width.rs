@@ -177,3 +177,18 @@ fn the_tours_other_commands_fit_100_columns() {
         assert!(w <= 100, "{args:?}: a line of {w} columns:\n{line}\n\n{text}");
     }
 }
+
+#[test]
+fn calibrate_fits_100_and_80_columns() {
+    for cols in ["100", "80"] {
+        for set in ["faketensor", "published"] {
+            let out = run_with_columns(&["calibrate", "--set", set], Some(cols));
+            let n: usize = cols.parse().unwrap();
+            let (w, line) = widest(&out);
+            assert!(w <= n, "{set} at {cols}: a line of {w} columns:\n{line}\n\n{out}");
+        }
+    }
+    // --wide: one row per case, the quantities by their JSON names
+    let wide = run_with_columns(&["calibrate", "--wide"], Some("100"));
+    assert!(wide.lines().any(|l| l.starts_with("B_llama2-7b_prefill_b1_s4096") && l.contains("tensor_peak_bytes")));
+}

@@ -147,6 +147,10 @@ fn wrap_line(out: &mut String, line: &str, width: usize) {
     for word in unbroken_words(body) {
         let mut word = word;
         loop {
+            if first {
+                // a line starts with the word, not with the spaces that aligned it
+                word = word.trim_start();
+            }
             let w = display_width(word);
             if !first && col + 1 + w > width {
                 out.push('\n');
@@ -205,7 +209,9 @@ fn unbroken_words(body: &str) -> Vec<&str> {
                 continue;
             }
         }
-        words.push((at, w));
+        // a run of spaces before it (an aligned column) stays with it
+        let from = words.last().map_or(at, |(start, last)| (start + last.len() + 1).min(at));
+        words.push((from, &body[from..at + w.len()]));
     }
     words.into_iter().map(|(_, w)| w).collect()
 }
@@ -311,8 +317,9 @@ mod tests {
     fn numbers_keep_their_units() {
         assert_eq!(
             unbroken_words("needs 1.00 GiB, then 12 h  and 3 apples"),
-            ["needs", "1.00 GiB,", "then", "12 h", "and", "3", "apples"]
+            ["needs", "1.00 GiB,", "then", "12 h", " and", "3", "apples"]
         );
+        assert_eq!(fit_lines("all  6 cases: a b c d e f g h", Some(24)), "all  6 cases: a b c d e\n  f g h");
         let out = fit_lines("a context (1.00 GiB) is small", Some(16));
         assert!(out.contains("(1.00 GiB)"), "{out}");
     }
