@@ -192,3 +192,12 @@ fn calibrate_fits_100_and_80_columns() {
     let wide = run_with_columns(&["calibrate", "--wide"], Some("100"));
     assert!(wide.lines().any(|l| l.starts_with("B_llama2-7b_prefill_b1_s4096") && l.contains("tensor_peak_bytes")));
 }
+
+#[test]
+fn estimate_fits_60_columns_dropping_the_byte_counts() {
+    let out = run_with_columns(ESTIMATES[0], Some("60"));
+    let (w, line) = widest(&out);
+    assert!(w <= 60, "a line of {w} columns:\n{line}\n\n{out}");
+    assert!(out.contains("(1 column hidden: bytes; --wide shows it)"), "{out}");
+    assert!(run_with_columns(ESTIMATES[0], Some("100")).contains("┆ bytes"));
+}

@@ -6,7 +6,7 @@
 //! `torch.cuda.max_memory_allocated()` would show (all categories except
 //! `runtime` and `margin`).
 
-use crate::format::{bytes, display_width, fit_lines, params, shown, signed_bytes, thousands, Width};
+use crate::format::{bytes, display_width, fit_lines, fit_table, params, shown, signed_bytes, thousands, Width};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -393,7 +393,12 @@ impl EstimateReport {
     pub fn to_text_fitted(&self, explain: bool, width: Width) -> String {
         let mut out = String::new();
         self.write_header(&mut out, if explain { None } else { width });
-        let _ = writeln!(out, "{}", self.category_table());
+        // too wide: the exact byte counts go first (--json has them), then the cells wrap
+        let (table, hidden) = fit_table(self.category_table(), width, &[2], &[1, 3]);
+        let _ = writeln!(out, "{table}");
+        if !hidden.is_empty() {
+            let _ = writeln!(out, "{hidden}");
+        }
         self.write_facts(&mut out);
         self.write_notes(&mut out);
         if let Some(s) = &self.sweep {
