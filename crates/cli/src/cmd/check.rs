@@ -22,8 +22,6 @@ use vramfit_report::fleet::{render_fleet, FleetReport};
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    #[command(flatten)]
-    pub layout: crate::cmd::width::TextArgs,
     /// Output of `nvidia-smi -q -x`
     #[arg(long, value_name = "FILE")]
     pub xml: Option<PathBuf>,
@@ -73,6 +71,8 @@ pub struct CheckArgs {
     /// Machine-readable output (schema 1, docs/check.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub layout: crate::cmd::width::TextArgs,
 }
 
 /// What `check --fleet` is asked beyond the folder (the CLI's flags, or the web page's fields).

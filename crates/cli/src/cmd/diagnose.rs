@@ -29,8 +29,6 @@ pub enum KindArg {
 
 #[derive(clap::Args, Debug)]
 pub struct DiagnoseArgs {
-    #[command(flatten)]
-    pub text: crate::cmd::width::TextArgs,
     /// What the failed run left: a log or error text, memory_summary() output, a
     /// memory snapshot pickle (_dump_snapshot), or the training script; `-` reads stdin
     pub file: String,
@@ -55,6 +53,8 @@ pub struct DiagnoseArgs {
     /// How `--model` is resolved (the CLI's own lookup when empty)
     #[arg(skip)]
     pub lookup: Lookup,
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
 }
 
 fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
