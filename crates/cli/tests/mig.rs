@@ -250,8 +250,10 @@ fn every_json_key_is_documented_in_docs_mig_md() {
 
 #[test]
 fn explain_shows_the_arithmetic() {
-    let out =
-        vramfit().args(["mig", "plan", "--gpu", "a100-40gb", "--service", "a=12GiB", "--explain"]).output().unwrap();
+    let out = vramfit()
+        .args(["mig", "plan", "--gpu", "a100-40gb", "--service", "a=12GiB", "--explain", "--wide"])
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     // 20091 MiB = 21066940416 B; 12 GiB = 12884901888 B; difference 8182038528 B = 7803 MiB
     assert!(

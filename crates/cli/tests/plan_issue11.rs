@@ -59,7 +59,7 @@ fn item01_monthly_offers_bill_whole_months() {
         .unwrap()
         .iter()
         .any(|n| n.as_str().unwrap().starts_with("A100 40G whole card (AI cloud): left out")));
-    let (out, _) = run(&[&L13B_1B[..], &["1B"]].concat(), 0);
+    let (out, _) = run(&[&L13B_1B[..], &["1B", "--wide"]].concat(), 0);
     let line = out.lines().find(|l| l.starts_with("Recommended:")).unwrap();
     assert!(line.contains("billed CNY 20,000 (1 month)"), "{line}");
     assert!(line.contains("prorated") && line.contains("if you have other work for the rest of the month"), "{line}");

@@ -33,7 +33,7 @@ fn llama7b_full_finetune_no_80gb_card_and_zero2_on_8x40() {
     let dp = v["more_cards"]["dp_only_bytes"].as_u64().unwrap();
     let single = v["more_cards"]["single_bytes"].as_u64().unwrap();
     assert_eq!(dp - single, 2 * 6_738_415_616 + 688 * (1 << 20), "DDP buckets + one NCCL communicator");
-    let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16"], 0);
+    let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--wide"], 0);
     assert!(out.contains("DP alone does not lower per-GPU memory"), "{out}");
 }
 
@@ -109,7 +109,7 @@ fn llama70b_full_finetune_needs_the_host_ram_offload_needs() {
     let need = rec["host_ram_bytes"].as_u64().unwrap();
     assert!(need > 1_024_000_000_000 && need < 2_048_000_000_000, "{need}");
     assert!(ranked(&v).iter().all(|r| r["offer_id"] != "cn-guide/8x-a100-80g-nvlink"));
-    let (out, _) = run(&args, 0);
+    let (out, _) = run(&[&args[..], &["--wide"]].concat(), 0);
     let note =
         out.lines().find(|l| l.contains("8 × A100 80G NVLink machine: left out")).unwrap_or_else(|| panic!("{out}"));
     assert!(note.contains("it has 1,024 GB") && note.contains("DeepSpeed"), "{note}");
@@ -277,7 +277,8 @@ fn mfu_override_and_hours_budget() {
 #[test]
 fn ladder_step_that_saves_nothing_is_skipped() {
     // QA repro: checkpointing saved 0 B (peak at the optimizer step) but was kept in the chain
-    let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--have", "rtx-3090", "--allow", "lora,qlora"], 0);
+    let (out, _) =
+        run(&["plan", "llama-2-7b", "--task", "train", "--have", "rtx-3090", "--allow", "lora,qlora", "--wide"], 0);
     assert!(out.contains("skipped: peak is at the optimizer step: checkpointing saves nothing there"), "{out}");
     // no kept step saves 0 B
     for l in out.lines().filter(|l| l.contains("┆ applied")) {

@@ -76,7 +76,7 @@ source = "a test of terminal injection"
 "#,
     )
     .unwrap();
-    let (so, _) = clean_run(&["plan", "llama-2-7b", "--catalog", p.to_str().unwrap()], 0);
+    let (so, _) = clean_run(&["plan", "llama-2-7b", "--catalog", p.to_str().unwrap(), "--wide"], 0);
     assert!(so.contains("Recommended: 1 × A100 80GB SXM4 — Evil \\x1b]0;pwned\\x07\\nA100 ["), "{so}");
     assert!(so.contains("evil/offer\\x1b[31m"), "{so}");
 }
@@ -110,7 +110,7 @@ fn oom_text_excerpt() {
         ),
     )
     .unwrap();
-    let (so, _) = clean_run(&["diagnose", p.to_str().unwrap()], 0);
+    let (so, _) = clean_run(&["diagnose", p.to_str().unwrap(), "--wide"], 0);
     assert!(so.contains(&format!("(forward of modeling_{SHOWN})")), "{so}");
 }
 

@@ -561,15 +561,31 @@ fn read_config(path: &Path) -> Result<ResolvedModel, IngestError> {
         crate::config::apply_hf_quant_config(&mut spec, &bytes, &quant.display().to_string())?;
     }
     if spec.name == file || spec.name.is_empty() {
-        spec.name = path
-            .parent()
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
-            .unwrap_or(file.clone());
+        spec.name = name_of_config_file(path).unwrap_or_else(|| file.clone());
     }
     Ok(ResolvedModel { spec, source: Source::ConfigFile { path: file }, checkpoint: None })
+}
+
+/// Folder names that say nothing about the model in them.
+const GENERIC_FOLDERS: &[&str] = &["config", "configs", "model", "models", "checkpoint", "checkpoints", "tmp"];
+
+/// The name of a config file without `_name_or_path`: a file named for
+/// its model (`qwen2.5-7b-instruct.json`) by its stem, a `config.json` by
+/// its folder (`Llama-3.1-8B/config.json`, `.` resolved), unless the
+/// folder's name is generic (`configs/`); `None`: the path is the name.
+fn name_of_config_file(path: &Path) -> Option<String> {
+    let file_name = path.file_name()?.to_str()?;
+    if !file_name.eq_ignore_ascii_case("config.json") {
+        let stem = Path::new(file_name).file_stem()?.to_str()?;
+        return (!stem.is_empty()).then(|| stem.to_string());
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let folder = parent.file_name().map(|n| n.to_os_string()).or_else(|| {
+        // `.` or `..`: the folder's own name
+        std::fs::canonicalize(parent).ok()?.file_name().map(|n| n.to_os_string())
+    })?;
+    let folder = folder.to_str()?;
+    (!folder.is_empty() && !GENERIC_FOLDERS.contains(&folder.to_ascii_lowercase().as_str())).then(|| folder.to_string())
 }
 
 fn from_dir(dir: &Path) -> Result<ResolvedModel, IngestError> {
@@ -627,6 +643,25 @@ pub fn check(spec: &ModelSpec, summary: SafetensorsSummary) -> Result<Checkpoint
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_file_without_name_or_path_is_named_by_its_file_or_folder() {
+        let name = |p: &str| name_of_config_file(Path::new(p));
+        assert_eq!(
+            name("tests/fixtures/configs/05_qwen2.5-7b-instruct.json").as_deref(),
+            Some("05_qwen2.5-7b-instruct")
+        );
+        assert_eq!(name("/models/Llama-3.1-8B/config.json").as_deref(), Some("Llama-3.1-8B"));
+        assert_eq!(name("ckpt/configs/config.json"), None);
+        assert_eq!(name("out/Mistral-7B/config.json").as_deref(), Some("Mistral-7B"));
+        assert_eq!(name("out/Model/config.json"), None);
+        assert_eq!(name("out/models/config.json"), None);
+        // `config.json` in the working folder: that folder's own name
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(name("config.json").as_deref(), here.file_name().and_then(|n| n.to_str()));
+        let fixture = format!("{}/tests/fixtures/configs/05_qwen2.5-7b-instruct.json", env!("CARGO_MANIFEST_DIR"));
+        assert_eq!(from_path(Path::new(&fixture)).unwrap().spec.name, "05_qwen2.5-7b-instruct");
+    }
 
     #[test]
     fn model_kinds() {

@@ -2,7 +2,7 @@
 //! accuracy per group and of the whole set. Schema documented in
 //! docs/training.md (`vramfit calibrate --json`).
 
-use crate::format::{bytes, shown};
+use crate::format::{bytes, display_width, fit_lines, shown, Width};
 use serde::Serialize;
 use vramfit_core::accuracy::Accuracy;
 
@@ -166,40 +166,79 @@ fn summary_line(label: &str, m: &Summary) -> String {
     )
 }
 
-/// Human table.
-pub fn render(r: &CalibrateReport) -> String {
+/// Notes of a case row: the peak phases, what an error means.
+fn case_notes(c: &CaseRow) -> String {
+    let mut notes = Vec::new();
+    match (&c.peak_phase_estimated, &c.peak_phase_measured) {
+        (Some(e), Some(m)) => notes.push(format!("peak {e} / {m}")),
+        (Some(e), None) => notes.push(format!("peak {e}")),
+        _ => {}
+    }
+    if c.safety_error_pct != c.error_pct {
+        notes.push("capacity: + is optimistic".into());
+    }
+    if c.source_of_constant {
+        notes.push("source of its constant (not counted)".into());
+    }
+    shown(&notes.join("; ")).into_owned()
+}
+
+/// Human table, fitted to `width`: there the columns are as wide as their
+/// content, a quantity is named without its `_bytes` (every one is bytes),
+/// the notes go under their row when the row would be too wide with them,
+/// and a case id that leaves no room goes on a line of its own. Without a
+/// width (`--wide`): one row per case, fixed columns.
+pub fn render(r: &CalibrateReport, width: Width) -> String {
     let mut s = format!("Set: {} — {}\n\n", r.set, r.measured_how);
-    let w = r.cases.iter().map(|c| c.id.len()).max().unwrap_or(4).max(4);
-    let gw = r.cases.iter().map(|c| c.group.len()).max().unwrap_or(3).max(3);
-    let qw = r.cases.iter().map(|c| c.quantity.len()).max().unwrap_or(8).max(8);
-    s.push_str(&format!(
-        "{:<w$}  {:<gw$}  {:<qw$}  {:>12}  {:>12}  {:>8}  {}\n",
-        "case", "grp", "quantity", "estimated", "measured", "error", "notes"
-    ));
-    for c in &r.cases {
-        let mut notes = Vec::new();
-        match (&c.peak_phase_estimated, &c.peak_phase_measured) {
-            (Some(e), Some(m)) => notes.push(format!("peak {e} / {m}")),
-            (Some(e), None) => notes.push(format!("peak {e}")),
-            _ => {}
+    let quantity =
+        |q: &str| if width.is_some() { q.strip_suffix("_bytes").unwrap_or(q).to_string() } else { q.to_string() };
+    let rows: Vec<[String; 7]> = r
+        .cases
+        .iter()
+        .map(|c| {
+            [
+                shown(&c.id).into_owned(),
+                c.group.clone(),
+                quantity(&c.quantity),
+                bytes(c.estimated_bytes),
+                bytes(c.measured_bytes),
+                signed_pct(c.error_pct),
+                case_notes(c),
+            ]
+        })
+        .collect();
+    let head = ["case", "grp", "quantity", "estimated", "measured", "error", "notes"];
+    let col = |k: usize, min: usize| {
+        rows.iter().map(|r| display_width(&r[k])).chain([display_width(head[k]), min]).max().unwrap_or(min)
+    };
+    let (w, gw, qw) = (col(0, 4), col(1, 3), col(2, 8));
+    let (ew, mw, xw) = if width.is_some() { (col(3, 0), col(4, 0), col(5, 0)) } else { (12, 12, 8) };
+    let spaced = |r: &[String], gap: &str| {
+        format!("{:<gw$}  {:<qw$}  {:>ew$}{gap}{:>mw$}{gap}{:>xw$}", r[1], r[2], r[3], r[4], r[5])
+    };
+    let limit = width.unwrap_or(usize::MAX);
+    let head_row: Vec<String> = head.iter().map(|h| h.to_string()).collect();
+    // too wide: the right-aligned figures one space apart, then the case id on a line of its own
+    let gap = if w + 2 + display_width(&spaced(&head_row, "  ")) > limit { " " } else { "  " };
+    let values = |r: &[String]| spaced(r, gap);
+    let id_apart = w + 2 + display_width(&values(&head_row)) > limit;
+    let line = |r: &[String]| -> String {
+        let v = values(r);
+        let main = if id_apart { format!("{}\n    {v}", r[0]) } else { format!("{:<w$}  {v}", r[0]) };
+        let last = main.rsplit('\n').next().unwrap_or_default();
+        if r[6].is_empty() {
+            main.trim_end().to_string()
+        } else if display_width(last) + 2 + display_width(&r[6]) <= limit {
+            format!("{main}  {}", r[6])
+        } else {
+            format!("{}\n      {}", main.trim_end(), r[6])
         }
-        if c.safety_error_pct != c.error_pct {
-            notes.push("capacity: + is optimistic".into());
-        }
-        if c.source_of_constant {
-            notes.push("source of its constant (not counted)".into());
-        }
-        let line = format!(
-            "{:<w$}  {:<gw$}  {:<qw$}  {:>12}  {:>12}  {:>8}  {}",
-            shown(&c.id),
-            c.group,
-            c.quantity,
-            bytes(c.estimated_bytes),
-            bytes(c.measured_bytes),
-            signed_pct(c.error_pct),
-            shown(&notes.join("; "))
-        );
-        s.push_str(line.trim_end());
+    };
+    let header = if id_apart { format!("case\n    {}  notes", values(&head_row)) } else { line(&head_row) };
+    s.push_str(header.trim_end());
+    s.push('\n');
+    for r in &rows {
+        s.push_str(&line(r));
         s.push('\n');
     }
     if !r.excluded.is_empty() {
@@ -218,7 +257,7 @@ pub fn render(r: &CalibrateReport) -> String {
     }
     s.push_str(&summary_line("all  ", &r.summary));
     s.push('\n');
-    s
+    fit_lines(&s, width)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `vramfit check`: JSON schema and renderer. Every field is documented in docs/check.md.
 
-use crate::format::{bytes, shown};
+use crate::format::{bytes, fit_lines, fit_table, shown, Width};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
@@ -576,8 +576,9 @@ fn render_bandwidth(out: &mut String, b: &BandwidthInfo) {
     }
 }
 
-/// Human report.
-pub fn render_check(r: &CheckReport) -> String {
+/// Human report, fitted to `width` (the GPU table's cells wrap, long lines
+/// wrap; the link matrix stays as it is).
+pub fn render_check(r: &CheckReport, width: Width) -> String {
     let mut out = String::new();
     let models: Vec<String> = r.models.iter().map(|m| format!("{} x {}", m.count, shown(&m.name))).collect();
     let count = match (&r.interconnect, r.gpu_count) {
@@ -597,7 +598,7 @@ pub fn render_check(r: &CheckReport) -> String {
     );
     let _ = writeln!(out, "from: {}", shown(&r.sources.join("; ")));
     if !r.gpus.is_empty() {
-        render_gpus(&mut out, &r.gpus);
+        render_gpus(&mut out, &r.gpus, width);
     }
     if !r.gpu_instances.is_empty() {
         let gis: Vec<String> = r
@@ -640,11 +641,11 @@ pub fn render_check(r: &CheckReport) -> String {
             let _ = writeln!(out, "\n(no --expect given: nothing to judge against)");
         }
     }
-    out
+    fit_lines(&out, width)
 }
 
 /// One row per GPU, then the MIG devices of each GPU that has them.
-fn render_gpus(out: &mut String, gpus: &[GpuInfo]) {
+fn render_gpus(out: &mut String, gpus: &[GpuInfo], width: Width) {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
     t.set_header(vec!["GPU", "name", "memory", "is", "MIG now/pending", "ECC", "PCIe now/max"]);
@@ -673,7 +674,12 @@ fn render_gpus(out: &mut String, gpus: &[GpuInfo]) {
             Cell::new(pcie),
         ]);
     }
-    let _ = writeln!(out, "{t}");
+    // too wide: the PCIe link goes first (a slow link is a finding of its own)
+    let (table, hidden) = fit_table(t, width, &[6], &[0, 2]);
+    let _ = writeln!(out, "{table}");
+    if !hidden.is_empty() {
+        let _ = writeln!(out, "{hidden}");
+    }
     for g in gpus.iter().filter(|g| !g.mig_devices.is_empty()) {
         let devs: Vec<String> = g
             .mig_devices

@@ -9,7 +9,7 @@
 
 pub mod schema;
 
-use crate::format::{bytes, shown};
+use crate::format::{bytes, fit_lines, shown, Width};
 use crate::SCHEMA_VERSION;
 use schema::{DiagnosedJson, DiagnosisJson, EstimateJson, MessageJson, OtherMessageJson};
 use serde::Serialize;
@@ -89,7 +89,13 @@ impl DiagnoseReport {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"
     }
 
-    /// Human report.
+    /// Human report, fitted to `width`: long lines wrap (quoted log lines
+    /// too, under their indent).
+    pub fn to_text_fitted(&self, width: Width) -> String {
+        fit_lines(&self.to_text(), width)
+    }
+
+    /// Human report, as wide as it gets.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
         write_input(&mut out, &self.input, self.kind);

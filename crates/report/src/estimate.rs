@@ -6,7 +6,7 @@
 //! `torch.cuda.max_memory_allocated()` would show (all categories except
 //! `runtime` and `margin`).
 
-use crate::format::{bytes, params, shown, signed_bytes, thousands};
+use crate::format::{bytes, display_width, fit_lines, fit_table, params, shown, signed_bytes, thousands, Width};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -381,11 +381,24 @@ impl EstimateReport {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")) + "\n"
     }
 
-    /// The human table; `explain` adds every entry's formula and inputs.
+    /// The human table, as wide as it gets; `explain` adds every entry's
+    /// formula and inputs.
     pub fn to_text(&self, explain: bool) -> String {
+        self.to_text_fitted(explain, None)
+    }
+
+    /// [`Self::to_text`] fitted to `width` columns: long lines wrap, and the
+    /// model's source is cut to what it is (its provenance in parentheses
+    /// goes: `--explain` and `--json` keep it).
+    pub fn to_text_fitted(&self, explain: bool, width: Width) -> String {
         let mut out = String::new();
-        self.write_header(&mut out);
-        let _ = writeln!(out, "{}", self.category_table());
+        self.write_header(&mut out, if explain { None } else { width });
+        // too wide: the exact byte counts go first (--json has them), then the cells wrap
+        let (table, hidden) = fit_table(self.category_table(), width, &[2], &[1, 3]);
+        let _ = writeln!(out, "{table}");
+        if !hidden.is_empty() {
+            let _ = writeln!(out, "{hidden}");
+        }
         self.write_facts(&mut out);
         self.write_notes(&mut out);
         if let Some(s) = &self.sweep {
@@ -396,11 +409,11 @@ impl EstimateReport {
         } else {
             out.push_str("(--explain shows the formula and inputs behind every number)\n");
         }
-        out
+        fit_lines(&out, width)
     }
 
-    /// Model and workload in one line each.
-    fn write_header(&self, out: &mut String) {
+    /// Model and workload in one line each; the source cut to `width`.
+    fn write_header(&self, out: &mut String, width: Width) {
         let m = &self.model;
         let _ = writeln!(
             out,
@@ -420,7 +433,11 @@ impl EstimateReport {
             m.kv_heads,
             m.head_dim
         );
-        let _ = writeln!(out, "source: {}", shown(&m.source));
+        let _ = writeln!(
+            out,
+            "source: {}",
+            short_source(&shown(&m.source), width.map(|w| w.saturating_sub("source: ".len())))
+        );
         let w = &self.workload;
         let mut wl = format!("task {}, weights {}", w.task, w.dtype);
         if let Some(k) = &w.kv_dtype {
@@ -621,6 +638,47 @@ impl EstimateReport {
     }
 }
 
+/// A model's source in at most `room` columns where it can be: the
+/// parenthesized provenance at its end (`preset llama-2-7b (huggingface.co/…
+/// config.json …; in this repo: …)`) goes, and a pointer to `--explain`
+/// takes its place. What is still too wide is left to wrap.
+fn short_source(source: &str, room: Option<usize>) -> String {
+    let Some(room) = room else { return source.to_string() };
+    const MORE: &str = " (the full source: --explain)";
+    let mut s = source.trim_end();
+    while display_width(s) > room || (s.len() < source.len() && display_width(s) + MORE.len() > room) {
+        let Some(open) = trailing_group(s) else { break };
+        s = s[..open].trim_end();
+    }
+    if s.len() == source.trim_end().len() {
+        source.to_string()
+    } else {
+        format!("{s}{MORE}")
+    }
+}
+
+/// Where the balanced `( … )` group that ends `s` opens, if one does and
+/// something comes before it.
+fn trailing_group(s: &str) -> Option<usize> {
+    if !s.ends_with(')') {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return (i > 0).then_some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Category display order helper for other renderers.
 pub fn category_keys() -> Vec<&'static str> {
     Category::ALL.iter().map(|c| c.key()).collect()
@@ -636,5 +694,26 @@ pub fn write_explain(out: &mut String, head: &str, e: &ExplainInfo) {
     }
     if let Some(n) = &e.note {
         let _ = writeln!(out, "    note: {}", shown(n));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_source_loses_its_provenance_not_what_it_is() {
+        let preset = "preset llama-2-7b (huggingface.co/x config.json (a re-export of y; revision not recorded); in this repo: a/b.json)";
+        assert_eq!(short_source(preset, Some(92)), "preset llama-2-7b (the full source: --explain)");
+        assert_eq!(short_source(preset, None), preset);
+        assert_eq!(short_source(preset, Some(200)), preset);
+        let cache = "org/m (commit abc1234) from the local Hugging Face cache (/home/u/.cache/huggingface/hub/models--org--m/snapshots/abc)";
+        assert_eq!(
+            short_source(cache, Some(92)),
+            "org/m (commit abc1234) from the local Hugging Face cache (the full source: --explain)"
+        );
+        // nothing in parentheses to drop: left as it is (it wraps)
+        let path = "a/very/long/path/config.json";
+        assert_eq!(short_source(path, Some(10)), path);
     }
 }

@@ -2,7 +2,7 @@
 //! text renderer. Every field is documented in docs/check.md ("Fleet").
 
 use crate::check::{level_tag, CheckReport};
-use crate::format::shown;
+use crate::format::{fit_lines, fit_table, shown, Width};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, Table};
 use serde::Serialize;
@@ -558,8 +558,8 @@ fn mark(s: CellState) -> &'static str {
     }
 }
 
-/// Human report.
-pub fn render_fleet(r: &FleetReport) -> String {
+/// Human report, fitted to `width` (the grid's cells wrap, long lines wrap).
+pub fn render_fleet(r: &FleetReport, width: Width) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "fleet: {} node(s) from {}", r.node_count, shown(&r.source));
     if let Some(e) = &r.expectation {
@@ -605,7 +605,7 @@ pub fn render_fleet(r: &FleetReport) -> String {
             }
             t.add_row(cells);
         }
-        let _ = writeln!(out, "{t}");
+        let _ = writeln!(out, "{}", fit_table(t, width, &[], &[0]).0);
     }
     for run in &r.runs {
         let _ = writeln!(
@@ -674,5 +674,5 @@ pub fn render_fleet(r: &FleetReport) -> String {
             if odd.is_empty() { String::new() } else { format!("; nodes: {}", shown(&odd.join(", "))) }
         );
     }
-    out
+    fit_lines(&out, width)
 }

@@ -95,6 +95,185 @@ pub fn params(n: u64) -> String {
     }
 }
 
+/// The width text output is fitted to when nothing says otherwise (no
+/// `COLUMNS`, stdout not a terminal).
+pub const DEFAULT_WIDTH: usize = 100;
+
+/// How wide a text report may be: `Some(columns)`, or `None` for no limit
+/// (`--wide`). The CLI decides it (`COLUMNS`, the terminal, else
+/// [`DEFAULT_WIDTH`]); renderers only obey it.
+pub type Width = Option<usize>;
+
+/// Columns a string takes on a terminal (wide East Asian characters: 2).
+pub fn display_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// A line drawn by a table (its borders), which [`fit_lines`] leaves as it is.
+fn is_table_line(line: &str) -> bool {
+    line.trim_start().starts_with(['│', '┌', '├', '╞', '└', '+', '|'])
+}
+
+/// Every line of `text` wider than `width` word-wrapped, its continuation
+/// lines indented two columns past the line's own indent (for a `- ` list
+/// item: under its text). Table lines are left alone (fit tables with
+/// [`fit_table`]); a word longer than a whole line is cut.
+pub fn fit_lines(text: &str, width: Width) -> String {
+    let Some(width) = width else { return text.to_string() };
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if display_width(line) <= width || is_table_line(line) {
+            out.push_str(line);
+        } else {
+            wrap_line(&mut out, line, width);
+        }
+    }
+    out
+}
+
+fn wrap_line(out: &mut String, line: &str, width: usize) {
+    let body = line.trim_start_matches(' ');
+    let indent = line.len() - body.len();
+    let hang = indent + 2;
+    // too deep an indent for the width: no hanging indent
+    let hang = if hang + 20 > width { 0 } else { hang };
+    let mut col = 0;
+    let mut first = true;
+    out.push_str(&line[..indent]);
+    col += indent;
+    for word in unbroken_words(body) {
+        let mut word = word;
+        loop {
+            if first {
+                // a line starts with the word, not with the spaces that aligned it
+                word = word.trim_start();
+            }
+            let w = display_width(word);
+            if !first && col + 1 + w > width {
+                out.push('\n');
+                out.push_str(&" ".repeat(hang));
+                col = hang;
+                first = true;
+            }
+            let room = width.saturating_sub(col + usize::from(!first)).max(1);
+            if w <= room {
+                if !first {
+                    out.push(' ');
+                    col += 1;
+                }
+                out.push_str(word);
+                col += w;
+                first = false;
+                break;
+            }
+            if !first {
+                // the word does not fit on a line of its own either: start a line and cut it there
+                out.push('\n');
+                out.push_str(&" ".repeat(hang));
+                col = hang;
+                first = true;
+                continue;
+            }
+            let cut = cut_at(word, width.saturating_sub(col).max(1));
+            out.push_str(&word[..cut]);
+            out.push('\n');
+            out.push_str(&" ".repeat(hang));
+            col = hang;
+            word = &word[cut..];
+        }
+    }
+}
+
+/// Units a wrapped line keeps beside their number (`1.00 GiB`, not `1.00` at
+/// the end of a line and `GiB` on the next).
+const UNITS: &[&str] = &["B", "KiB", "MiB", "GiB", "TiB", "GB", "GB/s", "Gb/s", "TFLOP/s", "h", "days", "%"];
+
+/// The words of a line, a number and the unit after it kept as one word.
+fn unbroken_words(body: &str) -> Vec<&str> {
+    let mut words: Vec<(usize, &str)> = Vec::new();
+    let mut pos = 0;
+    for w in body.split(' ') {
+        let at = pos;
+        pos += w.len() + 1;
+        if w.is_empty() {
+            continue;
+        }
+        let unit = w.trim_end_matches([',', ';', ')', '.', ':']);
+        if let Some((start, last)) = words.last_mut() {
+            // one space after a word that ends in a digit
+            if *start + last.len() + 1 == at && last.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit) {
+                *last = &body[*start..at + w.len()];
+                continue;
+            }
+        }
+        // a run of spaces before it (an aligned column) stays with it
+        let from = words.last().map_or(at, |(start, last)| (start + last.len() + 1).min(at));
+        words.push((from, &body[from..at + w.len()]));
+    }
+    words.into_iter().map(|(_, w)| w).collect()
+}
+
+/// The byte index where `s`'s first `cols` columns end (at least one character).
+fn cut_at(s: &str, cols: usize) -> usize {
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w > cols && i > 0 {
+            return i;
+        }
+        used += w;
+    }
+    s.len()
+}
+
+/// The widest line of a rendered table.
+fn table_width(t: &comfy_table::Table) -> usize {
+    t.lines().map(|l| display_width(&l)).max().unwrap_or(0)
+}
+
+/// Fits a table into `width`: hides columns in `drop_order` (least needed
+/// first) until it fits, then wraps the cells of the rest, except those of
+/// the columns in `keep_whole` (short numbers that read badly cut). Returns the table
+/// and a note naming what was hidden (`(2 columns hidden: tokens/s, price;
+/// --wide shows them)`), empty when nothing was.
+pub fn fit_table(
+    mut t: comfy_table::Table,
+    width: Width,
+    drop_order: &[usize],
+    keep_whole: &[usize],
+) -> (String, String) {
+    let Some(width) = width else { return (t.to_string(), String::new()) };
+    let names: Vec<String> = t.header().map(|h| h.cell_iter().map(|c| c.content()).collect()).unwrap_or_default();
+    let mut hidden = Vec::new();
+    for &i in drop_order {
+        if table_width(&t) <= width {
+            break;
+        }
+        if let Some(c) = t.column_mut(i) {
+            c.set_constraint(comfy_table::ColumnConstraint::Hidden);
+            hidden.push(names.get(i).cloned().unwrap_or_default());
+        }
+    }
+    if table_width(&t) > width {
+        for &i in keep_whole {
+            if let Some(c) = t.column_mut(i).filter(|c| !c.is_hidden()) {
+                c.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+            }
+        }
+        t.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        t.set_width(width.min(u16::MAX as usize) as u16);
+    }
+    let note = match hidden.len() {
+        0 => String::new(),
+        1 => format!("(1 column hidden: {}; --wide shows it)", hidden[0]),
+        n => format!("({n} columns hidden: {}; --wide shows them)", hidden.join(", ")),
+    };
+    (t.to_string(), note)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +296,57 @@ mod tests {
         assert_eq!(shown("\u{9b}31m \u{202e}txt.exe \x7f"), "\\u{9b}31m \\u{202e}txt.exe \\x7f");
         assert_eq!(shown_lines("line 1\nline \x1b[31m2\n"), "line 1\nline \\x1b[31m2\n");
         assert_eq!(shown("back\\slash"), "back\\slash");
+    }
+
+    #[test]
+    fn long_lines_wrap_under_a_hanging_indent() {
+        let text = "short\n  note: one two three four five six seven eight\n│ a table line that is long │\n";
+        let out = fit_lines(text, Some(24));
+        assert_eq!(
+            out,
+            "short\n  note: one two three\n    four five six seven\n    eight\n│ a table line that is long │\n"
+        );
+        assert_eq!(fit_lines(text, None), text);
+        // a word longer than a line is cut, never left over the width
+        let out = fit_lines("see /a/very/long/path/that/goes/on/and/on here", Some(12));
+        assert!(out.lines().all(|l| display_width(l) <= 12), "{out}");
+        assert_eq!(out.replace(['\n', ' '], ""), "see/a/very/long/path/that/goes/on/and/onhere");
+    }
+
+    #[test]
+    fn numbers_keep_their_units() {
+        assert_eq!(
+            unbroken_words("needs 1.00 GiB, then 12 h  and 3 apples"),
+            ["needs", "1.00 GiB,", "then", "12 h", " and", "3", "apples"]
+        );
+        assert_eq!(fit_lines("all  6 cases: a b c d e f g h", Some(24)), "all  6 cases: a b c d e\n  f g h");
+        let out = fit_lines("a context (1.00 GiB) is small", Some(16));
+        assert!(out.contains("(1.00 GiB)"), "{out}");
+    }
+
+    #[test]
+    fn tables_drop_columns_then_wrap() {
+        let mut t = comfy_table::Table::new();
+        t.set_header(vec!["name", "detail", "extra"]);
+        t.add_row(vec!["a", "a long detail that takes many columns of the table", "something else entirely"]);
+        let (full, note) = fit_table(t.clone(), None, &[2], &[]);
+        assert!(note.is_empty() && full.contains("extra"));
+        let (fit, note) = fit_table(t.clone(), Some(70), &[2], &[]);
+        assert!(fit.lines().all(|l| display_width(l) <= 70) && !fit.contains("extra"), "{fit}");
+        assert_eq!(note, "(1 column hidden: extra; --wide shows it)");
+        let (fit, _) = fit_table(t, Some(40), &[2], &[0]);
+        assert!(fit.lines().all(|l| display_width(l) <= 40), "{fit}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn wrapped_lines_fit(words in proptest::collection::vec("[a-z×—]{1,30}", 0..40), indent in 0usize..8, width in 30usize..120) {
+            let line = format!("{}{}", " ".repeat(indent), words.join(" "));
+            let out = fit_lines(&line, Some(width));
+            proptest::prop_assert!(out.lines().all(|l| display_width(l) <= width), "{out}");
+            let squash = |s: &str| s.split_whitespace().collect::<String>();
+            proptest::prop_assert_eq!(squash(&out), squash(&line));
+        }
     }
 
     proptest::proptest! {

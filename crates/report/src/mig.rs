@@ -4,7 +4,7 @@
 //! and constructors here; the kind keys of refusals and advice are the
 //! schema's.
 
-use crate::format::{bytes, shown};
+use crate::format::{bytes, fit_lines, shown, Width};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -214,8 +214,8 @@ fn pct(f: f64) -> String {
     format!("{:.1}%", f * 100.0)
 }
 
-/// Human table of a plan.
-pub fn render_plan(r: &MigPlanReport) -> String {
+/// Human table of a plan, its long lines wrapped to `width`.
+pub fn render_plan(r: &MigPlanReport, width: Width) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -286,7 +286,7 @@ pub fn render_plan(r: &MigPlanReport) -> String {
         }
     }
     let _ = writeln!(out, "\nthroughput: {}", r.throughput_assumption);
-    out
+    fit_lines(&out, width)
 }
 
 /// Human table of a profile list.
@@ -407,7 +407,7 @@ pub fn render_mig_parted(r: &MigPlanReport, config_name: &str) -> String {
 /// `--explain`: for every service, where its need comes from, which
 /// profiles were large enough, what was chosen and the arithmetic of waste
 /// and throughput share.
-pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
+pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo], width: Width) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nexplain:");
     let _ = writeln!(
@@ -474,5 +474,5 @@ pub fn render_explain(r: &MigPlanReport, profiles: &[ProfileInfo]) -> String {
             }
         }
     }
-    out
+    fit_lines(&out, width)
 }

@@ -7,7 +7,7 @@
 //! (never converted); hours and tokens/s are floats. Enum values are written
 //! with their serde names, which equal their `name()`.
 
-use crate::format::{bytes, params, shown, signed_bytes, thousands};
+use crate::format::{bytes, fit_lines, fit_table, params, shown, signed_bytes, thousands, Width};
 use crate::SCHEMA_VERSION;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 use serde::Serialize;
@@ -291,7 +291,9 @@ pub fn speed_words(x: f64) -> String {
     }
 }
 
-fn ladder_table(l: &Ladder) -> String {
+/// The ladder; too wide for `width`, the saved bytes go first (the per-GPU
+/// column shows them), then the cells wrap.
+fn ladder_table(l: &Ladder, width: Width) -> (String, String) {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
     t.set_header(vec!["step", "status", "per GPU", "saves", "fits", "speed vs start"]);
@@ -337,10 +339,13 @@ fn ladder_table(l: &Ladder) -> String {
             Cell::new(speed).set_alignment(CellAlignment::Right),
         ]);
     }
-    t.to_string()
+    fit_table(t, width, &[3], &[4, 5])
 }
 
-fn ranked_table(rows: &[PlanRow], has_job: bool) -> String {
+/// The ranked plans; too wide for `width`, what a practitioner needs least
+/// goes first: tokens/s (the job time says it) and the monthly price (the
+/// bill says it) when there is a job, then the offer id; then the cells wrap.
+fn ranked_table(rows: &[PlanRow], has_job: bool, width: Width) -> (String, String) {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
     let mut header = vec!["#", "GPUs", "offer", "setup", "per GPU", "tokens/s", "price"];
@@ -368,23 +373,29 @@ fn ranked_table(rows: &[PlanRow], has_job: bool) -> String {
         }
         t.add_row(cells);
     }
-    t.to_string()
+    let drop: &[usize] = if has_job { &[5, 6, 2] } else { &[2] };
+    fit_table(t, width, drop, &[0, 4, 7])
 }
 
-/// The human report.
-pub fn render(doc: &PlanDocument) -> String {
+/// The human report, fitted to `width` columns (tables drop their least
+/// needed columns and wrap, prose lines wrap; `None`: as wide as it gets).
+pub fn render(doc: &PlanDocument, width: Width) -> String {
     let mut o = String::new();
     header(&mut o, doc);
     recommendation(&mut o, doc);
-    software(&mut o, doc);
+    software(&mut o, doc, width);
     more_cards(&mut o, doc);
     bigger_card(&mut o, doc);
     cheaper_to_rent(&mut o, doc);
     if !doc.plan.ranked.is_empty() {
         let has_job = doc.plan.task == JobKind::Train || doc.job.tokens.is_some();
         let _ = writeln!(o, "\nTop {} plans that fit (best setup per offer and GPU count)", doc.plan.ranked.len());
-        o.push_str(&ranked_table(&doc.plan.ranked, has_job));
+        let (table, hidden) = ranked_table(&doc.plan.ranked, has_job, width);
+        o.push_str(&table);
         o.push('\n');
+        if !hidden.is_empty() {
+            let _ = writeln!(o, "{hidden}");
+        }
     }
     break_even(&mut o, doc);
     if !doc.plan.notes.is_empty() {
@@ -400,7 +411,7 @@ pub fn render(doc: &PlanDocument) -> String {
         thousands(doc.plan.stats.fitting),
         thousands(doc.plan.stats.estimates)
     );
-    o
+    fit_lines(&o, width)
 }
 
 fn header(o: &mut String, doc: &PlanDocument) {
@@ -487,15 +498,19 @@ fn recommendation(o: &mut String, doc: &PlanDocument) {
     }
 }
 
-fn software(o: &mut String, doc: &PlanDocument) {
+fn software(o: &mut String, doc: &PlanDocument, width: Width) {
     let _ = writeln!(o, "\n(1) Software switches on your card");
     let Some(l) = &doc.plan.software else {
         let _ = writeln!(o, "give --have GPU to see what each switch saves on your card");
         return;
     };
     let _ = writeln!(o, "{} ({} usable), applied in order:", shown(&l.gpu_name), bytes(l.gpu_memory_bytes));
-    o.push_str(&ladder_table(l));
+    let (table, hidden) = ladder_table(l, width);
+    o.push_str(&table);
     o.push('\n');
+    if !hidden.is_empty() {
+        let _ = writeln!(o, "{hidden}");
+    }
     match (l.start_fits, l.first_fit) {
         (true, _) => {
             let _ = writeln!(o, "it already fits as given");

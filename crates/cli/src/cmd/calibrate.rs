@@ -38,6 +38,8 @@ pub enum SetArg {
 
 #[derive(clap::Args, Debug)]
 pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
     /// Which measured set: faketensor (A, B, C; measured on a CPU with PyTorch FakeTensorMode), published (real GPUs) or throughput (the planner's time model, docs/plan.md "Time model")
     #[arg(long, value_enum, default_value_t = SetArg::Faketensor)]
     pub set: SetArg,
@@ -210,6 +212,6 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     if report.cases.is_empty() {
         bail!("no measured case to compare (group filter or empty file)");
     }
-    let stdout = if args.json { report.to_json() } else { render(&report) };
+    let stdout = if args.json { report.to_json() } else { render(&report, args.text.width()) };
     Ok(Outcome { stdout, code: if report.summary.pass { 0 } else { 1 } })
 }

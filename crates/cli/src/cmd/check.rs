@@ -71,6 +71,8 @@ pub struct CheckArgs {
     /// Machine-readable output (schema 1, docs/check.md)
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub layout: crate::cmd::width::TextArgs,
 }
 
 /// What `check --fleet` is asked beyond the folder (the CLI's flags, or the web page's fields).
@@ -81,6 +83,8 @@ pub struct FleetOptions {
     pub expect_nvlink: bool,
     pub expect_fabric: Option<String>,
     pub json: bool,
+    /// the text report's width (`None`: as wide as it gets)
+    pub width: vramfit_report::format::Width,
 }
 
 /// What `check` reads: nvidia-smi outputs and bandwidth reports, each with
@@ -158,6 +162,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<Outcome> {
             expect_nvlink: a.expect_nvlink,
             expect_fabric: a.expect_fabric.clone(),
             json: a.json,
+            width: a.layout.width(),
         };
         return run_fleet(&o, &input);
     }
@@ -192,7 +197,7 @@ pub fn run_fleet(o: &FleetOptions, input: &FleetInput) -> anyhow::Result<Outcome
     let checked = check_fleet(input, FleetExpectation { nodes, node, fabric }, &refs);
     let report = FleetReport::from(&checked);
     let code = if report.ok { 0 } else { 1 };
-    let stdout = if o.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_fleet(&report) };
+    let stdout = if o.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_fleet(&report, o.width) };
     Ok(Outcome { stdout, code })
 }
 
@@ -233,6 +238,7 @@ pub fn run_with(a: CheckArgs, inputs: CheckInputs) -> anyhow::Result<Outcome> {
     let checked = check(machine, mig_profiles, &measurements, expectation, &refs);
     let report = CheckReport::from(&checked);
     let code = if report.ok { 0 } else { 1 };
-    let stdout = if a.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_check(&report) };
+    let stdout =
+        if a.json { serde_json::to_string_pretty(&report)? + "\n" } else { render_check(&report, a.layout.width()) };
     Ok(Outcome { stdout, code })
 }

@@ -52,6 +52,8 @@ pub struct DiagnoseArgs {
     /// How `--model` is resolved (the CLI's own lookup when empty)
     #[arg(skip)]
     pub lookup: Lookup,
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
 }
 
 fn first_torch(d: &Diagnosis) -> Option<&TorchOom> {
@@ -309,5 +311,5 @@ pub fn run_input(args: DiagnoseArgs, input: Input) -> anyhow::Result<Outcome> {
         svg,
     );
     report.gguf_fit = gguf_fit;
-    Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text() }))
+    Ok(Outcome::ok(if args.json { report.to_json() } else { report.to_text_fitted(args.text.width()) }))
 }

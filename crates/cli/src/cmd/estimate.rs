@@ -26,6 +26,8 @@ pub struct EstimateArgs {
     pub workload: WorkloadArgs,
     #[command(flatten)]
     pub gguf: crate::cmd::gguf::GgufArgs,
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
     /// GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or `auto`:
     /// the local GPUs through NVML, fitted against their free memory
     #[arg(long)]
@@ -236,6 +238,6 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if let Some(out) = args.chart.emit(code, |lang| Ok(vramfit_report::svg::estimate::bar(&report, lang)))? {
         return Ok(out);
     }
-    let stdout = if args.json { report.to_json() } else { report.to_text(args.explain) };
+    let stdout = if args.json { report.to_json() } else { report.to_text_fitted(args.explain, args.text.width()) };
     Ok(Outcome { stdout, code })
 }

@@ -105,8 +105,19 @@ impl Tool {
 
 /// Flags that choose another output than the JSON document, write files,
 /// or list catalogues: the tools always answer with `--json`.
-const NOT_ARGUMENTS: [&str; 10] =
-    ["json", "explain", "svg", "svg_lang", "emit", "config_name", "list_presets", "list_gpus", "help", "version"];
+const NOT_ARGUMENTS: [&str; 11] = [
+    "json",
+    "explain",
+    "wide",
+    "svg",
+    "svg_lang",
+    "emit",
+    "config_name",
+    "list_presets",
+    "list_gpus",
+    "help",
+    "version",
+];
 
 /// What kind of value an argument takes.
 #[derive(Debug, Clone, PartialEq)]

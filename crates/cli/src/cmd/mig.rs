@@ -54,6 +54,8 @@ pub struct TableArgs {
 pub struct PlanArgs {
     #[command(flatten)]
     pub table: TableArgs,
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
     /// A service: NAME=SIZE (12GiB, 4.5GB, 800MiB) or NAME=MODEL[:ctx=N,conc=N,batch=N,dtype=D,task=infer|train]
     /// (ctx=8k is 8192 tokens);
     /// raw sizes also take :task=train,params=13B. Repeat for each service.
@@ -289,8 +291,10 @@ fn run_plan(a: PlanArgs) -> anyhow::Result<Outcome> {
     let stdout = match (a.emit, a.json) {
         (Some(Emit::MigParted), _) => render_mig_parted(&report, &a.config_name),
         (None, true) => serde_json::to_string_pretty(&report)? + "\n",
-        (None, false) if a.explain => render_plan(&report) + &render_explain(&report, &profile_infos(&gpu)),
-        (None, false) => render_plan(&report),
+        (None, false) if a.explain => {
+            render_plan(&report, a.text.width()) + &render_explain(&report, &profile_infos(&gpu), a.text.width())
+        }
+        (None, false) => render_plan(&report, a.text.width()),
     };
     Ok(Outcome { stdout, code })
 }

@@ -14,4 +14,5 @@ pub mod plan;
 pub mod svg_args;
 pub mod sweep;
 pub mod train_args;
+pub mod width;
 pub mod workload_args;

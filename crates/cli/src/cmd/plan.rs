@@ -58,6 +58,8 @@ pub struct PlanArgs {
     /// Job size in rental hours
     #[arg(long, value_name = "H")]
     pub hours: Option<f64>,
+    #[command(flatten)]
+    pub text: crate::cmd::width::TextArgs,
     /// Rows in the ranked table (per currency)
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -214,7 +216,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     {
         return Ok(out);
     }
-    let stdout = if args.json { json(&doc) + "\n" } else { render(&doc) };
+    let stdout = if args.json { json(&doc) + "\n" } else { render(&doc, args.text.width()) };
     Ok(Outcome { stdout, code })
 }
 

@@ -51,6 +51,7 @@ pub const MAX_VALUES: usize = 64;
 pub const NOT_FOR_REQUESTS: &[(&str, &str)] = &[
     ("json", "the answer is always the CLI's JSON, or the chart or config the request asks for"),
     ("explain", "the JSON carries every explanation already"),
+    ("wide", "it fits text output to a terminal; the answer is JSON"),
     ("list-presets", "GET /api/catalog lists the presets"),
     ("list-gpus", "GET /api/catalog lists the GPUs"),
     ("offline", "the server decides: it reaches the Hub only when started with --allow-hub"),

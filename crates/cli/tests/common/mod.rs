@@ -9,6 +9,9 @@ pub fn vramfit() -> Command {
     // never touch the network: a hub id that is not a preset stays offline
     // (tests of the Hub set HF_ENDPOINT to an in-process fake and lift this).
     c.env("HF_HOME", "/nonexistent-vramfit-test").env("HF_HUB_OFFLINE", "1");
+    // Text output fits `COLUMNS` (else 100 columns: stdout is a pipe here):
+    // the developer's terminal must not change what tests see.
+    c.env_remove("COLUMNS");
     for k in
         ["HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"]
     {
