@@ -19,6 +19,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The tests of this file measure time and memory: run one at a time, so
+/// the 16 uploads of one do not starve another's timers on a 2-core CI.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 const IDLE_CONNECTIONS: usize = 300;
 const UPLOADS: usize = 16;
 const UPLOAD_BYTES: usize = 50_000_000;
@@ -143,6 +151,7 @@ fn idle_connections_and_a_normal_request(server: &Server, open_files: u32) {
 
 #[test]
 fn many_clients_bounded_memory_and_a_normal_request_answered() {
+    let _serial = one_at_a_time();
     let server = Server::start(256);
     let (rss_idle, _) = server.rss_kib();
 
@@ -267,6 +276,7 @@ fn short(limits: impl FnOnce(&mut Limits)) -> Limits {
 
 #[test]
 fn idle_and_slowloris_connections_are_closed_after_the_header_timeout() {
+    let _serial = one_at_a_time();
     let timeout = Duration::from_millis(300);
     let server = in_process(short(|l| l.header_timeout = timeout));
     let t0 = Instant::now();
@@ -288,6 +298,7 @@ fn idle_and_slowloris_connections_are_closed_after_the_header_timeout() {
 
 #[test]
 fn a_full_server_closes_its_idlest_connection_and_refuses_when_all_are_busy() {
+    let _serial = one_at_a_time();
     let server = in_process(short(|l| l.max_connections = 4));
     let mut idle: Vec<TcpStream> = Vec::new();
     for _ in 0..6 {
@@ -315,7 +326,9 @@ fn a_full_server_closes_its_idlest_connection_and_refuses_when_all_are_busy() {
         .unwrap();
         busy.push(s);
     }
-    std::thread::sleep(Duration::from_millis(200));
+    // the server must have read each request's head (a connection whose head
+    // it has not read yet is idle, and would be closed for the fifth)
+    std::thread::sleep(Duration::from_millis(1000));
     let (status, body) = response(server.connect());
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("4 connections busy"), "{body}");
@@ -323,6 +336,7 @@ fn a_full_server_closes_its_idlest_connection_and_refuses_when_all_are_busy() {
 
 #[test]
 fn a_body_that_stalls_gets_408_and_a_request_over_the_budget_waits_then_503() {
+    let _serial = one_at_a_time();
     // a stalled body: 408 once the body timeout passes
     let server = in_process(short(|l| l.body_timeout = Duration::from_millis(300)));
     let mut s = server.connect();
@@ -361,6 +375,7 @@ fn a_body_that_stalls_gets_408_and_a_request_over_the_budget_waits_then_503() {
 
 #[test]
 fn request_heads_are_capped() {
+    let _serial = one_at_a_time();
     let server = in_process(Limits::default());
     let mut s = server.connect();
     let long = "a".repeat(vramfit_cli::serve::MAX_HEAD_BYTES + 1024);
