@@ -728,3 +728,108 @@ fn plan_prices_are_the_bills_they_are_ranked_by() {
     assert!(p.text("#ranked-table thead").contains("任务账单"));
     p.assert_clean("plan 70B", &[]);
 }
+
+/// Issue 24 item 10: the URL edited in the same tab is followed (form,
+/// view and answer), and so are Back and Forward; a tab's bare link keeps
+/// the form.
+#[test]
+fn an_edited_url_updates_the_answer() {
+    let Some(p) = Page::start("an_edited_url_updates_the_answer") else { return };
+    p.go("#/estimate?model=llama-2-7b&gpu=rtx-4090");
+    p.wait("#estimate-result");
+    assert!(p.text(".band").contains("Fits on RTX 4090"));
+    let until = |css: &str, what: &str| {
+        let t0 = Instant::now();
+        while !p.text(css).contains(what) || p.count(".results.busy") > 0 {
+            assert!(t0.elapsed() < WAIT, "{css} never showed {what:?}: {}", p.text(css));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // as a person edits the address bar: a new fragment, the same document
+    p.js("location.hash = '#/estimate?model=llama-2-13b&gpu=rtx-3090'");
+    until("#view-estimate .band", "RTX 3090");
+    assert_eq!(p.js("return document.querySelector('#form-estimate select[name=gpu]').value"), "rtx-3090");
+    assert_eq!(p.js("return document.querySelector('#form-estimate input[name=model]').value"), "llama-2-13b");
+    let line = p.text("#estimate-result .model-line").to_lowercase();
+    assert!(line.contains("13b"), "{line}");
+    // another view and the language, from the URL alone
+    p.js("location.hash = '#/plan?model=llama-2-7b&task=train&have=rtx-3090&allow=lora&lang=zh'");
+    until("#view-plan", "推荐");
+    assert_eq!(p.text("#tabs a.on"), "方案");
+    assert!(p.text("#plan-recommended").contains("RTX 3090"));
+    // a tab's own link switches the view and keeps its form
+    p.click("#tabs a[data-view=estimate]");
+    until("#tabs a.on", "显存估算");
+    assert_eq!(p.js("return document.querySelector('#form-estimate select[name=gpu]').value"), "rtx-3090");
+    // Back: the plan again; Back again: the edited estimate
+    p.rt.block_on(p.c().back()).unwrap();
+    until("#tabs a.on", "方案");
+    p.rt.block_on(p.c().back()).unwrap();
+    until("#tabs a.on", "显存估算");
+    until("#view-estimate .band", "RTX 3090");
+    p.assert_clean("edited URL", &[]);
+}
+
+/// Issue 24 item 10: Diagnose and Check pressed with nothing entered say
+/// what they need at the input, in both languages.
+#[test]
+fn an_empty_diagnose_or_check_says_what_it_needs() {
+    let Some(p) = Page::start("an_empty_diagnose_or_check_says_what_it_needs") else { return };
+    p.go("#/diagnose");
+    p.wait("#view-diagnose .empty");
+    assert_eq!(p.count("#form-diagnose .field-error"), 0);
+    p.click("#form-diagnose button[type=submit]");
+    p.wait("#form-diagnose .invalid .field-error");
+    assert!(p.text("#form-diagnose .invalid").contains("Paste an error"), "{}", p.text("#form-diagnose .invalid"));
+    assert_eq!(p.js("return document.activeElement.name"), "text");
+    // entering something clears it
+    let oom = std::fs::read_to_string(fixture("diagnose/tests/fixtures/oom/pt22_cads4_shortage.txt")).unwrap();
+    p.typ("#form-diagnose textarea[name=text]", &oom);
+    p.click("#form-diagnose button[type=submit]");
+    p.wait("#diagnose-result .oom");
+    assert_eq!(p.count("#form-diagnose .field-error"), 0);
+
+    p.go("#/check?lang=zh");
+    p.rt.block_on(p.c().refresh()).unwrap();
+    p.wait("#view-check .empty");
+    p.click("#form-check button[type=submit]");
+    p.wait("#form-check .invalid .field-error");
+    assert!(p.text("#form-check .invalid").contains("请先选择文件或粘贴"), "{}", p.text("#form-check .invalid"));
+    p.assert_clean("empty forms", &[]);
+}
+
+/// Issue 24 item 10: `nvidia-smi -q` or `-q -x` output pasted (not only
+/// uploaded) is checked: XML by its leading `<?xml`, else text.
+#[test]
+fn check_takes_pasted_nvidia_smi_output() {
+    let Some(p) = Page::start("check_takes_pasted_nvidia_smi_output") else { return };
+    p.go("#/check");
+    p.wait("#view-check .empty");
+    let paste = |file: &str| {
+        let text = std::fs::read_to_string(fixture(file)).unwrap();
+        p.rt.block_on(p.c().execute(
+            "const t = document.querySelector('#form-check textarea[name=paste]'); t.value = arguments[0]; t.dispatchEvent(new Event('input', { bubbles: true }));",
+            vec![json!(text)],
+        ))
+        .unwrap();
+    };
+    paste("hw/tests/fixtures/captures/h100-hbm3-590.q.txt");
+    p.typ("#form-check input[name=expect]", "1xH100-80GB");
+    p.click("#form-check button[type=submit]");
+    p.wait("#check-result");
+    assert!(p.text("#check-result .band").contains("Matches what was rented"), "{}", p.text("#check-result .band"));
+    // the pasted text stays out of the URL
+    let url = p.rt.block_on(p.c().current_url()).unwrap().to_string();
+    assert!(!url.contains("paste") && !url.contains("NVSMI"), "{url}");
+    paste("hw/tests/fixtures/nvidia_smi/02.xml");
+    p.typ("#form-check input[name=expect]", "1xA100-80GB");
+    p.click("#form-check button[type=submit]");
+    let t0 = Instant::now();
+    while !p.text("#check-result .band").contains("A100-SXM4-80GB") {
+        assert!(t0.elapsed() < WAIT, "{}", p.text("#out-check"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // read as XML: the card's full name and its MIG state, which `-q -x` carries
+    assert!(p.text("#check-result").contains("MIG is enabled"), "{}", p.text("#check-result"));
+    p.assert_clean("pasted nvidia-smi", &[]);
+}

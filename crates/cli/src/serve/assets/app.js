@@ -31,7 +31,9 @@ const T = {
     empty_plan: 'Describe the job: the plan lists software switches, more cards and bigger cards, priced.',
     empty_diagnose: 'Paste what the failed run printed: the verdict names the main cause with its figures, then the fixes, cheapest first.',
     empty_mig: 'Add the services to host: the layout shows each card\'s slices and what is wasted.',
-    empty_check: 'Upload what nvidia-smi printed on the rented machine.',
+    empty_check: 'Upload or paste what nvidia-smi printed on the rented machine.',
+    f_paste_smi: '…or paste what nvidia-smi -q or -q -x printed', need_diagnose: 'Paste an error, a log or memory_summary(), or choose a file, first.',
+    need_check: 'Choose a file or paste what nvidia-smi printed, first.',
     footer: 'Runs on this machine; nothing leaves it.',
     working: 'Working…', bad_input: 'Input problem', server_error: 'vramfit failed', too_large: 'Too large',
     v_fits: 'Fits', v_tight: 'Tight', v_no: 'Does not fit', v_needs: 'Needs',
@@ -91,7 +93,9 @@ const T = {
     empty_plan: '描述任务：方案列出软件开关、更多卡和更大的卡，并附价格。',
     empty_diagnose: '粘贴失败运行的输出：结论给出主因及数字，再按成本从低到高给出修复办法。',
     empty_mig: '添加要部署的服务：布局显示每张卡的切片和浪费。',
-    empty_check: '上传在租用机器上 nvidia-smi 的输出。',
+    empty_check: '上传或粘贴在租用机器上 nvidia-smi 的输出。',
+    f_paste_smi: '…或粘贴 nvidia-smi -q 或 -q -x 的输出', need_diagnose: '请先粘贴报错、日志或 memory_summary()，或选择文件。',
+    need_check: '请先选择文件或粘贴 nvidia-smi 的输出。',
     footer: '在本机运行；数据不会离开本机。',
     working: '计算中…', bad_input: '输入有误', server_error: 'vramfit 出错', too_large: '过大',
     v_fits: '放得下', v_tight: '很紧', v_no: '放不下', v_needs: '需要',
@@ -572,7 +576,14 @@ function estimateBeside(e) {
     el('ul', e.reasoning.map((x) => el('li', { text: x }))));
 }
 
-async function diagnose(form, file) {
+// A field's own message, where the API has none to give (nothing entered).
+function needInput(form, field, key) {
+  markField(form, { field, error: t(key) });
+  const input = form.elements[field];
+  if (input) input.focus();
+}
+
+async function diagnose(form, file, explicit) {
   const f = fields(form);
   const text = f.text;
   delete f.text;
@@ -581,7 +592,10 @@ async function diagnose(form, file) {
   for (const [k, v] of Object.entries(f)) if (model || !['task', 'batch', 'context', 'gpu'].includes(k)) q[k] = v;
   toURL('diagnose', q);
   let body;
-  if (file) { body = await file.arrayBuffer(); q.name = file.name; } else if (text) { body = text; q.name = 'pasted text'; } else return el('div.empty', { text: t('empty_diagnose') });
+  if (file) { body = await file.arrayBuffer(); q.name = file.name; } else if (text) { body = text; q.name = 'pasted text'; } else {
+    if (explicit) needInput(form, 'text', 'need_diagnose'); else markField(form, null);
+    return el('div.empty', { text: t('empty_diagnose') });
+  }
   const j = await api('diagnose', body, { query: q });
   markField(form, j.ok ? null : j.error);
   if (!j.ok) return errorBox(j.error);
@@ -647,15 +661,25 @@ async function mig(form) {
 }
 
 // ------------------------------------------------------------------ check
-async function check(form) {
+async function check(form, explicit) {
   const body = fields(form);
+  const pasted = body.paste;
+  delete body.paste;
   toURL('check', body);
   const files = {};
   for (const k of ['xml', 'text', 'topo', 'list']) {
     const f = form.elements[k].files[0];
     if (f) files[k] = { name: f.name, text: await f.text() };
   }
-  if (!Object.keys(files).length) return el('div.empty', { text: t('empty_check') });
+  // pasted output: `-q -x` is XML (it starts with the declaration or the root element), else `-q`
+  if (pasted) {
+    const k = /^\s*(<\?xml|<nvidia_smi_log)/.test(pasted) ? 'xml' : 'text';
+    if (!files[k]) files[k] = { name: 'pasted', text: pasted };
+  }
+  if (!Object.keys(files).length) {
+    if (explicit) needInput(form, 'paste', 'need_check'); else markField(form, null);
+    return el('div.empty', { text: t('empty_check') });
+  }
   body.files = files;
   const j = await api('check', body);
   markField(form, j.ok ? null : j.error);
@@ -675,14 +699,35 @@ async function check(form) {
 // ------------------------------------------------------------------ wiring
 const RUNNERS = { estimate, plan, diagnose, mig, check };
 
-function submit(view) {
+// `explicit`: the person pressed the button (an empty form then says what it needs).
+function submit(view, explicit) {
   clearTimeout(S.timers[view]);
   const form = $('#form-' + view);
   if (view === 'diagnose') {
     const file = form.elements.upload.files[0] || null;
-    return run(view, () => diagnose(form, file));
+    return run(view, () => diagnose(form, file, !!explicit));
   }
-  return run(view, () => RUNNERS[view](form));
+  return run(view, () => RUNNERS[view](form, !!explicit));
+}
+
+// The URL edited in this tab (or Back/Forward between hashes): the view,
+// the language and the form follow it. A tab's bare link (`#/plan`) only
+// switches the view, keeping its form.
+function followURL() {
+  const { view, params } = parseHash();
+  const lang = params.get('lang');
+  const relang = lang !== null && lang !== S.lang;
+  if (relang) setLang(lang);
+  if (view !== S.view) show(view);
+  if (![...params.keys()].some((k) => k !== 'lang')) { if (relang) submit(view); return; }
+  const form = $('#form-' + view);
+  if (view === 'estimate' || view === 'plan' || view === 'mig') form.reset();
+  if (view === 'mig' && params.getAll('service').length) {
+    $('#services').replaceChildren(...params.getAll('service').map((x) => { const i = x.indexOf('='); return serviceRow(x.slice(0, i), x.slice(i + 1)); }));
+  }
+  fill(form, params);
+  applyWhen(form);
+  submit(view);
 }
 
 function setLang(lang) {
@@ -731,7 +776,7 @@ async function init() {
     const form = $('#form-' + v);
     if (v === view) fill(form, params);
     applyWhen(form);
-    form.addEventListener('submit', (e) => { e.preventDefault(); submit(v); });
+    form.addEventListener('submit', (e) => { e.preventDefault(); submit(v, true); });
     const later = () => { clearTimeout(S.timers[v]); S.timers[v] = setTimeout(() => submit(v), 350); };
     form.addEventListener('change', (e) => { applyWhen(form); if (v !== 'diagnose' && v !== 'check') later(); else if (e.target.type === 'file') submit(v); });
     if (v === 'estimate' || v === 'plan') form.addEventListener('input', (e) => { if (e.target.tagName === 'INPUT' && e.target.type !== 'radio') later(); });
@@ -743,7 +788,7 @@ async function init() {
     const f = i.files[0];
     if (f) { n.removeAttribute('data-i18n'); n.textContent = f.name; n.classList.add('chosen'); } else { n.dataset.i18n = 'no_file'; n.textContent = t('no_file'); n.classList.remove('chosen'); }
   }));
-  window.addEventListener('hashchange', () => { const h = parseHash(); if (h.view !== S.view) { show(h.view); } });
+  window.addEventListener('hashchange', followURL);
   show(view);
   if ([...params.keys()].some((k) => k !== 'lang') || view === 'mig') submit(view);
   document.body.dataset.ready = '1';
