@@ -642,6 +642,10 @@ fn every_view_fits_a_phone_in_both_languages() {
         assert_fits_the_window(&p, &format!("estimate {lang}"));
         at("#/plan?model=llama-2-7b&task=train&have=rtx-3090&allow=lora&allow=qlora", "#plan-result");
         assert_fits_the_window(&p, &format!("plan {lang}"));
+        // the bill each plan is ranked by shows without scrolling the table
+        let right =
+            p.js("return document.querySelector('#ranked-table tbody td.price-cell').getBoundingClientRect().right");
+        assert!(right.as_f64().unwrap() <= 390.0, "plan {lang}: the price column ends at {right} px");
         at("#/plan?model=llama-2-70b&task=qlora", "#plan-result");
         assert_fits_the_window(&p, &format!("plan 70B {lang}"));
         at("#/diagnose", "#view-diagnose .empty");

@@ -531,13 +531,14 @@ async function plan(form) {
   const path2 = planRowCard(t('path2'), mc.best, el('div.muted', { text: (mc.single_bytes ? t('single_gpu') + ' ' + gib(mc.single_bytes) + ' · ' : '') + (mc.dp_only_bytes ? t('dp_only', { n: mc.dp_gpus }) + ': ' + gib(mc.dp_only_bytes) : '') }), d);
   const path3 = planRowCard(t('path3'), bc.best, bc.best ? null : el('div.muted', { text: t('none_single') + (bc.gpus_that_fit.length ? ' · ' + t('fits_on') + ' ' + bc.gpus_that_fit.join(', ') : '') }), d);
   const ranked = el('div.card', el('h3', { text: t('ranked') }), el('div.scroll', el('table.ranked', { id: 'ranked-table' },
-    el('thead', el('tr', [t('offer'), t('gpus_col'), t('setup'), t('memory'), t('billed_col'), t('speed')].map((h, i) => el(i >= 3 ? 'th.num' : 'th', { text: h })))),
+    // the bill the plans are ranked by comes second, where a phone shows it without scrolling
+    el('thead', el('tr', [t('offer'), t('billed_col'), t('gpus_col'), t('setup'), t('memory'), t('speed')].map((h, i) => el(i === 1 || i >= 4 ? 'th.num' : 'th', { text: h })))),
     el('tbody', d.ranked.map((row) => el('tr' + (rec && row.offer_id === rec.offer_id && row.gpus === rec.gpus ? '.current' : ''),
       el('td', el('div', { text: row.offer_name }), el('div.muted', { text: row.provider + (row.flags.length ? ' · ' + row.flags[0] : '') })),
+      el('td.num.price-cell', el('div', { text: priceOf(row, d) }), priceNote(row, d) ? el('div.muted.small', { text: priceNote(row, d) }) : null),
       el('td', { text: row.gpus + ' × ' + row.gpu_id }),
       el('td.small', { text: setupWords(row.setup) }),
       el('td.num', { text: gib(row.per_gpu_bytes) }),
-      el('td.num.price-cell', el('div', { text: priceOf(row, d) }), priceNote(row, d) ? el('div.muted.small', { text: priceNote(row, d) }) : null),
       el('td.num', { text: num(row.tokens_per_s) })))))));
   const be = d.break_even;
   const beCard = be ? el('div.card.mini', el('h3', { text: t('break_even') }), el('p', { text: t('be_text', {
