@@ -640,6 +640,11 @@ fn every_view_fits_a_phone_in_both_languages() {
         };
         at("#/estimate?model=llama-2-7b&gpu=rtx-4090", "#estimate-result");
         assert_fits_the_window(&p, &format!("estimate {lang}"));
+        // and the widths between a phone and a desktop, where the tabs used to run off the header
+        for w in [600, 760, 900, 1000] {
+            p.viewport(w, 844);
+            assert_fits_the_window(&p, &format!("estimate {lang} at {w} px"));
+        }
         at("#/plan?model=llama-2-7b&task=train&have=rtx-3090&allow=lora&allow=qlora", "#plan-result");
         assert_fits_the_window(&p, &format!("plan {lang}"));
         // the bill each plan is ranked by shows without scrolling the table
