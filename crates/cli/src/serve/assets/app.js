@@ -31,7 +31,9 @@ const T = {
     empty_plan: 'Describe the job: the plan lists software switches, more cards and bigger cards, priced.',
     empty_diagnose: 'Paste what the failed run printed: the verdict names the main cause with its figures, then the fixes, cheapest first.',
     empty_mig: 'Add the services to host: the layout shows each card\'s slices and what is wasted.',
-    empty_check: 'Upload what nvidia-smi printed on the rented machine.',
+    empty_check: 'Upload or paste what nvidia-smi printed on the rented machine.',
+    f_paste_smi: '…or paste what nvidia-smi -q or -q -x printed', need_diagnose: 'Paste an error, a log or memory_summary(), or choose a file, first.',
+    need_check: 'Choose a file or paste what nvidia-smi printed, first.',
     footer: 'Runs on this machine; nothing leaves it.',
     working: 'Working…', bad_input: 'Input problem', server_error: 'vramfit failed', too_large: 'Too large',
     v_fits: 'Fits', v_tight: 'Tight', v_no: 'Does not fit', v_needs: 'Needs',
@@ -46,7 +48,8 @@ const T = {
     c_activations: 'activations', c_kv_cache: 'KV cache', c_logits: 'logits', c_temporaries: 'temporaries', c_runtime: 'runtime', c_margin: 'margin',
     recommended: 'Recommended', no_plan: 'Nothing in the catalogue fits this job', path1: '1 · Switches on your card', path2: '2 · More cards, sharded',
     path3: '3 · A bigger card', ranked: 'Ranked plans', offer: 'Offer', gpus_col: 'GPUs', setup: 'Setup', memory: 'Per GPU', price: 'Price',
-    speed: 'Tokens/s', job_cost: 'Job cost', for_job: 'for the job', per_month: '/mo', per_hour: '/h', break_even: 'Break-even', downloads: 'Launch configs',
+    speed: 'Tokens/s', job_cost: 'Job cost', billed_col: 'Billed for the job', your_card: 'your card', best_rental: 'Best rental',
+    one_month: '1 month', n_months: '{n} months', n_hours: '{n} h', prorated: 'prorated {x}', per_month: '/mo', per_hour: '/h', break_even: 'Break-even', downloads: 'Launch configs',
     dl_deepspeed: 'DeepSpeed ds_config.json', dl_accelerate: 'accelerate config', dl_torchrun: 'torchrun + FSDP', dl_mig: 'mig-parted config',
     no_have: 'Name your card to see the switches that make it fit there.', first_fit: 'fits from', single_gpu: 'per GPU on one card',
     dp_only: 'plain data parallel on {n}', fits_on: 'fits on', none_single: 'no single offer holds it unchanged', your_cards: 'your cards',
@@ -90,7 +93,9 @@ const T = {
     empty_plan: '描述任务：方案列出软件开关、更多卡和更大的卡，并附价格。',
     empty_diagnose: '粘贴失败运行的输出：结论给出主因及数字，再按成本从低到高给出修复办法。',
     empty_mig: '添加要部署的服务：布局显示每张卡的切片和浪费。',
-    empty_check: '上传在租用机器上 nvidia-smi 的输出。',
+    empty_check: '上传或粘贴在租用机器上 nvidia-smi 的输出。',
+    f_paste_smi: '…或粘贴 nvidia-smi -q 或 -q -x 的输出', need_diagnose: '请先粘贴报错、日志或 memory_summary()，或选择文件。',
+    need_check: '请先选择文件或粘贴 nvidia-smi 的输出。',
     footer: '在本机运行；数据不会离开本机。',
     working: '计算中…', bad_input: '输入有误', server_error: 'vramfit 出错', too_large: '过大',
     v_fits: '放得下', v_tight: '很紧', v_no: '放不下', v_needs: '需要',
@@ -105,7 +110,8 @@ const T = {
     c_activations: '激活值', c_kv_cache: 'KV 缓存', c_logits: 'logits', c_temporaries: '临时缓冲', c_runtime: '运行时', c_margin: '余量',
     recommended: '推荐', no_plan: '目录中没有能放下此任务的方案', path1: '1 · 你的卡上的软件开关', path2: '2 · 更多卡，分片',
     path3: '3 · 更大的卡', ranked: '方案排名', offer: '报价', gpus_col: 'GPU', setup: '配置', memory: '每卡', price: '价格',
-    speed: 'token/秒', job_cost: '任务成本', for_job: '（整个任务）', per_month: '/月', per_hour: '/时', break_even: '盈亏平衡', downloads: '启动配置',
+    speed: 'token/秒', job_cost: '任务成本', billed_col: '任务账单', your_card: '你自己的卡', best_rental: '最佳租用方案',
+    one_month: '1 个月', n_months: '{n} 个月', n_hours: '{n} 小时', prorated: '按时折算 {x}', per_month: '/月', per_hour: '/时', break_even: '盈亏平衡', downloads: '启动配置',
     dl_deepspeed: 'DeepSpeed ds_config.json', dl_accelerate: 'accelerate 配置', dl_torchrun: 'torchrun + FSDP', dl_mig: 'mig-parted 配置',
     no_have: '填写你的显卡，即可看到让它放得下的开关。', first_fit: '从此步起放得下', single_gpu: '单卡每卡显存',
     dp_only: '纯数据并行 {n} 卡', fits_on: '可放在', none_single: '没有单卡报价能原样放下', your_cards: '你的卡',
@@ -379,7 +385,7 @@ function categoryTable(r) {
   rows.push(el('tr.sum.total', el('td', { text: t('total') }), el('td.num', { text: gib(r.per_gpu.total_bytes) }), el('td.num', { text: '100%' }), el('td')));
   return el('div.card',
     el('h3', { text: t('categories') }),
-    el('table.cats', { id: 'category-table' }, el('thead', el('tr', el('th', { text: t('category') }), el('th.num', { text: t('per_gpu') }), el('th.num', { text: t('share') }), el('th'))), el('tbody', rows)));
+    el('div.scroll', el('table.cats', { id: 'category-table' }, el('thead', el('tr', el('th', { text: t('category') }), el('th.num', { text: t('per_gpu') }), el('th.num', { text: t('share') }), el('th'))), el('tbody', rows))));
 }
 
 function sweepCards(r) {
@@ -446,17 +452,42 @@ function setupWords(su) {
   return w.join(' · ');
 }
 
-function priceOf(row) {
-  if (row.job_cost) return money(row.job_cost, row.currency) + ' ' + t('for_job');
-  if (row.monthly) return money(row.monthly, row.currency, t('per_month'));
-  return money(row.hourly, row.currency, t('per_hour'));
+// One price per plan: what the rental bills for the job (`billed`, the
+// figure the plans are ranked by), primary; the rate and, for a rental
+// billed in whole months, the prorated cost (`job_cost`) beside it. Your
+// own card (`own_card`, unpriced) says so instead of empty price slots.
+function isOwn(row, d) {
+  return !!(d && d.own_card && row.offer_id === d.own_card.offer_id && row.gpus === d.own_card.gpus);
 }
 
-function planRowCard(title, row, extra) {
+function priceOf(row, d) {
+  if (isOwn(row, d)) return t('your_card');
+  if (row.billed) {
+    const span = row.billing === 'monthly'
+      ? (row.months_billed === 1 || row.months_billed === null ? t('one_month') : t('n_months', { n: row.months_billed }))
+      : t('n_hours', { n: num(row.job_hours || 0) });
+    return money(row.billed, row.currency) + ' (' + span + ')';
+  }
+  if (row.monthly) return money(row.monthly, row.currency, t('per_month'));
+  if (row.hourly) return money(row.hourly, row.currency, t('per_hour'));
+  return '—';
+}
+
+function priceNote(row, d) {
+  if (isOwn(row, d) || !row.billed) return '';
+  const rate = row.monthly ? money(row.monthly, row.currency, t('per_month')) : row.hourly ? money(row.hourly, row.currency, t('per_hour')) : '';
+  const pro = row.billing === 'monthly' && row.job_cost && (row.job_cost.low !== row.billed.low || row.job_cost.high !== row.billed.high)
+    ? t('prorated', { x: money(row.job_cost, row.currency) }) : '';
+  return [rate, pro].filter(Boolean).join(' · ');
+}
+
+function planRowCard(title, row, extra, d) {
   if (!row) return el('div.card.mini', el('h3', { text: title }), extra || el('div.muted', { text: '—' }));
+  const note = priceNote(row, d);
   return el('div.card.mini', el('h3', { text: title }),
     el('div.offer', el('strong', { text: row.gpus + ' × ' + row.gpu_name }), el('span.muted', { text: ' · ' + row.offer_name })),
-    el('div.price', { text: priceOf(row) }),
+    el('div.price', { text: priceOf(row, d) }),
+    note ? el('div.muted.small.price-note', { text: note }) : null,
     el('div.muted', { text: gib(row.per_gpu_bytes) + ' / ' + gib(row.gpu_memory_bytes) + ' · ' + setupWords(row.setup) }),
     row.switches.length ? el('div.chips', row.switches.map((s) => el('span.chip', { text: s }))) : null,
     extra || null);
@@ -489,23 +520,25 @@ async function plan(form) {
   const d = j.json;
   const rec = d.recommended;
   const band = rec
-    ? el('div.band.ok', { id: 'plan-recommended' }, el('div.big', { text: t('recommended') + ': ' + rec.gpus + ' × ' + rec.gpu_name + ' — ' + priceOf(rec) }), el('div.sub', { text: rec.offer_name + ' · ' + d.reason }))
+    ? el('div.band.ok', { id: 'plan-recommended' }, el('div.big', { text: t('recommended') + ': ' + rec.gpus + ' × ' + rec.gpu_name + ' — ' + priceOf(rec, d) }), el('div.sub', { text: (priceNote(rec, d) ? priceNote(rec, d) + ' · ' : '') + rec.offer_name + ' · ' + d.reason }),
+      isOwn(rec, d) && d.best_rental ? el('div.sub', { id: 'plan-best-rental', text: t('best_rental') + ': ' + d.best_rental.gpus + ' × ' + d.best_rental.gpu_name + ' — ' + priceOf(d.best_rental, d) + (priceNote(d.best_rental, d) ? ' · ' + priceNote(d.best_rental, d) : '') }) : null)
     : el('div.band.no', el('div.big', { text: t('no_plan') }), el('div.sub', { text: d.reason }));
   const sw = d.software;
   const path1 = el('div.card', el('h3', { text: t('path1') }),
     sw ? (g && g.ok ? el('div', { id: 'ladder-chart' }, chart(g.text)) : null) : el('div.muted', { text: t('no_have') }));
   const mc = d.more_cards;
   const bc = d.bigger_card;
-  const path2 = planRowCard(t('path2'), mc.best, el('div.muted', { text: (mc.single_bytes ? t('single_gpu') + ' ' + gib(mc.single_bytes) + ' · ' : '') + (mc.dp_only_bytes ? t('dp_only', { n: mc.dp_gpus }) + ': ' + gib(mc.dp_only_bytes) : '') }));
-  const path3 = planRowCard(t('path3'), bc.best, bc.best ? null : el('div.muted', { text: t('none_single') + (bc.gpus_that_fit.length ? ' · ' + t('fits_on') + ' ' + bc.gpus_that_fit.join(', ') : '') }));
+  const path2 = planRowCard(t('path2'), mc.best, el('div.muted', { text: (mc.single_bytes ? t('single_gpu') + ' ' + gib(mc.single_bytes) + ' · ' : '') + (mc.dp_only_bytes ? t('dp_only', { n: mc.dp_gpus }) + ': ' + gib(mc.dp_only_bytes) : '') }), d);
+  const path3 = planRowCard(t('path3'), bc.best, bc.best ? null : el('div.muted', { text: t('none_single') + (bc.gpus_that_fit.length ? ' · ' + t('fits_on') + ' ' + bc.gpus_that_fit.join(', ') : '') }), d);
   const ranked = el('div.card', el('h3', { text: t('ranked') }), el('div.scroll', el('table.ranked', { id: 'ranked-table' },
-    el('thead', el('tr', [t('offer'), t('gpus_col'), t('setup'), t('memory'), t('price'), t('speed')].map((h, i) => el(i >= 3 ? 'th.num' : 'th', { text: h })))),
+    // the bill the plans are ranked by comes second, where a phone shows it without scrolling
+    el('thead', el('tr', [t('offer'), t('billed_col'), t('gpus_col'), t('setup'), t('memory'), t('speed')].map((h, i) => el(i === 1 || i >= 4 ? 'th.num' : 'th', { text: h })))),
     el('tbody', d.ranked.map((row) => el('tr' + (rec && row.offer_id === rec.offer_id && row.gpus === rec.gpus ? '.current' : ''),
       el('td', el('div', { text: row.offer_name }), el('div.muted', { text: row.provider + (row.flags.length ? ' · ' + row.flags[0] : '') })),
+      el('td.num.price-cell', el('div', { text: priceOf(row, d) }), priceNote(row, d) ? el('div.muted.small', { text: priceNote(row, d) }) : null),
       el('td', { text: row.gpus + ' × ' + row.gpu_id }),
       el('td.small', { text: setupWords(row.setup) }),
       el('td.num', { text: gib(row.per_gpu_bytes) }),
-      el('td.num', { text: priceOf(row) }),
       el('td.num', { text: num(row.tokens_per_s) })))))));
   const be = d.break_even;
   const beCard = be ? el('div.card.mini', el('h3', { text: t('break_even') }), el('p', { text: t('be_text', {
@@ -544,7 +577,14 @@ function estimateBeside(e) {
     el('ul', e.reasoning.map((x) => el('li', { text: x }))));
 }
 
-async function diagnose(form, file) {
+// A field's own message, where the API has none to give (nothing entered).
+function needInput(form, field, key) {
+  markField(form, { field, error: t(key) });
+  const input = form.elements[field];
+  if (input) input.focus();
+}
+
+async function diagnose(form, file, explicit) {
   const f = fields(form);
   const text = f.text;
   delete f.text;
@@ -553,7 +593,10 @@ async function diagnose(form, file) {
   for (const [k, v] of Object.entries(f)) if (model || !['task', 'batch', 'context', 'gpu'].includes(k)) q[k] = v;
   toURL('diagnose', q);
   let body;
-  if (file) { body = await file.arrayBuffer(); q.name = file.name; } else if (text) { body = text; q.name = 'pasted text'; } else return el('div.empty', { text: t('empty_diagnose') });
+  if (file) { body = await file.arrayBuffer(); q.name = file.name; } else if (text) { body = text; q.name = 'pasted text'; } else {
+    if (explicit) needInput(form, 'text', 'need_diagnose'); else markField(form, null);
+    return el('div.empty', { text: t('empty_diagnose') });
+  }
   const j = await api('diagnose', body, { query: q });
   markField(form, j.ok ? null : j.error);
   if (!j.ok) return errorBox(j.error);
@@ -613,21 +656,31 @@ async function mig(form) {
   } }) : null;
   return el('div.stack', { id: 'mig-result' }, band,
     g.ok ? el('div.card.chart-card', { id: 'mig-chart' }, chart(g.text)) : null,
-    el('div.card', el('h3', { text: t('instances') }), el('table.ranked', el('thead', el('tr', ['GPU', t('service'), t('profile'), t('need'), t('slice'), t('waste'), 'SM'].map((h, i) => el(i >= 3 ? 'th.num' : 'th', { text: h })))), el('tbody', inst)), dl ? el('div.buttons', dl) : null),
+    el('div.card', el('h3', { text: t('instances') }), el('div.scroll', el('table.ranked', el('thead', el('tr', ['GPU', t('service'), t('profile'), t('need'), t('slice'), t('waste'), 'SM'].map((h, i) => el(i >= 3 ? 'th.num' : 'th', { text: h })))), el('tbody', inst))), dl ? el('div.buttons', dl) : null),
     r.refused.length ? el('div.card', el('h3', { text: t('refused') }), el('ul', r.refused.map((x) => el('li', { text: x.service + ': ' + x.reason })))) : null,
     r.advice.length ? notesCard(r.advice.map((a) => a.text)) : null);
 }
 
 // ------------------------------------------------------------------ check
-async function check(form) {
+async function check(form, explicit) {
   const body = fields(form);
+  const pasted = body.paste;
+  delete body.paste;
   toURL('check', body);
   const files = {};
   for (const k of ['xml', 'text', 'topo', 'list']) {
     const f = form.elements[k].files[0];
     if (f) files[k] = { name: f.name, text: await f.text() };
   }
-  if (!Object.keys(files).length) return el('div.empty', { text: t('empty_check') });
+  // pasted output: `-q -x` is XML (it starts with the declaration or the root element), else `-q`
+  if (pasted) {
+    const k = /^\s*(<\?xml|<nvidia_smi_log)/.test(pasted) ? 'xml' : 'text';
+    if (!files[k]) files[k] = { name: 'pasted', text: pasted };
+  }
+  if (!Object.keys(files).length) {
+    if (explicit) needInput(form, 'paste', 'need_check'); else markField(form, null);
+    return el('div.empty', { text: t('empty_check') });
+  }
   body.files = files;
   const j = await api('check', body);
   markField(form, j.ok ? null : j.error);
@@ -647,14 +700,35 @@ async function check(form) {
 // ------------------------------------------------------------------ wiring
 const RUNNERS = { estimate, plan, diagnose, mig, check };
 
-function submit(view) {
+// `explicit`: the person pressed the button (an empty form then says what it needs).
+function submit(view, explicit) {
   clearTimeout(S.timers[view]);
   const form = $('#form-' + view);
   if (view === 'diagnose') {
     const file = form.elements.upload.files[0] || null;
-    return run(view, () => diagnose(form, file));
+    return run(view, () => diagnose(form, file, !!explicit));
   }
-  return run(view, () => RUNNERS[view](form));
+  return run(view, () => RUNNERS[view](form, !!explicit));
+}
+
+// The URL edited in this tab (or Back/Forward between hashes): the view,
+// the language and the form follow it. A tab's bare link (`#/plan`) only
+// switches the view, keeping its form.
+function followURL() {
+  const { view, params } = parseHash();
+  const lang = params.get('lang');
+  const relang = lang !== null && lang !== S.lang;
+  if (relang) setLang(lang);
+  if (view !== S.view) show(view);
+  if (![...params.keys()].some((k) => k !== 'lang')) { if (relang) submit(view); return; }
+  const form = $('#form-' + view);
+  if (view === 'estimate' || view === 'plan' || view === 'mig') form.reset();
+  if (view === 'mig' && params.getAll('service').length) {
+    $('#services').replaceChildren(...params.getAll('service').map((x) => { const i = x.indexOf('='); return serviceRow(x.slice(0, i), x.slice(i + 1)); }));
+  }
+  fill(form, params);
+  applyWhen(form);
+  submit(view);
 }
 
 function setLang(lang) {
@@ -703,7 +777,7 @@ async function init() {
     const form = $('#form-' + v);
     if (v === view) fill(form, params);
     applyWhen(form);
-    form.addEventListener('submit', (e) => { e.preventDefault(); submit(v); });
+    form.addEventListener('submit', (e) => { e.preventDefault(); submit(v, true); });
     const later = () => { clearTimeout(S.timers[v]); S.timers[v] = setTimeout(() => submit(v), 350); };
     form.addEventListener('change', (e) => { applyWhen(form); if (v !== 'diagnose' && v !== 'check') later(); else if (e.target.type === 'file') submit(v); });
     if (v === 'estimate' || v === 'plan') form.addEventListener('input', (e) => { if (e.target.tagName === 'INPUT' && e.target.type !== 'radio') later(); });
@@ -715,7 +789,7 @@ async function init() {
     const f = i.files[0];
     if (f) { n.removeAttribute('data-i18n'); n.textContent = f.name; n.classList.add('chosen'); } else { n.dataset.i18n = 'no_file'; n.textContent = t('no_file'); n.classList.remove('chosen'); }
   }));
-  window.addEventListener('hashchange', () => { const h = parseHash(); if (h.view !== S.view) { show(h.view); } });
+  window.addEventListener('hashchange', followURL);
   show(view);
   if ([...params.keys()].some((k) => k !== 'lang') || view === 'mig') submit(view);
   document.body.dataset.ready = '1';
