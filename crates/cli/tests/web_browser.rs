@@ -638,8 +638,19 @@ fn every_view_fits_a_phone_in_both_languages() {
             p.viewport(390, 844);
             p.wait(result);
         };
+        // the reviewed set in docs/img: each view at phone and desktop width, in both languages
+        // (a phone shows the answer below the form: scrolled to it)
+        let shots = |view: &str| {
+            p.js(&format!("document.querySelector('#out-{view}')?.scrollIntoView(); return 0"));
+            p.screenshot(&format!("phone_{view}_{lang}.png"));
+            p.viewport(1280, 800);
+            p.js("window.scrollTo(0, 0); return 0");
+            p.screenshot(&format!("desktop_{view}_{lang}.png"));
+            p.viewport(390, 844);
+        };
         at("#/estimate?model=llama-2-7b&gpu=rtx-4090", "#estimate-result");
         assert_fits_the_window(&p, &format!("estimate {lang}"));
+        shots("estimate");
         // and the widths between a phone and a desktop, where the tabs used to run off the header
         for w in [600, 760, 900, 1000] {
             p.viewport(w, 844);
@@ -647,6 +658,7 @@ fn every_view_fits_a_phone_in_both_languages() {
         }
         at("#/plan?model=llama-2-7b&task=train&have=rtx-3090&allow=lora&allow=qlora", "#plan-result");
         assert_fits_the_window(&p, &format!("plan {lang}"));
+        shots("plan");
         // the bill each plan is ranked by shows without scrolling the table
         let right =
             p.js("return document.querySelector('#ranked-table tbody td.price-cell').getBoundingClientRect().right");
@@ -660,6 +672,7 @@ fn every_view_fits_a_phone_in_both_languages() {
         p.wait("#diagnose-result .oom");
         assert!(p.text("#diagnose-result").contains("expandable_segments:True"));
         assert_fits_the_window(&p, &format!("diagnose {lang}"));
+        shots("diagnose");
         p.viewport(1280, 800);
         assert_fits_the_window(&p, &format!("diagnose desktop {lang}"));
         at(
@@ -667,17 +680,20 @@ fn every_view_fits_a_phone_in_both_languages() {
             "#mig-result",
         );
         assert_fits_the_window(&p, &format!("mig {lang}"));
+        shots("mig");
         at("#/check", "#view-check .empty");
         p.upload("#form-check input[name=text]", &fixture("hw/tests/fixtures/captures/h100-hbm3-590.q.txt"));
         p.typ("#form-check input[name=expect]", "1xH100-80GB");
         p.click("#form-check button[type=submit]");
         p.wait("#check-result");
         assert_fits_the_window(&p, &format!("check {lang}"));
+        shots("check");
         at("#/fleet", "#view-fleet .empty");
         p.upload("#form-fleet input[name=fleet]", &fixture("hw/tests/fixtures/fleet/autodl-4"));
         p.click("#form-fleet button[type=submit]");
         p.wait("#fleet-result");
         assert_fits_the_window(&p, &format!("fleet {lang}"));
+        shots("fleet");
     }
     p.assert_clean("phone width", &[]);
 }
