@@ -4,6 +4,33 @@ use crate::explain::Explanation;
 use crate::ledger::{Category, Ledger};
 use serde::{Deserialize, Serialize};
 
+/// The guide's rule of thumb: order capacity at the computed need × 1.2
+/// (20% headroom for what no model sees: other kernels' workspaces, a
+/// longer batch than planned, fragmentation over a long run). vramfit's
+/// total already models the allocator, so this is reported beside the
+/// verdict, never added to the total (`--margin 0.2` adds it there).
+pub const GUIDE_HEADROOM: f64 = 1.2;
+
+/// The job against the guide's 20% headroom: `need` is the total per GPU
+/// × [`GUIDE_HEADROOM`], rounded up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuideHeadroom {
+    pub need_bytes: u64,
+    pub fits: bool,
+    /// usable memory left over that need (negative: short by)
+    pub spare_bytes: i128,
+}
+
+impl GuideHeadroom {
+    /// `required` bytes with 20% on top, against `usable` bytes.
+    pub fn of(required: u64, usable: u64) -> GuideHeadroom {
+        // exact in integers: ⌈required × 6 / 5⌉ (u128: no overflow)
+        let need = (u128::from(required) * 6).div_ceil(5);
+        let need_bytes = u64::try_from(need).unwrap_or(u64::MAX);
+        GuideHeadroom { need_bytes, fits: need <= u128::from(usable), spare_bytes: usable as i128 - need as i128 }
+    }
+}
+
 /// Fit against one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
@@ -18,6 +45,8 @@ pub struct Fit {
     pub headroom_bytes: i128,
     /// fits / tight / does not fit (see [`FitVerdict`])
     pub verdict: FitVerdict,
+    /// the same total with the guide's 20% headroom on top
+    pub guide_headroom: GuideHeadroom,
     pub explain: Explanation,
 }
 
@@ -60,6 +89,7 @@ pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64, usable_bytes: u64) -> Fit {
         fits: required <= usable_bytes,
         headroom_bytes: usable_bytes as i128 - required as i128,
         verdict,
+        guide_headroom: GuideHeadroom::of(required, usable_bytes),
         explain: Explanation::new(
             "fits when total per GPU (tensors + allocator + runtime [+ --margin]) ≤ usable memory; headroom = usable − total; \
              tight when only total − margin (the allocator's overhead and --margin) ≤ usable memory",
@@ -67,6 +97,24 @@ pub fn fit(ledger: &Ledger, gpu_memory_bytes: u64, usable_bytes: u64) -> Fit {
         .term("GPU memory", gpu_memory_bytes)
         .term("usable memory", usable_bytes)
         .term("total per GPU", required)
-        .term("total per GPU without the margin", without_margin),
+        .term("total per GPU without the margin", without_margin)
+        .note("beside the verdict, not in it: the guide's rule, the total × 1.2, against the same usable memory (fit.guide_headroom)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guides_headroom_is_the_total_times_1_2_rounded_up() {
+        let g = GuideHeadroom::of(10, 12);
+        assert_eq!((g.need_bytes, g.fits, g.spare_bytes), (12, true, 0));
+        let g = GuideHeadroom::of(11, 13);
+        // 13.2 → 14: one byte short
+        assert_eq!((g.need_bytes, g.fits, g.spare_bytes), (14, false, -1));
+        let g = GuideHeadroom::of(u64::MAX, u64::MAX);
+        assert_eq!(g.need_bytes, u64::MAX);
+        assert!(!g.fits);
     }
 }

@@ -43,7 +43,7 @@ pub use dtype::DType;
 pub use error::CoreError;
 pub use estimate::estimate;
 pub use explain::{Explanation, Term, Value};
-pub use fit::{fit, Fit, FitVerdict};
+pub use fit::{fit, Fit, FitVerdict, GuideHeadroom};
 pub use hardware::{GpuArch, GpuSpec, Link};
 pub use infer::{capacity, Capacity};
 pub use kv::KvGeometry;

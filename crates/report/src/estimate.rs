@@ -155,6 +155,8 @@ pub struct FitInfo {
     pub headroom_bytes: i128,
     /// `fits`, `tight` (only the margin does not fit) or `does_not_fit`
     pub verdict: vramfit_core::FitVerdict,
+    /// the guide's rule beside the verdict: the total × 1.2 against the same usable memory
+    pub guide_headroom: vramfit_core::GuideHeadroom,
     pub explain: ExplainInfo,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityInfo>,
@@ -208,6 +210,7 @@ impl FitInfo {
             fits: fit.fits,
             headroom_bytes: fit.headroom_bytes,
             verdict: fit.verdict,
+            guide_headroom: fit.guide_headroom,
             explain: (&fit.explain).into(),
             capacity,
             detected,
@@ -538,7 +541,20 @@ impl EstimateReport {
                     format!(" usable of {}", bytes(f.gpu_memory_bytes))
                 },
                 if f.fits {
-                    format!("{} headroom", signed_bytes(f.headroom_bytes))
+                    let g = &f.guide_headroom;
+                    if g.fits {
+                        format!(
+                            "{} headroom; with the guide's 20% too: {} spare",
+                            signed_bytes(f.headroom_bytes),
+                            signed_bytes(g.spare_bytes)
+                        )
+                    } else {
+                        format!(
+                            "{} headroom; not with the guide's 20%: × 1.2 needs {}",
+                            signed_bytes(f.headroom_bytes),
+                            bytes(g.need_bytes)
+                        )
+                    }
                 } else {
                     format!("short by {}", bytes(f.headroom_bytes.unsigned_abs().min(u64::MAX as u128) as u64))
                 }
