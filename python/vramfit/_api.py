@@ -216,13 +216,13 @@ def estimate(
             QLoRA without PEFT's prepare_model_for_kbit_training (no fp32 casts of norms,
             embeddings, head) [default: false]
         quantize_lm_head (--quantize-lm-head):
-            QLoRA: quantize the output head too (LitGPT; transformers skips lm_head) [default:
-            false]
+            QLoRA and bitsandbytes inference: quantize the output head too (LitGPT; transformers
+            skips lm_head unless llm_int8_skip_modules=[]) [default: false]
         bnb_4bit_type (--bnb-4bit-type):
             QLoRA: bitsandbytes 4-bit type [default: nf4; same memory] One of: nf4, fp4.
         no_double_quant (--no-double-quant):
-            QLoRA: no double quantization of the 4-bit absmax (bnb_4bit_use_double_quant=False)
-            [default: false]
+            QLoRA and NF4 inference: no double quantization of the 4-bit absmax
+            (bnb_4bit_use_double_quant=False) [default: false]
         optimizer_in_backward (--optimizer-in-backward):
             Step each parameter inside backward and free its gradient (torchtune optimizer_in_bwd)
             [default: false]
@@ -487,13 +487,13 @@ def plan(
             QLoRA without PEFT's prepare_model_for_kbit_training (no fp32 casts of norms,
             embeddings, head) [default: false]
         quantize_lm_head (--quantize-lm-head):
-            QLoRA: quantize the output head too (LitGPT; transformers skips lm_head) [default:
-            false]
+            QLoRA and bitsandbytes inference: quantize the output head too (LitGPT; transformers
+            skips lm_head unless llm_int8_skip_modules=[]) [default: false]
         bnb_4bit_type (--bnb-4bit-type):
             QLoRA: bitsandbytes 4-bit type [default: nf4; same memory] One of: nf4, fp4.
         no_double_quant (--no-double-quant):
-            QLoRA: no double quantization of the 4-bit absmax (bnb_4bit_use_double_quant=False)
-            [default: false]
+            QLoRA and NF4 inference: no double quantization of the 4-bit absmax
+            (bnb_4bit_use_double_quant=False) [default: false]
         optimizer_in_backward (--optimizer-in-backward):
             Step each parameter inside backward and free its gradient (torchtune optimizer_in_bwd)
             [default: false]
@@ -716,13 +716,13 @@ def diagnose(
             QLoRA without PEFT's prepare_model_for_kbit_training (no fp32 casts of norms,
             embeddings, head) [default: false]
         quantize_lm_head (--quantize-lm-head):
-            QLoRA: quantize the output head too (LitGPT; transformers skips lm_head) [default:
-            false]
+            QLoRA and bitsandbytes inference: quantize the output head too (LitGPT; transformers
+            skips lm_head unless llm_int8_skip_modules=[]) [default: false]
         bnb_4bit_type (--bnb-4bit-type):
             QLoRA: bitsandbytes 4-bit type [default: nf4; same memory] One of: nf4, fp4.
         no_double_quant (--no-double-quant):
-            QLoRA: no double quantization of the 4-bit absmax (bnb_4bit_use_double_quant=False)
-            [default: false]
+            QLoRA and NF4 inference: no double quantization of the 4-bit absmax
+            (bnb_4bit_use_double_quant=False) [default: false]
         optimizer_in_backward (--optimizer-in-backward):
             Step each parameter inside backward and free its gradient (torchtune optimizer_in_bwd)
             [default: false]

@@ -530,3 +530,27 @@ fn named_gpus_without_a_layout_split_the_model_as_the_engine_would() {
     let one = json(&["estimate", "llama-3.1-8b", "--json"], 0);
     assert_eq!(replicas["per_gpu"]["total_bytes"], one["per_gpu"]["total_bytes"]);
 }
+
+/// Issue 22: bitsandbytes' head and double-quant switches are inference
+/// settings too. Llama-3.1-8B's head is 4096 × 128256 = 525,336,576 weights:
+/// bf16 2 B each against NF4 with double quantization (n/2 + n/64 absmax
+/// bytes + 4 B per 256 absmax); without double quantization every linear's
+/// absmax is 4 B per 64 weights.
+#[test]
+fn nf4_inference_takes_the_heads_and_double_quants_switches() {
+    let weights = |extra: &[&str]| {
+        let mut args = vec!["estimate", "llama-3.1-8b", "--dtype", "nf4", "--json"];
+        args.extend(extra);
+        json(&args, 0)["per_gpu"]["categories"]["weights"].as_u64().unwrap()
+    };
+    let base = weights(&[]);
+    let n: u64 = 4096 * 128_256;
+    let nf4_dq = n / 2 + n / 64 + (n / 64).div_ceil(256) * 4;
+    assert_eq!(base - weights(&["--quantize-lm-head"]), n * 2 - nf4_dq);
+    assert!(weights(&["--no-double-quant"]) > base);
+    // only where bitsandbytes quantizes
+    let (_, err) = run(&["estimate", "llama-3.1-8b", "--quantize-lm-head"], 2);
+    assert!(err.contains("--quantize-lm-head") && err.contains("--dtype nf4"), "{err}");
+    let (_, err) = run(&["estimate", "llama-3.1-8b", "--dtype", "int4", "--no-double-quant"], 2);
+    assert!(err.contains("--no-double-quant applies to NF4"), "{err}");
+}

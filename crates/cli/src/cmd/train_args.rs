@@ -187,13 +187,15 @@ pub struct TrainArgs {
     /// QLoRA without PEFT's prepare_model_for_kbit_training (no fp32 casts of norms, embeddings, head)
     #[arg(long)]
     pub no_kbit_prep: bool,
-    /// QLoRA: quantize the output head too (LitGPT; transformers skips lm_head)
+    /// QLoRA and bitsandbytes inference: quantize the output head too (LitGPT; transformers skips
+    /// lm_head unless llm_int8_skip_modules=[])
     #[arg(long)]
     pub quantize_lm_head: bool,
     /// QLoRA: bitsandbytes 4-bit type [default: nf4; same memory]
     #[arg(long, value_enum)]
     pub bnb_4bit_type: Option<Bnb4TypeArg>,
-    /// QLoRA: no double quantization of the 4-bit absmax (bnb_4bit_use_double_quant=False)
+    /// QLoRA and NF4 inference: no double quantization of the 4-bit absmax
+    /// (bnb_4bit_use_double_quant=False)
     #[arg(long)]
     pub no_double_quant: bool,
     /// Step each parameter inside backward and free its gradient (torchtune optimizer_in_bwd)

@@ -9,7 +9,9 @@ use crate::error::{field_error, OnField};
 use anyhow::Context;
 use vramfit_core::units::MIB;
 use vramfit_core::workload::{defaults, validate, CommSetup, Engine, ServingDefaults, ServingEngine};
-use vramfit_core::{DType, InferenceSetup, ModelSpec, Parallelism, QuantSpec, RuntimeSetup, Task, Workload};
+use vramfit_core::{
+    DType, InferenceSetup, ModelSpec, Parallelism, QuantMethod, QuantSpec, RuntimeSetup, Task, Workload,
+};
 
 /// Workload flags common to every command that sizes a job. A flag the user
 /// did not give is `None`; its default comes from
@@ -211,10 +213,27 @@ impl WorkloadArgs {
 
     /// The inference setup these flags describe.
     pub fn inference(&self, spec: &ModelSpec) -> anyhow::Result<InferenceSetup> {
-        let (weight_dtype, quant) = match self.dtype() {
+        let (weight_dtype, mut quant) = match self.dtype() {
             Some(d) => parse_dtype(d, self.group_size.unwrap_or(defaults::GROUP_SIZE), spec)?,
             None => defaults::weights(spec),
         };
+        // bitsandbytes at inference: the head in 4 or 8 bits (transformers'
+        // BitsAndBytesConfig(llm_int8_skip_modules=[]); it skips lm_head by
+        // default) and NF4 without double quantization
+        // (bnb_4bit_use_double_quant=False)
+        let bnb = quant.as_ref().map(|q| q.method);
+        if self.train.quantize_lm_head && !matches!(bnb, Some(QuantMethod::Bnb4 | QuantMethod::Bnb8)) {
+            bail_on!("quantize-lm-head", "--quantize-lm-head quantizes the head with bitsandbytes: give --dtype nf4 (or a bitsandbytes checkpoint)");
+        }
+        if self.train.no_double_quant {
+            match quant.as_mut() {
+                Some(q) if q.method == QuantMethod::Bnb4 => *q = QuantSpec::nf4(false, q.compute_dtype),
+                _ => bail_on!(
+                    "no-double-quant",
+                    "--no-double-quant applies to NF4 weights (bitsandbytes 4-bit): give --dtype nf4"
+                ),
+            }
+        }
         let kv_dtype: DType = match &self.kv_dtype {
             Some(k) => parse_kv_dtype(k)?,
             None => defaults::KV_DTYPE,
@@ -240,7 +259,7 @@ impl WorkloadArgs {
                 })?,
                 None => engine.sliding_window_cache(),
             },
-            ..InferenceSetup::default()
+            quantize_lm_head: self.train.quantize_lm_head,
         })
     }
 
@@ -306,7 +325,13 @@ impl WorkloadArgs {
     }
 
     fn refuse_training_flags(&self) -> anyhow::Result<()> {
-        let given = self.train.given_flags();
+        // bitsandbytes' head and double-quant switches are inference settings too
+        let given: Vec<&str> = self
+            .train
+            .given_flags()
+            .into_iter()
+            .filter(|f| !matches!(*f, "--quantize-lm-head" | "--no-double-quant"))
+            .collect();
         if let Some(first) = given.first() {
             bail_on!(
                 flag_field(first),
