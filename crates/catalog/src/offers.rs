@@ -11,7 +11,9 @@ use crate::gpus::{check_size, field_line, find_gpu, merge_gpus, parse_gpus, toml
 use serde::Deserialize;
 use std::collections::HashSet;
 use vramfit_core::{GpuSpec, Link};
-use vramfit_plan::{Discount, DiscountKind, Offer, OfferFlag, PriceBook, PriceRange, Slice, Term, Upgrade};
+use vramfit_plan::{
+    Discount, DiscountKind, Fabric, FabricKind, Offer, OfferFlag, PriceBook, PriceRange, Slice, Term, Upgrade,
+};
 
 pub const BUILTIN_OFFERS_TOML: &str = include_str!("../data/offers.toml");
 pub const BUILTIN_OFFERS_FILE: &str = "<builtin>/offers.toml";
@@ -106,6 +108,20 @@ struct OfferRow {
     max_machines: Option<u64>,
     #[serde(default)]
     inter_node_gbs: Option<f64>,
+    #[serde(default)]
+    fabric: Option<FabricRow>,
+    #[serde(default)]
+    min_machines: Option<u64>,
+}
+
+/// `fabric = { kind = "infiniband", gbps_per_node = 400, nvlink_domain = 8 }`
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FabricRow {
+    kind: String,
+    gbps_per_node: f64,
+    #[serde(default)]
+    nvlink_domain: Option<u64>,
 }
 
 fn one() -> u64 {
@@ -280,6 +296,17 @@ fn parse_offer(
         None
     };
     let max_machines = check_machine(&bad, &r)?;
+    let min_machines = r.min_machines.unwrap_or(1);
+    if min_machines == 0 || min_machines > max_machines {
+        return Err(bad("min_machines", format!("{min_machines} is not in 1..={max_machines} (max_machines)")));
+    }
+    let fabric = match r.fabric.take() {
+        Some(f) => Some(offer_fabric(&bad, f, r.gpus, max_gpus, link)?),
+        None => None,
+    };
+    // a named fabric's rate per machine, shared by its GPUs, is the per-GPU figure
+    let inter_node_gbs =
+        r.inter_node_gbs.or(fabric.map(|f| f.node_bytes_per_s() / 1e9 / max_gpus.max(r.gpus).max(1) as f64));
     let offer = Offer {
         id: r.id,
         provider: r.provider,
@@ -300,7 +327,9 @@ fn parse_offer(
         flags: r.flags.into_iter().map(OfferFlag::from).collect(),
         source: r.source,
         max_machines,
-        inter_node_gbs: r.inter_node_gbs,
+        min_machines,
+        inter_node_gbs,
+        fabric,
     };
     Ok(match mig_profiles {
         Some(table) => mig_slices(&offer, &table),
@@ -337,6 +366,41 @@ fn offer_slice(bad: &BadField, s: SliceRow, gpu: &GpuSpec, gpus: u64, max_gpus: 
     Ok(Slice { fraction: s.fraction, label: s.label, memory_mib: s.memory_mib, mig: false })
 }
 
+/// Longest machine count one job may span: far above any cluster rented
+/// today (a 2,048-node cluster must be describable), low enough that GPU
+/// counts stay exact in every product.
+pub const MAX_MACHINES: u64 = 100_000;
+
+/// Fastest fabric accepted per machine, Gb/s (8 × 800G NICs is 6,400).
+const MAX_FABRIC_GBPS: f64 = 100_000.0;
+
+/// The fabric between machines: a known kind, a positive rate, an NVLink
+/// domain no larger than a machine (absent: the machine's GPUs on NVLink,
+/// else one GPU).
+fn offer_fabric(bad: &BadField, f: FabricRow, gpus: u64, max_gpus: u64, link: Link) -> Result<Fabric, CatalogError> {
+    let kind = match f.kind.as_str() {
+        "infiniband" => FabricKind::Infiniband,
+        "roce" => FabricKind::Roce,
+        "ethernet" => FabricKind::Ethernet,
+        k => return Err(bad("fabric.kind", format!("'{k}' is not one of infiniband, roce, ethernet"))),
+    };
+    if !(f.gbps_per_node.is_finite() && f.gbps_per_node > 0.0 && f.gbps_per_node <= MAX_FABRIC_GBPS) {
+        return Err(bad(
+            "fabric.gbps_per_node",
+            format!("{} is not a line rate: expected Gb/s per machine in (0, {MAX_FABRIC_GBPS}]", f.gbps_per_node),
+        ));
+    }
+    let per_machine = max_gpus.max(gpus).max(1);
+    let domain = f.nvlink_domain.unwrap_or(if link == Link::Nvlink { per_machine } else { 1 });
+    if domain == 0 || domain > per_machine {
+        return Err(bad(
+            "fabric.nvlink_domain",
+            format!("{domain} GPUs is not in 1..={per_machine} (the GPUs of one machine)"),
+        ));
+    }
+    Ok(Fabric { kind, gbps_per_node: f.gbps_per_node, nvlink_domain: domain })
+}
+
 /// The machine's own fields (RAM, disk, network, fabric between machines)
 /// and how many machines a job may span; returns that count.
 fn check_machine(bad: &BadField, r: &OfferRow) -> Result<u64, CatalogError> {
@@ -353,11 +417,15 @@ fn check_machine(bad: &BadField, r: &OfferRow) -> Result<u64, CatalogError> {
         }
     }
     let max_machines = r.max_machines.unwrap_or(1);
-    if max_machines == 0 || max_machines > 1024 {
-        return Err(bad("max_machines", format!("{max_machines} is not in 1..=1024")));
+    if max_machines == 0 || max_machines > MAX_MACHINES {
+        return Err(bad("max_machines", format!("{max_machines} is not in 1..={MAX_MACHINES}")));
     }
-    if max_machines > 1 && r.inter_node_gbs.is_none() {
-        return Err(bad("max_machines", "multi-machine jobs need inter_node_gbs (the fabric between machines)".into()));
+    if max_machines > 1 && r.inter_node_gbs.is_none() && r.fabric.is_none() {
+        return Err(bad(
+            "max_machines",
+            "multi-machine jobs need the network between machines: fabric = { kind, gbps_per_node } or inter_node_gbs"
+                .into(),
+        ));
     }
     Ok(max_machines)
 }
@@ -512,8 +580,8 @@ mod tests {
     #[test]
     fn seed_offers_parse_with_ranges() {
         let book = builtin_offers(&gpus()).unwrap();
-        // 9 whole offers + the H100 MIG offer as 5 instances (1g.10gb … 4g.40gb)
-        assert_eq!(book.offers.len(), 14);
+        // 9 whole offers + 2 clusters + the H100 MIG offer as 5 instances (1g.10gb … 4g.40gb)
+        assert_eq!(book.offers.len(), 16);
         assert_eq!(book.discounts.len(), 4);
         assert_eq!(book.upgrades.len(), 4);
         let o = |id: &str| book.offers.iter().find(|o| o.id == id).unwrap();
@@ -531,6 +599,14 @@ mod tests {
         assert_eq!((a.cpu_cores, a.ram_gb), (Some(80), Some(1024.0)));
         let h = o("cn-guide/8x-h100-sxm");
         assert_eq!((h.cpu_cores, h.ram_gb), (Some(112), Some(2048.0)));
+        // the clusters: 2–32 of those machines over InfiniBand 400G per machine,
+        // 0.8 × 50 GB/s shared by 8 GPUs = 5 GB/s each
+        let ib = o("cn-guide/8x-h100-sxm-ib");
+        assert_eq!((ib.min_machines, ib.max_machines, ib.gpus_per_machine), (2, 32, 8));
+        let f = ib.fabric.unwrap();
+        assert_eq!((f.kind, f.gbps_per_node, f.nvlink_domain), (FabricKind::Infiniband, 400.0, 8));
+        assert!((ib.inter_node_gbs.unwrap() - 5.0).abs() < 1e-9);
+        assert_eq!((ib.cpu_cores, ib.ram_gb, ib.monthly), (h.cpu_cores, h.ram_gb, h.monthly));
     }
 
     #[test]
@@ -587,7 +663,7 @@ currency = "USD"
         assert_eq!((o.gpu.as_str(), o.currency.as_str()), ("h100-sxm", "USD"));
         assert_eq!(o.hourly, Some(PriceRange { low: 2.0, high: 3.5 }));
         let added = load(Some((&USD.replace("replace = true", ""), "usd.toml"))).unwrap();
-        assert_eq!(added.book.offers.len(), 15);
+        assert_eq!(added.book.offers.len(), 17);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! How fast the planner searches. `cargo bench -p vramfit-core --bench plan_search`
 //! prints, for Llama-2-7B and 70B full fine-tunes over a catalogue shaped
-//! like the embedded one (10 offers, 1–8 GPUs):
+//! like the embedded one (10 offers of 1–8 GPUs, and two clusters of 8-GPU
+//! machines over InfiniBand up to 1,024 machines), and Llama-3.1-405B:
 //!
 //! - `plan()` end to end (memo cold: every distinct setup estimated once);
 //! - the candidate loop with the memo warm, as candidates per second
@@ -17,7 +18,9 @@ use vramfit_core::train::{Precision, TrainSetup};
 use vramfit_core::Sharding;
 use vramfit_core::{GpuArch, GpuSpec, Link, ModelSpec, Task, Workload};
 use vramfit_plan::types::TrainKey;
-use vramfit_plan::{plan, Allow, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel};
+use vramfit_plan::{
+    plan, Allow, Fabric, FabricKind, Job, MemKey, Offer, PlanRequest, PriceBook, PriceRange, Search, TimeModel,
+};
 
 fn gpu(id: &str, mib: u64, bw: f64, tf: f64, nvlink: Option<f64>, arch: GpuArch) -> GpuSpec {
     GpuSpec {
@@ -62,7 +65,9 @@ fn offer(id: &str, g: &str, per: u64, max: u64, link: Link, low: f64, high: f64)
         flags: vec![],
         source: "bench".into(),
         max_machines: 1,
+        min_machines: 1,
         inter_node_gbs: None,
+        fabric: None,
     }
 }
 
@@ -86,6 +91,19 @@ fn catalogue() -> (Vec<GpuSpec>, PriceBook) {
         offer("l40s", "l40s", 1, 8, Link::Pcie, 4000.0, 5000.0),
         offer("l40s-single", "l40s", 1, 1, Link::Pcie, 4500.0, 4500.0),
     ];
+    // clusters of the 8-GPU machines over InfiniBand, up to 1,024 machines:
+    // the search's machine grid and its pruning keep these in budget
+    let mut offers = offers;
+    for (id, g, low, high) in
+        [("a100-80x8-ib", "a100-80", 25_000.0, 40_000.0), ("h100x8-ib", "h100", 80_000.0, 120_000.0)]
+    {
+        let mut o = offer(id, g, 8, 8, Link::Nvlink, low, high);
+        o.max_machines = 1024;
+        let f = Fabric { kind: FabricKind::Infiniband, gbps_per_node: 400.0, nvlink_domain: 8 };
+        o.inter_node_gbs = Some(f.node_bytes_per_s() / 1e9 / 8.0);
+        o.fabric = Some(f);
+        offers.push(o);
+    }
     (gpus, PriceBook { offers, discounts: vec![], upgrades: vec![] })
 }
 
@@ -95,6 +113,7 @@ fn bench(c: &mut Criterion) {
     let cases = [
         ("llama-2-7b", ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000), 4u64),
         ("llama-2-70b", ModelSpec::llama_like("llama-2-70b", 8192, 80, 64, 8, 28672, 32000), 1),
+        ("llama-3.1-405b", ModelSpec::llama_like("llama-3.1-405b", 16384, 126, 128, 8, 53248, 128256), 1),
     ];
     for (name, model, batch) in &cases {
         let w = Workload {

@@ -67,6 +67,7 @@ pub fn train_tokens_per_gpu(c: &TrainCase, tm: &TimeModel) -> Result<f64, CoreEr
     let gpus = c.workload.parallelism.gpus.max(1);
     let machines = gpus.div_ceil(c.gpus_per_node.max(1));
     w.multi_node = machines > 1;
+    w.machines = machines as f64;
     w.cpu_params_per_step /= machines as f64;
     let dev = tm.device(&c.gpu, c.link, 1.0, c.inter_node_gbs, w.peak);
     let st = tm.train_step(&w, &dev, c.cpu_cores);

@@ -48,7 +48,8 @@ pub use emit::Launcher;
 pub use ladder::{Ladder, LadderStep, StepStatus};
 pub use paths::{plan, price_words};
 pub use pricing::{
-    Discount, DiscountKind, Offer, OfferFlag, PriceBook, PriceRange, Slice, Term, Upgrade, HOURS_PER_MONTH,
+    Discount, DiscountKind, Fabric, FabricKind, Offer, OfferFlag, PriceBook, PriceRange, Slice, Term, Upgrade,
+    FABRIC_EFFICIENCY, HOURS_PER_MONTH,
 };
 pub use rank::{costs_more, PRICE_TIE};
 pub use report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};

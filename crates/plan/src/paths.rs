@@ -127,6 +127,18 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         ));
     }
     notes.extend(ram_notes(&search));
+    // a job that needs several machines: say where the cluster search stopped
+    // (one that fits one machine is not worth a note per cluster offer)
+    let mut skipped: Vec<(&u32, &(u64, u64))> =
+        search.machines_skipped.iter().filter(|(o, (f, _))| *f > search.offer(**o).min_machines).collect();
+    skipped.sort();
+    for (&oi, &(first, m)) in skipped {
+        notes.push(format!(
+            "{}: clusters of {m} machines or more were not searched (more than {}× the {first} machines that hold the job; they buy speed at a higher bill)",
+            search.offer(oi).name,
+            crate::search::MACHINE_SEARCH_SPAN
+        ));
+    }
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",
@@ -168,23 +180,42 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     })
 }
 
-/// Offers (at a GPU count) left out only because their host RAM cannot hold
-/// the offload every fitting setup needs.
+/// Offers (at some GPU counts) left out only because their host RAM cannot
+/// hold the offload every setup fitting their GPUs needs: one note per
+/// offer, with the range of those counts and the smallest need (at the
+/// largest count).
 fn ram_notes(search: &Search) -> Vec<String> {
-    let mut v: Vec<(&(u32, u64), &u64)> = search
-        .ram_refused
-        .iter()
-        .filter(|((o, n), _)| !search.scored.iter().any(|c| c.offer == *o && c.gpus == *n))
-        .collect();
-    v.sort();
-    v.into_iter()
-        .map(|(&(o, n), &need)| {
+    let mut by_offer: Vec<(u32, u64, u64, u64)> = Vec::new(); // offer, fewest GPUs, most GPUs, smallest need
+    let mut refused: Vec<(&(u32, u64), &u64)> = search.ram_refused.iter().collect();
+    refused.sort();
+    for (&(o, n), &need) in refused {
+        if search.scored.iter().any(|c| c.offer == o && c.gpus == n) {
+            continue;
+        }
+        match by_offer.iter_mut().find(|e| e.0 == o) {
+            Some(e) => {
+                e.1 = e.1.min(n);
+                e.2 = e.2.max(n);
+                e.3 = e.3.min(need);
+            }
+            None => by_offer.push((o, n, n, need)),
+        }
+    }
+    by_offer
+        .into_iter()
+        .map(|(o, low, high, need)| {
             let offer = search.offer(o);
             let have = match offer.ram_gb {
                 Some(r) => format!("it has {} GB", thousands(r.round() as u64)),
                 None => format!("it lists none (assumed {:.0} GB per GPU)", search::ASSUMED_RAM_GB_PER_GPU),
             };
-            let what = if offer.gpus_per_machine == n { offer.name.clone() } else { format!("{n} × {}", offer.name) };
+            let per = offer.gpus_per_machine.max(1);
+            let what = match (low == high, per > 1 && high > per && low % per == 0) {
+                (true, _) if low == per => offer.name.clone(),
+                (true, _) => format!("{} on {low} GPUs", offer.name),
+                (false, true) => format!("{} on {}–{} machines", offer.name, low / per, high / per),
+                (false, false) => format!("{} on {low}–{high} GPUs", offer.name),
+            };
             format!(
                 "{what}: left out — every setup that fits its GPUs needs CPU offload with at least {} GB of host RAM per machine (DeepSpeed's estimate); {have}",
                 thousands((need as f64 / 1e9).round() as u64)
@@ -325,7 +356,9 @@ fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
             flags: vec![OfferFlag::Note("your own card".into())],
             source: "--have".into(),
             max_machines: 1,
+            min_machines: 1,
             inter_node_gbs: None,
+            fabric: None,
         }],
         discounts: vec![],
         upgrades: vec![],
@@ -447,7 +480,7 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
     };
     let stack_offer = single_c.offer;
     let mut cards: Vec<CardsPoint> = Vec::new();
-    for (n, machines) in Search::counts_for(search.offer(stack_offer)) {
+    for (n, machines) in Search::counts_for(search.offer(stack_offer), None) {
         if machines > 1 {
             continue;
         }

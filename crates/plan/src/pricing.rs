@@ -123,6 +123,62 @@ impl<'de> Deserialize<'de> for OfferFlag {
     }
 }
 
+/// The kind of network joining the machines of a multi-machine job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricKind {
+    Infiniband,
+    Roce,
+    Ethernet,
+}
+
+impl FabricKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FabricKind::Infiniband => "InfiniBand",
+            FabricKind::Roce => "RoCE",
+            FabricKind::Ethernet => "Ethernet",
+        }
+    }
+}
+
+/// Share of a fabric's line rate NCCL collectives reach between machines:
+/// `nccl-tests` bus bandwidth over InfiniBand NDR (400 Gb/s, 50 GB/s) is
+/// commonly reported at 40–45 GB/s per NIC, ~0.8–0.9 of the line rate
+/// (NVIDIA, "Doubling all2all Performance with NVIDIA Collective
+/// Communication Library 2.12"; NCCL's `NCCL_IB` tuning notes). 0.8 is the
+/// conservative end.
+pub const FABRIC_EFFICIENCY: f64 = 0.8;
+
+/// The network between the machines of an offer: its kind, its line rate
+/// per machine (all of one machine's NICs together) and how many GPUs share
+/// one NVLink domain (tensor parallelism never leaves one).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Fabric {
+    pub kind: FabricKind,
+    /// line rate per machine, Gb/s (e.g. one 400G InfiniBand NIC: 400)
+    pub gbps_per_node: f64,
+    /// GPUs joined by NVLink (a machine's GPUs on an NVLink machine)
+    pub nvlink_domain: u64,
+}
+
+impl Fabric {
+    /// What a collective reaches between machines, bytes/s per machine
+    /// (line rate / 8 × [`FABRIC_EFFICIENCY`]).
+    pub fn node_bytes_per_s(&self) -> f64 {
+        self.gbps_per_node * 1e9 / 8.0 * FABRIC_EFFICIENCY
+    }
+
+    /// "InfiniBand 400 Gb/s per machine".
+    pub fn describe(&self) -> String {
+        format!("{} {} Gb/s per machine", self.kind.name(), self.gbps_per_node)
+    }
+}
+
+fn one_machine() -> u64 {
+    1
+}
+
 /// One rentable machine type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Offer {
@@ -159,8 +215,16 @@ pub struct Offer {
     pub source: String,
     /// machines that can be joined into one job
     pub max_machines: u64,
-    /// bandwidth between machines, GB/s per GPU (None: no multi-machine jobs)
+    /// fewest machines it is rented as (a cluster offer beside its single
+    /// machine: 2); 1 by default
+    #[serde(default = "one_machine")]
+    pub min_machines: u64,
+    /// bandwidth between machines, GB/s per GPU (None: no multi-machine jobs);
+    /// with a [`Fabric`], its rate per machine shared by the machine's GPUs
     pub inter_node_gbs: Option<f64>,
+    /// the network between machines, when the catalogue names it
+    #[serde(default)]
+    pub fabric: Option<Fabric>,
 }
 
 impl Offer {
@@ -341,7 +405,9 @@ mod tests {
             flags: vec![],
             source: "t".into(),
             max_machines: 1,
+            min_machines: 1,
             inter_node_gbs: None,
+            fabric: None,
         }
     }
 

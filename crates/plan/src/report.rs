@@ -6,7 +6,7 @@
 //! names, equal to their `name()`.
 
 use crate::ladder::Ladder;
-use crate::pricing::{OfferFlag, PriceRange};
+use crate::pricing::{Fabric, OfferFlag, PriceRange};
 use crate::summary::{SetupSummary, Switch};
 use crate::time::StepTime;
 use crate::types::{Billing, Complexity};
@@ -26,6 +26,8 @@ pub struct PlanRow {
     pub gpus: u64,
     pub machines: u64,
     pub link: Link,
+    /// the network between the machines (multi-machine plans on an offer that names it)
+    pub fabric: Option<Fabric>,
     pub currency: String,
     pub flags: Vec<OfferFlag>,
     pub setup: SetupSummary,

@@ -87,6 +87,7 @@ pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
         gpus: sc.gpus,
         machines: sc.machines,
         link: if gpu.nvlink_gbs.is_some() { offer.link } else { Link::Pcie },
+        fabric: if sc.machines > 1 { offer.fabric } else { None },
         currency: offer.currency.clone(),
         flags: offer.flags.clone(),
         switches: switches(s.base, &workload),

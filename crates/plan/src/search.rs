@@ -35,8 +35,40 @@ use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainM
 use vramfit_core::units::div_ceil;
 use vramfit_core::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
 
-/// Largest GPU count searched (covers 8 machines of 8).
-pub const MAX_SEARCH_GPUS: u64 = 64;
+/// Largest power of two tried for a micro-batch (sequences per GPU).
+pub const MAX_MICRO_BATCH: u64 = 64;
+
+/// Largest pipeline depth proposed: Megatron-LM's published 3D layouts for
+/// 175B–1T models use 8–64 stages with interleaving (Narayanan et al. 2021,
+/// Table 1); without interleaving the bubble of more than 16 stages needs
+/// more micro-batches than a fine-tune's global batch has.
+pub const MAX_SEARCH_PP: u64 = 16;
+
+/// On a multi-machine offer, machine counts past the smallest that fits the
+/// job unchanged are searched up to this factor (bigger clusters only buy
+/// speed at a higher bill; a deadline asks for them by itself).
+pub const MACHINE_SEARCH_SPAN: u64 = 4;
+
+/// Machine counts tried on a multi-machine offer: every count up to 8, then
+/// two per doubling (12, 16, 24, 32, 48, 64, …) up to `max` — a grid, so a
+/// 100,000-machine catalogue costs 34 counts, not 100,000 (the report says
+/// the grid was used when `max` is above 8).
+pub fn machine_grid(max: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (1..=max.min(8)).collect();
+    let mut p = 8u64;
+    while let Some(next) = p.checked_mul(2) {
+        for m in [p + p / 2, next] {
+            if m <= max {
+                v.push(m);
+            }
+        }
+        if next > max {
+            break;
+        }
+        p = next;
+    }
+    v
+}
 
 /// A training model prepared for the fast path, per (method, precision, optimizer).
 struct Prepared {
@@ -106,14 +138,21 @@ pub struct Search<'a> {
     pub evaluated: u64,
     /// distinct memory configurations estimated
     pub estimated: u64,
+    /// multi-machine offers whose larger clusters were not searched (more than
+    /// [`MACHINE_SEARCH_SPAN`] × the fewest machines that held the job): the
+    /// fewest machines that held the job and the smallest count left out
+    pub machines_skipped: HashMap<u32, (u64, u64)>,
 }
 
 fn powers_of_two_upto(n: u64) -> Vec<u64> {
     let mut v = Vec::new();
-    let mut p = 1;
-    while p <= n && p <= MAX_SEARCH_GPUS {
+    let mut p = 1u64;
+    while p <= n {
         v.push(p);
-        p *= 2;
+        match p.checked_mul(2) {
+            Some(q) => p = q,
+            None => break,
+        }
     }
     v
 }
@@ -127,7 +166,7 @@ fn powers_of_two_upto(n: u64) -> Vec<u64> {
 pub fn micro_batches(gb: u64, dp: u64, user_micro: u64) -> Vec<(u64, u64)> {
     let dp = dp.max(1);
     let per_rank = gb.div_ceil(dp).max(1);
-    let cap = user_micro.max(1).min(per_rank);
+    let cap = user_micro.max(1).min(per_rank).min(MAX_MICRO_BATCH);
     let mut v: Vec<u64> = powers_of_two_upto(cap).into_iter().filter(|m| per_rank.is_multiple_of(*m)).collect();
     if per_rank.is_multiple_of(cap) && !v.contains(&cap) {
         v.push(cap);
@@ -173,6 +212,7 @@ impl<'a> Search<'a> {
             ram_refused: HashMap::new(),
             evaluated: 0,
             estimated: 0,
+            machines_skipped: HashMap::new(),
         }
     }
 
@@ -368,8 +408,9 @@ impl<'a> Search<'a> {
         estimate(self.model, &self.workload_of(i))
     }
 
-    /// GPU counts worth trying with `offer`, with the machines each needs.
-    pub fn counts_for(offer: &Offer) -> Vec<(u64, u64)> {
+    /// GPU counts worth trying with `offer`, with the machines each needs
+    /// (a pinned count, `--gpus N`, is tried as it is whatever the grid).
+    pub fn counts_for(offer: &Offer, pinned: Option<u64>) -> Vec<(u64, u64)> {
         let per_node = offer.gpus_per_node();
         if offer.slice.is_some() {
             return vec![(1, 1)];
@@ -385,13 +426,38 @@ impl<'a> Search<'a> {
             v.push((unit, 1));
         }
         if offer.inter_node_gbs.is_some() {
-            let mut m = 2;
-            while m <= offer.max_machines && per_node * m <= MAX_SEARCH_GPUS {
-                v.push((per_node * m, m));
-                m *= 2;
+            for m in machine_grid(offer.max_machines).into_iter().filter(|&m| m > 1) {
+                if let Some(n) = per_node.checked_mul(m) {
+                    v.push((n, m));
+                }
+            }
+            // a pinned count over several machines: as many full machines as it needs
+            if let Some(n) = pinned.filter(|&n| n > per_node) {
+                let m = n.div_ceil(per_node);
+                if n.is_multiple_of(m) && m <= offer.max_machines && !v.iter().any(|&(c, _)| c == n) {
+                    v.push((n, m));
+                }
             }
         }
+        // a cluster offer is not rented below its size (its single machine is its own offer)
+        v.retain(|&(_, m)| m >= offer.min_machines);
+        if let Some(n) = pinned {
+            if n <= per_node && offer.min_machines <= 1 && n.is_multiple_of(unit) && !v.iter().any(|&(c, _)| c == n) {
+                v.push((n, 1));
+            }
+            v.retain(|&(c, _)| c == n);
+        }
         v
+    }
+
+    /// The GPU count the user pinned (`--gpus N`), if any.
+    fn pinned_gpus(&self) -> Option<u64> {
+        self.pinned.as_ref().map(|p| p.gpus).filter(|&g| g > 1)
+    }
+
+    /// GPUs one tensor-parallel group may span on `offer`: its NVLink domain.
+    fn nvlink_domain(offer: &Offer) -> u64 {
+        offer.fabric.map(|f| f.nvlink_domain).unwrap_or(offer.gpus_per_node()).min(offer.gpus_per_node())
     }
 
     /// Is a key runnable on `offer` with `gpus` over `machines`?
@@ -409,12 +475,15 @@ impl<'a> Search<'a> {
         }
         if key.tp > 1 {
             let nvlink = offer.link == Link::Nvlink && gpu.nvlink_gbs.is_some();
-            if !nvlink || key.tp > offer.gpus_per_node() {
+            if !nvlink || key.tp > Self::nvlink_domain(offer) {
                 return false;
             }
         }
-        if machines > 1 && key.tp > offer.gpus_per_node() {
-            return false;
+        if machines > 1 {
+            // a TP group never crosses a machine, and the GPUs split evenly
+            if key.tp > Self::nvlink_domain(offer) || !key.gpus.is_multiple_of(machines) {
+                return false;
+            }
         }
         true
     }
@@ -535,6 +604,7 @@ impl<'a> Search<'a> {
         let (step, infer, tps, slowdown) = match work {
             Work::Train(mut w) => {
                 w.multi_node = machines > 1;
+                w.machines = machines.max(1) as f64;
                 w.cpu_params_per_step /= machines.max(1) as f64;
                 let st = self.time.train_step(&w, &dev, offer.cpu_cores);
                 let tps = if st.total_s > 0.0 { w.tokens_per_step / st.total_s } else { 0.0 };
@@ -774,7 +844,7 @@ impl<'a> Search<'a> {
         let mut fitting = 0u64;
         let offers: Vec<(u32, Vec<(u64, u64)>)> = (0..self.book.offers.len() as u32)
             .filter(|&oi| self.offer_gpu[oi as usize].is_some())
-            .map(|oi| (oi, Self::counts_for(&self.book.offers[oi as usize])))
+            .map(|oi| (oi, Self::counts_for(&self.book.offers[oi as usize], self.pinned_gpus())))
             .collect();
         for mi in 0..self.entries.len() as u32 {
             let gpus = self.entries[mi as usize].key.gpus;
@@ -806,7 +876,7 @@ impl<'a> Search<'a> {
             if self.offer_gpu[oi].is_none() {
                 continue;
             }
-            for (n, machines) in Self::counts_for(o) {
+            for (n, machines) in Self::counts_for(o, self.pinned_gpus()) {
                 match by_count.iter_mut().find(|(c, _)| *c == n) {
                     Some((_, v)) => v.push((oi as u32, machines)),
                     None => by_count.push((n, vec![(oi as u32, machines)])),
@@ -814,7 +884,20 @@ impl<'a> Search<'a> {
             }
         }
         by_count.sort_by_key(|(n, _)| *n);
-        for (n, offers) in by_count {
+        // per multi-machine offer: the fewest machines that held the job without offload
+        let mut first_fit: HashMap<u32, u64> = HashMap::new();
+        for (n, mut offers) in by_count {
+            offers.retain(|&(oi, machines)| match first_fit.get(&oi) {
+                Some(&f) if machines > f.saturating_mul(MACHINE_SEARCH_SPAN) => {
+                    let slot = self.machines_skipped.entry(oi).or_insert((f, u64::MAX));
+                    slot.1 = slot.1.min(machines);
+                    false
+                }
+                _ => true,
+            });
+            if offers.is_empty() {
+                continue;
+            }
             let max_cap = offers
                 .iter()
                 .filter_map(|&(oi, _)| {
@@ -867,6 +950,9 @@ impl<'a> Search<'a> {
                     }
                     for &(oi, machines) in &usable {
                         if let Some(s) = self.score(i, oi, n, machines) {
+                            if o_multi(self.book, oi) && !self.offloads(&s) {
+                                first_fit.entry(oi).or_insert(machines);
+                            }
                             self.keep(s);
                         }
                     }
@@ -874,6 +960,12 @@ impl<'a> Search<'a> {
             }
         }
     }
+}
+
+/// The offer can join machines into one job.
+fn o_multi(book: &PriceBook, oi: u32) -> bool {
+    let o = &book.offers[oi as usize];
+    o.max_machines > 1 && o.inter_node_gbs.is_some()
 }
 
 /// Host RAM assumed per GPU when an offer does not list its machine's RAM:
@@ -932,7 +1024,7 @@ pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<Layout> {
         if !spec.num_heads.is_multiple_of(tp) {
             continue;
         }
-        for pp in powers_of_two_upto((gpus / tp).min(8)) {
+        for pp in powers_of_two_upto((gpus / tp).min(MAX_SEARCH_PP)) {
             if !gpus.is_multiple_of(tp * pp) || pp > spec.num_layers {
                 continue;
             }

@@ -52,7 +52,9 @@ fn offer(id: &str, g: &str, per: u64, max: u64, nvlink: bool, price: f64) -> Off
         flags: vec![],
         source: "test".into(),
         max_machines: 1,
+        min_machines: 1,
         inter_node_gbs: None,
+        fabric: None,
     }
 }
 
@@ -226,13 +228,33 @@ fn offload_ram_buys_the_upgrade_or_is_refused() {
 }
 
 #[test]
+fn machine_grid_has_every_small_count_then_two_per_doubling() {
+    use crate::search::machine_grid;
+    assert_eq!(machine_grid(1), vec![1]);
+    assert_eq!(machine_grid(6), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(machine_grid(40), vec![1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32]);
+    let big = machine_grid(100_000);
+    assert_eq!(big.last(), Some(&98_304));
+    assert!(big.len() < 40, "{}", big.len());
+    assert!(big.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
 fn multi_machine_counts_and_tp_inside_a_node() {
     let mut o = offer("cluster", "g16", 8, 8, true, 1000.0);
     o.max_machines = 4;
     o.inter_node_gbs = Some(50.0);
-    assert_eq!(Search::counts_for(&o), vec![(8, 1), (16, 2), (32, 4)]);
+    assert_eq!(Search::counts_for(&o, None), vec![(8, 1), (16, 2), (24, 3), (32, 4)]);
+    // a pinned count keeps only itself: 48 GPUs on six machines of 8
+    o.max_machines = 16;
+    assert_eq!(Search::counts_for(&o, Some(48)), vec![(48, 6)]);
+    assert_eq!(Search::counts_for(&o, Some(40)), vec![(40, 5)]);
+    // 44 GPUs do not split into machines of 8: none
+    assert_eq!(Search::counts_for(&o, Some(44)), vec![]);
+    o.max_machines = 4;
     let per_card = offer("cloud", "g8", 1, 8, false, 10.0);
-    assert_eq!(Search::counts_for(&per_card), vec![(1, 1), (2, 1), (4, 1), (8, 1)]);
+    assert_eq!(Search::counts_for(&per_card, None), vec![(1, 1), (2, 1), (4, 1), (8, 1)]);
+    assert_eq!(Search::counts_for(&per_card, Some(6)), vec![(6, 1)]);
     let (m, w, g) = (model(), train(2), gpus());
     let book = PriceBook { offers: vec![o], discounts: vec![], upgrades: vec![] };
     let tm = TimeModel::default();

@@ -221,8 +221,23 @@ pub struct TrainWork {
     /// job spans more than one machine
     pub multi_node: bool,
     pub gpus: f64,
+    /// tensor-parallel degree (a TP group stays inside one NVLink domain)
+    #[serde(default = "one")]
+    pub tp: f64,
+    /// machines the job spans (set per offer by the search; 1 by default)
+    #[serde(default = "one")]
+    pub machines: f64,
+    /// bytes each GPU sends to its next pipeline stage per step: the
+    /// activations forward and their gradients backward (Megatron-LM's
+    /// `p2p_communication`, scattered over the TP ranks)
+    #[serde(default)]
+    pub pp_bytes_per_step: f64,
     /// the peak rate the precision computes at (fp32 without TF32, or 16-bit tensor cores)
     pub peak: PeakKind,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// Seconds per optimizer step, split so the output can say where time goes.
@@ -235,6 +250,10 @@ pub struct StepTime {
     pub offload_s: f64,
     pub bubble_s: f64,
     pub total_s: f64,
+    /// model FLOPs utilisation this step implies: the model's FLOPs (no
+    /// recompute) over the GPUs' dense peak for the whole step
+    #[serde(default)]
+    pub mfu: f64,
 }
 
 impl StepTime {
@@ -257,8 +276,7 @@ impl TimeModel {
         let ideal = w.model_flops_per_token * w.tokens_per_step / (w.gpus * per_gpu);
         let compute = total_flops / (w.gpus * per_gpu * eff);
         let bubble = if w.pp > 1.0 { compute * (w.pp - 1.0) / w.micro_steps.max(1.0) } else { 0.0 };
-        let dp_bw = if w.multi_node { dev.inter_bw.unwrap_or(dev.intra_bw).min(dev.intra_bw) } else { dev.intra_bw };
-        let dp_comm = w.dp_bytes_per_step / dp_bw;
+        let dp_comm = self.dp_comm_s(w, dev);
         let overlap = if w.zero3 { self.zero3_overlap } else { self.dp_overlap };
         let exposed_dp = (dp_comm - overlap * compute).max(0.0);
         // TP all-reduces sit on the critical path: no overlap.
@@ -269,15 +287,56 @@ impl TimeModel {
         } else {
             0.0
         };
-        let comm = exposed_dp + tp_comm;
+        // stage-to-stage sends sit on the critical path of 1F1B (no overlap);
+        // between machines each GPU has its share of the fabric
+        let pp_bw = if w.machines > 1.0 { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
+        let pp_comm = w.pp_bytes_per_step / pp_bw;
+        let comm = exposed_dp + tp_comm + pp_comm;
+        let total = compute + bubble + comm + offload;
+        let mfu = if total > 0.0 && dev.flops > 0.0 {
+            w.model_flops_per_token * w.tokens_per_step / (w.gpus * dev.flops * total)
+        } else {
+            0.0
+        };
         StepTime {
             compute_s: compute,
             ideal_s: ideal,
             comm_s: comm,
             offload_s: offload,
             bubble_s: bubble,
-            total_s: compute + bubble + comm + offload,
+            total_s: total,
+            mfu,
         }
+    }
+
+    /// Seconds of DP/ZeRO collectives per step, hierarchical across machines
+    /// as NCCL runs them (rings/trees inside the machine over NVLink, then
+    /// between machines; NCCL's `NCCL_ALGO` topology-aware rings): ranks are
+    /// laid out TP fastest, then DP, then PP (Megatron-LM's
+    /// `RankGenerator` order `tp-cp-ep-dp-pp`), so a DP group has
+    /// `dp_local` = min(dp, GPUs per machine / tp) ranks in each machine and
+    /// spans dp / dp_local machines. Inside the machine every GPU moves its
+    /// `b` bytes over NVLink/PCIe; between machines a reduce-scatter inside the
+    /// machine first leaves each of the machine's GPUs 1/dp_local of the
+    /// traffic, so a machine sends (GPUs / dp_local) × b × (m−1)/m over the
+    /// fabric it shares: b × (m−1)/m / (per-GPU fabric share × dp_local).
+    /// NCCL pipelines the two levels (chunks stream through the intra- and
+    /// inter-machine hops of one ring or tree), so the slower level sets the
+    /// time, not their sum.
+    pub fn dp_comm_s(&self, w: &TrainWork, dev: &Device) -> f64 {
+        let b = w.dp_bytes_per_step;
+        let machines = w.machines.max(1.0);
+        if machines <= 1.0 || b <= 0.0 {
+            return b / dev.intra_bw;
+        }
+        let tp = w.tp.max(1.0);
+        let dp = (w.gpus / (tp * w.pp.max(1.0))).max(1.0);
+        let per_machine = (w.gpus / machines).max(1.0);
+        let dp_local = dp.min((per_machine / tp).max(1.0)).max(1.0);
+        let spans = (dp / dp_local).max(1.0);
+        let inter_bw = dev.inter_bw.unwrap_or(dev.intra_bw);
+        let intra = if dp_local > 1.0 { b / dev.intra_bw } else { 0.0 };
+        intra.max(b * (spans - 1.0) / spans / (inter_bw * dp_local))
     }
 }
 
@@ -378,6 +437,9 @@ mod tests {
             qlora: false,
             multi_node: false,
             gpus: 8.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
             peak: PeakKind::Bf16,
         };
         let t = tm.train_step(&w, &dev, None);
@@ -410,6 +472,9 @@ mod tests {
             qlora: false,
             multi_node: false,
             gpus: 1.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
             peak: PeakKind::Bf16,
         };
         let t = tm.train_step(&w, &dev, Some(16));

@@ -90,6 +90,10 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     } else {
         0.0
     };
+    // activations to the next stage and their gradients back, per micro-batch,
+    // split over the TP ranks (Megatron-LM `scatter_gather_tensors_in_pipeline`)
+    let pp = par.pp.max(1) as f64;
+    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s * h * act_b / tp } else { 0.0 };
     let mut offload_bytes = 0.0;
     let mut cpu_params = 0.0;
     if par.offload_optimizer != Offload::None {
@@ -115,6 +119,9 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         qlora: kind == TrainKind::Qlora,
         multi_node: false,
         gpus: par.gpus.max(1) as f64,
+        tp,
+        machines: 1.0,
+        pp_bytes_per_step: pp_bytes,
         peak,
     }
 }

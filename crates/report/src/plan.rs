@@ -181,6 +181,11 @@ fn setup_words(r: &PlanRow) -> String {
 }
 
 fn hardware(r: &PlanRow) -> String {
+    if r.machines > 1 {
+        let per = r.gpus / r.machines.max(1);
+        let fabric = r.fabric.map(|f| format!(", {}", f.describe())).unwrap_or_default();
+        return format!("{} × {} ({} machines × {per}{fabric})", r.gpus, shown(&r.gpu_name), r.machines);
+    }
     format!("{} × {}", r.gpus, shown(&r.gpu_name))
 }
 
@@ -219,11 +224,12 @@ fn peak_words(p: PeakKind) -> &'static str {
 fn rate(r: &PlanRow) -> String {
     if r.setup.method.is_training() {
         format!(
-            "~{} tokens/s at {} ({:.1} TFLOP/s per GPU), ×{:.2} of ideal time",
+            "~{} tokens/s at {} ({:.1} TFLOP/s per GPU), ×{:.2} of ideal time (MFU {:.0}%)",
             thousands(r.tokens_per_s.max(0.0).round() as u64),
             peak_words(r.peak),
             r.peak_tflops,
-            r.slowdown
+            r.slowdown,
+            r.step.mfu * 100.0
         )
     } else {
         format!("~{} tokens/s decode", thousands(r.tokens_per_s.max(0.0).round() as u64))
