@@ -116,7 +116,7 @@ fn bad_catalogue_names_file_line_and_field() {
 fn bad_input_exits_2() {
     let (_, err) = run(&["plan", "llama-2-7b", "--have", "rtx-3080"], 2);
     assert!(err.contains("did you mean"), "{err}");
-    run(&["plan", "llama-2-7b", "--tokens", "1e9", "--hours", "3"], 2);
+    run(&["plan", "llama-2-7b", "--tokens", "1e9", "--hours", "0"], 2);
     let (_, err) = run(&["plan", "llama-2-7b", "--tokens", "lots"], 2);
     assert!(err.contains("--tokens"), "{err}");
     let (_, err) = run(&["plan", "llama-2-7b", "--emit", "deepspeed"], 2);

@@ -158,3 +158,75 @@ fn bad_fabric_names_its_field() {
 fn show(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap()
 }
+
+/// Deadline mode: `--tokens N --hours H` is the cheapest plan that finishes
+/// within H hours — it may need a bigger cluster than the cheapest plan.
+#[test]
+fn deadline_picks_a_plan_that_finishes_in_time() {
+    let free = json(&[&L405B[..], &["--json"]].concat(), 0);
+    let free_hours = free["recommended"]["job_hours"].as_f64().unwrap();
+    assert!(free_hours > 72.0, "{free_hours}");
+    let v = json(&[&L405B[..], &["--hours", "72", "--json"]].concat(), 0);
+    assert_eq!((v["job"]["tokens"].as_u64(), v["job"]["hours"].as_f64()), (Some(1_000_000_000), Some(72.0)));
+    let rec = &v["recommended"];
+    assert!(rec["job_hours"].as_f64().unwrap() <= 72.0, "{rec}");
+    assert!(rec["gpus"].as_u64().unwrap() > free["recommended"]["gpus"].as_u64().unwrap());
+    assert!(v["ranked"].as_array().unwrap().iter().all(|r| r["job_hours"].as_f64().unwrap() <= 72.0));
+    assert!(v["fastest_late"].is_null());
+    let (out, _) = run(&[&L405B[..], &["--hours", "72"]].concat(), 0);
+    assert!(out.contains("job: 1,000,000,000 tokens within 3.0 days"), "{out}");
+}
+
+/// A deadline nothing meets: exit 1 ("nothing fits", docs/exit-codes.md)
+/// with no recommendation, the reason, and the fastest plan found.
+#[test]
+fn deadline_none_meets_says_the_fastest() {
+    let v = json(&[&L405B[..], &["--hours", "24", "--json"]].concat(), 1);
+    assert!(v["recommended"].is_null(), "{}", v["recommended"]);
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("no plan finishes 1,000,000,000 tokens within 24 h; the fastest found takes"),
+        "{reason}"
+    );
+    let f = &v["fastest_late"];
+    assert!(f["job_hours"].as_f64().unwrap() > 24.0, "{f}");
+    let (out, _) = run(&[&L405B[..], &["--hours", "24"]].concat(), 1);
+    assert!(out.contains("Recommended: nothing — no plan finishes") && out.contains("fastest found: "), "{out}");
+}
+
+/// `--hours` alone is still a rental length.
+#[test]
+fn hours_alone_is_a_rental_length() {
+    let v = json(&["plan", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--hours", "10", "--json"], 0);
+    assert_eq!((v["job"]["tokens"].as_u64(), v["job"]["hours"].as_f64()), (None, Some(10.0)));
+    assert!(v["recommended"]["job_tokens"].as_f64().unwrap() > 0.0);
+}
+
+/// A layout the search would not propose (PP 32) is planned as given when
+/// the user pins it, not answered with "nothing fits".
+#[test]
+fn pinned_layout_beyond_the_search_is_planned_as_given() {
+    let v = json(
+        &[
+            "plan",
+            "llama-3.1-405b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--gpus",
+            "256",
+            "--tp",
+            "8",
+            "--pp",
+            "32",
+            "--grad-accum",
+            "64",
+            "--json",
+        ],
+        0,
+    );
+    let rec = &v["recommended"];
+    assert_eq!((rec["gpus"].as_u64(), rec["machines"].as_u64()), (Some(256), Some(32)), "{v}");
+    assert_eq!((rec["setup"]["tp"].as_u64(), rec["setup"]["pp"].as_u64()), (Some(8), Some(32)));
+}

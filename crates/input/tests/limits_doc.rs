@@ -252,6 +252,7 @@ const NOT_INPUT_LIMITS: &[(&str, &str, &str)] = &[
     ("MAX_HEADS", "crates/llamacpp/src/model.rs", "used only as max(MAX_HEADS, MAX_EMBD): the MAX_EMBD row"),
     ("MAX_GBS", "crates/hw/src/bandwidth/mod.rs", "a floating-point bound (GB/s), named in the parser's error"),
     ("MAX_PRICE", "crates/catalog/src/offers.rs", "a floating-point bound (a price), named in the parser's error"),
+    ("MAX_FABRIC_GBPS", "crates/catalog/src/offers.rs", "a floating-point bound (Gb/s), named in the parser's error"),
     ("MAX_PATTERN", "crates/ingest/src/config.rs", "MAX_LAYERS + 1: the layer patterns MAX_LAYERS allows"),
     ("MAX_LIMIT_PCT", "crates/core/src/accuracy.rs", "a calibration pass mark, not an input"),
     ("DEDUP_LIMIT", "crates/diagnose/src/pickle.rs", "dicts up to this size replace duplicate keys in place: no bound"),

@@ -116,7 +116,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         }
     };
     let cheaper_to_rent = match (job, &best_rental) {
-        (Job::Tokens(_), Some(rec)) => cheaper_to_rent(&ranked, rec),
+        (Job::Tokens(_) | Job::Deadline { .. }, Some(rec)) => cheaper_to_rent(&ranked, rec),
         _ => Vec::new(),
     };
     let mut notes = Vec::new();
@@ -151,7 +151,27 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     let (tokens, hours) = match job {
         Job::Tokens(t) => (Some(t), None),
         Job::Hours(h) => (None, Some(h)),
+        Job::Deadline { tokens, hours } => (Some(tokens), Some(hours)),
         Job::None => (None, None),
+    };
+    // a deadline no plan meets: say so, with the fastest plan found
+    let fastest_late = match job {
+        Job::Deadline { .. } if recommended.is_none() => search.fastest_late.as_ref().and_then(|c| row(&search, c)),
+        _ => None,
+    };
+    let reason = match (job, &fastest_late) {
+        (Job::Deadline { tokens, hours }, Some(f)) => format!(
+            "no plan finishes {} tokens within {hours} h; the fastest found takes {:.1} h: {} × {} ({})",
+            thousands(tokens),
+            f.job_hours.unwrap_or(f64::INFINITY),
+            f.gpus,
+            f.gpu_name,
+            f.offer_name
+        ),
+        (Job::Deadline { tokens, hours }, None) if recommended.is_none() && search.fitting > 0 => {
+            format!("no plan finishes {} tokens within {hours} h", thousands(tokens))
+        }
+        _ => reason,
     };
     Ok(PlanReport {
         task: match req.workload.task {
@@ -175,6 +195,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         own_card,
         best_rental,
         cheaper_to_rent,
+        fastest_late,
         stats: SearchStats { candidates: search.evaluated, fitting: search.fitting, estimates: search.estimated },
         notes,
     })

@@ -203,6 +203,9 @@ pub struct PlanReport {
     /// with a token count: ranked plans that rent for less than the recommended
     /// one but cost more over the job (beyond a price tie, [`crate::PRICE_TIE`])
     pub cheaper_to_rent: Vec<PlanRow>,
+    /// with a deadline (`--tokens N --hours H`) that no plan meets: the
+    /// fastest plan found, and how long it takes (`job_hours`)
+    pub fastest_late: Option<PlanRow>,
     pub stats: SearchStats,
     pub notes: Vec<String>,
 }

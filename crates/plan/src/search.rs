@@ -142,6 +142,8 @@ pub struct Search<'a> {
     /// [`MACHINE_SEARCH_SPAN`] × the fewest machines that held the job): the
     /// fewest machines that held the job and the smallest count left out
     pub machines_skipped: HashMap<u32, (u64, u64)>,
+    /// with a deadline: the fastest fitting candidate that misses it
+    pub fastest_late: Option<Scored>,
 }
 
 fn powers_of_two_upto(n: u64) -> Vec<u64> {
@@ -213,6 +215,7 @@ impl<'a> Search<'a> {
             evaluated: 0,
             estimated: 0,
             machines_skipped: HashMap::new(),
+            fastest_late: None,
         }
     }
 
@@ -623,7 +626,9 @@ impl<'a> Search<'a> {
         };
         let (job_hours, job_tokens) = match self.job {
             Job::None => (None, None),
-            Job::Tokens(t) => (if tps > 0.0 { Some(t as f64 / tps / 3600.0) } else { None }, Some(t as f64)),
+            Job::Tokens(t) | Job::Deadline { tokens: t, .. } => {
+                (if tps > 0.0 { Some(t as f64 / tps / 3600.0) } else { None }, Some(t as f64))
+            }
             Job::Hours(hh) => (Some(hh), Some(tps * hh * 3600.0)),
         };
         let job_cost = match (job_hours, hourly) {
@@ -672,6 +677,20 @@ impl<'a> Search<'a> {
     /// thousands of offers does not hold millions of candidates).
     fn keep(&mut self, s: Scored) {
         self.fitting += 1;
+        if let Some(limit) = self.job.deadline() {
+            if !s.job_hours.is_some_and(|h| h <= limit) {
+                // too slow for the deadline: only the fastest such plan is kept, to report
+                let faster = match (&self.fastest_late, s.job_hours) {
+                    (_, None) => false,
+                    (None, Some(_)) => true,
+                    (Some(f), Some(h)) => f.job_hours.is_none_or(|fh| h < fh),
+                };
+                if faster {
+                    self.fastest_late = Some(s);
+                }
+                return;
+            }
+        }
         let e = &self.entries[s.mem as usize];
         let class =
             (s.offer, s.gpus, s.complexity, same_method(&self.base.task, &e.key), is_unchanged(&self.base.task, e));
@@ -710,17 +729,25 @@ impl<'a> Search<'a> {
         let all = layouts(self.model, gpus, self.base);
         match &self.pinned {
             None => all,
-            Some(p) => all
-                .into_iter()
-                .filter(|l| {
-                    (p.gpus <= 1 || gpus == p.gpus)
-                        && l.tp == p.tp.max(1)
-                        && l.pp == p.pp.max(1)
-                        && l.sharding == p.sharding
-                        && l.offload_optimizer == p.offload_optimizer
-                        && l.offload_params == p.offload_params
-                })
-                .collect(),
+            Some(p) => {
+                let given = Layout {
+                    tp: p.tp.max(1),
+                    pp: p.pp.max(1),
+                    sharding: p.sharding,
+                    offload_optimizer: p.offload_optimizer,
+                    offload_params: p.offload_params,
+                };
+                let count_ok = p.gpus <= 1 || gpus == p.gpus;
+                let v: Vec<Layout> = all.into_iter().filter(|l| count_ok && *l == given).collect();
+                // a layout the search would not propose (PP 32, ZeRO-3 with PP) is still
+                // the user's to ask for: it is estimated as given (the estimator refuses
+                // what cannot run)
+                if v.is_empty() && count_ok && gpus.is_multiple_of(given.tp * given.pp) {
+                    vec![given]
+                } else {
+                    v
+                }
+            }
         }
     }
 
@@ -950,7 +977,12 @@ impl<'a> Search<'a> {
                     }
                     for &(oi, machines) in &usable {
                         if let Some(s) = self.score(i, oi, n, machines) {
-                            if o_multi(self.book, oi) && !self.offloads(&s) {
+                            // with a deadline, the cluster grows until a plan meets it
+                            let on_time = match self.job.deadline() {
+                                Some(limit) => s.job_hours.is_some_and(|h| h <= limit),
+                                None => true,
+                            };
+                            if o_multi(self.book, oi) && !self.offloads(&s) && on_time {
                                 first_fit.entry(oi).or_insert(machines);
                             }
                             self.keep(s);

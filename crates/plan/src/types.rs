@@ -35,6 +35,27 @@ pub enum Job {
     Tokens(u64),
     /// hours of rental
     Hours(f64),
+    /// tokens to finish within a number of hours (`--tokens N --hours H`):
+    /// plans that take longer are left out, the fastest of them reported
+    Deadline { tokens: u64, hours: f64 },
+}
+
+impl Job {
+    /// Tokens the job must process, if it is sized in tokens.
+    pub fn tokens(self) -> Option<u64> {
+        match self {
+            Job::Tokens(t) | Job::Deadline { tokens: t, .. } => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The deadline, hours, if any.
+    pub fn deadline(self) -> Option<f64> {
+        match self {
+            Job::Deadline { hours, .. } => Some(hours),
+            _ => None,
+        }
+    }
 }
 
 /// The job as the planner sizes it: the user's `--tokens`/`--hours`, else a

@@ -72,6 +72,7 @@ pub fn job_fields(job: core_plan::Job) -> (Option<u64>, Option<f64>) {
         core_plan::Job::None => (None, None),
         core_plan::Job::Tokens(t) => (Some(t), None),
         core_plan::Job::Hours(h) => (None, Some(h)),
+        core_plan::Job::Deadline { tokens, hours } => (Some(tokens), Some(hours)),
     }
 }
 
@@ -430,7 +431,15 @@ fn header(o: &mut String, doc: &PlanDocument) {
     );
     let assumed = if doc.job.assumed { " (assumed: no --tokens/--hours given)" } else { "" };
     match (doc.job.tokens, doc.job.hours) {
-        (Some(t), _) => {
+        (Some(t), Some(h)) => {
+            let _ = writeln!(
+                o,
+                "job: {} tokens within {}; plans that take longer are left out; ranked by what each rental bills for it",
+                thousands(t),
+                duration(h)
+            );
+        }
+        (Some(t), None) => {
             let _ = writeln!(
                 o,
                 "job: {} tokens{assumed}; ranked by what each rental bills for it (whole months for monthly-only offers), simpler setups first at a similar bill",
@@ -471,6 +480,9 @@ fn header(o: &mut String, doc: &PlanDocument) {
 fn recommendation(o: &mut String, doc: &PlanDocument) {
     let Some(rec) = &doc.plan.recommended else {
         let _ = writeln!(o, "Recommended: nothing — {}", shown(&doc.plan.reason));
+        if let Some(f) = &doc.plan.fastest_late {
+            let _ = writeln!(o, "fastest found: {}", row_line(f));
+        }
         return;
     };
     if doc.plan.own_card.is_some() {

@@ -53,9 +53,10 @@ pub struct PlanArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub allow: Vec<AllowKind>,
     /// Job size in tokens (trained, or generated for inference): 1000000000, 1e9, 1B, 500M
-    #[arg(long, value_name = "N", conflicts_with = "hours")]
+    #[arg(long, value_name = "N")]
     pub tokens: Option<String>,
-    /// Job size in rental hours
+    /// Job size in rental hours; with --tokens, a deadline: the cheapest plan
+    /// that finishes the tokens within these hours
     #[arg(long, value_name = "H")]
     pub hours: Option<f64>,
     #[command(flatten)]
@@ -136,15 +137,16 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         ),
         None => None,
     };
-    let job = match (&args.tokens, args.hours) {
-        (Some(t), _) => Job::Tokens(parse_tokens(t).on_field("tokens")?),
-        (None, Some(h)) => {
-            if !(h.is_finite() && h > 0.0 && h <= 1e7) {
-                bail_on!("hours", "--hours: {h} must be a positive number of hours");
-            }
-            Job::Hours(h)
+    if let Some(h) = args.hours {
+        if !(h.is_finite() && h > 0.0 && h <= 1e7) {
+            bail_on!("hours", "--hours: {h} must be a positive number of hours");
         }
-        _ => Job::None,
+    }
+    let job = match (&args.tokens, args.hours) {
+        (Some(t), Some(h)) => Job::Deadline { tokens: parse_tokens(t).on_field("tokens")?, hours: h },
+        (Some(t), None) => Job::Tokens(parse_tokens(t).on_field("tokens")?),
+        (None, Some(h)) => Job::Hours(h),
+        (None, None) => Job::None,
     };
     let mut allow = Allow::default();
     for a in &args.allow {
