@@ -246,3 +246,25 @@ fn split_note(tp: u64, pp: u64) -> String {
         (t, p) => format!("÷ TP {t}, layers over PP {p} stages"),
     }
 }
+
+/// Bytes of the routed experts' weights on the worst GPU (MoE; 0 for a dense
+/// model), stored as [`push_weights`] stores them: what a decode step reads
+/// only for the experts its tokens are routed to. Shared experts, attention
+/// and the rest are read by every token.
+pub fn routed_expert_bytes_per_gpu(
+    layout: &ParamLayout,
+    layers: u64,
+    dtype: DType,
+    quant: Option<&QuantSpec>,
+    tp: u64,
+    pp: u64,
+) -> Result<u64, CoreError> {
+    let rest_dtype = quant.map(|q| q.compute_dtype).unwrap_or(dtype);
+    let mut total = 0u64;
+    for g in layout.groups.iter().filter(|g| g.role() == Some(LinearRole::Expert)) {
+        let is_q = quant.is_some() && quantized(g);
+        let full = group_bytes(g, if is_q { dtype } else { rest_dtype }, if is_q { quant } else { None })?;
+        total = add("routed expert weights", total, shard(g, full, layers, tp, pp)?)?;
+    }
+    Ok(total)
+}

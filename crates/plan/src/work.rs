@@ -9,7 +9,10 @@ use crate::types::{MemSummary, Work};
 use vramfit_core::dtype::DType;
 use vramfit_core::hardware::PeakKind;
 use vramfit_core::model::ModelSpec;
+use vramfit_core::params::ParamLayout;
 use vramfit_core::train::{Checkpointing, TrainKind, TrainSetup};
+use vramfit_core::weights::routed_expert_bytes_per_gpu;
+use vramfit_core::workload::InferenceSetup;
 use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, Workload};
 
 /// Hardware-independent work of a setup (FLOPs, bytes to communicate and
@@ -25,7 +28,7 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
             let prefill = (2.0 * n_act + 2.0 * l * h * ctx) * s.batch as f64 * ctx;
             let peak = if s.weight_dtype_compute().bits() <= 8 { PeakKind::Fp8 } else { PeakKind::Bf16 };
             Work::Infer(InferWork {
-                bytes_per_step: (m.weights + m.kv) as f64,
+                bytes_per_step: decode_weight_bytes(spec, s, &w.parallelism, m) + m.kv as f64,
                 concurrency: s.concurrency as f64,
                 replicas: replicas.max(1) as f64,
                 // half the context on average over a generation
@@ -38,6 +41,37 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
             })
         }
     }
+}
+
+/// Weight bytes one GPU reads per decode step. A dense model reads every
+/// weight. A mixture of experts reads its shared parts (attention, shared
+/// experts, embeddings, norms) and, per MoE layer, only the routed experts
+/// its `c` sequences' tokens are sent to: with top-k of E experts and
+/// uniform routing, an expert is missed by one token with probability
+/// 1 − k/E, so a step touches 1 − (1 − k/E)^c of them (the fused MoE
+/// kernels of vLLM/SGLang load only the experts with tokens:
+/// `fused_moe`'s `moe_align_block_size` skips empty experts). At batch 1
+/// that is k/E of the experts; it tends to all of them as `c` grows.
+pub fn decode_weight_bytes(spec: &ModelSpec, s: &InferenceSetup, par: &Parallelism, m: &MemSummary) -> f64 {
+    let all = m.weights as f64;
+    let Some(moe) = spec.moe.as_ref().filter(|e| e.num_experts > 0) else { return all };
+    let routed = ParamLayout::of(spec)
+        .and_then(|l| {
+            routed_expert_bytes_per_gpu(
+                &l,
+                spec.num_layers,
+                s.weight_dtype,
+                s.quant.as_ref(),
+                par.tp.max(1),
+                par.pp.max(1),
+            )
+        })
+        .map(|b| (b as f64).min(all))
+        .unwrap_or(0.0);
+    let k = moe.experts_per_token.min(moe.num_experts) as f64;
+    let miss = 1.0 - k / moe.num_experts as f64;
+    let touched = 1.0 - miss.powf(s.concurrency.max(1) as f64);
+    all - routed + routed * touched
 }
 
 /// The training work of `t` (method `kind`) under `par`.
