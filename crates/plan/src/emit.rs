@@ -54,7 +54,8 @@ impl std::fmt::Display for EmitError {
 impl std::error::Error for EmitError {}
 
 /// The launchers `--emit` writes for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Launcher {
     Deepspeed,
     Torchrun,

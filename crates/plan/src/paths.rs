@@ -159,6 +159,59 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         Job::Deadline { .. } if recommended.is_none() => search.fastest_late.as_ref().and_then(|c| row(&search, c)),
         _ => None,
     };
+    // with a launcher: the best plan overall when the launcher cannot run it
+    let best_overall = match (req.launcher, &recommended) {
+        (Some(l), rec) if req.have.is_none() || own_card.is_none() => {
+            let free = plan(&PlanRequest { launcher: None, ..req.clone() })?;
+            match (free.recommended, rec) {
+                (Some(b), Some(r)) if b.rank_cost < r.rank_cost * (1.0 - crate::rank::PRICE_TIE) => {
+                    let why = crate::emit::check(l, &b.setup).err().map(|e| e.to_string()).unwrap_or_default();
+                    let hours = |h: Option<f64>| match h {
+                        Some(h) if h < 48.0 => format!(" in {h:.1} h"),
+                        Some(h) => format!(" in {:.1} days", h / 24.0),
+                        None => String::new(),
+                    };
+                    let saves = match (b.billed, r.billed) {
+                        (Some(bb), Some(rb)) if b.currency == r.currency => format!(
+                            "; it bills {}{} for the job, this plan {}{}",
+                            price_words(bb, &b.currency),
+                            hours(b.job_hours),
+                            price_words(rb, &r.currency),
+                            hours(r.job_hours)
+                        ),
+                        _ => String::new(),
+                    };
+                    notes.insert(
+                        0,
+                        format!(
+                            "{} cannot launch the best plan overall ({} × {}, {}): {why}{saves}",
+                            l.name(),
+                            b.gpus,
+                            b.gpu_name,
+                            b.offer_name
+                        ),
+                    );
+                    Some(b)
+                }
+                (Some(b), None) => {
+                    let why = crate::emit::check(l, &b.setup).err().map(|e| e.to_string()).unwrap_or_default();
+                    notes.insert(
+                        0,
+                        format!(
+                            "{} can launch no plan that fits; the best plan overall ({} × {}, {}) needs what it cannot: {why}",
+                            l.name(),
+                            b.gpus,
+                            b.gpu_name,
+                            b.offer_name
+                        ),
+                    );
+                    Some(b)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
     let reason = match (job, &fastest_late) {
         (Job::Deadline { tokens, hours }, Some(f)) => format!(
             "no plan finishes {} tokens within {hours} h; the fastest found takes {:.1} h: {} × {} ({})",
@@ -196,6 +249,8 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         best_rental,
         cheaper_to_rent,
         fastest_late,
+        launcher: req.launcher,
+        best_overall,
         stats: SearchStats { candidates: search.evaluated, fitting: search.fitting, estimates: search.estimated },
         notes,
     })

@@ -5,6 +5,7 @@
 //! schema (a row's workload) are `#[serde(skip)]`; enums use their serde
 //! names, equal to their `name()`.
 
+use crate::emit::Launcher;
 use crate::ladder::Ladder;
 use crate::pricing::{Fabric, OfferFlag, PriceRange};
 use crate::summary::{SetupSummary, Switch};
@@ -206,6 +207,12 @@ pub struct PlanReport {
     /// with a deadline (`--tokens N --hours H`) that no plan meets: the
     /// fastest plan found, and how long it takes (`job_hours`)
     pub fastest_late: Option<PlanRow>,
+    /// the launcher the plans must be runnable by (`--launcher`, `--emit`):
+    /// every row, the recommendation included, is one it can launch
+    pub launcher: Option<Launcher>,
+    /// with a launcher: the best plan overall when the launcher cannot run
+    /// it (the notes say what it needs and what it saves)
+    pub best_overall: Option<PlanRow>,
     pub stats: SearchStats,
     pub notes: Vec<String>,
 }

@@ -70,6 +70,10 @@ pub struct PlanArgs {
     /// Write a launch config for the recommended plan instead of the report
     #[arg(long, value_enum, conflicts_with = "json")]
     pub emit: Option<EmitKind>,
+    /// Only plans this launcher can run (`--emit K` implies `--launcher K`): the recommendation
+    /// is what `--emit` writes; the notes say what the best plan overall would need
+    #[arg(long, value_enum, value_name = "LAUNCHER")]
+    pub launcher: Option<EmitKind>,
     /// Override an achievable MFU of the time model: ARCH=V or GPU_ID=V (e.g. ampere=0.5)
     #[arg(long, value_name = "KEY=MFU")]
     pub mfu: Vec<String>,
@@ -166,6 +170,18 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     if args.top == 0 || args.top > 1000 {
         bail_on!("top", "--top must be between 1 and 1000");
     }
+    let launcher = match (args.launcher, args.emit) {
+        (Some(l), Some(e)) if l != e => {
+            bail_on!("launcher", "--launcher {} and --emit {} name different launchers: give one", l.name(), e.name())
+        }
+        (l, e) => l.or(e).map(Launcher::from),
+    };
+    if launcher.is_some() && !train {
+        bail_on!(
+            if args.emit.is_some() { "emit" } else { "launcher" },
+            "--launcher and --emit restrict training plans to what a launcher can run; this job is inference"
+        );
+    }
     let req = PlanRequest {
         model: spec,
         workload: &workload,
@@ -176,7 +192,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         job,
         top: args.top,
         time: time_model(&args.mfu, &cat.gpus).on_field("mfu")?,
-        launcher: None,
+        launcher,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
@@ -222,6 +238,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome { stdout, code })
 }
 
+impl EmitKind {
+    fn name(self) -> &'static str {
+        Launcher::from(self).name()
+    }
+}
+
 impl From<EmitKind> for Launcher {
     fn from(kind: EmitKind) -> Launcher {
         match kind {
@@ -249,6 +271,16 @@ fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Fam
         Err(NotRunnable::Core(e)) => return Err(e.into()),
     };
     let rec = &runnable.row;
+    if let Some(best) = &report.best_overall {
+        crate::to_stderr(&format!(
+            "vramfit: note: {} cannot launch the best plan overall ({} × {}, {}): {}",
+            l.name(),
+            best.gpus,
+            best.gpu_name,
+            best.offer_id,
+            emit::check(l, &best.setup).err().map(|e| e.to_string()).unwrap_or_default()
+        ));
+    }
     if let Some(old) = &runnable.replaces {
         crate::to_stderr(&format!(
             "vramfit: note: the recommended plan ({} × {}) cannot be written for {}: {}; writing the best plan it can express: {} × {} ({}) [{}]",

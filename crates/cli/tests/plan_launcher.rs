@@ -1,0 +1,190 @@
+//! Issue 21, "only plans a launcher can run": for every launcher, `plan …
+//! --launcher K --json` recommends the setup that `plan … --emit K` writes —
+//! sharding stage, TP/PP, GPUs, micro-batch, accumulation, checkpointing,
+//! optimizer and offload — over a spread of jobs (24 plans).
+
+mod common;
+use common::{json, vramfit};
+use serde_json::Value;
+
+const LAUNCHERS: [&str; 3] = ["deepspeed", "torchrun", "accelerate"];
+
+/// Training jobs: dense models of several sizes, precisions, batches and a
+/// pinned layout; each is planned for each launcher.
+const JOBS: [&[&str]; 8] = [
+    &["llama-2-7b", "--task", "train"],
+    &["llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--batch", "4", "--grad-accum", "8"],
+    &["llama-2-13b", "--task", "train", "--precision", "mixed-bf16", "--batch", "4", "--grad-accum", "8"],
+    &["llama-3.1-8b", "--task", "train", "--precision", "amp-bf16", "--tokens", "100M"],
+    &["llama-2-70b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "64"],
+    &["qwen3-1.7b", "--task", "train", "--batch", "8"],
+    &["llama-3.1-8b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "8", "--zero", "2"],
+    &["llama-2-13b", "--task", "train", "--precision", "mixed-bf16", "--allow", "lora", "--have", "rtx-3090"],
+];
+
+/// What an emitted config says about the setup, in the planner's JSON terms.
+#[derive(Debug, PartialEq)]
+struct Setup {
+    gpus: u64,
+    sharding: String,
+    micro_batch: u64,
+    grad_accum: u64,
+    checkpointing: bool,
+    eight_bit: bool,
+    offload_optimizer: bool,
+    offload_params: bool,
+}
+
+fn flag(text: &str, name: &str) -> Option<u64> {
+    let i = text.find(name)? + name.len();
+    text[i..].trim_start_matches([' ', '=']).split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+fn from_plan(rec: &Value) -> Setup {
+    let s = &rec["setup"];
+    assert_eq!((s["tp"].as_u64(), s["pp"].as_u64()), (Some(1), Some(1)), "a Hugging Face launcher ran TP/PP: {rec}");
+    Setup {
+        gpus: rec["gpus"].as_u64().unwrap(),
+        sharding: s["sharding"].as_str().unwrap().to_string(),
+        micro_batch: s["micro_batch"].as_u64().unwrap(),
+        grad_accum: s["grad_accum"].as_u64().unwrap(),
+        checkpointing: s["checkpointing"] == "full",
+        eight_bit: s["optimizer"].as_str().unwrap().contains("8bit"),
+        offload_optimizer: s["offload_optimizer"] != "none",
+        offload_params: s["offload_params"] != "none",
+    }
+}
+
+fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
+    let all = format!("{out}\n{err}");
+    match launcher {
+        "deepspeed" => {
+            let v: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+            let z = &v["zero_optimization"];
+            let stage = z["stage"].as_u64().unwrap_or(0);
+            Setup {
+                gpus: flag(err, "--num_gpus").unwrap() * flag(err, "--num_nodes").unwrap_or(1),
+                sharding: if stage == 0 { "none".into() } else { format!("zero{stage}") },
+                micro_batch: v["train_micro_batch_size_per_gpu"].as_u64().unwrap(),
+                grad_accum: v["gradient_accumulation_steps"].as_u64().unwrap(),
+                checkpointing: err.contains("--gradient_checkpointing"),
+                eight_bit: err.contains("8bit"),
+                offload_optimizer: z["offload_optimizer"]["device"] == "cpu",
+                offload_params: z["offload_param"]["device"] == "cpu",
+            }
+        }
+        "torchrun" => {
+            let sharding = if out.contains("full_shard") {
+                "zero3"
+            } else if out.contains("shard_grad_op") {
+                "zero2"
+            } else {
+                "none"
+            };
+            Setup {
+                gpus: flag(out, "--nproc-per-node").unwrap() * flag(out, "--nnodes").unwrap_or(1),
+                sharding: sharding.into(),
+                micro_batch: flag(out, "--per_device_train_batch_size").unwrap(),
+                grad_accum: flag(out, "--gradient_accumulation_steps").unwrap(),
+                checkpointing: out.contains("\"activation_checkpointing\": true")
+                    || out.contains("--gradient_checkpointing"),
+                eight_bit: out.contains("8bit"),
+                offload_optimizer: out.contains(" offload"),
+                offload_params: out.contains(" offload"),
+            }
+        }
+        "accelerate" => {
+            let fsdp = out.contains("distributed_type: FSDP");
+            let ds = out.contains("distributed_type: DEEPSPEED");
+            let sharding = if fsdp {
+                if out.contains("fsdp_reshard_after_forward: true") || out.contains("FULL_SHARD") {
+                    "zero3".to_string()
+                } else {
+                    "zero2".to_string()
+                }
+            } else if ds {
+                format!("zero{}", flag(out, "zero_stage:").unwrap())
+            } else {
+                "none".to_string()
+            };
+            Setup {
+                gpus: flag(out, "num_processes:").unwrap(),
+                sharding,
+                micro_batch: flag(&all, "--per_device_train_batch_size").unwrap(),
+                grad_accum: flag(&all, "--gradient_accumulation_steps").unwrap(),
+                checkpointing: out.contains("fsdp_activation_checkpointing: true")
+                    || all.contains("--gradient_checkpointing"),
+                eight_bit: all.contains("8bit"),
+                offload_optimizer: out.contains("fsdp_offload_params: true")
+                    || out.contains("offload_optimizer_device: cpu"),
+                offload_params: out.contains("fsdp_offload_params: true") || out.contains("offload_param_device: cpu"),
+            }
+        }
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn recommended_is_what_emit_writes_for_every_launcher() {
+    let mut compared = 0;
+    let mut skipped = Vec::new();
+    for job in JOBS {
+        for l in LAUNCHERS {
+            let v = json(&[&["plan"][..], job, &["--launcher", l, "--json"]].concat(), 0);
+            assert_eq!(v["launcher"], l, "{job:?}");
+            let rec = &v["recommended"];
+            if v["own_card"].is_object() {
+                // the user's own card: the recommendation is that card, written the same way
+                assert!(rec.is_object());
+            }
+            let planned = from_plan(rec);
+            let o = vramfit().args([&["plan"][..], job, &["--emit", l]].concat()).output().unwrap();
+            let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            if !o.status.success() {
+                skipped.push(format!("{job:?} {l}: {err}"));
+                continue;
+            }
+            let emitted = from_emitted(l, &out, &err);
+            // FSDP offloads parameters and optimizer together (`offload_params`)
+            let fsdp = out.contains("fsdp");
+            let planned = if fsdp && (planned.offload_optimizer || planned.offload_params) {
+                Setup { offload_optimizer: true, offload_params: true, ..planned }
+            } else {
+                planned
+            };
+            assert_eq!(emitted, planned, "{job:?} --launcher {l}\nemitted:\n{out}\n{err}");
+            assert!(!err.contains("cannot be written for"), "--emit swapped plans: {err}");
+            compared += 1;
+        }
+    }
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert!(compared >= 20, "{compared}");
+}
+
+/// `--launcher` and `--emit` naming different launchers is refused by field;
+/// inference has nothing to launch.
+#[test]
+fn launcher_conflicts_and_inference_are_refused() {
+    let o = vramfit()
+        .args(["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed", "--emit", "torchrun"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("name different launchers"));
+    let o = vramfit().args(["plan", "llama-2-7b", "--launcher", "deepspeed"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("this job is inference"));
+}
+
+/// When the launcher cannot run the best plan overall, the report says what
+/// that plan needs and what it bills, and names it in `best_overall`.
+#[test]
+fn the_best_plan_a_launcher_cannot_run_is_named() {
+    let v = json(&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed", "--json"], 0);
+    let best = &v["best_overall"];
+    assert!(best.is_object(), "{v}");
+    assert!(best["setup"]["pp"].as_u64().unwrap() > 1 || best["setup"]["tp"].as_u64().unwrap() > 1, "{best}");
+    let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    assert!(notes[0].starts_with("deepspeed cannot launch the best plan overall"), "{notes:?}");
+    assert!(notes[0].contains("for the job, this plan"), "{notes:?}");
+}
