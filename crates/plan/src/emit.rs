@@ -232,6 +232,12 @@ fn ds_optimizer(o: Option<Optimizer>) -> Option<Value> {
 /// DeepSpeed `ds_config.json` for the plan, and the `deepspeed` launch with
 /// the Trainer flags that match it.
 pub fn deepspeed(s: &SetupSummary, machines: u64) -> Result<Emitted, EmitError> {
+    deepspeed_for(s, Family::Generic, machines)
+}
+
+/// As [`deepspeed`], for a model of `family` (a MoE model under ZeRO-3 gets
+/// the leaf-module line its script needs).
+pub fn deepspeed_for(s: &SetupSummary, family: Family, machines: u64) -> Result<Emitted, EmitError> {
     check(Launcher::Deepspeed, s)?;
     if s.offload_optimizer.is_some() && s.optimizer.is_some_and(|o| o != Optimizer::AdamW) {
         return Err(unsupported("ZeRO-Offload runs DeepSpeed's CPU Adam: only AdamW can be offloaded"));
@@ -314,7 +320,14 @@ pub fn deepspeed(s: &SetupSummary, machines: u64) -> Result<Emitted, EmitError> 
     let text = serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| unsupported(e.to_string()))?;
     let nodes = machines.max(1);
     let mut cmd = vec!["deepspeed".to_string()];
+    let mut notes: Vec<String> = Vec::new();
     if nodes > 1 {
+        // DeepSpeed's hostfile: one `hostname slots=N` line per machine
+        // (deepspeed.ai/getting-started, "Resource Configuration (multi-node)")
+        notes.push(format!(
+            "# hostfile: {nodes} lines, one per machine: `<hostname> slots={}` (the first is the master; every machine reachable by passwordless ssh)",
+            (s.gpus / nodes).max(1)
+        ));
         cmd.push("--hostfile hostfile".into());
         cmd.push(format!("--num_nodes {nodes}"));
     }
@@ -323,20 +336,66 @@ pub fn deepspeed(s: &SetupSummary, machines: u64) -> Result<Emitted, EmitError> 
     cmd.push("--deepspeed ds_config.json".into());
     cmd.extend(trainer_flags(s, ds_opt.is_some(), false));
     let mut launch = cmd.join(" ");
-    if let Some(c) = method_comment(s) {
+    for c in
+        notes.into_iter().chain([method_comment(s, stage(s) == 3), zero3_leaf_comment(s, family)].into_iter().flatten())
+    {
         launch = format!("{launch}\n{c}");
     }
     Ok(Emitted { text: text + "\n", launch: Some(launch) })
 }
 
-fn method_comment(s: &SetupSummary) -> Option<String> {
+/// What train.py must do for the method. `flat_sharded`: the parameters are
+/// flattened and sharded (ZeRO-3, FSDP), where a QLoRA base must store its
+/// 4-bit weights in the compute dtype so they flatten with the rest
+/// (`bnb_4bit_quant_storage`: PEFT, "Use PEFT QLoRA and DeepSpeed with ZeRO3"
+/// and "Use PEFT QLoRA and FSDP" in its accelerate guides; transformers'
+/// `BitsAndBytesConfig.bnb_4bit_quant_storage`).
+fn method_comment(s: &SetupSummary, flat_sharded: bool) -> Option<String> {
     match s.method {
         Method::Lora => Some("# lora: train.py must wrap the model with PEFT (LoraConfig)".into()),
+        Method::Qlora if flat_sharded => {
+            let storage = match s.precision {
+                Some(p) if p.compute_dtype() == vramfit_core::dtype::DType::F16 => "float16",
+                _ => "bfloat16",
+            };
+            Some(format!(
+                "# qlora: train.py must load the base with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_quant_storage=torch.{storage}) and torch_dtype=torch.{storage} (sharding flattens the 4-bit weights with the rest: their storage dtype must match), and wrap it with PEFT (LoraConfig)"
+            ))
+        }
         Method::Qlora => Some(
             "# qlora: train.py must load the base with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\") and wrap it with PEFT (LoraConfig)".into(),
         ),
         _ => None,
     }
+}
+
+/// The `transformers` class of a MoE family's sparse block (router + experts):
+/// ZeRO-3 must gather it whole (a "leaf"), else ranks whose tokens route to
+/// different experts fetch different parameters and the collectives hang
+/// (DeepSpeed `deepspeed.utils.set_z3_leaf_modules`; accelerate's
+/// `deepspeed_moe_layer_cls_names`, whose docs name `MixtralSparseMoeBlock`
+/// and `Qwen2MoeSparseMoeBlock`). Class names from each family's
+/// `modeling_*.py`.
+pub fn moe_leaf_class(family: Family) -> Option<&'static str> {
+    match family {
+        Family::Mixtral => Some("MixtralSparseMoeBlock"),
+        Family::Qwen2Moe => Some("Qwen2MoeSparseMoeBlock"),
+        Family::Qwen3Moe => Some("Qwen3MoeSparseMoeBlock"),
+        Family::Qwen3Next => Some("Qwen3NextSparseMoeBlock"),
+        Family::DeepseekV3 => Some("DeepseekV3MoE"),
+        Family::GptOss => Some("GptOssMLP"),
+        Family::GraniteMoe => Some("GraniteMoeMoE"),
+        Family::MiniMaxM2 => Some("MiniMaxM2SparseMoeBlock"),
+        _ => None,
+    }
+}
+
+/// The line a MoE model's script needs under ZeRO-3 (plain DeepSpeed).
+fn zero3_leaf_comment(s: &SetupSummary, family: Family) -> Option<String> {
+    let c = moe_leaf_class(family).filter(|_| stage(s) == 3)?;
+    Some(format!(
+        "# MoE under ZeRO-3: train.py must call deepspeed.utils.set_z3_leaf_modules(model, [{c}]) after loading the model (without it ranks routing to different experts hang)"
+    ))
 }
 
 fn precision_comment(s: &SetupSummary) -> Option<String> {
@@ -406,7 +465,7 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
     }
     // with FSDP, checkpointing goes through fsdp_config (activation_checkpointing)
     args.extend(trainer_flags(s, false, strategy.is_some()));
-    for c in [method_comment(s), precision_comment(s)].into_iter().flatten() {
+    for c in [method_comment(s, strategy.is_some()), precision_comment(s)].into_iter().flatten() {
         let _ = writeln!(o, "{c}");
     }
     let _ = writeln!(o, "# train.py: your Hugging Face Trainer script (it must accept TrainingArguments flags)");
@@ -480,6 +539,9 @@ fn accelerate_map(s: &SetupSummary, family: Family, machines: u64, rank: u64) ->
         d.insert("zero3_init_flag".into(), json!(st == 3));
         d.insert("zero3_save_16bit_model".into(), json!(st == 3));
         d.insert("zero_stage".into(), json!(st));
+        if let Some(c) = moe_leaf_class(family).filter(|_| st == 3) {
+            d.insert("deepspeed_moe_layer_cls_names".into(), json!(c));
+        }
         if machines > 1 {
             d.insert("deepspeed_multinode_launcher".into(), json!("standard"));
         }
@@ -545,7 +607,12 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     let mut out = String::new();
     // with FSDP, checkpointing is fsdp_activation_checkpointing (the Trainer refuses both)
     let flags = trainer_flags(s, false, accelerate_dist(s) == "FSDP").join(" ");
-    for c in [method_comment(s), precision_comment(s)].into_iter().flatten() {
+    let flat_sharded = match accelerate_dist(s) {
+        "FSDP" => true,
+        "DEEPSPEED" => stage(s) == 3,
+        _ => false,
+    };
+    for c in [method_comment(s, flat_sharded), precision_comment(s)].into_iter().flatten() {
         let _ = writeln!(out, "{c}");
     }
     let _ = writeln!(out, "# launch: accelerate launch --config_file <this file> train.py {flags}");
@@ -568,7 +635,7 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
 /// shell snippet, or accelerate's YAML.
 pub fn config(l: Launcher, s: &SetupSummary, family: Family, machines: u64) -> Result<Emitted, EmitError> {
     match l {
-        Launcher::Deepspeed => deepspeed(s, machines),
+        Launcher::Deepspeed => deepspeed_for(s, family, machines),
         Launcher::Torchrun => torchrun(s, family, machines).map(|text| Emitted { text, launch: None }),
         Launcher::Accelerate => accelerate(s, family, machines).map(|text| Emitted { text, launch: None }),
     }
@@ -675,6 +742,7 @@ mod tests {
         "zero_stage",
         "deepspeed_multinode_launcher",
         "deepspeed_hostfile",
+        "deepspeed_moe_layer_cls_names",
     ];
     const ACC_FSDP: &[&str] = &[
         "fsdp_activation_checkpointing",
@@ -751,6 +819,43 @@ mod tests {
         for k in v.as_object().unwrap_or_else(|| panic!("{what} is not an object")).keys() {
             assert!(allowed.contains(&k.as_str()), "{what}: `{k}` is not a documented key");
         }
+    }
+
+    /// Issue 21: a MoE model under ZeRO-3 names its sparse block as a leaf
+    /// (accelerate's key, DeepSpeed's call in the launch note); dense models
+    /// and stages below 3 do not.
+    #[test]
+    fn moe_under_zero3_names_its_leaf_block() {
+        let s = setup(Zero3, 16, NoOffload, NoOffload);
+        // ZeRO-3 without offload is written as FSDP, which needs no leaf
+        assert!(!accelerate(&s, Family::Mixtral, 1).unwrap().contains("moe_layer_cls"));
+        let mut z3_ds = s.clone();
+        z3_ds.offload_optimizer = Cpu;
+        let yaml = accelerate(&z3_ds, Family::Mixtral, 1).unwrap();
+        assert!(yaml.contains("distributed_type: DEEPSPEED"), "{yaml}");
+        assert!(yaml.contains("deepspeed_moe_layer_cls_names: MixtralSparseMoeBlock"), "{yaml}");
+        assert!(!accelerate(&z3_ds, Family::Llama, 1).unwrap().contains("moe_layer_cls"));
+        let launch = deepspeed_for(&s, Family::Qwen3Moe, 2).unwrap().launch.unwrap();
+        assert!(launch.contains("set_z3_leaf_modules(model, [Qwen3MoeSparseMoeBlock])"), "{launch}");
+        assert!(!deepspeed_for(&setup(Zero2, 16, NoOffload, NoOffload), Family::Qwen3Moe, 2)
+            .unwrap()
+            .launch
+            .unwrap()
+            .contains("leaf"));
+    }
+
+    /// Issue 21: QLoRA whose parameters are flattened and sharded (ZeRO-3,
+    /// FSDP) stores its 4-bit weights in the compute dtype.
+    #[test]
+    fn qlora_sharded_sets_quant_storage() {
+        let mut s = setup(Zero3, 8, NoOffload, NoOffload);
+        s.method = Method::Qlora;
+        let launch = deepspeed_for(&s, Family::Llama, 1).unwrap().launch.unwrap();
+        assert!(launch.contains("bnb_4bit_quant_storage=torch.bfloat16"), "{launch}");
+        assert!(torchrun(&s, Family::Llama, 1).unwrap().contains("bnb_4bit_quant_storage=torch.bfloat16"));
+        let mut plain = setup(Sharding::None, 1, NoOffload, NoOffload);
+        plain.method = Method::Qlora;
+        assert!(!deepspeed_for(&plain, Family::Llama, 1).unwrap().launch.unwrap().contains("quant_storage"));
     }
 
     #[test]
