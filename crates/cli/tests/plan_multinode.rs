@@ -230,3 +230,63 @@ fn pinned_layout_beyond_the_search_is_planned_as_given() {
     assert_eq!((rec["gpus"].as_u64(), rec["machines"].as_u64()), (Some(256), Some(32)), "{v}");
     assert_eq!((rec["setup"]["tp"].as_u64(), rec["setup"]["pp"].as_u64()), (Some(8), Some(32)));
 }
+
+/// Issue 21, smaller items: when the only rentals need CPU offload too, the
+/// user's own card with the same switch is preferred to renting.
+#[test]
+fn own_card_with_offload_beats_a_rental_that_offloads_too() {
+    let p = temp_file(
+        "single.toml",
+        "replace = true\n[[offer]]\nid = \"one\"\nprovider = \"p\"\nname = \"A100 40G\"\ngpu = \"a100-40gb-pcie\"\ngpus = 1\nram_gb = 512\nhourly = 2\ncurrency = \"USD\"\n",
+    );
+    let v = json(
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--have",
+            "a100-40gb-pcie",
+            "--catalog",
+            p.to_str().unwrap(),
+            "--json",
+        ],
+        0,
+    );
+    let rent = &v["best_rental"];
+    assert_ne!(rent["setup"]["offload_optimizer"], "none", "{rent}");
+    let own = &v["own_card"];
+    assert!(own.is_object(), "{v}");
+    assert_ne!(own["setup"]["offload_optimizer"], "none");
+    assert_eq!(v["recommended"], *own);
+}
+
+/// Break-even is shown when no single card holds the job: the fewest stacked
+/// cards of a per-card offer against the 8-GPU machine.
+#[test]
+fn break_even_with_stacked_cards_when_one_card_is_not_enough() {
+    let v = json(
+        &[
+            "plan",
+            "llama-2-13b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--batch",
+            "4",
+            "--grad-accum",
+            "16",
+            "--tokens",
+            "1B",
+            "--json",
+        ],
+        0,
+    );
+    let be = &v["break_even"];
+    assert!(be.is_object(), "{v}");
+    assert!(be["single"]["gpus"].as_u64().unwrap() > 1, "{be}");
+    assert!(be["machine"]["gpus"].as_u64().unwrap() >= 8);
+}

@@ -96,7 +96,9 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         Task::Inference(_) => None,
     };
     let (best_rental, rental_reason) = recommend(&search, primary.as_deref());
-    let own_card = req.have.and_then(|g| own_card(req, &base, g, pinned.as_ref(), job));
+    let rental_offloads =
+        best_rental.as_ref().is_some_and(|r| r.setup.offload_optimizer.is_some() || r.setup.offload_params.is_some());
+    let own_card = req.have.and_then(|g| own_card(req, &base, g, pinned.as_ref(), job, rental_offloads));
     let have_gap = req.have.map(|g| baseline as i128 - g.usable_bytes() as i128);
     let (recommended, reason) = match (&own_card, req.have) {
         (Some(own), Some(g)) => (Some(own.clone()), own_reason(own, g, &best_rental)),
@@ -443,13 +445,16 @@ fn own_book(g: &GpuSpec, per: u64, max: u64) -> PriceBook {
 
 /// The user's own card(s) running the job with the seed's free switches
 /// (AMP, accumulation, checkpointing, 8-bit optimizer; a method change only
-/// when allowed) and no offload: one card, or the count the user gave.
+/// when allowed): one card, or the count the user gave. No offload — unless
+/// the best rental offloads too (`rental_offloads`): then the own card with
+/// the same switch a rental would need is preferred to renting (issue 21).
 fn own_card(
     req: &PlanRequest,
     base: &Workload,
     g: &GpuSpec,
     pinned: Option<&Parallelism>,
     job: Job,
+    rental_offloads: bool,
 ) -> Option<PlanRow> {
     let n = pinned.map(|p| p.gpus).unwrap_or(1).max(1);
     let book = own_book(g, n, n);
@@ -460,7 +465,7 @@ fn own_card(
     s.launcher = req.launcher;
     s.run();
     let mut best: Option<&Scored> = None;
-    for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || !s.offloads(c))) {
+    for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || rental_offloads || !s.offloads(c))) {
         if best.is_none_or(|b| simpler_then_faster(c, b) == Ordering::Less) {
             best = Some(c);
         }
@@ -528,20 +533,31 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Optio
 /// much as the machine, and from how many the machine is the better buy.
 fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
     // the single card: one card of a per-card offer that stacks (so "how many
-    // cards" has an answer), else the best single card
+    // cards" has an answer), else the best single card; when no one card holds
+    // the job, the fewest stacked cards of such an offer that do (issue 21:
+    // the comparison is still there when a job needs several cards)
     let per_card = |c: &Scored| {
         let o = search.offer(c.offer);
-        c.gpus == 1 && o.gpus_per_machine == 1 && o.slice.is_none() && o.currency == cur
+        c.machines == 1 && o.gpus_per_machine == 1 && o.slice.is_none() && o.currency == cur
     };
-    let single_c = best_where(&search.scored, |c| per_card(c) && search.offer(c.offer).max_gpus > 1)
-        .or_else(|| best_where(&search.scored, per_card))?;
+    let one = |c: &Scored| per_card(c) && c.gpus == 1;
+    let fewest_stacked =
+        search.scored.iter().filter(|c| per_card(c) && search.offer(c.offer).max_gpus > 1).map(|c| c.gpus).min();
+    let single_c = best_where(&search.scored, |c| one(c) && search.offer(c.offer).max_gpus > 1)
+        .or_else(|| best_where(&search.scored, one))
+        .or_else(|| {
+            let n = fewest_stacked?;
+            best_where(&search.scored, |c| per_card(c) && search.offer(c.offer).max_gpus > 1 && c.gpus == n)
+        })?;
     let machine_c = best_where(&search.scored, |c| {
         let o = search.offer(c.offer);
         o.gpus_per_machine >= 8 && c.gpus >= 8 && o.currency == cur
     })?;
     let single = row(search, single_c)?;
     let machine = row(search, machine_c)?;
-    let price_ratio = match (single.monthly, machine.monthly) {
+    // per card: the single side may be several stacked cards
+    let cards_n = single.gpus.max(1) as f64;
+    let price_ratio = match (single.monthly.map(|m| m.scale(1.0 / cards_n)), machine.monthly) {
         (Some(a), Some(b)) if a.low > 0.0 && a.high > 0.0 => {
             Some(PriceRange { low: b.low / a.high.max(a.low), high: b.high / a.low })
         }
@@ -549,9 +565,10 @@ fn break_even(search: &Search, cur: &str) -> Option<BreakEven> {
     };
     let speed_ratio = if single.tokens_per_s > 0.0 { machine.tokens_per_s / single.tokens_per_s } else { 0.0 };
     // cheaper per token when the speed gain beats the whole price range; dearer below it
+    // (against the stacked cards' price: the per-card ratio over their count)
     let machine_cheaper_per_token = match price_ratio {
-        Some(p) if speed_ratio > p.high => Some(true),
-        Some(p) if speed_ratio < p.low => Some(false),
+        Some(p) if speed_ratio > p.high / cards_n => Some(true),
+        Some(p) if speed_ratio < p.low / cards_n => Some(false),
         _ => None,
     };
     let stack_offer = single_c.offer;

@@ -659,9 +659,10 @@ fn break_even(o: &mut String, doc: &PlanDocument) {
             Some(false) => "single cards are cheaper per token; the machine buys time, not savings",
             None => "about even per token (inside the price range)",
         };
+        let than = if be.single.gpus > 1 { format!(" than {} cards", be.single.gpus) } else { String::new() };
         let _ = writeln!(
             o,
-            "  the machine costs as much as {:.1}–{:.1} single cards and runs this job {:.1}× faster: {verdict}",
+            "  the machine costs as much as {:.1}–{:.1} single cards and runs this job {:.1}× faster{than}: {verdict}",
             p.low, p.high, be.speed_ratio
         );
     }
