@@ -1,12 +1,14 @@
 //! Issue 21, "only plans a launcher can run": for every launcher, `plan …
 //! --launcher K --json` recommends the setup that `plan … --emit K` writes —
 //! sharding stage, TP/PP, GPUs, micro-batch, accumulation, checkpointing,
-//! optimizer and offload — over a spread of jobs (24 plans).
+//! optimizer and offload — over a spread of jobs (28 plans).
 
 mod common;
 use common::{json, vramfit};
 use serde_json::Value;
 
+/// The Hugging Face launchers run every dense model; torchtitan its own
+/// definitions (the `titan` jobs below).
 const LAUNCHERS: [&str; 3] = ["deepspeed", "torchrun", "accelerate"];
 
 /// Training jobs: dense models of several sizes, precisions, batches and a
@@ -26,6 +28,8 @@ const JOBS: [&[&str]; 8] = [
 #[derive(Debug, PartialEq)]
 struct Setup {
     gpus: u64,
+    tp: u64,
+    pp: u64,
     sharding: String,
     micro_batch: u64,
     grad_accum: u64,
@@ -40,10 +44,18 @@ fn flag(text: &str, name: &str) -> Option<u64> {
     text[i..].trim_start_matches([' ', '=']).split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
-fn from_plan(rec: &Value) -> Setup {
+fn from_plan(rec: &Value, launcher: &str) -> Setup {
     let s = &rec["setup"];
-    assert_eq!((s["tp"].as_u64(), s["pp"].as_u64()), (Some(1), Some(1)), "a Hugging Face launcher ran TP/PP: {rec}");
+    if launcher != "torchtitan" {
+        assert_eq!(
+            (s["tp"].as_u64(), s["pp"].as_u64()),
+            (Some(1), Some(1)),
+            "a Hugging Face launcher ran TP/PP: {rec}"
+        );
+    }
     Setup {
+        tp: s["tp"].as_u64().unwrap(),
+        pp: s["pp"].as_u64().unwrap(),
         gpus: rec["gpus"].as_u64().unwrap(),
         sharding: s["sharding"].as_str().unwrap().to_string(),
         micro_batch: s["micro_batch"].as_u64().unwrap(),
@@ -64,6 +76,8 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
             let stage = z["stage"].as_u64().unwrap_or(0);
             Setup {
                 gpus: flag(err, "--num_gpus").unwrap() * flag(err, "--num_nodes").unwrap_or(1),
+                tp: 1,
+                pp: 1,
                 sharding: if stage == 0 { "none".into() } else { format!("zero{stage}") },
                 micro_batch: v["train_micro_batch_size_per_gpu"].as_u64().unwrap(),
                 grad_accum: v["gradient_accumulation_steps"].as_u64().unwrap(),
@@ -83,6 +97,8 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
             };
             Setup {
                 gpus: flag(out, "--nproc-per-node").unwrap() * flag(out, "--nnodes").unwrap_or(1),
+                tp: 1,
+                pp: 1,
                 sharding: sharding.into(),
                 micro_batch: flag(out, "--per_device_train_batch_size").unwrap(),
                 grad_accum: flag(out, "--gradient_accumulation_steps").unwrap(),
@@ -109,6 +125,8 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
             };
             Setup {
                 gpus: flag(out, "num_processes:").unwrap(),
+                tp: 1,
+                pp: 1,
                 sharding,
                 micro_batch: flag(&all, "--per_device_train_batch_size").unwrap(),
                 grad_accum: flag(&all, "--gradient_accumulation_steps").unwrap(),
@@ -120,6 +138,41 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_params: out.contains("fsdp_offload_params: true") || out.contains("offload_param_device: cpu"),
             }
         }
+        "torchtitan" => {
+            let v = |k: &str| flag(out, &format!("config.{k} = ")).unwrap_or_else(|| panic!("no {k} in\n{out}"));
+            let (replicate, shard) =
+                (v("parallelism.data_parallel_replicate_degree"), v("parallelism.data_parallel_shard_degree"));
+            let (tp, pp) = (v("parallelism.tensor_parallel_degree"), v("parallelism.pipeline_parallel_degree"));
+            let seq = v("training.max_context_length");
+            let micro_tokens = v("training.num_tokens_per_microbatch_per_dp_rank");
+            let dp = replicate * shard;
+            let sharding = if shard > 1 {
+                if out.contains("fsdp_reshard_after_forward = \"never\"") {
+                    "zero2"
+                } else {
+                    "zero3"
+                }
+            } else {
+                "none"
+            };
+            let gpus = match flag(err, "NGPU=") {
+                Some(n) => n,
+                None => flag(err, "--nnodes=").unwrap() * flag(err, "--nproc-per-node=").unwrap(),
+            };
+            assert_eq!(gpus, dp * tp * pp, "{out}\n{err}");
+            Setup {
+                gpus,
+                tp,
+                pp,
+                sharding: sharding.into(),
+                micro_batch: micro_tokens / seq,
+                grad_accum: v("training.num_tokens_per_train_step") / (micro_tokens * dp),
+                checkpointing: out.contains("config.activation_checkpoint = FullAC.Config()"),
+                eight_bit: false,
+                offload_optimizer: out.contains("enable_cpu_offload = True"),
+                offload_params: out.contains("enable_cpu_offload = True"),
+            }
+        }
         _ => unreachable!(),
     }
 }
@@ -128,8 +181,18 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
 fn recommended_is_what_emit_writes_for_every_launcher() {
     let mut compared = 0;
     let mut skipped = Vec::new();
-    for job in JOBS {
-        for l in LAUNCHERS {
+    let titan: [&[&str]; 4] = [
+        &["llama-3.1-8b", "--task", "train", "--precision", "mixed-bf16", "--batch", "2", "--grad-accum", "8"],
+        &["llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "16"],
+        &["llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "64", "--tokens", "1B"],
+        &["qwen3-1.7b", "--task", "train", "--precision", "mixed-bf16", "--batch", "8"],
+    ];
+    let runs = JOBS
+        .iter()
+        .flat_map(|j| LAUNCHERS.iter().map(move |l| (*j, *l)))
+        .chain(titan.iter().map(|j| (*j, "torchtitan")));
+    for (job, l) in runs {
+        {
             let v = json(&[&["plan"][..], job, &["--launcher", l, "--json"]].concat(), 0);
             assert_eq!(v["launcher"], l, "{job:?}");
             let rec = &v["recommended"];
@@ -137,7 +200,7 @@ fn recommended_is_what_emit_writes_for_every_launcher() {
                 // the user's own card: the recommendation is that card, written the same way
                 assert!(rec.is_object());
             }
-            let planned = from_plan(rec);
+            let planned = from_plan(rec, l);
             let o = vramfit().args([&["plan"][..], job, &["--emit", l]].concat()).output().unwrap();
             let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
             if !o.status.success() {

@@ -29,7 +29,7 @@ use crate::types::MemKey;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use vramfit_core::hf::layer_class;
-use vramfit_core::train::{Checkpointing, Optimizer, Precision};
+use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
 use vramfit_core::workload::validate::offload_rules;
 use vramfit_core::{DType, Family, Offload, Sharding};
 
@@ -60,6 +60,8 @@ pub enum Launcher {
     Deepspeed,
     Torchrun,
     Accelerate,
+    /// PyTorch torchtitan: FSDP2 / HSDP, TP, PP on its own model definitions
+    Torchtitan,
 }
 
 impl Launcher {
@@ -68,8 +70,50 @@ impl Launcher {
             Launcher::Deepspeed => "deepspeed",
             Launcher::Torchrun => "torchrun",
             Launcher::Accelerate => "accelerate",
+            Launcher::Torchtitan => "torchtitan",
         }
     }
+
+    /// Can this launcher train `model` at all? (`Err`: why not, with what it runs.)
+    pub fn runs_model(self, model: &str) -> Result<(), String> {
+        match self {
+            Launcher::Torchtitan => torchtitan_recipe(model).map(|_| ()).ok_or_else(|| {
+                let names: Vec<&str> = TORCHTITAN_RECIPES.iter().map(|r| r.0).collect();
+                format!(
+                    "torchtitan trains its own model definitions; it has no baseline for '{model}' (it has: {})",
+                    names.join(", ")
+                )
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The torchtitan baselines a plan derives from: (vramfit preset, the model
+/// package under `torchtitan.models`, its baseline function, the flavor its
+/// `model_registry` takes). From `torchtitan/models/*/config_registry.py`
+/// (pytorch/torchtitan, August 2026: configurations are Python functions
+/// returning `Trainer.Config`, the TOML files are gone).
+pub const TORCHTITAN_RECIPES: &[(&str, &str, &str, &str)] = &[
+    ("llama-3.1-8b", "llama3", "llama3_8b", "8B"),
+    ("llama-3.1-70b", "llama3", "llama3_70b", "70B"),
+    ("llama-3.1-405b", "llama3", "llama3_405b", "405B"),
+    ("qwen3-0.6b", "qwen3", "qwen3_0_6b", "0.6B"),
+    ("qwen3-1.7b", "qwen3", "qwen3_1_7b", "1.7B"),
+    ("qwen3-14b", "qwen3", "qwen3_14b", "14B"),
+    ("qwen3-32b", "qwen3", "qwen3_32b", "32B"),
+    ("qwen3-30b-a3b", "qwen3", "qwen3_30b_a3b", "30B-A3B"),
+    ("deepseek-v3", "deepseek_v3", "deepseek_v3_671b", "671B"),
+    ("gpt-oss-20b", "gpt_oss", "gpt_oss_20b", "20b"),
+    ("gpt-oss-120b", "gpt_oss", "gpt_oss_120b", "120b"),
+];
+
+/// Baselines whose model spec converts linears to float8 (`llama3_405b`:
+/// `Float8LinearConverter`): the recipe rebuilds the spec in bf16, as planned.
+const FLOAT8_BASELINES: &[&str] = &["llama3_405b"];
+
+fn torchtitan_recipe(model: &str) -> Option<(&'static str, &'static str, &'static str, &'static str)> {
+    TORCHTITAN_RECIPES.iter().copied().find(|r| r.0 == model)
 }
 
 /// A written config: the file (stdout) and the launch command that goes with it.
@@ -90,8 +134,12 @@ fn unsupported(s: impl Into<String>) -> EmitError {
 /// checkpointing only.
 /// The switches of a plan the launchers' rules look at.
 struct View {
+    full: bool,
+    /// data-parallel ranks
+    dp: u64,
     tp: u64,
     pp: u64,
+    sharding: Sharding,
     ck: Option<Checkpointing>,
     p: Option<Precision>,
     o: Option<Optimizer>,
@@ -100,7 +148,10 @@ struct View {
 }
 
 fn rules(l: Launcher, v: View) -> Result<(), String> {
-    let View { tp, pp, ck, p, o, off_opt, off_par } = v;
+    if l == Launcher::Torchtitan {
+        return torchtitan_rules(&v);
+    }
+    let View { tp, pp, ck, p, o, off_opt, off_par, .. } = v;
     if tp > 1 || pp > 1 {
         return Err(format!(
             "the plan uses TP {tp} × PP {pp}: {} cannot split a Hugging Face model's layers (Megatron-DeepSpeed or torchtitan can)",
@@ -116,6 +167,7 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
                 return Err("pure bf16 (bf16 weights and optimizer states, no fp32 master): DeepSpeed's bf16 mode keeps an fp32 master copy".into());
             }
         }
+        Launcher::Torchtitan => {}
         Launcher::Torchrun | Launcher::Accelerate => {
             if o == Some(Optimizer::SgdMomentum) {
                 return Err("SGD with momentum: transformers' --optim sgd has no momentum (use --emit deepspeed: its optimizer block sets it)".into());
@@ -131,14 +183,59 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
     Ok(())
 }
 
+/// What torchtitan runs: full pre-training/fine-tuning of its own models
+/// with FSDP2 (ZeRO-3; ZeRO-2 as `fsdp_reshard_after_forward = "never"`),
+/// HSDP or DDP, TP and PP (`torchtitan/config/configs.py`
+/// `ParallelismConfig`), full or selective activation checkpointing (`FullAC`,
+/// `SelectiveAC`), AdamW (`default_adamw`), FSDP mixed precision (fp32
+/// master, bf16 compute), pure bf16 (`training.dtype`) or fp32, and CPU
+/// offload of everything together (`training.enable_cpu_offload`).
+fn torchtitan_rules(v: &View) -> Result<(), String> {
+    if !v.full {
+        return Err("LoRA/QLoRA: torchtitan trains full models (its LoRA converter is experimental)".into());
+    }
+    if v.sharding == Sharding::Zero1 {
+        return Err("ZeRO-1: FSDP2 has no optimizer-only sharding (torchtitan shards with FSDP2)".into());
+    }
+    match v.o {
+        None | Some(Optimizer::AdamW) => {}
+        Some(o) => return Err(format!("the {} optimizer: torchtitan's recipes build AdamW", o.name())),
+    }
+    match v.p {
+        None | Some(Precision::MixedBf16) | Some(Precision::Bf16) | Some(Precision::Fp32) => {}
+        Some(p) => {
+            return Err(format!(
+            "{} precision: torchtitan trains with FSDP mixed precision (fp32 master, bf16 compute), pure bf16 or fp32",
+            p.name()
+        ))
+        }
+    }
+    if v.off_opt.is_some() != v.off_par.is_some() || v.off_opt == Offload::Nvme || v.off_par == Offload::Nvme {
+        return Err("torchtitan's CPU offload moves parameters, gradients and optimizer states together (no NVMe, no optimizer-only offload)".into());
+    }
+    // FSDP2 is applied only when parameters are sharded over ranks
+    // (`ParallelDims.fsdp_enabled`: dp_shard > 1), and its CPU offload is
+    // fully_shard's `CPUOffloadPolicy`
+    if v.sharding != Sharding::None && v.dp < 2 {
+        return Err(format!(
+            "{} on one data-parallel rank: torchtitan applies FSDP2 (and its CPU offload) only over two or more ranks",
+            v.sharding.label()
+        ));
+    }
+    Ok(())
+}
+
 /// Can `launcher` express the plan `s`? (`Err`: why not.)
 pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
     if !s.method.is_training() {
         return Err(EmitError::NotTraining);
     }
     let v = View {
+        full: s.method == Method::Full,
+        dp: (s.gpus / (s.tp.max(1) * s.pp.max(1))).max(1),
         tp: s.tp,
         pp: s.pp,
+        sharding: s.sharding,
         ck: s.checkpointing,
         p: s.precision,
         o: s.optimizer,
@@ -153,8 +250,11 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
 pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
     let t = k.train.as_ref();
     let v = View {
+        full: t.is_none_or(|t| t.kind == TrainKind::Full),
+        dp: (k.gpus / (k.tp.max(1) * k.pp.max(1))).max(1),
         tp: k.tp,
         pp: k.pp,
+        sharding: k.sharding,
         ck: t.map(|t| t.checkpointing),
         p: t.map(|t| t.precision),
         o: t.map(|t| t.optimizer),
@@ -630,15 +730,124 @@ pub fn accelerate(s: &SetupSummary, family: Family, machines: u64) -> Result<Str
     Ok(out)
 }
 
-/// The config `l` writes for the plan `s` (a model of `family` over
-/// `machines` machines): DeepSpeed's JSON with its launch line, torchrun's
-/// shell snippet, or accelerate's YAML.
-pub fn config(l: Launcher, s: &SetupSummary, family: Family, machines: u64) -> Result<Emitted, EmitError> {
+/// What an emitted config is for beyond the plan's switches.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// the model's preset name (torchtitan derives from its own baseline)
+    pub model: &'a str,
+    pub family: Family,
+    /// machines the plan spans
+    pub machines: u64,
+    /// sequence length of a training sample
+    pub seq: u64,
+}
+
+/// The config `l` writes for the plan `s`: DeepSpeed's JSON with its launch
+/// line, torchrun's shell snippet, accelerate's YAML, or a torchtitan recipe.
+pub fn config(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     match l {
-        Launcher::Deepspeed => deepspeed_for(s, family, machines),
-        Launcher::Torchrun => torchrun(s, family, machines).map(|text| Emitted { text, launch: None }),
-        Launcher::Accelerate => accelerate(s, family, machines).map(|text| Emitted { text, launch: None }),
+        Launcher::Deepspeed => deepspeed_for(s, t.family, t.machines),
+        Launcher::Torchrun => torchrun(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
+        Launcher::Accelerate => accelerate(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
+        Launcher::Torchtitan => torchtitan(s, t),
     }
+}
+
+/// A torchtitan recipe: a Python module with one function returning the
+/// `Trainer.Config` of the plan, derived from torchtitan's baseline for the
+/// model (`torchtitan/config/README.md`: a run is a function selected with
+/// `--module`/`--config`), and its launch line (`run_train.sh` on one
+/// machine, `torchrun … -m torchtitan.train` on several).
+pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
+    check(Launcher::Torchtitan, s)?;
+    let (_, package, base, flavor) = torchtitan_recipe(t.model)
+        .ok_or_else(|| unsupported(Launcher::Torchtitan.runs_model(t.model).err().unwrap_or_default()))?;
+    let dp = (s.gpus / (s.tp.max(1) * s.pp.max(1))).max(1);
+    let seq = t.seq.max(1);
+    let micro_tokens =
+        s.micro_batch.max(1).checked_mul(seq).ok_or_else(|| unsupported("micro-batch tokens overflow"))?;
+    let step_tokens = micro_tokens
+        .checked_mul(s.grad_accum.max(1))
+        .and_then(|v| v.checked_mul(dp))
+        .ok_or_else(|| unsupported("step tokens overflow"))?;
+    let (replicate, shard) = match s.sharding {
+        Sharding::None => (dp, 1),
+        _ => (1, dp),
+    };
+    let mut o = String::new();
+    let _ = writeln!(o, "# torchtitan_recipes/vramfit_plan.py, written by `vramfit plan --emit torchtitan`");
+    let _ = writeln!(o, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC");
+    if FLOAT8_BASELINES.contains(&base) {
+        let _ = writeln!(o, "from torchtitan.models.{package} import model_registry");
+    }
+    let _ = writeln!(o, "from torchtitan.models.{package}.config_registry import {base}");
+    let _ = writeln!(
+        o,
+        "from torchtitan.trainer import Trainer
+
+"
+    );
+    let _ = writeln!(o, "def vramfit_plan() -> Trainer.Config:");
+    let _ = writeln!(o, "    config = {base}()");
+    if FLOAT8_BASELINES.contains(&base) {
+        let _ = writeln!(o, "    # the model as planned: bf16 linears (the baseline converts them to float8)");
+        let _ = writeln!(o, "    config.model_spec = model_registry(\"{flavor}\")");
+    }
+    let _ = writeln!(o, "    config.parallelism.data_parallel_replicate_degree = {replicate}");
+    let _ = writeln!(o, "    config.parallelism.data_parallel_shard_degree = {shard}");
+    if s.sharding == Sharding::Zero2 {
+        let _ = writeln!(o, "    # ZeRO-2: parameters stay gathered between forward and backward");
+        let _ = writeln!(o, "    config.parallelism.fsdp_reshard_after_forward = \"never\"");
+    }
+    let _ = writeln!(o, "    config.parallelism.tensor_parallel_degree = {}", s.tp.max(1));
+    let _ = writeln!(o, "    config.parallelism.pipeline_parallel_degree = {}", s.pp.max(1));
+    if s.pp > 1 {
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"1F1B\"");
+        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
+    }
+    let _ = writeln!(o, "    config.training.max_context_length = {seq}");
+    let _ = writeln!(o, "    config.training.num_tokens_per_microbatch_per_dp_rank = {micro_tokens}");
+    let _ = writeln!(
+        o,
+        "    # {} sequences of {seq} tokens a step: micro-batch {} × {} × {dp} data-parallel ranks",
+        step_tokens / seq,
+        s.micro_batch,
+        if s.pp > 1 {
+            format!("{} pipeline micro-batches", s.grad_accum)
+        } else {
+            format!("accumulation {}", s.grad_accum)
+        }
+    );
+    let _ = writeln!(o, "    config.training.num_tokens_per_train_step = {step_tokens}");
+    match s.precision {
+        Some(Precision::Bf16) => {
+            let _ = writeln!(o, "    config.training.dtype = \"bfloat16\"");
+        }
+        Some(Precision::Fp32) => {
+            let _ = writeln!(o, "    config.training.mixed_precision_param = \"float32\"");
+        }
+        _ => {}
+    }
+    if s.offload_optimizer.is_some() {
+        let _ = writeln!(o, "    config.training.enable_cpu_offload = True");
+    }
+    let ac = match s.checkpointing {
+        Some(Checkpointing::Full) => "FullAC.Config()",
+        Some(Checkpointing::Selective) => "SelectiveAC.Config()",
+        _ => "None",
+    };
+    let _ = writeln!(o, "    config.activation_checkpoint = {ac}");
+    let _ = writeln!(o, "    return config");
+    let nodes = t.machines.max(1);
+    let per_node = (s.gpus / nodes).max(1);
+    let launch = if nodes == 1 {
+        format!("NGPU={per_node} MODULE=torchtitan_recipes.vramfit_plan CONFIG=vramfit_plan ./run_train.sh")
+    } else {
+        format!(
+            "on each of the {nodes} machines: torchrun --nnodes={nodes} --nproc-per-node={per_node} --node-rank=$NODE_RANK --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:29500 -m torchtitan.train --module torchtitan_recipes.vramfit_plan --config vramfit_plan"
+        )
+    };
+    Ok(Emitted { text: o, launch: Some(launch) })
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub enum EmitKind {
     Torchrun,
     /// an accelerate config YAML
     Accelerate,
+    /// a torchtitan recipe (a Python `Trainer.Config` function) and its launch line
+    Torchtitan,
 }
 
 #[derive(clap::Args, Debug)]
@@ -176,6 +178,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         }
         (l, e) => l.or(e).map(Launcher::from),
     };
+    if let Some(l) = launcher {
+        if let Err(why) = l.runs_model(&spec.name) {
+            bail_on!(if args.emit.is_some() { "emit" } else { "launcher" }, "--launcher {}: {why}", l.name());
+        }
+    }
     if launcher.is_some() && !train {
         bail_on!(
             if args.emit.is_some() { "emit" } else { "launcher" },
@@ -198,7 +205,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let code = if report.recommended.is_some() { 0 } else { 1 };
 
     if let Some(kind) = args.emit {
-        return emit_plan(kind, &req, &report, spec.family).on_field("emit");
+        return emit_plan(kind, &req, &report, spec.family, &spec.name).on_field("emit");
     }
 
     let (tokens, hours) = job_fields(job);
@@ -250,6 +257,7 @@ impl From<EmitKind> for Launcher {
             EmitKind::Deepspeed => Launcher::Deepspeed,
             EmitKind::Torchrun => Launcher::Torchrun,
             EmitKind::Accelerate => Launcher::Accelerate,
+            EmitKind::Torchtitan => Launcher::Torchtitan,
         }
     }
 }
@@ -257,7 +265,13 @@ impl From<EmitKind> for Launcher {
 /// `--emit`: the recommended plan in the launcher's terms; when the launcher
 /// cannot express it (TP/PP, selective checkpointing, …), the best plan it can
 /// express (the planner's [`runnable_plan`]; the note says why).
-fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Family) -> anyhow::Result<Outcome> {
+fn emit_plan(
+    kind: EmitKind,
+    req: &PlanRequest,
+    report: &PlanReport,
+    family: Family,
+    model_name: &str,
+) -> anyhow::Result<Outcome> {
     let l = Launcher::from(kind);
     let runnable = match runnable_plan(req, report, l) {
         Ok(r) => r,
@@ -294,7 +308,12 @@ fn emit_plan(kind: EmitKind, req: &PlanRequest, report: &PlanReport, family: Fam
             rec.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
         ));
     }
-    let emitted = emit::config(l, &rec.setup, family, rec.machines).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
+    let seq = match rec.workload.as_ref().map(|w| &w.task) {
+        Some(Task::Train(t)) => t.seq,
+        _ => 0,
+    };
+    let target = emit::Target { model: model_name, family, machines: rec.machines, seq };
+    let emitted = emit::config(l, &rec.setup, &target).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
     if let Some(launch) = emitted.launch {
         crate::to_stderr(&format!("vramfit: launch with: {launch}"));
     }
