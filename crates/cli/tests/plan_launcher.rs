@@ -237,6 +237,12 @@ fn launcher_conflicts_and_inference_are_refused() {
     let o = vramfit().args(["plan", "llama-2-7b", "--launcher", "deepspeed"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("this job is inference"));
+    let o = vramfit().args(["plan", "llama-2-7b", "--task", "train", "--emit", "vllm"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("serves models: this job is training"));
+    let o = vramfit().args(["plan", "llama-3.1-8b", "--engine", "sglang", "--emit", "vllm"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("serves with vllm, not --engine sglang"));
 }
 
 /// When the launcher cannot run the best plan overall, the report says what
@@ -250,4 +256,60 @@ fn the_best_plan_a_launcher_cannot_run_is_named() {
     let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert!(notes[0].starts_with("deepspeed cannot launch the best plan overall"), "{notes:?}");
     assert!(notes[0].contains("for the job, this plan"), "{notes:?}");
+}
+
+/// Serving plans: `plan … --launcher vllm|sglang --json` recommends the split
+/// the emitted command starts — TP, PP, data-parallel replicas, sequences per
+/// replica, context, KV dtype — and the plan is sized with that engine.
+#[test]
+fn serving_recommendation_is_what_the_command_starts() {
+    let jobs: [&[&str]; 5] = [
+        &["llama-3.1-8b", "--concurrency", "64", "--context", "8192"],
+        &["llama-3.1-70b", "--concurrency", "32", "--context", "8192"],
+        &["llama-3.1-70b", "--concurrency", "32", "--context", "8192", "--kv-dtype", "fp8"],
+        &["qwen3-32b", "--concurrency", "128", "--context", "4096"],
+        &["llama-3.1-405b", "--concurrency", "16", "--context", "8192"],
+    ];
+    let mut compared = 0;
+    for job in jobs {
+        for l in ["vllm", "sglang"] {
+            let v = json(&[&["plan"][..], job, &["--launcher", l, "--json"]].concat(), 0);
+            assert_eq!(v["launcher"], l);
+            let rec = &v["recommended"];
+            let s = &rec["setup"];
+            let o = vramfit().args([&["plan"][..], job, &["--emit", l]].concat()).output().unwrap();
+            assert!(o.status.success(), "{job:?} {l}: {}", String::from_utf8_lossy(&o.stderr));
+            let out = String::from_utf8_lossy(&o.stdout);
+            let (tp, pp, dp, ctx, seqs) = if l == "vllm" {
+                assert!(out.contains("vllm serve meta-llama/") || out.contains("vllm serve Qwen/"), "{out}");
+                (
+                    flag(&out, "--tensor-parallel-size"),
+                    flag(&out, "--pipeline-parallel-size").or(Some(1)),
+                    flag(&out, "--data-parallel-size").or(Some(1)),
+                    flag(&out, "--max-model-len"),
+                    flag(&out, "--max-num-seqs"),
+                )
+            } else {
+                assert!(out.contains("python -m sglang.launch_server --model-path "), "{out}");
+                (
+                    flag(&out, "--tp-size"),
+                    flag(&out, "--pp-size").or(Some(1)),
+                    flag(&out, "--dp-size").or(Some(1)),
+                    flag(&out, "--context-length"),
+                    flag(&out, "--max-running-requests"),
+                )
+            };
+            let replicas = s["replicas"].as_u64().unwrap();
+            assert_eq!((tp, pp, dp), (s["tp"].as_u64(), s["pp"].as_u64(), Some(replicas)), "{job:?} {l}\n{out}\n{s}");
+            assert_eq!(ctx, job.iter().position(|a| *a == "--context").and_then(|i| job[i + 1].parse().ok()));
+            assert_eq!(seqs, Some(s["global_batch"].as_u64().unwrap().div_ceil(replicas)));
+            assert_eq!(out.contains("--kv-cache-dtype"), s["kv_dtype"] == "fp8", "{out}");
+            // the machines the plan spans are the ones the command joins
+            if rec["machines"].as_u64().unwrap() > 1 {
+                assert!(out.contains("machines"), "{out}");
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 10);
 }

@@ -38,6 +38,8 @@ use vramfit_core::{DType, Family, Offload, Sharding};
 pub enum EmitError {
     /// the plan is for inference
     NotTraining,
+    /// a serving engine's launcher was asked to run a training plan
+    NotServing(Launcher),
     /// the plan uses something the tool cannot express (the message says what)
     Unsupported(String),
 }
@@ -45,7 +47,10 @@ pub enum EmitError {
 impl std::fmt::Display for EmitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            EmitError::NotTraining => f.write_str("--emit writes training launch configs; this plan is for inference"),
+            EmitError::NotTraining => f.write_str(
+                "this launcher runs training; this plan is for inference (--emit vllm or --emit sglang serves it)",
+            ),
+            EmitError::NotServing(l) => write!(f, "{} serves models; this plan is for training", l.name()),
             EmitError::Unsupported(s) => f.write_str(s),
         }
     }
@@ -62,6 +67,10 @@ pub enum Launcher {
     Accelerate,
     /// PyTorch torchtitan: FSDP2 / HSDP, TP, PP on its own model definitions
     Torchtitan,
+    /// `vllm serve` (inference): TP, PP, data-parallel replicas
+    Vllm,
+    /// SGLang's `sglang.launch_server` (inference): TP, PP, data-parallel replicas
+    Sglang,
 }
 
 impl Launcher {
@@ -71,7 +80,14 @@ impl Launcher {
             Launcher::Torchrun => "torchrun",
             Launcher::Accelerate => "accelerate",
             Launcher::Torchtitan => "torchtitan",
+            Launcher::Vllm => "vllm",
+            Launcher::Sglang => "sglang",
         }
+    }
+
+    /// A serving engine's launcher (inference plans), not a trainer's.
+    pub fn serves(self) -> bool {
+        matches!(self, Launcher::Vllm | Launcher::Sglang)
     }
 
     /// Can this launcher train `model` at all? (`Err`: why not, with what it runs.)
@@ -167,7 +183,7 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
                 return Err("pure bf16 (bf16 weights and optimizer states, no fp32 master): DeepSpeed's bf16 mode keeps an fp32 master copy".into());
             }
         }
-        Launcher::Torchtitan => {}
+        Launcher::Torchtitan | Launcher::Vllm | Launcher::Sglang => {}
         Launcher::Torchrun | Launcher::Accelerate => {
             if o == Some(Optimizer::SgdMomentum) {
                 return Err("SGD with momentum: transformers' --optim sgd has no momentum (use --emit deepspeed: its optimizer block sets it)".into());
@@ -227,6 +243,9 @@ fn torchtitan_rules(v: &View) -> Result<(), String> {
 
 /// Can `launcher` express the plan `s`? (`Err`: why not.)
 pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
+    if l.serves() {
+        return if s.method.is_training() { Err(EmitError::NotServing(l)) } else { Ok(()) };
+    }
     if !s.method.is_training() {
         return Err(EmitError::NotTraining);
     }
@@ -248,6 +267,11 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
 
 /// The planner's filter for `--emit`: setups `l` can express.
 pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
+    if l.serves() || k.train.is_none() {
+        // serving engines run every TP × PP × replica split the planner
+        // proposes (TP inside an NVLink domain is the planner's rule already)
+        return l.serves() && k.train.is_none();
+    }
     let t = k.train.as_ref();
     let v = View {
         full: t.is_none_or(|t| t.kind == TrainKind::Full),
@@ -740,6 +764,10 @@ pub struct Target<'a> {
     pub machines: u64,
     /// sequence length of a training sample
     pub seq: u64,
+    /// what the engine loads: a Hub id or a local directory (serving launchers)
+    pub serve_id: &'a str,
+    /// tokens per sequence (serving: `--max-model-len`)
+    pub context: u64,
 }
 
 /// The config `l` writes for the plan `s`: DeepSpeed's JSON with its launch
@@ -750,7 +778,98 @@ pub fn config(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitted, Emit
         Launcher::Torchrun => torchrun(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
         Launcher::Accelerate => accelerate(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
         Launcher::Torchtitan => torchtitan(s, t),
+        Launcher::Vllm | Launcher::Sglang => serve_command(l, s, t),
     }
+}
+
+/// The serving command for an inference plan: `vllm serve` (its
+/// `EngineArgs` flags: `--tensor-parallel-size`, `--pipeline-parallel-size`,
+/// `--data-parallel-size`, `--max-model-len`, `--max-num-seqs`,
+/// `--kv-cache-dtype fp8`, `--quantization fp8`) or SGLang's
+/// `python -m sglang.launch_server` (`ServerArgs`: `--tp-size`, `--pp-size`,
+/// `--dp-size`, `--context-length`, `--max-running-requests`,
+/// `--kv-cache-dtype fp8_e4m3`). The memory cap is left at the engine's
+/// default — the one the plan sized with. Replicas are the engine's data
+/// parallelism; several machines join as the engine's multi-node mode does
+/// (Ray for vLLM's TP × PP, `--nnodes`/`--node-rank` for SGLang).
+pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
+    check(l, s)?;
+    let tp = s.tp.max(1);
+    let pp = s.pp.max(1);
+    let replicas = s.replicas.max(1);
+    let seqs = s.global_batch.div_ceil(replicas).max(1);
+    let fp8_kv = s.kv_dtype.is_some_and(|k| k.bits() == 8);
+    let quant = s.weights.as_deref().unwrap_or("");
+    let mut notes: Vec<String> = Vec::new();
+    let mut a: Vec<String> = Vec::new();
+    match l {
+        Launcher::Vllm => {
+            a.push(format!("vllm serve {}", t.serve_id));
+            a.push(format!("--tensor-parallel-size {tp}"));
+            if pp > 1 {
+                a.push(format!("--pipeline-parallel-size {pp}"));
+            }
+            if replicas > 1 {
+                a.push(format!("--data-parallel-size {replicas}"));
+            }
+            a.push(format!("--max-model-len {}", t.context));
+            a.push(format!("--max-num-seqs {seqs}"));
+            if fp8_kv {
+                a.push("--kv-cache-dtype fp8".into());
+            }
+        }
+        _ => {
+            a.push(format!("python -m sglang.launch_server --model-path {}", t.serve_id));
+            a.push(format!("--tp-size {tp}"));
+            if pp > 1 {
+                a.push(format!("--pp-size {pp}"));
+            }
+            if replicas > 1 {
+                a.push(format!("--dp-size {replicas}"));
+            }
+            a.push(format!("--context-length {}", t.context));
+            a.push(format!("--max-running-requests {seqs}"));
+            if fp8_kv {
+                a.push("--kv-cache-dtype fp8_e4m3".into());
+            }
+        }
+    }
+    if quant.starts_with("int8") || quant == "fp8" {
+        a.push("--quantization fp8".into());
+        notes.push("# 8-bit weights: the engine quantizes the 16-bit checkpoint to fp8 at load (weight-only on cards without fp8)".into());
+    } else if quant.starts_with("int4") {
+        notes.push(format!(
+            "# 4-bit weights: serve a 4-bit AWQ/GPTQ checkpoint of {} (the engine reads its quantization from the checkpoint's config)",
+            t.serve_id
+        ));
+    }
+    let nodes = t.machines.max(1);
+    if nodes > 1 {
+        match l {
+            Launcher::Vllm => notes.push(format!(
+                "# {nodes} machines: start a Ray cluster over them (`ray start --head` on the first, `ray start --address=<head>:6379` on the others), then run this on the head"
+            )),
+            _ => {
+                a.push(format!("--nnodes {nodes}"));
+                a.push("--node-rank $NODE_RANK".into());
+                a.push("--dist-init-addr $MASTER_ADDR:5000".into());
+                notes.push(format!("# {nodes} machines: run this on each with its NODE_RANK (0 on the first)"));
+            }
+        }
+    }
+    let what = match l {
+        Launcher::Vllm => "vLLM's default --gpu-memory-utilization 0.9",
+        _ => "SGLang's --mem-fraction-static, chosen at start-up from the card",
+    };
+    notes.push(format!("# sized with {what}; {seqs} sequences of up to {} tokens per replica", t.context));
+    let mut text = String::new();
+    for n in &notes {
+        text.push_str(n);
+        text.push('\n');
+    }
+    text.push_str(&a.join(" \\\n  "));
+    text.push('\n');
+    Ok(Emitted { text, launch: None })
 }
 
 /// A torchtitan recipe: a Python module with one function returning the

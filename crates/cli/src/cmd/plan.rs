@@ -37,6 +37,10 @@ pub enum EmitKind {
     Accelerate,
     /// a torchtitan recipe (a Python `Trainer.Config` function) and its launch line
     Torchtitan,
+    /// a `vllm serve` command (inference plans)
+    Vllm,
+    /// an SGLang `launch_server` command (inference plans)
+    Sglang,
 }
 
 #[derive(clap::Args, Debug)]
@@ -128,9 +132,32 @@ fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeMode
     Ok(tm)
 }
 
-pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
+pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let spec = &resolved.spec;
+    let launcher = match (args.launcher, args.emit) {
+        (Some(l), Some(e)) if l != e => {
+            bail_on!("launcher", "--launcher {} and --emit {} name different launchers: give one", l.name(), e.name())
+        }
+        (l, e) => l.or(e).map(Launcher::from),
+    };
+    let launcher_field = if args.emit.is_some() { "emit" } else { "launcher" };
+    // a serving engine's launcher serves an inference job with that engine
+    let inference = matches!(args.workload.clone().build(spec).map(|w| w.task), Ok(Task::Inference(_)));
+    if let Some(l) = launcher.filter(|l| l.serves() && inference) {
+        let engine = if l == Launcher::Vllm {
+            vramfit_core::workload::Engine::Vllm
+        } else {
+            vramfit_core::workload::Engine::Sglang
+        };
+        match args.workload.engine {
+            None => args.workload.engine = Some(engine),
+            Some(e) if e == engine => {}
+            Some(e) => {
+                bail_on!(launcher_field, "--launcher {} serves with {}, not --engine {}", l.name(), l.name(), e.name())
+            }
+        }
+    }
     let workload = args.workload.build(spec)?;
     let user = match &args.catalog {
         Some(p) => Some((read_catalog(p).on_field("catalog")?, p.display().to_string())),
@@ -172,22 +199,20 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     if args.top == 0 || args.top > 1000 {
         bail_on!("top", "--top must be between 1 and 1000");
     }
-    let launcher = match (args.launcher, args.emit) {
-        (Some(l), Some(e)) if l != e => {
-            bail_on!("launcher", "--launcher {} and --emit {} name different launchers: give one", l.name(), e.name())
-        }
-        (l, e) => l.or(e).map(Launcher::from),
-    };
     if let Some(l) = launcher {
         if let Err(why) = l.runs_model(&spec.name) {
-            bail_on!(if args.emit.is_some() { "emit" } else { "launcher" }, "--launcher {}: {why}", l.name());
+            bail_on!(launcher_field, "--launcher {}: {why}", l.name());
         }
-    }
-    if launcher.is_some() && !train {
-        bail_on!(
-            if args.emit.is_some() { "emit" } else { "launcher" },
-            "--launcher and --emit restrict training plans to what a launcher can run; this job is inference"
-        );
+        if l.serves() && train {
+            bail_on!(launcher_field, "--launcher {} serves models: this job is training", l.name());
+        }
+        if !l.serves() && !train {
+            bail_on!(
+                launcher_field,
+                "--launcher {} runs training; this job is inference (--launcher vllm or sglang serves it)",
+                l.name()
+            );
+        }
     }
     let req = PlanRequest {
         model: spec,
@@ -205,7 +230,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let code = if report.recommended.is_some() { 0 } else { 1 };
 
     if let Some(kind) = args.emit {
-        return emit_plan(kind, &req, &report, spec.family, &spec.name).on_field("emit");
+        return emit_plan(kind, &req, &report, spec.family, &spec.name, &serve_id(&resolved)).on_field("emit");
     }
 
     let (tokens, hours) = job_fields(job);
@@ -245,6 +270,24 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome { stdout, code })
 }
 
+/// What a serving engine loads for this model: the Hub id it came from (a
+/// preset's first listed id), or the directory of a local config.json.
+fn serve_id(r: &vramfit_ingest::resolve::ResolvedModel) -> String {
+    use vramfit_ingest::resolve::Source;
+    match &r.source {
+        Source::HfCache { repo_id, .. } | Source::Hub { repo_id, .. } => repo_id.clone(),
+        Source::ConfigFile { path } => {
+            let p = std::path::Path::new(path);
+            let dir = if p.is_dir() { Some(p) } else { p.parent() };
+            dir.map(|d| d.display().to_string()).filter(|d| !d.is_empty()).unwrap_or_else(|| ".".into())
+        }
+        Source::Preset { name, .. } => vramfit_catalog::presets::builtin()
+            .ok()
+            .and_then(|ps| vramfit_catalog::presets::find(&ps, name).and_then(|p| p.hub_ids.first().cloned()))
+            .unwrap_or_else(|| format!("<the Hub id of {name}>")),
+    }
+}
+
 impl EmitKind {
     fn name(self) -> &'static str {
         Launcher::from(self).name()
@@ -258,6 +301,8 @@ impl From<EmitKind> for Launcher {
             EmitKind::Torchrun => Launcher::Torchrun,
             EmitKind::Accelerate => Launcher::Accelerate,
             EmitKind::Torchtitan => Launcher::Torchtitan,
+            EmitKind::Vllm => Launcher::Vllm,
+            EmitKind::Sglang => Launcher::Sglang,
         }
     }
 }
@@ -271,6 +316,7 @@ fn emit_plan(
     report: &PlanReport,
     family: Family,
     model_name: &str,
+    serve_id: &str,
 ) -> anyhow::Result<Outcome> {
     let l = Launcher::from(kind);
     let runnable = match runnable_plan(req, report, l) {
@@ -308,11 +354,12 @@ fn emit_plan(
             rec.switches.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("; ")
         ));
     }
-    let seq = match rec.workload.as_ref().map(|w| &w.task) {
-        Some(Task::Train(t)) => t.seq,
-        _ => 0,
+    let (seq, context) = match rec.workload.as_ref().map(|w| &w.task) {
+        Some(Task::Train(t)) => (t.seq, 0),
+        Some(Task::Inference(i)) => (0, i.context),
+        None => (0, 0),
     };
-    let target = emit::Target { model: model_name, family, machines: rec.machines, seq };
+    let target = emit::Target { model: model_name, family, machines: rec.machines, seq, serve_id, context };
     let emitted = emit::config(l, &rec.setup, &target).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
     if let Some(launch) = emitted.launch {
         crate::to_stderr(&format!("vramfit: launch with: {launch}"));
