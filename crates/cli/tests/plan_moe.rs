@@ -58,3 +58,49 @@ fn more_sequences_touch_more_experts() {
     // total throughput still grows with the batch
     assert!(sixty_four > eight && eight > one, "{one} {eight} {sixty_four}");
 }
+
+/// The must-show: DeepSeek-V3 under vLLM with TP 8 and expert
+/// parallelism 8 is accepted and shows what each rank holds of the experts:
+/// 32 of 256 per MoE layer, whole. Hand-worked: the routed experts are
+/// 58 MoE layers × 256 experts × 3 × 7168 × 2048 = 653.9B parameters in fp8
+/// (1 B each, a per-tensor scale beside each matrix), so one rank holds
+/// 32/256 of 653.9 GB = 81.74 GB — the same bytes as a TP-8 split of every
+/// expert, placed whole.
+#[test]
+fn deepseek_v3_expert_parallel_shows_per_rank_experts() {
+    let args =
+        ["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "8", "--dtype", "fp8", "--gpu", "h200"];
+    let v = json(&[&args[..], &["--json"]].concat(), 0);
+    assert_eq!(v["workload"]["ep"], 8, "{}", v["workload"]);
+    let entries = v["per_gpu"]["entries"].as_array().unwrap();
+    let e = entries
+        .iter()
+        .find(|e| e["label"].as_str().unwrap().starts_with("routed experts, 32 of 256 per rank"))
+        .unwrap_or_else(|| panic!("{entries:?}"));
+    let bytes = e["bytes"].as_u64().unwrap();
+    let whole: u64 = 58 * 256 * 3 * 7168 * 2048;
+    assert!(bytes >= whole / 8 && bytes < whole / 8 + (1 << 20), "{bytes} vs {}", whole / 8);
+    // the same total as TP 8 alone: expert parallelism moves the experts, it does not shrink them
+    let tp_only = json(
+        &["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--dtype", "fp8", "--gpu", "h200", "--json"],
+        0,
+    );
+    let w = |v: &serde_json::Value| v["per_gpu"]["categories"]["weights"].as_u64().unwrap();
+    assert!(w(&v).abs_diff(w(&tp_only)) < 1 << 20, "{} vs {}", w(&v), w(&tp_only));
+    let (out, _) = common::run(&args, 0);
+    assert!(out.contains("experts over EP 8") && out.contains("each GPU holds 32 of the 256 routed experts"), "{out}");
+}
+
+/// `--ep` is refused by name where it does not apply.
+#[test]
+fn expert_parallel_refusals_name_the_field() {
+    for (args, says) in [
+        (&["estimate", "llama-3.1-8b", "--engine", "vllm", "--tp", "2", "--ep", "2"][..], "no routed experts"),
+        (&["estimate", "deepseek-v3", "--tp", "8", "--ep", "8"][..], "give --engine vllm or sglang"),
+        (&["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "4"][..], "give --ep 8"),
+        (&["estimate", "mixtral-8x7b", "--task", "train", "--gpus", "8", "--ep", "8"][..], "not modelled yet"),
+    ] {
+        let (_, err) = common::run(args, 2);
+        assert!(err.contains("--ep") && err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -56,6 +56,8 @@ pub enum Field {
     Gpus,
     Tp,
     Pp,
+    /// expert-parallel degree (MoE serving)
+    Ep,
     /// ZeRO stage / FSDP strategy
     Sharding,
     SequenceParallel,
@@ -71,7 +73,7 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 19] = [
+    pub const ALL: [Field; 20] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -82,6 +84,7 @@ impl Field {
         Field::Gpus,
         Field::Tp,
         Field::Pp,
+        Field::Ep,
         Field::Sharding,
         Field::SequenceParallel,
         Field::Offload,
@@ -109,6 +112,7 @@ impl Field {
             Field::Gpus => "gpus",
             Field::Tp => "tp",
             Field::Pp => "pp",
+            Field::Ep => "ep",
             Field::Sharding => "zero",
             Field::SequenceParallel => "sp",
             Field::Offload => "offload",
@@ -204,6 +208,11 @@ pub enum WorkloadError {
     Margin {
         value: f64,
     },
+    /// expert parallelism on a setup that does not run it
+    ExpertParallel {
+        ep: u64,
+        reason: String,
+    },
 }
 
 impl WorkloadError {
@@ -224,6 +233,7 @@ impl WorkloadError {
             IntegerWeights { .. } | Quantization { .. } | LoraBaseDtype { .. } => Field::Dtype,
             NoLoraTargets | UnknownLoraTarget { .. } | LoraRegex { .. } => Field::LoraTargets,
             Margin { .. } => Field::Margin,
+            ExpertParallel { .. } => Field::Ep,
         }
     }
 
@@ -297,6 +307,7 @@ impl WorkloadError {
                 f(*field)
             ),
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
+            ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
         }
     }
 }

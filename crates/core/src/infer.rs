@@ -41,7 +41,7 @@ pub fn estimate_inference(
     ledger.params_total = layout.total()?;
     ledger.params_active = layout.active()?;
     let quant = setup.quant.as_ref();
-    crate::weights::push_weights_with(
+    crate::weights::push_weights_ep(
         &mut ledger,
         &layout,
         spec.num_layers,
@@ -50,6 +50,8 @@ pub fn estimate_inference(
         setup.quantize_lm_head,
         tp,
         pp,
+        par.ep,
+        spec.moe.as_ref().map(|m| m.num_experts).unwrap_or(0),
     )?;
 
     // KV cache, paged in blocks, and recurrent state.
@@ -80,6 +82,18 @@ pub fn estimate_inference(
     }
     if tp > 1 || pp > 1 {
         ledger.notes.push(format!("split over {} GPUs (TP {tp} × PP {pp}); figures are for the worst GPU", tp * pp));
+    }
+    if par.ep > 1 {
+        if let Some(e) = ledger.entries.iter().find(|e| e.label.starts_with("routed experts")) {
+            let experts = spec.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
+            let note = format!(
+                "expert parallel {}: each GPU holds {} of the {experts} routed experts of every MoE layer, whole ({}; not split by TP)",
+                par.ep,
+                experts.div_ceil(par.ep),
+                crate::units::fmt_bytes(e.bytes)
+            );
+            ledger.notes.push(note);
+        }
     }
     Ok((ledger, kv_detail))
 }

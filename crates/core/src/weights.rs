@@ -156,6 +156,31 @@ pub fn push_weights_with(
     tp: u64,
     pp: u64,
 ) -> Result<WeightBytes, CoreError> {
+    push_weights_ep(ledger, layout, layers, dtype, quant, quantize_head, tp, pp, 1, 0)
+}
+
+/// As [`push_weights_with`], with the routed experts split whole over `ep`
+/// expert-parallel ranks (each rank holds ⌈experts / ep⌉ of the `experts`
+/// of every MoE layer, unsplit by TP: vLLM `FusedMoE` with
+/// `--enable-expert-parallel` places `local_num_experts` per EP rank,
+/// `determine_expert_map`) on their own ledger line; `ep` 1 splits them by
+/// TP like any linear.
+#[allow(clippy::too_many_arguments)]
+pub fn push_weights_ep(
+    ledger: &mut Ledger,
+    layout: &ParamLayout,
+    layers: u64,
+    dtype: DType,
+    quant: Option<&QuantSpec>,
+    quantize_head: bool,
+    tp: u64,
+    pp: u64,
+    ep: u64,
+    experts: u64,
+) -> Result<WeightBytes, CoreError> {
+    let ep_split = ep > 1 && experts > 0;
+    let per_rank = experts.div_ceil(ep.max(1));
+    let mut routed = (0u64, 0u64, 0u64);
     let rest_dtype = quant.map(|q| q.compute_dtype).unwrap_or(dtype);
     let mut lin = (0u64, 0u64, 0u64); // params, full bytes, per-gpu bytes
     let mut emb = (0u64, 0u64, 0u64);
@@ -165,6 +190,15 @@ pub fn push_weights_with(
     for g in &layout.groups {
         let is_q = quant.is_some() && (quantized(g) || (quantize_head && g.role() == Some(LinearRole::LmHead)));
         let full = group_bytes(g, if is_q { dtype } else { rest_dtype }, if is_q { quant } else { None })?;
+        if ep_split && g.role() == Some(LinearRole::Expert) {
+            // whole experts: no TP split; this rank's share of each layer's experts
+            let stage = shard(g, full, layers, 1, pp)?;
+            let per = mul_div_ceil("routed expert weights", stage, per_rank, experts)?;
+            routed.0 = add("params", routed.0, g.params()?)?;
+            routed.1 = sum("weights", &[routed.1, full])?;
+            routed.2 = sum("weights", &[routed.2, per])?;
+            continue;
+        }
         let per = shard(g, full, layers, tp, pp)?;
         let slot = match g.kind {
             ParamGroupKind::Linear(LinearRole::LmHead) => &mut head,
@@ -233,9 +267,13 @@ pub fn push_weights_with(
                 .note("transformers' *ForConditionalGeneration and vLLM load the tower with the model; counted whole on every TP rank and pipeline stage (an engine that shards it or keeps it on the first stage needs less)"),
         );
     }
-    let full = sum("weights", &[lin.1, emb.1, head.1, small.1, vision.1])?;
-    let per_gpu = sum("weights", &[lin.2, ends_per_gpu, small.2, vision.2])?;
-    Ok(WeightBytes { full, per_gpu, quantized_per_gpu: if quant.is_some() { lin.2 } else { 0 } })
+    if ep_split {
+        push_routed_experts(ledger, routed, experts, ep, pp);
+    }
+    let full = sum("weights", &[lin.1, emb.1, head.1, small.1, vision.1, routed.1])?;
+    let per_gpu = sum("weights", &[lin.2, ends_per_gpu, small.2, vision.2, routed.2])?;
+    let quantized = if quant.is_some() { sum("weights", &[lin.2, routed.2])? } else { 0 };
+    Ok(WeightBytes { full, per_gpu, quantized_per_gpu: quantized })
 }
 
 fn split_note(tp: u64, pp: u64) -> String {
@@ -245,6 +283,25 @@ fn split_note(tp: u64, pp: u64) -> String {
         (1, p) => format!("layers over PP {p} stages (ceil(L/{p}) per stage)"),
         (t, p) => format!("÷ TP {t}, layers over PP {p} stages"),
     }
+}
+
+/// The ledger line of the routed experts split whole over `ep` ranks
+/// ([`push_weights_ep`]): (params, bytes of the whole model, bytes per GPU).
+fn push_routed_experts(ledger: &mut Ledger, routed: (u64, u64, u64), experts: u64, ep: u64, pp: u64) {
+    let per_rank = experts.div_ceil(ep.max(1));
+    ledger.push(
+        Category::Weights,
+        format!("routed experts, {per_rank} of {experts} per rank (expert parallel {ep})"),
+        routed.2,
+        Explanation::new(format!(
+            "expert bytes (whole model) × ⌈{experts} / {ep}⌉ / {experts}, each expert whole on one rank (not split by TP){}",
+            if pp > 1 { ", this stage's layers" } else { "" }
+        ))
+        .term("expert params (whole model)", routed.0)
+        .term("expert bytes (whole model)", routed.1)
+        .term("experts per rank", per_rank)
+        .note("vLLM --enable-expert-parallel / SGLang --ep-size: EP spans the TP group; attention stays TP-split"),
+    );
 }
 
 /// Bytes of the routed experts' weights on the worst GPU (MoE; 0 for a dense

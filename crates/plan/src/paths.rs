@@ -129,18 +129,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         ));
     }
     notes.extend(ram_notes(&search));
-    // a job that needs several machines: say where the cluster search stopped
-    // (one that fits one machine is not worth a note per cluster offer)
-    let mut skipped: Vec<(&u32, &(u64, u64))> =
-        search.machines_skipped.iter().filter(|(o, (f, _))| *f > search.offer(**o).min_machines).collect();
-    skipped.sort();
-    for (&oi, &(first, m)) in skipped {
-        notes.push(format!(
-            "{}: clusters of {m} machines or more were not searched (more than {}× the {first} machines that hold the job; they buy speed at a higher bill)",
-            search.offer(oi).name,
-            crate::search::MACHINE_SEARCH_SPAN
-        ));
-    }
+    notes.extend(cluster_notes(&search));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",
@@ -150,84 +139,19 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     if matches!(req.workload.task, Task::Train(_)) {
         notes.push("data parallelism alone (ZeRO-0 / plain DDP) keeps a full copy of the model states on every GPU: it does not lower per-GPU memory; ZeRO-1/2/3, FSDP, TP and PP do".into());
     }
-    let (tokens, hours) = match job {
-        Job::Tokens(t) => (Some(t), None),
-        Job::Hours(h) => (None, Some(h)),
-        Job::Deadline { tokens, hours } => (Some(tokens), Some(hours)),
-        Job::None => (None, None),
-    };
+    let (tokens, hours) = (job.tokens(), job.hours());
     // a deadline no plan meets: say so, with the fastest plan found
     let fastest_late = match job {
         Job::Deadline { .. } if recommended.is_none() => search.fastest_late.as_ref().and_then(|c| row(&search, c)),
         _ => None,
     };
     // with a launcher: the best plan overall when the launcher cannot run it
-    let best_overall = match (req.launcher, &recommended) {
-        (Some(l), rec) if req.have.is_none() || own_card.is_none() => {
-            let free = plan(&PlanRequest { launcher: None, ..req.clone() })?;
-            match (free.recommended, rec) {
-                (Some(b), Some(r)) if b.rank_cost < r.rank_cost * (1.0 - crate::rank::PRICE_TIE) => {
-                    let why = crate::emit::check(l, &b.setup).err().map(|e| e.to_string()).unwrap_or_default();
-                    let hours = |h: Option<f64>| match h {
-                        Some(h) if h < 48.0 => format!(" in {h:.1} h"),
-                        Some(h) => format!(" in {:.1} days", h / 24.0),
-                        None => String::new(),
-                    };
-                    let saves = match (b.billed, r.billed) {
-                        (Some(bb), Some(rb)) if b.currency == r.currency => format!(
-                            "; it bills {}{} for the job, this plan {}{}",
-                            price_words(bb, &b.currency),
-                            hours(b.job_hours),
-                            price_words(rb, &r.currency),
-                            hours(r.job_hours)
-                        ),
-                        _ => String::new(),
-                    };
-                    notes.insert(
-                        0,
-                        format!(
-                            "{} cannot launch the best plan overall ({} × {}, {}): {why}{saves}",
-                            l.name(),
-                            b.gpus,
-                            b.gpu_name,
-                            b.offer_name
-                        ),
-                    );
-                    Some(b)
-                }
-                (Some(b), None) => {
-                    let why = crate::emit::check(l, &b.setup).err().map(|e| e.to_string()).unwrap_or_default();
-                    notes.insert(
-                        0,
-                        format!(
-                            "{} can launch no plan that fits; the best plan overall ({} × {}, {}) needs what it cannot: {why}",
-                            l.name(),
-                            b.gpus,
-                            b.gpu_name,
-                            b.offer_name
-                        ),
-                    );
-                    Some(b)
-                }
-                _ => None,
-            }
-        }
+    let best_overall = match (req.launcher, req.have.is_none() || own_card.is_none()) {
+        (Some(l), true) => best_overall(req, l, recommended.as_ref(), &mut notes)?,
         _ => None,
     };
-    let reason = match (job, &fastest_late) {
-        (Job::Deadline { tokens, hours }, Some(f)) => format!(
-            "no plan finishes {} tokens within {hours} h; the fastest found takes {:.1} h: {} × {} ({})",
-            thousands(tokens),
-            f.job_hours.unwrap_or(f64::INFINITY),
-            f.gpus,
-            f.gpu_name,
-            f.offer_name
-        ),
-        (Job::Deadline { tokens, hours }, None) if recommended.is_none() && search.fitting > 0 => {
-            format!("no plan finishes {} tokens within {hours} h", thousands(tokens))
-        }
-        _ => reason,
-    };
+    let reason =
+        deadline_reason(job, fastest_late.as_ref(), recommended.is_none() && search.fitting > 0).unwrap_or(reason);
     Ok(PlanReport {
         task: match req.workload.task {
             Task::Train(_) => JobKind::Train,
@@ -256,6 +180,97 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         stats: SearchStats { candidates: search.evaluated, fitting: search.fitting, estimates: search.estimated },
         notes,
     })
+}
+
+/// Where the cluster search stopped, for jobs that need several machines
+/// (a job that fits one machine is not worth a note per cluster offer).
+fn cluster_notes(search: &Search) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut skipped: Vec<(&u32, &(u64, u64))> =
+        search.machines_skipped.iter().filter(|(o, (f, _))| *f > search.offer(**o).min_machines).collect();
+    skipped.sort();
+    for (&oi, &(first, m)) in skipped {
+        notes.push(format!(
+            "{}: clusters of {m} machines or more were not searched (more than {}× the {first} machines that hold the job; they buy speed at a higher bill)",
+            search.offer(oi).name,
+            crate::search::MACHINE_SEARCH_SPAN
+        ));
+    }
+    notes
+}
+
+/// With a deadline no plan meets: the reason, naming the fastest plan found.
+fn deadline_reason(job: Job, fastest: Option<&PlanRow>, none_meets: bool) -> Option<String> {
+    let Job::Deadline { tokens, hours } = job else { return None };
+    match fastest {
+        Some(f) => Some(format!(
+            "no plan finishes {} tokens within {hours} h; the fastest found takes {:.1} h: {} × {} ({})",
+            thousands(tokens),
+            f.job_hours.unwrap_or(f64::INFINITY),
+            f.gpus,
+            f.gpu_name,
+            f.offer_name
+        )),
+        None if none_meets => Some(format!("no plan finishes {} tokens within {hours} h", thousands(tokens))),
+        None => None,
+    }
+}
+
+/// With a launcher: the best plan overall when the launcher cannot run it,
+/// and a first note saying what it needs and what it bills.
+fn best_overall(
+    req: &PlanRequest,
+    l: crate::emit::Launcher,
+    rec: Option<&PlanRow>,
+    notes: &mut Vec<String>,
+) -> Result<Option<PlanRow>, CoreError> {
+    let free = plan(&PlanRequest { launcher: None, ..req.clone() })?;
+    let Some(b) = free.recommended else { return Ok(None) };
+    let why = crate::emit::check(l, &b.setup).err().map(|e| e.to_string()).unwrap_or_default();
+    match rec {
+        Some(r) if b.rank_cost < r.rank_cost * (1.0 - crate::rank::PRICE_TIE) => {
+            let hours = |h: Option<f64>| match h {
+                Some(h) if h < 48.0 => format!(" in {h:.1} h"),
+                Some(h) => format!(" in {:.1} days", h / 24.0),
+                None => String::new(),
+            };
+            let saves = match (b.billed, r.billed) {
+                (Some(bb), Some(rb)) if b.currency == r.currency => format!(
+                    "; it bills {}{} for the job, this plan {}{}",
+                    price_words(bb, &b.currency),
+                    hours(b.job_hours),
+                    price_words(rb, &r.currency),
+                    hours(r.job_hours)
+                ),
+                _ => String::new(),
+            };
+            notes.insert(
+                0,
+                format!(
+                    "{} cannot launch the best plan overall ({} × {}, {}): {why}{saves}",
+                    l.name(),
+                    b.gpus,
+                    b.gpu_name,
+                    b.offer_name
+                ),
+            );
+            Ok(Some(b))
+        }
+        Some(_) => Ok(None),
+        None => {
+            notes.insert(
+                0,
+                format!(
+                    "{} can launch no plan that fits; the best plan overall ({} × {}, {}) needs what it cannot: {why}",
+                    l.name(),
+                    b.gpus,
+                    b.gpu_name,
+                    b.offer_name
+                ),
+            );
+            Ok(Some(b))
+        }
+    }
 }
 
 /// Offers (at some GPU counts) left out only because their host RAM cannot

@@ -235,6 +235,8 @@ impl<'a> Search<'a> {
             gpus: key.gpus / replicas,
             tp: key.tp,
             pp: key.pp,
+            // the planner does not search expert parallelism (issue 21, left open)
+            ep: 1,
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -318,6 +320,8 @@ impl<'a> Search<'a> {
             gpus: key.gpus,
             tp: key.tp,
             pp: key.pp,
+            // the planner does not search expert parallelism (issue 21, left open)
+            ep: 1,
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,

@@ -49,6 +49,14 @@ impl Job {
         }
     }
 
+    /// Hours the job is sized in: a rental length or a deadline.
+    pub fn hours(self) -> Option<f64> {
+        match self {
+            Job::Hours(h) | Job::Deadline { hours: h, .. } => Some(h),
+            _ => None,
+        }
+    }
+
     /// The deadline, hours, if any.
     pub fn deadline(self) -> Option<f64> {
         match self {

@@ -108,6 +108,9 @@ pub struct WorkloadInfo {
     pub tp: u64,
     pub pp: u64,
     pub dp: u64,
+    /// expert-parallel degree of a MoE model's routed experts (absent: 1)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ep: Option<u64>,
     /// any further settings, as strings (precision, optimizer, zero stage …)
     pub settings: BTreeMap<String, String>,
 }
@@ -303,6 +306,7 @@ impl From<&Workload> for WorkloadInfo {
             tp: par.tp,
             pp: par.pp,
             dp: par.dp(),
+            ep: Some(par.ep).filter(|&e| e > 1),
             settings: BTreeMap::new(),
         };
         match &w.task {
@@ -455,12 +459,13 @@ impl EstimateReport {
         }
         let _ = write!(
             wl,
-            "; {} GPU{} (TP {} × PP {} × DP {})",
+            "; {} GPU{} (TP {} × PP {} × DP {}{})",
             self.gpus,
             if self.gpus == 1 { "" } else { "s" },
             w.tp,
             w.pp,
-            w.dp
+            w.dp,
+            w.ep.map(|e| format!(", experts over EP {e}")).unwrap_or_default()
         );
         let _ = writeln!(out, "{wl}");
         if m.params_trainable > 0 && m.params_trainable != m.params_total {

@@ -86,6 +86,7 @@ mod tests {
             tp: 1,
             pp: 1,
             dp: 1,
+            ep: None,
             settings: Default::default(),
         };
         let model = crate::cmd::estimate::model_info(&r, 0).unwrap();

@@ -132,9 +132,10 @@ fn time_model(overrides: &[String], gpus: &[GpuSpec]) -> anyhow::Result<TimeMode
     Ok(tm)
 }
 
-pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
-    let resolved = args.hub.resolve(args.model.as_deref())?;
-    let spec = &resolved.spec;
+/// The launcher the plan is for (`--launcher`, `--emit`; they must agree):
+/// a serving engine's launcher serves an inference job with that engine
+/// (`--engine` implied; another `--engine` is refused).
+fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyhow::Result<Option<Launcher>> {
     let launcher = match (args.launcher, args.emit) {
         (Some(l), Some(e)) if l != e => {
             bail_on!("launcher", "--launcher {} and --emit {} name different launchers: give one", l.name(), e.name())
@@ -143,7 +144,9 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     };
     let launcher_field = if args.emit.is_some() { "emit" } else { "launcher" };
     // a serving engine's launcher serves an inference job with that engine
-    let inference = matches!(args.workload.clone().build(spec).map(|w| w.task), Ok(Task::Inference(_)));
+    // (a workload that does not build is reported by the caller's build)
+    let built = args.workload.clone().build(spec).ok().map(|w| matches!(w.task, Task::Inference(_)));
+    let inference = built == Some(true);
     if let Some(l) = launcher.filter(|l| l.serves() && inference) {
         let engine = if l == Launcher::Vllm {
             vramfit_core::workload::Engine::Vllm
@@ -158,6 +161,34 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
             }
         }
     }
+    if args.workload.ep.is_some_and(|e| e > 1) {
+        bail_on!(
+            "ep",
+            "--ep: plan does not search expert parallelism yet; `vramfit estimate … --engine vllm --tp N --ep N` sizes it"
+        );
+    }
+    if let Some(l) = launcher {
+        if let Err(why) = l.runs_model(&spec.name) {
+            bail_on!(launcher_field, "--launcher {}: {why}", l.name());
+        }
+        if l.serves() && built == Some(false) {
+            bail_on!(launcher_field, "--launcher {} serves models: this job is training", l.name());
+        }
+        if !l.serves() && built == Some(true) {
+            bail_on!(
+                launcher_field,
+                "--launcher {} runs training; this job is inference (--launcher vllm or sglang serves it)",
+                l.name()
+            );
+        }
+    }
+    Ok(launcher)
+}
+
+pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
+    let resolved = args.hub.resolve(args.model.as_deref())?;
+    let spec = &resolved.spec;
+    let launcher = resolve_launcher(&mut args, spec)?;
     let workload = args.workload.build(spec)?;
     let user = match &args.catalog {
         Some(p) => Some((read_catalog(p).on_field("catalog")?, p.display().to_string())),
@@ -198,21 +229,6 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     }
     if args.top == 0 || args.top > 1000 {
         bail_on!("top", "--top must be between 1 and 1000");
-    }
-    if let Some(l) = launcher {
-        if let Err(why) = l.runs_model(&spec.name) {
-            bail_on!(launcher_field, "--launcher {}: {why}", l.name());
-        }
-        if l.serves() && train {
-            bail_on!(launcher_field, "--launcher {} serves models: this job is training", l.name());
-        }
-        if !l.serves() && !train {
-            bail_on!(
-                launcher_field,
-                "--launcher {} runs training; this job is inference (--launcher vllm or sglang serves it)",
-                l.name()
-            );
-        }
     }
     let req = PlanRequest {
         model: spec,

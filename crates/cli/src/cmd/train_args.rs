@@ -50,6 +50,8 @@ pub struct Common {
     pub gpus: u64,
     pub tp: u64,
     pub pp: u64,
+    /// expert-parallel degree (`--ep`)
+    pub ep: u64,
     /// `--dtype` when given
     pub dtype: Option<DType>,
     /// `--engine` (its behaviour sets the defaults)
@@ -471,6 +473,7 @@ impl TrainArgs {
             gpus: common.gpus,
             tp: common.tp,
             pp: common.pp,
+            ep: common.ep,
             sharding,
             fsdp: self.fsdp.is_some(),
             sequence_parallel: self.sp,

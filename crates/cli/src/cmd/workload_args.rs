@@ -48,6 +48,10 @@ pub struct WorkloadArgs {
     /// Tensor-parallel degree [default: 1]
     #[arg(long, visible_alias = "tensor-parallel-size")]
     pub tp: Option<u64>,
+    /// Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts split
+    /// over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size) [default: 1]
+    #[arg(long, visible_alias = "ep-size", value_name = "EP")]
+    pub ep: Option<u64>,
     /// Pipeline-parallel stages [default: 1]
     #[arg(long, visible_alias = "pipeline-parallel-size")]
     pub pp: Option<u64>,
@@ -183,6 +187,7 @@ impl WorkloadArgs {
             gpus: self.gpus(),
             tp: self.tp(),
             pp: self.pp(),
+            ep: self.ep.unwrap_or(1),
             dtype: None,
             engine: self.engine.unwrap_or_default(),
         }
@@ -293,7 +298,8 @@ impl WorkloadArgs {
                     }
                     _ => (self.tp(), self.pp()),
                 };
-                let parallelism = Parallelism { gpus: self.gpus(), tp, pp, ..Parallelism::default() };
+                let parallelism =
+                    Parallelism { gpus: self.gpus(), tp, pp, ep: self.ep.unwrap_or(1), ..Parallelism::default() };
                 let task = Task::Inference(self.inference(spec)?);
                 (Workload { task, parallelism, runtime }, notes, FieldNames::default())
             }

@@ -76,6 +76,10 @@ impl Offload {
     }
 }
 
+fn one() -> u64 {
+    1
+}
+
 /// How the job is split over GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Parallelism {
@@ -85,6 +89,10 @@ pub struct Parallelism {
     pub tp: u64,
     /// pipeline stages
     pub pp: u64,
+    /// expert-parallel degree (MoE serving: whole routed experts split over
+    /// this many ranks instead of each expert split by TP); 1: none
+    #[serde(default = "one")]
+    pub ep: u64,
     pub sharding: Sharding,
     /// FSDP spelling of the sharding was used (affects names in output only)
     pub fsdp: bool,
@@ -101,6 +109,7 @@ impl Default for Parallelism {
             gpus: 1,
             tp: 1,
             pp: 1,
+            ep: 1,
             sharding: Sharding::None,
             fsdp: false,
             sequence_parallel: false,

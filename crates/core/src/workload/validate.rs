@@ -41,6 +41,7 @@ pub fn inference(
     size(Field::BlockSize, s.block_size, MAX_BLOCK_SIZE)?;
     layout(model, par)?;
     no_training_parallelism(par)?;
+    expert_parallel(model, s, par)?;
     if s.batch > s.concurrency {
         return Err(WorkloadError::BatchOverConcurrency { batch: s.batch, concurrency: s.concurrency });
     }
@@ -70,6 +71,13 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     size(Field::GradAccum, t.grad_accum, MAX_GRAD_ACCUM)?;
     layout(model, par)?;
     sharding(par)?;
+    if par.ep != 1 {
+        return Err(WorkloadError::ExpertParallel {
+            ep: par.ep,
+            reason: "expert parallelism in training (Megatron EP, DeepSpeed-MoE) is not modelled yet; serving is"
+                .into(),
+        });
+    }
     if t.kind != TrainKind::Full {
         lora(model, t)?;
     }
@@ -340,6 +348,38 @@ fn runtime(rt: &RuntimeSetup) -> Result<(), WorkloadError> {
     }
     if !rt.fragmentation.is_finite() || !(0.0..=10.0).contains(&rt.fragmentation) {
         return Err(WorkloadError::Margin { value: rt.fragmentation });
+    }
+    Ok(())
+}
+
+/// Expert parallelism (`--ep`) as the serving engines run it: a MoE model,
+/// a serving engine, and — with vLLM's `--enable-expert-parallel` over a TP
+/// group — an EP degree equal to TP (vLLM `FusedMoEParallelConfig.make`:
+/// `ep_size = dp_size × tp_size`; data-parallel attention is not modelled),
+/// at most one rank per routed expert.
+fn expert_parallel(model: &ModelSpec, s: &InferenceSetup, par: &Parallelism) -> Result<(), WorkloadError> {
+    let ep = par.ep;
+    if ep == 0 {
+        return Err(WorkloadError::Zero { field: Field::Ep });
+    }
+    if ep == 1 {
+        return Ok(());
+    }
+    let bad = |reason: String| Err(WorkloadError::ExpertParallel { ep, reason });
+    let Some(moe) = model.moe.as_ref().filter(|m| m.num_experts > 0) else {
+        return bad(format!("{} has no routed experts to split", model.name));
+    };
+    if s.engine.serving().is_none() {
+        return bad("expert parallelism is modelled as vLLM and SGLang serve it: give --engine vllm or sglang".into());
+    }
+    if ep != par.tp.max(1) {
+        return bad(format!(
+            "the serving engines split the experts over the tensor-parallel group (vLLM: EP = TP × DP, data-parallel attention not modelled): give --ep {}",
+            par.tp.max(1)
+        ));
+    }
+    if ep > moe.num_experts {
+        return bad(format!("more ranks than the {} routed experts", moe.num_experts));
     }
     Ok(())
 }
