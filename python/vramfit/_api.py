@@ -91,6 +91,7 @@ def estimate(
     no_repack: bool = False,
     cpu_only: bool = False,
     gpu_reserve_mib: Optional[int] = None,
+    llamacpp_build: Optional[int] = None,
     gpu: Optional[str] = None,
     gpu_mem: Optional[str] = None,
     gpu_util: Optional[float] = None,
@@ -268,6 +269,9 @@ def estimate(
         gpu_reserve_mib (--gpu-reserve-mib):
             GGUF: VRAM per GPU outside llama.cpp's buffers (CUDA context, cuBLAS), MiB [default:
             500]
+        llamacpp_build (--llamacpp-build):
+            GGUF: the llama.cpp build to model (its bNNNN release number, e.g. 4897); its rules for
+            logits and CPU repacking apply [default: current]
         gpu (--gpu):
             GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or
             `auto`: the local GPUs through NVML, fitted against their free memory

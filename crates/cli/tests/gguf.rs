@@ -160,7 +160,8 @@ fn llama8b() -> (PathBuf, GgufHeader) {
 #[test]
 fn partial_offload_puts_the_output_layer_first_and_splits_vram_and_host_ram() {
     let (path, h) = llama8b();
-    let v = json(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--json"], 0);
+    // build b4897 still repacked host matrices beside a GPU (see current_builds_do_not_repack_beside_a_gpu)
+    let v = json(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--llamacpp-build", "4897", "--json"], 0);
     // -ngl 20 = the output layer + the last 19 repeating layers (13..=31)
     let r = &v["placement"]["layers"];
     assert_eq!(r[0]["device"], "CPU");
@@ -301,7 +302,7 @@ fn moe_experts_are_counted_and_placed_by_layer() {
     s.matrix = GgmlType::Q4K;
     s.experts = Some((8, 2, 512));
     let (path, h) = fixture("moe.gguf", &s);
-    let v = json(&["estimate", p(&path), "--gpu", "l4", "-ngl", "3", "--json"], 0);
+    let v = json(&["estimate", p(&path), "--gpu", "l4", "-ngl", "3", "--llamacpp-build", "b4897", "--json"], 0);
     assert_eq!(v["model"]["experts"]["count"], 8);
     let total: u64 = h.tensors.iter().map(|t| nbytes(t.ty.id(), &t.ne)).sum();
     assert_eq!(v["model"]["tensor_bytes"], total);
@@ -317,6 +318,61 @@ fn moe_experts_are_counted_and_placed_by_layer() {
         .map(|t| nbytes(t.ty.id(), &t.ne))
         .sum();
     assert_eq!(buf(&v, "host", "CPU_REPACK model buffer"), repacked);
+}
+
+/// Regression (issue 22): a host Q4 partial-offload run on a current
+/// build logs no CPU_REPACK buffer although its system info lists
+/// repacking. llama.cpp PR #12632 ordered the host buffer types "ACCEL ->
+/// GPU host -> CPU extra -> CPU" (`make_cpu_buft_list`,
+/// src/llama-model.cpp): the GPU's host buffer takes the host weights, and
+/// with mmap `load_tensors` demotes it to the plain CPU buffer ("avoid
+/// using a host buffer when using mmap"). A CPU-only build still repacks.
+#[test]
+fn current_builds_do_not_repack_beside_a_gpu() {
+    let (path, h) = llama8b();
+    let v = json(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--json"], 0);
+    let bufs = v["host"]["buffers"].to_string();
+    assert!(!bufs.contains("CPU_REPACK"), "{bufs}");
+    let on_gpu = |n: &str| is_layer(n, 13..=31) || n.starts_with("output");
+    let host: u64 = h.tensors.iter().filter(|t| !on_gpu(&t.name)).map(|t| nbytes(t.ty.id(), &t.ne)).sum();
+    assert_eq!(buf(&v, "host", "CPU_Mapped model buffer"), host);
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("no CPU_REPACK buffer") && notes.contains("#12632"), "{notes}");
+    // a CPU-only build repacks the Q4_K matrices
+    let v = json(&["estimate", p(&path), "--cpu-only", "--json"], 0);
+    assert!(buf(&v, "host", "CPU_REPACK model buffer") > 0);
+}
+
+/// llama-server reserves logits for its slots only since llama.cpp PR
+/// #23861 (`server_n_outputs_max` = min(n_batch, n_parallel),
+/// tools/server/server-context.cpp; first in tag b9479): the reserve
+/// graph's logits are n_vocab × 4 rows at -np 4 instead of n_vocab × 512.
+/// Regression (issue 22): vramfit reserved the full micro-batch on every build.
+#[test]
+fn current_builds_reserve_logits_for_the_slots_only() {
+    let (path, _) = llama8b();
+    let cuda = |build: &str| {
+        let mut a = vec!["estimate", p(&path), "--gpu", "h100-sxm", "-c", "8192", "-np", "4", "--json"];
+        if !build.is_empty() {
+            a.extend(["--llamacpp-build", build]);
+        }
+        let v = json(&a, 0);
+        (buf(&v, "CUDA0", "CUDA0 compute buffer"), v["notes"].to_string())
+    };
+    let (now, note_now) = cuda("");
+    let (before, note_before) = cuda("9478");
+    let (after, _) = cuda("9479");
+    assert_eq!(now, after);
+    // the micro-batch's logits alone are 128256 × 512 × 4 B = 250.5 MiB: the older build's
+    // buffer holds them, the current one (4 rows, 2 MiB) is smaller than they are
+    let logits = 128256 * 512 * 4;
+    assert!(before >= logits && now < logits, "before {before}, now {now}");
+    assert!(note_now.contains("build current") && note_now.contains("logits of 4 of the 512 tokens"), "{note_now}");
+    assert!(note_before.contains("build b9478") && note_before.contains("logits of all 512 tokens"), "{note_before}");
+    let (_, err) = run(&["estimate", p(&path), "--llamacpp-build", "x12"], 2);
+    assert!(err.contains("--llamacpp-build") && err.contains("x12"), "{err}");
+    let (_, err) = run(&["estimate", p(&path), "--llamacpp-build", "0"], 2);
+    assert!(err.contains("--llamacpp-build"), "{err}");
 }
 
 #[test]
@@ -338,7 +394,8 @@ fn cpu_only_keeps_everything_on_the_host() {
 #[test]
 fn explain_gives_formula_inputs_and_source_for_every_buffer() {
     let (path, _) = llama8b();
-    let (text, _) = run(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--explain"], 0);
+    let (text, _) =
+        run(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--llamacpp-build", "4897", "--explain"], 0);
     for label in
         ["CUDA0 model buffer", "CUDA0 KV buffer", "CUDA0 compute buffer", "CPU_REPACK model buffer", "CPU KV buffer"]
     {

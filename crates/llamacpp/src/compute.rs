@@ -2,7 +2,7 @@
 //! handed to the allocator replica in [`crate::graph`].
 //!
 //! At context creation llama.cpp reserves the graph of one full
-//! micro-batch (`n_tokens = min(n_ctx, n_ubatch)`, every token an output)
+//! micro-batch (`n_tokens = min(n_ctx, n_ubatch)`, `n_outputs_max` outputs)
 //! against a full KV cache (`n_kv` = the cache's cells), and sizes each
 //! backend's compute buffer to what `ggml_gallocr` needs for it
 //! (`llama_context::graph_reserve` → `ggml_backend_sched_reserve`). The
@@ -20,8 +20,10 @@
 //! transposed V cache one index per value: `n_tokens × n_embd_v_gqa` i64),
 //! RoPEs fused-QKV views directly, expands V before K and uses the fused
 //! `swiglu` op. Both gather the output rows in the last layer
-//! (`inp_out_ids`: the reserve graph outputs every token, and the gather is
-//! kept even then, PR #14275).
+//! (`inp_out_ids`, kept even when every token is an output, PR #14275).
+//! How many rows it keeps depends on the build: every token of the
+//! micro-batch up to llama.cpp PR #23861, llama-server's `n_outputs_max`
+//! (its slots) since ([`crate::build::reserved_outputs`]).
 //!
 //! Families other than dense/MoE attention decoders (recurrent state
 //! layers, MLA, encoders) are built from the same pieces with the sizes of
@@ -59,6 +61,9 @@ pub enum GraphEra {
 pub struct ComputeSetup {
     /// tokens of the reserved micro-batch: `min(n_ctx, n_ubatch)`
     pub n_tokens: u64,
+    /// rows of logits the reserve graph keeps (`n_outputs_max`, at most
+    /// `n_tokens`): see [`crate::build::reserved_outputs`]
+    pub n_outputs: u64,
     /// KV cells attended per stream by full-attention layers
     pub n_kv: u64,
     /// KV cells per stream of sliding-window layers
@@ -218,6 +223,8 @@ impl<'a> Builder<'a> {
 struct Dims {
     /// tokens in the micro-batch
     t: u64,
+    /// rows the last layer keeps for the logits (`inp_out_ids`)
+    n_out: u64,
     /// tokens per stream
     t_seq: u64,
     e: u64,
@@ -256,6 +263,7 @@ pub fn compute_buffers(
     let streams = s.streams.max(1);
     let d = Dims {
         t,
+        n_out: s.n_outputs.clamp(1, t.max(1)),
         t_seq: t.div_ceil(streams),
         e: model.n_embd,
         streams,
@@ -301,13 +309,16 @@ pub fn compute_buffers(
         if last {
             // the last layer keeps only the rows whose logits are wanted
             if let Some(ids) = inputs.out_ids {
-                cur = b.fresh("get_rows", F32, [d.e, t, 1, 1], &[cur, ids], t)?;
+                let n = d.n_out;
+                cur = b.fresh("get_rows", F32, [d.e, n, 1, 1], &[cur, ids], n)?;
                 b.g.not_offloadable(cur);
-                inp_sa = b.fresh("get_rows", F32, [d.e, t, 1, 1], &[inp, ids], t)?;
+                inp_sa = b.fresh("get_rows", F32, [d.e, n, 1, 1], &[inp, ids], n)?;
                 b.g.not_offloadable(inp_sa);
             }
         }
-        inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &d)?;
+        // after the gather the last layer's FFN and the head see n_out rows
+        let dl = if last { Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d } } else { d };
+        inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &dl)?;
     }
     if model.latent_attention() {
         approximate.get_or_insert_with(|| {
@@ -317,7 +328,8 @@ pub fn compute_buffers(
     if !d.causal {
         approximate.get_or_insert_with(|| "encoder (non-causal) attention over the micro-batch".into());
     }
-    let last = output_head(&mut b, model, placement, inp, &d)?;
+    let last =
+        output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?;
     b.g.expand(last);
     b.g.schedule(has_gpu, s.op_offload);
     let sizes = b.g.allocate(
@@ -374,7 +386,7 @@ fn graph_inputs(
     } else {
         (None, None)
     };
-    let out_ids = Some(b.g.input("inp_out_ids", I32, [t, 1, 1, 1], t * 4));
+    let out_ids = Some(b.g.input("inp_out_ids", I32, [d.n_out, 1, 1, 1], d.n_out * 4));
     Ok((embd, GraphInputs { pos, mask_full, mask_swa, k_idx, v_idx, out_ids }))
 }
 

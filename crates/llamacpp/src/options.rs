@@ -105,6 +105,9 @@ pub struct LlamaCppOptions {
     pub gpu_reserve: u64,
     pub order: OffloadOrder,
     pub era: GraphEra,
+    /// `--llamacpp-build N`: the llama.cpp build whose rules apply
+    /// ([`crate::build::BuildRules`]); `None`: the current build
+    pub build: Option<u64>,
 }
 
 impl Default for LlamaCppOptions {
@@ -129,9 +132,14 @@ impl Default for LlamaCppOptions {
             gpu_reserve: vramfit_core::runtime::DEFAULT_CUDA_CONTEXT,
             order: OffloadOrder::OutputFirst,
             era: GraphEra::Current,
+            build: None,
         }
     }
 }
+
+/// Largest `--llamacpp-build`: llama.cpp's release tags count commits
+/// (b9479 in June 2026); a number past a million is a typo.
+pub const MAX_BUILD: u64 = 1_000_000;
 
 /// A launch option an error is about. [`OptionField::id`] is its stable
 /// name: llama.cpp's long flag (and vramfit's), or `gpu` for the GPU list.
@@ -146,10 +154,12 @@ pub enum OptionField {
     TensorSplit,
     /// the GPUs of the launch (vramfit's `--gpu`; llama.cpp uses the visible devices)
     Gpus,
+    /// vramfit's `--llamacpp-build`: which llama.cpp build's rules apply
+    Build,
 }
 
 impl OptionField {
-    pub const ALL: [OptionField; 8] = [
+    pub const ALL: [OptionField; 9] = [
         OptionField::CtxSize,
         OptionField::Batch,
         OptionField::Ubatch,
@@ -158,6 +168,7 @@ impl OptionField {
         OptionField::CacheTypeV,
         OptionField::TensorSplit,
         OptionField::Gpus,
+        OptionField::Build,
     ];
 
     /// Stable id: the long flag without its dashes.
@@ -171,6 +182,7 @@ impl OptionField {
             OptionField::CacheTypeV => "cache-type-v",
             OptionField::TensorSplit => "tensor-split",
             OptionField::Gpus => "gpu",
+            OptionField::Build => "llamacpp-build",
         }
     }
 
@@ -184,7 +196,7 @@ impl OptionField {
             OptionField::CacheTypeK => Some("-ctk"),
             OptionField::CacheTypeV => Some("-ctv"),
             OptionField::TensorSplit => Some("-ts"),
-            OptionField::Gpus => None,
+            OptionField::Gpus | OptionField::Build => None,
         }
     }
 }
@@ -297,6 +309,9 @@ impl LlamaCppOptions {
             let value = self.gpus.len() as u64;
             let why = "GGML_CUDA_MAX_DEVICES";
             return Err(OptionsError::TooLarge { field: OptionField::Gpus, value, limit: MAX_GPUS, why });
+        }
+        if let Some(b) = self.build {
+            count(OptionField::Build, b, MAX_BUILD, "llama.cpp's build numbers count commits")?;
         }
         if !self.tensor_split.is_empty() {
             check_shares(&self.tensor_split)?;

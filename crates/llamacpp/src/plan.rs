@@ -145,7 +145,22 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
     let placement = place(model.n_layer, ngl, &split, opts.order)?;
-    let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
+    let rules = crate::build::BuildRules::of(opts.build);
+    // the CPU repacks host matrices when no GPU host buffer type comes
+    // first in its list (a build without GPUs), or on builds up to
+    // LAST_REPACK_BESIDE_GPU (see crate::build)
+    let cpu_repack = opts.cpu_repack && (opts.gpus.is_empty() || rules.repack_beside_gpu);
+    if opts.cpu_repack
+        && !cpu_repack
+        && model.tensors.iter().any(crate::placement::cpu_repacked)
+        && placement_has_host_layers(&placement)
+    {
+        notes.push(format!(
+            "no CPU_REPACK buffer: with a GPU, llama.cpp (builds after b{}, PR #12632) keeps host weights in the GPU's host buffer type, demoted to CPU_Mapped with mmap, so they are not repacked",
+            crate::build::LAST_REPACK_BESIDE_GPU
+        ));
+    }
+    let buffers = model_buffers(model, &placement, opts.mmap, cpu_repack)?;
     let cache_opt = CacheOptions {
         type_k: opts.cache_type_k,
         type_v: opts.cache_type_v,
@@ -155,11 +170,26 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     };
     let kv = kv_cache(model, &placement, size, cache_opt)?;
     let n_tokens = size.n_ctx.min(ubatch);
+    let n_outputs = crate::build::reserved_outputs(rules, n_tokens, opts.batch, opts.parallel);
+    notes.push(if rules.outputs_for_slots {
+        format!(
+            "llama.cpp build {}: the compute buffer holds the logits of {n_outputs} of the {n_tokens} tokens of a micro-batch (llama-server's n_outputs_max = min(batch, parallel), PR #23861). llama-bench and llama-perplexity keep all {n_tokens}: pass --llamacpp-build {} to size them",
+            rules.label(),
+            crate::build::OUTPUTS_FOR_SLOTS - 1
+        )
+    } else {
+        format!(
+            "llama.cpp build {}: the compute buffer holds the logits of all {n_tokens} tokens of a micro-batch. Builds from b{} keep them for llama-server's slots only",
+            rules.label(),
+            crate::build::OUTPUTS_FOR_SLOTS
+        )
+    });
     let compute = compute_buffers(
         model,
         &placement,
         ComputeSetup {
             n_tokens,
+            n_outputs,
             n_kv: size.n_ctx_seq,
             n_kv_swa: size.swa_cells,
             streams: size.streams,
@@ -169,7 +199,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             type_k: opts.cache_type_k,
             type_v: opts.cache_type_v,
             era: opts.era,
-            cpu_repack: opts.cpu_repack,
+            cpu_repack,
             gpus: opts.gpus.len() as u32,
             // llama_context: pipeline parallelism when several devices hold
             // every layer (-ngl > n_layer), split by layer, KV offloaded
@@ -606,6 +636,11 @@ pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Resu
         }
     }
     Ok(Some(lo * step))
+}
+
+/// Some layer (or the output layer) stays on the host.
+fn placement_has_host_layers(p: &Placement) -> bool {
+    p.layers.contains(&Device::Cpu) || p.output == Device::Cpu
 }
 
 #[cfg(test)]

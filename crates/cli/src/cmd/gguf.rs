@@ -79,6 +79,15 @@ pub struct GgufArgs {
     /// GGUF: VRAM per GPU outside llama.cpp's buffers (CUDA context, cuBLAS), MiB [default: 500]
     #[arg(long = "gpu-reserve-mib", value_name = "MIB")]
     pub gpu_reserve_mib: Option<u64>,
+    /// GGUF: the llama.cpp build to model (its bNNNN release number, e.g. 4897); its rules for logits and CPU repacking apply [default: current]
+    #[arg(long = "llamacpp-build", value_name = "N", value_parser = llamacpp_build)]
+    pub llamacpp_build: Option<u64>,
+}
+
+/// `--llamacpp-build`: `9479` or `b9479`.
+fn llamacpp_build(s: &str) -> Result<u64, String> {
+    let digits = s.trim().strip_prefix(['b', 'B']).unwrap_or(s.trim());
+    digits.parse::<u64>().map_err(|_| format!("'{s}' is not a llama.cpp build number (expected e.g. 9479 or b9479)"))
 }
 
 impl GgufArgs {
@@ -102,6 +111,7 @@ impl GgufArgs {
             (self.no_repack, "--no-repack"),
             (self.cpu_only, "--cpu-only"),
             (self.gpu_reserve_mib.is_some(), "--gpu-reserve-mib"),
+            (self.llamacpp_build.is_some(), "--llamacpp-build"),
         ];
         for (g, n) in opt {
             if g {
@@ -331,6 +341,7 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         gpu_reserve: reserve,
         order: OffloadOrder::OutputFirst,
         era: GraphEra::Current,
+        build: args.llamacpp_build,
     };
     opts.validate().map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
     Ok(opts)
