@@ -375,6 +375,35 @@ fn current_builds_reserve_logits_for_the_slots_only() {
     assert!(err.contains("--llamacpp-build"), "{err}");
 }
 
+/// `--n-cpu-moe N` keeps the routed-expert stacks of layers 0..N in host
+/// memory (llama.cpp's `llm_ffn_exps_block_regex` overrides,
+/// common/common.h; common/arg.cpp): the GPU's model buffer loses them,
+/// the host maps them, the router and the rest of the layer stay, and the
+/// GPU's compute buffer grows by the copy it makes to run them (op offload).
+#[test]
+fn n_cpu_moe_keeps_the_first_layers_experts_on_the_host() {
+    let mut s = Shape::llama(4, 1024, 16, 4, 2048, 1024);
+    s.matrix = GgmlType::Q4K;
+    s.experts = Some((8, 2, 512));
+    let (path, h) = fixture("moe-ncmoe.gguf", &s);
+    let base = json(&["estimate", p(&path), "--gpu", "l4", "--json"], 0);
+    let v = json(&["estimate", p(&path), "--gpu", "l4", "-ncmoe", "2", "--json"], 0);
+    let exps = |t: &&vramfit_ingest::gguf::GgufTensor| is_layer(&t.name, 0..=1) && t.name.contains("_exps.");
+    let moved: u64 = h.tensors.iter().filter(exps).map(|t| cuda_size(t.ty.id(), &t.ne)).sum();
+    assert!(moved > 0);
+    assert_eq!(buf(&base, "CUDA0", "CUDA0 model buffer") - buf(&v, "CUDA0", "CUDA0 model buffer"), moved);
+    let host_moved: u64 = h.tensors.iter().filter(exps).map(|t| nbytes(t.ty.id(), &t.ne)).sum();
+    assert!(buf(&v, "host", "CPU_Mapped model buffer") >= host_moved);
+    assert!(buf(&v, "CUDA0", "CUDA0 compute buffer") > buf(&base, "CUDA0", "CUDA0 compute buffer"));
+    assert!(v["command_line"].as_str().unwrap().contains(" --n-cpu-moe 2"), "{}", v["command_line"]);
+    assert!(v["notes"].to_string().contains("overridden to CUDA_Host"));
+    // --cpu-moe: every layer
+    let all = json(&["estimate", p(&path), "--gpu", "l4", "--cpu-moe", "--json"], 0);
+    let every: u64 = h.tensors.iter().filter(|t| t.name.contains("_exps.")).map(|t| cuda_size(t.ty.id(), &t.ne)).sum();
+    assert_eq!(buf(&base, "CUDA0", "CUDA0 model buffer") - buf(&all, "CUDA0", "CUDA0 model buffer"), every);
+    assert!(all["command_line"].as_str().unwrap().contains(" --cpu-moe"));
+}
+
 #[test]
 fn cpu_only_keeps_everything_on_the_host() {
     let mut s = Shape::llama(2, 512, 8, 8, 1024, 1024);

@@ -122,10 +122,13 @@ fn f32_bytes(what: &str, dims: &[u64]) -> Result<u64, CoreError> {
 
 impl<'a> Builder<'a> {
     fn weight(&mut self, il: Option<u32>, suffix: &str, fallback: u64) -> TensorId {
-        let (info, dev) = match il {
+        let (info, mut dev) = match il {
             Some(il) => (self.m.tensor(&format!("blk.{il}.{suffix}")), self.p.layers[il as usize]),
             None => (self.m.tensor(suffix), self.p.output),
         };
+        if let Some(t) = info {
+            dev = self.p.tensor_device(t); // --n-cpu-moe keeps expert stacks on the host
+        }
         let bytes = info.map(|t| t.bytes).unwrap_or(fallback);
         let w = self.g.weight("weight", bytes, dev);
         if self.cpu_repack && dev == Device::Cpu && info.is_some_and(crate::placement::cpu_repacked) {

@@ -108,6 +108,9 @@ pub struct LlamaCppOptions {
     /// `--llamacpp-build N`: the llama.cpp build whose rules apply
     /// ([`crate::build::BuildRules`]); `None`: the current build
     pub build: Option<u64>,
+    /// `--n-cpu-moe N`: the routed experts of the first N layers stay on
+    /// the host (`--cpu-moe`: every layer, given as the layer count or more)
+    pub n_cpu_moe: u64,
 }
 
 impl Default for LlamaCppOptions {
@@ -133,9 +136,13 @@ impl Default for LlamaCppOptions {
             order: OffloadOrder::OutputFirst,
             era: GraphEra::Current,
             build: None,
+            n_cpu_moe: 0,
         }
     }
 }
+
+/// `n_cpu_moe` of `--cpu-moe`: every layer's experts on the host.
+pub const CPU_MOE_ALL: u64 = u32::MAX as u64;
 
 /// Largest `--llamacpp-build`: llama.cpp's release tags count commits
 /// (b9479 in June 2026); a number past a million is a typo.

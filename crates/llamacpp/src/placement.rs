@@ -58,10 +58,41 @@ pub struct Placement {
     pub output: Device,
     /// GPU slots counted as llama.cpp prints "offloaded X/Y layers"
     pub offloaded: u32,
+    /// `--n-cpu-moe N` (`--cpu-moe`: every layer): the routed-expert
+    /// tensors of layers `0..N` stay on the host, see [`is_routed_expert`]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_expert_layers: u32,
     pub explain: Explanation,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A routed-expert stack (`blk.N.ffn_{up,down,gate,gate_up}_{,ch}exps.*`):
+/// what llama.cpp's `--n-cpu-moe` / `--cpu-moe` override to the CPU buffer
+/// type (`llm_ffn_exps_block_regex`, "blk\\.%d\\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+/// common/common.h; the flags in common/arg.cpp). Shared experts
+/// (`_shexp`) and the router (`ffn_gate_inp`) stay with their layer.
+pub fn is_routed_expert(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("blk.").and_then(|r| r.split_once('.')).map(|(_, r)| r) else {
+        return false;
+    };
+    ["ffn_up_", "ffn_down_", "ffn_gate_", "ffn_gate_up_"]
+        .iter()
+        .any(|p| rest.strip_prefix(p).is_some_and(|r| r.starts_with("exps.") || r.starts_with("chexps.")))
+}
+
 impl Placement {
+    /// The device of one tensor: its slot's, except a routed-expert stack
+    /// of a layer below `host_expert_layers`, which stays on the host.
+    pub fn tensor_device(&self, t: &TensorInfo) -> Device {
+        match t.slot {
+            Slot::Layer(il) if il < self.host_expert_layers && is_routed_expert(&t.name) => Device::Cpu,
+            slot => self.slot_device(slot),
+        }
+    }
+
     pub fn slot_device(&self, slot: Slot) -> Device {
         match slot {
             Slot::Input => Device::Cpu,
@@ -139,7 +170,7 @@ pub fn place(n_layer: u32, n_gpu_layers: u64, split: &[f64], order: OffloadOrder
     .term("ngl", n_gpu_layers)
     .term("tensor split (cumulative)", format!("{points:?}"))
     .note("llama.cpp src/llama-model.cpp load_tensors (get_layer_buft_list); output-first order since PR #18148");
-    Ok(Placement { layers, output, offloaded, explain })
+    Ok(Placement { layers, output, offloaded, host_expert_layers: 0, explain })
 }
 
 /// Bytes a tensor takes in a device's model buffer.
@@ -265,7 +296,7 @@ pub fn model_buffers(
         let mut n = 0u64;
         let mut padded = 0u64;
         for t in &model.tensors {
-            if placement.slot_device(t.slot) != dev {
+            if placement.tensor_device(t) != dev {
                 continue;
             }
             let a = alloc_size(t.ty, &t.ne, t.bytes, dev)?;
@@ -300,7 +331,7 @@ pub fn model_buffers(
     }
     // host: the input layer plus every slot left on the CPU; matrices the
     // CPU repacks are copied into their own buffer, the rest stay mapped
-    let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.slot_device(t.slot) == Device::Cpu).collect();
+    let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.tensor_device(t) == Device::Cpu).collect();
     let (repacked, host): (Vec<_>, Vec<_>) = on_host.into_iter().partition(|t| cpu_repack && cpu_repacked(t));
     if !repacked.is_empty() {
         let mut bytes = 0u64;

@@ -144,7 +144,22 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
-    let placement = place(model.n_layer, ngl, &split, opts.order)?;
+    let mut placement = place(model.n_layer, ngl, &split, opts.order)?;
+    if opts.n_cpu_moe > 0 && model.experts.is_some() {
+        placement.host_expert_layers = opts.n_cpu_moe.min(model.n_layer as u64) as u32;
+        let moved = model
+            .tensors
+            .iter()
+            .filter(|t| placement.tensor_device(t) == Device::Cpu && placement.slot_device(t.slot) != Device::Cpu)
+            .count();
+        notes.push(format!(
+            "{}: the routed experts of layers 0–{} stay in host memory ({moved} tensors moved off a GPU; llama.cpp logs each as 'tensor blk.N.ffn_…_exps.weight (… MiB …) buffer type overridden to CUDA_Host', demoted to CPU_Mapped with mmap); with batches of 32 tokens or more the GPU copies each layer's experts into its compute buffer to run them",
+            if opts.n_cpu_moe >= crate::options::CPU_MOE_ALL { "--cpu-moe".to_string() } else { format!("--n-cpu-moe {}", opts.n_cpu_moe) },
+            placement.host_expert_layers - 1
+        ));
+    } else if opts.n_cpu_moe > 0 {
+        notes.push("--n-cpu-moe / --cpu-moe: the model has no experts, nothing moves".to_string());
+    }
     let rules = crate::build::BuildRules::of(opts.build);
     // the CPU repacks host matrices when no GPU host buffer type comes
     // first in its list (a build without GPUs), or on builds up to
@@ -477,6 +492,11 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     }
     if !opts.cpu_repack {
         c.push_str(" --no-repack");
+    }
+    if opts.n_cpu_moe >= crate::options::CPU_MOE_ALL {
+        c.push_str(" --cpu-moe");
+    } else if opts.n_cpu_moe > 0 {
+        c.push_str(&format!(" --n-cpu-moe {}", opts.n_cpu_moe));
     }
     c
 }

@@ -82,6 +82,12 @@ pub struct GgufArgs {
     /// GGUF: the llama.cpp build to model (its bNNNN release number, e.g. 4897); its rules for logits and CPU repacking apply [default: current]
     #[arg(long = "llamacpp-build", value_name = "N", value_parser = llamacpp_build)]
     pub llamacpp_build: Option<u64>,
+    /// GGUF: keep the routed experts of the first N layers in host memory, llama.cpp's `--n-cpu-moe` (`-ncmoe`)
+    #[arg(long = "n-cpu-moe", visible_alias = "ncmoe", value_name = "N")]
+    pub n_cpu_moe: Option<u64>,
+    /// GGUF: keep every layer's routed experts in host memory, llama.cpp's `--cpu-moe` (`-cmoe`)
+    #[arg(long = "cpu-moe", visible_alias = "cmoe", conflicts_with = "n_cpu_moe")]
+    pub cpu_moe: bool,
 }
 
 /// `--llamacpp-build`: `9479` or `b9479`.
@@ -112,6 +118,8 @@ impl GgufArgs {
             (self.cpu_only, "--cpu-only"),
             (self.gpu_reserve_mib.is_some(), "--gpu-reserve-mib"),
             (self.llamacpp_build.is_some(), "--llamacpp-build"),
+            (self.n_cpu_moe.is_some(), "--n-cpu-moe"),
+            (self.cpu_moe, "--cpu-moe"),
         ];
         for (g, n) in opt {
             if g {
@@ -206,6 +214,8 @@ pub fn llama_cpp_short_flags(args: impl IntoIterator<Item = OsString>) -> Vec<Os
                 "-fa" => "--flash-attn",
                 "-nkvo" => "--no-kv-offload",
                 "-nr" => "--no-repack",
+                "-ncmoe" => "--n-cpu-moe",
+                "-cmoe" => "--cpu-moe",
                 _ => return a,
             };
             OsString::from(long)
@@ -342,6 +352,8 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         order: OffloadOrder::OutputFirst,
         era: GraphEra::Current,
         build: args.llamacpp_build,
+        // --cpu-moe: every layer (llama.cpp's pattern matches all of them)
+        n_cpu_moe: if args.cpu_moe { options::CPU_MOE_ALL } else { args.n_cpu_moe.unwrap_or(0) },
     };
     opts.validate().map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
     Ok(opts)
