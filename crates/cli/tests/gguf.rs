@@ -404,6 +404,37 @@ fn n_cpu_moe_keeps_the_first_layers_experts_on_the_host() {
     assert!(all["command_line"].as_str().unwrap().contains(" --cpu-moe"));
 }
 
+/// llama.cpp PR #23764 (in tag b9442) reserves the flash-attention KQ
+/// mask in f16 instead of an f32 input cast to f16 (llm_graph_input_attn_kv,
+/// src/llama-graph.cpp): with -fa on the compute buffer shrinks, with -fa
+/// off nothing changes. At -c 131072 the f32 mask (131072 × 512 × 4 B = 256 MiB)
+/// outgrows the micro-batch logits (250.5 MiB), so the peak moves.
+#[test]
+fn builds_from_b9442_reserve_the_flash_attention_mask_in_f16() {
+    let (path, _) = llama8b();
+    let cuda = |build: &str, fa: &str| {
+        let v = json(
+            &[
+                "estimate",
+                p(&path),
+                "--gpu",
+                "h100-sxm",
+                "-c",
+                "131072",
+                "-fa",
+                fa,
+                "--llamacpp-build",
+                build,
+                "--json",
+            ],
+            0,
+        );
+        buf(&v, "CUDA0", "CUDA0 compute buffer")
+    };
+    assert!(cuda("9442", "on") < cuda("9441", "on"), "f16 mask: {} vs {}", cuda("9442", "on"), cuda("9441", "on"));
+    assert_eq!(cuda("9442", "off"), cuda("9441", "off"));
+}
+
 #[test]
 fn cpu_only_keeps_everything_on_the_host() {
     let mut s = Shape::llama(2, 512, 8, 8, 1024, 1024);

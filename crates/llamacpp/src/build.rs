@@ -18,6 +18,15 @@ use serde::{Deserialize, Serialize};
 /// buffer at worst.
 pub const OUTPUTS_FOR_SLOTS: u64 = 9479;
 
+/// First build known to reserve the flash-attention KQ mask in f16:
+/// ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM"
+/// (merged 2026-05-27; `llm_graph_input_attn_kv`, src/llama-graph.cpp).
+/// Before it the mask was an f32 input cast to f16 for the backends, and
+/// the f32 copy took compute-buffer room. Tag b9442 (d4c8e2c29) has it;
+/// the tag before it that vramfit knows (19e92c33e) has no number, so
+/// builds before b9442 keep the f32 mask (the larger buffer).
+pub const F16_FA_MASK: u64 = 9442;
+
 /// Last build known to repack host matrices (`CPU_REPACK`) beside a GPU:
 /// b4897 (the ggml-org/ci log of the calibration set shows a
 /// `CPU_REPACK model buffer` at -ngl 10). PR #12632 (merged 2025-03-28)
@@ -42,6 +51,8 @@ pub struct BuildRules {
     pub outputs_for_slots: bool,
     /// the CPU backend repacks host matrices even with a GPU present
     pub repack_beside_gpu: bool,
+    /// with flash attention the KQ mask is an f16 input (no f32 copy)
+    pub f16_fa_mask: bool,
 }
 
 impl BuildRules {
@@ -51,6 +62,7 @@ impl BuildRules {
             build,
             outputs_for_slots: at_least(OUTPUTS_FOR_SLOTS),
             repack_beside_gpu: build.is_some_and(|b| b <= LAST_REPACK_BESIDE_GPU),
+            f16_fa_mask: at_least(F16_FA_MASK),
         }
     }
 
@@ -83,7 +95,9 @@ mod tests {
     #[test]
     fn rules_by_build() {
         let cur = BuildRules::of(None);
-        assert!(cur.outputs_for_slots && !cur.repack_beside_gpu);
+        assert!(cur.outputs_for_slots && !cur.repack_beside_gpu && cur.f16_fa_mask);
+        assert!(!BuildRules::of(Some(F16_FA_MASK - 1)).f16_fa_mask);
+        assert!(BuildRules::of(Some(F16_FA_MASK)).f16_fa_mask);
         assert_eq!(cur.label(), "current");
         let old = BuildRules::of(Some(4897));
         assert!(!old.outputs_for_slots && old.repack_beside_gpu);

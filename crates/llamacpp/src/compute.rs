@@ -61,6 +61,9 @@ pub enum GraphEra {
 pub struct ComputeSetup {
     /// tokens of the reserved micro-batch: `min(n_ctx, n_ubatch)`
     pub n_tokens: u64,
+    /// with flash attention the KQ mask is reserved in f16 directly
+    /// ([`crate::build::F16_FA_MASK`]); else an f32 mask cast to f16
+    pub f16_fa_mask: bool,
     /// rows of logits the reserve graph keeps (`n_outputs_max`, at most
     /// `n_tokens`): see [`crate::build::reserved_outputs`]
     pub n_outputs: u64,
@@ -368,6 +371,11 @@ fn graph_inputs(
     let any_sliding = model.layers.iter().any(|l| l.sliding && l.has_kv());
     let any_full = model.layers.iter().any(|l| !l.sliding && l.has_kv());
     let mask_for = |b: &mut Builder, n_kv: u64| -> Result<TensorId, CoreError> {
+        if s.flash_attn && s.f16_fa_mask {
+            // llama.cpp PR #23764: the mask input is f16 itself
+            let bytes = product("kq_mask", &[n_kv, mask_rows, streams, 2])?;
+            return Ok(b.g.input("kq_mask", F16, [n_kv, mask_rows, 1, streams], bytes));
+        }
         let bytes = f32_bytes("kq_mask", &[n_kv, mask_rows, 1, streams])?;
         let m = b.g.input("kq_mask", F32, [n_kv, mask_rows, 1, streams], bytes);
         if s.flash_attn {

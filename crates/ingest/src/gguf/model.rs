@@ -148,32 +148,13 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         None => heads.clone(),
         Some(_) => k.per_layer("attention.head_count_kv", nl, None)?,
     };
-    let n_head0 = heads.iter().copied().find(|&x| x > 0).unwrap_or(0);
-    let default_head = Some(n_embd.checked_div(n_head0).unwrap_or(0));
-    let head_k = k.u64_opt("attention.key_length")?.or(default_head).unwrap_or(0);
-    let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
-    // sliding-window layers' head sizes (Gemma 4): `key_length_swa` /
-    // `value_length_swa`, defaulting to the full layers' (llama_model::
-    // load_hparams, "head size and n_rot for SWA layers", src/llama-model.cpp)
-    let head_k_swa = k.u64_opt("attention.key_length_swa")?.unwrap_or(head_k);
-    let head_v_swa = k.u64_opt("attention.value_length_swa")?.unwrap_or(head_v);
+    let heads_dims = head_dims(&k, n_embd, &heads)?;
     let ff = k.per_layer("feed_forward_length", nl, Some(0))?;
 
     let n_swa = k.u64_opt("attention.sliding_window")?.unwrap_or(0);
     let sliding = sliding_layers(&k, nl, n_swa, &mut notes)?;
-    let interval = match k.u64_opt("full_attention_interval")? {
-        Some(0) => {
-            return Err(ModelError::Bad {
-                key: k.key("full_attention_interval"),
-                expected: "a layer period of at least 1".into(),
-                found: "0".into(),
-            })
-        }
-        Some(n) => Some(n),
-        None => default_full_attention_interval(&arch),
-    };
+    let interval = full_attention_interval(&k)?;
     let (state, ssm) = recurrent_state(&k, n_embd)?;
-    let heads_dims = HeadDims { k: head_k, v: head_v, k_swa: head_k_swa, v_swa: head_v_swa };
     let layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, heads_dims, &ff, &sliding)?;
     // experts
     let tensors_by_layer = consistency::Tensors::of(h);
@@ -256,6 +237,37 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     };
     m.validate().map_err(|e| ModelError::Core(e.to_string()))?;
     Ok(m)
+}
+
+/// Head sizes of K and V for full and sliding layers (`key_length`,
+/// default `n_embd / n_head`; `value_length`, default the K size).
+fn head_dims(k: &Keys, n_embd: u64, heads: &[u64]) -> Result<HeadDims, ModelError> {
+    let n_head0 = heads.iter().copied().find(|&x| x > 0).unwrap_or(0);
+    let default_head = Some(n_embd.checked_div(n_head0).unwrap_or(0));
+    let head_k = k.u64_opt("attention.key_length")?.or(default_head).unwrap_or(0);
+    let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
+    // sliding-window layers' head sizes (Gemma 4): `key_length_swa` /
+    // `value_length_swa`, defaulting to the full layers' (llama_model::
+    // load_hparams, "head size and n_rot for SWA layers", src/llama-model.cpp)
+    let head_k_swa = k.u64_opt("attention.key_length_swa")?.unwrap_or(head_k);
+    let head_v_swa = k.u64_opt("attention.value_length_swa")?.unwrap_or(head_v);
+    Ok(HeadDims { k: head_k, v: head_v, k_swa: head_k_swa, v_swa: head_v_swa })
+}
+
+/// A hybrid's `full_attention_interval`: the file's (0 refused), else the
+/// architecture's default.
+fn full_attention_interval(k: &Keys) -> Result<Option<u64>, ModelError> {
+    Ok(match k.u64_opt("full_attention_interval")? {
+        Some(0) => {
+            return Err(ModelError::Bad {
+                key: k.key("full_attention_interval"),
+                expected: "a layer period of at least 1".into(),
+                found: "0".into(),
+            })
+        }
+        Some(n) => Some(n),
+        None => default_full_attention_interval(&k.arch),
+    })
 }
 
 /// Which layers attend over a sliding window: the file's per-layer pattern,
