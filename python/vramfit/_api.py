@@ -96,6 +96,8 @@ def estimate(
     ncmoe: Optional[int] = None,
     cpu_moe: bool = False,
     cmoe: bool = False,
+    override_tensor: Optional[Union[str, Sequence[str]]] = None,
+    ot: Optional[Union[str, Sequence[str]]] = None,
     gpu: Optional[str] = None,
     gpu_mem: Optional[str] = None,
     gpu_util: Optional[float] = None,
@@ -282,6 +284,9 @@ def estimate(
         cpu_moe (--cpu-moe, alias cmoe):
             GGUF: keep every layer's routed experts in host memory, llama.cpp's `--cpu-moe`
             (`-cmoe`) [default: false]
+        override_tensor (--override-tensor, alias ot):
+            GGUF: place the tensors whose name a pattern matches on a buffer type, llama.cpp's `-ot`
+            (`PATTERN=CPU` or `PATTERN=CUDA1`, comma separated or repeated; the first match wins)
         gpu (--gpu):
             GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or
             `auto`: the local GPUs through NVML, fitted against their free memory

@@ -435,6 +435,34 @@ fn builds_from_b9442_reserve_the_flash_attention_mask_in_f16() {
     assert_eq!(cuda("9442", "off"), cuda("9441", "off"));
 }
 
+/// `-ot PATTERN=BUFT` (llama.cpp's `tensor_buft_overrides`: the first
+/// pattern found in a tensor's name picks its buffer type, `load_tensors`
+/// in src/llama-model.cpp): the pattern `--n-cpu-moe 2` stands for places
+/// the same tensors; bad patterns and absent GPUs are refused by name.
+#[test]
+fn override_tensor_places_the_matching_tensors() {
+    let mut s = Shape::llama(4, 1024, 16, 4, 2048, 1024);
+    s.matrix = GgmlType::Q4K;
+    s.experts = Some((8, 2, 512));
+    let (path, _) = fixture("moe-ot.gguf", &s);
+    let ncmoe = json(&["estimate", p(&path), "--gpu", "l4", "-ncmoe", "2", "--json"], 0);
+    let pattern = r"blk\.(0|1)\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU";
+    let ot = json(&["estimate", p(&path), "--gpu", "l4", "-ot", pattern, "--json"], 0);
+    for (dev, label) in
+        [("CUDA0", "CUDA0 model buffer"), ("host", "CPU_Mapped model buffer"), ("CUDA0", "CUDA0 compute buffer")]
+    {
+        assert_eq!(buf(&ot, dev, label), buf(&ncmoe, dev, label), "{label}");
+    }
+    assert!(ot["command_line"].as_str().unwrap().contains(" -ot '"), "{}", ot["command_line"]);
+    assert!(ot["notes"].to_string().contains("6 tensors match"), "{}", ot["notes"]);
+    let (_, err) = run(&["estimate", p(&path), "--gpu", "l4", "-ot", "exps=CUDA1"], 2);
+    assert!(err.contains("override-tensor") && err.contains("CUDA1"), "{err}");
+    let (_, err) = run(&["estimate", p(&path), "--gpu", "l4", "-ot", "(=CPU"], 2);
+    assert!(err.contains("override-tensor") && err.contains("not a regular expression"), "{err}");
+    let (_, err) = run(&["estimate", p(&path), "--gpu", "l4", "-ot", "exps=Metal"], 2);
+    assert!(err.contains("--override-tensor") && err.contains("Metal"), "{err}");
+}
+
 #[test]
 fn cpu_only_keeps_everything_on_the_host() {
     let mut s = Shape::llama(2, 512, 8, 8, 1024, 1024);

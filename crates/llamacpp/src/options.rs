@@ -111,6 +111,9 @@ pub struct LlamaCppOptions {
     /// `--n-cpu-moe N`: the routed experts of the first N layers stay on
     /// the host (`--cpu-moe`: every layer, given as the layer count or more)
     pub n_cpu_moe: u64,
+    /// `-ot/--override-tensor PATTERN=BUFT`: (pattern, device) in order;
+    /// the first pattern found in a tensor's name places it
+    pub override_tensor: Vec<(String, crate::graph::Device)>,
 }
 
 impl Default for LlamaCppOptions {
@@ -137,6 +140,7 @@ impl Default for LlamaCppOptions {
             era: GraphEra::Current,
             build: None,
             n_cpu_moe: 0,
+            override_tensor: Vec::new(),
         }
     }
 }

@@ -62,7 +62,49 @@ pub struct Placement {
     /// tensors of layers `0..N` stay on the host, see [`is_routed_expert`]
     #[serde(default, skip_serializing_if = "is_zero")]
     pub host_expert_layers: u32,
+    /// `-ot/--override-tensor`: the first pattern found in a tensor's name
+    /// sends it to that device, before any other rule
+    #[serde(default, skip_serializing_if = "TensorOverrides::is_empty")]
+    pub overrides: TensorOverrides,
     pub explain: Explanation,
+}
+
+/// llama.cpp's `-ot PATTERN=BUFT` list (`tensor_buft_overrides`,
+/// `load_tensors` in src/llama-model.cpp): for each tensor the first
+/// pattern `std::regex_search` finds in its name picks the buffer type.
+/// `CPU` means host memory (since PR #14990 the GPU's host buffer type is
+/// preferred, demoted to CPU_Mapped with mmap); `CUDA<n>` that GPU.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TensorOverrides {
+    pub rules: Vec<(String, Device)>,
+    #[serde(skip)]
+    compiled: Vec<regex::Regex>,
+}
+
+impl PartialEq for TensorOverrides {
+    fn eq(&self, o: &Self) -> bool {
+        self.rules == o.rules
+    }
+}
+
+impl TensorOverrides {
+    /// Compile the patterns; an invalid one is an error naming it.
+    pub fn new(rules: Vec<(String, Device)>) -> Result<TensorOverrides, String> {
+        let compiled = rules
+            .iter()
+            .map(|(p, _)| regex::Regex::new(p).map_err(|e| format!("'{p}' is not a regular expression: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TensorOverrides { rules, compiled })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The device the first matching pattern names.
+    pub fn device_of(&self, name: &str) -> Option<Device> {
+        self.compiled.iter().zip(&self.rules).find(|(r, _)| r.is_match(name)).map(|(_, (_, d))| *d)
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -87,6 +129,9 @@ impl Placement {
     /// The device of one tensor: its slot's, except a routed-expert stack
     /// of a layer below `host_expert_layers`, which stays on the host.
     pub fn tensor_device(&self, t: &TensorInfo) -> Device {
+        if let Some(d) = self.overrides.device_of(&t.name) {
+            return d;
+        }
         match t.slot {
             Slot::Layer(il) if il < self.host_expert_layers && is_routed_expert(&t.name) => Device::Cpu,
             slot => self.slot_device(slot),
@@ -170,7 +215,7 @@ pub fn place(n_layer: u32, n_gpu_layers: u64, split: &[f64], order: OffloadOrder
     .term("ngl", n_gpu_layers)
     .term("tensor split (cumulative)", format!("{points:?}"))
     .note("llama.cpp src/llama-model.cpp load_tensors (get_layer_buft_list); output-first order since PR #18148");
-    Ok(Placement { layers, output, offloaded, host_expert_layers: 0, explain })
+    Ok(Placement { layers, output, offloaded, host_expert_layers: 0, overrides: TensorOverrides::default(), explain })
 }
 
 /// Bytes a tensor takes in a device's model buffer.
@@ -270,6 +315,23 @@ pub struct ModelBuffer {
     pub explain: Explanation,
 }
 
+/// The GPUs a slot or an `-ot` rule names, in order.
+fn placed_gpus(placement: &Placement) -> Vec<u32> {
+    let mut gpus: Vec<u32> = placement
+        .layers
+        .iter()
+        .chain(std::iter::once(&placement.output))
+        .chain(placement.overrides.rules.iter().map(|(_, d)| d))
+        .filter_map(|d| match d {
+            Device::Gpu(g) => Some(*g),
+            Device::Cpu => None,
+        })
+        .collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    gpus
+}
+
 /// Model buffers of every device that holds weights.
 pub fn model_buffers(
     model: &LlamaModel,
@@ -278,18 +340,7 @@ pub fn model_buffers(
     cpu_repack: bool,
 ) -> Result<Vec<ModelBuffer>, CoreError> {
     let mut out: Vec<ModelBuffer> = Vec::new();
-    let mut gpus: Vec<u32> = placement
-        .layers
-        .iter()
-        .chain(std::iter::once(&placement.output))
-        .filter_map(|d| match d {
-            Device::Gpu(g) => Some(*g),
-            Device::Cpu => None,
-        })
-        .collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    for g in gpus {
+    for g in placed_gpus(placement) {
         let dev = Device::Gpu(g);
         let mut bytes = 0u64;
         let mut used = 0u64;
@@ -313,6 +364,9 @@ pub fn model_buffers(
                 used = add("model buffer", used, t.bytes)?;
                 n += 1;
             }
+        }
+        if n == 0 {
+            continue; // an -ot target that no tensor reached
         }
         out.push(ModelBuffer {
             device: dev,

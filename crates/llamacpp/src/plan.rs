@@ -145,6 +145,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
     let mut placement = place(model.n_layer, ngl, &split, opts.order)?;
+    tensor_overrides(model, opts, &mut placement, &mut notes)?;
     experts_on_host(model, opts, &mut placement, &mut notes);
     let rules = crate::build::BuildRules::of(opts.build);
     let cpu_repack = effective_repack(model, opts, rules, &placement, &mut notes);
@@ -455,6 +456,13 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     if !opts.cpu_repack {
         c.push_str(" --no-repack");
     }
+    for (p, d) in &opts.override_tensor {
+        let buft = match d {
+            Device::Cpu => "CPU".to_string(),
+            Device::Gpu(g) => format!("CUDA{g}"),
+        };
+        c.push_str(&format!(" -ot '{p}={buft}'"));
+    }
     if opts.n_cpu_moe >= crate::options::CPU_MOE_ALL {
         c.push_str(" --cpu-moe");
     } else if opts.n_cpu_moe > 0 {
@@ -618,6 +626,45 @@ pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Resu
         }
     }
     Ok(Some(lo * step))
+}
+
+/// `-ot/--override-tensor`: compile the patterns, check their GPUs, and
+/// say how many tensors each moved.
+fn tensor_overrides(
+    model: &LlamaModel,
+    opts: &LlamaCppOptions,
+    placement: &mut Placement,
+    notes: &mut Vec<String>,
+) -> Result<(), CoreError> {
+    if opts.override_tensor.is_empty() {
+        return Ok(());
+    }
+    for (p, d) in &opts.override_tensor {
+        if let Device::Gpu(g) = d {
+            if *g as usize >= opts.gpus.len() {
+                return Err(CoreError::invalid(
+                    "override-tensor",
+                    format!("'{p}=CUDA{g}' names a GPU the launch does not have ({} GPUs)", opts.gpus.len()),
+                ));
+            }
+        }
+    }
+    placement.overrides = crate::placement::TensorOverrides::new(opts.override_tensor.clone())
+        .map_err(|e| CoreError::invalid("override-tensor", e))?;
+    for (p, d) in &opts.override_tensor {
+        let single = crate::placement::TensorOverrides::new(vec![(p.clone(), *d)])
+            .map_err(|e| CoreError::invalid("override-tensor", e))?;
+        let n = model.tensors.iter().filter(|t| single.device_of(&t.name).is_some()).count();
+        let target = match d {
+            Device::Cpu => {
+                "CPU (llama.cpp logs 'buffer type overridden to CUDA_Host' with a GPU, kept in CPU_Mapped with mmap)"
+                    .to_string()
+            }
+            Device::Gpu(g) => format!("CUDA{g}"),
+        };
+        notes.push(format!("-ot {p}: {n} tensors match, placed on {target}"));
+    }
+    Ok(())
 }
 
 /// `--n-cpu-moe` / `--cpu-moe`: the routed experts of the first layers
