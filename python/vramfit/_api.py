@@ -91,6 +91,13 @@ def estimate(
     no_repack: bool = False,
     cpu_only: bool = False,
     gpu_reserve_mib: Optional[int] = None,
+    llamacpp_build: Optional[int] = None,
+    n_cpu_moe: Optional[int] = None,
+    ncmoe: Optional[int] = None,
+    cpu_moe: bool = False,
+    cmoe: bool = False,
+    override_tensor: Optional[Union[str, Sequence[str]]] = None,
+    ot: Optional[Union[str, Sequence[str]]] = None,
     gpu: Optional[str] = None,
     gpu_mem: Optional[str] = None,
     gpu_util: Optional[float] = None,
@@ -268,6 +275,18 @@ def estimate(
         gpu_reserve_mib (--gpu-reserve-mib):
             GGUF: VRAM per GPU outside llama.cpp's buffers (CUDA context, cuBLAS), MiB [default:
             500]
+        llamacpp_build (--llamacpp-build):
+            GGUF: the llama.cpp build to model (its bNNNN release number, e.g. 4897); its rules for
+            logits and CPU repacking apply [default: current]
+        n_cpu_moe (--n-cpu-moe, alias ncmoe):
+            GGUF: keep the routed experts of the first N layers in host memory, llama.cpp's
+            `--n-cpu-moe` (`-ncmoe`)
+        cpu_moe (--cpu-moe, alias cmoe):
+            GGUF: keep every layer's routed experts in host memory, llama.cpp's `--cpu-moe`
+            (`-cmoe`) [default: false]
+        override_tensor (--override-tensor, alias ot):
+            GGUF: place the tensors whose name a pattern matches on a buffer type, llama.cpp's `-ot`
+            (`PATTERN=CPU` or `PATTERN=CUDA1`, comma separated or repeated; the first match wins)
         gpu (--gpu):
             GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or
             `auto`: the local GPUs through NVML, fitted against their free memory

@@ -160,7 +160,8 @@ fn llama8b() -> (PathBuf, GgufHeader) {
 #[test]
 fn partial_offload_puts_the_output_layer_first_and_splits_vram_and_host_ram() {
     let (path, h) = llama8b();
-    let v = json(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--json"], 0);
+    // build b4897 still repacked host matrices beside a GPU (see current_builds_do_not_repack_beside_a_gpu)
+    let v = json(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--llamacpp-build", "4897", "--json"], 0);
     // -ngl 20 = the output layer + the last 19 repeating layers (13..=31)
     let r = &v["placement"]["layers"];
     assert_eq!(r[0]["device"], "CPU");
@@ -301,7 +302,7 @@ fn moe_experts_are_counted_and_placed_by_layer() {
     s.matrix = GgmlType::Q4K;
     s.experts = Some((8, 2, 512));
     let (path, h) = fixture("moe.gguf", &s);
-    let v = json(&["estimate", p(&path), "--gpu", "l4", "-ngl", "3", "--json"], 0);
+    let v = json(&["estimate", p(&path), "--gpu", "l4", "-ngl", "3", "--llamacpp-build", "b4897", "--json"], 0);
     assert_eq!(v["model"]["experts"]["count"], 8);
     let total: u64 = h.tensors.iter().map(|t| nbytes(t.ty.id(), &t.ne)).sum();
     assert_eq!(v["model"]["tensor_bytes"], total);
@@ -317,6 +318,149 @@ fn moe_experts_are_counted_and_placed_by_layer() {
         .map(|t| nbytes(t.ty.id(), &t.ne))
         .sum();
     assert_eq!(buf(&v, "host", "CPU_REPACK model buffer"), repacked);
+}
+
+/// Regression (issue 22): a host Q4 partial-offload run on a current
+/// build logs no CPU_REPACK buffer although its system info lists
+/// repacking. llama.cpp PR #12632 ordered the host buffer types "ACCEL ->
+/// GPU host -> CPU extra -> CPU" (`make_cpu_buft_list`,
+/// src/llama-model.cpp): the GPU's host buffer takes the host weights, and
+/// with mmap `load_tensors` demotes it to the plain CPU buffer ("avoid
+/// using a host buffer when using mmap"). A CPU-only build still repacks.
+#[test]
+fn current_builds_do_not_repack_beside_a_gpu() {
+    let (path, h) = llama8b();
+    let v = json(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--json"], 0);
+    let bufs = v["host"]["buffers"].to_string();
+    assert!(!bufs.contains("CPU_REPACK"), "{bufs}");
+    let on_gpu = |n: &str| is_layer(n, 13..=31) || n.starts_with("output");
+    let host: u64 = h.tensors.iter().filter(|t| !on_gpu(&t.name)).map(|t| nbytes(t.ty.id(), &t.ne)).sum();
+    assert_eq!(buf(&v, "host", "CPU_Mapped model buffer"), host);
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("no CPU_REPACK buffer") && notes.contains("#12632"), "{notes}");
+    // a CPU-only build repacks the Q4_K matrices
+    let v = json(&["estimate", p(&path), "--cpu-only", "--json"], 0);
+    assert!(buf(&v, "host", "CPU_REPACK model buffer") > 0);
+}
+
+/// llama-server reserves logits for its slots only since llama.cpp PR
+/// #23861 (`server_n_outputs_max` = min(n_batch, n_parallel),
+/// tools/server/server-context.cpp; first in tag b9479): the reserve
+/// graph's logits are n_vocab × 4 rows at -np 4 instead of n_vocab × 512.
+/// Regression (issue 22): vramfit reserved the full micro-batch on every build.
+#[test]
+fn current_builds_reserve_logits_for_the_slots_only() {
+    let (path, _) = llama8b();
+    let cuda = |build: &str| {
+        let mut a = vec!["estimate", p(&path), "--gpu", "h100-sxm", "-c", "8192", "-np", "4", "--json"];
+        if !build.is_empty() {
+            a.extend(["--llamacpp-build", build]);
+        }
+        let v = json(&a, 0);
+        (buf(&v, "CUDA0", "CUDA0 compute buffer"), v["notes"].to_string())
+    };
+    let (now, note_now) = cuda("");
+    let (before, note_before) = cuda("9478");
+    let (after, _) = cuda("9479");
+    assert_eq!(now, after);
+    // the micro-batch's logits alone are 128256 × 512 × 4 B = 250.5 MiB: the older build's
+    // buffer holds them, the current one (4 rows, 2 MiB) is smaller than they are
+    let logits = 128256 * 512 * 4;
+    assert!(before >= logits && now < logits, "before {before}, now {now}");
+    assert!(note_now.contains("build current") && note_now.contains("logits of 4 of the 512 tokens"), "{note_now}");
+    assert!(note_before.contains("build b9478") && note_before.contains("logits of all 512 tokens"), "{note_before}");
+    let (_, err) = run(&["estimate", p(&path), "--llamacpp-build", "x12"], 2);
+    assert!(err.contains("--llamacpp-build") && err.contains("x12"), "{err}");
+    let (_, err) = run(&["estimate", p(&path), "--llamacpp-build", "0"], 2);
+    assert!(err.contains("--llamacpp-build"), "{err}");
+}
+
+/// `--n-cpu-moe N` keeps the routed-expert stacks of layers 0..N in host
+/// memory (llama.cpp's `llm_ffn_exps_block_regex` overrides,
+/// common/common.h; common/arg.cpp): the GPU's model buffer loses them,
+/// the host maps them, the router and the rest of the layer stay, and the
+/// GPU's compute buffer grows by the copy it makes to run them (op offload).
+#[test]
+fn n_cpu_moe_keeps_the_first_layers_experts_on_the_host() {
+    let mut s = Shape::llama(4, 1024, 16, 4, 2048, 1024);
+    s.matrix = GgmlType::Q4K;
+    s.experts = Some((8, 2, 512));
+    let (path, h) = fixture("moe-ncmoe.gguf", &s);
+    let base = json(&["estimate", p(&path), "--gpu", "l4", "--json"], 0);
+    let v = json(&["estimate", p(&path), "--gpu", "l4", "-ncmoe", "2", "--json"], 0);
+    let exps = |t: &&vramfit_ingest::gguf::GgufTensor| is_layer(&t.name, 0..=1) && t.name.contains("_exps.");
+    let moved: u64 = h.tensors.iter().filter(exps).map(|t| cuda_size(t.ty.id(), &t.ne)).sum();
+    assert!(moved > 0);
+    assert_eq!(buf(&base, "CUDA0", "CUDA0 model buffer") - buf(&v, "CUDA0", "CUDA0 model buffer"), moved);
+    let host_moved: u64 = h.tensors.iter().filter(exps).map(|t| nbytes(t.ty.id(), &t.ne)).sum();
+    assert!(buf(&v, "host", "CPU_Mapped model buffer") >= host_moved);
+    assert!(buf(&v, "CUDA0", "CUDA0 compute buffer") > buf(&base, "CUDA0", "CUDA0 compute buffer"));
+    assert!(v["command_line"].as_str().unwrap().contains(" --n-cpu-moe 2"), "{}", v["command_line"]);
+    assert!(v["notes"].to_string().contains("overridden to CUDA_Host"));
+    // --cpu-moe: every layer
+    let all = json(&["estimate", p(&path), "--gpu", "l4", "--cpu-moe", "--json"], 0);
+    let every: u64 = h.tensors.iter().filter(|t| t.name.contains("_exps.")).map(|t| cuda_size(t.ty.id(), &t.ne)).sum();
+    assert_eq!(buf(&base, "CUDA0", "CUDA0 model buffer") - buf(&all, "CUDA0", "CUDA0 model buffer"), every);
+    assert!(all["command_line"].as_str().unwrap().contains(" --cpu-moe"));
+}
+
+/// llama.cpp PR #23764 (in tag b9442) reserves the flash-attention KQ
+/// mask in f16 instead of an f32 input cast to f16 (llm_graph_input_attn_kv,
+/// src/llama-graph.cpp): with -fa on the compute buffer shrinks, with -fa
+/// off nothing changes. At -c 131072 the f32 mask (131072 × 512 × 4 B = 256 MiB)
+/// outgrows the micro-batch logits (250.5 MiB), so the peak moves.
+#[test]
+fn builds_from_b9442_reserve_the_flash_attention_mask_in_f16() {
+    let (path, _) = llama8b();
+    let cuda = |build: &str, fa: &str| {
+        let v = json(
+            &[
+                "estimate",
+                p(&path),
+                "--gpu",
+                "h100-sxm",
+                "-c",
+                "131072",
+                "-fa",
+                fa,
+                "--llamacpp-build",
+                build,
+                "--json",
+            ],
+            0,
+        );
+        buf(&v, "CUDA0", "CUDA0 compute buffer")
+    };
+    assert!(cuda("9442", "on") < cuda("9441", "on"), "f16 mask: {} vs {}", cuda("9442", "on"), cuda("9441", "on"));
+    assert_eq!(cuda("9442", "off"), cuda("9441", "off"));
+}
+
+/// `-ot PATTERN=BUFT` (llama.cpp's `tensor_buft_overrides`: the first
+/// pattern found in a tensor's name picks its buffer type, `load_tensors`
+/// in src/llama-model.cpp): the pattern `--n-cpu-moe 2` stands for places
+/// the same tensors; bad patterns and absent GPUs are refused by name.
+#[test]
+fn override_tensor_places_the_matching_tensors() {
+    let mut s = Shape::llama(4, 1024, 16, 4, 2048, 1024);
+    s.matrix = GgmlType::Q4K;
+    s.experts = Some((8, 2, 512));
+    let (path, _) = fixture("moe-ot.gguf", &s);
+    let ncmoe = json(&["estimate", p(&path), "--gpu", "l4", "-ncmoe", "2", "--json"], 0);
+    let pattern = r"blk\.(0|1)\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU";
+    let ot = json(&["estimate", p(&path), "--gpu", "l4", "-ot", pattern, "--json"], 0);
+    for (dev, label) in
+        [("CUDA0", "CUDA0 model buffer"), ("host", "CPU_Mapped model buffer"), ("CUDA0", "CUDA0 compute buffer")]
+    {
+        assert_eq!(buf(&ot, dev, label), buf(&ncmoe, dev, label), "{label}");
+    }
+    assert!(ot["command_line"].as_str().unwrap().contains(" -ot '"), "{}", ot["command_line"]);
+    assert!(ot["notes"].to_string().contains("6 tensors match"), "{}", ot["notes"]);
+    let (_, err) = run(&["estimate", p(&path), "--gpu", "l4", "-ot", "exps=CUDA1"], 2);
+    assert!(err.contains("override-tensor") && err.contains("CUDA1"), "{err}");
+    let (_, err) = run(&["estimate", p(&path), "--gpu", "l4", "-ot", "(=CPU"], 2);
+    assert!(err.contains("override-tensor") && err.contains("not a regular expression"), "{err}");
+    let (_, err) = run(&["estimate", p(&path), "--gpu", "l4", "-ot", "exps=Metal"], 2);
+    assert!(err.contains("--override-tensor") && err.contains("Metal"), "{err}");
 }
 
 #[test]
@@ -338,7 +482,8 @@ fn cpu_only_keeps_everything_on_the_host() {
 #[test]
 fn explain_gives_formula_inputs_and_source_for_every_buffer() {
     let (path, _) = llama8b();
-    let (text, _) = run(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--explain"], 0);
+    let (text, _) =
+        run(&["estimate", p(&path), "--gpu", "rtx-4090", "-ngl", "20", "--llamacpp-build", "4897", "--explain"], 0);
     for label in
         ["CUDA0 model buffer", "CUDA0 KV buffer", "CUDA0 compute buffer", "CPU_REPACK model buffer", "CPU KV buffer"]
     {

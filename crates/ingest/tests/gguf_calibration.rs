@@ -277,6 +277,16 @@ fn published_llama_cpp_logs_are_reproduced_within_three_percent() {
                 "legacy" => GraphEra::Legacy,
                 _ => GraphEra::Current,
             },
+            // the rules of the log's build: its number, or (a log that
+            // names none) the newest build its era allows (`build_at_most`)
+            build: Some(
+                c["build"]
+                    .as_str()
+                    .and_then(|b| b.split(|ch: char| !ch.is_ascii_digit()).next())
+                    .and_then(|n| n.parse().ok())
+                    .or_else(|| c["build_at_most"].as_u64())
+                    .unwrap_or_else(|| panic!("{id}: no build number and no build_at_most")),
+            ),
             order: match c["order"].as_str().unwrap() {
                 "output_last" => OffloadOrder::OutputLast,
                 _ => OffloadOrder::OutputFirst,

@@ -2,7 +2,7 @@
 //! handed to the allocator replica in [`crate::graph`].
 //!
 //! At context creation llama.cpp reserves the graph of one full
-//! micro-batch (`n_tokens = min(n_ctx, n_ubatch)`, every token an output)
+//! micro-batch (`n_tokens = min(n_ctx, n_ubatch)`, `n_outputs_max` outputs)
 //! against a full KV cache (`n_kv` = the cache's cells), and sizes each
 //! backend's compute buffer to what `ggml_gallocr` needs for it
 //! (`llama_context::graph_reserve` → `ggml_backend_sched_reserve`). The
@@ -20,8 +20,10 @@
 //! transposed V cache one index per value: `n_tokens × n_embd_v_gqa` i64),
 //! RoPEs fused-QKV views directly, expands V before K and uses the fused
 //! `swiglu` op. Both gather the output rows in the last layer
-//! (`inp_out_ids`: the reserve graph outputs every token, and the gather is
-//! kept even then, PR #14275).
+//! (`inp_out_ids`, kept even when every token is an output, PR #14275).
+//! How many rows it keeps depends on the build: every token of the
+//! micro-batch up to llama.cpp PR #23861, llama-server's `n_outputs_max`
+//! (its slots) since ([`crate::build::reserved_outputs`]).
 //!
 //! Families other than dense/MoE attention decoders (recurrent state
 //! layers, MLA, encoders) are built from the same pieces with the sizes of
@@ -59,6 +61,12 @@ pub enum GraphEra {
 pub struct ComputeSetup {
     /// tokens of the reserved micro-batch: `min(n_ctx, n_ubatch)`
     pub n_tokens: u64,
+    /// with flash attention the KQ mask is reserved in f16 directly
+    /// ([`crate::build::F16_FA_MASK`]); else an f32 mask cast to f16
+    pub f16_fa_mask: bool,
+    /// rows of logits the reserve graph keeps (`n_outputs_max`, at most
+    /// `n_tokens`): see [`crate::build::reserved_outputs`]
+    pub n_outputs: u64,
     /// KV cells attended per stream by full-attention layers
     pub n_kv: u64,
     /// KV cells per stream of sliding-window layers
@@ -117,10 +125,13 @@ fn f32_bytes(what: &str, dims: &[u64]) -> Result<u64, CoreError> {
 
 impl<'a> Builder<'a> {
     fn weight(&mut self, il: Option<u32>, suffix: &str, fallback: u64) -> TensorId {
-        let (info, dev) = match il {
+        let (info, mut dev) = match il {
             Some(il) => (self.m.tensor(&format!("blk.{il}.{suffix}")), self.p.layers[il as usize]),
             None => (self.m.tensor(suffix), self.p.output),
         };
+        if let Some(t) = info {
+            dev = self.p.tensor_device(t); // --n-cpu-moe keeps expert stacks on the host
+        }
         let bytes = info.map(|t| t.bytes).unwrap_or(fallback);
         let w = self.g.weight("weight", bytes, dev);
         if self.cpu_repack && dev == Device::Cpu && info.is_some_and(crate::placement::cpu_repacked) {
@@ -218,6 +229,8 @@ impl<'a> Builder<'a> {
 struct Dims {
     /// tokens in the micro-batch
     t: u64,
+    /// rows the last layer keeps for the logits (`inp_out_ids`)
+    n_out: u64,
     /// tokens per stream
     t_seq: u64,
     e: u64,
@@ -256,6 +269,7 @@ pub fn compute_buffers(
     let streams = s.streams.max(1);
     let d = Dims {
         t,
+        n_out: s.n_outputs.clamp(1, t.max(1)),
         t_seq: t.div_ceil(streams),
         e: model.n_embd,
         streams,
@@ -301,13 +315,16 @@ pub fn compute_buffers(
         if last {
             // the last layer keeps only the rows whose logits are wanted
             if let Some(ids) = inputs.out_ids {
-                cur = b.fresh("get_rows", F32, [d.e, t, 1, 1], &[cur, ids], t)?;
+                let n = d.n_out;
+                cur = b.fresh("get_rows", F32, [d.e, n, 1, 1], &[cur, ids], n)?;
                 b.g.not_offloadable(cur);
-                inp_sa = b.fresh("get_rows", F32, [d.e, t, 1, 1], &[inp, ids], t)?;
+                inp_sa = b.fresh("get_rows", F32, [d.e, n, 1, 1], &[inp, ids], n)?;
                 b.g.not_offloadable(inp_sa);
             }
         }
-        inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &d)?;
+        // after the gather the last layer's FFN and the head see n_out rows
+        let dl = if last { Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d } } else { d };
+        inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &dl)?;
     }
     if model.latent_attention() {
         approximate.get_or_insert_with(|| {
@@ -317,7 +334,8 @@ pub fn compute_buffers(
     if !d.causal {
         approximate.get_or_insert_with(|| "encoder (non-causal) attention over the micro-batch".into());
     }
-    let last = output_head(&mut b, model, placement, inp, &d)?;
+    let last =
+        output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?;
     b.g.expand(last);
     b.g.schedule(has_gpu, s.op_offload);
     let sizes = b.g.allocate(
@@ -353,6 +371,11 @@ fn graph_inputs(
     let any_sliding = model.layers.iter().any(|l| l.sliding && l.has_kv());
     let any_full = model.layers.iter().any(|l| !l.sliding && l.has_kv());
     let mask_for = |b: &mut Builder, n_kv: u64| -> Result<TensorId, CoreError> {
+        if s.flash_attn && s.f16_fa_mask {
+            // llama.cpp PR #23764: the mask input is f16 itself
+            let bytes = product("kq_mask", &[n_kv, mask_rows, streams, 2])?;
+            return Ok(b.g.input("kq_mask", F16, [n_kv, mask_rows, 1, streams], bytes));
+        }
         let bytes = f32_bytes("kq_mask", &[n_kv, mask_rows, 1, streams])?;
         let m = b.g.input("kq_mask", F32, [n_kv, mask_rows, 1, streams], bytes);
         if s.flash_attn {
@@ -374,7 +397,7 @@ fn graph_inputs(
     } else {
         (None, None)
     };
-    let out_ids = Some(b.g.input("inp_out_ids", I32, [t, 1, 1, 1], t * 4));
+    let out_ids = Some(b.g.input("inp_out_ids", I32, [d.n_out, 1, 1, 1], d.n_out * 4));
     Ok((embd, GraphInputs { pos, mask_full, mask_swa, k_idx, v_idx, out_ids }))
 }
 

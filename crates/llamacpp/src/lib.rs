@@ -8,6 +8,7 @@
 //! [`plan::max_gpu_layers`] and [`plan::max_context`] search what fits.
 //!
 //! - [`arch`]: the architectures whose graph is built on their own terms
+//! - [`build`]: the llama.cpp builds whose rules differ (`--llamacpp-build`)
 //! - [`ggml`]: tensor types, block sizes, cache types
 //! - [`model`]: the model description and tensor slots
 //! - [`options`]: the launch flags, their defaults and bounds ([`LlamaCppOptions::validate`])
@@ -22,6 +23,7 @@
 //! sliding-window cache rule core shares), never the reverse.
 
 pub mod arch;
+pub mod build;
 pub mod compute;
 pub mod ggml;
 pub mod graph;

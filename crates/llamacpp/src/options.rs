@@ -105,6 +105,15 @@ pub struct LlamaCppOptions {
     pub gpu_reserve: u64,
     pub order: OffloadOrder,
     pub era: GraphEra,
+    /// `--llamacpp-build N`: the llama.cpp build whose rules apply
+    /// ([`crate::build::BuildRules`]); `None`: the current build
+    pub build: Option<u64>,
+    /// `--n-cpu-moe N`: the routed experts of the first N layers stay on
+    /// the host (`--cpu-moe`: every layer, given as the layer count or more)
+    pub n_cpu_moe: u64,
+    /// `-ot/--override-tensor PATTERN=BUFT`: (pattern, device) in order;
+    /// the first pattern found in a tensor's name places it
+    pub override_tensor: Vec<(String, crate::graph::Device)>,
 }
 
 impl Default for LlamaCppOptions {
@@ -129,9 +138,19 @@ impl Default for LlamaCppOptions {
             gpu_reserve: vramfit_core::runtime::DEFAULT_CUDA_CONTEXT,
             order: OffloadOrder::OutputFirst,
             era: GraphEra::Current,
+            build: None,
+            n_cpu_moe: 0,
+            override_tensor: Vec::new(),
         }
     }
 }
+
+/// `n_cpu_moe` of `--cpu-moe`: every layer's experts on the host.
+pub const CPU_MOE_ALL: u64 = u32::MAX as u64;
+
+/// Largest `--llamacpp-build`: llama.cpp's release tags count commits
+/// (b9479 in June 2026); a number past a million is a typo.
+pub const MAX_BUILD: u64 = 1_000_000;
 
 /// A launch option an error is about. [`OptionField::id`] is its stable
 /// name: llama.cpp's long flag (and vramfit's), or `gpu` for the GPU list.
@@ -146,10 +165,12 @@ pub enum OptionField {
     TensorSplit,
     /// the GPUs of the launch (vramfit's `--gpu`; llama.cpp uses the visible devices)
     Gpus,
+    /// vramfit's `--llamacpp-build`: which llama.cpp build's rules apply
+    Build,
 }
 
 impl OptionField {
-    pub const ALL: [OptionField; 8] = [
+    pub const ALL: [OptionField; 9] = [
         OptionField::CtxSize,
         OptionField::Batch,
         OptionField::Ubatch,
@@ -158,6 +179,7 @@ impl OptionField {
         OptionField::CacheTypeV,
         OptionField::TensorSplit,
         OptionField::Gpus,
+        OptionField::Build,
     ];
 
     /// Stable id: the long flag without its dashes.
@@ -171,6 +193,7 @@ impl OptionField {
             OptionField::CacheTypeV => "cache-type-v",
             OptionField::TensorSplit => "tensor-split",
             OptionField::Gpus => "gpu",
+            OptionField::Build => "llamacpp-build",
         }
     }
 
@@ -184,7 +207,7 @@ impl OptionField {
             OptionField::CacheTypeK => Some("-ctk"),
             OptionField::CacheTypeV => Some("-ctv"),
             OptionField::TensorSplit => Some("-ts"),
-            OptionField::Gpus => None,
+            OptionField::Gpus | OptionField::Build => None,
         }
     }
 }
@@ -297,6 +320,9 @@ impl LlamaCppOptions {
             let value = self.gpus.len() as u64;
             let why = "GGML_CUDA_MAX_DEVICES";
             return Err(OptionsError::TooLarge { field: OptionField::Gpus, value, limit: MAX_GPUS, why });
+        }
+        if let Some(b) = self.build {
+            count(OptionField::Build, b, MAX_BUILD, "llama.cpp's build numbers count commits")?;
         }
         if !self.tensor_split.is_empty() {
             check_shares(&self.tensor_split)?;

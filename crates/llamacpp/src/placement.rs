@@ -58,10 +58,86 @@ pub struct Placement {
     pub output: Device,
     /// GPU slots counted as llama.cpp prints "offloaded X/Y layers"
     pub offloaded: u32,
+    /// `--n-cpu-moe N` (`--cpu-moe`: every layer): the routed-expert
+    /// tensors of layers `0..N` stay on the host, see [`is_routed_expert`]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub host_expert_layers: u32,
+    /// `-ot/--override-tensor`: the first pattern found in a tensor's name
+    /// sends it to that device, before any other rule
+    #[serde(default, skip_serializing_if = "TensorOverrides::is_empty")]
+    pub overrides: TensorOverrides,
     pub explain: Explanation,
 }
 
+/// llama.cpp's `-ot PATTERN=BUFT` list (`tensor_buft_overrides`,
+/// `load_tensors` in src/llama-model.cpp): for each tensor the first
+/// pattern `std::regex_search` finds in its name picks the buffer type.
+/// `CPU` means host memory (since PR #14990 the GPU's host buffer type is
+/// preferred, demoted to CPU_Mapped with mmap); `CUDA<n>` that GPU.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TensorOverrides {
+    pub rules: Vec<(String, Device)>,
+    #[serde(skip)]
+    compiled: Vec<regex::Regex>,
+}
+
+impl PartialEq for TensorOverrides {
+    fn eq(&self, o: &Self) -> bool {
+        self.rules == o.rules
+    }
+}
+
+impl TensorOverrides {
+    /// Compile the patterns; an invalid one is an error naming it.
+    pub fn new(rules: Vec<(String, Device)>) -> Result<TensorOverrides, String> {
+        let compiled = rules
+            .iter()
+            .map(|(p, _)| regex::Regex::new(p).map_err(|e| format!("'{p}' is not a regular expression: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TensorOverrides { rules, compiled })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The device the first matching pattern names.
+    pub fn device_of(&self, name: &str) -> Option<Device> {
+        self.compiled.iter().zip(&self.rules).find(|(r, _)| r.is_match(name)).map(|(_, (_, d))| *d)
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A routed-expert stack (`blk.N.ffn_{up,down,gate,gate_up}_{,ch}exps.*`):
+/// what llama.cpp's `--n-cpu-moe` / `--cpu-moe` override to the CPU buffer
+/// type (`llm_ffn_exps_block_regex`, "blk\\.%d\\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+/// common/common.h; the flags in common/arg.cpp). Shared experts
+/// (`_shexp`) and the router (`ffn_gate_inp`) stay with their layer.
+pub fn is_routed_expert(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("blk.").and_then(|r| r.split_once('.')).map(|(_, r)| r) else {
+        return false;
+    };
+    ["ffn_up_", "ffn_down_", "ffn_gate_", "ffn_gate_up_"]
+        .iter()
+        .any(|p| rest.strip_prefix(p).is_some_and(|r| r.starts_with("exps.") || r.starts_with("chexps.")))
+}
+
 impl Placement {
+    /// The device of one tensor: its slot's, except a routed-expert stack
+    /// of a layer below `host_expert_layers`, which stays on the host.
+    pub fn tensor_device(&self, t: &TensorInfo) -> Device {
+        if let Some(d) = self.overrides.device_of(&t.name) {
+            return d;
+        }
+        match t.slot {
+            Slot::Layer(il) if il < self.host_expert_layers && is_routed_expert(&t.name) => Device::Cpu,
+            slot => self.slot_device(slot),
+        }
+    }
+
     pub fn slot_device(&self, slot: Slot) -> Device {
         match slot {
             Slot::Input => Device::Cpu,
@@ -139,7 +215,7 @@ pub fn place(n_layer: u32, n_gpu_layers: u64, split: &[f64], order: OffloadOrder
     .term("ngl", n_gpu_layers)
     .term("tensor split (cumulative)", format!("{points:?}"))
     .note("llama.cpp src/llama-model.cpp load_tensors (get_layer_buft_list); output-first order since PR #18148");
-    Ok(Placement { layers, output, offloaded, explain })
+    Ok(Placement { layers, output, offloaded, host_expert_layers: 0, overrides: TensorOverrides::default(), explain })
 }
 
 /// Bytes a tensor takes in a device's model buffer.
@@ -239,6 +315,23 @@ pub struct ModelBuffer {
     pub explain: Explanation,
 }
 
+/// The GPUs a slot or an `-ot` rule names, in order.
+fn placed_gpus(placement: &Placement) -> Vec<u32> {
+    let mut gpus: Vec<u32> = placement
+        .layers
+        .iter()
+        .chain(std::iter::once(&placement.output))
+        .chain(placement.overrides.rules.iter().map(|(_, d)| d))
+        .filter_map(|d| match d {
+            Device::Gpu(g) => Some(*g),
+            Device::Cpu => None,
+        })
+        .collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    gpus
+}
+
 /// Model buffers of every device that holds weights.
 pub fn model_buffers(
     model: &LlamaModel,
@@ -247,25 +340,14 @@ pub fn model_buffers(
     cpu_repack: bool,
 ) -> Result<Vec<ModelBuffer>, CoreError> {
     let mut out: Vec<ModelBuffer> = Vec::new();
-    let mut gpus: Vec<u32> = placement
-        .layers
-        .iter()
-        .chain(std::iter::once(&placement.output))
-        .filter_map(|d| match d {
-            Device::Gpu(g) => Some(*g),
-            Device::Cpu => None,
-        })
-        .collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    for g in gpus {
+    for g in placed_gpus(placement) {
         let dev = Device::Gpu(g);
         let mut bytes = 0u64;
         let mut used = 0u64;
         let mut n = 0u64;
         let mut padded = 0u64;
         for t in &model.tensors {
-            if placement.slot_device(t.slot) != dev {
+            if placement.tensor_device(t) != dev {
                 continue;
             }
             let a = alloc_size(t.ty, &t.ne, t.bytes, dev)?;
@@ -282,6 +364,9 @@ pub fn model_buffers(
                 used = add("model buffer", used, t.bytes)?;
                 n += 1;
             }
+        }
+        if n == 0 {
+            continue; // an -ot target that no tensor reached
         }
         out.push(ModelBuffer {
             device: dev,
@@ -300,7 +385,7 @@ pub fn model_buffers(
     }
     // host: the input layer plus every slot left on the CPU; matrices the
     // CPU repacks are copied into their own buffer, the rest stay mapped
-    let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.slot_device(t.slot) == Device::Cpu).collect();
+    let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.tensor_device(t) == Device::Cpu).collect();
     let (repacked, host): (Vec<_>, Vec<_>) = on_host.into_iter().partition(|t| cpu_repack && cpu_repacked(t));
     if !repacked.is_empty() {
         let mut bytes = 0u64;

@@ -144,8 +144,12 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
-    let placement = place(model.n_layer, ngl, &split, opts.order)?;
-    let buffers = model_buffers(model, &placement, opts.mmap, opts.cpu_repack)?;
+    let mut placement = place(model.n_layer, ngl, &split, opts.order)?;
+    tensor_overrides(model, opts, &mut placement, &mut notes)?;
+    experts_on_host(model, opts, &mut placement, &mut notes);
+    let rules = crate::build::BuildRules::of(opts.build);
+    let cpu_repack = effective_repack(model, opts, rules, &placement, &mut notes);
+    let buffers = model_buffers(model, &placement, opts.mmap, cpu_repack)?;
     let cache_opt = CacheOptions {
         type_k: opts.cache_type_k,
         type_v: opts.cache_type_v,
@@ -155,11 +159,15 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     };
     let kv = kv_cache(model, &placement, size, cache_opt)?;
     let n_tokens = size.n_ctx.min(ubatch);
+    let n_outputs = crate::build::reserved_outputs(rules, n_tokens, opts.batch, opts.parallel);
+    notes.push(outputs_note(rules, n_outputs, n_tokens));
     let compute = compute_buffers(
         model,
         &placement,
         ComputeSetup {
             n_tokens,
+            n_outputs,
+            f16_fa_mask: rules.f16_fa_mask,
             n_kv: size.n_ctx_seq,
             n_kv_swa: size.swa_cells,
             streams: size.streams,
@@ -169,7 +177,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             type_k: opts.cache_type_k,
             type_v: opts.cache_type_v,
             era: opts.era,
-            cpu_repack: opts.cpu_repack,
+            cpu_repack,
             gpus: opts.gpus.len() as u32,
             // llama_context: pipeline parallelism when several devices hold
             // every layer (-ngl > n_layer), split by layer, KV offloaded
@@ -448,6 +456,18 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     if !opts.cpu_repack {
         c.push_str(" --no-repack");
     }
+    for (p, d) in &opts.override_tensor {
+        let buft = match d {
+            Device::Cpu => "CPU".to_string(),
+            Device::Gpu(g) => format!("CUDA{g}"),
+        };
+        c.push_str(&format!(" -ot '{p}={buft}'"));
+    }
+    if opts.n_cpu_moe >= crate::options::CPU_MOE_ALL {
+        c.push_str(" --cpu-moe");
+    } else if opts.n_cpu_moe > 0 {
+        c.push_str(&format!(" --n-cpu-moe {}", opts.n_cpu_moe));
+    }
     c
 }
 
@@ -606,6 +626,113 @@ pub fn max_context(model: &LlamaModel, opts: &LlamaCppOptions, cap: u64) -> Resu
         }
     }
     Ok(Some(lo * step))
+}
+
+/// `-ot/--override-tensor`: compile the patterns, check their GPUs, and
+/// say how many tensors each moved.
+fn tensor_overrides(
+    model: &LlamaModel,
+    opts: &LlamaCppOptions,
+    placement: &mut Placement,
+    notes: &mut Vec<String>,
+) -> Result<(), CoreError> {
+    if opts.override_tensor.is_empty() {
+        return Ok(());
+    }
+    for (p, d) in &opts.override_tensor {
+        if let Device::Gpu(g) = d {
+            if *g as usize >= opts.gpus.len() {
+                return Err(CoreError::invalid(
+                    "override-tensor",
+                    format!("'{p}=CUDA{g}' names a GPU the launch does not have ({} GPUs)", opts.gpus.len()),
+                ));
+            }
+        }
+    }
+    placement.overrides = crate::placement::TensorOverrides::new(opts.override_tensor.clone())
+        .map_err(|e| CoreError::invalid("override-tensor", e))?;
+    for (p, d) in &opts.override_tensor {
+        let single = crate::placement::TensorOverrides::new(vec![(p.clone(), *d)])
+            .map_err(|e| CoreError::invalid("override-tensor", e))?;
+        let n = model.tensors.iter().filter(|t| single.device_of(&t.name).is_some()).count();
+        let target = match d {
+            Device::Cpu => {
+                "CPU (llama.cpp logs 'buffer type overridden to CUDA_Host' with a GPU, kept in CPU_Mapped with mmap)"
+                    .to_string()
+            }
+            Device::Gpu(g) => format!("CUDA{g}"),
+        };
+        notes.push(format!("-ot {p}: {n} tensors match, placed on {target}"));
+    }
+    Ok(())
+}
+
+/// `--n-cpu-moe` / `--cpu-moe`: the routed experts of the first layers
+/// stay on the host (see `placement::is_routed_expert`), with a note.
+fn experts_on_host(model: &LlamaModel, opts: &LlamaCppOptions, placement: &mut Placement, notes: &mut Vec<String>) {
+    if opts.n_cpu_moe > 0 && model.experts.is_some() {
+        placement.host_expert_layers = opts.n_cpu_moe.min(model.n_layer as u64) as u32;
+        let moved = model
+            .tensors
+            .iter()
+            .filter(|t| placement.tensor_device(t) == Device::Cpu && placement.slot_device(t.slot) != Device::Cpu)
+            .count();
+        notes.push(format!(
+            "{}: the routed experts of layers 0–{} stay in host memory ({moved} tensors moved off a GPU; llama.cpp logs each as 'tensor blk.N.ffn_…_exps.weight (… MiB …) buffer type overridden to CUDA_Host', demoted to CPU_Mapped with mmap); with batches of 32 tokens or more the GPU copies each layer's experts into its compute buffer to run them",
+            if opts.n_cpu_moe >= crate::options::CPU_MOE_ALL { "--cpu-moe".to_string() } else { format!("--n-cpu-moe {}", opts.n_cpu_moe) },
+            placement.host_expert_layers - 1
+        ));
+    } else if opts.n_cpu_moe > 0 {
+        notes.push("--n-cpu-moe / --cpu-moe: the model has no experts, nothing moves".to_string());
+    }
+}
+
+/// Whether the CPU repacks host matrices on this launch: only without a
+/// GPU, or on builds up to `LAST_REPACK_BESIDE_GPU` (see `crate::build`).
+fn effective_repack(
+    model: &LlamaModel,
+    opts: &LlamaCppOptions,
+    rules: crate::build::BuildRules,
+    placement: &Placement,
+    notes: &mut Vec<String>,
+) -> bool {
+    // the CPU repacks host matrices when no GPU host buffer type comes
+    // first in its list (a build without GPUs), or on builds up to
+    // LAST_REPACK_BESIDE_GPU (see crate::build)
+    let cpu_repack = opts.cpu_repack && (opts.gpus.is_empty() || rules.repack_beside_gpu);
+    if opts.cpu_repack
+        && !cpu_repack
+        && model.tensors.iter().any(crate::placement::cpu_repacked)
+        && placement_has_host_layers(placement)
+    {
+        notes.push(format!(
+            "no CPU_REPACK buffer: with a GPU, llama.cpp (builds after b{}, PR #12632) keeps host weights in the GPU's host buffer type, demoted to CPU_Mapped with mmap, so they are not repacked",
+            crate::build::LAST_REPACK_BESIDE_GPU
+        ));
+    }
+    cpu_repack
+}
+
+/// The note that says which build's logits rule was assumed.
+fn outputs_note(rules: crate::build::BuildRules, n_outputs: u64, n_tokens: u64) -> String {
+    if rules.outputs_for_slots {
+        format!(
+            "llama.cpp build {}: the compute buffer holds the logits of {n_outputs} of the {n_tokens} tokens of a micro-batch (llama-server's n_outputs_max = min(batch, parallel), PR #23861). llama-bench and llama-perplexity keep all {n_tokens}: pass --llamacpp-build {} to size them",
+            rules.label(),
+            crate::build::OUTPUTS_FOR_SLOTS - 1
+        )
+    } else {
+        format!(
+            "llama.cpp build {}: the compute buffer holds the logits of all {n_tokens} tokens of a micro-batch. Builds from b{} keep them for llama-server's slots only",
+            rules.label(),
+            crate::build::OUTPUTS_FOR_SLOTS
+        )
+    }
+}
+
+/// Some layer (or the output layer) stays on the host.
+fn placement_has_host_layers(p: &Placement) -> bool {
+    p.layers.contains(&Device::Cpu) || p.output == Device::Cpu
 }
 
 #[cfg(test)]

@@ -79,6 +79,51 @@ pub struct GgufArgs {
     /// GGUF: VRAM per GPU outside llama.cpp's buffers (CUDA context, cuBLAS), MiB [default: 500]
     #[arg(long = "gpu-reserve-mib", value_name = "MIB")]
     pub gpu_reserve_mib: Option<u64>,
+    /// GGUF: the llama.cpp build to model (its bNNNN release number, e.g. 4897); its rules for logits and CPU repacking apply [default: current]
+    #[arg(long = "llamacpp-build", value_name = "N", value_parser = llamacpp_build)]
+    pub llamacpp_build: Option<u64>,
+    /// GGUF: keep the routed experts of the first N layers in host memory, llama.cpp's `--n-cpu-moe` (`-ncmoe`)
+    #[arg(long = "n-cpu-moe", visible_alias = "ncmoe", value_name = "N")]
+    pub n_cpu_moe: Option<u64>,
+    /// GGUF: keep every layer's routed experts in host memory, llama.cpp's `--cpu-moe` (`-cmoe`)
+    #[arg(long = "cpu-moe", visible_alias = "cmoe", conflicts_with = "n_cpu_moe")]
+    pub cpu_moe: bool,
+    /// GGUF: place the tensors whose name a pattern matches on a buffer type, llama.cpp's `-ot` (`PATTERN=CPU` or `PATTERN=CUDA1`, comma separated or repeated; the first match wins)
+    #[arg(long = "override-tensor", visible_alias = "ot", value_name = "PATTERN=BUFT")]
+    pub override_tensor: Vec<String>,
+}
+
+/// `-ot` values: `PATTERN=BUFT[,PATTERN=BUFT…]`, BUFT `CPU` or `CUDA<n>`.
+fn parse_overrides(values: &[String]) -> anyhow::Result<Vec<(String, lc::Device)>> {
+    let mut out = Vec::new();
+    for v in values {
+        for item in v.split(',').filter(|i| !i.trim().is_empty()) {
+            let (pattern, buft) = item.rsplit_once('=').ok_or_else(|| {
+                anyhow::anyhow!("--override-tensor: '{item}' is not PATTERN=BUFT (e.g. 'ffn_.*_exps=CPU')")
+            })?;
+            let b = buft.trim();
+            let dev = if b.eq_ignore_ascii_case("cpu") {
+                lc::Device::Cpu
+            } else if let Some(n) = b.get(..4).filter(|p| p.eq_ignore_ascii_case("cuda")).and(b.get(4..)) {
+                lc::Device::Gpu(n.parse::<u32>().map_err(|_| {
+                    anyhow::anyhow!("--override-tensor: '{b}' is not a buffer type (expected CPU or CUDA<n>)")
+                })?)
+            } else {
+                bail!("--override-tensor: '{b}' is not a buffer type vramfit models (expected CPU or CUDA<n>)");
+            };
+            if pattern.is_empty() {
+                bail!("--override-tensor: '{item}' has an empty pattern");
+            }
+            out.push((pattern.to_string(), dev));
+        }
+    }
+    Ok(out)
+}
+
+/// `--llamacpp-build`: `9479` or `b9479`.
+fn llamacpp_build(s: &str) -> Result<u64, String> {
+    let digits = s.trim().strip_prefix(['b', 'B']).unwrap_or(s.trim());
+    digits.parse::<u64>().map_err(|_| format!("'{s}' is not a llama.cpp build number (expected e.g. 9479 or b9479)"))
 }
 
 impl GgufArgs {
@@ -102,6 +147,10 @@ impl GgufArgs {
             (self.no_repack, "--no-repack"),
             (self.cpu_only, "--cpu-only"),
             (self.gpu_reserve_mib.is_some(), "--gpu-reserve-mib"),
+            (self.llamacpp_build.is_some(), "--llamacpp-build"),
+            (self.n_cpu_moe.is_some(), "--n-cpu-moe"),
+            (self.cpu_moe, "--cpu-moe"),
+            (!self.override_tensor.is_empty(), "--override-tensor"),
         ];
         for (g, n) in opt {
             if g {
@@ -196,6 +245,9 @@ pub fn llama_cpp_short_flags(args: impl IntoIterator<Item = OsString>) -> Vec<Os
                 "-fa" => "--flash-attn",
                 "-nkvo" => "--no-kv-offload",
                 "-nr" => "--no-repack",
+                "-ncmoe" => "--n-cpu-moe",
+                "-cmoe" => "--cpu-moe",
+                "-ot" => "--override-tensor",
                 _ => return a,
             };
             OsString::from(long)
@@ -331,6 +383,10 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         gpu_reserve: reserve,
         order: OffloadOrder::OutputFirst,
         era: GraphEra::Current,
+        build: args.llamacpp_build,
+        // --cpu-moe: every layer (llama.cpp's pattern matches all of them)
+        n_cpu_moe: if args.cpu_moe { options::CPU_MOE_ALL } else { args.n_cpu_moe.unwrap_or(0) },
+        override_tensor: parse_overrides(&args.override_tensor)?,
     };
     opts.validate().map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
     Ok(opts)

@@ -74,9 +74,15 @@ impl<'a> Keys<'a> {
     }
 }
 
-/// Architectures whose every layer keeps a recurrent state.
+/// Architectures whose every layer keeps a recurrent state: llama.cpp's
+/// `llm_arch_is_recurrent` (`src/llama-arch.cpp`).
 const RECURRENT: &[&str] = &["mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"];
-/// Hybrids: a layer is recurrent when it has no KV heads (or by `full_attention_interval`).
+/// Hybrids, llama.cpp's `llm_arch_is_hybrid` (`src/llama-arch.cpp`, checked
+/// at commit 00395eb2, 2026): a layer is recurrent when it has no KV heads,
+/// or by `full_attention_interval` (or its default, [`default_full_attention_interval`]).
+/// `deepseek4`, also in that table, keeps a compressed cache of its own
+/// (`llama_kv_cache_dsv4`) that vramfit does not model; it is sized as a
+/// plain decoder with a note.
 const HYBRID: &[&str] = &[
     "jamba",
     "granitehybrid",
@@ -88,7 +94,18 @@ const HYBRID: &[&str] = &[
     "lfm2moe",
     "qwen3next",
     "kimi-linear",
+    "qwen35",
+    "qwen35moe",
 ];
+
+/// The gated-delta-net hybrids' `full_attention_interval` when the file
+/// has none: 4 (`uint32_t full_attn_interval = 4;` before the optional
+/// `LLM_KV_FULL_ATTENTION_INTERVAL` read in the qwen3next / qwen35 /
+/// qwen35moe hparams loaders, `src/llama-model.cpp`): layer `il` is
+/// recurrent when `(il + 1) % interval != 0`.
+fn default_full_attention_interval(arch: &str) -> Option<u64> {
+    matches!(arch, "qwen3next" | "qwen35" | "qwen35moe").then_some(4)
+}
 /// Architectures whose attention and FFN read the same input.
 const PARALLEL: &[&str] = &["gptneox", "phi2", "gptj", "command-r", "cohere2", "falcon"];
 
@@ -131,17 +148,14 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         None => heads.clone(),
         Some(_) => k.per_layer("attention.head_count_kv", nl, None)?,
     };
-    let n_head0 = heads.iter().copied().find(|&x| x > 0).unwrap_or(0);
-    let default_head = Some(n_embd.checked_div(n_head0).unwrap_or(0));
-    let head_k = k.u64_opt("attention.key_length")?.or(default_head).unwrap_or(0);
-    let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
+    let heads_dims = head_dims(&k, n_embd, &heads)?;
     let ff = k.per_layer("feed_forward_length", nl, Some(0))?;
 
     let n_swa = k.u64_opt("attention.sliding_window")?.unwrap_or(0);
     let sliding = sliding_layers(&k, nl, n_swa, &mut notes)?;
-    let interval = k.u64_opt("full_attention_interval")?;
+    let interval = full_attention_interval(&k)?;
     let (state, ssm) = recurrent_state(&k, n_embd)?;
-    let layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, (head_k, head_v), &ff, &sliding)?;
+    let layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, heads_dims, &ff, &sliding)?;
     // experts
     let tensors_by_layer = consistency::Tensors::of(h);
     let expert_count = k.u64_opt("expert_count")?;
@@ -197,6 +211,11 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let gated_ffn = has_gated_ffn(&tensors, &ff, nl);
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
     let tensors = extra_layers_to_output(tensors, n_layer, &mut notes);
+    if arch == "deepseek4" {
+        notes.push(
+            "deepseek4: llama.cpp keeps a compressed hybrid cache (llama_kv_cache_dsv4) that vramfit does not model; the KV cache is sized as plain attention over every layer, which over-states it".into(),
+        );
+    }
     let m = LlamaModel {
         name: h.get("general.name").and_then(MetaValue::as_str).unwrap_or(name).to_string(),
         arch,
@@ -218,6 +237,37 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     };
     m.validate().map_err(|e| ModelError::Core(e.to_string()))?;
     Ok(m)
+}
+
+/// Head sizes of K and V for full and sliding layers (`key_length`,
+/// default `n_embd / n_head`; `value_length`, default the K size).
+fn head_dims(k: &Keys, n_embd: u64, heads: &[u64]) -> Result<HeadDims, ModelError> {
+    let n_head0 = heads.iter().copied().find(|&x| x > 0).unwrap_or(0);
+    let default_head = Some(n_embd.checked_div(n_head0).unwrap_or(0));
+    let head_k = k.u64_opt("attention.key_length")?.or(default_head).unwrap_or(0);
+    let head_v = k.u64_opt("attention.value_length")?.unwrap_or(head_k);
+    // sliding-window layers' head sizes (Gemma 4): `key_length_swa` /
+    // `value_length_swa`, defaulting to the full layers' (llama_model::
+    // load_hparams, "head size and n_rot for SWA layers", src/llama-model.cpp)
+    let head_k_swa = k.u64_opt("attention.key_length_swa")?.unwrap_or(head_k);
+    let head_v_swa = k.u64_opt("attention.value_length_swa")?.unwrap_or(head_v);
+    Ok(HeadDims { k: head_k, v: head_v, k_swa: head_k_swa, v_swa: head_v_swa })
+}
+
+/// A hybrid's `full_attention_interval`: the file's (0 refused), else the
+/// architecture's default.
+fn full_attention_interval(k: &Keys) -> Result<Option<u64>, ModelError> {
+    Ok(match k.u64_opt("full_attention_interval")? {
+        Some(0) => {
+            return Err(ModelError::Bad {
+                key: k.key("full_attention_interval"),
+                expected: "a layer period of at least 1".into(),
+                found: "0".into(),
+            })
+        }
+        Some(n) => Some(n),
+        None => default_full_attention_interval(&k.arch),
+    })
 }
 
 /// Which layers attend over a sliding window: the file's per-layer pattern,
@@ -302,6 +352,15 @@ fn recurrent_state(k: &Keys, n_embd: u64) -> Result<(Option<RecurrentState>, (u6
     Ok((state, (d_conv, d_inner, d_state, n_group)))
 }
 
+/// Head sizes of K and V for full-attention and sliding-window layers.
+#[derive(Debug, Clone, Copy)]
+struct HeadDims {
+    k: u64,
+    v: u64,
+    k_swa: u64,
+    v_swa: u64,
+}
+
 /// Each layer's heads, head sizes, FFN width, window and recurrent state;
 /// a hybrid's recurrent layers from `full_attention_interval` or from
 /// their zero KV heads.
@@ -313,7 +372,7 @@ fn layer_hparams(
     state: Option<RecurrentState>,
     heads: &[u64],
     heads_kv: &[u64],
-    (head_k, head_v): (u64, u64),
+    dims: HeadDims,
     ff: &[u64],
     sliding: &[bool],
 ) -> Result<Vec<LayerHparams>, ModelError> {
@@ -339,8 +398,8 @@ fn layer_hparams(
         layers.push(LayerHparams {
             n_head: heads[il],
             n_head_kv: kv,
-            head_dim_k: head_k,
-            head_dim_v: head_v,
+            head_dim_k: if sliding[il] { dims.k_swa } else { dims.k },
+            head_dim_v: if sliding[il] { dims.v_swa } else { dims.v },
             n_ff: ff[il],
             sliding: sliding[il],
             recurrent: if recurrent_layer { state } else { None },

@@ -154,7 +154,7 @@ pub(super) fn check(h: &GgufHeader, k: &Keys, d: &Declared, tensors: &Tensors) -
             recurrent(k, d, tensors, il, l)?;
         }
         if l.has_kv() {
-            attention(h, k, tensors, il, l)?;
+            attention(k, tensors, il, l)?;
             if !(d.experts.is_some() && tensors.layer_has(il, EXPERT_TENSORS)) {
                 dense_ffn(k, tensors, il, l)?;
             }
@@ -277,7 +277,7 @@ fn experts(k: &Keys, d: &Declared, tensors: &Tensors) -> Result<(), ModelError> 
 }
 
 /// Heads, head sizes and the attention projections of layer `il`.
-fn attention(h: &GgufHeader, k: &Keys, tensors: &Tensors, il: usize, l: &LayerHparams) -> Result<(), ModelError> {
+fn attention(k: &Keys, tensors: &Tensors, il: usize, l: &LayerHparams) -> Result<(), ModelError> {
     let (n_head, n_kv) = (l.n_head, l.n_head_kv);
     if n_kv > n_head || n_head % n_kv != 0 {
         return Err(contradicts(
@@ -287,15 +287,8 @@ fn attention(h: &GgufHeader, k: &Keys, tensors: &Tensors, il: usize, l: &LayerHp
             ),
         ));
     }
-    // a sliding layer may have its own head sizes (`attention.key_length_swa`)
-    let swa = |key: &str, default: u64| -> u64 {
-        if l.sliding {
-            h.get(&k.key(key)).and_then(|v| v.as_u64()).unwrap_or(default)
-        } else {
-            default
-        }
-    };
-    let (hk, hv) = (swa("attention.key_length_swa", l.head_dim_k), swa("attention.value_length_swa", l.head_dim_v));
+    // a sliding layer's head sizes are already its own (`attention.key_length_swa`, model.rs)
+    let (hk, hv) = (l.head_dim_k, l.head_dim_v);
     let widths = |a: u64, b: u64| a.checked_mul(b);
     let check = |name: &str, key: &str, want: &[Option<u64>], said: String| -> Result<(), ModelError> {
         let Some(t) = tensors.get(il, name) else { return Ok(()) };

@@ -1,0 +1,143 @@
+//! Per-architecture rules llama.cpp applies when it loads a GGUF, each
+//! test citing the llama.cpp source it follows (issue 22, llama.cpp block).
+
+use vramfit_ingest::gguf::writer::fixtures::{writer, Shape};
+use vramfit_ingest::gguf::writer::{GgufWriter, WValue};
+use vramfit_ingest::gguf::*;
+use vramfit_llamacpp::model::LlamaModel;
+use vramfit_llamacpp::{plan, GgmlType, LlamaCppOptions};
+
+fn load(w: &GgufWriter) -> LlamaModel {
+    let bytes = w.to_bytes();
+    let h = match parse(&bytes, bytes.len() as u64).unwrap() {
+        Parsed::Complete(h) => *h,
+        Parsed::NeedMore { bytes } => panic!("needs {bytes}"),
+    };
+    model_from_header(&h, "x").unwrap_or_else(|e| panic!("refused: {e}"))
+}
+
+fn u32v(v: u64) -> WValue {
+    WValue::U32(v as u32)
+}
+
+/// A Qwen3.5 (`qwen35`) file as its converter writes it: one scalar
+/// head_count_kv for every layer and the gated-delta-net sizes, no
+/// `full_attention_interval` (llama.cpp then takes 4).
+fn qwen35(arch: &'static str, interval: Option<u64>) -> GgufWriter {
+    let s = Shape { arch, ..Shape::llama(8, 1024, 8, 2, 2816, 1000) };
+    let mut w = writer(&s)
+        .kv(&format!("{arch}.ssm.conv_kernel"), u32v(4))
+        .kv(&format!("{arch}.ssm.inner_size"), u32v(2048))
+        .kv(&format!("{arch}.ssm.state_size"), u32v(128))
+        .kv(&format!("{arch}.ssm.group_count"), u32v(16))
+        .kv(&format!("{arch}.ssm.time_step_rank"), u32v(16));
+    if let Some(n) = interval {
+        w = w.kv(&format!("{arch}.full_attention_interval"), u32v(n));
+    }
+    w
+}
+
+/// Regression (issue 22): `qwen35` was missing from the hybrid list, so
+/// every layer got a KV cache and none a recurrent state. llama.cpp:
+/// `llm_arch_is_hybrid` lists qwen35 and qwen35moe (src/llama-arch.cpp),
+/// and the qwen35 hparams loader marks layer i recurrent when
+/// `(i + 1) % full_attn_interval != 0`, the interval defaulting to 4
+/// (src/llama-model.cpp).
+#[test]
+fn qwen35_is_a_hybrid_with_every_fourth_layer_attending() {
+    for arch in ["qwen35", "qwen35moe", "qwen3next"] {
+        let m = load(&qwen35(arch, None));
+        let attending: Vec<usize> = (0..8).filter(|&il| m.layers[il].has_kv()).collect();
+        assert_eq!(attending, vec![3, 7], "{arch}");
+        for (il, l) in m.layers.iter().enumerate() {
+            assert_eq!(l.recurrent.is_some(), !l.has_kv(), "{arch} layer {il}");
+        }
+        // n_embd_r = (d_conv - 1)·(d_inner + 2·n_group·d_state) = 3·(2048 + 2·16·128) = 18432,
+        // n_embd_s = d_state·d_inner = 128·2048 = 262144 (llama_hparams::n_embd_r/s)
+        let st = m.layers[0].recurrent.unwrap();
+        assert_eq!((st.r, st.s), (18432, 262144), "{arch}");
+    }
+    // the file's own interval wins
+    let m = load(&qwen35("qwen35", Some(2)));
+    assert_eq!((0..8).filter(|&il| m.layers[il].has_kv()).collect::<Vec<_>>(), vec![1, 3, 5, 7]);
+}
+
+/// The KV cache of a Qwen3.5 launch covers its attention layers only, and
+/// the recurrent state is there: at -c 4096 -np 1, f16, 2 layers × 2 KV
+/// heads × 128 × 2 B × 4096 cells × (K + V) = 8 MiB; the state is
+/// 6 layers × (18432 + 262144) f32 × 1 sequence.
+#[test]
+fn qwen35_cache_is_two_attention_layers_and_six_states() {
+    let m = load(&qwen35("qwen35", None));
+    let opts = LlamaCppOptions { ctx_size: 4096, gpus: vec![], n_gpu_layers: Some(0), ..Default::default() };
+    let p = plan(&m, &opts).unwrap();
+    assert_eq!(p.kv.k_bytes + p.kv.v_bytes, 2 * 2 * 128 * 2 * 4096 * 2);
+    assert_eq!(p.kv.state_bytes, 6 * (18432 + 262144) * 4);
+}
+
+/// A file with an interval of 0 is refused by name (llama.cpp would
+/// divide by zero in `(i + 1) % full_attn_interval`).
+#[test]
+fn a_zero_full_attention_interval_is_refused() {
+    let bytes = qwen35("qwen35", Some(0)).to_bytes();
+    let Parsed::Complete(h) = parse(&bytes, bytes.len() as u64).unwrap() else { panic!() };
+    let e = model_from_header(&h, "x").unwrap_err().to_string();
+    assert!(e.contains("qwen35.full_attention_interval"), "{e}");
+}
+
+/// Gemma 4: sliding-window layers use `key_length_swa` /
+/// `value_length_swa` (256) instead of the global head size (512)
+/// (llama_model::load_hparams, "head size and n_rot for SWA layers",
+/// src/llama-model.cpp; the KV cache reads n_embd_k_gqa(il) per layer).
+/// Regression (issue 22): the sliding part was sized at twice its size.
+#[test]
+fn gemma4_sliding_layers_use_their_own_head_size() {
+    let (e, heads, kvh, full, swa) = (1024u64, 8u64, 2u64, 512u64, 256u64);
+    let pattern = [true, true, true, true, true, false]; // five sliding, one full
+    let s = Shape {
+        arch: "gemma4",
+        head_dim: full,
+        sliding_window: Some(1024),
+        ..Shape::llama(6, e, heads, kvh, 4096, 1000)
+    };
+    let mut w = writer(&s)
+        .kv("gemma4.attention.key_length_swa", u32v(swa))
+        .kv("gemma4.attention.value_length_swa", u32v(swa))
+        .kv(
+            "gemma4.attention.sliding_window_pattern",
+            WValue::Array(gguf_value_type_bool(), pattern.iter().map(|&b| WValue::Bool(b)).collect()),
+        )
+        .retain_tensors(|n| {
+            !(n.contains("attn_q.") || n.contains("attn_k.") || n.contains("attn_v.") || n.contains("attn_output."))
+        });
+    for (il, &sliding) in pattern.iter().enumerate() {
+        let hd = if sliding { swa } else { full };
+        let p = |t: &str| format!("blk.{il}.{t}");
+        w = w
+            .tensor(&p("attn_q.weight"), GgmlType::Q4K, &[e, heads * hd])
+            .tensor(&p("attn_k.weight"), GgmlType::Q4K, &[e, kvh * hd])
+            .tensor(&p("attn_v.weight"), GgmlType::Q4K, &[e, kvh * hd])
+            .tensor(&p("attn_output.weight"), GgmlType::Q4K, &[heads * hd, e]);
+    }
+    let m = load(&w);
+    for (il, l) in m.layers.iter().enumerate() {
+        let hd = if pattern[il] { swa } else { full };
+        assert_eq!((l.sliding, l.head_dim_k, l.head_dim_v), (pattern[il], hd, hd), "layer {il}");
+    }
+    // -c 8192 -fa on -np 1: the sliding cache holds pad(min(8192, 1024 + 512), 256) = 1536 cells;
+    // K + V f16 of 5 sliding layers = 5 × 2 × 256 × 2 B × 1536 × 2 = 15 MiB, not 30 MiB
+    let opts = LlamaCppOptions {
+        ctx_size: 8192,
+        flash_attn: vramfit_llamacpp::FlashAttn::On,
+        n_gpu_layers: Some(0),
+        gpus: vec![],
+        ..Default::default()
+    };
+    let p = plan(&m, &opts).unwrap();
+    assert_eq!(p.kv.size.swa_cells, 1536);
+    assert_eq!(p.kv.swa_bytes, 5 * kvh * swa * 2 * 1536 * 2);
+}
+
+fn gguf_value_type_bool() -> vramfit_ingest::gguf::ValueType {
+    vramfit_ingest::gguf::ValueType::Bool
+}

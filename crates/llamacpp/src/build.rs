@@ -1,0 +1,119 @@
+//! The llama.cpp builds whose memory rules differ, keyed by build number
+//! (the `bNNNN` release tag: the commit count of ggml-org/llama.cpp).
+//! `None` means the current build. Each rule says which build it starts at
+//! and why that number; where the exact first build is not known, the
+//! earlier rule is kept up to the first build known to carry the change,
+//! and the rule that over-states VRAM is the one applied in between.
+
+use serde::{Deserialize, Serialize};
+
+/// First build known to reserve logits only for llama-server's slots:
+/// ggml-org/llama.cpp PR #23861 "llama: limit max outputs of
+/// `llama_context`" (commit de6f727aa, merged 2026-06-01) added
+/// `n_outputs_max` to `llama_context_params`, and `server_n_outputs_max`
+/// (`tools/server/server-context.cpp`) sets it to
+/// `max(1, min(n_batch, n_parallel × (1 + draft tokens)))`. Tag b9442
+/// (d4c8e2c29) does not have it, tag b9479 (0b7154066) does; builds
+/// b9443–b9478 are treated as before it, which over-states their compute
+/// buffer at worst.
+pub const OUTPUTS_FOR_SLOTS: u64 = 9479;
+
+/// First build known to reserve the flash-attention KQ mask in f16:
+/// ggml-org/llama.cpp PR #23764 "llama: use f16 mask for FA to save VRAM"
+/// (merged 2026-05-27; `llm_graph_input_attn_kv`, src/llama-graph.cpp).
+/// Before it the mask was an f32 input cast to f16 for the backends, and
+/// the f32 copy took compute-buffer room. Tag b9442 (d4c8e2c29) has it;
+/// the tag before it that vramfit knows (19e92c33e) has no number, so
+/// builds before b9442 keep the f32 mask (the larger buffer).
+pub const F16_FA_MASK: u64 = 9442;
+
+/// Last build known to repack host matrices (`CPU_REPACK`) beside a GPU:
+/// b4897 (the ggml-org/ci log of the calibration set shows a
+/// `CPU_REPACK model buffer` at -ngl 10). PR #12632 (merged 2025-03-28)
+/// reordered the host buffer types to "ACCEL -> GPU host -> CPU extra ->
+/// CPU" (`make_cpu_buft_list`, src/llama-model.cpp): a GPU's host buffer
+/// type now takes every host weight whose op the GPU supports, and with
+/// mmap the loader then demotes it to the plain CPU buffer ("avoid using a
+/// host buffer when using mmap", `load_tensors`), so nothing is repacked
+/// unless the build has no GPU backend. Builds after b4897 take the new
+/// order: where a few of them still repacked, that is host memory, and
+/// the GPU's compute buffer (which then takes over those ops) is
+/// over-stated, never under-stated.
+pub const LAST_REPACK_BESIDE_GPU: u64 = 4897;
+
+/// The build rules of one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildRules {
+    /// the build number asked for (`None`: the current build)
+    pub build: Option<u64>,
+    /// the reserve graph outputs `n_outputs_max` rows (llama-server's
+    /// slots) instead of the whole micro-batch
+    pub outputs_for_slots: bool,
+    /// the CPU backend repacks host matrices even with a GPU present
+    pub repack_beside_gpu: bool,
+    /// with flash attention the KQ mask is an f16 input (no f32 copy)
+    pub f16_fa_mask: bool,
+}
+
+impl BuildRules {
+    pub fn of(build: Option<u64>) -> BuildRules {
+        let at_least = |n: u64| build.is_none_or(|b| b >= n);
+        BuildRules {
+            build,
+            outputs_for_slots: at_least(OUTPUTS_FOR_SLOTS),
+            repack_beside_gpu: build.is_some_and(|b| b <= LAST_REPACK_BESIDE_GPU),
+            f16_fa_mask: at_least(F16_FA_MASK),
+        }
+    }
+
+    /// How the build reads in text: "current" or "b4897".
+    pub fn label(&self) -> String {
+        match self.build {
+            None => "current".into(),
+            Some(b) => format!("b{b}"),
+        }
+    }
+}
+
+/// Rows of logits the reserve graph keeps: llama-server's
+/// `n_outputs_max = max(1, min(n_batch, n_parallel))` (no draft model) on
+/// builds with [`OUTPUTS_FOR_SLOTS`], else every token of the micro-batch
+/// (`n_outputs_max = n_batch` before it, `llama_context` constructor); never
+/// more than the micro-batch's tokens.
+pub fn reserved_outputs(rules: BuildRules, n_tokens: u64, n_batch: u64, n_parallel: u64) -> u64 {
+    if rules.outputs_for_slots {
+        n_parallel.min(n_batch).max(1).min(n_tokens)
+    } else {
+        n_tokens
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_by_build() {
+        let cur = BuildRules::of(None);
+        assert!(cur.outputs_for_slots && !cur.repack_beside_gpu && cur.f16_fa_mask);
+        assert!(!BuildRules::of(Some(F16_FA_MASK - 1)).f16_fa_mask);
+        assert!(BuildRules::of(Some(F16_FA_MASK)).f16_fa_mask);
+        assert_eq!(cur.label(), "current");
+        let old = BuildRules::of(Some(4897));
+        assert!(!old.outputs_for_slots && old.repack_beside_gpu);
+        assert_eq!(old.label(), "b4897");
+        assert!(!BuildRules::of(Some(4898)).repack_beside_gpu);
+        assert!(!BuildRules::of(Some(OUTPUTS_FOR_SLOTS - 1)).outputs_for_slots);
+        assert!(BuildRules::of(Some(OUTPUTS_FOR_SLOTS)).outputs_for_slots);
+    }
+
+    /// server_n_outputs_max: max(1, min(n_batch, n_parallel)), capped by the micro-batch.
+    #[test]
+    fn outputs_reserved() {
+        let cur = BuildRules::of(None);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4), 4);
+        assert_eq!(reserved_outputs(cur, 2, 2048, 4), 2);
+        assert_eq!(reserved_outputs(cur, 512, 2, 4), 2);
+        assert_eq!(reserved_outputs(BuildRules::of(Some(9000)), 512, 2048, 4), 512);
+    }
+}
