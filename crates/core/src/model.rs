@@ -45,6 +45,9 @@ pub enum Family {
     GraniteMoe,
     /// MiniMax-M2 (`modeling_minimax_m2.py`): q/k norms over the whole projection, 256-expert MoE with a routing bias
     MiniMaxM2,
+    /// Llama 4 (`modeling_llama4.py`): chunked attention on 3 of 4 layers, MoE with a shared
+    /// expert (every layer or every other layer), a dense `feed_forward` elsewhere
+    Llama4,
     /// BERT / XLM-RoBERTa encoders (`modeling_bert.py`, `modeling_xlm_roberta.py`): no KV cache
     Bert,
     Generic,
@@ -75,6 +78,7 @@ impl Family {
             Family::Qwen35 => "qwen3_5",
             Family::NemotronH => "nemotron_h",
             Family::GraniteMoe => "granitemoe",
+            Family::Llama4 => "llama4",
             Family::MiniMaxM2 => "minimax_m2",
             Family::Bert => "bert",
             Family::Generic => "generic",
@@ -278,6 +282,10 @@ pub struct VisionSpec {
     pub spatial_merge: u64,
     /// Qwen3-VL deepstack mergers (`deepstack_visual_indexes`)
     pub deepstack_mergers: u64,
+    /// Llama 4: width of the pixel-shuffle adapter's output (`projector_input_dim`,
+    /// = `projector_output_dim` = `vision_output_dim` in the released configs); 0 otherwise
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub projector_dim: u64,
 }
 
 /// Vision tower architectures vramfit lays out.
@@ -290,6 +298,9 @@ pub enum VisionKind {
     Qwen25Vl,
     /// Qwen3-VL / Qwen3.5 ViT: LayerNorm, plain MLP, learned positions, deepstack mergers (`Qwen3VLVisionModel`)
     Qwen3Vl,
+    /// Llama 4 ViT: unfold patch linear, class token, biased attention, pixel-shuffle MLP
+    /// adapter and a bias-free projector (`Llama4VisionModel`, `Llama4MultiModalProjector`)
+    Llama4,
 }
 
 /// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5):
