@@ -361,16 +361,16 @@ fn estimate_form_bar_verdict_table_and_language() {
     assert_eq!(p.js("return document.querySelector('.band').dataset.verdict"), "fits");
     let band = p.text(".band");
     assert!(band.contains("Fits on RTX 4090"), "{band}");
-    assert!(band.contains("15.53 GiB of 23.55 GiB usable") && band.contains("8.02 GiB headroom"), "{band}");
+    assert!(band.contains("15.46 GiB of 23.55 GiB usable") && band.contains("8.09 GiB headroom"), "{band}");
     // the bar: one segment per category, drawn by the CLI's renderer
     assert!(p.count("#memory-bar svg rect[fill='#3d6fd1']") >= 1, "weights segment");
     assert!(p.text("#memory-bar svg").contains("weights 12.55 GiB"));
-    assert!(p.text("#memory-bar svg").contains("headroom 8.02 GiB"));
+    assert!(p.text("#memory-bar svg").contains("headroom 8.09 GiB"));
     // the table, and a formula on demand
     assert_eq!(p.count("#category-table tr.cat"), 6);
     let first = p.text("#category-table tr.cat");
-    assert!(first.contains("weights") && first.contains("12.55 GiB") && first.contains("80.8%"), "{first}");
-    assert!(p.text("#category-table tr.total").contains("15.53 GiB"));
+    assert!(first.contains("weights") && first.contains("12.55 GiB") && first.contains("81.2%"), "{first}");
+    assert!(p.text("#category-table tr.total").contains("15.46 GiB"));
     assert_eq!(p.count("#category-table tr.detail:not([hidden])"), 0);
     p.screenshot("estimate.png");
     p.click("#category-table tr.cat[data-category=kv_cache] button");
@@ -381,7 +381,7 @@ fn estimate_form_bar_verdict_table_and_language() {
     p.screenshot("estimate_formula.png");
     // the sweep: largest context/concurrency, every format, the cards that hold it
     assert_eq!(p.text("[data-knob=concurrency] .value"), "5");
-    assert!(p.text("#variants tr[data-value=int4]").contains("6.60 GiB"));
+    assert!(p.text("#variants tr[data-value=int4]").contains("6.53 GiB"));
     assert!(p.text("#cards-hold").contains("RTX 4090"));
     // the state is in the URL: a reload shows the same answer
     let url = p.rt.block_on(p.c().current_url()).unwrap().to_string();
@@ -403,7 +403,7 @@ fn estimate_form_bar_verdict_table_and_language() {
     }
     assert_eq!(p.js("return document.documentElement.lang"), "zh-CN");
     assert_eq!(p.text("#tabs a.on"), "显存估算");
-    assert!(p.text(".band").contains("15.53 GiB"));
+    assert!(p.text(".band").contains("15.46 GiB"));
     assert!(p.text("#memory-bar svg").contains("权重 12.55 GiB"), "{}", p.text("#memory-bar svg"));
     assert!(p.text("#category-table").contains("每卡合计"));
     let url = p.rt.block_on(p.c().current_url()).unwrap().to_string();

@@ -248,6 +248,18 @@ const MINIMAX_M2: FamilyNames = FamilyNames {
     ..LLAMA_LIKE
 };
 
+/// Llama 4's names (`modeling_llama4.py`): the MLP block is `feed_forward`, dense
+/// (`Llama4TextMLP`) or MoE (`Llama4TextMoe`: experts fused 3-D as `gate_up_proj`
+/// [E, h, 2·I] and `down_proj` [E, I, h], a bias-free `router`, a `shared_expert`).
+const LLAMA4: FamilyNames = FamilyNames {
+    gated_mlp: MlpNames { prefix: "layers.*.feed_forward.", inputs: &["gate_proj", "up_proj"], down: "down_proj" },
+    experts: Some(MlpNames { prefix: "layers.*.feed_forward.experts.", inputs: &["gate_up_proj"], down: "down_proj" }),
+    router: "layers.*.feed_forward.router",
+    shared_experts: "layers.*.feed_forward.shared_expert.",
+    decoder_layer: Some("Llama4TextDecoderLayer"),
+    ..LLAMA_LIKE
+};
+
 /// Bert's names.
 const BERT: FamilyNames = FamilyNames {
     separate_attention: AttnNames {
@@ -291,6 +303,7 @@ pub fn names(family: Family) -> FamilyNames {
         Family::NemotronH => NEMOTRON_H,
         Family::GraniteMoe => GRANITE_MOE,
         Family::MiniMaxM2 => MINIMAX_M2,
+        Family::Llama4 => LLAMA4,
         Family::Bert => BERT,
         Family::Generic => LLAMA_LIKE,
     }

@@ -34,6 +34,9 @@ pub fn estimate_inference(
     runtime: &RuntimeSetup,
 ) -> Result<(Ledger, InferenceDetail), CoreError> {
     validate::inference(spec, setup, par, runtime)?;
+    let head_note = spec.untied_head_note(setup.engine);
+    let built = spec.as_built_by(setup.engine);
+    let spec = built.as_ref();
     let layout = ParamLayout::of(spec)?;
     let tp = par.tp;
     let pp = par.pp;
@@ -74,6 +77,7 @@ pub fn estimate_inference(
         );
     }
     runtime.apply_with(&mut ledger, &inference_communicators(setup, tp))?;
+    ledger.notes.extend(head_note);
     let replicas = par.gpus / (tp * pp);
     if replicas > 1 {
         ledger.notes.push(format!(
@@ -98,32 +102,53 @@ pub fn estimate_inference(
     Ok((ledger, kv_detail))
 }
 
-/// `generate`'s prefill transient: logits for every prompt token and the
-/// largest working set. Returns (logits, working set) bytes.
+/// `generate`'s prefill transient: the logits and the largest working set.
+/// Returns (logits, working set) bytes.
 fn push_prefill(
     ledger: &mut Ledger,
     spec: &ModelSpec,
     setup: &InferenceSetup,
     tp: u64,
 ) -> Result<(u64, u64), CoreError> {
-    // Prefill transient: logits and the largest working set.
     let act = setup.weight_dtype_compute();
     let act_b = act.bytes()?;
     let tokens = product("prefill tokens", &[setup.batch, setup.context])?;
     let logit_b = if setup.logits_fp32 { 4 } else { act_b };
     let vocab_shard = div_ceil(spec.vocab_size, tp);
-    let logits = product("logits", &[tokens, vocab_shard, logit_b])?;
-    ledger.push(
-        Category::Logits,
-        format!("prefill logits ({})", if setup.logits_fp32 { "fp32" } else { act.name() }),
-        logits,
-        Explanation::new("batch × seq × vocab × bytes")
-            .term("batch", setup.batch)
-            .term("seq", setup.context)
-            .term("vocab (per TP rank)", vocab_shard)
-            .term("bytes", logit_b)
-            .note("transformers computes logits for every prompt token; engines that keep only the last token need far less"),
-    );
+    let logits = if setup.last_logits_only() {
+        // transformers' `generate` (v4.45+) runs the head on the last position only
+        // (`logits_to_keep=1`), then `_sample` copies that row to fp32
+        // (`outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)`).
+        let logits = product("logits", &[setup.batch, vocab_shard, logit_b + 4])?;
+        let every_token = product("logits", &[tokens, vocab_shard, logit_b])?;
+        ledger.push(
+            Category::Logits,
+            format!("prefill logits, last token ({} + fp32 copy)", if setup.logits_fp32 { "fp32" } else { act.name() }),
+            logits,
+            Explanation::new("batch × vocab × (bytes + 4)")
+                .term("batch", setup.batch)
+                .term("vocab (per TP rank)", vocab_shard)
+                .term("bytes", logit_b)
+                .note(format!(
+                    "transformers 4.45+ generate passes logits_to_keep=1 (num_logits_to_keep before 4.49): the head runs on the last prompt token only, and _sample copies that row to fp32. Older releases and a plain model(input_ids) forward keep every prompt token's logits: {every_token} B"
+                )),
+        );
+        logits
+    } else {
+        let logits = product("logits", &[tokens, vocab_shard, logit_b])?;
+        ledger.push(
+            Category::Logits,
+            format!("prefill logits ({})", if setup.logits_fp32 { "fp32" } else { act.name() }),
+            logits,
+            Explanation::new("batch × seq × vocab × bytes")
+                .term("batch", setup.batch)
+                .term("seq", setup.context)
+                .term("vocab (per TP rank)", vocab_shard)
+                .term("bytes", logit_b)
+                .note("the head runs on every prompt token (a plain forward, transformers before 4.45, LitGPT's and torchtune's generate)"),
+        );
+        logits
+    };
     // At the end of prefill the final hidden state, its fp32 RMSNorm/LayerNorm
     // upcast and the normalised output are live beside the logits:
     // (act + 4 + act) bytes per hidden element. Inside the last MLP the
@@ -347,4 +372,37 @@ pub fn capacity(
         assumes,
         explain,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::workload::{Engine, PrefillLogits};
+
+    fn logits(setup: &InferenceSetup) -> u64 {
+        let spec = ModelSpec::llama_like("llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256);
+        let (l, _) = estimate_inference(&spec, setup, &Parallelism::default(), &RuntimeSetup::default()).unwrap();
+        l.bytes(Category::Logits)
+    }
+
+    /// transformers' `generate` passes `logits_to_keep=1` (v4.45+, PR #31292;
+    /// `num_logits_to_keep` until v4.49): at 131072 prompt tokens the head runs
+    /// on one row, 128256 × 2 B, and `_sample` copies it to fp32, 128256 × 4 B =
+    /// 769,536 B; every prompt token's logits would be 131072 × 128256 × 2 B =
+    /// 31.31 GiB (issue 22).
+    #[test]
+    fn long_context_generate_keeps_the_last_logits_only() {
+        let s = InferenceSetup { context: 131_072, kv_dtype: DType::BF16, ..InferenceSetup::default() };
+        assert_eq!(logits(&s), 128_256 * (2 + 4));
+        let all = InferenceSetup { prefill_logits: PrefillLogits::AllTokens, ..s.clone() };
+        assert_eq!(logits(&all), 131_072 * 128_256 * 2);
+        // LitGPT's generate runs the head over the whole prompt (litgpt/generate/base.py
+        // `next_token`: `logits = model(x, input_pos)` then `logits[0, -1]`)
+        let lit = InferenceSetup { engine: Engine::Litgpt, ..s.clone() };
+        assert_eq!(logits(&lit), 131_072 * 128_256 * 2);
+        // batch 4: four rows
+        let b4 = InferenceSetup { batch: 4, concurrency: 4, ..s };
+        assert_eq!(logits(&b4), 4 * 128_256 * 6);
+    }
 }

@@ -57,4 +57,4 @@ pub use quant::{QuantMethod, QuantSpec};
 pub use runtime::RuntimeSetup;
 pub use train::TrainSetup;
 pub use units::{Bytes, GIB, MIB};
-pub use workload::{InferenceSetup, Offload, Parallelism, Sharding, SlidingWindowCache, Task, Workload};
+pub use workload::{InferenceSetup, Offload, Parallelism, PrefillLogits, Sharding, SlidingWindowCache, Task, Workload};

@@ -45,6 +45,9 @@ pub enum Family {
     GraniteMoe,
     /// MiniMax-M2 (`modeling_minimax_m2.py`): q/k norms over the whole projection, 256-expert MoE with a routing bias
     MiniMaxM2,
+    /// Llama 4 (`modeling_llama4.py`): chunked attention on 3 of 4 layers, MoE with a shared
+    /// expert (every layer or every other layer), a dense `feed_forward` elsewhere
+    Llama4,
     /// BERT / XLM-RoBERTa encoders (`modeling_bert.py`, `modeling_xlm_roberta.py`): no KV cache
     Bert,
     Generic,
@@ -75,6 +78,7 @@ impl Family {
             Family::Qwen35 => "qwen3_5",
             Family::NemotronH => "nemotron_h",
             Family::GraniteMoe => "granitemoe",
+            Family::Llama4 => "llama4",
             Family::MiniMaxM2 => "minimax_m2",
             Family::Bert => "bert",
             Family::Generic => "generic",
@@ -278,6 +282,10 @@ pub struct VisionSpec {
     pub spatial_merge: u64,
     /// Qwen3-VL deepstack mergers (`deepstack_visual_indexes`)
     pub deepstack_mergers: u64,
+    /// Llama 4: width of the pixel-shuffle adapter's output (`projector_input_dim`,
+    /// = `projector_output_dim` = `vision_output_dim` in the released configs); 0 otherwise
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub projector_dim: u64,
 }
 
 /// Vision tower architectures vramfit lays out.
@@ -290,6 +298,9 @@ pub enum VisionKind {
     Qwen25Vl,
     /// Qwen3-VL / Qwen3.5 ViT: LayerNorm, plain MLP, learned positions, deepstack mergers (`Qwen3VLVisionModel`)
     Qwen3Vl,
+    /// Llama 4 ViT: unfold patch linear, class token, biased attention, pixel-shuffle MLP
+    /// adapter and a bias-free projector (`Llama4VisionModel`, `Llama4MultiModalProjector`)
+    Llama4,
 }
 
 /// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2, GLM-5):
@@ -438,6 +449,37 @@ pub mod defaults {
 }
 
 impl ModelSpec {
+    /// The model as `engine` builds it. LitGPT builds its own output head even
+    /// where the Hugging Face config ties it to the embedding (Llama 3.2, Gemma):
+    /// `GPT.__init__` creates `lm_head` beside `transformer.wte`, and
+    /// `convert_hf_checkpoint` copies the embedding into it
+    /// ([`crate::workload::FrameworkFacts::unties_embeddings`]). Its
+    /// `padded_vocab_size` is taken to be the config's vocabulary (true of its Llama
+    /// 3.2 and Gemma configs).
+    pub fn as_built_by(&self, engine: crate::workload::Engine) -> std::borrow::Cow<'_, ModelSpec> {
+        let unties = engine.framework_facts().is_some_and(|f| f.unties_embeddings);
+        if unties && self.tied_embeddings {
+            let mut s = self.clone();
+            s.tied_embeddings = false;
+            std::borrow::Cow::Owned(s)
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+
+    /// The note for a head [`ModelSpec::as_built_by`] unties.
+    pub fn untied_head_note(&self, engine: crate::workload::Engine) -> Option<String> {
+        let unties = engine.framework_facts().is_some_and(|f| f.unties_embeddings);
+        (unties && self.tied_embeddings).then(|| {
+            format!(
+                "{} builds its own output head: the tied embedding is copied into it ({} × {} more parameters)",
+                engine.name(),
+                self.vocab_size,
+                self.hidden_size
+            )
+        })
+    }
+
     /// A Llama-shaped model (RMSNorm, SwiGLU, rotary, untied): handy for
     /// tests and as the base of presets.
     pub fn llama_like(
@@ -737,5 +779,41 @@ impl ModelSpec {
         } else {
             "GQA"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Engine, InferenceSetup, Parallelism, Task, Workload};
+    use crate::{estimate, Category, RuntimeSetup};
+
+    /// LitGPT's `GPT.__init__` (litgpt/model.py) builds `lm_head` as its own
+    /// `nn.Linear(n_embd, padded_vocab_size)`, and `convert_hf_checkpoint.py` fills it
+    /// from `transformer.wte.weight` when a Llama 3.2 checkpoint has no `lm_head.weight`:
+    /// Llama-3.2-1B (tied in its config) holds 128256 × 2048 more bf16 parameters,
+    /// 525,336,576 B, under LitGPT than under transformers (issue 22).
+    #[test]
+    fn litgpt_builds_its_own_head_for_a_tied_model() {
+        let mut spec = ModelSpec::llama_like("llama-3.2-1b", 2048, 16, 32, 8, 8192, 128_256);
+        spec.tied_embeddings = true;
+        let weights = |spec: &ModelSpec, engine: Engine| {
+            let setup = InferenceSetup { engine, ..InferenceSetup::default() };
+            let w = Workload {
+                task: Task::Inference(setup),
+                parallelism: Parallelism::default(),
+                runtime: RuntimeSetup::default(),
+            };
+            let l = estimate(spec, &w).unwrap();
+            (l.bytes(Category::Weights), l.notes)
+        };
+        let (hf, hf_notes) = weights(&spec, Engine::Transformers);
+        let (lit, lit_notes) = weights(&spec, Engine::Litgpt);
+        assert_eq!(lit - hf, 128_256 * 2048 * 2);
+        assert!(lit_notes.iter().any(|n| n.contains("builds its own output head")), "{lit_notes:?}");
+        assert!(!hf_notes.iter().any(|n| n.contains("output head")));
+        // an untied model is the same under both
+        spec.tied_embeddings = false;
+        assert_eq!(weights(&spec, Engine::Litgpt).0, weights(&spec, Engine::Transformers).0);
     }
 }

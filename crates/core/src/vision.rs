@@ -6,7 +6,8 @@
 //! (`SiglipVisionTransformer` without its head) with Gemma 3's
 //! `Gemma3MultiModalProjector`; `modeling_qwen2_5_vl.py`
 //! (`Qwen2_5_VisionTransformerPretrainedModel`); `modeling_qwen3_vl.py`
-//! (`Qwen3VLVisionModel`, also Qwen3.5's tower). Checked against transformers'
+//! (`Qwen3VLVisionModel`, also Qwen3.5's tower); `modeling_llama4.py`
+//! (`Llama4VisionModel`, `Llama4MultiModalProjector`). Checked against transformers'
 //! own parameter counts in the preset tests.
 
 use crate::model::{VisionKind, VisionSpec};
@@ -75,6 +76,23 @@ pub fn push_vision(g: &mut Vec<ParamGroup>, v: &VisionSpec) {
                 group(g, "visual.deepstack_merger_list.*.linear_fc1", merged, merged, true, d);
                 group(g, "visual.deepstack_merger_list.*.linear_fc2", merged, v.out_hidden_size, true, d);
             }
+        }
+        VisionKind::Llama4 => {
+            // Llama4UnfoldConvolution: a bias-free linear over each unfolded patch
+            group(g, "vision_model.patch_embedding.linear", patch_in, h, false, 1);
+            group(g, "vision_model.class_embedding", 1, h, false, 1);
+            // (image / patch)² patches + the class token
+            group(g, "vision_model.positional_embedding_vlm", v.position_embeddings, h, false, 1);
+            group(g, "vision_model.layernorm_pre_post", 1, h, true, 2);
+            group(g, "vision_model.model.layers.*.layer_norms", 1, h, true, 2 * l);
+            group(g, "vision_model.model.layers.*.self_attn.q_k_v_o_proj", h, h, true, 4 * l);
+            group(g, "vision_model.model.layers.*.mlp.fc1", h, i, true, l);
+            group(g, "vision_model.model.layers.*.mlp.fc2", i, h, true, l);
+            // Llama4VisionPixelShuffleMLP: pixel shuffle merges spatial_merge² patches, then
+            // Llama4VisionMLP2 fc1 (merged → projector_input_dim) and fc2, both bias-free
+            group(g, "vision_model.vision_adapter.mlp.fc1", merged, v.projector_dim, false, 1);
+            group(g, "vision_model.vision_adapter.mlp.fc2", v.projector_dim, v.projector_dim, false, 1);
+            group(g, "multi_modal_projector.linear_1", v.projector_dim, v.out_hidden_size, false, 1);
         }
     }
 }

@@ -214,3 +214,45 @@ fn zero_2_3_with_pipeline_parallelism_is_refused() {
         }
     }
 }
+
+/// DeepSpeed ZeRO-Offload keeps an fp32 master partition, the fp32 gradient
+/// partition and fp32 CPU-Adam states on the host in every precision:
+/// `estimate_zero2_model_states_mem_needs` (deepspeed/runtime/zero/stage_1_and_2.py)
+/// counts 16 B per parameter with `cpu_offload=True` on one GPU (max(4 × 1, 16),
+/// before its 1.5 buffer factor). ZeRO-1/2 since v0.17.0 (PR #7309) also pins a
+/// copy of the partition in the weights' dtype (`param_buffer_of_bit16_for_cpu_offload_groups`).
+/// Issue 22: amp-bf16 counted 12 B (no master), 8-bit Adam counted 1-byte states.
+#[test]
+fn deepspeed_offload_host_ram_matches_its_estimator_in_every_precision() {
+    use vramfit_core::train::Optimizer;
+    let par = Parallelism {
+        gpus: 2,
+        sharding: Sharding::Zero2,
+        offload_optimizer: vramfit_core::Offload::Cpu,
+        ..Parallelism::default()
+    };
+    // (precision, bytes of the 16-bit/fp32 staging copy): 16 + 4 for fp32 weights, 16 + 2 for 16-bit
+    for (precision, staging) in [
+        (Precision::AmpBf16, 4),
+        (Precision::Fp32, 4),
+        (Precision::MixedBf16, 2),
+        (Precision::MixedFp16, 2),
+        (Precision::Bf16, 2),
+    ] {
+        for optimizer in [Optimizer::AdamW, Optimizer::AdamW8bit] {
+            let setup = TrainSetup { precision, optimizer, ..TrainSetup::default() };
+            let s = TrainProfile::new(&llama2_7b(), &setup).unwrap().states(&par).unwrap();
+            // per rank: (4 master + 4 grads + 8 Adam) × P / 2, + staging × P / 2
+            let per_rank =
+                (4 * P7).div_ceil(2) + (4 * P7).div_ceil(2) + (8 * P7).div_ceil(2) + (staging * P7).div_ceil(2);
+            assert_eq!(s.cpu_bytes, per_rank, "{precision:?} {optimizer:?}");
+            assert!(s.cpu_bytes >= (16 * P7).div_ceil(2), "never below DeepSpeed's own 16 B/param");
+            assert_eq!((s.optimizer, s.master), (0, 0), "nothing of it on the GPU");
+        }
+    }
+    // the 8-bit optimizer: a note says DeepSpeed runs fp32 CPU-Adam instead
+    let setup = TrainSetup { optimizer: Optimizer::AdamW8bit, ..mixed() };
+    let l = estimate(&llama2_7b(), &Workload { task: Task::Train(setup), parallelism: par, ..Workload::default() })
+        .unwrap();
+    assert!(l.notes.iter().any(|n| n.contains("fp32 CPU-Adam")), "{:?}", l.notes);
+}

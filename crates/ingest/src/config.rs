@@ -196,7 +196,6 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
 /// and that vramfit does not lay out yet: refused by name.
 fn refuse_unsupported(mt: &str, origin: &str) -> Result<(), IngestError> {
     let why = match mt {
-        "llama4" | "llama4_text" => "Llama 4 (chunked attention, NoPE layers, interleaved MoE)",
         "gemma4" | "gemma4_text" => "Gemma 4 (per-kind head geometry, K=V global layers, MoE beside a dense MLP)",
         "gemma3n" | "gemma3n_text" => "Gemma 3n (per-layer embeddings, AltUp, MatFormer)",
         "deepseek_v4" => "DeepSeek-V4 (compressed sparse attention with per-layer compression ratios)",
@@ -301,6 +300,7 @@ fn family_of(mt: &str) -> Family {
         "gpt_oss" => Family::GptOss,
         "nemotron_h" => Family::NemotronH,
         "granitemoe" => Family::GraniteMoe,
+        "llama4" | "llama4_text" => Family::Llama4,
         "minimax_m2" => Family::MiniMaxM2,
         "bert" | "xlm-roberta" | "roberta" => Family::Bert,
         "gpt2" => Family::Gpt2,
@@ -422,6 +422,7 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
         Family::Qwen3Next | Family::Qwen35 => qwen3_next(f, &mut s, origin)?,
         Family::MiniMaxM2 => minimax_m2(f, &mut s),
         Family::GraniteMoe => granite_moe(f, &mut s),
+        Family::Llama4 => llama4(f, &mut s, origin)?,
         _ => {}
     }
     Ok(s)
@@ -700,6 +701,77 @@ fn minimax_m2(f: &mut Fields, s: &mut ModelSpec) {
     }
 }
 
+/// Llama 4 (`modeling_llama4.py`, `configuration_llama4.py` `Llama4TextConfig`):
+/// - dense layers use `intermediate_size_mlp`; MoE layers (`moe_layers`, by default
+///   every `interleave_moe_layer_step`-th layer, the last of each step) hold
+///   `num_local_experts` experts and one shared expert, all `intermediate_size` wide;
+/// - layers with RoPE (`no_rope_layers[i] = 1`, by default all but every 4th) attend
+///   within chunks of `attention_chunk_size` tokens: their KV cache never holds more
+///   than one chunk, sized here as a window of that many tokens; the NoPE layers attend
+///   to the whole context;
+/// - the q/k norm (`use_qk_norm`) is an L2 norm without weights.
+fn llama4(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), IngestError> {
+    let expert_width = f.u64_any(&["intermediate_size"]);
+    s.intermediate_size = f.u64_any(&["intermediate_size_mlp"]);
+    s.qk_norm = false;
+    let chunk = f.u64_or(&["attention_chunk_size"], 8192);
+    s.sliding_window = Some(chunk);
+    let layers = s.num_layers.min(MAX_PATTERN);
+    let list = |f: &Fields, key: &str| -> Result<Option<Vec<u64>>, IngestError> {
+        match f.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_u64().ok_or_else(|| invalid(origin, format!("{key}: {v} is not a whole number"))))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(invalid(origin, format!("{key}: {other} is not a list"))),
+        }
+    };
+    // no_rope_layers: 1 = RoPE (chunked), 0 = NoPE (global); default every 4th layer is NoPE
+    let rope = match list(f, "no_rope_layers")? {
+        Some(r) if r.len() as u64 != s.num_layers => {
+            return Err(invalid(
+                origin,
+                format!("no_rope_layers has {} entries for num_hidden_layers {}", r.len(), s.num_layers),
+            ))
+        }
+        Some(r) => r.into_iter().map(|x| x != 0).collect(),
+        None => {
+            let every = f.u64_or(&["no_rope_layer_interval"], 4).max(1);
+            (0..layers).map(|i| !(i + 1).is_multiple_of(every)).collect::<Vec<bool>>()
+        }
+    };
+    let step = f.u64_or(&["interleave_moe_layer_step"], 1).max(1);
+    let moe_layers = match list(f, "moe_layers")? {
+        Some(m) => m,
+        None => (0..layers).filter(|i| (i + 1).is_multiple_of(step)).collect(),
+    };
+    s.moe = Some(MoeSpec {
+        num_experts: f.u64_any(&["num_local_experts"]),
+        experts_per_token: f.u64_any(&["num_experts_per_tok"]),
+        expert_intermediate: expert_width,
+        shared_experts: 1,
+        shared_intermediate: expert_width,
+        shared_expert_gate: false,
+        dense_layers: 0,
+        router_bias: false,
+        router_linear_bias: false,
+    });
+    s.layer_pattern = rope
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunked)| LayerKind {
+            mixer: if chunked { Mixer::SlidingAttention } else { Mixer::Attention },
+            ffn: if moe_layers.contains(&(i as u64)) { Ffn::Moe } else { Ffn::Dense },
+        })
+        .collect();
+    s.notes.push(format!(
+        "Llama 4 chunked attention: the RoPE layers attend within chunks of {chunk} tokens, sized as a {chunk}-token window"
+    ));
+    Ok(())
+}
+
 /// Granite-MoE: every layer MoE, experts as wide as the dense MLP.
 fn granite_moe(f: &mut Fields, s: &mut ModelSpec) {
     let dense_width = s.intermediate_size;
@@ -916,6 +988,7 @@ fn vision(
                 out_hidden_size: text_hidden,
                 spatial_merge: 1,
                 deepstack_mergers: 0,
+                projector_dim: 0,
             }
         }
         ("qwen2_5_vl", _) => VisionSpec {
@@ -931,6 +1004,7 @@ fn vision(
             out_hidden_size: f.u64_or(&["out_hidden_size"], 3584),
             spatial_merge: f.u64_or(&["spatial_merge_size"], 2),
             deepstack_mergers: 0,
+            projector_dim: 0,
         },
         ("qwen3_vl" | "qwen3_vl_moe" | "qwen3_5" | "qwen3_5_moe", _) => {
             // Qwen3VLVisionConfig / Qwen3_5VisionConfig defaults (transformers 5.24)
@@ -951,8 +1025,10 @@ fn vision(
                     .and_then(Value::as_array)
                     .map(|a| a.len() as u64)
                     .unwrap_or(deepstack_default),
+                projector_dim: 0,
             }
         }
+        ("llama4", _) => llama4_vision(&mut f, text_hidden, origin)?,
         _ => {
             notes.push(format!(
                 "vision tower ({}) is not laid out by vramfit: NOT counted in the parameters or the weights",
@@ -969,6 +1045,46 @@ fn vision(
         spec.layers, spec.hidden_size
     ));
     Ok(Some(spec))
+}
+
+/// Llama 4's tower (`Llama4VisionConfig`, transformers configuration_llama4.py):
+/// the released configs give every field used here.
+fn llama4_vision(f: &mut Fields, text_hidden: u64, origin: &str) -> Result<VisionSpec, IngestError> {
+    let image = f.u64_any(&["image_size"]);
+    let patch = f.u64_any(&["patch_size"]).max(1);
+    let side = image / patch;
+    let Some(positions) = side.checked_mul(side).and_then(|p| p.checked_add(1)) else {
+        return Err(invalid(origin, format!("vision_config: image_size {image} / patch_size {patch} is absurd")));
+    };
+    // pixel_shuffle_ratio 0.5 merges 2 × 2 patches (Llama4VisionPixelShuffleMLP)
+    let ratio = f.f64_or("pixel_shuffle_ratio", 0.5);
+    if ratio != 0.5 {
+        f.missing.push("vision_config.pixel_shuffle_ratio (only 0.5 is laid out)".into());
+    }
+    let projector_in = f.u64_any(&["projector_input_dim"]);
+    let projector_out = f.u64_any(&["projector_output_dim"]);
+    let output = f.u64_any(&["vision_output_dim"]);
+    if projector_in != projector_out || projector_out != output {
+        f.missing
+            .push("vision_config.projector_input_dim = projector_output_dim = vision_output_dim (as released)".into());
+    }
+    if f.bool_or("multi_modal_projector_bias", false) {
+        f.missing.push("vision_config.multi_modal_projector_bias (a biased projector is not laid out)".into());
+    }
+    Ok(VisionSpec {
+        kind: VisionKind::Llama4,
+        hidden_size: f.u64_any(&["hidden_size"]),
+        intermediate_size: f.u64_any(&["intermediate_size"]),
+        layers: f.u64_any(&["num_hidden_layers"]),
+        patch_size: patch,
+        temporal_patch_size: 1,
+        in_channels: f.u64_or(&["num_channels"], 3),
+        position_embeddings: positions,
+        out_hidden_size: text_hidden,
+        spatial_merge: 2,
+        deepstack_mergers: 0,
+        projector_dim: projector_out,
+    })
 }
 
 fn gpt2(f: &mut Fields, name: &str) -> ModelSpec {

@@ -4,7 +4,7 @@
 //! The error is printed; the test fails when it regresses past 1%.
 
 use vramfit_core::infer::estimate_inference;
-use vramfit_core::{Category, DType, InferenceSetup, Parallelism, ParamLayout, RuntimeSetup};
+use vramfit_core::{Category, DType, InferenceSetup, Parallelism, ParamLayout, PrefillLogits, RuntimeSetup};
 use vramfit_ingest::resolve::resolve_with_env;
 
 /// (id, batch, seq, measured peak_total, measured kv_cache_bytes, measured logits_bytes)
@@ -27,6 +27,8 @@ fn group_b_prefill_peak_within_one_percent() {
             concurrency: batch,
             context: seq,
             block_size: 1,
+            // measured as a plain forward: every prompt token's logits
+            prefill_logits: PrefillLogits::AllTokens,
             ..InferenceSetup::default()
         };
         let (l, _) = estimate_inference(&spec, &setup, &Parallelism::default(), &RuntimeSetup::default()).unwrap();

@@ -69,6 +69,10 @@ fn exact_counts() {
         ("llama-3.2-1b", 1_235_814_400),
         ("llama-3.2-3b", 3_212_749_824),
         ("llama-3.3-70b-instruct", 70_553_706_496),
+        // Llama 4: the Hub's safetensors BF16 parameter counts (not measured with
+        // transformers here); hand-derived in crates/cli/tests/presets_2026.rs
+        ("llama-4-maverick-17b-128e-instruct", 401_583_781_376),
+        ("llama-4-scout-17b-16e-instruct", 108_641_793_536),
         ("mistral-7b", 7_241_732_096),
         ("minimax-m2.5", 228_689_748_992 + 62 * 256),
         ("minimax-m2.5-nvfp4", 228_689_748_992 + 62 * 256),

@@ -68,7 +68,7 @@ mod tests {
     #[test]
     fn auto_fit_renders_free_memory_and_what_others_hold() {
         use vramfit_report::estimate::{EstimateReport, FitInfo, WorkloadInfo};
-        // 15.53 GiB needed: the whole card (23.99 GiB) would fit, its free memory does not
+        // 15.46 GiB needed: the whole card (23.99 GiB) would fit, its free memory does not
         let m = machine(vec![gpu(0, "NVIDIA GeForce RTX 4090", 24564, 9000, 0)]);
         let t = from_machine(&m, 1, &CudaEnv::default()).unwrap();
         let r = vramfit_ingest::resolve::resolve_with_env("llama-2-7b", &|_| None).unwrap();
@@ -93,7 +93,7 @@ mod tests {
         let report = EstimateReport::new(model, wi, &ledger, None, Some(fit));
         let text = report.to_text(false);
         assert!(
-            text.contains("NVIDIA GeForce RTX 4090 (GPU 0, free memory): DOES NOT FIT — needs 15.53 GiB of 15.20 GiB"),
+            text.contains("NVIDIA GeForce RTX 4090 (GPU 0, free memory): DOES NOT FIT — needs 15.46 GiB of 15.20 GiB"),
             "{text}"
         );
         assert!(

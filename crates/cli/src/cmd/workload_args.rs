@@ -265,6 +265,7 @@ impl WorkloadArgs {
                 None => engine.sliding_window_cache(),
             },
             quantize_lm_head: self.train.quantize_lm_head,
+            prefill_logits: vramfit_core::PrefillLogits::Engine,
         })
     }
 

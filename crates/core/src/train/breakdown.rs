@@ -176,6 +176,8 @@ struct Saved {
 
 impl TrainModel {
     pub fn new(spec: &ModelSpec, setup: &TrainSetup) -> Result<TrainModel, CoreError> {
+        let built = spec.as_built_by(setup.engine);
+        let spec = built.as_ref();
         let profile = TrainProfile::new(spec, setup)?;
         let act = act_profile(spec, setup, &profile)?;
         Ok(TrainModel {

@@ -24,7 +24,9 @@ pub fn estimate_training(
     validate::training(spec, setup, par, rt)?;
     let model = TrainModel::new(spec, setup)?;
     let b = model.evaluate(setup, par)?;
-    ledger_of(&model, &b, setup, par, rt)
+    let mut ledger = ledger_of(&model, &b, setup, par, rt)?;
+    ledger.notes.extend(spec.untied_head_note(setup.engine));
+    Ok(ledger)
 }
 
 /// The ledger of one evaluated breakdown (the planner's search calls this on
@@ -657,6 +659,15 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             gib(s.cpu_bytes),
             gib(s.nvme_bytes)
         ));
+    }
+    if par.offload_optimizer.is_some() && !setup.framework().shards_with_fsdp(par.fsdp) {
+        let o = setup.optimizer;
+        if o.is_8bit() || o == Optimizer::PagedAdamW {
+            notes.push(format!(
+                "DeepSpeed runs fp32 CPU-Adam (DeepSpeedCPUAdam) under offload, not {}: it refuses a client optimizer (zero_force_ds_cpu_optimizer); host RAM counts fp32 Adam states",
+                o.name()
+            ));
+        }
     }
     if setup.first_step {
         notes.push(

@@ -136,6 +136,8 @@ pub struct TrainProfile {
     pub tied: bool,
     /// vocabulary × hidden (the head's parameters, tied or not)
     pub head_params: u64,
+    /// the training framework's row (who shards and offloads: DeepSpeed or FSDP)
+    pub framework: &'static crate::workload::FrameworkFacts,
 }
 
 /// What the per-group loop of [`TrainProfile::new`] adds up.
@@ -231,6 +233,7 @@ impl TrainProfile {
             linear_names: all_names,
             tied: spec.tied_embeddings,
             head_params: mul("head params", spec.vocab_size, spec.hidden_size)?,
+            framework: setup.framework(),
         })
     }
 
@@ -324,7 +327,10 @@ impl TrainProfile {
         if par.offload_optimizer != Offload::None {
             // ZeRO-Offload also keeps the fp32 gradient partition in pinned host memory
             let grad_partition = div_ceil(mul("offloaded bytes", t, 4)?, dp);
-            let states = add("offloaded bytes", opt, master)?;
+            let mut states = add("offloaded bytes", opt, master)?;
+            if !self.framework.shards_with_fsdp(par.fsdp) {
+                states = self.deepspeed_offloaded_states(t, dp, stage, opt)?;
+            }
             match par.offload_optimizer {
                 Offload::Cpu => cpu = add("offloaded bytes", states, grad_partition)?,
                 Offload::Nvme => {
@@ -364,6 +370,35 @@ impl TrainProfile {
             cpu_bytes: cpu,
             nvme_bytes: nvme,
         })
+    }
+
+    /// What DeepSpeed's ZeRO-Offload keeps in host memory besides the fp32
+    /// gradient partition, for `t` trainable parameters per GPU sharded over
+    /// `dp` ranks, in every precision:
+    /// - the fp32 master partition (`single_partition_of_fp32_groups`, cloned in
+    ///   `master_weights_and_grads_dtype`, fp32 by default: stage_1_and_2.py
+    ///   `DeepSpeedZeroOptimizer.__init__`; stage3.py `_create_fp32_partitions`);
+    /// - the CPU optimizer's two fp32 states (DeepSpeedCPUAdam): DeepSpeed refuses
+    ///   a client optimizer under offload (engine.py `_configure_basic_optimizer`,
+    ///   `zero_force_ds_cpu_optimizer`), so an 8-bit or 16-bit-state optimizer
+    ///   runs as fp32 CPU-Adam; Lion keeps one state (DeepSpeedCPULion);
+    /// - ZeRO-1/2 since v0.17.0 (PR #7309): a 16-bit copy of the partition
+    ///   (`param_buffer_of_bit16_for_cpu_offload_groups`), in the weights' dtype.
+    ///
+    /// With the fp32 gradient partition counted by the caller this is
+    /// `estimate_zero2_model_states_mem_needs`' 16 B per parameter (4 + 4 + 8,
+    /// before its 1.5 buffer factor), plus the 16-bit copy.
+    fn deepspeed_offloaded_states(&self, t: u64, dp: u64, stage: u8, opt: u64) -> Result<u64, CoreError> {
+        let what = "offloaded bytes";
+        let master = div_ceil(mul(what, t, 4)?, dp);
+        let states = match self.optimizer {
+            Optimizer::Lion => div_ceil(mul(what, t, 4)?, dp),
+            // a client optimizer (only with zero_force_ds_cpu_optimizer: false): its own states
+            Optimizer::Sgd | Optimizer::SgdMomentum | Optimizer::Adafactor => opt,
+            _ => div_ceil(mul(what, t, 8)?, dp),
+        };
+        let staging = if stage <= 2 { div_ceil(mul(what, t, self.weight_bytes)?, dp) } else { 0 };
+        sum(what, &[master, states, staging])
     }
 
     /// The optimizer's own temporaries at `step()` for `t` trainable

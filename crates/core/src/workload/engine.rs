@@ -162,6 +162,9 @@ pub struct FrameworkFacts {
     pub sdpa_v_views_fused_qkv: bool,
     /// how `generate` caches sliding-window layers (docs/inference.md, "KV cache")
     pub sliding_window_cache: SlidingWindowCache,
+    /// builds its own output head even where the Hugging Face config ties it to
+    /// the embedding ([`crate::model::ModelSpec::as_built_by`])
+    pub unties_embeddings: bool,
 }
 
 /// Hugging Face `transformers` (Trainer, PEFT, bitsandbytes).
@@ -190,6 +193,8 @@ pub const TRANSFORMERS: FrameworkFacts = FrameworkFacts {
     // `generate()` builds a `DynamicCache` from the config: a
     // `DynamicSlidingWindowLayer` per sliding layer
     sliding_window_cache: SlidingWindowCache::Window,
+    // the model class ties `lm_head.weight` to `embed_tokens.weight` when the config says so (`tie_word_embeddings`)
+    unties_embeddings: false,
 };
 
 /// The HF Trainer with a DeepSpeed ZeRO config.
@@ -260,6 +265,8 @@ pub const LITGPT: FrameworkFacts = FrameworkFacts {
     // `set_kv_cache(batch_size, max_seq_length)`: one dense cache per block,
     // the window applied as a mask
     sliding_window_cache: SlidingWindowCache::Full,
+    // litgpt/model.py `GPT.__init__` always builds `lm_head = nn.Linear(n_embd, padded_vocab_size)` beside `transformer.wte`; convert_hf_checkpoint.py copies `wte` into it when the checkpoint ties them
+    unties_embeddings: true,
 };
 
 /// PyTorch torchtune recipes.
@@ -285,6 +292,8 @@ pub const TORCHTUNE: FrameworkFacts = FrameworkFacts {
     // `setup_caches(batch_size, dtype, decoder_max_seq_len)`: the whole
     // length for every layer, the window as a mask
     sliding_window_cache: SlidingWindowCache::Full,
+    // torchtune's `TiedLinear` reuses the embedding for tied models (Llama 3.2, Gemma)
+    unties_embeddings: false,
 };
 
 /// PyTorch torchtitan (FSDP2 pre-training).
@@ -490,6 +499,19 @@ impl Engine {
             Engine::Vllm => EngineKind::Serving(ServingEngine::Vllm),
             Engine::Sglang => EngineKind::Serving(ServingEngine::Sglang),
         }
+    }
+
+    /// Its `generate` computes logits for the last prompt token only.
+    /// transformers passes `logits_to_keep=1` to the model's forward when the
+    /// forward takes it (`GenerationMixin._prepare_generation_config` /
+    /// `_supports_logits_to_keep`, generation/utils.py): since v4.45 as
+    /// `num_logits_to_keep` (PR #31292), renamed `logits_to_keep` in v4.49.
+    /// The DeepSpeed and FSDP rows run transformers' `generate`. LitGPT's and
+    /// torchtune's `generate` run the output head over the whole prompt and
+    /// slice the last row afterwards (`logits[..., -1, :]`); serving engines
+    /// size their own start-up run instead.
+    pub fn keeps_last_logits(self) -> bool {
+        matches!(self, Engine::Transformers | Engine::Deepspeed | Engine::Fsdp)
     }
 
     /// A serving engine (no training).

@@ -37,6 +37,22 @@ pub struct InferenceSetup {
     /// how the sliding-window layers are cached (the engine decides)
     #[serde(default)]
     pub sliding_window_cache: SlidingWindowCache,
+    /// which prompt positions the prefill computes logits for (the engine decides)
+    #[serde(default)]
+    pub prefill_logits: PrefillLogits,
+}
+
+/// Which prompt positions a prefill computes logits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillLogits {
+    /// what the engine's `generate` does: [`Engine::keeps_last_logits`]
+    #[default]
+    Engine,
+    /// every prompt token: a plain `model(input_ids)` forward, or transformers before 4.45
+    AllTokens,
+    /// the last token only: `generate` with `logits_to_keep=1`
+    LastToken,
 }
 
 impl Default for InferenceSetup {
@@ -55,6 +71,7 @@ impl Default for InferenceSetup {
             max_num_batched_tokens: None,
             max_num_seqs: None,
             sliding_window_cache: SlidingWindowCache::default(),
+            prefill_logits: PrefillLogits::Engine,
         }
     }
 }
@@ -66,6 +83,15 @@ impl InferenceSetup {
             Some(q) => q.compute_dtype,
             None if self.weight_dtype.is_compute_float() => self.weight_dtype,
             None => DType::F16,
+        }
+    }
+
+    /// The prefill computes logits for the last prompt token only.
+    pub fn last_logits_only(&self) -> bool {
+        match self.prefill_logits {
+            PrefillLogits::Engine => self.engine.keeps_last_logits(),
+            PrefillLogits::AllTokens => false,
+            PrefillLogits::LastToken => true,
         }
     }
 

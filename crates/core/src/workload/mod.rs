@@ -18,7 +18,7 @@ pub use engine::{
     Engine, EngineKind, Framework, FrameworkFacts, ProfileTokens, QloraBase, ServingDefaults, ServingEngine,
     ServingFacts, Sharder, VLLM_NON_TORCH,
 };
-pub use inference::InferenceSetup;
+pub use inference::{InferenceSetup, PrefillLogits};
 pub use parallel::{Offload, Parallelism, Sharding};
 pub use policy::{LossPath, SlidingWindowCache};
 pub use training::{

@@ -16,7 +16,9 @@ use crate::error::IngestError;
 use crate::json::Obj;
 use serde_json::Value;
 use vramfit_core::train::{AttentionImpl, Checkpointing, LoraSetup, Optimizer, Precision, TrainKind};
-use vramfit_core::{DType, InferenceSetup, ModelSpec, Parallelism, RuntimeSetup, Task, TrainSetup, Workload};
+use vramfit_core::{
+    DType, InferenceSetup, ModelSpec, Parallelism, PrefillLogits, RuntimeSetup, Task, TrainSetup, Workload,
+};
 
 /// The shared set, embedded.
 pub const SHARED_CASES: &str = include_str!("../../../../calibration/data/shared-cases.jsonl");
@@ -202,6 +204,8 @@ pub fn parse_case(line: &str, origin: &str) -> Result<Case, IngestError> {
                 concurrency: batch,
                 context: seq,
                 block_size: 1,
+                // measured as a plain forward: every prompt token's logits
+                prefill_logits: PrefillLogits::AllTokens,
                 ..InferenceSetup::default()
             };
             Some(Workload {
