@@ -234,3 +234,87 @@ pub fn serving_profile(
         explain,
     })
 }
+
+/// What a serving engine needs on one GPU for this job, and the card that
+/// gives it that much. The engine takes `gpu_util` of the CUDA capacity C
+/// (vLLM's `gpu_memory_utilization`, `determine_available_memory` in
+/// `vllm/v1/worker/gpu_worker.py`) and fills what its start-up leaves with KV
+/// blocks, so the job fits when `floor(C × gpu_util) ≥ need`, need being the
+/// start-up ([`serving_profile`]) plus the blocks of `--concurrency` sequences.
+/// This is the rule by which [`crate::infer::capacity`]'s pool holds the
+/// sequences; `estimate` and `plan` both decide a serving fit by it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineNeed {
+    pub gpu_util: f64,
+    /// weights + profiling peak + non-torch memory + KV blocks of the sequences
+    pub need_bytes: u64,
+    /// the smallest CUDA capacity C with `floor(C × gpu_util) ≥ need_bytes`
+    pub card_bytes: u64,
+}
+
+/// The [`EngineNeed`] of a serving job at `gpu_util`.
+pub fn engine_need(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    d: &ServingDefaults,
+    gpu_util: f64,
+) -> Result<EngineNeed, CoreError> {
+    let s = serving_setup(setup, d, gpu_util, 0);
+    let p = serving_profile(spec, setup, par, rt, &s)?;
+    let (_, detail) = crate::infer::estimate_inference(spec, setup, par, rt)?;
+    let kv =
+        product("KV blocks of the sequences", &[setup.concurrency, detail.blocks_per_sequence, detail.block_bytes])?;
+    let need_bytes =
+        crate::units::sum("serving need", &[p.weights_bytes, p.activation_peak_bytes, p.non_torch_bytes, kv])?;
+    Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(need_bytes, gpu_util)? })
+}
+
+/// The [`EngineNeed`] of an inference job on a serving engine that takes a
+/// fraction of the card: `gpu_util` given, else the engine's default
+/// ([`crate::workload::Engine::gpu_util`]); `None` for other engines.
+pub fn engine_need_of(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    gpu_util: Option<f64>,
+) -> Result<Option<EngineNeed>, CoreError> {
+    match (setup.engine.serving(), setup.engine.gpu_util(gpu_util)) {
+        (Some(d), Some(u)) => engine_need(spec, setup, par, rt, &d, u).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The smallest capacity `c` with `floor(c × util) ≥ need` (the budget
+/// [`serving_profile`] computes), `util` in (0, 1].
+fn card_for(need: u64, util: f64) -> Result<u64, CoreError> {
+    if !(util > 0.0 && util <= 1.0) {
+        return Err(CoreError::invalid("gpu-util", format!("{util} is not in (0, 1]")));
+    }
+    let budget = |c: u64| (c as f64 * util).floor() as u64;
+    let mut c = (need as f64 / util).ceil() as u64;
+    while budget(c) < need {
+        c = c.checked_add(1).ok_or_else(|| CoreError::invalid("gpu-util", "the card for this need overflows u64"))?;
+    }
+    while c > 0 && budget(c - 1) >= need {
+        c -= 1;
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_card_for_a_need_is_the_smallest_whose_budget_holds_it() {
+        for (need, util) in [(35_600_000_000u64, 0.9), (1, 0.9), (0, 0.5), (40_959_974_441, 0.87), (7, 1.0)] {
+            let c = card_for(need, util).unwrap();
+            assert!((c as f64 * util).floor() as u64 >= need, "{need} {util}");
+            assert!(c == 0 || (((c - 1) as f64 * util).floor() as u64) < need, "{need} {util}");
+        }
+        assert!(card_for(1, 0.0).is_err() && card_for(1, 1.5).is_err());
+    }
+}
