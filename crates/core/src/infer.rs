@@ -51,6 +51,7 @@ pub fn estimate_inference(
         tp,
         pp,
     )?;
+    crate::serving::push_mxfp4_moe_padding(&mut ledger, spec, &layout, setup, tp, pp)?;
 
     // KV cache, paged in blocks, and recurrent state.
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;

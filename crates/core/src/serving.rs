@@ -191,6 +191,8 @@ pub fn serving_profile(
     let (tp, pp) = (par.tp, par.pp);
     let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
     let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let pad = push_mxfp4_moe_padding(&mut scratch, spec, &layout, setup, tp, pp)?;
+    let weights = crate::units::add("weights", w.per_gpu, pad)?;
     let ProfilingRun { forward, sampler, .. } =
         profiling_run(spec, setup, tp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let activation = forward.max(sampler);
@@ -201,7 +203,7 @@ pub fn serving_profile(
     let base = setup.engine.serving().and_then(|d| d.non_torch_tp1).unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
-    let used = crate::units::sum("serving start-up", &[w.per_gpu, activation, non_torch])?;
+    let used = crate::units::sum("serving start-up", &[weights, activation, non_torch])?;
     let kv_pool = budget.saturating_sub(used);
     // a block as the KV entries count it (full-attention layers' block, or the
     // sliding layers' when every layer slides)
@@ -213,7 +215,7 @@ pub fn serving_profile(
     .term("util", s.gpu_util)
     .term("CUDA capacity", s.cuda_capacity_bytes)
     .term("budget", budget)
-    .term("weights", w.per_gpu)
+    .term("weights", weights)
     .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
     .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
@@ -223,7 +225,7 @@ pub fn serving_profile(
     .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
     Ok(ServingProfile {
         budget_bytes: budget,
-        weights_bytes: w.per_gpu,
+        weights_bytes: weights,
         forward_bytes: forward,
         sampler_bytes: sampler,
         activation_peak_bytes: activation,
@@ -233,6 +235,93 @@ pub fn serving_profile(
         kv_blocks,
         explain,
     })
+}
+
+/// vLLM's MXFP4 MoE kernels read padded expert matrices
+/// (`Mxfp4MoEMethod.create_weights`, vllm/model_executor/layers/quantization/mxfp4.py):
+/// the Marlin backend, which vLLM picks on A100/L40/RTX cards and on H100
+/// without `triton_kernels` (vLLM 0.10.1's "Using Marlin backend" in issue
+/// #23278), needs n % 256 and k % 128, so it pads the hidden size to 256 and
+/// each TP rank's intermediate size to 128. Blackwell's FlashInfer path pads
+/// the intermediate size to 256 (more); Hopper's Triton path pads it to 64.
+pub const MXFP4_MARLIN_HIDDEN_ALIGN: u64 = 256;
+/// See [`MXFP4_MARLIN_HIDDEN_ALIGN`].
+pub const MXFP4_MARLIN_INTERMEDIATE_ALIGN: u64 = 128;
+
+fn round_up(x: u64, to: u64) -> Result<u64, CoreError> {
+    product("padded width", &[x.div_ceil(to), to])
+}
+
+/// The bytes per GPU vLLM's MXFP4 MoE layout adds to the expert weights
+/// (Marlin's padding, [`MXFP4_MARLIN_HIDDEN_ALIGN`]), pushed as a weights entry
+/// when there are any; 0 for other engines and formats.
+pub(crate) fn push_mxfp4_moe_padding(
+    ledger: &mut Ledger,
+    spec: &ModelSpec,
+    layout: &ParamLayout,
+    setup: &InferenceSetup,
+    tp: u64,
+    pp: u64,
+) -> Result<u64, CoreError> {
+    let Some(q) = setup.quant.as_ref().filter(|q| q.method == crate::quant::QuantMethod::Mxfp4) else { return Ok(0) };
+    let Some(moe) = spec.moe.as_ref() else { return Ok(0) };
+    if setup.engine != crate::workload::Engine::Vllm {
+        return Ok(0);
+    }
+    let h = spec.hidden_size;
+    let width = moe.expert_intermediate;
+    let hidden = round_up(h, MXFP4_MARLIN_HIDDEN_ALIGN)?;
+    // each rank pads its own slice: the whole model holds tp padded slices
+    let inter = product("padded intermediate", &[round_up(div_ceil(width, tp), MXFP4_MARLIN_INTERMEDIATE_ALIGN)?, tp])?;
+    let mut extra = 0u64;
+    for g in &layout.groups {
+        if g.role() != Some(crate::params::LinearRole::Expert) || !crate::weights::quantized(g) || width == 0 {
+            continue;
+        }
+        let mut padded = g.clone();
+        if g.d_in == h && g.d_out % width == 0 {
+            // gate/up (fused: 2 × intermediate): k = hidden, n = intermediate
+            padded.d_in = hidden;
+            padded.d_out = product("padded gate/up", &[g.d_out / width, inter])?;
+        } else if g.d_out == h && g.d_in == width {
+            // down: k = intermediate, n = hidden
+            padded.d_in = inter;
+            padded.d_out = hidden;
+        } else {
+            continue;
+        }
+        let before = crate::weights::shard(
+            g,
+            crate::weights::group_bytes(g, setup.weight_dtype, Some(q))?,
+            spec.num_layers,
+            tp,
+            pp,
+        )?;
+        let after = crate::weights::shard(
+            &padded,
+            crate::weights::group_bytes(&padded, setup.weight_dtype, Some(q))?,
+            spec.num_layers,
+            tp,
+            pp,
+        )?;
+        // padding only grows a matrix
+        let grown =
+            after.checked_sub(before).ok_or_else(|| CoreError::invalid("quant", "mxfp4 padding shrank a matrix"))?;
+        extra = crate::units::add("mxfp4 padding", extra, grown)?;
+    }
+    if extra > 0 {
+        ledger.push(
+            Category::Weights,
+            "vLLM MXFP4 MoE padding (Marlin layout)",
+            extra,
+            Explanation::new("expert matrices with hidden rounded up to 256 and each TP rank's intermediate to 128, less the unpadded experts")
+                .term("hidden size → padded", format!("{h} → {hidden}"))
+                .term("intermediate per TP rank → padded", format!("{} → {}", div_ceil(width, tp), inter / tp))
+                .term("bytes per GPU", extra)
+                .note("vllm/model_executor/layers/quantization/mxfp4.py, Mxfp4MoEMethod.create_weights (Marlin: n % 256, k % 128); vLLM 0.10.1 logs 'Model loading took 65.9651 GiB' for gpt-oss-120b on one H100 with Marlin (vllm-project/vllm#23278); Blackwell's FlashInfer path pads the intermediate to 256, about 4% more expert bytes than counted here"),
+        );
+    }
+    Ok(extra)
 }
 
 /// What a serving engine needs on one GPU for this job, and the card that
