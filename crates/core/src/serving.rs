@@ -330,7 +330,7 @@ pub(crate) fn push_mxfp4_moe_padding(
 /// `vllm/v1/worker/gpu_worker.py`) and fills what its start-up leaves with KV
 /// blocks, so the job fits when `floor(C × gpu_util) ≥ need`, need being the
 /// start-up ([`serving_profile`]) plus the blocks of `--concurrency` sequences.
-/// This is the rule by which [`crate::infer::capacity`]'s pool holds the
+/// This is the rule by which `infer::capacity`'s pool holds the
 /// sequences; `estimate` and `plan` both decide a serving fit by it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EngineNeed {
@@ -352,7 +352,8 @@ pub fn engine_need(
 ) -> Result<EngineNeed, CoreError> {
     let s = serving_setup(setup, d, gpu_util, 0);
     let p = serving_profile(spec, setup, par, rt, &s)?;
-    let (_, detail) = crate::infer::estimate_inference(spec, setup, par, rt)?;
+    // the KV detail the estimate and its capacity count by (`estimate_inference` returns the same)
+    let detail = push_kv(&mut Ledger::new(Phase::Prefill, par.gpus), spec, setup, par.tp, par.pp)?;
     let kv =
         product("KV blocks of the sequences", &[setup.concurrency, detail.blocks_per_sequence, detail.block_bytes])?;
     let need_bytes =
