@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::fit::{fit, Fit, FitVerdict};
 pub use crate::kv::{kv_geometry, sliding_tokens, InferenceDetail, KvGeometry, SlidingKv, StateBytes};
 pub use crate::serving::{
-    serving_communicators, serving_profile, serving_setup, ServingProfile, ServingSetup, CUSTOM_ALLREDUCE_BYTES,
-    SAMPLER_SORT_BYTES,
+    engine_need, engine_need_of, serving_communicators, serving_profile, serving_setup, EngineNeed, ServingProfile,
+    ServingSetup, CUSTOM_ALLREDUCE_BYTES, SAMPLER_SORT_BYTES,
 };
 
 /// The inference ledger for one GPU (the worst rank).
@@ -56,6 +56,7 @@ pub fn estimate_inference(
         par.ep,
         spec.moe.as_ref().map(|m| m.num_experts).unwrap_or(0),
     )?;
+    crate::serving::push_mxfp4_moe_padding(&mut ledger, spec, &layout, setup, tp, pp)?;
 
     // KV cache, paged in blocks, and recurrent state.
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;

@@ -191,6 +191,8 @@ pub fn serving_profile(
     let (tp, pp) = (par.tp, par.pp);
     let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
     let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let pad = push_mxfp4_moe_padding(&mut scratch, spec, &layout, setup, tp, pp)?;
+    let weights = crate::units::add("weights", w.per_gpu, pad)?;
     let ProfilingRun { forward, sampler, .. } =
         profiling_run(spec, setup, tp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let activation = forward.max(sampler);
@@ -201,7 +203,7 @@ pub fn serving_profile(
     let base = setup.engine.serving().and_then(|d| d.non_torch_tp1).unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
-    let used = crate::units::sum("serving start-up", &[w.per_gpu, activation, non_torch])?;
+    let used = crate::units::sum("serving start-up", &[weights, activation, non_torch])?;
     let kv_pool = budget.saturating_sub(used);
     // a block as the KV entries count it (full-attention layers' block, or the
     // sliding layers' when every layer slides)
@@ -213,7 +215,7 @@ pub fn serving_profile(
     .term("util", s.gpu_util)
     .term("CUDA capacity", s.cuda_capacity_bytes)
     .term("budget", budget)
-    .term("weights", w.per_gpu)
+    .term("weights", weights)
     .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
     .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
@@ -223,7 +225,7 @@ pub fn serving_profile(
     .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
     Ok(ServingProfile {
         budget_bytes: budget,
-        weights_bytes: w.per_gpu,
+        weights_bytes: weights,
         forward_bytes: forward,
         sampler_bytes: sampler,
         activation_peak_bytes: activation,
@@ -233,4 +235,176 @@ pub fn serving_profile(
         kv_blocks,
         explain,
     })
+}
+
+/// vLLM's MXFP4 MoE kernels read padded expert matrices
+/// (`Mxfp4MoEMethod.create_weights`, vllm/model_executor/layers/quantization/mxfp4.py):
+/// the Marlin backend, which vLLM picks on A100/L40/RTX cards and on H100
+/// without `triton_kernels` (vLLM 0.10.1's "Using Marlin backend" in issue
+/// #23278), needs n % 256 and k % 128, so it pads the hidden size to 256 and
+/// each TP rank's intermediate size to 128. Blackwell's FlashInfer path pads
+/// the intermediate size to 256 (more); Hopper's Triton path pads it to 64.
+pub const MXFP4_MARLIN_HIDDEN_ALIGN: u64 = 256;
+/// See [`MXFP4_MARLIN_HIDDEN_ALIGN`].
+pub const MXFP4_MARLIN_INTERMEDIATE_ALIGN: u64 = 128;
+
+fn round_up(x: u64, to: u64) -> Result<u64, CoreError> {
+    product("padded width", &[x.div_ceil(to), to])
+}
+
+/// The bytes per GPU vLLM's MXFP4 MoE layout adds to the expert weights
+/// (Marlin's padding, [`MXFP4_MARLIN_HIDDEN_ALIGN`]), pushed as a weights entry
+/// when there are any; 0 for other engines and formats.
+pub(crate) fn push_mxfp4_moe_padding(
+    ledger: &mut Ledger,
+    spec: &ModelSpec,
+    layout: &ParamLayout,
+    setup: &InferenceSetup,
+    tp: u64,
+    pp: u64,
+) -> Result<u64, CoreError> {
+    let Some(q) = setup.quant.as_ref().filter(|q| q.method == crate::quant::QuantMethod::Mxfp4) else { return Ok(0) };
+    let Some(moe) = spec.moe.as_ref() else { return Ok(0) };
+    if setup.engine != crate::workload::Engine::Vllm {
+        return Ok(0);
+    }
+    let h = spec.hidden_size;
+    let width = moe.expert_intermediate;
+    let hidden = round_up(h, MXFP4_MARLIN_HIDDEN_ALIGN)?;
+    // each rank pads its own slice: the whole model holds tp padded slices
+    let inter = product("padded intermediate", &[round_up(div_ceil(width, tp), MXFP4_MARLIN_INTERMEDIATE_ALIGN)?, tp])?;
+    let mut extra = 0u64;
+    for g in &layout.groups {
+        if g.role() != Some(crate::params::LinearRole::Expert) || !crate::weights::quantized(g) || width == 0 {
+            continue;
+        }
+        let mut padded = g.clone();
+        if g.d_in == h && g.d_out % width == 0 {
+            // gate/up (fused: 2 × intermediate): k = hidden, n = intermediate
+            padded.d_in = hidden;
+            padded.d_out = product("padded gate/up", &[g.d_out / width, inter])?;
+        } else if g.d_out == h && g.d_in == width {
+            // down: k = intermediate, n = hidden
+            padded.d_in = inter;
+            padded.d_out = hidden;
+        } else {
+            continue;
+        }
+        let before = crate::weights::shard(
+            g,
+            crate::weights::group_bytes(g, setup.weight_dtype, Some(q))?,
+            spec.num_layers,
+            tp,
+            pp,
+        )?;
+        let after = crate::weights::shard(
+            &padded,
+            crate::weights::group_bytes(&padded, setup.weight_dtype, Some(q))?,
+            spec.num_layers,
+            tp,
+            pp,
+        )?;
+        // padding only grows a matrix
+        let grown =
+            after.checked_sub(before).ok_or_else(|| CoreError::invalid("quant", "mxfp4 padding shrank a matrix"))?;
+        extra = crate::units::add("mxfp4 padding", extra, grown)?;
+    }
+    if extra > 0 {
+        ledger.push(
+            Category::Weights,
+            "vLLM MXFP4 MoE padding (Marlin layout)",
+            extra,
+            Explanation::new("expert matrices with hidden rounded up to 256 and each TP rank's intermediate to 128, less the unpadded experts")
+                .term("hidden size → padded", format!("{h} → {hidden}"))
+                .term("intermediate per TP rank → padded", format!("{} → {}", div_ceil(width, tp), inter / tp))
+                .term("bytes per GPU", extra)
+                .note("vllm/model_executor/layers/quantization/mxfp4.py, Mxfp4MoEMethod.create_weights (Marlin: n % 256, k % 128); vLLM 0.10.1 logs 'Model loading took 65.9651 GiB' for gpt-oss-120b on one H100 with Marlin (vllm-project/vllm#23278); Blackwell's FlashInfer path pads the intermediate to 256, about 4% more expert bytes than counted here"),
+        );
+    }
+    Ok(extra)
+}
+
+/// What a serving engine needs on one GPU for this job, and the card that
+/// gives it that much. The engine takes `gpu_util` of the CUDA capacity C
+/// (vLLM's `gpu_memory_utilization`, `determine_available_memory` in
+/// `vllm/v1/worker/gpu_worker.py`) and fills what its start-up leaves with KV
+/// blocks, so the job fits when `floor(C × gpu_util) ≥ need`, need being the
+/// start-up ([`serving_profile`]) plus the blocks of `--concurrency` sequences.
+/// This is the rule by which `infer::capacity`'s pool holds the
+/// sequences; `estimate` and `plan` both decide a serving fit by it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineNeed {
+    pub gpu_util: f64,
+    /// weights + profiling peak + non-torch memory + KV blocks of the sequences
+    pub need_bytes: u64,
+    /// the smallest CUDA capacity C with `floor(C × gpu_util) ≥ need_bytes`
+    pub card_bytes: u64,
+}
+
+/// The [`EngineNeed`] of a serving job at `gpu_util`.
+pub fn engine_need(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    d: &ServingDefaults,
+    gpu_util: f64,
+) -> Result<EngineNeed, CoreError> {
+    let s = serving_setup(setup, d, gpu_util, 0);
+    let p = serving_profile(spec, setup, par, rt, &s)?;
+    // the KV detail the estimate and its capacity count by (`estimate_inference` returns the same)
+    let detail = push_kv(&mut Ledger::new(Phase::Prefill, par.gpus), spec, setup, par.tp, par.pp)?;
+    let kv =
+        product("KV blocks of the sequences", &[setup.concurrency, detail.blocks_per_sequence, detail.block_bytes])?;
+    let need_bytes =
+        crate::units::sum("serving need", &[p.weights_bytes, p.activation_peak_bytes, p.non_torch_bytes, kv])?;
+    Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(need_bytes, gpu_util)? })
+}
+
+/// The [`EngineNeed`] of an inference job on a serving engine that takes a
+/// fraction of the card: `gpu_util` given, else the engine's default
+/// ([`crate::workload::Engine::gpu_util`]); `None` for other engines.
+pub fn engine_need_of(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    gpu_util: Option<f64>,
+) -> Result<Option<EngineNeed>, CoreError> {
+    match (setup.engine.serving(), setup.engine.gpu_util(gpu_util)) {
+        (Some(d), Some(u)) => engine_need(spec, setup, par, rt, &d, u).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The smallest capacity `c` with `floor(c × util) ≥ need` (the budget
+/// [`serving_profile`] computes), `util` in (0, 1].
+fn card_for(need: u64, util: f64) -> Result<u64, CoreError> {
+    if !(util > 0.0 && util <= 1.0) {
+        return Err(CoreError::invalid("gpu-util", format!("{util} is not in (0, 1]")));
+    }
+    let budget = |c: u64| (c as f64 * util).floor() as u64;
+    let mut c = (need as f64 / util).ceil() as u64;
+    while budget(c) < need {
+        c = c.checked_add(1).ok_or_else(|| CoreError::invalid("gpu-util", "the card for this need overflows u64"))?;
+    }
+    while c > 0 && budget(c - 1) >= need {
+        c -= 1;
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_card_for_a_need_is_the_smallest_whose_budget_holds_it() {
+        for (need, util) in [(35_600_000_000u64, 0.9), (1, 0.9), (0, 0.5), (40_959_974_441, 0.87), (7, 1.0)] {
+            let c = card_for(need, util).unwrap();
+            assert!((c as f64 * util).floor() as u64 >= need, "{need} {util}");
+            assert!(c == 0 || (((c - 1) as f64 * util).floor() as u64) < need, "{need} {util}");
+        }
+        assert!(card_for(1, 0.0).is_err() && card_for(1, 1.5).is_err());
+    }
 }

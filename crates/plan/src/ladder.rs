@@ -80,7 +80,7 @@ struct Eval {
 
 fn eval(spec: &ModelSpec, w: &Workload, gpu: &GpuSpec, tm: &TimeModel) -> Option<Eval> {
     let l = estimate(spec, w).ok()?;
-    let mem = MemSummary::of(&l).ok()?;
+    let mem = MemSummary::of_job(spec, w, &l).ok()?;
     let phase = l.peak_phase;
     let work = work_of(spec, w, &mem, 1);
     let peak = match work {

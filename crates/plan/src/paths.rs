@@ -8,7 +8,7 @@ use crate::report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCar
 use crate::request::PlanRequest;
 use crate::row::row;
 use crate::search::{self, Search};
-use crate::types::{default_job, global_batch, Allow, Complexity, Job, Scored};
+use crate::types::{default_job, global_batch, Allow, Complexity, Job, MemSummary, Scored};
 use std::cmp::Ordering;
 use vramfit_core::error::CoreError;
 use vramfit_core::estimate::estimate;
@@ -70,7 +70,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         None => single_gpu(req.workload),
     };
     let base_ledger = estimate(req.model, &base)?;
-    let baseline = base_ledger.total_bytes();
+    let baseline = MemSummary::of_job(req.model, &base, &base_ledger)?.total;
     let (job, assumed) = match req.job {
         Job::None => (default_job(&base.task), true),
         j => (j, false),
@@ -130,6 +130,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     }
     notes.extend(ram_notes(&search));
     notes.extend(cluster_notes(&search));
+    notes.extend(engine_cap_note(req, &base)?);
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",
@@ -180,6 +181,22 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         stats: SearchStats { candidates: search.evaluated, fitting: search.fitting, estimates: search.estimated },
         notes,
     })
+}
+
+/// A serving engine that takes a share of each card: what the per-GPU
+/// figures mean (the card the engine needs, as estimate --gpu decides).
+fn engine_cap_note(req: &PlanRequest, base: &Workload) -> Result<Option<String>, CoreError> {
+    let Task::Inference(s) = &base.task else { return Ok(None) };
+    let Some(n) = vramfit_core::infer::engine_need_of(req.model, s, &base.parallelism, &base.runtime, None)? else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "--engine {} takes {} of each card at start-up: per-GPU figures are the card it needs, its need ÷ {} ({} on one GPU: weights, start-up profile, non-torch memory and the KV blocks), as estimate --gpu decides",
+        s.engine.name(),
+        n.gpu_util,
+        n.gpu_util,
+        vramfit_core::units::fmt_bytes(n.need_bytes)
+    )))
 }
 
 /// Where the cluster search stopped, for jobs that need several machines
@@ -419,7 +436,7 @@ fn more_cards(req: &PlanRequest, search: &Search, single: &Workload, baseline: u
                 i.concurrency = s.concurrency.div_ceil(dp_gpus).max(1);
                 i.batch = i.batch.min(i.concurrency);
             }
-            estimate(req.model, &w).ok().map(|l| l.total_bytes())
+            estimate(req.model, &w).ok().and_then(|l| MemSummary::of_job(req.model, &w, &l).ok()).map(|m| m.total)
         }
     };
     let on_have = req.have.and_then(|g| on_have(req, single, g, job));

@@ -369,7 +369,7 @@ impl<'a> Search<'a> {
             },
             None => {
                 let workload = self.workload_for(&key);
-                match estimate(self.model, &workload).and_then(|l| MemSummary::of(&l)) {
+                match estimate(self.model, &workload).and_then(|l| MemSummary::of_job(self.model, &workload, &l)) {
                     Ok(m) => (Some(m), Some(work_of(self.model, &workload, &m, key.replicas))),
                     Err(_) => (None, None),
                 }

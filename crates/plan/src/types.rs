@@ -12,9 +12,11 @@ use serde::Serialize;
 use vramfit_core::dtype::DType;
 use vramfit_core::error::CoreError;
 use vramfit_core::hardware::PeakKind;
+use vramfit_core::infer::engine_need_of;
 use vramfit_core::ledger::{Category, Ledger};
+use vramfit_core::model::ModelSpec;
 use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainSetup};
-use vramfit_core::workload::{Offload, Parallelism, Sharding, Task};
+use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, Workload};
 
 /// Method changes the user allows (`--allow lora,qlora,quant`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -141,6 +143,20 @@ impl MemSummary {
             params_active: l.params_active,
             params_trainable: l.params_trainable,
         })
+    }
+
+    /// [`MemSummary::of`] for the job `w`: on a serving engine that takes a
+    /// fraction of the card (vLLM's `gpu_memory_utilization`, 0.9), `total` is
+    /// the card that engine needs ([`vramfit_core::infer::engine_need_of`]), the
+    /// rule `estimate` decides its fit by.
+    pub fn of_job(spec: &ModelSpec, w: &Workload, l: &Ledger) -> Result<MemSummary, CoreError> {
+        let mut m = MemSummary::of(l)?;
+        if let Task::Inference(s) = &w.task {
+            if let Some(n) = engine_need_of(spec, s, &w.parallelism, &w.runtime, None)? {
+                m.total = n.card_bytes;
+            }
+        }
+        Ok(m)
     }
 }
 
