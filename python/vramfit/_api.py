@@ -28,6 +28,8 @@ def estimate(
     concurrency: Optional[int] = None,
     tp: Optional[int] = None,
     tensor_parallel_size: Optional[int] = None,
+    ep: Optional[int] = None,
+    ep_size: Optional[int] = None,
     pp: Optional[int] = None,
     pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
@@ -138,6 +140,10 @@ def estimate(
             Sequences whose KV cache is resident at once [default: --batch]
         tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
+        ep (--ep, alias ep_size):
+            Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
+            split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
+            [default: 1]
         pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
         gpus (--gpus, alias num_gpus):
@@ -341,6 +347,8 @@ def plan(
     concurrency: Optional[int] = None,
     tp: Optional[int] = None,
     tensor_parallel_size: Optional[int] = None,
+    ep: Optional[int] = None,
+    ep_size: Optional[int] = None,
     pp: Optional[int] = None,
     pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
@@ -386,6 +394,7 @@ def plan(
     hours: Optional[float] = None,
     top: Optional[int] = None,
     catalog: Optional[Union[str, os.PathLike]] = None,
+    launcher: Optional[str] = None,
     mfu: Optional[Union[str, Sequence[str]]] = None,
 ) -> Dict[str, Any]:
     """The cheapest setup that fits: software switches, more cards, a bigger card. Returns the `vramfit plan --json` document (docs/plan.md): ranked setups, the recommended one and why. `exit_code` is the CLI's exit code (docs/exit-codes.md).
@@ -421,6 +430,10 @@ def plan(
             Sequences whose KV cache is resident at once [default: --batch]
         tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
+        ep (--ep, alias ep_size):
+            Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
+            split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
+            [default: 1]
         pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
         gpus (--gpus, alias num_gpus):
@@ -527,11 +540,16 @@ def plan(
         tokens (--tokens):
             Job size in tokens (trained, or generated for inference): 1000000000, 1e9, 1B, 500M
         hours (--hours):
-            Job size in rental hours
+            Job size in rental hours; with --tokens, a deadline: the cheapest plan that finishes the
+            tokens within these hours
         top (--top):
             Rows in the ranked table (per currency) [default: 10]
         catalog (--catalog):
             A catalogue file layered on the embedded one (format: docs/catalog.md)
+        launcher (--launcher):
+            Only plans this launcher can run (`--emit K` implies `--launcher K`): the recommendation
+            is what `--emit` writes; the notes say what the best plan overall would need One of:
+            deepspeed, torchrun, accelerate, torchtitan, vllm, sglang.
         mfu (--mfu):
             Override an achievable MFU of the time model: ARCH=V or GPU_ID=V (e.g. ampere=0.5)
 
@@ -574,6 +592,8 @@ def diagnose(
     concurrency: Optional[int] = None,
     tp: Optional[int] = None,
     tensor_parallel_size: Optional[int] = None,
+    ep: Optional[int] = None,
+    ep_size: Optional[int] = None,
     pp: Optional[int] = None,
     pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
@@ -650,6 +670,10 @@ def diagnose(
             Sequences whose KV cache is resident at once [default: --batch]
         tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
+        ep (--ep, alias ep_size):
+            Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
+            split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
+            [default: 1]
         pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
         gpus (--gpus, alias num_gpus):
