@@ -5,7 +5,7 @@
 
 mod common;
 use common::{run, vramfit};
-use vramfit_report::i18n::{localize_text, Lang};
+use vramfit_report::i18n::{localize_json, localize_text, Lang};
 
 /// Reports whose every sentence must have Chinese: `estimate` across
 /// tasks, fits and misses, capacity and the sweep (the README tour's
@@ -79,6 +79,40 @@ fn every_sentence_of_the_corpus_has_chinese() {
          (the English exactly as printed, each variable part a typed hole: {{b}} size, {{n}} number, \
          {{w}} one word, {{t}} verbatim text, {{s}} a nested sentence) and a `zh:` line placing the holes \
          as {{1}}, {{2}}, … (the file's head explains; `cargo test -p vramfit-report i18n` checks the entry):\n\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
+}
+
+/// JSON reports whose sentences the web page shows in Chinese (it asks
+/// the API with `lang: "zh"`): plan reasons, notes, offer names and steps;
+/// diagnose verdicts, causes, fixes and reasoning; check findings.
+const JSON_CORPUS: &[(&[&str], i32)] = &[
+    (&["plan", "llama-2-13b", "--task", "train", "--have", "rtx-3090"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/composed_multi_rank_log.txt"], 0),
+    (&["check", "--xml", "../hw/tests/fixtures/nvidia_smi/01.xml", "--expect", "1xA100-40GB"], 1),
+    (&["estimate", "mixtral-8x7b", "--tp", "2", "--kv-dtype", "fp8"], 0),
+];
+
+#[test]
+fn every_sentence_the_page_shows_for_the_json_corpus_has_chinese() {
+    let mut missing: Vec<String> = Vec::new();
+    for (args, code) in JSON_CORPUS {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let (out, _) = run(&a, *code);
+        let mut v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e})"));
+        for m in localize_json(&mut v, Lang::Zh) {
+            let line = format!("{m}\n      (from: vramfit {} --json)", args.join(" "));
+            if !missing.contains(&line) {
+                missing.push(line);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} sentence(s) of JSON reports have no Chinese (the web page shows them in English). Add each to \
+         crates/report/src/i18n/zh.txt as an `en:`/`zh:` pair (the file's head explains the holes):\n\n  {}",
         missing.len(),
         missing.join("\n  ")
     );

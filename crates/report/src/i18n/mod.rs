@@ -377,7 +377,8 @@ fn localize_table(lines: &[&str], lang: Lang, missing: &mut Vec<String>) -> Vec<
 /// The sentences of a JSON report in `lang`, in place (the web page asks
 /// for them; `--json` is never translated): every string holding at least
 /// two words of English prose. Returns the sentences that stayed English.
-/// A one-word string (`"fits"`, an enum) is a value, never translated.
+/// A one-word string (`"fits"`, an enum) is a value, never translated;
+/// nor are `explain` (formulas and their terms) and `source` fields.
 pub fn localize_json(v: &mut serde_json::Value, lang: Lang) -> Vec<String> {
     let mut missing = Vec::new();
     if lang != Lang::En {
@@ -395,7 +396,11 @@ fn walk(v: &mut serde_json::Value, lang: Lang, missing: &mut Vec<String>) {
             }
         }
         serde_json::Value::Array(a) => a.iter_mut().for_each(|x| walk(x, lang, missing)),
-        serde_json::Value::Object(o) => o.iter_mut().for_each(|(_, x)| walk(x, lang, missing)),
+        // formulas and provenance stay as written (the CLI's --explain is English too)
+        serde_json::Value::Object(o) => o
+            .iter_mut()
+            .filter(|(k, _)| !(k.as_str() == "explain" || k.as_str() == "source" || k.ends_with("_source")))
+            .for_each(|(_, x)| walk(x, lang, missing)),
         _ => {}
     }
 }
