@@ -9,8 +9,8 @@ use vramfit_report::i18n::{localize_json, localize_text, Lang};
 
 /// Reports whose every sentence must have Chinese: `estimate` across
 /// tasks, fits and misses, capacity and the sweep (the README tour's
-/// estimate lines among them). Add a case here when a renderer gains a
-/// sentence. Not yet here: `--explain`, plan, diagnose, mig, check, gguf.
+/// estimate lines among them), a diagnosis, a check and MIG plans. Add a case here when a renderer gains a
+/// sentence. Not yet here: `--explain`, plan's text report, gguf.
 const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"], 0),
     (&["estimate", "llama-2-7b", "--batch", "32", "--context", "4096"], 0),
@@ -57,6 +57,25 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-2-13b", "--task", "lora", "--gpu", "rtx-4090", "--sweep"], 1),
     (&["estimate", "llama-2-7b", "--task", "train", "--gpu", "a100-80gb", "--sweep"], 1),
     (&["estimate", "llama-2-7b", "--gpu-mem", "24GiB", "--gpu-util", "0.9"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/composed_multi_rank_log.txt"], 0),
+    (&["check", "--xml", "../hw/tests/fixtures/nvidia_smi/01.xml", "--expect", "1xA100-40GB"], 1),
+    // service names are the user's (kept as given): names that are not English words here
+    (
+        &[
+            "mig",
+            "plan",
+            "--gpu",
+            "a100-40gb",
+            "--service",
+            "chat-1=12GiB",
+            "--service",
+            "embed-2=4GiB",
+            "--service",
+            "rag-3=llama-3.2-3b:ctx=8192,conc=4",
+        ],
+        0,
+    ),
+    (&["mig", "plan", "--gpu", "a100-40gb", "--service", "chat-1=12GiB"], 0),
 ];
 
 #[test]

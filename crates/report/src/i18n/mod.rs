@@ -207,8 +207,8 @@ pub fn translate(lang: Lang, s: &str) -> Result<String, Untranslated> {
             .collect();
         return Ok(fill(&t.zh, &holes));
     }
-    // sentences joined by "; ", then a list joined by ", ", translate one by one (all or nothing)
-    for (sep, zh) in [("; ", "；"), (", ", "，")] {
+    // sentences joined by "; ", then lists joined by " · " or ", ", translate one by one (all or nothing)
+    for (sep, zh) in [("; ", "；"), (" · ", " · "), (", ", "，")] {
         if s.contains(sep) {
             let parts: Result<Vec<String>, _> = s.split(sep).map(|p| translate(lang, p)).collect();
             if let Ok(parts) = parts {
