@@ -9,8 +9,9 @@ use vramfit_report::i18n::{localize_json, localize_text, Lang};
 
 /// Reports whose every sentence must have Chinese: `estimate` across
 /// tasks, fits and misses, capacity and the sweep (the README tour's
-/// estimate lines among them), a diagnosis, a check and MIG plans. Add a case here when a renderer gains a
-/// sentence. Not yet here: `--explain`, plan's text report, gguf.
+/// estimate lines among them), a training plan, a diagnosis, a check
+/// and MIG plans. Add a case here when a renderer gains a
+/// sentence. Not yet here: `--explain`, gguf, inference plans.
 const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"], 0),
     (&["estimate", "llama-2-7b", "--batch", "32", "--context", "4096"], 0),
@@ -76,6 +77,7 @@ const CORPUS: &[(&[&str], i32)] = &[
         0,
     ),
     (&["mig", "plan", "--gpu", "a100-40gb", "--service", "chat-1=12GiB"], 0),
+    (&["plan", "llama-2-7b", "--task", "train", "--have", "rtx-3090", "--allow", "lora,qlora"], 0),
 ];
 
 #[test]

@@ -167,9 +167,12 @@ fn english_words<'a>(s: &'a str, keep: &[String]) -> Vec<&'a str> {
 /// Whether `s` holds English prose to translate (a number, a name or a command does not).
 pub fn needs_translation(s: &str) -> bool {
     let t = s.trim();
-    if ["vramfit ", "$ ", "python ", "torchrun ", "accelerate ", "deepspeed ", "llama-server ", "export "]
-        .iter()
-        .any(|p| t.starts_with(p))
+    // a command line (not a report's title such as `vramfit plan: …`)
+    let title = t.split_whitespace().nth(1).is_some_and(|w| w.ends_with(':'));
+    if !title
+        && ["vramfit ", "$ ", "python ", "torchrun ", "accelerate ", "deepspeed ", "llama-server ", "export "]
+            .iter()
+            .any(|p| t.starts_with(p))
     {
         return false;
     }
@@ -208,7 +211,7 @@ pub fn translate(lang: Lang, s: &str) -> Result<String, Untranslated> {
         return Ok(fill(&t.zh, &holes));
     }
     // sentences joined by "; ", then lists joined by " · " or ", ", translate one by one (all or nothing)
-    for (sep, zh) in [("; ", "；"), (" · ", " · "), (", ", "，")] {
+    for (sep, zh) in [("; ", "；"), (" · ", " · "), (" → ", " → "), (", ", "，")] {
         if s.contains(sep) {
             let parts: Result<Vec<String>, _> = s.split(sep).map(|p| translate(lang, p)).collect();
             if let Ok(parts) = parts {
