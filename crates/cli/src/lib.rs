@@ -10,6 +10,8 @@
 //! inconsistency (a bug in vramfit, never the user's input).
 
 use clap::{Parser, Subcommand};
+use vramfit_report::format::{fit_lines, Width};
+use vramfit_report::i18n::{localize_text, Lang};
 
 pub mod cmd;
 pub mod error;
@@ -24,6 +26,66 @@ pub use outcome::{error_text, exit_code, to_stderr, Outcome, EXIT_BAD_INPUT, EXI
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Language of text output: en, or zh (Simplified Chinese). Default: from LC_ALL, LC_MESSAGES
+    /// or LANG (`zh_CN.UTF-8` gives zh). --json output is the same in every language
+    #[arg(long, global = true, value_enum, value_name = "LANG")]
+    pub lang: Option<cmd::svg_args::LangArg>,
+}
+
+/// The language of text output: `--lang`, else the first of `LC_ALL`,
+/// `LC_MESSAGES`, `LANG` that is set and not empty (POSIX's order), `zh…`
+/// giving Chinese; else English. `env` reads a variable (the process
+/// environment in `main`).
+pub fn text_lang(flag: Option<cmd::svg_args::LangArg>, env: &dyn Fn(&str) -> Option<String>) -> Lang {
+    if let Some(l) = flag {
+        return l.into();
+    }
+    ["LC_ALL", "LC_MESSAGES", "LANG"]
+        .iter()
+        .find_map(|k| env(k).filter(|v| !v.is_empty()))
+        .map_or(Lang::En, |v| Lang::from_locale(&v))
+}
+
+/// The width of a command's text output when that output is a report to
+/// translate (not `--json`, not an SVG or a config file); the command is
+/// set to render unwrapped (`--wide`), since sentences are translated whole
+/// and wrapped after.
+fn text_report_width(command: &mut Command) -> Option<Width> {
+    fn take(t: &mut cmd::width::TextArgs) -> Width {
+        let w = t.width();
+        t.wide = true;
+        w
+    }
+    match command {
+        Command::Estimate(a) if !a.json && !a.chart.to_stdout() && !a.list_gpus && !a.list_presets => {
+            Some(take(&mut a.text))
+        }
+        Command::Plan(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
+        Command::Diagnose(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
+        Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(a) })
+            if !a.json && !a.chart.to_stdout() && a.emit.is_none() =>
+        {
+            Some(take(&mut a.text))
+        }
+        Command::Check(a) if !a.json && !a.collect_script => Some(take(&mut a.layout)),
+        _ => None,
+    }
+}
+
+/// Run a command with its text output in `lang` (JSON, SVG and config
+/// files are the same in every language): the report is rendered in
+/// English, unwrapped, translated line by line from the catalogue
+/// (`vramfit_report::i18n`), then fitted to the width.
+pub fn run_in(mut command: Command, lang: Lang) -> anyhow::Result<Outcome> {
+    if lang == Lang::En {
+        return run(command);
+    }
+    let width = text_report_width(&mut command);
+    let mut out = run(command)?;
+    if let Some(width) = width {
+        out.stdout = fit_lines(&localize_text(&out.stdout, lang).text, width);
+    }
+    Ok(out)
 }
 
 #[derive(Subcommand, Debug)]

@@ -14,7 +14,8 @@ fn main() -> ExitCode {
     let args = cmd::gguf::llama_cpp_short_flags(std::env::args_os());
     // clap's errors (and --help) exit here; a "similar argument" tip names a flag of the model given
     let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| cmd::gguf::fit_suggestion(&args, e).exit());
-    match vramfit_cli::run(cli.command) {
+    let lang = vramfit_cli::text_lang(cli.lang, &|k| std::env::var(k).ok());
+    match vramfit_cli::run_in(cli.command, lang) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             // Renderers escape the strings they take from input

@@ -858,3 +858,54 @@ fn check_takes_pasted_nvidia_smi_output() {
     assert!(p.text("#check-result").contains("MIG is enabled"), "{}", p.text("#check-result"));
     p.assert_clean("pasted nvidia-smi", &[]);
 }
+
+/// Issue 24 item 8: on the Chinese page the sentences from the JSON (plan
+/// reason and offer names, diagnose verdict and reasoning, check findings)
+/// are Chinese, from the CLI's catalogue; the language switch reads "中文"
+/// with a CJK font and "ZH" without one (no empty boxes).
+#[test]
+fn the_chinese_page_shows_chinese_sentences() {
+    let Some(p) = Page::start("the_chinese_page_shows_chinese_sentences") else { return };
+    p.go("#/plan?model=llama-2-13b&task=train&have=rtx-3090&lang=zh");
+    p.wait("#plan-recommended");
+    let rec = p.text("#plan-recommended");
+    assert!(rec.contains("此任务账单最低"), "{rec}");
+    assert!(rec.contains("整卡（AI 云）"), "{rec}");
+    assert!(!rec.contains("cheapest bill"), "{rec}");
+
+    p.go("#/diagnose?lang=zh");
+    p.wait("#view-diagnose .empty");
+    let oom = std::fs::read_to_string(fixture("diagnose/tests/fixtures/oom/composed_multi_rank_log.txt")).unwrap();
+    p.typ("#form-diagnose textarea[name=text]", &oom);
+    p.click("#form-diagnose button[type=submit]");
+    p.wait("#diagnose-result .oom");
+    let d = p.text("#diagnose-result");
+    assert!(d.contains("已缓存，但无法满足一次 3.00 GiB 的申请"), "{d}");
+    assert!(d.contains("主因："), "{d}");
+    assert!(d.contains("保持张量形状稳定"), "{d}");
+    assert!(!d.contains("cached but unusable"), "{d}");
+    p.screenshot("diagnose_zh.png");
+
+    p.go("#/check?lang=zh");
+    p.wait("#view-check .empty");
+    p.upload("#form-check input[name=xml]", &fixture("hw/tests/fixtures/nvidia_smi/01.xml"));
+    p.typ("#form-check input[name=expect]", "1xA100-40GB");
+    p.click("#form-check button[type=submit]");
+    p.wait("#check-result ul.findings");
+    let f = p.text("#check-result ul.findings");
+    assert!(f.contains("已启用 MIG"), "{f}");
+    assert!(!f.contains("MIG is enabled"), "{f}");
+    p.assert_clean("chinese sentences", &[]);
+
+    // the switch: this machine has a CJK font (CI installs fonts-noto-cjk) and shows 中文;
+    // without one (the class app.js sets then) it reads ZH
+    assert_eq!(p.js("return document.documentElement.classList.contains('no-cjk')"), false);
+    let shown = "return document.querySelector('.lang button[data-lang=zh]').innerText";
+    assert_eq!(p.js(shown), "中文");
+    p.js("document.documentElement.classList.add('no-cjk')");
+    assert_eq!(p.js(shown), "ZH");
+    assert_eq!(
+        p.js("return document.querySelector('.lang button[data-lang=zh]').getAttribute('aria-label')"),
+        "中文 (Simplified Chinese)"
+    );
+}

@@ -201,7 +201,8 @@ fn unbroken_words(body: &str) -> Vec<&str> {
         if w.is_empty() {
             continue;
         }
-        let unit = w.trim_end_matches([',', ';', ')', '.', ':']);
+        // the unit is the word up to its punctuation (`GiB),`), or up to the Chinese that follows it (`GiB，所以`)
+        let unit = &w[..w.find(|c: char| !(c.is_ascii_alphanumeric() || c == '/' || c == '%')).unwrap_or(w.len())];
         if let Some((start, last)) = words.last_mut() {
             // one space after a word that ends in a digit
             if *start + last.len() + 1 == at && last.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit) {
@@ -322,6 +323,9 @@ mod tests {
         assert_eq!(fit_lines("all  6 cases: a b c d e f g h", Some(24)), "all  6 cases: a b c d e\n  f g h");
         let out = fit_lines("a context (1.00 GiB) is small", Some(16));
         assert!(out.contains("(1.00 GiB)"), "{out}");
+        // Chinese right after the unit (--lang zh)
+        assert_eq!(unbroken_words("多出不到 4.00 GiB，所以"), ["多出不到", "4.00 GiB，所以"]);
+        assert_eq!(unbroken_words("带宽 9.5 GB/s）"), ["带宽", "9.5 GB/s）"]);
     }
 
     #[test]

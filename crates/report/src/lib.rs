@@ -10,6 +10,7 @@ pub mod diagnose;
 pub mod estimate;
 pub mod fleet;
 pub mod format;
+pub mod i18n;
 pub mod llamacpp;
 pub mod mig;
 pub mod plan;

@@ -105,7 +105,8 @@ impl Tool {
 
 /// Flags that choose another output than the JSON document, write files,
 /// or list catalogues: the tools always answer with `--json`.
-const NOT_ARGUMENTS: [&str; 11] = [
+const NOT_ARGUMENTS: [&str; 12] = [
+    "lang",
     "json",
     "explain",
     "wide",

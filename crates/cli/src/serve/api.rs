@@ -39,7 +39,32 @@ fn answer(d: &Decoded, out: Outcome) -> Answer {
     } else {
         "application/json"
     };
-    Answer { content_type, body: out.stdout, exit: out.code }
+    let body = if content_type == "application/json" { localized_json(d, out.stdout) } else { out.stdout };
+    Answer { content_type, body, exit: out.code }
+}
+
+/// The request's `lang` (`zh`: Simplified Chinese; anything else, or none: English).
+fn request_lang(d: &Decoded) -> vramfit_report::i18n::Lang {
+    match d.get("lang") {
+        Some(request::FlagValue::One(l)) => vramfit_report::i18n::Lang::from_locale(l),
+        _ => vramfit_report::i18n::Lang::En,
+    }
+}
+
+/// The CLI's JSON with its sentences in the request's language (the same
+/// schema; the catalogue of `vramfit_report::i18n`, as the CLI's `--lang`).
+fn localized_json(d: &Decoded, body: String) -> String {
+    let lang = request_lang(d);
+    if lang == vramfit_report::i18n::Lang::En {
+        return body;
+    }
+    match serde_json::from_str::<serde_json::Value>(&body) {
+        Ok(mut v) => {
+            vramfit_report::i18n::localize_json(&mut v, lang);
+            serde_json::to_string_pretty(&v).map_or(body, |s| s + "\n")
+        }
+        Err(_) => body,
+    }
 }
 
 /// An error of the command as the CLI would print it: 400 for bad input,

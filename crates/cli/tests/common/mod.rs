@@ -12,6 +12,10 @@ pub fn vramfit() -> Command {
     // Text output fits `COLUMNS` (else 100 columns: stdout is a pipe here):
     // the developer's terminal must not change what tests see.
     c.env_remove("COLUMNS");
+    // Text output is English unless a test asks for Chinese (`--lang`, `LANG=zh_CN.UTF-8`).
+    for k in ["LC_ALL", "LC_MESSAGES", "LANG"] {
+        c.env_remove(k);
+    }
     for k in
         ["HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"]
     {

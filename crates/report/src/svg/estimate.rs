@@ -17,7 +17,7 @@ pub fn category_label(key: &str, lang: Lang) -> &'static str {
         "logits" => ("logits", "logits"),
         "temporaries" => ("temporaries", "临时缓冲"),
         "runtime" => ("runtime", "运行时"),
-        "margin" => ("margin", "余量"),
+        "margin" => ("margin", "缓存预留"),
         _ => ("other", "其他"),
     };
     lang.pick(en, zh)
@@ -115,7 +115,7 @@ fn headline(s: &mut Svg, r: &EstimateReport, total: u64, lang: Lang) {
                 "{} {} · {} {}",
                 lang.pick("Fits on", "放得下："),
                 f.gpu,
-                lang.pick("headroom", "余量"),
+                lang.pick("headroom", "剩余"),
                 bytes(f.headroom_bytes.max(0) as u64)
             ),
             GOOD,
@@ -164,7 +164,7 @@ fn card_marker(s: &mut Svg, f: &FitInfo, mem: u64, total: u64, px: &dyn Fn(u64) 
     s.line(a, y - 5.0, a, y + 5.0, color, r#" stroke-width="2""#);
     s.line(b, y - 5.0, b, y + 5.0, color, r#" stroke-width="2""#);
     let words = if f.fits {
-        format!("{} {}", lang.pick("headroom", "余量"), bytes(f.headroom_bytes.max(0) as u64))
+        format!("{} {}", lang.pick("headroom", "剩余"), bytes(f.headroom_bytes.max(0) as u64))
     } else {
         format!(
             "{} {}",

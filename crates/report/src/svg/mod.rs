@@ -17,32 +17,8 @@ pub mod estimate;
 pub mod mig;
 pub mod plan;
 
-/// The language of a chart's labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Lang {
-    #[default]
-    En,
-    /// Simplified Chinese
-    Zh,
-}
-
-impl Lang {
-    /// `en` or `zh`.
-    pub fn code(self) -> &'static str {
-        match self {
-            Lang::En => "en",
-            Lang::Zh => "zh",
-        }
-    }
-
-    /// The English or the Chinese text.
-    pub(crate) fn pick(self, en: &'static str, zh: &'static str) -> &'static str {
-        match self {
-            Lang::En => en,
-            Lang::Zh => zh,
-        }
-    }
-}
+/// The language of a chart's labels (the one language type: [`crate::i18n::Lang`]).
+pub use crate::i18n::Lang;
 
 /// System fonts only: nothing is fetched.
 pub(crate) const FONT: &str =

@@ -99,7 +99,7 @@ const T = {
     footer: '在本机运行；数据不会离开本机。',
     working: '计算中…', bad_input: '输入有误', server_error: 'vramfit 出错', too_large: '过大',
     v_fits: '放得下', v_tight: '很紧', v_no: '放不下', v_needs: '需要',
-    v_fits_sub: '需要 {need}，可用 {mem} · 余量 {room}', v_tight_sub: '需要 {need}，可用 {mem}：张量放得下，分配器缓存的 {margin} 放不下——碎片化时很可能 OOM',
+    v_fits_sub: '需要 {need}，可用 {mem} · 剩余 {room}', v_tight_sub: '需要 {need}，可用 {mem}：张量放得下，分配器缓存的 {margin} 放不下——碎片化时很可能 OOM',
     v_no_sub: '需要 {need}，可用 {mem} · 缺 {short}', v_nocard_sub: '每卡 · 选择显卡以判断能否放下',
     on: '', per_gpu: '每卡', categories: '显存去向', category: '类别', share: '占比', bytes: '字节',
     show_formula: '公式', formula: '公式', inputs: '输入', tensor_peak: '张量峰值（max_memory_allocated）', total: '每卡合计',
@@ -107,7 +107,7 @@ const T = {
     now: '当前', at_limit: '模型上限', none_fits: '都放不下', formats: '各种权重格式', methods: '各种训练方法', cards_hold: '放得下的目录显卡',
     no_bf16: '显存够，但不支持 bf16', no_card_hold: '目录中没有', as_given: '当前设置', notes: '说明',
     c_weights: '权重', c_master_weights: '主权重', c_gradients: '梯度', c_optimizer_states: '优化器状态',
-    c_activations: '激活值', c_kv_cache: 'KV 缓存', c_logits: 'logits', c_temporaries: '临时缓冲', c_runtime: '运行时', c_margin: '余量',
+    c_activations: '激活值', c_kv_cache: 'KV 缓存', c_logits: 'logits', c_temporaries: '临时缓冲', c_runtime: '运行时', c_margin: '缓存预留',
     recommended: '推荐', no_plan: '目录中没有能放下此任务的方案', path1: '1 · 你的卡上的软件开关', path2: '2 · 更多卡，分片',
     path3: '3 · 更大的卡', ranked: '方案排名', offer: '报价', gpus_col: 'GPU', setup: '配置', memory: '每卡', price: '价格',
     speed: 'token/秒', job_cost: '任务成本', billed_col: '任务账单', your_card: '你自己的卡', best_rental: '最佳租用方案',
@@ -189,6 +189,10 @@ function money(r, cur, per) {
 async function api(ep, body, opts = {}) {
   const init = { method: 'POST', headers: {} };
   let url = '/api/' + ep;
+  // the sentences of a JSON answer come back in the page's language (the CLI's catalogue, vramfit_report::i18n)
+  const lang = S.lang !== 'en' && ep !== 'fleet' ? { lang: S.lang } : {};
+  if (opts.query !== undefined) opts = Object.assign({}, opts, { query: Object.assign({}, opts.query, lang) });
+  else body = Object.assign({}, body, lang);
   if (opts.query !== undefined) {
     url += '?' + new URLSearchParams(opts.query).toString();
     init.body = body;
@@ -761,7 +765,21 @@ function fillCatalog(c) {
   $('#version').textContent = 'vramfit ' + c.version;
 }
 
+// Whether a CJK font draws 中: its pixels differ from those of a
+// character no font has (the empty box). Without one, the language
+// switch reads "ZH" instead of two empty boxes.
+function hasCJK() {
+  try {
+    const c = document.createElement('canvas');
+    c.width = 32; c.height = 32;
+    const g = c.getContext('2d');
+    const px = (ch) => { g.clearRect(0, 0, 32, 32); g.font = '24px sans-serif'; g.fillText(ch, 0, 26); return g.getImageData(0, 0, 32, 32).data.join(','); };
+    return px('\u4e2d') !== px('\u{10fffd}');
+  } catch (_) { return true; }
+}
+
 async function init() {
+  document.documentElement.classList.toggle('no-cjk', !hasCJK());
   const { view, params } = parseHash();
   setLang(params.get('lang') || ((navigator.language || '').startsWith('zh') ? 'zh' : 'en'));
   const c = await fetch('/api/catalog').then((r) => r.json());

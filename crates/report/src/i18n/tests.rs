@@ -1,0 +1,107 @@
+use super::*;
+
+#[test]
+fn the_embedded_catalogue_reads_without_error() {
+    assert_eq!(catalogue_errors(), Vec::new());
+}
+
+#[test]
+fn a_broken_entry_names_its_line() {
+    let e = parse("en: a {b}{n}\nzh: x {1} {2}\n").err().unwrap_or_default();
+    assert_eq!(e.len(), 1);
+    assert_eq!(e[0].line, 1);
+    let e = parse("en: needs {b}\nzh: 需要\n").err().unwrap_or_default();
+    assert!(e[0].message.contains("not placed"), "{e:?}");
+    let e = parse("en: needs {b}\nzh: 需要 {2}\n").err().unwrap_or_default();
+    assert!(e[0].message.contains("numbered from 1"), "{e:?}");
+    let e = parse("zh: 需要\n").err().unwrap_or_default();
+    assert_eq!(e[0].line, 1);
+}
+
+#[test]
+fn holes_take_only_their_type() {
+    let t = Template::new("needs {b} on {w}", "{2} 上需要 {1}").unwrap_or_else(|e| panic!("{e}"));
+    let yes = |_: &str| true;
+    assert!(t.captures("needs 14.96 GiB on rtx-4090", &yes).is_some());
+    assert!(t.captures("needs 24GB on rtx-4090", &yes).is_some());
+    // a number without its unit, a unit that is not one, two words for one
+    assert!(t.captures("needs 14.96 on rtx-4090", &yes).is_none());
+    assert!(t.captures("needs 14.96 parsecs on rtx-4090", &yes).is_none());
+    assert!(t.captures("needs 1 GiB on rtx 4090", &yes).is_none());
+    let n = Template::new("batch {n}", "批大小 {1}").unwrap_or_else(|e| panic!("{e}"));
+    assert!(n.captures("batch 4,096", &yes).is_some());
+    assert!(n.captures("batch many", &yes).is_none());
+}
+
+#[test]
+fn holes_are_placed_by_number() {
+    assert_eq!(
+        translate(Lang::Zh, "trainable: 20.0M (0.250% of 8.03B)").as_deref(),
+        Ok("可训练参数：20.0M（占 8.03B 的 0.250%）")
+    );
+    assert_eq!(
+        translate(
+            Lang::Zh,
+            "RTX 4090: DOES NOT FIT — needs 26.1 GiB of 23.55 GiB usable of 23.99 GiB (short by 2.55 GiB)"
+        )
+        .as_deref(),
+        Ok("RTX 4090：放不下——需要 26.1 GiB，可用 23.55 GiB（整卡 23.99 GiB）（缺 2.55 GiB）")
+    );
+}
+
+#[test]
+fn nested_sentences_and_lists_translate_part_by_part() {
+    assert_eq!(
+        translate(
+            Lang::Zh,
+            "task infer, weights bf16, kv fp16, batch 1, seq 4096, concurrency 1; 1 GPU (TP 1 × PP 1 × DP 1)"
+        )
+        .as_deref(),
+        Ok("任务 infer，权重 bf16，KV fp16，批大小 1，序列长度 4096，并发 1；1 GPU (TP 1 × PP 1 × DP 1)")
+    );
+    // one part without Chinese: the whole line is untranslated, never half
+    assert!(translate(Lang::Zh, "task infer, weights bf16, flux capacitor 3").is_err());
+}
+
+#[test]
+fn english_is_untouched_and_names_need_no_translation() {
+    assert_eq!(translate(Lang::En, "peak phase: prefill").as_deref(), Ok("peak phase: prefill"));
+    assert!(!needs_translation("llama-3.1-8b"));
+    assert!(!needs_translation("16,060,522,496"));
+    assert!(!needs_translation("vramfit plan llama-2-7b --have rtx-3090"));
+    assert!(needs_translation("peak phase: prefill"));
+    assert_eq!(translate(Lang::Zh, "kv_cache").as_deref(), Ok("KV 缓存"));
+    assert_eq!(Lang::from_locale("zh_CN.UTF-8"), Lang::Zh);
+    assert_eq!(Lang::from_locale("en_US.UTF-8"), Lang::En);
+    assert_eq!(Lang::from_locale("C"), Lang::En);
+}
+
+#[test]
+fn a_table_is_redrawn_to_the_chinese_widths() {
+    let t = "┌──────────┬─────────┐\n│ category ┆ per GPU │\n╞══════════╪═════════╡\n│ weights  ┆ 1.0 GiB │\n└──────────┴─────────┘\npeak phase: prefill";
+    let l = localize_text(t, Lang::Zh);
+    assert_eq!(l.missing, Vec::<String>::new());
+    let lines: Vec<&str> = l.text.lines().collect();
+    assert_eq!(lines[1], "│ 类别 ┆ 每卡    │");
+    assert_eq!(lines[3], "│ 权重 ┆ 1.0 GiB │");
+    assert_eq!(lines[5], "峰值阶段：prefill");
+    let w = crate::format::display_width(lines[0]);
+    assert!(lines[..5].iter().all(|x| crate::format::display_width(x) == w), "{}", l.text);
+}
+
+#[test]
+fn untranslated_lines_are_returned_and_kept() {
+    let l = localize_text("peak phase: prefill\nthe flux capacitor is warm", Lang::Zh);
+    assert_eq!(l.missing, vec!["the flux capacitor is warm".to_string()]);
+    assert!(l.text.ends_with("the flux capacitor is warm"));
+}
+
+#[test]
+fn json_sentences_translate_and_values_do_not() {
+    let mut v = serde_json::json!({"verdict": "fits", "notes": ["split over 2 GPUs (TP 2 × PP 1); figures are for the worst GPU"], "model": "llama-2-7b"});
+    let missing = localize_json(&mut v, Lang::Zh);
+    assert!(missing.is_empty(), "{missing:?}");
+    assert_eq!(v["verdict"], "fits");
+    assert_eq!(v["model"], "llama-2-7b");
+    assert_eq!(v["notes"][0], "切分到 2 张 GPU（TP 2 × PP 1）；数字按占用最多的那张卡");
+}
