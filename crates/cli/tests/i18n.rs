@@ -11,7 +11,7 @@ use vramfit_report::i18n::{localize_json, localize_text, Lang};
 /// tasks, fits and misses, capacity and the sweep (the README tour's
 /// estimate lines among them), a training plan, a diagnosis, a check
 /// and MIG plans. Add a case here when a renderer gains a
-/// sentence. Not yet here: `--explain`, gguf, inference plans.
+/// sentence. Not yet here: `--explain`, gguf.
 const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"], 0),
     (&["estimate", "llama-2-7b", "--batch", "32", "--context", "4096"], 0),
@@ -78,6 +78,13 @@ const CORPUS: &[(&[&str], i32)] = &[
     ),
     (&["mig", "plan", "--gpu", "a100-40gb", "--service", "chat-1=12GiB"], 0),
     (&["plan", "llama-2-7b", "--task", "train", "--have", "rtx-3090", "--allow", "lora,qlora"], 0),
+    // inference plans, a serving engine's cap, clusters, a deadline, a launcher, expert parallelism
+    (&["plan", "llama-2-13b", "--dtype", "fp16", "--have", "rtx-3090"], 0),
+    (&["plan", "llama-3.1-70b", "--concurrency", "32", "--context", "8192", "--engine", "vllm"], 0),
+    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"], 0),
+    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "24"], 1),
+    (&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed"], 0),
+    (&["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "8", "--dtype", "fp8", "--gpu", "h200"], 0),
 ];
 
 #[test]
