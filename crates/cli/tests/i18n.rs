@@ -11,7 +11,7 @@ use vramfit_report::i18n::{localize_json, localize_text, Lang};
 /// tasks, fits and misses, capacity and the sweep (the README tour's
 /// estimate lines among them), a training plan, a diagnosis, a check
 /// and MIG plans. Add a case here when a renderer gains a
-/// sentence. Not yet here: `--explain`, gguf.
+/// sentence. Not yet here: `--explain`.
 const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"], 0),
     (&["estimate", "llama-2-7b", "--batch", "32", "--context", "4096"], 0),
@@ -85,6 +85,10 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "24"], 1),
     (&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed"], 0),
     (&["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "8", "--dtype", "fp8", "--gpu", "h200"], 0),
+    // GGUF under llama.cpp: a MoE file on one card, a dense one split with the host, a recurrent one
+    (&["estimate", "../../fuzz/seeds/ingest_gguf/moe_f16.gguf", "--gpu", "rtx-4090"], 0),
+    (&["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--gpu", "rtx-4090", "-ngl", "1", "-np", "4"], 0),
+    (&["estimate", "../../fuzz/seeds/ingest_gguf/mamba.gguf", "--gpu", "rtx-4090"], 0),
 ];
 
 #[test]
