@@ -300,7 +300,10 @@ fn serving_recommendation_is_what_the_command_starts() {
                 )
             };
             let replicas = s["replicas"].as_u64().unwrap();
-            assert_eq!((tp, pp, dp), (s["tp"].as_u64(), s["pp"].as_u64(), Some(replicas)), "{job:?} {l}\n{out}\n{s}");
+            // replicas spread over machines run one server per machine
+            let machines = rec["machines"].as_u64().unwrap();
+            let per_server = if out.contains("balance requests over the") { replicas / machines } else { replicas };
+            assert_eq!((tp, pp, dp), (s["tp"].as_u64(), s["pp"].as_u64(), Some(per_server)), "{job:?} {l}\n{out}\n{s}");
             assert_eq!(ctx, job.iter().position(|a| *a == "--context").and_then(|i| job[i + 1].parse().ok()));
             assert_eq!(seqs, Some(s["global_batch"].as_u64().unwrap().div_ceil(replicas)));
             assert_eq!(out.contains("--kv-cache-dtype"), s["kv_dtype"] == "fp8", "{out}");

@@ -798,6 +798,13 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
     let pp = s.pp.max(1);
     let replicas = s.replicas.max(1);
     let seqs = s.global_batch.div_ceil(replicas).max(1);
+    let nodes = t.machines.max(1);
+    // replicas that each fit one machine run as one server per machine, each
+    // with its share of the replicas, behind a load balancer; a model that
+    // spans machines joins them with the engine's multi-node mode
+    let per_machine = (s.gpus / nodes).max(1);
+    let spread = nodes > 1 && tp * pp <= per_machine && replicas.is_multiple_of(nodes);
+    let dp = if spread { replicas / nodes } else { replicas };
     let fp8_kv = s.kv_dtype.is_some_and(|k| k.bits() == 8);
     let quant = s.weights.as_deref().unwrap_or("");
     let mut notes: Vec<String> = Vec::new();
@@ -809,8 +816,8 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
             if pp > 1 {
                 a.push(format!("--pipeline-parallel-size {pp}"));
             }
-            if replicas > 1 {
-                a.push(format!("--data-parallel-size {replicas}"));
+            if dp > 1 {
+                a.push(format!("--data-parallel-size {dp}"));
             }
             a.push(format!("--max-model-len {}", t.context));
             a.push(format!("--max-num-seqs {seqs}"));
@@ -824,8 +831,8 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
             if pp > 1 {
                 a.push(format!("--pp-size {pp}"));
             }
-            if replicas > 1 {
-                a.push(format!("--dp-size {replicas}"));
+            if dp > 1 {
+                a.push(format!("--dp-size {dp}"));
             }
             a.push(format!("--context-length {}", t.context));
             a.push(format!("--max-running-requests {seqs}"));
@@ -843,8 +850,12 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
             t.serve_id
         ));
     }
-    let nodes = t.machines.max(1);
-    if nodes > 1 {
+    if spread {
+        notes.push(format!(
+            "# {nodes} machines: run this on each ({dp} replica{} per machine) and balance requests over the {nodes} servers",
+            if dp == 1 { "" } else { "s" }
+        ));
+    } else if nodes > 1 {
         match l {
             Launcher::Vllm => notes.push(format!(
                 "# {nodes} machines: start a Ray cluster over them (`ray start --head` on the first, `ray start --address=<head>:6379` on the others), then run this on the head"
@@ -861,7 +872,8 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
         Launcher::Vllm => "vLLM's default --gpu-memory-utilization 0.9",
         _ => "SGLang's --mem-fraction-static, chosen at start-up from the card",
     };
-    notes.push(format!("# sized with {what}; {seqs} sequences of up to {} tokens per replica", t.context));
+    let plural = if seqs == 1 { "" } else { "s" };
+    notes.push(format!("# sized with {what}; {seqs} sequence{plural} of up to {} tokens per replica", t.context));
     let mut text = String::new();
     for n in &notes {
         text.push_str(n);
