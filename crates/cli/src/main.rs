@@ -33,7 +33,10 @@ fn main() -> ExitCode {
             ExitCode::from(out.code)
         }
         Err(e) => {
-            to_stderr(&format!("vramfit: error: {}", error_text(&e)));
+            // the message in the text language when the catalogue has it, else as written
+            let text = error_text(&e);
+            let text = vramfit_report::i18n::translate(lang, &text).unwrap_or(text);
+            to_stderr(&format!("vramfit: error: {text}"));
             ExitCode::from(exit_code(&e))
         }
     }

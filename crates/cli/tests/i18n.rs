@@ -202,3 +202,25 @@ fn chinese_text_fits_the_width() {
         assert!(vramfit_report::format::display_width(l) <= 60, "{l:?} is wider than 60 columns:\n{text}");
     }
 }
+
+/// The commonest first-contact errors read in Chinese with `--lang zh`
+/// (stderr; the exit code and the English text without it unchanged); an
+/// error the catalogue lacks stays English rather than half-translated.
+#[test]
+fn common_errors_in_chinese() {
+    for (args, zh, en) in [
+        (&["estimate", "no-such-model"][..], "未知模型 'no-such-model'", "unknown model 'no-such-model'"),
+        (&["estimate", "llama-2-7b", "--batch", "0"][..], "--batch 至少为 1", "--batch must be at least 1"),
+        (&["estimate", "llama-2-7b", "--gpu", "h2"][..], "GPU 名称 'h2' 有歧义", "GPU name 'h2' is ambiguous"),
+        (
+            &["estimate", "llama-2-7b", "--tp", "3"][..],
+            "张量并行度不能整除 32 个注意力头",
+            "does not divide the 32 attention heads",
+        ),
+    ] {
+        let (_, err) = run(&[args, &["--lang", "zh"][..]].concat(), 2);
+        assert!(err.starts_with("vramfit: error: ") && err.contains(zh), "{args:?}: {err}");
+        let (_, err) = run(args, 2);
+        assert!(err.contains(en), "{args:?}: {err}");
+    }
+}
