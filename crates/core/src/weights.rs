@@ -140,26 +140,12 @@ pub fn push_weights(
     tp: u64,
     pp: u64,
 ) -> Result<WeightBytes, CoreError> {
-    push_weights_with(ledger, layout, layers, dtype, quant, false, tp, pp)
+    push_weights_ep(ledger, layout, layers, dtype, quant, false, tp, pp, 1, 0)
 }
 
 /// As [`push_weights`], with the output head quantized too when
-/// `quantize_head` (LitGPT's bitsandbytes precision replaces every `nn.Linear`).
-#[allow(clippy::too_many_arguments)]
-pub fn push_weights_with(
-    ledger: &mut Ledger,
-    layout: &ParamLayout,
-    layers: u64,
-    dtype: DType,
-    quant: Option<&QuantSpec>,
-    quantize_head: bool,
-    tp: u64,
-    pp: u64,
-) -> Result<WeightBytes, CoreError> {
-    push_weights_ep(ledger, layout, layers, dtype, quant, quantize_head, tp, pp, 1, 0)
-}
-
-/// As [`push_weights_with`], with the routed experts split whole over `ep`
+/// `quantize_head` (LitGPT's bitsandbytes precision replaces every
+/// `nn.Linear`), and the routed experts split whole over `ep`
 /// expert-parallel ranks (each rank holds ⌈experts / ep⌉ of the `experts`
 /// of every MoE layer, unsplit by TP: vLLM `FusedMoE` with
 /// `--enable-expert-parallel` places `local_num_experts` per EP rank,
