@@ -82,7 +82,8 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["plan", "llama-2-13b", "--dtype", "fp16", "--have", "rtx-3090"], 0),
     (&["plan", "llama-3.1-70b", "--concurrency", "32", "--context", "8192", "--engine", "vllm"], 0),
     (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"], 0),
-    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "24"], 1),
+    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "24"], 0),
+    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "12"], 1),
     (&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed"], 0),
     (&["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "8", "--dtype", "fp8", "--gpu", "h200"], 0),
     // GGUF under llama.cpp: a MoE file on one card, a dense one split with the host, a recurrent one

@@ -246,16 +246,27 @@ fn launcher_conflicts_and_inference_are_refused() {
 }
 
 /// When the launcher cannot run the best plan overall, the report says what
-/// that plan needs and what it bills, and names it in `best_overall`.
+/// that plan needs and what it bills, and names it in `best_overall`: a 405B
+/// full fine-tune's best is TP 8 × PP 12 across 12 machines, which DeepSpeed
+/// cannot run on a Hugging Face model; DeepSpeed's own best (ZeRO-3 on the
+/// same machines) bills the same month and takes longer — the days are what
+/// the best saves.
 #[test]
 fn the_best_plan_a_launcher_cannot_run_is_named() {
-    let v = json(&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed", "--json"], 0);
+    let args = ["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"];
+    let v = json(&[&args[..], &["--launcher", "deepspeed", "--json"]].concat(), 0);
     let best = &v["best_overall"];
     assert!(best.is_object(), "{v}");
     assert!(best["setup"]["pp"].as_u64().unwrap() > 1 || best["setup"]["tp"].as_u64().unwrap() > 1, "{best}");
+    let rec = &v["recommended"];
+    assert!(rec["setup"]["tp"] == 1 && rec["setup"]["pp"] == 1, "{rec}");
+    assert!(best["job_hours"].as_f64().unwrap() < rec["job_hours"].as_f64().unwrap() * 0.9, "{best}\n{rec}");
     let notes: Vec<&str> = v["notes"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
     assert!(notes[0].starts_with("deepspeed cannot launch the best plan overall"), "{notes:?}");
     assert!(notes[0].contains("for the job, this plan"), "{notes:?}");
+    // without a launcher the same plan is the recommendation
+    let free = json(&[&args[..], &["--json"]].concat(), 0);
+    assert_eq!(free["recommended"]["setup"], best["setup"]);
 }
 
 /// Serving plans: `plan … --launcher vllm|sglang --json` recommends the split

@@ -233,6 +233,10 @@ fn deadline_reason(job: Job, fastest: Option<&PlanRow>, none_meets: bool) -> Opt
     }
 }
 
+/// A plan at the same bill is named as the better one overall when it
+/// finishes the job at least this much sooner.
+const FASTER_BY: f64 = 0.1;
+
 /// With a launcher: the best plan overall when the launcher cannot run it,
 /// and a first note saying what it needs and what it bills.
 fn best_overall(
@@ -244,8 +248,15 @@ fn best_overall(
     let free = plan(&PlanRequest { launcher: None, ..req.clone() })?;
     let Some(b) = free.recommended else { return Ok(None) };
     let why = crate::emit::check(l, &b.setup).err().map(|e| e.to_string()).unwrap_or_default();
+    // named when it is cheaper, or as cheap and clearly faster (a monthly bill
+    // is the same for a job of 3.7 or 4.7 days: the days are what it saves)
+    let ranks_ahead = |r: &PlanRow| {
+        b.rank_cost < r.rank_cost * (1.0 - crate::rank::PRICE_TIE)
+            || (!crate::rank::costs_more(b.rank_cost, r.rank_cost)
+                && matches!((b.job_hours, r.job_hours), (Some(bh), Some(rh)) if bh < rh * (1.0 - FASTER_BY)))
+    };
     match rec {
-        Some(r) if b.rank_cost < r.rank_cost * (1.0 - crate::rank::PRICE_TIE) => {
+        Some(r) if ranks_ahead(r) => {
             let hours = |h: Option<f64>| match h {
                 Some(h) if h < 48.0 => format!(" in {h:.1} h"),
                 Some(h) => format!(" in {:.1} days", h / 24.0),

@@ -37,7 +37,7 @@ pub fn costs_more(a: f64, b: f64) -> bool {
 pub fn order(a: &Scored, b: &Scored) -> Ordering {
     cost_bucket(a.cost_key())
         .cmp(&cost_bucket(b.cost_key()))
-        .then(a.complexity.cmp(&b.complexity))
+        .then(a.ranked_complexity().cmp(&b.ranked_complexity()))
         .then(a.inexact.cmp(&b.inexact))
         .then(a.billed_mid().total_cmp(&b.billed_mid()))
         .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
@@ -61,7 +61,10 @@ pub fn best_where(candidates: &[Scored], f: impl Fn(&Scored) -> bool) -> Option<
 
 /// Simpler first, then faster: how own-card setups (no bill) are compared.
 pub fn simpler_then_faster(a: &Scored, b: &Scored) -> Ordering {
-    a.complexity.cmp(&b.complexity).then(a.inexact.cmp(&b.inexact)).then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
+    a.ranked_complexity()
+        .cmp(&b.ranked_complexity())
+        .then(a.inexact.cmp(&b.inexact))
+        .then(b.tokens_per_s.total_cmp(&a.tokens_per_s))
 }
 
 /// The setup moves optimizer states or parameters to the host.

@@ -20,7 +20,8 @@ use crate::pricing::{Offer, PriceBook, PriceRange, Term, HOURS_PER_MONTH};
 use crate::rank::{better, is_unchanged, offloads, same_method};
 use crate::time::{Device, InferTime, StepTime, TimeModel};
 use crate::types::{
-    global_batch, Allow, Billing, Complexity, InferKey, Job, MemEntry, MemKey, MemSummary, Scored, TrainKey, Work,
+    global_batch, pipeline_min_micro_batches, Allow, Billing, Complexity, InferKey, Job, MemEntry, MemKey, MemSummary,
+    Scored, TrainKey, Work,
 };
 use crate::work::{train_work, work_of};
 use std::collections::HashMap;
@@ -574,7 +575,7 @@ impl<'a> Search<'a> {
     /// The share a setup's moving parts add to its bill in the ranking (see
     /// [`Complexity::premium`] and the premiums above).
     fn premium(&self, e: &MemEntry, gpus: u64, machines: u64) -> f64 {
-        e.complexity.premium()
+        e.complexity.ranked_across(machines).premium()
             + if gpus > 1 { MULTI_GPU_PREMIUM } else { 0.0 }
             + if machines > 1 { MULTI_MACHINE_PREMIUM } else { 0.0 }
             + INEXACT_PREMIUM * e.inexact as f64
@@ -782,7 +783,7 @@ impl<'a> Search<'a> {
                 let ckpts = [Checkpointing::Full, Checkpointing::Selective, Checkpointing::None];
                 for l in &layouts {
                     let dp = (gpus / (l.tp * l.pp)).max(1);
-                    let micros = micro_batches(gb, dp, t.batch);
+                    let micros = micro_batches(gb.max(dp * pipeline_min_micro_batches(l.pp)), dp, t.batch);
                     for &kind in &kinds {
                         for &precision in &precisions {
                             for &optimizer in &optimizers {
@@ -1060,7 +1061,12 @@ pub fn layouts(spec: &ModelSpec, gpus: u64, base: &Workload) -> Vec<Layout> {
         if !spec.num_heads.is_multiple_of(tp) {
             continue;
         }
-        for pp in powers_of_two_upto((gpus / tp).min(MAX_SEARCH_PP)) {
+        // every stage count that divides the GPUs left after TP, not only powers of
+        // two: 12 machines of 8 run TP 8 × PP 12 (stages need not divide the layers:
+        // DeepSpeed's `PipelineModule` partitions by parameters, Megatron-LM by
+        // `--decoder-first-pipeline-num-layers`, torchtitan by its split points; the
+        // estimate sizes the fullest stage, ⌈L / pp⌉ layers)
+        for pp in (1..=(gpus / tp).min(MAX_SEARCH_PP)).filter(|pp| (gpus / tp).is_multiple_of(*pp)) {
             if !gpus.is_multiple_of(tp * pp) || pp > spec.num_layers {
                 continue;
             }

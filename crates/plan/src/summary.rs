@@ -4,7 +4,7 @@
 //! equal to each type's `name()`/`key()`; a dtype is written by its
 //! [`DType::name`], a switch by its `Display`).
 
-use crate::types::global_batch;
+use crate::types::{global_batch, pipeline_min_micro_batches, PP_MICRO_BATCHES_PER_STAGE};
 use serde::{Serialize, Serializer};
 use std::fmt;
 use vramfit_core::dtype::DType;
@@ -143,6 +143,9 @@ pub enum Switch {
     GlobalBatch {
         asked: u64,
         runs: u64,
+        /// pipeline stages of the plan: past one, the batch may have been
+        /// raised to fill the pipeline ([`pipeline_min_micro_batches`])
+        pipeline_stages: u64,
     },
     Weights(String),
     KvDtype(DType),
@@ -160,10 +163,20 @@ impl fmt::Display for Switch {
             Switch::MicroBatch { micro_batch, grad_accum } => {
                 write!(f, "micro-batch {micro_batch} × accum {grad_accum}")
             }
-            Switch::GlobalBatch { asked, runs } => write!(
-                f,
-                "global batch {asked} → {runs} (the ranks cannot split {asked} sequences: rescale the learning rate and schedule)"
-            ),
+            Switch::GlobalBatch { asked, runs, pipeline_stages } => {
+                let fill = pipeline_min_micro_batches(*pipeline_stages);
+                if *pipeline_stages > 1 && *asked < fill {
+                    write!(
+                        f,
+                        "global batch {asked} → {runs} (a pipeline of {pipeline_stages} stages runs at least {fill} micro-batches a step, {PP_MICRO_BATCHES_PER_STAGE} per stage, to keep its idle bubble under a quarter of the step: rescale the learning rate and schedule)"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "global batch {asked} → {runs} (the ranks cannot split {asked} sequences: rescale the learning rate and schedule)"
+                    )
+                }
+            }
             Switch::Weights(w) => write!(f, "weights {w}"),
             Switch::KvDtype(d) => write!(f, "kv {d}"),
             Switch::OffloadOptimizer(o) => write!(f, "offload optimizer → {}", o.key()),
@@ -202,7 +215,11 @@ pub fn switches(base: &Workload, w: &Workload) -> Vec<Switch> {
         v.push(Switch::MicroBatch { micro_batch: b.micro_batch, grad_accum: b.grad_accum });
     }
     if a.global_batch != b.global_batch && b.method.is_training() {
-        v.push(Switch::GlobalBatch { asked: a.global_batch, runs: b.global_batch });
+        v.push(Switch::GlobalBatch {
+            asked: a.global_batch,
+            runs: b.global_batch,
+            pipeline_stages: w.parallelism.pp.max(1),
+        });
     }
     v.extend(changed(a.weights.clone(), b.weights.clone()).map(Switch::Weights));
     v.extend(changed(a.kv_dtype, b.kv_dtype).map(Switch::KvDtype));

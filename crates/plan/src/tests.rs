@@ -524,3 +524,28 @@ fn fast_path_grid_matches_estimate() {
     }
     assert!(valid * 10 >= all * 9, "{valid} of {all} setups valid");
 }
+
+/// Across machines ZeRO ranks as TP/PP do (the faster wins at the same
+/// bill); inside one machine the order of moving parts stands.
+#[test]
+fn zero_ranks_as_model_parallel_only_across_machines() {
+    use crate::types::Complexity;
+    assert_eq!(Complexity::Zero3.ranked_across(1), Complexity::Zero3);
+    assert_eq!(Complexity::Zero12.ranked_across(1), Complexity::Zero12);
+    assert_eq!(Complexity::Zero3.ranked_across(2), Complexity::ModelParallel);
+    assert_eq!(Complexity::Zero12.ranked_across(12), Complexity::ModelParallel);
+    assert_eq!(Complexity::Plain.ranked_across(2), Complexity::Plain);
+    assert_eq!(Complexity::OffloadOptimizer.ranked_across(2), Complexity::OffloadOptimizer);
+}
+
+/// A pipeline gets 4 micro-batches per stage: (p − 1) / 4p < 25 % bubble.
+#[test]
+fn a_pipeline_is_filled_with_four_micro_batches_per_stage() {
+    use crate::types::pipeline_min_micro_batches;
+    assert_eq!(pipeline_min_micro_batches(1), 1);
+    assert_eq!(pipeline_min_micro_batches(12), 48);
+    for p in 2..=16u64 {
+        let m = pipeline_min_micro_batches(p) as f64;
+        assert!((p as f64 - 1.0) / m < 0.25, "{p}");
+    }
+}

@@ -190,6 +190,21 @@ pub enum Complexity {
 }
 
 impl Complexity {
+    /// The complexity a setup is ranked at on `machines` machines. Within one
+    /// machine ZeRO/FSDP is simpler than TP/PP (one config file, any model).
+    /// Across machines it is not: every sharded layout needs the same cluster
+    /// launch (hostfile, NCCL over the fabric), and ZeRO-3 gathers every
+    /// parameter over the fabric each micro-batch, the traffic TP inside the
+    /// machine and PP between machines avoid — the guide's advice past ~16
+    /// cards is 3D parallelism. So across machines ZeRO-1/2/3 rank as TP/PP do
+    /// and, at the same bill, the faster layout wins.
+    pub fn ranked_across(self, machines: u64) -> Complexity {
+        match self {
+            Complexity::Zero12 | Complexity::Zero3 if machines > 1 => Complexity::ModelParallel,
+            c => c,
+        }
+    }
+
     pub fn of(key: &MemKey) -> Complexity {
         if key.train.is_none() {
             // serving engines split a model over TP/PP ranks with one flag
@@ -318,6 +333,11 @@ pub struct Scored {
 }
 
 impl Scored {
+    /// The complexity the ranking compares ([`Complexity::ranked_across`]).
+    pub fn ranked_complexity(&self) -> Complexity {
+        self.complexity.ranked_across(self.machines)
+    }
+
     /// Ranking key inside a currency.
     pub fn cost_key(&self) -> f64 {
         self.rank_cost
@@ -332,4 +352,22 @@ impl Scored {
 /// Global batch (sequences per optimizer step) of the user's job.
 pub fn global_batch(t: &TrainSetup, par: &Parallelism) -> u64 {
     t.batch.max(1).saturating_mul(t.grad_accum.max(1)).saturating_mul(par.dp().max(1))
+}
+
+/// Micro-batches a pipeline of `pp` stages is given per optimizer step at
+/// least: 1F1B idles (p − 1) / m of the step (Narayanan et al. 2021, §2.2),
+/// so one micro-batch through twelve stages wastes eleven twelfths of the
+/// machine. The paper's published runs keep m ≥ 8p (Table 1: 175B, PP 16,
+/// 128 micro-batches per pipeline); the planner asks at least 4p (a bubble
+/// under 25 %), raising the global batch when the user's is smaller — a
+/// change the plan reports, as it does for data-parallel ranks.
+pub const PP_MICRO_BATCHES_PER_STAGE: u64 = 4;
+
+/// The fewest sequences one data-parallel rank of a `pp`-stage layout runs per step.
+pub fn pipeline_min_micro_batches(pp: u64) -> u64 {
+    if pp > 1 {
+        pp.saturating_mul(PP_MICRO_BATCHES_PER_STAGE)
+    } else {
+        1
+    }
 }
