@@ -39,6 +39,7 @@ fn run(cat: &Catalogue, m: &ModelSpec, w: &Workload, have: Option<&str>, allow: 
         top: 20,
         time: TimeModel::default(),
         launcher: None,
+        output_len: None,
     })
     .unwrap()
 }

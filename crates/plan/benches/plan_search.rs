@@ -137,6 +137,7 @@ fn bench(c: &mut Criterion) {
             top: 10,
             time: tm.clone(),
             launcher: None,
+            output_len: None,
         };
         let first = plan(&req).expect("plans");
         eprintln!(

@@ -57,5 +57,5 @@ pub use request::PlanRequest;
 pub use runnable::{runnable_plan, NotRunnable, Replaced, RunnablePlan};
 pub use search::Search;
 pub use summary::{summarize, switches, Method, SetupSummary, Switch};
-pub use time::{StepTime, TimeModel};
+pub use time::{Requests, StepTime, TimeModel};
 pub use types::{default_job, Allow, Billing, Complexity, Job, MemKey, Scored, DEFAULT_TRAIN_TOKENS};

@@ -78,6 +78,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     let mut search = Search::new(req.model, &base, req.gpus, req.book, &req.time, job, req.allow);
     search.pinned = pinned.clone();
     search.launcher = req.launcher;
+    search.requests = req.requests();
     search.run();
     let currencies = currencies(req.book);
     let ranked = ranked(&search, &currencies, req.top);
@@ -158,7 +159,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
             Task::Train(_) => JobKind::Train,
             Task::Inference(_) => JobKind::Inference,
         },
-        job: JobSize { tokens, hours, assumed },
+        job: JobSize { tokens, hours, assumed, requests: req.requests() },
         pinned: pinned.as_ref().map(layout_words),
         params_total: base_ledger.params_total,
         baseline_bytes: Some(baseline),
@@ -506,6 +507,7 @@ fn own_card(
     s.pinned = pinned.cloned();
     s.check_ram = false;
     s.launcher = req.launcher;
+    s.requests = req.requests();
     s.run();
     let mut best: Option<&Scored> = None;
     for c in s.scored.iter().filter(|c| c.gpus == n && (pinned.is_some() || rental_offloads || !s.offloads(c))) {
@@ -557,6 +559,7 @@ fn on_have(req: &PlanRequest, single: &Workload, g: &GpuSpec, job: Job) -> Optio
     let one = std::slice::from_ref(g);
     let mut s2 = Search::new(req.model, single, one, &book, &req.time, job, Allow::default());
     s2.check_ram = false;
+    s2.requests = req.requests();
     s2.run();
     let mut best: Option<&Scored> = None;
     for c in s2.scored.iter().filter(|c| c.gpus >= 2 && s2.same_method(c) && !s2.offloads(c)) {

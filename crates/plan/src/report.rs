@@ -9,7 +9,7 @@ use crate::emit::Launcher;
 use crate::ladder::Ladder;
 use crate::pricing::{Fabric, OfferFlag, PriceRange};
 use crate::summary::{SetupSummary, Switch};
-use crate::time::StepTime;
+use crate::time::{Requests, StepTime};
 use crate::types::{Billing, Complexity};
 use serde::Serialize;
 use vramfit_core::hardware::Link;
@@ -172,6 +172,8 @@ pub struct JobSize {
     pub hours: Option<f64>,
     /// the user gave none: this is the planner's default (stated in the output)
     pub assumed: bool,
+    /// serving: the requests the throughput counts (prompt prefilled, then output decoded)
+    pub requests: Option<Requests>,
 }
 
 /// The planner's answer.

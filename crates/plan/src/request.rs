@@ -4,11 +4,11 @@
 
 use crate::emit::Launcher;
 use crate::pricing::PriceBook;
-use crate::time::TimeModel;
+use crate::time::{Requests, TimeModel};
 use crate::types::{Allow, Job};
 use vramfit_core::hardware::GpuSpec;
 use vramfit_core::model::ModelSpec;
-use vramfit_core::workload::Workload;
+use vramfit_core::workload::{Task, Workload};
 
 /// Everything the planner needs.
 #[derive(Debug, Clone)]
@@ -28,4 +28,18 @@ pub struct PlanRequest<'a> {
     /// the launcher the plan must be runnable by (`--emit`): only setups it
     /// can express are searched (None: every setup)
     pub launcher: Option<Launcher>,
+    /// serving: tokens each request generates (`--output-len`; the rest of
+    /// the context is its prompt); None: half the context, assumed
+    pub output_len: Option<u64>,
+}
+
+impl PlanRequest<'_> {
+    /// The requests a serving plan is timed for (None: training, or an output
+    /// that leaves no prompt).
+    pub fn requests(&self) -> Option<Requests> {
+        match &self.workload.task {
+            Task::Inference(s) => Requests::of(s.context, self.output_len),
+            Task::Train(_) => None,
+        }
+    }
 }

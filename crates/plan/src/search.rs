@@ -18,7 +18,7 @@
 use crate::emit::{key_expressible, Launcher};
 use crate::pricing::{Offer, PriceBook, PriceRange, Term, HOURS_PER_MONTH};
 use crate::rank::{better, is_unchanged, offloads, same_method};
-use crate::time::{Device, InferTime, StepTime, TimeModel};
+use crate::time::{Device, InferTime, Requests, StepTime, TimeModel};
 use crate::types::{
     global_batch, pipeline_min_micro_batches, Allow, Billing, Complexity, InferKey, Job, MemEntry, MemKey, MemSummary,
     Scored, TrainKey, Work,
@@ -118,6 +118,9 @@ pub struct Search<'a> {
     pub check_ram: bool,
     /// only setups this launcher can express are searched (`--emit`)
     pub launcher: Option<Launcher>,
+    /// serving: the requests the throughput counts (prefill then decode);
+    /// None: decode steps only
+    pub requests: Option<Requests>,
     pub entries: Vec<MemEntry>,
     index: HashMap<MemKey, u32>,
     /// GPU spec of each offer (None: the offer names an unknown GPU)
@@ -204,6 +207,7 @@ impl<'a> Search<'a> {
             pinned: None,
             check_ram: true,
             launcher: None,
+            requests: None,
             entries: Vec::new(),
             index: HashMap::new(),
             offer_gpu,
@@ -620,7 +624,11 @@ impl<'a> Search<'a> {
             }
             Work::Infer(w) => {
                 let it = self.time.infer(&w, &dev);
-                (StepTime::default(), it, it.decode_tokens_per_s, 1.0)
+                let tps = match self.requests {
+                    Some(r) => self.time.served_tokens_per_s(&w, &it, &dev, r),
+                    None => it.decode_tokens_per_s,
+                };
+                (StepTime::default(), it, tps, 1.0)
             }
         };
         let u = units as f64;

@@ -91,6 +91,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         top: 50,
         time: TimeModel::default(),
         launcher: None,
+        output_len: None,
     }
 }
 

@@ -357,6 +357,45 @@ pub struct InferWork {
     pub tp: f64,
     pub pp: f64,
     pub layers: f64,
+    /// active parameters (2 FLOPs each per prefilled token)
+    #[serde(default)]
+    pub params_active: f64,
+    /// hidden size (the attention term of a prefill: 2 · layers · hidden · position)
+    #[serde(default)]
+    pub hidden: f64,
+}
+
+impl InferWork {
+    /// FLOPs to prefill one sequence's prompt of `prompt` tokens, whole
+    /// model: 2·N per token plus causal attention over the positions before
+    /// it, 2·L·h·prompt per token on average (the QKᵀ and AV matmuls over
+    /// half the prompt² scores, ×2 FLOPs each).
+    pub fn prompt_flops(&self, prompt: f64) -> f64 {
+        (2.0 * self.params_active + 2.0 * self.layers * self.hidden * prompt) * prompt
+    }
+}
+
+/// The requests a serving plan is timed for: each prefills `prompt` tokens,
+/// then generates `output` ones.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Requests {
+    pub prompt: u64,
+    pub output: u64,
+    /// `output` is the planner's assumption (half the context), not the user's `--output-len`
+    pub assumed: bool,
+}
+
+impl Requests {
+    /// Requests of `context` tokens generating `output_len` each (None:
+    /// half the context, assumed). `None` when the output leaves no prompt.
+    pub fn of(context: u64, output_len: Option<u64>) -> Option<Requests> {
+        let context = context.max(1);
+        let (output, assumed) = match output_len {
+            Some(o) => (o, false),
+            None => ((context / 2).max(1), true),
+        };
+        (output >= 1 && output < context).then_some(Requests { prompt: context - output, output, assumed })
+    }
 }
 
 /// Decode and prefill throughput.
@@ -386,6 +425,26 @@ impl TimeModel {
             decode_step_s: step,
             decode_tokens_per_s: if step > 0.0 { w.replicas.max(1.0) * w.concurrency / step } else { 0.0 },
             prefill_s: prefill,
+        }
+    }
+
+    /// Generated tokens/s of a server running `r`-shaped requests: each
+    /// replica takes `concurrency` requests together, prefills their prompts
+    /// (compute-bound, at the prefill MFU over its TP × PP GPUs), then decodes
+    /// their outputs a step at a time (`t`, from [`TimeModel::infer`]); the
+    /// two are added (the engine's chunked prefill can hide part of one
+    /// behind the other: this is the slower bound). A 128K-token prompt on an
+    /// 8B model is ~2.2 PFLOP, tens of seconds on one card: decode-only
+    /// figures would hide it.
+    pub fn served_tokens_per_s(&self, w: &InferWork, t: &InferTime, dev: &Device, r: Requests) -> f64 {
+        let output = r.output as f64;
+        let prefill = w.concurrency * w.prompt_flops(r.prompt as f64)
+            / (w.tp.max(1.0) * w.pp.max(1.0) * dev.flops * self.prefill_mfu);
+        let round = prefill + output * t.decode_step_s;
+        if round > 0.0 {
+            w.replicas.max(1.0) * w.concurrency * output / round
+        } else {
+            0.0
         }
     }
 }
@@ -497,6 +556,8 @@ mod tests {
             tp: 1.0,
             pp: 1.0,
             layers: 32.0,
+            params_active: 6.5e9,
+            hidden: 4096.0,
         };
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
@@ -509,5 +570,41 @@ mod tests {
         assert_eq!(tm.mfu_for(&a100()), 0.55);
         tm.mfu_by_gpu.insert("a100-80gb-sxm".into(), 0.5);
         assert_eq!(tm.mfu_for(&a100()), 0.5);
+    }
+
+    /// A 128K-token prompt on an 8B model, then 512 generated tokens, on one
+    /// A100 (issue 22: the prefill is tens of seconds, not free). By hand:
+    /// prompt FLOPs (2 × 8.03e9 + 2 × 32 × 4096 × 130560) × 130560 = 6.5653e15;
+    /// at 312 TFLOP/s × 0.5: 42.08 s. Decode: 16 GB / (2039 GB/s × 0.8) = 9.809
+    /// ms a step, × 512 = 5.02 s. 512 tokens / 47.10 s = 10.87 tokens/s.
+    #[test]
+    fn a_long_prompt_prefill_is_counted() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let w = InferWork {
+            bytes_per_step: 16.0e9,
+            concurrency: 1.0,
+            replicas: 1.0,
+            decode_flops_per_token: 2.0 * 8.03e9,
+            peak: PeakKind::Bf16,
+            prefill_flops: 0.0,
+            tp: 1.0,
+            pp: 1.0,
+            layers: 32.0,
+            params_active: 8.03e9,
+            hidden: 4096.0,
+        };
+        assert!((w.prompt_flops(130560.0) - 6.5653e15).abs() / 6.5653e15 < 1e-4);
+        let t = tm.infer(&w, &dev);
+        assert!((t.decode_step_s - 9.809e-3).abs() < 1e-5, "{}", t.decode_step_s);
+        let r = Requests::of(131072, Some(512)).unwrap();
+        assert_eq!((r.prompt, r.output, r.assumed), (130560, 512, false));
+        let tps = tm.served_tokens_per_s(&w, &t, &dev, r);
+        assert!((tps - 10.87).abs() < 0.05, "{tps}");
+        // decode alone would claim 102 tokens/s
+        assert!(t.decode_tokens_per_s > 9.0 * tps);
+        // no output or no prompt: no requests
+        assert_eq!(Requests::of(4096, Some(4096)), None);
+        assert_eq!(Requests::of(4096, None), Some(Requests { prompt: 2048, output: 2048, assumed: true }));
     }
 }

@@ -38,6 +38,8 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
                 tp: w.parallelism.tp.max(1) as f64,
                 pp: w.parallelism.pp.max(1) as f64,
                 layers: l,
+                params_active: n_act,
+                hidden: h,
             })
         }
     }

@@ -42,6 +42,11 @@ pub struct PlanJob {
     pub allow: Vec<String>,
     /// no `--tokens`/`--hours` was given: `tokens`/`hours` is the planner's default
     pub assumed: bool,
+    /// serving: each request's prompt (prefilled) and output (decoded) tokens,
+    /// which tokens/s and the job time count; `assumed`: the output is half
+    /// the context because `--output-len` was not given
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<core_plan::Requests>,
 }
 
 /// The whole `plan --json` document: a header (the model and the job as
@@ -62,6 +67,7 @@ impl PlanDocument {
         job.tokens = plan.job.tokens;
         job.hours = plan.job.hours;
         job.assumed = plan.job.assumed;
+        job.requests = plan.job.requests;
         PlanDocument { schema: SCHEMA_VERSION, command: "plan", model, job, plan }
     }
 }
@@ -233,7 +239,7 @@ fn rate(r: &PlanRow) -> String {
             r.step.mfu * 100.0
         )
     } else {
-        format!("~{} tokens/s decode", thousands(r.tokens_per_s.max(0.0).round() as u64))
+        format!("~{} generated tokens/s, prompts' prefill included", thousands(r.tokens_per_s.max(0.0).round() as u64))
     }
 }
 
@@ -454,6 +460,15 @@ fn header(o: &mut String, doc: &PlanDocument) {
             );
         }
         _ => {}
+    }
+    if let Some(r) = &doc.job.requests {
+        let _ = writeln!(
+            o,
+            "each request: a {}-token prompt, then {} generated tokens{}; tokens/s and the job time count both",
+            thousands(r.prompt),
+            thousands(r.output),
+            if r.assumed { " (assumed: half the context; --output-len sets it)" } else { "" }
+        );
     }
     if let Some(p) = &doc.plan.pinned {
         let _ = writeln!(o, "layout as given: {p} (only this layout is searched)");

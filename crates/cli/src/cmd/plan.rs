@@ -61,6 +61,10 @@ pub struct PlanArgs {
     /// Job size in tokens (trained, or generated for inference): 1000000000, 1e9, 1B, 500M
     #[arg(long, value_name = "N")]
     pub tokens: Option<String>,
+    /// Serving: tokens each request generates; the rest of --context is its prompt, prefilled
+    /// first. Tokens/s and the job time count both [default: half the context]
+    #[arg(long, value_name = "TOKENS", alias = "random-output-len")]
+    pub output_len: Option<String>,
     /// Job size in rental hours; with --tokens, a deadline: the cheapest plan
     /// that finishes the tokens within these hours
     #[arg(long, value_name = "H")]
@@ -230,6 +234,23 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     if args.top == 0 || args.top > 1000 {
         bail_on!("top", "--top must be between 1 and 1000");
     }
+    let output_len = match (&args.output_len, &workload.task) {
+        (None, _) => None,
+        (Some(_), Task::Train(_)) => {
+            bail_on!("output_len", "--output-len applies to inference (the tokens each request generates)")
+        }
+        (Some(o), Task::Inference(s)) => {
+            let n = vramfit_core::quantity::parse_count("--output-len", o, 1..=u64::MAX).on_field("output_len")?;
+            if n >= s.context {
+                bail_on!(
+                    "output_len",
+                    "--output-len {n} leaves no prompt in a context of {} tokens: give fewer output tokens, or a longer --context",
+                    s.context
+                );
+            }
+            Some(n)
+        }
+    };
     let req = PlanRequest {
         model: spec,
         workload: &workload,
@@ -241,6 +262,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
         top: args.top,
         time: time_model(&args.mfu, &cat.gpus).on_field("mfu")?,
         launcher,
+        output_len,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
@@ -269,6 +291,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
             hours,
             allow: allow_names,
             assumed: false,
+            requests: None,
         },
         report,
     );
