@@ -309,3 +309,26 @@ fn qlora_checkpoints_by_default_as_peft_prepares_it() {
     // LoRA on a 16-bit base: the Trainer's default, off
     assert_eq!(ckpt(&json(&["estimate", "llama-2-7b", "--task", "lora"])), "none");
 }
+
+/// Issue 21: `--task train --dtype bf16` on a quantized checkpoint (gpt-oss's
+/// MXFP4 experts) sizes the weights dequantized to bf16, as transformers'
+/// `Mxfp4Config(dequantize=True)` loads them, instead of refusing to train
+/// quantized weights; without `--dtype` the refusal says how to ask for it.
+#[test]
+fn a_quantized_checkpoint_trains_dequantized_when_dtype_asks() {
+    let v = json(&["estimate", "gpt-oss-120b", "--task", "train", "--dtype", "bf16"]);
+    assert!(v["model"]["quantization"].is_null(), "{}", v["model"]);
+    let notes = v["model"]["notes"].to_string();
+    assert!(notes.contains("MXFP4 weights are sized dequantized to bf16"), "{notes}");
+    // every parameter at 2 bytes: the weights line is params × 2 exactly
+    let params = v["model"]["params_total"].as_u64().unwrap();
+    assert_eq!(cat(&v, "weights"), params * 2);
+    let out =
+        Command::cargo_bin("vramfit").unwrap().args(["estimate", "gpt-oss-120b", "--task", "train"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("or --dtype bf16 to train the weights dequantized"), "{err}");
+    // the planner sizes the same dequantized model
+    let p = json(&["plan", "gpt-oss-120b", "--task", "train", "--dtype", "bf16"]);
+    assert!(p["recommended"].is_object(), "{p}");
+}

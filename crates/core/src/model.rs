@@ -449,6 +449,24 @@ pub mod defaults {
 }
 
 impl ModelSpec {
+    /// This checkpoint loaded with its quantized weights expanded to
+    /// `dtype`, as a training run that asks for 16-bit weights loads it
+    /// (transformers' `Mxfp4Config(dequantize=True)` for gpt-oss, a
+    /// `dequantize()` of a GPTQ/AWQ/FP8 model, or a 16-bit copy of the
+    /// checkpoint): no quantization, `dtype` as the native dtype, and a note
+    /// saying so. A checkpoint without quantization is returned unchanged.
+    pub fn dequantized(&self, dtype: DType) -> ModelSpec {
+        let mut s = self.clone();
+        if let Some(q) = s.quantization.take() {
+            s.native_dtype = Some(dtype);
+            s.notes.push(format!(
+                "the checkpoint's {} weights are sized dequantized to {dtype}, as asked by --dtype (transformers: Mxfp4Config(dequantize=True) for MXFP4, the model's dequantize() otherwise)",
+                q.method.label()
+            ));
+        }
+        s
+    }
+
     /// The model as `engine` builds it. LitGPT builds its own output head even
     /// where the Hugging Face config ties it to the embedding (Llama 3.2, Gemma):
     /// `GPT.__init__` creates `lm_head` beside `transformer.wte`, and

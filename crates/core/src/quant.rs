@@ -41,6 +41,22 @@ pub enum QuantMethod {
     Nvfp4,
 }
 
+impl QuantMethod {
+    /// The method's name as users write it.
+    pub fn label(self) -> &'static str {
+        match self {
+            QuantMethod::Bnb4 => "bitsandbytes 4-bit",
+            QuantMethod::Bnb8 => "bitsandbytes 8-bit",
+            QuantMethod::Gptq => "GPTQ",
+            QuantMethod::Awq => "AWQ",
+            QuantMethod::Fp8 => "FP8",
+            QuantMethod::Int => "integer",
+            QuantMethod::Mxfp4 => "MXFP4",
+            QuantMethod::Nvfp4 => "NVFP4",
+        }
+    }
+}
+
 /// A quantization setup: method, bits, grouping.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuantSpec {

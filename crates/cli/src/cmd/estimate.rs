@@ -9,7 +9,7 @@ use crate::Outcome;
 use vramfit_core::infer::{capacity, estimate_inference, fit, FitVerdict};
 use vramfit_core::runtime::cuda_capacity;
 use vramfit_core::units::MIB;
-use vramfit_core::{Capacity, Ledger, ParamLayout, Task};
+use vramfit_core::{Capacity, Ledger, ModelSpec, ParamLayout, Task};
 use vramfit_ingest::resolve::{ModelKind, ResolvedModel};
 use vramfit_report::estimate::{
     CapacityInfo, CheckpointInfo, EstimateReport, FitInfo, KvInfo, ModelInfo, WorkloadInfo,
@@ -60,6 +60,12 @@ pub struct EstimateArgs {
 
 /// Model facts for reports, with what the safetensors headers held.
 pub fn model_info(r: &ResolvedModel, params_trainable: u64) -> anyhow::Result<ModelInfo> {
+    model_info_of(r, &r.spec, params_trainable)
+}
+
+/// [`model_info`] of `spec`, the model as the job loads it (a checkpoint
+/// dequantized for training: [`crate::cmd::workload_args::WorkloadArgs::dequantized_for_training`]).
+pub fn model_info_of(r: &ResolvedModel, spec: &ModelSpec, params_trainable: u64) -> anyhow::Result<ModelInfo> {
     let checkpoint = r.checkpoint.as_ref().map(|c| CheckpointInfo {
         params: c.summary.params,
         data_bytes: c.summary.data_bytes,
@@ -69,7 +75,7 @@ pub fn model_info(r: &ResolvedModel, params_trainable: u64) -> anyhow::Result<Mo
         matches_config: c.difference == 0,
         verdict: c.verdict.clone(),
     });
-    Ok(ModelInfo::of(&r.spec, r.source_text(), checkpoint, params_trainable)?)
+    Ok(ModelInfo::of(spec, r.source_text(), checkpoint, params_trainable)?)
 }
 
 fn list_presets() -> anyhow::Result<String> {
@@ -207,7 +213,8 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
         return Ok(out);
     }
     let resolved = args.hub.resolve(args.model.as_deref())?;
-    let spec = &resolved.spec;
+    let dequantized = args.workload.dequantized_for_training(&resolved.spec);
+    let spec = dequantized.as_ref().unwrap_or(&resolved.spec);
     let (workload, config_notes) = args.workload.build_with_notes(spec)?;
     let mut ledger = vramfit_core::estimate(spec, &workload)?;
     ledger.notes.extend(config_notes);
@@ -225,7 +232,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     let fit_info = gpu.as_ref().map(|g| fit_on(g, &ledger, capacity.as_ref(), &workload));
     let fits = fit_info.as_ref().map(|f| f.fits).unwrap_or(true);
     let mut report = EstimateReport::new(
-        model_info(&resolved, ledger.params_trainable)?,
+        model_info_of(&resolved, spec, ledger.params_trainable)?,
         WorkloadInfo::from(&workload),
         &ledger,
         kv,

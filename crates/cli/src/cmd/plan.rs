@@ -191,7 +191,8 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
 
 pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     let resolved = args.hub.resolve(args.model.as_deref())?;
-    let spec = &resolved.spec;
+    let dequantized = args.workload.dequantized_for_training(&resolved.spec);
+    let spec = dequantized.as_ref().unwrap_or(&resolved.spec);
     let launcher = resolve_launcher(&mut args, spec)?;
     let workload = args.workload.build(spec)?;
     let user = match &args.catalog {

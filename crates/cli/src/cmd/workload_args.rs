@@ -160,6 +160,18 @@ pub fn parse_dtype(s: &str, group: u64, model: &ModelSpec) -> anyhow::Result<(DT
 }
 
 impl WorkloadArgs {
+    /// The checkpoint as a training run with `--dtype` loads it: a quantized
+    /// checkpoint trained with 16- or 32-bit weights (`--task train --dtype
+    /// bf16` on gpt-oss's MXFP4) is loaded dequantized (core's
+    /// [`ModelSpec::dequantized`]), not refused as training quantized
+    /// weights. None: the checkpoint as it is.
+    pub fn dequantized_for_training(&self, spec: &ModelSpec) -> Option<ModelSpec> {
+        let training = matches!(self.task, TaskKind::Train | TaskKind::Lora);
+        let dtype: DType = self.dtype()?.parse().ok()?;
+        (training && spec.quantization.is_some() && matches!(dtype, DType::F32 | DType::F16 | DType::BF16))
+            .then(|| spec.dequantized(dtype))
+    }
+
     /// `--dtype`, unless it is `auto` (vLLM's word for the default).
     pub fn dtype(&self) -> Option<&str> {
         self.dtype.as_deref().filter(|d| !d.trim().eq_ignore_ascii_case("auto"))

@@ -156,7 +156,7 @@ impl TrainProfile {
         let lora = setup.kind != TrainKind::Full;
         if setup.kind == TrainKind::Full && spec.quantization.is_some() {
             return Err(CoreError::Unsupported(
-                "full fine-tuning of a quantized checkpoint: quantized weights cannot be trained; use --task lora or qlora"
+                "full fine-tuning of a quantized checkpoint: quantized weights cannot be trained; use --task lora or qlora, or --dtype bf16 to train the weights dequantized"
                     .into(),
             ));
         }
