@@ -40,6 +40,7 @@ fn run(cat: &Catalogue, m: &ModelSpec, w: &Workload, have: Option<&str>, allow: 
         time: TimeModel::default(),
         launcher: None,
         output_len: None,
+        one_gpu: false,
     })
     .unwrap()
 }

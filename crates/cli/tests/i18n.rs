@@ -85,6 +85,9 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "24"], 0),
     (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "12"], 1),
     (&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed"], 0),
+    (&["plan", "llama-2-7b", "--task", "train", "--gpus", "1", "--allow", "lora,qlora"], 0),
+    (&["plan", "llama-3.1-8b", "--context", "131072", "--output-len", "512"], 0),
+    (&["estimate", "gpt-oss-120b", "--task", "train", "--dtype", "bf16"], 0),
     (&["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "8", "--dtype", "fp8", "--gpu", "h200"], 0),
     // GGUF under llama.cpp: a MoE file on one card, a dense one split with the host, a recurrent one
     (&["estimate", "../../fuzz/seeds/ingest_gguf/moe_f16.gguf", "--gpu", "rtx-4090"], 0),

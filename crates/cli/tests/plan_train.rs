@@ -359,3 +359,21 @@ fn more_cards_for_training_split_what_holds_the_memory() {
     let v = json(&["plan", "llama-3.1-8b", "--task", "lora", "--json"], 0);
     assert!(ranked(&v).iter().any(|r| r["setup"]["sharding"] == "none" && r["gpus"].as_u64() > Some(1)));
 }
+
+/// Issue 21: `--gpus 1` is a pin like any other count: only one-GPU setups
+/// are searched, and the report names the layout as given ("1 GPU").
+#[test]
+fn one_gpu_is_a_pinned_count() {
+    let v = json(&["plan", "llama-2-7b", "--task", "train", "--gpus", "1", "--allow", "lora,qlora", "--json"], 0);
+    assert_eq!(v["pinned"], "1 GPU", "{}", v["pinned"]);
+    let rows = v["ranked"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["gpus"] == 1), "{rows:?}");
+    assert_eq!(v["recommended"]["gpus"], 1);
+    let (out, _) = run(&["plan", "llama-2-7b", "--task", "train", "--gpus", "1", "--allow", "lora,qlora"], 0);
+    assert!(out.contains("layout as given: 1 GPU (only this layout is searched)"), "{out}");
+    // without --gpus the search spans counts (the full fine-tune needs several cards)
+    let free = json(&["plan", "llama-2-7b", "--task", "train", "--json"], 0);
+    assert!(free["pinned"].is_null());
+    assert!(free["recommended"]["gpus"].as_u64().unwrap() > 1);
+}

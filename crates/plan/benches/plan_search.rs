@@ -138,6 +138,7 @@ fn bench(c: &mut Criterion) {
             time: tm.clone(),
             launcher: None,
             output_len: None,
+            one_gpu: false,
         };
         let first = plan(&req).expect("plans");
         eprintln!(

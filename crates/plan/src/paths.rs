@@ -28,9 +28,10 @@ fn single_gpu(base: &Workload) -> Workload {
 
 /// The layout the user fixed on the command line (`--gpus N`, `--zero S`,
 /// `--tp`, `--pp`, `--offload`), if any: the plan honours it.
-fn pinned_layout(w: &Workload) -> Option<Parallelism> {
+fn pinned_layout(w: &Workload, one_gpu: bool) -> Option<Parallelism> {
     let p = &w.parallelism;
-    let fixed = p.gpus > 1
+    let fixed = one_gpu
+        || p.gpus > 1
         || p.tp > 1
         || p.pp > 1
         || p.sharding != Sharding::None
@@ -39,8 +40,9 @@ fn pinned_layout(w: &Workload) -> Option<Parallelism> {
     fixed.then(|| p.clone())
 }
 
-fn layout_words(p: &Parallelism) -> String {
+fn layout_words(p: &Parallelism, one_gpu: bool) -> String {
     let mut parts = vec![match p.gpus {
+        0 | 1 if one_gpu => "1 GPU".to_string(),
         0 | 1 => "any GPU count".to_string(),
         n => format!("{n} GPUs"),
     }];
@@ -64,7 +66,7 @@ fn layout_words(p: &Parallelism) -> String {
 
 /// Plan. Errors only when the user's job itself is refused by the estimator.
 pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
-    let pinned = pinned_layout(req.workload);
+    let pinned = pinned_layout(req.workload, req.one_gpu);
     let base = match pinned {
         Some(_) => req.workload.clone(),
         None => single_gpu(req.workload),
@@ -77,6 +79,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     };
     let mut search = Search::new(req.model, &base, req.gpus, req.book, &req.time, job, req.allow);
     search.pinned = pinned.clone();
+    search.pinned_one_gpu = req.one_gpu;
     search.launcher = req.launcher;
     search.requests = req.requests();
     search.run();
@@ -126,7 +129,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     if let Some(p) = &pinned {
         notes.push(format!(
             "the layout you gave ({}) is kept: only it is searched (drop --gpus/--zero/--tp/--pp/--offload to search every layout)",
-            layout_words(p)
+            layout_words(p, req.one_gpu)
         ));
     }
     notes.extend(ram_notes(&search));
@@ -160,7 +163,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
             Task::Inference(_) => JobKind::Inference,
         },
         job: JobSize { tokens, hours, assumed, requests: req.requests() },
-        pinned: pinned.as_ref().map(layout_words),
+        pinned: pinned.as_ref().map(|p| layout_words(p, req.one_gpu)),
         params_total: base_ledger.params_total,
         baseline_bytes: Some(baseline),
         have: req.have.map(|g| g.id.clone()),

@@ -31,6 +31,8 @@ pub struct PlanRequest<'a> {
     /// serving: tokens each request generates (`--output-len`; the rest of
     /// the context is its prompt); None: half the context, assumed
     pub output_len: Option<u64>,
+    /// the user pinned one GPU (`--gpus 1`): only one-GPU setups, reported as the layout given
+    pub one_gpu: bool,
 }
 
 impl PlanRequest<'_> {

@@ -118,6 +118,8 @@ pub struct Search<'a> {
     pub check_ram: bool,
     /// only setups this launcher can express are searched (`--emit`)
     pub launcher: Option<Launcher>,
+    /// the pin names one GPU (`--gpus 1`): only one-GPU setups are searched
+    pub pinned_one_gpu: bool,
     /// serving: the requests the throughput counts (prefill then decode);
     /// None: decode steps only
     pub requests: Option<Requests>,
@@ -207,6 +209,7 @@ impl<'a> Search<'a> {
             pinned: None,
             check_ram: true,
             launcher: None,
+            pinned_one_gpu: false,
             requests: None,
             entries: Vec::new(),
             index: HashMap::new(),
@@ -750,7 +753,7 @@ impl<'a> Search<'a> {
                     offload_optimizer: p.offload_optimizer,
                     offload_params: p.offload_params,
                 };
-                let count_ok = p.gpus <= 1 || gpus == p.gpus;
+                let count_ok = (p.gpus <= 1 && !self.pinned_one_gpu) || gpus == p.gpus.max(1);
                 let v: Vec<Layout> = all.into_iter().filter(|l| count_ok && *l == given).collect();
                 // a layout the search would not propose (PP 32, ZeRO-3 with PP) is still
                 // the user's to ask for: it is estimated as given (the estimator refuses

@@ -92,6 +92,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         time: TimeModel::default(),
         launcher: None,
         output_len: None,
+        one_gpu: false,
     }
 }
 

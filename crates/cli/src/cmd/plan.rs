@@ -264,6 +264,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
         time: time_model(&args.mfu, &cat.gpus).on_field("mfu")?,
         launcher,
         output_len,
+        one_gpu: args.workload.gpus == Some(1),
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
