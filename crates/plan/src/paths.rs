@@ -64,6 +64,18 @@ fn layout_words(p: &Parallelism, one_gpu: bool) -> String {
     parts.join(", ")
 }
 
+/// The search of the catalogue for `base`, run: the user's pin, launcher
+/// and served requests applied.
+fn searched<'a>(req: &'a PlanRequest, base: &'a Workload, job: Job, pinned: Option<Parallelism>) -> Search<'a> {
+    let mut search = Search::new(req.model, base, req.gpus, req.book, &req.time, job, req.allow);
+    search.pinned = pinned;
+    search.pinned_one_gpu = req.one_gpu;
+    search.launcher = req.launcher;
+    search.requests = req.requests();
+    search.run();
+    search
+}
+
 /// Plan. Errors only when the user's job itself is refused by the estimator.
 pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     let pinned = pinned_layout(req.workload, req.one_gpu);
@@ -77,12 +89,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         Job::None => (default_job(&base.task), true),
         j => (j, false),
     };
-    let mut search = Search::new(req.model, &base, req.gpus, req.book, &req.time, job, req.allow);
-    search.pinned = pinned.clone();
-    search.pinned_one_gpu = req.one_gpu;
-    search.launcher = req.launcher;
-    search.requests = req.requests();
-    search.run();
+    let search = searched(req, &base, job, pinned.clone());
     let currencies = currencies(req.book);
     let ranked = ranked(&search, &currencies, req.top);
     let bigger_card = bigger_card(&search, req.gpus, baseline);

@@ -189,6 +189,27 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
     Ok(launcher)
 }
 
+/// `--output-len`: tokens each served request generates, below the context.
+fn output_len(given: Option<&str>, workload: &vramfit_core::workload::Workload) -> anyhow::Result<Option<u64>> {
+    match (given, &workload.task) {
+        (None, _) => Ok(None),
+        (Some(_), Task::Train(_)) => {
+            bail_on!("output_len", "--output-len applies to inference (the tokens each request generates)")
+        }
+        (Some(o), Task::Inference(s)) => {
+            let n = vramfit_core::quantity::parse_count("--output-len", o, 1..=u64::MAX).on_field("output_len")?;
+            if n >= s.context {
+                bail_on!(
+                    "output_len",
+                    "--output-len {n} leaves no prompt in a context of {} tokens: give fewer output tokens, or a longer --context",
+                    s.context
+                );
+            }
+            Ok(Some(n))
+        }
+    }
+}
+
 pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let dequantized = args.workload.dequantized_for_training(&resolved.spec);
@@ -235,23 +256,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     if args.top == 0 || args.top > 1000 {
         bail_on!("top", "--top must be between 1 and 1000");
     }
-    let output_len = match (&args.output_len, &workload.task) {
-        (None, _) => None,
-        (Some(_), Task::Train(_)) => {
-            bail_on!("output_len", "--output-len applies to inference (the tokens each request generates)")
-        }
-        (Some(o), Task::Inference(s)) => {
-            let n = vramfit_core::quantity::parse_count("--output-len", o, 1..=u64::MAX).on_field("output_len")?;
-            if n >= s.context {
-                bail_on!(
-                    "output_len",
-                    "--output-len {n} leaves no prompt in a context of {} tokens: give fewer output tokens, or a longer --context",
-                    s.context
-                );
-            }
-            Some(n)
-        }
-    };
+    let output_len = output_len(args.output_len.as_deref(), &workload)?;
     let req = PlanRequest {
         model: spec,
         workload: &workload,
