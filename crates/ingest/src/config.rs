@@ -184,7 +184,9 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
             if spec.mtp_layers == 1 { "" } else { "s" }
         ));
     }
-    if spec.layer_pattern.iter().any(|l| l.mixer.has_state()) {
+    if spec.layer_pattern.iter().any(|l| l.mixer == Mixer::AttentionMamba2) {
+        notes.push("training activations of the parallel attention + Mamba-2 layers are the attention-shaped layer plus the Mamba branch's saved tensors (in_proj input, zxbcdt, scan output); inference state is exact".into());
+    } else if spec.layer_pattern.iter().any(|l| l.mixer.has_state()) {
         notes.push("training activations of linear-attention / SSM layers are estimated as attention layers (an approximation); inference state is exact".into());
     }
     spec.notes.extend(notes);

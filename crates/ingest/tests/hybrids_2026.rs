@@ -232,3 +232,24 @@ fn granitehybrid_gguf_splits_layers_by_kv_heads() {
     assert_eq!(p.kv.k_bytes + p.kv.v_bytes, 2 * 128 * 2 * 4096 * 2);
     assert_eq!(p.kv.state_bytes, 3 * (5_376 + 196_608) * 4);
 }
+
+/// Training: Falcon-H1's Mamba branch runs beside attention, so its saved
+/// tensors come on top of the attention-shaped layer. The same config read
+/// as a Llama (the attention + gated MLP of the layer, no Mamba) differs by
+/// exactly the branch: in_proj input 256 + zxbcdt (384 + 416 + 6) + out_x
+/// 384 = 1,446 values per token × 2 B (bf16 default) = 2,892 B per layer
+/// (mamba_ssm `MambaSplitConv1dScanCombinedFn.forward` save_for_backward;
+/// FalconH1Mixer scales its input by ssm_in_multiplier first).
+#[test]
+fn falcon_h1_training_activations_add_the_mamba_branch() {
+    use vramfit_core::train::{TrainModel, TrainSetup};
+    let falcon = parse(falcon_h1(false));
+    let mut twin = falcon_h1(false);
+    twin["model_type"] = json!("llama");
+    let twin = parse(twin);
+    let setup = TrainSetup::default();
+    let (a, b) = (TrainModel::new(&falcon, &setup).unwrap().act, TrainModel::new(&twin, &setup).unwrap().act);
+    let per_value = setup.precision.compute_dtype().bytes().unwrap();
+    assert_eq!(a.layer_split - b.layer_split, per_value * 1_446);
+    assert_eq!((a.layer_rep, a.layer_kv), (b.layer_rep, b.layer_kv));
+}
