@@ -877,7 +877,7 @@ fn falcon_h1(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), Inge
 /// compute it), which must multiply to d_inner.
 fn mamba_dims(f: &mut Fields, origin: &str, inner: u64, gated_norm: bool) -> Result<Mamba2Spec, IngestError> {
     let heads = f.u64_or(&["mamba_n_heads"], 128);
-    if heads == 0 || inner % heads != 0 {
+    if heads == 0 || !inner.is_multiple_of(heads) {
         return Err(invalid(origin, format!("mamba_n_heads {heads} does not divide the Mamba d_inner {inner}")));
     }
     let head_dim = match f.get("mamba_d_head") {
