@@ -239,6 +239,30 @@ const GRANITE_MOE: FamilyNames = FamilyNames {
     ..LLAMA_LIKE
 };
 
+/// Granite 4's names (`modeling_granitemoehybrid.py`): `mamba` or `self_attn`, the
+/// always-present `shared_mlp` (fused `input_linear` of 2 × shared_intermediate_size,
+/// `output_linear`) and the `block_sparse_moe` of GraniteMoe (3-D `input_linear` /
+/// `output_linear`, a bias-free `router.layer`).
+const GRANITE_MOE_HYBRID: FamilyNames = FamilyNames {
+    gated_mlp: MlpNames { prefix: "layers.*.shared_mlp.", inputs: &["input_linear"], down: "output_linear" },
+    experts: Some(MlpNames { prefix: "layers.*.block_sparse_moe.", inputs: &["input_linear"], down: "output_linear" }),
+    router: "layers.*.block_sparse_moe.router.layer",
+    shared_experts: "layers.*.shared_mlp.",
+    decoder_layer: Some("GraniteMoeHybridDecoderLayer"),
+    mamba: "layers.*.mamba.",
+    ..LLAMA_LIKE
+};
+
+/// Falcon-H1's names (`modeling_falcon_h1.py`): `self_attn` and `mamba` side by side,
+/// the MLP is `feed_forward`, the last norm `final_layernorm`.
+const FALCON_H1: FamilyNames = FamilyNames {
+    gated_mlp: MlpNames { prefix: "layers.*.feed_forward.", inputs: &["gate_proj", "up_proj"], down: "down_proj" },
+    decoder_layer: Some("FalconH1DecoderLayer"),
+    final_norm: "final_layernorm",
+    mamba: "layers.*.mamba.",
+    ..LLAMA_LIKE
+};
+
 /// MiniMax-M2's names.
 const MINIMAX_M2: FamilyNames = FamilyNames {
     // the checkpoint's names (transformers fuses them into 3-D gate_up_proj / down_proj)
@@ -302,6 +326,8 @@ pub fn names(family: Family) -> FamilyNames {
         Family::Qwen35 => QWEN35,
         Family::NemotronH => NEMOTRON_H,
         Family::GraniteMoe => GRANITE_MOE,
+        Family::GraniteMoeHybrid => GRANITE_MOE_HYBRID,
+        Family::FalconH1 => FALCON_H1,
         Family::MiniMaxM2 => MINIMAX_M2,
         Family::Llama4 => LLAMA4,
         Family::Bert => BERT,

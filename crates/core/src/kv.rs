@@ -70,10 +70,11 @@ fn stage_layers(spec: &ModelSpec, pp: u64) -> StageLayers {
     let mut worst = StageLayers { full: 0, sliding: 0, linear: 0, mamba: 0 };
     for stage in layers.chunks(per) {
         let n = |m: Mixer| stage.iter().filter(|l| l.mixer == m).count() as u64;
-        worst.full = worst.full.max(n(Mixer::Attention));
+        // Falcon-H1's parallel layers count as full attention AND as Mamba-2
+        worst.full = worst.full.max(stage.iter().filter(|l| l.mixer.is_full_attention()).count() as u64);
         worst.sliding = worst.sliding.max(n(Mixer::SlidingAttention));
         worst.linear = worst.linear.max(n(Mixer::LinearAttention));
-        worst.mamba = worst.mamba.max(n(Mixer::Mamba2));
+        worst.mamba = worst.mamba.max(stage.iter().filter(|l| l.mixer.has_mamba()).count() as u64);
     }
     worst
 }

@@ -43,6 +43,12 @@ pub enum Family {
     NemotronH,
     /// Granite 3 MoE (`modeling_granitemoe.py`)
     GraniteMoe,
+    /// Granite 4 (`modeling_granitemoehybrid.py`): Mamba-2 or attention per layer, each
+    /// followed by a shared MLP and (when `num_local_experts` > 0) a MoE beside it
+    GraniteMoeHybrid,
+    /// Falcon-H1 (`modeling_falcon_h1.py`): attention and a Mamba-2 mixer side by side in
+    /// every layer, then a gated MLP
+    FalconH1,
     /// MiniMax-M2 (`modeling_minimax_m2.py`): q/k norms over the whole projection, 256-expert MoE with a routing bias
     MiniMaxM2,
     /// Llama 4 (`modeling_llama4.py`): chunked attention on 3 of 4 layers, MoE with a shared
@@ -78,6 +84,8 @@ impl Family {
             Family::Qwen35 => "qwen3_5",
             Family::NemotronH => "nemotron_h",
             Family::GraniteMoe => "granitemoe",
+            Family::GraniteMoeHybrid => "granitemoehybrid",
+            Family::FalconH1 => "falcon_h1",
             Family::Llama4 => "llama4",
             Family::MiniMaxM2 => "minimax_m2",
             Family::Bert => "bert",
@@ -174,8 +182,12 @@ pub enum Mixer {
     /// Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5): a fixed-size
     /// recurrent state and a short convolution state per sequence
     LinearAttention,
-    /// Mamba-2 (Nemotron-H): a fixed-size SSM state and convolution state per sequence
+    /// Mamba-2 (Nemotron-H, Granite 4): a fixed-size SSM state and convolution state per sequence
     Mamba2,
+    /// attention and a Mamba-2 mixer reading the same input side by side (Falcon-H1
+    /// `FalconH1DecoderLayer`: `self_attn` and `mamba` in every layer): a KV cache
+    /// that grows with the context AND a fixed-size state per sequence
+    AttentionMamba2,
     /// no token mixer: a feed-forward-only block (Nemotron-H `-` and `E`)
     None,
 }
@@ -183,12 +195,22 @@ pub enum Mixer {
 impl Mixer {
     /// Does this layer keep K and V per token?
     pub fn has_kv(self) -> bool {
-        matches!(self, Mixer::Attention | Mixer::SlidingAttention)
+        matches!(self, Mixer::Attention | Mixer::SlidingAttention | Mixer::AttentionMamba2)
+    }
+
+    /// Does this layer keep K and V of the whole context (full attention)?
+    pub fn is_full_attention(self) -> bool {
+        matches!(self, Mixer::Attention | Mixer::AttentionMamba2)
+    }
+
+    /// Does this layer hold a Mamba-2 mixer (alone or beside attention)?
+    pub fn has_mamba(self) -> bool {
+        matches!(self, Mixer::Mamba2 | Mixer::AttentionMamba2)
     }
 
     /// Does this layer keep a fixed-size state per sequence?
     pub fn has_state(self) -> bool {
-        matches!(self, Mixer::LinearAttention | Mixer::Mamba2)
+        matches!(self, Mixer::LinearAttention | Mixer::Mamba2 | Mixer::AttentionMamba2)
     }
 }
 
@@ -248,6 +270,17 @@ pub struct Mamba2Spec {
     pub proj_bias: bool,
     /// dtype of the SSM state when the config fixes it (`mamba_ssm_cache_dtype`); None: the compute dtype
     pub state_dtype: Option<DType>,
+    /// the gated RMSNorm over d_inner before out_proj (Falcon-H1 `mamba_rms_norm` may drop it)
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub gated_norm: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Mamba2Spec {
@@ -668,7 +701,7 @@ impl ModelSpec {
             check("linear_value_head_dim", la.value_head_dim, MAX_HIDDEN)?;
             check("linear_conv_kernel_dim", la.conv_kernel, MAX_HIDDEN)?;
         }
-        if any(Mixer::Mamba2) {
+        if layers.iter().any(|l| l.mixer.has_mamba()) {
             let m = self
                 .mamba
                 .as_ref()

@@ -429,12 +429,13 @@ fn push_linear_attention(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &Fami
     push("out_proj", lin, value_dim, h);
 }
 
-/// Mamba-2 mixers (`NemotronHMamba2Mixer`): in_proj to z, x, B, C and dt;
-/// a depthwise convolution over x, B and C; per-head `dt_bias`, `A_log`
-/// and `D`; a gated RMSNorm over d_inner; out_proj.
+/// Mamba-2 mixers (`NemotronHMamba2Mixer`, Granite 4's `BambaMixer`,
+/// `FalconH1Mixer`): in_proj to z, x, B, C and dt; a depthwise convolution
+/// over x, B and C; per-head `dt_bias`, `A_log` and `D`; a gated RMSNorm
+/// over d_inner (optional in Falcon-H1: `mamba_rms_norm`); out_proj.
 fn push_mamba(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames, layers: &[LayerKind]) {
     let Some(m) = &spec.mamba else { return };
-    let ids = layer_ids(layers, |l| l.mixer == Mixer::Mamba2);
+    let ids = layer_ids(layers, |l| l.mixer.has_mamba());
     if ids.is_empty() {
         return;
     }
@@ -450,7 +451,9 @@ fn push_mamba(g: &mut Vec<ParamGroup>, spec: &ModelSpec, names: &FamilyNames, la
     push("dt_bias", ParamGroupKind::Other, 1, m.heads, false);
     push("A_log", ParamGroupKind::Other, 1, m.heads, false);
     push("D", ParamGroupKind::Other, 1, m.heads, false);
-    push("norm", ParamGroupKind::Norm, 1, m.inner(), false);
+    if m.gated_norm {
+        push("norm", ParamGroupKind::Norm, 1, m.inner(), false);
+    }
     push("out_proj", lin, m.inner(), h, m.proj_bias);
 }
 

@@ -184,7 +184,9 @@ pub fn parse_config_value(v: &Value, origin: &str) -> Result<ModelSpec, IngestEr
             if spec.mtp_layers == 1 { "" } else { "s" }
         ));
     }
-    if spec.layer_pattern.iter().any(|l| l.mixer.has_state()) {
+    if spec.layer_pattern.iter().any(|l| l.mixer == Mixer::AttentionMamba2) {
+        notes.push("training activations of the parallel attention + Mamba-2 layers are the attention-shaped layer plus the Mamba branch's saved tensors (in_proj input, zxbcdt, scan output); inference state is exact".into());
+    } else if spec.layer_pattern.iter().any(|l| l.mixer.has_state()) {
         notes.push("training activations of linear-attention / SSM layers are estimated as attention layers (an approximation); inference state is exact".into());
     }
     spec.notes.extend(notes);
@@ -203,8 +205,6 @@ fn refuse_unsupported(mt: &str, origin: &str) -> Result<(), IngestError> {
         "mimo" => "MiMo (remote-code Qwen2 variant with MTP layers)",
         "kimi_k25" => "Kimi-K2.5 (MoonViT vision tower)",
         "nemotron-nas" => "Nemotron NAS (per-layer block_configs)",
-        "falcon_h1" => "Falcon-H1 (parallel attention + Mamba-2 with muP multipliers)",
-        "granitemoehybrid" => "Granite 4 hybrids (Mamba-2 + attention + MoE)",
         "minimax" => "MiniMax-Text-01 (lightning attention)",
         "glm4_moe" => "GLM-4.5 MoE",
         _ => return Ok(()),
@@ -300,6 +300,8 @@ fn family_of(mt: &str) -> Family {
         "gpt_oss" => Family::GptOss,
         "nemotron_h" => Family::NemotronH,
         "granitemoe" => Family::GraniteMoe,
+        "granitemoehybrid" => Family::GraniteMoeHybrid,
+        "falcon_h1" => Family::FalconH1,
         "llama4" | "llama4_text" => Family::Llama4,
         "minimax_m2" => Family::MiniMaxM2,
         "bert" | "xlm-roberta" | "roberta" => Family::Bert,
@@ -422,6 +424,8 @@ fn llama_family(f: &mut Fields, name: &str, family: Family, mt: &str, origin: &s
         Family::Qwen3Next | Family::Qwen35 => qwen3_next(f, &mut s, origin)?,
         Family::MiniMaxM2 => minimax_m2(f, &mut s),
         Family::GraniteMoe => granite_moe(f, &mut s),
+        Family::GraniteMoeHybrid => granite_moe_hybrid(f, &mut s, origin)?,
+        Family::FalconH1 => falcon_h1(f, &mut s, origin)?,
         Family::Llama4 => llama4(f, &mut s, origin)?,
         _ => {}
     }
@@ -779,6 +783,127 @@ fn granite_moe(f: &mut Fields, s: &mut ModelSpec) {
     s.moe = Some(every_layer_moe(f, dense_width, false));
 }
 
+/// Granite 4 (`GraniteMoeHybridConfig`, `GraniteMoeHybridDecoderLayer` in
+/// transformers src/transformers/models/granitemoehybrid/): each layer is
+/// `mamba` (a `BambaMixer` of d_inner = mamba_expand × hidden) or
+/// `attention` per `layer_types` (all mamba when absent: the config's
+/// `layers_block_type`), then the always-present `shared_mlp` (fused
+/// input_linear hidden → 2 × shared_intermediate_size, output_linear) and,
+/// when `num_local_experts` > 0, the GraniteMoe `block_sparse_moe` of
+/// `intermediate_size`-wide experts beside it. Defaults are the config
+/// class's (`mamba_n_heads` 128, `mamba_d_state` 256, `mamba_d_conv` 4,
+/// `mamba_expand` 2, `mamba_n_groups` 1, `mamba_conv_bias` true,
+/// `mamba_proj_bias` false, `num_local_experts` 8, top-2,
+/// `shared_intermediate_size` 1024). The muP multipliers change no memory.
+fn granite_moe_hybrid(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), IngestError> {
+    let n = s.num_layers.min(MAX_PATTERN);
+    let mixers: Vec<Mixer> = match f.get("layer_types").or_else(|| f.get("layers_block_type")).and_then(Value::as_array)
+    {
+        Some(list) => {
+            if list.len() as u64 != s.num_layers {
+                return Err(invalid(
+                    origin,
+                    format!("layer_types has {} entries for num_hidden_layers {}", list.len(), s.num_layers),
+                ));
+            }
+            list.iter()
+                .map(|t| match t.as_str() {
+                    Some("mamba") => Ok(Mixer::Mamba2),
+                    Some("attention") => Ok(Mixer::Attention),
+                    _ => Err(invalid(origin, format!("layer_types: {t} is not 'mamba' or 'attention'"))),
+                })
+                .collect::<Result<_, _>>()?
+        }
+        None => vec![Mixer::Mamba2; n as usize],
+    };
+    let experts = f.u64_or(&["num_local_experts"], 8);
+    let shared = f.u64_or(&["shared_intermediate_size"], 1024);
+    let ffn = if experts > 0 { Ffn::Moe } else { Ffn::Dense };
+    s.layer_pattern = mixers.into_iter().map(|mixer| LayerKind { mixer, ffn }).collect();
+    if experts > 0 {
+        // GraniteMoeMoE (router.layer without bias, fused input_linear per expert) + shared_mlp
+        s.moe = Some(MoeSpec {
+            num_experts: experts,
+            experts_per_token: f.u64_or(&["num_experts_per_tok"], 2),
+            expert_intermediate: s.intermediate_size,
+            shared_experts: 1,
+            shared_intermediate: shared,
+            shared_expert_gate: false,
+            dense_layers: 0,
+            router_bias: false,
+            router_linear_bias: false,
+        });
+    } else {
+        // dense Granite 4 (granite-4.0-micro, -h-micro): the shared_mlp is the only MLP
+        s.intermediate_size = shared;
+    }
+    let inner = f.u64_or(&["mamba_expand"], 2).saturating_mul(s.hidden_size);
+    s.mamba = Some(mamba_dims(f, origin, inner, true)?);
+    Ok(())
+}
+
+/// Falcon-H1 (`FalconH1Config`, `FalconH1DecoderLayer` in transformers
+/// src/transformers/models/falcon_h1/): every layer runs attention
+/// (`LlamaAttention`, no bias: the config forces `attention_bias` and
+/// `mlp_bias` false) and a `FalconH1Mixer` on the same normed input, then a
+/// gated MLP (`feed_forward`) after `pre_ff_layernorm`. The mixer's d_inner
+/// is `mamba_d_ssm` (default 1024; null: mamba_expand × hidden), its gated
+/// RMSNorm exists only with `mamba_rms_norm`, in_proj takes
+/// `mamba_proj_bias` and out_proj `projectors_bias`. muP multipliers (and the
+/// non-persistent `mup_vector` buffer) change no weight count.
+fn falcon_h1(f: &mut Fields, s: &mut ModelSpec, origin: &str) -> Result<(), IngestError> {
+    s.qkv_bias = false;
+    s.o_bias = false;
+    s.mlp_bias = false;
+    let n = s.num_layers.min(MAX_PATTERN) as usize;
+    s.layer_pattern = vec![LayerKind { mixer: Mixer::AttentionMamba2, ffn: Ffn::Dense }; n];
+    let inner = match f.map.get("mamba_d_ssm") {
+        Some(Value::Null) => f.u64_or(&["mamba_expand"], 2).saturating_mul(s.hidden_size),
+        _ => f.u64_or(&["mamba_d_ssm"], 1024),
+    };
+    let mut m = mamba_dims(f, origin, inner, f.bool_or("mamba_rms_norm", false))?;
+    let (in_bias, out_bias) = (f.bool_or("mamba_proj_bias", false), f.bool_or("projectors_bias", false));
+    if in_bias != out_bias {
+        // one flag covers both projections: counting both biases over-states by at most 2 × hidden per layer
+        m.proj_bias = true;
+        s.notes.push("Falcon-H1 mamba_proj_bias and projectors_bias differ: both Mamba projections are counted with a bias (a slight over-count)".into());
+    }
+    s.mamba = Some(m);
+    Ok(())
+}
+
+/// The `mamba_*` dimensions Granite 4 and Falcon-H1 share: `mamba_n_heads`
+/// heads of `mamba_d_head` ("auto": d_inner / heads, as both configs
+/// compute it), which must multiply to d_inner.
+fn mamba_dims(f: &mut Fields, origin: &str, inner: u64, gated_norm: bool) -> Result<Mamba2Spec, IngestError> {
+    let heads = f.u64_or(&["mamba_n_heads"], 128);
+    if heads == 0 || !inner.is_multiple_of(heads) {
+        return Err(invalid(origin, format!("mamba_n_heads {heads} does not divide the Mamba d_inner {inner}")));
+    }
+    let head_dim = match f.get("mamba_d_head") {
+        Some(Value::String(a)) if a == "auto" => inner / heads,
+        Some(_) => f.u64_any(&["mamba_d_head"]),
+        None => inner / heads,
+    };
+    if head_dim.checked_mul(heads) != Some(inner) {
+        return Err(invalid(
+            origin,
+            format!("mamba_d_head {head_dim} × mamba_n_heads {heads} is not the Mamba d_inner {inner}"),
+        ));
+    }
+    Ok(Mamba2Spec {
+        heads,
+        head_dim,
+        state_size: f.u64_or(&["mamba_d_state"], 256),
+        groups: f.u64_or(&["mamba_n_groups"], 1),
+        conv_kernel: f.u64_or(&["mamba_d_conv"], 4),
+        conv_bias: f.bool_or("mamba_conv_bias", true),
+        proj_bias: f.bool_or("mamba_proj_bias", false),
+        state_dtype: f.str_opt("mamba_ssm_cache_dtype").and_then(|d| d.parse().ok()),
+        gated_norm,
+    })
+}
+
 /// An MoE block in every layer, `num_local_experts` experts as wide as the
 /// dense MLP, `num_experts_per_tok` of them per token, no shared expert.
 fn every_layer_moe(f: &mut Fields, width: u64, router_bias: bool) -> MoeSpec {
@@ -930,6 +1055,7 @@ fn nemotron_h(f: &mut Fields, name: &str, origin: &str) -> Result<ModelSpec, Ing
         conv_bias: f.bool_or("use_conv_bias", true),
         proj_bias: f.bool_or("use_bias", false),
         state_dtype: f.str_opt("mamba_ssm_cache_dtype").and_then(|d| d.parse().ok()),
+        gated_norm: true,
     });
     if s.layer_pattern.iter().any(|l| l.ffn == Ffn::Moe) {
         let shared = f.u64_or(&["n_shared_experts"], 0);

@@ -29,7 +29,7 @@ use super::profile::TrainProfile;
 use crate::dtype::DType;
 use crate::error::CoreError;
 use crate::hf;
-use crate::model::{MlpKind, ModelSpec, NormKind, Positional};
+use crate::model::{Mixer, MlpKind, ModelSpec, NormKind, Positional};
 use crate::units::{div_ceil, mul, sum};
 use crate::workload::{AttentionImpl, Checkpointing, LossPath, Precision, TrainKind, TrainSetup};
 
@@ -201,7 +201,7 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     let (logits_saved, logits_grad, loss_saved_per_token) = loss_bytes(setup.loss, act, spec.hidden_size);
     Ok(ActProfile {
         layer_rep: rep,
-        layer_split: core.split + mlp_bytes(spec, &saves, mlp.down),
+        layer_split: core.split + mlp_bytes(spec, &saves, mlp.down) + parallel_mamba_bytes(spec, act),
         layer_per_key: core.per_key,
         layer_kv: core.kv,
         kv_heads: spec.num_kv_heads,
@@ -379,6 +379,24 @@ fn mlp_bytes(spec: &ModelSpec, saves: &Saves, down: &str) -> u64 {
     };
     // router logits (fp32 softmax over experts) and routing weights
     saved + moe.map(|m| 4 * m.num_experts + 8 * m.experts_per_token).unwrap_or(0)
+}
+
+/// Falcon-H1's Mamba-2 branch, which runs beside attention in every layer
+/// (`FalconH1DecoderLayer`), so an attention-shaped layer misses it: the
+/// in_proj input (`hidden_states * ssm_in_multiplier`, a tensor of its own),
+/// and what mamba_ssm's fused `MambaSplitConv1dScanCombinedFn` (the
+/// training path of `FalconH1Mixer.cuda_kernels_forward`) saves for
+/// backward: `zxbcdt` (z: d_inner, x·B·C: conv_dim, dt: heads) and `out_x`
+/// (d_inner), in the compute dtype, per token. 0 for other models (their
+/// Mamba layers replace attention and keep the attention-shaped estimate).
+fn parallel_mamba_bytes(spec: &ModelSpec, act: u64) -> u64 {
+    let parallel = spec.layer_pattern.iter().all(|l| l.mixer == Mixer::AttentionMamba2);
+    match &spec.mamba {
+        Some(m) if parallel && !spec.layer_pattern.is_empty() => {
+            act * (spec.hidden_size + 2 * m.inner() + m.conv_dim() + m.heads)
+        }
+        _ => 0,
+    }
 }
 
 /// Outside the layers: the final norm (+ the head's input when the head trains).

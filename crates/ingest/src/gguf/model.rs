@@ -379,9 +379,13 @@ fn layer_hparams(
     let arch = &k.arch;
     let is_recurrent_arch = RECURRENT.contains(&arch.as_str());
     let is_hybrid = HYBRID.contains(&arch.as_str());
+    // Falcon-H1 runs attention and Mamba-2 side by side in every layer: llama.cpp's
+    // `llama_model::create_memory` (src/llama-model.cpp) gives it `filter_attn` and
+    // `filter_recr` that both return true, so each layer keeps K/V AND a recurrent state
+    let attention_and_state = arch == "falcon-h1";
     let mut layers = Vec::with_capacity(nl);
     for il in 0..nl {
-        let recurrent_layer = if is_recurrent_arch {
+        let recurrent_layer = if is_recurrent_arch || attention_and_state {
             true
         } else if is_hybrid {
             match interval {
@@ -391,7 +395,7 @@ fn layer_hparams(
         } else {
             false
         };
-        let kv = if recurrent_layer { 0 } else { heads_kv[il] };
+        let kv = if recurrent_layer && !attention_and_state { 0 } else { heads_kv[il] };
         if recurrent_layer && state.is_none() {
             return Err(ModelError::Missing { key: k.key("ssm.state_size"), arch: arch.clone() });
         }
