@@ -68,7 +68,8 @@ pub struct CalibrateReport {
     pub schema: u32,
     /// always "calibrate"
     pub command: &'static str,
-    /// "faketensor" (groups A, B, C) or "published"
+    /// "faketensor" (groups A, B, C) or "published" (its `llamacpp` group is
+    /// judged on its own and kept out of `summary`'s figures)
     pub set: String,
     /// how the set was measured, in words
     pub measured_how: String,
@@ -135,6 +136,24 @@ impl CalibrateReport {
             groups,
             summary,
         }
+    }
+
+    /// Add a group judged by its own bar and kept out of the overall
+    /// figures (`--set published`'s `llamacpp` group: llama.cpp start-up
+    /// logs, each buffer against its own limit). Its rows join the table and
+    /// its summary the groups; the overall verdict passes only if the group
+    /// does. A report with no other case takes the group's summary as its own.
+    pub fn push_separate_group(&mut self, group: &str, rows: Vec<CaseRow>, summary: Summary) {
+        if rows.is_empty() {
+            return;
+        }
+        if self.cases.is_empty() {
+            self.summary = summary;
+        } else {
+            self.summary.pass = self.summary.pass && summary.pass;
+        }
+        self.cases.extend(rows);
+        self.groups.push(GroupSummary { group: group.to_string(), summary });
     }
 
     pub fn to_json(&self) -> String {

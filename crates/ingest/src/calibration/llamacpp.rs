@@ -19,6 +19,7 @@ use crate::gguf::writer::{GgufWriter, WValue};
 use crate::gguf::{model_from_header, parse, Parsed, ValueType};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use vramfit_core::accuracy::Accuracy;
 use vramfit_llamacpp::compute::GraphEra;
 use vramfit_llamacpp::placement::OffloadOrder;
 use vramfit_llamacpp::{plan, FlashAttn, GgmlType, GpuSlot, LineKind, LlamaCppOptions, LlamaCppPlan, LlamaModel};
@@ -471,6 +472,19 @@ pub fn replay_all(cases: &[LogCase]) -> Result<Vec<LogFigure>, IngestError> {
     Ok(out)
 }
 
+/// The group's accuracy for `vramfit calibrate`: core's figures of the
+/// errors (median, max, mean signed), the 3 % median limit of the older
+/// figures, no single maximum (each figure has its own, [`limit_pct`]), and a
+/// pass only when every figure is within its own limit.
+pub fn accuracy(figs: &[LogFigure]) -> Accuracy {
+    let errors: Vec<f64> = figs.iter().map(|f| f.error_pct).collect();
+    let mut a = Accuracy::of(&errors);
+    a.median_limit_pct = OTHER_LIMIT_PCT;
+    a.max_limit_pct = None;
+    a.pass = !figs.is_empty() && a.median_abs_error_pct <= OTHER_LIMIT_PCT && figs.iter().all(LogFigure::within_limit);
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,6 +526,20 @@ mod tests {
         let mut f = fig(BufferKind::Compute, 4897, 0.0);
         f.logged_mib = 162.0;
         assert_eq!(f.logged_bytes(), 169_869_312);
+    }
+
+    /// The group passes only when every figure is within its own limit.
+    #[test]
+    fn accuracy_passes_only_within_every_limit() {
+        let ok = [fig(BufferKind::Kv, 9500, 0.5), fig(BufferKind::Compute, 9500, -8.0), fig(BufferKind::Kv, 4897, 0.0)];
+        let a = accuracy(&ok);
+        assert!(a.pass);
+        // median of |0.5|, |−8|, |0| is 0.5; the mean signed error is (0.5 − 8 + 0) / 3
+        assert!((a.median_abs_error_pct - 0.5).abs() < 1e-9);
+        assert!((a.mean_signed_error_pct + 2.5).abs() < 1e-9);
+        let bad = [fig(BufferKind::Kv, 9500, 0.0), fig(BufferKind::Kv, 9500, 1.2)];
+        assert!(!accuracy(&bad).pass);
+        assert!(!accuracy(&[]).pass);
     }
 
     #[test]
