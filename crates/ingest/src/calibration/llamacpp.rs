@@ -243,6 +243,8 @@ struct Dims {
     fused: bool,
     gated: bool,
     tied: bool,
+    /// per-head RMS norms of Q and K (`attn_q_norm`, `attn_k_norm`: Qwen3, Gemma 3)
+    qk_norm: bool,
 }
 
 fn dims(a: &Value, origin: &str) -> Result<Dims, IngestError> {
@@ -262,6 +264,7 @@ fn dims(a: &Value, origin: &str) -> Result<Dims, IngestError> {
         gated: a["gated_ffn"].as_bool().unwrap_or(true),
         // tied embeddings: no output.weight, and llama-quantize types token_embd as the output
         tied: a["tied"].as_bool().unwrap_or(false),
+        qk_norm: a["qk_norm"].as_bool().unwrap_or(false),
     })
 }
 
@@ -284,7 +287,13 @@ fn layer_tensors(x: &Dims, il: u64) -> Vec<(String, Vec<u64>)> {
         t.push((p("attn_k.weight"), vec![x.e, kv]));
         t.push((p("attn_v.weight"), vec![x.e, kv]));
     }
+    if x.qk_norm {
+        t.push((p("attn_k_norm.weight"), vec![x.d]));
+    }
     t.push((p("attn_output.weight"), vec![q, x.e]));
+    if x.qk_norm {
+        t.push((p("attn_q_norm.weight"), vec![x.d]));
+    }
     bias(&mut t, "attn_output.bias", x.e);
     t.push((p("ffn_norm.weight"), vec![x.e]));
     bias(&mut t, "ffn_norm.bias", x.e);
@@ -344,12 +353,18 @@ fn writer(x: &Dims, recipe: &str, origin: &str) -> Result<GgufWriter, IngestErro
     Ok(w)
 }
 
+/// The GGUF header the case's converter and `llama-quantize` would have
+/// written, and the file's length (to write it out for `vramfit estimate`).
+pub fn gguf_header(c: &LogCase) -> Result<(Vec<u8>, u64), IngestError> {
+    let r = &c.record;
+    let x = dims(&r["arch"], &c.origin)?;
+    Ok(writer(&x, field_str(r, "", "recipe", &c.origin)?, &c.origin)?.header_and_len())
+}
+
 /// The case's model, parsed from the header the converter would have written.
 fn model(c: &LogCase) -> Result<LlamaModel, IngestError> {
     let r = &c.record;
-    let x = dims(&r["arch"], &c.origin)?;
-    let w = writer(&x, field_str(r, "", "recipe", &c.origin)?, &c.origin)?;
-    let (head, len) = w.header_and_len();
+    let (head, len) = gguf_header(c)?;
     let header = match parse(&head, len).map_err(|e| invalid(&c.origin, e.to_string()))? {
         Parsed::Complete(h) => h,
         Parsed::NeedMore { bytes } => return Err(invalid(&c.origin, format!("header needs {bytes} bytes"))),
@@ -552,6 +567,24 @@ mod tests {
         let c = parse_llamacpp_cases(&line.to_string(), "g.jsonl").unwrap();
         let e = replay(&c[0]).unwrap_err().to_string();
         assert!(e.contains("recipe") && e.contains("iq9_xl"), "{e}");
+    }
+
+    /// `qk_norm` writes Qwen3's per-head norms (`attn_q_norm`/`attn_k_norm`,
+    /// `head_dim` values each), which the parsed model then applies; `tied`
+    /// leaves out `output.weight`.
+    #[test]
+    fn qk_norm_and_tied_heads_are_written() {
+        let set = embedded_llamacpp().unwrap();
+        let mut r = set[0].record.clone();
+        r["arch"]["qk_norm"] = Value::Bool(true);
+        r["arch"]["tied"] = Value::Bool(true);
+        r["type_counts"] = Value::Null;
+        let c = &parse_llamacpp_cases(&r.to_string(), "q.jsonl").unwrap()[0];
+        let m = model(c).unwrap();
+        assert!(m.qk_norm && m.tied_output);
+        let norm = m.tensors.iter().find(|t| t.name == "blk.0.attn_q_norm.weight").unwrap();
+        assert_eq!(norm.ne[0], 80, "pythia-2.8b's head_dim");
+        assert!(m.tensors.iter().all(|t| t.name != "output.weight"));
     }
 
     /// Every embedded case parses with a build number.
