@@ -11,12 +11,13 @@ use vramfit_core::accuracy::Accuracy;
 pub struct CaseRow {
     pub id: String,
     /// "A" (weights), "B" (inference prefill), "C" (training step); published:
-    /// qlora, lora, full, serving, multi_gpu, runtime
+    /// qlora, lora, full, serving, multi_gpu, runtime, llamacpp
     pub group: String,
     /// what is compared: "param_bytes" (A), "tensor_peak_bytes" (B, C); published:
     /// tensor_peak, reserved, device_used, persistent, model_init, engine_weights,
     /// engine_kv_pool, engine_activation, engine_non_torch, cuda_context,
-    /// nccl_communicator, deepspeed_buckets_delta
+    /// nccl_communicator, deepspeed_buckets_delta; published group llamacpp:
+    /// llamacpp_model_buffer, llamacpp_kv_buffer, llamacpp_compute_buffer
     pub quantity: String,
     pub estimated_bytes: u64,
     pub measured_bytes: u64,
@@ -68,7 +69,8 @@ pub struct CalibrateReport {
     pub schema: u32,
     /// always "calibrate"
     pub command: &'static str,
-    /// "faketensor" (groups A, B, C) or "published"
+    /// "faketensor" (groups A, B, C) or "published" (its `llamacpp` group is
+    /// judged on its own and kept out of `summary`'s figures)
     pub set: String,
     /// how the set was measured, in words
     pub measured_how: String,
@@ -135,6 +137,24 @@ impl CalibrateReport {
             groups,
             summary,
         }
+    }
+
+    /// Add a group judged by its own bar and kept out of the overall
+    /// figures (`--set published`'s `llamacpp` group: llama.cpp start-up
+    /// logs, each buffer against its own limit). Its rows join the table and
+    /// its summary the groups; the overall verdict passes only if the group
+    /// does. A report with no other case takes the group's summary as its own.
+    pub fn push_separate_group(&mut self, group: &str, rows: Vec<CaseRow>, summary: Summary) {
+        if rows.is_empty() {
+            return;
+        }
+        if self.cases.is_empty() {
+            self.summary = summary;
+        } else {
+            self.summary.pass = self.summary.pass && summary.pass;
+        }
+        self.cases.extend(rows);
+        self.groups.push(GroupSummary { group: group.to_string(), summary });
     }
 
     pub fn to_json(&self) -> String {
@@ -263,6 +283,42 @@ pub fn render(r: &CalibrateReport, width: Width) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(group: &str, err: f64) -> CaseRow {
+        CaseRow {
+            id: "c".into(),
+            group: group.into(),
+            quantity: "tensor_peak".into(),
+            estimated_bytes: 100,
+            measured_bytes: 100,
+            error_pct: err,
+            safety_error_pct: err,
+            peak_phase_estimated: None,
+            peak_phase_measured: None,
+            measured: None,
+            source_of_constant: false,
+            source: "f:1".into(),
+        }
+    }
+
+    /// A separate group joins the table and the groups, not the overall
+    /// figures; its failure fails the report; alone, its summary is the report's.
+    #[test]
+    fn a_separate_group_is_kept_out_of_the_overall_figures() {
+        let mut r = CalibrateReport::new("published", "how", Bar::Published, vec![row("lora", 1.0)], Vec::new());
+        let mut failing = Accuracy::of(&[20.0]);
+        failing.pass = false;
+        r.push_separate_group("llamacpp", vec![row("llamacpp", 20.0)], failing);
+        assert_eq!(r.cases.len(), 2);
+        assert_eq!(r.summary.cases, 1);
+        assert_eq!(r.summary.median_abs_error_pct, 1.0);
+        assert!(!r.summary.pass);
+        assert_eq!(r.groups.last().map(|g| g.group.as_str()), Some("llamacpp"));
+        let mut alone = CalibrateReport::new("published", "how", Bar::Published, Vec::new(), Vec::new());
+        let ok = Accuracy::of(&[0.5]);
+        alone.push_separate_group("llamacpp", vec![row("llamacpp", 0.5)], ok);
+        assert_eq!(alone.summary, ok);
+    }
 
     #[test]
     fn no_negative_zero() {

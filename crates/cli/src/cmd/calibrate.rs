@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use vramfit_core::accuracy::{error_pct, estimate_quantity, CaseInput, Quantity};
 use vramfit_core::infer::ServingSetup;
 use vramfit_core::{estimate, DType, ParamLayout};
+use vramfit_ingest::calibration::llamacpp::{self as llamalogs, LogFigure};
 use vramfit_ingest::calibration::published::{
     embedded_published, parse_published_cases, PublishedCase, ServingCase, PUBLISHED_FILE,
 };
@@ -24,6 +25,10 @@ use vramfit_report::calibrate::{render, Bar, CalibrateReport, CaseRow, ExcludedR
 pub const FAKETENSOR_HOW: &str = "PyTorch on a CPU under FakeTensorMode + MemTracker (calibration/harness/measure.py): the live tensors a CUDA caching allocator would hold, measured without a GPU";
 /// How the published set was measured.
 pub const PUBLISHED_HOW: &str = "real GPU figures others published (calibration/data/published/README.md): each compared with the estimate of what its tool measures — max_memory_allocated with the tensor peak, max_memory_reserved with tensors + allocator overhead, nvidia-smi with that + context, workspaces and NCCL, an engine's log line with the engine's own start-up sizing";
+/// How the `llamacpp` group of the published set was measured.
+pub const LLAMACPP_HOW: &str = "group llamacpp: published llama.cpp start-up logs (calibration/data/published/llamacpp.jsonl) replayed through the GGUF model, each model, KV and compute buffer as llama.cpp prints it, judged on its own (builds from b9400: KV within 1%, compute within 10%; older builds within 3%) and kept out of the overall figures";
+/// The published set's group of llama.cpp logs.
+pub const LLAMACPP_GROUP: &str = "llamacpp";
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetArg {
@@ -43,10 +48,10 @@ pub struct CalibrateArgs {
     /// Which measured set: faketensor (A, B, C; measured on a CPU with PyTorch FakeTensorMode), published (real GPUs) or throughput (the planner's time model, docs/plan.md "Time model")
     #[arg(long, value_enum, default_value_t = SetArg::Faketensor)]
     pub set: SetArg,
-    /// Only this group: A, B, C (faketensor); qlora, lora, full, serving, multi_gpu, runtime (published)
+    /// Only this group: A, B, C (faketensor); qlora, lora, full, serving, multi_gpu, runtime, llamacpp (published)
     #[arg(long)]
     pub group: Option<String>,
-    /// A JSONL file of cases in the chosen set's format instead of the embedded ones
+    /// A JSONL file of cases in the chosen set's format instead of the embedded ones (with --group llamacpp: llama.cpp logs in llamacpp.jsonl's format)
     #[arg(long, value_name = "FILE")]
     pub cases: Option<PathBuf>,
     /// Machine-readable output
@@ -161,8 +166,79 @@ pub fn compare_published(cases: &[PublishedCase], group: Option<&str>) -> anyhow
     Ok(CalibrateReport::new("published", PUBLISHED_HOW, Bar::Published, rows, excluded))
 }
 
+/// The llama.cpp log figures as calibrate rows (group `llamacpp`); the
+/// errors and limits are the ingest replay's.
+pub fn llamacpp_rows(figs: &[LogFigure]) -> Vec<CaseRow> {
+    figs.iter()
+        .map(|f| CaseRow {
+            id: f.id.clone(),
+            group: LLAMACPP_GROUP.to_string(),
+            quantity: f.kind.quantity().to_string(),
+            estimated_bytes: f.vramfit_bytes,
+            measured_bytes: f.logged_bytes(),
+            error_pct: f.error_pct,
+            // a buffer: under-predicting it is the unsafe side, as for any memory figure
+            safety_error_pct: f.error_pct,
+            peak_phase_estimated: None,
+            peak_phase_measured: None,
+            measured: Some(format!(
+                "llama.cpp b{} log: {} ({:.2} MiB; limit {}%)",
+                f.build, f.key, f.logged_mib, f.limit_pct
+            )),
+            source_of_constant: false,
+            source: format!("{} ({})", f.origin, f.source),
+        })
+        .collect()
+}
+
+/// The llama.cpp log set replayed: its rows and the group's accuracy.
+fn llamacpp_group(logs: &[llamalogs::LogCase]) -> anyhow::Result<(Vec<CaseRow>, vramfit_core::accuracy::Accuracy)> {
+    let figs = llamalogs::replay_all(logs)?;
+    Ok((llamacpp_rows(&figs), llamalogs::accuracy(&figs)))
+}
+
 fn read_cases(p: &std::path::Path) -> anyhow::Result<String> {
     Ok(vramfit_input::read_text(p, "a case file", MAX_CASES_BYTES as u64)?)
+}
+
+/// `--set published`: memory.jsonl's groups, and the llama.cpp logs as the
+/// `llamacpp` group (judged on its own).
+fn published(args: &CalibrateArgs) -> anyhow::Result<CalibrateReport> {
+    let mut names: Vec<&str> = vramfit_ingest::calibration::published::PubGroup::ALL.iter().map(|g| g.name()).collect();
+    names.push(LLAMACPP_GROUP);
+    let group = args.group.as_deref();
+    if let Some(g) = group {
+        if !names.contains(&g) {
+            bail!(
+                "--group {g}: the published set has groups {} ({PUBLISHED_FILE}; llamacpp: {})",
+                names.join(", "),
+                llamalogs::LLAMACPP_FILE
+            );
+        }
+    }
+    if group == Some(LLAMACPP_GROUP) {
+        // --cases: a file in llamacpp.jsonl's format instead of the embedded logs
+        let logs = match &args.cases {
+            Some(p) => llamalogs::parse_llamacpp_cases(&read_cases(p)?, &p.display().to_string())?,
+            None => llamalogs::embedded_llamacpp()?,
+        };
+        let (rows, acc) = llamacpp_group(&logs)?;
+        let mut r = CalibrateReport::new("published", LLAMACPP_HOW, Bar::Published, Vec::new(), Vec::new());
+        r.push_separate_group(LLAMACPP_GROUP, rows, acc);
+        return Ok(r);
+    }
+    let cases = match &args.cases {
+        Some(p) => parse_published_cases(&read_cases(p)?, &p.display().to_string())?,
+        None => embedded_published()?,
+    };
+    let mut r = compare_published(&cases, group)?;
+    // a --cases file replaces memory.jsonl only: the llama.cpp logs join the whole embedded set
+    if args.cases.is_none() && group.is_none() {
+        let (rows, acc) = llamacpp_group(&llamalogs::embedded_llamacpp()?)?;
+        r.push_separate_group(LLAMACPP_GROUP, rows, acc);
+        r.measured_how = format!("{PUBLISHED_HOW}; {LLAMACPP_HOW}");
+    }
+    Ok(r)
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
@@ -194,20 +270,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
             };
             compare(&cases, group)?
         }
-        SetArg::Published => {
-            let cases = match &args.cases {
-                Some(p) => parse_published_cases(&read_cases(p)?, &p.display().to_string())?,
-                None => embedded_published()?,
-            };
-            let names: Vec<&str> =
-                vramfit_ingest::calibration::published::PubGroup::ALL.iter().map(|g| g.name()).collect();
-            if let Some(g) = args.group.as_deref() {
-                if !names.contains(&g) {
-                    bail!("--group {g}: the published set has groups {} ({PUBLISHED_FILE})", names.join(", "));
-                }
-            }
-            compare_published(&cases, args.group.as_deref())?
-        }
+        SetArg::Published => published(&args)?,
     };
     if report.cases.is_empty() {
         bail!("no measured case to compare (group filter or empty file)");

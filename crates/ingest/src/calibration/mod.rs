@@ -8,6 +8,7 @@
 //! `shared/calibration/cases.jsonl`) and `calibration/data/vramfit-cases.jsonl`
 //! (measured by `calibration/harness/measure.py`).
 
+pub mod llamacpp;
 pub mod published;
 pub mod throughput;
 
