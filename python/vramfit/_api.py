@@ -391,6 +391,8 @@ def plan(
     have: Optional[str] = None,
     allow: Optional[Union[str, Sequence[str]]] = None,
     tokens: Optional[str] = None,
+    output_len: Optional[Union[int, str]] = None,
+    random_output_len: Optional[Union[int, str]] = None,
     hours: Optional[float] = None,
     top: Optional[int] = None,
     catalog: Optional[Union[str, os.PathLike]] = None,
@@ -539,6 +541,9 @@ def plan(
             qlora, quant.
         tokens (--tokens):
             Job size in tokens (trained, or generated for inference): 1000000000, 1e9, 1B, 500M
+        output_len (--output-len, alias random_output_len):
+            Serving: tokens each request generates; the rest of --context is its prompt, prefilled
+            first. Tokens/s and the job time count both [default: half the context]
         hours (--hours):
             Job size in rental hours; with --tokens, a deadline: the cheapest plan that finishes the
             tokens within these hours
