@@ -5,7 +5,7 @@
 
 mod common;
 use common::{run, vramfit};
-use vramfit_report::i18n::{localize_json, localize_text, Lang};
+use vramfit_report::i18n::{localize_json, localize_text, translate, Lang};
 
 /// Reports whose every sentence must have Chinese: `estimate` across
 /// tasks, fits and misses, capacity and the sweep (the README tour's
@@ -227,4 +227,100 @@ fn common_errors_in_chinese() {
         let (_, err) = run(args, 2);
         assert!(err.contains(en), "{args:?}: {err}");
     }
+}
+
+/// Errors across subcommands (exit 2, stderr `vramfit: error: …`): bad
+/// flag values, unknown models and GPUs, missing and malformed files, bad
+/// config fields, flags that conflict or do not apply. Each must have
+/// Chinese in the catalogue, and `--lang zh` must print exactly that
+/// Chinese. clap's own parse errors (`error: invalid value …`, an unknown
+/// flag) and `--help` stay English: they are not in this corpus.
+const ERROR_CORPUS: &[&[&str]] = &[
+    &["estimate"],
+    &["estimate", "no-such-model"],
+    &["estimate", "/nonexistent/config.json"],
+    &["estimate", "../../Cargo.toml"],
+    &["estimate", "llama-2-7b", "--batch", "0"],
+    &["estimate", "llama-2-7b", "--context", "0"],
+    &["estimate", "llama-2-7b", "--concurrency", "0"],
+    &["estimate", "llama-2-7b", "--pp", "0"],
+    &["estimate", "llama-2-7b", "--block-size", "0"],
+    &["estimate", "llama-2-7b", "--gpu", "h2"],
+    &["estimate", "llama-2-7b", "--gpu", "nosuchgpu"],
+    &["estimate", "llama-2-7b", "--gpu-util", "0.9"],
+    &["estimate", "llama-2-7b", "--gpu-mem", "lots"],
+    &["estimate", "llama-2-7b", "--gpu-mem", "24"],
+    &["estimate", "llama-2-7b", "--gpu-mem", "24G"],
+    &["estimate", "llama-2-7b", "--gpu-mem", "7B"],
+    &["estimate", "llama-2-7b", "--gpu-mem", "0GiB"],
+    &["estimate", "llama-2-7b", "--tp", "3"],
+    &["estimate", "llama-2-7b", "--ep", "2"],
+    &["estimate", "llama-2-7b", "--gpus", "3", "--tp", "2"],
+    &["estimate", "llama-2-7b", "--task", "lora", "--lora-rank", "0"],
+    &["estimate", "llama-2-7b", "--task", "train", "--grad-accum", "0"],
+    &["estimate", "llama-2-7b", "--task", "train", "--zero", "3", "--fsdp", "full-shard"],
+    &["estimate", "llama-2-7b", "--task", "train", "--engine", "vllm"],
+    &["estimate", "llama-2-7b", "--deepspeed", "ds.json"],
+    &["estimate", "llama-2-7b", "--task", "train", "--deepspeed", "../../Cargo.toml"],
+    &["estimate", "llama-2-7b", "-ngl", "5"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--tp", "2"],
+    &["plan", "llama-2-7b", "--have", "nosuchgpu"],
+    &["plan", "llama-2-7b", "--tokens", "lots"],
+    &["plan", "llama-2-7b", "--hours", "0"],
+    &["plan", "llama-2-7b", "--output-len", "0"],
+    &["plan", "llama-2-7b", "--mfu", "foo"],
+    &["plan", "llama-2-7b", "--catalog", "/nonexistent.toml"],
+    &["plan", "llama-2-7b", "--catalog", "../../Cargo.toml"],
+    &["plan", "llama-2-7b", "--task", "train", "--launcher", "vllm"],
+    &["plan", "llama-2-7b", "--launcher", "deepspeed"],
+    &["diagnose", "/nonexistent.txt"],
+    &["diagnose", "../../Cargo.toml"],
+    &["diagnose", "../diagnose/tests/fixtures/oom/composed_multi_rank_log.txt", "--kind", "snapshot"],
+    &["diagnose", "../diagnose/tests/fixtures/oom/composed_multi_rank_log.txt", "--model", "no-such-model"],
+    &["mig", "plan", "--gpu", "a100-40gb", "--service", "chat"],
+    &["mig", "plan", "--gpu", "a100-40gb", "--service", "chat=lots"],
+    &["mig", "plan", "--gpu", "a100-40gb", "--service", "chat=-1GiB"],
+    &["mig", "plan", "--gpu", "rtx-4090", "--service", "chat=1GiB"],
+    &["mig", "profiles", "--gpu", "rtx-4090"],
+    &["mig", "profiles", "--gpu", "a100-40gb", "--lgip", "/nonexistent.txt"],
+    &["check", "--xml", "/nonexistent.xml"],
+    &["check", "--xml", "../../Cargo.toml"],
+    &["check", "--text", "../../Cargo.toml"],
+    &["check", "--bandwidth", "../../Cargo.toml"],
+    &["check", "--text", "../hw/tests/fixtures/bandwidth/autodl-2080ti.table.txt"],
+    &["check", "--topo", "../hw/tests/fixtures/derived/13-nic-cell-dropped.topo.txt"],
+    &["check", "--xml", "../hw/tests/fixtures/nvidia_smi/01.xml", "--expect", "2xNoSuchGPU"],
+    &["check", "--fleet", "/nonexistent"],
+    &["check", "--fleet", "../hw/tests/fixtures/fleet/autodl-4", "--expect-fabric", "foo"],
+    &["calibrate", "--cases", "/nonexistent.jsonl"],
+    &["calibrate", "--cases", "../../Cargo.toml"],
+    &["calibrate", "--group", "Z"],
+];
+
+#[test]
+fn every_error_of_the_error_corpus_has_chinese() {
+    let mut missing: Vec<String> = Vec::new();
+    let mut distinct = std::collections::BTreeSet::new();
+    for args in ERROR_CORPUS {
+        let (_, en) = run(args, 2);
+        let msg = en.trim_end().strip_prefix("vramfit: error: ").unwrap_or_else(|| panic!("{args:?}: {en}"));
+        distinct.insert(msg.to_string());
+        match translate(Lang::Zh, msg) {
+            Ok(zh) => {
+                // what --lang zh prints is that Chinese, exit code unchanged
+                let (_, got) = run(&[*args, &["--lang", "zh"][..]].concat(), 2);
+                assert_eq!(got.trim_end(), format!("vramfit: error: {zh}"), "{args:?}");
+                assert_ne!(zh, msg, "{args:?}: the Chinese is the English");
+            }
+            Err(_) => missing.push(format!("{msg}\n      (from: vramfit {})", args.join(" "))),
+        }
+    }
+    assert!(distinct.len() >= 30, "the corpus holds only {} distinct errors", distinct.len());
+    assert!(
+        missing.is_empty(),
+        "{} error(s) have no Chinese. Add each to crates/report/src/i18n/zh.txt as an `en:`/`zh:` pair \
+         (the file's head explains the holes):\n\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
 }
