@@ -14,7 +14,8 @@ use vramfit_report::i18n::{localize_json, localize_text, translate, Lang};
 /// and FSDP with offload, MoE), the preset and GPU lists, `calibrate`
 /// (faketensor and throughput sets), `mig profiles`, `mig plan
 /// --explain`, `check` on fleets, topologies, bandwidth reports and
-/// MIG-enabled machines, `diagnose` on a memory_summary and snapshots.
+/// MIG-enabled machines, `diagnose` on a memory_summary, snapshots and
+/// OOM logs (PyTorch, llama.cpp, DeepSpeed; one beside an estimate).
 /// Add a case here when a renderer gains a sentence.
 const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"], 0),
@@ -260,6 +261,26 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["diagnose", "../diagnose/tests/fixtures/memory_summary/01.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/snapshot/snapshot_shared.pickle"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/snapshot/segments_only.pickle"], 0),
+    // diagnose: OOM logs of PyTorch ≤1.4 and 1.5–2.0, llama.cpp, a DeepSpeed run, and one beside an estimate
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_hint_deepspeed3869.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/ggml_llamacpp11476_compute.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt14_pytorch16417_free.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_llamafactory182_wrong_gpu.txt"], 0),
+    (
+        &[
+            "diagnose",
+            "../diagnose/tests/fixtures/oom/pt110_hint_deepspeed3869.txt",
+            "--model",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--batch",
+            "4",
+            "--seq",
+            "2048",
+        ],
+        0,
+    ),
 ];
 
 #[test]
