@@ -15,7 +15,8 @@ use vramfit_report::i18n::{localize_json, localize_text, translate, Lang};
 /// (faketensor and throughput sets), `mig profiles`, `mig plan
 /// --explain`, `check` on fleets, topologies, bandwidth reports and
 /// MIG-enabled machines, `diagnose` on a memory_summary, snapshots and
-/// OOM logs (PyTorch, llama.cpp, DeepSpeed; one beside an estimate).
+/// OOM logs (PyTorch 1.4–2.2, HIP, MPS, XLA, vLLM, llama.cpp, DeepSpeed;
+/// one beside an estimate).
 /// Add a case here when a renderer gains a sentence.
 const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"], 0),
@@ -197,6 +198,20 @@ const CORPUS: &[(&[&str], i32)] = &[
         0,
     ),
     (&["mig", "plan", "--gpu", "a100-40gb", "--service", "chat-1=12GiB", "--explain"], 0),
+    (
+        &[
+            "mig",
+            "plan",
+            "--gpu",
+            "a100-40gb",
+            "--service",
+            "chat-1=12GiB",
+            "--service",
+            "rag-3=llama-3.2-3b:ctx=8192,conc=4",
+            "--explain",
+        ],
+        0,
+    ),
     // check: fleets, topology, bandwidth reports, MIG-enabled machines, other captures
     (&["check", "--fleet", "../hw/tests/fixtures/fleet/autodl-4"], 1),
     (&["check", "--fleet", "../hw/tests/fixtures/fleet/autodl-4-ok"], 0),
@@ -266,6 +281,23 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["diagnose", "../diagnose/tests/fixtures/oom/ggml_llamacpp11476_compute.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt14_pytorch16417_free.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_llamafactory182_wrong_gpu.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/mps_comfyui7440.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/hip_therock1054_apu.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/bfc_jax27354_tib.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/bfc_reactant1214_remat.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/ds_easycontext11_cache_flushes.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt15_shiftgcn34_scraps.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt15_pytorch40863_other_holds_card.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt15_fairseq2442_granularity.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt21_capacty_lerf73.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_genesisvllm1_longctx.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_vllm20581_llama4.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_keye11_request_over_card.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_llamafactory7532_deepspeed_pid.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_ocrtablenet3_free_equals_request.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt14_csail151_large_request.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/val_kohya369_1050ti.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/memory_summary/issue_pytorch37250_with_oom.txt"], 0),
     (
         &[
             "diagnose",
