@@ -59,7 +59,8 @@ fn text_report_width(command: &mut Command) -> Option<Width> {
     match command {
         // the lists' headers are sentences; ids, names and sizes pass unchanged
         Command::Estimate(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
-        Command::Plan(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
+        // an emitted launcher file is the same in every language, never translated or wrapped
+        Command::Plan(a) if !a.json && !a.chart.to_stdout() && a.emit.is_none() => Some(take(&mut a.text)),
         Command::Diagnose(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
         Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(a) })
             if !a.json && !a.chart.to_stdout() && a.emit.is_none() =>
