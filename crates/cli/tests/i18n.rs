@@ -298,6 +298,11 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_ocrtablenet3_free_equals_request.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt14_csail151_large_request.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/val_kohya369_1050ti.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/async_comfyui4852_cut.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/cuda_tinycudann387.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_qanything302_budget.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_startup_23192_other.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_startup_50135_xpu_other.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/memory_summary/issue_pytorch37250_with_oom.txt"], 0),
     (
         &[
