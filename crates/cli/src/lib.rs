@@ -57,10 +57,10 @@ fn text_report_width(command: &mut Command) -> Option<Width> {
         w
     }
     match command {
-        Command::Estimate(a) if !a.json && !a.chart.to_stdout() && !a.list_gpus && !a.list_presets => {
-            Some(take(&mut a.text))
-        }
-        Command::Plan(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
+        // the lists' headers are sentences; ids, names and sizes pass unchanged
+        Command::Estimate(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
+        // an emitted launcher file is the same in every language, never translated or wrapped
+        Command::Plan(a) if !a.json && !a.chart.to_stdout() && a.emit.is_none() => Some(take(&mut a.text)),
         Command::Diagnose(a) if !a.json && !a.chart.to_stdout() => Some(take(&mut a.text)),
         Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Plan(a) })
             if !a.json && !a.chart.to_stdout() && a.emit.is_none() =>
@@ -68,6 +68,9 @@ fn text_report_width(command: &mut Command) -> Option<Width> {
             Some(take(&mut a.text))
         }
         Command::Check(a) if !a.json && !a.collect_script => Some(take(&mut a.layout)),
+        Command::Calibrate(a) if !a.json => Some(take(&mut a.text)),
+        // the profile table is drawn at its natural width, never wrapped
+        Command::Mig(cmd::mig::MigArgs { command: cmd::mig::MigCommand::Profiles(a) }) if !a.json => Some(None),
         _ => None,
     }
 }

@@ -272,11 +272,19 @@ fn localize_line(line: &str, lang: Lang, missing: &mut Vec<String>) -> String {
         Some(b) => ("- ", b),
         None => ("", body),
     };
-    if let Ok(t) = translate(lang, body) {
-        return format!("{indent}{bullet}{t}");
+    // a line of aligned cells whose first cell is an identifier (`optimizer_states  50.21 GiB`)
+    // holds no prose as a whole, yet its cells may have Chinese names: cell by cell
+    let cells = body.contains("  ") && !needs_translation(body);
+    if !cells {
+        if let Ok(t) = translate(lang, body) {
+            return format!("{indent}{bullet}{t}");
+        }
     }
-    // aligned columns (two or more spaces apart) translate one by one
+    // aligned columns (two or more spaces apart) translate one by one, each
+    // padded to the English cell's width so the next column stays where it was
+    // (a wider translation takes from the gap, leaving at least two spaces)
     let mut out = format!("{indent}{bullet}");
+    let mut debt = 0usize;
     let mut rest = body;
     while !rest.is_empty() {
         let (cell, gap) = match rest.find("  ") {
@@ -286,14 +294,23 @@ fn localize_line(line: &str, lang: Lang, missing: &mut Vec<String>) -> String {
             }
             None => (rest, ""),
         };
-        match translate(lang, cell) {
-            Ok(t) => out.push_str(&t),
+        let t = match translate(lang, cell) {
+            Ok(t) => t,
             Err(Untranslated(s)) => {
                 missing.push(s);
-                out.push_str(cell);
+                cell.to_string()
             }
+        };
+        out.push_str(&t);
+        if !gap.is_empty() {
+            use crate::format::display_width;
+            // columns owed: the translation's extra width plus what earlier cells could not repay
+            let want = display_width(cell) + gap.len();
+            let have = display_width(&t) + debt;
+            let pad = want.saturating_sub(have).max(2);
+            debt = (have + pad).saturating_sub(want);
+            out.push_str(&" ".repeat(pad));
         }
-        out.push_str(gap);
         rest = &rest[cell.len() + gap.len()..];
     }
     out

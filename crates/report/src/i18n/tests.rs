@@ -105,3 +105,22 @@ fn json_sentences_translate_and_values_do_not() {
     assert_eq!(v["model"], "llama-2-7b");
     assert_eq!(v["notes"][0], "切分到 2 张 GPU（TP 2 × PP 1）；数字按占用最多的那张卡");
 }
+
+#[test]
+fn aligned_cells_keep_their_columns_and_identifier_rows_translate() {
+    use crate::format::display_width;
+    // diagnose's "estimate beside the failure" rows: a category id, a size, a share.
+    // `optimizer_states` alone is no prose, yet zh.txt names it 优化器状态.
+    let en = "  weights              25.10 GiB    15%\n  optimizer_states     50.21 GiB    30%";
+    let zh = localize_text(en, Lang::Zh);
+    assert!(zh.missing.is_empty(), "{:?}", zh.missing);
+    let (e, z): (Vec<&str>, Vec<&str>) = (en.lines().collect(), zh.text.lines().collect());
+    assert!(z[0].starts_with("  权重 ") && z[1].starts_with("  优化器状态 "), "{z:?}");
+    // the size column starts at the same display column as in English (权重 is 4 columns
+    // wide against weights' 7, so 3 more spaces; 优化器状态 10 against 16: 6 more)
+    let col = |l: &str| display_width(&l[..l.find(" GiB").unwrap_or(0)]);
+    assert_eq!((col(z[0]), col(z[1])), (col(e[0]), col(e[1])), "{z:?}");
+    // a translation wider than its cell (全部: 4 columns, all: 3) keeps two spaces before the next
+    let zh = localize_text("all  53 cases", Lang::Zh);
+    assert!(zh.text.starts_with("全部  53"), "{}", zh.text);
+}
