@@ -180,6 +180,8 @@ const CORPUS: &[(&[&str], i32)] = &[
     // calibrate: the three sets
     (&["calibrate"], 0),
     (&["calibrate", "--set", "published"], 0),
+    (&["calibrate", "--set", "published", "--group", "llamacpp"], 0),
+    (&["calibrate", "--set", "published", "--group", "serving"], 0),
     (&["calibrate", "--group", "A"], 0),
     (&["calibrate", "--set", "throughput"], 0),
     // mig profiles (no --wide) and mig plan --explain
