@@ -33,6 +33,8 @@ fn pinned_layout(w: &Workload) -> Option<Parallelism> {
     let fixed = p.gpus > 1
         || p.tp > 1
         || p.pp > 1
+        || p.ep > 1
+        || p.dp_attention > 1
         || p.sharding != Sharding::None
         || p.offload_optimizer != Offload::None
         || p.offload_params != Offload::None;
@@ -52,6 +54,12 @@ fn layout_words(p: &Parallelism) -> String {
     }
     if p.pp > 1 {
         parts.push(format!("PP {}", p.pp));
+    }
+    if p.ep > 1 {
+        parts.push(format!("EP {}", p.ep));
+    }
+    if p.dp_attention > 1 {
+        parts.push(format!("DP-attention {}", p.dp_attention));
     }
     if p.offload_optimizer.is_some() {
         parts.push(format!("optimizer offload → {}", p.offload_optimizer.key()));
@@ -369,19 +377,22 @@ fn currencies(book: &PriceBook) -> Vec<String> {
     currencies
 }
 
-/// The best setup per (offer, GPU count), then per currency by cost, `top` each.
+/// The best setup per (offer, GPU count), then per currency by cost, `top`
+/// each. A MoE model's expert-parallel layouts keep their own slot, so they
+/// are listed beside the TP-only layout of the same cards.
 fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
     let mut best_per: Vec<Scored> = Vec::new();
-    let mut slot: std::collections::HashMap<(u32, u64), usize> = std::collections::HashMap::new();
+    let mut slot: std::collections::HashMap<(u32, u64, bool), usize> = std::collections::HashMap::new();
     for c in &search.scored {
-        match slot.get(&(c.offer, c.gpus)) {
+        let key = (c.offer, c.gpus, c.complexity == Complexity::ExpertParallel);
+        match slot.get(&key) {
             Some(&i) => {
                 if better(c, &best_per[i]) {
                     best_per[i] = *c;
                 }
             }
             None => {
-                slot.insert((c.offer, c.gpus), best_per.len());
+                slot.insert(key, best_per.len());
                 best_per.push(*c);
             }
         }
