@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use vramfit_core::error::CoreError;
 use vramfit_core::estimate::estimate;
 use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::model::ModelSpec;
 use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
 
 /// The user's job on one GPU, as given (global batch kept).
@@ -68,6 +69,40 @@ fn layout_words(p: &Parallelism) -> String {
         parts.push(format!("parameter offload → {}", p.offload_params.key()));
     }
     parts.join(", ")
+}
+
+/// What the plan says of expert parallelism for a MoE model served: where
+/// its layouts are searched (vLLM/SGLang only), and why the recommendation
+/// is or is not one. EP = TP holds and reads the same expert bytes per rank
+/// as TP (⌈E / EP⌉ whole experts against 1/TP of each, `push_weights_ep`),
+/// so it wins only on price ties it cannot break; data-parallel attention
+/// trades replicated attention weights for 1/N of the KV cache per rank.
+fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, ep_listed: bool) -> Option<String> {
+    let Task::Inference(s) = &base.task else { return None };
+    let experts = model.moe.as_ref().map(|m| m.num_experts).filter(|&e| e > 0)?;
+    if s.engine.serving().is_none() {
+        return Some(format!(
+            "{} routes each token to {} of {experts} experts: expert-parallel layouts (EP, data-parallel attention) are searched for vLLM and SGLang: add --engine vllm or sglang",
+            model.name,
+            model.moe.as_ref().map(|m| m.experts_per_token).unwrap_or(0)
+        ));
+    }
+    let rec = rec?;
+    Some(if rec.setup.dp_attention > 1 {
+        format!(
+            "recommended with data-parallel attention {}: each rank keeps the KV cache of its own sequences and whole attention weights, the experts split over all {} ranks; the cheapest TP-only layout of these cards does not fit or costs more",
+            rec.setup.dp_attention, rec.setup.tp
+        )
+    } else if rec.setup.ep > 1 {
+        format!(
+            "recommended with the experts split whole over EP {}: cheaper or faster by the model than the TP-only layouts",
+            rec.setup.ep
+        )
+    } else if !ep_listed {
+        return None;
+    } else {
+        "expert-parallel layouts are listed beside the TP-only ones: at EP = TP a rank holds and reads the same expert bytes (whole experts instead of a 1/TP slice of each), so at the same bill the TP-only layout ranks first; data-parallel attention keeps 1/N of the KV cache per rank but whole attention weights on every rank".to_string()
+    })
 }
 
 /// Plan. Errors only when the user's job itself is refused by the estimator.
@@ -139,6 +174,8 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     notes.extend(ram_notes(&search));
     notes.extend(cluster_notes(&search));
     notes.extend(engine_cap_note(req, &base)?);
+    let ep_listed = search.scored.iter().any(|c| c.complexity == Complexity::ExpertParallel);
+    notes.extend(expert_note(req.model, &base, recommended.as_ref(), ep_listed));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",

@@ -161,12 +161,6 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
             }
         }
     }
-    if args.workload.ep.is_some_and(|e| e > 1) {
-        bail_on!(
-            "ep",
-            "--ep: plan does not search expert parallelism yet; `vramfit estimate … --engine vllm --tp N --ep N` sizes it"
-        );
-    }
     if let Some(l) = launcher {
         if let Err(why) = l.runs_model(&spec.name) {
             bail_on!(launcher_field, "--launcher {}: {why}", l.name());

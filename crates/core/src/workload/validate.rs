@@ -380,6 +380,9 @@ fn expert_parallel(model: &ModelSpec, s: &InferenceSetup, par: &Parallelism) -> 
     if s.engine.serving().is_none() {
         return bad("expert parallelism is modelled as vLLM and SGLang serve it: give --engine vllm or sglang".into());
     }
+    if par.tp <= 1 {
+        return bad(format!("the experts are split over the tensor-parallel ranks: give --tp {ep} with it"));
+    }
     if ep != par.tp.max(1) {
         return bad(format!(
             "the serving engines split the experts over all the ranks of the tensor-parallel group (vLLM: EP = TP × DP; with --dp-attention the TP group spans the data-parallel attention groups): give --ep {}",
