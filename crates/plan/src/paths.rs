@@ -77,7 +77,7 @@ fn layout_words(p: &Parallelism) -> String {
 /// as TP (⌈E / EP⌉ whole experts against 1/TP of each, `push_weights_ep`),
 /// so it wins only on price ties it cannot break; data-parallel attention
 /// trades replicated attention weights for 1/N of the KV cache per rank.
-fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, ep_listed: bool) -> Option<String> {
+fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, search: &Search) -> Option<String> {
     let Task::Inference(s) = &base.task else { return None };
     let experts = model.moe.as_ref().map(|m| m.num_experts).filter(|&e| e > 0)?;
     if s.engine.serving().is_none() {
@@ -98,7 +98,7 @@ fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, ep_lis
             "recommended with the experts split whole over EP {}: cheaper or faster by the model than the TP-only layouts",
             rec.setup.ep
         )
-    } else if !ep_listed {
+    } else if !search.scored.iter().any(|c| c.complexity == Complexity::ExpertParallel) {
         return None;
     } else {
         "expert-parallel layouts are listed beside the TP-only ones: at EP = TP a rank holds and reads the same expert bytes (whole experts instead of a 1/TP slice of each), so at the same bill the TP-only layout ranks first; data-parallel attention keeps 1/N of the KV cache per rank but whole attention weights on every rank".to_string()
@@ -174,8 +174,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     notes.extend(ram_notes(&search));
     notes.extend(cluster_notes(&search));
     notes.extend(engine_cap_note(req, &base)?);
-    let ep_listed = search.scored.iter().any(|c| c.complexity == Complexity::ExpertParallel);
-    notes.extend(expert_note(req.model, &base, recommended.as_ref(), ep_listed));
+    notes.extend(expert_note(req.model, &base, recommended.as_ref(), &search));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",

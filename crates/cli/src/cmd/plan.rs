@@ -145,7 +145,7 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
     let launcher_field = if args.emit.is_some() { "emit" } else { "launcher" };
     // a serving engine's launcher serves an inference job with that engine
     // (a workload that does not build is reported by the caller's build)
-    // (built with the launcher's engine when none is given: `--ep` needs one)
+    // (else built with the launcher's engine when none is given: `--ep` needs one)
     let serving_engine = |l: Launcher| {
         if l == Launcher::Vllm {
             vramfit_core::workload::Engine::Vllm
@@ -153,11 +153,13 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
             vramfit_core::workload::Engine::Sglang
         }
     };
-    let mut probe = args.workload.clone();
-    if let Some(l) = launcher.filter(|l| l.serves() && probe.engine.is_none()) {
+    let built = args.workload.clone().build(spec).ok().or_else(|| {
+        let l = launcher.filter(|l| l.serves() && args.workload.engine.is_none())?;
+        let mut probe = args.workload.clone();
         probe.engine = Some(serving_engine(l));
-    }
-    let built = probe.build(spec).ok().map(|w| matches!(w.task, Task::Inference(_)));
+        probe.build(spec).ok()
+    });
+    let built = built.map(|w| matches!(w.task, Task::Inference(_)));
     let inference = built == Some(true);
     if let Some(l) = launcher.filter(|l| l.serves() && inference) {
         let engine = serving_engine(l);
