@@ -82,9 +82,9 @@ fn deepseek_v3_on_h200_recommends_dp_attention() {
 /// - routed experts: 58 MoE layers × 256 × 3 × 7168 × 2048 = 653.9B fp8
 ///   parameters, 32 of 256 per rank: 81,738,618,624 B (+ 4 B scales);
 /// - attention, dense and shared-expert linears whole on every rank (TP 1):
-///   61 × (7168·1536 + 1536·128·192 + 7168·576 + 512·128·256 + 128·128·7168)
-///   + 3 × 3 × 7168 × 18432 + 58 × 3 × 7168 × 2048 = 15,156,838,400 fp8
-///   parameters, + 488 per-tensor fp32 scales = 15,156,840,352 B;
+///   61 × (7168·1536 + 1536·128·192 + 7168·576 + 512·128·256 + 128·128·7168) +
+///   3 × 3 × 7168 × 18432 + 58 × 3 × 7168 × 2048 = 15,156,838,400 fp8
+///   parameters, and 488 per-tensor fp32 scales: 15,156,840,352 B;
 /// - embeddings and head whole (bf16): 2 × 129,280 × 7168 × 2 = 3,706,716,160 B;
 /// - KV: the group's 64 / 8 = 8 sequences × 8192 tokens × 61 layers ×
 ///   (512 + 64) × 2 B = 4,605,345,792 B (TP 8 alone holds all 64: × 8).

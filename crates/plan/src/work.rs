@@ -103,9 +103,9 @@ pub fn all_to_all_layers(spec: &ModelSpec, par: &Parallelism) -> f64 {
 /// [`all_to_all_layers`]: per MoE layer its group's tokens (one per
 /// sequence; a group of TP > 1 splits them over its ranks) go out to the
 /// ranks holding their top-k experts and come back weighted (dispatch +
-/// combine), `tokens × hidden × activation bytes × min(k, ranks) × (ranks −
-/// 1) / ranks × 2`: each token reaches at most k ranks, and the share on its
-/// own rank stays local (DeepSeek-V3 technical report §3.2.2: each token is
+/// combine), `tokens × hidden × activation bytes × min(k, ranks) ×
+/// (ranks − 1) / ranks × 2`: each token reaches at most k ranks, and the
+/// share on its own rank stays local (DeepSeek-V3 technical report §3.2.2: each token is
 /// dispatched to the GPUs of its routed experts and combined back; DeepEP
 /// `low_latency_dispatch`/`low_latency_combine`). Activations are counted
 /// at the compute dtype (DeepEP dispatches in fp8, combines in bf16: an
