@@ -112,6 +112,13 @@ fn dp_attention_rank_memory_by_hand() {
     let tp_only = json(&[&base[..], &job].concat(), 0);
     assert_eq!(tp_only["per_gpu"]["categories"]["kv_cache"].as_u64(), Some(8 * kv));
     assert!(v["per_gpu"]["total_bytes"].as_u64() < tp_only["per_gpu"]["total_bytes"].as_u64());
+    // vLLM's KV pool per rank (`--gpu h200`, util 0.9) loses the weights the rank
+    // now holds whole, and its blocks serve each of the 8 groups: 8 × per-group
+    // sequences of 8192 tokens (512 blocks of 16)
+    let cap = |v: &Value, k: &str| v["fit"]["capacity"][k].as_u64().unwrap();
+    let weights = |v: &Value| v["per_gpu"]["categories"]["weights"].as_u64().unwrap();
+    assert!(cap(&v, "kv_budget_bytes") <= cap(&tp_only, "kv_budget_bytes") - (weights(&v) - weights(&tp_only)));
+    assert_eq!(cap(&v, "max_concurrency"), cap(&v, "kv_blocks") / 512 * 8);
     let (text, _) = common::run(&[&base[..], &["--dp-attention", "8"], &job[..6]].concat(), 0);
     assert!(text.contains("attention over DP 8") && text.contains("data-parallel attention 8: the 8 ranks"), "{text}");
 }

@@ -338,7 +338,10 @@ pub fn capacity(
         }
     };
     let kv_blocks = kv_budget.checked_div(detail.block_bytes).unwrap_or(0);
-    let max_concurrency = kv_blocks / detail.blocks_per_sequence.max(1);
+    // with data-parallel attention each group's ranks pool the KV of its own
+    // sequences: the pool is per group, the sequences N groups' worth
+    let groups = par.dp_attention.max(1);
+    let max_concurrency = (kv_blocks / detail.blocks_per_sequence.max(1)).saturating_mul(groups);
 
     // Longest context at this concurrency: the transient grows with context too, so
     // search, no further than the model's own position limit.
@@ -346,7 +349,7 @@ pub fn capacity(
     let limit = spec.max_position_embeddings.min(MAX_TOKENS) / block;
     let max_context = if engine.is_some() {
         // the engine's pool is fixed at start-up: the context its blocks hold per sequence
-        (kv_blocks / setup.concurrency.max(1)).min(limit) * block
+        (kv_blocks / setup.concurrency.div_ceil(groups).max(1)).min(limit) * block
     } else {
         let mut lo = 0u64; // fits (0 = nothing fits)
         let mut hi = limit;
