@@ -327,3 +327,63 @@ fn serving_recommendation_is_what_the_command_starts() {
     }
     assert_eq!(compared, 10);
 }
+
+/// MoE serving plans: the command `--emit vllm|sglang` writes starts the
+/// expert layout the plan recommends — vLLM `--enable-expert-parallel`, with
+/// data-parallel attention as `--data-parallel-size N` over engine cores of
+/// `--tensor-parallel-size TP / N` each serving `--max-num-seqs` of their
+/// own (`FusedMoEParallelConfig.make`: EP = DP × TP); SGLang `--ep-size`,
+/// `--enable-dp-attention --dp-size N` over `--tp-size` ranks with
+/// `--max-running-requests` the server's total (its model runner divides it
+/// by dp_size). DeepSeek-V3 on one machine of 8 H200 (data-parallel
+/// attention), and DeepSeek-V3 and Qwen3-30B-A3B pinned to TP 8 × EP 8.
+#[test]
+fn moe_serving_recommendation_is_what_the_command_starts() {
+    let cat = std::env::temp_dir().join(format!("vramfit-launcher-{}-h200.toml", std::process::id()));
+    std::fs::write(
+        &cat,
+        "replace = true\n[[offer]]\nid = \"h200x8\"\nprovider = \"p\"\nname = \"8 x H200\"\ngpu = \"h200\"\ngpus = 8\nhourly = 30\ncurrency = \"USD\"\nlink = \"nvlink\"\n",
+    )
+    .unwrap();
+    let c = cat.to_str().unwrap();
+    let ds = ["deepseek-v3", "--dtype", "fp8", "--concurrency", "64", "--context", "8192", "--catalog", c];
+    let jobs: [Vec<&str>; 3] = [
+        [&ds[..], &["--tokens", "1000000000"]].concat(),
+        [&ds[..], &["--tp", "8", "--ep", "8"]].concat(),
+        vec!["qwen3-30b-a3b", "--concurrency", "64", "--context", "4096", "--catalog", c, "--tp", "8", "--ep", "8"],
+    ];
+    let mut expert_layouts = 0;
+    for job in &jobs {
+        for l in ["vllm", "sglang"] {
+            let v = json(&[&["plan"][..], job, &["--launcher", l, "--json"]].concat(), 0);
+            let s = &v["recommended"]["setup"];
+            let (tp, ep, dpa) =
+                (s["tp"].as_u64().unwrap(), s["ep"].as_u64().unwrap_or(1), s["dp_attention"].as_u64().unwrap_or(1));
+            let seqs = s["global_batch"].as_u64().unwrap().div_ceil(s["replicas"].as_u64().unwrap());
+            let o = vramfit().args([&["plan"][..], job, &["--emit", l]].concat()).output().unwrap();
+            assert!(o.status.success(), "{job:?} {l}: {}", String::from_utf8_lossy(&o.stderr));
+            let out = String::from_utf8_lossy(&o.stdout);
+            if l == "vllm" {
+                let emitted = (
+                    flag(&out, "--tensor-parallel-size").unwrap() * flag(&out, "--data-parallel-size").unwrap_or(1),
+                    out.contains("--enable-expert-parallel"),
+                    flag(&out, "--data-parallel-size").unwrap_or(1),
+                    flag(&out, "--max-num-seqs"),
+                );
+                assert_eq!(emitted, (tp, ep > 1, dpa, Some(seqs.div_ceil(dpa))), "{job:?}\n{out}\n{s}");
+            } else {
+                let emitted = (
+                    flag(&out, "--tp-size"),
+                    flag(&out, "--ep-size").unwrap_or(1),
+                    out.contains("--enable-dp-attention"),
+                    flag(&out, "--dp-size").unwrap_or(1),
+                    flag(&out, "--max-running-requests"),
+                );
+                assert_eq!(emitted, (Some(tp), ep, dpa > 1, dpa, Some(seqs)), "{job:?}\n{out}\n{s}");
+            }
+            expert_layouts += (ep > 1) as u32;
+        }
+    }
+    // every job here recommends an expert layout, on both engines
+    assert_eq!(expert_layouts, 6);
+}

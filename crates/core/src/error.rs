@@ -58,6 +58,8 @@ pub enum Field {
     Pp,
     /// expert-parallel degree (MoE serving)
     Ep,
+    /// data-parallel attention groups (MoE serving)
+    DpAttention,
     /// ZeRO stage / FSDP strategy
     Sharding,
     SequenceParallel,
@@ -73,7 +75,7 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 20] = [
+    pub const ALL: [Field; 21] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -85,6 +87,7 @@ impl Field {
         Field::Tp,
         Field::Pp,
         Field::Ep,
+        Field::DpAttention,
         Field::Sharding,
         Field::SequenceParallel,
         Field::Offload,
@@ -113,6 +116,7 @@ impl Field {
             Field::Tp => "tp",
             Field::Pp => "pp",
             Field::Ep => "ep",
+            Field::DpAttention => "dp-attention",
             Field::Sharding => "zero",
             Field::SequenceParallel => "sp",
             Field::Offload => "offload",
@@ -213,6 +217,11 @@ pub enum WorkloadError {
         ep: u64,
         reason: String,
     },
+    /// data-parallel attention on a setup that does not run it
+    DpAttention {
+        dp: u64,
+        reason: String,
+    },
 }
 
 impl WorkloadError {
@@ -234,6 +243,7 @@ impl WorkloadError {
             NoLoraTargets | UnknownLoraTarget { .. } | LoraRegex { .. } => Field::LoraTargets,
             Margin { .. } => Field::Margin,
             ExpertParallel { .. } => Field::Ep,
+            DpAttention { .. } => Field::DpAttention,
         }
     }
 
@@ -308,6 +318,7 @@ impl WorkloadError {
             ),
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
+            DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
         }
     }
 }

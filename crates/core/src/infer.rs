@@ -38,8 +38,12 @@ pub fn estimate_inference(
     let built = spec.as_built_by(setup.engine);
     let spec = built.as_ref();
     let layout = ParamLayout::of(spec)?;
-    let tp = par.tp;
+    // with data-parallel attention, attention, the dense layers and the KV
+    // cache of each group run at TP `tp / dp` over the group's own sequences
+    let tp = par.attn_tp();
     let pp = par.pp;
+    let local = dp_attention_share(setup, par.dp_attention);
+    let setup = local.as_ref().unwrap_or(setup);
     let mut ledger = Ledger::new(Phase::Prefill, par.gpus);
     ledger.params_total = layout.total()?;
     ledger.params_active = layout.active()?;
@@ -56,7 +60,7 @@ pub fn estimate_inference(
         par.ep,
         spec.moe.as_ref().map(|m| m.num_experts).unwrap_or(0),
     )?;
-    crate::serving::push_mxfp4_moe_padding(&mut ledger, spec, &layout, setup, tp, pp)?;
+    crate::serving::push_mxfp4_moe_padding(&mut ledger, spec, &layout, setup, par.tp, pp)?;
 
     // KV cache, paged in blocks, and recurrent state.
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;
@@ -67,7 +71,7 @@ pub fn estimate_inference(
     };
     let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
     push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
-    if setup.engine.serving().is_some() && tp > 1 {
+    if setup.engine.serving().is_some() && par.tp > 1 {
         ledger.push(
             Category::Runtime,
             "vLLM custom all-reduce buffers",
@@ -77,16 +81,28 @@ pub fn estimate_inference(
                 .note("vllm/distributed/device_communicators/custom_all_reduce.py, CustomAllreduce(max_size=8192 * 1024); allocated with cudaMalloc, outside the PyTorch allocator"),
         );
     }
-    runtime.apply_with(&mut ledger, &inference_communicators(setup, tp))?;
+    runtime.apply_with(&mut ledger, &inference_communicators(setup, par.tp))?;
     ledger.notes.extend(head_note);
-    let replicas = par.gpus / (tp * pp);
+    let replicas = par.gpus / (par.tp.max(1) * pp);
     if replicas > 1 {
         ledger.notes.push(format!(
             "{replicas} replicas of TP {tp} × PP {pp}: more throughput, the same memory on every GPU (replication saves no memory)"
         ));
     }
-    if tp > 1 || pp > 1 {
-        ledger.notes.push(format!("split over {} GPUs (TP {tp} × PP {pp}); figures are for the worst GPU", tp * pp));
+    if par.dp_attention > 1 {
+        ledger.notes.push(format!(
+            "data-parallel attention {d}: the {t} ranks run attention, the dense layers and the KV cache as {d} groups of TP {tp}, each with its own {c} of the sequences; the routed experts stay split over all {t} (SGLang --enable-dp-attention, vLLM --data-parallel-size with --enable-expert-parallel)",
+            d = par.dp_attention,
+            t = par.tp,
+            c = setup.concurrency
+        ));
+    }
+    if par.tp > 1 || pp > 1 {
+        ledger.notes.push(format!(
+            "split over {} GPUs (TP {} × PP {pp}); figures are for the worst GPU",
+            par.tp * pp,
+            par.tp
+        ));
     }
     if par.ep > 1 {
         if let Some(e) = ledger.entries.iter().find(|e| e.label.starts_with("routed experts")) {
@@ -101,6 +117,18 @@ pub fn estimate_inference(
         }
     }
     Ok((ledger, kv_detail))
+}
+
+/// The share of the sequences one data-parallel attention group serves
+/// (`dp` > 1): ⌈concurrency / dp⌉, the prefill batch capped by it (SGLang's
+/// scheduler and vLLM's DP engine cores each admit their own requests; the
+/// worst group takes the rounded-up share). None without DP attention.
+fn dp_attention_share(setup: &InferenceSetup, dp: u64) -> Option<InferenceSetup> {
+    if dp <= 1 {
+        return None;
+    }
+    let concurrency = setup.concurrency.div_ceil(dp).max(1);
+    Some(InferenceSetup { concurrency, batch: setup.batch.min(concurrency).max(1), ..setup.clone() })
 }
 
 /// `generate`'s prefill transient: the logits and the largest working set.
@@ -310,7 +338,10 @@ pub fn capacity(
         }
     };
     let kv_blocks = kv_budget.checked_div(detail.block_bytes).unwrap_or(0);
-    let max_concurrency = kv_blocks / detail.blocks_per_sequence.max(1);
+    // with data-parallel attention each group's ranks pool the KV of its own
+    // sequences: the pool is per group, the sequences N groups' worth
+    let groups = par.dp_attention.max(1);
+    let max_concurrency = (kv_blocks / detail.blocks_per_sequence.max(1)).saturating_mul(groups);
 
     // Longest context at this concurrency: the transient grows with context too, so
     // search, no further than the model's own position limit.
@@ -318,7 +349,7 @@ pub fn capacity(
     let limit = spec.max_position_embeddings.min(MAX_TOKENS) / block;
     let max_context = if engine.is_some() {
         // the engine's pool is fixed at start-up: the context its blocks hold per sequence
-        (kv_blocks / setup.concurrency.max(1)).min(limit) * block
+        (kv_blocks / setup.concurrency.div_ceil(groups).max(1)).min(limit) * block
     } else {
         let mut lo = 0u64; // fits (0 = nothing fits)
         let mut hi = limit;

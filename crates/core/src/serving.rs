@@ -10,7 +10,6 @@ use crate::model::ModelSpec;
 use crate::params::ParamLayout;
 use crate::runtime::RuntimeSetup;
 use crate::units::{div_ceil, product};
-use crate::weights::push_weights;
 use crate::workload::{validate, InferenceSetup, Parallelism, ServingDefaults};
 use serde::{Deserialize, Serialize};
 
@@ -188,13 +187,28 @@ pub fn serving_profile(
     }
     validate::inference(spec, setup, par, rt)?;
     let layout = ParamLayout::of(spec)?;
-    let (tp, pp) = (par.tp, par.pp);
+    // attention, dense layers and the KV cache at TP `attn_tp` (data-parallel
+    // attention, `estimate_inference`); the routed experts over `ep`
+    let (tp, pp, attn_tp) = (par.tp, par.pp, par.attn_tp());
     let mut scratch = Ledger::new(Phase::Prefill, par.gpus);
-    let w = push_weights(&mut scratch, &layout, spec.num_layers, setup.weight_dtype, setup.quant.as_ref(), tp, pp)?;
+    let experts = spec.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
+    let (dtype, quant) = (setup.weight_dtype, setup.quant.as_ref());
+    let w = crate::weights::push_weights_ep(
+        &mut scratch,
+        &layout,
+        spec.num_layers,
+        dtype,
+        quant,
+        setup.quantize_lm_head,
+        attn_tp,
+        pp,
+        par.ep,
+        experts,
+    )?;
     let pad = push_mxfp4_moe_padding(&mut scratch, spec, &layout, setup, tp, pp)?;
     let weights = crate::units::add("weights", w.per_gpu, pad)?;
     let ProfilingRun { forward, sampler, .. } =
-        profiling_run(spec, setup, tp, s.max_num_batched_tokens, s.max_num_seqs)?;
+        profiling_run(spec, setup, attn_tp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let activation = forward.max(sampler);
     let comms = serving_communicators(tp);
     let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
@@ -207,7 +221,7 @@ pub fn serving_profile(
     let kv_pool = budget.saturating_sub(used);
     // a block as the KV entries count it (full-attention layers' block, or the
     // sliding layers' when every layer slides)
-    let block_bytes = push_kv(&mut scratch, spec, setup, tp, pp)?.block_bytes;
+    let block_bytes = push_kv(&mut scratch, spec, setup, attn_tp, pp)?.block_bytes;
     let kv_blocks = kv_pool.checked_div(block_bytes).unwrap_or(0);
     let explain = Explanation::new(
         "kv pool = util × CUDA capacity − (weights + max(forward, sampler) + non-torch); blocks = kv pool ÷ block bytes",
@@ -353,9 +367,10 @@ pub fn engine_need(
     let s = serving_setup(setup, d, gpu_util, 0);
     let p = serving_profile(spec, setup, par, rt, &s)?;
     // the KV detail the estimate and its capacity count by (`estimate_inference` returns the same)
-    let detail = push_kv(&mut Ledger::new(Phase::Prefill, par.gpus), spec, setup, par.tp, par.pp)?;
-    let kv =
-        product("KV blocks of the sequences", &[setup.concurrency, detail.blocks_per_sequence, detail.block_bytes])?;
+    // (with data-parallel attention: the group's share of the sequences at its TP)
+    let detail = push_kv(&mut Ledger::new(Phase::Prefill, par.gpus), spec, setup, par.attn_tp(), par.pp)?;
+    let seqs = setup.concurrency.div_ceil(par.dp_attention.max(1));
+    let kv = product("KV blocks of the sequences", &[seqs, detail.blocks_per_sequence, detail.block_bytes])?;
     let need_bytes =
         crate::units::sum("serving need", &[p.weights_bytes, p.activation_peak_bytes, p.non_torch_bytes, kv])?;
     Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(need_bytes, gpu_util)? })

@@ -170,6 +170,8 @@ fn bench(c: &mut Criterion) {
                                 tp: 1,
                                 pp: 1,
                                 replicas: 1,
+                                ep: 1,
+                                dp_attention: 1,
                                 sharding,
                                 offload_optimizer: vramfit_core::Offload::None,
                                 offload_params: vramfit_core::Offload::None,

@@ -796,6 +796,8 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
     check(l, s)?;
     let tp = s.tp.max(1);
     let pp = s.pp.max(1);
+    let ep = s.ep.max(1);
+    let dpa = s.dp_attention.max(1);
     let replicas = s.replicas.max(1);
     let seqs = s.global_batch.div_ceil(replicas).max(1);
     let nodes = t.machines.max(1);
@@ -812,15 +814,22 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
     match l {
         Launcher::Vllm => {
             a.push(format!("vllm serve {}", t.serve_id));
-            a.push(format!("--tensor-parallel-size {tp}"));
+            // data-parallel attention is vLLM's DP with EP: each of the `dpa` engine
+            // cores runs attention at TP tp / dpa over its own requests
+            // (`--max-num-seqs` is per engine core), the experts span
+            // EP = DP × TP (`FusedMoEParallelConfig.make`)
+            a.push(format!("--tensor-parallel-size {}", tp / dpa));
             if pp > 1 {
                 a.push(format!("--pipeline-parallel-size {pp}"));
             }
-            if dp > 1 {
-                a.push(format!("--data-parallel-size {dp}"));
+            if dp * dpa > 1 {
+                a.push(format!("--data-parallel-size {}", dp * dpa));
+            }
+            if ep > 1 {
+                a.push("--enable-expert-parallel".into());
             }
             a.push(format!("--max-model-len {}", t.context));
-            a.push(format!("--max-num-seqs {seqs}"));
+            a.push(format!("--max-num-seqs {}", seqs.div_ceil(dpa)));
             if fp8_kv {
                 a.push("--kv-cache-dtype fp8".into());
             }
@@ -833,6 +842,17 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
             }
             if dp > 1 {
                 a.push(format!("--dp-size {dp}"));
+            }
+            // `--ep-size` splits the experts over the TP ranks; DP attention splits
+            // the --tp-size ranks into --dp-size attention groups (`attn_tp_size =
+            // tp_size // dp_size`), --max-running-requests stays the server's total
+            // (the model runner divides it by dp_size)
+            if dpa > 1 {
+                a.push(format!("--dp-size {dpa}"));
+                a.push("--enable-dp-attention".into());
+            }
+            if ep > 1 {
+                a.push(format!("--ep-size {ep}"));
             }
             a.push(format!("--context-length {}", t.context));
             a.push(format!("--max-running-requests {seqs}"));
@@ -1147,6 +1167,8 @@ mod tests {
             pp: 1,
             dp: gpus,
             replicas: 1,
+            ep: 1,
+            dp_attention: 1,
             sharding,
             offload_optimizer: off_opt,
             offload_params: off_par,

@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use vramfit_core::error::CoreError;
 use vramfit_core::estimate::estimate;
 use vramfit_core::hardware::{GpuSpec, Link};
+use vramfit_core::model::ModelSpec;
 use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, TrainKind, Workload};
 
 /// The user's job on one GPU, as given (global batch kept).
@@ -34,6 +35,8 @@ fn pinned_layout(w: &Workload, one_gpu: bool) -> Option<Parallelism> {
         || p.gpus > 1
         || p.tp > 1
         || p.pp > 1
+        || p.ep > 1
+        || p.dp_attention > 1
         || p.sharding != Sharding::None
         || p.offload_optimizer != Offload::None
         || p.offload_params != Offload::None;
@@ -55,6 +58,12 @@ fn layout_words(p: &Parallelism, one_gpu: bool) -> String {
     if p.pp > 1 {
         parts.push(format!("PP {}", p.pp));
     }
+    if p.ep > 1 {
+        parts.push(format!("EP {}", p.ep));
+    }
+    if p.dp_attention > 1 {
+        parts.push(format!("DP-attention {}", p.dp_attention));
+    }
     if p.offload_optimizer.is_some() {
         parts.push(format!("optimizer offload → {}", p.offload_optimizer.key()));
     }
@@ -74,6 +83,40 @@ fn searched<'a>(req: &'a PlanRequest, base: &'a Workload, job: Job, pinned: Opti
     search.requests = req.requests();
     search.run();
     search
+}
+
+/// What the plan says of expert parallelism for a MoE model served: where
+/// its layouts are searched (vLLM/SGLang only), and why the recommendation
+/// is or is not one. EP = TP holds and reads the same expert bytes per rank
+/// as TP (⌈E / EP⌉ whole experts against 1/TP of each, `push_weights_ep`),
+/// so it wins only on price ties it cannot break; data-parallel attention
+/// trades replicated attention weights for 1/N of the KV cache per rank.
+fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, search: &Search) -> Option<String> {
+    let Task::Inference(s) = &base.task else { return None };
+    let experts = model.moe.as_ref().map(|m| m.num_experts).filter(|&e| e > 0)?;
+    if s.engine.serving().is_none() {
+        return Some(format!(
+            "{} routes each token to {} of {experts} experts: expert-parallel layouts (EP, data-parallel attention) are searched for vLLM and SGLang: add --engine vllm or sglang",
+            model.name,
+            model.moe.as_ref().map(|m| m.experts_per_token).unwrap_or(0)
+        ));
+    }
+    let rec = rec?;
+    Some(if rec.setup.dp_attention > 1 {
+        format!(
+            "recommended with data-parallel attention {}: each rank keeps the KV cache of its own sequences and whole attention weights, the experts split over all {} ranks; the cheapest TP-only layout of these cards does not fit or costs more",
+            rec.setup.dp_attention, rec.setup.tp
+        )
+    } else if rec.setup.ep > 1 {
+        format!(
+            "recommended with the experts split whole over EP {}: cheaper or faster by the model than the TP-only layouts",
+            rec.setup.ep
+        )
+    } else if !search.scored.iter().any(|c| c.complexity == Complexity::ExpertParallel) {
+        return None;
+    } else {
+        "expert-parallel layouts are listed beside the TP-only ones: at EP = TP a rank holds and reads the same expert bytes (whole experts instead of a 1/TP slice of each), so at the same bill the TP-only layout ranks first; data-parallel attention keeps 1/N of the KV cache per rank but whole attention weights on every rank".to_string()
+    })
 }
 
 /// Plan. Errors only when the user's job itself is refused by the estimator.
@@ -142,6 +185,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     notes.extend(ram_notes(&search));
     notes.extend(cluster_notes(&search));
     notes.extend(engine_cap_note(req, &base)?);
+    notes.extend(expert_note(req.model, &base, recommended.as_ref(), &search));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",
@@ -380,19 +424,22 @@ fn currencies(book: &PriceBook) -> Vec<String> {
     currencies
 }
 
-/// The best setup per (offer, GPU count), then per currency by cost, `top` each.
+/// The best setup per (offer, GPU count), then per currency by cost, `top`
+/// each. A MoE model's expert-parallel layouts keep their own slot, so they
+/// are listed beside the TP-only layout of the same cards.
 fn ranked(search: &Search, currencies: &[String], top: usize) -> Vec<PlanRow> {
     let mut best_per: Vec<Scored> = Vec::new();
-    let mut slot: std::collections::HashMap<(u32, u64), usize> = std::collections::HashMap::new();
+    let mut slot: std::collections::HashMap<(u32, u64, bool), usize> = std::collections::HashMap::new();
     for c in &search.scored {
-        match slot.get(&(c.offer, c.gpus)) {
+        let key = (c.offer, c.gpus, c.complexity == Complexity::ExpertParallel);
+        match slot.get(&key) {
             Some(&i) => {
                 if better(c, &best_per[i]) {
                     best_per[i] = *c;
                 }
             }
             None => {
-                slot.insert((c.offer, c.gpus), best_per.len());
+                slot.insert(key, best_per.len());
                 best_per.push(*c);
             }
         }

@@ -34,7 +34,7 @@ use vramfit_core::model::ModelSpec;
 use vramfit_core::quant::QuantSpec;
 use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
 use vramfit_core::units::div_ceil;
-use vramfit_core::workload::{defaults, validate, Offload, Parallelism, Sharding, Task, Workload};
+use vramfit_core::workload::{defaults, validate, InferenceSetup, Offload, Parallelism, Sharding, Task, Workload};
 
 /// Largest power of two tried for a micro-batch (sequences per GPU).
 pub const MAX_MICRO_BATCH: u64 = 64;
@@ -243,8 +243,8 @@ impl<'a> Search<'a> {
             gpus: key.gpus / replicas,
             tp: key.tp,
             pp: key.pp,
-            // the planner does not search expert parallelism (issue 21, left open)
-            ep: 1,
+            ep: key.ep,
+            dp_attention: key.dp_attention,
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -328,8 +328,9 @@ impl<'a> Search<'a> {
             gpus: key.gpus,
             tp: key.tp,
             pp: key.pp,
-            // the planner does not search expert parallelism (issue 21, left open)
+            // expert parallelism is searched for serving only
             ep: 1,
+            dp_attention: 1,
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -819,6 +820,8 @@ impl<'a> Search<'a> {
                                             tp: l.tp,
                                             pp: l.pp,
                                             replicas: 1,
+                                            ep: 1,
+                                            dp_attention: 1,
                                             sharding: l.sharding,
                                             offload_optimizer: l.offload_optimizer,
                                             offload_params: l.offload_params,
@@ -840,42 +843,81 @@ impl<'a> Search<'a> {
                     }
                 }
             }
-            Task::Inference(s) => {
-                let mut quants = vec![None];
-                let mut kvs = vec![s.kv_dtype];
-                if self.allow.quant && s.quant.is_none() {
-                    quants.push(Some(8));
-                    quants.push(Some(4));
-                    if s.kv_dtype.bits() > 8 {
-                        kvs.push(DType::F8);
+            Task::Inference(s) => groups = self.infer_key_groups(s, gpus, &layouts),
+        }
+        groups
+    }
+
+    /// The inference keys of [`Self::key_groups`]: per layout, the weight
+    /// and KV formats to try, and for a MoE model served by vLLM or SGLang
+    /// the expert-parallel variants of the layout ([`Self::expert_variants`]).
+    fn infer_key_groups(&self, s: &InferenceSetup, gpus: u64, layouts: &[Layout]) -> Vec<Vec<MemKey>> {
+        let mut groups = Vec::new();
+        let mut quants = vec![None];
+        let mut kvs = vec![s.kv_dtype];
+        if self.allow.quant && s.quant.is_none() {
+            quants.push(Some(8));
+            quants.push(Some(4));
+            if s.kv_dtype.bits() > 8 {
+                kvs.push(DType::F8);
+            }
+        }
+        for l in layouts {
+            let replicas = (gpus / (l.tp * l.pp)).max(1);
+            if replicas > s.concurrency.max(1) {
+                continue; // a replica without a sequence serves nothing
+            }
+            for (ep, dp_attention) in self.expert_variants(s, l, replicas) {
+                let mut g = Vec::new();
+                for &q in quants.iter().rev() {
+                    for &kv in kvs.iter().rev() {
+                        g.push(MemKey {
+                            gpus,
+                            tp: l.tp,
+                            pp: l.pp,
+                            replicas,
+                            ep,
+                            dp_attention,
+                            sharding: Sharding::None,
+                            offload_optimizer: Offload::None,
+                            offload_params: Offload::None,
+                            train: None,
+                            infer: Some(InferKey { quant_bits: q, kv_dtype: kv }),
+                        });
                     }
                 }
-                for l in &layouts {
-                    let replicas = (gpus / (l.tp * l.pp)).max(1);
-                    if replicas > s.concurrency.max(1) {
-                        continue; // a replica without a sequence serves nothing
-                    }
-                    let mut g = Vec::new();
-                    for &q in quants.iter().rev() {
-                        for &kv in kvs.iter().rev() {
-                            g.push(MemKey {
-                                gpus,
-                                tp: l.tp,
-                                pp: l.pp,
-                                replicas,
-                                sharding: Sharding::None,
-                                offload_optimizer: Offload::None,
-                                offload_params: Offload::None,
-                                train: None,
-                                infer: Some(InferKey { quant_bits: q, kv_dtype: kv }),
-                            });
-                        }
-                    }
-                    groups.push(g);
-                }
+                groups.push(g);
             }
         }
         groups
+    }
+
+    /// (EP, data-parallel attention) variants of a serving layout `l`:
+    /// (1, 1) always; for a MoE model served by vLLM or SGLang with at least
+    /// TP routed experts, on one model instance (vLLM spans EP over every
+    /// data-parallel rank, `ep_size = dp_size × tp_size`, so replicas would
+    /// not keep EP = TP), also the experts split whole over the TP ranks
+    /// (EP = TP: vLLM `--enable-expert-parallel`, SGLang `--ep-size`) and,
+    /// without pipeline stages and with a sequence for each of TP attention
+    /// groups, attention data-parallel over all of them (SGLang
+    /// `--enable-dp-attention --dp tp`, vLLM `--data-parallel-size tp`): the
+    /// layout DeepSeek serves V3 with (DeepSeek-V3 technical report §3.4.2:
+    /// attention TP4 + DP8 with EP32 at decode). A pinned `--ep` or
+    /// `--dp-attention` keeps only the layouts that match it.
+    fn expert_variants(&self, s: &InferenceSetup, l: &Layout, replicas: u64) -> Vec<(u64, u64)> {
+        let mut v = vec![(1, 1)];
+        let tp = l.tp;
+        let experts = self.model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
+        if s.engine.serving().is_some() && tp > 1 && experts >= tp && replicas == 1 {
+            v.push((tp, 1));
+            if l.pp == 1 && s.concurrency >= tp {
+                v.push((tp, tp));
+            }
+        }
+        match &self.pinned {
+            Some(p) => v.into_iter().filter(|&(e, d)| e == p.ep.max(1) && d == p.dp_attention.max(1)).collect(),
+            None => v,
+        }
     }
 
     /// Re-score every estimated setup against every offer and count it can

@@ -65,6 +65,12 @@ pub struct SetupSummary {
     pub dp: u64,
     /// inference: independent model copies (each tp × pp GPUs) sharing the sequences
     pub replicas: u64,
+    /// inference, MoE: routed experts split whole over this many ranks (absent: 1)
+    #[serde(skip_serializing_if = "is_one")]
+    pub ep: u64,
+    /// inference, MoE: data-parallel attention groups within the TP ranks (absent: 1)
+    #[serde(skip_serializing_if = "is_one")]
+    pub dp_attention: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
@@ -73,6 +79,10 @@ pub struct SetupSummary {
     /// written as the dtype's name (`fp16`, `fp8`)
     #[serde(serialize_with = "dtype_name")]
     pub kv_dtype: Option<DType>,
+}
+
+fn is_one(v: &u64) -> bool {
+    *v == 1
 }
 
 /// A dtype as reports write it: [`DType::name`] (`fp16`), not its serde form.
@@ -97,6 +107,8 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         pp: p.pp,
         dp,
         replicas: 1,
+        ep: p.ep.max(1),
+        dp_attention: p.dp_attention.max(1),
         sharding: Sharding::None,
         offload_optimizer: Offload::None,
         offload_params: Offload::None,

@@ -448,6 +448,8 @@ proptest! {
             tp: 1 << tp_log,
             pp: 1 << pp_log,
             replicas: 1,
+            ep: 1,
+            dp_attention: 1,
             sharding: vramfit_core::workload::Sharding::from_stage(stage).unwrap(),
             offload_optimizer: off_opt,
             offload_params: off_par,
@@ -499,6 +501,8 @@ fn fast_path_grid_matches_estimate() {
                             tp,
                             pp,
                             replicas: 1,
+                            ep: 1,
+                            dp_attention: 1,
                             sharding: Sharding::from_stage(stage).unwrap(),
                             offload_optimizer: o,
                             offload_params: p,
@@ -550,4 +554,76 @@ fn a_pipeline_is_filled_with_four_micro_batches_per_stage() {
         let m = pipeline_min_micro_batches(p) as f64;
         assert!((p as f64 - 1.0) / m < 0.25, "{p}");
     }
+}
+
+/// A DeepSeek-shaped MoE with MLA (a latent KV cache that TP replicates on
+/// every rank, `kv.rs`): 8 layers, hidden 2048, 64 routed experts (top-8)
+/// of width 512 and one shared expert, first layer dense.
+fn mla_moe() -> ModelSpec {
+    let mut m = ModelSpec::llama_like("mla-moe", 2048, 8, 16, 16, 8192, 32000);
+    m.mla = Some(vramfit_core::model::MlaSpec {
+        q_lora_rank: Some(512),
+        kv_lora_rank: 256,
+        qk_nope_head_dim: 64,
+        qk_rope_head_dim: 32,
+        v_head_dim: 64,
+    });
+    m.moe = Some(vramfit_core::model::MoeSpec {
+        num_experts: 64,
+        experts_per_token: 8,
+        expert_intermediate: 512,
+        shared_experts: 1,
+        shared_intermediate: 512,
+        shared_expert_gate: false,
+        dense_layers: 1,
+        router_bias: true,
+        router_linear_bias: false,
+    });
+    m
+}
+
+/// The bytes one GPU reads per decode step, and the all-to-all bytes it
+/// sends, for `mla_moe` served by vLLM on 8 GPUs at concurrency 64.
+fn decode_bytes(ep: u64, dp_attention: u64) -> (f64, f64) {
+    use crate::types::{MemSummary, Work};
+    use vramfit_core::estimate::estimate;
+    use vramfit_core::workload::{Engine, InferenceSetup, Parallelism, Task};
+    let m = mla_moe();
+    let w = Workload {
+        task: Task::Inference(InferenceSetup {
+            engine: Engine::Vllm,
+            concurrency: 64,
+            context: 8192,
+            ..InferenceSetup::default()
+        }),
+        parallelism: Parallelism { gpus: 8, tp: 8, ep, dp_attention, ..Parallelism::default() },
+        ..Workload::default()
+    };
+    let ledger = estimate(&m, &w).unwrap();
+    let sum = MemSummary::of_job(&m, &w, &ledger).unwrap();
+    match crate::work::work_of(&m, &w, &sum, 1) {
+        Work::Infer(i) => (i.bytes_per_step, i.a2a_bytes_per_step),
+        Work::Train(_) => unreachable!(),
+    }
+}
+
+/// Issue 21 item 4: EP = TP reads the same expert bytes per rank as TP alone
+/// (8 whole experts of 64 against 1/8 of each, the same touched share
+/// 1 − (1 − 8/64)^64 ≈ 99.98 %), and no all-to-all (vLLM all-reduces the
+/// replicated tokens' expert outputs). Data-parallel attention 8 reads less
+/// per rank at concurrency 64: each rank reads its own 8 sequences' latent
+/// KV (8 × 8192 × 8 layers × (256 + 32) × 2 B = 302 MB) instead of all 64
+/// sequences' (2.42 GB, MLA's cache is whole on every TP rank), against the
+/// attention and dense weights it now holds whole (~0.18 GB more), and sends
+/// 8 tokens × 2048 × 2 B × min(8, 8) × 7/8 × 2 × 7 MoE layers = 3.2 MB.
+#[test]
+fn dp_attention_reads_fewer_bytes_per_rank_at_concurrency_64() {
+    let (tp, tp_a2a) = decode_bytes(1, 1);
+    let (ep, ep_a2a) = decode_bytes(8, 1);
+    let (dpa, dpa_a2a) = decode_bytes(8, 8);
+    assert!((ep - tp).abs() < 0.01 * tp, "EP {ep} vs TP {tp}");
+    assert_eq!((tp_a2a, ep_a2a), (0.0, 0.0));
+    let kv_saved = 64.0 * 8192.0 * 8.0 * 288.0 * 2.0 * 7.0 / 8.0;
+    assert!(dpa < tp - 0.5 * kv_saved, "DP-attention {dpa} vs TP {tp}");
+    assert_eq!(dpa_a2a, 8.0 * 2048.0 * 2.0 * 8.0 * 7.0 / 8.0 * 2.0 * 7.0);
 }

@@ -363,6 +363,17 @@ pub struct InferWork {
     /// hidden size (the attention term of a prefill: 2 · layers · hidden · position)
     #[serde(default)]
     pub hidden: f64,
+    /// data-parallel attention groups (MoE serving; 1: none): attention runs
+    /// at TP `tp / dp_attention`, with no all-reduce when that is 1
+    #[serde(default = "one")]
+    pub dp_attention: f64,
+    /// MoE layers whose tokens are dispatched to and combined from the
+    /// expert ranks by all-to-all (data-parallel attention; 0 otherwise)
+    #[serde(default)]
+    pub a2a_layers: f64,
+    /// bytes one GPU sends per decode step in those all-to-alls
+    #[serde(default)]
+    pub a2a_bytes_per_step: f64,
 }
 
 impl InferWork {
@@ -416,10 +427,11 @@ impl TimeModel {
             w.concurrency * w.decode_flops_per_token / w.pp.max(1.0) / (w.tp.max(1.0) * dev.flops * self.prefill_mfu);
         // pipeline stages run one after another for a decode step
         let mut step = read.max(compute) * w.pp.max(1.0);
-        if w.tp > 1.0 {
-            let lat = if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S };
+        let lat = if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S };
+        if w.tp / w.dp_attention.max(1.0) > 1.0 {
             step += 2.0 * w.layers * lat;
         }
+        step += self.all_to_all_s(w, dev, lat);
         let prefill = w.prefill_flops / (w.tp.max(1.0) * dev.flops * self.prefill_mfu);
         InferTime {
             decode_step_s: step,
@@ -446,6 +458,20 @@ impl TimeModel {
         } else {
             0.0
         }
+    }
+}
+
+impl TimeModel {
+    /// Seconds of a decode step's expert all-to-alls (data-parallel
+    /// attention): a dispatch and a combine per MoE layer, each a collective
+    /// of one small-message latency, plus the bytes over NVLink (the TP group
+    /// is one machine's NVLink domain). DeepSeek-V3 technical report §3.2.2
+    /// and DeepEP's low-latency kernels run exactly these two per layer.
+    pub fn all_to_all_s(&self, w: &InferWork, dev: &Device, lat: f64) -> f64 {
+        if w.a2a_layers <= 0.0 {
+            return 0.0;
+        }
+        2.0 * w.a2a_layers * lat + w.a2a_bytes_per_step / dev.intra_bw
     }
 }
 
@@ -558,6 +584,9 @@ mod tests {
             layers: 32.0,
             params_active: 6.5e9,
             hidden: 4096.0,
+            dp_attention: 1.0,
+            a2a_layers: 0.0,
+            a2a_bytes_per_step: 0.0,
         };
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
@@ -593,6 +622,9 @@ mod tests {
             layers: 32.0,
             params_active: 8.03e9,
             hidden: 4096.0,
+            dp_attention: 1.0,
+            a2a_layers: 0.0,
+            a2a_bytes_per_step: 0.0,
         };
         assert!((w.prompt_flops(130560.0) - 6.5653e15).abs() / 6.5653e15 < 1e-4);
         let t = tm.infer(&w, &dev);

@@ -91,6 +91,11 @@ pub struct MemKey {
     pub pp: u64,
     /// inference: independent model copies sharing the sequences (1 for training)
     pub replicas: u64,
+    /// inference, MoE served by vLLM/SGLang: routed experts split whole over
+    /// this many ranks (= tp; 1: split by TP like any linear)
+    pub ep: u64,
+    /// inference: data-parallel attention groups within the tp ranks (1: none)
+    pub dp_attention: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
@@ -183,6 +188,10 @@ pub enum Complexity {
     Zero3,
     /// tensor or pipeline parallelism (Megatron-style launchers)
     ModelParallel,
+    /// MoE serving with the routed experts split whole over the ranks (EP),
+    /// optionally with data-parallel attention: its own class, so EP layouts
+    /// are listed beside the TP-only ones of the same cards
+    ExpertParallel,
     /// CPU offload of the optimizer (DeepSpeed CPU-Adam)
     OffloadOptimizer,
     /// CPU offload of the parameters too
@@ -208,7 +217,7 @@ impl Complexity {
     pub fn of(key: &MemKey) -> Complexity {
         if key.train.is_none() {
             // serving engines split a model over TP/PP ranks with one flag
-            return Complexity::Plain;
+            return if key.ep > 1 || key.dp_attention > 1 { Complexity::ExpertParallel } else { Complexity::Plain };
         }
         if key.offload_params != Offload::None {
             Complexity::OffloadParams
@@ -231,6 +240,7 @@ impl Complexity {
             Complexity::Zero12 => "zero_1_2",
             Complexity::Zero3 => "zero_3",
             Complexity::ModelParallel => "model_parallel",
+            Complexity::ExpertParallel => "expert_parallel",
             Complexity::OffloadOptimizer => "offload_optimizer",
             Complexity::OffloadParams => "offload_params",
         }
@@ -243,6 +253,7 @@ impl Complexity {
             Complexity::Zero12 => "ZeRO-1/2",
             Complexity::Zero3 => "ZeRO-3",
             Complexity::ModelParallel => "TP/PP",
+            Complexity::ExpertParallel => "expert parallelism",
             Complexity::OffloadOptimizer => "CPU offload of the optimizer",
             Complexity::OffloadParams => "CPU offload of the parameters",
         }
@@ -259,6 +270,10 @@ impl Complexity {
             Complexity::Zero12 => 0.15,
             Complexity::Zero3 => 0.25,
             Complexity::ModelParallel => 0.35,
+            // one more engine flag (`--enable-expert-parallel`, `--ep-size`,
+            // `--enable-dp-attention`): no premium, but at the same bill the
+            // TP-only layout still ranks first (simpler)
+            Complexity::ExpertParallel => 0.0,
             Complexity::OffloadOptimizer => 1.0,
             Complexity::OffloadParams => 2.0,
         }

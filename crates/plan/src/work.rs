@@ -40,6 +40,9 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
                 layers: l,
                 params_active: n_act,
                 hidden: h,
+                dp_attention: w.parallelism.dp_attention.max(1) as f64,
+                a2a_layers: all_to_all_layers(spec, &w.parallelism),
+                a2a_bytes_per_step: all_to_all_bytes(spec, s, &w.parallelism),
             })
         }
     }
@@ -54,26 +57,70 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
 /// kernels of vLLM/SGLang load only the experts with tokens:
 /// `fused_moe`'s `moe_align_block_size` skips empty experts). At batch 1
 /// that is k/E of the experts; it tends to all of them as `c` grows.
+///
+/// With expert parallelism a GPU holds ⌈E / ep⌉ whole experts instead of a
+/// 1/TP slice of each, and reads those its tokens touch: the same expected
+/// share. With data-parallel attention the `c` sequences of every group are
+/// dispatched to the same experts, so the union is over all of them, while
+/// the replicated attention and dense parts (in `m.weights`) are read
+/// whole by every rank.
 pub fn decode_weight_bytes(spec: &ModelSpec, s: &InferenceSetup, par: &Parallelism, m: &MemSummary) -> f64 {
     let all = m.weights as f64;
     let Some(moe) = spec.moe.as_ref().filter(|e| e.num_experts > 0) else { return all };
+    // experts split whole over `ep` ranks: the whole model's routed bytes
+    // (TP 1) × ⌈E / ep⌉ / E, as `push_weights_ep` stores them
+    let (tp, share) = if par.ep > 1 {
+        (1, moe.num_experts.div_ceil(par.ep) as f64 / moe.num_experts as f64)
+    } else {
+        (par.tp.max(1), 1.0)
+    };
     let routed = ParamLayout::of(spec)
         .and_then(|l| {
-            routed_expert_bytes_per_gpu(
-                &l,
-                spec.num_layers,
-                s.weight_dtype,
-                s.quant.as_ref(),
-                par.tp.max(1),
-                par.pp.max(1),
-            )
+            routed_expert_bytes_per_gpu(&l, spec.num_layers, s.weight_dtype, s.quant.as_ref(), tp, par.pp.max(1))
         })
-        .map(|b| (b as f64).min(all))
+        .map(|b| (b as f64 * share).min(all))
         .unwrap_or(0.0);
     let k = moe.experts_per_token.min(moe.num_experts) as f64;
     let miss = 1.0 - k / moe.num_experts as f64;
     let touched = 1.0 - miss.powf(s.concurrency.max(1) as f64);
     all - routed + routed * touched
+}
+
+/// MoE layers whose tokens cross ranks by all-to-all in a decode step: with
+/// data-parallel attention every MoE layer dispatches its group's tokens to
+/// the expert ranks and combines the results back (SGLang
+/// `--enable-dp-attention`, vLLM DP + EP); 0 otherwise — with EP = TP and no
+/// DP attention, vLLM keeps the tokens replicated over the TP ranks and sums
+/// the experts' outputs with the same all-reduce TP uses
+/// (`FusedMoE.forward`: `tensor_model_parallel_all_reduce` when
+/// `reduce_results`), which the TP term already counts.
+pub fn all_to_all_layers(spec: &ModelSpec, par: &Parallelism) -> f64 {
+    match spec.moe.as_ref().filter(|m| m.num_experts > 0) {
+        Some(_) if par.dp_attention > 1 => spec.moe_layers() as f64 / par.pp.max(1) as f64,
+        _ => 0.0,
+    }
+}
+
+/// Bytes one GPU sends per decode step in the expert all-to-alls of
+/// [`all_to_all_layers`]: per MoE layer its group's tokens (one per
+/// sequence; a group of TP > 1 splits them over its ranks) go out to the
+/// ranks holding their top-k experts and come back weighted (dispatch +
+/// combine), `tokens × hidden × activation bytes × min(k, ranks) ×
+/// (ranks − 1) / ranks × 2`: each token reaches at most k ranks, and the
+/// share on its own rank stays local (DeepSeek-V3 technical report §3.2.2: each token is
+/// dispatched to the GPUs of its routed experts and combined back; DeepEP
+/// `low_latency_dispatch`/`low_latency_combine`). Activations are counted
+/// at the compute dtype (DeepEP dispatches in fp8, combines in bf16: an
+/// upper bound).
+pub fn all_to_all_bytes(spec: &ModelSpec, s: &InferenceSetup, par: &Parallelism) -> f64 {
+    let layers = all_to_all_layers(spec, par);
+    let Some(moe) = spec.moe.as_ref().filter(|_| layers > 0.0) else { return 0.0 };
+    let ranks = par.tp.max(1) as f64;
+    let groups = par.dp_attention.max(1);
+    let tokens = s.concurrency.div_ceil(groups) as f64 / par.attn_tp() as f64;
+    let fanout = (moe.experts_per_token as f64).min(ranks) * (ranks - 1.0) / ranks;
+    let act = s.weight_dtype_compute().bytes_f64();
+    tokens * spec.hidden_size as f64 * act * fanout * 2.0 * layers
 }
 
 /// The training work of `t` (method `kind`) under `par`.

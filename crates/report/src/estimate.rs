@@ -111,6 +111,9 @@ pub struct WorkloadInfo {
     /// expert-parallel degree of a MoE model's routed experts (absent: 1)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ep: Option<u64>,
+    /// data-parallel attention groups of a MoE serving layout (absent: 1)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dp_attention: Option<u64>,
     /// any further settings, as strings (precision, optimizer, zero stage …)
     pub settings: BTreeMap<String, String>,
 }
@@ -307,6 +310,7 @@ impl From<&Workload> for WorkloadInfo {
             pp: par.pp,
             dp: par.dp(),
             ep: Some(par.ep).filter(|&e| e > 1),
+            dp_attention: Some(par.dp_attention).filter(|&d| d > 1),
             settings: BTreeMap::new(),
         };
         match &w.task {
@@ -466,6 +470,7 @@ impl EstimateReport {
             w.pp,
             w.dp,
             w.ep.map(|e| format!(", experts over EP {e}")).unwrap_or_default()
+                + &w.dp_attention.map(|d| format!(", attention over DP {d}")).unwrap_or_default()
         );
         let _ = writeln!(out, "{wl}");
         if m.params_trainable > 0 && m.params_trainable != m.params_total {

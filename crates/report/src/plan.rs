@@ -160,6 +160,12 @@ fn setup_words(r: &PlanRow) -> String {
     if s.tp > 1 {
         parts.push(format!("TP {}", s.tp));
     }
+    if s.ep > 1 {
+        parts.push(format!("EP {}", s.ep));
+    }
+    if s.dp_attention > 1 {
+        parts.push(format!("DP-attn {}", s.dp_attention));
+    }
     if s.pp > 1 {
         parts.push(format!("PP {}", s.pp));
     }

@@ -149,14 +149,24 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
     let launcher_field = if args.emit.is_some() { "emit" } else { "launcher" };
     // a serving engine's launcher serves an inference job with that engine
     // (a workload that does not build is reported by the caller's build)
-    let built = args.workload.clone().build(spec).ok().map(|w| matches!(w.task, Task::Inference(_)));
-    let inference = built == Some(true);
-    if let Some(l) = launcher.filter(|l| l.serves() && inference) {
-        let engine = if l == Launcher::Vllm {
+    // (else built with the launcher's engine when none is given: `--ep` needs one)
+    let serving_engine = |l: Launcher| {
+        if l == Launcher::Vllm {
             vramfit_core::workload::Engine::Vllm
         } else {
             vramfit_core::workload::Engine::Sglang
-        };
+        }
+    };
+    let built = args.workload.clone().build(spec).ok().or_else(|| {
+        let l = launcher.filter(|l| l.serves() && args.workload.engine.is_none())?;
+        let mut probe = args.workload.clone();
+        probe.engine = Some(serving_engine(l));
+        probe.build(spec).ok()
+    });
+    let built = built.map(|w| matches!(w.task, Task::Inference(_)));
+    let inference = built == Some(true);
+    if let Some(l) = launcher.filter(|l| l.serves() && inference) {
+        let engine = serving_engine(l);
         match args.workload.engine {
             None => args.workload.engine = Some(engine),
             Some(e) if e == engine => {}
@@ -164,12 +174,6 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
                 bail_on!(launcher_field, "--launcher {} serves with {}, not --engine {}", l.name(), l.name(), e.name())
             }
         }
-    }
-    if args.workload.ep.is_some_and(|e| e > 1) {
-        bail_on!(
-            "ep",
-            "--ep: plan does not search expert parallelism yet; `vramfit estimate … --engine vllm --tp N --ep N` sizes it"
-        );
     }
     if let Some(l) = launcher {
         if let Err(why) = l.runs_model(&spec.name) {

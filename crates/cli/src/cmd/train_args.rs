@@ -474,6 +474,7 @@ impl TrainArgs {
             tp: common.tp,
             pp: common.pp,
             ep: common.ep,
+            dp_attention: 1,
             sharding,
             fsdp: self.fsdp.is_some(),
             sequence_parallel: self.sp,

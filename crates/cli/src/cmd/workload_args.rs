@@ -52,6 +52,12 @@ pub struct WorkloadArgs {
     /// over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size) [default: 1]
     #[arg(long, visible_alias = "ep-size", value_name = "EP")]
     pub ep: Option<u64>,
+    /// Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run attention
+    /// and the KV cache as this many groups, each with its share of the sequences, the experts over
+    /// all of them (SGLang --enable-dp-attention --dp N; vLLM --data-parallel-size N
+    /// --enable-expert-parallel); needs --ep = --tp [default: 1]
+    #[arg(long, value_name = "N")]
+    pub dp_attention: Option<u64>,
     /// Pipeline-parallel stages [default: 1]
     #[arg(long, visible_alias = "pipeline-parallel-size")]
     pub pp: Option<u64>,
@@ -311,8 +317,14 @@ impl WorkloadArgs {
                     }
                     _ => (self.tp(), self.pp()),
                 };
-                let parallelism =
-                    Parallelism { gpus: self.gpus(), tp, pp, ep: self.ep.unwrap_or(1), ..Parallelism::default() };
+                let parallelism = Parallelism {
+                    gpus: self.gpus(),
+                    tp,
+                    pp,
+                    ep: self.ep.unwrap_or(1),
+                    dp_attention: self.dp_attention.unwrap_or(1),
+                    ..Parallelism::default()
+                };
                 let task = Task::Inference(self.inference(spec)?);
                 (Workload { task, parallelism, runtime }, notes, FieldNames::default())
             }
@@ -371,6 +383,7 @@ impl WorkloadArgs {
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
             ("--sliding-window-cache", self.sliding_window_cache.is_some()),
+            ("--dp-attention", self.dp_attention.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))

@@ -80,6 +80,10 @@ fn one() -> u64 {
     1
 }
 
+fn is_one(v: &u64) -> bool {
+    *v == 1
+}
+
 /// How the job is split over GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Parallelism {
@@ -93,6 +97,17 @@ pub struct Parallelism {
     /// this many ranks instead of each expert split by TP); 1: none
     #[serde(default = "one")]
     pub ep: u64,
+    /// data-parallel attention (MoE serving): the `tp` ranks run attention,
+    /// the dense layers and the KV cache as this many data-parallel groups
+    /// of `tp / dp_attention` ranks, each serving its own share of the
+    /// sequences, while the routed experts stay split over all `ep` = `tp`
+    /// ranks (SGLang `--enable-dp-attention --dp N`: `attn_tp_size =
+    /// tp_size // dp_size`, `compute_dp_attention_world_info` in
+    /// sglang/srt/layers/dp_attention.py; vLLM `--data-parallel-size N
+    /// --enable-expert-parallel`: `FusedMoEParallelConfig.make` sets
+    /// `ep_size = dp_size × tp_size`); 1: none
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub dp_attention: u64,
     pub sharding: Sharding,
     /// FSDP spelling of the sharding was used (affects names in output only)
     pub fsdp: bool,
@@ -110,6 +125,7 @@ impl Default for Parallelism {
             tp: 1,
             pp: 1,
             ep: 1,
+            dp_attention: 1,
             sharding: Sharding::None,
             fsdp: false,
             sequence_parallel: false,
@@ -124,6 +140,12 @@ impl Parallelism {
     pub fn dp(&self) -> u64 {
         let tp_pp = self.tp.max(1).saturating_mul(self.pp.max(1));
         (self.gpus / tp_pp).max(1)
+    }
+
+    /// Tensor-parallel degree of attention, the dense layers and the KV
+    /// cache: `tp`, or `tp / dp_attention` with data-parallel attention.
+    pub fn attn_tp(&self) -> u64 {
+        (self.tp.max(1) / self.dp_attention.max(1)).max(1)
     }
 
     /// The sharding as a sentence names it: `ZeRO-1`, `ZeRO-2`, `ZeRO-3`, or

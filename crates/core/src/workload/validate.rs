@@ -42,6 +42,7 @@ pub fn inference(
     layout(model, par)?;
     no_training_parallelism(par)?;
     expert_parallel(model, s, par)?;
+    dp_attention(model, s, par)?;
     if s.batch > s.concurrency {
         return Err(WorkloadError::BatchOverConcurrency { batch: s.batch, concurrency: s.concurrency });
     }
@@ -71,6 +72,13 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     size(Field::GradAccum, t.grad_accum, MAX_GRAD_ACCUM)?;
     layout(model, par)?;
     sharding(par)?;
+    if par.dp_attention != 1 {
+        return Err(WorkloadError::DpAttention {
+            dp: par.dp_attention,
+            reason: "data-parallel attention is a serving layout (SGLang, vLLM); training is not modelled with it"
+                .into(),
+        });
+    }
     if par.ep != 1 {
         return Err(WorkloadError::ExpertParallel {
             ep: par.ep,
@@ -372,14 +380,60 @@ fn expert_parallel(model: &ModelSpec, s: &InferenceSetup, par: &Parallelism) -> 
     if s.engine.serving().is_none() {
         return bad("expert parallelism is modelled as vLLM and SGLang serve it: give --engine vllm or sglang".into());
     }
+    if par.tp <= 1 {
+        return bad(format!("the experts are split over the tensor-parallel ranks: give --tp {ep} with it"));
+    }
     if ep != par.tp.max(1) {
         return bad(format!(
-            "the serving engines split the experts over the tensor-parallel group (vLLM: EP = TP × DP, data-parallel attention not modelled): give --ep {}",
+            "the serving engines split the experts over all the ranks of the tensor-parallel group (vLLM: EP = TP × DP; with --dp-attention the TP group spans the data-parallel attention groups): give --ep {}",
             par.tp.max(1)
         ));
     }
     if ep > moe.num_experts {
         return bad(format!("more ranks than the {} routed experts", moe.num_experts));
+    }
+    Ok(())
+}
+
+/// Data-parallel attention (`--dp-attention N`): a MoE model served by
+/// vLLM or SGLang with its experts split over every rank (`--ep` = `--tp`),
+/// N dividing the TP ranks into whole attention groups (SGLang
+/// `compute_dp_attention_world_info`: `attn_tp_size = tp_size // dp_size`,
+/// which asserts `tp_size % dp_size == 0`), and a sequence for each group.
+fn dp_attention(model: &ModelSpec, s: &InferenceSetup, par: &Parallelism) -> Result<(), WorkloadError> {
+    let dp = par.dp_attention;
+    if dp == 0 {
+        return Err(WorkloadError::Zero { field: Field::DpAttention });
+    }
+    if dp == 1 {
+        return Ok(());
+    }
+    let bad = |reason: String| Err(WorkloadError::DpAttention { dp, reason });
+    if model.moe.as_ref().is_none_or(|m| m.num_experts == 0) {
+        return bad(format!(
+            "{} has no routed experts: data-parallel attention is modelled for MoE models, whose experts stay split over every rank",
+            model.name
+        ));
+    }
+    if s.engine.serving().is_none() {
+        return bad(
+            "data-parallel attention is modelled as vLLM and SGLang serve it: give --engine vllm or sglang".into()
+        );
+    }
+    let tp = par.tp.max(1);
+    if !tp.is_multiple_of(dp) || dp > tp {
+        return bad(format!(
+            "the {tp} tensor-parallel ranks split into whole attention groups: give a divisor of --tp {tp}"
+        ));
+    }
+    if par.ep != tp {
+        return bad(format!("the routed experts stay split over all {tp} ranks: give --ep {tp}"));
+    }
+    if s.concurrency < dp {
+        return bad(format!(
+            "each attention group serves its own sequences: --concurrency {} leaves a group idle",
+            s.concurrency
+        ));
     }
     Ok(())
 }
