@@ -158,10 +158,16 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
             vramfit_core::workload::Engine::Sglang
         };
         match args.workload.engine {
-            None => args.workload.engine = Some(engine),
-            Some(e) if e == engine => {}
+            None => args.workload.engine = Some(vramfit_core::workload::EngineChoice { engine, version: None }),
+            Some(e) if e.engine == engine => {}
             Some(e) => {
-                bail_on!(launcher_field, "--launcher {} serves with {}, not --engine {}", l.name(), l.name(), e.name())
+                bail_on!(
+                    launcher_field,
+                    "--launcher {} serves with {}, not --engine {}",
+                    l.name(),
+                    l.name(),
+                    e.engine.name()
+                )
             }
         }
     }
