@@ -340,7 +340,13 @@ fn a_vllm_ledger_is_its_start_up_not_a_generate_prefill() {
     let at = |engine: Engine| {
         // PR #10511's V0 engine (row 0.2) for vLLM
         let engine_version = (engine == Engine::Vllm).then(|| "0.6".parse().unwrap());
-        let s = InferenceSetup { engine, engine_version, context: 1024, kv_dtype: DType::BF16, ..InferenceSetup::default() };
+        let s = InferenceSetup {
+            engine,
+            engine_version,
+            context: 1024,
+            kv_dtype: DType::BF16,
+            ..InferenceSetup::default()
+        };
         estimate(&spec, &Workload { task: Task::Inference(s), ..Workload::default() }).unwrap()
     };
     let (vllm, hf) = (at(Engine::Vllm), at(Engine::Transformers));

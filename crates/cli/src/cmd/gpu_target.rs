@@ -87,6 +87,7 @@ mod tests {
             pp: 1,
             dp: 1,
             ep: None,
+            engine_version: None,
             settings: Default::default(),
         };
         let model = crate::cmd::estimate::model_info(&r, 0).unwrap();
