@@ -76,7 +76,9 @@ fn vllm_needs_its_cap_where_the_whole_card_would_hold_the_tensors() {
         [("llama-2-70b", "a100-40gb-pcie", &["--dtype", "int4"]), ("llama-3.1-70b", "h100-sxm", &["--dtype", "fp8"])]
     {
         assert_eq!(verdicts(model, card, "vllm", flags), (false, false), "{model}");
-        assert_eq!(verdicts(model, card, "sglang", flags), (true, true), "{model}");
+        // SGLang 0.5 takes less (mem_fraction_static 0.833 of the A100 40GB, 0.835 of the
+        // H100: ShareRule::Reserved, PR #10975): neither holds there either
+        assert_eq!(verdicts(model, card, "sglang", flags), (false, false), "{model}");
     }
 }
 

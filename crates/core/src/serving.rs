@@ -378,7 +378,9 @@ pub fn engine_need(
 
 /// The [`EngineNeed`] of an inference job on a serving engine that takes a
 /// fraction of the card: `gpu_util` given, else the engine's default
-/// ([`crate::workload::Engine::gpu_util`]); `None` for other engines.
+/// ([`crate::workload::Engine::gpu_util`]), else the release's rule from the
+/// card (SGLang's `mem_fraction_static`: the smallest card whose own fraction
+/// holds the need, [`card_for_rule`]); `None` for other engines.
 pub fn engine_need_of(
     spec: &ModelSpec,
     setup: &InferenceSetup,
@@ -386,10 +388,45 @@ pub fn engine_need_of(
     rt: &RuntimeSetup,
     gpu_util: Option<f64>,
 ) -> Result<Option<EngineNeed>, CoreError> {
-    match (setup.serving(), setup.engine.gpu_util(gpu_util)) {
-        (Some(d), Some(u)) => engine_need(spec, setup, par, rt, &d, u).map(Some),
-        _ => Ok(None),
+    let Some(d) = setup.serving() else { return Ok(None) };
+    if let Some(u) = setup.engine.gpu_util(gpu_util) {
+        return engine_need(spec, setup, par, rt, &d, u).map(Some);
     }
+    if d.share_rule.is_none() {
+        return Ok(None);
+    }
+    // the need does not depend on the fraction; the card does
+    let n = engine_need(spec, setup, par, rt, &d, 1.0)?;
+    let share = |cuda: u64| {
+        let total = cuda.saturating_add(crate::runtime::DRIVER_RESERVED);
+        setup.gpu_util_on(None, total, par.tp, par.pp).unwrap_or(1.0)
+    };
+    let card_bytes = card_for_rule(n.need_bytes, share)?;
+    Ok(Some(EngineNeed { gpu_util: share(card_bytes), need_bytes: n.need_bytes, card_bytes }))
+}
+
+/// The smallest CUDA capacity `c` (searched upwards from the need) whose own
+/// fraction `share(c)` gives `floor(c × share(c)) ≥ need`: a fixed point of
+/// [`card_for`], then MiB steps while the card's fraction still falls short.
+fn card_for_rule(need: u64, share: impl Fn(u64) -> f64) -> Result<u64, CoreError> {
+    let holds = |c: u64| (c as f64 * share(c)).floor() as u64 >= need;
+    let mut c = need;
+    for _ in 0..64 {
+        let next = card_for(need, share(c))?;
+        if next == c {
+            break;
+        }
+        c = next;
+    }
+    let mut steps = 0u32;
+    while !holds(c) {
+        c = c
+            .checked_add(crate::units::MIB)
+            .filter(|_| steps < 1 << 22)
+            .ok_or_else(|| CoreError::invalid("gpu-util", "no card holds this need at the engine's fraction"))?;
+        steps += 1;
+    }
+    Ok(c)
 }
 
 /// The smallest capacity `c` with `floor(c × util) ≥ need` (the budget

@@ -363,8 +363,72 @@ pub struct ServingDefaults {
     /// the engine's own log gives it (else the runtime's context + workspaces)
     pub non_torch_tp1: Option<u64>,
     /// the fraction of the card the engine takes when none is given (vLLM
-    /// `gpu_memory_utilization`); `None` when the engine derives it from the card
+    /// `gpu_memory_utilization`); `None` when the engine derives it from the
+    /// card ([`ServingDefaults::share_rule`])
     pub default_gpu_util: Option<f64>,
+    /// how the engine derives that fraction from the card and the layout when
+    /// it is not fixed (SGLang's `mem_fraction_static`)
+    pub share_rule: Option<ShareRule>,
+}
+
+/// How SGLang picks `mem_fraction_static` when `--mem-fraction-static` is not
+/// given, by release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareRule {
+    /// SGLang 0.4: by TP size alone — 0.79 at TP ≥ 16, 0.81 at ≥ 8, 0.85 at
+    /// ≥ 4, 0.87 at ≥ 2, else 0.88 (`ServerArgs.__post_init__`,
+    /// python/sglang/srt/server_args.py, 0.4.x before PRs #5893 and #7054)
+    TpSteps,
+    /// SGLang 0.5 (PR #10975, "Use more general heuristics to set the default
+    /// value of --mem-fraction-static"; `ServerArgs._handle_gpu_memory_settings`):
+    /// `(gpu_mem − reserved) / gpu_mem` rounded to 3 decimals, gpu_mem the
+    /// card's nvidia-smi total in MiB, reserved = 512 + max(chunked_prefill_size,
+    /// 2048) × 1.5 + cuda_graph_max_bs × 2 + tp × pp / 8 × 1024 MiB, at least
+    /// 10 GiB on cards over 60 GiB; chunked_prefill_size and cuda_graph_max_bs
+    /// by the card ([`ShareRule::sglang_card_defaults`])
+    Reserved,
+}
+
+impl ShareRule {
+    /// SGLang 0.5's (`chunked_prefill_size`, `cuda_graph_max_bs`) for a card of
+    /// `gpu_mem_mib` MiB (nvidia-smi total) at TP `tp`
+    /// (`_handle_gpu_memory_settings`, CUDA branches).
+    pub fn sglang_card_defaults(gpu_mem_mib: u64, tp: u64) -> (u64, u64) {
+        let small_tp = tp < 4;
+        match gpu_mem_mib {
+            m if m < 20 * 1024 => (2048, 8),
+            m if m < 35 * 1024 => (2048, if small_tp { 24 } else { 80 }),
+            m if m < 60 * 1024 => (4096, if small_tp { 32 } else { 160 }),
+            m if m < 160 * 1024 => (8192, if small_tp { 256 } else { 512 }),
+            _ => (16384, 512),
+        }
+    }
+
+    /// The fraction of a card of `gpu_mem_mib` MiB (nvidia-smi total) the
+    /// engine takes at TP `tp` × PP `pp`; `chunk`: `--max-num-batched-tokens`
+    /// (SGLang's `--chunked-prefill-size`) when given.
+    pub fn fraction(self, gpu_mem_mib: u64, tp: u64, pp: u64, chunk: Option<u64>) -> f64 {
+        match self {
+            ShareRule::TpSteps => match tp {
+                t if t >= 16 => 0.79,
+                t if t >= 8 => 0.81,
+                t if t >= 4 => 0.85,
+                t if t >= 2 => 0.87,
+                _ => 0.88,
+            },
+            ShareRule::Reserved => {
+                let (default_chunk, graph_bs) = Self::sglang_card_defaults(gpu_mem_mib, tp);
+                let chunk = chunk.unwrap_or(default_chunk);
+                let mut reserved =
+                    512.0 + chunk.max(2048) as f64 * 1.5 + graph_bs as f64 * 2.0 + (tp * pp) as f64 / 8.0 * 1024.0;
+                if gpu_mem_mib > 60 * 1024 {
+                    reserved = reserved.max(10.0 * 1024.0);
+                }
+                let m = gpu_mem_mib.max(1) as f64;
+                (((m - reserved) / m) * 1000.0).round().clamp(1.0, 1000.0) / 1000.0
+            }
+        }
+    }
 }
 
 /// What a serving engine does that changes memory: one row per engine (per
@@ -430,6 +494,7 @@ pub const VLLM_V0: ServingFacts = ServingFacts {
         // PR #10511's start-up log (V0, between v0.6.4 and v0.6.5)
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
+        share_rule: None,
     },
     // V0 keeps a block table per sequence over the whole context for every
     // layer except where the model's sliding window bounds it
@@ -458,6 +523,7 @@ pub const VLLM_V0_8: ServingFacts = ServingFacts {
         // allocator cache as well, more than V1's accounting)
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
+        share_rule: None,
     },
     // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
     // `--disable-hybrid-kv-cache-manager`)
@@ -479,13 +545,12 @@ pub const VLLM: ServingFacts = VLLM_V0_20;
 /// vLLM's rows, oldest first.
 pub const VLLM_RELEASES: [&ServingFacts; 3] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_20];
 
-/// SGLang.
-pub const SGLANG: ServingFacts = ServingFacts {
+/// SGLang 0.4: `mem_fraction_static` by TP size ([`ShareRule::TpSteps`]).
+pub const SGLANG_V0_4: ServingFacts = ServingFacts {
     engine: ServingEngine::Sglang,
-    // SGLang's rows are not keyed by release yet: this one describes 0.4 on
     version: EngineVersion { major: 0, minor: 4 },
     startup: ServingDefaults {
-        // `chunked_prefill_size` 8192
+        // `chunked_prefill_size` 8192 (2048 on cards under 25 GB)
         max_num_batched_tokens: ProfileTokens::Fixed(8192),
         // `max_running_requests` is sized from the pool; vLLM's start-up shape is assumed
         max_num_seqs: 256,
@@ -493,14 +558,28 @@ pub const SGLANG: ServingFacts = ServingFacts {
         sampler_bytes_per_entry: SAMPLER_SORT_BYTES,
         // not logged: the runtime's context + workspaces
         non_torch_tp1: None,
-        // `mem_fraction_static` is chosen at start-up from the card's memory and
-        // the TP size (`ServerArgs.__post_init__`), and has changed between
-        // releases: not assumed, `--gpu-util` names it
         default_gpu_util: None,
+        share_rule: Some(ShareRule::TpSteps),
     },
     // the SWA pool keeps the window only
     sliding_window_cache: SlidingWindowCache::Window,
 };
+
+/// SGLang 0.5: `mem_fraction_static` from the card's memory, its default
+/// chunked-prefill size and CUDA-graph batch, and TP × PP
+/// ([`ShareRule::Reserved`], PR #10975 of 2025-09-27; the 0.5.0–0.5.2 rule of
+/// PR #7054 is not modelled and gets this row).
+pub const SGLANG_V0_5: ServingFacts = ServingFacts {
+    version: EngineVersion { major: 0, minor: 5 },
+    startup: ServingDefaults { share_rule: Some(ShareRule::Reserved), ..SGLANG_V0_4.startup },
+    ..SGLANG_V0_4
+};
+
+/// SGLang's latest modelled release: what `--engine sglang` assumes.
+pub const SGLANG: ServingFacts = SGLANG_V0_5;
+
+/// SGLang's rows, oldest first.
+pub const SGLANG_RELEASES: [&ServingFacts; 2] = [&SGLANG_V0_4, &SGLANG_V0_5];
 
 impl Framework {
     /// This framework's row.
@@ -529,7 +608,7 @@ impl ServingEngine {
     pub fn releases(self) -> &'static [&'static ServingFacts] {
         match self {
             ServingEngine::Vllm => &VLLM_RELEASES,
-            ServingEngine::Sglang => &[&SGLANG],
+            ServingEngine::Sglang => &SGLANG_RELEASES,
         }
     }
 
@@ -844,5 +923,31 @@ mod tests {
         assert_eq!("sglang".parse::<EngineChoice>().unwrap().version, None);
         assert!("transformers@4.46".parse::<EngineChoice>().unwrap_err().contains("serving engines only"));
         assert!("vllm@0.1".parse::<EngineChoice>().unwrap_err().contains("modelled releases are"));
+    }
+
+    #[test]
+    fn sglang_mem_fraction_static_follows_each_release() {
+        // 0.4 (`ServerArgs.__post_init__`): by TP size alone
+        let steps: Vec<f64> =
+            [1, 2, 4, 8, 16].iter().map(|&tp| ShareRule::TpSteps.fraction(81_559, tp, 1, None)).collect();
+        assert_eq!(steps, [0.88, 0.87, 0.85, 0.81, 0.79]);
+        // 0.5 (`_handle_gpu_memory_settings`, PR #10975), H100 SXM (81,559 MiB), TP 1: chunk 8192,
+        // graph bs 256: reserved = 512 + 8192 × 1.5 + 256 × 2 + 1 / 8 × 1024 = 13,440 MiB;
+        // (81,559 − 13,440) / 81,559 = 0.8352 → 0.835
+        assert_eq!(ShareRule::Reserved.fraction(81_559, 1, 1, None), 0.835);
+        // H200 (143,771 MiB), TP 8 (DeepSeek-V3): graph bs 512: 512 + 12,288 + 1,024 + 1,024 =
+        // 14,848 MiB; (143,771 − 14,848) / 143,771 = 0.8967 → 0.897
+        assert_eq!(ShareRule::Reserved.fraction(143_771, 8, 1, None), 0.897);
+        // A100 40GB (40,960 MiB), TP 1: chunk 4096, graph bs 32: 512 + 6,144 + 64 + 128 =
+        // 6,848 MiB, under the 10 GiB floor's 60 GiB threshold; (40,960 − 6,848) / 40,960 = 0.8328 → 0.833
+        assert_eq!(ShareRule::Reserved.fraction(40_960, 1, 1, None), 0.833);
+        // over 60 GiB at least 10 GiB is reserved: 64 GiB, TP 1, --chunked-prefill-size 2048:
+        // 512 + 3,072 + 512 + 128 = 4,224 → 10,240 MiB; (65,536 − 10,240) / 65,536 = 0.84375 → 0.844
+        assert_eq!(ShareRule::Reserved.fraction(65_536, 1, 1, Some(2048)), 0.844);
+        assert_eq!(ServingEngine::Sglang.release(None).map(|r| r.startup.share_rule), Ok(Some(ShareRule::Reserved)));
+        assert_eq!(
+            ServingEngine::Sglang.release(Some("0.4.6".parse().unwrap())).map(|r| r.startup.share_rule),
+            Ok(Some(ShareRule::TpSteps))
+        );
     }
 }
