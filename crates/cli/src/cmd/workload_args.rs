@@ -87,9 +87,8 @@ pub struct WorkloadArgs {
     ))]
     pub margin: Option<f64>,
     /// The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
-    /// QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
-    /// [default: transformers]
-    /// A serving engine's release after '@' (vllm@0.8); default: the latest modelled.
+    /// QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing). A serving engine's
+    /// release after '@' (vllm@0.8, sglang@0.4; default: the latest modelled) [default: transformers]
     #[arg(long, value_parser = parse_engine, value_name = "ENGINE")]
     pub engine: Option<EngineChoice>,
     #[arg(long, value_name = "TOKENS", value_parser = tokens, help = serving_default_help(
