@@ -76,15 +76,30 @@ fn vllm_needs_its_cap_where_the_whole_card_would_hold_the_tensors() {
         [("llama-2-70b", "a100-40gb-pcie", &["--dtype", "int4"]), ("llama-3.1-70b", "h100-sxm", &["--dtype", "fp8"])]
     {
         assert_eq!(verdicts(model, card, "vllm", flags), (false, false), "{model}");
-        assert_eq!(verdicts(model, card, "sglang", flags), (true, true), "{model}");
+        // SGLang 0.5 takes less (mem_fraction_static 0.833 of the A100 40GB, 0.835 of the
+        // H100: ShareRule::Reserved, PR #10975): neither holds there either
+        assert_eq!(verdicts(model, card, "sglang", flags), (false, false), "{model}");
     }
 }
 
 #[test]
 fn at_the_edge_of_vllms_pool_plan_and_estimate_still_agree() {
     // estimate's own longest context at one sequence fits; one block more does not
-    let (est, _) =
-        out(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--gpu", "rtx-4090", "--context", "4096", "--json"]);
+    // (the profiling forward pinned at 4096 tokens in both runs: vLLM V1's default is a
+    // fixed budget, not the context)
+    let (est, _) = out(&[
+        "estimate",
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--gpu",
+        "rtx-4090",
+        "--context",
+        "4096",
+        "--max-num-batched-tokens",
+        "4096",
+        "--json",
+    ]);
     let max = est.pointer("/fit/capacity/max_context").and_then(Value::as_u64).unwrap();
     assert!(max > 4096, "{max}");
     for (context, fits) in [(max, true), (max + 16, false)] {

@@ -65,7 +65,7 @@ pub fn estimate_inference(
     // KV cache, paged in blocks, and recurrent state.
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;
 
-    let (logits, act_bytes) = match setup.engine.serving() {
+    let (logits, act_bytes) = match setup.serving() {
         Some(d) => push_profiling_run(&mut ledger, spec, setup, &d, tp, runtime)?,
         None => push_prefill(&mut ledger, spec, setup, tp)?,
     };
@@ -326,7 +326,7 @@ pub fn capacity(
     let mut no_margin = rt.clone();
     no_margin.margin = 0.0;
     let (l, detail) = estimate_inference(spec, setup, par, &no_margin)?;
-    let engine = setup.engine.serving().map(|d| serving_setup(setup, &d, gpu_util, cuda_capacity_bytes));
+    let engine = setup.serving().map(|d| serving_setup(setup, &d, gpu_util, cuda_capacity_bytes));
     let (non_kv, kv_budget) = match &engine {
         Some(s) => {
             let p = serving_profile(spec, setup, par, rt, s)?;

@@ -29,7 +29,7 @@ pub(crate) fn push_profiling_run(
     runtime: &RuntimeSetup,
 ) -> Result<(u64, u64), CoreError> {
     let (tokens, seqs) = profile_shape(setup, d);
-    let run = profiling_run(spec, setup, tp, tokens, seqs)?;
+    let run = profiling_run(spec, setup, d, tp, tokens, seqs)?;
     let peak = run.forward.max(run.sampler);
     let which = if run.sampler >= run.forward { "sampler" } else { "forward" };
     ledger.push(
@@ -37,9 +37,11 @@ pub(crate) fn push_profiling_run(
         format!("{} start-up profiling run ({which})", setup.engine.name()),
         peak,
         Explanation::new(
-            "max(forward: tokens × (2·hidden + MLP columns) × act bytes, sampler: rows × vocab × 38 B + tokens × hidden × act bytes)",
+            "max(forward: tokens × (2·hidden + MLP columns) × act bytes, sampler: rows × vocab × sampler bytes + tokens × hidden × act bytes)",
         )
+        .term("engine release assumed", release_label(setup))
         .term("tokens (max_num_batched_tokens)", tokens)
+        .term("sampler bytes per row per vocabulary entry (38: sorting top-k/top-p; 14: FlashInfer's)", d.sampler_bytes_per_entry)
         .term("rows (max_num_seqs, at most the tokens)", run.rows)
         .term("forward", run.forward)
         .term("sampler", run.sampler)
@@ -58,6 +60,17 @@ pub(crate) fn push_profiling_run(
         );
     }
     Ok((0, peak))
+}
+
+/// The release whose row sizes this setup: `vllm@0.20`, with the release asked
+/// for when the row is an older one's (`vllm@0.8 (asked 0.19)`).
+pub fn release_label(setup: &InferenceSetup) -> String {
+    let Some(f) = setup.serving_facts() else { return setup.engine.name().to_string() };
+    let row = format!("{}@{}", setup.engine.name(), f.version);
+    match setup.engine_version {
+        Some(v) if v != f.version => format!("{row} (asked {v})"),
+        _ => row,
+    }
 }
 
 /// The start-up shape of a serving engine for this setup: the flags' values, or
@@ -90,11 +103,14 @@ struct ProfilingRun {
 /// The profiling run of `tokens` tokens over `seqs` sequences: the forward's
 /// residual and normed input with the MLP's gate/up output and activation
 /// (3 × I/tp per token for gated MLPs), and the sampler on one row per
-/// sequence ([`SAMPLER_SORT_BYTES`] per vocabulary entry) beside the batch's
-/// hidden states.
+/// sequence (the release's bytes per vocabulary entry:
+/// [`SAMPLER_SORT_BYTES`] for a sorting sampler,
+/// [`SAMPLER_FUSED_BYTES`] for FlashInfer's) beside
+/// the batch's hidden states.
 fn profiling_run(
     spec: &ModelSpec,
     setup: &InferenceSetup,
+    d: &ServingDefaults,
     tp: u64,
     tokens: u64,
     seqs: u64,
@@ -108,7 +124,7 @@ fn profiling_run(
     let rows = seqs.min(tokens).max(1);
     let sampler = crate::units::add(
         "sampler",
-        product("sampler", &[rows, spec.vocab_size, SAMPLER_SORT_BYTES])?,
+        product("sampler", &[rows, spec.vocab_size, d.sampler_bytes_per_entry])?,
         product("hidden states", &[tokens, h, act_b])?,
     )?;
     Ok(ProfilingRun { forward, sampler, rows })
@@ -127,13 +143,7 @@ pub struct ServingSetup {
     pub max_num_seqs: u64,
 }
 
-/// Bytes per sampled row per vocabulary entry live at the sampler's peak in
-/// vLLM's profiling run, which samples with top-p 0.99 and top-k vocab − 1:
-/// the compute-dtype logits (2) and their fp32 copy (4), `logits.sort()`'s
-/// values (4) and int64 indices (8), the int64 index sequence the sort permutes
-/// (8) and CUB's radix-sort double buffers (4 + 8) — `_apply_top_k_top_p` in
-/// `vllm/model_executor/layers/sampler.py`, `at::native::sort` on CUDA.
-pub const SAMPLER_SORT_BYTES: u64 = 38;
+pub use crate::workload::{SAMPLER_FUSED_BYTES, SAMPLER_SORT_BYTES};
 
 /// What a serving engine sizes at start-up, per GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,14 +217,17 @@ pub fn serving_profile(
     )?;
     let pad = push_mxfp4_moe_padding(&mut scratch, spec, &layout, setup, tp, pp)?;
     let weights = crate::units::add("weights", w.per_gpu, pad)?;
+    let d = setup
+        .serving()
+        .ok_or_else(|| CoreError::invalid("engine", "the serving profile needs --engine vllm or sglang"))?;
     let ProfilingRun { forward, sampler, .. } =
-        profiling_run(spec, setup, attn_tp, s.max_num_batched_tokens, s.max_num_seqs)?;
+        profiling_run(spec, setup, &d, attn_tp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let activation = forward.max(sampler);
     let comms = serving_communicators(tp);
     let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
     let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
     let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
-    let base = setup.engine.serving().and_then(|d| d.non_torch_tp1).unwrap_or(runtime_base);
+    let base = d.non_torch_tp1.unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
     let used = crate::units::sum("serving start-up", &[weights, activation, non_torch])?;
@@ -231,7 +244,9 @@ pub fn serving_profile(
     .term("budget", budget)
     .term("weights", weights)
     .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
-    .term("sampler (max_num_seqs × vocab × 38 B + tokens × hidden × act bytes)", sampler)
+    .term("engine release assumed", release_label(setup))
+    .term("sampler (max_num_seqs × vocab × sampler bytes + tokens × hidden × act bytes)", sampler)
+    .term("sampler bytes per row per vocabulary entry", d.sampler_bytes_per_entry)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
     .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
     .term("kv pool", kv_pool)
@@ -378,7 +393,9 @@ pub fn engine_need(
 
 /// The [`EngineNeed`] of an inference job on a serving engine that takes a
 /// fraction of the card: `gpu_util` given, else the engine's default
-/// ([`crate::workload::Engine::gpu_util`]); `None` for other engines.
+/// ([`crate::workload::Engine::gpu_util`]), else the release's rule from the
+/// card (SGLang's `mem_fraction_static`: the smallest card whose own fraction
+/// holds the need, [`card_for_rule`]); `None` for other engines.
 pub fn engine_need_of(
     spec: &ModelSpec,
     setup: &InferenceSetup,
@@ -386,10 +403,45 @@ pub fn engine_need_of(
     rt: &RuntimeSetup,
     gpu_util: Option<f64>,
 ) -> Result<Option<EngineNeed>, CoreError> {
-    match (setup.engine.serving(), setup.engine.gpu_util(gpu_util)) {
-        (Some(d), Some(u)) => engine_need(spec, setup, par, rt, &d, u).map(Some),
-        _ => Ok(None),
+    let Some(d) = setup.serving() else { return Ok(None) };
+    if let Some(u) = setup.engine.gpu_util(gpu_util) {
+        return engine_need(spec, setup, par, rt, &d, u).map(Some);
     }
+    if d.share_rule.is_none() {
+        return Ok(None);
+    }
+    // the need does not depend on the fraction; the card does
+    let n = engine_need(spec, setup, par, rt, &d, 1.0)?;
+    let share = |cuda: u64| {
+        let total = cuda.saturating_add(crate::runtime::DRIVER_RESERVED);
+        setup.gpu_util_on(None, total, par.tp, par.pp).unwrap_or(1.0)
+    };
+    let card_bytes = card_for_rule(n.need_bytes, share)?;
+    Ok(Some(EngineNeed { gpu_util: share(card_bytes), need_bytes: n.need_bytes, card_bytes }))
+}
+
+/// The smallest CUDA capacity `c` (searched upwards from the need) whose own
+/// fraction `share(c)` gives `floor(c × share(c)) ≥ need`: a fixed point of
+/// [`card_for`], then MiB steps while the card's fraction still falls short.
+fn card_for_rule(need: u64, share: impl Fn(u64) -> f64) -> Result<u64, CoreError> {
+    let holds = |c: u64| (c as f64 * share(c)).floor() as u64 >= need;
+    let mut c = need;
+    for _ in 0..64 {
+        let next = card_for(need, share(c))?;
+        if next == c {
+            break;
+        }
+        c = next;
+    }
+    let mut steps = 0u32;
+    while !holds(c) {
+        c = c
+            .checked_add(crate::units::MIB)
+            .filter(|_| steps < 1 << 22)
+            .ok_or_else(|| CoreError::invalid("gpu-util", "no card holds this need at the engine's fraction"))?;
+        steps += 1;
+    }
+    Ok(c)
 }
 
 /// The smallest capacity `c` with `floor(c × util) ≥ need` (the budget

@@ -289,9 +289,15 @@ fn allocator_and_cuda_capacity() {
 
 #[test]
 fn a_vllm_start_up_by_hand() {
-    // Llama-3-8B bf16, TP 1, H100 at 0.9 of 79.22 GiB (vLLM PR #10511's log)
+    // Llama-3-8B bf16, TP 1, H100 at 0.9 of 79.22 GiB (vLLM PR #10511's log: the V0 engine, row 0.2)
     let spec = ModelSpec::llama_like("llama-3-8b", 4096, 32, 32, 8, 14336, 128256);
-    let s = InferenceSetup { engine: Engine::Vllm, context: 8192, kv_dtype: DType::BF16, ..InferenceSetup::default() };
+    let s = InferenceSetup {
+        engine: Engine::Vllm,
+        engine_version: Some("0.6".parse().unwrap()),
+        context: 8192,
+        kv_dtype: DType::BF16,
+        ..InferenceSetup::default()
+    };
     let serving = ServingSetup {
         gpu_util: 0.9,
         cuda_capacity_bytes: (79.22 * GIB as f64) as u64,
@@ -312,6 +318,16 @@ fn a_vllm_start_up_by_hand() {
     let p2 =
         serving_profile(&spec, &s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }, &rt, &serving).unwrap();
     assert_eq!(p2.non_torch_bytes, VLLM_NON_TORCH + 3 * 544 * MIB + 17 * MIB);
+    // the latest row (0.20: FlashInfer's sampler, vllm-project/vllm#40376) at 1024 sequences:
+    // sampler 1024 × 128256 × 14 B + 8192 × 4096 × 2 B = 1,905,786,880 B, where sorting
+    // (38 B) would hold 1024 × 128256 × 38 + 67,108,864 = 5,057,806,336 B
+    let latest = InferenceSetup { engine_version: None, ..s.clone() };
+    let wide = ServingSetup { max_num_seqs: 1024, ..serving.clone() };
+    let p3 = serving_profile(&spec, &latest, &Parallelism::default(), &rt, &wide).unwrap();
+    assert_eq!(p3.sampler_bytes, 1_905_786_880);
+    let p0 = serving_profile(&spec, &s, &Parallelism::default(), &rt, &wide).unwrap();
+    assert_eq!(p0.sampler_bytes, 5_057_806_336);
+    assert_eq!(p3.kv_pool_bytes - p0.kv_pool_bytes, 5_057_806_336 - 1_905_786_880);
 }
 
 #[test]
@@ -322,7 +338,15 @@ fn a_vllm_ledger_is_its_start_up_not_a_generate_prefill() {
     // and logs 1.79 GiB of non-torch memory: sizing it as generate under-stated it by GiBs
     let spec = ModelSpec::llama_like("llama-3-8b", 4096, 32, 32, 8, 14336, 128256);
     let at = |engine: Engine| {
-        let s = InferenceSetup { engine, context: 1024, kv_dtype: DType::BF16, ..InferenceSetup::default() };
+        // PR #10511's V0 engine (row 0.2) for vLLM
+        let engine_version = (engine == Engine::Vllm).then(|| "0.6".parse().unwrap());
+        let s = InferenceSetup {
+            engine,
+            engine_version,
+            context: 1024,
+            kv_dtype: DType::BF16,
+            ..InferenceSetup::default()
+        };
         estimate(&spec, &Workload { task: Task::Inference(s), ..Workload::default() }).unwrap()
     };
     let (vllm, hf) = (at(Engine::Vllm), at(Engine::Transformers));

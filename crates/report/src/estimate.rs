@@ -114,6 +114,10 @@ pub struct WorkloadInfo {
     /// data-parallel attention groups of a MoE serving layout (absent: 1)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dp_attention: Option<u64>,
+    /// a serving engine's release whose row sized the start-up (`0.20`; the
+    /// latest modelled unless `--engine vllm@X` named one)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
     /// any further settings, as strings (precision, optimizer, zero stage …)
     pub settings: BTreeMap<String, String>,
 }
@@ -311,6 +315,7 @@ impl From<&Workload> for WorkloadInfo {
             dp: par.dp(),
             ep: Some(par.ep).filter(|&e| e > 1),
             dp_attention: Some(par.dp_attention).filter(|&d| d > 1),
+            engine_version: None,
             settings: BTreeMap::new(),
         };
         match &w.task {
@@ -321,6 +326,11 @@ impl From<&Workload> for WorkloadInfo {
                 info.batch = s.batch;
                 info.seq = s.context;
                 info.concurrency = Some(s.concurrency);
+                if let Some(f) = s.serving_facts() {
+                    info.engine_version = Some(f.version.to_string());
+                    // `vllm@0.20`, or `vllm@0.8 (asked 0.19)`
+                    info.settings.insert("engine".into(), vramfit_core::serving::release_label(s));
+                }
             }
             Task::Train(t) => {
                 info.task = t.kind.name().into();

@@ -140,12 +140,17 @@ fn kv_and_capacity(
     let Task::Inference(setup) = &workload.task else { return Ok((None, None)) };
     let par = &workload.parallelism;
     let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-    let gpu_util = if gpu.is_some() { setup.engine.gpu_util(gpu_util_flag) } else { None };
+    let gpu_util = gpu.and_then(|g| setup.gpu_util_on(gpu_util_flag, g.total_bytes, par.tp, par.pp));
     if gpu.is_some() && gpu_util_flag.is_none() && setup.engine.serving().is_some() {
+        let fixed = setup.serving().and_then(|d| d.default_gpu_util).is_some();
         notes.push(match gpu_util {
-            Some(u) => format!(
+            Some(u) if fixed => format!(
                 "--engine {}: it takes {u} of the card at start-up unless told otherwise (its gpu_memory_utilization default); the capacity and the fit use it (--gpu-util sets another)",
                 setup.engine.name()
+            ),
+            Some(u) => format!(
+                "--engine {}: it takes {u} of this card at start-up (its mem_fraction_static rule from the card's memory and the TP size); the capacity and the fit use it (--gpu-util sets another)",
+                vramfit_core::serving::release_label(setup)
             ),
             None => format!(
                 "--engine {}: it chooses its memory fraction from the card at start-up (mem_fraction_static); give --gpu-util to size its KV pool; until then the fit is this ledger against the whole card",

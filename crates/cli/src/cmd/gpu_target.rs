@@ -88,6 +88,7 @@ mod tests {
             dp: 1,
             ep: None,
             dp_attention: None,
+            engine_version: None,
             settings: Default::default(),
         };
         let model = crate::cmd::estimate::model_info(&r, 0).unwrap();

@@ -160,7 +160,7 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
     let built = args.workload.clone().build(spec).ok().or_else(|| {
         let l = launcher.filter(|l| l.serves() && args.workload.engine.is_none())?;
         let mut probe = args.workload.clone();
-        probe.engine = Some(serving_engine(l));
+        probe.engine = Some(vramfit_core::workload::EngineChoice { engine: serving_engine(l), version: None });
         probe.build(spec).ok()
     });
     let built = built.map(|w| matches!(w.task, Task::Inference(_)));
@@ -168,10 +168,16 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
     if let Some(l) = launcher.filter(|l| l.serves() && inference) {
         let engine = serving_engine(l);
         match args.workload.engine {
-            None => args.workload.engine = Some(engine),
-            Some(e) if e == engine => {}
+            None => args.workload.engine = Some(vramfit_core::workload::EngineChoice { engine, version: None }),
+            Some(e) if e.engine == engine => {}
             Some(e) => {
-                bail_on!(launcher_field, "--launcher {} serves with {}, not --engine {}", l.name(), l.name(), e.name())
+                bail_on!(
+                    launcher_field,
+                    "--launcher {} serves with {}, not --engine {}",
+                    l.name(),
+                    l.name(),
+                    e.engine.name()
+                )
             }
         }
     }

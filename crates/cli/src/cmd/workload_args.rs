@@ -8,7 +8,7 @@ use crate::cmd::train_args::{flag_field, Common, FieldNames, TaskKind, TrainArgs
 use crate::error::{field_error, OnField};
 use anyhow::Context;
 use vramfit_core::units::MIB;
-use vramfit_core::workload::{defaults, validate, CommSetup, Engine, ServingDefaults, ServingEngine};
+use vramfit_core::workload::{defaults, validate, CommSetup, EngineChoice, ServingDefaults, ServingEngine};
 use vramfit_core::{
     DType, InferenceSetup, ModelSpec, Parallelism, QuantMethod, QuantSpec, RuntimeSetup, Task, Workload,
 };
@@ -93,10 +93,10 @@ pub struct WorkloadArgs {
     ))]
     pub margin: Option<f64>,
     /// The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
-    /// QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
-    /// [default: transformers]
+    /// QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing). A serving engine's
+    /// release after '@' (vllm@0.8, sglang@0.4; default: the latest modelled) [default: transformers]
     #[arg(long, value_parser = parse_engine, value_name = "ENGINE")]
-    pub engine: Option<Engine>,
+    pub engine: Option<EngineChoice>,
     #[arg(long, value_name = "TOKENS", value_parser = tokens, help = serving_default_help(
         "Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens; 8k = 8192)",
         |d| d.max_num_batched_tokens.to_string(),
@@ -125,7 +125,7 @@ fn serving_default_help(what: &str, value: fn(&ServingDefaults) -> String) -> St
     format!("{what} [default: {defaults}]")
 }
 
-fn parse_engine(s: &str) -> Result<Engine, String> {
+fn parse_engine(s: &str) -> Result<EngineChoice, String> {
     s.parse()
 }
 
@@ -207,7 +207,7 @@ impl WorkloadArgs {
             pp: self.pp(),
             ep: self.ep.unwrap_or(1),
             dtype: None,
-            engine: self.engine.unwrap_or_default(),
+            engine: self.engine.unwrap_or_default().engine,
         }
     }
 
@@ -262,7 +262,7 @@ impl WorkloadArgs {
             None => defaults::KV_DTYPE,
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
-        let engine = self.engine.unwrap_or_default();
+        let engine = self.engine.unwrap_or_default().engine;
         Ok(InferenceSetup {
             weight_dtype,
             quant,
@@ -273,6 +273,7 @@ impl WorkloadArgs {
             logits_fp32: self.logits_fp32,
             block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
             engine,
+            engine_version: self.engine.and_then(|c| c.version),
             max_num_batched_tokens: self.max_num_batched_tokens,
             max_num_seqs: self.max_num_seqs,
             // the engine's policy unless the flag says otherwise
@@ -311,7 +312,7 @@ impl WorkloadArgs {
                 let mut notes = Vec::new();
                 let (tp, pp) = match (self.tp, self.pp, self.gpus) {
                     (None, None, Some(g)) if g > 1 => {
-                        let l = defaults::inference_layout(spec, self.engine.unwrap_or_default(), g);
+                        let l = defaults::inference_layout(spec, self.engine.unwrap_or_default().engine, g);
                         notes.push(l.why);
                         (l.tp, l.pp)
                     }
@@ -335,8 +336,8 @@ impl WorkloadArgs {
                     common.dtype =
                         Some(d.parse::<DType>().map_err(|e| field_error("dtype", anyhow::anyhow!("--dtype: {e}")))?);
                 }
-                if self.engine.is_some_and(Engine::serves_only) {
-                    bail_on!("engine", "--engine {} serves models; training needs transformers, deepspeed, fsdp, litgpt, torchtune or torchtitan", self.engine.unwrap_or_default().name());
+                if self.engine.is_some_and(|c| c.engine.serves_only()) {
+                    bail_on!("engine", "--engine {} serves models; training needs transformers, deepspeed, fsdp, litgpt, torchtune or torchtitan", self.engine.unwrap_or_default().engine.name());
                 }
                 let mut b = self.train.build(&common)?;
                 if b.reduce_bucket_auto {

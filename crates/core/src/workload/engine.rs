@@ -356,12 +356,79 @@ pub struct ServingDefaults {
     pub max_num_batched_tokens: ProfileTokens,
     /// sequences the sampler handles at once (vLLM `max_num_seqs`): rows of logits
     pub max_num_seqs: u64,
+    /// bytes per sampled row per vocabulary entry live at the peak of the
+    /// start-up sampler run ([`SAMPLER_SORT_BYTES`], [`SAMPLER_FUSED_BYTES`])
+    pub sampler_bytes_per_entry: u64,
     /// memory outside the PyTorch allocator at one GPU, measured at start-up, when
     /// the engine's own log gives it (else the runtime's context + workspaces)
     pub non_torch_tp1: Option<u64>,
     /// the fraction of the card the engine takes when none is given (vLLM
-    /// `gpu_memory_utilization`); `None` when the engine derives it from the card
+    /// `gpu_memory_utilization`); `None` when the engine derives it from the
+    /// card ([`ServingDefaults::share_rule`])
     pub default_gpu_util: Option<f64>,
+    /// how the engine derives that fraction from the card and the layout when
+    /// it is not fixed (SGLang's `mem_fraction_static`)
+    pub share_rule: Option<ShareRule>,
+}
+
+/// How SGLang picks `mem_fraction_static` when `--mem-fraction-static` is not
+/// given, by release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareRule {
+    /// SGLang 0.4: by TP size alone — 0.79 at TP ≥ 16, 0.81 at ≥ 8, 0.85 at
+    /// ≥ 4, 0.87 at ≥ 2, else 0.88 (`ServerArgs.__post_init__`,
+    /// python/sglang/srt/server_args.py, 0.4.x before PRs #5893 and #7054)
+    TpSteps,
+    /// SGLang 0.5 (PR #10975, "Use more general heuristics to set the default
+    /// value of --mem-fraction-static"; `ServerArgs._handle_gpu_memory_settings`):
+    /// `(gpu_mem − reserved) / gpu_mem` rounded to 3 decimals, gpu_mem the
+    /// card's nvidia-smi total in MiB, reserved = 512 + max(chunked_prefill_size,
+    /// 2048) × 1.5 + cuda_graph_max_bs × 2 + tp × pp / 8 × 1024 MiB, at least
+    /// 10 GiB on cards over 60 GiB; chunked_prefill_size and cuda_graph_max_bs
+    /// by the card ([`ShareRule::sglang_card_defaults`])
+    Reserved,
+}
+
+impl ShareRule {
+    /// SGLang 0.5's (`chunked_prefill_size`, `cuda_graph_max_bs`) for a card of
+    /// `gpu_mem_mib` MiB (nvidia-smi total) at TP `tp`
+    /// (`_handle_gpu_memory_settings`, CUDA branches).
+    pub fn sglang_card_defaults(gpu_mem_mib: u64, tp: u64) -> (u64, u64) {
+        let small_tp = tp < 4;
+        match gpu_mem_mib {
+            m if m < 20 * 1024 => (2048, 8),
+            m if m < 35 * 1024 => (2048, if small_tp { 24 } else { 80 }),
+            m if m < 60 * 1024 => (4096, if small_tp { 32 } else { 160 }),
+            m if m < 160 * 1024 => (8192, if small_tp { 256 } else { 512 }),
+            _ => (16384, 512),
+        }
+    }
+
+    /// The fraction of a card of `gpu_mem_mib` MiB (nvidia-smi total) the
+    /// engine takes at TP `tp` × PP `pp`; `chunk`: `--max-num-batched-tokens`
+    /// (SGLang's `--chunked-prefill-size`) when given.
+    pub fn fraction(self, gpu_mem_mib: u64, tp: u64, pp: u64, chunk: Option<u64>) -> f64 {
+        match self {
+            ShareRule::TpSteps => match tp {
+                t if t >= 16 => 0.79,
+                t if t >= 8 => 0.81,
+                t if t >= 4 => 0.85,
+                t if t >= 2 => 0.87,
+                _ => 0.88,
+            },
+            ShareRule::Reserved => {
+                let (default_chunk, graph_bs) = Self::sglang_card_defaults(gpu_mem_mib, tp);
+                let chunk = chunk.unwrap_or(default_chunk);
+                let mut reserved =
+                    512.0 + chunk.max(2048) as f64 * 1.5 + graph_bs as f64 * 2.0 + (tp * pp) as f64 / 8.0 * 1024.0;
+                if gpu_mem_mib > 60 * 1024 {
+                    reserved = reserved.max(10.0 * 1024.0);
+                }
+                let m = gpu_mem_mib.max(1) as f64;
+                (((m - reserved) / m) * 1000.0).round().clamp(1.0, 1000.0) / 1000.0
+            }
+        }
+    }
 }
 
 /// What a serving engine does that changes memory: one row per engine (per
@@ -370,6 +437,8 @@ pub struct ServingDefaults {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServingFacts {
     pub engine: ServingEngine,
+    /// the oldest release this row describes (it holds until the next row's)
+    pub version: EngineVersion,
     /// the start-up profiling shape and the memory outside the allocator
     pub startup: ServingDefaults,
     /// how sliding-window layers are cached
@@ -385,45 +454,132 @@ pub const VLLM_GPU_UTIL: f64 = 0.9;
 /// (device used − torch allocated; PR #11809 later subtracted reserved instead).
 pub const VLLM_NON_TORCH: u64 = 1_921_997_865;
 
-/// vLLM.
-pub const VLLM: ServingFacts = ServingFacts {
+/// Bytes per sampled row per vocabulary entry at the peak of a sampler that
+/// sorts the logits (top-p 0.9 with top-k vocab − 1, the start-up dummy run's
+/// `SamplingMetadata`: `_dummy_sampler_run` in vllm/v1/worker/gpu_model_runner.py,
+/// the V0 profile's `SamplingParams(top_p=0.99, top_k=vocab_size - 1)` in
+/// vllm/worker/model_runner.py): the compute-dtype logits (2) and their fp32
+/// copy (4), `logits.sort()`'s values (4) and int64 indices (8), the int64
+/// index sequence the sort permutes (8) and CUB's radix-sort double buffers
+/// (4 + 8) — `_apply_top_k_top_p` (vllm/model_executor/layers/sampler.py, V0)
+/// and `apply_top_k_top_p` (vllm/v1/sample/ops/topk_topp_sampler.py, V1),
+/// `at::native::sort` on CUDA.
+pub const SAMPLER_SORT_BYTES: u64 = 38;
+
+/// Bytes per sampled row per vocabulary entry at the peak of FlashInfer's
+/// top-k/top-p sampler, which does not sort: the compute-dtype logits (2),
+/// their fp32 copy (4, `Sampler.forward`: `logits.to(torch.float32)`), the
+/// top-k-masked logits (4, `top_k_mask_logits`) and their softmax (4) inside
+/// `flashinfer.sampling.top_k_top_p_sampling_from_logits` (called by
+/// `flashinfer_sample`, vllm/v1/sample/ops/topk_topp_sampler.py). On by
+/// default again since vllm-project/vllm#40376 (merged 2026-04-20, after
+/// v0.19.0 of 2026-04-03).
+pub const SAMPLER_FUSED_BYTES: u64 = 14;
+
+/// vLLM's V0 engine (0.2 – 0.7; 0.8 made V1 the default).
+pub const VLLM_V0: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
+    version: EngineVersion { major: 0, minor: 2 },
     startup: ServingDefaults {
-        // `SchedulerConfig`: without chunked prefill `max_num_batched_tokens =
-        // max(max_model_len, 2048)` (chunked prefill: 2048 on V0, 8192 on the
-        // V1 server); the profiling run computes logits for one row per sequence
+        // V0 `SchedulerConfig`: without chunked prefill (off below a 32K
+        // max_model_len) `max_num_batched_tokens = max(max_model_len, 2048)`;
+        // the profiling run computes logits for one row per sequence
         // (`compute_logits` on the sampled indices) and CUDA graphs are captured
         // after the KV cache is allocated (`capture_model`: outside the budget)
         max_num_batched_tokens: ProfileTokens::ContextAtLeast(2048),
-        // `SchedulerConfig.max_num_seqs = 256`
+        // V0 `SchedulerConfig.max_num_seqs = 256`
         max_num_seqs: 256,
-        // PR #10511's start-up log
+        // V0's `Sampler` sorts (`_apply_top_k_top_p`)
+        sampler_bytes_per_entry: SAMPLER_SORT_BYTES,
+        // PR #10511's start-up log (V0, between v0.6.4 and v0.6.5)
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
+        share_rule: None,
+    },
+    // V0 keeps a block table per sequence over the whole context for every
+    // layer except where the model's sliding window bounds it
+    sliding_window_cache: SlidingWindowCache::Window,
+};
+
+/// vLLM's V1 engine with the PyTorch-native sampler (0.8 – 0.19): V1 is the
+/// default from 0.8.0; FlashInfer's sampler was off for FlashInfer ≥ 0.2.3
+/// (vllm-project/vllm#14815, March 2025) and off by default again from
+/// vllm-project/vllm#26859 (October 2025), so the dummy sampler run sorts.
+pub const VLLM_V0_8: ServingFacts = ServingFacts {
+    engine: ServingEngine::Vllm,
+    version: EngineVersion { major: 0, minor: 8 },
+    startup: ServingDefaults {
+        // V1 always chunks prefill: `max_num_batched_tokens` is a fixed budget,
+        // 8192 for the OpenAI server on cards of ≥ 70 GiB other than A100
+        // (2048 below; `EngineArgs._set_default_args_v1`,
+        // vllm/engine/arg_utils.py); the larger one is assumed, the bigger
+        // profiling forward
+        max_num_batched_tokens: ProfileTokens::Fixed(8192),
+        // the same function's server default on cards under 70 GiB and A100
+        // (1024 on H100-class cards: give --max-num-seqs 1024 there)
+        max_num_seqs: 256,
+        sampler_bytes_per_entry: SAMPLER_SORT_BYTES,
+        // no V1 start-up log of it: V0's figure is kept (it counts the
+        // allocator cache as well, more than V1's accounting)
+        non_torch_tp1: Some(VLLM_NON_TORCH),
+        default_gpu_util: Some(VLLM_GPU_UTIL),
+        share_rule: None,
     },
     // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
     // `--disable-hybrid-kv-cache-manager`)
     sliding_window_cache: SlidingWindowCache::Window,
 };
 
-/// SGLang.
-pub const SGLANG: ServingFacts = ServingFacts {
+/// vLLM from 0.20: FlashInfer's top-k/top-p sampler on by default
+/// (vllm-project/vllm#40376), so the start-up sampler run does not sort.
+pub const VLLM_V0_20: ServingFacts = ServingFacts {
+    engine: ServingEngine::Vllm,
+    version: EngineVersion { major: 0, minor: 20 },
+    startup: ServingDefaults { sampler_bytes_per_entry: SAMPLER_FUSED_BYTES, ..VLLM_V0_8.startup },
+    ..VLLM_V0_8
+};
+
+/// vLLM's latest modelled release: what `--engine vllm` assumes.
+pub const VLLM: ServingFacts = VLLM_V0_20;
+
+/// vLLM's rows, oldest first.
+pub const VLLM_RELEASES: [&ServingFacts; 3] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_20];
+
+/// SGLang 0.4: `mem_fraction_static` by TP size ([`ShareRule::TpSteps`]).
+pub const SGLANG_V0_4: ServingFacts = ServingFacts {
     engine: ServingEngine::Sglang,
+    version: EngineVersion { major: 0, minor: 4 },
     startup: ServingDefaults {
-        // `chunked_prefill_size` 8192
+        // `chunked_prefill_size` 8192 (2048 on cards under 25 GB)
         max_num_batched_tokens: ProfileTokens::Fixed(8192),
         // `max_running_requests` is sized from the pool; vLLM's start-up shape is assumed
         max_num_seqs: 256,
+        // vLLM's sorting sampler is assumed (the larger)
+        sampler_bytes_per_entry: SAMPLER_SORT_BYTES,
         // not logged: the runtime's context + workspaces
         non_torch_tp1: None,
-        // `mem_fraction_static` is chosen at start-up from the card's memory and
-        // the TP size (`ServerArgs.__post_init__`), and has changed between
-        // releases: not assumed, `--gpu-util` names it
         default_gpu_util: None,
+        share_rule: Some(ShareRule::TpSteps),
     },
     // the SWA pool keeps the window only
     sliding_window_cache: SlidingWindowCache::Window,
 };
+
+/// SGLang 0.5: `mem_fraction_static` from the card's memory, its default
+/// chunked-prefill size and CUDA-graph batch, and TP × PP
+/// ([`ShareRule::Reserved`], PR #10975 of 2025-09-27; the 0.5.0–0.5.2 rule of
+/// PR #7054 is not modelled and gets this row).
+pub const SGLANG_V0_5: ServingFacts = ServingFacts {
+    version: EngineVersion { major: 0, minor: 5 },
+    startup: ServingDefaults { share_rule: Some(ShareRule::Reserved), ..SGLANG_V0_4.startup },
+    ..SGLANG_V0_4
+};
+
+/// SGLang's latest modelled release: what `--engine sglang` assumes.
+pub const SGLANG: ServingFacts = SGLANG_V0_5;
+
+/// SGLang's rows, oldest first.
+pub const SGLANG_RELEASES: [&ServingFacts; 2] = [&SGLANG_V0_4, &SGLANG_V0_5];
 
 impl Framework {
     /// This framework's row.
@@ -440,11 +596,106 @@ impl Framework {
 }
 
 impl ServingEngine {
-    /// This engine's row.
+    /// This engine's latest modelled row (what `--engine NAME` assumes).
     pub fn facts(self) -> &'static ServingFacts {
         match self {
             ServingEngine::Vllm => &VLLM,
             ServingEngine::Sglang => &SGLANG,
+        }
+    }
+
+    /// This engine's rows, oldest first.
+    pub fn releases(self) -> &'static [&'static ServingFacts] {
+        match self {
+            ServingEngine::Vllm => &VLLM_RELEASES,
+            ServingEngine::Sglang => &SGLANG_RELEASES,
+        }
+    }
+
+    /// The row of release `asked` (`None`: the latest): the closest modelled
+    /// release at or before it. A release older than the oldest row or newer
+    /// than the latest is refused with the list of modelled releases.
+    pub fn release(self, asked: Option<EngineVersion>) -> Result<&'static ServingFacts, String> {
+        let rows = self.releases();
+        let Some(v) = asked else { return Ok(self.facts()) };
+        let latest = rows.last().map(|r| r.version).unwrap_or(v);
+        let found = rows.iter().rev().find(|r| r.version <= v).filter(|_| v <= latest);
+        found.copied().ok_or_else(|| {
+            let names: Vec<String> = rows.iter().map(|r| r.version.to_string()).collect();
+            format!(
+                "--engine {}@{v}: release not modelled; the modelled releases are {} (a release between two of them takes the older one's row)",
+                self.engine().name(),
+                names.join(", ")
+            )
+        })
+    }
+}
+
+/// A serving engine's release as `--engine vllm@0.8` names it: major.minor
+/// (a patch level, `0.8.5`, is accepted and ignored: no row differs by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct EngineVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl std::fmt::Display for EngineVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+impl std::str::FromStr for EngineVersion {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().trim_start_matches(['v', 'V']);
+        let mut parts = t.split('.');
+        let num = |p: Option<&str>| p.and_then(|x| x.parse::<u32>().ok());
+        let (major, minor) = (num(parts.next()), num(parts.next()));
+        let patch_ok = parts.next().is_none_or(|p| p.chars().next().is_some_and(|c| c.is_ascii_digit()));
+        match (major, minor, patch_ok && parts.next().is_none()) {
+            (Some(major), Some(minor), true) => Ok(EngineVersion { major, minor }),
+            _ => Err(format!("engine release '{s}': expected MAJOR.MINOR such as 0.8")),
+        }
+    }
+}
+
+impl TryFrom<String> for EngineVersion {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<EngineVersion> for String {
+    fn from(v: EngineVersion) -> String {
+        v.to_string()
+    }
+}
+
+/// What `--engine` names: an engine and, for a serving engine, its release
+/// (`vllm@0.8`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EngineChoice {
+    pub engine: Engine,
+    pub version: Option<EngineVersion>,
+}
+
+impl std::str::FromStr for EngineChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, version) = match s.split_once('@') {
+            Some((n, v)) => (n, Some(v.parse::<EngineVersion>()?)),
+            None => (s, None),
+        };
+        let engine: Engine = name.parse()?;
+        match (engine.kind(), version) {
+            (EngineKind::Training(_), Some(_)) => {
+                Err(format!("--engine {s}: releases are modelled for serving engines only (vllm, sglang)"))
+            }
+            (EngineKind::Serving(e), Some(v)) => e.release(Some(v)).map(|_| EngineChoice { engine, version }),
+            _ => Ok(EngineChoice { engine, version }),
         }
     }
 }
@@ -638,5 +889,65 @@ mod tests {
         assert_eq!(Engine::Sglang.gpu_util(None), None);
         assert_eq!(Engine::Transformers.gpu_util(None), None);
         assert_eq!(Engine::Transformers.gpu_util(Some(0.8)), Some(0.8));
+    }
+
+    #[test]
+    fn vllm_releases_resolve_to_the_closest_older_row() {
+        // rows 0.2 (V0), 0.8 (V1, sorting sampler), 0.20 (FlashInfer sampler, vllm#40376)
+        let row = |v: Option<&str>| ServingEngine::Vllm.release(v.map(|v| v.parse().unwrap())).map(|r| r.version);
+        assert_eq!(row(None), Ok(VLLM.version));
+        assert_eq!(row(Some("0.19")), Ok(EngineVersion { major: 0, minor: 8 }));
+        assert_eq!(row(Some("0.6.4")), Ok(EngineVersion { major: 0, minor: 2 }));
+        assert_eq!(row(Some("0.20")), Ok(EngineVersion { major: 0, minor: 20 }));
+        for unknown in ["0.1", "1.0"] {
+            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.8, 0.20"), "{unknown}");
+        }
+        assert!("0.x".parse::<EngineVersion>().is_err() && "7".parse::<EngineVersion>().is_err());
+    }
+
+    #[test]
+    fn the_sampler_bytes_follow_each_release() {
+        // 38 = 2 + 4 + 4 + 8 + 8 + 4 + 8 (sort: apply_top_k_top_p); 14 = 2 + 4 + 4 + 4 (FlashInfer)
+        assert_eq!(VLLM_V0.startup.sampler_bytes_per_entry, 2 + 4 + 4 + 8 + 8 + 4 + 8);
+        assert_eq!(VLLM_V0_8.startup.sampler_bytes_per_entry, SAMPLER_SORT_BYTES);
+        assert_eq!(VLLM_V0_20.startup.sampler_bytes_per_entry, 2 + 4 + 4 + 4);
+        // V0 without chunked prefill: max(context, 2048); V1 a fixed 8192 budget
+        assert_eq!(VLLM_V0.startup.max_num_batched_tokens.at(32768), 32768);
+        assert_eq!(VLLM_V0_8.startup.max_num_batched_tokens.at(32768), 8192);
+    }
+
+    #[test]
+    fn engine_choice_parses_a_release_for_serving_engines_only() {
+        let c: EngineChoice = "vllm@0.8".parse().unwrap();
+        assert_eq!((c.engine, c.version), (Engine::Vllm, Some(EngineVersion { major: 0, minor: 8 })));
+        assert_eq!("sglang".parse::<EngineChoice>().unwrap().version, None);
+        assert!("transformers@4.46".parse::<EngineChoice>().unwrap_err().contains("serving engines only"));
+        assert!("vllm@0.1".parse::<EngineChoice>().unwrap_err().contains("modelled releases are"));
+    }
+
+    #[test]
+    fn sglang_mem_fraction_static_follows_each_release() {
+        // 0.4 (`ServerArgs.__post_init__`): by TP size alone
+        let steps: Vec<f64> =
+            [1, 2, 4, 8, 16].iter().map(|&tp| ShareRule::TpSteps.fraction(81_559, tp, 1, None)).collect();
+        assert_eq!(steps, [0.88, 0.87, 0.85, 0.81, 0.79]);
+        // 0.5 (`_handle_gpu_memory_settings`, PR #10975), H100 SXM (81,559 MiB), TP 1: chunk 8192,
+        // graph bs 256: reserved = 512 + 8192 × 1.5 + 256 × 2 + 1 / 8 × 1024 = 13,440 MiB;
+        // (81,559 − 13,440) / 81,559 = 0.8352 → 0.835
+        assert_eq!(ShareRule::Reserved.fraction(81_559, 1, 1, None), 0.835);
+        // H200 (143,771 MiB), TP 8 (DeepSeek-V3): graph bs 512: 512 + 12,288 + 1,024 + 1,024 =
+        // 14,848 MiB; (143,771 − 14,848) / 143,771 = 0.8967 → 0.897
+        assert_eq!(ShareRule::Reserved.fraction(143_771, 8, 1, None), 0.897);
+        // A100 40GB (40,960 MiB), TP 1: chunk 4096, graph bs 32: 512 + 6,144 + 64 + 128 =
+        // 6,848 MiB, under the 10 GiB floor's 60 GiB threshold; (40,960 − 6,848) / 40,960 = 0.8328 → 0.833
+        assert_eq!(ShareRule::Reserved.fraction(40_960, 1, 1, None), 0.833);
+        // over 60 GiB at least 10 GiB is reserved: 64 GiB, TP 1, --chunked-prefill-size 2048:
+        // 512 + 3,072 + 512 + 128 = 4,224 → 10,240 MiB; (65,536 − 10,240) / 65,536 = 0.84375 → 0.844
+        assert_eq!(ShareRule::Reserved.fraction(65_536, 1, 1, Some(2048)), 0.844);
+        assert_eq!(ServingEngine::Sglang.release(None).map(|r| r.startup.share_rule), Ok(Some(ShareRule::Reserved)));
+        assert_eq!(
+            ServingEngine::Sglang.release(Some("0.4.6".parse().unwrap())).map(|r| r.startup.share_rule),
+            Ok(Some(ShareRule::TpSteps))
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Serving or batch inference: what is run and with which dtypes.
 
 use super::defaults;
-use super::engine::Engine;
+use super::engine::{Engine, ServingDefaults};
 use super::policy::SlidingWindowCache;
 use crate::dtype::DType;
 use crate::quant::QuantSpec;
@@ -40,6 +40,9 @@ pub struct InferenceSetup {
     /// which prompt positions the prefill computes logits for (the engine decides)
     #[serde(default)]
     pub prefill_logits: PrefillLogits,
+    /// a serving engine's release (`--engine vllm@0.8`); `None`: the latest modelled
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<super::engine::EngineVersion>,
 }
 
 /// Which prompt positions a prefill computes logits for.
@@ -72,11 +75,42 @@ impl Default for InferenceSetup {
             max_num_seqs: None,
             sliding_window_cache: SlidingWindowCache::default(),
             prefill_logits: PrefillLogits::Engine,
+            engine_version: None,
         }
     }
 }
 
 impl InferenceSetup {
+    /// The serving engine's row for its release ([`super::engine::ServingEngine::release`]);
+    /// `None` for engines that run `generate`, or a release not modelled
+    /// (`validate::inference` refuses it).
+    pub fn serving_facts(&self) -> Option<&'static super::engine::ServingFacts> {
+        match self.engine.kind() {
+            super::engine::EngineKind::Serving(e) => e.release(self.engine_version).ok(),
+            super::engine::EngineKind::Training(_) => None,
+        }
+    }
+
+    /// How the serving engine of this release sizes its start-up memory.
+    pub fn serving(&self) -> Option<ServingDefaults> {
+        self.serving_facts().map(|f| f.startup)
+    }
+
+    /// The fraction of a card whose nvidia-smi total is `card_total_bytes`
+    /// the serving engine takes at TP `tp` × PP `pp`: the one given, else the
+    /// release's fixed default (vLLM 0.9), else its rule from the card
+    /// (SGLang's `mem_fraction_static`, [`super::engine::ShareRule`]); `None`
+    /// for engines that run `generate` without `--gpu-util`.
+    pub fn gpu_util_on(&self, given: Option<f64>, card_total_bytes: u64, tp: u64, pp: u64) -> Option<f64> {
+        if given.is_some() {
+            return given;
+        }
+        let d = self.serving()?;
+        d.default_gpu_util.or_else(|| {
+            d.share_rule.map(|r| r.fraction(card_total_bytes / crate::units::MIB, tp, pp, self.max_num_batched_tokens))
+        })
+    }
+
     /// dtype of activations and unquantized weights during compute.
     pub fn weight_dtype_compute(&self) -> DType {
         match &self.quant {

@@ -15,8 +15,8 @@ mod training;
 pub mod validate;
 
 pub use engine::{
-    Engine, EngineKind, Framework, FrameworkFacts, ProfileTokens, QloraBase, ServingDefaults, ServingEngine,
-    ServingFacts, Sharder, VLLM_NON_TORCH,
+    Engine, EngineChoice, EngineKind, EngineVersion, Framework, FrameworkFacts, ProfileTokens, QloraBase,
+    ServingDefaults, ServingEngine, ServingFacts, Sharder, SAMPLER_FUSED_BYTES, SAMPLER_SORT_BYTES, VLLM_NON_TORCH,
 };
 pub use inference::{InferenceSetup, PrefillLogits};
 pub use parallel::{Offload, Parallelism, Sharding};

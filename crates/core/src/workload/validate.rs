@@ -377,7 +377,7 @@ fn expert_parallel(model: &ModelSpec, s: &InferenceSetup, par: &Parallelism) -> 
     let Some(moe) = model.moe.as_ref().filter(|m| m.num_experts > 0) else {
         return bad(format!("{} has no routed experts to split", model.name));
     };
-    if s.engine.serving().is_none() {
+    if s.serving().is_none() {
         return bad("expert parallelism is modelled as vLLM and SGLang serve it: give --engine vllm or sglang".into());
     }
     if par.tp <= 1 {

@@ -304,7 +304,12 @@ struct Mapping<'a> {
 
 impl Mapping<'_> {
     fn engine(&self) -> Result<Engine, IngestError> {
-        self.v.parsed::<Engine>("engine")?.ok_or_else(|| self.v.missing("engine"))
+        self.choice().map(|c| c.engine)
+    }
+
+    /// The engine and its release (`vllm@0.8`).
+    fn choice(&self) -> Result<vramfit_core::workload::EngineChoice, IngestError> {
+        self.v.parsed::<vramfit_core::workload::EngineChoice>("engine")?.ok_or_else(|| self.v.missing("engine"))
     }
 
     /// A size the source states (`workload.<key>`) or the vramfit block supplies.
@@ -570,6 +575,7 @@ pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, Ingest
                 kv_dtype: DType::BF16,
                 context: s.max_model_len,
                 engine,
+                engine_version: map.choice()?.version,
                 sliding_window_cache: engine.sliding_window_cache(),
                 ..InferenceSetup::default()
             };
