@@ -30,6 +30,7 @@ def estimate(
     tensor_parallel_size: Optional[int] = None,
     ep: Optional[int] = None,
     ep_size: Optional[int] = None,
+    dp_attention: Optional[int] = None,
     pp: Optional[int] = None,
     pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
@@ -144,6 +145,11 @@ def estimate(
             Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
             split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
             [default: 1]
+        dp_attention (--dp-attention):
+            Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run
+            attention and the KV cache as this many groups, each with its share of the sequences,
+            the experts over all of them (SGLang --enable-dp-attention --dp N; vLLM
+            --data-parallel-size N --enable-expert-parallel); needs --ep = --tp [default: 1]
         pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
         gpus (--gpus, alias num_gpus):
@@ -166,11 +172,12 @@ def estimate(
             Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule) [default: 0]
         engine (--engine):
             The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
-            QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
+            QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing). A serving
+            engine's release after '@' (vllm@0.8, sglang@0.4; default: the latest modelled)
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
             Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
-            8k = 8192) [default: max(--context, 2048) for vllm, 8192 for sglang]
+            8k = 8192) [default: 8192]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             256]
@@ -349,6 +356,7 @@ def plan(
     tensor_parallel_size: Optional[int] = None,
     ep: Optional[int] = None,
     ep_size: Optional[int] = None,
+    dp_attention: Optional[int] = None,
     pp: Optional[int] = None,
     pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
@@ -436,6 +444,11 @@ def plan(
             Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
             split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
             [default: 1]
+        dp_attention (--dp-attention):
+            Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run
+            attention and the KV cache as this many groups, each with its share of the sequences,
+            the experts over all of them (SGLang --enable-dp-attention --dp N; vLLM
+            --data-parallel-size N --enable-expert-parallel); needs --ep = --tp [default: 1]
         pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
         gpus (--gpus, alias num_gpus):
@@ -458,11 +471,12 @@ def plan(
             Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule) [default: 0]
         engine (--engine):
             The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
-            QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
+            QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing). A serving
+            engine's release after '@' (vllm@0.8, sglang@0.4; default: the latest modelled)
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
             Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
-            8k = 8192) [default: max(--context, 2048) for vllm, 8192 for sglang]
+            8k = 8192) [default: 8192]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             256]
@@ -599,6 +613,7 @@ def diagnose(
     tensor_parallel_size: Optional[int] = None,
     ep: Optional[int] = None,
     ep_size: Optional[int] = None,
+    dp_attention: Optional[int] = None,
     pp: Optional[int] = None,
     pipeline_parallel_size: Optional[int] = None,
     gpus: Optional[int] = None,
@@ -679,6 +694,11 @@ def diagnose(
             Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
             split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
             [default: 1]
+        dp_attention (--dp-attention):
+            Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run
+            attention and the KV cache as this many groups, each with its share of the sequences,
+            the experts over all of them (SGLang --enable-dp-attention --dp N; vLLM
+            --data-parallel-size N --enable-expert-parallel); needs --ep = --tp [default: 1]
         pp (--pp, alias pipeline_parallel_size):
             Pipeline-parallel stages [default: 1]
         gpus (--gpus, alias num_gpus):
@@ -701,11 +721,12 @@ def diagnose(
             Headroom fraction on top of tensors + runtime (0.2 = the ×1.2 rule) [default: 0]
         engine (--engine):
             The engine that runs the job: its behaviour sets the defaults (loss path, adapter dtype,
-            QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing with --gpu-util)
+            QLoRA preparation, communication buffers; vLLM/SGLang start-up sizing). A serving
+            engine's release after '@' (vllm@0.8, sglang@0.4; default: the latest modelled)
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
             Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
-            8k = 8192) [default: max(--context, 2048) for vllm, 8192 for sglang]
+            8k = 8192) [default: 8192]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             256]
