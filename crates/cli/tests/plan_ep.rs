@@ -47,8 +47,30 @@ fn deepseek_v3_plan_lists_ep_layouts() {
     let (text, _) = common::run(&[&["plan"][..], &DEEPSEEK_JOB, &["--engine", "vllm", "--top", "20"]].concat(), 0);
     assert!(text.contains("TP 8, EP 8"), "{text}");
     assert!(text.contains("expert-parallel layouts are listed beside the TP-only ones"), "{text}");
-    let (text, _) = common::run(&[&["plan"][..], &DEEPSEEK_JOB].concat(), 0);
+    let (text, _) = common::run(&[&["plan"][..], &DEEPSEEK_JOB, &["--engine", "transformers"]].concat(), 0);
     assert!(text.contains("are searched for vLLM and SGLang: add --engine vllm or sglang"), "{text}");
+    assert!(!text.contains("TP 8, EP 8"), "{text}");
+}
+
+/// The must-show exactly as written, with no `--engine`: a MoE model
+/// served is planned with vLLM (`vramfit_plan::assumed_serving_engine`), so
+/// the ranked table holds EP layouts, the same rows as `--engine vllm`
+/// gives, and the report says the engine was assumed. A dense model keeps
+/// transformers.
+#[test]
+fn moe_serving_plan_without_engine_assumes_vllm_and_ranks_ep() {
+    let asked = json(&[&["plan"][..], &DEEPSEEK_JOB, &["--top", "20", "--json"]].concat(), 0);
+    let given = json(&[&["plan"][..], &DEEPSEEK_JOB, &["--engine", "vllm", "--top", "20", "--json"]].concat(), 0);
+    assert_eq!(rows(&asked), rows(&given));
+    assert!(rows(&asked).iter().any(|x| x.2 == 8 && x.4 == "expert_parallel"), "{:?}", rows(&asked));
+    let notes = asked["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().starts_with("served with vllm (assumed: no --engine given)")),
+        "{notes:?}"
+    );
+    assert!(!given["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("assumed: no --engine")));
+    let dense = json(&["plan", "llama-3.1-8b", "--concurrency", "8", "--json"], 0);
+    assert!(!dense["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("assumed: no --engine")));
 }
 
 /// On one machine of 8 H200 the plan recommends data-parallel attention:

@@ -14,13 +14,28 @@ fn h100_catalogue() -> std::path::PathBuf {
     p
 }
 
+/// Decode speed on one H100 under transformers' `generate`, named so that
+/// a batch of 64 fits whole on the card (a MoE plan with no `--engine`
+/// assumes vLLM, whose 0.9 start-up share leaves no room for 64 × 4,096
+/// tokens beside gpt-oss-120b's 65.9 GiB): the routed-expert rule under test
+/// is the same for every engine.
 fn decode(model: &[&str], concurrency: &str) -> (f64, f64) {
     let cat = h100_catalogue();
     let v = json(
         &[
             &["plan"][..],
             model,
-            &["--catalog", cat.to_str().unwrap(), "--context", "4096", "--concurrency", concurrency, "--json"],
+            &[
+                "--catalog",
+                cat.to_str().unwrap(),
+                "--engine",
+                "transformers",
+                "--context",
+                "4096",
+                "--concurrency",
+                concurrency,
+                "--json",
+            ],
         ]
         .concat(),
         0,

@@ -53,7 +53,7 @@ pub use pricing::{
 };
 pub use rank::{costs_more, PRICE_TIE};
 pub use report::{BiggerCard, BreakEven, CardsPoint, JobKind, JobSize, MoreCards, PlanReport, PlanRow, SearchStats};
-pub use request::PlanRequest;
+pub use request::{assumed_serving_engine, PlanRequest};
 pub use runnable::{runnable_plan, NotRunnable, Replaced, RunnablePlan};
 pub use search::Search;
 pub use summary::{summarize, switches, Method, SetupSummary, Switch};

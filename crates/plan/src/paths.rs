@@ -85,6 +85,18 @@ fn searched<'a>(req: &'a PlanRequest, base: &'a Workload, job: Job, pinned: Opti
     search
 }
 
+/// Why the plan serves with an engine the user did not name
+/// ([`crate::assumed_serving_engine`]).
+fn engine_assumed_note(base: &Workload) -> String {
+    let engine = match &base.task {
+        Task::Inference(s) => s.engine.name(),
+        Task::Train(_) => "transformers",
+    };
+    format!(
+        "served with {engine} (assumed: no --engine given): a mixture-of-experts model is served with expert parallelism, which transformers' generate lacks; --engine sglang or transformers plans for another"
+    )
+}
+
 /// What the plan says of expert parallelism for a MoE model served: where
 /// its layouts are searched (vLLM/SGLang only), and why the recommendation
 /// is or is not one. EP = TP holds and reads the same expert bytes per rank
@@ -181,6 +193,9 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
             "the layout you gave ({}) is kept: only it is searched (drop --gpus/--zero/--tp/--pp/--offload to search every layout)",
             layout_words(p, req.one_gpu)
         ));
+    }
+    if req.engine_assumed {
+        notes.push(engine_assumed_note(&base));
     }
     notes.extend(ram_notes(&search));
     notes.extend(cluster_notes(&search));

@@ -8,7 +8,7 @@ use crate::time::{Requests, TimeModel};
 use crate::types::{Allow, Job};
 use vramfit_core::hardware::GpuSpec;
 use vramfit_core::model::ModelSpec;
-use vramfit_core::workload::{Task, Workload};
+use vramfit_core::workload::{Engine, Task, Workload};
 
 /// Everything the planner needs.
 #[derive(Debug, Clone)]
@@ -33,6 +33,22 @@ pub struct PlanRequest<'a> {
     pub output_len: Option<u64>,
     /// the user pinned one GPU (`--gpus 1`): only one-GPU setups, reported as the layout given
     pub one_gpu: bool,
+    /// the serving engine was not given: [`assumed_serving_engine`] chose
+    /// the workload's, and the report says so
+    pub engine_assumed: bool,
+}
+
+/// The engine a served job is planned with when the user names none, if not
+/// transformers: vLLM for a mixture-of-experts model. What decides such a
+/// model's fit and speed is expert parallelism and data-parallel attention,
+/// which transformers' `generate` has no form of (its MoE blocks loop over
+/// the experts on each card, `MixtralSparseMoeBlock.forward`); the engines
+/// that serve DeepSeek-V3, Qwen3-MoE and gpt-oss in production are vLLM
+/// (`--enable-expert-parallel`) and SGLang (`--ep-size`), and vLLM is the
+/// one vramfit's other defaults already follow. `--engine transformers`
+/// plans with `generate` all the same.
+pub fn assumed_serving_engine(model: &ModelSpec) -> Option<Engine> {
+    model.moe.as_ref().filter(|m| m.num_experts > 1).map(|_| Engine::Vllm)
 }
 
 impl PlanRequest<'_> {

@@ -199,6 +199,24 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
     Ok(launcher)
 }
 
+/// A served job with no `--engine`: the engine the planner assumes for
+/// this model (`vramfit_plan::assumed_serving_engine`), when the job builds
+/// with it. Returns whether one was assumed.
+fn assume_serving_engine(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> bool {
+    let Some(engine) = vramfit_plan::assumed_serving_engine(spec).filter(|_| args.workload.engine.is_none()) else {
+        return false;
+    };
+    let mut probe = args.workload.clone();
+    probe.engine = Some(vramfit_core::workload::EngineChoice { engine, version: None });
+    match probe.build(spec) {
+        Ok(w) if matches!(w.task, Task::Inference(_)) => {
+            args.workload = probe;
+            true
+        }
+        _ => false,
+    }
+}
+
 /// `--output-len`: tokens each served request generates, below the context.
 fn output_len(given: Option<&str>, workload: &vramfit_core::workload::Workload) -> anyhow::Result<Option<u64>> {
     match (given, &workload.task) {
@@ -225,6 +243,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     let dequantized = args.workload.dequantized_for_training(&resolved.spec);
     let spec = dequantized.as_ref().unwrap_or(&resolved.spec);
     let launcher = resolve_launcher(&mut args, spec)?;
+    let engine_assumed = assume_serving_engine(&mut args, spec);
     let workload = args.workload.build(spec)?;
     let user = match &args.catalog {
         Some(p) => Some((read_catalog(p).on_field("catalog")?, p.display().to_string())),
@@ -280,6 +299,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
         launcher,
         output_len,
         one_gpu: args.workload.gpus == Some(1),
+        engine_assumed,
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
