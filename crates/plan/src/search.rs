@@ -491,7 +491,14 @@ impl<'a> Search<'a> {
         }
         if key.tp > 1 {
             let nvlink = offer.link == Link::Nvlink && gpu.nvlink_gbs.is_some();
-            if !nvlink || key.tp > Self::nvlink_domain(offer) {
+            // a serving engine runs TP over PCIe inside one machine too (vLLM
+            // and SGLang all-reduce through NCCL, or vLLM's custom all-reduce
+            // over P2P on 2 PCIe cards: `CustomAllreduce.__init__`), its
+            // all-reduces timed at the PCIe rate (`InferWork::tp_allreduce_bytes`);
+            // training TP stays inside NVLink, where its per-layer all-reduces
+            // of every micro-batch are affordable
+            let domain = if nvlink || !self.serving() { Self::nvlink_domain(offer) } else { offer.gpus_per_node() };
+            if !(nvlink || self.serving()) || key.tp > domain {
                 return false;
             }
         }
@@ -502,6 +509,11 @@ impl<'a> Search<'a> {
             }
         }
         true
+    }
+
+    /// Is the job served by a serving engine (vLLM, SGLang)?
+    fn serving(&self) -> bool {
+        matches!(&self.base.task, Task::Inference(s) if s.engine.serving().is_some())
     }
 
     /// Does the key compute in bf16?

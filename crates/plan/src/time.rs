@@ -374,9 +374,33 @@ pub struct InferWork {
     /// bytes one GPU sends per decode step in those all-to-alls
     #[serde(default)]
     pub a2a_bytes_per_step: f64,
+    /// tokens of one prefill (`prefill_flops`' batch × prompt): what its TP
+    /// all-reduces carry
+    #[serde(default)]
+    pub prefill_tokens: f64,
 }
 
 impl InferWork {
+    /// Bytes one GPU moves in the tensor-parallel all-reduces of `tokens`
+    /// tokens through the model: two per layer (after attention's output
+    /// projection and after the MLP's down projection, the row-parallel
+    /// linears: vLLM `RowParallelLinear.forward` →
+    /// `tensor_model_parallel_all_reduce`; Megatron-LM, Shoeybi et al. 2019
+    /// §3), each of tokens × hidden 16-bit activations (fp8 weights still
+    /// reduce bf16 outputs), a ring all-reduce sending 2(t − 1)/t of it per
+    /// GPU. Engines run them between the matmuls, not overlapped: at 4,096
+    /// prompt tokens of a 70B model that is 10.7 GB per GPU at TP 2, 0.4 s
+    /// over PCIe 4.0 (about its compute time on two H100s). 0 without TP (or when data-parallel attention leaves
+    /// attention groups of one GPU: then the experts' all-to-all is
+    /// counted instead).
+    pub fn tp_allreduce_bytes(&self, tokens: f64) -> f64 {
+        let t = self.tp / self.dp_attention.max(1.0);
+        if t <= 1.0 {
+            return 0.0;
+        }
+        2.0 * self.layers * tokens * self.hidden * 2.0 * 2.0 * (t - 1.0) / t
+    }
+
     /// FLOPs to prefill one sequence's prompt of `prompt` tokens, whole
     /// model: 2·N per token plus causal attention over the positions before
     /// it, 2·L·h·prompt per token on average (the QKᵀ and AV matmuls over
@@ -429,10 +453,11 @@ impl TimeModel {
         let mut step = read.max(compute) * w.pp.max(1.0);
         let lat = if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S };
         if w.tp / w.dp_attention.max(1.0) > 1.0 {
-            step += 2.0 * w.layers * lat;
+            step += 2.0 * w.layers * lat + w.tp_allreduce_bytes(w.concurrency) / dev.intra_bw;
         }
         step += self.all_to_all_s(w, dev, lat);
-        let prefill = w.prefill_flops / (w.tp.max(1.0) * dev.flops * self.prefill_mfu);
+        let prefill = w.prefill_flops / (w.tp.max(1.0) * dev.flops * self.prefill_mfu)
+            + w.tp_allreduce_bytes(w.prefill_tokens) / dev.intra_bw;
         InferTime {
             decode_step_s: step,
             decode_tokens_per_s: if step > 0.0 { w.replicas.max(1.0) * w.concurrency / step } else { 0.0 },
@@ -450,8 +475,10 @@ impl TimeModel {
     /// figures would hide it.
     pub fn served_tokens_per_s(&self, w: &InferWork, t: &InferTime, dev: &Device, r: Requests) -> f64 {
         let output = r.output as f64;
+        let prompts = w.concurrency * r.prompt as f64;
         let prefill = w.concurrency * w.prompt_flops(r.prompt as f64)
-            / (w.tp.max(1.0) * w.pp.max(1.0) * dev.flops * self.prefill_mfu);
+            / (w.tp.max(1.0) * w.pp.max(1.0) * dev.flops * self.prefill_mfu)
+            + w.tp_allreduce_bytes(prompts) / w.pp.max(1.0) / dev.intra_bw;
         let round = prefill + output * t.decode_step_s;
         if round > 0.0 {
             w.replicas.max(1.0) * w.concurrency * output / round
@@ -587,6 +614,7 @@ mod tests {
             dp_attention: 1.0,
             a2a_layers: 0.0,
             a2a_bytes_per_step: 0.0,
+            prefill_tokens: 0.0,
         };
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
@@ -625,6 +653,7 @@ mod tests {
             dp_attention: 1.0,
             a2a_layers: 0.0,
             a2a_bytes_per_step: 0.0,
+            prefill_tokens: 0.0,
         };
         assert!((w.prompt_flops(130560.0) - 6.5653e15).abs() / 6.5653e15 < 1e-4);
         let t = tm.infer(&w, &dev);
@@ -638,5 +667,49 @@ mod tests {
         // no output or no prompt: no requests
         assert_eq!(Requests::of(4096, Some(4096)), None);
         assert_eq!(Requests::of(4096, None), Some(Requests { prompt: 2048, output: 2048, assumed: true }));
+    }
+
+    /// TP's all-reduces cost their bytes (issue 21: "TP all-reduces never
+    /// overlapped"; vLLM `RowParallelLinear` reduces after each row-parallel
+    /// matmul). A 70B-shaped model (80 layers, hidden 8192) at TP 2, a
+    /// 4,096-token prompt: 2 × 80 × 4096 × 8192 × 2 B × 2(2 − 1)/2 =
+    /// 10,737,418,240 B per GPU: 0.43 s over PCIe 4.0 (25 GB/s), 0.048 s over
+    /// A100 NVLink (225 GB/s). A decode step of 32 sequences moves 32/4096 of it.
+    #[test]
+    fn tp_all_reduces_cost_their_bytes_at_the_link_rate() {
+        let tm = TimeModel::default();
+        let w = InferWork {
+            bytes_per_step: 70e9,
+            concurrency: 32.0,
+            replicas: 1.0,
+            decode_flops_per_token: 2.0 * 70e9,
+            peak: PeakKind::Bf16,
+            prefill_flops: 2.0 * 70e9 * 4096.0,
+            tp: 2.0,
+            pp: 1.0,
+            layers: 80.0,
+            params_active: 70e9,
+            hidden: 8192.0,
+            dp_attention: 1.0,
+            a2a_layers: 0.0,
+            a2a_bytes_per_step: 0.0,
+            prefill_tokens: 4096.0,
+        };
+        assert_eq!(w.tp_allreduce_bytes(4096.0), 10_737_418_240.0);
+        assert_eq!(w.tp_allreduce_bytes(32.0), 83_886_080.0);
+        let nvlink = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let mut g = a100();
+        g.nvlink_gbs = None;
+        let pcie = tm.device(&g, Link::Pcie, 1.0, None, PeakKind::Bf16);
+        let (fast, slow) = (tm.infer(&w, &nvlink), tm.infer(&w, &pcie));
+        let compute = 2.0 * 70e9 * 4096.0 / (2.0 * 312e12 * tm.prefill_mfu);
+        assert!((fast.prefill_s - compute - 10_737_418_240.0 / 225e9).abs() < 1e-9, "{}", fast.prefill_s);
+        assert!((slow.prefill_s - compute - 10_737_418_240.0 / 25e9).abs() < 1e-9, "{}", slow.prefill_s);
+        // decode: the same reads, plus latency and 83.9 MB at each link's rate
+        let pcie_extra =
+            2.0 * 80.0 * (PCIE_ALLREDUCE_S - NVLINK_ALLREDUCE_S) + 83_886_080.0 * (1.0 / 25e9 - 1.0 / 225e9);
+        assert!((slow.decode_step_s - fast.decode_step_s - pcie_extra).abs() < 1e-9);
+        // no TP: nothing to reduce
+        assert_eq!(InferWork { tp: 1.0, ..w }.tp_allreduce_bytes(4096.0), 0.0);
     }
 }
