@@ -138,6 +138,7 @@ pub fn serve_tokens_per_s(c: &ServeCase, tm: &TimeModel) -> Result<f64, CoreErro
         a2a_layers: 0.0,
         a2a_bytes_per_step: 0.0,
         prefill_tokens: batch * c.input_len as f64,
+        machines: 1.0,
     };
     let t = tm.infer(&work, &dev);
     let total = c.output_len as f64 * t.decode_step_s + t.prefill_s;

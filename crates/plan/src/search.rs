@@ -638,7 +638,10 @@ impl<'a> Search<'a> {
                 let tps = if st.total_s > 0.0 { w.tokens_per_step / st.total_s } else { 0.0 };
                 (st, InferTime::default(), tps, st.slowdown())
             }
-            Work::Infer(w) => {
+            Work::Infer(mut w) => {
+                // replicas fill machines whole: a replica spans machines only
+                // when there are fewer replicas than machines
+                w.machines = (machines.max(1) as f64 / w.replicas.max(1.0)).ceil().max(1.0);
                 let it = self.time.infer(&w, &dev);
                 let tps = match self.requests {
                     Some(r) => self.time.served_tokens_per_s(&w, &it, &dev, r),

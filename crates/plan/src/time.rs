@@ -90,6 +90,12 @@ pub const PREFILL_MFU: f64 = 0.5;
 /// Latency of one small all-reduce in a TP decode step, seconds.
 pub const NVLINK_ALLREDUCE_S: f64 = 10e-6;
 pub const PCIE_ALLREDUCE_S: f64 = 30e-6;
+/// Latency of one small send/recv between machines over the fabric, seconds:
+/// nccl-tests `sendrecv_perf` between two nodes measured 30.7–34.2 µs for
+/// 256 B–8 KiB messages (NVIDIA/nccl-tests#214, A40 over InfiniBand), and
+/// `all_reduce_perf` between two A100 nodes on HDR 19–20 µs at 8 B
+/// (NVIDIA/nccl-tests#150).
+pub const FABRIC_SENDRECV_S: f64 = 30e-6;
 
 /// Every constant of the model, overridable.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -378,6 +384,10 @@ pub struct InferWork {
     /// all-reduces carry
     #[serde(default)]
     pub prefill_tokens: f64,
+    /// machines one replica spans (its pipeline stages cross machines over
+    /// the fabric at machines − 1 boundaries; set by the search per offer)
+    #[serde(default = "one")]
+    pub machines: f64,
 }
 
 impl InferWork {
@@ -456,8 +466,10 @@ impl TimeModel {
             step += 2.0 * w.layers * lat + w.tp_allreduce_bytes(w.concurrency) / dev.intra_bw;
         }
         step += self.all_to_all_s(w, dev, lat);
+        step += self.stage_sends_s(w, dev, lat, w.concurrency);
         let prefill = w.prefill_flops / (w.tp.max(1.0) * dev.flops * self.prefill_mfu)
-            + w.tp_allreduce_bytes(w.prefill_tokens) / dev.intra_bw;
+            + w.tp_allreduce_bytes(w.prefill_tokens) / dev.intra_bw
+            + self.stage_sends_s(w, dev, lat, w.prefill_tokens);
         InferTime {
             decode_step_s: step,
             decode_tokens_per_s: if step > 0.0 { w.replicas.max(1.0) * w.concurrency / step } else { 0.0 },
@@ -476,9 +488,11 @@ impl TimeModel {
     pub fn served_tokens_per_s(&self, w: &InferWork, t: &InferTime, dev: &Device, r: Requests) -> f64 {
         let output = r.output as f64;
         let prompts = w.concurrency * r.prompt as f64;
+        let lat = if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S };
         let prefill = w.concurrency * w.prompt_flops(r.prompt as f64)
             / (w.tp.max(1.0) * w.pp.max(1.0) * dev.flops * self.prefill_mfu)
-            + w.tp_allreduce_bytes(prompts) / w.pp.max(1.0) / dev.intra_bw;
+            + w.tp_allreduce_bytes(prompts) / w.pp.max(1.0) / dev.intra_bw
+            + self.stage_sends_s(w, dev, lat, prompts) / w.pp.max(1.0);
         let round = prefill + output * t.decode_step_s;
         if round > 0.0 {
             w.replicas.max(1.0) * w.concurrency * output / round
@@ -489,6 +503,28 @@ impl TimeModel {
 }
 
 impl TimeModel {
+    /// Seconds of the stage-to-stage sends of `tokens` tokens' activations
+    /// through one replica's pipeline: at each of its pp − 1 boundaries one
+    /// send of tokens × hidden 16-bit values, twice (vLLM's models hand the
+    /// next stage `IntermediateTensors` of `hidden_states` and `residual`,
+    /// `LlamaModel.forward`), each TP rank sending 1/tp of it and the next
+    /// stage all-gathering (`GroupCoordinator.send_tensor_dict` with
+    /// `all_gather_group`), its latency and its bytes at the link it crosses — the fabric (`FABRIC_SENDRECV_S`,
+    /// each GPU's share of the machine's fabric) at the machines − 1
+    /// boundaries between machines, the machine's own link at the rest.
+    pub fn stage_sends_s(&self, w: &InferWork, dev: &Device, lat: f64, tokens: f64) -> f64 {
+        let boundaries = (w.pp - 1.0).max(0.0);
+        if boundaries == 0.0 {
+            return 0.0;
+        }
+        let crossing = (w.machines.max(1.0) - 1.0).min(boundaries);
+        // sent by each TP rank of the stage, its share of the activations
+        let bytes = 2.0 * tokens * w.hidden * 2.0 / w.tp.max(1.0);
+        let inside = (boundaries - crossing) * (lat + bytes / dev.intra_bw);
+        let across = crossing * (FABRIC_SENDRECV_S + bytes / dev.inter_bw.unwrap_or(dev.intra_bw));
+        inside + across
+    }
+
     /// Seconds of a decode step's expert all-to-alls (data-parallel
     /// attention): a dispatch and a combine per MoE layer, each a collective
     /// of one small-message latency, plus the bytes over NVLink (the TP group
@@ -615,6 +651,7 @@ mod tests {
             a2a_layers: 0.0,
             a2a_bytes_per_step: 0.0,
             prefill_tokens: 0.0,
+            machines: 1.0,
         };
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
@@ -654,6 +691,7 @@ mod tests {
             a2a_layers: 0.0,
             a2a_bytes_per_step: 0.0,
             prefill_tokens: 0.0,
+            machines: 1.0,
         };
         assert!((w.prompt_flops(130560.0) - 6.5653e15).abs() / 6.5653e15 < 1e-4);
         let t = tm.infer(&w, &dev);
@@ -694,6 +732,7 @@ mod tests {
             a2a_layers: 0.0,
             a2a_bytes_per_step: 0.0,
             prefill_tokens: 4096.0,
+            machines: 1.0,
         };
         assert_eq!(w.tp_allreduce_bytes(4096.0), 10_737_418_240.0);
         assert_eq!(w.tp_allreduce_bytes(32.0), 83_886_080.0);
@@ -711,5 +750,46 @@ mod tests {
         assert!((slow.decode_step_s - fast.decode_step_s - pcie_extra).abs() < 1e-9);
         // no TP: nothing to reduce
         assert_eq!(InferWork { tp: 1.0, ..w }.tp_allreduce_bytes(4096.0), 0.0);
+    }
+
+    /// Pipeline stages of a served model cost their sends (issue 21: "no
+    /// inter-node term for inference"). DeepSeek-V3-shaped (hidden 7168) at
+    /// TP 8 × PP 2, a decode step of 64 sequences: 2 × 64 × 7168 × 2 B / 8 =
+    /// 229,376 B per GPU per boundary. Inside one A100 machine: 10 µs +
+    /// 229,376 / 225e9 = 11.02 µs; across two machines at 6.25 GB/s per GPU
+    /// (400 Gb/s per machine of 8): 30 µs + 36.70 µs = 66.70 µs.
+    #[test]
+    fn stage_sends_cost_their_link() {
+        let tm = TimeModel::default();
+        let w = InferWork {
+            bytes_per_step: 1e9,
+            concurrency: 64.0,
+            replicas: 1.0,
+            decode_flops_per_token: 1e9,
+            peak: PeakKind::Bf16,
+            prefill_flops: 0.0,
+            tp: 8.0,
+            pp: 2.0,
+            layers: 61.0,
+            params_active: 37e9,
+            hidden: 7168.0,
+            dp_attention: 1.0,
+            a2a_layers: 0.0,
+            a2a_bytes_per_step: 0.0,
+            prefill_tokens: 0.0,
+            machines: 1.0,
+        };
+        let one = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let two = tm.device(&a100(), Link::Nvlink, 1.0, Some(6.25), PeakKind::Bf16);
+        let inside = tm.stage_sends_s(&w, &one, NVLINK_ALLREDUCE_S, 64.0);
+        assert!((inside - (10e-6 + 229_376.0 / 225e9)).abs() < 1e-12, "{inside}");
+        let across = tm.stage_sends_s(&InferWork { machines: 2.0, ..w }, &two, NVLINK_ALLREDUCE_S, 64.0);
+        assert!((across - (30e-6 + 229_376.0 / 6.25e9)).abs() < 1e-12, "{across}");
+        assert!((across - 66.70e-6).abs() < 1e-8);
+        // one stage: no sends
+        assert_eq!(tm.stage_sends_s(&InferWork { pp: 1.0, ..w }, &one, NVLINK_ALLREDUCE_S, 64.0), 0.0);
+        // the decode step includes them
+        let step = |w: &InferWork, d: &Device| tm.infer(w, d).decode_step_s;
+        assert!(step(&InferWork { machines: 2.0, ..w }, &two) > step(&w, &one) + 55e-6);
     }
 }

@@ -44,6 +44,8 @@ pub fn work_of(spec: &ModelSpec, w: &Workload, m: &MemSummary, replicas: u64) ->
                 a2a_layers: all_to_all_layers(spec, &w.parallelism),
                 a2a_bytes_per_step: all_to_all_bytes(spec, s, &w.parallelism),
                 prefill_tokens: s.batch as f64 * ctx,
+                // one machine until the search places the replica on an offer
+                machines: 1.0,
             })
         }
     }
