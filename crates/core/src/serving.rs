@@ -169,6 +169,22 @@ pub struct ServingProfile {
 /// (`CustomAllreduce(max_size=8192 * 1024)`).
 pub const CUSTOM_ALLREDUCE_BYTES: u64 = 2 * 8 * crate::units::MIB + crate::units::MIB;
 
+/// The custom all-reduce buffers a vLLM worker allocates at TP `tp`
+/// ([`CUSTOM_ALLREDUCE_BYTES`]), 0 where vLLM disables it: one GPU, or a TP
+/// group size outside `CustomAllreduce._SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`
+/// ("Custom allreduce is disabled due to an unsupported world size",
+/// vllm/distributed/device_communicators/custom_all_reduce.py,
+/// `CustomAllreduce.__init__`). It is disabled too on more than two PCIe-only
+/// GPUs (`world_size > 2 and not fully_connected`) and across nodes; the card's
+/// link is not known here, so those keep the buffers (17 MiB over, never under).
+pub fn custom_allreduce_bytes(tp: u64) -> u64 {
+    if matches!(tp, 2 | 4 | 6 | 8) {
+        CUSTOM_ALLREDUCE_BYTES
+    } else {
+        0
+    }
+}
+
 /// The NCCL communicators a vLLM worker holds at TP > 1: the world process
 /// group (its warm-up all-reduce creates it), the TP group's device group, and
 /// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`).
@@ -225,7 +241,7 @@ pub fn serving_profile(
     let activation = forward.max(sampler);
     let comms = serving_communicators(tp);
     let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
-    let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
+    let custom_ar = custom_allreduce_bytes(tp);
     let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
     let base = d.non_torch_tp1.unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
@@ -414,7 +430,7 @@ pub fn engine_need_of(
     let n = engine_need(spec, setup, par, rt, &d, 1.0)?;
     let share = |cuda: u64| {
         let total = cuda.saturating_add(crate::runtime::DRIVER_RESERVED);
-        setup.gpu_util_on(None, total, par.tp, par.pp).unwrap_or(1.0)
+        setup.gpu_util_on(None, total, par).unwrap_or(1.0)
     };
     let card_bytes = card_for_rule(n.need_bytes, share)?;
     Ok(Some(EngineNeed { gpu_util: share(card_bytes), need_bytes: n.need_bytes, card_bytes }))
@@ -473,5 +489,14 @@ mod tests {
             assert!(c == 0 || (((c - 1) as f64 * util).floor() as u64) < need, "{need} {util}");
         }
         assert!(card_for(1, 0.0).is_err() && card_for(1, 1.5).is_err());
+    }
+
+    #[test]
+    fn custom_all_reduce_only_at_its_supported_world_sizes() {
+        // vllm/distributed/device_communicators/custom_all_reduce.py:
+        // `_SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`; 8 MiB buffer + (meta + 8 MiB) + 8 MiB rank data ≈ 17 MiB
+        let sizes: Vec<u64> = (1..=16).filter(|&tp| custom_allreduce_bytes(tp) > 0).collect();
+        assert_eq!(sizes, [2, 4, 6, 8]);
+        assert_eq!(custom_allreduce_bytes(4), 17 * crate::units::MIB);
     }
 }

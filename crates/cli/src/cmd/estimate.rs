@@ -140,7 +140,7 @@ fn kv_and_capacity(
     let Task::Inference(setup) = &workload.task else { return Ok((None, None)) };
     let par = &workload.parallelism;
     let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-    let gpu_util = gpu.and_then(|g| setup.gpu_util_on(gpu_util_flag, g.total_bytes, par.tp, par.pp));
+    let gpu_util = gpu.and_then(|g| setup.gpu_util_on(gpu_util_flag, g.total_bytes, par));
     if gpu.is_some() && gpu_util_flag.is_none() && setup.engine.serving().is_some() {
         let fixed = setup.serving().and_then(|d| d.default_gpu_util).is_some();
         notes.push(match gpu_util {
