@@ -40,6 +40,7 @@ pub(crate) fn push_profiling_run(
             "max(forward: tokens × (2·hidden + MLP columns) × act bytes, sampler: rows × vocab × sampler bytes + tokens × hidden × act bytes)",
         )
         .term("engine release assumed", release_label(setup))
+        .term("batch defaults assumed", batch_basis(setup, d))
         .term("tokens (max_num_batched_tokens)", tokens)
         .term("sampler bytes per row per vocabulary entry (38: sorting top-k/top-p; 14: FlashInfer's)", d.sampler_bytes_per_entry)
         .term("rows (max_num_seqs, at most the tokens)", run.rows)
@@ -87,10 +88,19 @@ pub fn serving_setup(
 }
 
 /// (`max_num_batched_tokens`, `max_num_seqs`) of the start-up profiling run:
-/// the flags' values, or the engine's defaults.
+/// the flags' values, or the release's defaults on the setup's card
+/// ([`ServingDefaults::batch_on`]: the larger ones when the card is not known).
 fn profile_shape(setup: &InferenceSetup, d: &ServingDefaults) -> (u64, u64) {
-    let default_tokens = d.max_num_batched_tokens.at(setup.context);
-    (setup.max_num_batched_tokens.unwrap_or(default_tokens), setup.max_num_seqs.unwrap_or(d.max_num_seqs))
+    let (tokens, seqs, _) = d.batch_on(setup.serving_card.as_ref());
+    (setup.max_num_batched_tokens.unwrap_or(tokens.at(setup.context)), setup.max_num_seqs.unwrap_or(seqs))
+}
+
+/// Which defaults the start-up took, in words (the flags when both are given).
+fn batch_basis(setup: &InferenceSetup, d: &ServingDefaults) -> &'static str {
+    if setup.max_num_batched_tokens.is_some() && setup.max_num_seqs.is_some() {
+        return "--max-num-batched-tokens and --max-num-seqs as given";
+    }
+    d.batch_on(setup.serving_card.as_ref()).2.describe()
 }
 
 /// The two candidates for a serving engine's profiling peak on one GPU.
@@ -261,6 +271,8 @@ pub fn serving_profile(
     .term("weights", weights)
     .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
     .term("engine release assumed", release_label(setup))
+    .term("batch defaults assumed", batch_basis(setup, &d))
+    .term("max_num_batched_tokens, max_num_seqs", format!("{}, {}", s.max_num_batched_tokens, s.max_num_seqs))
     .term("sampler (max_num_seqs × vocab × sampler bytes + tokens × hidden × act bytes)", sampler)
     .term("sampler bytes per row per vocabulary entry", d.sampler_bytes_per_entry)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
@@ -421,7 +433,7 @@ pub fn engine_need_of(
 ) -> Result<Option<EngineNeed>, CoreError> {
     let Some(d) = setup.serving() else { return Ok(None) };
     if let Some(u) = setup.engine.gpu_util(gpu_util) {
-        return engine_need(spec, setup, par, rt, &d, u).map(Some);
+        return engine_need_by_card_class(spec, setup, par, rt, &d, u).map(Some);
     }
     if d.share_rule.is_none() {
         return Ok(None);
@@ -434,6 +446,32 @@ pub fn engine_need_of(
     };
     let card_bytes = card_for_rule(n.need_bytes, share)?;
     Ok(Some(EngineNeed { gpu_util: share(card_bytes), need_bytes: n.need_bytes, card_bytes }))
+}
+
+/// The [`EngineNeed`] at `gpu_util` when the release's batch defaults depend
+/// on the card ([`crate::workload::CardRule`]) and the setup names none (`plan`,
+/// which sizes one need for every card): the need at the smaller defaults when
+/// the card that holds it is under 70 GiB — such a card takes them (vLLM
+/// `get_batch_defaults`) — else the need at the larger defaults (a larger
+/// card may take them; an A100 80GB, which does not, is then over-stated).
+/// With the card known, or one set of defaults, the plain [`engine_need`].
+fn engine_need_by_card_class(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    d: &ServingDefaults,
+    gpu_util: f64,
+) -> Result<EngineNeed, CoreError> {
+    let large = engine_need(spec, setup, par, rt, d, gpu_util)?;
+    if setup.serving_card.is_some() || d.small_card_batch.is_none() {
+        return Ok(large);
+    }
+    // a card the rule does not mark large: unnamed, under 70 GiB
+    let small_card = crate::workload::ServingCard { name: String::new(), cuda_total_bytes: 0 };
+    let small_setup = InferenceSetup { serving_card: Some(small_card), ..setup.clone() };
+    let small = engine_need(spec, &small_setup, par, rt, d, gpu_util)?;
+    Ok(if small.card_bytes < 70 * crate::units::GIB { small } else { large })
 }
 
 /// The smallest CUDA capacity `c` (searched upwards from the need) whose own

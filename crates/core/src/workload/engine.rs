@@ -369,6 +369,109 @@ pub struct ServingDefaults {
     /// how the engine derives that fraction from the card and the layout when
     /// it is not fixed (SGLang's `mem_fraction_static`)
     pub share_rule: Option<ShareRule>,
+    /// which cards take the defaults above; the others take
+    /// [`ServingDefaults::small_card_batch`] (vLLM V1's `get_batch_defaults`)
+    pub card_rule: CardRule,
+    /// (`max_num_batched_tokens`, `max_num_seqs`) on the cards [`CardRule`]
+    /// does not mark as large; `None`: the same on every card
+    pub small_card_batch: Option<(ProfileTokens, u64)>,
+}
+
+/// Which cards a release gives its larger batch defaults (vLLM V1, `vllm
+/// serve`'s OPENAI_API_SERVER usage context; the `LLM(...)` class takes
+/// 16,384 / 8,192 tokens instead, not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardRule {
+    /// the same defaults on every card
+    Any,
+    /// "h100" or "h200" in the device name (vLLM 0.8: PR #12369 of
+    /// 2025-01-23, `EngineArgs._set_default_args_v1`, vllm/engine/arg_utils.py)
+    H100H200Name,
+    /// device memory ≥ 70 GiB and no "a100" in the name (vLLM 0.9+: PR #17073
+    /// of 2025-04-23 by memory, PR #17885 of 2025-05-09 excluding A100;
+    /// `EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py)
+    AtLeast70GibNotA100,
+}
+
+/// The card a serving engine starts on, as its batch defaults read it: the
+/// name (`current_platform.get_device_name()`, or the catalogue's) and the
+/// memory CUDA reports (`get_device_total_memory`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServingCard {
+    pub name: String,
+    pub cuda_total_bytes: u64,
+}
+
+/// Which batch defaults a start-up took, for the explain line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchBasis {
+    /// the release has one set for every card
+    Fixed,
+    /// the card is one the release gives its larger defaults
+    LargeCard,
+    /// the card takes the smaller defaults
+    SmallCard,
+    /// the card is not known: the larger defaults, the bigger start-up
+    CardUnknown,
+}
+
+impl BatchBasis {
+    /// In words, for the explain line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            BatchBasis::Fixed => "the release's defaults (the same on every card)",
+            BatchBasis::LargeCard => "vllm serve's defaults on this card (≥ 70 GiB and not an A100; H100/H200 by name in 0.8)",
+            BatchBasis::SmallCard => "vllm serve's defaults on this card (under 70 GiB, or an A100; not an H100/H200 in 0.8)",
+            BatchBasis::CardUnknown => "vllm serve's defaults on cards ≥ 70 GiB other than A100, the larger start-up: the card is not known (give --gpu)",
+        }
+    }
+}
+
+impl CardRule {
+    /// The card takes the larger defaults.
+    pub fn large(self, card: &ServingCard) -> bool {
+        let name = card.name.to_ascii_lowercase();
+        match self {
+            CardRule::Any => true,
+            CardRule::H100H200Name => name.contains("h100") || name.contains("h200"),
+            CardRule::AtLeast70GibNotA100 => card.cuda_total_bytes >= 70 * (1 << 30) && !name.contains("a100"),
+        }
+    }
+}
+
+impl ServingDefaults {
+    /// (`max_num_batched_tokens`, `max_num_seqs`) defaults on `card`, and why;
+    /// without a card the larger ones (never a smaller start-up than the engine's).
+    pub fn batch_on(&self, card: Option<&ServingCard>) -> (ProfileTokens, u64, BatchBasis) {
+        let large = (self.max_num_batched_tokens, self.max_num_seqs);
+        let (pair, basis) = match (self.small_card_batch, card) {
+            (None, _) => (large, BatchBasis::Fixed),
+            (Some(_), None) => (large, BatchBasis::CardUnknown),
+            (Some(_), Some(c)) if self.card_rule.large(c) => (large, BatchBasis::LargeCard),
+            (Some(small), Some(_)) => (small, BatchBasis::SmallCard),
+        };
+        (pair.0, pair.1, basis)
+    }
+
+    /// The `max_num_seqs` default as the CLI's help writes it.
+    pub fn seqs_label(&self) -> String {
+        match self.small_card_batch {
+            Some((_, small)) if small != self.max_num_seqs => {
+                format!("{} on cards ≥ 70 GiB other than A100, else {small}", self.max_num_seqs)
+            }
+            _ => self.max_num_seqs.to_string(),
+        }
+    }
+
+    /// The `max_num_batched_tokens` default as the CLI's help writes it.
+    pub fn tokens_label(&self) -> String {
+        match self.small_card_batch {
+            Some((small, _)) if small != self.max_num_batched_tokens => {
+                format!("{} on cards ≥ 70 GiB other than A100, else {small}", self.max_num_batched_tokens)
+            }
+            _ => self.max_num_batched_tokens.to_string(),
+        }
+    }
 }
 
 /// How SGLang picks `mem_fraction_static` when `--mem-fraction-static` is not
@@ -531,6 +634,9 @@ pub const VLLM_V0: ServingFacts = ServingFacts {
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
         share_rule: None,
+        // V0's `SchedulerConfig` defaults do not depend on the card
+        card_rule: CardRule::Any,
+        small_card_batch: None,
     },
     // V0 keeps a block table per sequence over the whole context for every
     // layer except where the model's sliding window bounds it
@@ -545,25 +651,45 @@ pub const VLLM_V0_8: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
     version: EngineVersion::new(0, 8),
     startup: ServingDefaults {
-        // V1 always chunks prefill: `max_num_batched_tokens` is a fixed budget,
-        // 8192 for the OpenAI server on cards of ≥ 70 GiB other than A100
-        // (2048 below; `EngineArgs._set_default_args_v1`,
-        // vllm/engine/arg_utils.py); the larger one is assumed, the bigger
-        // profiling forward
+        // V1 always chunks prefill: `max_num_batched_tokens` is a fixed budget.
+        // `vllm serve` (OPENAI_API_SERVER) on H100/H200 by name: 8192 tokens,
+        // 1024 sequences (`EngineArgs._set_default_args_v1`,
+        // vllm/engine/arg_utils.py, PR #12369); other cards 2048 tokens
         max_num_batched_tokens: ProfileTokens::Fixed(8192),
-        // the same function's server default on cards under 70 GiB and A100
-        // (1024 on H100-class cards: give --max-num-seqs 1024 there)
-        max_num_seqs: 256,
+        max_num_seqs: 1024,
         sampler_bytes_per_entry: SAMPLER_SORT_BYTES,
         // no V1 start-up log of it: V0's figure is kept (it counts the
         // allocator cache as well, more than V1's accounting)
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
         share_rule: None,
+        card_rule: CardRule::H100H200Name,
+        // 0.8.0 – 0.8.3: `default_max_num_seqs = 1024` on every card (PR
+        // #16158 of 2025-04-07 reverted it to 256 off H100/H200: the 0.8.4 row)
+        small_card_batch: Some((ProfileTokens::Fixed(2048), 1024)),
     },
     // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
     // `--disable-hybrid-kv-cache-manager`)
     sliding_window_cache: SlidingWindowCache::Window,
+};
+
+/// vLLM 0.8.4 – 0.8.5: `max_num_seqs` back to 256 on cards other than
+/// H100/H200 ("[V1] Revert the default `max_num_seqs` to V0 values for most
+/// hardware", PR #16158 merged 2025-04-07, after 0.8.3).
+pub const VLLM_V0_8_4: ServingFacts = ServingFacts {
+    version: EngineVersion::patch(0, 8, 4),
+    startup: ServingDefaults { small_card_batch: Some((ProfileTokens::Fixed(2048), 256)), ..VLLM_V0_8.startup },
+    ..VLLM_V0_8
+};
+
+/// vLLM 0.9 – 0.19: the larger defaults by memory, not name — cards of ≥ 70
+/// GiB (PR #17073) other than A100 (PR #17885, merged 2025-05-09, first in
+/// 0.9.0): 8192 tokens and 1024 sequences for `vllm serve`, 2048 and 256
+/// elsewhere (`EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py).
+pub const VLLM_V0_9: ServingFacts = ServingFacts {
+    version: EngineVersion::new(0, 9),
+    startup: ServingDefaults { card_rule: CardRule::AtLeast70GibNotA100, ..VLLM_V0_8_4.startup },
+    ..VLLM_V0_8_4
 };
 
 /// vLLM from 0.20: FlashInfer's top-k/top-p sampler on by default
@@ -571,15 +697,15 @@ pub const VLLM_V0_8: ServingFacts = ServingFacts {
 pub const VLLM_V0_20: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
     version: EngineVersion::new(0, 20),
-    startup: ServingDefaults { sampler_bytes_per_entry: SAMPLER_FUSED_BYTES, ..VLLM_V0_8.startup },
-    ..VLLM_V0_8
+    startup: ServingDefaults { sampler_bytes_per_entry: SAMPLER_FUSED_BYTES, ..VLLM_V0_9.startup },
+    ..VLLM_V0_9
 };
 
 /// vLLM's latest modelled release: what `--engine vllm` assumes.
 pub const VLLM: ServingFacts = VLLM_V0_20;
 
 /// vLLM's rows, oldest first.
-pub const VLLM_RELEASES: [&ServingFacts; 3] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_20];
+pub const VLLM_RELEASES: [&ServingFacts; 5] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_8_4, &VLLM_V0_9, &VLLM_V0_20];
 
 /// SGLang 0.4.0 – 0.4.7: `mem_fraction_static` by TP size ([`ShareRule::TpSteps`]).
 pub const SGLANG_V0_4: ServingFacts = ServingFacts {
@@ -596,6 +722,9 @@ pub const SGLANG_V0_4: ServingFacts = ServingFacts {
         non_torch_tp1: None,
         default_gpu_util: None,
         share_rule: Some(ShareRule::TpSteps),
+        // the chunk by card is not modelled here (8192 assumed on every card)
+        card_rule: CardRule::Any,
+        small_card_batch: None,
     },
     // the SWA pool keeps the window only
     sliding_window_cache: SlidingWindowCache::Window,
@@ -969,14 +1098,16 @@ mod tests {
 
     #[test]
     fn vllm_releases_resolve_to_the_closest_older_row() {
-        // rows 0.2 (V0), 0.8 (V1, sorting sampler), 0.20 (FlashInfer sampler, vllm#40376)
+        // rows 0.2 (V0), 0.8 / 0.8.4 / 0.9 (V1 batch defaults, sorting sampler), 0.20 (FlashInfer sampler, vllm#40376)
         let row = |v: Option<&str>| ServingEngine::Vllm.release(v.map(|v| v.parse().unwrap())).map(|r| r.version);
         assert_eq!(row(None), Ok(VLLM.version));
-        assert_eq!(row(Some("0.19")), Ok(EngineVersion::new(0, 8)));
+        assert_eq!(row(Some("0.19")), Ok(EngineVersion::new(0, 9)));
+        assert_eq!(row(Some("0.8.3")), Ok(EngineVersion::new(0, 8)));
+        assert_eq!(row(Some("0.8.5")), Ok(EngineVersion::patch(0, 8, 4)));
         assert_eq!(row(Some("0.6.4")), Ok(EngineVersion::new(0, 2)));
         assert_eq!(row(Some("0.20")), Ok(EngineVersion::new(0, 20)));
         for unknown in ["0.1", "1.0"] {
-            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.8, 0.20"), "{unknown}");
+            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.8, 0.8.4, 0.9, 0.20"), "{unknown}");
         }
         assert!("0.x".parse::<EngineVersion>().is_err() && "7".parse::<EngineVersion>().is_err());
     }

@@ -43,6 +43,10 @@ pub struct InferenceSetup {
     /// a serving engine's release (`--engine vllm@0.8`); `None`: the latest modelled
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_version: Option<super::engine::EngineVersion>,
+    /// the card a serving engine starts on, whose batch defaults it takes
+    /// (vLLM V1 `get_batch_defaults`); `None`: not known, the larger defaults
+    #[serde(skip)]
+    pub serving_card: Option<super::engine::ServingCard>,
 }
 
 /// Which prompt positions a prefill computes logits for.
@@ -76,6 +80,7 @@ impl Default for InferenceSetup {
             sliding_window_cache: SlidingWindowCache::default(),
             prefill_logits: PrefillLogits::Engine,
             engine_version: None,
+            serving_card: None,
         }
     }
 }
