@@ -64,7 +64,7 @@ pub(crate) fn push_profiling_run(
 }
 
 /// The release whose row sizes this setup: `vllm@0.20`, with the release asked
-/// for when the row is an older one's (`vllm@0.8 (asked 0.19)`).
+/// for when the row is an older one's (`vllm@0.9 (asked 0.19)`).
 pub fn release_label(setup: &InferenceSetup) -> String {
     let Some(f) = setup.serving_facts() else { return setup.engine.name().to_string() };
     let row = format!("{}@{}", setup.engine.name(), f.version);
