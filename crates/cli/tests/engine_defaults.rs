@@ -63,11 +63,12 @@ fn vllm_on_a_card_takes_its_default_utilisation_unless_one_is_given() {
 #[test]
 fn sglang_takes_its_releases_fraction_and_transformers_none() {
     // SGLang picks mem_fraction_static from the card at start-up (crates/core/src/workload/engine.rs,
-    // ShareRule): 0.5 (PR #10975) by the card's memory, 0.4 by the TP size (0.88 at TP 1)
+    // ShareRule): 0.5.3+ (PR #10975) by the card's memory, 0.4.8 – 0.5.2 by the card's tier
+    // and TP × PP (PR #7054), 0.4 by the TP size (0.88 at TP 1)
     let s = estimate_json(&["--engine", "sglang"]);
     let u = s["fit"]["capacity"]["gpu_util"].as_f64().unwrap();
     assert!(u > 0.5 && u < 0.95, "{s:#}");
-    assert!(notes(&s).contains("--engine sglang@0.5: it takes"), "{}", notes(&s));
+    assert!(notes(&s).contains("--engine sglang@0.5.3: it takes"), "{}", notes(&s));
     let old = estimate_json(&["--engine", "sglang@0.4"]);
     assert_eq!(old["fit"]["capacity"]["gpu_util"].as_f64(), Some(0.88), "{old:#}");
     assert_eq!(old["workload"]["engine_version"], "0.4");

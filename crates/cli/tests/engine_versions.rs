@@ -34,7 +34,7 @@ fn the_latest_release_samples_without_sorting_so_its_pool_is_larger() {
     // 1024 rows × 128256 vocab × (38 − 14) B = 2.94 GiB more sampler on 0.8 than on 0.20
     let (old, new) = (kv_budget_gib("vllm@0.8"), kv_budget_gib("vllm"));
     assert!((new - old - 2.94).abs() < 0.05, "0.8: {old} GiB, latest: {new} GiB");
-    // 0.19 lies between the 0.8 and 0.20 rows: the 0.8 row sizes it
+    // 0.19 lies between the 0.9 and 0.20 rows: the 0.9 row sizes it, whose sampler sorts as 0.8's
     assert_eq!(kv_budget_gib("vllm@0.19"), old);
 }
 
@@ -43,5 +43,91 @@ fn an_unmodelled_release_is_refused_with_the_list() {
     let out = vramfit(&["estimate", "llama-3.1-8b", "--task", "infer", "--engine", "vllm@0.1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--engine") && err.contains("0.2, 0.8, 0.20"), "{err}");
+    assert!(err.contains("--engine") && err.contains("0.2, 0.8, 0.8.4, 0.9, 0.20"), "{err}");
+}
+
+/// The sampler rows the start-up profile took (`--explain`'s "rows (max_num_seqs, …)").
+fn profile_rows(engine: &str, gpu: Option<&str>) -> (u64, String) {
+    let mut args = vec!["estimate", "llama-3.1-8b", "--task", "infer", "--engine", engine, "--explain"];
+    if let Some(g) = gpu {
+        args.extend(["--gpu", g]);
+    }
+    let out = vramfit(&args);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let at = text.find("rows (max_num_seqs, at most the tokens) = ").expect("rows term");
+    let rows = text[at + 42..].split_whitespace().next().unwrap().parse().unwrap();
+    (rows, text)
+}
+
+#[test]
+fn vllm_serve_batch_defaults_follow_the_release_and_the_card() {
+    // vllm/engine/arg_utils.py, `vllm serve` (OPENAI_API_SERVER): 0.9+ (`get_batch_defaults`,
+    // PRs #17073 and #17885) 1024 sequences on cards ≥ 70 GiB other than A100, else 256;
+    // 0.8.4 (PR #16158) 1024 only on H100/H200 by name; 0.8.0 – 0.8.3 1024 on every card
+    for (engine, gpu, rows) in [
+        ("vllm", "h100-sxm", 1024),
+        ("vllm", "l40s", 256),
+        ("vllm", "a100-80gb-sxm", 256),
+        ("vllm@0.9", "h200", 1024),
+        ("vllm@0.8.4", "l40s", 256),
+        ("vllm@0.8.4", "h100-sxm", 1024),
+        ("vllm@0.8", "l40s", 1024),
+        ("vllm@0.2", "h100-sxm", 256),
+    ] {
+        let (got, text) = profile_rows(engine, Some(gpu));
+        assert_eq!(got, rows, "{engine} on {gpu}");
+        assert!(text.contains("batch defaults assumed"), "{engine} {gpu}");
+    }
+    // no card: the larger defaults, and the explain line says why
+    let (rows, text) = profile_rows("vllm", None);
+    assert_eq!(rows, 1024);
+    assert!(text.replace('\n', " ").replace("  ", " ").contains("the card is not known"), "{text}");
+    // the tokens too: 2048 on an L40S (and under 2048 the forward is smaller than on an H100)
+    let (_, l40s) = profile_rows("vllm", Some("l40s"));
+    assert!(l40s.contains("tokens (max_num_batched_tokens) = 2048"), "{l40s}");
+}
+
+/// SGLang's `mem_fraction_static` note for a release on a card.
+fn sglang_fraction(engine: &str, model: &str, extra: &[&str]) -> f64 {
+    let mut args = vec!["estimate", model, "--task", "infer", "--engine", engine, "--json"];
+    args.extend_from_slice(extra);
+    let out = vramfit(&args);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["fit"]["capacity"]["gpu_util"].as_f64().unwrap()
+}
+
+#[test]
+fn sglang_0_5_2_and_0_5_3_take_different_fractions() {
+    // python/sglang/srt/server_args.py: 0.4.8 – 0.5.2 (PR #7054) reserve (9.5 + TP·PP/2) GiB
+    // under 90 GiB: H100 SXM (81,559 MiB) at TP 1 → (81,559 − 10,240) / 81,559 = 0.874;
+    // 0.5.3+ (PR #10975): 512 + 8192 × 1.5 + 256 × 2 + 128 = 13,440 MiB → 0.835
+    assert_eq!(sglang_fraction("sglang@0.5.2", "llama-3.1-8b", &["--gpu", "h100-sxm"]), 0.874);
+    assert_eq!(sglang_fraction("sglang@0.5", "llama-3.1-8b", &["--gpu", "h100-sxm"]), 0.874);
+    assert_eq!(sglang_fraction("sglang@0.5.3", "llama-3.1-8b", &["--gpu", "h100-sxm"]), 0.835);
+    assert_eq!(sglang_fraction("sglang", "llama-3.1-8b", &["--gpu", "h100-sxm"]), 0.835);
+}
+
+#[test]
+fn sglang_kv_pool_on_a_large_moe_at_tp8_stays_within_its_own_rule() {
+    // DeepSeek-V3 fp8 over 8 H200 (143,771 MiB): 0.5.2 takes (143,771 − 16,384) / 143,771 =
+    // 0.886. SGLang's pool is fraction × the memory it saw at start − the weights
+    // (`ModelRunner.profile_max_num_token`: available after loading − total × (1 − fraction)),
+    // the memory at start being the CUDA capacity less the context and NCCL already there;
+    // vramfit also takes the profiling peak and non-torch memory out of it: never a larger pool
+    let args = ["--tp", "8", "--gpus", "8", "--dtype", "fp8", "--gpu", "h200"];
+    let mut a = vec!["estimate", "deepseek-v3", "--task", "infer", "--engine", "sglang@0.5.2", "--json"];
+    a.extend_from_slice(&args);
+    let out = vramfit(&a);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cap = &v["fit"]["capacity"];
+    assert_eq!(cap["gpu_util"].as_f64(), Some(0.886), "{cap:#}");
+    let cuda = (143_771u64 - 450) * (1 << 20);
+    let of = |category: &str| -> u64 {
+        let entries = v["per_gpu"]["entries"].as_array().unwrap();
+        entries.iter().filter(|e| e["category"] == category).map(|e| e["bytes"].as_u64().unwrap()).sum()
+    };
+    let at_start = cuda - of("runtime");
+    let sglang_pool = (at_start as f64 * 0.886) as u64 - of("weights");
+    let pool = cap["kv_budget_bytes"].as_u64().unwrap_or_else(|| panic!("{cap:#}"));
+    assert!(pool > 0 && pool <= sglang_pool, "vramfit {pool} B, SGLang's rule {sglang_pool} B");
 }

@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::fit::{fit, Fit, FitVerdict};
 pub use crate::kv::{kv_geometry, sliding_tokens, InferenceDetail, KvGeometry, SlidingKv, StateBytes};
 pub use crate::serving::{
-    engine_need, engine_need_of, serving_communicators, serving_profile, serving_setup, EngineNeed, ServingProfile,
-    ServingSetup, CUSTOM_ALLREDUCE_BYTES, SAMPLER_SORT_BYTES,
+    custom_allreduce_bytes, engine_need, engine_need_of, serving_communicators, serving_profile, serving_setup,
+    EngineNeed, ServingProfile, ServingSetup, CUSTOM_ALLREDUCE_BYTES, SAMPLER_SORT_BYTES,
 };
 
 /// The inference ledger for one GPU (the worst rank).
@@ -71,14 +71,15 @@ pub fn estimate_inference(
     };
     let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
     push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
-    if setup.engine.serving().is_some() && par.tp > 1 {
+    let custom_ar = custom_allreduce_bytes(par.tp);
+    if setup.engine.serving().is_some() && custom_ar > 0 {
         ledger.push(
             Category::Runtime,
             "vLLM custom all-reduce buffers",
-            CUSTOM_ALLREDUCE_BYTES,
-            Explanation::new("8 MiB IPC data buffer + its signal/metadata region + 8 MiB rank data, per GPU at TP > 1")
-                .term("bytes", CUSTOM_ALLREDUCE_BYTES)
-                .note("vllm/distributed/device_communicators/custom_all_reduce.py, CustomAllreduce(max_size=8192 * 1024); allocated with cudaMalloc, outside the PyTorch allocator"),
+            custom_ar,
+            Explanation::new("8 MiB IPC data buffer + its signal/metadata region + 8 MiB rank data, per GPU at TP 2, 4, 6 or 8")
+                .term("bytes", custom_ar)
+                .note("vllm/distributed/device_communicators/custom_all_reduce.py, CustomAllreduce(max_size=8192 * 1024), only for world sizes 2, 4, 6, 8 (_SUPPORTED_WORLD_SIZES); vLLM also disables it on more than two PCIe-only GPUs, which is not known here (counted)"),
         );
     }
     runtime.apply_with(&mut ledger, &inference_communicators(setup, par.tp))?;

@@ -40,6 +40,7 @@ pub(crate) fn push_profiling_run(
             "max(forward: tokens × (2·hidden + MLP columns) × act bytes, sampler: rows × vocab × sampler bytes + tokens × hidden × act bytes)",
         )
         .term("engine release assumed", release_label(setup))
+        .term("batch defaults assumed", batch_basis(setup, d))
         .term("tokens (max_num_batched_tokens)", tokens)
         .term("sampler bytes per row per vocabulary entry (38: sorting top-k/top-p; 14: FlashInfer's)", d.sampler_bytes_per_entry)
         .term("rows (max_num_seqs, at most the tokens)", run.rows)
@@ -63,7 +64,7 @@ pub(crate) fn push_profiling_run(
 }
 
 /// The release whose row sizes this setup: `vllm@0.20`, with the release asked
-/// for when the row is an older one's (`vllm@0.8 (asked 0.19)`).
+/// for when the row is an older one's (`vllm@0.9 (asked 0.19)`).
 pub fn release_label(setup: &InferenceSetup) -> String {
     let Some(f) = setup.serving_facts() else { return setup.engine.name().to_string() };
     let row = format!("{}@{}", setup.engine.name(), f.version);
@@ -87,10 +88,19 @@ pub fn serving_setup(
 }
 
 /// (`max_num_batched_tokens`, `max_num_seqs`) of the start-up profiling run:
-/// the flags' values, or the engine's defaults.
+/// the flags' values, or the release's defaults on the setup's card
+/// ([`ServingDefaults::batch_on`]: the larger ones when the card is not known).
 fn profile_shape(setup: &InferenceSetup, d: &ServingDefaults) -> (u64, u64) {
-    let default_tokens = d.max_num_batched_tokens.at(setup.context);
-    (setup.max_num_batched_tokens.unwrap_or(default_tokens), setup.max_num_seqs.unwrap_or(d.max_num_seqs))
+    let (tokens, seqs, _) = d.batch_on(setup.serving_card.as_ref());
+    (setup.max_num_batched_tokens.unwrap_or(tokens.at(setup.context)), setup.max_num_seqs.unwrap_or(seqs))
+}
+
+/// Which defaults the start-up took, in words (the flags when both are given).
+fn batch_basis(setup: &InferenceSetup, d: &ServingDefaults) -> &'static str {
+    if setup.max_num_batched_tokens.is_some() && setup.max_num_seqs.is_some() {
+        return "--max-num-batched-tokens and --max-num-seqs as given";
+    }
+    d.batch_on(setup.serving_card.as_ref()).2.describe()
 }
 
 /// The two candidates for a serving engine's profiling peak on one GPU.
@@ -169,6 +179,22 @@ pub struct ServingProfile {
 /// (`CustomAllreduce(max_size=8192 * 1024)`).
 pub const CUSTOM_ALLREDUCE_BYTES: u64 = 2 * 8 * crate::units::MIB + crate::units::MIB;
 
+/// The custom all-reduce buffers a vLLM worker allocates at TP `tp`
+/// ([`CUSTOM_ALLREDUCE_BYTES`]), 0 where vLLM disables it: one GPU, or a TP
+/// group size outside `CustomAllreduce._SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`
+/// ("Custom allreduce is disabled due to an unsupported world size",
+/// vllm/distributed/device_communicators/custom_all_reduce.py,
+/// `CustomAllreduce.__init__`). It is disabled too on more than two PCIe-only
+/// GPUs (`world_size > 2 and not fully_connected`) and across nodes; the card's
+/// link is not known here, so those keep the buffers (17 MiB over, never under).
+pub fn custom_allreduce_bytes(tp: u64) -> u64 {
+    if matches!(tp, 2 | 4 | 6 | 8) {
+        CUSTOM_ALLREDUCE_BYTES
+    } else {
+        0
+    }
+}
+
 /// The NCCL communicators a vLLM worker holds at TP > 1: the world process
 /// group (its warm-up all-reduce creates it), the TP group's device group, and
 /// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`).
@@ -225,7 +251,7 @@ pub fn serving_profile(
     let activation = forward.max(sampler);
     let comms = serving_communicators(tp);
     let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
-    let custom_ar = if tp > 1 { CUSTOM_ALLREDUCE_BYTES } else { 0 };
+    let custom_ar = custom_allreduce_bytes(tp);
     let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
     let base = d.non_torch_tp1.unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
@@ -245,6 +271,8 @@ pub fn serving_profile(
     .term("weights", weights)
     .term("profiling forward (max_num_batched_tokens × (2·hidden + MLP) × act bytes)", forward)
     .term("engine release assumed", release_label(setup))
+    .term("batch defaults assumed", batch_basis(setup, &d))
+    .term("max_num_batched_tokens, max_num_seqs", format!("{}, {}", s.max_num_batched_tokens, s.max_num_seqs))
     .term("sampler (max_num_seqs × vocab × sampler bytes + tokens × hidden × act bytes)", sampler)
     .term("sampler bytes per row per vocabulary entry", d.sampler_bytes_per_entry)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
@@ -405,7 +433,7 @@ pub fn engine_need_of(
 ) -> Result<Option<EngineNeed>, CoreError> {
     let Some(d) = setup.serving() else { return Ok(None) };
     if let Some(u) = setup.engine.gpu_util(gpu_util) {
-        return engine_need(spec, setup, par, rt, &d, u).map(Some);
+        return engine_need_by_card_class(spec, setup, par, rt, &d, u).map(Some);
     }
     if d.share_rule.is_none() {
         return Ok(None);
@@ -414,10 +442,36 @@ pub fn engine_need_of(
     let n = engine_need(spec, setup, par, rt, &d, 1.0)?;
     let share = |cuda: u64| {
         let total = cuda.saturating_add(crate::runtime::DRIVER_RESERVED);
-        setup.gpu_util_on(None, total, par.tp, par.pp).unwrap_or(1.0)
+        setup.gpu_util_on(None, total, par).unwrap_or(1.0)
     };
     let card_bytes = card_for_rule(n.need_bytes, share)?;
     Ok(Some(EngineNeed { gpu_util: share(card_bytes), need_bytes: n.need_bytes, card_bytes }))
+}
+
+/// The [`EngineNeed`] at `gpu_util` when the release's batch defaults depend
+/// on the card ([`crate::workload::CardRule`]) and the setup names none (`plan`,
+/// which sizes one need for every card): the need at the smaller defaults when
+/// the card that holds it is under 70 GiB — such a card takes them (vLLM
+/// `get_batch_defaults`) — else the need at the larger defaults (a larger
+/// card may take them; an A100 80GB, which does not, is then over-stated).
+/// With the card known, or one set of defaults, the plain [`engine_need`].
+fn engine_need_by_card_class(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    rt: &RuntimeSetup,
+    d: &ServingDefaults,
+    gpu_util: f64,
+) -> Result<EngineNeed, CoreError> {
+    let large = engine_need(spec, setup, par, rt, d, gpu_util)?;
+    if setup.serving_card.is_some() || d.small_card_batch.is_none() {
+        return Ok(large);
+    }
+    // a card the rule does not mark large: unnamed, under 70 GiB
+    let small_card = crate::workload::ServingCard { name: String::new(), cuda_total_bytes: 0 };
+    let small_setup = InferenceSetup { serving_card: Some(small_card), ..setup.clone() };
+    let small = engine_need(spec, &small_setup, par, rt, d, gpu_util)?;
+    Ok(if small.card_bytes < 70 * crate::units::GIB { small } else { large })
 }
 
 /// The smallest CUDA capacity `c` (searched upwards from the need) whose own
@@ -473,5 +527,14 @@ mod tests {
             assert!(c == 0 || (((c - 1) as f64 * util).floor() as u64) < need, "{need} {util}");
         }
         assert!(card_for(1, 0.0).is_err() && card_for(1, 1.5).is_err());
+    }
+
+    #[test]
+    fn custom_all_reduce_only_at_its_supported_world_sizes() {
+        // vllm/distributed/device_communicators/custom_all_reduce.py:
+        // `_SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`; 8 MiB buffer + (meta + 8 MiB) + 8 MiB rank data ≈ 17 MiB
+        let sizes: Vec<u64> = (1..=16).filter(|&tp| custom_allreduce_bytes(tp) > 0).collect();
+        assert_eq!(sizes, [2, 4, 6, 8]);
+        assert_eq!(custom_allreduce_bytes(4), 17 * crate::units::MIB);
     }
 }

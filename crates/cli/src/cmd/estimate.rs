@@ -140,7 +140,7 @@ fn kv_and_capacity(
     let Task::Inference(setup) = &workload.task else { return Ok((None, None)) };
     let par = &workload.parallelism;
     let (_, detail) = estimate_inference(spec, setup, par, &workload.runtime)?;
-    let gpu_util = gpu.and_then(|g| setup.gpu_util_on(gpu_util_flag, g.total_bytes, par.tp, par.pp));
+    let gpu_util = gpu.and_then(|g| setup.gpu_util_on(gpu_util_flag, g.total_bytes, par));
     if gpu.is_some() && gpu_util_flag.is_none() && setup.engine.serving().is_some() {
         let fixed = setup.serving().and_then(|d| d.default_gpu_util).is_some();
         notes.push(match gpu_util {
@@ -220,10 +220,15 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     let resolved = args.hub.resolve(args.model.as_deref())?;
     let dequantized = args.workload.dequantized_for_training(&resolved.spec);
     let spec = dequantized.as_ref().unwrap_or(&resolved.spec);
-    let (workload, config_notes) = args.workload.build_with_notes(spec)?;
+    let (mut workload, config_notes) = args.workload.build_with_notes(spec)?;
+    let gpu = crate::cmd::gpu_target::target(args.gpu.as_deref(), args.gpu_mem.as_deref(), workload.parallelism.gpus)?;
+    // a serving engine's batch defaults follow the card it starts on (vLLM V1)
+    if let (Task::Inference(s), Some(g)) = (&mut workload.task, &gpu) {
+        let cuda_total_bytes = cuda_capacity(g.total_bytes);
+        s.serving_card = Some(vramfit_core::workload::ServingCard { name: g.name.clone(), cuda_total_bytes });
+    }
     let mut ledger = vramfit_core::estimate(spec, &workload)?;
     ledger.notes.extend(config_notes);
-    let gpu = crate::cmd::gpu_target::target(args.gpu.as_deref(), args.gpu_mem.as_deref(), workload.parallelism.gpus)?;
     if args.gpu_util.is_some() && gpu.is_none() {
         bail_on!("gpu-util", "--gpu-util needs --gpu or --gpu-mem: the capacity is computed for a card");
     }

@@ -99,12 +99,12 @@ pub struct WorkloadArgs {
     pub engine: Option<EngineChoice>,
     #[arg(long, value_name = "TOKENS", value_parser = tokens, help = serving_default_help(
         "Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens; 8k = 8192)",
-        |d| d.max_num_batched_tokens.to_string(),
+        |d| d.tokens_label(),
     ))]
     pub max_num_batched_tokens: Option<u64>,
     #[arg(long, value_name = "N", help = serving_default_help(
         "Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs)",
-        |d| d.max_num_seqs.to_string(),
+        |d| d.seqs_label(),
     ))]
     pub max_num_seqs: Option<u64>,
     #[command(flatten)]
@@ -274,6 +274,8 @@ impl WorkloadArgs {
             block_size: self.block_size.unwrap_or(defaults::BLOCK_SIZE),
             engine,
             engine_version: self.engine.and_then(|c| c.version),
+            // the card is set where it is known (estimate --gpu)
+            serving_card: None,
             max_num_batched_tokens: self.max_num_batched_tokens,
             max_num_seqs: self.max_num_seqs,
             // the engine's policy unless the flag says otherwise

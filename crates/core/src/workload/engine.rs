@@ -369,18 +369,131 @@ pub struct ServingDefaults {
     /// how the engine derives that fraction from the card and the layout when
     /// it is not fixed (SGLang's `mem_fraction_static`)
     pub share_rule: Option<ShareRule>,
+    /// which cards take the defaults above; the others take
+    /// [`ServingDefaults::small_card_batch`] (vLLM V1's `get_batch_defaults`)
+    pub card_rule: CardRule,
+    /// (`max_num_batched_tokens`, `max_num_seqs`) on the cards [`CardRule`]
+    /// does not mark as large; `None`: the same on every card
+    pub small_card_batch: Option<(ProfileTokens, u64)>,
+}
+
+/// Which cards a release gives its larger batch defaults (vLLM V1, `vllm
+/// serve`'s OPENAI_API_SERVER usage context; the `LLM(...)` class takes
+/// 16,384 / 8,192 tokens instead, not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CardRule {
+    /// the same defaults on every card
+    Any,
+    /// "h100" or "h200" in the device name (vLLM 0.8: PR #12369 of
+    /// 2025-01-23, `EngineArgs._set_default_args_v1`, vllm/engine/arg_utils.py)
+    H100H200Name,
+    /// device memory ≥ 70 GiB and no "a100" in the name (vLLM 0.9+: PR #17073
+    /// of 2025-04-23 by memory, PR #17885 of 2025-05-09 excluding A100;
+    /// `EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py)
+    AtLeast70GibNotA100,
+}
+
+/// The card a serving engine starts on, as its batch defaults read it: the
+/// name (`current_platform.get_device_name()`, or the catalogue's) and the
+/// memory CUDA reports (`get_device_total_memory`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServingCard {
+    pub name: String,
+    pub cuda_total_bytes: u64,
+}
+
+/// Which batch defaults a start-up took, for the explain line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchBasis {
+    /// the release has one set for every card
+    Fixed,
+    /// the card is one the release gives its larger defaults
+    LargeCard,
+    /// the card takes the smaller defaults
+    SmallCard,
+    /// the card is not known: the larger defaults, the bigger start-up
+    CardUnknown,
+}
+
+impl BatchBasis {
+    /// In words, for the explain line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            BatchBasis::Fixed => "the release's defaults (the same on every card)",
+            BatchBasis::LargeCard => "vllm serve's defaults on this card (≥ 70 GiB and not an A100; H100/H200 by name in 0.8)",
+            BatchBasis::SmallCard => "vllm serve's defaults on this card (under 70 GiB, or an A100; not an H100/H200 in 0.8)",
+            BatchBasis::CardUnknown => "vllm serve's defaults on cards ≥ 70 GiB other than A100, the larger start-up: the card is not known (give --gpu)",
+        }
+    }
+}
+
+impl CardRule {
+    /// The card takes the larger defaults.
+    pub fn large(self, card: &ServingCard) -> bool {
+        let name = card.name.to_ascii_lowercase();
+        match self {
+            CardRule::Any => true,
+            CardRule::H100H200Name => name.contains("h100") || name.contains("h200"),
+            CardRule::AtLeast70GibNotA100 => card.cuda_total_bytes >= 70 * (1 << 30) && !name.contains("a100"),
+        }
+    }
+}
+
+impl ServingDefaults {
+    /// (`max_num_batched_tokens`, `max_num_seqs`) defaults on `card`, and why;
+    /// without a card the larger ones (never a smaller start-up than the engine's).
+    pub fn batch_on(&self, card: Option<&ServingCard>) -> (ProfileTokens, u64, BatchBasis) {
+        let large = (self.max_num_batched_tokens, self.max_num_seqs);
+        let (pair, basis) = match (self.small_card_batch, card) {
+            (None, _) => (large, BatchBasis::Fixed),
+            (Some(_), None) => (large, BatchBasis::CardUnknown),
+            (Some(_), Some(c)) if self.card_rule.large(c) => (large, BatchBasis::LargeCard),
+            (Some(small), Some(_)) => (small, BatchBasis::SmallCard),
+        };
+        (pair.0, pair.1, basis)
+    }
+
+    /// The `max_num_seqs` default as the CLI's help writes it.
+    pub fn seqs_label(&self) -> String {
+        match self.small_card_batch {
+            Some((_, small)) if small != self.max_num_seqs => {
+                format!("{} on cards ≥ 70 GiB other than A100, else {small}", self.max_num_seqs)
+            }
+            _ => self.max_num_seqs.to_string(),
+        }
+    }
+
+    /// The `max_num_batched_tokens` default as the CLI's help writes it.
+    pub fn tokens_label(&self) -> String {
+        match self.small_card_batch {
+            Some((small, _)) if small != self.max_num_batched_tokens => {
+                format!("{} on cards ≥ 70 GiB other than A100, else {small}", self.max_num_batched_tokens)
+            }
+            _ => self.max_num_batched_tokens.to_string(),
+        }
+    }
 }
 
 /// How SGLang picks `mem_fraction_static` when `--mem-fraction-static` is not
 /// given, by release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShareRule {
-    /// SGLang 0.4: by TP size alone — 0.79 at TP ≥ 16, 0.81 at ≥ 8, 0.85 at
-    /// ≥ 4, 0.87 at ≥ 2, else 0.88 (`ServerArgs.__post_init__`,
-    /// python/sglang/srt/server_args.py, 0.4.x before PRs #5893 and #7054)
+    /// SGLang 0.4.0 – 0.4.7: by TP size alone — 0.79 at TP ≥ 16, 0.81 at ≥ 8,
+    /// 0.85 at ≥ 4, 0.87 at ≥ 2, else 0.88 (`ServerArgs.__post_init__`,
+    /// python/sglang/srt/server_args.py, before PRs #5893 and #7054)
     TpSteps,
-    /// SGLang 0.5 (PR #10975, "Use more general heuristics to set the default
-    /// value of --mem-fraction-static"; `ServerArgs._handle_gpu_memory_settings`):
+    /// SGLang 0.4.8 – 0.5.2 (PR #7054, "Simplify the heuristics for setting
+    /// --mem-fraction-static", merged 2025-06-10; `ServerArgs.__post_init__`,
+    /// python/sglang/srt/server_args.py): `(gpu_mem − reserved) / gpu_mem`
+    /// rounded to 3 decimals, gpu_mem the card's nvidia-smi total in MiB,
+    /// reserved by the card's tier and TP × PP: (2.8 + TP·PP / 10) GiB under
+    /// 35 GiB, (9.5 + TP·PP / 2) GiB under 90 GiB, (12 + TP·PP / 2) GiB under
+    /// 160 GiB, else 32 GiB; 4 GiB more with `--enable-dp-attention`
+    /// ([`ShareRule::tiered_reserved_mib`])
+    Tiered,
+    /// SGLang 0.5.3+ (PR #10975, "Use more general heuristics to set the default
+    /// value of --mem-fraction-static", merged 2025-09-27, after 0.5.2;
+    /// `ServerArgs._handle_gpu_memory_settings`):
     /// `(gpu_mem − reserved) / gpu_mem` rounded to 3 decimals, gpu_mem the
     /// card's nvidia-smi total in MiB, reserved = 512 + max(chunked_prefill_size,
     /// 2048) × 1.5 + cuda_graph_max_bs × 2 + tp × pp / 8 × 1024 MiB, at least
@@ -404,10 +517,30 @@ impl ShareRule {
         }
     }
 
+    /// SGLang 0.4.8 – 0.5.2's reserve in MiB for a card of `gpu_mem_mib` MiB
+    /// at `parallel` = TP × PP ranks, `dp_attention` with
+    /// `--enable-dp-attention` (4 GiB more; `ServerArgs.__post_init__` after PR #7054: the
+    /// comments beside the tiers name the cards — T4/4080 and A10/L40/4090
+    /// under 35 GiB, H100/A100 under 90, H20 under 100, H200 under 160,
+    /// B200/MI300 above; a speculative draft adds 2 GiB more, not modelled).
+    pub fn tiered_reserved_mib(gpu_mem_mib: u64, parallel: u64, dp_attention: bool) -> f64 {
+        let p = parallel as f64;
+        let gib = match gpu_mem_mib {
+            m if m < 35 * 1024 => 2.8 + p / 10.0,
+            m if m < 90 * 1024 => 9.5 + p / 2.0,
+            m if m < 160 * 1024 => 12.0 + p / 2.0,
+            _ => 32.0,
+        };
+        (gib + if dp_attention { 4.0 } else { 0.0 }) * 1024.0
+    }
+
     /// The fraction of a card of `gpu_mem_mib` MiB (nvidia-smi total) the
     /// engine takes at TP `tp` × PP `pp`; `chunk`: `--max-num-batched-tokens`
-    /// (SGLang's `--chunked-prefill-size`) when given.
-    pub fn fraction(self, gpu_mem_mib: u64, tp: u64, pp: u64, chunk: Option<u64>) -> f64 {
+    /// (SGLang's `--chunked-prefill-size`) when given; `dp`: the data-parallel
+    /// attention size (`--dp-size` with `--enable-dp-attention`; 1: off).
+    pub fn fraction(self, gpu_mem_mib: u64, tp: u64, pp: u64, chunk: Option<u64>, dp: u64) -> f64 {
+        let m = gpu_mem_mib.max(1) as f64;
+        let rounded = |reserved: f64| (((m - reserved) / m) * 1000.0).round().clamp(1.0, 1000.0) / 1000.0;
         match self {
             ShareRule::TpSteps => match tp {
                 t if t >= 16 => 0.79,
@@ -421,12 +554,18 @@ impl ShareRule {
                 let chunk = chunk.unwrap_or(default_chunk);
                 let mut reserved =
                     512.0 + chunk.max(2048) as f64 * 1.5 + graph_bs as f64 * 2.0 + (tp * pp) as f64 / 8.0 * 1024.0;
+                if dp > 1 {
+                    // "DP attention needs more padding": cuda_graph_max_bs × dp_size × 3,
+                    // × 1.5 more above a graph batch of 300 (before the 10 GiB floor)
+                    let per = if graph_bs > 300 { 4.5 } else { 3.0 };
+                    reserved += graph_bs as f64 * dp as f64 * per;
+                }
                 if gpu_mem_mib > 60 * 1024 {
                     reserved = reserved.max(10.0 * 1024.0);
                 }
-                let m = gpu_mem_mib.max(1) as f64;
-                (((m - reserved) / m) * 1000.0).round().clamp(1.0, 1000.0) / 1000.0
+                rounded(reserved)
             }
+            ShareRule::Tiered => rounded(Self::tiered_reserved_mib(gpu_mem_mib, tp * pp, dp > 1)),
         }
     }
 }
@@ -479,7 +618,7 @@ pub const SAMPLER_FUSED_BYTES: u64 = 14;
 /// vLLM's V0 engine (0.2 – 0.7; 0.8 made V1 the default).
 pub const VLLM_V0: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
-    version: EngineVersion { major: 0, minor: 2 },
+    version: EngineVersion::new(0, 2),
     startup: ServingDefaults {
         // V0 `SchedulerConfig`: without chunked prefill (off below a 32K
         // max_model_len) `max_num_batched_tokens = max(max_model_len, 2048)`;
@@ -495,6 +634,9 @@ pub const VLLM_V0: ServingFacts = ServingFacts {
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
         share_rule: None,
+        // V0's `SchedulerConfig` defaults do not depend on the card
+        card_rule: CardRule::Any,
+        small_card_batch: None,
     },
     // V0 keeps a block table per sequence over the whole context for every
     // layer except where the model's sliding window bounds it
@@ -507,48 +649,68 @@ pub const VLLM_V0: ServingFacts = ServingFacts {
 /// vllm-project/vllm#26859 (October 2025), so the dummy sampler run sorts.
 pub const VLLM_V0_8: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
-    version: EngineVersion { major: 0, minor: 8 },
+    version: EngineVersion::new(0, 8),
     startup: ServingDefaults {
-        // V1 always chunks prefill: `max_num_batched_tokens` is a fixed budget,
-        // 8192 for the OpenAI server on cards of ≥ 70 GiB other than A100
-        // (2048 below; `EngineArgs._set_default_args_v1`,
-        // vllm/engine/arg_utils.py); the larger one is assumed, the bigger
-        // profiling forward
+        // V1 always chunks prefill: `max_num_batched_tokens` is a fixed budget.
+        // `vllm serve` (OPENAI_API_SERVER) on H100/H200 by name: 8192 tokens,
+        // 1024 sequences (`EngineArgs._set_default_args_v1`,
+        // vllm/engine/arg_utils.py, PR #12369); other cards 2048 tokens
         max_num_batched_tokens: ProfileTokens::Fixed(8192),
-        // the same function's server default on cards under 70 GiB and A100
-        // (1024 on H100-class cards: give --max-num-seqs 1024 there)
-        max_num_seqs: 256,
+        max_num_seqs: 1024,
         sampler_bytes_per_entry: SAMPLER_SORT_BYTES,
         // no V1 start-up log of it: V0's figure is kept (it counts the
         // allocator cache as well, more than V1's accounting)
         non_torch_tp1: Some(VLLM_NON_TORCH),
         default_gpu_util: Some(VLLM_GPU_UTIL),
         share_rule: None,
+        card_rule: CardRule::H100H200Name,
+        // 0.8.0 – 0.8.3: `default_max_num_seqs = 1024` on every card (PR
+        // #16158 of 2025-04-07 reverted it to 256 off H100/H200: the 0.8.4 row)
+        small_card_batch: Some((ProfileTokens::Fixed(2048), 1024)),
     },
     // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
     // `--disable-hybrid-kv-cache-manager`)
     sliding_window_cache: SlidingWindowCache::Window,
 };
 
+/// vLLM 0.8.4 – 0.8.5: `max_num_seqs` back to 256 on cards other than
+/// H100/H200 ("[V1] Revert the default `max_num_seqs` to V0 values for most
+/// hardware", PR #16158 merged 2025-04-07, after 0.8.3).
+pub const VLLM_V0_8_4: ServingFacts = ServingFacts {
+    version: EngineVersion::patch(0, 8, 4),
+    startup: ServingDefaults { small_card_batch: Some((ProfileTokens::Fixed(2048), 256)), ..VLLM_V0_8.startup },
+    ..VLLM_V0_8
+};
+
+/// vLLM 0.9 – 0.19: the larger defaults by memory, not name — cards of ≥ 70
+/// GiB (PR #17073) other than A100 (PR #17885, merged 2025-05-09, first in
+/// 0.9.0): 8192 tokens and 1024 sequences for `vllm serve`, 2048 and 256
+/// elsewhere (`EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py).
+pub const VLLM_V0_9: ServingFacts = ServingFacts {
+    version: EngineVersion::new(0, 9),
+    startup: ServingDefaults { card_rule: CardRule::AtLeast70GibNotA100, ..VLLM_V0_8_4.startup },
+    ..VLLM_V0_8_4
+};
+
 /// vLLM from 0.20: FlashInfer's top-k/top-p sampler on by default
 /// (vllm-project/vllm#40376), so the start-up sampler run does not sort.
 pub const VLLM_V0_20: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
-    version: EngineVersion { major: 0, minor: 20 },
-    startup: ServingDefaults { sampler_bytes_per_entry: SAMPLER_FUSED_BYTES, ..VLLM_V0_8.startup },
-    ..VLLM_V0_8
+    version: EngineVersion::new(0, 20),
+    startup: ServingDefaults { sampler_bytes_per_entry: SAMPLER_FUSED_BYTES, ..VLLM_V0_9.startup },
+    ..VLLM_V0_9
 };
 
 /// vLLM's latest modelled release: what `--engine vllm` assumes.
 pub const VLLM: ServingFacts = VLLM_V0_20;
 
 /// vLLM's rows, oldest first.
-pub const VLLM_RELEASES: [&ServingFacts; 3] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_20];
+pub const VLLM_RELEASES: [&ServingFacts; 5] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_8_4, &VLLM_V0_9, &VLLM_V0_20];
 
-/// SGLang 0.4: `mem_fraction_static` by TP size ([`ShareRule::TpSteps`]).
+/// SGLang 0.4.0 – 0.4.7: `mem_fraction_static` by TP size ([`ShareRule::TpSteps`]).
 pub const SGLANG_V0_4: ServingFacts = ServingFacts {
     engine: ServingEngine::Sglang,
-    version: EngineVersion { major: 0, minor: 4 },
+    version: EngineVersion::new(0, 4),
     startup: ServingDefaults {
         // `chunked_prefill_size` 8192 (2048 on cards under 25 GB)
         max_num_batched_tokens: ProfileTokens::Fixed(8192),
@@ -560,26 +722,39 @@ pub const SGLANG_V0_4: ServingFacts = ServingFacts {
         non_torch_tp1: None,
         default_gpu_util: None,
         share_rule: Some(ShareRule::TpSteps),
+        // the chunk by card is not modelled here (8192 assumed on every card)
+        card_rule: CardRule::Any,
+        small_card_batch: None,
     },
     // the SWA pool keeps the window only
     sliding_window_cache: SlidingWindowCache::Window,
 };
 
-/// SGLang 0.5: `mem_fraction_static` from the card's memory, its default
+/// SGLang 0.4.8 – 0.5.2: `mem_fraction_static` from the card's tier and TP ×
+/// PP ([`ShareRule::Tiered`], PR #7054 merged 2025-06-10; 0.4.8 of late June
+/// 2025 is the first release certainly after it — 0.4.7, released around the
+/// merge, keeps the 0.4 row).
+pub const SGLANG_V0_4_8: ServingFacts = ServingFacts {
+    version: EngineVersion::patch(0, 4, 8),
+    startup: ServingDefaults { share_rule: Some(ShareRule::Tiered), ..SGLANG_V0_4.startup },
+    ..SGLANG_V0_4
+};
+
+/// SGLang 0.5.3+: `mem_fraction_static` from the card's memory, its default
 /// chunked-prefill size and CUDA-graph batch, and TP × PP
-/// ([`ShareRule::Reserved`], PR #10975 of 2025-09-27; the 0.5.0–0.5.2 rule of
-/// PR #7054 is not modelled and gets this row).
-pub const SGLANG_V0_5: ServingFacts = ServingFacts {
-    version: EngineVersion { major: 0, minor: 5 },
+/// ([`ShareRule::Reserved`], PR #10975 merged 2025-09-27, after 0.5.2 —
+/// verl moved to 0.5.2 on 2025-09-25 — so 0.5.3 is the first release with it).
+pub const SGLANG_V0_5_3: ServingFacts = ServingFacts {
+    version: EngineVersion::patch(0, 5, 3),
     startup: ServingDefaults { share_rule: Some(ShareRule::Reserved), ..SGLANG_V0_4.startup },
     ..SGLANG_V0_4
 };
 
 /// SGLang's latest modelled release: what `--engine sglang` assumes.
-pub const SGLANG: ServingFacts = SGLANG_V0_5;
+pub const SGLANG: ServingFacts = SGLANG_V0_5_3;
 
 /// SGLang's rows, oldest first.
-pub const SGLANG_RELEASES: [&ServingFacts; 2] = [&SGLANG_V0_4, &SGLANG_V0_5];
+pub const SGLANG_RELEASES: [&ServingFacts; 3] = [&SGLANG_V0_4, &SGLANG_V0_4_8, &SGLANG_V0_5_3];
 
 impl Framework {
     /// This framework's row.
@@ -618,7 +793,9 @@ impl ServingEngine {
     pub fn release(self, asked: Option<EngineVersion>) -> Result<&'static ServingFacts, String> {
         let rows = self.releases();
         let Some(v) = asked else { return Ok(self.facts()) };
-        let latest = rows.last().map(|r| r.version).unwrap_or(v);
+        // the latest row holds for every later patch of its minor release
+        // (sglang@0.5.19 takes the 0.5.3 row); a later minor is not modelled
+        let latest = rows.last().map(|r| EngineVersion::patch(r.version.major, r.version.minor, u32::MAX)).unwrap_or(v);
         let found = rows.iter().rev().find(|r| r.version <= v).filter(|_| v <= latest);
         found.copied().ok_or_else(|| {
             let names: Vec<String> = rows.iter().map(|r| r.version.to_string()).collect();
@@ -631,18 +808,37 @@ impl ServingEngine {
     }
 }
 
-/// A serving engine's release as `--engine vllm@0.8` names it: major.minor
-/// (a patch level, `0.8.5`, is accepted and ignored: no row differs by it).
+/// A serving engine's release as `--engine vllm@0.8` names it: major.minor,
+/// with an optional patch level (`sglang@0.5.3`: SGLang changed its
+/// `mem_fraction_static` rule between 0.5.2 and 0.5.3). A patch level after
+/// the digits (`0.4.6.post4`, `0.8.5rc1`) is ignored. Written `0.8` when the
+/// patch level is 0, `0.5.3` otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct EngineVersion {
     pub major: u32,
     pub minor: u32,
+    pub patch: u32,
+}
+
+impl EngineVersion {
+    /// `major.minor.0`.
+    pub const fn new(major: u32, minor: u32) -> Self {
+        EngineVersion { major, minor, patch: 0 }
+    }
+
+    /// `major.minor.patch`.
+    pub const fn patch(major: u32, minor: u32, patch: u32) -> Self {
+        EngineVersion { major, minor, patch }
+    }
 }
 
 impl std::fmt::Display for EngineVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}", self.major, self.minor)
+        match self.patch {
+            0 => write!(f, "{}.{}", self.major, self.minor),
+            p => write!(f, "{}.{}.{p}", self.major, self.minor),
+        }
     }
 }
 
@@ -653,10 +849,19 @@ impl std::str::FromStr for EngineVersion {
         let mut parts = t.split('.');
         let num = |p: Option<&str>| p.and_then(|x| x.parse::<u32>().ok());
         let (major, minor) = (num(parts.next()), num(parts.next()));
-        let patch_ok = parts.next().is_none_or(|p| p.chars().next().is_some_and(|c| c.is_ascii_digit()));
-        match (major, minor, patch_ok && parts.next().is_none()) {
-            (Some(major), Some(minor), true) => Ok(EngineVersion { major, minor }),
-            _ => Err(format!("engine release '{s}': expected MAJOR.MINOR such as 0.8")),
+        // the patch level's leading digits (`5rc1` → 5); none: 0
+        let patch = match parts.next() {
+            None => Some(0),
+            Some(p) => {
+                let digits: String = p.chars().take_while(|c| c.is_ascii_digit()).collect();
+                digits.parse::<u32>().ok()
+            }
+        };
+        // one more part only as a suffix (`post4`), not a fourth number
+        let tail_ok = parts.next().is_none_or(|x| !x.chars().next().is_some_and(|c| c.is_ascii_digit()));
+        match (major, minor, patch, tail_ok && parts.next().is_none()) {
+            (Some(major), Some(minor), Some(patch), true) => Ok(EngineVersion { major, minor, patch }),
+            _ => Err(format!("engine release '{s}': expected MAJOR.MINOR or MAJOR.MINOR.PATCH such as 0.8 or 0.5.3")),
         }
     }
 }
@@ -893,14 +1098,16 @@ mod tests {
 
     #[test]
     fn vllm_releases_resolve_to_the_closest_older_row() {
-        // rows 0.2 (V0), 0.8 (V1, sorting sampler), 0.20 (FlashInfer sampler, vllm#40376)
+        // rows 0.2 (V0), 0.8 / 0.8.4 / 0.9 (V1 batch defaults, sorting sampler), 0.20 (FlashInfer sampler, vllm#40376)
         let row = |v: Option<&str>| ServingEngine::Vllm.release(v.map(|v| v.parse().unwrap())).map(|r| r.version);
         assert_eq!(row(None), Ok(VLLM.version));
-        assert_eq!(row(Some("0.19")), Ok(EngineVersion { major: 0, minor: 8 }));
-        assert_eq!(row(Some("0.6.4")), Ok(EngineVersion { major: 0, minor: 2 }));
-        assert_eq!(row(Some("0.20")), Ok(EngineVersion { major: 0, minor: 20 }));
+        assert_eq!(row(Some("0.19")), Ok(EngineVersion::new(0, 9)));
+        assert_eq!(row(Some("0.8.3")), Ok(EngineVersion::new(0, 8)));
+        assert_eq!(row(Some("0.8.5")), Ok(EngineVersion::patch(0, 8, 4)));
+        assert_eq!(row(Some("0.6.4")), Ok(EngineVersion::new(0, 2)));
+        assert_eq!(row(Some("0.20")), Ok(EngineVersion::new(0, 20)));
         for unknown in ["0.1", "1.0"] {
-            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.8, 0.20"), "{unknown}");
+            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.8, 0.8.4, 0.9, 0.20"), "{unknown}");
         }
         assert!("0.x".parse::<EngineVersion>().is_err() && "7".parse::<EngineVersion>().is_err());
     }
@@ -919,7 +1126,7 @@ mod tests {
     #[test]
     fn engine_choice_parses_a_release_for_serving_engines_only() {
         let c: EngineChoice = "vllm@0.8".parse().unwrap();
-        assert_eq!((c.engine, c.version), (Engine::Vllm, Some(EngineVersion { major: 0, minor: 8 })));
+        assert_eq!((c.engine, c.version), (Engine::Vllm, Some(EngineVersion::new(0, 8))));
         assert_eq!("sglang".parse::<EngineChoice>().unwrap().version, None);
         assert!("transformers@4.46".parse::<EngineChoice>().unwrap_err().contains("serving engines only"));
         assert!("vllm@0.1".parse::<EngineChoice>().unwrap_err().contains("modelled releases are"));
@@ -929,25 +1136,73 @@ mod tests {
     fn sglang_mem_fraction_static_follows_each_release() {
         // 0.4 (`ServerArgs.__post_init__`): by TP size alone
         let steps: Vec<f64> =
-            [1, 2, 4, 8, 16].iter().map(|&tp| ShareRule::TpSteps.fraction(81_559, tp, 1, None)).collect();
+            [1, 2, 4, 8, 16].iter().map(|&tp| ShareRule::TpSteps.fraction(81_559, tp, 1, None, 1)).collect();
         assert_eq!(steps, [0.88, 0.87, 0.85, 0.81, 0.79]);
         // 0.5 (`_handle_gpu_memory_settings`, PR #10975), H100 SXM (81,559 MiB), TP 1: chunk 8192,
         // graph bs 256: reserved = 512 + 8192 × 1.5 + 256 × 2 + 1 / 8 × 1024 = 13,440 MiB;
         // (81,559 − 13,440) / 81,559 = 0.8352 → 0.835
-        assert_eq!(ShareRule::Reserved.fraction(81_559, 1, 1, None), 0.835);
+        assert_eq!(ShareRule::Reserved.fraction(81_559, 1, 1, None, 1), 0.835);
         // H200 (143,771 MiB), TP 8 (DeepSeek-V3): graph bs 512: 512 + 12,288 + 1,024 + 1,024 =
         // 14,848 MiB; (143,771 − 14,848) / 143,771 = 0.8967 → 0.897
-        assert_eq!(ShareRule::Reserved.fraction(143_771, 8, 1, None), 0.897);
+        assert_eq!(ShareRule::Reserved.fraction(143_771, 8, 1, None, 1), 0.897);
         // A100 40GB (40,960 MiB), TP 1: chunk 4096, graph bs 32: 512 + 6,144 + 64 + 128 =
         // 6,848 MiB, under the 10 GiB floor's 60 GiB threshold; (40,960 − 6,848) / 40,960 = 0.8328 → 0.833
-        assert_eq!(ShareRule::Reserved.fraction(40_960, 1, 1, None), 0.833);
+        assert_eq!(ShareRule::Reserved.fraction(40_960, 1, 1, None, 1), 0.833);
         // over 60 GiB at least 10 GiB is reserved: 64 GiB, TP 1, --chunked-prefill-size 2048:
         // 512 + 3,072 + 512 + 128 = 4,224 → 10,240 MiB; (65,536 − 10,240) / 65,536 = 0.84375 → 0.844
-        assert_eq!(ShareRule::Reserved.fraction(65_536, 1, 1, Some(2048)), 0.844);
+        assert_eq!(ShareRule::Reserved.fraction(65_536, 1, 1, Some(2048), 1), 0.844);
+        // with --enable-dp-attention --dp-size 8 (H200, TP 8): 14,848 + 512 × 8 × 4.5 (graph bs > 300)
+        // = 33,280 MiB; (143,771 − 33,280) / 143,771 = 0.7685 → 0.769
+        assert_eq!(ShareRule::Reserved.fraction(143_771, 8, 1, None, 8), 0.769);
+        let rule = |v: &str| ServingEngine::Sglang.release(Some(v.parse().unwrap())).map(|r| r.startup.share_rule);
         assert_eq!(ServingEngine::Sglang.release(None).map(|r| r.startup.share_rule), Ok(Some(ShareRule::Reserved)));
+        assert_eq!(rule("0.4.6"), Ok(Some(ShareRule::TpSteps)));
+        // PR #7054 (2025-06-10) to PR #10975 (2025-09-27): 0.4.8 – 0.5.2
+        for v in ["0.4.8", "0.4.10", "0.5", "0.5.2", "0.5.2.post1"] {
+            assert_eq!(rule(v), Ok(Some(ShareRule::Tiered)), "{v}");
+        }
+        for v in ["0.5.3", "0.5.19"] {
+            assert_eq!(rule(v), Ok(Some(ShareRule::Reserved)), "{v}");
+        }
+        assert!(rule("0.6").unwrap_err().contains("0.4, 0.4.8, 0.5.3"));
+    }
+
+    #[test]
+    fn sglang_0_5_2_reserves_by_card_tier_and_parallel_size() {
+        // `ServerArgs.__post_init__` after PR #7054 (python/sglang/srt/server_args.py):
+        // H100 SXM (81,559 MiB, "H100, A100" tier under 90 GiB), TP 1: (9.5 + 1/2) GiB =
+        // 10,240 MiB; (81,559 − 10,240) / 81,559 = 0.87445 → 0.874 (0.5.3's rule: 0.835)
+        assert_eq!(ShareRule::Tiered.fraction(81_559, 1, 1, None, 1), 0.874);
+        // H200 (143,771 MiB, under 160 GiB), TP 8 (DeepSeek-V3): (12 + 8/2) GiB = 16,384 MiB;
+        // (143,771 − 16,384) / 143,771 = 0.88604 → 0.886
+        assert_eq!(ShareRule::Tiered.fraction(143_771, 8, 1, None, 1), 0.886);
+        // the same with --enable-dp-attention: 4 GiB more = 20,480 MiB → 0.85755 → 0.858
+        assert_eq!(ShareRule::Tiered.fraction(143_771, 8, 1, None, 8), 0.858);
+        // L40S (46,068 MiB, under 90 GiB), TP 2: (9.5 + 1) GiB = 10,752 MiB → 0.76660 → 0.767
+        assert_eq!(ShareRule::Tiered.fraction(46_068, 2, 1, None, 1), 0.767);
+        // RTX 4090 (24,564 MiB, under 35 GiB), TP 1: (2.8 + 0.1) GiB = 2,969.6 MiB → 0.87911 → 0.879
+        assert_eq!(ShareRule::Tiered.fraction(24_564, 1, 1, None, 1), 0.879);
+        // B200 (183,359 MiB, 160 GiB and above): 32 GiB = 32,768 MiB → 0.82129 → 0.821
+        assert_eq!(ShareRule::Tiered.fraction(183_359, 8, 1, None, 1), 0.821);
+        // the chunk does not enter this rule
+        assert_eq!(ShareRule::Tiered.fraction(81_559, 1, 1, Some(2048), 1), 0.874);
+    }
+
+    #[test]
+    fn engine_versions_carry_a_patch_level() {
+        let v = |s: &str| s.parse::<EngineVersion>();
+        assert_eq!(v("0.5.3"), Ok(EngineVersion::patch(0, 5, 3)));
+        assert_eq!(v("v0.8"), Ok(EngineVersion::new(0, 8)));
+        assert_eq!(v("0.4.6.post4"), Ok(EngineVersion::patch(0, 4, 6)));
+        assert_eq!(v("0.8.5rc1"), Ok(EngineVersion::patch(0, 8, 5)));
+        assert!(v("0.5.3.1").is_err() && v("0.5.x").is_err());
         assert_eq!(
-            ServingEngine::Sglang.release(Some("0.4.6".parse().unwrap())).map(|r| r.startup.share_rule),
-            Ok(Some(ShareRule::TpSteps))
+            (EngineVersion::new(0, 5).to_string(), EngineVersion::patch(0, 5, 3).to_string()),
+            ("0.5".into(), "0.5.3".into())
+        );
+        assert!(
+            EngineVersion::patch(0, 5, 2) < EngineVersion::patch(0, 5, 3)
+                && EngineVersion::new(0, 5) < EngineVersion::patch(0, 5, 2)
         );
     }
 }

@@ -43,6 +43,10 @@ pub struct InferenceSetup {
     /// a serving engine's release (`--engine vllm@0.8`); `None`: the latest modelled
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_version: Option<super::engine::EngineVersion>,
+    /// the card a serving engine starts on, whose batch defaults it takes
+    /// (vLLM V1 `get_batch_defaults`); `None`: not known, the larger defaults
+    #[serde(skip)]
+    pub serving_card: Option<super::engine::ServingCard>,
 }
 
 /// Which prompt positions a prefill computes logits for.
@@ -76,6 +80,7 @@ impl Default for InferenceSetup {
             sliding_window_cache: SlidingWindowCache::default(),
             prefill_logits: PrefillLogits::Engine,
             engine_version: None,
+            serving_card: None,
         }
     }
 }
@@ -97,17 +102,19 @@ impl InferenceSetup {
     }
 
     /// The fraction of a card whose nvidia-smi total is `card_total_bytes`
-    /// the serving engine takes at TP `tp` × PP `pp`: the one given, else the
-    /// release's fixed default (vLLM 0.9), else its rule from the card
-    /// (SGLang's `mem_fraction_static`, [`super::engine::ShareRule`]); `None`
-    /// for engines that run `generate` without `--gpu-util`.
-    pub fn gpu_util_on(&self, given: Option<f64>, card_total_bytes: u64, tp: u64, pp: u64) -> Option<f64> {
+    /// the serving engine takes in the layout `par` (TP × PP, data-parallel
+    /// attention): the one given, else the release's fixed default (vLLM
+    /// 0.9), else its rule from the card (SGLang's `mem_fraction_static`,
+    /// [`super::engine::ShareRule`]); `None` for engines that run `generate`
+    /// without `--gpu-util`.
+    pub fn gpu_util_on(&self, given: Option<f64>, card_total_bytes: u64, par: &super::Parallelism) -> Option<f64> {
         if given.is_some() {
             return given;
         }
         let d = self.serving()?;
+        let mib = card_total_bytes / crate::units::MIB;
         d.default_gpu_util.or_else(|| {
-            d.share_rule.map(|r| r.fraction(card_total_bytes / crate::units::MIB, tp, pp, self.max_num_batched_tokens))
+            d.share_rule.map(|r| r.fraction(mib, par.tp, par.pp, self.max_num_batched_tokens, par.dp_attention.max(1)))
         })
     }
 

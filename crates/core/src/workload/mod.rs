@@ -15,8 +15,9 @@ mod training;
 pub mod validate;
 
 pub use engine::{
-    Engine, EngineChoice, EngineKind, EngineVersion, Framework, FrameworkFacts, ProfileTokens, QloraBase,
-    ServingDefaults, ServingEngine, ServingFacts, Sharder, SAMPLER_FUSED_BYTES, SAMPLER_SORT_BYTES, VLLM_NON_TORCH,
+    BatchBasis, CardRule, Engine, EngineChoice, EngineKind, EngineVersion, Framework, FrameworkFacts, ProfileTokens,
+    QloraBase, ServingCard, ServingDefaults, ServingEngine, ServingFacts, Sharder, SAMPLER_FUSED_BYTES,
+    SAMPLER_SORT_BYTES, VLLM_NON_TORCH,
 };
 pub use inference::{InferenceSetup, PrefillLogits};
 pub use parallel::{Offload, Parallelism, Sharding};
