@@ -9,6 +9,7 @@
 //!
 //! - [`arch`]: the architectures whose graph is built on their own terms
 //! - [`build`]: the llama.cpp builds whose rules differ (`--llamacpp-build`)
+//! - [`companion`]: a projector (`--mmproj`) and a draft model (`-md`) beside the model
 //! - [`ggml`]: tensor types, block sizes, cache types
 //! - [`model`]: the model description and tensor slots
 //! - [`options`]: the launch flags, their defaults and bounds ([`LlamaCppOptions::validate`])
@@ -24,6 +25,7 @@
 
 pub mod arch;
 pub mod build;
+pub mod companion;
 pub mod compute;
 pub mod ggml;
 pub mod graph;

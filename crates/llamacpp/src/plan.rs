@@ -220,7 +220,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             ));
         }
     }
-    Ok(LlamaCppPlan {
+    let mut p = LlamaCppPlan {
         context: size,
         n_ubatch: ubatch,
         flash_attn: fa,
@@ -232,7 +232,9 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         gpus,
         host,
         notes,
-    })
+    };
+    crate::companion::add_companions(&mut p, opts)?;
+    Ok(p)
 }
 
 /// The GPU shares of `--tensor-split` (missing shares are 0; no more
@@ -816,6 +818,81 @@ mod tests {
         assert_eq!(context_search_cap(&tiny(2, 2048)), 4096);
         assert_eq!(context_search_cap(&tiny(2, 131072)), 131072);
         assert_eq!(context_search_cap(&tiny(2, 1 << 30)), CONTEXT_SEARCH_MAX);
+    }
+
+    /// A draft model (-md) is planned with the target's launch at the
+    /// target's n_ctx (common_speculative_init_result, common/speculative.cpp:
+    /// "the draft context holds as many tokens per sequence as the target
+    /// context"), its own -ngld and -ctkd/-ctvd, and its lines join the
+    /// target's devices. Hand-worked KV: tiny(2) at -c 8192 -np 2, f16:
+    /// 2 layers × (K + V) × 2 kv heads × 16 × 2 B × 8192 cells = 2 MiB
+    /// (n_ctx_seq = 4096 per stream × 2 streams).
+    #[test]
+    fn a_draft_model_adds_its_own_weights_kv_and_compute() {
+        use crate::companion::{Companions, Draft};
+        let target = tiny(4, 8192);
+        let base = LlamaCppOptions { ctx_size: 8192, parallel: 2, ..on(&[Some(80 << 30)]) };
+        let alone = plan(&target, &base).unwrap();
+        let draft = Draft {
+            file: "d.gguf".into(),
+            model: Box::new(tiny(2, 8192)),
+            n_gpu_layers: None,
+            cache_type_k: GgmlType::F16,
+            cache_type_v: GgmlType::F16,
+        };
+        let with = LlamaCppOptions { companions: Companions { draft: Some(draft.clone()), mmproj: None }, ..base.clone() };
+        let p = plan(&target, &with).unwrap();
+        let kv = |label: &str| p.gpus[0].lines.iter().filter(|l| l.label == label).map(|l| l.bytes).sum::<u64>();
+        assert_eq!(kv("draft: CUDA0 KV buffer"), 2 * 2 * 2 * 16 * 2 * 8192);
+        let draft_alone = plan(&draft.model, &crate::companion::draft_options(&base, 8192, &draft)).unwrap();
+        let draft_gpu = draft_alone.gpus[0].total_bytes;
+        assert_eq!(draft_alone.gpus[0].bytes(LineKind::Reserve), 0, "one CUDA context per process");
+        assert_eq!(p.gpus[0].total_bytes, alone.gpus[0].total_bytes + draft_gpu);
+        assert!(p.notes.iter().any(|n| n.starts_with("-md d.gguf")));
+        // -ngld 0: the draft's weights and KV stay on the host
+        let host_draft = Draft { n_gpu_layers: Some(0), ..draft };
+        let o = LlamaCppOptions { companions: Companions { draft: Some(host_draft), mmproj: None }, ..base };
+        let q = plan(&target, &o).unwrap();
+        assert!(q.host.lines.iter().any(|l| l.label == "draft: CPU KV buffer"), "{:?}", q.host.lines);
+        assert!(q.gpus[0].total_bytes < p.gpus[0].total_bytes);
+    }
+
+    /// --mmproj: the projector's weights (CUDA-padded) and its warm-up
+    /// compute buffer go on CUDA0, or the host with --no-mmproj-offload;
+    /// offloaded with no GPU is refused naming the flag.
+    #[test]
+    fn a_projector_adds_its_lines_to_the_first_gpu() {
+        use crate::companion::{ClipEncoder, ClipInput, Companions, Mmproj};
+        let target = tiny(2, 8192);
+        let mm = Mmproj {
+            file: "mmproj.gguf".into(),
+            // 1000 f16 elements = 2000 B → 2048 B at CUDA's 128-byte alignment
+            tensors: vec![(GgmlType::F16, vec![1000], 2000)],
+            encoder: ClipEncoder {
+                n_layer: 1,
+                n_embd: 64,
+                n_head: 4,
+                n_ff: 128,
+                projection_dim: 64,
+                input: ClipInput::Image { size: 32, patch_size: 16, class_token: false },
+            },
+            offload: true,
+        };
+        let with = |mm: Mmproj, gpus: &[Option<u64>]| LlamaCppOptions {
+            flash_attn: FlashAttn::On,
+            companions: Companions { mmproj: Some(mm), draft: None },
+            ..on(gpus)
+        };
+        let p = plan(&target, &with(mm.clone(), &[Some(80 << 30)])).unwrap();
+        let line = |d: &DeviceMemory, l: &str| d.lines.iter().find(|x| x.label == l).map(|x| x.bytes);
+        assert_eq!(line(&p.gpus[0], "mmproj CUDA0 model buffer"), Some(2048));
+        // 4 positions: (32·32·3 + 4·64 + max(6·256, 2·256 + 2·4·128) + 4·64)·4 = (3072 + 256 + 1536 + 256)·4
+        assert_eq!(line(&p.gpus[0], "mmproj CUDA0 compute buffer"), Some(20_480));
+        let host = plan(&target, &with(Mmproj { offload: false, ..mm.clone() }, &[Some(80 << 30)])).unwrap();
+        // host buffers align to 32 B: 2000 → 2016
+        assert_eq!(line(&host.host, "mmproj CPU model buffer"), Some(2016));
+        let e = plan(&target, &with(mm, &[])).unwrap_err();
+        assert!(e.to_string().contains("--no-mmproj-offload"), "{e}");
     }
 
     #[test]
