@@ -81,7 +81,10 @@ pub struct Mmproj {
     pub file: String,
     /// (type, ne, bytes) of every tensor
     pub tensors: Vec<(GgmlType, Vec<u64>, u64)>,
-    pub encoder: ClipEncoder,
+    /// the vision and/or audio encoder (`clip.has_vision_encoder`,
+    /// `clip.has_audio_encoder`): mtmd_context builds one clip context,
+    /// with its own compute buffer, for each
+    pub encoders: Vec<ClipEncoder>,
     /// `--no-mmproj-offload` clears it: weights and compute on the host
     pub offload: bool,
 }
@@ -120,10 +123,7 @@ fn mmproj_lines(p: &Mmproj, flash_attn: bool) -> Result<(Device, Vec<MemoryLine>
         Device::Gpu(i) => format!("CUDA{i}"),
         Device::Cpu => "CPU".into(),
     };
-    let e = &p.encoder;
-    let n_pos = e.input.positions()?;
-    let compute = clip_compute_bytes(e, n_pos, flash_attn)?;
-    let model_line = MemoryLine {
+    let mut lines = vec![MemoryLine {
         kind: LineKind::Model,
         label: format!("mmproj {buft} model buffer"),
         bytes: weights,
@@ -131,14 +131,22 @@ fn mmproj_lines(p: &Mmproj, flash_attn: bool) -> Result<(Device, Vec<MemoryLine>
             .term("file", p.file.clone())
             .term("tensors", p.tensors.len() as u64)
             .note("tools/mtmd/clip.cpp clip_model_loader::load_tensors, logged as 'model size: … MiB'"),
-    };
-    let compute_line = MemoryLine {
-        kind: LineKind::Compute,
-        label: format!("mmproj {buft} compute buffer"),
-        bytes: compute,
-        explain: clip_compute_explain(e, n_pos, flash_attn),
-    };
-    Ok((dev, vec![model_line, compute_line]))
+    }];
+    for e in &p.encoders {
+        let n_pos = e.input.positions()?;
+        let which = match (p.encoders.len(), e.input) {
+            (1, _) => String::new(),
+            (_, ClipInput::Image { .. }) => " (vision)".into(),
+            (_, ClipInput::Audio { .. }) => " (audio)".into(),
+        };
+        lines.push(MemoryLine {
+            kind: LineKind::Compute,
+            label: format!("mmproj {buft} compute buffer{which}"),
+            bytes: clip_compute_bytes(e, n_pos, flash_attn)?,
+            explain: clip_compute_explain(e, n_pos, flash_attn),
+        });
+    }
+    Ok((dev, lines))
 }
 
 /// An upper bound on the projector's compute buffer at warm-up: the raw
@@ -220,10 +228,12 @@ pub fn add_companions(plan: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result
         }
         let (dev, lines) = mmproj_lines(p, plan.flash_attn)?;
         push_lines(device_mut(plan, dev), lines)?;
+        let positions =
+            p.encoders.iter().map(|e| e.input.positions().map(|n| n.to_string())).collect::<Result<Vec<_>, _>>()?;
         plan.notes.push(format!(
             "--mmproj {}: the projector's weights and its warm-up compute buffer ({} positions) on {}; the compute buffer is an upper bound (approximate), and projectors that warm up with their own image size (dynamic-resolution ones) may reserve a different one",
             p.file,
-            p.encoder.input.positions()?,
+            positions.join(" + "),
             if p.offload { "CUDA0" } else { "the host (--no-mmproj-offload)" }
         ));
     }

@@ -868,14 +868,14 @@ mod tests {
             file: "mmproj.gguf".into(),
             // 1000 f16 elements = 2000 B → 2048 B at CUDA's 128-byte alignment
             tensors: vec![(GgmlType::F16, vec![1000], 2000)],
-            encoder: ClipEncoder {
+            encoders: vec![ClipEncoder {
                 n_layer: 1,
                 n_embd: 64,
                 n_head: 4,
                 n_ff: 128,
                 projection_dim: 64,
                 input: ClipInput::Image { size: 32, patch_size: 16, class_token: false },
-            },
+            }],
             offload: true,
         };
         let with = |mm: Mmproj, gpus: &[Option<u64>]| LlamaCppOptions {
