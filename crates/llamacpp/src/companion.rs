@@ -249,7 +249,7 @@ pub fn add_companions(plan: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result
         }
         push_lines(&mut plan.host, draft_lines(&dp.host))?;
         plan.notes.push(format!(
-            "-md {}: the draft model's weights ({} of {} slots on GPUs), KV cache ({} cells × {} sequences) and compute buffer, with the target's -c, -np, -b, -ub and -fa (common_base_params_to_speculative, common/speculative.cpp)",
+            "-md {}: the draft model's weights ({} of {} slots on GPUs), KV cache ({} cells per sequence, {} sequence(s)) and compute buffer, with the target's -c, -np, -b, -ub and -fa (common_base_params_to_speculative, common/speculative.cpp)",
             d.file,
             dp.n_gpu_layers,
             d.model.n_layer + 1,
@@ -258,6 +258,31 @@ pub fn add_companions(plan: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result
         ));
     }
     Ok(())
+}
+
+/// The companions' llama-server flags, for the command line.
+pub fn command_flags(c: &Companions) -> String {
+    let q = crate::plan::shell_quote;
+    let mut s = String::new();
+    if let Some(p) = &c.mmproj {
+        s.push_str(&format!(" --mmproj {}", q(&p.file)));
+        if !p.offload {
+            s.push_str(" --no-mmproj-offload");
+        }
+    }
+    if let Some(d) = &c.draft {
+        s.push_str(&format!(" -md {}", q(&d.file)));
+        if let Some(n) = d.n_gpu_layers {
+            s.push_str(&format!(" -ngld {n}"));
+        }
+        if d.cache_type_k != GgmlType::F16 {
+            s.push_str(&format!(" -ctkd {}", d.cache_type_k));
+        }
+        if d.cache_type_v != GgmlType::F16 {
+            s.push_str(&format!(" -ctvd {}", d.cache_type_v));
+        }
+    }
+    s
 }
 
 /// The draft plan's lines, labelled `draft: …` (its CUDA context reserve is

@@ -470,6 +470,7 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     } else if opts.n_cpu_moe > 0 {
         c.push_str(&format!(" --n-cpu-moe {}", opts.n_cpu_moe));
     }
+    c.push_str(&crate::companion::command_flags(&opts.companions));
     c
 }
 
@@ -491,7 +492,7 @@ fn trim_float(v: f64) -> String {
 /// else in single quotes; a path with control characters in bash's `$'…'`
 /// form with them escaped, so the printed command stays one line, runs as
 /// written and puts nothing raw on the terminal.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/+:=@%,".contains(c)) {
         s.to_string()
     } else if s.chars().any(char::is_control) {
@@ -840,7 +841,8 @@ mod tests {
             cache_type_k: GgmlType::F16,
             cache_type_v: GgmlType::F16,
         };
-        let with = LlamaCppOptions { companions: Companions { draft: Some(draft.clone()), mmproj: None }, ..base.clone() };
+        let with =
+            LlamaCppOptions { companions: Companions { draft: Some(draft.clone()), mmproj: None }, ..base.clone() };
         let p = plan(&target, &with).unwrap();
         let kv = |label: &str| p.gpus[0].lines.iter().filter(|l| l.label == label).map(|l| l.bytes).sum::<u64>();
         assert_eq!(kv("draft: CUDA0 KV buffer"), 2 * 2 * 2 * 16 * 2 * 8192);
