@@ -1,15 +1,16 @@
 //! What `llama-server` loads beside the model and where its bytes go: a
 //! multimodal projector (`--mmproj FILE`, tools/mtmd) and a draft model for
 //! speculative decoding (`-md FILE`). Each adds its own lines to the devices
-//! of the plan ([`crate::plan::plan`] calls [`add_companions`]), labelled as
-//! llama.cpp logs them, so the fit and the searches include them.
+//! of the plan ([`crate::plan::plan`] calls [`add_mmproj`] and, after
+//! planning the draft model with the target's launch, [`add_draft`]),
+//! labelled as llama.cpp logs them, so the fit and the searches include them.
+//! Imports no module that imports it (`plan` and `options` use it).
 
 use crate::ggml::GgmlType;
 use crate::graph::Device;
+use crate::lines::{DeviceMemory, LineKind, MemoryLine};
 use crate::model::LlamaModel;
-use crate::options::LlamaCppOptions;
 use crate::placement::alloc_size;
-use crate::plan::{DeviceMemory, LineKind, LlamaCppPlan, MemoryLine};
 use vramfit_core::units::{add, product, sum};
 use vramfit_core::{CoreError, Explanation};
 
@@ -193,76 +194,70 @@ fn clip_compute_explain(e: &ClipEncoder, n_pos: u64, flash_attn: bool) -> Explan
     .note("an upper bound over one encoder block's live tensors, approximate: tools/mtmd/clip.cpp warmup → reserve_compute_meta (ggml_backend_sched_reserve), logged as '<buffer type> compute buffer size'")
 }
 
-/// The draft model's launch: llama-server derives it from the target's
-/// (`common_base_params_to_speculative`, common/speculative.cpp): the same
-/// batch, micro-batch, slots, unified-KV and flash-attention settings, the
-/// draft's own `-ngld`, `-ctkd`/`-ctvd` and `-otd` (none here), and a
-/// context of the target's `llama_n_ctx` (`common_speculative_init_result`:
-/// "the draft context holds as many tokens per sequence as the target
-/// context"); `n_outputs_max = n_parallel`, as the current build's
-/// reserved outputs already are. The CUDA context is the target process's,
-/// counted once.
-pub fn draft_options(target: &LlamaCppOptions, n_ctx: u64, d: &Draft) -> LlamaCppOptions {
-    LlamaCppOptions {
-        ctx_size: n_ctx,
-        n_gpu_layers: d.n_gpu_layers,
-        cache_type_k: d.cache_type_k,
-        cache_type_v: d.cache_type_v,
-        n_cpu_moe: 0,
-        override_tensor: Vec::new(),
-        gpu_reserve: 0,
-        companions: Companions::default(),
-        ..target.clone()
+/// Add the projector's lines (`--mmproj`) to its device and say what was assumed.
+pub fn add_mmproj(
+    gpus: &mut [DeviceMemory],
+    host: &mut DeviceMemory,
+    notes: &mut Vec<String>,
+    p: &Mmproj,
+    flash_attn: bool,
+) -> Result<(), CoreError> {
+    if p.offload && gpus.is_empty() {
+        return Err(CoreError::invalid(
+            "mmproj",
+            "the projector goes to the first GPU, and this launch has none: add --no-mmproj-offload (or give --gpu)",
+        ));
     }
+    let (dev, lines) = mmproj_lines(p, flash_attn)?;
+    push_lines(device_mut(gpus, host, dev), lines)?;
+    let positions =
+        p.encoders.iter().map(|e| e.input.positions().map(|n| n.to_string())).collect::<Result<Vec<_>, _>>()?;
+    notes.push(format!(
+        "--mmproj {}: the projector's weights and its warm-up compute buffer ({} positions) on {}; the compute buffer is an upper bound (approximate), and projectors that warm up with their own image size (dynamic-resolution ones) may reserve a different one",
+        p.file,
+        positions.join(" + "),
+        if p.offload { "CUDA0" } else { "the host (--no-mmproj-offload)" }
+    ));
+    Ok(())
 }
 
-/// Add the projector's and the draft model's lines to the plan's devices
-/// and say what was assumed.
-pub fn add_companions(plan: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result<(), CoreError> {
-    if let Some(p) = &opts.companions.mmproj {
-        if p.offload && plan.gpus.is_empty() {
-            return Err(CoreError::invalid(
-                "mmproj",
-                "the projector goes to the first GPU, and this launch has none: add --no-mmproj-offload (or give --gpu)",
-            ));
-        }
-        let (dev, lines) = mmproj_lines(p, plan.flash_attn)?;
-        push_lines(device_mut(plan, dev), lines)?;
-        let positions =
-            p.encoders.iter().map(|e| e.input.positions().map(|n| n.to_string())).collect::<Result<Vec<_>, _>>()?;
-        plan.notes.push(format!(
-            "--mmproj {}: the projector's weights and its warm-up compute buffer ({} positions) on {}; the compute buffer is an upper bound (approximate), and projectors that warm up with their own image size (dynamic-resolution ones) may reserve a different one",
-            p.file,
-            positions.join(" + "),
-            if p.offload { "CUDA0" } else { "the host (--no-mmproj-offload)" }
-        ));
+/// What the draft model's own plan came to, for [`add_draft`].
+pub struct DraftPlanned<'a> {
+    pub gpus: &'a [DeviceMemory],
+    pub host: &'a DeviceMemory,
+    /// slots offloaded
+    pub n_gpu_layers: u64,
+    pub n_ctx_seq: u64,
+    pub streams: u64,
+}
+
+/// Add the draft model's lines (`-md`), planned by [`crate::plan::plan`]
+/// with the launch of `crate::plan::draft_options`, to the target's devices.
+pub fn add_draft(
+    gpus: &mut [DeviceMemory],
+    host: &mut DeviceMemory,
+    notes: &mut Vec<String>,
+    d: &Draft,
+    dp: DraftPlanned,
+) -> Result<(), CoreError> {
+    for (i, g) in dp.gpus.iter().enumerate() {
+        push_lines(device_mut(gpus, host, Device::Gpu(i as u32)), draft_lines(g))?;
     }
-    if let Some(d) = &opts.companions.draft {
-        let o = draft_options(opts, plan.context.n_ctx, d);
-        let dp = crate::plan::plan(&d.model, &o).map_err(|e| match e {
-            CoreError::Invalid { field, reason } => CoreError::invalid(format!("model-draft {field}"), reason),
-            other => other,
-        })?;
-        for (i, g) in dp.gpus.iter().enumerate() {
-            let lines = draft_lines(g);
-            push_lines(device_mut(plan, Device::Gpu(i as u32)), lines)?;
-        }
-        push_lines(&mut plan.host, draft_lines(&dp.host))?;
-        plan.notes.push(format!(
-            "-md {}: the draft model's weights ({} of {} slots on GPUs), KV cache ({} cells per sequence, {} sequence(s)) and compute buffer, with the target's -c, -np, -b, -ub and -fa (common_base_params_to_speculative, common/speculative.cpp)",
-            d.file,
-            dp.n_gpu_layers,
-            d.model.n_layer + 1,
-            dp.context.n_ctx_seq,
-            dp.context.streams
-        ));
-    }
+    push_lines(host, draft_lines(dp.host))?;
+    notes.push(format!(
+        "-md {}: the draft model's weights ({} of {} slots on GPUs), KV cache ({} cells per sequence, {} sequence(s)) and compute buffer, with the target's -c, -np, -b, -ub and -fa (common_base_params_to_speculative, common/speculative.cpp)",
+        d.file,
+        dp.n_gpu_layers,
+        d.model.n_layer + 1,
+        dp.n_ctx_seq,
+        dp.streams
+    ));
     Ok(())
 }
 
 /// The companions' llama-server flags, for the command line.
 pub fn command_flags(c: &Companions) -> String {
-    let q = crate::plan::shell_quote;
+    let q = crate::lines::shell_quote;
     let mut s = String::new();
     if let Some(p) = &c.mmproj {
         s.push_str(&format!(" --mmproj {}", q(&p.file)));
@@ -295,10 +290,10 @@ fn draft_lines(d: &DeviceMemory) -> Vec<MemoryLine> {
         .collect()
 }
 
-fn device_mut(plan: &mut LlamaCppPlan, d: Device) -> &mut DeviceMemory {
+fn device_mut<'a>(gpus: &'a mut [DeviceMemory], host: &'a mut DeviceMemory, d: Device) -> &'a mut DeviceMemory {
     match d {
-        Device::Gpu(i) if (i as usize) < plan.gpus.len() => &mut plan.gpus[i as usize],
-        _ => &mut plan.host,
+        Device::Gpu(i) if (i as usize) < gpus.len() => &mut gpus[i as usize],
+        _ => host,
     }
 }
 

@@ -14,6 +14,7 @@
 //! - [`model`]: the model description and tensor slots
 //! - [`options`]: the launch flags, their defaults and bounds ([`LlamaCppOptions::validate`])
 //! - [`placement`]: `-ngl` / `--tensor-split` → devices, model buffers
+//! - [`lines`]: the lines of a device's memory (a leaf, shared by plan and companion)
 //! - [`kv`]: context padding, parallel sequences, sliding-window and recurrent caches
 //! - [`graph`]: a replica of ggml's scheduler and graph allocator
 //! - [`compute`]: llama.cpp's reserve graph, built op by op
@@ -30,6 +31,7 @@ pub mod compute;
 pub mod ggml;
 pub mod graph;
 pub mod kv;
+pub mod lines;
 pub mod model;
 pub mod options;
 pub mod placement;

@@ -14,23 +14,8 @@ use vramfit_core::units::{product, sum};
 use vramfit_core::CoreError;
 use vramfit_core::Explanation;
 
-/// What a line of a device's memory is (the JSON's `buffers[].kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LineKind {
-    /// weights (`model buffer`)
-    Model,
-    /// attention KV cache (`KV buffer`)
-    Kv,
-    /// recurrent state (`RS buffer`)
-    State,
-    /// the scheduler's compute buffer
-    Compute,
-    /// logits (`output buffer`, host)
-    Output,
-    /// CUDA context and cuBLAS, outside llama.cpp's buffers
-    Reserve,
-}
+use crate::lines::shell_quote;
+pub use crate::lines::{DeviceMemory, LineKind, MemoryLine};
 
 impl From<CacheKind> for LineKind {
     fn from(k: CacheKind) -> LineKind {
@@ -38,39 +23,6 @@ impl From<CacheKind> for LineKind {
             CacheKind::Kv => LineKind::Kv,
             CacheKind::Rs => LineKind::State,
         }
-    }
-}
-
-/// One line of a device's memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryLine {
-    pub kind: LineKind,
-    /// llama.cpp's log name of the buffer (`CUDA0 model buffer`, …)
-    pub label: String,
-    pub bytes: u64,
-    pub explain: Explanation,
-}
-
-/// Everything on one device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceMemory {
-    pub device: Device,
-    /// `CUDA0` … or `host`
-    pub name: String,
-    pub lines: Vec<MemoryLine>,
-    pub total_bytes: u64,
-    /// GPU memory (None for the host)
-    pub capacity_bytes: Option<u64>,
-}
-
-impl DeviceMemory {
-    /// Bytes of the lines of one kind.
-    pub fn bytes(&self, kind: LineKind) -> u64 {
-        self.lines.iter().filter(|l| l.kind == kind).fold(0u64, |a, l| a.saturating_add(l.bytes))
-    }
-
-    pub fn fits(&self) -> Option<bool> {
-        self.capacity_bytes.map(|c| self.total_bytes <= c)
     }
 }
 
@@ -233,8 +185,54 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         host,
         notes,
     };
-    crate::companion::add_companions(&mut p, opts)?;
+    add_companions(&mut p, opts)?;
     Ok(p)
+}
+
+/// The draft model's launch: llama-server derives it from the target's
+/// (`common_base_params_to_speculative`, common/speculative.cpp): the same
+/// batch, micro-batch, slots, unified-KV and flash-attention settings, the
+/// draft's own `-ngld`, `-ctkd`/`-ctvd` and `-otd` (none here), and a
+/// context of the target's `llama_n_ctx` (`common_speculative_init_result`:
+/// "the draft context holds as many tokens per sequence as the target
+/// context"); `n_outputs_max = n_parallel`, as the current build's
+/// reserved outputs already are. The CUDA context is the target process's,
+/// counted once.
+pub fn draft_options(target: &LlamaCppOptions, n_ctx: u64, d: &crate::companion::Draft) -> LlamaCppOptions {
+    LlamaCppOptions {
+        ctx_size: n_ctx,
+        n_gpu_layers: d.n_gpu_layers,
+        cache_type_k: d.cache_type_k,
+        cache_type_v: d.cache_type_v,
+        n_cpu_moe: 0,
+        override_tensor: Vec::new(),
+        gpu_reserve: 0,
+        companions: crate::companion::Companions::default(),
+        ..target.clone()
+    }
+}
+
+/// The projector's and the draft model's lines on the plan's devices.
+fn add_companions(p: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result<(), CoreError> {
+    use crate::companion::{add_draft, add_mmproj, DraftPlanned};
+    if let Some(m) = &opts.companions.mmproj {
+        add_mmproj(&mut p.gpus, &mut p.host, &mut p.notes, m, p.flash_attn)?;
+    }
+    if let Some(d) = &opts.companions.draft {
+        let dp = plan(&d.model, &draft_options(opts, p.context.n_ctx, d)).map_err(|e| match e {
+            CoreError::Invalid { field, reason } => CoreError::invalid(format!("model-draft {field}"), reason),
+            other => other,
+        })?;
+        let planned = DraftPlanned {
+            gpus: &dp.gpus,
+            host: &dp.host,
+            n_gpu_layers: dp.n_gpu_layers,
+            n_ctx_seq: dp.context.n_ctx_seq,
+            streams: dp.context.streams,
+        };
+        add_draft(&mut p.gpus, &mut p.host, &mut p.notes, d, planned)?;
+    }
+    Ok(())
 }
 
 /// The GPU shares of `--tensor-split` (missing shares are 0; no more
@@ -486,31 +484,6 @@ fn default_split(gpus: &[GpuSlot]) -> Vec<f64> {
 
 fn trim_float(v: f64) -> String {
     format!("{v}")
-}
-
-/// A path as a POSIX shell word: bare when it holds only safe characters,
-/// else in single quotes; a path with control characters in bash's `$'…'`
-/// form with them escaped, so the printed command stays one line, runs as
-/// written and puts nothing raw on the terminal.
-pub(crate) fn shell_quote(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/+:=@%,".contains(c)) {
-        s.to_string()
-    } else if s.chars().any(char::is_control) {
-        let mut q = String::from("$'");
-        for c in s.chars() {
-            match c {
-                '\'' => q.push_str("\\'"),
-                '\\' => q.push_str("\\\\"),
-                c if c.is_control() && (c as u32) < 0x100 => q.push_str(&format!("\\x{:02x}", c as u32)),
-                c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
-                c => q.push(c),
-            }
-        }
-        q.push('\'');
-        q
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// Where the context search stops: the model's trained context, at least
@@ -846,7 +819,7 @@ mod tests {
         let p = plan(&target, &with).unwrap();
         let kv = |label: &str| p.gpus[0].lines.iter().filter(|l| l.label == label).map(|l| l.bytes).sum::<u64>();
         assert_eq!(kv("draft: CUDA0 KV buffer"), 2 * 2 * 2 * 16 * 2 * 8192);
-        let draft_alone = plan(&draft.model, &crate::companion::draft_options(&base, 8192, &draft)).unwrap();
+        let draft_alone = plan(&draft.model, &draft_options(&base, 8192, &draft)).unwrap();
         let draft_gpu = draft_alone.gpus[0].total_bytes;
         assert_eq!(draft_alone.gpus[0].bytes(LineKind::Reserve), 0, "one CUDA context per process");
         assert_eq!(p.gpus[0].total_bytes, alone.gpus[0].total_bytes + draft_gpu);
