@@ -231,6 +231,15 @@ fn add_companions(p: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result<(), Co
             streams: dp.context.streams,
         };
         add_draft(&mut p.gpus, &mut p.host, &mut p.notes, d, planned)?;
+        if let Some(b) = opts.build {
+            // llama-server before the speculative refactor (PR #22546 /
+            // #22673, May 2026) gave each slot a draft context of its own
+            // (server.cpp 2024–25: `slot.ctx_dft = llama_init_from_model(…)`
+            // per slot, n_ctx = -cd or n_ctx / np, one sequence each)
+            p.notes.push(format!(
+                "-md with --llamacpp-build {b}: the draft is sized by the current build's rule (one draft context shared by the slots); llama-server builds before May 2026 created one draft context per slot, each with its own compute buffer, which is not modelled"
+            ));
+        }
     }
     Ok(())
 }
