@@ -94,7 +94,8 @@ pub fn run_in(mut command: Command, lang: Lang) -> anyhow::Result<Outcome> {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Per-GPU memory of a model and workload, by category
-    Estimate(cmd::estimate::EstimateArgs),
+    // boxed: its flags (llama.cpp's among them) make it the largest variant by far
+    Estimate(Box<cmd::estimate::EstimateArgs>),
     /// The cheapest setup that fits: software switches, more cards, a bigger card
     Plan(cmd::plan::PlanArgs),
     /// Why a run ran out of memory, from its error text, memory_summary, snapshot or script
@@ -141,7 +142,7 @@ pub fn run_with(command: Command, inputs: Inputs) -> anyhow::Result<Outcome> {
         Command::Estimate(mut a) => {
             a.hub.lookup = lookup;
             a.hub.offline |= offline;
-            cmd::estimate::run(a)
+            cmd::estimate::run(*a)
         }
         Command::Plan(mut a) => {
             a.hub.lookup = lookup;

@@ -123,6 +123,20 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["estimate", "../../fuzz/seeds/ingest_gguf/moe_f16.gguf", "--gpu", "rtx-4090"], 0),
     (&["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--gpu", "rtx-4090", "-ngl", "1", "-np", "4"], 0),
     (&["estimate", "../../fuzz/seeds/ingest_gguf/mamba.gguf", "--gpu", "rtx-4090"], 0),
+    // beside the model: a projector (--mmproj) and a draft model (-md)
+    (
+        &[
+            "estimate",
+            "../../fuzz/seeds/ingest_gguf/dense_f16.gguf",
+            "--gpu",
+            "rtx-4090",
+            "--mmproj",
+            "../../fuzz/seeds/ingest_gguf/mmproj_clip.gguf",
+            "-md",
+            "../../fuzz/seeds/ingest_gguf/dense_f16.gguf",
+        ],
+        0,
+    ),
     // --explain: the prose around the formulas (formulas, their one-word terms and identifiers stay as written)
     (&["estimate", "llama-3.1-8b", "--gpu", "rtx-4090", "--explain"], 0),
     (&["estimate", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--batch", "4", "--explain"], 0),

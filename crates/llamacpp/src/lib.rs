@@ -9,10 +9,12 @@
 //!
 //! - [`arch`]: the architectures whose graph is built on their own terms
 //! - [`build`]: the llama.cpp builds whose rules differ (`--llamacpp-build`)
+//! - [`companion`]: a projector (`--mmproj`) and a draft model (`-md`) beside the model
 //! - [`ggml`]: tensor types, block sizes, cache types
 //! - [`model`]: the model description and tensor slots
 //! - [`options`]: the launch flags, their defaults and bounds ([`LlamaCppOptions::validate`])
 //! - [`placement`]: `-ngl` / `--tensor-split` → devices, model buffers
+//! - [`lines`]: the lines of a device's memory (a leaf, shared by plan and companion)
 //! - [`kv`]: context padding, parallel sequences, sliding-window and recurrent caches
 //! - [`graph`]: a replica of ggml's scheduler and graph allocator
 //! - [`compute`]: llama.cpp's reserve graph, built op by op
@@ -24,10 +26,12 @@
 
 pub mod arch;
 pub mod build;
+pub mod companion;
 pub mod compute;
 pub mod ggml;
 pub mod graph;
 pub mod kv;
+pub mod lines;
 pub mod model;
 pub mod options;
 pub mod placement;

@@ -114,6 +114,9 @@ pub struct LlamaCppOptions {
     /// `-ot/--override-tensor PATTERN=BUFT`: (pattern, device) in order;
     /// the first pattern found in a tensor's name places it
     pub override_tensor: Vec<(String, crate::graph::Device)>,
+    /// `--mmproj FILE`, `-md FILE`: what llama-server loads beside the
+    /// model ([`crate::companion`])
+    pub companions: crate::companion::Companions,
 }
 
 impl Default for LlamaCppOptions {
@@ -141,6 +144,7 @@ impl Default for LlamaCppOptions {
             build: None,
             n_cpu_moe: 0,
             override_tensor: Vec::new(),
+            companions: crate::companion::Companions::default(),
         }
     }
 }

@@ -14,23 +14,8 @@ use vramfit_core::units::{product, sum};
 use vramfit_core::CoreError;
 use vramfit_core::Explanation;
 
-/// What a line of a device's memory is (the JSON's `buffers[].kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LineKind {
-    /// weights (`model buffer`)
-    Model,
-    /// attention KV cache (`KV buffer`)
-    Kv,
-    /// recurrent state (`RS buffer`)
-    State,
-    /// the scheduler's compute buffer
-    Compute,
-    /// logits (`output buffer`, host)
-    Output,
-    /// CUDA context and cuBLAS, outside llama.cpp's buffers
-    Reserve,
-}
+use crate::lines::shell_quote;
+pub use crate::lines::{DeviceMemory, LineKind, MemoryLine};
 
 impl From<CacheKind> for LineKind {
     fn from(k: CacheKind) -> LineKind {
@@ -38,39 +23,6 @@ impl From<CacheKind> for LineKind {
             CacheKind::Kv => LineKind::Kv,
             CacheKind::Rs => LineKind::State,
         }
-    }
-}
-
-/// One line of a device's memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryLine {
-    pub kind: LineKind,
-    /// llama.cpp's log name of the buffer (`CUDA0 model buffer`, …)
-    pub label: String,
-    pub bytes: u64,
-    pub explain: Explanation,
-}
-
-/// Everything on one device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceMemory {
-    pub device: Device,
-    /// `CUDA0` … or `host`
-    pub name: String,
-    pub lines: Vec<MemoryLine>,
-    pub total_bytes: u64,
-    /// GPU memory (None for the host)
-    pub capacity_bytes: Option<u64>,
-}
-
-impl DeviceMemory {
-    /// Bytes of the lines of one kind.
-    pub fn bytes(&self, kind: LineKind) -> u64 {
-        self.lines.iter().filter(|l| l.kind == kind).fold(0u64, |a, l| a.saturating_add(l.bytes))
-    }
-
-    pub fn fits(&self) -> Option<bool> {
-        self.capacity_bytes.map(|c| self.total_bytes <= c)
     }
 }
 
@@ -220,7 +172,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             ));
         }
     }
-    Ok(LlamaCppPlan {
+    let mut p = LlamaCppPlan {
         context: size,
         n_ubatch: ubatch,
         flash_attn: fa,
@@ -232,7 +184,64 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         gpus,
         host,
         notes,
-    })
+    };
+    add_companions(&mut p, opts)?;
+    Ok(p)
+}
+
+/// The draft model's launch: llama-server derives it from the target's
+/// (`common_base_params_to_speculative`, common/speculative.cpp): the same
+/// batch, micro-batch, slots, unified-KV and flash-attention settings, the
+/// draft's own `-ngld`, `-ctkd`/`-ctvd` and `-otd` (none here), and a
+/// context of the target's `llama_n_ctx` (`common_speculative_init_result`:
+/// "the draft context holds as many tokens per sequence as the target
+/// context"); `n_outputs_max = n_parallel`, as the current build's
+/// reserved outputs already are. The CUDA context is the target process's,
+/// counted once.
+pub fn draft_options(target: &LlamaCppOptions, n_ctx: u64, d: &crate::companion::Draft) -> LlamaCppOptions {
+    LlamaCppOptions {
+        ctx_size: n_ctx,
+        n_gpu_layers: d.n_gpu_layers,
+        cache_type_k: d.cache_type_k,
+        cache_type_v: d.cache_type_v,
+        n_cpu_moe: 0,
+        override_tensor: Vec::new(),
+        gpu_reserve: 0,
+        companions: crate::companion::Companions::default(),
+        ..target.clone()
+    }
+}
+
+/// The projector's and the draft model's lines on the plan's devices.
+fn add_companions(p: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result<(), CoreError> {
+    use crate::companion::{add_draft, add_mmproj, DraftPlanned};
+    if let Some(m) = &opts.companions.mmproj {
+        add_mmproj(&mut p.gpus, &mut p.host, &mut p.notes, m, p.flash_attn)?;
+    }
+    if let Some(d) = &opts.companions.draft {
+        let dp = plan(&d.model, &draft_options(opts, p.context.n_ctx, d)).map_err(|e| match e {
+            CoreError::Invalid { field, reason } => CoreError::invalid(format!("model-draft {field}"), reason),
+            other => other,
+        })?;
+        let planned = DraftPlanned {
+            gpus: &dp.gpus,
+            host: &dp.host,
+            n_gpu_layers: dp.n_gpu_layers,
+            n_ctx_seq: dp.context.n_ctx_seq,
+            streams: dp.context.streams,
+        };
+        add_draft(&mut p.gpus, &mut p.host, &mut p.notes, d, planned)?;
+        if let Some(b) = opts.build {
+            // llama-server before the speculative refactor (PR #22546 /
+            // #22673, May 2026) gave each slot a draft context of its own
+            // (server.cpp 2024–25: `slot.ctx_dft = llama_init_from_model(…)`
+            // per slot, n_ctx = -cd or n_ctx / np, one sequence each)
+            p.notes.push(format!(
+                "-md with --llamacpp-build {b}: the draft is sized by the current build's rule (one draft context shared by the slots); llama-server builds before May 2026 created one draft context per slot, each with its own compute buffer, which is not modelled"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The GPU shares of `--tensor-split` (missing shares are 0; no more
@@ -468,6 +477,7 @@ pub fn command_line(model_arg: &ModelArg, model: &LlamaModel, opts: &LlamaCppOpt
     } else if opts.n_cpu_moe > 0 {
         c.push_str(&format!(" --n-cpu-moe {}", opts.n_cpu_moe));
     }
+    c.push_str(&crate::companion::command_flags(&opts.companions));
     c
 }
 
@@ -483,31 +493,6 @@ fn default_split(gpus: &[GpuSlot]) -> Vec<f64> {
 
 fn trim_float(v: f64) -> String {
     format!("{v}")
-}
-
-/// A path as a POSIX shell word: bare when it holds only safe characters,
-/// else in single quotes; a path with control characters in bash's `$'…'`
-/// form with them escaped, so the printed command stays one line, runs as
-/// written and puts nothing raw on the terminal.
-fn shell_quote(s: &str) -> String {
-    if s.chars().all(|c| c.is_ascii_alphanumeric() || "._-/+:=@%,".contains(c)) {
-        s.to_string()
-    } else if s.chars().any(char::is_control) {
-        let mut q = String::from("$'");
-        for c in s.chars() {
-            match c {
-                '\'' => q.push_str("\\'"),
-                '\\' => q.push_str("\\\\"),
-                c if c.is_control() && (c as u32) < 0x100 => q.push_str(&format!("\\x{:02x}", c as u32)),
-                c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
-                c => q.push(c),
-            }
-        }
-        q.push('\'');
-        q
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// Where the context search stops: the model's trained context, at least
@@ -816,6 +801,82 @@ mod tests {
         assert_eq!(context_search_cap(&tiny(2, 2048)), 4096);
         assert_eq!(context_search_cap(&tiny(2, 131072)), 131072);
         assert_eq!(context_search_cap(&tiny(2, 1 << 30)), CONTEXT_SEARCH_MAX);
+    }
+
+    /// A draft model (-md) is planned with the target's launch at the
+    /// target's n_ctx (common_speculative_init_result, common/speculative.cpp:
+    /// "the draft context holds as many tokens per sequence as the target
+    /// context"), its own -ngld and -ctkd/-ctvd, and its lines join the
+    /// target's devices. Hand-worked KV: tiny(2) at -c 8192 -np 2, f16:
+    /// 2 layers × (K + V) × 2 kv heads × 16 × 2 B × 8192 cells = 2 MiB
+    /// (n_ctx_seq = 4096 per stream × 2 streams).
+    #[test]
+    fn a_draft_model_adds_its_own_weights_kv_and_compute() {
+        use crate::companion::{Companions, Draft};
+        let target = tiny(4, 8192);
+        let base = LlamaCppOptions { ctx_size: 8192, parallel: 2, ..on(&[Some(80 << 30)]) };
+        let alone = plan(&target, &base).unwrap();
+        let draft = Draft {
+            file: "d.gguf".into(),
+            model: Box::new(tiny(2, 8192)),
+            n_gpu_layers: None,
+            cache_type_k: GgmlType::F16,
+            cache_type_v: GgmlType::F16,
+        };
+        let with =
+            LlamaCppOptions { companions: Companions { draft: Some(draft.clone()), mmproj: None }, ..base.clone() };
+        let p = plan(&target, &with).unwrap();
+        let kv = |label: &str| p.gpus[0].lines.iter().filter(|l| l.label == label).map(|l| l.bytes).sum::<u64>();
+        assert_eq!(kv("draft: CUDA0 KV buffer"), 2 * 2 * 2 * 16 * 2 * 8192);
+        let draft_alone = plan(&draft.model, &draft_options(&base, 8192, &draft)).unwrap();
+        let draft_gpu = draft_alone.gpus[0].total_bytes;
+        assert_eq!(draft_alone.gpus[0].bytes(LineKind::Reserve), 0, "one CUDA context per process");
+        assert_eq!(p.gpus[0].total_bytes, alone.gpus[0].total_bytes + draft_gpu);
+        assert!(p.notes.iter().any(|n| n.starts_with("-md d.gguf")));
+        // -ngld 0: the draft's weights and KV stay on the host
+        let host_draft = Draft { n_gpu_layers: Some(0), ..draft };
+        let o = LlamaCppOptions { companions: Companions { draft: Some(host_draft), mmproj: None }, ..base };
+        let q = plan(&target, &o).unwrap();
+        assert!(q.host.lines.iter().any(|l| l.label == "draft: CPU KV buffer"), "{:?}", q.host.lines);
+        assert!(q.gpus[0].total_bytes < p.gpus[0].total_bytes);
+    }
+
+    /// --mmproj: the projector's weights (CUDA-padded) and its warm-up
+    /// compute buffer go on CUDA0, or the host with --no-mmproj-offload;
+    /// offloaded with no GPU is refused naming the flag.
+    #[test]
+    fn a_projector_adds_its_lines_to_the_first_gpu() {
+        use crate::companion::{ClipEncoder, ClipInput, Companions, Mmproj};
+        let target = tiny(2, 8192);
+        let mm = Mmproj {
+            file: "mmproj.gguf".into(),
+            // 1000 f16 elements = 2000 B → 2048 B at CUDA's 128-byte alignment
+            tensors: vec![(GgmlType::F16, vec![1000], 2000)],
+            encoders: vec![ClipEncoder {
+                n_layer: 1,
+                n_embd: 64,
+                n_head: 4,
+                n_ff: 128,
+                projection_dim: 64,
+                input: ClipInput::Image { size: 32, patch_size: 16, class_token: false },
+            }],
+            offload: true,
+        };
+        let with = |mm: Mmproj, gpus: &[Option<u64>]| LlamaCppOptions {
+            flash_attn: FlashAttn::On,
+            companions: Companions { mmproj: Some(mm), draft: None },
+            ..on(gpus)
+        };
+        let p = plan(&target, &with(mm.clone(), &[Some(80 << 30)])).unwrap();
+        let line = |d: &DeviceMemory, l: &str| d.lines.iter().find(|x| x.label == l).map(|x| x.bytes);
+        assert_eq!(line(&p.gpus[0], "mmproj CUDA0 model buffer"), Some(2048));
+        // 4 positions: (32·32·3 + 4·64 + max(6·256, 2·256 + 2·4·128) + 4·64)·4 = (3072 + 256 + 1536 + 256)·4
+        assert_eq!(line(&p.gpus[0], "mmproj CUDA0 compute buffer"), Some(20_480));
+        let host = plan(&target, &with(Mmproj { offload: false, ..mm.clone() }, &[Some(80 << 30)])).unwrap();
+        // host buffers align to 32 B: 2000 → 2016
+        assert_eq!(line(&host.host, "mmproj CPU model buffer"), Some(2016));
+        let e = plan(&target, &with(mm, &[])).unwrap_err();
+        assert!(e.to_string().contains("--no-mmproj-offload"), "{e}");
     }
 
     #[test]

@@ -91,6 +91,24 @@ pub struct GgufArgs {
     /// GGUF: place the tensors whose name a pattern matches on a buffer type, llama.cpp's `-ot` (`PATTERN=CPU` or `PATTERN=CUDA1`, comma separated or repeated; the first match wins)
     #[arg(long = "override-tensor", visible_alias = "ot", value_name = "PATTERN=BUFT")]
     pub override_tensor: Vec<String>,
+    /// GGUF: a multimodal projector file (mmproj-*.gguf), llama.cpp's `--mmproj`: its weights and warm-up compute buffer on the first GPU
+    #[arg(long = "mmproj", value_name = "FILE")]
+    pub mmproj: Option<String>,
+    /// GGUF: keep the projector on the host, llama.cpp's `--no-mmproj-offload`
+    #[arg(long = "no-mmproj-offload", requires = "mmproj")]
+    pub no_mmproj_offload: bool,
+    /// GGUF: a draft model for speculative decoding, llama-server's `-md` (`--model-draft`, `--spec-draft-model`)
+    #[arg(long = "model-draft", visible_aliases = ["md", "spec-draft-model"], value_name = "FILE")]
+    pub model_draft: Option<String>,
+    /// GGUF: the draft model's layers on the GPU(s), llama.cpp's `-ngld` (`--gpu-layers-draft`) [default: all]
+    #[arg(long = "gpu-layers-draft", visible_aliases = ["ngld", "n-gpu-layers-draft", "spec-draft-ngl"], value_name = "N", requires = "model_draft")]
+    pub gpu_layers_draft: Option<u64>,
+    /// GGUF: the draft model's K cache type, llama.cpp's `-ctkd` [default: f16]
+    #[arg(long = "cache-type-k-draft", visible_alias = "ctkd", value_name = "T", requires = "model_draft")]
+    pub cache_type_k_draft: Option<String>,
+    /// GGUF: the draft model's V cache type, llama.cpp's `-ctvd` [default: f16]
+    #[arg(long = "cache-type-v-draft", visible_alias = "ctvd", value_name = "T", requires = "model_draft")]
+    pub cache_type_v_draft: Option<String>,
 }
 
 /// `-ot` values: `PATTERN=BUFT[,PATTERN=BUFT…]`, BUFT `CPU` or `CUDA<n>`.
@@ -151,6 +169,12 @@ impl GgufArgs {
             (self.n_cpu_moe.is_some(), "--n-cpu-moe"),
             (self.cpu_moe, "--cpu-moe"),
             (!self.override_tensor.is_empty(), "--override-tensor"),
+            (self.mmproj.is_some(), "--mmproj"),
+            (self.no_mmproj_offload, "--no-mmproj-offload"),
+            (self.model_draft.is_some(), "--model-draft"),
+            (self.gpu_layers_draft.is_some(), "--gpu-layers-draft"),
+            (self.cache_type_k_draft.is_some(), "--cache-type-k-draft"),
+            (self.cache_type_v_draft.is_some(), "--cache-type-v-draft"),
         ];
         for (g, n) in opt {
             if g {
@@ -248,6 +272,10 @@ pub fn llama_cpp_short_flags(args: impl IntoIterator<Item = OsString>) -> Vec<Os
                 "-ncmoe" => "--n-cpu-moe",
                 "-cmoe" => "--cpu-moe",
                 "-ot" => "--override-tensor",
+                "-md" => "--model-draft",
+                "-ngld" => "--gpu-layers-draft",
+                "-ctkd" => "--cache-type-k-draft",
+                "-ctvd" => "--cache-type-v-draft",
                 _ => return a,
             };
             OsString::from(long)
@@ -387,6 +415,7 @@ fn options(args: &GgufArgs, gpus: Vec<GpuSlot>, split: Vec<f64>) -> anyhow::Resu
         // --cpu-moe: every layer (llama.cpp's pattern matches all of them)
         n_cpu_moe: if args.cpu_moe { options::CPU_MOE_ALL } else { args.n_cpu_moe.unwrap_or(0) },
         override_tensor: parse_overrides(&args.override_tensor)?,
+        companions: lc::companion::Companions::default(),
     };
     opts.validate().map_err(|e| anyhow::anyhow!(e.render(&flag)))?;
     Ok(opts)
@@ -648,6 +677,46 @@ fn read_hub(r: &vramfit_ingest::gguf::HubGgufRef, _: &crate::cmd::model_args::Hu
     )
 }
 
+/// `--mmproj FILE` and `-md FILE` (with `-ngld`, `-ctkd`, `-ctvd`): the
+/// projector's and the draft model's headers, read from local files.
+fn companions(args: &GgufArgs) -> anyhow::Result<lc::companion::Companions> {
+    let local = |flag: &str, f: &str, what: &str| -> anyhow::Result<std::path::PathBuf> {
+        let p = std::path::Path::new(f);
+        if !f.to_ascii_lowercase().ends_with(".gguf") || !p.is_file() {
+            bail!("{flag} {f}: not a local .gguf file: pass the path of {what}");
+        }
+        Ok(p.to_path_buf())
+    };
+    let mmproj = match &args.mmproj {
+        Some(f) => {
+            let p = local("--mmproj", f, "the projector (the mmproj-*.gguf file published beside the model)")?;
+            Some(vramfit_ingest::gguf::read_mmproj(&p, !args.no_mmproj_offload)?)
+        }
+        None => None,
+    };
+    let draft = match &args.model_draft {
+        Some(f) => {
+            let p = local("-md/--model-draft", f, "the draft model (a small model of the same vocabulary)")?;
+            let (_, model) = vramfit_ingest::gguf::read_model(&p)?;
+            let cache = |flag: &str, t: &Option<String>| -> anyhow::Result<GgmlType> {
+                match t {
+                    Some(t) => GgmlType::parse_cache_type(t).map_err(|e| anyhow::anyhow!("{flag}: {e}")),
+                    None => Ok(GgmlType::F16),
+                }
+            };
+            Some(lc::companion::Draft {
+                file: f.clone(),
+                model: Box::new(model),
+                n_gpu_layers: args.gpu_layers_draft,
+                cache_type_k: cache("-ctkd/--cache-type-k-draft", &args.cache_type_k_draft)?,
+                cache_type_v: cache("-ctvd/--cache-type-v-draft", &args.cache_type_v_draft)?,
+            })
+        }
+        None => None,
+    };
+    Ok(lc::companion::Companions { mmproj, draft })
+}
+
 /// Run the estimate for a GGUF file: parse the flags, read the file, let
 /// core plan and search, let report build and render.
 pub fn run(location: GgufLocation, req: &GgufRequest) -> anyhow::Result<Outcome> {
@@ -659,7 +728,8 @@ pub fn run(location: GgufLocation, req: &GgufRequest) -> anyhow::Result<Outcome>
     };
     let (gpus, target_notes) = gpu_slots(args, target, &split)?;
     notes.extend(target_notes);
-    let opts = options(args, gpus, split)?;
+    let mut opts = options(args, gpus, split)?;
+    opts.companions = companions(args)?;
     // the simulator's own errors (an overflow on sizes a file claims) name the file
     let plan = lc::plan(&model, &opts).with_context(|| m.to_string())?;
     let cmd = lc::command_line(&arg, &model, &opts, &plan);

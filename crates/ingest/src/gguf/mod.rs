@@ -5,6 +5,7 @@
 //!   file and answers the header or how many bytes it still needs)
 //! - [`value`]: metadata values
 //! - [`model`]: header → `vramfit_llamacpp::LlamaModel`
+//! - [`mmproj`]: a projector's header (`--mmproj`) → `vramfit_llamacpp::companion::Mmproj`
 //! - [`writer`]: a small GGUF writer for tests, fuzz seeds and fixtures
 //!
 //! Local files are read through `vramfit-input` (regular files only, a byte
@@ -14,6 +15,7 @@
 //! [`Parsed::NeedMore`]`.bytes` when asked.
 
 pub mod header;
+pub mod mmproj;
 pub mod model;
 pub mod value;
 pub mod writer;
@@ -227,6 +229,13 @@ pub fn read_model(path: &Path) -> Result<(GgufHeader, vramfit_llamacpp::LlamaMod
 pub fn model_of(h: &GgufHeader, path: &Path, label: &str) -> Result<vramfit_llamacpp::LlamaModel, GgufFileError> {
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     model_from_header(h, &name).map_err(|error| GgufFileError::Model { file: label.to_string(), error })
+}
+
+/// Read a local projector file (`--mmproj FILE`): its header only.
+pub fn read_mmproj(path: &Path, offload: bool) -> Result<vramfit_llamacpp::companion::Mmproj, GgufFileError> {
+    let file = path.display().to_string();
+    let h = read_header(path)?;
+    mmproj::mmproj_from_header(&h, &file, offload).map_err(|error| GgufFileError::Model { file, error })
 }
 
 /// A GGUF file on the Hugging Face Hub, written `org/name:path/file.gguf`

@@ -210,6 +210,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let qk_norm = has(&format!("blk.{first_attn}.attn_q_norm.weight"));
     let gated_ffn = has_gated_ffn(&tensors, &ff, nl);
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
+    let (n_layer, layers, tensors) = skip_nextn(&k, n_layer, layers, tensors, &mut notes)?;
     let tensors = extra_layers_to_output(tensors, n_layer, &mut notes);
     if arch == "deepseek4" {
         notes.push(
@@ -424,6 +425,52 @@ fn has_gated_ffn(tensors: &[TensorInfo], ff: &[u64], nl: usize) -> bool {
                 .and_then(|t| t.ne.get(1))
                 .is_some_and(|&rows| ff[il] > 0 && rows == 2 * ff[il])
         })
+}
+
+/// Architectures whose loader reads `nextn_predict_layers` and keeps those
+/// last layers out of the main model: their tensors are created with
+/// `TENSOR_SKIP` (not allocated: llama.cpp logs "model has unused tensor
+/// blk.N.… -- ignoring") and they get no KV cache
+/// (`n_layer_kv_from_start = n_layer − nextn_predict_layers`): glm4moe
+/// (src/models/glm4-moe.cpp `load_arch_hparams` / `load_arch_tensors`: "skip
+/// all tensors in the NextN layers"), qwen35 and qwen35moe ("NextN/MTP
+/// (Qwen3.5/3.6): extra decoder block appended beyond the main stack").
+/// llama-server loads them only for `--spec-type draft-mtp` (PR #22673,
+/// 2026-05-16), which vramfit does not model.
+pub const NEXTN_SKIPPED: &[&str] = &["glm4moe", "qwen35", "qwen35moe"];
+
+/// The model without its MTP/NextN layers (see [`NEXTN_SKIPPED`]): the
+/// layer count, the layers and the tensors llama.cpp loads.
+fn skip_nextn(
+    k: &Keys,
+    n_layer: u64,
+    mut layers: Vec<LayerHparams>,
+    tensors: Vec<TensorInfo>,
+    notes: &mut Vec<String>,
+) -> Result<(u64, Vec<LayerHparams>, Vec<TensorInfo>), ModelError> {
+    let nextn = k.u64_opt("nextn_predict_layers")?.unwrap_or(0);
+    if nextn == 0 || !NEXTN_SKIPPED.contains(&k.arch.as_str()) {
+        return Ok((n_layer, layers, tensors));
+    }
+    if nextn >= n_layer {
+        // llama.cpp: GGML_ASSERT(n_layer_nextn < n_layer_all)
+        return Err(ModelError::Contradicts {
+            key: k.key("nextn_predict_layers"),
+            detail: format!("is {nextn}, not below block_count {n_layer} (llama.cpp asserts it)"),
+        });
+    }
+    let kept = n_layer - nextn;
+    layers.truncate(kept as usize);
+    let skipped = |t: &TensorInfo| matches!(t.slot, vramfit_llamacpp::Slot::Layer(il) if il as u64 >= kept);
+    let (dropped, tensors): (Vec<TensorInfo>, Vec<TensorInfo>) = tensors.into_iter().partition(skipped);
+    let bytes = dropped.iter().fold(0u64, |a, t| a.saturating_add(t.bytes));
+    notes.push(format!(
+        "{nextn} MTP/NextN layer(s) (blk.{kept}{}): {} tensors, {:.2} MiB, not loaded and without KV cache, as llama.cpp skips them ('model has unused tensor … -- ignoring') unless llama-server runs --spec-type draft-mtp, which vramfit does not model",
+        if nextn == 1 { String::new() } else { format!("-{}", n_layer - 1) },
+        dropped.len(),
+        bytes as f64 / (1u64 << 20) as f64
+    ));
+    Ok((kept, layers, tensors))
 }
 
 /// Tensors of layers past block_count (an extra prediction layer) go with
