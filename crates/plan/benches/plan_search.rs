@@ -169,6 +169,7 @@ fn bench(c: &mut Criterion) {
                                 gpus,
                                 tp: 1,
                                 pp: 1,
+                                virtual_stages: 1,
                                 replicas: 1,
                                 ep: 1,
                                 dp_attention: 1,

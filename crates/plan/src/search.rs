@@ -245,6 +245,7 @@ impl<'a> Search<'a> {
             pp: key.pp,
             ep: key.ep,
             dp_attention: key.dp_attention,
+            virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -331,6 +332,7 @@ impl<'a> Search<'a> {
             // expert parallelism is searched for serving only
             ep: 1,
             dp_attention: 1,
+            virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -812,13 +814,21 @@ impl<'a> Search<'a> {
                                         continue;
                                     }
                                 }
+                                // the launchers with an interleaved schedule (Megatron-LM, torchtitan)
+                                // train full models: adapters keep plain 1F1B
+                                let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
+                                for v in pipeline_schedules(layers, l.pp) {
                                 let mut g = Vec::new();
                                 for &(micro, accum) in &micros {
+                                    if v > 1 && !accum.is_multiple_of(l.pp) {
+                                        continue; // Megatron's interleaved schedule: m a multiple of pp
+                                    }
                                     for &ck in &ckpts {
                                         g.push(MemKey {
                                             gpus,
                                             tp: l.tp,
                                             pp: l.pp,
+                                            virtual_stages: v,
                                             replicas: 1,
                                             ep: 1,
                                             dp_attention: 1,
@@ -837,7 +847,10 @@ impl<'a> Search<'a> {
                                         });
                                     }
                                 }
-                                groups.push(g);
+                                if !g.is_empty() {
+                                    groups.push(g);
+                                }
+                                }
                             }
                         }
                     }
@@ -875,6 +888,7 @@ impl<'a> Search<'a> {
                             gpus,
                             tp: l.tp,
                             pp: l.pp,
+                            virtual_stages: 1,
                             replicas,
                             ep,
                             dp_attention,
@@ -1101,6 +1115,30 @@ pub struct Layout {
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
+}
+
+/// Most virtual pipeline stages per rank the search tries (Megatron-LM's
+/// published runs interleave 2–8 chunks per rank; Narayanan et al. 2021
+/// §5.3.2 compare interleaved and plain 1F1B on 175B with 8 stages).
+pub const MAX_VIRTUAL_STAGES: u64 = 8;
+
+/// Pipeline schedules to try for `pp` stages of a `layers`-layer model
+/// (0: plain 1F1B only): plain 1F1B (1) and, with 2+ stages, the
+/// interleaved schedule with the most virtual stages per rank v in
+/// 2..=[`MAX_VIRTUAL_STAGES`] that split the layers into pp × v equal chunks
+/// (Megatron-LM's `--num-layers-per-virtual-pipeline-stage`, torchtitan's
+/// `pipeline_parallel_layers_per_stage`): it idles least ((p − 1)/(v·m)) and
+/// holds the fewest extra micro-batches (pp + ⌈(pp − 1)/v⌉) for v times
+/// 1F1B's stage traffic; the time model weighs that against plain 1F1B. One
+/// interleaved variant keeps the search's estimates at most doubled per
+/// pipeline layout.
+pub fn pipeline_schedules(layers: u64, pp: u64) -> Vec<u64> {
+    let mut v = vec![1];
+    if pp < 2 || layers == 0 {
+        return v;
+    }
+    v.extend((2..=MAX_VIRTUAL_STAGES).rev().find(|&c| layers.is_multiple_of(pp.saturating_mul(c))));
+    v
 }
 
 /// Layouts for `gpus`. Inference: every tp × pp whose product divides the

@@ -415,7 +415,8 @@ fn emit_plan(
         Some(Task::Inference(i)) => (0, i.context),
         None => (0, 0),
     };
-    let target = emit::Target { model: model_name, family, machines: rec.machines, seq, serve_id, context };
+    let layers = req.model.num_layers;
+    let target = emit::Target { model: model_name, family, machines: rec.machines, seq, serve_id, context, layers };
     let emitted = emit::config(l, &rec.setup, &target).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
     if let Some(launch) = emitted.launch {
         crate::to_stderr(&format!("vramfit: launch with: {launch}"));

@@ -190,7 +190,19 @@ fn parallelism(w: Obj, hardware_count: Option<u64>) -> Result<Parallelism, Inges
         (true, _) => (Offload::Cpu, Offload::None),
         _ => (Offload::None, Offload::None),
     };
-    Ok(Parallelism { gpus, tp, pp, sharding, offload_optimizer, offload_params, ..Parallelism::default() })
+    // interleaved 1F1B: the source's virtual stages per rank (Megatron-LM's
+    // `--num-layers-per-virtual-pipeline-stage` = layers / (pp × this))
+    let virtual_stages = get("virtual_stages")?.unwrap_or(1).max(1);
+    Ok(Parallelism {
+        gpus,
+        tp,
+        pp,
+        virtual_stages,
+        sharding,
+        offload_optimizer,
+        offload_params,
+        ..Parallelism::default()
+    })
 }
 
 /// A layout part the time model cannot express yet, named: context
