@@ -41,6 +41,7 @@ fn run(cat: &Catalogue, m: &ModelSpec, w: &Workload, have: Option<&str>, allow: 
         launcher: None,
         output_len: None,
         one_gpu: false,
+        checkpointing_given: false,
     })
     .unwrap()
 }

@@ -139,6 +139,7 @@ fn bench(c: &mut Criterion) {
             launcher: None,
             output_len: None,
             one_gpu: false,
+            checkpointing_given: false,
         };
         let first = plan(&req).expect("plans");
         eprintln!(

@@ -33,6 +33,10 @@ pub struct PlanRequest<'a> {
     pub output_len: Option<u64>,
     /// the user pinned one GPU (`--gpus 1`): only one-GPU setups, reported as the layout given
     pub one_gpu: bool,
+    /// training: the user gave the checkpointing (`--checkpointing`); with a
+    /// pinned layout it is kept, so a plan of a published run's layout runs
+    /// that run's recompute (issue 21: the compared setup must not differ)
+    pub checkpointing_given: bool,
 }
 
 impl PlanRequest<'_> {

@@ -120,6 +120,8 @@ pub struct Search<'a> {
     pub launcher: Option<Launcher>,
     /// the pin names one GPU (`--gpus 1`): only one-GPU setups are searched
     pub pinned_one_gpu: bool,
+    /// training: only this checkpointing is searched (the user's, on a pinned layout)
+    pub keep_checkpointing: Option<Checkpointing>,
     /// serving: the requests the throughput counts (prefill then decode);
     /// None: decode steps only
     pub requests: Option<Requests>,
@@ -210,6 +212,7 @@ impl<'a> Search<'a> {
             check_ram: true,
             launcher: None,
             pinned_one_gpu: false,
+            keep_checkpointing: None,
             requests: None,
             entries: Vec::new(),
             index: HashMap::new(),
@@ -794,7 +797,11 @@ impl<'a> Search<'a> {
                 if matches!(t.optimizer, Optimizer::AdamW) {
                     optimizers.push(Optimizer::AdamW8bit);
                 }
-                let ckpts = [Checkpointing::Full, Checkpointing::Selective, Checkpointing::None];
+                let all = [Checkpointing::Full, Checkpointing::Selective, Checkpointing::None];
+                let ckpts: &[Checkpointing] = match &self.keep_checkpointing {
+                    Some(c) => std::slice::from_ref(c),
+                    None => &all,
+                };
                 for l in &layouts {
                     let dp = (gpus / (l.tp * l.pp)).max(1);
                     let micros = micro_batches(gb.max(dp * pipeline_min_micro_batches(l.pp)), dp, t.batch);
@@ -823,7 +830,7 @@ impl<'a> Search<'a> {
                                     if v > 1 && !accum.is_multiple_of(l.pp) {
                                         continue; // Megatron's interleaved schedule: m a multiple of pp
                                     }
-                                    for &ck in &ckpts {
+                                    for &ck in ckpts {
                                         g.push(MemKey {
                                             gpus,
                                             tp: l.tp,

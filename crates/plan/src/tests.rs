@@ -93,6 +93,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         launcher: None,
         output_len: None,
         one_gpu: false,
+        checkpointing_given: false,
     }
 }
 

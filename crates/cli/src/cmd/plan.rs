@@ -280,6 +280,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
         launcher,
         output_len,
         one_gpu: args.workload.gpus == Some(1),
+        checkpointing_given: args.workload.train.checkpointing.is_some(),
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
