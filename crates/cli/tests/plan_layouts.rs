@@ -15,8 +15,20 @@ use common::{json, run};
 #[test]
 fn a_deep_pipeline_is_interleaved_where_the_layers_divide() {
     let args = [
-        "plan", "llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "64", "--tp", "8", "--pp", "8",
-        "--tokens", "1B",
+        "plan",
+        "llama-3.1-70b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--tokens",
+        "1B",
     ];
     let mut with_json = args.to_vec();
     with_json.push("--json");
@@ -45,8 +57,20 @@ fn a_deep_pipeline_is_interleaved_where_the_layers_divide() {
 #[test]
 fn torchtitan_writes_the_interleaved_schedule_it_was_planned_with() {
     let base = [
-        "plan", "llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "64", "--tp", "8", "--pp", "8",
-        "--tokens", "1B",
+        "plan",
+        "llama-3.1-70b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--tokens",
+        "1B",
     ];
     let mut j = base.to_vec();
     j.extend(["--launcher", "torchtitan", "--json"]);
@@ -73,9 +97,8 @@ fn torchtitan_writes_the_interleaved_schedule_it_was_planned_with() {
 #[test]
 fn a_pinned_run_keeps_the_checkpointing_it_was_given() {
     let run_with = |extra: &[&str]| {
-        let mut a = vec![
-            "plan", "llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--json",
-        ];
+        let mut a =
+            vec!["plan", "llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--json"];
         a.extend_from_slice(extra);
         json(&a, 0)
     };

@@ -825,38 +825,38 @@ impl<'a> Search<'a> {
                                 // train full models: adapters keep plain 1F1B
                                 let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
                                 for v in pipeline_schedules(layers, l.pp) {
-                                let mut g = Vec::new();
-                                for &(micro, accum) in &micros {
-                                    if v > 1 && !accum.is_multiple_of(l.pp) {
-                                        continue; // Megatron's interleaved schedule: m a multiple of pp
+                                    let mut g = Vec::new();
+                                    for &(micro, accum) in &micros {
+                                        if v > 1 && !accum.is_multiple_of(l.pp) {
+                                            continue; // Megatron's interleaved schedule: m a multiple of pp
+                                        }
+                                        for &ck in ckpts {
+                                            g.push(MemKey {
+                                                gpus,
+                                                tp: l.tp,
+                                                pp: l.pp,
+                                                virtual_stages: v,
+                                                replicas: 1,
+                                                ep: 1,
+                                                dp_attention: 1,
+                                                sharding: l.sharding,
+                                                offload_optimizer: l.offload_optimizer,
+                                                offload_params: l.offload_params,
+                                                train: Some(TrainKey {
+                                                    kind,
+                                                    precision,
+                                                    optimizer,
+                                                    checkpointing: ck,
+                                                    micro_batch: micro,
+                                                    grad_accum: accum,
+                                                }),
+                                                infer: None,
+                                            });
+                                        }
                                     }
-                                    for &ck in ckpts {
-                                        g.push(MemKey {
-                                            gpus,
-                                            tp: l.tp,
-                                            pp: l.pp,
-                                            virtual_stages: v,
-                                            replicas: 1,
-                                            ep: 1,
-                                            dp_attention: 1,
-                                            sharding: l.sharding,
-                                            offload_optimizer: l.offload_optimizer,
-                                            offload_params: l.offload_params,
-                                            train: Some(TrainKey {
-                                                kind,
-                                                precision,
-                                                optimizer,
-                                                checkpointing: ck,
-                                                micro_batch: micro,
-                                                grad_accum: accum,
-                                            }),
-                                            infer: None,
-                                        });
+                                    if !g.is_empty() {
+                                        groups.push(g);
                                     }
-                                }
-                                if !g.is_empty() {
-                                    groups.push(g);
-                                }
                                 }
                             }
                         }

@@ -615,7 +615,12 @@ mod tests {
         // a small vocabulary: the first stage's activations, not the last's logits, are the worst
         let spec = ModelSpec::llama_like("small", 512, 8, 8, 8, 1376, 256);
         let job = |v| crate::workload::Workload {
-            task: crate::workload::Task::Train(TrainSetup { batch: 1, seq: 4096, grad_accum: 8, ..TrainSetup::default() }),
+            task: crate::workload::Task::Train(TrainSetup {
+                batch: 1,
+                seq: 4096,
+                grad_accum: 8,
+                ..TrainSetup::default()
+            }),
             parallelism: Parallelism { gpus: 4, pp: 4, virtual_stages: v, ..Parallelism::default() },
             ..crate::workload::Workload::default()
         };
