@@ -29,7 +29,7 @@ MEM_WHAT = {
 }
 BYTE_UNITS = {"B": 1, "MB": 10**6, "GB": 10**9, "MiB": 2**20, "GiB": 2**30}
 COUNT_UNITS = {"tokens", "blocks"}
-TPUT_UNITS = {"tokens/s", "tokens/s/GPU", "TFLOPS/GPU", "percent", "s"}
+TPUT_UNITS = {"tokens/s", "tokens/s/GPU", "TFLOPS/GPU", "hardware TFLOPS/GPU", "percent", "s"}
 TPUT_PER = {"per_gpu", "total"}
 MIN_MEM = {"qlora": 10, "lora": 10, "full": 10, "serving": 10, "multi_gpu": 10}
 MIN_MEM_TOTAL = 60

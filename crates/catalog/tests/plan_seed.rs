@@ -42,6 +42,7 @@ fn run(cat: &Catalogue, m: &ModelSpec, w: &Workload, have: Option<&str>, allow: 
         output_len: None,
         one_gpu: false,
         engine_assumed: false,
+        checkpointing_given: false,
     })
     .unwrap()
 }

@@ -157,6 +157,13 @@ pub enum WorkloadError {
         layers: u64,
     },
     SequenceParallelWithoutTp,
+    /// interleaved pipeline stages that Megatron-LM's schedule refuses
+    VirtualStages {
+        virtual_stages: u64,
+        pp: u64,
+        layers: u64,
+        micro_batches: u64,
+    },
     /// DeepSpeed's pipeline engine refuses ZeRO-2/3
     ShardedPipeline {
         stage: u8,
@@ -233,7 +240,7 @@ impl WorkloadError {
             LearnedPositions { field, .. } => *field,
             GpusNotMultiple { .. } => Field::Gpus,
             TpSplitsHeads { .. } => Field::Tp,
-            PpOverLayers { .. } => Field::Pp,
+            PpOverLayers { .. } | VirtualStages { .. } => Field::Pp,
             SequenceParallelWithoutTp => Field::SequenceParallel,
             ShardedPipeline { .. } => Field::Sharding,
             ParamOffloadNeedsZero3 | OptimizerOffloadNeedsZero => Field::Offload,
@@ -265,6 +272,10 @@ impl WorkloadError {
                 format!("{} {tp}: the tensor-parallel degree does not divide the {heads} attention heads", f(Field::Tp))
             }
             PpOverLayers { pp, layers } => format!("{} {pp}: {pp} pipeline stages for {layers} layers", f(Field::Pp)),
+            VirtualStages { virtual_stages, pp, layers, micro_batches } => format!(
+                "{} {pp} with {virtual_stages} virtual stages per rank: the interleaved schedule needs 2 or more stages, the {layers} layers split into {pp} × {virtual_stages} equal chunks and the {micro_batches} micro-batches a multiple of {pp}",
+                f(Field::Pp)
+            ),
             SequenceParallelWithoutTp => {
                 format!("{} (sequence parallelism) needs {} 2 or more", f(Field::SequenceParallel), f(Field::Tp))
             }

@@ -140,6 +140,7 @@ fn bench(c: &mut Criterion) {
             output_len: None,
             one_gpu: false,
             engine_assumed: false,
+            checkpointing_given: false,
         };
         let first = plan(&req).expect("plans");
         eprintln!(
@@ -170,6 +171,7 @@ fn bench(c: &mut Criterion) {
                                 gpus,
                                 tp: 1,
                                 pp: 1,
+                                virtual_stages: 1,
                                 replicas: 1,
                                 ep: 1,
                                 dp_attention: 1,

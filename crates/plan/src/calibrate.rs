@@ -161,6 +161,10 @@ pub enum FigureUnit {
     TokensPerGpu,
     /// model TFLOP/s per GPU (`TFLOPS/GPU`)
     TflopsPerGpu,
+    /// TFLOP/s per GPU counting the recomputed forward (`hardware TFLOPS/GPU`):
+    /// Megatron-LM's Table 1 (Narayanan et al. 2021, Eq. 3, F = 96·B·s·l·h²(…)
+    /// with full recompute), compared with the FLOPs the GPUs run (recompute included)
+    HardwareTflopsPerGpu,
     /// any other unit, as written (serving figures: `tokens/s`, `output tokens/s`, …)
     Other(String),
 }
@@ -170,6 +174,7 @@ impl FigureUnit {
         match self {
             FigureUnit::TokensPerGpu => "tokens/s/GPU",
             FigureUnit::TflopsPerGpu => "TFLOPS/GPU",
+            FigureUnit::HardwareTflopsPerGpu => "hardware TFLOPS/GPU",
             FigureUnit::Other(u) => u,
         }
     }
@@ -178,6 +183,7 @@ impl FigureUnit {
         match s {
             "tokens/s/GPU" => FigureUnit::TokensPerGpu,
             "TFLOPS/GPU" => FigureUnit::TflopsPerGpu,
+            "hardware TFLOPS/GPU" => FigureUnit::HardwareTflopsPerGpu,
             other => FigureUnit::Other(other.to_string()),
         }
     }
@@ -210,6 +216,8 @@ pub enum NotModelled {
     Fp8Training,
     /// the published figure read per GPU would exceed the GPU's dense peak
     ImpossiblePerGpu { peak_share: f64, flops_per_token: f64, gpus: u64, total_ratio: f64 },
+    /// a layout part the time model cannot express yet (named)
+    Layout(String),
     /// a unit the comparison does not convert to
     UnitNotCompared(String),
     /// the estimator refused the case
@@ -234,6 +242,7 @@ impl std::fmt::Display for NotModelled {
                 peak_share * 100.0,
                 flops_per_token
             ),
+            NotModelled::Layout(what) => write!(f, "{what} is a layout the time model cannot express yet"),
             NotModelled::UnitNotCompared(u) => write!(f, "unit {u} is not compared"),
             NotModelled::Estimate(e) => write!(f, "{e}"),
         }
@@ -328,6 +337,9 @@ pub fn modelled_figure(c: &ThroughputCase, tm: &TimeModel) -> Result<f64, NotMod
                 FigureUnit::TokensPerGpu => Ok(per_gpu),
                 FigureUnit::TflopsPerGpu => {
                     Ok(per_gpu * train_model_flops_per_token(case).map_err(NotModelled::Estimate)? / 1e12)
+                }
+                FigureUnit::HardwareTflopsPerGpu => {
+                    Ok(per_gpu * train_peak_and_flops(case).map_err(NotModelled::Estimate)?.1 / 1e12)
                 }
                 FigureUnit::Other(u) => Err(NotModelled::UnitNotCompared(u.clone())),
             }

@@ -768,6 +768,8 @@ pub struct Target<'a> {
     pub serve_id: &'a str,
     /// tokens per sequence (serving: `--max-model-len`)
     pub context: u64,
+    /// the model's transformer layers (torchtitan's layers per virtual pipeline stage)
+    pub layers: u64,
 }
 
 /// The config `l` writes for the plan `s`: DeepSpeed's JSON with its launch
@@ -952,7 +954,31 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     }
     let _ = writeln!(o, "    config.parallelism.tensor_parallel_degree = {}", s.tp.max(1));
     let _ = writeln!(o, "    config.parallelism.pipeline_parallel_degree = {}", s.pp.max(1));
-    if s.pp > 1 {
+    if s.pp > 1 && s.virtual_stages > 1 {
+        // the interleaved schedule: torchtitan's `Interleaved1F1B` (torch.distributed.pipelining
+        // `ScheduleInterleaved1F1B`), v stages per rank of `pipeline_parallel_layers_per_stage`
+        // layers each (torchtitan `ParallelismConfig`: "the number of layers per (virtual)
+        // pipeline stage"); the planner only proposes v that split the layers evenly
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"Interleaved1F1B\"");
+        let _ = writeln!(
+            o,
+            "    # {} virtual stages per rank: {} stages of {} layers",
+            s.virtual_stages,
+            s.pp.saturating_mul(s.virtual_stages),
+            t.layers / s.pp.saturating_mul(s.virtual_stages).max(1)
+        );
+        let _ = writeln!(
+            o,
+            "    config.parallelism.pipeline_parallel_layers_per_stage = {}",
+            t.layers / s.pp.saturating_mul(s.virtual_stages).max(1)
+        );
+        // torchtitan counts ⌈(layers + first_less + last_less) / layers_per_stage⌉ stages and
+        // needs a multiple of the PP degree (`pipeline_llm`); with both weights at their
+        // default 1 the count is off by one: the planned equal chunks set them to 0
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_first_stage_less_layers = 0");
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_last_stage_less_layers = 0");
+        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
+    } else if s.pp > 1 {
         let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"1F1B\"");
         let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
     }
@@ -1169,6 +1195,7 @@ mod tests {
             replicas: 1,
             ep: 1,
             dp_attention: 1,
+            virtual_stages: 1,
             sharding,
             offload_optimizer: off_opt,
             offload_params: off_par,

@@ -77,6 +77,11 @@ fn layout_words(p: &Parallelism, one_gpu: bool) -> String {
 /// and served requests applied.
 fn searched<'a>(req: &'a PlanRequest, base: &'a Workload, job: Job, pinned: Option<Parallelism>) -> Search<'a> {
     let mut search = Search::new(req.model, base, req.gpus, req.book, &req.time, job, req.allow);
+    // a pinned layout with the user's checkpointing keeps it (a published run's recompute)
+    search.keep_checkpointing = match &base.task {
+        Task::Train(t) if pinned.is_some() && req.checkpointing_given => Some(t.checkpointing),
+        _ => None,
+    };
     search.pinned = pinned;
     search.pinned_one_gpu = req.one_gpu;
     search.launcher = req.launcher;

@@ -36,6 +36,10 @@ pub struct PlanRequest<'a> {
     /// the serving engine was not given: [`assumed_serving_engine`] chose
     /// the workload's, and the report says so
     pub engine_assumed: bool,
+    /// training: the user gave the checkpointing (`--checkpointing`); with a
+    /// pinned layout it is kept, so a plan of a published run's layout runs
+    /// that run's recompute (issue 21: the compared setup must not differ)
+    pub checkpointing_given: bool,
 }
 
 /// The engine a served job is planned with when the user names none, if not

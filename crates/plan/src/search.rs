@@ -120,6 +120,8 @@ pub struct Search<'a> {
     pub launcher: Option<Launcher>,
     /// the pin names one GPU (`--gpus 1`): only one-GPU setups are searched
     pub pinned_one_gpu: bool,
+    /// training: only this checkpointing is searched (the user's, on a pinned layout)
+    pub keep_checkpointing: Option<Checkpointing>,
     /// serving: the requests the throughput counts (prefill then decode);
     /// None: decode steps only
     pub requests: Option<Requests>,
@@ -210,6 +212,7 @@ impl<'a> Search<'a> {
             check_ram: true,
             launcher: None,
             pinned_one_gpu: false,
+            keep_checkpointing: None,
             requests: None,
             entries: Vec::new(),
             index: HashMap::new(),
@@ -245,6 +248,7 @@ impl<'a> Search<'a> {
             pp: key.pp,
             ep: key.ep,
             dp_attention: key.dp_attention,
+            virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -331,6 +335,7 @@ impl<'a> Search<'a> {
             // expert parallelism is searched for serving only
             ep: 1,
             dp_attention: 1,
+            virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
             fsdp: false,
             sequence_parallel: false,
@@ -807,7 +812,11 @@ impl<'a> Search<'a> {
                 if matches!(t.optimizer, Optimizer::AdamW) {
                     optimizers.push(Optimizer::AdamW8bit);
                 }
-                let ckpts = [Checkpointing::Full, Checkpointing::Selective, Checkpointing::None];
+                let all = [Checkpointing::Full, Checkpointing::Selective, Checkpointing::None];
+                let ckpts: &[Checkpointing] = match &self.keep_checkpointing {
+                    Some(c) => std::slice::from_ref(c),
+                    None => &all,
+                };
                 for l in &layouts {
                     let dp = (gpus / (l.tp * l.pp)).max(1);
                     let micros = micro_batches(gb.max(dp * pipeline_min_micro_batches(l.pp)), dp, t.batch);
@@ -827,32 +836,43 @@ impl<'a> Search<'a> {
                                         continue;
                                     }
                                 }
-                                let mut g = Vec::new();
-                                for &(micro, accum) in &micros {
-                                    for &ck in &ckpts {
-                                        g.push(MemKey {
-                                            gpus,
-                                            tp: l.tp,
-                                            pp: l.pp,
-                                            replicas: 1,
-                                            ep: 1,
-                                            dp_attention: 1,
-                                            sharding: l.sharding,
-                                            offload_optimizer: l.offload_optimizer,
-                                            offload_params: l.offload_params,
-                                            train: Some(TrainKey {
-                                                kind,
-                                                precision,
-                                                optimizer,
-                                                checkpointing: ck,
-                                                micro_batch: micro,
-                                                grad_accum: accum,
-                                            }),
-                                            infer: None,
-                                        });
+                                // the launchers with an interleaved schedule (Megatron-LM, torchtitan)
+                                // train full models: adapters keep plain 1F1B
+                                let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
+                                for v in pipeline_schedules(layers, l.pp) {
+                                    let mut g = Vec::new();
+                                    for &(micro, accum) in &micros {
+                                        if v > 1 && !accum.is_multiple_of(l.pp) {
+                                            continue; // Megatron's interleaved schedule: m a multiple of pp
+                                        }
+                                        for &ck in ckpts {
+                                            g.push(MemKey {
+                                                gpus,
+                                                tp: l.tp,
+                                                pp: l.pp,
+                                                virtual_stages: v,
+                                                replicas: 1,
+                                                ep: 1,
+                                                dp_attention: 1,
+                                                sharding: l.sharding,
+                                                offload_optimizer: l.offload_optimizer,
+                                                offload_params: l.offload_params,
+                                                train: Some(TrainKey {
+                                                    kind,
+                                                    precision,
+                                                    optimizer,
+                                                    checkpointing: ck,
+                                                    micro_batch: micro,
+                                                    grad_accum: accum,
+                                                }),
+                                                infer: None,
+                                            });
+                                        }
+                                    }
+                                    if !g.is_empty() {
+                                        groups.push(g);
                                     }
                                 }
-                                groups.push(g);
                             }
                         }
                     }
@@ -890,6 +910,7 @@ impl<'a> Search<'a> {
                             gpus,
                             tp: l.tp,
                             pp: l.pp,
+                            virtual_stages: 1,
                             replicas,
                             ep,
                             dp_attention,
@@ -1116,6 +1137,30 @@ pub struct Layout {
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
+}
+
+/// Most virtual pipeline stages per rank the search tries (Megatron-LM's
+/// published runs interleave 2–8 chunks per rank; Narayanan et al. 2021
+/// §5.3.2 compare interleaved and plain 1F1B on 175B with 8 stages).
+pub const MAX_VIRTUAL_STAGES: u64 = 8;
+
+/// Pipeline schedules to try for `pp` stages of a `layers`-layer model
+/// (0: plain 1F1B only): plain 1F1B (1) and, with 2+ stages, the
+/// interleaved schedule with the most virtual stages per rank v in
+/// 2..=[`MAX_VIRTUAL_STAGES`] that split the layers into pp × v equal chunks
+/// (Megatron-LM's `--num-layers-per-virtual-pipeline-stage`, torchtitan's
+/// `pipeline_parallel_layers_per_stage`): it idles least ((p − 1)/(v·m)) and
+/// holds the fewest extra micro-batches (pp + ⌈(pp − 1)/v⌉) for v times
+/// 1F1B's stage traffic; the time model weighs that against plain 1F1B. One
+/// interleaved variant keeps the search's estimates at most doubled per
+/// pipeline layout.
+pub fn pipeline_schedules(layers: u64, pp: u64) -> Vec<u64> {
+    let mut v = vec![1];
+    if pp < 2 || layers == 0 {
+        return v;
+    }
+    v.extend((2..=MAX_VIRTUAL_STAGES).rev().find(|&c| layers.is_multiple_of(pp.saturating_mul(c))));
+    v
 }
 
 /// Layouts for `gpus`. Inference: every tp × pp whose product divides the

@@ -71,6 +71,10 @@ pub struct SetupSummary {
     /// inference, MoE: data-parallel attention groups within the TP ranks (absent: 1)
     #[serde(skip_serializing_if = "is_one")]
     pub dp_attention: u64,
+    /// training with pipeline stages: virtual stages per rank of the
+    /// interleaved 1F1B schedule (absent: 1, plain 1F1B)
+    #[serde(skip_serializing_if = "is_one")]
+    pub virtual_stages: u64,
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
@@ -109,6 +113,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         replicas: 1,
         ep: p.ep.max(1),
         dp_attention: p.dp_attention.max(1),
+        virtual_stages: if p.pp > 1 { p.virtual_stages.max(1) } else { 1 },
         sharding: Sharding::None,
         offload_optimizer: Offload::None,
         offload_params: Offload::None,

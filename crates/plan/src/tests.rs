@@ -94,6 +94,7 @@ fn request<'a>(m: &'a ModelSpec, w: &'a Workload, g: &'a [GpuSpec], b: &'a Price
         output_len: None,
         one_gpu: false,
         engine_assumed: false,
+        checkpointing_given: false,
     }
 }
 
@@ -448,6 +449,7 @@ proptest! {
             gpus: 1 << (dp_log + tp_log + pp_log),
             tp: 1 << tp_log,
             pp: 1 << pp_log,
+            virtual_stages: 1,
             replicas: 1,
             ep: 1,
             dp_attention: 1,
@@ -501,6 +503,7 @@ fn fast_path_grid_matches_estimate() {
                             gpus,
                             tp,
                             pp,
+                            virtual_stages: 1,
                             replicas: 1,
                             ep: 1,
                             dp_attention: 1,

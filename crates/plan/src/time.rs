@@ -13,8 +13,9 @@
 //! (Rajbhandari et al. 2020, §7): DP and ZeRO-1/2 move 2Ψ per step, ZeRO-3
 //! 3Ψ; Megatron TP all-reduces the activations 4× per layer per micro-batch
 //! (Shoeybi et al. 2019, §3). Offload is bounded by PCIe host bandwidth and
-//! the CPU optimizer step. Pipeline bubbles: (p−1)/m of the step under 1F1B
-//! (Narayanan et al. 2021).
+//! the CPU optimizer step. Pipeline bubbles: (p−1)/m of the step under 1F1B,
+//! (p−1)/(v·m) interleaved over v virtual stages per rank (Narayanan et al.
+//! 2021, §2.2), whose stage-to-stage traffic is v times 1F1B's.
 //!
 //! Inference: a decode step reads every weight byte and the KV cache once,
 //! so tokens/s = concurrency / (bytes per GPU / (bandwidth × efficiency));
@@ -238,6 +239,9 @@ pub struct TrainWork {
     /// `p2p_communication`, scattered over the TP ranks)
     #[serde(default)]
     pub pp_bytes_per_step: f64,
+    /// virtual pipeline stages per rank (interleaved 1F1B; 1: plain 1F1B)
+    #[serde(default = "one")]
+    pub virtual_stages: f64,
     /// the peak rate the precision computes at (fp32 without TF32, or 16-bit tensor cores)
     pub peak: PeakKind,
 }
@@ -281,7 +285,13 @@ impl TimeModel {
         let total_flops = w.flops_per_token * w.tokens_per_step;
         let ideal = w.model_flops_per_token * w.tokens_per_step / (w.gpus * per_gpu);
         let compute = total_flops / (w.gpus * per_gpu * eff);
-        let bubble = if w.pp > 1.0 { compute * (w.pp - 1.0) / w.micro_steps.max(1.0) } else { 0.0 };
+        // 1F1B idles (p − 1)/m of the step; the interleaved schedule with v
+        // virtual stages per rank (p − 1)/(v·m) (Narayanan et al. 2021 §2.2.2)
+        let bubble = if w.pp > 1.0 {
+            compute * (w.pp - 1.0) / (w.virtual_stages.max(1.0) * w.micro_steps.max(1.0))
+        } else {
+            0.0
+        };
         let dp_comm = self.dp_comm_s(w, dev);
         let overlap = if w.zero3 { self.zero3_overlap } else { self.dp_overlap };
         let exposed_dp = (dp_comm - overlap * compute).max(0.0);
@@ -588,6 +598,7 @@ mod tests {
             tp: 1.0,
             machines: 1.0,
             pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
             peak: PeakKind::Bf16,
         };
         let t = tm.train_step(&w, &dev, None);
@@ -595,6 +606,42 @@ mod tests {
         assert!((t.ideal_s - 0.071608).abs() < 1e-6, "{}", t.ideal_s);
         // micro-batch efficiency 2048 / 2560 = 0.8 → slowdown 1.25
         assert!((t.slowdown() - 1.25).abs() < 1e-9);
+    }
+
+    /// The interleaved bubble by hand (Narayanan et al. 2021 §2.2.2): p 8,
+    /// m 16 micro-batches, compute C: 1F1B idles (8 − 1)/16 = 0.4375 C; with
+    /// v 4 virtual stages (8 − 1)/(4 × 16) = 0.109375 C, and the stage sends
+    /// are v times 1F1B's: 4 × 2.25 GB over 225 GB/s = 40 ms instead of 10.
+    #[test]
+    fn interleaved_stages_shrink_the_bubble_by_v() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let w = |v: f64| TrainWork {
+            flops_per_token: 6.0e9,
+            model_flops_per_token: 6.0e9,
+            tokens_per_step: 16.0 * 2048.0,
+            tokens_per_micro: 2048.0,
+            micro_steps: 16.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 8.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 8.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 2.25e9 * v,
+            virtual_stages: v,
+            peak: PeakKind::Bf16,
+        };
+        let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
+        assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
+        assert!((b.bubble_s / b.compute_s - 0.109375).abs() < 1e-12, "{}", b.bubble_s / b.compute_s);
+        assert!((a.comm_s - 0.01).abs() < 1e-9 && (b.comm_s - 0.04).abs() < 1e-9, "{} {}", a.comm_s, b.comm_s);
+        assert!(b.total_s < a.total_s);
     }
 
     #[test]
@@ -623,6 +670,7 @@ mod tests {
             tp: 1.0,
             machines: 1.0,
             pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
             peak: PeakKind::Bf16,
         };
         let t = tm.train_step(&w, &dev, Some(16));

@@ -89,6 +89,8 @@ pub struct MemKey {
     pub gpus: u64,
     pub tp: u64,
     pub pp: u64,
+    /// training: virtual pipeline stages per rank (interleaved 1F1B; 1: plain 1F1B)
+    pub virtual_stages: u64,
     /// inference: independent model copies sharing the sequences (1 for training)
     pub replicas: u64,
     /// inference, MoE served by vLLM/SGLang: routed experts split whole over

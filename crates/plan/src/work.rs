@@ -177,9 +177,13 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         0.0
     };
     // activations to the next stage and their gradients back, per micro-batch,
-    // split over the TP ranks (Megatron-LM `scatter_gather_tensors_in_pipeline`)
+    // split over the TP ranks (Megatron-LM `scatter_gather_tensors_in_pipeline`);
+    // interleaved, each micro-batch crosses v chunk boundaries per rank: v times
+    // the traffic (Narayanan et al. 2021 §2.2.2: "the amount of communication
+    // also increases by v")
     let pp = par.pp.max(1) as f64;
-    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s * h * act_b / tp } else { 0.0 };
+    let v = if pp > 1.0 { par.virtual_stages.max(1) as f64 } else { 1.0 };
+    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s * h * act_b / tp * v } else { 0.0 };
     let mut offload_bytes = 0.0;
     let mut cpu_params = 0.0;
     if par.offload_optimizer != Offload::None {
@@ -208,6 +212,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         tp,
         machines: 1.0,
         pp_bytes_per_step: pp_bytes,
+        virtual_stages: v,
         peak,
     }
 }

@@ -166,7 +166,10 @@ fn setup_words(r: &PlanRow) -> String {
     if s.dp_attention > 1 {
         parts.push(format!("DP-attn {}", s.dp_attention));
     }
-    if s.pp > 1 {
+    if s.pp > 1 && s.virtual_stages > 1 {
+        // interleaved 1F1B: v virtual stages per rank (Megatron-LM VPP, torchtitan Interleaved1F1B)
+        parts.push(format!("PP {} interleaved ×{}", s.pp, s.virtual_stages));
+    } else if s.pp > 1 {
         parts.push(format!("PP {}", s.pp));
     }
     if let Some(c) = s.checkpointing.filter(|c| *c != Checkpointing::None) {

@@ -300,6 +300,7 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
         output_len,
         one_gpu: args.workload.gpus == Some(1),
         engine_assumed,
+        checkpointing_given: args.workload.train.checkpointing.is_some(),
     };
     let report = plan(&req)?;
     let code = if report.recommended.is_some() { 0 } else { 1 };
@@ -435,7 +436,8 @@ fn emit_plan(
         Some(Task::Inference(i)) => (0, i.context),
         None => (0, 0),
     };
-    let target = emit::Target { model: model_name, family, machines: rec.machines, seq, serve_id, context };
+    let layers = req.model.num_layers;
+    let target = emit::Target { model: model_name, family, machines: rec.machines, seq, serve_id, context, layers };
     let emitted = emit::config(l, &rec.setup, &target).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
     if let Some(launch) = emitted.launch {
         crate::to_stderr(&format!("vramfit: launch with: {launch}"));

@@ -475,6 +475,7 @@ impl TrainArgs {
             pp: common.pp,
             ep: common.ep,
             dp_attention: 1,
+            virtual_stages: 1,
             sharding,
             fsdp: self.fsdp.is_some(),
             sequence_parallel: self.sp,

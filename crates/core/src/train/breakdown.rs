@@ -415,7 +415,7 @@ impl TrainModel {
         let pp = par.pp.max(1);
         let sp = par.sequence_parallel;
         let tokens = mul("tokens", setup.batch, setup.seq)?;
-        let in_flight = if pp > 1 { pp.min(setup.grad_accum) } else { 1 };
+        let in_flight = in_flight_micro_batches(pp, par.virtual_stages, setup.grad_accum);
         let full_layer = layer_bytes_per_token(ap, setup.seq, tp, sp, setup.checkpointing)?;
         let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {
@@ -573,10 +573,61 @@ impl BackwardOnTop {
     }
 }
 
+/// Micro-batches whose activations the first (worst) pipeline stage holds.
+/// Plain 1F1B: `pp`, fewer when the step has fewer micro-batches
+/// (Narayanan et al. 2021 §2.2.1; Megatron-LM `theoretical_memory_usage.py`
+/// discounts to min(pp, micro-batches)). Interleaved with `v` virtual stages
+/// per rank: the first stage's warm-up runs further ahead, a memory penalty of
+/// 1 + (pp − 1)/(pp · v) on pp micro-batches of a stage's layers, i.e.
+/// ⌈pp · (1 + (pp − 1)/(pp · v))⌉ = pp + ⌈(pp − 1)/v⌉ micro-batches
+/// (Megatron-LM `compute_activation_memory`: `interleaved_schedule_memory_penalty`,
+/// `in_flight_microbatches`; Korthikanti et al. 2022 §4.2.3). The chunks of a
+/// rank hold pp × v chunks' worth of layers in total, ⌈L / pp⌉ per rank, so
+/// the per-micro-batch activations stay those of a stage.
+pub fn in_flight_micro_batches(pp: u64, virtual_stages: u64, micro_batches: u64) -> u64 {
+    if pp <= 1 {
+        return 1;
+    }
+    if virtual_stages > 1 {
+        return pp.saturating_add((pp - 1).div_ceil(virtual_stages));
+    }
+    pp.min(micro_batches.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::workload::{Offload, Precision, Sharding, TrainKind};
+
+    /// In-flight micro-batches of the first stage, by hand from Megatron-LM's
+    /// `interleaved_schedule_memory_penalty` = 1 + (p − 1)/(p · v) on p:
+    /// p 8, v 2: 8 × (1 + 7/16) = 11.5 → 12; v 4: 8 × (1 + 7/32) = 9.75 → 10;
+    /// p 16, v 8: 16 × (1 + 15/128) = 17.875 → 18. Plain 1F1B: min(p, m).
+    #[test]
+    fn interleaved_stages_hold_more_micro_batches_in_flight() {
+        assert_eq!(in_flight_micro_batches(8, 2, 64), 12);
+        assert_eq!(in_flight_micro_batches(8, 4, 64), 10);
+        assert_eq!(in_flight_micro_batches(16, 8, 64), 18);
+        assert_eq!(in_flight_micro_batches(8, 1, 64), 8);
+        assert_eq!(in_flight_micro_batches(8, 1, 3), 3);
+        assert_eq!(in_flight_micro_batches(1, 4, 3), 1);
+        // through the estimator: the same job holds more activations interleaved
+        // a small vocabulary: the first stage's activations, not the last's logits, are the worst
+        let spec = ModelSpec::llama_like("small", 512, 8, 8, 8, 1376, 256);
+        let job = |v| crate::workload::Workload {
+            task: crate::workload::Task::Train(TrainSetup {
+                batch: 1,
+                seq: 4096,
+                grad_accum: 8,
+                ..TrainSetup::default()
+            }),
+            parallelism: Parallelism { gpus: 4, pp: 4, virtual_stages: v, ..Parallelism::default() },
+            ..crate::workload::Workload::default()
+        };
+        let a = crate::estimate::estimate(&spec, &job(1)).unwrap();
+        let b = crate::estimate::estimate(&spec, &job(2)).unwrap();
+        assert!(b.total_bytes() > a.total_bytes(), "{} vs {}", b.total_bytes(), a.total_bytes());
+    }
 
     /// The peak is the sum of the lines of its moment, and each moment's lines
     /// sum to that moment's peak: the ledger prints exactly these lines.

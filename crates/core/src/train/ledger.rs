@@ -637,7 +637,12 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
         }),
         Checkpointing::None => {}
     }
-    if par.pp > 1 {
+    if par.pp > 1 && par.virtual_stages > 1 {
+        notes.push(format!(
+            "interleaved 1F1B pipeline, {} virtual stages per rank: the first stage holds {} micro-batches of activations in flight (pp + ⌈(pp − 1) / virtual stages⌉, Megatron-LM's interleaved memory penalty)",
+            par.virtual_stages, b.in_flight
+        ));
+    } else if par.pp > 1 {
         notes.push(format!(
             "1F1B pipeline: the first stage holds {} micro-batches of activations in flight (min(pp, grad_accum))",
             b.in_flight

@@ -108,6 +108,12 @@ pub struct Parallelism {
     /// `ep_size = dp_size × tp_size`); 1: none
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub dp_attention: u64,
+    /// virtual pipeline stages per rank (the interleaved 1F1B schedule:
+    /// Megatron-LM `--num-layers-per-virtual-pipeline-stage` = layers /
+    /// (pp × this), torchtitan `Interleaved1F1B`; Narayanan et al. 2021
+    /// §2.2.2); 1: plain 1F1B
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub virtual_stages: u64,
     pub sharding: Sharding,
     /// FSDP spelling of the sharding was used (affects names in output only)
     pub fsdp: bool,
@@ -126,6 +132,7 @@ impl Default for Parallelism {
             pp: 1,
             ep: 1,
             dp_attention: 1,
+            virtual_stages: 1,
             sharding: Sharding::None,
             fsdp: false,
             sequence_parallel: false,

@@ -72,6 +72,7 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     size(Field::GradAccum, t.grad_accum, MAX_GRAD_ACCUM)?;
     layout(model, par)?;
     sharding(par)?;
+    virtual_stages(model, par, t.grad_accum)?;
     if par.dp_attention != 1 {
         return Err(WorkloadError::DpAttention {
             dp: par.dp_attention,
@@ -123,7 +124,32 @@ fn layout(model: &ModelSpec, par: &Parallelism) -> Result<(), WorkloadError> {
     Ok(())
 }
 
-/// Sharding, offload and sequence parallelism exist for training only.
+/// Interleaved pipeline stages (`virtual_stages` > 1) as Megatron-LM runs
+/// them: two or more stages, the layers split into pp × v equal chunks
+/// (`--num-layers-per-virtual-pipeline-stage` must divide the layers of a
+/// stage), and the micro-batches of a step a multiple of pp
+/// (`forward_backward_pipelining_with_interleaving` in
+/// megatron/core/pipeline_parallel/schedules.py: "number of microbatches … is
+/// not divisible by pipeline-model-parallel-size when using interleaved
+/// schedule"; Narayanan et al. 2021 §2.2.2).
+pub fn virtual_stages(model: &ModelSpec, par: &Parallelism, micro_batches: u64) -> Result<(), WorkloadError> {
+    let v = par.virtual_stages;
+    if v <= 1 {
+        return Ok(());
+    }
+    let chunks = par.pp.saturating_mul(v);
+    if par.pp < 2 || !model.num_layers.is_multiple_of(chunks) || !micro_batches.is_multiple_of(par.pp) {
+        return Err(WorkloadError::VirtualStages {
+            virtual_stages: v,
+            pp: par.pp,
+            layers: model.num_layers,
+            micro_batches,
+        });
+    }
+    Ok(())
+}
+
+/// Sharding, offload, sequence parallelism and virtual pipeline stages exist for training only.
 fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
     let field = if par.sharding != Sharding::None {
         Field::Sharding
@@ -131,6 +157,9 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
         Field::Offload
     } else if par.sequence_parallel {
         Field::SequenceParallel
+    } else if par.virtual_stages > 1 {
+        // interleaved stages are a training schedule (no backward to interleave in serving)
+        Field::Pp
     } else {
         return Ok(());
     };
@@ -450,6 +479,21 @@ mod tests {
 
     fn infer(s: InferenceSetup, par: Parallelism) -> Result<(), WorkloadError> {
         inference(&llama(), &s, &par, &RuntimeSetup::default())
+    }
+
+    /// Megatron-LM's interleaved schedule: 2+ stages, layers in pp × v equal
+    /// chunks, micro-batches a multiple of pp (`schedules.py`); serving refuses it.
+    #[test]
+    fn virtual_stages_follow_megatrons_rules() {
+        let m = llama(); // 4 layers
+        let par = |pp, v| Parallelism { gpus: pp, pp, virtual_stages: v, ..Parallelism::default() };
+        assert_eq!(virtual_stages(&m, &par(2, 2), 4), Ok(())); // 4 layers = 2 × 2 chunks, 4 micro-batches
+        assert_eq!(virtual_stages(&m, &par(2, 1), 3), Ok(())); // plain 1F1B: no rule
+        for (pp, v, micro) in [(1, 2, 4), (2, 4, 4), (2, 2, 3)] {
+            let e = virtual_stages(&m, &par(pp, v), micro).unwrap_err();
+            assert_eq!(e.field(), Field::Pp, "{e:?}");
+        }
+        assert_eq!(infer(InferenceSetup::default(), par(2, 2)).unwrap_err().field(), Field::Pp);
     }
 
     #[test]

@@ -161,7 +161,7 @@ fn checkpointing(words: &str) -> Checkpointing {
 }
 
 /// The parallel layout: GPUs (`parallelism.gpus`, else the hardware count),
-/// TP, ZeRO stage, FSDP (a `fsdp` entry or `dp_shard`: full sharding over
+/// TP, pipeline stages (`pp`), ZeRO stage, FSDP (a `fsdp` entry or `dp_shard`: full sharding over
 /// more than one rank) and CPU offload (`fsdp.cpu_offload: true`, or an
 /// `offload` of the optimizer).
 fn parallelism(w: Obj, hardware_count: Option<u64>) -> Result<Parallelism, IngestError> {
@@ -177,7 +177,8 @@ fn parallelism(w: Obj, hardware_count: Option<u64>) -> Result<Parallelism, Inges
         _ => false,
     };
     let cpu_offload = fsdp_offload || words(par, "offload")?.starts_with("optimizer");
-    let dp = (gpus / tp.max(1)).max(1);
+    let pp = get("pp")?.unwrap_or(1).max(1);
+    let dp = (gpus / tp.max(1) / pp).max(1);
     let sharding = match zero {
         Some(z) => u8::try_from(z).ok().and_then(Sharding::from_stage).unwrap_or(Sharding::None),
         None if fsdp && dp > 1 => Sharding::Zero3,
@@ -189,7 +190,36 @@ fn parallelism(w: Obj, hardware_count: Option<u64>) -> Result<Parallelism, Inges
         (true, _) => (Offload::Cpu, Offload::None),
         _ => (Offload::None, Offload::None),
     };
-    Ok(Parallelism { gpus, tp, pp: 1, sharding, offload_optimizer, offload_params, ..Parallelism::default() })
+    // interleaved 1F1B: the source's virtual stages per rank (Megatron-LM's
+    // `--num-layers-per-virtual-pipeline-stage` = layers / (pp × this))
+    let virtual_stages = get("virtual_stages")?.unwrap_or(1).max(1);
+    Ok(Parallelism {
+        gpus,
+        tp,
+        pp,
+        virtual_stages,
+        sharding,
+        offload_optimizer,
+        offload_params,
+        ..Parallelism::default()
+    })
+}
+
+/// A layout part the time model cannot express yet, named: context
+/// parallelism (`parallelism.cp` above 1: Llama 3's long-context stage,
+/// Table 4 of "The Llama 3 Herd of Models"), or an interleaved pipeline
+/// schedule whose virtual stages per rank the source does not state (its
+/// bubble depends on them: (p − 1)/(v·m), Narayanan et al. 2021 §2.2.2).
+fn unexpressed_layout(w: Obj) -> Result<Option<NotModelled>, IngestError> {
+    let Some(par) = w.obj("parallelism", paths::PARALLELISM)? else { return Ok(None) };
+    if let Some(cp) = count(par, "cp")?.filter(|&cp| cp > 1) {
+        return Ok(Some(NotModelled::Layout(format!("context parallelism (CP {cp})"))));
+    }
+    let schedule = words(Some(par), "pipeline_schedule")?;
+    if schedule.contains("interleaved") && count(par, "virtual_stages")?.is_none() {
+        return Ok(Some(NotModelled::Layout("an interleaved pipeline with unstated virtual stages".into())));
+    }
+    Ok(None)
 }
 
 /// The fabric between machines from the source's words: 400 Gb/s RDMA per
@@ -218,6 +248,9 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
     let kind = train_kind(&words(Some(w), "method")?);
     let precision_words = words(Some(w), "precision")?;
     let Some(micro) = count(w, "micro_batch_per_gpu")? else { return Ok(Err(NotModelled::Missing("micro-batch"))) };
+    if let Some(why) = unexpressed_layout(w)? {
+        return Ok(Err(why));
+    }
     let parallelism = parallelism(w, count(hw, "count")?)?;
     let workload = Workload {
         task: Task::Train(TrainSetup {
@@ -363,11 +396,12 @@ mod tests {
     fn every_embedded_case_resolves_its_gpu_through_the_catalogue() {
         let gpus = builtin_gpus().unwrap();
         let cases = embedded_throughput(&gpus).unwrap();
-        assert_eq!(cases.len(), 71);
+        assert_eq!(cases.len(), 81);
         for c in &cases {
             match &c.setup {
                 Err(NotModelled::GpuNotInCatalogue(g)) => assert_eq!(g, "NVIDIA RTX A6000", "{}", c.id),
                 Err(NotModelled::EagerGeneration) | Err(NotModelled::NoArchitecture) => {}
+                Err(NotModelled::Layout(_)) => assert!(c.id.starts_with("llama3_t4_405b"), "{}", c.id),
                 Err(other) => panic!("{}: {other}", c.id),
                 Ok(_) => {}
             }
@@ -402,6 +436,23 @@ mod tests {
         assert_eq!((p.sharding, p.offload_optimizer, p.offload_params), (Sharding::Zero3, Offload::Cpu, Offload::Cpu));
         let Task::Train(s) = &t.workload.task else { panic!() };
         assert_eq!((s.precision, s.batch, s.seq), (Precision::AmpBf16, 2, 1024));
+    }
+
+    /// Pipeline stages are read (Megatron-LM's Table 1 rows run PP up to 64);
+    /// context parallelism and an interleaved schedule without its virtual
+    /// stages are named as layouts the time model cannot express.
+    #[test]
+    fn pipeline_stages_are_read_and_unexpressed_layouts_named() {
+        let gpus = builtin_gpus().unwrap();
+        let line = LINE.replace(r#""fsdp": {"cpu_offload": true}"#, r#""tp": 2, "pp": 4, "zero_stage": 0"#);
+        let c = parse_throughput(&line, "t", &gpus).unwrap();
+        let Ok(CaseSetup::Train(t)) = &c.setup else { panic!("{:?}", c.setup) };
+        let p = &t.workload.parallelism;
+        assert_eq!((p.gpus, p.tp, p.pp, p.dp(), p.sharding), (8, 2, 4, 1, Sharding::None));
+        let cp = parse_throughput(&line.replace(r#""pp": 4"#, r#""pp": 4, "cp": 2"#), "t", &gpus).unwrap();
+        assert_eq!(cp.setup.unwrap_err(), NotModelled::Layout("context parallelism (CP 2)".into()));
+        let il = line.replace(r#""pp": 4"#, r#""pp": 4, "pipeline_schedule": "interleaved 1F1B""#);
+        assert!(matches!(parse_throughput(&il, "t", &gpus).unwrap().setup, Err(NotModelled::Layout(_))));
     }
 
     #[test]
