@@ -566,6 +566,23 @@ const ERROR_CORPUS: &[&[&str]] = &[
     &["calibrate", "--cases", "/nonexistent.jsonl"],
     &["calibrate", "--cases", "../../Cargo.toml"],
     &["calibrate", "--group", "Z"],
+    // sentences that passed through in English: the frame in Chinese, names, flags and input verbatim
+    &["estimate", "llama-2-7b", "--dtype", "foo"],
+    &["estimate", "llama-2-7b", "--kv-dtype", "foo"],
+    &["estimate", "llama-2-7b", "--task", "qlora", "--dtype", "fp16"],
+    &["estimate", "llama-2-7b", "--svg", "/nonexistent/dir/x.svg"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--cache-type-k", "foo"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--flash-attn", "maybe"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--tensor-split", "a,b"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--override-tensor", "foo"],
+    &["plan", "llama-2-7b", "--mfu", "ampere=2"],
+    &["mig", "plan", "--gpu", "a100-40gb", "--service", "chat=llama-2-7b:task=foo"],
+    &["mig", "profiles", "--gpu", "a100-40gb", "--lgip", "../../Cargo.toml"],
+    &["check", "--list", "../../Cargo.toml"],
+    &["check", "--p2p", "../../Cargo.toml"],
+    &["check", "--nccl", "../../Cargo.toml"],
+    &["check", "--xml", "../hw/tests/fixtures/nvidia_smi/01.xml", "--expect-fabric", "ib400"],
+    &["calibrate", "--set", "throughput", "--group", "A"],
 ];
 
 #[test]
