@@ -279,7 +279,7 @@ fn zh_message(e: &clap::error::Error<Zh>, s: &clap::builder::Styles) -> Option<S
             }
         }
         ErrorKind::NoEquals => format!("给 {} 赋值时需要等号", quoted(invalid, arg?)),
-        ErrorKind::InvalidValue if value? == "" => format!("{} 需要一个值，但没有给出", quoted(invalid, arg?)),
+        ErrorKind::InvalidValue if value?.is_empty() => format!("{} 需要一个值，但没有给出", quoted(invalid, arg?)),
         ErrorKind::InvalidValue => format!(
             "{} 的值 {} 无效{}",
             quoted(literal, arg?),

@@ -330,6 +330,18 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_startup_23192_other.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_startup_50135_xpu_other.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/memory_summary/issue_pytorch37250_with_oom.txt"], 0),
+    // TensorFlow (BFC allocator, StreamExecutor), PyTorch ≤ 0.4 (THC), XLA, llama.cpp on the host, the
+    // CUDA driver under expandable segments, cudaMallocAsync, an APU's total, vLLM's max_model_len
+    (&["diagnose", "../diagnose/tests/fixtures/oom/tf_azure880_two_roots.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/tf_keras9643_gpu1.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/tf_sleap2142_driver_oom.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/thc_ncrfpp121_backward.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/xla_jax13428_peakbuffers.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/ggml_ollama12634_cpu_buffer.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/cudadriver_unsloth2401_jetson.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/async_chattts9_pool.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/hip_therock4598_free_gt_total.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_10517_maxlen_tokens.txt"], 0),
     (
         &[
             "diagnose",
