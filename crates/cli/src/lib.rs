@@ -13,13 +13,16 @@ use clap::{Parser, Subcommand};
 use vramfit_report::format::{fit_lines, Width};
 use vramfit_report::i18n::{localize_text, Lang};
 
+pub mod clap_lang;
 pub mod cmd;
 pub mod error;
 mod outcome;
 #[cfg(feature = "web")]
 pub mod serve;
 
-pub use outcome::{error_text, exit_code, to_stderr, Outcome, EXIT_BAD_INPUT, EXIT_INTERNAL};
+pub use outcome::{
+    error_text, exit_code, set_stderr_lang, to_stderr, write_stderr, Outcome, EXIT_BAD_INPUT, EXIT_INTERNAL,
+};
 
 #[derive(Parser, Debug)]
 #[command(name = "vramfit", version, about = "GPU memory: where it goes, why it ran out, the cheapest fix", long_about = None)]

@@ -21,12 +21,41 @@ impl Outcome {
     }
 }
 
-/// One line to stderr, control characters shown escaped (an error quotes
+/// The language of the lines a command writes to stderr (`note: …`,
+/// `vramfit: launch with: …`), set once by the binary's `main` from
+/// `--lang` / the locale before the command runs. Process-wide because
+/// those lines are written deep inside commands that the web page and the
+/// MCP server run too, where it stays unset (English): neither has a
+/// terminal's stderr to translate for.
+static STDERR_LANG: std::sync::OnceLock<vramfit_report::i18n::Lang> = std::sync::OnceLock::new();
+
+/// Set the language of [`to_stderr`]'s lines (once; a second call is ignored).
+pub fn set_stderr_lang(lang: vramfit_report::i18n::Lang) {
+    let _ = STDERR_LANG.set(lang);
+}
+
+/// One line to stderr in the language [`set_stderr_lang`] chose: a
+/// `vramfit: ` prefix kept, the rest translated through the catalogue when
+/// it has the sentence, else as written. See [`write_stderr`].
+pub fn to_stderr(line: &str) {
+    use vramfit_report::i18n::{translate, Lang};
+    let lang = STDERR_LANG.get().copied().unwrap_or(Lang::En);
+    let (prefix, body) = match line.strip_prefix("vramfit: ") {
+        Some(b) => ("vramfit: ", b),
+        None => ("", line),
+    };
+    match translate(lang, body) {
+        Ok(t) if lang != Lang::En => write_stderr(&format!("{prefix}{t}")),
+        _ => write_stderr(line),
+    }
+}
+
+/// One line to stderr as it is, control characters shown escaped (an error quotes
 /// its input). Unlike `eprintln!`, a stderr that cannot be written
 /// (`vramfit … 2>&1 | true`: a closed pipe) is not a panic: the line is
 /// dropped and the exit code stays the one the outcome decided, as with a
 /// closed stdout (docs/exit-codes.md).
-pub fn to_stderr(line: &str) {
+pub fn write_stderr(line: &str) {
     use std::io::Write;
     let mut e = std::io::stderr().lock();
     let _ = e

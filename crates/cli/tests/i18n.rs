@@ -344,6 +344,18 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_startup_23192_other.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_startup_50135_xpu_other.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/memory_summary/issue_pytorch37250_with_oom.txt"], 0),
+    // TensorFlow (BFC allocator, StreamExecutor), PyTorch ≤ 0.4 (THC), XLA, llama.cpp on the host, the
+    // CUDA driver under expandable segments, cudaMallocAsync, an APU's total, vLLM's max_model_len
+    (&["diagnose", "../diagnose/tests/fixtures/oom/tf_azure880_two_roots.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/tf_keras9643_gpu1.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/tf_sleap2142_driver_oom.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/thc_ncrfpp121_backward.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/xla_jax13428_peakbuffers.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/ggml_ollama12634_cpu_buffer.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/cudadriver_unsloth2401_jetson.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/async_chattts9_pool.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/hip_therock4598_free_gt_total.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/vllm_10517_maxlen_tokens.txt"], 0),
     (
         &[
             "diagnose",
@@ -519,7 +531,7 @@ fn common_errors_in_chinese() {
 /// config fields, flags that conflict or do not apply. Each must have
 /// Chinese in the catalogue, and `--lang zh` must print exactly that
 /// Chinese. clap's own parse errors (`error: invalid value …`, an unknown
-/// flag) and `--help` stay English: they are not in this corpus.
+/// flag) and `--help` are [`PARSE_ERRORS`] and [`help_paths`]' below.
 const ERROR_CORPUS: &[&[&str]] = &[
     &["estimate"],
     &["estimate", "no-such-model"],
@@ -580,6 +592,23 @@ const ERROR_CORPUS: &[&[&str]] = &[
     &["calibrate", "--cases", "/nonexistent.jsonl"],
     &["calibrate", "--cases", "../../Cargo.toml"],
     &["calibrate", "--group", "Z"],
+    // sentences that passed through in English: the frame in Chinese, names, flags and input verbatim
+    &["estimate", "llama-2-7b", "--dtype", "foo"],
+    &["estimate", "llama-2-7b", "--kv-dtype", "foo"],
+    &["estimate", "llama-2-7b", "--task", "qlora", "--dtype", "fp16"],
+    &["estimate", "llama-2-7b", "--svg", "/nonexistent/dir/x.svg"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--cache-type-k", "foo"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--flash-attn", "maybe"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--tensor-split", "a,b"],
+    &["estimate", "../../fuzz/seeds/ingest_gguf/dense_f16.gguf", "--override-tensor", "foo"],
+    &["plan", "llama-2-7b", "--mfu", "ampere=2"],
+    &["mig", "plan", "--gpu", "a100-40gb", "--service", "chat=llama-2-7b:task=foo"],
+    &["mig", "profiles", "--gpu", "a100-40gb", "--lgip", "../../Cargo.toml"],
+    &["check", "--list", "../../Cargo.toml"],
+    &["check", "--p2p", "../../Cargo.toml"],
+    &["check", "--nccl", "../../Cargo.toml"],
+    &["check", "--xml", "../hw/tests/fixtures/nvidia_smi/01.xml", "--expect-fabric", "ib400"],
+    &["calibrate", "--set", "throughput", "--group", "A"],
 ];
 
 #[test]
@@ -626,4 +655,236 @@ fn explain_lists_calibrate_and_mig_profiles_print_chinese() {
         let (en, _) = run(args, code);
         assert!(!en.contains(zh), "{args:?}: English output holds Chinese");
     }
+}
+
+/// Whether `s` holds a Chinese character (CJK Unified Ideographs).
+fn has_han(s: &str) -> bool {
+    s.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+}
+
+/// Whether `l` holds three English words in a row (lower-case letters, an
+/// apostrophe allowed), outside `backticks`: a sentence left English inside
+/// a Chinese frame (`的值 'x' 无效：invalid digit found in string`). Names,
+/// flags, lists (`infer, train`) and identifiers break a run.
+fn english_run(l: &str) -> bool {
+    let mut run = 0;
+    for (i, chunk) in l.split('`').enumerate() {
+        if i % 2 == 1 {
+            run = 0;
+            continue;
+        }
+        for tok in chunk.split_whitespace() {
+            let word = tok.len() >= 2 && tok.chars().all(|c| c.is_ascii_lowercase() || c == '\'');
+            run = if word { run + 1 } else { 0 };
+            if run >= 3 {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// The lines of Chinese output that are still English: English prose (as
+/// the catalogue tells it: `needs_translation`) and not one Chinese
+/// character, or an English phrase inside Chinese ([`english_run`]).
+fn english_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| (!has_han(l) && vramfit_report::i18n::needs_translation(l)) || english_run(l))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// Every command and subcommand, as argv after `vramfit` (the top level is empty), from clap's definition.
+fn help_paths() -> Vec<Vec<String>> {
+    fn walk(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(path.clone());
+        for s in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let mut p = path.clone();
+            p.push(s.get_name().to_string());
+            walk(s, p, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&vramfit_cli::clap_lang::command(Lang::En), Vec::new(), &mut out);
+    out
+}
+
+/// `--help` and `-h` of every command (and `help <command>`) read wholly in
+/// Chinese under `--lang zh` and under `LANG=zh_CN.UTF-8` alike: each about,
+/// each flag's help, each possible value's help, and clap's own words
+/// (Usage, Options, [default: …], [aliases: …]). The English is clap's own
+/// output (snapshot in `english_help_is_clap_as_derived`).
+#[test]
+fn help_of_every_command_reads_in_chinese() {
+    let paths = help_paths();
+    assert!(paths.len() >= 10, "{paths:?}");
+    let mut missing: Vec<String> = Vec::new();
+    for path in &paths {
+        for flag in ["--help", "-h"] {
+            let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+            args.push(flag);
+            let (en, _) = run(&args, 0);
+            let (zh, _) = run(&[&args[..], &["--lang", "zh"]].concat(), 0);
+            assert_ne!(en, zh, "{args:?}");
+            assert!(zh.contains("用法："), "{args:?}:\n{zh}");
+            for l in english_lines(&zh) {
+                let line = format!("{l}\n      (from: vramfit {} --lang zh)", args.join(" "));
+                if !missing.contains(&line) {
+                    missing.push(line);
+                }
+            }
+            let env = vramfit().args(&args).env("LANG", "zh_CN.UTF-8").output().expect("runs");
+            assert_eq!(String::from_utf8_lossy(&env.stdout), zh, "{args:?}: LANG=zh_CN.UTF-8 differs from --lang zh");
+        }
+    }
+    // `help estimate` is `estimate --help`
+    let help = vramfit().args(["help", "estimate"]).env("LANG", "zh_CN.UTF-8").output().expect("runs");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let (long, _) = run(&["estimate", "--help", "--lang", "zh"], 0);
+    assert_eq!(help, long);
+    assert!(
+        missing.is_empty(),
+        "{} help line(s) are English under --lang zh. Add each sentence to crates/report/src/i18n/zh.txt as an \
+         `en:`/`zh:` pair (clap's own words are in crates/cli/src/clap_lang.rs):\n\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
+}
+
+/// The English help is clap's output as derived, byte for byte (what it was
+/// before `--lang` reached clap): every command's `--help` in one snapshot.
+#[test]
+fn english_help_is_clap_as_derived() {
+    let mut all = String::new();
+    for path in help_paths() {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+        args.push("--help");
+        let (en, _) = run(&args, 0);
+        let env = vramfit().args(&args).env("LANG", "C").output().expect("runs");
+        assert_eq!(String::from_utf8_lossy(&env.stdout), en, "{args:?}");
+        all.push_str(&format!("$ vramfit {}\n{en}\n", args.join(" ")));
+    }
+    insta::assert_snapshot!("english_help", all);
+}
+
+/// clap's parse errors (exit 2): unknown flags and subcommands with their
+/// tips, bad and missing values (clap's reasons, Rust's and vramfit's value
+/// parsers'), missing required flags and subcommands, a flag given twice.
+const PARSE_ERRORS: &[&[&str]] = &[
+    &[],
+    &["estimat"],
+    &["mig"],
+    &["mig", "plan"],
+    &["estimate", "--foo"],
+    &["estimate", "llama-2-7b", "extra"],
+    &["estimate", "llama-2-7b", "--tensor-parallel", "2"],
+    &["estimate", "llama-2-7b", "--batch"],
+    &["estimate", "llama-2-7b", "--batch", "x"],
+    &["estimate", "llama-2-7b", "--batch", "-1"],
+    &["estimate", "llama-2-7b", "--batch", "99999999999999999999999"],
+    &["estimate", "llama-2-7b", "--margin", "lots"],
+    &["estimate", "llama-2-7b", "--task", "trian"],
+    &["estimate", "llama-2-7b", "--task", "foo"],
+    &["estimate", "llama-2-7b", "--precision", "foo"],
+    &["estimate", "llama-2-7b", "--optimizer", "foo"],
+    &["estimate", "llama-2-7b", "--engine", "foo"],
+    &["estimate", "llama-2-7b", "--context", "12q"],
+    &["estimate", "llama-2-7b", "--zero", "5"],
+    &["estimate", "llama-2-7b", "--json", "--json"],
+    &["plan", "llama-2-7b", "--emit", "foo"],
+    &["check", "--xml"],
+    &["diagnose"],
+];
+
+/// Each of [`PARSE_ERRORS`] under `LANG=zh_CN.UTF-8` reads wholly in Chinese
+/// (the `error:` prefix kept, flags and values verbatim), exit code as in
+/// English; the English is clap's own.
+#[test]
+fn parse_errors_read_in_chinese() {
+    let mut missing: Vec<String> = Vec::new();
+    for args in PARSE_ERRORS {
+        let en = vramfit().args(*args).output().expect("runs");
+        let zh = vramfit().args(*args).env("LANG", "zh_CN.UTF-8").output().expect("runs");
+        assert_eq!(en.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&en.stderr));
+        assert_eq!(zh.status.code(), en.status.code(), "{args:?}");
+        let (en, zh) = (String::from_utf8_lossy(&en.stderr), String::from_utf8_lossy(&zh.stderr));
+        // an error, or (no subcommand at all) the help, on stderr
+        assert_eq!(en.starts_with("error: "), zh.starts_with("error: "), "{args:?}: {zh}");
+        assert!(has_han(zh.lines().next().unwrap_or("")), "{args:?}: {zh}");
+        // what the user typed is quoted as typed
+        for a in args.iter().filter(|a| a.starts_with("--") && en.contains(&format!("'{a}"))) {
+            assert!(zh.contains(&format!("'{a}")), "{args:?}: {a} not quoted in\n{zh}");
+        }
+        for l in english_lines(&zh) {
+            missing.push(format!("{l}\n      (from: LANG=zh_CN.UTF-8 vramfit {})", args.join(" ")));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} line(s) of clap's errors are English under LANG=zh_CN.UTF-8. Add the sentence (a value parser's \
+         reason) to crates/report/src/i18n/zh.txt, or clap's own to crates/cli/src/clap_lang.rs:\n\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
+}
+
+/// The lines `plan --emit` writes to stderr beside the launcher's file
+/// (`launch with:`, the notes on a plan the launcher cannot run, a
+/// DeepSpeed config's "auto" values) read in Chinese; the file on stdout is
+/// the launcher's, the same in every language.
+#[test]
+fn emit_stderr_lines_read_in_chinese() {
+    let ds =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../ingest/tests/fixtures/deepspeed/02_zero2_offload_optimizer_auto.json");
+    let mut missing: Vec<String> = Vec::new();
+    let mut lines = 0;
+    for args in [
+        &["plan", "llama-3.1-8b", "--emit", "vllm"][..],
+        &[
+            "plan",
+            "llama-2-7b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--tokens",
+            "1B",
+            "--emit",
+            "deepspeed",
+        ][..],
+        &[
+            "plan",
+            "llama-3.1-405b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--tokens",
+            "1B",
+            "--emit",
+            "deepspeed",
+        ][..],
+        &["plan", "llama-2-7b", "--task", "train", "--deepspeed", ds][..],
+    ] {
+        let en = vramfit().args(args).output().expect("runs");
+        let zh = vramfit().args(args).args(["--lang", "zh"]).output().expect("runs");
+        assert_eq!(en.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&en.stderr));
+        let (en_err, zh_err) = (String::from_utf8_lossy(&en.stderr), String::from_utf8_lossy(&zh.stderr));
+        assert_eq!(en_err.lines().count(), zh_err.lines().count(), "{args:?}\n{en_err}\n{zh_err}");
+        lines += zh_err.lines().count();
+        // a `# …` line is the launch command's own shell comment (part of what is copied), kept as written
+        for l in english_lines(&zh_err).into_iter().filter(|l| !l.starts_with('#')) {
+            missing.push(format!("{l}\n      (from: vramfit {} --lang zh)", args.join(" ")));
+        }
+        if args.contains(&"--emit") {
+            assert_eq!(en.stdout, zh.stdout, "{args:?}: the emitted file differs");
+        }
+    }
+    assert!(lines >= 4, "the cases must write to stderr");
+    assert!(
+        missing.is_empty(),
+        "{} stderr line(s) are English under --lang zh; add each to crates/report/src/i18n/zh.txt:\n\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
 }

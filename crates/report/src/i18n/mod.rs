@@ -169,12 +169,19 @@ pub fn needs_translation(s: &str) -> bool {
     let t = s.trim();
     // a command line (not a report's title such as `vramfit plan: …`)
     let title = t.split_whitespace().nth(1).is_some_and(|w| w.ends_with(':'));
-    if !title
-        && ["vramfit ", "$ ", "python ", "torchrun ", "accelerate ", "deepspeed ", "llama-server ", "export "]
-            .iter()
-            .any(|p| t.starts_with(p))
-    {
+    if !title && ["vramfit ", "$ ", "llama-server ", "export "].iter().any(|p| t.starts_with(p)) {
         return false;
+    }
+    // a launcher's name begins a command (`deepspeed --num_gpus 4 train.py`,
+    // `accelerate launch …`) or a sentence about it (`deepspeed cannot launch …`):
+    // a command when a flag, a file or `launch` follows
+    for p in ["python ", "torchrun ", "accelerate ", "deepspeed "] {
+        if let Some(rest) = t.strip_prefix(p) {
+            let next = rest.split_whitespace().next().unwrap_or("");
+            if next.starts_with('-') || next.contains(['.', '/', '=']) || next == "launch" {
+                return false;
+            }
+        }
     }
     !english_words(t, &catalogue().keep).is_empty()
 }
