@@ -76,10 +76,12 @@ pub enum Field {
     Precision,
     /// training method (`--task train|lora|qlora`)
     Task,
+    /// training optimizer (`--optimizer`)
+    Optimizer,
 }
 
 impl Field {
-    pub const ALL: [Field; 23] = [
+    pub const ALL: [Field; 24] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -103,6 +105,7 @@ impl Field {
         Field::Margin,
         Field::Precision,
         Field::Task,
+        Field::Optimizer,
     ];
 
     /// Stable id of the field. Every id is also the name of the CLI flag
@@ -134,6 +137,7 @@ impl Field {
             Field::Margin => "margin",
             Field::Precision => "precision",
             Field::Task => "task",
+            Field::Optimizer => "optimizer",
         }
     }
 }

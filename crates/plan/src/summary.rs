@@ -72,6 +72,9 @@ pub struct SetupSummary {
     #[serde(skip_serializing_if = "is_one")]
     pub dp_attention: u64,
     pub sharding: Sharding,
+    /// training: Megatron sequence parallelism with TP (absent: off)
+    #[serde(skip_serializing_if = "is_false")]
+    pub sequence_parallel: bool,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
     /// inference weight format: the quantization label, else the dtype
@@ -83,6 +86,10 @@ pub struct SetupSummary {
 
 fn is_one(v: &u64) -> bool {
     *v == 1
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// A dtype as reports write it: [`DType::name`] (`fp16`), not its serde form.
@@ -110,6 +117,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         ep: p.ep.max(1),
         dp_attention: p.dp_attention.max(1),
         sharding: Sharding::None,
+        sequence_parallel: p.sequence_parallel,
         offload_optimizer: Offload::None,
         offload_params: Offload::None,
         weights: None,

@@ -15,8 +15,8 @@ use super::limits::{
     MAX_BLOCK_SIZE, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_RANK, MAX_MODEL_PARALLEL, MAX_SEQUENCES, MAX_TOKENS,
 };
 use super::{
-    Engine, InferenceSetup, LoraTargets, Offload, Parallelism, Precision, Sharding, Task, TrainKind, TrainSetup,
-    Workload,
+    Engine, InferenceSetup, LoraTargets, Offload, Optimizer, Parallelism, Precision, Sharding, Task, TrainKind,
+    TrainSetup, Workload,
 };
 pub use crate::error::{Field, WorkloadError};
 use crate::model::{ModelSpec, Positional};
@@ -160,6 +160,9 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     }
     if !matches!(t.precision, Precision::MixedBf16 | Precision::MixedFp16 | Precision::Fp32) {
         return no(Field::Precision, "Megatron trains 16-bit parameters with an fp32 master copy (--bf16: mixed-bf16, --fp16: mixed-fp16) or in fp32; not autocast over fp32 weights or pure bf16");
+    }
+    if !matches!(t.optimizer, Optimizer::AdamW | Optimizer::Sgd | Optimizer::SgdMomentum) {
+        return no(Field::Optimizer, "Megatron's --optimizer is adam (decoupled weight decay: adamw) or sgd (with momentum); bitsandbytes, Lion and Adafactor are not among them");
     }
     if par.fsdp || par.sharding.stage() >= 2 {
         return no(Field::Sharding, "its distributed optimizer (--use-distributed-optimizer) shards the fp32 master and optimizer states over the data-parallel ranks: --zero 1; gradients and parameters stay whole (ZeRO-2/3, FSDP: DeepSpeed or torchtitan)");
