@@ -170,6 +170,18 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     if par.offload_optimizer.is_some() || par.offload_params.is_some() {
         return no(Field::Offload, "CPU/NVMe offload is not modelled for Megatron; its states stay on the GPU");
     }
+    // validate_args: "Number of layers should be divisible by the pipeline-model-parallel
+    // size" (without --decoder-first/last-pipeline-num-layers, which are not written)
+    if !model.num_layers.is_multiple_of(par.pp.max(1)) {
+        return Err(WorkloadError::EngineRefuses {
+            field: Field::Pp,
+            engine: "megatron",
+            reason: format!(
+                "{} pipeline stages for {} layers: Megatron splits the layers evenly over the stages (validate_args: the layers must be divisible by the pipeline-model-parallel size)",
+                par.pp, model.num_layers
+            ),
+        });
+    }
     let experts = model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
     if experts > 0 && model.moe_layers() > 0 && par.tp > 1 && !par.sequence_parallel {
         return no(Field::SequenceParallel, "a MoE model with tensor parallelism trains with sequence parallelism in Megatron (MoELayer.forward raises without it): add --sp");
