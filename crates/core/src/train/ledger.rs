@@ -469,6 +469,10 @@ impl Lines<'_> {
                 .term("per token per layer per key", act.layer_per_key)
                 .term("layer input kept under checkpointing", act.layer_input)
                 .term("in-flight micro-batches", b.in_flight)
+                .term(
+                    "of which MoE tokens dispatched to the experts (Megatron: top-k × hidden × activation bytes, the grouped fc1's saved input after MoEAlltoAllTokenDispatcher's permute + all-to-all)",
+                    act.moe_dispatched,
+                )
                 .note(format!(
                     "checkpointing {}; attention {}; {} in flight",
                     setup.checkpointing.name(),
