@@ -456,11 +456,18 @@ impl Lines<'_> {
             Checkpointing::Full => "layers/stage × tokens × layer input (hidden × stream bytes)".to_string(),
             _ => "layers/stage × tokens × (norms + q/k/v + attention out + MLP intermediates [+ heads × seq × softmax bytes for eager])".to_string(),
         };
+        let mut layers_explain = Explanation::new(per_layer_formula);
+        if act.moe_dispatched > 0 {
+            layers_explain = layers_explain.term(
+                "of which MoE tokens dispatched to the experts (Megatron: top-k × hidden × activation bytes, the grouped fc1's saved input after MoEAlltoAllTokenDispatcher's permute + all-to-all)",
+                act.moe_dispatched,
+            );
+        }
         ledger.push(
             Category::Activations,
             "saved activations, decoder layers",
             at.act_layers,
-            Explanation::new(per_layer_formula)
+            layers_explain
                 .term("tokens", tokens)
                 .term("layers per stage", model.profile.layers.div_ceil(par.pp))
                 .term("per token per layer (replicated)", act.layer_rep)
@@ -469,10 +476,6 @@ impl Lines<'_> {
                 .term("per token per layer per key", act.layer_per_key)
                 .term("layer input kept under checkpointing", act.layer_input)
                 .term("in-flight micro-batches", b.in_flight)
-                .term(
-                    "of which MoE tokens dispatched to the experts (Megatron: top-k × hidden × activation bytes, the grouped fc1's saved input after MoEAlltoAllTokenDispatcher's permute + all-to-all)",
-                    act.moe_dispatched,
-                )
                 .note(format!(
                     "checkpointing {}; attention {}; {} in flight",
                     setup.checkpointing.name(),
