@@ -1280,11 +1280,29 @@ mod tests {
             ep: 1,
             dp_attention: 1,
             sharding,
+            sequence_parallel: false,
             offload_optimizer: off_opt,
             offload_params: off_par,
             weights: None,
             kv_dtype: None,
         }
+    }
+
+    /// Megatron-LM runs full training with plain DP or its distributed optimizer
+    /// (ZeRO-1), no ZeRO-2/3, no offload, no LoRA (`megatron_rules`).
+    #[test]
+    fn megatron_runs_its_distributed_optimizer_and_refuses_the_rest() {
+        let n = Offload::None;
+        assert!(check(Launcher::Megatron, &setup(Sharding::Zero1, 8, n, n)).is_ok());
+        assert!(check(Launcher::Megatron, &setup(Sharding::None, 8, n, n)).is_ok());
+        for (z, off) in [(Sharding::Zero2, n), (Sharding::Zero3, n), (Sharding::Zero1, Offload::Cpu)] {
+            let err = check(Launcher::Megatron, &setup(z, 8, off, n)).unwrap_err().to_string();
+            assert!(err.contains("ZeRO-1") || err.contains("offload"), "{err}");
+        }
+        let lora = SetupSummary { method: Method::Lora, ..setup(Sharding::None, 8, n, n) };
+        assert!(check(Launcher::Megatron, &lora).unwrap_err().to_string().contains("LoRA/QLoRA"));
+        let amp = SetupSummary { precision: Some(Precision::AmpBf16), ..setup(Sharding::None, 8, n, n) };
+        assert!(check(Launcher::Megatron, &amp).is_err());
     }
 
     fn keys_in(v: &Value, allowed: &[&str], what: &str) {
