@@ -528,7 +528,7 @@ impl TrainArgs {
     /// The engine's own precision when neither `--precision` nor `--dtype` says
     /// one (Megatron: `mixed-bf16`).
     fn engine_precision(&self, common: &Common) -> Option<Precision> {
-        let p = common.engine.default_precision();
+        let p = Precision::default_for(common.engine);
         (common.dtype.is_none_or(|d| d == p.weight_dtype()) && p != Precision::default()).then_some(p)
     }
 

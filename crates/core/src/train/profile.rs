@@ -344,12 +344,7 @@ impl TrainProfile {
         // ZeRO sharding (Megatron: the distributed optimizer) over the data-parallel
         // ranks; under expert parallelism the experts' share over the expert-data-parallel ranks
         if dp > 1 && stage >= 1 {
-            let expert_t = if ep > 1 {
-                self.per_gpu_ep("expert params per GPU", tp, pp, ep, |g| if g.expert { g.trainable } else { 0 })?
-            } else {
-                0
-            };
-            let split = DpSplit { t, expert_t, dp, edp: (par.gpus / pp.saturating_mul(ep)).max(1) };
+            let split = self.dp_split(par, t)?;
             opt = split.shard(opt)?;
             master = split.shard(master)?;
             temps = split.shard(temps)?;
@@ -423,6 +418,18 @@ impl TrainProfile {
             cpu_bytes: cpu,
             nvme_bytes: nvme,
         })
+    }
+
+    /// How `t` trainable parameters per GPU shard over the data-parallel ranks of
+    /// `par`: the routed experts' share over the expert-data-parallel ranks under EP.
+    fn dp_split(&self, par: &Parallelism, t: u64) -> Result<DpSplit, CoreError> {
+        let (tp, pp, ep) = (par.tp.max(1), par.pp.max(1), par.ep.max(1));
+        let expert_t = if ep > 1 {
+            self.per_gpu_ep("expert params per GPU", tp, pp, ep, |g| if g.expert { g.trainable } else { 0 })?
+        } else {
+            0
+        };
+        Ok(DpSplit { t, expert_t, dp: par.dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
     }
 
     /// What DeepSpeed's ZeRO-Offload keeps in host memory besides the fp32

@@ -24,7 +24,6 @@
 //! ([`ServingEngine`], version).
 
 use super::policy::{LossPath, SlidingWindowCache};
-use super::training::Precision;
 use serde::{Deserialize, Serialize};
 
 /// What `--engine` names: a training framework or a serving engine. The
@@ -820,16 +819,6 @@ impl Engine {
     /// size their own start-up run instead.
     pub fn keeps_last_logits(self) -> bool {
         matches!(self, Engine::Transformers | Engine::Deepspeed | Engine::Fsdp)
-    }
-
-    /// The training precision when `--precision` is not given: Megatron's
-    /// `--bf16` (bf16 parameters, fp32 master and main grads: `mixed-bf16`; it has
-    /// no autocast-over-fp32 mode), else [`Precision::default`] (`amp-bf16`).
-    pub fn default_precision(self) -> Precision {
-        match self {
-            Engine::Megatron => Precision::MixedBf16,
-            _ => Precision::default(),
-        }
     }
 
     /// A serving engine (no training).
