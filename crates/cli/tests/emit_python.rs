@@ -87,3 +87,62 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("ok ").count(), 8, "{text}");
 }
+
+/// `--emit megatron` scripts through Megatron-LM's own `parse_args` and
+/// `validate_args` (`calibration/harness/check_megatron_args.py`) at each
+/// script's world size: every flag exists, parses to the planned value, and
+/// the layout passes Megatron's rules (TP × PP dividing the world, global
+/// batch a multiple of micro-batch × DP, experts a multiple of EP, layers a
+/// multiple of PP). Needs a Megatron-LM checkout in `MEGATRON_LM` (pip's
+/// megatron-core ships no `megatron/training`) and a `python3` with
+/// `packaging`; otherwise it says it skipped.
+#[test]
+fn emitted_megatron_scripts_parse_in_megatron_lm() {
+    let root = std::env::var("MEGATRON_LM").unwrap_or_default();
+    let has_packaging = std::process::Command::new("python3")
+        .args(["-c", "import packaging"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !std::path::Path::new(&root).join("megatron/training/arguments.py").is_file() || !has_packaging {
+        eprintln!("skipped: set MEGATRON_LM to a Megatron-LM checkout (and pip install packaging)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vramfit-emit-megatron-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plans: [(&str, &[&str]); 6] = [
+        ("8b", &["plan", "llama-3.1-8b", "--task", "train", "--tokens", "1B"]),
+        ("70b", &["plan", "llama-3.1-70b", "--task", "train", "--grad-accum", "16", "--tokens", "1B"]),
+        ("qwen2_5_7b", &["plan", "qwen2.5-7b", "--task", "train", "--tokens", "1B"]),
+        ("gpt2", &["plan", "gpt2", "--task", "train", "--seq", "1024", "--batch", "8", "--tokens", "100M"]),
+        ("mixtral", &["plan", "mixtral-8x7b", "--task", "train", "--tokens", "1B"]),
+        (
+            "mixtral_ep8",
+            &[
+                "plan",
+                "mixtral-8x7b",
+                "--task",
+                "train",
+                "--gpus",
+                "16",
+                "--tp",
+                "2",
+                "--ep",
+                "8",
+                "--sp",
+                "--zero",
+                "1",
+            ],
+        ),
+    ];
+    for (name, args) in plans {
+        let (sh, _) = run(&[args, &["--emit", "megatron"]].concat(), 0);
+        std::fs::write(dir.join(format!("megatron_{name}.sh")), sh).unwrap();
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../calibration/harness/check_megatron_args.py");
+    let out = std::process::Command::new("python3").arg(script).arg(&dir).env("MEGATRON_LM", &root).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("\nok megatron_").count(), 6, "{text}");
+    assert!(text.contains("ok control: global batch"), "{text}");
+}

@@ -387,3 +387,134 @@ fn moe_serving_recommendation_is_what_the_command_starts() {
     // every job here recommends an expert layout, on both engines
     assert_eq!(expert_layouts, 6);
 }
+
+/// Megatron-LM (`--launcher megatron` / `--emit megatron`): the recommended
+/// plan is what `megatron_plan.sh` runs — GPUs (torchrun's `--nproc-per-node`
+/// × machines), `--tensor-model-parallel-size`, `--pipeline-model-parallel-size`,
+/// `--expert-model-parallel-size` (with `--expert-tensor-parallel-size 1`),
+/// `--sequence-parallel`, `--use-distributed-optimizer` (ZeRO-1),
+/// `--micro-batch-size`, `--global-batch-size`, full / selective recompute and
+/// `--bf16` (megatron/training/arguments.py, Megatron-LM main of August 2026),
+/// and `--train-iters` = ⌈tokens / (global batch × seq)⌉. Five dense jobs and
+/// three MoE ones (Mixtral and Qwen3-30B-A3B with EP, one pinned to TP 2 × EP 8).
+#[test]
+fn megatron_recommendation_is_what_the_script_runs() {
+    let jobs: [&[&str]; 8] = [
+        &["llama-3.1-8b", "--task", "train", "--tokens", "1B"],
+        &["llama-2-13b", "--task", "train", "--batch", "4", "--grad-accum", "8", "--tokens", "500M"],
+        &["llama-3.1-70b", "--task", "train", "--grad-accum", "16", "--tokens", "1B"],
+        &["qwen3-1.7b", "--task", "train", "--batch", "8", "--tokens", "100M"],
+        &["llama-3.1-8b", "--task", "train", "--gpus", "8", "--tp", "2", "--sp", "--zero", "1", "--tokens", "1B"],
+        &["mixtral-8x7b", "--task", "train", "--tokens", "1B"],
+        &["qwen3-30b-a3b", "--task", "train", "--tokens", "1B"],
+        &[
+            "mixtral-8x7b",
+            "--task",
+            "train",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--ep",
+            "8",
+            "--sp",
+            "--zero",
+            "1",
+            "--tokens",
+            "1B",
+        ],
+    ];
+    let mut expert_plans = 0;
+    for job in jobs {
+        let v = json(&[&["plan"][..], job, &["--launcher", "megatron", "--json"]].concat(), 0);
+        assert_eq!(v["launcher"], "megatron", "{job:?}");
+        let rec = &v["recommended"];
+        let s = &rec["setup"];
+        let o = vramfit().args([&["plan"][..], job, &["--emit", "megatron"]].concat()).output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{job:?}: {err}");
+        assert!(!err.contains("cannot be written for"), "--emit swapped plans: {err}");
+        assert!(out.contains("  pretrain_gpt.py"), "{out}");
+        let get = |k: &str| flag(&out, &format!("{k} ")).unwrap_or_else(|| panic!("no {k} in\n{out}"));
+        let machines = flag(&out, "NNODES=${NNODES:-").unwrap();
+        let emitted = (
+            get("--nproc-per-node") * machines,
+            get("--tensor-model-parallel-size"),
+            get("--pipeline-model-parallel-size"),
+            flag(&out, "--expert-model-parallel-size ").unwrap_or(1),
+            out.contains("--sequence-parallel"),
+            if out.contains("--use-distributed-optimizer") { "zero1" } else { "none" },
+            get("--micro-batch-size"),
+            get("--global-batch-size"),
+            if out.contains("--recompute-granularity full") {
+                "full"
+            } else if out.contains("--recompute-granularity selective") {
+                "selective"
+            } else {
+                "none"
+            },
+            out.contains("--bf16"),
+        );
+        let planned = (
+            rec["gpus"].as_u64().unwrap(),
+            s["tp"].as_u64().unwrap(),
+            s["pp"].as_u64().unwrap(),
+            s["ep"].as_u64().unwrap_or(1),
+            s["sequence_parallel"].as_bool().unwrap_or(false),
+            s["sharding"].as_str().unwrap(),
+            s["micro_batch"].as_u64().unwrap(),
+            s["global_batch"].as_u64().unwrap(),
+            s["checkpointing"].as_str().unwrap(),
+            s["precision"] == "mixed-bf16",
+        );
+        assert_eq!(emitted, planned, "{job:?}\n{out}\n{s}");
+        assert_eq!(machines, rec["machines"].as_u64().unwrap());
+        // micro-batch × accumulation × data-parallel ranks = the global batch
+        let dp = s["dp"].as_u64().unwrap();
+        assert_eq!(s["micro_batch"].as_u64().unwrap() * s["grad_accum"].as_u64().unwrap() * dp, planned.7);
+        if planned.3 > 1 {
+            assert!(out.contains("--expert-tensor-parallel-size 1"), "{out}");
+            expert_plans += 1;
+        }
+        // --train-iters from --tokens: ⌈tokens / (global batch × 2048)⌉
+        let tokens: u64 = match job[job.iter().position(|a| *a == "--tokens").unwrap() + 1] {
+            "1B" => 1_000_000_000,
+            "500M" => 500_000_000,
+            _ => 100_000_000,
+        };
+        assert_eq!(get("--train-iters"), tokens.div_ceil(planned.7 * 2048), "{out}");
+    }
+    assert!(expert_plans >= 2, "{expert_plans}");
+}
+
+/// What Megatron does not run is refused by name: LoRA (pretrain_gpt.py
+/// trains full models), a model its GPT flags cannot express (DeepSeek-V3's
+/// multi-latent attention), another --engine with --launcher megatron, and EP
+/// under a framework other than Megatron.
+#[test]
+fn megatron_refusals_name_why() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["plan", "llama-3.1-8b", "--task", "lora", "--launcher", "megatron"],
+            "--task with --engine megatron: Megatron-LM trains full models",
+        ),
+        (
+            &["plan", "deepseek-v3", "--task", "train", "--dtype", "bf16", "--emit", "megatron"],
+            "multi-latent attention",
+        ),
+        (
+            &["plan", "llama-3.1-8b", "--task", "train", "--engine", "deepspeed", "--launcher", "megatron"],
+            "not --engine deepspeed",
+        ),
+        (
+            &["estimate", "mixtral-8x7b", "--task", "train", "--engine", "deepspeed", "--gpus", "8", "--ep", "8"],
+            "give --engine megatron",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = vramfit().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

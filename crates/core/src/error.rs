@@ -72,10 +72,16 @@ pub enum Field {
     Dtype,
     KvDtype,
     Margin,
+    /// training precision (`--precision`)
+    Precision,
+    /// training method (`--task train|lora|qlora`)
+    Task,
+    /// training optimizer (`--optimizer`)
+    Optimizer,
 }
 
 impl Field {
-    pub const ALL: [Field; 21] = [
+    pub const ALL: [Field; 24] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -97,6 +103,9 @@ impl Field {
         Field::Dtype,
         Field::KvDtype,
         Field::Margin,
+        Field::Precision,
+        Field::Task,
+        Field::Optimizer,
     ];
 
     /// Stable id of the field. Every id is also the name of the CLI flag
@@ -126,6 +135,9 @@ impl Field {
             Field::Dtype => "dtype",
             Field::KvDtype => "kv-dtype",
             Field::Margin => "margin",
+            Field::Precision => "precision",
+            Field::Task => "task",
+            Field::Optimizer => "optimizer",
         }
     }
 }
@@ -229,6 +241,12 @@ pub enum WorkloadError {
         dp: u64,
         reason: String,
     },
+    /// a setting the training framework named by `--engine` does not run
+    EngineRefuses {
+        field: Field,
+        engine: &'static str,
+        reason: String,
+    },
 }
 
 impl WorkloadError {
@@ -237,6 +255,7 @@ impl WorkloadError {
         use WorkloadError::*;
         match self {
             Zero { field } | TooLarge { field, .. } | TrainingOnly { field } | Probability { field, .. } => *field,
+            EngineRefuses { field, .. } => *field,
             LearnedPositions { field, .. } => *field,
             GpusNotMultiple { .. } => Field::Gpus,
             TpSplitsHeads { .. } => Field::Tp,
@@ -330,6 +349,7 @@ impl WorkloadError {
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
+            EngineRefuses { field, engine, reason } => format!("{} with --engine {engine}: {reason}", f(*field)),
         }
     }
 }

@@ -29,6 +29,7 @@ use crate::types::MemKey;
 use serde_json::{json, Map, Value};
 use std::fmt::Write;
 use vramfit_core::hf::layer_class;
+use vramfit_core::model::{Mixer, MlpKind, ModelSpec};
 use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
 use vramfit_core::workload::validate::offload_rules;
 use vramfit_core::{DType, Family, Offload, Sharding};
@@ -67,6 +68,8 @@ pub enum Launcher {
     Accelerate,
     /// PyTorch torchtitan: FSDP2 / HSDP, TP, PP on its own model definitions
     Torchtitan,
+    /// NVIDIA Megatron-LM `pretrain_gpt.py`: TP, PP, SP, EP, the distributed optimizer
+    Megatron,
     /// `vllm serve` (inference): TP, PP, data-parallel replicas
     Vllm,
     /// SGLang's `sglang.launch_server` (inference): TP, PP, data-parallel replicas
@@ -80,6 +83,7 @@ impl Launcher {
             Launcher::Torchrun => "torchrun",
             Launcher::Accelerate => "accelerate",
             Launcher::Torchtitan => "torchtitan",
+            Launcher::Megatron => "megatron",
             Launcher::Vllm => "vllm",
             Launcher::Sglang => "sglang",
         }
@@ -102,6 +106,53 @@ impl Launcher {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Can this launcher train the model of `spec` at all? [`Self::runs_model`],
+    /// and for Megatron the architecture (`megatron_expressible`).
+    pub fn runs(self, spec: &ModelSpec) -> Result<(), String> {
+        self.runs_model(&spec.name)?;
+        match self {
+            Launcher::Megatron => megatron_expressible(spec),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Can Megatron-LM's GPT model (`GPTModel` built by `pretrain_gpt.py` from
+/// `megatron/training/arguments.py` flags) express this architecture as this
+/// emitter writes it? A decoder of full softmax attention (MHA/GQA), RoPE or
+/// learned positions, RMSNorm or LayerNorm, a SwiGLU (`--swiglu`) or GELU MLP,
+/// optionally routed (and shared) experts. `Err`: what it has that the
+/// emitter does not write, by name.
+pub fn megatron_expressible(spec: &ModelSpec) -> Result<(), String> {
+    let name = &spec.name;
+    let no = |what: &str| Err(format!("Megatron's GPT model as written here has no {what}, which {name} uses"));
+    if spec.mla.is_some() {
+        return no("multi-latent attention (MLA needs --multi-latent-attention and its ranks, not written)");
+    }
+    if spec.mamba.is_some() || spec.linear_attention.is_some() {
+        return no("Mamba or linear-attention mixer (Megatron's hybrid model is another script)");
+    }
+    if spec.layer_pattern.iter().any(|l| l.mixer != Mixer::Attention) || spec.sliding_window.is_some() {
+        return no("sliding-window attention layers");
+    }
+    if spec.vision.is_some() || spec.encoder.is_some() {
+        return no("vision or encoder tower");
+    }
+    if spec.attention_sinks || spec.attn_output_gate || spec.parallel_residual || spec.lm_head_bias {
+        return no("attention sinks, gated attention output, parallel residual or output-head bias");
+    }
+    if spec.mtp_layers > 0 || spec.indexer.is_some() || spec.qk_norm_full_width {
+        return no("multi-token-prediction layers, sparse-attention indexer or full-width q/k norm");
+    }
+    let act = spec.activation.as_str();
+    match spec.mlp {
+        MlpKind::Gated if act != "silu" && act != "swish" => {
+            no(&format!("gated MLP with {act} (only SwiGLU: --swiglu)"))
+        }
+        MlpKind::Plain if !act.starts_with("gelu") => no(&format!("MLP with {act} (only GELU)")),
+        _ => Ok(()),
     }
 }
 
@@ -167,6 +218,9 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
     if l == Launcher::Torchtitan {
         return torchtitan_rules(&v);
     }
+    if l == Launcher::Megatron {
+        return megatron_rules(&v);
+    }
     let View { tp, pp, ck, p, o, off_opt, off_par, .. } = v;
     if tp > 1 || pp > 1 {
         return Err(format!(
@@ -183,7 +237,7 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
                 return Err("pure bf16 (bf16 weights and optimizer states, no fp32 master): DeepSpeed's bf16 mode keeps an fp32 master copy".into());
             }
         }
-        Launcher::Torchtitan | Launcher::Vllm | Launcher::Sglang => {}
+        Launcher::Torchtitan | Launcher::Megatron | Launcher::Vllm | Launcher::Sglang => {}
         Launcher::Torchrun | Launcher::Accelerate => {
             if o == Some(Optimizer::SgdMomentum) {
                 return Err("SGD with momentum: transformers' --optim sgd has no momentum (use --emit deepspeed: its optimizer block sets it)".into());
@@ -237,6 +291,41 @@ fn torchtitan_rules(v: &View) -> Result<(), String> {
             "{} on one data-parallel rank: torchtitan applies FSDP2 (and its CPU offload) only over two or more ranks",
             v.sharding.label()
         ));
+    }
+    Ok(())
+}
+
+/// What Megatron-LM's `pretrain_gpt.py` runs (megatron/training/arguments.py,
+/// NVIDIA/Megatron-LM main of August 2026, Megatron-Core 0.20.0): full training
+/// (no LoRA/QLoRA), `--bf16` / `--fp16` (16-bit parameters, fp32 master) or fp32,
+/// Adam (`--optimizer adam`, decoupled weight decay), TP / PP / SP / EP, plain data
+/// parallelism or the distributed optimizer (`--use-distributed-optimizer`, ZeRO-1),
+/// full or selective recompute (`--recompute-granularity`), no offload here.
+fn megatron_rules(v: &View) -> Result<(), String> {
+    if !v.full {
+        return Err("LoRA/QLoRA: Megatron-LM's pretrain_gpt.py trains full models".into());
+    }
+    match v.p {
+        None | Some(Precision::MixedBf16) | Some(Precision::MixedFp16) | Some(Precision::Fp32) => {}
+        Some(p) => {
+            return Err(format!(
+                "{} precision: Megatron trains 16-bit parameters with an fp32 master (--bf16, --fp16) or fp32",
+                p.name()
+            ))
+        }
+    }
+    match v.o {
+        None | Some(Optimizer::AdamW) => {}
+        Some(o) => return Err(format!("the {} optimizer: Megatron's --optimizer is adam (AdamW) or sgd", o.name())),
+    }
+    if v.sharding.stage() >= 2 {
+        return Err(format!(
+            "{}: Megatron's distributed optimizer shards optimizer states and master weights only (ZeRO-1)",
+            v.sharding.label()
+        ));
+    }
+    if v.off_opt.is_some() || v.off_par.is_some() {
+        return Err("offload: not written for Megatron (its states stay on the GPU)".into());
     }
     Ok(())
 }
@@ -770,6 +859,10 @@ pub struct Target<'a> {
     pub context: u64,
     /// the model's transformer layers (torchtitan's layers per virtual pipeline stage)
     pub layers: u64,
+    /// the model's shape (Megatron writes it as flags)
+    pub spec: Option<&'a ModelSpec>,
+    /// tokens the job trains (`--tokens`): Megatron's `--train-iters`
+    pub tokens: Option<u64>,
 }
 
 /// The config `l` writes for the plan `s`: DeepSpeed's JSON with its launch
@@ -780,8 +873,25 @@ pub fn config(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitted, Emit
         Launcher::Torchrun => torchrun(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
         Launcher::Accelerate => accelerate(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
         Launcher::Torchtitan => torchtitan(s, t),
+        Launcher::Megatron => megatron(s, t),
         Launcher::Vllm | Launcher::Sglang => serve_command(l, s, t),
     }
+}
+
+/// Megatron-LM's `megatron_plan.sh` for the plan (`crate::megatron`): the
+/// model's shape and the plan's TP/PP/SP/EP, distributed optimizer, batch,
+/// recompute and precision as `pretrain_gpt.py` flags, under one `torchrun`
+/// per machine.
+pub fn megatron(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
+    check(Launcher::Megatron, s)?;
+    let spec = t.spec.ok_or_else(|| unsupported("Megatron needs the model's shape"))?;
+    Launcher::Megatron.runs(spec).map_err(unsupported)?;
+    let script =
+        crate::megatron::Script { spec, machines: t.machines, seq: t.seq, tokens: t.tokens, tokenizer: t.serve_id };
+    Ok(Emitted {
+        text: crate::megatron::script(s, &script),
+        launch: Some(format!("bash megatron_plan.sh   # on each of the {} machine(s)", t.machines.max(1))),
+    })
 }
 
 /// The serving command for an inference plan: `vllm serve` (its
@@ -1197,11 +1307,29 @@ mod tests {
             dp_attention: 1,
             virtual_stages: 1,
             sharding,
+            sequence_parallel: false,
             offload_optimizer: off_opt,
             offload_params: off_par,
             weights: None,
             kv_dtype: None,
         }
+    }
+
+    /// Megatron-LM runs full training with plain DP or its distributed optimizer
+    /// (ZeRO-1), no ZeRO-2/3, no offload, no LoRA (`megatron_rules`).
+    #[test]
+    fn megatron_runs_its_distributed_optimizer_and_refuses_the_rest() {
+        let n = Offload::None;
+        assert!(check(Launcher::Megatron, &setup(Sharding::Zero1, 8, n, n)).is_ok());
+        assert!(check(Launcher::Megatron, &setup(Sharding::None, 8, n, n)).is_ok());
+        for (z, off) in [(Sharding::Zero2, n), (Sharding::Zero3, n), (Sharding::Zero1, Offload::Cpu)] {
+            let err = check(Launcher::Megatron, &setup(z, 8, off, n)).unwrap_err().to_string();
+            assert!(err.contains("ZeRO-1") || err.contains("offload"), "{err}");
+        }
+        let lora = SetupSummary { method: Method::Lora, ..setup(Sharding::None, 8, n, n) };
+        assert!(check(Launcher::Megatron, &lora).unwrap_err().to_string().contains("LoRA/QLoRA"));
+        let amp = SetupSummary { precision: Some(Precision::AmpBf16), ..setup(Sharding::None, 8, n, n) };
+        assert!(check(Launcher::Megatron, &amp).is_err());
     }
 
     fn keys_in(v: &Value, allowed: &[&str], what: &str) {

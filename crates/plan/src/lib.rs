@@ -16,7 +16,8 @@
 //! setup's identity and estimate, a scored candidate); [`work`] (a setup's
 //! hardware-independent work); [`calibrate`] (the time model against
 //! published throughputs); [`ladder`] (path 1); `summary` ([`SetupSummary`],
-//! [`Switch`]); [`emit`] (launch configs, the [`Launcher`] rules); `report`
+//! [`Switch`]); [`megatron`] (Megatron-LM's launch script); [`emit`] (launch
+//! configs, the [`Launcher`] rules); `report`
 //! (the answer: [`PlanReport`], [`PlanRow`]); `rank` (ordering,
 //! [`PRICE_TIE`]); `request` ([`PlanRequest`]); [`search`] (the candidate
 //! space and the memoized scoring loop); `row` (a scored candidate as a
@@ -28,6 +29,7 @@
 pub mod calibrate;
 pub mod emit;
 pub mod ladder;
+pub mod megatron;
 mod paths;
 pub mod pricing;
 mod rank;

@@ -251,7 +251,7 @@ impl<'a> Search<'a> {
             virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
             fsdp: false,
-            sequence_parallel: false,
+            sequence_parallel: self.sequence_parallel(key.tp),
             offload_optimizer: key.offload_optimizer,
             offload_params: key.offload_params,
         };
@@ -332,13 +332,13 @@ impl<'a> Search<'a> {
             gpus: key.gpus,
             tp: key.tp,
             pp: key.pp,
-            // expert parallelism is searched for serving only
-            ep: 1,
+            // expert parallelism in training: Megatron's (`train_expert_variants`)
+            ep: key.ep,
             dp_attention: 1,
             virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
             fsdp: false,
-            sequence_parallel: false,
+            sequence_parallel: self.sequence_parallel(key.tp),
             offload_optimizer: key.offload_optimizer,
             offload_params: key.offload_params,
         };
@@ -840,37 +840,39 @@ impl<'a> Search<'a> {
                                 // train full models: adapters keep plain 1F1B
                                 let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
                                 for v in pipeline_schedules(layers, l.pp) {
-                                    let mut g = Vec::new();
-                                    for &(micro, accum) in &micros {
-                                        if v > 1 && !accum.is_multiple_of(l.pp) {
-                                            continue; // Megatron's interleaved schedule: m a multiple of pp
+                                    for &ep in &self.train_expert_variants(gpus, l) {
+                                        let mut g = Vec::new();
+                                        for &(micro, accum) in &micros {
+                                            if v > 1 && !accum.is_multiple_of(l.pp) {
+                                                continue; // Megatron's interleaved schedule: m a multiple of pp
+                                            }
+                                            for &ck in ckpts {
+                                                g.push(MemKey {
+                                                    gpus,
+                                                    tp: l.tp,
+                                                    pp: l.pp,
+                                                    virtual_stages: v,
+                                                    replicas: 1,
+                                                    ep,
+                                                    dp_attention: 1,
+                                                    sharding: l.sharding,
+                                                    offload_optimizer: l.offload_optimizer,
+                                                    offload_params: l.offload_params,
+                                                    train: Some(TrainKey {
+                                                        kind,
+                                                        precision,
+                                                        optimizer,
+                                                        checkpointing: ck,
+                                                        micro_batch: micro,
+                                                        grad_accum: accum,
+                                                    }),
+                                                    infer: None,
+                                                });
+                                            }
                                         }
-                                        for &ck in ckpts {
-                                            g.push(MemKey {
-                                                gpus,
-                                                tp: l.tp,
-                                                pp: l.pp,
-                                                virtual_stages: v,
-                                                replicas: 1,
-                                                ep: 1,
-                                                dp_attention: 1,
-                                                sharding: l.sharding,
-                                                offload_optimizer: l.offload_optimizer,
-                                                offload_params: l.offload_params,
-                                                train: Some(TrainKey {
-                                                    kind,
-                                                    precision,
-                                                    optimizer,
-                                                    checkpointing: ck,
-                                                    micro_batch: micro,
-                                                    grad_accum: accum,
-                                                }),
-                                                infer: None,
-                                            });
+                                        if !g.is_empty() {
+                                            groups.push(g);
                                         }
-                                    }
-                                    if !g.is_empty() {
-                                        groups.push(g);
                                     }
                                 }
                             }
@@ -926,6 +928,45 @@ impl<'a> Search<'a> {
             }
         }
         groups
+    }
+
+    /// The training job runs under Megatron (`--engine megatron`, `--launcher megatron`).
+    fn megatron(&self) -> bool {
+        matches!(&self.base.task, Task::Train(t) if t.engine == vramfit_core::workload::Engine::Megatron)
+    }
+
+    /// Megatron plans with TP run sequence parallelism (`--sequence-parallel`):
+    /// required for a MoE model (`MoELayer.forward` raises without it in training)
+    /// and what Megatron's recipes set with TP for a dense one (Korthikanti et al.
+    /// 2022: the norm and dropout activations split over the TP ranks too).
+    fn sequence_parallel(&self, tp: u64) -> bool {
+        tp > 1 && self.megatron()
+    }
+
+    /// Expert-parallel degrees tried for a training layout `l` on `gpus`: 1, and
+    /// under Megatron for a MoE model the largest EP that divides both the routed
+    /// experts and the ranks of a pipeline stage (`--num-experts` a multiple of
+    /// `--expert-model-parallel-size`, expert-tensor-parallel 1), and the largest
+    /// such EP within 8 ranks (one NVLink machine: the all-to-alls stay on
+    /// NVLink). A pinned `--ep` keeps only itself.
+    fn train_expert_variants(&self, gpus: u64, l: &Layout) -> Vec<u64> {
+        let experts = self.model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
+        let stage = gpus / l.pp.max(1);
+        let mut v = vec![1];
+        if self.megatron() && experts > 1 {
+            let fits = |e: &u64| experts.is_multiple_of(*e) && stage.is_multiple_of(*e);
+            for cap in [stage, 8] {
+                if let Some(e) = (2..=cap.min(experts)).rev().find(fits) {
+                    if !v.contains(&e) {
+                        v.push(e);
+                    }
+                }
+            }
+        }
+        match &self.pinned {
+            Some(p) => v.into_iter().filter(|&e| e == p.ep.max(1)).collect(),
+            None => v,
+        }
     }
 
     /// (EP, data-parallel attention) variants of a serving layout `l`:

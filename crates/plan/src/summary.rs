@@ -76,6 +76,9 @@ pub struct SetupSummary {
     #[serde(skip_serializing_if = "is_one")]
     pub virtual_stages: u64,
     pub sharding: Sharding,
+    /// training: Megatron sequence parallelism with TP (absent: off)
+    #[serde(skip_serializing_if = "is_false")]
+    pub sequence_parallel: bool,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
     /// inference weight format: the quantization label, else the dtype
@@ -87,6 +90,10 @@ pub struct SetupSummary {
 
 fn is_one(v: &u64) -> bool {
     *v == 1
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 /// A dtype as reports write it: [`DType::name`] (`fp16`), not its serde form.
@@ -115,6 +122,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         dp_attention: p.dp_attention.max(1),
         virtual_stages: if p.pp > 1 { p.virtual_stages.max(1) } else { 1 },
         sharding: Sharding::None,
+        sequence_parallel: p.sequence_parallel,
         offload_optimizer: Offload::None,
         offload_params: Offload::None,
         weights: None,

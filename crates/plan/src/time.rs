@@ -244,6 +244,17 @@ pub struct TrainWork {
     pub virtual_stages: f64,
     /// the peak rate the precision computes at (fp32 without TF32, or 16-bit tensor cores)
     pub peak: PeakKind,
+    /// MoE training with expert parallelism (Megatron `--expert-model-parallel-size`):
+    /// all-to-alls per step on each GPU (a dispatch and a combine per MoE layer of
+    /// the stage in forward, the same two in backward, per micro-batch); 0 without EP
+    #[serde(default)]
+    pub a2a_per_step: f64,
+    /// bytes one GPU sends per step in those all-to-alls
+    #[serde(default)]
+    pub a2a_bytes_per_step: f64,
+    /// expert-parallel degree (the all-to-all group; 1: none)
+    #[serde(default = "one")]
+    pub ep: f64,
 }
 
 fn one() -> f64 {
@@ -307,7 +318,7 @@ impl TimeModel {
         // between machines each GPU has its share of the fabric
         let pp_bw = if w.machines > 1.0 { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
         let pp_comm = w.pp_bytes_per_step / pp_bw;
-        let comm = exposed_dp + tp_comm + pp_comm;
+        let comm = exposed_dp + tp_comm + pp_comm + self.train_all_to_all_s(w, dev);
         let total = compute + bubble + comm + offload;
         let mfu = if total > 0.0 && dev.flops > 0.0 {
             w.model_flops_per_token * w.tokens_per_step / (w.gpus * dev.flops * total)
@@ -535,6 +546,25 @@ impl TimeModel {
         inside + across
     }
 
+    /// Seconds of a training step's expert all-to-alls (Megatron EP): each a
+    /// collective of one small-message latency plus its bytes, on the critical
+    /// path (`MoEAlltoAllTokenDispatcher.token_dispatch` / `token_combine`,
+    /// megatron/core/transformer/moe/token_dispatcher.py, run between the router
+    /// and the experts; the default dispatcher does not overlap them). Over
+    /// NVLink while the EP group fits one machine, else over the fabric.
+    pub fn train_all_to_all_s(&self, w: &TrainWork, dev: &Device) -> f64 {
+        if w.a2a_per_step <= 0.0 {
+            return 0.0;
+        }
+        let per_machine = (w.gpus / w.machines.max(1.0)).max(1.0);
+        let (bw, lat) = if w.ep <= per_machine || dev.inter_bw.is_none() {
+            (dev.intra_bw, if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S })
+        } else {
+            (dev.inter_bw.unwrap_or(dev.intra_bw), PCIE_ALLREDUCE_S)
+        };
+        w.a2a_per_step * lat + w.a2a_bytes_per_step / bw
+    }
+
     /// Seconds of a decode step's expert all-to-alls (data-parallel
     /// attention): a dispatch and a combine per MoE layer, each a collective
     /// of one small-message latency, plus the bytes over NVLink (the TP group
@@ -600,6 +630,9 @@ mod tests {
             pp_bytes_per_step: 0.0,
             virtual_stages: 1.0,
             peak: PeakKind::Bf16,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -645,6 +678,43 @@ mod tests {
     }
 
     #[test]
+    fn megatron_expert_all_to_alls_cost_latency_and_bytes_on_the_critical_path() {
+        // MoEAlltoAllTokenDispatcher: 4 all-to-alls per MoE layer per micro-batch (dispatch and
+        // combine, forward and backward). 32 MoE layers, 1 micro-batch: 128 collectives;
+        // 1e9 bytes over NVLink (A100: 225 GB/s effective) = 1/225 s
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let mut w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            tokens_per_micro: 1e9,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 8.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
+            peak: PeakKind::Bf16,
+            a2a_per_step: 128.0,
+            a2a_bytes_per_step: 1e9,
+            ep: 8.0,
+        };
+        let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
+        assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
+        let with = tm.train_step(&w, &dev, None).comm_s;
+        w.a2a_per_step = 0.0;
+        assert!((with - tm.train_step(&w, &dev, None).comm_s - expect).abs() < 1e-12);
+    }
+
+    #[test]
     fn pcie_offload_and_comm_cost() {
         let tm = TimeModel::default();
         let mut g = a100();
@@ -672,6 +742,9 @@ mod tests {
             pp_bytes_per_step: 0.0,
             virtual_stages: 1.0,
             peak: PeakKind::Bf16,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam

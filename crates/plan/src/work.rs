@@ -152,6 +152,9 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         } else {
             2.0
         }
+    } else if t.framework().megatron_mixed_precision && t.precision == vramfit_core::train::Precision::MixedBf16 {
+        // Megatron reduces its fp32 main grads under --bf16 (`grad_reduce_in_fp32`)
+        4.0
     } else {
         t.precision.weight_dtype().bytes_f64()
     };
@@ -214,5 +217,34 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         pp_bytes_per_step: pp_bytes,
         virtual_stages: v,
         peak,
+        a2a_per_step: train_all_to_alls(spec, par) * k,
+        a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
+        ep: par.ep.max(1) as f64,
     }
+}
+
+/// All-to-alls per micro-batch on one GPU in MoE training with expert
+/// parallelism: per MoE layer of its stage a dispatch and a combine forward
+/// and their two transposes backward (`MoEAlltoAllTokenDispatcher`,
+/// megatron/core/transformer/moe/token_dispatcher.py: `all_to_all` is an
+/// autograd function whose backward is the reverse all-to-all); 0 without EP.
+pub fn train_all_to_alls(spec: &ModelSpec, par: &Parallelism) -> f64 {
+    match spec.moe.as_ref().filter(|m| m.num_experts > 0) {
+        Some(_) if par.ep > 1 => 4.0 * spec.moe_layers() as f64 / par.pp.max(1) as f64,
+        _ => 0.0,
+    }
+}
+
+/// Bytes one GPU sends per micro-batch in [`train_all_to_alls`]: each MoE layer
+/// sends its tokens (the micro-batch's, split over the TP ranks by sequence
+/// parallelism) to the ranks holding their top-k experts, `tokens × hidden ×
+/// activation bytes × min(k, EP) × (EP − 1) / EP`, four times (dispatch and
+/// combine, forward and backward); the share on its own rank stays local.
+pub fn train_all_to_all_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> f64 {
+    let alls = train_all_to_alls(spec, par);
+    let Some(moe) = spec.moe.as_ref().filter(|_| alls > 0.0) else { return 0.0 };
+    let ep = par.ep.max(1) as f64;
+    let tokens = (t.batch * t.seq) as f64 / par.tp.max(1) as f64;
+    let fanout = (moe.experts_per_token as f64).min(ep) * (ep - 1.0) / ep;
+    tokens * spec.hidden_size as f64 * t.precision.compute_dtype().bytes_f64() * fanout * alls
 }

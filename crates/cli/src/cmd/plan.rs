@@ -37,6 +37,8 @@ pub enum EmitKind {
     Accelerate,
     /// a torchtitan recipe (a Python `Trainer.Config` function) and its launch line
     Torchtitan,
+    /// a Megatron-LM launch script (torchrun + pretrain_gpt.py flags)
+    Megatron,
     /// a `vllm serve` command (inference plans)
     Vllm,
     /// an SGLang `launch_server` command (inference plans)
@@ -157,6 +159,19 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
             vramfit_core::workload::Engine::Sglang
         }
     };
+    // Megatron trains with its own accounting: the job is built with --engine megatron
+    if launcher == Some(Launcher::Megatron) {
+        let megatron = vramfit_core::workload::Engine::Megatron;
+        match args.workload.engine {
+            None => {
+                args.workload.engine = Some(vramfit_core::workload::EngineChoice { engine: megatron, version: None })
+            }
+            Some(e) if e.engine == megatron => {}
+            Some(e) => {
+                bail_on!(launcher_field, "--launcher megatron trains with megatron, not --engine {}", e.engine.name())
+            }
+        }
+    }
     let built = args.workload.clone().build(spec).ok().or_else(|| {
         let l = launcher.filter(|l| l.serves() && args.workload.engine.is_none())?;
         let mut probe = args.workload.clone();
@@ -182,7 +197,7 @@ fn resolve_launcher(args: &mut PlanArgs, spec: &vramfit_core::ModelSpec) -> anyh
         }
     }
     if let Some(l) = launcher {
-        if let Err(why) = l.runs_model(&spec.name) {
+        if let Err(why) = l.runs(spec) {
             bail_on!(launcher_field, "--launcher {}: {why}", l.name());
         }
         if l.serves() && built == Some(false) {
@@ -378,6 +393,7 @@ impl From<EmitKind> for Launcher {
             EmitKind::Torchrun => Launcher::Torchrun,
             EmitKind::Accelerate => Launcher::Accelerate,
             EmitKind::Torchtitan => Launcher::Torchtitan,
+            EmitKind::Megatron => Launcher::Megatron,
             EmitKind::Vllm => Launcher::Vllm,
             EmitKind::Sglang => Launcher::Sglang,
         }
@@ -436,8 +452,21 @@ fn emit_plan(
         Some(Task::Inference(i)) => (0, i.context),
         None => (0, 0),
     };
-    let layers = req.model.num_layers;
-    let target = emit::Target { model: model_name, family, machines: rec.machines, seq, serve_id, context, layers };
+    let tokens = match req.job {
+        vramfit_plan::Job::Tokens(n) | vramfit_plan::Job::Deadline { tokens: n, .. } => Some(n),
+        _ => None,
+    };
+    let target = emit::Target {
+        model: model_name,
+        family,
+        machines: rec.machines,
+        seq,
+        serve_id,
+        context,
+        layers: req.model.num_layers,
+        spec: Some(req.model),
+        tokens,
+    };
     let emitted = emit::config(l, &rec.setup, &target).map_err(|e| anyhow::anyhow!("--emit: {e}"))?;
     if let Some(launch) = emitted.launch {
         crate::to_stderr(&format!("vramfit: launch with: {launch}"));

@@ -489,7 +489,7 @@ impl TrainArgs {
         let engine_defaults = TrainSetup { kind, ..TrainSetup::default() }.with_engine(common.engine);
         let mut setup = TrainSetup {
             kind,
-            precision: precision(merged.precision, common.dtype, kind)?,
+            precision: precision(merged.precision.or(self.engine_precision(common)), common.dtype, kind)?,
             optimizer: merged.optimizer.unwrap_or_default(),
             batch: merged.batch.unwrap_or(defaults::BATCH),
             seq: common.seq,
@@ -524,6 +524,13 @@ impl TrainArgs {
             };
         }
         Ok(setup)
+    }
+
+    /// The engine's own precision when neither `--precision` nor `--dtype` says
+    /// one (Megatron: `mixed-bf16`).
+    fn engine_precision(&self, common: &Common) -> Option<Precision> {
+        let p = Precision::default_for(common.engine);
+        (common.dtype.is_none_or(|d| d == p.weight_dtype()) && p != Precision::default()).then_some(p)
     }
 
     /// The QLoRA-only flags onto the setup; refused with another task.

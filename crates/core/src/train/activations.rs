@@ -47,6 +47,9 @@ pub struct ActProfile {
     pub layer_split: u64,
     /// per token per key per layer (eager s×s terms), split by TP over heads
     pub layer_per_key: u64,
+    /// of `layer_split`: Megatron's MoE tokens dispatched to the experts, kept
+    /// as the grouped fc1's input ([`megatron_dispatched_bytes`])
+    pub moe_dispatched: u64,
     /// per token per layer: k and v (when not repeated), split by TP over kv heads
     pub layer_kv: u64,
     /// key/value heads (for the TP split of `layer_kv`)
@@ -201,7 +204,11 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
     let (logits_saved, logits_grad, loss_saved_per_token) = loss_bytes(setup.loss, act, spec.hidden_size);
     Ok(ActProfile {
         layer_rep: rep,
-        layer_split: core.split + mlp_bytes(spec, &saves, mlp.down) + parallel_mamba_bytes(spec, act),
+        layer_split: core.split
+            + mlp_bytes(spec, &saves, mlp.down)
+            + parallel_mamba_bytes(spec, act)
+            + megatron_dispatched_bytes(spec, setup, act),
+        moe_dispatched: megatron_dispatched_bytes(spec, setup, act),
         layer_per_key: core.per_key,
         layer_kv: core.kv,
         kv_heads: spec.num_kv_heads,
@@ -379,6 +386,22 @@ fn mlp_bytes(spec: &ModelSpec, saves: &Saves, down: &str) -> u64 {
     };
     // router logits (fp32 softmax over experts) and routing weights
     saved + moe.map(|m| 4 * m.num_experts + 8 * m.experts_per_token).unwrap_or(0)
+}
+
+/// Megatron-Core's MoE layer keeps, per token per layer, the copies of the token
+/// dispatched to its top-k experts: `MoEAlltoAllTokenDispatcher` permutes the
+/// hidden states into one row per (token, expert) (`permute`,
+/// megatron/core/transformer/moe/moe_utils.py), sends them to the expert ranks
+/// (`all_to_all`, token_dispatcher.py), and the experts' grouped fc1
+/// (`TEGroupedMLP.forward`, experts.py) keeps that input for its weight gradient:
+/// top-k × hidden × activation bytes, split over the TP ranks with the
+/// sequence-parallel tokens like the rest of the MLP. Counted for Megatron only;
+/// 0 for a dense model.
+fn megatron_dispatched_bytes(spec: &ModelSpec, setup: &TrainSetup, act: u64) -> u64 {
+    match spec.moe.as_ref().filter(|m| m.num_experts > 0 && spec.moe_layers() > 0) {
+        Some(m) if setup.framework().megatron_mixed_precision => m.experts_per_token * spec.hidden_size * act,
+        _ => 0,
+    }
 }
 
 /// Falcon-H1's Mamba-2 branch, which runs beside attention in every layer

@@ -308,7 +308,11 @@ impl TrainModel {
             mul("gradients", prof.largest_trainable, prof.grad_bytes)?
         } else if comm.unsharded_grads > 0 {
             comm.unsharded_grads
-        } else if setup.grad_accum > 1 {
+        } else if setup.grad_accum > 1 || setup.framework().megatron_mixed_precision {
+            // Megatron's grad buffer (`_ParamAndGradBuffer`,
+            // megatron/core/distributed/param_and_grad_buffer.py) is allocated when the
+            // model is wrapped in its DDP and lives for the whole run: backward
+            // accumulates into `param.main_grad`, a view of it
             // gradients persist between accumulated micro-batches
             s.gradients
         } else {
@@ -328,6 +332,12 @@ impl TrainModel {
             return Ok(c);
         }
         let grad_bytes = prof.grad_bytes;
+        if framework.megatron_mixed_precision {
+            // Megatron's DDP buckets are views of its grad buffer (`_ParamAndGradBucket`,
+            // param_and_grad_buffer.py): no second copy of the gradients; the
+            // distributed optimizer reduce-scatters in place
+            return Ok(c);
+        }
         match par.sharding {
             Sharding::None => {
                 // PyTorch DDP's gradient buckets

@@ -174,7 +174,17 @@ impl Lines<'_> {
     /// How a state is split over data-parallel ranks (ZeRO shards it from `stage` on).
     fn shard_note(&self, what: &str, stage: u8) -> String {
         let dp = self.par.dp();
-        if dp > 1 && self.par.sharding.stage() >= stage {
+        let megatron = self.setup.framework().megatron_mixed_precision;
+        if megatron && dp > 1 && self.par.sharding.stage() >= stage {
+            let ep = self.par.ep.max(1);
+            let edp = (self.par.gpus / self.par.pp.max(1).saturating_mul(ep)).max(1);
+            let experts = if ep > 1 {
+                format!("; the routed experts' share ÷ expert-DP {edp} = GPUs / (PP × EP)")
+            } else {
+                String::new()
+            };
+            format!("÷ DP {dp} (Megatron --use-distributed-optimizer: {what} sharded over the data-parallel ranks{experts}; docs/user-guide/features/dist_optimizer.md: 6 + 12/d B/param under bf16)")
+        } else if dp > 1 && self.par.sharding.stage() >= stage {
             format!("÷ DP {dp} ({}: {what} sharded)", self.par.sharding_label())
         } else {
             "not sharded over data-parallel ranks".to_string()
@@ -243,7 +253,17 @@ impl Lines<'_> {
             at.base_weights,
             Explanation::new(base_formula)
                 .term("params_total", prof.params_total)
-                .term("layout", format!("per GPU after TP {} × PP {} (worst stage)", self.par.tp, self.par.pp))
+                .term(
+                    "layout",
+                    if self.par.ep > 1 {
+                        format!(
+                            "per GPU after TP {} × PP {} (worst stage); the routed experts whole, ÷ EP {} (expert-tensor-parallel 1)",
+                            self.par.tp, self.par.pp, self.par.ep
+                        )
+                    } else {
+                        format!("per GPU after TP {} × PP {} (worst stage)", self.par.tp, self.par.pp)
+                    },
+                )
                 .term("sharding", self.shard_note("parameters", 3)),
         );
         if at.fp32_casts > 0 {
@@ -300,17 +320,19 @@ impl Lines<'_> {
         } else {
             "at the start of backward (grad_accum 1, zero_grad(set_to_none)) no gradient exists yet; with accumulation (or FSDP1's flat gradient buffers) they persist"
         };
+        let grads_note = if setup.framework().megatron_mixed_precision {
+            "Megatron's grad buffer (_ParamAndGradBuffer, megatron/core/distributed/param_and_grad_buffer.py) is allocated when the model is wrapped and lives for the whole run; backward accumulates into param.main_grad, a view of it. Under --bf16 it is fp32 (megatron/training/arguments.py validate_args sets accumulate_allreduce_grads_in_fp32; DistributedDataParallelConfig.grad_reduce_in_fp32); the distributed optimizer reduce-scatters it in place, so it is never sharded"
+        } else {
+            grads_note
+        };
+        let grad_bytes = prof.grad_bytes_stored();
         ledger.push(
             Category::Gradients,
-            format!(
-                "gradients ({} B/param){}",
-                prof.grad_bytes,
-                if grads_live { "" } else { " — none yet at this peak" }
-            ),
+            format!("gradients ({} B/param){}", grad_bytes, if grads_live { "" } else { " — none yet at this peak" }),
             at.gradients,
             Explanation::new("trainable params × grad bytes")
                 .term("trainable per GPU", s.trainable_per_gpu)
-                .term("grad bytes", prof.grad_bytes)
+                .term("grad bytes", grad_bytes)
                 .term("full gradient buffer", s.gradients)
                 .term(
                     "sharding",
@@ -391,6 +413,9 @@ impl Lines<'_> {
             "optimizer-step temporaries",
             at.step_temporaries,
             Explanation::new(match setup.optimizer {
+                _ if setup.framework().megatron_mixed_precision => {
+                    "Megatron's FusedAdam (Transformer Engine / Apex multi_tensor_apply, megatron/core/optimizer/__init__.py) updates in place: none"
+                }
                 Optimizer::AdamW if setup.foreach => {
                     "foreach AdamW: torch._foreach_sqrt(exp_avg_sq) = trainable × state bytes"
                 }
@@ -411,6 +436,10 @@ impl Lines<'_> {
                     .term("sharding", self.shard_note("the fp32 gradient partition", 1))
                     .note(if self.offloaded() {
                         "offloaded: the fp32 gradient partition lives in pinned host memory, 0 on the GPU"
+                    } else if setup.framework().megatron_mixed_precision && setup.precision == crate::workload::Precision::MixedBf16 {
+                        "Megatron under --bf16: the main grads are fp32 already; _copy_model_grads_to_main_grads hands the optimizer main_grad.float(), the same tensor: no copy"
+                    } else if setup.framework().megatron_mixed_precision {
+                        "Megatron: _copy_model_grads_to_main_grads sets main_param.grad = main_grad.float(), an fp32 copy of the 16-bit main grads (megatron/core/optimizer/optimizer.py, distrib_optimizer.py)"
                     } else {
                         "mixed precision adds a 4 B/param fp32 gradient copy at the step: DeepSpeed up-casts the 16-bit gradient partition and attaches it to the fp32 master partition before optimizer.step(), on top of the optimizer's own temporaries"
                     }),
@@ -427,11 +456,18 @@ impl Lines<'_> {
             Checkpointing::Full => "layers/stage × tokens × layer input (hidden × stream bytes)".to_string(),
             _ => "layers/stage × tokens × (norms + q/k/v + attention out + MLP intermediates [+ heads × seq × softmax bytes for eager])".to_string(),
         };
+        let mut layers_explain = Explanation::new(per_layer_formula);
+        if act.moe_dispatched > 0 {
+            layers_explain = layers_explain.term(
+                "of which MoE tokens dispatched to the experts (Megatron: top-k × hidden × activation bytes, the grouped fc1's saved input after MoEAlltoAllTokenDispatcher's permute + all-to-all)",
+                act.moe_dispatched,
+            );
+        }
         ledger.push(
             Category::Activations,
             "saved activations, decoder layers",
             at.act_layers,
-            Explanation::new(per_layer_formula)
+            layers_explain
                 .term("tokens", tokens)
                 .term("layers per stage", model.profile.layers.div_ceil(par.pp))
                 .term("per token per layer (replicated)", act.layer_rep)
@@ -609,7 +645,12 @@ impl Lines<'_> {
 fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u64, nvme_total: u64) -> Vec<String> {
     let dp = par.dp();
     let mut notes = Vec::new();
-    if dp > 1 && par.sharding == Sharding::None {
+    let megatron = setup.framework().megatron_mixed_precision;
+    if dp > 1 && par.sharding == Sharding::None && megatron {
+        notes.push(format!(
+            "data parallelism alone ({dp} replicas) saves no memory per GPU: every GPU holds the full model states; Megatron's distributed optimizer (--zero 1: --use-distributed-optimizer) shards the fp32 master and Adam states, 6 + 12/d B/param instead of 18 under bf16"
+        ));
+    } else if dp > 1 && par.sharding == Sharding::None {
         notes.push(format!(
             "data parallelism alone ({dp} replicas) saves no memory per GPU: every GPU holds the full model states; use --zero 1|2|3 / --fsdp to shard them (PyTorch DDP also keeps gradient buckets, ≈ one more gradient copy unless gradient_as_bucket_view=True)"
         ));
@@ -618,6 +659,13 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
         notes.push(format!(
             "{} with one data-parallel rank shards nothing: give --gpus (the DP degree is gpus ÷ (tp × pp))",
             par.sharding_label()
+        ));
+    }
+    if par.ep > 1 {
+        let edp = (par.gpus / par.pp.max(1).saturating_mul(par.ep)).max(1);
+        notes.push(format!(
+            "expert parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, whole (Megatron --expert-model-parallel-size, expert-tensor-parallel 1); attention and the dense layers split by TP; the experts' master and optimizer states shard over {edp} expert-data-parallel ranks with --zero 1",
+            par.ep, par.ep
         ));
     }
     if par.gpus > 1 {

@@ -48,6 +48,9 @@ pub(crate) enum Place {
 pub(crate) struct GroupInfo {
     pub place: Place,
     pub tp_split: bool,
+    /// routed experts: split whole over the expert-parallel ranks under `--ep`
+    /// (Megatron, expert-tensor-parallel 1) instead of by TP
+    pub expert: bool,
     /// storage bytes of the base (frozen or trainable) tensors, whole model
     pub base_bytes: u64,
     /// trainable parameters in the group (full: all; LoRA: adapters)
@@ -242,11 +245,33 @@ impl TrainProfile {
     /// layers go ceil(L/pp) per stage, the worst stage carries the larger
     /// of embeddings and head when pp > 1.
     fn per_gpu(&self, what: &str, tp: u64, pp: u64, f: impl Fn(&GroupInfo) -> u64) -> Result<u64, CoreError> {
+        self.per_gpu_ep(what, tp, pp, 1, f)
+    }
+
+    /// As [`Self::per_gpu`], with the routed experts split whole over `ep`
+    /// ranks instead of by TP when `ep` > 1 (Megatron `--expert-model-parallel-size`
+    /// with `--expert-tensor-parallel-size 1`: `MoELayer` builds
+    /// `num_moe_experts / ep_size` local experts, megatron/core/transformer/moe/moe_layer.py).
+    fn per_gpu_ep(
+        &self,
+        what: &str,
+        tp: u64,
+        pp: u64,
+        ep: u64,
+        f: impl Fn(&GroupInfo) -> u64,
+    ) -> Result<u64, CoreError> {
         let tp = tp.max(1);
         let pp = pp.max(1);
+        let ep = ep.max(1);
         let (mut layers, mut emb, mut head, mut other) = (0u64, 0u64, 0u64, 0u64);
         for g in &self.groups {
-            let v = if g.tp_split { div_ceil(f(g), tp) } else { f(g) };
+            let v = if ep > 1 && g.expert {
+                div_ceil(f(g), ep)
+            } else if g.tp_split {
+                div_ceil(f(g), tp)
+            } else {
+                f(g)
+            };
             let slot = match g.place {
                 Place::Layers => &mut layers,
                 Place::Embed => &mut emb,
@@ -261,6 +286,17 @@ impl TrainProfile {
         sum(what, &[layers, ends, other])
     }
 
+    /// Bytes per stored gradient element: the parameter dtype's, or 4 for
+    /// Megatron's fp32 main-grad buffer under `--bf16`
+    /// ([`crate::workload::FrameworkFacts::megatron_mixed_precision`]).
+    pub fn grad_bytes_stored(&self) -> u64 {
+        if self.framework.megatron_mixed_precision && self.precision == Precision::MixedBf16 {
+            4
+        } else {
+            self.grad_bytes
+        }
+    }
+
     /// Trainable parameters on the worst GPU before ZeRO sharding.
     pub fn trainable_per_gpu(&self, tp: u64, pp: u64) -> Result<u64, CoreError> {
         self.per_gpu("trainable per GPU", tp, pp, |g| g.trainable)
@@ -270,17 +306,23 @@ impl TrainProfile {
     pub fn states(&self, par: &Parallelism) -> Result<ModelStates, CoreError> {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
+        let ep = par.ep.max(1);
         let dp = par.dp();
         let stage = par.sharding.stage();
-        let t = self.trainable_per_gpu(tp, pp)?;
-        let base = self.per_gpu("weights per GPU", tp, pp, |g| g.base_bytes)?;
+        let t = self.per_gpu_ep("trainable per GPU", tp, pp, ep, |g| g.trainable)?;
+        let base = self.per_gpu_ep("weights per GPU", tp, pp, ep, |g| g.base_bytes)?;
         let mut fp32_casts = self.per_gpu("fp32 casts per GPU", tp, pp, |g| g.fp32_extra)?;
         let lora = self.kind != TrainKind::Full;
+        // Megatron under --bf16: fp32 main gradients in the grad buffer, stepped in place
+        // by a fused Adam ([`crate::workload::FrameworkFacts::megatron_mixed_precision`])
+        let megatron = self.framework.megatron_mixed_precision;
+        let fp32_main_grads = megatron && self.precision == Precision::MixedBf16;
         // weights on the GPU: the base (frozen or trainable) + adapters
         let mut adapters = if lora { mul("adapters per GPU", t, self.adapter_bytes)? } else { 0 };
         let mut weights = add("weights per GPU", base, adapters)?;
         let mut master = if self.precision.has_master() { mul("master weights per GPU", t, 4)? } else { 0 };
-        let mut grads = mul("gradients per GPU", t, self.grad_bytes)?;
+        let grad_bytes = self.grad_bytes_stored();
+        let mut grads = mul("gradients per GPU", t, grad_bytes)?;
         let mut opt = match self.optimizer {
             Optimizer::Adafactor => mul(
                 "optimizer states per GPU",
@@ -289,18 +331,24 @@ impl TrainProfile {
             )?,
             _ => mul_div_ceil("optimizer states per GPU", t, self.state_bytes_x256, 256)?,
         };
-        let mut temps = self.step_temporaries(t)?;
+        // Megatron's fused multi-tensor Adam updates in place: no step temporaries
+        let mut temps = if megatron { 0 } else { self.step_temporaries(t)? };
         // Mixed precision: DeepSpeed's FP16/BF16 optimizers up-cast the 16-bit gradient
         // partition to an fp32 buffer and attach it to the fp32 master partition
         // (`single_partition_of_fp32_groups[i].grad`) before `optimizer.step()`; the
-        // optimizer's own temporaries come on top of it.
-        let mut grad_copy = if self.precision.has_master() { mul("fp32 gradient copy", t, 4)? } else { 0 };
-        // ZeRO sharding over the data-parallel ranks.
+        // optimizer's own temporaries come on top of it. Megatron's fp16 path does the
+        // same (`_copy_model_grads_to_main_grads`: `main_grad.float()`); under bf16 its
+        // main grads are fp32 already and `.float()` returns them.
+        let mut grad_copy =
+            if self.precision.has_master() && !fp32_main_grads { mul("fp32 gradient copy", t, 4)? } else { 0 };
+        // ZeRO sharding (Megatron: the distributed optimizer) over the data-parallel
+        // ranks; under expert parallelism the experts' share over the expert-data-parallel ranks
         if dp > 1 && stage >= 1 {
-            opt = div_ceil(opt, dp);
-            master = div_ceil(master, dp);
-            temps = div_ceil(temps, dp);
-            grad_copy = div_ceil(grad_copy, dp);
+            let split = self.dp_split(par, t)?;
+            opt = split.shard(opt)?;
+            master = split.shard(master)?;
+            temps = split.shard(temps)?;
+            grad_copy = split.shard(grad_copy)?;
         }
         if dp > 1 && stage >= 2 {
             grads = div_ceil(grads, dp);
@@ -370,6 +418,18 @@ impl TrainProfile {
             cpu_bytes: cpu,
             nvme_bytes: nvme,
         })
+    }
+
+    /// How `t` trainable parameters per GPU shard over the data-parallel ranks of
+    /// `par`: the routed experts' share over the expert-data-parallel ranks under EP.
+    fn dp_split(&self, par: &Parallelism, t: u64) -> Result<DpSplit, CoreError> {
+        let (tp, pp, ep) = (par.tp.max(1), par.pp.max(1), par.ep.max(1));
+        let expert_t = if ep > 1 {
+            self.per_gpu_ep("expert params per GPU", tp, pp, ep, |g| if g.expert { g.trainable } else { 0 })?
+        } else {
+            0
+        };
+        Ok(DpSplit { t, expert_t, dp: par.dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
     }
 
     /// What DeepSpeed's ZeRO-Offload keeps in host memory besides the fp32
@@ -494,6 +554,33 @@ impl TrainProfile {
     }
 }
 
+/// How a data-parallel-sharded state divides: the dense parameters' share over
+/// the `dp` data-parallel ranks, the routed experts' over the `edp`
+/// expert-data-parallel ranks (Megatron: world / (PP × EP × expert-TP), the group
+/// its distributed optimizer shards expert parameters over,
+/// `ProcessGroupCollection.expt_dp`, megatron/core/optimizer/__init__.py).
+struct DpSplit {
+    /// trainable parameters on the GPU before sharding
+    t: u64,
+    /// of `t`: routed-expert parameters (0 without expert parallelism)
+    expert_t: u64,
+    dp: u64,
+    edp: u64,
+}
+
+impl DpSplit {
+    /// The share of `v` bytes (proportional to the parameters) one rank keeps.
+    fn shard(&self, v: u64) -> Result<u64, CoreError> {
+        if self.expert_t == 0 || self.t == 0 {
+            return Ok(div_ceil(v, self.dp));
+        }
+        let what = "sharded states";
+        let dense = mul_div_ceil(what, v, self.t - self.expert_t.min(self.t), self.t)?;
+        let expert = mul_div_ceil(what, v, self.expert_t, self.t)?;
+        add(what, div_ceil(dense, self.dp), div_ceil(expert, self.edp.max(1)))
+    }
+}
+
 /// How the frozen (or trainable) base is stored.
 struct BaseFormat<'a> {
     /// dtype of what is not quantized
@@ -564,6 +651,7 @@ fn group_info(
     Ok(GroupInfo {
         place,
         tp_split: tp_shards(g),
+        expert: g.role() == Some(LinearRole::Expert),
         base_bytes,
         trainable,
         adafactor_elems,

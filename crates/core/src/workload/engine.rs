@@ -14,6 +14,7 @@
 //! | `litgpt` | chunked (128-token lm_head + CE chunks) | compute dtype | none | quantized | FSDP |
 //! | `torchtune` | chunked (`CEWithChunkedOutputLoss`, 8 chunks) | compute dtype | none | kept 16-bit | FSDP2 |
 //! | `torchtitan` | fp32 upcast | – | – | – | FSDP2 |
+//! | `megatron` (Megatron-LM / Megatron-Core) | fp32 vocabulary-parallel cross entropy | – | – | – | DDP grad buffer (fp32 main grads); `--use-distributed-optimizer` = ZeRO-1 |
 //! | `vllm`, `sglang` | serving only: see [`ServingFacts`] | | | | |
 //!
 //! Adding a serving engine: a variant of [`Engine`] and [`ServingEngine`]
@@ -43,6 +44,8 @@ pub enum Engine {
     Torchtune,
     /// PyTorch torchtitan (FSDP2 pre-training)
     Torchtitan,
+    /// NVIDIA Megatron-LM / Megatron-Core (`pretrain_gpt.py`)
+    Megatron,
     /// vLLM serving
     Vllm,
     /// SGLang serving
@@ -58,6 +61,7 @@ pub enum Framework {
     Litgpt,
     Torchtune,
     Torchtitan,
+    Megatron,
 }
 
 /// A serving engine: it sizes its own memory at start-up.
@@ -165,6 +169,11 @@ pub struct FrameworkFacts {
     /// builds its own output head even where the Hugging Face config ties it to
     /// the embedding ([`crate::model::ModelSpec::as_built_by`])
     pub unties_embeddings: bool,
+    /// Megatron's mixed precision: gradients accumulate into a contiguous fp32
+    /// main-grad buffer (4 B/param, never sharded) under bf16, the optimizer
+    /// steps the fp32 master with it in place, and the step is a fused
+    /// multi-tensor Adam (no temporaries): [`MEGATRON`]
+    pub megatron_mixed_precision: bool,
 }
 
 /// Hugging Face `transformers` (Trainer, PEFT, bitsandbytes).
@@ -195,6 +204,7 @@ pub const TRANSFORMERS: FrameworkFacts = FrameworkFacts {
     sliding_window_cache: SlidingWindowCache::Window,
     // the model class ties `lm_head.weight` to `embed_tokens.weight` when the config says so (`tie_word_embeddings`)
     unties_embeddings: false,
+    megatron_mixed_precision: false,
 };
 
 /// The HF Trainer with a DeepSpeed ZeRO config.
@@ -267,6 +277,7 @@ pub const LITGPT: FrameworkFacts = FrameworkFacts {
     sliding_window_cache: SlidingWindowCache::Full,
     // litgpt/model.py `GPT.__init__` always builds `lm_head = nn.Linear(n_embd, padded_vocab_size)` beside `transformer.wte`; convert_hf_checkpoint.py copies `wte` into it when the checkpoint ties them
     unties_embeddings: true,
+    megatron_mixed_precision: false,
 };
 
 /// PyTorch torchtune recipes.
@@ -294,6 +305,7 @@ pub const TORCHTUNE: FrameworkFacts = FrameworkFacts {
     sliding_window_cache: SlidingWindowCache::Full,
     // torchtune's `TiedLinear` reuses the embedding for tied models (Llama 3.2, Gemma)
     unties_embeddings: false,
+    megatron_mixed_precision: false,
 };
 
 /// PyTorch torchtitan (FSDP2 pre-training).
@@ -316,6 +328,46 @@ pub const TORCHTITAN: FrameworkFacts = FrameworkFacts {
     // holds no cache: the default policy
     sliding_window_cache: SlidingWindowCache::Window,
     // adapters, QLoRA base and head: no LoRA/QLoRA recipes, transformers' values
+    ..TRANSFORMERS
+};
+
+/// NVIDIA Megatron-LM / Megatron-Core (`pretrain_gpt.py`, Megatron-LM main
+/// of August 2026, Megatron-Core 0.20): full training of its own GPT model
+/// (no LoRA/QLoRA), TP/PP/SP/EP, the distributed optimizer
+/// (`--use-distributed-optimizer`) as its only sharding.
+pub const MEGATRON: FrameworkFacts = FrameworkFacts {
+    framework: Framework::Megatron,
+    // `GPTModel.compute_language_model_loss` → `vocab_parallel_cross_entropy`
+    // (megatron/core/tensor_parallel/cross_entropy.py): the logits shard is
+    // taken in fp32 and its softmax kept for backward; the vocabulary is split
+    // by TP already in the activation accounting
+    loss: LossPath::Fp32,
+    // no PEFT: full training only (the CLI refuses --task lora/qlora)
+    adapters_fp32: false,
+    kbit_prep: false,
+    // `DistributedOptimizer` shards the fp32 master and Adam states over the
+    // data-parallel ranks, as ZeRO-1 (docs/user-guide/features/dist_optimizer.md)
+    sharder: Sharder::Zero,
+    fsdp_accumulates_unsharded: false,
+    fsdp_root_unsharded_in_backward: false,
+    fsdp_frozen_units_keep_checkpoint_grads: false,
+    fsdp_grads_persist_after_step: false,
+    loss_parallel_under_tp: false,
+    // Transformer Engine's fused attention takes GQA natively (`num_query_groups`)
+    repeats_kv_heads: false,
+    sdpa_v_views_fused_qkv: false,
+    sliding_window_cache: SlidingWindowCache::Window,
+    // `--untie-embeddings-and-output-weights` only when the model is untied:
+    // a tied model shares the embedding (`share_embeddings_and_output_weights`)
+    unties_embeddings: false,
+    // megatron/training/arguments.py `validate_args`: under `--bf16`
+    // `accumulate_allreduce_grads_in_fp32 = True` (main grads fp32,
+    // `DistributedDataParallelConfig.grad_reduce_in_fp32`); the grad buffer is
+    // `_ParamAndGradBuffer` (megatron/core/distributed/param_and_grad_buffer.py);
+    // `DistributedOptimizer._copy_model_grads_to_main_grads` hands the optimizer
+    // `model_grad.float()`, the same fp32 tensor; the optimizer is Transformer
+    // Engine's / Apex's `FusedAdam` (megatron/core/optimizer/__init__.py)
+    megatron_mixed_precision: true,
     ..TRANSFORMERS
 };
 
@@ -766,6 +818,7 @@ impl Framework {
             Framework::Litgpt => &LITGPT,
             Framework::Torchtune => &TORCHTUNE,
             Framework::Torchtitan => &TORCHTITAN,
+            Framework::Megatron => &MEGATRON,
         }
     }
 }
@@ -918,13 +971,14 @@ impl FrameworkFacts {
 }
 
 impl Engine {
-    pub const ALL: [Engine; 8] = [
+    pub const ALL: [Engine; 9] = [
         Engine::Transformers,
         Engine::Deepspeed,
         Engine::Fsdp,
         Engine::Litgpt,
         Engine::Torchtune,
         Engine::Torchtitan,
+        Engine::Megatron,
         Engine::Vllm,
         Engine::Sglang,
     ];
@@ -938,6 +992,7 @@ impl Engine {
             Engine::Litgpt => "litgpt",
             Engine::Torchtune => "torchtune",
             Engine::Torchtitan => "torchtitan",
+            Engine::Megatron => "megatron",
             Engine::Vllm => "vllm",
             Engine::Sglang => "sglang",
         }
@@ -952,6 +1007,7 @@ impl Engine {
             Engine::Litgpt => EngineKind::Training(Framework::Litgpt),
             Engine::Torchtune => EngineKind::Training(Framework::Torchtune),
             Engine::Torchtitan => EngineKind::Training(Framework::Torchtitan),
+            Engine::Megatron => EngineKind::Training(Framework::Megatron),
             Engine::Vllm => EngineKind::Serving(ServingEngine::Vllm),
             Engine::Sglang => EngineKind::Serving(ServingEngine::Sglang),
         }
@@ -1022,6 +1078,7 @@ impl std::str::FromStr for Engine {
             "hf" | "huggingface" | "hugging-face" | "peft" | "trl" | "accelerate" => "transformers",
             "ds" | "zero" => "deepspeed",
             "lit-gpt" => "litgpt",
+            "megatron-lm" | "megatron-core" | "mcore" => "megatron",
             other => other,
         };
         Engine::ALL.iter().copied().find(|e| e.name() == n).ok_or_else(|| {

@@ -58,6 +58,16 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// The training precision of `engine` when `--precision` is not given:
+    /// Megatron's `--bf16` (bf16 parameters, fp32 master and main grads:
+    /// `mixed-bf16`; it has no autocast-over-fp32 mode), else
+    /// [`Precision::default`] (`amp-bf16`).
+    pub fn default_for(engine: Engine) -> Precision {
+        match engine {
+            Engine::Megatron => Precision::MixedBf16,
+            _ => Precision::default(),
+        }
+    }
     pub const ALL: [Precision; 6] = [
         Precision::Fp32,
         Precision::AmpBf16,

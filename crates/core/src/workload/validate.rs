@@ -14,7 +14,10 @@
 use super::limits::{
     MAX_BLOCK_SIZE, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_RANK, MAX_MODEL_PARALLEL, MAX_SEQUENCES, MAX_TOKENS,
 };
-use super::{InferenceSetup, LoraTargets, Offload, Parallelism, Sharding, Task, TrainKind, TrainSetup, Workload};
+use super::{
+    Engine, InferenceSetup, LoraTargets, Offload, Optimizer, Parallelism, Precision, Sharding, Task, TrainKind,
+    TrainSetup, Workload,
+};
 pub use crate::error::{Field, WorkloadError};
 use crate::model::{ModelSpec, Positional};
 use crate::params::{LinearRole, ParamGroupKind, ParamLayout};
@@ -80,10 +83,12 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
                 .into(),
         });
     }
-    if par.ep != 1 {
+    if t.engine == Engine::Megatron {
+        megatron(model, t, par)?;
+    } else if par.ep != 1 {
         return Err(WorkloadError::ExpertParallel {
             ep: par.ep,
-            reason: "expert parallelism in training (Megatron EP, DeepSpeed-MoE) is not modelled yet; serving is"
+            reason: "expert parallelism in training is modelled as Megatron runs it: give --engine megatron (DeepSpeed-MoE is not modelled)"
                 .into(),
         });
     }
@@ -164,6 +169,74 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
         return Ok(());
     };
     Err(WorkloadError::TrainingOnly { field })
+}
+
+/// What Megatron-LM's `pretrain_gpt.py` runs (megatron/training/arguments.py
+/// `validate_args`, Megatron-LM main of August 2026): full training only; `--bf16`
+/// / `--fp16` (16-bit parameters, fp32 master) or fp32; the distributed optimizer
+/// (ZeRO-1) as its only sharding of model states, no offload; expert parallelism
+/// for a MoE model with `--num-experts` divisible by it (`validate_args`: "Number of
+/// experts should be a multiple of expert model parallel_size"), the experts' ranks
+/// (expert-tensor-parallel 1) dividing the ranks of a pipeline stage; MoE with TP
+/// needs sequence parallelism in training (`MoELayer.forward` raises without it,
+/// megatron/core/transformer/moe/moe_layer.py).
+fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), WorkloadError> {
+    let no = |field: Field, reason: &str| {
+        Err(WorkloadError::EngineRefuses { field, engine: "megatron", reason: reason.to_string() })
+    };
+    if t.kind != TrainKind::Full {
+        return no(Field::Task, "Megatron-LM trains full models (pretrain_gpt.py has no LoRA/QLoRA); use --task train, or another --engine for LoRA/QLoRA");
+    }
+    if !matches!(t.precision, Precision::MixedBf16 | Precision::MixedFp16 | Precision::Fp32) {
+        return no(Field::Precision, "Megatron trains 16-bit parameters with an fp32 master copy (--bf16: mixed-bf16, --fp16: mixed-fp16) or in fp32; not autocast over fp32 weights or pure bf16");
+    }
+    if !matches!(t.optimizer, Optimizer::AdamW | Optimizer::Sgd | Optimizer::SgdMomentum) {
+        return no(Field::Optimizer, "Megatron's --optimizer is adam (decoupled weight decay: adamw) or sgd (with momentum); bitsandbytes, Lion and Adafactor are not among them");
+    }
+    if par.fsdp || par.sharding.stage() >= 2 {
+        return no(Field::Sharding, "its distributed optimizer (--use-distributed-optimizer) shards the fp32 master and optimizer states over the data-parallel ranks: --zero 1; gradients and parameters stay whole (ZeRO-2/3, FSDP: DeepSpeed or torchtitan)");
+    }
+    if par.offload_optimizer.is_some() || par.offload_params.is_some() {
+        return no(Field::Offload, "CPU/NVMe offload is not modelled for Megatron; its states stay on the GPU");
+    }
+    // validate_args: "Number of layers should be divisible by the pipeline-model-parallel
+    // size" (without --decoder-first/last-pipeline-num-layers, which are not written)
+    if !model.num_layers.is_multiple_of(par.pp.max(1)) {
+        return Err(WorkloadError::EngineRefuses {
+            field: Field::Pp,
+            engine: "megatron",
+            reason: format!(
+                "{} pipeline stages for {} layers: Megatron splits the layers evenly over the stages (validate_args: the layers must be divisible by the pipeline-model-parallel size)",
+                par.pp, model.num_layers
+            ),
+        });
+    }
+    let experts = model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
+    if experts > 0 && model.moe_layers() > 0 && par.tp > 1 && !par.sequence_parallel {
+        return no(Field::SequenceParallel, "a MoE model with tensor parallelism trains with sequence parallelism in Megatron (MoELayer.forward raises without it): add --sp");
+    }
+    let ep = par.ep;
+    if ep == 0 {
+        return Err(WorkloadError::Zero { field: Field::Ep });
+    }
+    if ep == 1 {
+        return Ok(());
+    }
+    let bad = |reason: String| Err(WorkloadError::ExpertParallel { ep, reason });
+    if experts == 0 {
+        return bad(format!("{} has no routed experts to split", model.name));
+    }
+    if !experts.is_multiple_of(ep) {
+        return bad(format!("Megatron needs the {experts} routed experts to be a multiple of the expert-parallel size (--num-experts % --expert-model-parallel-size == 0)"));
+    }
+    let stage_ranks = par.gpus / par.pp.max(1);
+    if !stage_ranks.is_multiple_of(ep) {
+        return bad(format!(
+            "the expert-parallel ranks must divide the {stage_ranks} ranks of a pipeline stage (--gpus {} / --pp {}; expert-tensor-parallel 1)",
+            par.gpus, par.pp
+        ));
+    }
+    Ok(())
 }
 
 /// ZeRO with pipelines, offload and sequence parallelism.

@@ -1,0 +1,200 @@
+//! The Megatron-LM launch script of a training plan (`plan --emit megatron`):
+//! `megatron_plan.sh`, one `torchrun` per machine running `pretrain_gpt.py`
+//! with the model's shape and the plan's layout as flags.
+//!
+//! Every flag is one of Megatron-LM's own (`megatron/training/arguments.py`,
+//! NVIDIA/Megatron-LM main of 2026-08-22, Megatron-Core 0.20.0; many are
+//! generated from `TransformerConfig` / `TrainingConfig` fields by its
+//! `ArgumentGroupFactory`): `calibration/harness/check_megatron_args.py` runs
+//! that file's `parse_args` on the emitted flags (docs/plan.md, "Emitted
+//! configs in the tools"). The launcher rules (which plans Megatron runs) are
+//! `emit::megatron_rules`; the architecture rules `emit::megatron_expressible`.
+
+use crate::summary::SetupSummary;
+use std::fmt::Write;
+use vramfit_core::model::{MlpKind, ModelSpec, Positional};
+use vramfit_core::train::{Checkpointing, Precision};
+use vramfit_core::{NormKind, Sharding};
+
+/// What the script is written for beyond the plan: the model, the machines,
+/// the sequence length, the job's tokens and the tokenizer (a Hub id or a
+/// local directory).
+pub struct Script<'a> {
+    pub spec: &'a ModelSpec,
+    pub machines: u64,
+    pub seq: u64,
+    pub tokens: Option<u64>,
+    pub tokenizer: &'a str,
+}
+
+/// The flags of the model's shape (`--num-layers` … the MoE flags).
+fn model_flags(spec: &ModelSpec, seq: u64) -> Vec<String> {
+    let mut a = vec![
+        format!("--num-layers {}", spec.num_layers),
+        format!("--hidden-size {}", spec.hidden_size),
+        format!("--ffn-hidden-size {}", spec.intermediate_size),
+        format!("--num-attention-heads {}", spec.num_heads),
+    ];
+    if spec.head_dim > 0 && spec.head_dim * spec.num_heads != spec.hidden_size {
+        a.push(format!("--kv-channels {}", spec.head_dim));
+    }
+    if spec.num_kv_heads > 0 && spec.num_kv_heads < spec.num_heads {
+        a.push("--group-query-attention".into());
+        a.push(format!("--num-query-groups {}", spec.num_kv_heads));
+    }
+    a.push(format!("--seq-length {seq}"));
+    a.push(format!("--max-position-embeddings {}", spec.max_position_embeddings.max(seq)));
+    match spec.positional {
+        Positional::Rotary => {
+            a.push("--position-embedding-type rope".into());
+            a.push("--rotary-base $ROTARY_BASE".into());
+        }
+        Positional::Learned => a.push("--position-embedding-type learned_absolute".into()),
+    }
+    if spec.norm == NormKind::RmsNorm {
+        a.push("--normalization RMSNorm".into());
+    }
+    if spec.mlp == MlpKind::Gated {
+        a.push("--swiglu".into());
+    }
+    if !spec.o_bias && !spec.mlp_bias {
+        a.push("--disable-bias-linear".into());
+        if spec.qkv_bias {
+            a.push("--add-qkv-bias".into());
+        }
+    }
+    if spec.qk_norm {
+        a.push("--qk-layernorm".into());
+    }
+    if !spec.tied_embeddings {
+        a.push("--untie-embeddings-and-output-weights".into());
+    }
+    if let Some(m) = spec.moe.as_ref().filter(|m| m.num_experts > 0 && spec.moe_layers() > 0) {
+        a.push(format!("--num-experts {}", m.num_experts));
+        a.push(format!("--moe-router-topk {}", m.experts_per_token));
+        a.push(format!("--moe-ffn-hidden-size {}", m.expert_intermediate));
+        if m.shared_experts > 0 {
+            // DeepSeek fuses its shared experts into one MLP of n_shared × width
+            a.push(format!("--moe-shared-expert-intermediate-size {}", m.shared_intermediate * m.shared_experts));
+        }
+        if m.dense_layers > 0 {
+            let moe = spec.num_layers.saturating_sub(m.dense_layers);
+            a.push(format!("--moe-layer-freq \"[0]*{}+[1]*{moe}\"", m.dense_layers));
+        }
+        a.push("--moe-token-dispatcher-type alltoall".into());
+        a.push("--moe-grouped-gemm".into());
+    }
+    a
+}
+
+/// The flags of the plan: parallel layout, batch, recompute, precision.
+fn plan_flags(s: &SetupSummary, seq: u64, tokens: Option<u64>) -> Vec<String> {
+    let mut a = vec![
+        format!("--tensor-model-parallel-size {}", s.tp.max(1)),
+        format!("--pipeline-model-parallel-size {}", s.pp.max(1)),
+    ];
+    if s.sequence_parallel {
+        a.push("--sequence-parallel".into());
+    }
+    if s.ep > 1 {
+        a.push(format!("--expert-model-parallel-size {}", s.ep));
+        // the experts whole on each EP rank, as planned (Megatron's default is the TP size)
+        a.push("--expert-tensor-parallel-size 1".into());
+    }
+    if s.sharding == Sharding::Zero1 {
+        a.push("--use-distributed-optimizer".into());
+    }
+    a.push(format!("--micro-batch-size {}", s.micro_batch.max(1)));
+    a.push(format!("--global-batch-size {}", s.global_batch.max(1)));
+    match s.checkpointing {
+        Some(Checkpointing::Full) => {
+            a.push("--recompute-granularity full".into());
+            a.push("--recompute-method uniform".into());
+            a.push("--recompute-num-layers 1".into());
+        }
+        Some(Checkpointing::Selective) => a.push("--recompute-granularity selective".into()),
+        _ => {}
+    }
+    match s.precision {
+        Some(Precision::MixedBf16) => a.push("--bf16".into()),
+        Some(Precision::MixedFp16) => a.push("--fp16".into()),
+        _ => {}
+    }
+    let per_step = s.global_batch.max(1).saturating_mul(seq.max(1));
+    match tokens {
+        Some(n) => a.push(format!("--train-iters {}", n.div_ceil(per_step))),
+        None => a.push("--train-iters $TRAIN_ITERS".into()),
+    }
+    a
+}
+
+/// `megatron_plan.sh` for the plan `s` (checked by the caller).
+pub fn script(s: &SetupSummary, t: &Script) -> String {
+    let nodes = t.machines.max(1);
+    let per_node = (s.gpus / nodes).max(1);
+    let seq = t.seq.max(1);
+    let mut flags = model_flags(t.spec, seq);
+    flags.extend(plan_flags(s, seq, t.tokens));
+    flags.push("--tokenizer-type HuggingFaceTokenizer".into());
+    flags.push(format!("--tokenizer-model {}", t.tokenizer));
+    flags.push("--data-path $DATA_PATH".into());
+    flags.push("--split 99,1,0".into());
+    flags.push("--lr $LR".into());
+    flags.push("--lr-decay-style cosine".into());
+    let mut o = String::new();
+    let _ = writeln!(o, "#!/usr/bin/env bash");
+    let _ = writeln!(o, "# megatron_plan.sh, written by `vramfit plan --emit megatron` for {}", t.spec.name);
+    let _ = writeln!(
+        o,
+        "# {} GPU{} on {nodes} machine{} ({per_node} each): TP {} x PP {} x DP {}{}",
+        s.gpus,
+        if s.gpus == 1 { "" } else { "s" },
+        if nodes == 1 { "" } else { "s" },
+        s.tp.max(1),
+        s.pp.max(1),
+        s.dp.max(1),
+        if s.ep > 1 { format!(", experts over EP {}", s.ep) } else { String::new() }
+    );
+    let _ =
+        writeln!(o, "# Run from a Megatron-LM checkout (pretrain_gpt.py; flags of megatron/training/arguments.py).");
+    if nodes > 1 {
+        let _ = writeln!(
+            o,
+            "# {nodes} machines: run this on each with NNODES={nodes}, its NODE_RANK (0 on the first … {}) and MASTER_ADDR (the first machine's address).",
+            nodes - 1
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "# Several machines: NNODES, NODE_RANK and MASTER_ADDR as torchrun's --nnodes/--node_rank/--master_addr."
+        );
+    }
+    let _ = writeln!(o, "# DATA_PATH: a Megatron indexed dataset prefix (tools/preprocess_data.py).");
+    let _ =
+        writeln!(o, "# ROTARY_BASE: the model's rope_theta (its config.json); LR: the learning rate (not planned).");
+    if t.tokens.is_none() {
+        let _ = writeln!(o, "# TRAIN_ITERS: optimizer steps ({} sequences of {seq} tokens each).", s.global_batch);
+    }
+    let _ = writeln!(o, "set -euo pipefail");
+    let _ = writeln!(o, "NNODES=${{NNODES:-{nodes}}}");
+    let _ = writeln!(o, "NODE_RANK=${{NODE_RANK:-0}}");
+    let _ = writeln!(o, "MASTER_ADDR=${{MASTER_ADDR:-localhost}}");
+    let _ = writeln!(o, "MASTER_PORT=${{MASTER_PORT:-6000}}");
+    let _ = writeln!(o, "ROTARY_BASE=${{ROTARY_BASE:-10000}}");
+    let _ = writeln!(o, "LR=${{LR:-1.0e-4}}");
+    let _ = writeln!(o, "DATA_PATH=${{DATA_PATH:?set DATA_PATH to the dataset prefix}}");
+    if t.tokens.is_none() {
+        let _ = writeln!(o, "TRAIN_ITERS=${{TRAIN_ITERS:?set TRAIN_ITERS to the optimizer steps}}");
+    }
+    let _ = writeln!(o, "export CUDA_DEVICE_MAX_CONNECTIONS=1");
+    let _ = writeln!(
+        o,
+        "torchrun --nproc-per-node {per_node} --nnodes $NNODES --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT \\"
+    );
+    let _ = write!(o, "  pretrain_gpt.py");
+    for f in &flags {
+        let _ = write!(o, " \\\n  {f}");
+    }
+    o.push('\n');
+    o
+}
