@@ -669,6 +669,9 @@ mod tests {
             pp_bytes_per_step: 2.25e9 * v,
             virtual_stages: v,
             peak: PeakKind::Bf16,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -702,6 +705,7 @@ mod tests {
             tp: 1.0,
             machines: 1.0,
             pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
             peak: PeakKind::Bf16,
             a2a_per_step: 128.0,
             a2a_bytes_per_step: 1e9,
