@@ -101,6 +101,19 @@ def estimate(
     cmoe: bool = False,
     override_tensor: Optional[Union[str, Sequence[str]]] = None,
     ot: Optional[Union[str, Sequence[str]]] = None,
+    mmproj: Optional[str] = None,
+    no_mmproj_offload: bool = False,
+    model_draft: Optional[str] = None,
+    md: Optional[str] = None,
+    spec_draft_model: Optional[str] = None,
+    gpu_layers_draft: Optional[int] = None,
+    ngld: Optional[int] = None,
+    n_gpu_layers_draft: Optional[int] = None,
+    spec_draft_ngl: Optional[int] = None,
+    cache_type_k_draft: Optional[str] = None,
+    ctkd: Optional[str] = None,
+    cache_type_v_draft: Optional[str] = None,
+    ctvd: Optional[str] = None,
     gpu: Optional[str] = None,
     gpu_mem: Optional[str] = None,
     gpu_util: Optional[float] = None,
@@ -177,10 +190,11 @@ def estimate(
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
             Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
-            8k = 8192) [default: 8192]
+            8k = 8192) [default: 8192 on cards ≥ 70 GiB other than A100, else 2048 for vllm, 8192
+            for sglang]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
-            256]
+            1024 on cards ≥ 70 GiB other than A100, else 256 for vllm, 256 for sglang]
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
@@ -300,6 +314,21 @@ def estimate(
         override_tensor (--override-tensor, alias ot):
             GGUF: place the tensors whose name a pattern matches on a buffer type, llama.cpp's `-ot`
             (`PATTERN=CPU` or `PATTERN=CUDA1`, comma separated or repeated; the first match wins)
+        mmproj (--mmproj):
+            GGUF: a multimodal projector file (mmproj-*.gguf), llama.cpp's `--mmproj`: its weights
+            and warm-up compute buffer on the first GPU
+        no_mmproj_offload (--no-mmproj-offload):
+            GGUF: keep the projector on the host, llama.cpp's `--no-mmproj-offload` [default: false]
+        model_draft (--model-draft, alias md, alias spec_draft_model):
+            GGUF: a draft model for speculative decoding, llama-server's `-md` (`--model-draft`,
+            `--spec-draft-model`)
+        gpu_layers_draft (--gpu-layers-draft, alias ngld, alias n_gpu_layers_draft, alias spec_draft_ngl):
+            GGUF: the draft model's layers on the GPU(s), llama.cpp's `-ngld` (`--gpu-layers-draft`)
+            [default: all]
+        cache_type_k_draft (--cache-type-k-draft, alias ctkd):
+            GGUF: the draft model's K cache type, llama.cpp's `-ctkd` [default: f16]
+        cache_type_v_draft (--cache-type-v-draft, alias ctvd):
+            GGUF: the draft model's V cache type, llama.cpp's `-ctvd` [default: f16]
         gpu (--gpu):
             GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or
             `auto`: the local GPUs through NVML, fitted against their free memory
@@ -476,10 +505,11 @@ def plan(
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
             Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
-            8k = 8192) [default: 8192]
+            8k = 8192) [default: 8192 on cards ≥ 70 GiB other than A100, else 2048 for vllm, 8192
+            for sglang]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
-            256]
+            1024 on cards ≥ 70 GiB other than A100, else 256 for vllm, 256 for sglang]
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
@@ -568,7 +598,7 @@ def plan(
         launcher (--launcher):
             Only plans this launcher can run (`--emit K` implies `--launcher K`): the recommendation
             is what `--emit` writes; the notes say what the best plan overall would need One of:
-            deepspeed, torchrun, accelerate, torchtitan, vllm, sglang.
+            deepspeed, torchrun, accelerate, torchtitan, megatron, vllm, sglang.
         mfu (--mfu):
             Override an achievable MFU of the time model: ARCH=V or GPU_ID=V (e.g. ampere=0.5)
 
@@ -726,10 +756,11 @@ def diagnose(
             [default: transformers]
         max_num_batched_tokens (--max-num-batched-tokens):
             Serving engines: tokens of the start-up profiling forward (vLLM max_num_batched_tokens;
-            8k = 8192) [default: 8192]
+            8k = 8192) [default: 8192 on cards ≥ 70 GiB other than A100, else 2048 for vllm, 8192
+            for sglang]
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
-            256]
+            1024 on cards ≥ 70 GiB other than A100, else 256 for vllm, 256 for sglang]
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
