@@ -170,8 +170,14 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
         );
     }
     let _ = writeln!(o, "# DATA_PATH: a Megatron indexed dataset prefix (tools/preprocess_data.py).");
-    let _ =
-        writeln!(o, "# ROTARY_BASE: the model's rope_theta (its config.json); LR: the learning rate (not planned).");
+    let _ = writeln!(
+        o,
+        "# ROTARY_BASE: the model's rope_theta (its config.json; Llama 3.x: 500000, and --use-rope-scaling for 3.1+); LR: the learning rate (not planned)."
+    );
+    let _ = writeln!(
+        o,
+        "# Fine-tuning a Hugging Face checkpoint: convert it to Megatron's format first (Megatron-Bridge, or tools/checkpoint in Megatron-LM) and add --load DIR --finetune."
+    );
     if t.tokens.is_none() {
         let _ = writeln!(o, "# TRAIN_ITERS: optimizer steps ({} sequences of {seq} tokens each).", s.global_batch);
     }
@@ -180,7 +186,9 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
     let _ = writeln!(o, "NODE_RANK=${{NODE_RANK:-0}}");
     let _ = writeln!(o, "MASTER_ADDR=${{MASTER_ADDR:-localhost}}");
     let _ = writeln!(o, "MASTER_PORT=${{MASTER_PORT:-6000}}");
-    let _ = writeln!(o, "ROTARY_BASE=${{ROTARY_BASE:-10000}}");
+    // no default: a wrong rope base trains silently wrong (vramfit's specs
+    // carry no rope_theta)
+    let _ = writeln!(o, "ROTARY_BASE=${{ROTARY_BASE:?set ROTARY_BASE to the model's rope_theta (config.json)}}");
     let _ = writeln!(o, "LR=${{LR:-1.0e-4}}");
     let _ = writeln!(o, "DATA_PATH=${{DATA_PATH:?set DATA_PATH to the dataset prefix}}");
     if t.tokens.is_none() {
