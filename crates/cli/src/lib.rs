@@ -11,7 +11,7 @@
 
 use clap::{Parser, Subcommand};
 use vramfit_report::format::{fit_lines, Width};
-use vramfit_report::i18n::{localize_text, Lang};
+use vramfit_report::i18n::{localize_text_within, Lang};
 
 pub mod clap_lang;
 pub mod cmd;
@@ -89,7 +89,7 @@ pub fn run_in(mut command: Command, lang: Lang) -> anyhow::Result<Outcome> {
     let width = text_report_width(&mut command);
     let mut out = run(command)?;
     if let Some(width) = width {
-        out.stdout = fit_lines(&localize_text(&out.stdout, lang).text, width);
+        out.stdout = fit_lines(&localize_text_within(&out.stdout, lang, width).text, width);
     }
     Ok(out)
 }

@@ -16,7 +16,11 @@ fn write(name: &str, w: &GgufWriter) -> String {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gguf-companions");
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
-    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+    // tests of this binary run on threads of one process: the pid alone would
+    // let two threads write and rename the same temporary file
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("{name}.{}.{n}.tmp", std::process::id()));
     w.write_sparse(&tmp).unwrap();
     std::fs::rename(&tmp, &p).unwrap();
     p.display().to_string()

@@ -343,6 +343,17 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["diagnose", "../diagnose/tests/fixtures/snapshot/segments_only.pickle"], 0),
     // diagnose: OOM logs of PyTorch ≤1.4 and 1.5–2.0, llama.cpp, a DeepSpeed run, and one beside an estimate
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_hint_deepspeed3869.txt"], 0),
+    // diagnose: the sentences the last OOM fixtures still printed in English (cudaMallocAsync, BFC summary, nvidia-smi table, cut messages, NVML PIDs)
+    (&["diagnose", "../diagnose/tests/fixtures/oom/async_animatediff320_pool.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/bfc_reactant2632_summary.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/cuda_gpt2chitchat19_nvsmi.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_cogsd66_cache_near_request.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt15_reserved_opixray.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_club3090_58_title_cut.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_msswift5943_rank3_pools.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_vllm15039_lora_pid.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_vllm16343_title_cut.txt"], 0),
+    (&["diagnose", "../diagnose/tests/fixtures/oom/pt22_vllm27508_sampler_pid.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/ggml_llamacpp11476_compute.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt14_pytorch16417_free.txt"], 0),
     (&["diagnose", "../diagnose/tests/fixtures/oom/pt110_llamafactory182_wrong_gpu.txt"], 0),

@@ -201,3 +201,37 @@ fn estimate_fits_60_columns_dropping_the_byte_counts() {
     assert!(out.contains("(1 column hidden: bytes; --wide shows it)"), "{out}");
     assert!(run_with_columns(ESTIMATES[0], Some("100")).contains("┆ bytes"));
 }
+
+/// Display columns of a line with Chinese in it: a wide (CJK) character takes
+/// two, as a terminal draws it.
+fn display_columns(line: &str) -> usize {
+    vramfit_report::format::display_width(line)
+}
+
+/// The same width rule in Chinese (issue 24 items 5 and 8): the report is
+/// rendered unwrapped in English, translated, and its tables redrawn —
+/// before, at their natural width (162–269 columns for the plans below);
+/// now narrowed column by column with their cells wrapped to the terminal.
+#[test]
+fn chinese_reports_fit_100_columns_too() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let extra: &[&[&str]] = &[
+        &["plan", "deepseek-v3", "--dtype", "fp8", "--concurrency", "64", "--context", "8192"],
+        &["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"],
+        &["plan", "llama-3.1-8b", "--task", "train", "--have", "rtx-4090"],
+        &["estimate", "llama-3.1-8b", "--gpu", "rtx-4090"],
+    ];
+    for args in PLANS.iter().chain(extra).chain(OTHERS) {
+        let out = common::vramfit()
+            .current_dir(root)
+            .env("COLUMNS", "100")
+            .args(*args)
+            .args(["--lang", "zh"])
+            .output()
+            .expect("runs");
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(!text.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let (w, line) = text.lines().map(|l| (display_columns(l), l)).max_by_key(|(w, _)| *w).unwrap_or_default();
+        assert!(w <= 100, "{args:?} --lang zh: a line of {w} columns:\n{line}\n\n{text}");
+    }
+}

@@ -244,6 +244,14 @@ fn is_table_line(l: &str) -> bool {
 /// `lang`: each line translated, a `- ` item keeping its bullet and every
 /// line its indent; each table cell translated and the table redrawn.
 pub fn localize_text(text: &str, lang: Lang) -> Localized {
+    localize_text_within(text, lang, None)
+}
+
+/// [`localize_text`] with each redrawn table fitted to `width` columns
+/// (None: natural width): the widest columns narrowed in turn and their
+/// cells wrapped, as the English renderer wraps its own (issue 24: no
+/// line over the terminal's width, in either language).
+pub fn localize_text_within(text: &str, lang: Lang, width: Option<usize>) -> Localized {
     if lang == Lang::En {
         return Localized { text: text.to_string(), missing: Vec::new() };
     }
@@ -256,7 +264,7 @@ pub fn localize_text(text: &str, lang: Lang) -> Localized {
             while i < lines.len() && is_table_line(lines[i]) {
                 i += 1;
             }
-            let table = localize_table(&lines[start..i], lang, &mut out.missing);
+            let table = localize_table(&lines[start..i], lang, &mut out.missing, width);
             for l in table {
                 out.text.push_str(&l);
                 out.text.push('\n');
@@ -324,7 +332,7 @@ fn localize_line(line: &str, lang: Lang, missing: &mut Vec<String>) -> String {
 }
 
 /// A drawn table translated cell by cell, its columns re-measured.
-fn localize_table(lines: &[&str], lang: Lang, missing: &mut Vec<String>) -> Vec<String> {
+fn localize_table(lines: &[&str], lang: Lang, missing: &mut Vec<String>, width: Option<usize>) -> Vec<String> {
     use crate::format::display_width;
     // column boundaries: where the top border's box characters are not its fill
     let first: Vec<char> = lines[0].chars().collect();
@@ -378,15 +386,31 @@ fn localize_table(lines: &[&str], lang: Lang, missing: &mut Vec<String>) -> Vec<
             }
         }
     }
-    rows.iter()
-        .map(|r| {
+    if let Some(w) = width {
+        narrow_columns(&mut widths, w);
+    }
+    let mut out = Vec::new();
+    for r in &rows {
+        // each cell's lines at its column's width; the row is as tall as its tallest cell
+        let wrapped: Vec<Vec<String>> = r
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| match cell {
+                Cell::Fill(_) => Vec::new(),
+                Cell::Text { text, .. } => wrap_cell(text, widths[c].saturating_sub(2).max(1)),
+            })
+            .collect();
+        let height = wrapped.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        for line in 0..height {
             let mut s = String::new();
             for (c, cell) in r.cells.iter().enumerate() {
                 s.push(r.marks[c]);
                 match cell {
                     Cell::Fill(f) => s.extend(std::iter::repeat_n(*f, widths[c])),
-                    Cell::Text { text, right } => {
-                        let pad = " ".repeat(widths[c] - 2 - display_width(text));
+                    Cell::Text { right, .. } => {
+                        let text = wrapped[c].get(line).map(String::as_str).unwrap_or("");
+                        let pad = " ".repeat(widths[c].saturating_sub(2 + display_width(text)));
                         if *right {
                             s.push_str(&format!(" {pad}{text} "));
                         } else {
@@ -396,9 +420,101 @@ fn localize_table(lines: &[&str], lang: Lang, missing: &mut Vec<String>) -> Vec<
                 }
             }
             s.push(r.marks[cols]);
-            s
-        })
-        .collect()
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Narrowest a column is made (its text and the two spaces beside it).
+const MIN_COLUMN: usize = 8;
+
+/// `widths` (each column's text + 2) narrowed, the widest first, one column
+/// at a time, until the table (with its cols + 1 borders) fits `width` or
+/// every column is at [`MIN_COLUMN`].
+fn narrow_columns(widths: &mut [usize], width: usize) {
+    let total = |w: &[usize]| w.iter().sum::<usize>() + w.len() + 1;
+    while total(widths) > width {
+        let Some((i, &w)) = widths.iter().enumerate().max_by_key(|(_, w)| **w) else { return };
+        if w <= MIN_COLUMN {
+            return;
+        }
+        widths[i] = w - 1;
+    }
+}
+
+/// `text` in lines of at most `width` columns: broken at spaces, after a
+/// Chinese character or punctuation, after a dash or slash (`50,000–`,
+/// `cn-guide/`), and inside a word only when the word alone is wider than
+/// the line.
+fn wrap_cell(text: &str, width: usize) -> Vec<String> {
+    use crate::format::display_width;
+    if display_width(text) <= width {
+        return vec![text.to_string()];
+    }
+    // pieces: runs of non-space ASCII-width characters, single wide characters, spaces
+    let mut pieces: Vec<String> = Vec::new();
+    for ch in text.chars() {
+        let wide = unicode_width::UnicodeWidthChar::width(ch).unwrap_or(0) > 1;
+        match pieces.last_mut() {
+            // a word goes on up to a space, a wide character, or just after a dash or slash
+            Some(p)
+                if !wide
+                    && ch != ' '
+                    && !p.ends_with([' ', '–', '/'])
+                    && !p.chars().any(|c| unicode_width::UnicodeWidthChar::width(c).unwrap_or(0) > 1) =>
+            {
+                p.push(ch)
+            }
+            _ => pieces.push(ch.to_string()),
+        }
+    }
+    let mut lines = vec![String::new()];
+    for piece in pieces {
+        let line = lines.last_mut().expect("one line at least");
+        if piece == " " {
+            if !line.is_empty() && display_width(line) < width {
+                line.push(' ');
+            }
+            continue;
+        }
+        if display_width(line) + display_width(&piece) > width && !line.trim().is_empty() {
+            let done = line.trim_end().to_string();
+            *line = done;
+            lines.push(String::new());
+        }
+        // a piece wider than a whole line is cut where the line ends
+        let mut rest = piece.as_str();
+        loop {
+            let line = lines.last_mut().expect("one line at least");
+            let room = width.saturating_sub(display_width(line));
+            if display_width(rest) <= room {
+                line.push_str(rest);
+                break;
+            }
+            let mut cut = 0;
+            let mut used = 0;
+            for (i, c) in rest.char_indices() {
+                let cw = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+                if used + cw > room {
+                    break;
+                }
+                used += cw;
+                cut = i + c.len_utf8();
+            }
+            if cut == 0 && line.is_empty() {
+                // not even one character fits: take one anyway
+                cut = rest.chars().next().map_or(rest.len(), char::len_utf8);
+            }
+            line.push_str(&rest[..cut]);
+            rest = &rest[cut..];
+            if rest.is_empty() {
+                break;
+            }
+            lines.push(String::new());
+        }
+    }
+    lines.into_iter().map(|l| l.trim_end().to_string()).filter(|l| !l.is_empty()).collect()
 }
 
 /// The sentences of a JSON report in `lang`, in place (the web page asks

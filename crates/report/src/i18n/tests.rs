@@ -124,3 +124,48 @@ fn aligned_cells_keep_their_columns_and_identifier_rows_translate() {
     let zh = localize_text("all  53 cases", Lang::Zh);
     assert!(zh.text.starts_with("全部  53"), "{}", zh.text);
 }
+
+/// A redrawn table fits the width it is given: the widest columns narrowed
+/// first, cells wrapped at spaces, after Chinese characters and after a
+/// dash or slash, nothing lost.
+#[test]
+fn a_redrawn_table_fits_its_width() {
+    use crate::format::display_width;
+    let en = "┌────┬──────────────────────────────────────────┬──────────────────────┐\n\
+              │ #  ┆ setup                                    ┆ price                │\n\
+              ╞════╪══════════════════════════════════════════╪══════════════════════╡\n\
+              │ 1  ┆ full, ZeRO-3, ckpt full, mb 1×8, offload ┆ CNY 50,000–80,000/mo │\n\
+              └────┴──────────────────────────────────────────┴──────────────────────┘";
+    let natural = localize_text(en, Lang::Zh);
+    assert!(natural.text.lines().any(|l| display_width(l) > 40), "{}", natural.text);
+    let fitted = localize_text_within(en, Lang::Zh, Some(40));
+    for l in fitted.text.lines() {
+        assert!(display_width(l) <= 40, "{l:?}\n{}", fitted.text);
+    }
+    // every character of the cells is still there, in order
+    let cells = |t: &str| -> String {
+        t.lines()
+            .filter(|l| l.starts_with('│'))
+            .flat_map(|l| {
+                l.split(['│', '┆']).map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect::<Vec<_>>()
+            })
+            .collect::<String>()
+            .replace(' ', "")
+    };
+    let (n, f) = (cells(&natural.text), cells(&fitted.text));
+    assert_eq!(
+        n.chars().filter(|c| !c.is_ascii_digit() && *c != '#').count(),
+        f.chars().filter(|c| !c.is_ascii_digit() && *c != '#').count()
+    );
+    // the price breaks after its dash, not inside a number
+    assert!(fitted.text.contains("50,000–") && fitted.text.contains("80,000/mo"), "{}", fitted.text);
+}
+
+#[test]
+fn a_cell_wraps_at_its_width() {
+    assert_eq!(wrap_cell("TP 8，PP 2，fp8", 8), vec!["TP 8，PP", "2，fp8"]);
+    assert_eq!(wrap_cell("cn-guide/8x-a100-80g-ib", 14), vec!["cn-guide/", "8x-a100-80g-ib"]);
+    // a word wider than the line is cut where the line ends
+    assert_eq!(wrap_cell("abcdefghij", 4), vec!["abcd", "efgh", "ij"]);
+    assert_eq!(wrap_cell("short", 10), vec!["short"]);
+}
