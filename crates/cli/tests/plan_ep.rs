@@ -8,7 +8,11 @@ use serde_json::Value;
 
 /// One offer of a machine of 8 H200 on NVLink (141 GB each).
 fn h200_catalogue() -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("vramfit-ep-{}-h200.toml", std::process::id()));
+    // one file per call: tests run in parallel threads, and a file rewritten
+    // while another test's vramfit reads it reads as empty
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!("vramfit-ep-{}-{n}-h200.toml", std::process::id()));
     std::fs::write(
         &p,
         "replace = true\n[[offer]]\nid = \"h200x8\"\nprovider = \"p\"\nname = \"8 x H200\"\ngpu = \"h200\"\ngpus = 8\nhourly = 30\ncurrency = \"USD\"\nlink = \"nvlink\"\n",

@@ -5,7 +5,11 @@ mod common;
 use common::json;
 
 fn h100_catalogue() -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("vramfit-moe-{}-h100.toml", std::process::id()));
+    // one file per call: tests run in parallel threads, and a file rewritten
+    // while another test's vramfit reads it reads as empty
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!("vramfit-moe-{}-{n}-h100.toml", std::process::id()));
     std::fs::write(
         &p,
         "replace = true\n[[offer]]\nid = \"h\"\nprovider = \"p\"\nname = \"H100\"\ngpu = \"h100-sxm\"\ngpus = 1\nhourly = 3\ncurrency = \"USD\"\n",

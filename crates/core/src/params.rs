@@ -102,6 +102,18 @@ pub struct ParamGroup {
     /// per-layer quantization exclusions need
     #[serde(skip)]
     pub layer_ids: Vec<u32>,
+    /// kept whole on every tensor-parallel rank: MLA's down-projections
+    /// `q_a_proj` and `kv_a_proj_with_mqa` (vLLM and SGLang build them as
+    /// `ReplicatedLinear`, `DeepseekV2MLAAttention` in
+    /// vllm/model_executor/models/deepseek_v2.py and
+    /// sglang/srt/models/deepseek_v2.py; Megatron-Core's `MLASelfAttention`
+    /// builds them with `parallel_mode="duplicated"`)
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tp_replicated: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl ParamGroup {
@@ -116,7 +128,14 @@ impl ParamGroup {
             copies,
             active_copies: copies,
             layer_ids: Vec::new(),
+            tp_replicated: false,
         }
+    }
+
+    /// The same group, kept whole on every tensor-parallel rank.
+    fn replicated_under_tp(mut self) -> Self {
+        self.tp_replicated = true;
+        self
     }
 
     /// The same group placed in `ids` (its copies spread evenly over them).
@@ -379,13 +398,13 @@ fn push_mla(g: &mut Vec<ParamGroup>, spec: &ModelSpec, p: &str, ids: &[u32]) -> 
     let n = hf::MLA_NAMES;
     match m.q_lora_rank {
         Some(r) => {
-            g.push(linear(n.q_a, h, r, spec.qkv_bias));
+            g.push(linear(n.q_a, h, r, spec.qkv_bias).replicated_under_tp());
             g.push(norm(n.q_a_norm, r));
             g.push(linear(n.q_b, r, heads * q_head, false));
         }
         None => g.push(linear(n.q, h, heads * q_head, false)),
     }
-    g.push(linear(n.kv_a, h, m.kv_lora_rank + m.qk_rope_head_dim, spec.qkv_bias));
+    g.push(linear(n.kv_a, h, m.kv_lora_rank + m.qk_rope_head_dim, spec.qkv_bias).replicated_under_tp());
     g.push(norm(n.kv_a_norm, m.kv_lora_rank));
     g.push(linear(n.kv_b, m.kv_lora_rank, heads * (m.qk_nope_head_dim + m.v_head_dim), false));
     g.push(linear(n.out, heads * m.v_head_dim, h, spec.o_bias));

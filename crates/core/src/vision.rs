@@ -25,6 +25,7 @@ fn group(g: &mut Vec<ParamGroup>, path: &str, d_in: u64, d_out: u64, bias: bool,
         copies,
         active_copies: copies,
         layer_ids: Vec::new(),
+        tp_replicated: false,
     });
 }
 

@@ -15,6 +15,9 @@ use crate::units::{add, div_ceil, mul_div_ceil, product, sum};
 /// embeddings and the output head split over the vocabulary; norms and
 /// routers are replicated.
 pub fn tp_shards(group: &ParamGroup) -> bool {
+    if group.tp_replicated {
+        return false;
+    }
     match group.kind {
         ParamGroupKind::Linear(LinearRole::Router) => false,
         ParamGroupKind::Linear(_) | ParamGroupKind::Embedding => true,

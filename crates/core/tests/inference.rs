@@ -125,3 +125,33 @@ proptest! {
         prop_assert_eq!(sum, l.total_bytes());
     }
 }
+
+#[test]
+fn mla_down_projections_stay_whole_under_tp() {
+    // vLLM and SGLang build DeepSeek's q_a_proj and kv_a_proj_with_mqa as
+    // ReplicatedLinear (DeepseekV2MLAAttention, vllm/model_executor/models/deepseek_v2.py,
+    // sglang/srt/models/deepseek_v2.py): every TP rank keeps them whole.
+    let mut s = ModelSpec::llama_like("dsv3-dense", 7168, 61, 128, 128, 18432, 129280);
+    s.attention = vramfit_core::Attention::Mla;
+    s.head_dim = 192;
+    s.mla = Some(MlaSpec {
+        q_lora_rank: Some(1536),
+        kv_lora_rank: 512,
+        qk_nope_head_dim: 128,
+        qk_rope_head_dim: 64,
+        v_head_dim: 128,
+    });
+    let st = InferenceSetup { weight_dtype: DType::BF16, ..setup(1, 16) };
+    let w1 = run(&s, &st, 1).bytes(Category::Weights);
+    let w8 = run(&s, &st, 8).bytes(Category::Weights);
+    // replicated: 61 × (7168 × 1536 + 7168 × 576) × 2 B = 1,846,935,552 B
+    let replicated = 61 * (7168 * 1536 + 7168 * 576) * 2;
+    assert_eq!(replicated, 1_846_935_552);
+    // norms (never split): 61 × (7168 + 7168 + 1536 + 512) × 2 B + the final 7168 × 2 B
+    let norms = 61 * (7168 + 7168 + 1536 + 512) * 2 + 7168 * 2;
+    assert_eq!(norms, 2_013_184);
+    // everything else splits 8 ways (each group rounded up: a few bytes)
+    let split = (w1 - replicated - norms) / 8;
+    let expected = replicated + norms + split;
+    assert!(w8 >= expected && w8 <= expected + 8 * 16, "TP 8 weights {w8} B, expected {expected} B");
+}
