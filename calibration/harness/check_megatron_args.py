@@ -42,6 +42,13 @@ VARS = {
     "$DATA_PATH": "/data/corpus_text_document",
     "$LR": "1.0e-4",
     "$TRAIN_ITERS": "1000",
+    # MLA rope (YaRN) and DeepSeek router settings the script takes from config.json
+    "$ROTARY_SCALING_FACTOR": "40",
+    "$MSCALE": "1.0",
+    "$MSCALE_ALL_DIM": "1.0",
+    "$MOE_ROUTER_NUM_GROUPS": "8",
+    "$MOE_ROUTER_GROUP_TOPK": "4",
+    "$MOE_ROUTER_TOPK_SCALING_FACTOR": "2.5",
 }
 
 # modules Megatron-LM imports at module level that a CPU-only box may lack
@@ -130,7 +137,8 @@ def script_args(text):
     joined = text.replace("\\\n", " ")
     line = next(l for l in joined.splitlines() if "pretrain_gpt.py" in l and l.lstrip().startswith("torchrun"))
     after = line.split("pretrain_gpt.py", 1)[1]
-    for k, v in VARS.items():
+    # longest names first: $MSCALE must not eat the head of $MSCALE_ALL_DIM
+    for k, v in sorted(VARS.items(), key=lambda kv: -len(kv[0])):
         after = after.replace(k, v)
     return shlex.split(after)
 

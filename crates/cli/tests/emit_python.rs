@@ -110,7 +110,36 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
     }
     let dir = std::env::temp_dir().join(format!("vramfit-emit-megatron-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let plans: [(&str, &[&str]); 6] = [
+    let plans: [(&str, &[&str]); 9] = [
+        // MLA, DeepSeek's router and an uneven pipeline (61 layers on 16 stages)
+        (
+            "deepseek_v3_pp16",
+            &[
+                "plan",
+                "deepseek-v3",
+                "--task",
+                "train",
+                "--dtype",
+                "bf16",
+                "--gpus",
+                "256",
+                "--tp",
+                "2",
+                "--pp",
+                "16",
+                "--ep",
+                "8",
+                "--sp",
+                "--zero",
+                "1",
+                "--checkpointing",
+                "full",
+            ],
+        ),
+        // interleaved stages (--num-layers-per-virtual-pipeline-stage)
+        ("70b_interleaved", &["plan", "llama-3.1-70b", "--task", "train", "--gpus", "64", "--tp", "8", "--pp", "8"]),
+        // 80 layers on 6 stages: 12, 4 × 14, 12
+        ("70b_pp6", &["plan", "llama-3.1-70b", "--task", "train", "--gpus", "48", "--tp", "8", "--pp", "6"]),
         ("8b", &["plan", "llama-3.1-8b", "--task", "train", "--tokens", "1B"]),
         ("70b", &["plan", "llama-3.1-70b", "--task", "train", "--grad-accum", "16", "--tokens", "1B"]),
         ("qwen2_5_7b", &["plan", "qwen2.5-7b", "--task", "train", "--tokens", "1B"]),
@@ -135,6 +164,7 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
             ],
         ),
     ];
+    let written = plans.len();
     for (name, args) in plans {
         let (sh, _) = run(&[args, &["--emit", "megatron"]].concat(), 0);
         std::fs::write(dir.join(format!("megatron_{name}.sh")), sh).unwrap();
@@ -143,6 +173,6 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
     let out = std::process::Command::new("python3").arg(script).arg(&dir).env("MEGATRON_LM", &root).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("\nok megatron_").count(), 6, "{text}");
+    assert_eq!(text.matches("\nok megatron_").count(), written, "{text}");
     assert!(text.contains("ok control: global batch"), "{text}");
 }

@@ -399,7 +399,33 @@ fn moe_serving_recommendation_is_what_the_command_starts() {
 /// three MoE ones (Mixtral and Qwen3-30B-A3B with EP, one pinned to TP 2 × EP 8).
 #[test]
 fn megatron_recommendation_is_what_the_script_runs() {
-    let jobs: [&[&str]; 8] = [
+    let jobs: [&[&str]; 11] = [
+        // an interleaved pipeline (the planner picks virtual stages for PP 8)
+        &["llama-3.1-70b", "--task", "train", "--gpus", "64", "--tp", "8", "--pp", "8", "--tokens", "1B"],
+        // 61 layers on 16 stages: the end stages take the remainder (uneven PP), with MLA
+        &[
+            "deepseek-v3",
+            "--task",
+            "train",
+            "--dtype",
+            "bf16",
+            "--gpus",
+            "256",
+            "--tp",
+            "2",
+            "--pp",
+            "16",
+            "--ep",
+            "8",
+            "--sp",
+            "--zero",
+            "1",
+            "--checkpointing",
+            "full",
+            "--tokens",
+            "1B",
+        ],
+        &["deepseek-v3", "--task", "train", "--dtype", "bf16", "--tokens", "1B"],
         &["llama-3.1-8b", "--task", "train", "--tokens", "1B"],
         &["llama-2-13b", "--task", "train", "--batch", "4", "--grad-accum", "8", "--tokens", "500M"],
         &["llama-3.1-70b", "--task", "train", "--grad-accum", "16", "--tokens", "1B"],
@@ -424,7 +450,7 @@ fn megatron_recommendation_is_what_the_script_runs() {
             "1B",
         ],
     ];
-    let mut expert_plans = 0;
+    let (mut expert_plans, mut uneven, mut mla, mut interleaved) = (0, 0, 0, 0);
     for job in jobs {
         let v = json(&[&["plan"][..], job, &["--launcher", "megatron", "--json"]].concat(), 0);
         assert_eq!(v["launcher"], "megatron", "{job:?}");
@@ -468,6 +494,26 @@ fn megatron_recommendation_is_what_the_script_runs() {
             s["precision"] == "mixed-bf16",
         );
         assert_eq!(emitted, planned, "{job:?}\n{out}\n{s}");
+        // the pipeline schedule: virtual stages (interleaved) and the layers per stage
+        let layers = get("--num-layers");
+        let (pp, v) = (planned.2, s["virtual_stages"].as_u64().unwrap_or(1));
+        match flag(&out, "--num-layers-per-virtual-pipeline-stage ") {
+            Some(per_virtual) => assert_eq!(layers / (pp * per_virtual), v, "{job:?}\n{out}"),
+            None => assert_eq!(v, 1, "{job:?}: planned {v} virtual stages, the script runs 1F1B\n{out}"),
+        }
+        if layers % pp != 0 {
+            // Megatron's uneven split: the middle stages even, one layer at least on each end
+            let (first, last) = (get("--decoder-first-pipeline-num-layers"), get("--decoder-last-pipeline-num-layers"));
+            assert!(first >= 1 && last >= 1 && first.max(last) <= layers.div_ceil(pp), "{out}");
+            assert_eq!((layers - first - last) % (pp - 2).max(1), 0, "{out}");
+            uneven += 1;
+        }
+        if out.contains("--multi-latent-attention") {
+            assert!(out.contains("--kv-lora-rank 512") && out.contains("--q-lora-rank 1536"), "{out}");
+            assert!(out.contains("MOE_ROUTER_TOPK_SCALING_FACTOR=${MOE_ROUTER_TOPK_SCALING_FACTOR:?"), "{out}");
+            mla += 1;
+        }
+        interleaved += usize::from(v > 1);
         assert_eq!(machines, rec["machines"].as_u64().unwrap());
         // micro-batch × accumulation × data-parallel ranks = the global batch
         let dp = s["dp"].as_u64().unwrap();
@@ -485,11 +531,12 @@ fn megatron_recommendation_is_what_the_script_runs() {
         assert_eq!(get("--train-iters"), tokens.div_ceil(planned.7 * 2048), "{out}");
     }
     assert!(expert_plans >= 2, "{expert_plans}");
+    assert!(uneven >= 1 && mla >= 2 && interleaved >= 1, "uneven {uneven}, MLA {mla}, interleaved {interleaved}");
 }
 
 /// What Megatron does not run is refused by name: LoRA (pretrain_gpt.py
-/// trains full models), a model its GPT flags cannot express (DeepSeek-V3's
-/// multi-latent attention), another --engine with --launcher megatron, and EP
+/// trains full models), a model its GPT flags cannot express (DeepSeek-V3.2's
+/// sparse-attention indexer), another --engine with --launcher megatron, and EP
 /// under a framework other than Megatron.
 #[test]
 fn megatron_refusals_name_why() {
@@ -499,8 +546,8 @@ fn megatron_refusals_name_why() {
             "--task with --engine megatron: Megatron-LM trains full models",
         ),
         (
-            &["plan", "deepseek-v3", "--task", "train", "--dtype", "bf16", "--emit", "megatron"],
-            "multi-latent attention",
+            &["plan", "deepseek-v3.2", "--task", "train", "--dtype", "bf16", "--emit", "megatron"],
+            "sparse-attention indexer",
         ),
         (
             &["plan", "llama-3.1-8b", "--task", "train", "--engine", "deepspeed", "--launcher", "megatron"],

@@ -14,6 +14,7 @@ use crate::summary::SetupSummary;
 use std::fmt::Write;
 use vramfit_core::model::{MlpKind, ModelSpec, Positional};
 use vramfit_core::train::{Checkpointing, Precision};
+use vramfit_core::workload::{megatron_stage_split, StageSplit};
 use vramfit_core::{NormKind, Sharding};
 
 /// What the script is written for beyond the plan: the model, the machines,
@@ -35,7 +36,24 @@ fn model_flags(spec: &ModelSpec, seq: u64) -> Vec<String> {
         format!("--ffn-hidden-size {}", spec.intermediate_size),
         format!("--num-attention-heads {}", spec.num_heads),
     ];
-    if spec.head_dim > 0 && spec.head_dim * spec.num_heads != spec.hidden_size {
+    if let Some(m) = &spec.mla {
+        // Megatron-Core `MLASelfAttention` (megatron/core/transformer/multi_latent_attention.py);
+        // with MLA, --qk-layernorm is the norms of the q and kv latents (q_a_layernorm,
+        // kv_a_layernorm); flags as Megatron-LM's own DeepSeek-V3 example writes them
+        // (examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh)
+        a.push("--multi-latent-attention".into());
+        if let Some(r) = m.q_lora_rank {
+            a.push(format!("--q-lora-rank {r}"));
+        }
+        a.push(format!("--kv-lora-rank {}", m.kv_lora_rank));
+        a.push(format!("--qk-head-dim {}", m.qk_nope_head_dim));
+        a.push(format!("--qk-pos-emb-head-dim {}", m.qk_rope_head_dim));
+        a.push(format!("--v-head-dim {}", m.v_head_dim));
+        a.push("--qk-layernorm".into());
+        a.push("--rotary-scaling-factor $ROTARY_SCALING_FACTOR".into());
+        a.push("--mscale $MSCALE".into());
+        a.push("--mscale-all-dim $MSCALE_ALL_DIM".into());
+    } else if spec.head_dim > 0 && spec.head_dim * spec.num_heads != spec.hidden_size {
         a.push(format!("--kv-channels {}", spec.head_dim));
     }
     if spec.num_kv_heads > 0 && spec.num_kv_heads < spec.num_heads {
@@ -63,7 +81,7 @@ fn model_flags(spec: &ModelSpec, seq: u64) -> Vec<String> {
             a.push("--add-qkv-bias".into());
         }
     }
-    if spec.qk_norm {
+    if spec.qk_norm && spec.mla.is_none() {
         a.push("--qk-layernorm".into());
     }
     if !spec.tied_embeddings {
@@ -81,6 +99,17 @@ fn model_flags(spec: &ModelSpec, seq: u64) -> Vec<String> {
             let moe = spec.num_layers.saturating_sub(m.dense_layers);
             a.push(format!("--moe-layer-freq \"[0]*{}+[1]*{moe}\"", m.dense_layers));
         }
+        if m.router_bias {
+            // DeepSeek-V3's router: sigmoid scores with a per-expert correction bias
+            // (`e_score_correction_bias`; Megatron `moe_router_score_function`,
+            // `moe_router_enable_expert_bias`), group-limited routing and a scaling
+            // factor read from the model's config.json
+            a.push("--moe-router-score-function sigmoid".into());
+            a.push("--moe-router-enable-expert-bias".into());
+            a.push("--moe-router-num-groups $MOE_ROUTER_NUM_GROUPS".into());
+            a.push("--moe-router-group-topk $MOE_ROUTER_GROUP_TOPK".into());
+            a.push("--moe-router-topk-scaling-factor $MOE_ROUTER_TOPK_SCALING_FACTOR".into());
+        }
         a.push("--moe-token-dispatcher-type alltoall".into());
         a.push("--moe-grouped-gemm".into());
     }
@@ -88,11 +117,23 @@ fn model_flags(spec: &ModelSpec, seq: u64) -> Vec<String> {
 }
 
 /// The flags of the plan: parallel layout, batch, recompute, precision.
-fn plan_flags(s: &SetupSummary, seq: u64, tokens: Option<u64>) -> Vec<String> {
+fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> Vec<String> {
     let mut a = vec![
         format!("--tensor-model-parallel-size {}", s.tp.max(1)),
         format!("--pipeline-model-parallel-size {}", s.pp.max(1)),
     ];
+    match megatron_stage_split(layers, s.pp.max(1), s.virtual_stages.max(1)) {
+        Some(StageSplit::Uneven { first, last, .. }) => {
+            a.push(format!("--decoder-first-pipeline-num-layers {first}"));
+            a.push(format!("--decoder-last-pipeline-num-layers {last}"));
+        }
+        Some(StageSplit::Even { per_stage }) if s.virtual_stages > 1 => {
+            // the interleaved schedule (Megatron `validate_args`: layers per stage
+            // divisible by layers per virtual stage; the planner chose v dividing them)
+            a.push(format!("--num-layers-per-virtual-pipeline-stage {}", per_stage / s.virtual_stages));
+        }
+        _ => {}
+    }
     if s.sequence_parallel {
         a.push("--sequence-parallel".into());
     }
@@ -134,7 +175,7 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
     let per_node = (s.gpus / nodes).max(1);
     let seq = t.seq.max(1);
     let mut flags = model_flags(t.spec, seq);
-    flags.extend(plan_flags(s, seq, t.tokens));
+    flags.extend(plan_flags(s, t.spec.num_layers, seq, t.tokens));
     flags.push("--tokenizer-type HuggingFaceTokenizer".into());
     flags.push(format!("--tokenizer-model {}", t.tokenizer));
     flags.push("--data-path $DATA_PATH".into());
@@ -155,6 +196,9 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
         s.dp.max(1),
         if s.ep > 1 { format!(", experts over EP {}", s.ep) } else { String::new() }
     );
+    if let Some(line) = stage_line(t.spec.num_layers, s) {
+        let _ = writeln!(o, "# {line}");
+    }
     let _ =
         writeln!(o, "# Run from a Megatron-LM checkout (pretrain_gpt.py; flags of megatron/training/arguments.py).");
     if nodes > 1 {
@@ -178,6 +222,9 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
         o,
         "# Fine-tuning a Hugging Face checkpoint: convert it to Megatron's format first (Megatron-Bridge, or tools/checkpoint in Megatron-LM) and add --load DIR --finetune."
     );
+    for line in model_notes(t.spec) {
+        let _ = writeln!(o, "# {line}");
+    }
     if t.tokens.is_none() {
         let _ = writeln!(o, "# TRAIN_ITERS: optimizer steps ({} sequences of {seq} tokens each).", s.global_batch);
     }
@@ -189,6 +236,9 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
     // no default: a wrong rope base trains silently wrong (vramfit's specs
     // carry no rope_theta)
     let _ = writeln!(o, "ROTARY_BASE=${{ROTARY_BASE:?set ROTARY_BASE to the model's rope_theta (config.json)}}");
+    for (var, what) in required_model_vars(t.spec) {
+        let _ = writeln!(o, "{var}=${{{var}:?set {var} to {what}}}");
+    }
     let _ = writeln!(o, "LR=${{LR:-1.0e-4}}");
     let _ = writeln!(o, "DATA_PATH=${{DATA_PATH:?set DATA_PATH to the dataset prefix}}");
     if t.tokens.is_none() {
@@ -205,4 +255,54 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
     }
     o.push('\n');
     o
+}
+
+/// The script's line on how the layers sit on the stages, when it is not
+/// plain `layers / pp` per stage.
+fn stage_line(layers: u64, s: &SetupSummary) -> Option<String> {
+    match megatron_stage_split(layers, s.pp.max(1), s.virtual_stages.max(1))? {
+        StageSplit::Uneven { first, per_stage, last } => Some(format!(
+            "{layers} layers on {} stages: {first} on the first, {per_stage} on each of the {} middle ones, {last} on the last (the fullest stage is what was sized)",
+            s.pp,
+            s.pp.saturating_sub(2)
+        )),
+        StageSplit::Even { per_stage } if s.virtual_stages > 1 => Some(format!(
+            "interleaved pipeline: {} virtual stages per rank of {} layers each ({per_stage} layers per rank)",
+            s.virtual_stages,
+            per_stage / s.virtual_stages
+        )),
+        StageSplit::Even { .. } => None,
+    }
+}
+
+/// Settings of the model the script takes from its config.json rather than
+/// guess (a wrong one trains silently wrong): (variable, what to set it to).
+fn required_model_vars(spec: &ModelSpec) -> Vec<(&'static str, &'static str)> {
+    let mut v = Vec::new();
+    if spec.mla.is_some() {
+        v.push(("ROTARY_SCALING_FACTOR", "rope_scaling.factor of config.json (DeepSeek-V3: 40)"));
+        v.push(("MSCALE", "rope_scaling.mscale of config.json (DeepSeek-V3: 1.0)"));
+        v.push(("MSCALE_ALL_DIM", "rope_scaling.mscale_all_dim of config.json (DeepSeek-V3: 1.0)"));
+    }
+    if spec.moe.as_ref().is_some_and(|m| m.router_bias) {
+        v.push(("MOE_ROUTER_NUM_GROUPS", "n_group of config.json (DeepSeek-V3: 8)"));
+        v.push(("MOE_ROUTER_GROUP_TOPK", "topk_group of config.json (DeepSeek-V3: 4)"));
+        v.push(("MOE_ROUTER_TOPK_SCALING_FACTOR", "routed_scaling_factor of config.json (DeepSeek-V3: 2.5)"));
+    }
+    v
+}
+
+/// What the script leaves out of the model, said in its header.
+fn model_notes(spec: &ModelSpec) -> Vec<String> {
+    let mut v = Vec::new();
+    for (var, what) in required_model_vars(spec) {
+        v.push(format!("{var}: {what}."));
+    }
+    if spec.mtp_layers > 0 {
+        v.push(format!(
+            "The checkpoint's {} multi-token-prediction layer(s) are not trained here (no --mtp-num-layers): neither their memory nor their time is in this plan.",
+            spec.mtp_layers
+        ));
+    }
+    v
 }

@@ -11,6 +11,7 @@ mod inference;
 pub mod limits;
 mod parallel;
 mod policy;
+mod stages;
 mod training;
 pub mod validate;
 
@@ -22,6 +23,7 @@ pub use engine::{
 pub use inference::{InferenceSetup, PrefillLogits};
 pub use parallel::{Offload, Parallelism, Sharding};
 pub use policy::{LossPath, SlidingWindowCache};
+pub use stages::{megatron_stage_split, StageSplit};
 pub use training::{
     AttentionImpl, Bnb4Type, Checkpointing, CommSetup, LoraSetup, LoraTargets, Optimizer, Precision, SelectivePolicy,
     TrainKind, TrainSetup,

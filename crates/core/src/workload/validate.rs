@@ -199,14 +199,14 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     if par.offload_optimizer.is_some() || par.offload_params.is_some() {
         return no(Field::Offload, "CPU/NVMe offload is not modelled for Megatron; its states stay on the GPU");
     }
-    // validate_args: "Number of layers should be divisible by the pipeline-model-parallel
-    // size" (without --decoder-first/last-pipeline-num-layers, which are not written)
-    if !model.num_layers.is_multiple_of(par.pp.max(1)) {
+    // layers that do not divide by the stages go on the end stages
+    // (--decoder-first/last-pipeline-num-layers, `megatron_stage_split`)
+    if super::megatron_stage_split(model.num_layers, par.pp.max(1), par.virtual_stages).is_none() {
         return Err(WorkloadError::EngineRefuses {
             field: Field::Pp,
             engine: "megatron",
             reason: format!(
-                "{} pipeline stages for {} layers: Megatron splits the layers evenly over the stages (validate_args: the layers must be divisible by the pipeline-model-parallel size)",
+                "{} pipeline stages for {} layers: Megatron needs the layers even over the stages, or at least one on each end stage and the rest even over the middle ones (--decoder-first/last-pipeline-num-layers; not with interleaved virtual stages)",
                 par.pp, model.num_layers
             ),
         });
