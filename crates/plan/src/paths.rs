@@ -226,8 +226,15 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         (Some(l), true) => best_overall(req, l, recommended.as_ref(), &mut notes)?,
         _ => None,
     };
-    let reason =
+    let mut reason =
         deadline_reason(job, fastest_late.as_ref(), recommended.is_none() && search.fitting > 0).unwrap_or(reason);
+    if let (Job::Tokens(_), Some(rec), Some(rental)) = (job, recommended.as_ref(), best_rental.as_ref()) {
+        if rec.offer_id == rental.offer_id && rec.gpus == rental.gpus {
+            if let Some(faster) = faster_for_a_little_more(&ranked, rec) {
+                reason = format!("{reason}; {faster}");
+            }
+        }
+    }
     Ok(PlanReport {
         task: match req.workload.task {
             Task::Train(_) => JobKind::Train,
@@ -431,6 +438,75 @@ fn setup_layout_words(r: &PlanRow) -> String {
     } else {
         format!("plain DDP over {}", s.gpus)
     }
+}
+
+/// `TP 4 × EP 8 × PP 16, ZeRO-1`: the layout of a row in a few words.
+fn layout_brief(r: &PlanRow) -> String {
+    let s = &r.setup;
+    let mut parts: Vec<String> = Vec::new();
+    for (name, n) in [("TP", s.tp), ("EP", s.ep), ("PP", s.pp)] {
+        if n > 1 {
+            parts.push(format!("{name} {n}"));
+        }
+    }
+    let mut words = parts.join(" × ");
+    if s.sharding != Sharding::None {
+        if !words.is_empty() {
+            words.push_str(", ");
+        }
+        words.push_str(s.sharding.label());
+    }
+    if words.is_empty() {
+        words = if r.gpus > 1 { format!("DP {}", s.dp.max(1)) } else { "one card".to_string() };
+    }
+    words
+}
+
+/// `13.0 h` or `17.0 days`.
+fn job_time_words(hours: f64) -> String {
+    if hours < 48.0 {
+        format!("{hours:.1} h")
+    } else {
+        format!("{:.1} days", hours / 24.0)
+    }
+}
+
+/// The ranked plan in the recommendation's currency that finishes the job
+/// soonest for at most a quarter more than the recommended bill, when it
+/// takes at most half the time: a bill of whole months is the same for a
+/// job of 13 hours or 17 days, and the days are what a practitioner weighs
+/// against a slightly higher bill ([`crate::rank::FASTER_FOR_MORE_BILL`],
+/// [`crate::rank::FASTER_FOR_MORE_TIME`]); a job of less than
+/// [`crate::rank::FASTER_FOR_MORE_MIN_HOURS`] saves hours, not days.
+fn faster_for_a_little_more(ranked: &[PlanRow], rec: &PlanRow) -> Option<String> {
+    let (rb, rh) = (rec.billed?.mid(), rec.job_hours?);
+    if rh < crate::rank::FASTER_FOR_MORE_MIN_HOURS {
+        return None;
+    }
+    let alt = ranked
+        .iter()
+        .filter(|x| x.currency == rec.currency && !(x.offer_id == rec.offer_id && x.gpus == rec.gpus))
+        .filter(|x| {
+            matches!((x.billed, x.job_hours), (Some(b), Some(h))
+                if b.mid() <= rb * (1.0 + crate::rank::FASTER_FOR_MORE_BILL) && h <= rh * crate::rank::FASTER_FOR_MORE_TIME)
+        })
+        .min_by(|a, b| a.job_hours.unwrap_or(f64::INFINITY).total_cmp(&b.job_hours.unwrap_or(f64::INFINITY)))?;
+    let (ab, ah) = (alt.billed?, alt.job_hours?);
+    let more = if ab.mid() > rb {
+        format!("for {:.0}% more", (ab.mid() / rb - 1.0) * 100.0)
+    } else {
+        "for as much".to_string()
+    };
+    Some(format!(
+        "{more} ({} against {}), {} × {} ({}) finishes the job in {} instead of {}",
+        price_words(ab, &alt.currency),
+        price_words(rec.billed?, &rec.currency),
+        alt.gpus,
+        alt.gpu_name,
+        layout_brief(alt),
+        job_time_words(ah),
+        job_time_words(rh)
+    ))
 }
 
 /// Currencies in the catalogue's order (each is ranked on its own).

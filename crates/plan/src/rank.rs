@@ -12,6 +12,19 @@ use vramfit_core::workload::{Offload, Task};
 /// so a 0.3 % difference decides nothing.
 pub const PRICE_TIE: f64 = 0.005;
 
+/// A plan billing at most this share more than the recommended one is named
+/// beside it when it finishes in at most [`FASTER_FOR_MORE_TIME`] of the
+/// time (product policy: a quarter more for half the wait or better is a
+/// trade a practitioner weighs; the ranking itself stays by bill).
+pub const FASTER_FOR_MORE_BILL: f64 = 0.25;
+
+/// See [`FASTER_FOR_MORE_BILL`].
+pub const FASTER_FOR_MORE_TIME: f64 = 0.5;
+
+/// The recommended job takes at least this many hours before a faster plan
+/// is named beside it (a day of waiting; shorter jobs save hours).
+pub const FASTER_FOR_MORE_MIN_HOURS: f64 = 24.0;
+
 /// Costs within about [`PRICE_TIE`] of each other fall in one bucket
 /// (logarithmic buckets keep the order total, as sorting needs).
 fn cost_bucket(c: f64) -> i64 {
