@@ -183,6 +183,10 @@ def check(path, parse_args, validate_args):
         "global_batch_size": flag(argv, "--global-batch-size"),
         "sequence_parallel": "--sequence-parallel" in argv,
         "use_distributed_optimizer": "--use-distributed-optimizer" in argv,
+        "optimizer_cpu_offload": "--optimizer-cpu-offload" in argv,
+        "decoder_first_pipeline_num_layers": flag(argv, "--decoder-first-pipeline-num-layers"),
+        "decoder_last_pipeline_num_layers": flag(argv, "--decoder-last-pipeline-num-layers"),
+        "multi_latent_attention": "--multi-latent-attention" in argv,
         "recompute_granularity": recompute,
         "bf16": "--bf16" in argv,
         "train_iters": flag(argv, "--train-iters"),
@@ -195,8 +199,22 @@ def check(path, parse_args, validate_args):
         f"{len(argv)} tokens; TP {a.tensor_model_parallel_size} PP {a.pipeline_model_parallel_size} "
         f"EP {a.expert_model_parallel_size} SP {a.sequence_parallel} dist-opt {a.use_distributed_optimizer} "
         f"mb {a.micro_batch_size} gb {a.global_batch_size} recompute {a.recompute_granularity} "
-        f"bf16 {a.bf16} iters {a.train_iters}{moe}"
+        f"bf16 {a.bf16} iters {a.train_iters}{moe}{extras(a)}"
     )
+
+
+def extras(a):
+    """The layout switches beyond the common ones, when the script sets them."""
+    out = ""
+    if a.decoder_first_pipeline_num_layers:
+        out += f", stages {a.decoder_first_pipeline_num_layers}/…/{a.decoder_last_pipeline_num_layers} layers"
+    if getattr(a, "virtual_pipeline_model_parallel_size", None):
+        out += f", {a.virtual_pipeline_model_parallel_size} virtual stages"
+    if a.multi_latent_attention:
+        out += ", MLA"
+    if a.optimizer_cpu_offload:
+        out += ", optimizer on CPU"
+    return out
 
 
 def main():

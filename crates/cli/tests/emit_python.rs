@@ -110,7 +110,26 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
     }
     let dir = std::env::temp_dir().join(format!("vramfit-emit-megatron-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let plans: [(&str, &[&str]); 9] = [
+    let plans: [(&str, &[&str]); 10] = [
+        // the optimizer on the host (Megatron-Core's HybridDeviceOptimizer)
+        (
+            "8b_offload",
+            &[
+                "plan",
+                "llama-3.1-8b",
+                "--task",
+                "train",
+                "--gpus",
+                "8",
+                "--tp",
+                "2",
+                "--sp",
+                "--zero",
+                "1",
+                "--offload",
+                "cpu",
+            ],
+        ),
         // MLA, DeepSeek's router and an uneven pipeline (61 layers on 16 stages)
         (
             "deepseek_v3_pp16",

@@ -399,7 +399,24 @@ fn moe_serving_recommendation_is_what_the_command_starts() {
 /// three MoE ones (Mixtral and Qwen3-30B-A3B with EP, one pinned to TP 2 × EP 8).
 #[test]
 fn megatron_recommendation_is_what_the_script_runs() {
-    let jobs: [&[&str]; 11] = [
+    let jobs: [&[&str]; 12] = [
+        // the optimizer on the host (--optimizer-cpu-offload)
+        &[
+            "llama-3.1-8b",
+            "--task",
+            "train",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--sp",
+            "--zero",
+            "1",
+            "--offload",
+            "cpu",
+            "--tokens",
+            "1B",
+        ],
         // an interleaved pipeline (the planner picks virtual stages for PP 8)
         &["llama-3.1-70b", "--task", "train", "--gpus", "64", "--tp", "8", "--pp", "8", "--tokens", "1B"],
         // 61 layers on 16 stages: the end stages take the remainder (uneven PP), with MLA
@@ -450,7 +467,7 @@ fn megatron_recommendation_is_what_the_script_runs() {
             "1B",
         ],
     ];
-    let (mut expert_plans, mut uneven, mut mla, mut interleaved) = (0, 0, 0, 0);
+    let (mut expert_plans, mut uneven, mut mla, mut interleaved, mut offload) = (0, 0, 0, 0, 0);
     for job in jobs {
         let v = json(&[&["plan"][..], job, &["--launcher", "megatron", "--json"]].concat(), 0);
         assert_eq!(v["launcher"], "megatron", "{job:?}");
@@ -514,6 +531,9 @@ fn megatron_recommendation_is_what_the_script_runs() {
             mla += 1;
         }
         interleaved += usize::from(v > 1);
+        let offloaded = s["offload_optimizer"] == "cpu";
+        assert_eq!(out.contains("--optimizer-cpu-offload"), offloaded, "{job:?}\n{out}");
+        offload += usize::from(offloaded);
         assert_eq!(machines, rec["machines"].as_u64().unwrap());
         // micro-batch × accumulation × data-parallel ranks = the global batch
         let dp = s["dp"].as_u64().unwrap();
@@ -531,7 +551,10 @@ fn megatron_recommendation_is_what_the_script_runs() {
         assert_eq!(get("--train-iters"), tokens.div_ceil(planned.7 * 2048), "{out}");
     }
     assert!(expert_plans >= 2, "{expert_plans}");
-    assert!(uneven >= 1 && mla >= 2 && interleaved >= 1, "uneven {uneven}, MLA {mla}, interleaved {interleaved}");
+    assert!(
+        uneven >= 1 && mla >= 2 && interleaved >= 1 && offload >= 1,
+        "uneven {uneven}, MLA {mla}, interleaved {interleaved}, offload {offload}"
+    );
 }
 
 /// What Megatron does not run is refused by name: LoRA (pretrain_gpt.py

@@ -136,3 +136,36 @@ fn megatron_refuses_what_it_does_not_run_naming_the_flag() {
     assert!(err.to_string().contains("--engine megatron"), "{err}");
     assert!(check(megatron_step(), Parallelism { ep: 8, ..base }).is_ok());
 }
+
+/// Megatron-Core's optimizer CPU offload (`--optimizer-cpu-offload` with the
+/// distributed optimizer and `--use-precision-aware-optimizer`,
+/// megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py): the GPU keeps
+/// the bf16 parameters and the fp32 main-grad buffer (6 B/param); each rank's
+/// shard lives on the host as a pinned fp32 copy, pinned fp32 gradients and
+/// AdamW's two fp32 states (16 B per shard element), and no fp32 main params
+/// stay on the GPU (distrib_optimizer.py: "main params are held by" the
+/// optimizer under the precision-aware path).
+#[test]
+fn megatron_optimizer_offload_keeps_6_bytes_per_param_on_the_gpu_and_16_over_d_on_the_host() {
+    let spec = mistral();
+    let p = 7_241_732_096u64;
+    let par = Parallelism {
+        gpus: 8,
+        sharding: Sharding::Zero1,
+        offload_optimizer: vramfit_core::Offload::Cpu,
+        ..Parallelism::default()
+    };
+    let l = ledger(&spec, par);
+    assert_eq!(states(&l), [2 * p, 0, 4 * p, 0]);
+    // the host: 16 B × P / 8 per rank, all 8 ranks counted = 16 × P = 115,867,713,536 B
+    assert_eq!(l.cpu_bytes, 16 * p);
+    // NVMe and parameter offload are DeepSpeed's, not Megatron's
+    let nvme = Parallelism {
+        gpus: 8,
+        sharding: Sharding::Zero1,
+        offload_optimizer: vramfit_core::Offload::Nvme,
+        ..Parallelism::default()
+    };
+    let w = Workload { task: Task::Train(megatron_step()), parallelism: nvme, ..Workload::default() };
+    assert_eq!(validate(&spec, &w).unwrap_err().field(), Field::Offload);
+}

@@ -322,8 +322,14 @@ fn megatron_rules(v: &View) -> Result<(), String> {
             v.sharding.label()
         ));
     }
-    if v.off_opt.is_some() || v.off_par.is_some() {
-        return Err("offload: not written for Megatron (its states stay on the GPU)".into());
+    if v.off_par.is_some() || v.off_opt == Offload::Nvme {
+        return Err(
+            "parameter or NVMe offload: Megatron offloads the optimizer to CPU memory only (--optimizer-cpu-offload)"
+                .into(),
+        );
+    }
+    if v.off_opt.is_some() && v.sharding != Sharding::Zero1 {
+        return Err("optimizer offload without the distributed optimizer: Megatron's --optimizer-cpu-offload runs on it (--zero 1)".into());
     }
     Ok(())
 }

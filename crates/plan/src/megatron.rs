@@ -15,7 +15,7 @@ use std::fmt::Write;
 use vramfit_core::model::{MlpKind, ModelSpec, Positional};
 use vramfit_core::train::{Checkpointing, Precision};
 use vramfit_core::workload::{megatron_stage_split, StageSplit};
-use vramfit_core::{NormKind, Sharding};
+use vramfit_core::{NormKind, Offload, Sharding};
 
 /// What the script is written for beyond the plan: the model, the machines,
 /// the sequence length, the job's tokens and the tokenizer (a Hub id or a
@@ -144,6 +144,15 @@ fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> V
     }
     if s.sharding == Sharding::Zero1 {
         a.push("--use-distributed-optimizer".into());
+    }
+    if s.offload_optimizer == Offload::Cpu {
+        // Megatron-Core's HybridDeviceOptimizer, as its README gives the flags
+        // (megatron/core/optimizer/cpu_offloading/README.md): the whole shard on the
+        // host (fraction 1.0), the transfers overlapped with the CPU step
+        a.push("--optimizer-cpu-offload".into());
+        a.push("--optimizer-offload-fraction 1.0".into());
+        a.push("--use-precision-aware-optimizer".into());
+        a.push("--overlap-cpu-optimizer-d2h-h2d".into());
     }
     a.push(format!("--micro-batch-size {}", s.micro_batch.max(1)));
     a.push(format!("--global-batch-size {}", s.global_batch.max(1)));

@@ -226,15 +226,8 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
         (Some(l), true) => best_overall(req, l, recommended.as_ref(), &mut notes)?,
         _ => None,
     };
-    let mut reason =
-        deadline_reason(job, fastest_late.as_ref(), recommended.is_none() && search.fitting > 0).unwrap_or(reason);
-    if let (Job::Tokens(_), Some(rec), Some(rental)) = (job, recommended.as_ref(), best_rental.as_ref()) {
-        if rec.offer_id == rental.offer_id && rec.gpus == rental.gpus {
-            if let Some(faster) = faster_for_a_little_more(&ranked, rec) {
-                reason = format!("{reason}; {faster}");
-            }
-        }
-    }
+    let late = deadline_reason(job, fastest_late.as_ref(), recommended.is_none() && search.fitting > 0);
+    let reason = with_faster_clause(late.unwrap_or(reason), job, recommended.as_ref(), best_rental.as_ref(), &ranked);
     Ok(PlanReport {
         task: match req.workload.task {
             Task::Train(_) => JobKind::Train,
@@ -437,6 +430,26 @@ fn setup_layout_words(r: &PlanRow) -> String {
         s.sharding.label().to_string()
     } else {
         format!("plain DDP over {}", s.gpus)
+    }
+}
+
+/// The reason, with the faster plan for a little more when a rental is
+/// recommended for a job of tokens ([`faster_for_a_little_more`]).
+fn with_faster_clause(
+    reason: String,
+    job: Job,
+    rec: Option<&PlanRow>,
+    rental: Option<&PlanRow>,
+    ranked: &[PlanRow],
+) -> String {
+    match (job, rec, rental) {
+        (Job::Tokens(_), Some(rec), Some(rental)) if rec.offer_id == rental.offer_id && rec.gpus == rental.gpus => {
+            match faster_for_a_little_more(ranked, rec) {
+                Some(faster) => format!("{reason}; {faster}"),
+                None => reason,
+            }
+        }
+        _ => reason,
     }
 }
 

@@ -375,10 +375,7 @@ impl TrainProfile {
         if par.offload_optimizer != Offload::None {
             // ZeRO-Offload also keeps the fp32 gradient partition in pinned host memory
             let grad_partition = div_ceil(mul("offloaded bytes", t, 4)?, dp);
-            let mut states = add("offloaded bytes", opt, master)?;
-            if !self.framework.shards_with_fsdp(par.fsdp) {
-                states = self.deepspeed_offloaded_states(t, dp, stage, opt)?;
-            }
+            let states = self.offloaded_states(par, t, stage, opt, master)?;
             match par.offload_optimizer {
                 Offload::Cpu => cpu = add("offloaded bytes", states, grad_partition)?,
                 Offload::Nvme => {
@@ -430,6 +427,23 @@ impl TrainProfile {
             0
         };
         Ok(DpSplit { t, expert_t, dp: par.dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
+    }
+
+    /// The host's share of offloaded optimizer states besides the fp32 gradient
+    /// shard: the sharded master and states under FSDP's CPU offload and under
+    /// Megatron-Core's HybridDeviceOptimizer (`--optimizer-cpu-offload` with the
+    /// precision-aware distributed optimizer,
+    /// megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py
+    /// `_get_sub_optimizer_param_groups`: a pinned fp32 copy of each shard
+    /// parameter, pinned fp32 gradients, torch AdamW's two fp32 states on it;
+    /// distrib_optimizer.py then keeps no fp32 main params on the GPU); DeepSpeed's
+    /// own accounting otherwise.
+    fn offloaded_states(&self, par: &Parallelism, t: u64, stage: u8, opt: u64, master: u64) -> Result<u64, CoreError> {
+        if self.framework.shards_with_fsdp(par.fsdp) || self.framework.megatron_mixed_precision {
+            add("offloaded bytes", opt, master)
+        } else {
+            self.deepspeed_offloaded_states(t, par.dp(), stage, opt)
+        }
     }
 
     /// What DeepSpeed's ZeRO-Offload keeps in host memory besides the fp32

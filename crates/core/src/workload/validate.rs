@@ -196,8 +196,11 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     if par.fsdp || par.sharding.stage() >= 2 {
         return no(Field::Sharding, "its distributed optimizer (--use-distributed-optimizer) shards the fp32 master and optimizer states over the data-parallel ranks: --zero 1; gradients and parameters stay whole (ZeRO-2/3, FSDP: DeepSpeed or torchtitan)");
     }
-    if par.offload_optimizer.is_some() || par.offload_params.is_some() {
-        return no(Field::Offload, "CPU/NVMe offload is not modelled for Megatron; its states stay on the GPU");
+    // Megatron-Core's HybridDeviceOptimizer (--optimizer-cpu-offload, with the
+    // distributed optimizer and --use-precision-aware-optimizer): the optimizer's
+    // shard to host memory; no NVMe and no parameter offload
+    if par.offload_params.is_some() || par.offload_optimizer == Offload::Nvme {
+        return no(Field::Offload, "Megatron offloads the optimizer to CPU memory only (--optimizer-cpu-offload, Megatron-Core's HybridDeviceOptimizer): --offload cpu; parameters and NVMe stay DeepSpeed's");
     }
     // layers that do not divide by the stages go on the end stages
     // (--decoder-first/last-pipeline-num-layers, `megatron_stage_split`)
