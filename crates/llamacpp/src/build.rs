@@ -41,6 +41,22 @@ pub const F16_FA_MASK: u64 = 9442;
 /// over-stated, never under-stated.
 pub const LAST_REPACK_BESIDE_GPU: u64 = 4897;
 
+/// First build known to store no V cache for MLA files: ggml-org/llama.cpp
+/// PR #19067 "kv-cache : support V-less cache" (ggerganov, opened and
+/// approved 2026-01-24) made `llama_kv_cache::llama_kv_cache`
+/// (src/llama-kv-cache.cpp) allocate `has_v = !is_mla` — a file whose
+/// header has `attention.key_length_mla` and `value_length_mla`
+/// (`llama_hparams::is_mla()`, src/llama-hparams.cpp) keeps only the K
+/// cache of `kv_lora_rank + n_rot` values per cell, and the graph reads V
+/// as a view of its first `kv_lora_rank` values (`llm_graph_input_attn_k`).
+/// Before it the same files got a V cache of `value_length` (=
+/// `kv_lora_rank`) values as well. The tag that first carries the merge is
+/// not known here: b7917 (91ea44e89, built 2026-02-02, the version line of
+/// ggml-org/llama.cpp#19307) is a later tag of master and so carries it;
+/// builds before b7917 keep the V cache (an over-statement for the ones
+/// between the merge and b7917).
+pub const V_LESS_MLA: u64 = 7917;
+
 /// The build rules of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildRules {
@@ -53,6 +69,8 @@ pub struct BuildRules {
     pub repack_beside_gpu: bool,
     /// with flash attention the KQ mask is an f16 input (no f32 copy)
     pub f16_fa_mask: bool,
+    /// MLA files (`is_mla`) keep no V cache: V is a view of the latent K
+    pub v_less_mla: bool,
 }
 
 impl BuildRules {
@@ -63,6 +81,7 @@ impl BuildRules {
             outputs_for_slots: at_least(OUTPUTS_FOR_SLOTS),
             repack_beside_gpu: build.is_some_and(|b| b <= LAST_REPACK_BESIDE_GPU),
             f16_fa_mask: at_least(F16_FA_MASK),
+            v_less_mla: at_least(V_LESS_MLA),
         }
     }
 
@@ -105,6 +124,8 @@ mod tests {
         assert!(!BuildRules::of(Some(4898)).repack_beside_gpu);
         assert!(!BuildRules::of(Some(OUTPUTS_FOR_SLOTS - 1)).outputs_for_slots);
         assert!(BuildRules::of(Some(OUTPUTS_FOR_SLOTS)).outputs_for_slots);
+        assert!(cur.v_less_mla && BuildRules::of(Some(V_LESS_MLA)).v_less_mla);
+        assert!(!BuildRules::of(Some(V_LESS_MLA - 1)).v_less_mla);
     }
 
     /// server_n_outputs_max: max(1, min(n_batch, n_parallel)), capped by the micro-batch.

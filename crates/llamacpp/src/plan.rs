@@ -108,8 +108,12 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         flash_attn: fa,
         offload_kqv: opts.offload_kqv,
         n_parallel: opts.parallel,
+        v_less: model.mla && rules.v_less_mla,
     };
     let kv = kv_cache(model, &placement, size, cache_opt)?;
+    if model.mla {
+        notes.push(mla_note(rules));
+    }
     let n_tokens = size.n_ctx.min(ubatch);
     let n_outputs = crate::build::reserved_outputs(rules, n_tokens, opts.batch, opts.parallel);
     notes.push(outputs_note(rules, n_outputs, n_tokens));
@@ -130,6 +134,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             type_v: opts.cache_type_v,
             era: opts.era,
             cpu_repack,
+            v_less: cache_opt.v_less,
             gpus: opts.gpus.len() as u32,
             // llama_context: pipeline parallelism when several devices hold
             // every layer (-ngl > n_layer), split by layer, KV offloaded
@@ -715,6 +720,24 @@ fn outputs_note(rules: crate::build::BuildRules, n_outputs: u64, n_tokens: u64) 
     }
 }
 
+/// The note that says how an MLA file's cache was sized (PR #19067).
+fn mla_note(rules: crate::build::BuildRules) -> String {
+    if rules.v_less_mla {
+        format!(
+            "llama.cpp build {}: an MLA file keeps only its latent K cache (kv_lora_rank + rope values per cell); V is a view of it and has no buffer (PR #19067). Builds before b{} also stored a V cache of kv_lora_rank values: pass --llamacpp-build {} to size them",
+            rules.label(),
+            crate::build::V_LESS_MLA,
+            crate::build::V_LESS_MLA - 1
+        )
+    } else {
+        format!(
+            "llama.cpp build {}: an MLA file keeps a V cache of kv_lora_rank values per cell beside its latent K cache. Builds from b{} keep only K (PR #19067)",
+            rules.label(),
+            crate::build::V_LESS_MLA
+        )
+    }
+}
+
 /// Some layer (or the output layer) stays on the host.
 fn placement_has_host_layers(p: &Placement) -> bool {
     p.layers.contains(&Device::Cpu) || p.output == Device::Cpu
@@ -782,6 +805,7 @@ mod tests {
             qk_norm: false,
             gated_ffn: true,
             tied_output: false,
+            mla: false,
             tensors,
             notes: Vec::new(),
         }

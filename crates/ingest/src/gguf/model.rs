@@ -210,6 +210,11 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let qk_norm = has(&format!("blk.{first_attn}.attn_q_norm.weight"));
     let gated_ffn = has_gated_ffn(&tensors, &ff, nl);
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
+    // llama_hparams::is_mla(): both MLA head sizes present and non-zero
+    // (llama_model::load_hparams reads LLM_KV_ATTENTION_KEY_LENGTH_MLA /
+    // VALUE_LENGTH_MLA, optional; src/llama-hparams.cpp)
+    let mla = k.u64_opt("attention.key_length_mla")?.unwrap_or(0) != 0
+        && k.u64_opt("attention.value_length_mla")?.unwrap_or(0) != 0;
     let (n_layer, layers, tensors) = skip_nextn(&k, n_layer, layers, tensors, &mut notes)?;
     let tensors = extra_layers_to_output(tensors, n_layer, &mut notes);
     if arch == "deepseek4" {
@@ -233,6 +238,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         qk_norm,
         gated_ffn,
         tied_output,
+        mla,
         tensors,
         notes,
     };
