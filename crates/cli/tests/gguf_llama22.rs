@@ -78,3 +78,117 @@ fn an_mla_file_has_no_v_cache_on_current_builds() {
     let (text, _) = run(&["estimate", &f, "-c", "32768", "--gpu-mem", "80GiB", "-ngl", "99"], 0);
     assert!(text.contains("PR #19067"), "{text}");
 }
+
+/// The target: 8 layers, 16 heads of 64, 4 KV heads.
+fn target() -> String {
+    write("target.gguf", &writer(&Shape::llama(8, 1024, 16, 4, 2816, 1000)))
+}
+
+/// The draft: 2 layers, 8 heads of 64, 2 KV heads.
+fn draft() -> String {
+    write("draft.gguf", &writer(&Shape::llama(2, 512, 8, 2, 1536, 1000)))
+}
+
+fn line(v: &serde_json::Value, label: &str) -> Option<u64> {
+    v["devices"][0]["buffers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["label"] == label)
+        .map(|b| b["bytes"].as_u64().unwrap())
+}
+
+fn est(extra: &[&str]) -> serde_json::Value {
+    let (t, d) = (target(), draft());
+    let mut a =
+        vec!["estimate", t.as_str(), "--gpu-mem", "24GiB", "-c", "8192", "-np", "4", "-md", d.as_str(), "--json"];
+    a.extend_from_slice(extra);
+    json(&a, 0)
+}
+
+/// llama-server before b9109 made a draft context per slot (server
+/// `load_model`: `params_dft.n_ctx = -cd or llama_n_ctx_seq(ctx)`, one
+/// sequence; `init`: `slot.ctx_dft = llama_init_from_model(…)` per slot).
+/// -c 8192 -np 4: 2,048 cells per slot; the draft's KV per context is
+/// 2 layers × (K + V) × 2 kv heads × 64 × 2 B × 2048 = 2,097,152 B, four
+/// contexts 8,388,608 B (the current build's one context of 4 × 2,048 cells
+/// holds the same); -cd 1024: 1,048,576 B per context, 4,194,304 B. The
+/// compute buffer is four contexts' instead of one.
+#[test]
+fn old_builds_give_each_slot_its_own_draft_context() {
+    let cur = est(&[]);
+    assert_eq!(line(&cur, "draft: CUDA0 KV buffer"), Some(8_388_608));
+    let old = est(&["--llamacpp-build", "9108"]);
+    assert_eq!(line(&old, "draft: CUDA0 KV buffer × 4 slot contexts"), Some(8_388_608));
+    let old_compute = line(&old, "draft: CUDA0 compute buffer × 4 slot contexts").unwrap();
+    assert_eq!(old_compute % 4, 0);
+    let old_cd = est(&["--llamacpp-build", "9108", "-cd", "1024"]);
+    assert_eq!(line(&old_cd, "draft: CUDA0 KV buffer × 4 slot contexts"), Some(4_194_304));
+    // the current build ignores -cd and says so
+    let cur_cd = est(&["-cd", "1024"]);
+    assert_eq!(line(&cur_cd, "draft: CUDA0 KV buffer"), Some(8_388_608));
+    let notes = cur_cd["notes"].to_string();
+    assert!(notes.contains("-cd/--ctx-size-draft"), "{notes}");
+}
+
+/// -otd places the draft's tensors as -ot does the target's
+/// (`params_dft.tensor_buft_overrides`): every draft layer on the host
+/// leaves only its output layer's weights on CUDA0.
+#[test]
+fn otd_moves_the_drafts_tensors() {
+    let gpu = est(&[]);
+    let host = est(&["-otd", "blk\\..*=CPU"]);
+    let w = |v: &serde_json::Value| line(v, "draft: CUDA0 model buffer").unwrap();
+    assert!(w(&host) < w(&gpu), "{} vs {}", w(&host), w(&gpu));
+    let h = host["host"]["buffers"].to_string();
+    assert!(h.contains("draft: CPU"), "{h}");
+    let (text, _) = run(&["estimate", &target(), "-md", &draft(), "-otd", "blk\\..*=CPU", "--gpu-mem", "24GiB"], 0);
+    assert!(text.contains("-otd"), "the command line carries -otd:\n{text}");
+    let (_, err) = run(&["estimate", &target(), "-md", &draft(), "-otd", "blk=GPU"], 2);
+    assert!(err.contains("-otd/--override-tensor-draft"), "{err}");
+}
+
+/// --spec-type: the target reserves 1 + n_draft logits rows per slot
+/// (server_n_outputs_max); ngram-mod drafts up to 64 (common_params_
+/// speculative_ngram_mod::n_max). A model drafter without -md, draft-mtp on
+/// the target's own layers, an unknown type, and a projector beside a draft
+/// on builds before b9109 are refused (exit 2) naming the flag.
+#[test]
+fn spec_types_reserve_their_draft_outputs_or_are_refused() {
+    let t = target();
+    let compute = |v: &serde_json::Value| line(v, "CUDA0 compute buffer").unwrap();
+    let plain = json(&["estimate", &t, "--gpu-mem", "24GiB", "-np", "4", "--json"], 0);
+    let ngram = json(&["estimate", &t, "--gpu-mem", "24GiB", "-np", "4", "--spec-type", "ngram-mod", "--json"], 0);
+    assert!(compute(&ngram) > compute(&plain));
+    assert!(ngram["notes"].to_string().contains("65 outputs per slot"));
+    for (spec, says) in [("draft-simple", "-md"), ("draft-mtp", "not modelled"), ("ngram-bogus", "ngram-mod")] {
+        let (_, err) = run(&["estimate", &t, "--spec-type", spec], 2);
+        assert!(err.contains("spec-type") && err.contains(says), "{spec}: {err}");
+    }
+}
+
+/// Before b9109 llama-server refused speculative decoding beside a
+/// projector (server `load_model`: "err: speculative decode is not
+/// supported by multimodal"); the current build loads both.
+#[test]
+fn a_projector_beside_a_draft_is_refused_before_b9109() {
+    let u = |v: u32| WValue::U32(v);
+    let mm = GgufWriter::new()
+        .kv("general.architecture", WValue::Str("clip".into()))
+        .kv("clip.has_vision_encoder", WValue::Bool(true))
+        .kv("clip.vision.image_size", u(336))
+        .kv("clip.vision.patch_size", u(14))
+        .kv("clip.vision.embedding_length", u(1024))
+        .kv("clip.vision.feed_forward_length", u(4096))
+        .kv("clip.vision.block_count", u(23))
+        .kv("clip.vision.attention.head_count", u(16))
+        .kv("clip.vision.projection_dim", u(768))
+        .tensor("mm.0.weight", GgmlType::F16, &[1024, 4096]);
+    let (t, d, m) = (target(), draft(), write("mmproj.gguf", &mm));
+    let args = ["estimate", t.as_str(), "--gpu-mem", "24GiB", "--mmproj", m.as_str(), "-md", d.as_str()];
+    run(&args, 0);
+    let mut old = args.to_vec();
+    old.extend(["--llamacpp-build", "9108"]);
+    let (_, err) = run(&old, 2);
+    assert!(err.contains("not supported by multimodal") && err.contains("b9109"), "{err}");
+}

@@ -57,6 +57,20 @@ pub const LAST_REPACK_BESIDE_GPU: u64 = 4897;
 /// between the merge and b7917).
 pub const V_LESS_MLA: u64 = 7917;
 
+/// First build with one draft context for all of llama-server's slots:
+/// ggml-org/llama.cpp PR #22838 "spec : parallel drafting support" (on top
+/// of #22787 "spec : refactor ctx": "a single unified draft llama_context
+/// for all sequences ... instead of one per each slot"), released as b9109
+/// (2026-05-11; its release notes carry the refactor and drop incompatible
+/// vocabularies). Before it, `server_context::load_model` built the draft's
+/// launch as `params_dft.n_ctx = -cd or llama_n_ctx_seq(ctx)`,
+/// `n_parallel = 1`, `cparams_dft.n_batch = n_ctx_dft`, and `init()` gave
+/// every slot its own `llama_init_from_model(model_dft, cparams_dft)`
+/// ("TODO: rework speculative decoding [TAG_SERVER_SPEC_REWORK]"); those
+/// builds also refused a projector with a draft model ("err: speculative
+/// decode is not supported by multimodal").
+pub const SHARED_DRAFT_CONTEXT: u64 = 9109;
+
 /// The build rules of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildRules {
@@ -71,6 +85,8 @@ pub struct BuildRules {
     pub f16_fa_mask: bool,
     /// MLA files (`is_mla`) keep no V cache: V is a view of the latent K
     pub v_less_mla: bool,
+    /// llama-server keeps one draft context for all slots (else one per slot)
+    pub shared_draft_context: bool,
 }
 
 impl BuildRules {
@@ -82,6 +98,7 @@ impl BuildRules {
             repack_beside_gpu: build.is_some_and(|b| b <= LAST_REPACK_BESIDE_GPU),
             f16_fa_mask: at_least(F16_FA_MASK),
             v_less_mla: at_least(V_LESS_MLA),
+            shared_draft_context: at_least(SHARED_DRAFT_CONTEXT),
         }
     }
 
@@ -95,13 +112,16 @@ impl BuildRules {
 }
 
 /// Rows of logits the reserve graph keeps: llama-server's
-/// `n_outputs_max = max(1, min(n_batch, n_parallel))` (no draft model) on
-/// builds with [`OUTPUTS_FOR_SLOTS`], else every token of the micro-batch
-/// (`n_outputs_max = n_batch` before it, `llama_context` constructor); never
-/// more than the micro-batch's tokens.
-pub fn reserved_outputs(rules: BuildRules, n_tokens: u64, n_batch: u64, n_parallel: u64) -> u64 {
+/// `n_outputs_max = max(1, min(n_batch, n_parallel × (1 + n_draft)))`
+/// (`server_n_outputs_max`, tools/server/server-context.cpp: `n_outputs_per_seq
+/// = 1 + common_speculative_n_max(&params.speculative)`, 0 draft tokens
+/// without speculative decoding) on builds with [`OUTPUTS_FOR_SLOTS`], else
+/// every token of the micro-batch (`n_outputs_max = n_batch` before it,
+/// `llama_context` constructor); never more than the micro-batch's tokens.
+pub fn reserved_outputs(rules: BuildRules, n_tokens: u64, n_batch: u64, n_parallel: u64, n_draft: u64) -> u64 {
     if rules.outputs_for_slots {
-        n_parallel.min(n_batch).max(1).min(n_tokens)
+        let per_seq = n_draft.saturating_add(1);
+        n_parallel.saturating_mul(per_seq).min(n_batch).max(1).min(n_tokens)
     } else {
         n_tokens
     }
@@ -126,15 +146,21 @@ mod tests {
         assert!(BuildRules::of(Some(OUTPUTS_FOR_SLOTS)).outputs_for_slots);
         assert!(cur.v_less_mla && BuildRules::of(Some(V_LESS_MLA)).v_less_mla);
         assert!(!BuildRules::of(Some(V_LESS_MLA - 1)).v_less_mla);
+        assert!(cur.shared_draft_context && !BuildRules::of(Some(SHARED_DRAFT_CONTEXT - 1)).shared_draft_context);
     }
 
     /// server_n_outputs_max: max(1, min(n_batch, n_parallel)), capped by the micro-batch.
     #[test]
     fn outputs_reserved() {
         let cur = BuildRules::of(None);
-        assert_eq!(reserved_outputs(cur, 512, 2048, 4), 4);
-        assert_eq!(reserved_outputs(cur, 2, 2048, 4), 2);
-        assert_eq!(reserved_outputs(cur, 512, 2, 4), 2);
-        assert_eq!(reserved_outputs(BuildRules::of(Some(9000)), 512, 2048, 4), 512);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4, 0), 4);
+        assert_eq!(reserved_outputs(cur, 2, 2048, 4, 0), 2);
+        assert_eq!(reserved_outputs(cur, 512, 2, 4, 0), 2);
+        assert_eq!(reserved_outputs(BuildRules::of(Some(9000)), 512, 2048, 4, 0), 512);
+        // speculative decoding: 1 + n_draft outputs per slot
+        // (server_n_outputs_max): 4 slots × (1 + 3) = 16; 4 × (1 + 64) = 260
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4, 3), 16);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4, 64), 260);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 16, 64), 512, "capped by the micro-batch");
     }
 }
