@@ -111,12 +111,13 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         v_less: model.mla && rules.v_less_mla,
     };
     let kv = kv_cache(model, &placement, size, cache_opt)?;
-    if model.mla {
-        notes.push(mla_note(rules));
-    }
+    notes.extend(model.mla.then(|| mla_note(rules)));
     let n_tokens = size.n_ctx.min(ubatch);
     let n_draft = speculative_draft_tokens(opts, rules, &mut notes)?;
     let n_outputs = crate::build::reserved_outputs(rules, n_tokens, opts.batch, opts.parallel, n_draft);
+    // llama_context: pipeline parallelism when several devices hold every
+    // layer (-ngl > n_layer), split by layer, KV offloaded
+    let pipelined = opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv;
     notes.push(outputs_note(rules, n_outputs, n_tokens));
     let compute = compute_buffers(
         model,
@@ -137,16 +138,10 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             cpu_repack,
             v_less: cache_opt.v_less,
             gpus: opts.gpus.len() as u32,
-            // llama_context: pipeline parallelism when several devices hold
-            // every layer (-ngl > n_layer), split by layer, KV offloaded
-            pipeline_copies: if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
-                crate::graph::PIPELINE_COPIES
-            } else {
-                1
-            },
+            pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
         },
     )?;
-    if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
+    if pipelined {
         notes.push(format!(
             "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
             crate::graph::PIPELINE_COPIES,
