@@ -129,6 +129,13 @@ fn old_builds_give_each_slot_its_own_draft_context() {
     assert_eq!(line(&cur_cd, "draft: CUDA0 KV buffer"), Some(8_388_608));
     let notes = cur_cd["notes"].to_string();
     assert!(notes.contains("-cd/--ctx-size-draft"), "{notes}");
+    // since b9464 --spec-type defaults to none (ggml-org/llama.cpp#25345):
+    // -md alone loads the draft but drafts nothing, and the note says so
+    assert!(cur["notes"].to_string().contains("-md without --spec-type"));
+    let spec = est(&["--spec-type", "draft-simple"]);
+    assert!(!spec["notes"].to_string().contains("-md without --spec-type"));
+    assert!(spec["notes"].to_string().contains("speculative decoding (draft-simple)"));
+    assert!(!est(&["--llamacpp-build", "9463"])["notes"].to_string().contains("-md without --spec-type"));
 }
 
 /// -otd places the draft's tensors as -ot does the target's

@@ -71,6 +71,16 @@ pub const V_LESS_MLA: u64 = 7917;
 /// decode is not supported by multimodal").
 pub const SHARED_DRAFT_CONTEXT: u64 = 9109;
 
+/// First build whose llama-server no longer turns draft-simple on by
+/// itself when `-md` is given: `--spec-type` defaults to `none`, so the
+/// draft model (and its context) is loaded but no draft tokens are
+/// verified unless `--spec-type draft-simple` is passed. Release b9464
+/// (2026-06-01: "remove draft-simple auto-enable", with the
+/// `common_speculative_n_max()` helper); ggml-org/llama.cpp#25345
+/// (2026-07-06) confirms "recent llama-server defaults --spec-type to
+/// none ... the draft model loaded but speculation never engaged".
+pub const SPEC_TYPE_DEFAULT_NONE: u64 = 9464;
+
 /// The build rules of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildRules {
@@ -87,6 +97,9 @@ pub struct BuildRules {
     pub v_less_mla: bool,
     /// llama-server keeps one draft context for all slots (else one per slot)
     pub shared_draft_context: bool,
+    /// `-md` alone turns draft-simple on (before b9464; since, `--spec-type`
+    /// defaults to none)
+    pub draft_auto_spec: bool,
 }
 
 impl BuildRules {
@@ -99,6 +112,7 @@ impl BuildRules {
             f16_fa_mask: at_least(F16_FA_MASK),
             v_less_mla: at_least(V_LESS_MLA),
             shared_draft_context: at_least(SHARED_DRAFT_CONTEXT),
+            draft_auto_spec: build.is_some_and(|b| b < SPEC_TYPE_DEFAULT_NONE),
         }
     }
 
@@ -147,6 +161,8 @@ mod tests {
         assert!(cur.v_less_mla && BuildRules::of(Some(V_LESS_MLA)).v_less_mla);
         assert!(!BuildRules::of(Some(V_LESS_MLA - 1)).v_less_mla);
         assert!(cur.shared_draft_context && !BuildRules::of(Some(SHARED_DRAFT_CONTEXT - 1)).shared_draft_context);
+        assert!(!cur.draft_auto_spec && BuildRules::of(Some(SPEC_TYPE_DEFAULT_NONE - 1)).draft_auto_spec);
+        assert!(!BuildRules::of(Some(SPEC_TYPE_DEFAULT_NONE)).draft_auto_spec);
     }
 
     /// server_n_outputs_max: max(1, min(n_batch, n_parallel)), capped by the micro-batch.

@@ -218,7 +218,8 @@ impl SpecType {
 /// `--spec-type` and `--spec-draft-n-max` of a launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Speculative {
-    /// as given (empty: none given; with `-md` that is draft-simple)
+    /// as given (empty: none given; with `-md` that was draft-simple
+    /// before b9464, none since)
     pub types: Vec<SpecType>,
     pub draft_n_max: u64,
 }
@@ -230,9 +231,11 @@ impl Default for Speculative {
 }
 
 impl Speculative {
-    /// The types in effect: those given, or draft-simple when only `-md` is.
-    pub fn effective(&self, has_draft: bool) -> Vec<SpecType> {
-        if self.types.is_empty() && has_draft {
+    /// The types in effect: those given; with none given, `-md` means
+    /// draft-simple only where `draft_auto` (builds before
+    /// [`crate::build::SPEC_TYPE_DEFAULT_NONE`]).
+    pub fn effective(&self, has_draft: bool, draft_auto: bool) -> Vec<SpecType> {
+        if self.types.is_empty() && has_draft && draft_auto {
             vec![SpecType::DraftSimple]
         } else {
             self.types.iter().copied().filter(|t| *t != SpecType::None).collect()
@@ -240,8 +243,8 @@ impl Speculative {
     }
 
     /// `common_speculative_n_max`: the most draft tokens any type proposes.
-    pub fn n_max(&self, has_draft: bool) -> u64 {
-        self.effective(has_draft).iter().map(|t| t.n_max(self.draft_n_max)).max().unwrap_or(0)
+    pub fn n_max(&self, has_draft: bool, draft_auto: bool) -> u64 {
+        self.effective(has_draft, draft_auto).iter().map(|t| t.n_max(self.draft_n_max)).max().unwrap_or(0)
     }
 }
 

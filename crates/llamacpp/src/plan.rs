@@ -206,7 +206,7 @@ fn speculative_draft_tokens(
             format!("{} is more than {MAX_DRAFT_N_MAX}", spec.draft_n_max),
         ));
     }
-    let types = spec.effective(has_draft);
+    let types = spec.effective(has_draft, rules.draft_auto_spec);
     if let Some(t) = types.iter().find(|t| t.needs_draft_model()).filter(|_| !has_draft) {
         return Err(CoreError::invalid(
             "spec-type",
@@ -219,7 +219,14 @@ fn speculative_draft_tokens(
             "draft-mtp with the target's own NextN layers is not modelled (llama-server loads those layers and builds a second context with their KV cache); pass the MTP head's GGUF as -md FILE to size it as a draft model",
         ));
     }
-    let n = spec.n_max(has_draft);
+    let n = spec.n_max(has_draft, rules.draft_auto_spec);
+    if has_draft && spec.types.is_empty() && !rules.draft_auto_spec {
+        notes.push(format!(
+            "-md without --spec-type: llama-server {} loads the draft model and its context but does not speculate (--spec-type defaults to none since b{}); add --spec-type draft-simple to draft with it",
+            rules.label(),
+            crate::build::SPEC_TYPE_DEFAULT_NONE
+        ));
+    }
     if n > 0 && rules.outputs_for_slots {
         let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
         notes.push(format!(

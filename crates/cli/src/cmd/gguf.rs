@@ -115,7 +115,7 @@ pub struct GgufArgs {
     /// GGUF: the draft model's `-ot`, llama.cpp's `-otd` (`--override-tensor-draft`, `PATTERN=CPU` or `PATTERN=CUDA1`)
     #[arg(long = "override-tensor-draft", visible_aliases = ["otd", "spec-draft-override-tensor"], value_name = "PATTERN=BUFT", requires = "model_draft")]
     pub override_tensor_draft: Vec<String>,
-    /// GGUF: llama-server's `--spec-type`, comma separated (none, draft-simple, draft-eagle3, draft-dflash, draft-dspark, draft-mtp, ngram-cache, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod) [default: draft-simple with -md, else none]
+    /// GGUF: llama-server's `--spec-type`, comma separated (none, draft-simple, draft-eagle3, draft-dflash, draft-dspark, draft-mtp, ngram-cache, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod) [default: none; draft-simple with -md before b9464]
     #[arg(long = "spec-type", value_name = "TYPES")]
     pub spec_type: Option<String>,
     /// GGUF: draft tokens per verification of the model drafters, llama.cpp's `--spec-draft-n-max` (`--draft-max`) [default: 3]
