@@ -216,7 +216,7 @@ fn speculative_draft_tokens(
     if types.contains(&SpecType::DraftMtp) && !has_draft {
         return Err(CoreError::invalid(
             "spec-type",
-            "draft-mtp with the target's own NextN layers is not modelled (llama-server loads those layers and builds a second context with their KV cache); pass the MTP head's GGUF as -md FILE to size it as a draft model",
+            "draft-mtp with the target's own NextN layers is not modelled (llama-server loads those layers and builds a second context with their KV cache): vramfit would under-state it, so it does not size this launch",
         ));
     }
     let n = spec.n_max(has_draft, rules.draft_auto_spec);
