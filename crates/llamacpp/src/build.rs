@@ -41,6 +41,46 @@ pub const F16_FA_MASK: u64 = 9442;
 /// over-stated, never under-stated.
 pub const LAST_REPACK_BESIDE_GPU: u64 = 4897;
 
+/// First build known to store no V cache for MLA files: ggml-org/llama.cpp
+/// PR #19067 "kv-cache : support V-less cache" (ggerganov, opened and
+/// approved 2026-01-24) made `llama_kv_cache::llama_kv_cache`
+/// (src/llama-kv-cache.cpp) allocate `has_v = !is_mla` — a file whose
+/// header has `attention.key_length_mla` and `value_length_mla`
+/// (`llama_hparams::is_mla()`, src/llama-hparams.cpp) keeps only the K
+/// cache of `kv_lora_rank + n_rot` values per cell, and the graph reads V
+/// as a view of its first `kv_lora_rank` values (`llm_graph_input_attn_k`).
+/// Before it the same files got a V cache of `value_length` (=
+/// `kv_lora_rank`) values as well. The tag that first carries the merge is
+/// not known here: b7917 (91ea44e89, built 2026-02-02, the version line of
+/// ggml-org/llama.cpp#19307) is a later tag of master and so carries it;
+/// builds before b7917 keep the V cache (an over-statement for the ones
+/// between the merge and b7917).
+pub const V_LESS_MLA: u64 = 7917;
+
+/// First build with one draft context for all of llama-server's slots:
+/// ggml-org/llama.cpp PR #22838 "spec : parallel drafting support" (on top
+/// of #22787 "spec : refactor ctx": "a single unified draft llama_context
+/// for all sequences ... instead of one per each slot"), released as b9109
+/// (2026-05-11; its release notes carry the refactor and drop incompatible
+/// vocabularies). Before it, `server_context::load_model` built the draft's
+/// launch as `params_dft.n_ctx = -cd or llama_n_ctx_seq(ctx)`,
+/// `n_parallel = 1`, `cparams_dft.n_batch = n_ctx_dft`, and `init()` gave
+/// every slot its own `llama_init_from_model(model_dft, cparams_dft)`
+/// ("TODO: rework speculative decoding [TAG_SERVER_SPEC_REWORK]"); those
+/// builds also refused a projector with a draft model ("err: speculative
+/// decode is not supported by multimodal").
+pub const SHARED_DRAFT_CONTEXT: u64 = 9109;
+
+/// First build whose llama-server no longer turns draft-simple on by
+/// itself when `-md` is given: `--spec-type` defaults to `none`, so the
+/// draft model (and its context) is loaded but no draft tokens are
+/// verified unless `--spec-type draft-simple` is passed. Release b9464
+/// (2026-06-01: "remove draft-simple auto-enable", with the
+/// `common_speculative_n_max()` helper); ggml-org/llama.cpp#25345
+/// (2026-07-06) confirms "recent llama-server defaults --spec-type to
+/// none ... the draft model loaded but speculation never engaged".
+pub const SPEC_TYPE_DEFAULT_NONE: u64 = 9464;
+
 /// The build rules of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildRules {
@@ -53,6 +93,13 @@ pub struct BuildRules {
     pub repack_beside_gpu: bool,
     /// with flash attention the KQ mask is an f16 input (no f32 copy)
     pub f16_fa_mask: bool,
+    /// MLA files (`is_mla`) keep no V cache: V is a view of the latent K
+    pub v_less_mla: bool,
+    /// llama-server keeps one draft context for all slots (else one per slot)
+    pub shared_draft_context: bool,
+    /// `-md` alone turns draft-simple on (before b9464; since, `--spec-type`
+    /// defaults to none)
+    pub draft_auto_spec: bool,
 }
 
 impl BuildRules {
@@ -63,6 +110,9 @@ impl BuildRules {
             outputs_for_slots: at_least(OUTPUTS_FOR_SLOTS),
             repack_beside_gpu: build.is_some_and(|b| b <= LAST_REPACK_BESIDE_GPU),
             f16_fa_mask: at_least(F16_FA_MASK),
+            v_less_mla: at_least(V_LESS_MLA),
+            shared_draft_context: at_least(SHARED_DRAFT_CONTEXT),
+            draft_auto_spec: build.is_some_and(|b| b < SPEC_TYPE_DEFAULT_NONE),
         }
     }
 
@@ -76,13 +126,16 @@ impl BuildRules {
 }
 
 /// Rows of logits the reserve graph keeps: llama-server's
-/// `n_outputs_max = max(1, min(n_batch, n_parallel))` (no draft model) on
-/// builds with [`OUTPUTS_FOR_SLOTS`], else every token of the micro-batch
-/// (`n_outputs_max = n_batch` before it, `llama_context` constructor); never
-/// more than the micro-batch's tokens.
-pub fn reserved_outputs(rules: BuildRules, n_tokens: u64, n_batch: u64, n_parallel: u64) -> u64 {
+/// `n_outputs_max = max(1, min(n_batch, n_parallel × (1 + n_draft)))`
+/// (`server_n_outputs_max`, tools/server/server-context.cpp: `n_outputs_per_seq
+/// = 1 + common_speculative_n_max(&params.speculative)`, 0 draft tokens
+/// without speculative decoding) on builds with [`OUTPUTS_FOR_SLOTS`], else
+/// every token of the micro-batch (`n_outputs_max = n_batch` before it,
+/// `llama_context` constructor); never more than the micro-batch's tokens.
+pub fn reserved_outputs(rules: BuildRules, n_tokens: u64, n_batch: u64, n_parallel: u64, n_draft: u64) -> u64 {
     if rules.outputs_for_slots {
-        n_parallel.min(n_batch).max(1).min(n_tokens)
+        let per_seq = n_draft.saturating_add(1);
+        n_parallel.saturating_mul(per_seq).min(n_batch).max(1).min(n_tokens)
     } else {
         n_tokens
     }
@@ -105,15 +158,25 @@ mod tests {
         assert!(!BuildRules::of(Some(4898)).repack_beside_gpu);
         assert!(!BuildRules::of(Some(OUTPUTS_FOR_SLOTS - 1)).outputs_for_slots);
         assert!(BuildRules::of(Some(OUTPUTS_FOR_SLOTS)).outputs_for_slots);
+        assert!(cur.v_less_mla && BuildRules::of(Some(V_LESS_MLA)).v_less_mla);
+        assert!(!BuildRules::of(Some(V_LESS_MLA - 1)).v_less_mla);
+        assert!(cur.shared_draft_context && !BuildRules::of(Some(SHARED_DRAFT_CONTEXT - 1)).shared_draft_context);
+        assert!(!cur.draft_auto_spec && BuildRules::of(Some(SPEC_TYPE_DEFAULT_NONE - 1)).draft_auto_spec);
+        assert!(!BuildRules::of(Some(SPEC_TYPE_DEFAULT_NONE)).draft_auto_spec);
     }
 
     /// server_n_outputs_max: max(1, min(n_batch, n_parallel)), capped by the micro-batch.
     #[test]
     fn outputs_reserved() {
         let cur = BuildRules::of(None);
-        assert_eq!(reserved_outputs(cur, 512, 2048, 4), 4);
-        assert_eq!(reserved_outputs(cur, 2, 2048, 4), 2);
-        assert_eq!(reserved_outputs(cur, 512, 2, 4), 2);
-        assert_eq!(reserved_outputs(BuildRules::of(Some(9000)), 512, 2048, 4), 512);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4, 0), 4);
+        assert_eq!(reserved_outputs(cur, 2, 2048, 4, 0), 2);
+        assert_eq!(reserved_outputs(cur, 512, 2, 4, 0), 2);
+        assert_eq!(reserved_outputs(BuildRules::of(Some(9000)), 512, 2048, 4, 0), 512);
+        // speculative decoding: 1 + n_draft outputs per slot
+        // (server_n_outputs_max): 4 slots × (1 + 3) = 16; 4 × (1 + 64) = 260
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4, 3), 16);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 4, 64), 260);
+        assert_eq!(reserved_outputs(cur, 512, 2048, 16, 64), 512, "capped by the micro-batch");
     }
 }

@@ -101,6 +101,151 @@ pub struct Draft {
     /// `-ctkd/--cache-type-k-draft`, `-ctvd/--cache-type-v-draft` (default f16)
     pub cache_type_k: GgmlType,
     pub cache_type_v: GgmlType,
+    /// `-cd/--ctx-size-draft`: the draft context's size in builds before
+    /// [`crate::build::SHARED_DRAFT_CONTEXT`] (`params_dft.n_ctx`, server
+    /// `load_model`); the current build sizes it at the target's `n_ctx`
+    pub ctx_size: Option<u64>,
+    /// `-otd/--override-tensor-draft PATTERN=BUFT`: the draft's `-ot`
+    /// (`params_dft.tensor_buft_overrides = speculative.tensor_buft_overrides`)
+    pub override_tensor: Vec<(String, Device)>,
+}
+
+/// `--spec-type` values (common/common.h `enum common_speculative_type`,
+/// names of `common_speculative_type_from_name_map` in
+/// common/speculative.cpp; docs/speculative.md lists `none|draft-simple|
+/// draft-eagle3|draft-dflash|draft-dspark|draft-mtp|ngram-cache|
+/// ngram-simple|ngram-map-k|ngram-map-k4v|ngram-mod`). Comma separated, as
+/// llama.cpp chains them (PR #22838, b9109).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecType {
+    None,
+    DraftSimple,
+    DraftEagle3,
+    DraftDflash,
+    DraftDspark,
+    DraftMtp,
+    NgramCache,
+    NgramSimple,
+    NgramMapK,
+    NgramMapK4v,
+    NgramMod,
+}
+
+/// `common_params_speculative_draft::n_max`, the default of
+/// `--spec-draft-n-max` (common/common.h, current build: 3).
+pub const DEFAULT_DRAFT_N_MAX: u64 = 3;
+/// `common_params_speculative_ngram_map::size_m` (common/common.h: 48),
+/// the draft length of ngram-simple, ngram-map-k and ngram-map-k4v.
+pub const NGRAM_MAP_SIZE_M: u64 = 48;
+/// `common_params_speculative_ngram_mod::n_max` (common/common.h: 64).
+pub const NGRAM_MOD_N_MAX: u64 = 64;
+/// ngram-cache's draft length in `common_speculative_n_max` (8).
+pub const NGRAM_CACHE_N_MAX: u64 = 8;
+/// Largest `--spec-draft-n-max` vramfit takes (llama.cpp's `--spec-ngram-*`
+/// sizes are validated to 1..1024, common/arg.cpp).
+pub const MAX_DRAFT_N_MAX: u64 = 1024;
+
+impl SpecType {
+    pub const ALL: [SpecType; 11] = [
+        SpecType::None,
+        SpecType::DraftSimple,
+        SpecType::DraftEagle3,
+        SpecType::DraftDflash,
+        SpecType::DraftDspark,
+        SpecType::DraftMtp,
+        SpecType::NgramCache,
+        SpecType::NgramSimple,
+        SpecType::NgramMapK,
+        SpecType::NgramMapK4v,
+        SpecType::NgramMod,
+    ];
+
+    /// llama.cpp's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecType::None => "none",
+            SpecType::DraftSimple => "draft-simple",
+            SpecType::DraftEagle3 => "draft-eagle3",
+            SpecType::DraftDflash => "draft-dflash",
+            SpecType::DraftDspark => "draft-dspark",
+            SpecType::DraftMtp => "draft-mtp",
+            SpecType::NgramCache => "ngram-cache",
+            SpecType::NgramSimple => "ngram-simple",
+            SpecType::NgramMapK => "ngram-map-k",
+            SpecType::NgramMapK4v => "ngram-map-k4v",
+            SpecType::NgramMod => "ngram-mod",
+        }
+    }
+
+    /// A comma-separated `--spec-type` value; an unknown name is an error
+    /// listing llama.cpp's ("unknown speculative type", common/speculative.cpp).
+    pub fn parse_list(s: &str) -> Result<Vec<SpecType>, String> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                SpecType::ALL.iter().copied().find(|t| t.name() == n).ok_or_else(|| {
+                    let names: Vec<&str> = SpecType::ALL.iter().map(|t| t.name()).collect();
+                    format!("'{n}' is not a speculative type: llama.cpp accepts {}", names.join(", "))
+                })
+            })
+            .collect()
+    }
+
+    /// The type drafts with a model of its own (`-md`).
+    pub fn needs_draft_model(self) -> bool {
+        matches!(self, SpecType::DraftSimple | SpecType::DraftEagle3 | SpecType::DraftDflash | SpecType::DraftDspark)
+    }
+
+    /// Draft tokens per verification: `common_speculative_n_max`
+    /// (common/speculative.cpp) — `draft.n_max` for the model drafters,
+    /// the n-gram maps' `size_m`, ngram-mod's `n_max`, 8 for ngram-cache.
+    pub fn n_max(self, draft_n_max: u64) -> u64 {
+        match self {
+            SpecType::None => 0,
+            SpecType::DraftSimple
+            | SpecType::DraftEagle3
+            | SpecType::DraftDflash
+            | SpecType::DraftDspark
+            | SpecType::DraftMtp => draft_n_max,
+            SpecType::NgramSimple | SpecType::NgramMapK | SpecType::NgramMapK4v => NGRAM_MAP_SIZE_M,
+            SpecType::NgramMod => NGRAM_MOD_N_MAX,
+            SpecType::NgramCache => NGRAM_CACHE_N_MAX,
+        }
+    }
+}
+
+/// `--spec-type` and `--spec-draft-n-max` of a launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Speculative {
+    /// as given (empty: none given; with `-md` that was draft-simple
+    /// before b9464, none since)
+    pub types: Vec<SpecType>,
+    pub draft_n_max: u64,
+}
+
+impl Default for Speculative {
+    fn default() -> Self {
+        Speculative { types: Vec::new(), draft_n_max: DEFAULT_DRAFT_N_MAX }
+    }
+}
+
+impl Speculative {
+    /// The types in effect: those given; with none given, `-md` means
+    /// draft-simple only where `draft_auto` (builds before
+    /// [`crate::build::SPEC_TYPE_DEFAULT_NONE`]).
+    pub fn effective(&self, has_draft: bool, draft_auto: bool) -> Vec<SpecType> {
+        if self.types.is_empty() && has_draft && draft_auto {
+            vec![SpecType::DraftSimple]
+        } else {
+            self.types.iter().copied().filter(|t| *t != SpecType::None).collect()
+        }
+    }
+
+    /// `common_speculative_n_max`: the most draft tokens any type proposes.
+    pub fn n_max(&self, has_draft: bool, draft_auto: bool) -> u64 {
+        self.effective(has_draft, draft_auto).iter().map(|t| t.n_max(self.draft_n_max)).max().unwrap_or(0)
+    }
 }
 
 /// What llama-server loads beside the model.
@@ -108,6 +253,8 @@ pub struct Draft {
 pub struct Companions {
     pub mmproj: Option<Mmproj>,
     pub draft: Option<Draft>,
+    /// `--spec-type`, `--spec-draft-n-max`
+    pub speculative: Speculative,
 }
 
 /// The projector's lines: its weights and the compute buffer of its warm-up graph.
@@ -229,6 +376,8 @@ pub struct DraftPlanned<'a> {
     pub n_gpu_layers: u64,
     pub n_ctx_seq: u64,
     pub streams: u64,
+    /// draft contexts: 1 (one for all slots, from b9109), else one per slot
+    pub contexts: u64,
 }
 
 /// Add the draft model's lines (`-md`), planned by [`crate::plan::plan`]
@@ -241,17 +390,29 @@ pub fn add_draft(
     dp: DraftPlanned,
 ) -> Result<(), CoreError> {
     for (i, g) in dp.gpus.iter().enumerate() {
-        push_lines(device_mut(gpus, host, Device::Gpu(i as u32)), draft_lines(g))?;
+        push_lines(device_mut(gpus, host, Device::Gpu(i as u32)), draft_lines(g, dp.contexts)?)?;
     }
-    push_lines(host, draft_lines(dp.host))?;
-    notes.push(format!(
-        "-md {}: the draft model's weights ({} of {} slots on GPUs), KV cache ({} cells per sequence, {} sequence(s)) and compute buffer, with the target's -c, -np, -b, -ub and -fa (common_base_params_to_speculative, common/speculative.cpp)",
-        d.file,
-        dp.n_gpu_layers,
-        d.model.n_layer + 1,
-        dp.n_ctx_seq,
-        dp.streams
-    ));
+    push_lines(host, draft_lines(dp.host, dp.contexts)?)?;
+    if dp.contexts > 1 {
+        notes.push(format!(
+            "-md {}: the draft model's weights ({} of {} slots on GPUs) once, and {} draft contexts — one per slot, as llama-server built them before b{} (server init: slot.ctx_dft = llama_init_from_model(model_dft, cparams_dft)) — each with a KV cache of {} cells, its compute buffer and its output buffer",
+            d.file,
+            dp.n_gpu_layers,
+            d.model.n_layer + 1,
+            dp.contexts,
+            crate::build::SHARED_DRAFT_CONTEXT,
+            dp.n_ctx_seq
+        ));
+    } else {
+        notes.push(format!(
+            "-md {}: the draft model's weights ({} of {} slots on GPUs), KV cache ({} cells per sequence, {} sequence(s)) and compute buffer, with the target's -c, -np, -b, -ub and -fa (common_base_params_to_speculative, common/speculative.cpp)",
+            d.file,
+            dp.n_gpu_layers,
+            d.model.n_layer + 1,
+            dp.n_ctx_seq,
+            dp.streams
+        ));
+    }
     Ok(())
 }
 
@@ -276,17 +437,50 @@ pub fn command_flags(c: &Companions) -> String {
         if d.cache_type_v != GgmlType::F16 {
             s.push_str(&format!(" -ctvd {}", d.cache_type_v));
         }
+        if let Some(n) = d.ctx_size {
+            s.push_str(&format!(" -cd {n}"));
+        }
+        for (pat, dev) in &d.override_tensor {
+            let buft = match dev {
+                Device::Cpu => "CPU".to_string(),
+                Device::Gpu(i) => format!("CUDA{i}"),
+            };
+            s.push_str(&format!(" -otd {}", q(&format!("{pat}={buft}"))));
+        }
+    }
+    let spec = &c.speculative;
+    if !spec.types.is_empty() {
+        let names: Vec<&str> = spec.types.iter().map(|t| t.name()).collect();
+        s.push_str(&format!(" --spec-type {}", names.join(",")));
+    }
+    if spec.draft_n_max != DEFAULT_DRAFT_N_MAX {
+        s.push_str(&format!(" --spec-draft-n-max {}", spec.draft_n_max));
     }
     s
 }
 
 /// The draft plan's lines, labelled `draft: …` (its CUDA context reserve is
-/// the process's, already counted).
-fn draft_lines(d: &DeviceMemory) -> Vec<MemoryLine> {
+/// the process's, already counted); with one draft context per slot
+/// (`contexts` > 1) every line but the weights is that many times over.
+fn draft_lines(d: &DeviceMemory, contexts: u64) -> Result<Vec<MemoryLine>, CoreError> {
     d.lines
         .iter()
         .filter(|l| l.kind != LineKind::Reserve && l.bytes > 0)
-        .map(|l| MemoryLine { label: format!("draft: {}", l.label), ..l.clone() })
+        .map(|l| {
+            if contexts > 1 && l.kind != LineKind::Model {
+                Ok(MemoryLine {
+                    label: format!("draft: {} × {contexts} slot contexts", l.label),
+                    bytes: product("draft contexts", &[l.bytes, contexts])?,
+                    explain: l.explain.clone().note(format!(
+                        "× {contexts}: one draft context per slot (llama-server before b{})",
+                        crate::build::SHARED_DRAFT_CONTEXT
+                    )),
+                    ..l.clone()
+                })
+            } else {
+                Ok(MemoryLine { label: format!("draft: {}", l.label), ..l.clone() })
+            }
+        })
         .collect()
 }
 

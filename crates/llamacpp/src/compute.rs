@@ -88,6 +88,9 @@ pub struct ComputeSetup {
     /// the host CPU repacks Q4_0/Q4_K/IQ4_NL/MXFP4 matrices (ops reading
     /// them then stay on the CPU); see `placement::cpu_repacked`
     pub cpu_repack: bool,
+    /// no V cache (an MLA file under a build from
+    /// [`crate::build::V_LESS_MLA`]): V is a view of the K cache
+    pub v_less: bool,
 }
 
 /// Compute buffer of one backend.
@@ -391,9 +394,14 @@ fn graph_inputs(
     let v_max = model.layers.iter().map(|l| l.v_width()).max().unwrap_or(0);
     let (k_idx, v_idx) = if d.current && d.causal {
         let k = b.g.input("k_idxs", I64, [t, 1, 1, 1], t * 8);
-        let vlen = if d.v_trans { product("v_idxs", &[t, v_max])? } else { t };
-        let v = b.g.input("v_idxs", I64, [vlen, 1, 1, 1], product("v_idxs", &[vlen, 8])?);
-        (Some(k), Some(v))
+        // a V-less cache has only K row indices (llm_graph_input_attn_k, PR #19067)
+        let v = if s.v_less {
+            None
+        } else {
+            let vlen = if d.v_trans { product("v_idxs", &[t, v_max])? } else { t };
+            Some(b.g.input("v_idxs", I64, [vlen, 1, 1, 1], product("v_idxs", &[vlen, 8])?))
+        };
+        (Some(k), v)
     } else {
         (None, None)
     };
@@ -526,29 +534,43 @@ fn attention(
     let hv_q = l.n_head * l.head_dim_v;
     let hv = l.v_width();
     b.g.expand(q);
+    // a V-less cache stores no V: nothing reads a V projection, so it is not
+    // in the graph (MLA's V comes out of the latent K)
+    let v_stored = !(s.v_less && d.causal);
     if d.current {
-        b.g.expand(v);
+        if v_stored {
+            b.g.expand(v);
+        }
         b.g.expand(k);
     } else {
         b.g.expand(k);
-        b.g.expand(v);
+        if v_stored {
+            b.g.expand(v);
+        }
     }
     let k_cache = b.g.cache(
         "k_cache",
         product("k cache", &[hk, n_kv, streams, s.type_k.type_size()])? / s.type_k.block_size(),
         kv_dev,
     );
-    let v_cache = b.g.cache(
-        "v_cache",
-        product("v cache", &[hv, n_kv, streams, s.type_v.type_size()])? / s.type_v.block_size(),
-        kv_dev,
-    );
+    // V-less (MLA from b7917): no V cache tensor, V reads a view of K
+    let v_cache = if !v_stored {
+        k_cache
+    } else {
+        b.g.cache(
+            "v_cache",
+            product("v cache", &[hv, n_kv, streams, s.type_v.type_size()])? / s.type_v.block_size(),
+            kv_dev,
+        )
+    };
     if d.causal {
         let ks = match inputs.k_idx {
             Some(ix) => b.g.store("set_rows_k", k, k_cache, &[ix]),
             None => b.g.store("cpy_k", k, k_cache, &[]),
         };
         b.g.expand(ks);
+    }
+    if d.causal && v_stored {
         let v2 = b.g.view("reshape_2d_v", v);
         let vsrc = if d.v_trans { b.g.view("transpose_v", v2) } else { v2 };
         let vs = match inputs.v_idx {
@@ -568,6 +590,10 @@ fn attention(
     } else {
         let kq = b.fresh("kq", F32, [n_kv, d.t_seq, l.n_head, streams], &[kview, qp], t)?;
         let sm = b.inplace("soft_max", kq, &[kq, mask]);
+        // a V view of K is not stored transposed: build_attn_mha copies it
+        // ("note: avoid this branch", v = ggml_cont(ggml_transpose(v)),
+        // src/llama-graph.cpp), n_kv × kv_lora_rank × streams of 16-bit values
+        let vview = if !v_stored { b.fresh("v_cont", F16, [n_kv, hv, 1, streams], &[vview], t)? } else { vview };
         let kqv = b.fresh("kqv", F32, [l.head_dim_v, d.t_seq, l.n_head, streams], &[vview, sm], t)?;
         let p = b.g.view("permute_kqv", kqv);
         let c = b.fresh("kqv_merged_cont", F32, [hv_q, t, 1, 1], &[p], t)?;

@@ -171,6 +171,10 @@ pub struct CacheOptions {
     pub flash_attn: bool,
     pub offload_kqv: bool,
     pub n_parallel: u64,
+    /// no V cache: an MLA file (`LlamaModel::mla`) under a build from
+    /// [`crate::build::V_LESS_MLA`] (`has_v = !is_mla`,
+    /// `llama_kv_cache::llama_kv_cache`, src/llama-kv-cache.cpp, PR #19067)
+    pub v_less: bool,
 }
 
 /// KV cache and recurrent state per device.
@@ -213,7 +217,8 @@ pub fn kv_cache(
             let cells = if l.sliding { size.swa_cells } else { size.n_ctx_seq };
             let k_row = row(opt.type_k, l.k_width(), "cache-type-k")?;
             let v_width = if opt.flash_attn { l.v_width() } else { v_max };
-            let v_row = row(opt.type_v, v_width, "cache-type-v")?;
+            // V-less (MLA, PR #19067): no V tensor is created for the layer
+            let v_row = if opt.v_less { 0 } else { row(opt.type_v, v_width, "cache-type-v")? };
             let k = product("K cache", &[k_row, cells, size.streams])?;
             let v = product("V cache", &[v_row, cells, size.streams])?;
             k_total = add("K cache", k_total, k)?;
@@ -239,6 +244,14 @@ pub fn kv_cache(
             bytes,
             layers,
             explain: match kind {
+                CacheKind::Kv if opt.v_less => {
+                Explanation::new("Σ over this device's layers of row_size(type_k, n_head_kv·head_dim_k)·cells·streams (no V cache: MLA keeps the latent in K and reads V as a view of it)")
+                    .term("layers", layers)
+                    .term("cells per stream (full / sliding)", format!("{} / {}", size.n_ctx_seq, size.swa_cells))
+                    .term("streams", size.streams)
+                    .term("cache type (K)", opt.type_k.to_string())
+                    .note("llama.cpp src/llama-kv-cache.cpp: has_v = !is_mla (PR #19067, from b7917 in vramfit's build table)")
+                }
                 CacheKind::Kv => {
                 Explanation::new("Σ over this device's layers of row_size(type_k, n_head_kv·head_dim_k)·cells·streams + row_size(type_v, n_head_kv·head_dim_v)·cells·streams")
                     .term("layers", layers)

@@ -146,6 +146,13 @@ pub struct LlamaModel {
     /// the output head is the token embedding (no `output.weight`): llama.cpp
     /// loads a second copy of it into the output slot
     pub tied_output: bool,
+    /// the file carries `attention.key_length_mla` and `value_length_mla`
+    /// (both non-zero): llama.cpp's `llama_hparams::is_mla()`
+    /// (src/llama-hparams.cpp). Its K cache then holds the compressed
+    /// latent (`key_length` = kv_lora_rank + rope) and, from build
+    /// [`crate::build::V_LESS_MLA`], no V cache at all.
+    #[serde(default)]
+    pub mla: bool,
     pub tensors: Vec<TensorInfo>,
     /// what the reader assumed or could not place
     pub notes: Vec<String>,

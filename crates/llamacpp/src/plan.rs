@@ -108,10 +108,16 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         flash_attn: fa,
         offload_kqv: opts.offload_kqv,
         n_parallel: opts.parallel,
+        v_less: model.mla && rules.v_less_mla,
     };
     let kv = kv_cache(model, &placement, size, cache_opt)?;
+    notes.extend(model.mla.then(|| mla_note(rules)));
     let n_tokens = size.n_ctx.min(ubatch);
-    let n_outputs = crate::build::reserved_outputs(rules, n_tokens, opts.batch, opts.parallel);
+    let n_draft = speculative_draft_tokens(opts, rules, &mut notes)?;
+    let n_outputs = crate::build::reserved_outputs(rules, n_tokens, opts.batch, opts.parallel, n_draft);
+    // llama_context: pipeline parallelism when several devices hold every
+    // layer (-ngl > n_layer), split by layer, KV offloaded
+    let pipelined = opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv;
     notes.push(outputs_note(rules, n_outputs, n_tokens));
     let compute = compute_buffers(
         model,
@@ -130,17 +136,12 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             type_v: opts.cache_type_v,
             era: opts.era,
             cpu_repack,
+            v_less: cache_opt.v_less,
             gpus: opts.gpus.len() as u32,
-            // llama_context: pipeline parallelism when several devices hold
-            // every layer (-ngl > n_layer), split by layer, KV offloaded
-            pipeline_copies: if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
-                crate::graph::PIPELINE_COPIES
-            } else {
-                1
-            },
+            pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
         },
     )?;
-    if opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv {
+    if pipelined {
         notes.push(format!(
             "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
             crate::graph::PIPELINE_COPIES,
@@ -189,55 +190,137 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     Ok(p)
 }
 
+/// `--spec-type` checked against what is loaded, and the draft tokens per
+/// slot the target verifies (`common_speculative_n_max`).
+fn speculative_draft_tokens(
+    opts: &LlamaCppOptions,
+    rules: crate::build::BuildRules,
+    notes: &mut Vec<String>,
+) -> Result<u64, CoreError> {
+    use crate::companion::{SpecType, MAX_DRAFT_N_MAX};
+    let spec = &opts.companions.speculative;
+    let has_draft = opts.companions.draft.is_some();
+    if spec.draft_n_max > MAX_DRAFT_N_MAX {
+        return Err(CoreError::invalid(
+            "spec-draft-n-max",
+            format!("{} is more than {MAX_DRAFT_N_MAX}", spec.draft_n_max),
+        ));
+    }
+    let types = spec.effective(has_draft, rules.draft_auto_spec);
+    if let Some(t) = types.iter().find(|t| t.needs_draft_model()).filter(|_| !has_draft) {
+        return Err(CoreError::invalid(
+            "spec-type",
+            format!("{} drafts with a model of its own: add -md FILE (the drafter's GGUF)", t.name()),
+        ));
+    }
+    if types.contains(&SpecType::DraftMtp) && !has_draft {
+        return Err(CoreError::invalid(
+            "spec-type",
+            "draft-mtp with the target's own NextN layers is not modelled (llama-server loads those layers and builds a second context with their KV cache): vramfit would under-state it, so it does not size this launch",
+        ));
+    }
+    let n = spec.n_max(has_draft, rules.draft_auto_spec);
+    if has_draft && spec.types.is_empty() && !rules.draft_auto_spec {
+        notes.push(format!(
+            "-md without --spec-type: llama-server {} loads the draft model and its context but does not speculate (--spec-type defaults to none since b{}); add --spec-type draft-simple to draft with it",
+            rules.label(),
+            crate::build::SPEC_TYPE_DEFAULT_NONE
+        ));
+    }
+    if n > 0 && rules.outputs_for_slots {
+        let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+        notes.push(format!(
+            "speculative decoding ({}): the target verifies up to {n} draft tokens per slot, so it reserves logits for {} outputs per slot (server_n_outputs_max = min(batch, parallel × (1 + n_draft)))",
+            names.join(","),
+            n + 1
+        ));
+    }
+    Ok(n)
+}
+
 /// The draft model's launch: llama-server derives it from the target's
 /// (`common_base_params_to_speculative`, common/speculative.cpp): the same
 /// batch, micro-batch, slots, unified-KV and flash-attention settings, the
-/// draft's own `-ngld`, `-ctkd`/`-ctvd` and `-otd` (none here), and a
-/// context of the target's `llama_n_ctx` (`common_speculative_init_result`:
-/// "the draft context holds as many tokens per sequence as the target
-/// context"); `n_outputs_max = n_parallel`, as the current build's
-/// reserved outputs already are. The CUDA context is the target process's,
-/// counted once.
-pub fn draft_options(target: &LlamaCppOptions, n_ctx: u64, d: &crate::companion::Draft) -> LlamaCppOptions {
-    LlamaCppOptions {
-        ctx_size: n_ctx,
+/// draft's own `-ngld`, `-ctkd`/`-ctvd` and `-otd`, and a context of the
+/// target's `llama_n_ctx` (`common_speculative_init_result`: "the draft
+/// context holds as many tokens per sequence as the target context");
+/// `n_outputs_max = n_parallel`, as the current build's reserved outputs
+/// already are. The CUDA context is the target process's, counted once.
+///
+/// Builds before [`crate::build::SHARED_DRAFT_CONTEXT`] made one context
+/// per slot instead (`server_context::load_model` / `init`): `n_ctx = -cd`
+/// or the target's cells per slot (`llama_n_ctx_seq`), one sequence,
+/// `n_batch = n_ctx_dft`, the target's `-ub`; see [`add_companions`].
+pub fn draft_options(
+    target: &LlamaCppOptions,
+    size: ContextSize,
+    d: &crate::companion::Draft,
+    rules: crate::build::BuildRules,
+) -> LlamaCppOptions {
+    let base = LlamaCppOptions {
         n_gpu_layers: d.n_gpu_layers,
         cache_type_k: d.cache_type_k,
         cache_type_v: d.cache_type_v,
         n_cpu_moe: 0,
-        override_tensor: Vec::new(),
+        override_tensor: d.override_tensor.clone(),
         gpu_reserve: 0,
         companions: crate::companion::Companions::default(),
         ..target.clone()
+    };
+    if rules.shared_draft_context {
+        LlamaCppOptions { ctx_size: size.n_ctx, ..base }
+    } else {
+        let n_ctx_dft = d.ctx_size.unwrap_or(size.n_ctx_seq);
+        LlamaCppOptions {
+            ctx_size: n_ctx_dft,
+            parallel: 1,
+            kv_unified: false,
+            batch: n_ctx_dft.clamp(1, crate::options::MAX_BATCH),
+            ..base
+        }
     }
 }
 
 /// The projector's and the draft model's lines on the plan's devices.
 fn add_companions(p: &mut LlamaCppPlan, opts: &LlamaCppOptions) -> Result<(), CoreError> {
     use crate::companion::{add_draft, add_mmproj, DraftPlanned};
+    let rules = crate::build::BuildRules::of(opts.build);
     if let Some(m) = &opts.companions.mmproj {
+        if opts.companions.draft.is_some() && !rules.shared_draft_context {
+            return Err(CoreError::invalid(
+                "model-draft",
+                format!(
+                    "llama-server {} refuses a draft model beside a projector ('err: speculative decode is not supported by multimodal', server load_model); builds from b{} load both",
+                    rules.label(),
+                    crate::build::SHARED_DRAFT_CONTEXT
+                ),
+            ));
+        }
         add_mmproj(&mut p.gpus, &mut p.host, &mut p.notes, m, p.flash_attn)?;
     }
     if let Some(d) = &opts.companions.draft {
-        let dp = plan(&d.model, &draft_options(opts, p.context.n_ctx, d)).map_err(|e| match e {
+        let dp = plan(&d.model, &draft_options(opts, p.context, d, rules)).map_err(|e| match e {
             CoreError::Invalid { field, reason } => CoreError::invalid(format!("model-draft {field}"), reason),
             other => other,
         })?;
+        // one draft context per slot before b9109, each with its own KV,
+        // compute and output buffers (the weights are loaded once)
+        let contexts = if rules.shared_draft_context { 1 } else { opts.parallel.max(1) };
         let planned = DraftPlanned {
             gpus: &dp.gpus,
             host: &dp.host,
             n_gpu_layers: dp.n_gpu_layers,
             n_ctx_seq: dp.context.n_ctx_seq,
             streams: dp.context.streams,
+            contexts,
         };
         add_draft(&mut p.gpus, &mut p.host, &mut p.notes, d, planned)?;
-        if let Some(b) = opts.build {
-            // llama-server before the speculative refactor (PR #22546 /
-            // #22673, May 2026) gave each slot a draft context of its own
-            // (server.cpp 2024–25: `slot.ctx_dft = llama_init_from_model(…)`
-            // per slot, n_ctx = -cd or n_ctx / np, one sequence each)
+        if d.ctx_size.is_some() && rules.shared_draft_context {
             p.notes.push(format!(
-                "-md with --llamacpp-build {b}: the draft is sized by the current build's rule (one draft context shared by the slots); llama-server builds before May 2026 created one draft context per slot, each with its own compute buffer, which is not modelled"
+                "-cd/--ctx-size-draft: llama.cpp build {} sizes the draft context at the target's n_ctx ({}) whatever -cd says (common_speculative_init_result: cparams.n_ctx = llama_n_ctx(ctx_tgt)); -cd applied to builds before b{}",
+                rules.label(),
+                p.context.n_ctx,
+                crate::build::SHARED_DRAFT_CONTEXT
             ));
         }
     }
@@ -715,6 +798,24 @@ fn outputs_note(rules: crate::build::BuildRules, n_outputs: u64, n_tokens: u64) 
     }
 }
 
+/// The note that says how an MLA file's cache was sized (PR #19067).
+fn mla_note(rules: crate::build::BuildRules) -> String {
+    if rules.v_less_mla {
+        format!(
+            "llama.cpp build {}: an MLA file keeps only its latent K cache (kv_lora_rank + rope values per cell); V is a view of it and has no buffer (PR #19067). Builds before b{} also stored a V cache of kv_lora_rank values: pass --llamacpp-build {} to size them",
+            rules.label(),
+            crate::build::V_LESS_MLA,
+            crate::build::V_LESS_MLA - 1
+        )
+    } else {
+        format!(
+            "llama.cpp build {}: an MLA file keeps a V cache of kv_lora_rank values per cell beside its latent K cache. Builds from b{} keep only K (PR #19067)",
+            rules.label(),
+            crate::build::V_LESS_MLA
+        )
+    }
+}
+
 /// Some layer (or the output layer) stays on the host.
 fn placement_has_host_layers(p: &Placement) -> bool {
     p.layers.contains(&Device::Cpu) || p.output == Device::Cpu
@@ -782,6 +883,7 @@ mod tests {
             qk_norm: false,
             gated_ffn: true,
             tied_output: false,
+            mla: false,
             tensors,
             notes: Vec::new(),
         }
@@ -822,23 +924,101 @@ mod tests {
             n_gpu_layers: None,
             cache_type_k: GgmlType::F16,
             cache_type_v: GgmlType::F16,
+            ctx_size: None,
+            override_tensor: Vec::new(),
         };
-        let with =
-            LlamaCppOptions { companions: Companions { draft: Some(draft.clone()), mmproj: None }, ..base.clone() };
+        let with = LlamaCppOptions {
+            companions: Companions { draft: Some(draft.clone()), ..Companions::default() },
+            ..base.clone()
+        };
         let p = plan(&target, &with).unwrap();
         let kv = |label: &str| p.gpus[0].lines.iter().filter(|l| l.label == label).map(|l| l.bytes).sum::<u64>();
         assert_eq!(kv("draft: CUDA0 KV buffer"), 2 * 2 * 2 * 16 * 2 * 8192);
-        let draft_alone = plan(&draft.model, &draft_options(&base, 8192, &draft)).unwrap();
+        let rules = crate::build::BuildRules::of(None);
+        let draft_alone = plan(&draft.model, &draft_options(&base, alone.context, &draft, rules)).unwrap();
         let draft_gpu = draft_alone.gpus[0].total_bytes;
         assert_eq!(draft_alone.gpus[0].bytes(LineKind::Reserve), 0, "one CUDA context per process");
         assert_eq!(p.gpus[0].total_bytes, alone.gpus[0].total_bytes + draft_gpu);
         assert!(p.notes.iter().any(|n| n.starts_with("-md d.gguf")));
         // -ngld 0: the draft's weights and KV stay on the host
         let host_draft = Draft { n_gpu_layers: Some(0), ..draft };
-        let o = LlamaCppOptions { companions: Companions { draft: Some(host_draft), mmproj: None }, ..base };
+        let o = LlamaCppOptions { companions: Companions { draft: Some(host_draft), ..Companions::default() }, ..base };
         let q = plan(&target, &o).unwrap();
         assert!(q.host.lines.iter().any(|l| l.label == "draft: CPU KV buffer"), "{:?}", q.host.lines);
         assert!(q.gpus[0].total_bytes < p.gpus[0].total_bytes);
+    }
+
+    /// Builds before b9109 gave every slot a draft context of its own
+    /// (server `load_model`: `params_dft.n_ctx = -cd or llama_n_ctx_seq(ctx)`,
+    /// `n_parallel = 1`; `init`: `slot.ctx_dft = llama_init_from_model(…)`
+    /// per slot). tiny(2) drafts for tiny(4) at -c 8192 -np 2, f16:
+    /// per slot 4096 cells (the target's n_ctx_seq) × 2 layers × (K + V) ×
+    /// 2 kv heads × 16 × 2 B = 1 MiB, two contexts 2,097,152 B; with -cd 1024
+    /// 262,144 B per context, 524,288 B. The compute and output buffers are
+    /// twice one context's. The current build ignores -cd (one context at
+    /// the target's n_ctx, 2 MiB as in the test above).
+    #[test]
+    fn builds_before_b9109_give_each_slot_a_draft_context() {
+        use crate::companion::{Companions, Draft};
+        let target = tiny(4, 8192);
+        let draft = Draft {
+            file: "d.gguf".into(),
+            model: Box::new(tiny(2, 8192)),
+            n_gpu_layers: None,
+            cache_type_k: GgmlType::F16,
+            cache_type_v: GgmlType::F16,
+            ctx_size: None,
+            override_tensor: Vec::new(),
+        };
+        let opts = |d: Draft, build: Option<u64>| LlamaCppOptions {
+            ctx_size: 8192,
+            parallel: 2,
+            build,
+            companions: Companions { draft: Some(d), ..Companions::default() },
+            ..on(&[Some(80 << 30)])
+        };
+        let line = |p: &LlamaCppPlan, l: &str| p.gpus[0].lines.iter().find(|x| x.label == l).map(|x| x.bytes);
+        let old = plan(&target, &opts(draft.clone(), Some(9108))).unwrap();
+        assert_eq!(line(&old, "draft: CUDA0 KV buffer × 2 slot contexts"), Some(2 * 2 * 2 * 16 * 2 * 4096 * 2));
+        let rules = crate::build::BuildRules::of(Some(9108));
+        let one =
+            plan(&draft.model, &draft_options(&opts(draft.clone(), Some(9108)), old.context, &draft, rules)).unwrap();
+        assert_eq!((one.context.n_ctx, one.context.streams), (4096, 1));
+        let compute = one.gpus[0].bytes(LineKind::Compute);
+        assert_eq!(line(&old, "draft: CUDA0 compute buffer × 2 slot contexts"), Some(2 * compute));
+        assert_eq!(line(&old, "draft: CUDA0 model buffer"), Some(one.gpus[0].bytes(LineKind::Model)));
+        let cd = Draft { ctx_size: Some(1024), ..draft.clone() };
+        let old_cd = plan(&target, &opts(cd.clone(), Some(9108))).unwrap();
+        assert_eq!(line(&old_cd, "draft: CUDA0 KV buffer × 2 slot contexts"), Some(524_288));
+        let cur_cd = plan(&target, &opts(cd, None)).unwrap();
+        assert_eq!(line(&cur_cd, "draft: CUDA0 KV buffer"), Some(2 * 2 * 2 * 16 * 2 * 8192));
+        assert!(cur_cd.notes.iter().any(|n| n.starts_with("-cd/--ctx-size-draft")), "{:?}", cur_cd.notes);
+    }
+
+    /// --spec-type: the target reserves 1 + n_draft outputs per slot
+    /// (server_n_outputs_max); a drafter type without -md, and draft-mtp on
+    /// the target's own NextN layers, are refused naming the flag.
+    #[test]
+    fn speculative_types_reserve_draft_outputs_and_need_their_drafter() {
+        use crate::companion::{Companions, SpecType, Speculative};
+        let target = tiny(2, 8192);
+        let spec = |types: Vec<SpecType>| LlamaCppOptions {
+            parallel: 4,
+            companions: Companions {
+                speculative: Speculative { types, ..Speculative::default() },
+                ..Companions::default()
+            },
+            ..on(&[Some(80 << 30)])
+        };
+        let plain = plan(&target, &spec(vec![])).unwrap();
+        let ngram = plan(&target, &spec(vec![SpecType::NgramMod])).unwrap();
+        assert!(ngram.gpus[0].bytes(LineKind::Compute) > plain.gpus[0].bytes(LineKind::Compute));
+        assert!(ngram.notes.iter().any(|n| n.contains("65 outputs per slot")), "{:?}", ngram.notes);
+        let e = plan(&target, &spec(vec![SpecType::DraftSimple])).unwrap_err().to_string();
+        assert!(e.contains("spec-type") && e.contains("-md"), "{e}");
+        let e = plan(&target, &spec(vec![SpecType::DraftMtp])).unwrap_err().to_string();
+        assert!(e.contains("draft-mtp") && e.contains("not modelled"), "{e}");
+        assert_eq!(plan(&target, &spec(vec![SpecType::None])).unwrap().gpus, plain.gpus);
     }
 
     /// --mmproj: the projector's weights (CUDA-padded) and its warm-up
@@ -864,7 +1044,7 @@ mod tests {
         };
         let with = |mm: Mmproj, gpus: &[Option<u64>]| LlamaCppOptions {
             flash_attn: FlashAttn::On,
-            companions: Companions { mmproj: Some(mm), draft: None },
+            companions: Companions { mmproj: Some(mm), ..Companions::default() },
             ..on(gpus)
         };
         let p = plan(&target, &with(mm.clone(), &[Some(80 << 30)])).unwrap();

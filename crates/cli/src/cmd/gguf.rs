@@ -109,28 +109,46 @@ pub struct GgufArgs {
     /// GGUF: the draft model's V cache type, llama.cpp's `-ctvd` [default: f16]
     #[arg(long = "cache-type-v-draft", visible_alias = "ctvd", value_name = "T", requires = "model_draft")]
     pub cache_type_v_draft: Option<String>,
+    /// GGUF: the draft context's size, llama.cpp's `-cd` (`--ctx-size-draft`); builds before b9109 only (the current build sizes it at the target's context) [default: the target's per-slot context]
+    #[arg(long = "ctx-size-draft", visible_aliases = ["cd", "spec-draft-ctx-size"], value_name = "N", requires = "model_draft")]
+    pub ctx_size_draft: Option<u64>,
+    /// GGUF: the draft model's `-ot`, llama.cpp's `-otd` (`--override-tensor-draft`, `PATTERN=CPU` or `PATTERN=CUDA1`)
+    #[arg(long = "override-tensor-draft", visible_aliases = ["otd", "spec-draft-override-tensor"], value_name = "PATTERN=BUFT", requires = "model_draft")]
+    pub override_tensor_draft: Vec<String>,
+    /// GGUF: llama-server's `--spec-type`, comma separated (none, draft-simple, draft-eagle3, draft-dflash, draft-dspark, draft-mtp, ngram-cache, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod) [default: none; draft-simple with -md before b9464]
+    #[arg(long = "spec-type", value_name = "TYPES")]
+    pub spec_type: Option<String>,
+    /// GGUF: draft tokens per verification of the model drafters, llama.cpp's `--spec-draft-n-max` (`--draft-max`) [default: 3]
+    #[arg(long = "spec-draft-n-max", visible_aliases = ["draft-max", "draft-n"], value_name = "N")]
+    pub spec_draft_n_max: Option<u64>,
 }
 
 /// `-ot` values: `PATTERN=BUFT[,PATTERN=BUFT…]`, BUFT `CPU` or `CUDA<n>`.
 fn parse_overrides(values: &[String]) -> anyhow::Result<Vec<(String, lc::Device)>> {
+    parse_overrides_of("--override-tensor", values)
+}
+
+/// `-ot` / `-otd` values, errors naming `flag`.
+fn parse_overrides_of(flag: &str, values: &[String]) -> anyhow::Result<Vec<(String, lc::Device)>> {
     let mut out = Vec::new();
     for v in values {
         for item in v.split(',').filter(|i| !i.trim().is_empty()) {
-            let (pattern, buft) = item.rsplit_once('=').ok_or_else(|| {
-                anyhow::anyhow!("--override-tensor: '{item}' is not PATTERN=BUFT (e.g. 'ffn_.*_exps=CPU')")
-            })?;
+            let (pattern, buft) = item
+                .rsplit_once('=')
+                .ok_or_else(|| anyhow::anyhow!("{flag}: '{item}' is not PATTERN=BUFT (e.g. 'ffn_.*_exps=CPU')"))?;
             let b = buft.trim();
             let dev = if b.eq_ignore_ascii_case("cpu") {
                 lc::Device::Cpu
             } else if let Some(n) = b.get(..4).filter(|p| p.eq_ignore_ascii_case("cuda")).and(b.get(4..)) {
-                lc::Device::Gpu(n.parse::<u32>().map_err(|_| {
-                    anyhow::anyhow!("--override-tensor: '{b}' is not a buffer type (expected CPU or CUDA<n>)")
-                })?)
+                lc::Device::Gpu(
+                    n.parse::<u32>()
+                        .map_err(|_| anyhow::anyhow!("{flag}: '{b}' is not a buffer type (expected CPU or CUDA<n>)"))?,
+                )
             } else {
-                bail!("--override-tensor: '{b}' is not a buffer type vramfit models (expected CPU or CUDA<n>)");
+                bail!("{flag}: '{b}' is not a buffer type vramfit models (expected CPU or CUDA<n>)");
             };
             if pattern.is_empty() {
-                bail!("--override-tensor: '{item}' has an empty pattern");
+                bail!("{flag}: '{item}' has an empty pattern");
             }
             out.push((pattern.to_string(), dev));
         }
@@ -175,6 +193,10 @@ impl GgufArgs {
             (self.gpu_layers_draft.is_some(), "--gpu-layers-draft"),
             (self.cache_type_k_draft.is_some(), "--cache-type-k-draft"),
             (self.cache_type_v_draft.is_some(), "--cache-type-v-draft"),
+            (self.ctx_size_draft.is_some(), "--ctx-size-draft"),
+            (!self.override_tensor_draft.is_empty(), "--override-tensor-draft"),
+            (self.spec_type.is_some(), "--spec-type"),
+            (self.spec_draft_n_max.is_some(), "--spec-draft-n-max"),
         ];
         for (g, n) in opt {
             if g {
@@ -276,6 +298,8 @@ pub fn llama_cpp_short_flags(args: impl IntoIterator<Item = OsString>) -> Vec<Os
                 "-ngld" => "--gpu-layers-draft",
                 "-ctkd" => "--cache-type-k-draft",
                 "-ctvd" => "--cache-type-v-draft",
+                "-cd" => "--ctx-size-draft",
+                "-otd" => "--override-tensor-draft",
                 _ => return a,
             };
             OsString::from(long)
@@ -710,11 +734,20 @@ fn companions(args: &GgufArgs) -> anyhow::Result<lc::companion::Companions> {
                 n_gpu_layers: args.gpu_layers_draft,
                 cache_type_k: cache("-ctkd/--cache-type-k-draft", &args.cache_type_k_draft)?,
                 cache_type_v: cache("-ctvd/--cache-type-v-draft", &args.cache_type_v_draft)?,
+                ctx_size: args.ctx_size_draft,
+                override_tensor: parse_overrides_of("-otd/--override-tensor-draft", &args.override_tensor_draft)?,
             })
         }
         None => None,
     };
-    Ok(lc::companion::Companions { mmproj, draft })
+    let speculative = lc::companion::Speculative {
+        types: match &args.spec_type {
+            Some(t) => lc::companion::SpecType::parse_list(t).map_err(|e| anyhow::anyhow!("--spec-type: {e}"))?,
+            None => Vec::new(),
+        },
+        draft_n_max: args.spec_draft_n_max.unwrap_or(lc::companion::DEFAULT_DRAFT_N_MAX),
+    };
+    Ok(lc::companion::Companions { mmproj, draft, speculative })
 }
 
 /// Run the estimate for a GGUF file: parse the flags, read the file, let

@@ -210,6 +210,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let qk_norm = has(&format!("blk.{first_attn}.attn_q_norm.weight"));
     let gated_ffn = has_gated_ffn(&tensors, &ff, nl);
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
+    let mla = is_mla(&k)?;
     let (n_layer, layers, tensors) = skip_nextn(&k, n_layer, layers, tensors, &mut notes)?;
     let tensors = extra_layers_to_output(tensors, n_layer, &mut notes);
     if arch == "deepseek4" {
@@ -233,11 +234,20 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         qk_norm,
         gated_ffn,
         tied_output,
+        mla,
         tensors,
         notes,
     };
     m.validate().map_err(|e| ModelError::Core(e.to_string()))?;
     Ok(m)
+}
+
+/// `llama_hparams::is_mla()` (src/llama-hparams.cpp): both MLA head sizes
+/// present and non-zero (`llama_model::load_hparams` reads
+/// `LLM_KV_ATTENTION_KEY_LENGTH_MLA` / `VALUE_LENGTH_MLA`, both optional).
+fn is_mla(k: &Keys) -> Result<bool, ModelError> {
+    Ok(k.u64_opt("attention.key_length_mla")?.unwrap_or(0) != 0
+        && k.u64_opt("attention.value_length_mla")?.unwrap_or(0) != 0)
 }
 
 /// Head sizes of K and V for full and sliding layers (`key_length`,
