@@ -10,7 +10,9 @@ use crate::model::ModelSpec;
 use crate::params::ParamLayout;
 use crate::runtime::RuntimeSetup;
 use crate::units::{div_ceil, product};
-use crate::workload::{validate, InferenceSetup, Parallelism, ServingDefaults};
+use crate::workload::{
+    validate, GraphCapture, InferenceSetup, Parallelism, ServingDefaults, VllmEntry, VLLM_CUDAGRAPH_ALLOWANCE,
+};
 use serde::{Deserialize, Serialize};
 
 /// A serving engine's transient as it sizes itself at start-up: its profiling
@@ -91,16 +93,38 @@ pub fn serving_setup(
 /// the flags' values, or the release's defaults on the setup's card
 /// ([`ServingDefaults::batch_on`]: the larger ones when the card is not known).
 fn profile_shape(setup: &InferenceSetup, d: &ServingDefaults) -> (u64, u64) {
-    let (tokens, seqs, _) = d.batch_on(setup.serving_card.as_ref());
+    let (tokens, seqs, basis) = d.batch_on(setup.serving_card.as_ref());
+    let tokens = llm_class_tokens(setup, d, basis).unwrap_or(tokens);
     (setup.max_num_batched_tokens.unwrap_or(tokens.at(setup.context)), setup.max_num_seqs.unwrap_or(seqs))
 }
 
+/// The `LLM(...)` class's `max_num_batched_tokens` default on the card the
+/// defaults were taken for (vLLM V1 `get_batch_defaults`, UsageContext.LLM_CLASS:
+/// the larger on the cards the release marks large or when the card is not
+/// known); `None` for `vllm serve` or a release without usage contexts.
+fn llm_class_tokens(
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    basis: crate::workload::BatchBasis,
+) -> Option<crate::workload::ProfileTokens> {
+    let (large, small) = d.llm_class_tokens?;
+    (setup.vllm_entry == VllmEntry::Llm).then_some(if basis == crate::workload::BatchBasis::SmallCard {
+        small
+    } else {
+        large
+    })
+}
+
 /// Which defaults the start-up took, in words (the flags when both are given).
-fn batch_basis(setup: &InferenceSetup, d: &ServingDefaults) -> &'static str {
+fn batch_basis(setup: &InferenceSetup, d: &ServingDefaults) -> String {
     if setup.max_num_batched_tokens.is_some() && setup.max_num_seqs.is_some() {
-        return "--max-num-batched-tokens and --max-num-seqs as given";
+        return "--max-num-batched-tokens and --max-num-seqs as given".to_string();
     }
-    d.batch_on(setup.serving_card.as_ref()).2.describe()
+    let basis = d.batch_on(setup.serving_card.as_ref()).2;
+    match llm_class_tokens(setup, d, basis) {
+        Some(t) => format!("{}; the LLM(...) class's {t} tokens (--vllm-entry llm)", basis.describe()),
+        None => basis.describe().to_string(),
+    }
 }
 
 /// The two candidates for a serving engine's profiling peak on one GPU.
@@ -171,7 +195,43 @@ pub struct ServingProfile {
     pub kv_pool_bytes: u64,
     pub block_bytes: u64,
     pub kv_blocks: u64,
+    /// the CUDA-graph pool the start-up takes off the KV budget (vLLM 0.21+:
+    /// [`graph_allowance_bytes`]); 0 where the graphs come after the pool
+    #[serde(default)]
+    pub cuda_graph_bytes: u64,
     pub explain: Explanation,
+}
+
+/// The CUDA-graph pool a release takes off its KV budget on a card of
+/// `cuda_capacity_bytes`: vLLM 0.21+ ([`GraphCapture::InsideBudget`]) the
+/// allowance of PR #38284 ([`VLLM_CUDAGRAPH_ALLOWANCE`] of the capacity, the
+/// 0.02 it added to `gpu_memory_utilization` for it); 0 where the graphs are
+/// captured after the pool or not at all.
+pub fn graph_allowance_bytes(d: &ServingDefaults, cuda_capacity_bytes: u64) -> u64 {
+    match d.graphs {
+        GraphCapture::InsideBudget => (cuda_capacity_bytes as f64 * VLLM_CUDAGRAPH_ALLOWANCE).floor() as u64,
+        GraphCapture::AfterPool | GraphCapture::None => 0,
+    }
+}
+
+/// Where the release's CUDA graphs live, in a sentence for the explain
+/// notes: on top of `util × capacity` (with the room left for them), inside
+/// it, or none.
+pub fn graph_note(d: &ServingDefaults, gpu_util: f64, cuda_capacity_bytes: u64) -> String {
+    match d.graphs {
+        GraphCapture::AfterPool => {
+            let left = cuda_capacity_bytes.saturating_sub((cuda_capacity_bytes as f64 * gpu_util).floor() as u64);
+            format!(
+                "this release captures its CUDA graphs after sizing the KV pool, so their pool comes on top of util × CUDA capacity: the card holds them only if they fit in the {} left (vLLM logs their size: \"Graph capturing finished in … took X GiB\"); not counted here",
+                crate::units::fmt_bytes(left)
+            )
+        }
+        GraphCapture::InsideBudget => format!(
+            "this release estimates its CUDA graphs during the start-up profile and takes them off the KV pool (vLLM PR #38284, default since 0.21); counted as {} of the CUDA capacity, the allowance vLLM added to gpu_memory_utilization for them (its log gives the estimate: \"Estimated CUDA graph memory: X GiB\")",
+            VLLM_CUDAGRAPH_ALLOWANCE
+        ),
+        GraphCapture::None => "this release captures no CUDA graphs".to_string(),
+    }
 }
 
 /// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
@@ -256,7 +316,10 @@ pub fn serving_profile(
     let base = d.non_torch_tp1.unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
-    let used = crate::units::sum("serving start-up", &[weights, activation, non_torch])?;
+    // before vLLM PR #2031 the budget took the allocator's peak alone
+    let non_torch_in_budget = if d.budget_counts_non_torch { non_torch } else { 0 };
+    let graphs = graph_allowance_bytes(&d, s.cuda_capacity_bytes);
+    let used = crate::units::sum("serving start-up", &[weights, activation, non_torch_in_budget, graphs])?;
     let kv_pool = budget.saturating_sub(used);
     // a block as the KV entries count it (full-attention layers' block, or the
     // sliding layers' when every layer slides)
@@ -277,10 +340,16 @@ pub fn serving_profile(
     .term("sampler bytes per row per vocabulary entry", d.sampler_bytes_per_entry)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
     .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
+    .term("non-torch memory taken off the budget (0 before vLLM PR #2031, vllm@0.2)", non_torch_in_budget)
+    .term("CUDA graphs taken off the budget", graphs)
     .term("kv pool", kv_pool)
     .term("block bytes", block_bytes)
-    .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
+    .note(format!(
+        "vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; {}",
+        graph_note(&d, s.gpu_util, s.cuda_capacity_bytes)
+    ));
     Ok(ServingProfile {
+        cuda_graph_bytes: graphs,
         budget_bytes: budget,
         weights_bytes: weights,
         forward_bytes: forward,
@@ -416,7 +485,25 @@ pub fn engine_need(
     let kv = product("KV blocks of the sequences", &[seqs, detail.blocks_per_sequence, detail.block_bytes])?;
     let need_bytes =
         crate::units::sum("serving need", &[p.weights_bytes, p.activation_peak_bytes, p.non_torch_bytes, kv])?;
-    Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(need_bytes, gpu_util)? })
+    // before vLLM PR #2031 the budget holds the allocator's part only, and the
+    // memory outside it comes on top: the card must hold both
+    let (in_budget, card_floor) = if d.budget_counts_non_torch {
+        (need_bytes, 0)
+    } else {
+        (need_bytes.saturating_sub(p.non_torch_bytes), need_bytes)
+    };
+    // vLLM 0.21+ takes its CUDA-graph allowance (a share of the card) off the budget too
+    let util = match d.graphs {
+        crate::workload::GraphCapture::InsideBudget => gpu_util - VLLM_CUDAGRAPH_ALLOWANCE,
+        _ => gpu_util,
+    };
+    if util <= 0.0 {
+        return Err(CoreError::invalid(
+            "gpu-util",
+            format!("{gpu_util} leaves nothing once vLLM's CUDA-graph allowance ({VLLM_CUDAGRAPH_ALLOWANCE} of the card) is taken"),
+        ));
+    }
+    Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(in_budget, util)?.max(card_floor) })
 }
 
 /// The [`EngineNeed`] of an inference job on a serving engine that takes a
@@ -432,7 +519,8 @@ pub fn engine_need_of(
     gpu_util: Option<f64>,
 ) -> Result<Option<EngineNeed>, CoreError> {
     let Some(d) = setup.serving() else { return Ok(None) };
-    if let Some(u) = setup.engine.gpu_util(gpu_util) {
+    // the given fraction, else the release's own default (vLLM 0.92 from 0.21, 0.9 before)
+    if let Some(u) = gpu_util.or(d.default_gpu_util) {
         return engine_need_by_card_class(spec, setup, par, rt, &d, u).map(Some);
     }
     if d.share_rule.is_none() {

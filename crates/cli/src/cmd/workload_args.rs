@@ -8,7 +8,7 @@ use crate::cmd::train_args::{flag_field, Common, FieldNames, TaskKind, TrainArgs
 use crate::error::{field_error, OnField};
 use anyhow::Context;
 use vramfit_core::units::MIB;
-use vramfit_core::workload::{defaults, validate, CommSetup, EngineChoice, ServingDefaults, ServingEngine};
+use vramfit_core::workload::{defaults, validate, CommSetup, EngineChoice, ServingDefaults, ServingEngine, VllmEntry};
 use vramfit_core::{
     DType, InferenceSetup, ModelSpec, Parallelism, QuantMethod, QuantSpec, RuntimeSetup, Task, Workload,
 };
@@ -107,6 +107,11 @@ pub struct WorkloadArgs {
         |d| d.seqs_label(),
     ))]
     pub max_num_seqs: Option<u64>,
+    /// vLLM: which entry point starts the engine, serve (vllm serve, the OpenAI API server) or llm
+    /// (the offline LLM(...) class, whose V1 default max_num_batched_tokens is 16384 on cards
+    /// ≥ 70 GiB other than A100, else 8192) [default: serve]
+    #[arg(long, value_name = "serve|llm", value_parser = parse_vllm_entry)]
+    pub vllm_entry: Option<VllmEntry>,
     #[command(flatten)]
     pub train: TrainArgs,
 }
@@ -126,6 +131,10 @@ fn serving_default_help(what: &str, value: fn(&ServingDefaults) -> String) -> St
 }
 
 fn parse_engine(s: &str) -> Result<EngineChoice, String> {
+    s.parse()
+}
+
+fn parse_vllm_entry(s: &str) -> Result<VllmEntry, String> {
     s.parse()
 }
 
@@ -263,6 +272,12 @@ impl WorkloadArgs {
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
         let engine = self.engine.unwrap_or_default().engine;
+        if self.vllm_entry.is_some() && engine != vramfit_core::workload::Engine::Vllm {
+            bail_on!(
+                "vllm-entry",
+                "--vllm-entry picks vLLM's entry point (vllm serve or the LLM(...) class): add --engine vllm, or drop it"
+            );
+        }
         Ok(InferenceSetup {
             weight_dtype,
             quant,
@@ -287,6 +302,7 @@ impl WorkloadArgs {
             },
             quantize_lm_head: self.train.quantize_lm_head,
             prefill_logits: vramfit_core::PrefillLogits::Engine,
+            vllm_entry: self.vllm_entry.unwrap_or_default(),
         })
     }
 
@@ -383,6 +399,7 @@ impl WorkloadArgs {
             ("--concurrency", self.concurrency.is_some()),
             ("--max-num-batched-tokens", self.max_num_batched_tokens.is_some()),
             ("--max-num-seqs", self.max_num_seqs.is_some()),
+            ("--vllm-entry", self.vllm_entry.is_some()),
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
             ("--sliding-window-cache", self.sliding_window_cache.is_some()),

@@ -47,6 +47,14 @@ pub struct InferenceSetup {
     /// (vLLM V1 `get_batch_defaults`); `None`: not known, the larger defaults
     #[serde(skip)]
     pub serving_card: Option<super::engine::ServingCard>,
+    /// which vLLM entry point starts the engine (`--vllm-entry`): `vllm serve`
+    /// or the offline `LLM(...)` class, whose batch defaults differ
+    #[serde(default, skip_serializing_if = "is_serve")]
+    pub vllm_entry: super::engine::VllmEntry,
+}
+
+fn is_serve(e: &super::engine::VllmEntry) -> bool {
+    *e == super::engine::VllmEntry::Serve
 }
 
 /// Which prompt positions a prefill computes logits for.
@@ -81,6 +89,7 @@ impl Default for InferenceSetup {
             prefill_logits: PrefillLogits::Engine,
             engine_version: None,
             serving_card: None,
+            vllm_entry: super::engine::VllmEntry::Serve,
         }
     }
 }
