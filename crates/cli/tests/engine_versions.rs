@@ -203,3 +203,62 @@ fn profile_text(extra: &[&str], gpu: &str) -> String {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).to_string()
 }
+
+#[test]
+fn graphs_captured_after_the_pool_must_fit_what_the_fraction_leaves() {
+    // Up to vLLM 0.20 the CUDA graphs are captured after the KV pool is sized
+    // (`Worker.compile_or_warm_up_model` after `initialize_from_config`), on top of
+    // gpu_memory_utilization × capacity. An L40S at 0.98 leaves 2% of its 44.99 GiB CUDA capacity,
+    // 912.4 MiB; a 1,024 MiB graph pool ("Graph capturing finished … took 1.00 GiB") does not fit
+    let run = |extra: &[&str]| {
+        let mut a = vec!["estimate", "llama-3.1-8b", "--task", "infer", "--gpu", "l40s", "--gpu-util", "0.98"];
+        a.extend_from_slice(extra);
+        let out = vramfit(&a);
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).replace('\n', " ").replace("  ", " "))
+    };
+    let (_, short) = run(&["--engine", "vllm@0.20", "--cuda-graph-mib", "1024"]);
+    assert!(short.contains("DOES NOT FIT") && short.contains("short by 111.6 MiB"), "{short}");
+    assert!(short.contains("they exceed the 912.4 MiB left"), "{short}");
+    // 800 MiB fits there; without a figure the note says how much is left for them
+    let (_, fits) = run(&["--engine", "vllm@0.20", "--cuda-graph-mib", "800"]);
+    assert!(fits.contains("FITS") && fits.contains("fits there"), "{fits}");
+    let (_, unknown) = run(&["--engine", "vllm@0.20"]);
+    assert!(unknown.contains("in the 912.4 MiB left") && unknown.contains("--cuda-graph-mib"), "{unknown}");
+    // from 0.21 the figure comes off the KV pool instead: 1,024 MiB less pool than 0 MiB
+    let pool = |mib: &str| {
+        let out = vramfit(&[
+            "estimate",
+            "llama-3.1-8b",
+            "--engine",
+            "vllm",
+            "--gpu",
+            "l40s",
+            "--cuda-graph-mib",
+            mib,
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["fit"]["capacity"]["kv_budget_bytes"].as_u64().unwrap()
+    };
+    assert_eq!(pool("0") - pool("1024"), 1024 << 20);
+}
+
+#[test]
+fn sglang_keeps_a_reserve_for_a_speculative_draft() {
+    // python/sglang/srt/server_args.py `_handle_gpu_memory_settings` (0.5.3+): after the 10 GiB
+    // floor, EAGLE/EAGLE3/NEXTN + 2 GiB ("eagle draft models and cuda graphs"), STANDALONE + 6 GiB,
+    // NGRAM nothing. H100 SXM (81,559 MiB), TP 1: 13,440 + 2,048 = 15,488 MiB → 0.810
+    let h100 = ["--gpu", "h100-sxm"];
+    let with =
+        |a: &str| sglang_fraction("sglang", "llama-3.1-8b", &[&h100[..], &["--speculative-algorithm", a]].concat());
+    assert_eq!(with("EAGLE"), 0.810);
+    assert_eq!(with("STANDALONE"), 0.760);
+    assert_eq!(with("NGRAM"), 0.835);
+    // 0.4.8 – 0.5.2: 2 GiB for any algorithm: (9.5 + 0.5 + 2) GiB → 0.849
+    let old =
+        sglang_fraction("sglang@0.5.2", "llama-3.1-8b", &[&h100[..], &["--speculative-algorithm", "NEXTN"]].concat());
+    assert_eq!(old, 0.849);
+    // vLLM does not take SGLang's flag
+    let out = vramfit(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--speculative-algorithm", "EAGLE"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--speculative-algorithm"));
+}

@@ -459,6 +459,36 @@ pub enum GraphCapture {
     InsideBudget,
 }
 
+/// SGLang's `--speculative-algorithm` (python/sglang/srt/server_args.py:
+/// choices EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM), for the reserve its
+/// `mem_fraction_static` rule keeps for the draft ([`ShareRule::speculative_reserve_mib`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SpeculativeAlgorithm {
+    Eagle,
+    Eagle3,
+    Nextn,
+    Standalone,
+    Ngram,
+}
+
+impl std::str::FromStr for SpeculativeAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "EAGLE" => Ok(SpeculativeAlgorithm::Eagle),
+            "EAGLE3" => Ok(SpeculativeAlgorithm::Eagle3),
+            "NEXTN" => Ok(SpeculativeAlgorithm::Nextn),
+            "STANDALONE" => Ok(SpeculativeAlgorithm::Standalone),
+            // SGLang's older name for n-gram drafting
+            "NGRAM" | "LOOKAHEAD" => Ok(SpeculativeAlgorithm::Ngram),
+            _ => Err(format!(
+                "--speculative-algorithm '{s}': expected one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM (SGLang's names)"
+            )),
+        }
+    }
+}
+
 /// Which vLLM entry point starts the engine: its usage context picks the
 /// batch defaults (`EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -644,6 +674,38 @@ impl ShareRule {
     /// (SGLang's `--chunked-prefill-size`) when given; `dp`: the data-parallel
     /// attention size (`--dp-size` with `--enable-dp-attention`; 1: off).
     pub fn fraction(self, gpu_mem_mib: u64, tp: u64, pp: u64, chunk: Option<u64>, dp: u64) -> f64 {
+        self.fraction_with(gpu_mem_mib, tp, pp, chunk, dp, None)
+    }
+
+    /// SGLang's reserve for a speculative draft in MiB, by release rule
+    /// (`--speculative-algorithm`): 0.4.8 – 0.5.2 (`ServerArgs.__post_init__`)
+    /// 2 GiB for any algorithm ("draft model and larger cuda graph buffers"; the
+    /// later 0.5.x patches' 6 GiB for STANDALONE is taken too: the larger); 0.5.3+
+    /// (`_handle_gpu_memory_settings`, after the 10 GiB floor) 6 GiB for
+    /// STANDALONE ("standalone draft model and cuda graphs"), 2 GiB for EAGLE,
+    /// EAGLE3 and NEXTN ("eagle draft models and cuda graphs"), none for NGRAM;
+    /// 0.4.0 – 0.4.7 none modelled (their fraction is by TP size alone).
+    pub fn speculative_reserve_mib(self, spec: Option<SpeculativeAlgorithm>) -> f64 {
+        let Some(a) = spec else { return 0.0 };
+        match (self, a) {
+            (ShareRule::TpSteps, _) => 0.0,
+            (_, SpeculativeAlgorithm::Standalone) => 6.0 * 1024.0,
+            (ShareRule::Reserved, SpeculativeAlgorithm::Ngram) => 0.0,
+            _ => 2.0 * 1024.0,
+        }
+    }
+
+    /// [`ShareRule::fraction`] with a speculative draft (`spec`) reserved for.
+    pub fn fraction_with(
+        self,
+        gpu_mem_mib: u64,
+        tp: u64,
+        pp: u64,
+        chunk: Option<u64>,
+        dp: u64,
+        spec: Option<SpeculativeAlgorithm>,
+    ) -> f64 {
+        let draft = self.speculative_reserve_mib(spec);
         let m = gpu_mem_mib.max(1) as f64;
         let rounded = |reserved: f64| (((m - reserved) / m) * 1000.0).round().clamp(1.0, 1000.0) / 1000.0;
         match self {
@@ -668,9 +730,10 @@ impl ShareRule {
                 if gpu_mem_mib > 60 * 1024 {
                     reserved = reserved.max(10.0 * 1024.0);
                 }
-                rounded(reserved)
+                // the draft's reserve comes after the floor
+                rounded(reserved + draft)
             }
-            ShareRule::Tiered => rounded(Self::tiered_reserved_mib(gpu_mem_mib, tp * pp, dp > 1)),
+            ShareRule::Tiered => rounded(Self::tiered_reserved_mib(gpu_mem_mib, tp * pp, dp > 1) + draft),
         }
     }
 }
@@ -1428,5 +1491,27 @@ mod tests {
         assert_eq!("llm".parse::<VllmEntry>(), Ok(VllmEntry::Llm));
         assert_eq!("serve".parse::<VllmEntry>(), Ok(VllmEntry::Serve));
         assert!("offline".parse::<VllmEntry>().unwrap_err().contains("--vllm-entry"));
+    }
+
+    #[test]
+    fn sglang_reserves_for_a_speculative_draft_by_release() {
+        // 0.5.3+ `_handle_gpu_memory_settings`: after the 10 GiB floor, STANDALONE + 6 GiB, EAGLE/
+        // EAGLE3/NEXTN + 2 GiB, NGRAM nothing. H100 SXM (81,559 MiB), TP 1: 13,440 MiB (test
+        // above) + 2,048 = 15,488 MiB; (81,559 − 15,488) / 81,559 = 0.81010 → 0.810
+        let spec = |a: &str| Some(a.parse::<SpeculativeAlgorithm>().unwrap());
+        assert_eq!(ShareRule::Reserved.fraction_with(81_559, 1, 1, None, 1, spec("eagle")), 0.810);
+        // STANDALONE: 13,440 + 6,144 = 19,584 MiB → (81,559 − 19,584) / 81,559 = 0.75988 → 0.760
+        assert_eq!(ShareRule::Reserved.fraction_with(81_559, 1, 1, None, 1, spec("STANDALONE")), 0.760);
+        assert_eq!(ShareRule::Reserved.fraction_with(81_559, 1, 1, None, 1, spec("ngram")), 0.835);
+        // the draft comes after the floor: 64 GiB card, chunk 2048 → 10,240 MiB floor + 2,048 =
+        // 12,288 MiB; (65,536 − 12,288) / 65,536 = 0.8125 → 0.813 (0.844 without the draft)
+        assert_eq!(ShareRule::Reserved.fraction_with(65_536, 1, 1, Some(2048), 1, spec("EAGLE3")), 0.813);
+        // 0.4.8 – 0.5.2 (`__post_init__`, PR #7054): 2 GiB for any algorithm: H100 at TP 1
+        // (9.5 + 0.5 + 2) GiB = 12,288 MiB → (81,559 − 12,288) / 81,559 = 0.84934 → 0.849
+        assert_eq!(ShareRule::Tiered.fraction_with(81_559, 1, 1, None, 1, spec("NEXTN")), 0.849);
+        assert_eq!(ShareRule::Tiered.fraction_with(81_559, 1, 1, None, 1, spec("ngram")), 0.849);
+        // 0.4.0 – 0.4.7: by TP size alone
+        assert_eq!(ShareRule::TpSteps.fraction_with(81_559, 1, 1, None, 1, spec("EAGLE")), 0.88);
+        assert!("medusa".parse::<SpeculativeAlgorithm>().unwrap_err().contains("--speculative-algorithm"));
     }
 }
