@@ -322,6 +322,23 @@ fn fits_util(
     Ok(l.total_bytes() <= budget)
 }
 
+/// What comes on top of a serving engine's budget and does not fit the rest
+/// of the card: a sentence saying so and the bytes it lacks (`None`, 0 when it
+/// fits: [`crate::serving::ServingProfile::outside_fits`]).
+fn outside_of(setup: &InferenceSetup, s: &ServingSetup, p: &ServingProfile) -> (Option<String>, u64) {
+    if p.outside_fits() {
+        return (None, 0);
+    }
+    let note = format!(
+        "{}'s CUDA graphs ({} given by --cuda-graph-mib) are captured after its KV pool is sized and come on top of --gpu-util {} × CUDA capacity: they exceed the {} left, so the card does not hold the engine (lower --gpu-util)",
+        crate::serving::release_label(setup),
+        crate::units::fmt_bytes(p.graphs_outside_bytes),
+        s.gpu_util,
+        crate::units::fmt_bytes(p.left_outside_bytes)
+    );
+    (Some(note), p.graphs_outside_bytes - p.left_outside_bytes)
+}
+
 /// The paged-KV capacity of one GPU at `gpu_util` of the capacity CUDA reports
 /// (`cuda_capacity_bytes`, nvidia-smi's total less the driver's reservation:
 /// [`crate::runtime::cuda_capacity`]).
@@ -360,16 +377,7 @@ pub fn capacity(
     let (non_kv, kv_budget) = match &engine {
         Some(s) => {
             let p = serving_profile(spec, setup, par, rt, s)?;
-            if !p.outside_fits() {
-                outside_short_bytes = p.graphs_outside_bytes - p.left_outside_bytes;
-                outside_note = Some(format!(
-                    "{}'s CUDA graphs ({} given by --cuda-graph-mib) are captured after its KV pool is sized and come on top of --gpu-util {} × CUDA capacity: they exceed the {} left, so the card does not hold the engine (lower --gpu-util)",
-                    crate::serving::release_label(setup),
-                    crate::units::fmt_bytes(p.graphs_outside_bytes),
-                    s.gpu_util,
-                    crate::units::fmt_bytes(p.left_outside_bytes)
-                ));
-            }
+            (outside_note, outside_short_bytes) = outside_of(setup, s, &p);
             (budget.saturating_sub(p.kv_pool_bytes), p.kv_pool_bytes)
         }
         None => {

@@ -514,7 +514,7 @@ impl std::str::FromStr for VllmEntry {
 
 /// Which cards a release gives its larger batch defaults (vLLM V1, `vllm
 /// serve`'s OPENAI_API_SERVER usage context; the `LLM(...)` class takes
-/// 16,384 / 8,192 tokens instead, not modelled).
+/// 16,384 / 8,192 tokens instead: [`ServingDefaults::llm_class_tokens`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardRule {
     /// the same defaults on every card
@@ -657,7 +657,8 @@ impl ShareRule {
     /// `--enable-dp-attention` (4 GiB more; `ServerArgs.__post_init__` after PR #7054: the
     /// comments beside the tiers name the cards — T4/4080 and A10/L40/4090
     /// under 35 GiB, H100/A100 under 90, H20 under 100, H200 under 160,
-    /// B200/MI300 above; a speculative draft adds 2 GiB more, not modelled).
+    /// B200/MI300 above; a speculative draft's reserve is added by
+    /// [`ShareRule::fraction_with`]).
     pub fn tiered_reserved_mib(gpu_mem_mib: u64, parallel: u64, dp_attention: bool) -> f64 {
         let p = parallel as f64;
         let gib = match gpu_mem_mib {
