@@ -73,7 +73,7 @@ fn every_figure_is_compared_or_excluded_with_a_reason() {
             1 + r["other_measurements"].as_array().map_or(0, Vec::len)
         })
         .sum();
-    assert_eq!(text.lines().count(), 124);
+    assert_eq!(text.lines().count(), 126);
     assert_eq!(cases.len() + excluded.len(), figures);
     for e in excluded {
         assert!(e["reason"].as_str().unwrap().len() > 20, "{e}");

@@ -43,17 +43,21 @@ fn notes(v: &Value) -> String {
 
 #[test]
 fn vllm_on_a_card_takes_its_default_utilisation_unless_one_is_given() {
-    // vLLM's EngineArgs.gpu_memory_utilization = 0.9: without --gpu-util the card is still
-    // sized as vLLM sizes it, and the fit is its KV pool holding the sequences
+    // vLLM's EngineArgs.gpu_memory_utilization = 0.92 from 0.21 (PR #38284; 0.9 before):
+    // without --gpu-util the card is still sized as vLLM sizes it, and the fit is its KV pool
+    // holding the sequences
     let v = estimate_json(&["--engine", "vllm"]);
     let cap = &v["fit"]["capacity"];
-    assert_eq!(cap["gpu_util"].as_f64(), Some(0.9), "{v:#}");
+    assert_eq!(cap["gpu_util"].as_f64(), Some(0.92), "{v:#}");
     assert_eq!(v["fit"]["usable_bytes"], cap["budget_bytes"]);
-    assert!(notes(&v).contains("--engine vllm: it takes 0.9 of the card"), "{}", notes(&v));
-    // the same figures as saying 0.9 outright, less the note
-    let given = estimate_json(&["--engine", "vllm", "--gpu-util", "0.9"]);
+    assert!(notes(&v).contains("--engine vllm: it takes 0.92 of the card"), "{}", notes(&v));
+    // the same figures as saying 0.92 outright, less the note
+    let given = estimate_json(&["--engine", "vllm", "--gpu-util", "0.92"]);
     assert_eq!(given["fit"]["capacity"]["kv_blocks"], cap["kv_blocks"]);
-    assert!(!notes(&given).contains("it takes 0.9"));
+    assert!(!notes(&given).contains("it takes 0.92"));
+    // a release before 0.21 takes 0.9
+    let old = estimate_json(&["--engine", "vllm@0.20"]);
+    assert_eq!(old["fit"]["capacity"]["gpu_util"].as_f64(), Some(0.9), "{old:#}");
     // a given utilisation wins
     let half = estimate_json(&["--engine", "vllm", "--gpu-util", "0.5"]);
     assert_eq!(half["fit"]["capacity"]["gpu_util"].as_f64(), Some(0.5));

@@ -43,7 +43,7 @@ fn an_unmodelled_release_is_refused_with_the_list() {
     let out = vramfit(&["estimate", "llama-3.1-8b", "--task", "infer", "--engine", "vllm@0.1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--engine") && err.contains("0.2, 0.8, 0.8.4, 0.9, 0.20"), "{err}");
+    assert!(err.contains("--engine") && err.contains("0.2, 0.2.5, 0.8, 0.8.4, 0.9, 0.20, 0.21"), "{err}");
 }
 
 /// The sampler rows the start-up profile took (`--explain`'s "rows (max_num_seqs, …)").
@@ -130,4 +130,135 @@ fn sglang_kv_pool_on_a_large_moe_at_tp8_stays_within_its_own_rule() {
     let sglang_pool = (at_start as f64 * 0.886) as u64 - of("weights");
     let pool = cap["kv_budget_bytes"].as_u64().unwrap_or_else(|| panic!("{cap:#}"));
     assert!(pool > 0 && pool <= sglang_pool, "vramfit {pool} B, SGLang's rule {sglang_pool} B");
+}
+
+/// KV blocks of a vLLM start-up on A100-80GB cards (`--json`'s capacity).
+fn a100_blocks(model: &str, engine: &str, tp: &str) -> u64 {
+    let args = [
+        "estimate",
+        model,
+        "--task",
+        "infer",
+        "--engine",
+        engine,
+        "--tp",
+        tp,
+        "--gpus",
+        tp,
+        "--gpu",
+        "a100-80gb-sxm",
+        "--context",
+        "4096",
+        "--json",
+    ];
+    let out = vramfit(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["fit"]["capacity"]["kv_blocks"].as_u64().unwrap()
+}
+
+#[test]
+fn before_pr_2031_vllm_left_the_larger_pool_the_pr_reports() {
+    // vllm-project/vllm#2031 ("Fix peak memory profiling", WoosukKwon's comment of 2023-12-12):
+    // "Llama2-7B with TP=1 and 1xA100-80GB — Current main: # GPU blocks: 7449, This PR: 7351;
+    // Llama2-70B with TP=4 and 4xA100-80GB — Current main: 31615, This PR: 20865". Before it
+    // (vllm@0.2, to 0.2.4) the budget took `torch.cuda.max_memory_allocated()` alone; after it
+    // (0.2.5) `total − free`, the memory outside the allocator too
+    let (b7, a7) = (a100_blocks("llama-2-7b", "vllm@0.2.4", "1"), a100_blocks("llama-2-7b", "vllm@0.2.5", "1"));
+    let (b70, a70) = (a100_blocks("llama-2-70b", "vllm@0.2", "4"), a100_blocks("llama-2-70b", "vllm@0.2.5", "4"));
+    // the pre-fix pools within 2% of the PR's own figures
+    assert!((b7 as f64 / 7449.0 - 1.0).abs() < 0.02, "7B before the fix: {b7} blocks vs 7449");
+    assert!((b70 as f64 / 31615.0 - 1.0).abs() < 0.02, "70B TP 4 before the fix: {b70} blocks vs 31615");
+    // and the fix takes blocks away, more at TP 4 (NCCL) than at TP 1, as the PR saw
+    assert!(a7 < b7 && a70 < b70, "{a7} {b7} {a70} {b70}");
+    assert!((b70 - a70) as f64 / b70 as f64 > (b7 - a7) as f64 / b7 as f64, "{a7} {b7} {a70} {b70}");
+}
+
+#[test]
+fn the_llm_class_profiles_its_own_token_budget() {
+    // vllm/engine/arg_utils.py `get_batch_defaults`: UsageContext.LLM_CLASS takes 16384 tokens on
+    // cards ≥ 70 GiB other than A100 and 8192 on the others, `vllm serve` 8192 / 2048
+    for (gpu, serve, llm) in [("h100-sxm", 8192, 16384), ("l40s", 2048, 8192)] {
+        for (entry, tokens) in [("serve", serve), ("llm", llm)] {
+            let text = profile_text(&["--vllm-entry", entry], gpu);
+            assert!(text.contains(&format!("tokens (max_num_batched_tokens) = {tokens}")), "{gpu} {entry}: {text}");
+        }
+    }
+    // V0 has no usage contexts: the LLM class profiles as the server
+    let v0 = profile_text(&["--vllm-entry", "llm", "--engine", "vllm@0.6"], "h100-sxm");
+    assert!(v0.contains("tokens (max_num_batched_tokens) = 4096"), "{v0}");
+    // another engine refuses the flag, naming it
+    let out = vramfit(&["estimate", "llama-3.1-8b", "--engine", "sglang", "--vllm-entry", "llm"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--vllm-entry"));
+}
+
+/// `estimate --explain` of Llama-3.1-8B under vLLM (unless `extra` names an engine) on `gpu`.
+fn profile_text(extra: &[&str], gpu: &str) -> String {
+    let mut args = vec!["estimate", "llama-3.1-8b", "--task", "infer", "--explain", "--gpu", gpu];
+    if !extra.contains(&"--engine") {
+        args.extend(["--engine", "vllm"]);
+    }
+    args.extend_from_slice(extra);
+    let out = vramfit(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn graphs_captured_after_the_pool_must_fit_what_the_fraction_leaves() {
+    // Up to vLLM 0.20 the CUDA graphs are captured after the KV pool is sized
+    // (`Worker.compile_or_warm_up_model` after `initialize_from_config`), on top of
+    // gpu_memory_utilization × capacity. An L40S at 0.98 leaves 2% of its 44.99 GiB CUDA capacity,
+    // 912.4 MiB; a 1,024 MiB graph pool ("Graph capturing finished … took 1.00 GiB") does not fit
+    let run = |extra: &[&str]| {
+        let mut a = vec!["estimate", "llama-3.1-8b", "--task", "infer", "--gpu", "l40s", "--gpu-util", "0.98"];
+        a.extend_from_slice(extra);
+        let out = vramfit(&a);
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).replace('\n', " ").replace("  ", " "))
+    };
+    let (_, short) = run(&["--engine", "vllm@0.20", "--cuda-graph-mib", "1024"]);
+    assert!(short.contains("DOES NOT FIT") && short.contains("short by 111.6 MiB"), "{short}");
+    assert!(short.contains("they exceed the 912.4 MiB left"), "{short}");
+    // 800 MiB fits there; without a figure the note says how much is left for them
+    let (_, fits) = run(&["--engine", "vllm@0.20", "--cuda-graph-mib", "800"]);
+    assert!(fits.contains("FITS") && fits.contains("fits there"), "{fits}");
+    let (_, unknown) = run(&["--engine", "vllm@0.20"]);
+    assert!(unknown.contains("in the 912.4 MiB left") && unknown.contains("--cuda-graph-mib"), "{unknown}");
+    // from 0.21 the figure comes off the KV pool instead: 1,024 MiB less pool than 0 MiB
+    let pool = |mib: &str| {
+        let out = vramfit(&[
+            "estimate",
+            "llama-3.1-8b",
+            "--engine",
+            "vllm",
+            "--gpu",
+            "l40s",
+            "--cuda-graph-mib",
+            mib,
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["fit"]["capacity"]["kv_budget_bytes"].as_u64().unwrap()
+    };
+    assert_eq!(pool("0") - pool("1024"), 1024 << 20);
+}
+
+#[test]
+fn sglang_keeps_a_reserve_for_a_speculative_draft() {
+    // python/sglang/srt/server_args.py `_handle_gpu_memory_settings` (0.5.3+): after the 10 GiB
+    // floor, EAGLE/EAGLE3/NEXTN + 2 GiB ("eagle draft models and cuda graphs"), STANDALONE + 6 GiB,
+    // NGRAM nothing. H100 SXM (81,559 MiB), TP 1: 13,440 + 2,048 = 15,488 MiB → 0.810
+    let h100 = ["--gpu", "h100-sxm"];
+    let with =
+        |a: &str| sglang_fraction("sglang", "llama-3.1-8b", &[&h100[..], &["--speculative-algorithm", a]].concat());
+    assert_eq!(with("EAGLE"), 0.810);
+    assert_eq!(with("STANDALONE"), 0.760);
+    assert_eq!(with("NGRAM"), 0.835);
+    // 0.4.8 – 0.5.2: 2 GiB for any algorithm: (9.5 + 0.5 + 2) GiB → 0.849
+    let old =
+        sglang_fraction("sglang@0.5.2", "llama-3.1-8b", &[&h100[..], &["--speculative-algorithm", "NEXTN"]].concat());
+    assert_eq!(old, 0.849);
+    // vLLM does not take SGLang's flag
+    let out = vramfit(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--speculative-algorithm", "EAGLE"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--speculative-algorithm"));
 }

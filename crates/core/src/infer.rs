@@ -284,7 +284,29 @@ pub struct Capacity {
     pub max_context: u64,
     /// what the figures assume, in a sentence (and which flags reproduce them)
     pub assumes: String,
+    /// by how much a serving engine's CUDA graphs captured after its pool
+    /// exceed what the utilisation leaves of the card
+    /// ([`crate::serving::ServingProfile::outside_fits`]; 0 when they fit, when
+    /// there are none, or when their size is not known)
+    #[serde(default)]
+    pub outside_short_bytes: u64,
+    /// why the card does not hold what comes on top of the budget, when it does not
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_note: Option<String>,
+    /// where vLLM's CUDA graphs live for this release, in a sentence
+    /// ([`crate::serving::graph_note`]); `None` for other engines
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs_note: Option<String>,
     pub explain: Explanation,
+}
+
+impl Capacity {
+    /// A serving engine holds `concurrency` sequences on this card: its pool
+    /// has their blocks, and what comes on top of its budget (CUDA graphs
+    /// captured after the pool) fits in the rest of the card.
+    pub fn holds(&self, concurrency: u64) -> bool {
+        self.max_concurrency >= concurrency && self.outside_short_bytes == 0
+    }
 }
 
 fn fits_util(
@@ -298,6 +320,23 @@ fn fits_util(
     no_margin.margin = 0.0;
     let (l, _) = estimate_inference(spec, setup, par, &no_margin)?;
     Ok(l.total_bytes() <= budget)
+}
+
+/// What comes on top of a serving engine's budget and does not fit the rest
+/// of the card: a sentence saying so and the bytes it lacks (`None`, 0 when it
+/// fits: [`crate::serving::ServingProfile::outside_fits`]).
+fn outside_of(setup: &InferenceSetup, s: &ServingSetup, p: &ServingProfile) -> (Option<String>, u64) {
+    if p.outside_fits() {
+        return (None, 0);
+    }
+    let note = format!(
+        "{}'s CUDA graphs ({} given by --cuda-graph-mib) are captured after its KV pool is sized and come on top of --gpu-util {} × CUDA capacity: they exceed the {} left, so the card does not hold the engine (lower --gpu-util)",
+        crate::serving::release_label(setup),
+        crate::units::fmt_bytes(p.graphs_outside_bytes),
+        s.gpu_util,
+        crate::units::fmt_bytes(p.left_outside_bytes)
+    );
+    (Some(note), p.graphs_outside_bytes - p.left_outside_bytes)
 }
 
 /// The paged-KV capacity of one GPU at `gpu_util` of the capacity CUDA reports
@@ -328,9 +367,17 @@ pub fn capacity(
     no_margin.margin = 0.0;
     let (l, detail) = estimate_inference(spec, setup, par, &no_margin)?;
     let engine = setup.serving().map(|d| serving_setup(setup, &d, gpu_util, cuda_capacity_bytes));
+    let (mut outside_note, mut outside_short_bytes) = (None, 0);
+    let graphs_note = match (&engine, setup.serving()) {
+        (Some(s), Some(d)) if setup.engine == crate::workload::Engine::Vllm => {
+            Some(crate::serving::graph_note(setup, &d, s.gpu_util, cuda_capacity_bytes))
+        }
+        _ => None,
+    };
     let (non_kv, kv_budget) = match &engine {
         Some(s) => {
             let p = serving_profile(spec, setup, par, rt, s)?;
+            (outside_note, outside_short_bytes) = outside_of(setup, s, &p);
             (budget.saturating_sub(p.kv_pool_bytes), p.kv_pool_bytes)
         }
         None => {
@@ -403,6 +450,9 @@ pub fn capacity(
         max_concurrency,
         max_context,
         assumes,
+        outside_short_bytes,
+        outside_note,
+        graphs_note,
         explain,
     })
 }

@@ -10,7 +10,9 @@ use crate::model::ModelSpec;
 use crate::params::ParamLayout;
 use crate::runtime::RuntimeSetup;
 use crate::units::{div_ceil, product};
-use crate::workload::{validate, InferenceSetup, Parallelism, ServingDefaults};
+use crate::workload::{
+    validate, GraphCapture, InferenceSetup, Parallelism, ServingDefaults, VllmEntry, VLLM_CUDAGRAPH_ALLOWANCE,
+};
 use serde::{Deserialize, Serialize};
 
 /// A serving engine's transient as it sizes itself at start-up: its profiling
@@ -48,6 +50,22 @@ pub(crate) fn push_profiling_run(
         .term("sampler", run.sampler)
         .note("the engine sizes its KV pool after this run and keeps its peak reserved; logits exist only for the sampled rows, inside the sampler"),
     );
+    if let Some(graphs) = graph_pool_bytes(setup, d) {
+        let card = setup.serving_card.as_ref().map(|c| c.cuda_total_bytes).unwrap_or(0);
+        ledger.push(
+            Category::Runtime,
+            format!("{} CUDA graph pool", setup.engine.name()),
+            graphs,
+            Explanation::new(match (setup.cuda_graph_bytes, d.graphs) {
+                (Some(_), _) => "the engine's own figure (--cuda-graph-mib)",
+                (None, _) => "the allowance vLLM added to gpu_memory_utilization for it (PR #38284) × CUDA capacity",
+            })
+            .term("engine release assumed", release_label(setup))
+            .term("allowance (share of the CUDA capacity)", VLLM_CUDAGRAPH_ALLOWANCE)
+            .term("CUDA capacity", card)
+            .note("estimated during the start-up profile and taken off the KV pool (vLLM PR #30515, on by default since 0.21: PR #38284)"),
+        );
+    }
     if let Some(non_torch) = d.non_torch_tp1 {
         let counted = crate::units::add("runtime", runtime.cuda_context_bytes, runtime.workspace_bytes)?;
         ledger.push(
@@ -91,16 +109,38 @@ pub fn serving_setup(
 /// the flags' values, or the release's defaults on the setup's card
 /// ([`ServingDefaults::batch_on`]: the larger ones when the card is not known).
 fn profile_shape(setup: &InferenceSetup, d: &ServingDefaults) -> (u64, u64) {
-    let (tokens, seqs, _) = d.batch_on(setup.serving_card.as_ref());
+    let (tokens, seqs, basis) = d.batch_on(setup.serving_card.as_ref());
+    let tokens = llm_class_tokens(setup, d, basis).unwrap_or(tokens);
     (setup.max_num_batched_tokens.unwrap_or(tokens.at(setup.context)), setup.max_num_seqs.unwrap_or(seqs))
 }
 
+/// The `LLM(...)` class's `max_num_batched_tokens` default on the card the
+/// defaults were taken for (vLLM V1 `get_batch_defaults`, UsageContext.LLM_CLASS:
+/// the larger on the cards the release marks large or when the card is not
+/// known); `None` for `vllm serve` or a release without usage contexts.
+fn llm_class_tokens(
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    basis: crate::workload::BatchBasis,
+) -> Option<crate::workload::ProfileTokens> {
+    let (large, small) = d.llm_class_tokens?;
+    (setup.vllm_entry == VllmEntry::Llm).then_some(if basis == crate::workload::BatchBasis::SmallCard {
+        small
+    } else {
+        large
+    })
+}
+
 /// Which defaults the start-up took, in words (the flags when both are given).
-fn batch_basis(setup: &InferenceSetup, d: &ServingDefaults) -> &'static str {
+fn batch_basis(setup: &InferenceSetup, d: &ServingDefaults) -> String {
     if setup.max_num_batched_tokens.is_some() && setup.max_num_seqs.is_some() {
-        return "--max-num-batched-tokens and --max-num-seqs as given";
+        return "--max-num-batched-tokens and --max-num-seqs as given".to_string();
     }
-    d.batch_on(setup.serving_card.as_ref()).2.describe()
+    let basis = d.batch_on(setup.serving_card.as_ref()).2;
+    match llm_class_tokens(setup, d, basis) {
+        Some(t) => format!("{}; the LLM(...) class's {t} tokens (--vllm-entry llm)", basis.describe()),
+        None => basis.describe().to_string(),
+    }
 }
 
 /// The two candidates for a serving engine's profiling peak on one GPU.
@@ -171,7 +211,100 @@ pub struct ServingProfile {
     pub kv_pool_bytes: u64,
     pub block_bytes: u64,
     pub kv_blocks: u64,
+    /// the CUDA-graph pool the start-up takes off the KV budget (vLLM 0.21+:
+    /// [`graph_allowance_bytes`]); 0 where the graphs come after the pool
+    #[serde(default)]
+    pub cuda_graph_bytes: u64,
+    /// the CUDA-graph pool that comes on top of the budget (a release that
+    /// captures after sizing the pool, with `--cuda-graph-mib` given)
+    #[serde(default)]
+    pub graphs_outside_bytes: u64,
+    /// the CUDA capacity left outside the budget: `capacity − util × capacity`
+    #[serde(default)]
+    pub left_outside_bytes: u64,
     pub explain: Explanation,
+}
+
+impl ServingProfile {
+    /// The card holds what comes on top of the budget: the CUDA graphs of a
+    /// release that captures them after sizing the pool fit in what the
+    /// utilisation leaves.
+    pub fn outside_fits(&self) -> bool {
+        self.graphs_outside_bytes <= self.left_outside_bytes
+    }
+}
+
+/// The CUDA-graph pool a release takes off its KV budget on a card of
+/// `cuda_capacity_bytes`: vLLM 0.21+ ([`GraphCapture::InsideBudget`]) the
+/// engine's own figure when given (`--cuda-graph-mib`), else the allowance of
+/// PR #38284 ([`VLLM_CUDAGRAPH_ALLOWANCE`] of the capacity, the 0.02 it added
+/// to `gpu_memory_utilization` for it); 0 where the graphs are captured after
+/// the pool ([`graphs_after_pool_bytes`]) or not at all.
+pub fn graph_allowance_bytes(setup: &InferenceSetup, d: &ServingDefaults, cuda_capacity_bytes: u64) -> u64 {
+    match d.graphs {
+        GraphCapture::InsideBudget => {
+            setup.cuda_graph_bytes.unwrap_or((cuda_capacity_bytes as f64 * VLLM_CUDAGRAPH_ALLOWANCE).floor() as u64)
+        }
+        GraphCapture::AfterPool | GraphCapture::None => 0,
+    }
+}
+
+/// The CUDA-graph pool that comes on top of `gpu_memory_utilization ×
+/// capacity` (a release that captures after sizing the pool,
+/// [`GraphCapture::AfterPool`]): the figure given (`--cuda-graph-mib`), else 0
+/// (not known: the explain note says how much room is left for it).
+pub fn graphs_after_pool_bytes(setup: &InferenceSetup, d: &ServingDefaults) -> u64 {
+    match d.graphs {
+        GraphCapture::AfterPool => setup.cuda_graph_bytes.unwrap_or(0),
+        GraphCapture::InsideBudget | GraphCapture::None => 0,
+    }
+}
+
+/// The CUDA-graph pool inside the engine's budget, for the ledger: the figure
+/// given, else the release's allowance on the setup's card (vLLM 0.21+ with
+/// the card known); `None` when not known, when there are no graphs, or when
+/// they come on top of the budget (a release that captures after sizing the
+/// pool: the capacity checks them against what the fraction leaves, and its
+/// note says so, [`graph_note`]).
+pub fn graph_pool_bytes(setup: &InferenceSetup, d: &ServingDefaults) -> Option<u64> {
+    match d.graphs {
+        GraphCapture::None | GraphCapture::AfterPool => None,
+        GraphCapture::InsideBudget => setup
+            .cuda_graph_bytes
+            .or_else(|| setup.serving_card.as_ref().map(|c| graph_allowance_bytes(setup, d, c.cuda_total_bytes))),
+    }
+}
+
+/// Where the release's CUDA graphs live, in a sentence for the explain
+/// notes: on top of `util × capacity` (with the room left for them, and
+/// whether the figure given fits it), inside it, or none.
+pub fn graph_note(setup: &InferenceSetup, d: &ServingDefaults, gpu_util: f64, cuda_capacity_bytes: u64) -> String {
+    let b = crate::units::fmt_bytes;
+    match (d.graphs, setup.cuda_graph_bytes) {
+        (GraphCapture::AfterPool, given) => {
+            let left = cuda_capacity_bytes.saturating_sub((cuda_capacity_bytes as f64 * gpu_util).floor() as u64);
+            let head = format!(
+                "this release captures its CUDA graphs after sizing the KV pool, so their pool comes on top of util × CUDA capacity, in the {} left",
+                b(left)
+            );
+            match given {
+                Some(g) if g > left => format!("{head}: the {} given (--cuda-graph-mib) does not fit there", b(g)),
+                Some(g) => format!("{head}: the {} given (--cuda-graph-mib) fits there", b(g)),
+                None => format!(
+                    "{head} (vLLM logs their size: \"Graph capturing finished in … took X GiB\"; give it as --cuda-graph-mib to check it)"
+                ),
+            }
+        }
+        (GraphCapture::InsideBudget, Some(g)) => format!(
+            "this release estimates its CUDA graphs during the start-up profile and takes them off the KV pool (vLLM PR #38284, default since 0.21): the {} given (--cuda-graph-mib)",
+            b(g)
+        ),
+        (GraphCapture::InsideBudget, None) => format!(
+            "this release estimates its CUDA graphs during the start-up profile and takes them off the KV pool (vLLM PR #38284, default since 0.21), counted as {} of the CUDA capacity: the allowance vLLM added to gpu_memory_utilization for them (its log gives the estimate, \"Estimated CUDA graph memory: X GiB\", which --cuda-graph-mib takes)",
+            VLLM_CUDAGRAPH_ALLOWANCE
+        ),
+        (GraphCapture::None, _) => "this release captures no CUDA graphs".to_string(),
+    }
 }
 
 /// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
@@ -256,7 +389,11 @@ pub fn serving_profile(
     let base = d.non_torch_tp1.unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
-    let used = crate::units::sum("serving start-up", &[weights, activation, non_torch])?;
+    // before vLLM PR #2031 the budget took the allocator's peak alone
+    let non_torch_in_budget = if d.budget_counts_non_torch { non_torch } else { 0 };
+    let graphs = graph_allowance_bytes(setup, &d, s.cuda_capacity_bytes);
+    let graphs_outside = graphs_after_pool_bytes(setup, &d);
+    let used = crate::units::sum("serving start-up", &[weights, activation, non_torch_in_budget, graphs])?;
     let kv_pool = budget.saturating_sub(used);
     // a block as the KV entries count it (full-attention layers' block, or the
     // sliding layers' when every layer slides)
@@ -277,10 +414,18 @@ pub fn serving_profile(
     .term("sampler bytes per row per vocabulary entry", d.sampler_bytes_per_entry)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
     .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
+    .term("non-torch memory taken off the budget (0 before vLLM PR #2031, vllm@0.2)", non_torch_in_budget)
+    .term("CUDA graphs taken off the budget", graphs)
     .term("kv pool", kv_pool)
     .term("block bytes", block_bytes)
-    .note("vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; CUDA graphs are captured afterwards, outside this budget");
+    .note(format!(
+        "vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; {}",
+        graph_note(setup, &d, s.gpu_util, s.cuda_capacity_bytes)
+    ));
     Ok(ServingProfile {
+        cuda_graph_bytes: graphs,
+        graphs_outside_bytes: graphs_outside,
+        left_outside_bytes: s.cuda_capacity_bytes.saturating_sub(budget),
         budget_bytes: budget,
         weights_bytes: weights,
         forward_bytes: forward,
@@ -416,7 +561,54 @@ pub fn engine_need(
     let kv = product("KV blocks of the sequences", &[seqs, detail.blocks_per_sequence, detail.block_bytes])?;
     let need_bytes =
         crate::units::sum("serving need", &[p.weights_bytes, p.activation_peak_bytes, p.non_torch_bytes, kv])?;
-    Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(need_bytes, gpu_util)? })
+    // before vLLM PR #2031 the budget holds the allocator's part only, and the
+    // memory outside it comes on top: the card must hold both
+    let (in_budget, card_floor) = if d.budget_counts_non_torch {
+        (need_bytes, 0)
+    } else {
+        (need_bytes.saturating_sub(p.non_torch_bytes), need_bytes)
+    };
+    // vLLM 0.21+ takes its CUDA graphs off the budget too: the figure given, or
+    // its allowance (a share of the card, PR #38284)
+    let (in_budget, util) = match (d.graphs, setup.cuda_graph_bytes) {
+        (GraphCapture::InsideBudget, Some(g)) => (crate::units::add("serving need", in_budget, g)?, gpu_util),
+        (GraphCapture::InsideBudget, None) => (in_budget, gpu_util - VLLM_CUDAGRAPH_ALLOWANCE),
+        _ => (in_budget, gpu_util),
+    };
+    if util <= 0.0 {
+        return Err(CoreError::invalid(
+            "gpu-util",
+            format!("{gpu_util} leaves nothing once vLLM's CUDA-graph allowance ({VLLM_CUDAGRAPH_ALLOWANCE} of the card) is taken"),
+        ));
+    }
+    // graphs captured after the pool must fit in what the fraction leaves:
+    // C − floor(C × util) ≥ graphs
+    let outside = graphs_after_pool_bytes(setup, d);
+    let card_floor = card_floor.max(card_leaving(outside, gpu_util)?);
+    Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(in_budget, util)?.max(card_floor) })
+}
+
+/// The smallest capacity `c` with `c − floor(c × util) ≥ left` (0 for nothing
+/// to leave), `util` in (0, 1].
+fn card_leaving(left: u64, util: f64) -> Result<u64, CoreError> {
+    if left == 0 {
+        return Ok(0);
+    }
+    if util >= 1.0 {
+        return Err(CoreError::invalid(
+            "gpu-util",
+            "1.0 leaves nothing for the CUDA graphs this release captures after sizing its pool (--cuda-graph-mib)",
+        ));
+    }
+    let leaves = |c: u64| c - (c as f64 * util).floor() as u64 >= left;
+    let mut c = (left as f64 / (1.0 - util)).floor() as u64;
+    while !leaves(c) {
+        c = c.checked_add(1).ok_or_else(|| CoreError::invalid("gpu-util", "the card for this need overflows u64"))?;
+    }
+    while c > 0 && leaves(c - 1) {
+        c -= 1;
+    }
+    Ok(c)
 }
 
 /// The [`EngineNeed`] of an inference job on a serving engine that takes a
@@ -432,7 +624,8 @@ pub fn engine_need_of(
     gpu_util: Option<f64>,
 ) -> Result<Option<EngineNeed>, CoreError> {
     let Some(d) = setup.serving() else { return Ok(None) };
-    if let Some(u) = setup.engine.gpu_util(gpu_util) {
+    // the given fraction, else the release's own default (vLLM 0.92 from 0.21, 0.9 before)
+    if let Some(u) = gpu_util.or(d.default_gpu_util) {
         return engine_need_by_card_class(spec, setup, par, rt, &d, u).map(Some);
     }
     if d.share_rule.is_none() {

@@ -318,10 +318,10 @@ fn a_vllm_start_up_by_hand() {
     let p2 =
         serving_profile(&spec, &s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }, &rt, &serving).unwrap();
     assert_eq!(p2.non_torch_bytes, VLLM_NON_TORCH + 3 * 544 * MIB + 17 * MIB);
-    // the latest row (0.20: FlashInfer's sampler, vllm-project/vllm#40376) at 1024 sequences:
+    // the 0.20 row (FlashInfer's sampler, vllm-project/vllm#40376) at 1024 sequences:
     // sampler 1024 × 128256 × 14 B + 8192 × 4096 × 2 B = 1,905,786,880 B, where sorting
     // (38 B) would hold 1024 × 128256 × 38 + 67,108,864 = 5,057,806,336 B
-    let latest = InferenceSetup { engine_version: None, ..s.clone() };
+    let latest = InferenceSetup { engine_version: Some("0.20".parse().unwrap()), ..s.clone() };
     let wide = ServingSetup { max_num_seqs: 1024, ..serving.clone() };
     let p3 = serving_profile(&spec, &latest, &Parallelism::default(), &rt, &wide).unwrap();
     assert_eq!(p3.sampler_bytes, 1_905_786_880);
@@ -497,4 +497,72 @@ fn fsdp1_frozen_units_keep_checkpointed_inputs_grads_to_the_end_of_backward() {
         0
     );
     assert_eq!(line(&train(&spec, lora.with_engine(Engine::Litgpt), par), "FSDP frozen units"), 0);
+}
+
+#[test]
+fn vllm_0_21_takes_its_cuda_graph_allowance_off_the_pool() {
+    // vLLM 0.21+ (PR #38284): the CUDA-graph estimate comes off the KV budget, and vramfit
+    // counts the 0.02 of the card PR #38284 added to gpu_memory_utilization for it; 0.20
+    // captured the graphs after the pool (`compile_or_warm_up_model`), outside the budget.
+    // Llama-3-8B on 79.22 GiB = 85,061,827,297 B (floor): at 0.92 the budget is
+    // floor(0.92 × C) = 78,256,881,113 B; graphs floor(0.02 × C) = 1,701,236,545 B
+    let spec = ModelSpec::llama_like("llama-3-8b", 4096, 32, 32, 8, 14336, 128256);
+    let at = |v: &str, util: f64| {
+        let s = InferenceSetup {
+            engine: Engine::Vllm,
+            engine_version: Some(v.parse().unwrap()),
+            context: 8192,
+            kv_dtype: DType::BF16,
+            ..InferenceSetup::default()
+        };
+        let serving = ServingSetup {
+            gpu_util: util,
+            cuda_capacity_bytes: (79.22 * GIB as f64) as u64,
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 1024,
+        };
+        serving_profile(&spec, &s, &Parallelism::default(), &RuntimeSetup::default(), &serving).unwrap()
+    };
+    let (old, new) = (at("0.20", 0.9), at("0.21", 0.92));
+    assert_eq!(new.budget_bytes, 78_256_881_113);
+    assert_eq!(new.cuda_graph_bytes, 1_701_236_545);
+    assert_eq!(old.cuda_graph_bytes, 0);
+    assert_eq!(
+        new.kv_pool_bytes,
+        new.budget_bytes - new.weights_bytes - new.activation_peak_bytes - new.non_torch_bytes - 1_701_236_545
+    );
+    // 0.92 − 0.02 leaves the pool of 0.20 at 0.9 (to the byte of the two floors)
+    assert!(new.kv_pool_bytes.abs_diff(old.kv_pool_bytes) <= 1, "{} vs {}", new.kv_pool_bytes, old.kv_pool_bytes);
+    assert!(new.explain.note.as_deref().unwrap_or("").contains("Estimated CUDA graph memory"));
+    assert!(old.explain.note.as_deref().unwrap_or("").contains("Graph capturing finished"));
+}
+
+#[test]
+fn before_vllm_pr_2031_the_memory_outside_the_allocator_is_not_in_the_budget() {
+    // vllm-project/vllm#2031 (first in 0.2.5): before it `profile_num_available_blocks` took
+    // `torch.cuda.max_memory_allocated()` alone, so the pool was util × total − (weights +
+    // activation peak); after it, total − free also takes the CUDA context and NCCL. Llama-2-7B
+    // at TP 1 on 79.15 GiB: the pool shrinks by exactly the non-torch memory counted
+    // (context 500 MiB + workspaces), which the PR logged as 7,449 → 7,351 blocks
+    let spec = ModelSpec::llama_like("llama-2-7b", 4096, 32, 32, 32, 11008, 32000);
+    let at = |v: &str| {
+        let s = InferenceSetup {
+            engine: Engine::Vllm,
+            engine_version: Some(v.parse().unwrap()),
+            context: 4096,
+            ..InferenceSetup::default()
+        };
+        let serving = ServingSetup {
+            gpu_util: 0.9,
+            cuda_capacity_bytes: (79.15 * GIB as f64) as u64,
+            max_num_batched_tokens: 4096,
+            max_num_seqs: 256,
+        };
+        serving_profile(&spec, &s, &Parallelism::default(), &RuntimeSetup::default(), &serving).unwrap()
+    };
+    let (before, after) = (at("0.2.4"), at("0.2.5"));
+    assert_eq!(before.kv_pool_bytes, before.budget_bytes - before.weights_bytes - before.activation_peak_bytes);
+    // 0.2.4 has no engine non-torch figure: the runtime's context + workspaces; 0.2.5 PR #10511's 1.79 GiB
+    assert_eq!(before.kv_pool_bytes - after.kv_pool_bytes, after.non_torch_bytes);
+    assert!(before.kv_blocks > after.kv_blocks);
 }

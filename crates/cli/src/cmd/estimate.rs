@@ -168,7 +168,10 @@ fn kv_and_capacity(
                 ));
             }
             // the utilisation applies to what CUDA reports (nvidia-smi's total less the driver's reservation)
-            Some(capacity(spec, setup, par, &workload.runtime, cuda_capacity(g.total_bytes), u)?)
+            let c = capacity(spec, setup, par, &workload.runtime, cuda_capacity(g.total_bytes), u)?;
+            // why the card does not hold the engine's CUDA graphs, else where they live
+            notes.extend(c.outside_note.clone().or_else(|| c.graphs_note.clone()));
+            Some(c)
         }
         _ => None,
     };
@@ -198,7 +201,12 @@ fn fit_on(g: &FitTarget, ledger: &Ledger, capacity: Option<&Capacity>, workload:
     if let (Some(c), Task::Inference(s)) = (capacity, &workload.task) {
         if s.engine.serving().is_some() {
             // the engine fills its budget with KV blocks: it fits when they hold the sequences
-            f.fits = c.max_concurrency >= s.concurrency;
+            // (and what comes on top of the budget fits the rest of the card)
+            f.fits = c.holds(s.concurrency);
+            if c.outside_short_bytes > 0 {
+                // short by what the graphs on top of the budget lack
+                f.headroom_bytes = -(c.outside_short_bytes as i128);
+            }
             f.verdict = if f.fits { FitVerdict::Fits } else { FitVerdict::DoesNotFit };
             f.explain =
                 f.explain.term("fits", "the engine's KV pool holds --concurrency sequences of --context tokens");

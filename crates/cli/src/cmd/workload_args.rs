@@ -8,7 +8,9 @@ use crate::cmd::train_args::{flag_field, Common, FieldNames, TaskKind, TrainArgs
 use crate::error::{field_error, OnField};
 use anyhow::Context;
 use vramfit_core::units::MIB;
-use vramfit_core::workload::{defaults, validate, CommSetup, EngineChoice, ServingDefaults, ServingEngine};
+use vramfit_core::workload::{
+    defaults, validate, CommSetup, EngineChoice, ServingDefaults, ServingEngine, SpeculativeAlgorithm, VllmEntry,
+};
 use vramfit_core::{
     DType, InferenceSetup, ModelSpec, Parallelism, QuantMethod, QuantSpec, RuntimeSetup, Task, Workload,
 };
@@ -107,6 +109,22 @@ pub struct WorkloadArgs {
         |d| d.seqs_label(),
     ))]
     pub max_num_seqs: Option<u64>,
+    /// vLLM: which entry point starts the engine, serve (vllm serve, the OpenAI API server) or llm
+    /// (the offline LLM(...) class, whose V1 default max_num_batched_tokens is 16384 on cards
+    /// ≥ 70 GiB other than A100, else 8192) [default: serve]
+    #[arg(long, value_name = "serve|llm", value_parser = parse_vllm_entry)]
+    pub vllm_entry: Option<VllmEntry>,
+    /// Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
+    /// (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory: X
+    /// GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before 0.21
+    /// not counted, the graphs come on top of --gpu-util]
+    #[arg(long, value_name = "MIB")]
+    pub cuda_graph_mib: Option<f64>,
+    /// SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
+    /// SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none for
+    /// NGRAM from 0.5.3) for the draft
+    #[arg(long, value_name = "ALGORITHM", value_parser = parse_speculative)]
+    pub speculative_algorithm: Option<SpeculativeAlgorithm>,
     #[command(flatten)]
     pub train: TrainArgs,
 }
@@ -126,6 +144,14 @@ fn serving_default_help(what: &str, value: fn(&ServingDefaults) -> String) -> St
 }
 
 fn parse_engine(s: &str) -> Result<EngineChoice, String> {
+    s.parse()
+}
+
+fn parse_vllm_entry(s: &str) -> Result<VllmEntry, String> {
+    s.parse()
+}
+
+fn parse_speculative(s: &str) -> Result<SpeculativeAlgorithm, String> {
     s.parse()
 }
 
@@ -263,6 +289,31 @@ impl WorkloadArgs {
         };
         let batch = self.batch.unwrap_or(defaults::BATCH);
         let engine = self.engine.unwrap_or_default().engine;
+        let cuda_graph_bytes = match self.cuda_graph_mib {
+            None => None,
+            Some(m) if m.is_finite() && m >= 0.0 && m * MIB as f64 <= u64::MAX as f64 => {
+                Some((m * MIB as f64).round() as u64)
+            }
+            Some(m) => bail_on!("cuda-graph-mib", "--cuda-graph-mib: {m} is not a non-negative number of MiB"),
+        };
+        if cuda_graph_bytes.is_some() && !engine.serves_only() {
+            bail_on!(
+                "cuda-graph-mib",
+                "--cuda-graph-mib is a serving engine's CUDA-graph pool: add --engine vllm or sglang, or drop it"
+            );
+        }
+        if self.speculative_algorithm.is_some() && engine != vramfit_core::workload::Engine::Sglang {
+            bail_on!(
+                "speculative-algorithm",
+                "--speculative-algorithm is SGLang's flag (its mem_fraction_static reserve for the draft): add --engine sglang, or drop it"
+            );
+        }
+        if self.vllm_entry.is_some() && engine != vramfit_core::workload::Engine::Vllm {
+            bail_on!(
+                "vllm-entry",
+                "--vllm-entry picks vLLM's entry point (vllm serve or the LLM(...) class): add --engine vllm, or drop it"
+            );
+        }
         Ok(InferenceSetup {
             weight_dtype,
             quant,
@@ -287,6 +338,9 @@ impl WorkloadArgs {
             },
             quantize_lm_head: self.train.quantize_lm_head,
             prefill_logits: vramfit_core::PrefillLogits::Engine,
+            vllm_entry: self.vllm_entry.unwrap_or_default(),
+            cuda_graph_bytes,
+            speculative_algorithm: self.speculative_algorithm,
         })
     }
 
@@ -383,6 +437,9 @@ impl WorkloadArgs {
             ("--concurrency", self.concurrency.is_some()),
             ("--max-num-batched-tokens", self.max_num_batched_tokens.is_some()),
             ("--max-num-seqs", self.max_num_seqs.is_some()),
+            ("--vllm-entry", self.vllm_entry.is_some()),
+            ("--cuda-graph-mib", self.cuda_graph_mib.is_some()),
+            ("--speculative-algorithm", self.speculative_algorithm.is_some()),
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
             ("--sliding-window-cache", self.sliding_window_cache.is_some()),

@@ -427,11 +427,94 @@ pub struct ServingDefaults {
     /// (`max_num_batched_tokens`, `max_num_seqs`) on the cards [`CardRule`]
     /// does not mark as large; `None`: the same on every card
     pub small_card_batch: Option<(ProfileTokens, u64)>,
+    /// `max_num_batched_tokens` of the offline `LLM(...)` class (the LLM_CLASS
+    /// usage context) on the large and the small cards; `None`: the same as
+    /// `vllm serve` ([`VllmEntry`])
+    pub llm_class_tokens: Option<(ProfileTokens, ProfileTokens)>,
+    /// the start-up takes the memory outside the PyTorch allocator (CUDA
+    /// context, NCCL) off the KV budget; `false` before vLLM PR #2031, which
+    /// took `torch.cuda.max_memory_allocated()` alone
+    pub budget_counts_non_torch: bool,
+    /// when the engine captures its CUDA graphs, and so whether their pool is
+    /// inside the budget ([`GraphCapture`])
+    pub graphs: GraphCapture,
+}
+
+/// Where a serving engine's CUDA-graph pool lives relative to the fraction of
+/// the card it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphCapture {
+    /// no CUDA graphs (vLLM before 0.2.6: "vLLM 0.2.6 added cuda graph support,
+    /// which is enabled by default", vllm-project/vllm#2248)
+    None,
+    /// captured after the KV pool is sized (`capture_model` after the cache is
+    /// allocated: V0 `Worker.warm_up_model`, V1 `Worker.compile_or_warm_up_model`
+    /// after `initialize_from_config`): the graph pool comes on top of
+    /// `gpu_memory_utilization × capacity`
+    AfterPool,
+    /// estimated during the start-up profile and taken off the KV budget
+    /// (`GPUModelRunner.profile_cudagraph_memory`, vLLM PR #30515; on by default
+    /// from PR #38284, v0.21: "CUDA graph memory profiling is enabled (default
+    /// since v0.21.0)"; `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0` turns it off)
+    InsideBudget,
+}
+
+/// SGLang's `--speculative-algorithm` (python/sglang/srt/server_args.py:
+/// choices EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM), for the reserve its
+/// `mem_fraction_static` rule keeps for the draft ([`ShareRule::speculative_reserve_mib`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum SpeculativeAlgorithm {
+    Eagle,
+    Eagle3,
+    Nextn,
+    Standalone,
+    Ngram,
+}
+
+impl std::str::FromStr for SpeculativeAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_uppercase().as_str() {
+            "EAGLE" => Ok(SpeculativeAlgorithm::Eagle),
+            "EAGLE3" => Ok(SpeculativeAlgorithm::Eagle3),
+            "NEXTN" => Ok(SpeculativeAlgorithm::Nextn),
+            "STANDALONE" => Ok(SpeculativeAlgorithm::Standalone),
+            // SGLang's older name for n-gram drafting
+            "NGRAM" | "LOOKAHEAD" => Ok(SpeculativeAlgorithm::Ngram),
+            _ => Err(format!(
+                "--speculative-algorithm '{s}': expected one of EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM (SGLang's names)"
+            )),
+        }
+    }
+}
+
+/// Which vLLM entry point starts the engine: its usage context picks the
+/// batch defaults (`EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VllmEntry {
+    /// `vllm serve` / the OpenAI API server (`UsageContext.OPENAI_API_SERVER`)
+    #[default]
+    Serve,
+    /// the offline `LLM(...)` class (`UsageContext.LLM_CLASS`)
+    Llm,
+}
+
+impl std::str::FromStr for VllmEntry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "serve" | "openai-api-server" | "openai_api_server" => Ok(VllmEntry::Serve),
+            "llm" | "llm-class" | "llm_class" => Ok(VllmEntry::Llm),
+            _ => Err(format!("--vllm-entry '{s}': expected serve (vllm serve) or llm (the LLM(...) class)")),
+        }
+    }
 }
 
 /// Which cards a release gives its larger batch defaults (vLLM V1, `vllm
 /// serve`'s OPENAI_API_SERVER usage context; the `LLM(...)` class takes
-/// 16,384 / 8,192 tokens instead, not modelled).
+/// 16,384 / 8,192 tokens instead: [`ServingDefaults::llm_class_tokens`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CardRule {
     /// the same defaults on every card
@@ -574,7 +657,8 @@ impl ShareRule {
     /// `--enable-dp-attention` (4 GiB more; `ServerArgs.__post_init__` after PR #7054: the
     /// comments beside the tiers name the cards — T4/4080 and A10/L40/4090
     /// under 35 GiB, H100/A100 under 90, H20 under 100, H200 under 160,
-    /// B200/MI300 above; a speculative draft adds 2 GiB more, not modelled).
+    /// B200/MI300 above; a speculative draft's reserve is added by
+    /// [`ShareRule::fraction_with`]).
     pub fn tiered_reserved_mib(gpu_mem_mib: u64, parallel: u64, dp_attention: bool) -> f64 {
         let p = parallel as f64;
         let gib = match gpu_mem_mib {
@@ -591,6 +675,38 @@ impl ShareRule {
     /// (SGLang's `--chunked-prefill-size`) when given; `dp`: the data-parallel
     /// attention size (`--dp-size` with `--enable-dp-attention`; 1: off).
     pub fn fraction(self, gpu_mem_mib: u64, tp: u64, pp: u64, chunk: Option<u64>, dp: u64) -> f64 {
+        self.fraction_with(gpu_mem_mib, tp, pp, chunk, dp, None)
+    }
+
+    /// SGLang's reserve for a speculative draft in MiB, by release rule
+    /// (`--speculative-algorithm`): 0.4.8 – 0.5.2 (`ServerArgs.__post_init__`)
+    /// 2 GiB for any algorithm ("draft model and larger cuda graph buffers"; the
+    /// later 0.5.x patches' 6 GiB for STANDALONE is taken too: the larger); 0.5.3+
+    /// (`_handle_gpu_memory_settings`, after the 10 GiB floor) 6 GiB for
+    /// STANDALONE ("standalone draft model and cuda graphs"), 2 GiB for EAGLE,
+    /// EAGLE3 and NEXTN ("eagle draft models and cuda graphs"), none for NGRAM;
+    /// 0.4.0 – 0.4.7 none modelled (their fraction is by TP size alone).
+    pub fn speculative_reserve_mib(self, spec: Option<SpeculativeAlgorithm>) -> f64 {
+        let Some(a) = spec else { return 0.0 };
+        match (self, a) {
+            (ShareRule::TpSteps, _) => 0.0,
+            (_, SpeculativeAlgorithm::Standalone) => 6.0 * 1024.0,
+            (ShareRule::Reserved, SpeculativeAlgorithm::Ngram) => 0.0,
+            _ => 2.0 * 1024.0,
+        }
+    }
+
+    /// [`ShareRule::fraction`] with a speculative draft (`spec`) reserved for.
+    pub fn fraction_with(
+        self,
+        gpu_mem_mib: u64,
+        tp: u64,
+        pp: u64,
+        chunk: Option<u64>,
+        dp: u64,
+        spec: Option<SpeculativeAlgorithm>,
+    ) -> f64 {
+        let draft = self.speculative_reserve_mib(spec);
         let m = gpu_mem_mib.max(1) as f64;
         let rounded = |reserved: f64| (((m - reserved) / m) * 1000.0).round().clamp(1.0, 1000.0) / 1000.0;
         match self {
@@ -615,9 +731,10 @@ impl ShareRule {
                 if gpu_mem_mib > 60 * 1024 {
                     reserved = reserved.max(10.0 * 1024.0);
                 }
-                rounded(reserved)
+                // the draft's reserve comes after the floor
+                rounded(reserved + draft)
             }
-            ShareRule::Tiered => rounded(Self::tiered_reserved_mib(gpu_mem_mib, tp * pp, dp > 1)),
+            ShareRule::Tiered => rounded(Self::tiered_reserved_mib(gpu_mem_mib, tp * pp, dp > 1) + draft),
         }
     }
 }
@@ -667,10 +784,34 @@ pub const SAMPLER_SORT_BYTES: u64 = 38;
 /// v0.19.0 of 2026-04-03).
 pub const SAMPLER_FUSED_BYTES: u64 = 14;
 
-/// vLLM's V0 engine (0.2 – 0.7; 0.8 made V1 the default).
-pub const VLLM_V0: ServingFacts = ServingFacts {
+/// vLLM 0.2.0 – 0.2.4: before PR #2031 ("Fix peak memory profiling", merged
+/// 2023-12-13; vLLM 0.2.5 is the first release with it: "vLLM 0.2.5 changed
+/// the way the memory is profiled with #2031", vllm-project/vllm#2248, and
+/// vllm-project/vllm#2136 logs the same blocks on 0.2.3 and 0.2.4, fewer on
+/// 0.2.5) `Worker.profile_num_available_blocks` took
+/// `torch.cuda.max_memory_allocated()` as the peak, so the KV budget was
+/// `gpu_memory_utilization × total − (weights + activation peak)` and the memory
+/// outside the allocator (CUDA context, NCCL, cuBLAS) came on top of it — the
+/// PR's own figures: Llama-2-7B on one A100-80GB 7,449 blocks before, 7,351 after;
+/// Llama-2-70B at TP 4, 31,615 before, 20,865 after. No CUDA graphs yet.
+pub const VLLM_V0_2: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
     version: EngineVersion::new(0, 2),
+    startup: ServingDefaults {
+        // the memory outside the allocator is not logged: the runtime's
+        // context + workspaces (it is outside the budget here anyway)
+        non_torch_tp1: None,
+        budget_counts_non_torch: false,
+        graphs: GraphCapture::None,
+        ..VLLM_V0.startup
+    },
+    ..VLLM_V0
+};
+
+/// vLLM's V0 engine after PR #2031 (0.2.5 – 0.7; 0.8 made V1 the default).
+pub const VLLM_V0: ServingFacts = ServingFacts {
+    engine: ServingEngine::Vllm,
+    version: EngineVersion::patch(0, 2, 5),
     startup: ServingDefaults {
         // V0 `SchedulerConfig`: without chunked prefill (off below a 32K
         // max_model_len) `max_num_batched_tokens = max(max_model_len, 2048)`;
@@ -689,6 +830,15 @@ pub const VLLM_V0: ServingFacts = ServingFacts {
         // V0's `SchedulerConfig` defaults do not depend on the card
         card_rule: CardRule::Any,
         small_card_batch: None,
+        // V0 has no usage-context defaults: `LLM(...)` takes the server's
+        llm_class_tokens: None,
+        // PR #2031 (first in 0.2.5): `profile_num_available_blocks` takes
+        // `total − free` after the profiling run, the memory outside the
+        // allocator included
+        budget_counts_non_torch: true,
+        // 0.2.6+ capture after the cache is allocated (`Worker.warm_up_model` →
+        // `capture_model`; 0.2.5 had no graphs, counted as if it had: over, never under)
+        graphs: GraphCapture::AfterPool,
     },
     // V0 keeps a block table per sequence over the whole context for every
     // layer except where the model's sliding window bounds it
@@ -719,6 +869,15 @@ pub const VLLM_V0_8: ServingFacts = ServingFacts {
         // 0.8.0 – 0.8.3: `default_max_num_seqs = 1024` on every card (PR
         // #16158 of 2025-04-07 reverted it to 256 off H100/H200: the 0.8.4 row)
         small_card_batch: Some((ProfileTokens::Fixed(2048), 1024)),
+        // the `LLM(...)` class (UsageContext.LLM_CLASS): 16384 tokens on the
+        // large cards, 8192 on the others, the same sequences as the server
+        // (`_set_default_args_v1` of PR #12369, `get_batch_defaults` since;
+        // vLLM's tests/engine/test_arg_utils.py `test_defaults_with_usage_context`)
+        llm_class_tokens: Some((ProfileTokens::Fixed(16384), ProfileTokens::Fixed(8192))),
+        budget_counts_non_torch: true,
+        // V1 `Worker.compile_or_warm_up_model` captures after
+        // `initialize_from_config` allocated the KV cache (to 0.20)
+        graphs: GraphCapture::AfterPool,
     },
     // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
     // `--disable-hybrid-kv-cache-manager`)
@@ -753,11 +912,43 @@ pub const VLLM_V0_20: ServingFacts = ServingFacts {
     ..VLLM_V0_9
 };
 
+/// vLLM's `gpu_memory_utilization` default from 0.21 (`EngineArgs`,
+/// `CacheConfig`, `LLM(...)`): 0.92, raised with the CUDA-graph estimate "to
+/// preemptively address the impact on this parameter" (PR #38284).
+pub const VLLM_GPU_UTIL_0_21: f64 = 0.92;
+
+/// The part of the card vLLM 0.21+ takes off the KV budget for its CUDA graphs
+/// when vramfit is not given the engine's own estimate: the 0.02 that PR
+/// #38284 ("[Startup][UX] Enable CUDAGraph memory profiling by default", the
+/// 0.21 default) added to `gpu_memory_utilization` to keep the KV pool where it
+/// was — the engine authors' allowance, not a measurement. Published start-up
+/// logs ("Estimated CUDA graph memory: X GiB", with "The current
+/// --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=U′
+/// without CUDA graph memory profiling") put U − U′ between 0.0045 and 0.036
+/// (docs/inference.md lists them with their sources).
+pub const VLLM_CUDAGRAPH_ALLOWANCE: f64 = 0.02;
+
+/// vLLM from 0.21: the CUDA-graph pool is estimated during the start-up
+/// profile and taken off the KV budget (PR #30515's
+/// `profile_cudagraph_memory`, on by default from PR #38284: "CUDA graph
+/// memory profiling is enabled (default since v0.21.0)"), and
+/// `gpu_memory_utilization` defaults to 0.92.
+pub const VLLM_V0_21: ServingFacts = ServingFacts {
+    version: EngineVersion::new(0, 21),
+    startup: ServingDefaults {
+        default_gpu_util: Some(VLLM_GPU_UTIL_0_21),
+        graphs: GraphCapture::InsideBudget,
+        ..VLLM_V0_20.startup
+    },
+    ..VLLM_V0_20
+};
+
 /// vLLM's latest modelled release: what `--engine vllm` assumes.
-pub const VLLM: ServingFacts = VLLM_V0_20;
+pub const VLLM: ServingFacts = VLLM_V0_21;
 
 /// vLLM's rows, oldest first.
-pub const VLLM_RELEASES: [&ServingFacts; 5] = [&VLLM_V0, &VLLM_V0_8, &VLLM_V0_8_4, &VLLM_V0_9, &VLLM_V0_20];
+pub const VLLM_RELEASES: [&ServingFacts; 7] =
+    [&VLLM_V0_2, &VLLM_V0, &VLLM_V0_8, &VLLM_V0_8_4, &VLLM_V0_9, &VLLM_V0_20, &VLLM_V0_21];
 
 /// SGLang 0.4.0 – 0.4.7: `mem_fraction_static` by TP size ([`ShareRule::TpSteps`]).
 pub const SGLANG_V0_4: ServingFacts = ServingFacts {
@@ -777,6 +968,12 @@ pub const SGLANG_V0_4: ServingFacts = ServingFacts {
         // the chunk by card is not modelled here (8192 assumed on every card)
         card_rule: CardRule::Any,
         small_card_batch: None,
+        // no usage contexts (the vLLM flag does not apply)
+        llm_class_tokens: None,
+        budget_counts_non_torch: true,
+        // SGLang's fraction leaves its CUDA graphs outside the pool (the reserve
+        // of `_handle_gpu_memory_settings` holds them)
+        graphs: GraphCapture::AfterPool,
     },
     // the SWA pool keeps the window only
     sliding_window_cache: SlidingWindowCache::Window,
@@ -1146,7 +1343,10 @@ mod tests {
 
     #[test]
     fn only_vllm_has_a_default_utilisation_and_a_given_one_wins() {
-        assert_eq!(Engine::Vllm.gpu_util(None), Some(VLLM_GPU_UTIL));
+        // the latest row: 0.92 from 0.21 (PR #38284); 0.9 before
+        assert_eq!(Engine::Vllm.gpu_util(None), Some(VLLM_GPU_UTIL_0_21));
+        let util = |v: &str| ServingEngine::Vllm.release(Some(v.parse().unwrap())).unwrap().startup.default_gpu_util;
+        assert_eq!((util("0.20"), util("0.21.3"), util("0.6.4")), (Some(0.9), Some(0.92), Some(VLLM_GPU_UTIL)));
         assert_eq!(Engine::Vllm.gpu_util(Some(0.5)), Some(0.5));
         assert_eq!(Engine::Sglang.gpu_util(None), None);
         assert_eq!(Engine::Transformers.gpu_util(None), None);
@@ -1155,16 +1355,21 @@ mod tests {
 
     #[test]
     fn vllm_releases_resolve_to_the_closest_older_row() {
-        // rows 0.2 (V0), 0.8 / 0.8.4 / 0.9 (V1 batch defaults, sorting sampler), 0.20 (FlashInfer sampler, vllm#40376)
+        // rows 0.2 (before PR #2031), 0.2.5 (V0), 0.8 / 0.8.4 / 0.9 (V1 batch defaults, sorting
+        // sampler), 0.20 (FlashInfer sampler, vllm#40376), 0.21 (CUDA-graph estimate, PR #38284)
         let row = |v: Option<&str>| ServingEngine::Vllm.release(v.map(|v| v.parse().unwrap())).map(|r| r.version);
         assert_eq!(row(None), Ok(VLLM.version));
+        assert_eq!(row(None), Ok(EngineVersion::new(0, 21)));
         assert_eq!(row(Some("0.19")), Ok(EngineVersion::new(0, 9)));
         assert_eq!(row(Some("0.8.3")), Ok(EngineVersion::new(0, 8)));
         assert_eq!(row(Some("0.8.5")), Ok(EngineVersion::patch(0, 8, 4)));
-        assert_eq!(row(Some("0.6.4")), Ok(EngineVersion::new(0, 2)));
+        assert_eq!(row(Some("0.6.4")), Ok(EngineVersion::patch(0, 2, 5)));
+        assert_eq!(row(Some("0.2.4")), Ok(EngineVersion::new(0, 2)));
+        assert_eq!(row(Some("0.2.5")), Ok(EngineVersion::patch(0, 2, 5)));
         assert_eq!(row(Some("0.20")), Ok(EngineVersion::new(0, 20)));
-        for unknown in ["0.1", "1.0"] {
-            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.8, 0.8.4, 0.9, 0.20"), "{unknown}");
+        assert_eq!(row(Some("0.21.1")), Ok(EngineVersion::new(0, 21)));
+        for unknown in ["0.1", "1.0", "0.22"] {
+            assert!(row(Some(unknown)).unwrap_err().contains("0.2, 0.2.5, 0.8, 0.8.4, 0.9, 0.20, 0.21"), "{unknown}");
         }
         assert!("0.x".parse::<EngineVersion>().is_err() && "7".parse::<EngineVersion>().is_err());
     }
@@ -1261,5 +1466,53 @@ mod tests {
             EngineVersion::patch(0, 5, 2) < EngineVersion::patch(0, 5, 3)
                 && EngineVersion::new(0, 5) < EngineVersion::patch(0, 5, 2)
         );
+    }
+
+    #[test]
+    fn before_pr_2031_the_budget_takes_the_allocator_peak_alone() {
+        // vllm-project/vllm#2031 ("Fix peak memory profiling", first in 0.2.5, vllm#2248):
+        // `profile_num_available_blocks` took `torch.cuda.max_memory_allocated()` before it
+        let row = |v: &str| ServingEngine::Vllm.release(Some(v.parse().unwrap())).unwrap().startup;
+        assert!(!row("0.2").budget_counts_non_torch && !row("0.2.4").budget_counts_non_torch);
+        assert!(row("0.2.5").budget_counts_non_torch && row("0.21").budget_counts_non_torch);
+        // CUDA graphs arrived in 0.2.6 (vllm#2248): none before; after the pool to 0.20; inside from 0.21
+        assert_eq!(row("0.2.4").graphs, GraphCapture::None);
+        assert_eq!((row("0.6").graphs, row("0.20").graphs), (GraphCapture::AfterPool, GraphCapture::AfterPool));
+        assert_eq!(row("0.21").graphs, GraphCapture::InsideBudget);
+    }
+
+    #[test]
+    fn the_llm_class_takes_its_own_batch_defaults() {
+        // vllm/engine/arg_utils.py `get_batch_defaults`: LLM_CLASS 16384 tokens on cards ≥ 70 GiB
+        // other than A100, 8192 on the others; OPENAI_API_SERVER 8192 / 2048; the same sequences
+        let v1 = ServingEngine::Vllm.release(Some("0.9".parse().unwrap())).unwrap().startup;
+        assert_eq!(v1.llm_class_tokens, Some((ProfileTokens::Fixed(16384), ProfileTokens::Fixed(8192))));
+        // V0 has no usage contexts
+        assert_eq!(VLLM_V0.startup.llm_class_tokens, None);
+        assert_eq!("llm".parse::<VllmEntry>(), Ok(VllmEntry::Llm));
+        assert_eq!("serve".parse::<VllmEntry>(), Ok(VllmEntry::Serve));
+        assert!("offline".parse::<VllmEntry>().unwrap_err().contains("--vllm-entry"));
+    }
+
+    #[test]
+    fn sglang_reserves_for_a_speculative_draft_by_release() {
+        // 0.5.3+ `_handle_gpu_memory_settings`: after the 10 GiB floor, STANDALONE + 6 GiB, EAGLE/
+        // EAGLE3/NEXTN + 2 GiB, NGRAM nothing. H100 SXM (81,559 MiB), TP 1: 13,440 MiB (test
+        // above) + 2,048 = 15,488 MiB; (81,559 − 15,488) / 81,559 = 0.81010 → 0.810
+        let spec = |a: &str| Some(a.parse::<SpeculativeAlgorithm>().unwrap());
+        assert_eq!(ShareRule::Reserved.fraction_with(81_559, 1, 1, None, 1, spec("eagle")), 0.810);
+        // STANDALONE: 13,440 + 6,144 = 19,584 MiB → (81,559 − 19,584) / 81,559 = 0.75988 → 0.760
+        assert_eq!(ShareRule::Reserved.fraction_with(81_559, 1, 1, None, 1, spec("STANDALONE")), 0.760);
+        assert_eq!(ShareRule::Reserved.fraction_with(81_559, 1, 1, None, 1, spec("ngram")), 0.835);
+        // the draft comes after the floor: 64 GiB card, chunk 2048 → 10,240 MiB floor + 2,048 =
+        // 12,288 MiB; (65,536 − 12,288) / 65,536 = 0.8125 → 0.813 (0.844 without the draft)
+        assert_eq!(ShareRule::Reserved.fraction_with(65_536, 1, 1, Some(2048), 1, spec("EAGLE3")), 0.813);
+        // 0.4.8 – 0.5.2 (`__post_init__`, PR #7054): 2 GiB for any algorithm: H100 at TP 1
+        // (9.5 + 0.5 + 2) GiB = 12,288 MiB → (81,559 − 12,288) / 81,559 = 0.84934 → 0.849
+        assert_eq!(ShareRule::Tiered.fraction_with(81_559, 1, 1, None, 1, spec("NEXTN")), 0.849);
+        assert_eq!(ShareRule::Tiered.fraction_with(81_559, 1, 1, None, 1, spec("ngram")), 0.849);
+        // 0.4.0 – 0.4.7: by TP size alone
+        assert_eq!(ShareRule::TpSteps.fraction_with(81_559, 1, 1, None, 1, spec("EAGLE")), 0.88);
+        assert!("medusa".parse::<SpeculativeAlgorithm>().unwrap_err().contains("--speculative-algorithm"));
     }
 }

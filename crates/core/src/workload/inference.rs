@@ -47,6 +47,24 @@ pub struct InferenceSetup {
     /// (vLLM V1 `get_batch_defaults`); `None`: not known, the larger defaults
     #[serde(skip)]
     pub serving_card: Option<super::engine::ServingCard>,
+    /// which vLLM entry point starts the engine (`--vllm-entry`): `vllm serve`
+    /// or the offline `LLM(...)` class, whose batch defaults differ
+    #[serde(default, skip_serializing_if = "is_serve")]
+    pub vllm_entry: super::engine::VllmEntry,
+    /// the engine's CUDA-graph pool as its start-up log gives it
+    /// (`--cuda-graph-mib`: vLLM's "Graph capturing finished … took X GiB" or
+    /// "Estimated CUDA graph memory: X GiB"); `None`: the release's rule
+    /// ([`crate::serving::graph_pool_bytes`])
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_bytes: Option<u64>,
+    /// SGLang's `--speculative-algorithm`: its `mem_fraction_static` rule keeps
+    /// a reserve for the draft ([`super::engine::ShareRule::speculative_reserve_mib`])
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_algorithm: Option<super::engine::SpeculativeAlgorithm>,
+}
+
+fn is_serve(e: &super::engine::VllmEntry) -> bool {
+    *e == super::engine::VllmEntry::Serve
 }
 
 /// Which prompt positions a prefill computes logits for.
@@ -81,6 +99,9 @@ impl Default for InferenceSetup {
             prefill_logits: PrefillLogits::Engine,
             engine_version: None,
             serving_card: None,
+            vllm_entry: super::engine::VllmEntry::Serve,
+            cuda_graph_bytes: None,
+            speculative_algorithm: None,
         }
     }
 }
@@ -114,7 +135,16 @@ impl InferenceSetup {
         let d = self.serving()?;
         let mib = card_total_bytes / crate::units::MIB;
         d.default_gpu_util.or_else(|| {
-            d.share_rule.map(|r| r.fraction(mib, par.tp, par.pp, self.max_num_batched_tokens, par.dp_attention.max(1)))
+            d.share_rule.map(|r| {
+                r.fraction_with(
+                    mib,
+                    par.tp,
+                    par.pp,
+                    self.max_num_batched_tokens,
+                    par.dp_attention.max(1),
+                    self.speculative_algorithm,
+                )
+            })
         })
     }
 
