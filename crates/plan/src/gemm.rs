@@ -46,6 +46,46 @@ pub struct GemmShapes {
     pub weight_grads: bool,
     /// full recompute runs the forward twice
     pub recompute_forward: bool,
+    /// the GEMMs' FLOP-weighted mean of 1 / tiles (see [`GemmShapes::new`]):
+    /// what the efficiency needs of the shapes, computed once per setup
+    pub inverse_tiles: f64,
+}
+
+impl GemmShapes {
+    /// The layer's GEMMs (`linears` as `(in, out)` per GPU over `tokens`),
+    /// with their FLOP-weighted mean of 1 / tiles precomputed. Each GEMM of F
+    /// FLOPs and T tiles takes F / e = F · (1 + ½ · S / T) at e = W / (W + ½),
+    /// W = T / S, so the layer's efficiency ΣF / Σ(F / e) is
+    /// 1 / (1 + ½ · S · Σ(F / T) / ΣF): one multiplication per card.
+    pub fn new(tokens: f64, linears: [(f64, f64); 4], weight_grads: bool, recompute_forward: bool) -> GemmShapes {
+        let t = tokens.max(1.0);
+        let (mut flops, mut per_tile) = (0.0, 0.0);
+        for &(k, n) in &linears {
+            if k <= 0.0 || n <= 0.0 {
+                continue;
+            }
+            let f = 2.0 * t * k * n;
+            let mut gemm = |rows: f64, cols: f64| {
+                flops += f;
+                per_tile += f / tiles(rows, cols);
+            };
+            gemm(t, n);
+            gemm(t, k);
+            if weight_grads {
+                gemm(k, n);
+            }
+            if recompute_forward {
+                gemm(t, n);
+            }
+        }
+        let inverse_tiles = if flops > 0.0 { per_tile / flops } else { 0.0 };
+        GemmShapes { tokens, linears, weight_grads, recompute_forward, inverse_tiles }
+    }
+}
+
+/// Output tiles of an `m` × `n` GEMM: ⌈m/256⌉ · ⌈n/128⌉ (a partial tile is a whole one).
+fn tiles(m: f64, n: f64) -> f64 {
+    (m.max(1.0) / GEMM_TILE.0).ceil() * (n.max(1.0) / GEMM_TILE.1).ceil()
 }
 
 /// Streaming multiprocessors of a catalogue card, where a source states them;
@@ -77,40 +117,17 @@ pub fn sm_count(gpu: &GpuSpec) -> Option<u32> {
 /// `sms` SMs: tiles T = ⌈m/256⌉ · ⌈n/128⌉ in waves W = T / sms, W / (W + ½)
 /// (the module's note).
 pub fn wave_efficiency(m: f64, n: f64, sms: f64) -> f64 {
-    let tiles = (m.max(1.0) / GEMM_TILE.0).ceil() * (n.max(1.0) / GEMM_TILE.1).ceil();
-    let waves = tiles / sms.max(1.0);
+    let waves = tiles(m, n) / sms.max(1.0);
     waves / (waves + 0.5)
 }
 
-/// The layer's compute efficiency on `sms` SMs: its GEMMs' FLOPs over the
+/// The layer's compute efficiency on `sms` SMs, from its GEMMs'
+/// [`GemmShapes::inverse_tiles`]: their FLOPs over the
 /// time they take, each at its [`wave_efficiency`] (a harmonic mean weighted
-/// by FLOPs: a linear's GEMMs each cost 2 · tokens · in · out).
-pub fn gemm_efficiency(g: &GemmShapes, sms: f64) -> f64 {
-    let t = g.tokens.max(1.0);
-    let (mut flops, mut time) = (0.0, 0.0);
-    for &(k, n) in &g.linears {
-        if k <= 0.0 || n <= 0.0 {
-            continue;
-        }
-        let f = 2.0 * t * k * n;
-        let mut gemm = |rows: f64, cols: f64| {
-            flops += f;
-            time += f / wave_efficiency(rows, cols, sms);
-        };
-        gemm(t, n);
-        gemm(t, k);
-        if g.weight_grads {
-            gemm(k, n);
-        }
-        if g.recompute_forward {
-            gemm(t, n);
-        }
-    }
-    if time > 0.0 {
-        flops / time
-    } else {
-        1.0
-    }
+/// by FLOPs: a linear's GEMMs each cost 2 · tokens · in · out), in the closed
+/// form of [`GemmShapes::new`].
+pub fn gemm_efficiency(inverse_tiles: f64, sms: f64) -> f64 {
+    1.0 / (1.0 + 0.5 * sms.max(1.0) * inverse_tiles.max(0.0))
 }
 
 #[cfg(test)]
@@ -139,20 +156,20 @@ mod tests {
     /// rising from 135 to 163 TFLOP/s says.
     #[test]
     fn wider_tp_shards_run_closer_to_peak() {
-        let shapes = |h: f64| GemmShapes {
-            tokens: 2048.0,
-            linears: [(h, 3.0 * h / 8.0), (h / 8.0, h), (h, 4.0 * h / 8.0), (4.0 * h / 8.0, h)],
-            weight_grads: true,
-            recompute_forward: true,
+        let shapes = |h: f64, weight_grads: bool| {
+            let linears = [(h, 3.0 * h / 8.0), (h / 8.0, h), (h, 4.0 * h / 8.0), (4.0 * h / 8.0, h)];
+            GemmShapes::new(2048.0, linears, weight_grads, true)
         };
-        let qkv_only = GemmShapes { linears: [(6144.0, 2304.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], ..shapes(6144.0) };
+        let qkv_only = GemmShapes::new(2048.0, [(6144.0, 2304.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], true, true);
         let by_hand = 4.0 / (2.0 / 0.727_272_7 + 1.0 / 0.876_712_3 + 1.0 / 0.888_888_9);
-        assert!((gemm_efficiency(&qkv_only, 108.0) - by_hand).abs() < 1e-6);
-        let (narrow, wide) = (gemm_efficiency(&shapes(6144.0), 108.0), gemm_efficiency(&shapes(25600.0), 108.0));
+        assert!((gemm_efficiency(qkv_only.inverse_tiles, 108.0) - by_hand).abs() < 1e-6);
+        let (narrow, wide) = (
+            gemm_efficiency(shapes(6144.0, true).inverse_tiles, 108.0),
+            gemm_efficiency(shapes(25600.0, true).inverse_tiles, 108.0),
+        );
         assert!(narrow < 0.85 && wide > 0.93 && wide < 1.0, "{narrow} {wide}");
         // adapters compute no weight gradient: the tall-thin forward weighs more
-        let lora = GemmShapes { weight_grads: false, ..shapes(6144.0) };
-        assert!(gemm_efficiency(&lora, 108.0) < narrow);
+        assert!(gemm_efficiency(shapes(6144.0, false).inverse_tiles, 108.0) < narrow);
     }
 
     #[test]

@@ -209,8 +209,8 @@ impl TimeModel {
     /// rule ([`TimeModel::micro_batch_efficiency`]: a card without a sourced
     /// SM count, a model whose layers are not plain dense transformer layers).
     pub fn compute_efficiency(&self, w: &TrainWork, dev: &Device) -> f64 {
-        match (w.gemm.as_ref(), dev.sms) {
-            (Some(g), Some(sms)) => gemm_efficiency(g, sms),
+        match (w.gemm_inverse_tiles, dev.sms) {
+            (Some(inverse_tiles), Some(sms)) => gemm_efficiency(inverse_tiles, sms),
             _ => self.micro_batch_efficiency(w.tokens_per_micro),
         }
     }
@@ -273,10 +273,12 @@ pub struct TrainWork {
     /// expert-parallel degree (the all-to-all group; 1: none)
     #[serde(default = "one")]
     pub ep: f64,
-    /// the per-GPU GEMM shapes of a layer (dense transformers; None: the
-    /// micro-batch token rule, [`TimeModel::micro_batch_efficiency`])
+    /// the FLOP-weighted mean of 1 / tiles over a layer's per-GPU GEMMs
+    /// ([`GemmShapes::new`]; dense transformers): all the GEMM-shape rule needs
+    /// per candidate, kept as one number so the search's memo stays small.
+    /// None: the micro-batch token rule ([`TimeModel::micro_batch_efficiency`])
     #[serde(default)]
-    pub gemm: Option<GemmShapes>,
+    pub gemm_inverse_tiles: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -655,7 +657,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
-            gemm: None,
+            gemm_inverse_tiles: None,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -695,7 +697,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
-            gemm: None,
+            gemm_inverse_tiles: None,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -734,7 +736,7 @@ mod tests {
             a2a_per_step: 128.0,
             a2a_bytes_per_step: 1e9,
             ep: 8.0,
-            gemm: None,
+            gemm_inverse_tiles: None,
         };
         let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
         assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
@@ -774,7 +776,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
-            gemm: None,
+            gemm_inverse_tiles: None,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam
@@ -819,12 +821,8 @@ mod tests {
     #[test]
     fn compute_efficiency_from_gemm_shapes_where_the_sms_are_known() {
         let tm = TimeModel::default();
-        let shapes = crate::gemm::GemmShapes {
-            tokens: 2048.0,
-            linears: [(4096.0, 12288.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
-            weight_grads: true,
-            recompute_forward: false,
-        };
+        let shapes =
+            crate::gemm::GemmShapes::new(2048.0, [(4096.0, 12288.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], true, false);
         let w = TrainWork {
             flops_per_token: 6.0e9,
             model_flops_per_token: 6.0e9,
@@ -848,7 +846,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
-            gemm: Some(shapes),
+            gemm_inverse_tiles: Some(shapes.inverse_tiles),
         };
         let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
         assert_eq!(dev.sms, Some(108.0));

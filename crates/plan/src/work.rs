@@ -220,7 +220,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         a2a_per_step: train_all_to_alls(spec, par) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
-        gemm: gemm_shapes(spec, t, kind, par),
+        gemm_inverse_tiles: gemm_shapes(spec, t, kind, par).map(|g| g.inverse_tiles),
     }
 }
 
@@ -248,12 +248,12 @@ pub fn gemm_shapes(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Para
     let kv = spec.num_kv_heads as f64 * hd;
     let ffn = spec.intermediate_size as f64;
     let up = if spec.mlp == MlpKind::Gated { 2.0 * ffn } else { ffn };
-    Some(GemmShapes {
-        tokens: t.batch as f64 * t.seq as f64,
-        linears: [(h, (q + 2.0 * kv) / tp), (q / tp, h), (h, up / tp), (ffn / tp, h)],
-        weight_grads: kind == TrainKind::Full,
-        recompute_forward: t.checkpointing == Checkpointing::Full,
-    })
+    Some(GemmShapes::new(
+        t.batch as f64 * t.seq as f64,
+        [(h, (q + 2.0 * kv) / tp), (q / tp, h), (h, up / tp), (ffn / tp, h)],
+        kind == TrainKind::Full,
+        t.checkpointing == Checkpointing::Full,
+    ))
 }
 
 /// All-to-alls per micro-batch on one GPU in MoE training with expert
