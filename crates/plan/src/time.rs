@@ -9,7 +9,9 @@
 //! forward (+ 2·N + 4·L·h·s), selective recompute repeats the attention core
 //! (+ 4·L·h·s); LoRA skips the frozen weights' gradients (4·N instead of
 //! 6·N). Achieved throughput = dense tensor peak × MFU (per architecture) ×
-//! a micro-batch efficiency. Communication per step follows the ZeRO paper
+//! the compute efficiency of the GEMMs each GPU runs ([`crate::gemm`]: NVIDIA's
+//! wave quantization, where the card's SM count is sourced), else a
+//! micro-batch efficiency. Communication per step follows the ZeRO paper
 //! (Rajbhandari et al. 2020, §7): DP and ZeRO-1/2 move 2Ψ per step, ZeRO-3
 //! 3Ψ; Megatron TP all-reduces the activations 4× per layer per micro-batch
 //! (Shoeybi et al. 2019, §3). Offload is bounded by PCIe host bandwidth and
