@@ -89,7 +89,7 @@ const CORPUS: &[(&[&str], i32)] = &[
     (&["plan", "llama-3.1-70b", "--concurrency", "32", "--context", "8192", "--engine", "vllm"], 0),
     (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"], 0),
     (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "24"], 0),
-    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "12"], 1),
+    (&["plan", "llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "8"], 1),
     (&["plan", "llama-2-7b", "--task", "train", "--launcher", "deepspeed"], 0),
     (&["plan", "llama-2-7b", "--task", "train", "--gpus", "1", "--allow", "lora,qlora"], 0),
     (&["plan", "llama-3.1-8b", "--context", "131072", "--output-len", "512"], 0),

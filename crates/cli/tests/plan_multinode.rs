@@ -194,19 +194,22 @@ fn deadline_picks_a_plan_that_finishes_in_time() {
 }
 
 /// A deadline nothing meets: exit 1 ("nothing fits", docs/exit-codes.md)
-/// with no recommendation, the reason, and the fastest plan found.
+/// with no recommendation, the reason, and the fastest plan found. 8 h: the
+/// embedded clusters stop at 32 machines, whose fastest plan (256 × H100)
+/// takes about 11 h since compute efficiency follows the GEMM shapes (12 h
+/// was out of reach under the flat token rule).
 #[test]
 fn deadline_none_meets_says_the_fastest() {
-    let v = json(&[&L405B[..], &["--hours", "12", "--json"]].concat(), 1);
+    let v = json(&[&L405B[..], &["--hours", "8", "--json"]].concat(), 1);
     assert!(v["recommended"].is_null(), "{}", v["recommended"]);
     let reason = v["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("no plan finishes 1,000,000,000 tokens within 12 h; the fastest found takes"),
+        reason.starts_with("no plan finishes 1,000,000,000 tokens within 8 h; the fastest found takes"),
         "{reason}"
     );
     let f = &v["fastest_late"];
-    assert!(f["job_hours"].as_f64().unwrap() > 12.0, "{f}");
-    let (out, _) = run(&[&L405B[..], &["--hours", "12"]].concat(), 1);
+    assert!(f["job_hours"].as_f64().unwrap() > 8.0, "{f}");
+    let (out, _) = run(&[&L405B[..], &["--hours", "8"]].concat(), 1);
     assert!(out.contains("Recommended: nothing — no plan finishes") && out.contains("fastest found: "), "{out}");
 }
 

@@ -740,7 +740,7 @@ fn plan_prices_are_the_bills_they_are_ranked_by() {
     let head = p.text("#plan-recommended .big");
     assert!(head.ends_with("— ¥5,000 (1 month)"), "{head}");
     let sub = p.text("#plan-recommended .sub");
-    assert!(sub.contains("prorated ¥3,462") && sub.contains("CNY 5,000"), "{sub}");
+    assert!(sub.contains("prorated ¥2,947") && sub.contains("CNY 5,000"), "{sub}");
 
     // in Chinese
     p.click(".lang button[data-lang=zh]");
@@ -749,7 +749,7 @@ fn plan_prices_are_the_bills_they_are_ranked_by() {
         assert!(t0.elapsed() < WAIT, "{}", p.text("#plan-recommended"));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(p.text("#plan-recommended .sub").contains("按时折算 ¥3,462"));
+    assert!(p.text("#plan-recommended .sub").contains("按时折算 ¥2,947"));
     assert!(p.text("#ranked-table thead").contains("任务账单"));
     p.assert_clean("plan 70B", &[]);
 }

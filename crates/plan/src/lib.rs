@@ -11,7 +11,8 @@
 //!
 //! Files, each depending only on those listed before it (no import circle:
 //! `crates/cli/tests/code_shape.rs` checks it): [`pricing`] (offers, discounts,
-//! upgrades, price ranges) and [`time`] (the time model and its constants);
+//! upgrades, price ranges), [`gemm`] (compute efficiency from GEMM shapes) and
+//! [`time`] (the time model and its constants);
 //! [`types`] (the shared data types: what is allowed, the job's size, a
 //! setup's identity and estimate, a scored candidate); [`work`] (a setup's
 //! hardware-independent work); [`calibrate`] (the time model against
@@ -28,6 +29,7 @@
 
 pub mod calibrate;
 pub mod emit;
+pub mod gemm;
 pub mod ladder;
 pub mod megatron;
 mod paths;

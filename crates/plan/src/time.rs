@@ -9,7 +9,9 @@
 //! forward (+ 2·N + 4·L·h·s), selective recompute repeats the attention core
 //! (+ 4·L·h·s); LoRA skips the frozen weights' gradients (4·N instead of
 //! 6·N). Achieved throughput = dense tensor peak × MFU (per architecture) ×
-//! a micro-batch efficiency. Communication per step follows the ZeRO paper
+//! the compute efficiency of the GEMMs each GPU runs ([`crate::gemm`]: NVIDIA's
+//! wave quantization, where the card's SM count is sourced), else a
+//! micro-batch efficiency. Communication per step follows the ZeRO paper
 //! (Rajbhandari et al. 2020, §7): DP and ZeRO-1/2 move 2Ψ per step, ZeRO-3
 //! 3Ψ; Megatron TP all-reduces the activations 4× per layer per micro-batch
 //! (Shoeybi et al. 2019, §3). Offload is bounded by PCIe host bandwidth and
@@ -21,6 +23,8 @@
 //! so tokens/s = concurrency / (bytes per GPU / (bandwidth × efficiency));
 //! prefill is bound by FLOPs (2·N per token + attention).
 
+pub use crate::gemm::GemmShapes;
+use crate::gemm::{gemm_efficiency, sm_count};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use vramfit_core::hardware::{GpuArch, GpuSpec, Link, PeakKind};
@@ -153,6 +157,9 @@ pub struct Device {
     /// GPU↔GPU bandwidth between machines, bytes/s (when the job spans several)
     pub inter_bw: Option<f64>,
     pub link: Link,
+    /// streaming multiprocessors (a slice: its share) where a source gives
+    /// them ([`sm_count`]); None: the micro-batch token rule times the GEMMs
+    pub sms: Option<f64>,
 }
 
 impl TimeModel {
@@ -189,12 +196,25 @@ impl TimeModel {
             host_bw: pcie_gbs(gpu.pcie_gen) * 1e9,
             inter_bw: inter_node_gbs.map(|g| g * 1e9),
             link: if gpu.nvlink_gbs.is_some() { link } else { Link::Pcie },
+            sms: sm_count(gpu).map(|s| s as f64 * fraction),
         }
     }
 
     pub fn micro_batch_efficiency(&self, tokens_per_micro: f64) -> f64 {
         let t = tokens_per_micro.max(1.0);
         t / (t + self.micro_batch_half_tokens.max(0.0))
+    }
+
+    /// The share of the saturated rate a training step's compute reaches:
+    /// from the per-GPU GEMM shapes on the card's SMs ([`crate::gemm`]: NVIDIA's
+    /// wave quantization) where both are known, else the micro-batch token
+    /// rule ([`TimeModel::micro_batch_efficiency`]: a card without a sourced
+    /// SM count, a model whose layers are not plain dense transformer layers).
+    pub fn compute_efficiency(&self, w: &TrainWork, dev: &Device) -> f64 {
+        match (w.gemm_inverse_tiles, dev.sms) {
+            (Some(inverse_tiles), Some(sms)) => gemm_efficiency(inverse_tiles, sms),
+            _ => self.micro_batch_efficiency(w.tokens_per_micro),
+        }
     }
 }
 
@@ -255,6 +275,12 @@ pub struct TrainWork {
     /// expert-parallel degree (the all-to-all group; 1: none)
     #[serde(default = "one")]
     pub ep: f64,
+    /// the FLOP-weighted mean of 1 / tiles over a layer's per-GPU GEMMs
+    /// ([`GemmShapes::new`]; dense transformers): all the GEMM-shape rule needs
+    /// per candidate, kept as one number so the search's memo stays small.
+    /// None: the micro-batch token rule ([`TimeModel::micro_batch_efficiency`])
+    #[serde(default)]
+    pub gemm_inverse_tiles: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -292,7 +318,7 @@ impl TimeModel {
     /// Time of one optimizer step of `w` on `gpus` copies of `dev`.
     pub fn train_step(&self, w: &TrainWork, dev: &Device, cpu_cores: Option<u64>) -> StepTime {
         let per_gpu = dev.flops * dev.mfu * if w.qlora { self.qlora_speed } else { 1.0 };
-        let eff = self.micro_batch_efficiency(w.tokens_per_micro);
+        let eff = self.compute_efficiency(w, dev);
         let total_flops = w.flops_per_token * w.tokens_per_step;
         let ideal = w.model_flops_per_token * w.tokens_per_step / (w.gpus * per_gpu);
         let compute = total_flops / (w.gpus * per_gpu * eff);
@@ -633,6 +659,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            gemm_inverse_tiles: None,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -672,6 +699,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            gemm_inverse_tiles: None,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -710,6 +738,7 @@ mod tests {
             a2a_per_step: 128.0,
             a2a_bytes_per_step: 1e9,
             ep: 8.0,
+            gemm_inverse_tiles: None,
         };
         let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
         assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
@@ -749,6 +778,7 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            gemm_inverse_tiles: None,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam
@@ -781,6 +811,59 @@ mod tests {
         let t = tm.infer(&w, &dev);
         // 13 GB / (2039 GB/s × 0.8) = 7.97 ms → 125 tokens/s
         assert!((t.decode_tokens_per_s - 125.48).abs() < 0.1, "{}", t.decode_tokens_per_s);
+    }
+
+    /// The compute efficiency follows the per-GPU GEMM shapes where the card's
+    /// SMs are known (an A100: 108, `crate::gemm::sm_count`) and stays the
+    /// micro-batch token rule where they are not. By hand: hidden 4096 whole
+    /// on one GPU, 2048 tokens, QKV 4096 → 12288: fwd 2048 × 12288 = 8 × 96 =
+    /// 768 tiles, W 7.111, 0.93431; dgrad 2048 × 4096 = 256 tiles, W 2.3704,
+    /// 0.82581; wgrad 4096 × 12288 = 1536 tiles, W 14.222, 0.96604; harmonic
+    /// mean 3 / (1/0.93431 + 1/0.82581 + 1/0.96604) = 0.90459.
+    #[test]
+    fn compute_efficiency_from_gemm_shapes_where_the_sms_are_known() {
+        let tm = TimeModel::default();
+        let shapes =
+            crate::gemm::GemmShapes::new(2048.0, [(4096.0, 12288.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], true, false);
+        let w = TrainWork {
+            flops_per_token: 6.0e9,
+            model_flops_per_token: 6.0e9,
+            tokens_per_step: 2048.0,
+            tokens_per_micro: 2048.0,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 1.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
+            peak: PeakKind::Bf16,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
+            gemm_inverse_tiles: Some(shapes.inverse_tiles),
+        };
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        assert_eq!(dev.sms, Some(108.0));
+        let e = tm.compute_efficiency(&w, &dev);
+        assert!((e - 0.90459).abs() < 1e-4, "{e}");
+        let t = tm.train_step(&w, &dev, None);
+        assert!((t.slowdown() - 1.0 / e).abs() < 1e-9);
+        // a card without a sourced SM count keeps the token rule: 2048 / 2560
+        let mut g = a100();
+        g.id = "rtx-4090".into();
+        let other = tm.device(&g, Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        assert_eq!(other.sms, None);
+        assert!((tm.compute_efficiency(&w, &other) - 0.8).abs() < 1e-12);
+        // a MIG-like slice has its share of the SMs
+        assert_eq!(tm.device(&a100(), Link::Nvlink, 0.5, None, PeakKind::Bf16).sms, Some(54.0));
     }
 
     #[test]

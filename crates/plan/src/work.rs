@@ -4,11 +4,11 @@
 //! ([`crate::time`]) turns it into seconds on a device; the sources of each
 //! term are there.
 
-use crate::time::{InferWork, TrainWork};
+use crate::time::{GemmShapes, InferWork, TrainWork};
 use crate::types::{MemSummary, Work};
 use vramfit_core::dtype::DType;
 use vramfit_core::hardware::PeakKind;
-use vramfit_core::model::ModelSpec;
+use vramfit_core::model::{MlpKind, ModelSpec};
 use vramfit_core::params::ParamLayout;
 use vramfit_core::train::{Checkpointing, TrainKind, TrainSetup};
 use vramfit_core::weights::routed_expert_bytes_per_gpu;
@@ -220,7 +220,40 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         a2a_per_step: train_all_to_alls(spec, par) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
+        gemm_inverse_tiles: gemm_shapes(spec, t, kind, par).map(|g| g.inverse_tiles),
     }
+}
+
+/// The per-GPU GEMMs of one layer of `spec` under `par` ([`crate::gemm`]):
+/// Megatron-style TP keeps 1/tp of the QKV and MLP-up outputs and of the
+/// attention-output and MLP-down inputs (Shoeybi et al. 2019 §3; the gated
+/// MLP's gate and up fused into one `linear_fc1` of 2 × ffn outputs, as
+/// Megatron-LM's `--swiglu` builds it). None for layers that are not plain
+/// dense attention + MLP (mixture of experts, multi-latent attention, Mamba,
+/// linear attention, mixed layer patterns): their GEMMs are other shapes, and
+/// the token rule times them.
+pub fn gemm_shapes(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Parallelism) -> Option<GemmShapes> {
+    let plain = spec.moe.as_ref().is_none_or(|m| m.num_experts == 0)
+        && spec.mla.is_none()
+        && spec.mamba.is_none()
+        && spec.linear_attention.is_none()
+        && spec.layer_pattern.is_empty();
+    if !plain || spec.hidden_size == 0 {
+        return None;
+    }
+    let tp = par.tp.max(1) as f64;
+    let h = spec.hidden_size as f64;
+    let hd = spec.head_dim as f64;
+    let q = spec.num_heads as f64 * hd;
+    let kv = spec.num_kv_heads as f64 * hd;
+    let ffn = spec.intermediate_size as f64;
+    let up = if spec.mlp == MlpKind::Gated { 2.0 * ffn } else { ffn };
+    Some(GemmShapes::new(
+        t.batch as f64 * t.seq as f64,
+        [(h, (q + 2.0 * kv) / tp), (q / tp, h), (h, up / tp), (ffn / tp, h)],
+        kind == TrainKind::Full,
+        t.checkpointing == Checkpointing::Full,
+    ))
 }
 
 /// All-to-alls per micro-batch on one GPU in MoE training with expert
