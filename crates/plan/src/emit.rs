@@ -1320,13 +1320,16 @@ mod tests {
     }
 
     /// Megatron-LM runs full training with plain DP or its distributed optimizer
-    /// (ZeRO-1), no ZeRO-2/3, no offload, no LoRA (`megatron_rules`).
+    /// (ZeRO-1), the optimizer on the CPU only with the distributed optimizer
+    /// (`--optimizer-cpu-offload`), no ZeRO-2/3, no NVMe or parameter offload, no
+    /// LoRA (`megatron_rules`).
     #[test]
     fn megatron_runs_its_distributed_optimizer_and_refuses_the_rest() {
         let n = Offload::None;
         assert!(check(Launcher::Megatron, &setup(Sharding::Zero1, 8, n, n)).is_ok());
         assert!(check(Launcher::Megatron, &setup(Sharding::None, 8, n, n)).is_ok());
-        for (z, off) in [(Sharding::Zero2, n), (Sharding::Zero3, n), (Sharding::Zero1, Offload::Cpu)] {
+        assert!(check(Launcher::Megatron, &setup(Sharding::Zero1, 8, Offload::Cpu, n)).is_ok());
+        for (z, off) in [(Sharding::Zero2, n), (Sharding::Zero3, n), (Sharding::Zero1, Offload::Nvme)] {
             let err = check(Launcher::Megatron, &setup(z, 8, off, n)).unwrap_err().to_string();
             assert!(err.contains("ZeRO-1") || err.contains("offload"), "{err}");
         }
