@@ -45,6 +45,9 @@ def estimate(
     engine: Optional[str] = None,
     max_num_batched_tokens: Optional[Union[int, str]] = None,
     max_num_seqs: Optional[int] = None,
+    vllm_entry: Optional[str] = None,
+    cuda_graph_mib: Optional[float] = None,
+    speculative_algorithm: Optional[str] = None,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
     grad_accum: Optional[int] = None,
@@ -114,6 +117,16 @@ def estimate(
     ctkd: Optional[str] = None,
     cache_type_v_draft: Optional[str] = None,
     ctvd: Optional[str] = None,
+    ctx_size_draft: Optional[int] = None,
+    cd: Optional[int] = None,
+    spec_draft_ctx_size: Optional[int] = None,
+    override_tensor_draft: Optional[Union[str, Sequence[str]]] = None,
+    otd: Optional[Union[str, Sequence[str]]] = None,
+    spec_draft_override_tensor: Optional[Union[str, Sequence[str]]] = None,
+    spec_type: Optional[str] = None,
+    spec_draft_n_max: Optional[int] = None,
+    draft_max: Optional[int] = None,
+    draft_n: Optional[int] = None,
     gpu: Optional[str] = None,
     gpu_mem: Optional[str] = None,
     gpu_util: Optional[float] = None,
@@ -195,6 +208,19 @@ def estimate(
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             1024 on cards ≥ 70 GiB other than A100, else 256 for vllm, 256 for sglang]
+        vllm_entry (--vllm-entry):
+            vLLM: which entry point starts the engine, serve (vllm serve, the OpenAI API server) or
+            llm (the offline LLM(...) class, whose V1 default max_num_batched_tokens is 16384 on
+            cards ≥ 70 GiB other than A100, else 8192) [default: serve]
+        cuda_graph_mib (--cuda-graph-mib):
+            Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
+            (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory:
+            X GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before
+            0.21 not counted, the graphs come on top of --gpu-util]
+        speculative_algorithm (--speculative-algorithm):
+            SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
+            SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none
+            for NGRAM from 0.5.3) for the draft
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
@@ -329,6 +355,20 @@ def estimate(
             GGUF: the draft model's K cache type, llama.cpp's `-ctkd` [default: f16]
         cache_type_v_draft (--cache-type-v-draft, alias ctvd):
             GGUF: the draft model's V cache type, llama.cpp's `-ctvd` [default: f16]
+        ctx_size_draft (--ctx-size-draft, alias cd, alias spec_draft_ctx_size):
+            GGUF: the draft context's size, llama.cpp's `-cd` (`--ctx-size-draft`); builds before
+            b9109 only (the current build sizes it at the target's context) [default: the target's
+            per-slot context]
+        override_tensor_draft (--override-tensor-draft, alias otd, alias spec_draft_override_tensor):
+            GGUF: the draft model's `-ot`, llama.cpp's `-otd` (`--override-tensor-draft`,
+            `PATTERN=CPU` or `PATTERN=CUDA1`)
+        spec_type (--spec-type):
+            GGUF: llama-server's `--spec-type`, comma separated (none, draft-simple, draft-eagle3,
+            draft-dflash, draft-dspark, draft-mtp, ngram-cache, ngram-simple, ngram-map-k,
+            ngram-map-k4v, ngram-mod) [default: none; draft-simple with -md before b9464]
+        spec_draft_n_max (--spec-draft-n-max, alias draft_max, alias draft_n):
+            GGUF: draft tokens per verification of the model drafters, llama.cpp's
+            `--spec-draft-n-max` (`--draft-max`) [default: 3]
         gpu (--gpu):
             GPU to fit on (e.g. `a100-80gb`, `rtx-3090`, `h100`; `--list-gpus` lists them), or
             `auto`: the local GPUs through NVML, fitted against their free memory
@@ -400,6 +440,9 @@ def plan(
     engine: Optional[str] = None,
     max_num_batched_tokens: Optional[Union[int, str]] = None,
     max_num_seqs: Optional[int] = None,
+    vllm_entry: Optional[str] = None,
+    cuda_graph_mib: Optional[float] = None,
+    speculative_algorithm: Optional[str] = None,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
     grad_accum: Optional[int] = None,
@@ -510,6 +553,19 @@ def plan(
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             1024 on cards ≥ 70 GiB other than A100, else 256 for vllm, 256 for sglang]
+        vllm_entry (--vllm-entry):
+            vLLM: which entry point starts the engine, serve (vllm serve, the OpenAI API server) or
+            llm (the offline LLM(...) class, whose V1 default max_num_batched_tokens is 16384 on
+            cards ≥ 70 GiB other than A100, else 8192) [default: serve]
+        cuda_graph_mib (--cuda-graph-mib):
+            Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
+            (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory:
+            X GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before
+            0.21 not counted, the graphs come on top of --gpu-util]
+        speculative_algorithm (--speculative-algorithm):
+            SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
+            SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none
+            for NGRAM from 0.5.3) for the draft
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
@@ -658,6 +714,9 @@ def diagnose(
     engine: Optional[str] = None,
     max_num_batched_tokens: Optional[Union[int, str]] = None,
     max_num_seqs: Optional[int] = None,
+    vllm_entry: Optional[str] = None,
+    cuda_graph_mib: Optional[float] = None,
+    speculative_algorithm: Optional[str] = None,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
     grad_accum: Optional[int] = None,
@@ -761,6 +820,19 @@ def diagnose(
         max_num_seqs (--max-num-seqs):
             Serving engines: sequences the sampler sees at start-up (vLLM max_num_seqs) [default:
             1024 on cards ≥ 70 GiB other than A100, else 256 for vllm, 256 for sglang]
+        vllm_entry (--vllm-entry):
+            vLLM: which entry point starts the engine, serve (vllm serve, the OpenAI API server) or
+            llm (the offline LLM(...) class, whose V1 default max_num_batched_tokens is 16384 on
+            cards ≥ 70 GiB other than A100, else 8192) [default: serve]
+        cuda_graph_mib (--cuda-graph-mib):
+            Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
+            (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory:
+            X GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before
+            0.21 not counted, the graphs come on top of --gpu-util]
+        speculative_algorithm (--speculative-algorithm):
+            SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
+            SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none
+            for NGRAM from 0.5.3) for the draft
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
