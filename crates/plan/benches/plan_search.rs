@@ -187,6 +187,7 @@ fn bench(c: &mut Criterion) {
                                     grad_accum: accum,
                                 }),
                                 infer: None,
+                                cp: 1,
                             });
                         }
                     }

@@ -212,9 +212,18 @@ struct View {
     o: Option<Optimizer>,
     off_opt: Offload,
     off_par: Offload,
+    /// context-parallel degree
+    cp: u64,
 }
 
 fn rules(l: Launcher, v: View) -> Result<(), String> {
+    if v.cp > 1 && !matches!(l, Launcher::Torchtitan | Launcher::Megatron) {
+        return Err(format!(
+            "the plan uses context parallelism CP {}: {} has no ring attention over a split sequence (Megatron-LM --context-parallel-size or torchtitan context_parallel_degree run it)",
+            v.cp,
+            l.name()
+        ));
+    }
     if l == Launcher::Torchtitan {
         return torchtitan_rules(&v);
     }
@@ -286,6 +295,14 @@ fn torchtitan_rules(v: &View) -> Result<(), String> {
     // FSDP2 is applied only when parameters are sharded over ranks
     // (`ParallelDims.fsdp_enabled`: dp_shard > 1), and its CPU offload is
     // fully_shard's `CPUOffloadPolicy`
+    // with CP, FSDP2 is applied over the dp_shard × cp ranks whatever the sharding
+    // (`ParallelDims.fsdp_enabled`: dp_shard > 1 or cp > 1): plain DP cannot be written
+    if v.cp > 1 && v.sharding == Sharding::None {
+        return Err(format!(
+            "plain data parallelism with CP {}: torchtitan shards parameters with FSDP2 over the data-parallel × context-parallel ranks whenever CP is on (ParallelDims.fsdp_enabled)",
+            v.cp
+        ));
+    }
     if v.sharding != Sharding::None && v.dp < 2 {
         return Err(format!(
             "{} on one data-parallel rank: torchtitan applies FSDP2 (and its CPU offload) only over two or more ranks",
@@ -349,6 +366,7 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
         o: s.optimizer,
         off_opt: s.offload_optimizer,
         off_par: s.offload_params,
+        cp: s.cp.max(1),
     };
     rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
@@ -373,6 +391,7 @@ pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
         o: t.map(|t| t.optimizer),
         off_opt: k.offload_optimizer,
         off_par: k.offload_params,
+        cp: k.cp.max(1),
     };
     rules(l, v).is_ok()
 }
@@ -1025,7 +1044,8 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     check(Launcher::Torchtitan, s)?;
     let (_, package, base, flavor) = torchtitan_recipe(t.model)
         .ok_or_else(|| unsupported(Launcher::Torchtitan.runs_model(t.model).err().unwrap_or_default()))?;
-    let dp = (s.gpus / (s.tp.max(1) * s.pp.max(1))).max(1);
+    // the data-parallel (batch) ranks: the CP ranks share their sequences
+    let dp = (s.gpus / (s.tp.max(1) * s.pp.max(1) * s.cp.max(1))).max(1);
     let seq = t.seq.max(1);
     let micro_tokens =
         s.micro_batch.max(1).checked_mul(seq).ok_or_else(|| unsupported("micro-batch tokens overflow"))?;
@@ -1064,6 +1084,11 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     }
     let _ = writeln!(o, "    config.parallelism.tensor_parallel_degree = {}", s.tp.max(1));
     let _ = writeln!(o, "    config.parallelism.pipeline_parallel_degree = {}", s.pp.max(1));
+    if s.cp > 1 {
+        // torchtitan `ParallelismConfig.context_parallel_degree`: each sequence split over the CP
+        // ranks (PyTorch `context_parallel`, load-balanced chunks), FSDP over dp_shard × cp
+        let _ = writeln!(o, "    config.parallelism.context_parallel_degree = {}", s.cp);
+    }
     if s.pp > 1 && s.virtual_stages > 1 {
         // the interleaved schedule: torchtitan's `Interleaved1F1B` (torch.distributed.pipelining
         // `ScheduleInterleaved1F1B`), v stages per rank of `pipeline_parallel_layers_per_stage`
@@ -1312,6 +1337,7 @@ mod tests {
             offload_params: off_par,
             weights: None,
             kv_dtype: None,
+            cp: 1,
         }
     }
 

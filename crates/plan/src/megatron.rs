@@ -96,6 +96,12 @@ fn plan_flags(s: &SetupSummary, seq: u64, tokens: Option<u64>) -> Vec<String> {
     if s.sequence_parallel {
         a.push("--sequence-parallel".into());
     }
+    if s.cp > 1 {
+        // megatron/training/arguments.py `--context-parallel-size`; TransformerEngine's ring
+        // attention (`--cp-comm-type p2p`, its default) as the time model runs it
+        a.push(format!("--context-parallel-size {}", s.cp));
+        a.push("--cp-comm-type p2p".into());
+    }
     if s.ep > 1 {
         a.push(format!("--expert-model-parallel-size {}", s.ep));
         // the experts whole on each EP rank, as planned (Megatron's default is the TP size)

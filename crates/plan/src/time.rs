@@ -255,6 +255,20 @@ pub struct TrainWork {
     /// expert-parallel degree (the all-to-all group; 1: none)
     #[serde(default = "one")]
     pub ep: f64,
+    /// context-parallel degree (the ring of K/V blocks; 1: none)
+    #[serde(default = "one")]
+    pub cp: f64,
+    /// bytes one GPU sends per step round the context-parallel ring
+    /// ([`crate::work::train_cp_bytes`])
+    #[serde(default)]
+    pub cp_bytes_per_step: f64,
+    /// the share of attention time the ring's exchange can hide behind
+    /// ([`crate::work::cp_hidden_share`])
+    #[serde(default)]
+    pub cp_hidden_share: f64,
+    /// attention's share of the FLOPs of a step (with CP; 0 without)
+    #[serde(default)]
+    pub attn_share: f64,
 }
 
 fn one() -> f64 {
@@ -318,7 +332,8 @@ impl TimeModel {
         // between machines each GPU has its share of the fabric
         let pp_bw = if w.machines > 1.0 { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
         let pp_comm = w.pp_bytes_per_step / pp_bw;
-        let comm = exposed_dp + tp_comm + pp_comm + self.train_all_to_all_s(w, dev);
+        let comm =
+            exposed_dp + tp_comm + pp_comm + self.train_all_to_all_s(w, dev) + self.context_parallel_s(w, dev, compute);
         let total = compute + bubble + comm + offload;
         let mfu = if total > 0.0 && dev.flops > 0.0 {
             w.model_flops_per_token * w.tokens_per_step / (w.gpus * dev.flops * total)
@@ -334,6 +349,22 @@ impl TimeModel {
             total_s: total,
             mfu,
         }
+    }
+
+    /// Exposed seconds of context parallelism's K/V ring per step: its bytes
+    /// over NVLink while the TP × CP ranks fit in one machine (Megatron-LM's
+    /// rank order `tp-cp-ep-dp-pp` puts a CP group next to its TP ranks),
+    /// else over this GPU's share of the fabric; less the part hidden behind
+    /// attention (`cp_hidden_share` of attention's share of `compute`:
+    /// TransformerEngine overlaps each hop with the previous block's attention).
+    pub fn context_parallel_s(&self, w: &TrainWork, dev: &Device, compute: f64) -> f64 {
+        if w.cp <= 1.0 || w.cp_bytes_per_step <= 0.0 {
+            return 0.0;
+        }
+        let per_machine = (w.gpus / w.machines.max(1.0)).max(1.0);
+        let bw = if w.tp.max(1.0) * w.cp > per_machine { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
+        let ring = w.cp_bytes_per_step / bw;
+        (ring - w.cp_hidden_share * w.attn_share * compute).max(0.0)
     }
 
     /// Seconds of DP/ZeRO collectives per step, hierarchical across machines
@@ -633,6 +664,10 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -672,6 +707,10 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -710,12 +749,66 @@ mod tests {
             a2a_per_step: 128.0,
             a2a_bytes_per_step: 1e9,
             ep: 8.0,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
         };
         let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
         assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
         let with = tm.train_step(&w, &dev, None).comm_s;
         w.a2a_per_step = 0.0;
         assert!((with - tm.train_step(&w, &dev, None).comm_s - expect).abs() < 1e-12);
+    }
+
+    /// Context parallelism's ring by hand: 9e9 bytes per step over A100 NVLink
+    /// (225 GB/s effective) = 0.04 s. Megatron (TransformerEngine overlaps each hop
+    /// with the previous block's attention) hides it behind attention's share of
+    /// compute: 0.5 of 0.1 s = 0.05 s ≥ 0.04 s, nothing exposed; torchtitan's
+    /// all-gather hides behind the local block only, 1/cp = 1/4 of that: 0.0125 s,
+    /// so 0.0275 s is exposed. Across machines (TP 8 × CP 4 on 8-GPU machines) the
+    /// ring runs on the fabric.
+    #[test]
+    fn context_parallel_ring_hides_behind_attention_as_the_engine_overlaps() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            tokens_per_micro: 1.0,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 8.0,
+            tp: 2.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
+            peak: PeakKind::Bf16,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
+            cp: 4.0,
+            cp_bytes_per_step: 9e9,
+            cp_hidden_share: 1.0,
+            attn_share: 0.5,
+        };
+        assert!((9e9 / dev.intra_bw - 0.04).abs() < 1e-12, "{}", dev.intra_bw);
+        assert_eq!(tm.context_parallel_s(&w, &dev, 0.1), 0.0);
+        let titan = TrainWork { cp_hidden_share: 0.25, ..w };
+        assert!((tm.context_parallel_s(&titan, &dev, 0.1) - 0.0275).abs() < 1e-12);
+        let none = TrainWork { cp: 1.0, ..w };
+        assert_eq!(tm.context_parallel_s(&none, &dev, 0.0), 0.0);
+        let across = TrainWork { tp: 8.0, gpus: 32.0, machines: 4.0, ..w };
+        let slow = tm.device(&a100(), Link::Nvlink, 1.0, Some(25.0), PeakKind::Bf16);
+        assert!(tm.context_parallel_s(&across, &slow, 0.0) > tm.context_parallel_s(&w, &slow, 0.0));
     }
 
     #[test]
@@ -749,6 +842,10 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam

@@ -142,7 +142,12 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         Checkpointing::Selective => 2.0 * l * h * s,
         Checkpointing::Full => 2.0 * n_act + 2.0 * l * h * s,
     };
+    // sequences: the data-parallel replicas; gradients and shards: DP × CP
     let dp = par.dp() as f64;
+    let dp_group = par.shard_dp() as f64;
+    let cp = par.cp.max(1) as f64;
+    // tokens of each sequence one rank holds (context parallelism: s / cp)
+    let s_rank = s / cp;
     let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
     let psi_t = m.params_trainable as f64 / mp;
     let psi = m.params_total as f64 / mp;
@@ -164,7 +169,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         TrainKind::Qlora => 0.5,
     };
     let k = t.grad_accum.max(1) as f64;
-    let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
+    let frac = if dp_group > 1.0 { (dp_group - 1.0) / dp_group } else { 0.0 };
     let dp_bytes = match par.sharding {
         Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
         Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
@@ -173,7 +178,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let tp = par.tp.max(1) as f64;
     let act_b = t.precision.compute_dtype().bytes_f64();
     let tp_bytes = if tp > 1.0 {
-        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
+        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s_rank * h * act_b;
         let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
         k * per_micro * 2.0 * (tp - 1.0) / tp * recompute_factor
     } else {
@@ -186,22 +191,22 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     // also increases by v")
     let pp = par.pp.max(1) as f64;
     let v = if pp > 1.0 { par.virtual_stages.max(1) as f64 } else { 1.0 };
-    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s * h * act_b / tp * v } else { 0.0 };
+    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s_rank * h * act_b / tp * v } else { 0.0 };
     let mut offload_bytes = 0.0;
     let mut cpu_params = 0.0;
     if par.offload_optimizer != Offload::None {
-        offload_bytes += psi_t * (gb + 2.0) / dp;
+        offload_bytes += psi_t * (gb + 2.0) / dp_group;
         cpu_params = m.params_trainable as f64;
     }
     if par.offload_params != Offload::None {
-        offload_bytes += k * 2.0 * psi * wb / dp;
+        offload_bytes += k * 2.0 * psi * wb / dp_group;
     }
     let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
     TrainWork {
         flops_per_token: model_flops + recompute,
         model_flops_per_token: model_flops,
         tokens_per_step: t.batch as f64 * k * dp * s,
-        tokens_per_micro: t.batch as f64 * s,
+        tokens_per_micro: t.batch as f64 * s_rank,
         micro_steps: k,
         dp_bytes_per_step: dp_bytes,
         zero3: par.sharding == Sharding::Zero3,
@@ -220,6 +225,62 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         a2a_per_step: train_all_to_alls(spec, par) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
+        cp,
+        cp_bytes_per_step: train_cp_bytes(spec, t, par) * k,
+        cp_hidden_share: cp_hidden_share(t, par),
+        attn_share: if cp > 1.0 {
+            (attn + recompute_attn(t.checkpointing, l, h, s)) / (model_flops + recompute)
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Attention FLOPs per token a checkpointed step recomputes: the forward of
+/// attention (2·L·h·s/2·2 = 2·L·h·s per token) under selective or full recompute.
+fn recompute_attn(ckpt: Checkpointing, l: f64, h: f64, s: f64) -> f64 {
+    match ckpt {
+        Checkpointing::None => 0.0,
+        Checkpointing::Selective | Checkpointing::Full => 2.0 * l * h * s,
+    }
+}
+
+/// Bytes one GPU sends per micro-batch in context parallelism's ring
+/// attention: per layer of its stage, cp − 1 hops of its K/V block,
+/// 2 × batch × s/cp × kv heads (split over TP) × head_dim × activation bytes,
+/// in forward; in backward the K/V block and its gradient travel the ring
+/// together (2× forward); a fully checkpointed layer runs its forward ring
+/// again (TransformerEngine `AttnFuncWithCPAndKVP2P` forward and backward,
+/// `cp_comm_type p2p`, what Megatron-LM's `--context-parallel-size` runs;
+/// Liu et al. 2023, Ring Attention). torchtitan's default all-gathers the
+/// same K/V blocks (`context_parallel_rotate_method = "allgather"`): the
+/// same bytes per rank. 0 without CP.
+pub fn train_cp_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> f64 {
+    let cp = par.cp.max(1) as f64;
+    if cp < 2.0 {
+        return 0.0;
+    }
+    let tp = par.tp.max(1);
+    let kv_heads = spec.num_kv_heads.max(1).div_ceil(tp) as f64;
+    let act_b = t.precision.compute_dtype().bytes_f64();
+    let block = 2.0 * t.batch as f64 * (t.seq as f64 / cp) * kv_heads * spec.head_dim as f64 * act_b;
+    let layers = (spec.num_layers as f64 / par.pp.max(1) as f64).ceil();
+    let passes = if t.checkpointing == Checkpointing::Full { 4.0 } else { 3.0 };
+    layers * (cp - 1.0) * block * passes
+}
+
+/// The share of a rank's attention time behind which the CP exchange hides:
+/// all of it under Megatron-LM (TransformerEngine sends block i + 1 on one
+/// stream while attention runs on block i: `flash_attn_streams`,
+/// `send_recv_reqs` in `AttnFuncWithCPAndKVP2P.forward`), 1/cp under
+/// torchtitan's default all-gather ("all-gather all kv shards on ranks after
+/// the first sub-SDPA computation": `context_parallel_rotate_method` in
+/// torchtitan/config/job_config.py), whose gather overlaps only the local block.
+pub fn cp_hidden_share(t: &TrainSetup, par: &Parallelism) -> f64 {
+    let cp = par.cp.max(1) as f64;
+    match t.engine {
+        vramfit_core::workload::Engine::Megatron => 1.0,
+        _ => 1.0 / cp,
     }
 }
 

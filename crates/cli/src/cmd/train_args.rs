@@ -206,6 +206,11 @@ pub struct TrainArgs {
     /// Offload saved activations to host memory (torchtune enable_activation_offloading)
     #[arg(long)]
     pub activation_offload: bool,
+    /// Context-parallel degree for long sequences (--engine megatron: --context-parallel-size;
+    /// torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of every
+    /// sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP [default: 1]
+    #[arg(long, value_name = "N")]
+    pub cp: Option<u64>,
 }
 
 /// Where each workload value came from, to name it in an error: the flag
@@ -386,6 +391,7 @@ impl TrainArgs {
             ("--no-double-quant", self.no_double_quant),
             ("--optimizer-in-backward", self.optimizer_in_backward),
             ("--activation-offload", self.activation_offload),
+            ("--cp", self.cp.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, given)| given.then_some(name))
@@ -481,6 +487,7 @@ impl TrainArgs {
             sequence_parallel: self.sp,
             offload_optimizer,
             offload_params,
+            cp: self.cp.unwrap_or(1),
         })
     }
 

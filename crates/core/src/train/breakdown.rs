@@ -200,7 +200,8 @@ impl TrainModel {
         let s = prof.states(par)?;
         let saved = self.saved(setup, par)?;
         let (weight_copies, recompute) = self.casts_and_recompute(setup, par, saved.full_layer)?;
-        let attention_backward = self.attention_backward(setup, par)?;
+        // eager attention is refused with CP, so at most one of the two is not 0
+        let attention_backward = self.attention_backward(setup, par)?.max(self.ring_attention(setup, par)?);
         let dequant = self.dequant(par)?;
         let comm = self.comm(setup, par, &s)?;
         let root_unsharded = self.root_unsharded(setup, par)?;
@@ -326,7 +327,8 @@ impl TrainModel {
         use crate::workload::Sharding;
         let prof = &self.profile;
         let framework = setup.framework();
-        let dp = par.dp();
+        // gradients are reduced over DP × CP ([`Parallelism::shard_dp`])
+        let dp = par.shard_dp();
         let mut c = CommBuffers::default();
         if dp < 2 || s.trainable_per_gpu == 0 {
             return Ok(c);
@@ -378,7 +380,7 @@ impl TrainModel {
     /// to, so an unsharded unit costs its full size on top of the shard the weights
     /// line holds.
     fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
-        let dp = par.dp();
+        let dp = par.shard_dp();
         if dp < 2 || par.sharding.stage() < 3 || !setup.framework().fsdp_root_unsharded_in_backward {
             return Ok(0);
         }
@@ -394,7 +396,7 @@ impl TrainModel {
     /// under full checkpointing; sharded FSDP on ≥ 2 ranks.
     fn kept_input_grads(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
         let frozen_units = matches!(setup.kind, TrainKind::Lora | TrainKind::Qlora);
-        if par.dp() < 2
+        if par.shard_dp() < 2
             || par.sharding.stage() < 2
             || setup.checkpointing != Checkpointing::Full
             || !frozen_units
@@ -405,7 +407,7 @@ impl TrainModel {
         let layers = self.profile.layers.div_ceil(par.pp.max(1));
         let input =
             if par.sequence_parallel { div_ceil(self.act.layer_input, par.tp.max(1)) } else { self.act.layer_input };
-        product("kept input gradients", &[setup.batch, setup.seq, layers.saturating_sub(1), input])
+        product("kept input gradients", &[setup.batch, local_seq(setup, par), layers.saturating_sub(1), input])
     }
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
@@ -424,9 +426,11 @@ impl TrainModel {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
         let sp = par.sequence_parallel;
-        let tokens = mul("tokens", setup.batch, setup.seq)?;
+        // context parallelism: each rank holds seq / cp tokens of every sequence
+        let seq = local_seq(setup, par);
+        let tokens = mul("tokens", setup.batch, seq)?;
         let in_flight = in_flight_micro_batches(pp, par.virtual_stages, setup.grad_accum);
-        let full_layer = layer_bytes_per_token(ap, setup.seq, tp, sp, setup.checkpointing)?;
+        let full_layer = layer_bytes_per_token(ap, seq, tp, sp, setup.checkpointing)?;
         let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {
             Checkpointing::Full => input,
@@ -504,7 +508,11 @@ impl TrainModel {
         };
         let recompute = if ckpt_full {
             let layer_copies = mul("recompute", per_param, prof.layer_cast_params_per_gpu(tp, pp)?)?;
-            add("recompute", mul("recompute", mul("tokens", setup.batch, setup.seq)?, full_layer)?, layer_copies)?
+            add(
+                "recompute",
+                mul("recompute", mul("tokens", setup.batch, local_seq(setup, par))?, full_layer)?,
+                layer_copies,
+            )?
         } else {
             0
         };
@@ -533,6 +541,45 @@ impl TrainModel {
         // the layer's 16-bit softmax cast is freed once `probs @ v` has been differentiated
         let cast = if self.compute_bytes != 4 { self.compute_bytes } else { 0 };
         sum(what, &[mul(what, elems, EAGER_BWD_BYTES - cast)?, rebuilt, head_grad])
+    }
+
+    /// Context parallelism's ring attention, one layer at a time, the larger of
+    /// its two moments (TransformerEngine `AttnFuncWithCPAndKVP2P`,
+    /// transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
+    /// which Megatron-LM runs under `--context-parallel-size` with `cp_comm_type p2p`):
+    /// * forward: every K/V block received stays in `p2p_comm_buffers` and every
+    ///   step's partial output in `out_per_step` until the outputs are merged after
+    ///   the last step, so cp blocks of seq / cp tokens, the whole sequence's
+    ///   K/V and a q-sized output per token are live: batch × seq × (K/V + hidden)
+    ///   per rank (split over TP);
+    /// * backward: two buffers each holding a K/V block and its gradient
+    ///   (`torch.empty((2, *kv.shape))` twice): 4 × batch × seq / cp × K/V.
+    ///
+    /// 0 without CP. torchtitan's ring (PyTorch `context_parallel`, K/V all-gathered
+    /// by default: `context_parallel_rotate_method = "allgather"`) holds the same
+    /// whole-sequence K/V in forward.
+    fn ring_attention(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        let cp = par.cp.max(1);
+        if cp < 2 {
+            return Ok(0);
+        }
+        let what = "ring attention buffers";
+        let tp = par.tp.max(1);
+        let ap = &self.act;
+        let kv_heads = ap.kv_heads.max(1);
+        // K and V of one layer per token on this rank (kv heads split over TP, at least one
+        // each); where the saved set repeats them to every query head (`layer_kv` 0) the ring
+        // still passes the kv-head-wide K/V: 2 × hidden × kv heads / heads × compute bytes
+        let layer_kv = if ap.layer_kv > 0 {
+            ap.layer_kv
+        } else {
+            div_ceil(product(what, &[2, self.hidden, kv_heads, self.compute_bytes])?, self.heads.max(1))
+        };
+        let kv = div_ceil(mul(what, layer_kv, kv_heads.div_ceil(tp))?, kv_heads);
+        let out = div_ceil(mul(what, self.hidden, self.compute_bytes)?, tp);
+        let forward = product(what, &[setup.batch, setup.seq, add(what, kv, out)?])?;
+        let backward = product(what, &[4, setup.batch, local_seq(setup, par), kv])?;
+        Ok(forward.max(backward))
     }
 
     /// QLoRA: one base matrix dequantized to 16-bit in forward and one in backward.
@@ -581,6 +628,14 @@ impl BackwardOnTop {
             BackwardOnTop { root_flat_grad: root_grad, ..none }
         })
     }
+}
+
+/// Tokens of each sequence one rank holds: seq / cp under context parallelism
+/// (Megatron-LM `get_batch_on_this_cp_rank` splits each sequence into 2 × cp
+/// chunks and gives each rank two of them, for causal load balance; torchtitan
+/// `context_parallel` shards the sequence dimension likewise), rounded up.
+pub fn local_seq(setup: &TrainSetup, par: &Parallelism) -> u64 {
+    setup.seq.div_ceil(par.cp.max(1))
 }
 
 /// Micro-batches whose activations the first (worst) pipeline stage holds.
@@ -684,5 +739,40 @@ mod tests {
                 assert!(transients.iter().filter(|&&t| t > 0).count() <= 1, "{:?}", b.at_peak);
             }
         }
+    }
+
+    /// Context parallelism (Megatron-LM `--context-parallel-size`): a rank of a CP
+    /// group holds seq / cp tokens of each sequence, so everything sized per token
+    /// (saved activations, logits buffers) is that of a seq / cp job, while the
+    /// model states shard over DP × CP (`with_context_parallel=True`). By hand, a
+    /// Llama-like 512-hidden, 4-layer model, 8 GPUs at ZeRO-1: CP 4 at seq 8192
+    /// leaves DP 2 and shards over 8 ranks, exactly as CP 1 on 8 GPUs at seq 2048.
+    #[test]
+    fn context_parallel_holds_a_cp_th_of_the_tokens_and_shards_over_dp_cp() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 8, 1376, 32000);
+        let setup = |seq| TrainSetup {
+            engine: crate::workload::Engine::Megatron,
+            precision: Precision::MixedBf16,
+            batch: 1,
+            seq,
+            ..TrainSetup::default()
+        };
+        let par = |cp| Parallelism { gpus: 8, cp, sharding: Sharding::Zero1, ..Parallelism::default() };
+        let m = TrainModel::new(&spec, &setup(8192)).unwrap();
+        let with_cp = m.evaluate(&setup(8192), &par(4)).unwrap();
+        let short = m.evaluate(&setup(2048), &par(1)).unwrap();
+        let long = m.evaluate(&setup(8192), &par(1)).unwrap();
+        assert_eq!(par(4).dp(), 2);
+        assert_eq!(par(4).shard_dp(), 8);
+        assert_eq!(with_cp.states, short.states);
+        assert_eq!(with_cp.act_layers, short.act_layers);
+        assert_eq!(with_cp.at_peak.logits_grad, short.at_peak.logits_grad);
+        assert_eq!(long.act_layers, 4 * short.act_layers);
+        // the ring's buffers exist only with CP: K + V per token = 2 × 8 kv heads × 64 × 2 B
+        // = 2048 B, a q-sized output 512 × 2 B = 1024 B; forward 1 × 8192 tokens × 3072 B =
+        // 25,165,824 B, backward 4 × 2048 tokens × 2048 B = 16,777,216 B: forward is the larger
+        assert_eq!(m.ring_attention(&setup(8192), &par(4)).unwrap(), 8192 * 3072);
+        assert_eq!(m.ring_attention(&setup(8192), &par(1)).unwrap(), 0);
+        assert!(with_cp.tensor_peak < long.tensor_peak);
     }
 }

@@ -307,7 +307,8 @@ impl TrainProfile {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
         let ep = par.ep.max(1);
-        let dp = par.dp();
+        // ZeRO / FSDP / the distributed optimizer shard over DP × CP ([`Parallelism::shard_dp`])
+        let dp = par.shard_dp();
         let stage = par.sharding.stage();
         let t = self.per_gpu_ep("trainable per GPU", tp, pp, ep, |g| g.trainable)?;
         let base = self.per_gpu_ep("weights per GPU", tp, pp, ep, |g| g.base_bytes)?;
@@ -429,7 +430,7 @@ impl TrainProfile {
         } else {
             0
         };
-        Ok(DpSplit { t, expert_t, dp: par.dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
+        Ok(DpSplit { t, expert_t, dp: par.shard_dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
     }
 
     /// What DeepSpeed's ZeRO-Offload keeps in host memory besides the fp32
