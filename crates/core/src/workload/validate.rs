@@ -194,7 +194,7 @@ pub fn context_parallel(t: &TrainSetup, par: &Parallelism) -> Result<(), Workloa
     let ranks = par.tp.max(1) * cp * par.pp.max(1);
     if !par.gpus.is_multiple_of(ranks) {
         return bad(format!(
-            "--gpus {} is not a multiple of TP {} × CP {cp} × PP {} = {ranks}",
+            "{} GPUs are not a multiple of TP {} × CP {cp} × PP {} = {ranks}",
             par.gpus,
             par.tp.max(1),
             par.pp.max(1)
