@@ -1040,6 +1040,38 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
 /// model (`torchtitan/config/README.md`: a run is a function selected with
 /// `--module`/`--config`), and its launch line (`run_train.sh` on one
 /// machine, `torchrun … -m torchtitan.train` on several).
+/// torchtitan's pipeline schedule lines of the plan `s` (none without PP).
+fn torchtitan_pipeline(o: &mut String, s: &SetupSummary, t: &Target) {
+    if s.pp > 1 && s.virtual_stages > 1 {
+        // the interleaved schedule: torchtitan's `Interleaved1F1B` (torch.distributed.pipelining
+        // `ScheduleInterleaved1F1B`), v stages per rank of `pipeline_parallel_layers_per_stage`
+        // layers each (torchtitan `ParallelismConfig`: "the number of layers per (virtual)
+        // pipeline stage"); the planner only proposes v that split the layers evenly
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"Interleaved1F1B\"");
+        let _ = writeln!(
+            o,
+            "    # {} virtual stages per rank: {} stages of {} layers",
+            s.virtual_stages,
+            s.pp.saturating_mul(s.virtual_stages),
+            t.layers / s.pp.saturating_mul(s.virtual_stages).max(1)
+        );
+        let _ = writeln!(
+            o,
+            "    config.parallelism.pipeline_parallel_layers_per_stage = {}",
+            t.layers / s.pp.saturating_mul(s.virtual_stages).max(1)
+        );
+        // torchtitan counts ⌈(layers + first_less + last_less) / layers_per_stage⌉ stages and
+        // needs a multiple of the PP degree (`pipeline_llm`); with both weights at their
+        // default 1 the count is off by one: the planned equal chunks set them to 0
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_first_stage_less_layers = 0");
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_last_stage_less_layers = 0");
+        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
+    } else if s.pp > 1 {
+        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"1F1B\"");
+        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
+    }
+}
+
 pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     check(Launcher::Torchtitan, s)?;
     let (_, package, base, flavor) = torchtitan_recipe(t.model)
@@ -1089,34 +1121,7 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
         // ranks (PyTorch `context_parallel`, load-balanced chunks), FSDP over dp_shard × cp
         let _ = writeln!(o, "    config.parallelism.context_parallel_degree = {}", s.cp);
     }
-    if s.pp > 1 && s.virtual_stages > 1 {
-        // the interleaved schedule: torchtitan's `Interleaved1F1B` (torch.distributed.pipelining
-        // `ScheduleInterleaved1F1B`), v stages per rank of `pipeline_parallel_layers_per_stage`
-        // layers each (torchtitan `ParallelismConfig`: "the number of layers per (virtual)
-        // pipeline stage"); the planner only proposes v that split the layers evenly
-        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"Interleaved1F1B\"");
-        let _ = writeln!(
-            o,
-            "    # {} virtual stages per rank: {} stages of {} layers",
-            s.virtual_stages,
-            s.pp.saturating_mul(s.virtual_stages),
-            t.layers / s.pp.saturating_mul(s.virtual_stages).max(1)
-        );
-        let _ = writeln!(
-            o,
-            "    config.parallelism.pipeline_parallel_layers_per_stage = {}",
-            t.layers / s.pp.saturating_mul(s.virtual_stages).max(1)
-        );
-        // torchtitan counts ⌈(layers + first_less + last_less) / layers_per_stage⌉ stages and
-        // needs a multiple of the PP degree (`pipeline_llm`); with both weights at their
-        // default 1 the count is off by one: the planned equal chunks set them to 0
-        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_first_stage_less_layers = 0");
-        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_last_stage_less_layers = 0");
-        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
-    } else if s.pp > 1 {
-        let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"1F1B\"");
-        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
-    }
+    torchtitan_pipeline(&mut o, s, t);
     let _ = writeln!(o, "    config.training.max_context_length = {seq}");
     let _ = writeln!(o, "    config.training.num_tokens_per_microbatch_per_dp_rank = {micro_tokens}");
     let _ = writeln!(
