@@ -224,6 +224,12 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
             l.name()
         ));
     }
+    if v.p == Some(Precision::MixedFp8) && !matches!(l, Launcher::Torchtitan | Launcher::Megatron) {
+        return Err(format!(
+            "the plan trains in FP8 (mixed-fp8): {} has no FP8 training written here (Megatron-LM --fp8-format hybrid or torchtitan's float8 converter run it)",
+            l.name()
+        ));
+    }
     if l == Launcher::Torchtitan {
         return torchtitan_rules(&v);
     }
@@ -281,10 +287,10 @@ fn torchtitan_rules(v: &View) -> Result<(), String> {
         Some(o) => return Err(format!("the {} optimizer: torchtitan's recipes build AdamW", o.name())),
     }
     match v.p {
-        None | Some(Precision::MixedBf16) | Some(Precision::Bf16) | Some(Precision::Fp32) => {}
+        None | Some(Precision::MixedBf16) | Some(Precision::Bf16) | Some(Precision::Fp32) | Some(Precision::MixedFp8) => {}
         Some(p) => {
             return Err(format!(
-            "{} precision: torchtitan trains with FSDP mixed precision (fp32 master, bf16 compute), pure bf16 or fp32",
+            "{} precision: torchtitan trains with FSDP mixed precision (fp32 master, bf16 compute; float8 linears: mixed-fp8), pure bf16 or fp32",
             p.name()
         ))
         }
@@ -323,10 +329,10 @@ fn megatron_rules(v: &View) -> Result<(), String> {
         return Err("LoRA/QLoRA: Megatron-LM's pretrain_gpt.py trains full models".into());
     }
     match v.p {
-        None | Some(Precision::MixedBf16) | Some(Precision::MixedFp16) | Some(Precision::Fp32) => {}
+        None | Some(Precision::MixedBf16) | Some(Precision::MixedFp16) | Some(Precision::Fp32) | Some(Precision::MixedFp8) => {}
         Some(p) => {
             return Err(format!(
-                "{} precision: Megatron trains 16-bit parameters with an fp32 master (--bf16, --fp16) or fp32",
+                "{} precision: Megatron trains 16-bit parameters with an fp32 master (--bf16, --fp16; --fp8-format hybrid: mixed-fp8) or fp32",
                 p.name()
             ))
         }
@@ -1092,7 +1098,11 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     let mut o = String::new();
     let _ = writeln!(o, "# torchtitan_recipes/vramfit_plan.py, written by `vramfit plan --emit torchtitan`");
     let _ = writeln!(o, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC");
-    if FLOAT8_BASELINES.contains(&base) {
+    let fp8 = s.precision == Some(Precision::MixedFp8);
+    if fp8 {
+        let _ = writeln!(o, "from torchtitan.components.quantization.float8 import Float8LinearConverter");
+    }
+    if FLOAT8_BASELINES.contains(&base) || fp8 {
         let _ = writeln!(o, "from torchtitan.models.{package} import model_registry");
     }
     let _ = writeln!(o, "from torchtitan.models.{package}.config_registry import {base}");
@@ -1104,7 +1114,15 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     );
     let _ = writeln!(o, "def vramfit_plan() -> Trainer.Config:");
     let _ = writeln!(o, "    config = {base}()");
-    if FLOAT8_BASELINES.contains(&base) {
+    if fp8 {
+        // mixed-fp8: torchao float8 linears, the output head in bf16 (torchtitan's own
+        // llama3_405b recipe: Float8LinearConverter with filter_fqns=["output"])
+        let _ = writeln!(o, "    # the model as planned: float8 linears (torchao), the output head in bf16");
+        let _ = writeln!(
+            o,
+            "    config.model_spec = model_registry(\"{flavor}\", converters=[Float8LinearConverter.Config(filter_fqns=[\"output\"])])"
+        );
+    } else if FLOAT8_BASELINES.contains(&base) {
         let _ = writeln!(o, "    # the model as planned: bf16 linears (the baseline converts them to float8)");
         let _ = writeln!(o, "    config.model_spec = model_registry(\"{flavor}\")");
     }

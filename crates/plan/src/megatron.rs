@@ -124,6 +124,14 @@ fn plan_flags(s: &SetupSummary, seq: u64, tokens: Option<u64>) -> Vec<String> {
     match s.precision {
         Some(Precision::MixedBf16) => a.push("--bf16".into()),
         Some(Precision::MixedFp16) => a.push("--fp16".into()),
+        Some(Precision::MixedFp8) => {
+            // FP8 linears over bf16 parameters: megatron/training/arguments.py `--fp8-format hybrid`
+            // (TransformerEngine E4M3 forward, E5M2 gradients) with delayed scaling's amax history
+            a.push("--bf16".into());
+            a.push("--fp8-format hybrid".into());
+            a.push("--fp8-amax-history-len 1024".into());
+            a.push("--fp8-amax-compute-algo max".into());
+        }
         _ => {}
     }
     let per_step = s.global_batch.max(1).saturating_mul(seq.max(1));

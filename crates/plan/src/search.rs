@@ -515,6 +515,12 @@ impl<'a> Search<'a> {
             // bf16 on a card without it would silently change the numerics
             return false;
         }
+        if gpu.fp8_tflops.is_none() && key.train.as_ref().is_some_and(|t| t.precision.is_fp8()) {
+            // FP8 training needs FP8 tensor cores (TransformerEngine refuses below compute
+            // capability 8.9: "Device compute capability 8.9 or higher required for FP8
+            // execution"; torchao float8 likewise): no A100, no V100
+            return false;
+        }
         if key.tp > 1 {
             let nvlink = offer.link == Link::Nvlink && gpu.nvlink_gbs.is_some();
             // a serving engine runs TP over PCIe inside one machine too (vLLM

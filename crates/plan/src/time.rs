@@ -153,6 +153,8 @@ pub struct Device {
     /// GPU↔GPU bandwidth between machines, bytes/s (when the job spans several)
     pub inter_bw: Option<f64>,
     pub link: Link,
+    /// the 16-bit tensor rate, FLOP/s: what FP8 training's non-GEMM work runs at
+    pub bf16_flops: f64,
 }
 
 impl TimeModel {
@@ -189,6 +191,7 @@ impl TimeModel {
             host_bw: pcie_gbs(gpu.pcie_gen) * 1e9,
             inter_bw: inter_node_gbs.map(|g| g * 1e9),
             link: if gpu.nvlink_gbs.is_some() { link } else { Link::Pcie },
+            bf16_flops: gpu.bf16_tflops * 1e12 * fraction,
         }
     }
 
@@ -269,6 +272,14 @@ pub struct TrainWork {
     /// attention's share of the FLOPs of a step (with CP; 0 without)
     #[serde(default)]
     pub attn_share: f64,
+    /// FP8 training: the share of `flops_per_token` in the FP8 linear GEMMs
+    /// ([`crate::work::fp8_gemm_flops_per_token`]); 0 otherwise
+    #[serde(default)]
+    pub fp8_gemm_share: f64,
+    /// FP8 training: HBM bytes per trained token (whole model) of the casts to FP8
+    /// ([`crate::work::fp8_cast_bytes_per_token`]); 0 otherwise
+    #[serde(default)]
+    pub fp8_cast_bytes_per_token: f64,
 }
 
 fn one() -> f64 {
@@ -305,11 +316,13 @@ impl StepTime {
 impl TimeModel {
     /// Time of one optimizer step of `w` on `gpus` copies of `dev`.
     pub fn train_step(&self, w: &TrainWork, dev: &Device, cpu_cores: Option<u64>) -> StepTime {
-        let per_gpu = dev.flops * dev.mfu * if w.qlora { self.qlora_speed } else { 1.0 };
+        let per_gpu = self.train_rate(w, dev) * dev.mfu * if w.qlora { self.qlora_speed } else { 1.0 };
         let eff = self.micro_batch_efficiency(w.tokens_per_micro);
         let total_flops = w.flops_per_token * w.tokens_per_step;
         let ideal = w.model_flops_per_token * w.tokens_per_step / (w.gpus * per_gpu);
-        let compute = total_flops / (w.gpus * per_gpu * eff);
+        // FP8 training: the casts to FP8 are memory-bound kernels on the critical path
+        let casts = w.fp8_cast_bytes_per_token * w.tokens_per_step / (w.gpus * dev.mem_bw.max(1.0));
+        let compute = total_flops / (w.gpus * per_gpu * eff) + casts;
         // 1F1B idles (p − 1)/m of the step; the interleaved schedule with v
         // virtual stages per rank (p − 1)/(v·m) (Narayanan et al. 2021 §2.2.2)
         let bubble = if w.pp > 1.0 {
@@ -349,6 +362,20 @@ impl TimeModel {
             total_s: total,
             mfu,
         }
+    }
+
+    /// The dense rate a training step computes at, FLOP/s per GPU: the
+    /// precision's peak, or under FP8 training the harmonic blend of the FP8
+    /// peak for its linear GEMMs (`fp8_gemm_share` of the FLOPs) and the 16-bit
+    /// peak for the rest (attention, which TransformerEngine and torchao run in
+    /// bf16 flash attention, the output head, recompute of those), both at the
+    /// architecture's MFU: 1 / (share / fp8 + (1 − share) / bf16).
+    pub fn train_rate(&self, w: &TrainWork, dev: &Device) -> f64 {
+        if w.fp8_gemm_share <= 0.0 || dev.peak != PeakKind::Fp8 || dev.bf16_flops <= 0.0 {
+            return dev.flops;
+        }
+        let share = w.fp8_gemm_share.min(1.0);
+        1.0 / (share / dev.flops + (1.0 - share) / dev.bf16_flops)
     }
 
     /// Exposed seconds of context parallelism's K/V ring per step: its bytes
@@ -668,6 +695,8 @@ mod tests {
             cp_bytes_per_step: 0.0,
             cp_hidden_share: 0.0,
             attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -711,6 +740,8 @@ mod tests {
             cp_bytes_per_step: 0.0,
             cp_hidden_share: 0.0,
             attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -753,6 +784,8 @@ mod tests {
             cp_bytes_per_step: 0.0,
             cp_hidden_share: 0.0,
             attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
         assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
@@ -799,6 +832,8 @@ mod tests {
             cp_bytes_per_step: 9e9,
             cp_hidden_share: 1.0,
             attn_share: 0.5,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         assert!((9e9 / dev.intra_bw - 0.04).abs() < 1e-12, "{}", dev.intra_bw);
         assert_eq!(tm.context_parallel_s(&w, &dev, 0.1), 0.0);
@@ -809,6 +844,59 @@ mod tests {
         let across = TrainWork { tp: 8.0, gpus: 32.0, machines: 4.0, ..w };
         let slow = tm.device(&a100(), Link::Nvlink, 1.0, Some(25.0), PeakKind::Bf16);
         assert!(tm.context_parallel_s(&across, &slow, 0.0) > tm.context_parallel_s(&w, &slow, 0.0));
+    }
+
+    /// FP8 training's rate by hand on an H100 SXM (989 TFLOP/s bf16, 1979 fp8): with
+    /// 80 % of the FLOPs in FP8 GEMMs, 1 / (0.8 / 1979e12 + 0.2 / 989e12) =
+    /// 1 / (4.0424e-16 + 2.0222e-16) = 1.6489e15 FLOP/s; without FP8 GEMMs (or on a
+    /// card timed at its 16-bit peak) the precision's peak.
+    #[test]
+    fn fp8_training_blends_the_fp8_and_bf16_peaks_by_flops() {
+        let tm = TimeModel::default();
+        let h100 = GpuSpec { bf16_tflops: 989.0, fp8_tflops: Some(1979.0), ..a100() };
+        let dev = tm.device(&h100, Link::Nvlink, 1.0, None, PeakKind::Fp8);
+        let w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            tokens_per_micro: 1.0,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 1.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
+            peak: PeakKind::Fp8,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.8,
+            fp8_cast_bytes_per_token: 0.0,
+        };
+        let expect = 1.0 / (0.8 / 1979e12 + 0.2 / 989e12);
+        assert!((tm.train_rate(&w, &dev) / expect - 1.0).abs() < 1e-12, "{}", tm.train_rate(&w, &dev));
+        assert!((expect - 1.6489e15).abs() < 1e11);
+        let bf16 = tm.device(&h100, Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        assert_eq!(tm.train_rate(&w, &bf16), 989e12);
+        assert_eq!(tm.train_rate(&TrainWork { fp8_gemm_share: 0.0, ..w }, &dev), 1979e12);
+        // the casts are memory-bound time on top: 3.35e12 bytes per token at 3.35 TB/s = 1 s more
+        let h = GpuSpec { bandwidth_gbs: 3350.0, ..h100 };
+        let d = tm.device(&h, Link::Nvlink, 1.0, None, PeakKind::Fp8);
+        let a = tm.train_step(&w, &d, None).compute_s;
+        let b = tm.train_step(&TrainWork { fp8_cast_bytes_per_token: 3.35e12, ..w }, &d, None).compute_s;
+        assert!((b - a - 1.0).abs() < 1e-9, "{a} {b}");
     }
 
     #[test]
@@ -846,6 +934,8 @@ mod tests {
             cp_bytes_per_step: 0.0,
             cp_hidden_share: 0.0,
             attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam

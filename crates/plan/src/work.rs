@@ -157,7 +157,9 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         } else {
             2.0
         }
-    } else if t.framework().megatron_mixed_precision && t.precision == vramfit_core::train::Precision::MixedBf16 {
+    } else if t.framework().megatron_mixed_precision
+        && matches!(t.precision, vramfit_core::train::Precision::MixedBf16 | vramfit_core::train::Precision::MixedFp8)
+    {
         // Megatron reduces its fp32 main grads under --bf16 (`grad_reduce_in_fp32`)
         4.0
     } else {
@@ -201,7 +203,14 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     if par.offload_params != Offload::None {
         offload_bytes += k * 2.0 * psi * wb / dp_group;
     }
-    let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
+    let peak = if t.precision.compute_dtype() == DType::F32 {
+        PeakKind::Fp32
+    } else if t.precision.is_fp8() {
+        PeakKind::Fp8
+    } else {
+        PeakKind::Bf16
+    };
+    let fp8_flops = fp8_gemm_flops_per_token(spec, t, m);
     TrainWork {
         flops_per_token: model_flops + recompute,
         model_flops_per_token: model_flops,
@@ -233,7 +242,42 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         } else {
             0.0
         },
+        fp8_gemm_share: fp8_flops / (model_flops + recompute),
+        fp8_cast_bytes_per_token: if fp8_flops > 0.0 { fp8_cast_bytes_per_token(spec) } else { 0.0 },
     }
+}
+
+/// FP8 training (`mixed-fp8`): FLOPs per token of the decoder's linear GEMMs,
+/// which run in FP8 — 6 per decoder-linear parameter a token passes through
+/// (8 under full recompute, whose forward repeats them): the active parameters
+/// less the embedding and the output head, which TransformerEngine's Megatron
+/// layers and torchtitan's float8 converter (`filter_fqns = ["output"]`) keep
+/// in bf16 (one vocabulary × hidden matrix when tied). 0 otherwise.
+pub fn fp8_gemm_flops_per_token(spec: &ModelSpec, t: &TrainSetup, m: &MemSummary) -> f64 {
+    if !t.precision.is_fp8() {
+        return 0.0;
+    }
+    let vh = (spec.vocab_size * spec.hidden_size) as f64;
+    let outside = if spec.tied_embeddings { vh } else { 2.0 * vh };
+    let linears = (m.params_active as f64 - outside).max(0.0);
+    let passes = if t.checkpointing == Checkpointing::Full { 8.0 } else { 6.0 };
+    passes * linears
+}
+
+/// FP8 training: HBM bytes per token (whole model) the casts to FP8 move.
+/// Dynamic per-tensor scaling reads a tensor for its amax, then reads it
+/// again and writes it in FP8 (2 + 2 + 1 B per element): each decoder
+/// linear's input in forward and its output gradient in backward; the
+/// weight-gradient GEMM takes both transposed, one FP8 copy each (1 + 1 B;
+/// torchao `Float8Linear` / `hp_tensor_and_scale_to_float8`, TransformerEngine's
+/// quantizers with column-wise usage on Hopper): 7 B per element of input and
+/// of output, over the linears of a layer — q, k, v, o and the MLP's gate, up,
+/// down: 7·h + 2·q_width + 2·kv_width + 3·intermediate elements — and the layers.
+pub fn fp8_cast_bytes_per_token(spec: &ModelSpec) -> f64 {
+    let h = spec.hidden_size as f64;
+    let per_layer =
+        7.0 * h + 2.0 * spec.q_width() as f64 + 2.0 * spec.kv_width() as f64 + 3.0 * spec.intermediate_size as f64;
+    7.0 * per_layer * spec.num_layers as f64
 }
 
 /// Attention FLOPs per token a checkpointed step recomputes: the forward of
@@ -308,4 +352,19 @@ pub fn train_all_to_all_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelis
     let tokens = (t.batch * t.seq) as f64 / par.tp.max(1) as f64;
     let fanout = (moe.experts_per_token as f64).min(ep) * (ep - 1.0) / ep;
     tokens * spec.hidden_size as f64 * t.precision.compute_dtype().bytes_f64() * fanout * alls
+}
+
+#[cfg(test)]
+mod fp8_tests {
+    use super::*;
+
+    /// The FP8 casts by hand for a Llama-like layer, hidden 512, 8 heads of 64, 2 kv
+    /// heads, MLP 1376, 4 layers: elements per token of the linears' inputs and outputs
+    /// 7 × 512 + 2 × 512 + 2 × 128 + 3 × 1376 = 3584 + 1024 + 256 + 4128 = 8992, × 7 B
+    /// × 4 layers = 251,776 B per token.
+    #[test]
+    fn fp8_casts_count_every_decoder_linear() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 2, 1376, 32000);
+        assert_eq!(fp8_cast_bytes_per_token(&spec), 251_776.0);
+    }
 }

@@ -73,6 +73,9 @@ pub struct PeakLines {
     /// through backward and their gradients, kept to its end (only their gradients here:
     /// the inputs are in `act_layers`); live with the recomputed layer
     pub kept_input_grads: u64,
+    /// FP8 training under TransformerEngine: the FP8 copies of the decoder linears'
+    /// weights (and their transposes) kept across micro-batches; persistent
+    pub fp8_weights: u64,
 }
 
 impl PeakLines {
@@ -103,6 +106,7 @@ impl PeakLines {
                 self.root_unsharded,
                 self.root_flat_grad,
                 self.kept_input_grads,
+                self.fp8_weights,
             ],
         )
     }
@@ -213,6 +217,7 @@ impl TrainModel {
             adapters: s.adapters,
             master: s.master,
             comm_buffers: comm.resident,
+            fp8_weights: self.fp8_weights(setup, par)?,
             ..PeakLines::default()
         };
         let step = if setup.optimizer_in_backward {
@@ -543,6 +548,23 @@ impl TrainModel {
         sum(what, &[mul(what, elems, EAGER_BWD_BYTES - cast)?, rebuilt, head_grad])
     }
 
+    /// FP8 training (`mixed-fp8`) under Megatron-LM: TransformerEngine's `Linear`
+    /// casts each weight to FP8 once per step and caches it across the step's
+    /// micro-batches (`get_weight_workspace` with `cache_name="weight"` while
+    /// Megatron passes `is_first_microbatch`, transformer_engine/pytorch/module/linear.py;
+    /// Megatron's `TELinear`), with its transpose for the backward GEMM on Hopper
+    /// (the weight quantizer's column-wise usage, `Float8Tensor`'s transpose): 2 B
+    /// per decoder-linear parameter on the GPU (TP/PP split; the output head and the
+    /// embedding stay bf16). torchtitan's torchao `Float8Linear` casts per GEMM and
+    /// saves the bf16 weight for backward: no persistent copy. 0 otherwise.
+    fn fp8_weights(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        if !setup.precision.is_fp8() || !setup.framework().megatron_mixed_precision {
+            return Ok(0);
+        }
+        let linears = self.profile.layer_cast_params_per_gpu(par.tp.max(1), par.pp.max(1))?;
+        mul("FP8 weight copies", linears, 2)
+    }
+
     /// Context parallelism's ring attention, one layer at a time, the larger of
     /// its two moments (TransformerEngine `AttnFuncWithCPAndKVP2P`,
     /// transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
@@ -774,5 +796,35 @@ mod tests {
         assert_eq!(m.ring_attention(&setup(8192), &par(4)).unwrap(), 8192 * 3072);
         assert_eq!(m.ring_attention(&setup(8192), &par(1)).unwrap(), 0);
         assert!(with_cp.tensor_peak < long.tensor_peak);
+    }
+
+    /// FP8 training under Megatron (TransformerEngine): the FP8 weight and its
+    /// transpose of every decoder linear stay cached, 2 B per decoder-linear
+    /// parameter. By hand, Llama-like hidden 512, 8 heads, 8 kv heads, MLP 1376,
+    /// 4 layers: q, k, v, o 4 × 512 × 512 = 1,048,576 and gate, up, down
+    /// 3 × 512 × 1376 = 2,113,536 per layer, 3,162,112 × 4 layers = 12,648,448
+    /// parameters → 25,296,896 B at TP 1, half at TP 2. torchtitan (torchao) keeps none.
+    #[test]
+    fn fp8_training_keeps_te_weight_copies() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 8, 1376, 32000);
+        let setup = |engine| TrainSetup {
+            engine,
+            precision: Precision::MixedFp8,
+            batch: 1,
+            seq: 1024,
+            ..TrainSetup::default()
+        };
+        let megatron = setup(crate::workload::Engine::Megatron);
+        let m = TrainModel::new(&spec, &megatron).unwrap();
+        let one = m.evaluate(&megatron, &Parallelism::default()).unwrap();
+        assert_eq!(one.at_peak.fp8_weights, 25_296_896);
+        let tp2 = Parallelism { gpus: 2, tp: 2, ..Parallelism::default() };
+        assert_eq!(m.evaluate(&megatron, &tp2).unwrap().at_peak.fp8_weights, 25_296_896 / 2);
+        let bf16 = TrainSetup { precision: Precision::MixedBf16, ..megatron.clone() };
+        let b = TrainModel::new(&spec, &bf16).unwrap().evaluate(&bf16, &Parallelism::default()).unwrap();
+        assert_eq!(one.tensor_peak, b.tensor_peak + 25_296_896);
+        let titan = setup(crate::workload::Engine::Torchtitan);
+        let t = TrainModel::new(&spec, &titan).unwrap().evaluate(&titan, &Parallelism::default()).unwrap();
+        assert_eq!(t.at_peak.fp8_weights, 0);
     }
 }

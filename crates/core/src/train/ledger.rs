@@ -134,7 +134,7 @@ pub fn totals_of(
     rt: &RuntimeSetup,
 ) -> Result<TrainTotals, CoreError> {
     let at = &b.at_peak;
-    let weights = crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters])?;
+    let weights = crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters, at.fp8_weights])?;
     // paged optimizer states live outside the allocator: not its persistent tensors
     let optimizer_in_allocator = if setup.optimizer.is_paged() { 0 } else { at.optimizer };
     let persistent = crate::units::sum("persistent", &[weights, at.master, optimizer_in_allocator, b.comm_resident])?;
@@ -307,6 +307,16 @@ impl Lines<'_> {
                 ),
             );
         }
+        if at.fp8_weights > 0 {
+            ledger.push(
+                Category::Weights,
+                "FP8 copies of the decoder linears' weights and their transposes",
+                at.fp8_weights,
+                Explanation::new("decoder-linear params per GPU × 2 B (an FP8 weight + its FP8 transpose)")
+                    .term("decoder-linear params per GPU", at.fp8_weights / 2)
+                    .note("TransformerEngine Linear caches the FP8 weight across a step's micro-batches (get_weight_workspace, cache_name \"weight\", Megatron's TELinear passes is_first_microbatch) with its transpose for the backward GEMM"),
+            );
+        }
         Ok(())
     }
 
@@ -438,7 +448,7 @@ impl Lines<'_> {
                     .term("sharding", self.shard_note("the fp32 gradient partition", 1))
                     .note(if self.offloaded() {
                         "offloaded: the fp32 gradient partition lives in pinned host memory, 0 on the GPU"
-                    } else if setup.framework().megatron_mixed_precision && setup.precision == crate::workload::Precision::MixedBf16 {
+                    } else if setup.framework().megatron_mixed_precision && matches!(setup.precision, crate::workload::Precision::MixedBf16 | crate::workload::Precision::MixedFp8) {
                         "Megatron under --bf16: the main grads are fp32 already; _copy_model_grads_to_main_grads hands the optimizer main_grad.float(), the same tensor: no copy"
                     } else if setup.framework().megatron_mixed_precision {
                         "Megatron: _copy_model_grads_to_main_grads sets main_param.grad = main_grad.float(), an fp32 copy of the 16-bit main grads (megatron/core/optimizer/optimizer.py, distrib_optimizer.py)"

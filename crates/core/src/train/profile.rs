@@ -290,7 +290,10 @@ impl TrainProfile {
     /// Megatron's fp32 main-grad buffer under `--bf16`
     /// ([`crate::workload::FrameworkFacts::megatron_mixed_precision`]).
     pub fn grad_bytes_stored(&self) -> u64 {
-        if self.framework.megatron_mixed_precision && self.precision == Precision::MixedBf16 {
+        // `--bf16`, with or without `--fp8-format` (FP8 keeps bf16 parameters and fp32 main grads)
+        if self.framework.megatron_mixed_precision
+            && matches!(self.precision, Precision::MixedBf16 | Precision::MixedFp8)
+        {
             4
         } else {
             self.grad_bytes
@@ -317,7 +320,7 @@ impl TrainProfile {
         // Megatron under --bf16: fp32 main gradients in the grad buffer, stepped in place
         // by a fused Adam ([`crate::workload::FrameworkFacts::megatron_mixed_precision`])
         let megatron = self.framework.megatron_mixed_precision;
-        let fp32_main_grads = megatron && self.precision == Precision::MixedBf16;
+        let fp32_main_grads = megatron && matches!(self.precision, Precision::MixedBf16 | Precision::MixedFp8);
         // weights on the GPU: the base (frozen or trainable) + adapters
         let mut adapters = if lora { mul("adapters per GPU", t, self.adapter_bytes)? } else { 0 };
         let mut weights = add("weights per GPU", base, adapters)?;

@@ -77,6 +77,7 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     sharding(par)?;
     virtual_stages(model, par, t.grad_accum)?;
     context_parallel(t, par)?;
+    fp8_training(t)?;
     if par.dp_attention != 1 {
         return Err(WorkloadError::DpAttention {
             dp: par.dp_attention,
@@ -210,6 +211,37 @@ pub fn context_parallel(t: &TrainSetup, par: &Parallelism) -> Result<(), Workloa
     Ok(())
 }
 
+/// FP8 training (`mixed-fp8`) where an engine runs it: Megatron-LM
+/// (`--fp8-format hybrid`, TransformerEngine) and torchtitan (its `float8`
+/// converter, torchao `Float8Linear`), full training only (both train full
+/// models; an FP8 LoRA base is not modelled). The Hugging Face engines are
+/// refused by name: accelerate's FP8 backends (TransformerEngine, MS-AMP,
+/// torchao) are not modelled.
+pub fn fp8_training(t: &TrainSetup) -> Result<(), WorkloadError> {
+    if !t.precision.is_fp8() {
+        return Ok(());
+    }
+    let engine = match t.engine {
+        Engine::Megatron => "megatron",
+        Engine::Torchtitan => "torchtitan",
+        other => {
+            return Err(WorkloadError::EngineRefuses {
+                field: Field::Precision,
+                engine: other.name(),
+                reason: "FP8 training is modelled as Megatron-LM (--engine megatron: TransformerEngine, --fp8-format hybrid) and torchtitan (--engine torchtitan: torchao float8 linears) run it; accelerate's FP8 backends are not".into(),
+            })
+        }
+    };
+    if t.kind != TrainKind::Full {
+        return Err(WorkloadError::EngineRefuses {
+            field: Field::Precision,
+            engine,
+            reason: "FP8 training is modelled for full training (--task train): the FP8 linears' weights are the trained bf16 ones".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Sharding, offload, sequence parallelism and virtual pipeline stages exist for training only.
 fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
     let field = if par.sharding != Sharding::None {
@@ -246,8 +278,8 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     if t.kind != TrainKind::Full {
         return no(Field::Task, "Megatron-LM trains full models (pretrain_gpt.py has no LoRA/QLoRA); use --task train, or another --engine for LoRA/QLoRA");
     }
-    if !matches!(t.precision, Precision::MixedBf16 | Precision::MixedFp16 | Precision::Fp32) {
-        return no(Field::Precision, "Megatron trains 16-bit parameters with an fp32 master copy (--bf16: mixed-bf16, --fp16: mixed-fp16) or in fp32; not autocast over fp32 weights or pure bf16");
+    if !matches!(t.precision, Precision::MixedBf16 | Precision::MixedFp16 | Precision::Fp32 | Precision::MixedFp8) {
+        return no(Field::Precision, "Megatron trains 16-bit parameters with an fp32 master copy (--bf16: mixed-bf16, --fp16: mixed-fp16, --bf16 --fp8-format hybrid: mixed-fp8) or in fp32; not autocast over fp32 weights or pure bf16");
     }
     if !matches!(t.optimizer, Optimizer::AdamW | Optimizer::Sgd | Optimizer::SgdMomentum) {
         return no(Field::Optimizer, "Megatron's --optimizer is adam (decoupled weight decay: adamw) or sgd (with momentum); bitsandbytes, Lion and Adafactor are not among them");
@@ -702,5 +734,25 @@ mod tests {
         refused(&ok, &par(12, 2, 4), "TP 2 × CP 4 × PP 1 = 8");
         refused(&t(Engine::Megatron, 8196, AttentionImpl::Sdpa), &par(8, 1, 4), "multiple of 8");
         assert_eq!(context_parallel(&ok, &par(8, 1, 0)).unwrap_err(), WorkloadError::Zero { field: Field::Cp });
+    }
+
+    /// FP8 training where an engine runs it: Megatron-LM and torchtitan, full
+    /// training; the Hugging Face engines and LoRA refused naming --precision.
+    #[test]
+    fn fp8_training_follows_the_engines_that_run_it() {
+        let t = |engine, kind| TrainSetup { engine, kind, precision: Precision::MixedFp8, ..TrainSetup::default() };
+        assert_eq!(fp8_training(&t(Engine::Megatron, TrainKind::Full)), Ok(()));
+        assert_eq!(fp8_training(&t(Engine::Torchtitan, TrainKind::Full)), Ok(()));
+        for bad in [
+            t(Engine::Transformers, TrainKind::Full),
+            t(Engine::Deepspeed, TrainKind::Full),
+            t(Engine::Torchtitan, TrainKind::Lora),
+        ] {
+            let e = fp8_training(&bad).unwrap_err();
+            assert_eq!(e.field(), Field::Precision, "{e}");
+            assert!(e.to_string().contains("FP8 training is modelled"), "{e}");
+        }
+        let bf16 = TrainSetup { precision: Precision::MixedBf16, ..TrainSetup::default() };
+        assert_eq!(fp8_training(&bf16), Ok(()));
     }
 }
