@@ -236,6 +236,17 @@ fn context_parallel_engine(mut w: Workload) -> Workload {
     w
 }
 
+/// torchtitan's float8 linears (torchao `Float8Linear` over FSDP2 bf16
+/// parameters, the rows' own words): FP8 training as `mixed-fp8` under
+/// `--engine torchtitan`, the framework that ran them.
+fn float8_training(mut w: Workload) -> Workload {
+    if let Task::Train(t) = &mut w.task {
+        t.precision = Precision::MixedFp8;
+        t.engine = vramfit_core::workload::Engine::Torchtitan;
+    }
+    w
+}
+
 /// The fabric between machines from the source's words: 400 Gb/s RDMA per
 /// GPU (50 GB/s), 1600 Gb/s per 8-GPU node (25 GB/s per GPU), else
 /// [`DEFAULT_INTER_NODE_GBS`].
@@ -281,6 +292,8 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
         ..Workload::default()
     };
     let workload = context_parallel_engine(workload);
+    let fp8_linears = precision_words.contains("float8") && !precision_words.contains("no float8");
+    let workload = if fp8_linears { float8_training(workload) } else { workload };
     let interconnect = words(Some(hw), "interconnect")?;
     let multi = workload.parallelism.gpus > 1;
     // a PCIe card's NVLink figure is a bridge's: only a source that says NVLink has it
@@ -292,7 +305,7 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
         link: if nvlink { Link::Nvlink } else { Link::Pcie },
         gpus_per_node: GPUS_PER_NODE,
         inter_node_gbs: Some(inter_node_gbs(&interconnect)),
-        fp8_linears: precision_words.contains("float8") && !precision_words.contains("no float8"),
+        fp8_linears,
         cpu_cores: None,
     }))))
 }
