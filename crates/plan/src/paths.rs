@@ -212,6 +212,16 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
             currencies.join(", ")
         ));
     }
+    if let (Task::Train(t), Some(g)) = (&req.workload.task, req.have) {
+        if t.precision.is_fp8() && g.fp8_tflops.is_none() {
+            // TransformerEngine: "Device compute capability 8.9 or higher required for FP8
+            // execution"; torchao float8 needs SM89+ too (the search leaves such offers out)
+            notes.push(format!(
+                "your {} has no FP8 tensor cores: FP8 training (mixed-fp8) cannot run on it (TransformerEngine and torchao float8 need compute capability 8.9 or higher, Ada/Hopper/Blackwell); offers without FP8 are left out — use --precision mixed-bf16 on it",
+                g.name
+            ));
+        }
+    }
     if matches!(req.workload.task, Task::Train(_)) {
         notes.push("data parallelism alone (ZeRO-0 / plain DDP) keeps a full copy of the model states on every GPU: it does not lower per-GPU memory; ZeRO-1/2/3, FSDP, TP and PP do".into());
     }

@@ -129,7 +129,8 @@ fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TrainArgs {
     /// Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
-    /// mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default: amp-bf16]
+    /// mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
+    /// (mixed-bf16 with FP8 linears: --engine megatron or torchtitan) [default: amp-bf16]
     #[arg(long, value_parser = parse_precision, value_name = "P")]
     pub precision: Option<Precision>,
     /// Optimizer: adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion [default: adamw]
