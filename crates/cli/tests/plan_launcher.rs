@@ -1,7 +1,7 @@
 //! Issue 21, "only plans a launcher can run": for every launcher, `plan …
 //! --launcher K --json` recommends the setup that `plan … --emit K` writes —
 //! sharding stage, TP/PP, GPUs, micro-batch, accumulation, checkpointing,
-//! optimizer and offload — over a spread of jobs (28 plans).
+//! optimizer, offload and context parallelism — over a spread of jobs (29 plans).
 
 mod common;
 use common::{json, vramfit};
@@ -37,6 +37,9 @@ struct Setup {
     eight_bit: bool,
     offload_optimizer: bool,
     offload_params: bool,
+    /// context-parallel degree (Megatron `--context-parallel-size`, torchtitan
+    /// `context_parallel_degree`); 1 for the Hugging Face launchers
+    cp: u64,
 }
 
 fn flag(text: &str, name: &str) -> Option<u64> {
@@ -64,6 +67,7 @@ fn from_plan(rec: &Value, launcher: &str) -> Setup {
         eight_bit: s["optimizer"].as_str().unwrap().contains("8bit"),
         offload_optimizer: s["offload_optimizer"] != "none",
         offload_params: s["offload_params"] != "none",
+        cp: s["cp"].as_u64().unwrap_or(1),
     }
 }
 
@@ -85,6 +89,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 eight_bit: err.contains("8bit"),
                 offload_optimizer: z["offload_optimizer"]["device"] == "cpu",
                 offload_params: z["offload_param"]["device"] == "cpu",
+                cp: 1,
             }
         }
         "torchrun" => {
@@ -107,6 +112,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 eight_bit: out.contains("8bit"),
                 offload_optimizer: out.contains(" offload"),
                 offload_params: out.contains(" offload"),
+                cp: 1,
             }
         }
         "accelerate" => {
@@ -136,6 +142,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_optimizer: out.contains("fsdp_offload_params: true")
                     || out.contains("offload_optimizer_device: cpu"),
                 offload_params: out.contains("fsdp_offload_params: true") || out.contains("offload_param_device: cpu"),
+                cp: 1,
             }
         }
         "torchtitan" => {
@@ -143,10 +150,12 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
             let (replicate, shard) =
                 (v("parallelism.data_parallel_replicate_degree"), v("parallelism.data_parallel_shard_degree"));
             let (tp, pp) = (v("parallelism.tensor_parallel_degree"), v("parallelism.pipeline_parallel_degree"));
+            let cp = flag(out, "config.parallelism.context_parallel_degree = ").unwrap_or(1);
             let seq = v("training.max_context_length");
             let micro_tokens = v("training.num_tokens_per_microbatch_per_dp_rank");
             let dp = replicate * shard;
-            let sharding = if shard > 1 {
+            // FSDP2 over the dp_shard × cp ranks (torchtitan `ParallelDims.fsdp_enabled`)
+            let sharding = if shard * cp > 1 {
                 if out.contains("fsdp_reshard_after_forward = \"never\"") {
                     "zero2"
                 } else {
@@ -159,7 +168,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 Some(n) => n,
                 None => flag(err, "--nnodes=").unwrap() * flag(err, "--nproc-per-node=").unwrap(),
             };
-            assert_eq!(gpus, dp * tp * pp, "{out}\n{err}");
+            assert_eq!(gpus, dp * tp * pp * cp, "{out}\n{err}");
             Setup {
                 gpus,
                 tp,
@@ -171,6 +180,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 eight_bit: false,
                 offload_optimizer: out.contains("enable_cpu_offload = True"),
                 offload_params: out.contains("enable_cpu_offload = True"),
+                cp,
             }
         }
         _ => unreachable!(),
@@ -181,11 +191,13 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
 fn recommended_is_what_emit_writes_for_every_launcher() {
     let mut compared = 0;
     let mut skipped = Vec::new();
-    let titan: [&[&str]; 4] = [
+    let titan: [&[&str]; 5] = [
         &["llama-3.1-8b", "--task", "train", "--precision", "mixed-bf16", "--batch", "2", "--grad-accum", "8"],
         &["llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "16"],
         &["llama-3.1-405b", "--task", "train", "--precision", "mixed-bf16", "--grad-accum", "64", "--tokens", "1B"],
         &["qwen3-1.7b", "--task", "train", "--precision", "mixed-bf16", "--batch", "8"],
+        // a long sequence under torchtitan: a context-parallel plan (CP from 32K tokens)
+        &["llama-3.1-8b", "--task", "train", "--engine", "torchtitan", "--precision", "mixed-bf16", "--seq", "131072"],
     ];
     let runs = JOBS
         .iter()
@@ -497,6 +509,7 @@ fn megatron_recommendation_is_what_the_script_runs() {
                 "none"
             },
             out.contains("--bf16"),
+            flag(&out, "--context-parallel-size ").unwrap_or(1),
         );
         let planned = (
             rec["gpus"].as_u64().unwrap(),
@@ -509,6 +522,7 @@ fn megatron_recommendation_is_what_the_script_runs() {
             s["global_batch"].as_u64().unwrap(),
             s["checkpointing"].as_str().unwrap(),
             s["precision"] == "mixed-bf16",
+            s["cp"].as_u64().unwrap_or(1),
         );
         assert_eq!(emitted, planned, "{job:?}\n{out}\n{s}");
         // the pipeline schedule: virtual stages (interleaved) and the layers per stage

@@ -78,10 +78,12 @@ pub enum Field {
     Task,
     /// training optimizer (`--optimizer`)
     Optimizer,
+    /// context-parallel degree (training)
+    Cp,
 }
 
 impl Field {
-    pub const ALL: [Field; 24] = [
+    pub const ALL: [Field; 25] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -106,6 +108,7 @@ impl Field {
         Field::Precision,
         Field::Task,
         Field::Optimizer,
+        Field::Cp,
     ];
 
     /// Stable id of the field. Every id is also the name of the CLI flag
@@ -138,6 +141,7 @@ impl Field {
             Field::Precision => "precision",
             Field::Task => "task",
             Field::Optimizer => "optimizer",
+            Field::Cp => "cp",
         }
     }
 }
@@ -236,6 +240,11 @@ pub enum WorkloadError {
         ep: u64,
         reason: String,
     },
+    /// context parallelism on a setup that does not run it
+    ContextParallel {
+        cp: u64,
+        reason: String,
+    },
     /// data-parallel attention on a setup that does not run it
     DpAttention {
         dp: u64,
@@ -270,6 +279,7 @@ impl WorkloadError {
             Margin { .. } => Field::Margin,
             ExpertParallel { .. } => Field::Ep,
             DpAttention { .. } => Field::DpAttention,
+            ContextParallel { .. } => Field::Cp,
         }
     }
 
@@ -348,6 +358,7 @@ impl WorkloadError {
             ),
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
+            ContextParallel { cp, reason } => format!("{} {cp}: {reason}", f(Field::Cp)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
             EngineRefuses { field, engine, reason } => format!("{} with --engine {engine}: {reason}", f(*field)),
         }

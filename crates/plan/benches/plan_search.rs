@@ -14,7 +14,7 @@ use criterion::BatchSize;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use vramfit_core::train::{Checkpointing, Optimizer, TrainKind};
-use vramfit_core::train::{Precision, TrainSetup};
+use vramfit_core::train::{Engine, Precision, TrainSetup};
 use vramfit_core::Sharding;
 use vramfit_core::{GpuArch, GpuSpec, Link, ModelSpec, Task, Workload};
 use vramfit_plan::types::TrainKey;
@@ -115,12 +115,17 @@ fn bench(c: &mut Criterion) {
         ("llama-2-70b", ModelSpec::llama_like("llama-2-70b", 8192, 80, 64, 8, 28672, 32000), 1),
         ("llama-3.1-405b", ModelSpec::llama_like("llama-3.1-405b", 16384, 126, 128, 8, 53248, 128256), 1),
     ];
-    for (name, model, batch) in &cases {
+    // the 131,072-token Megatron job: the search adds context-parallel layouts (CP_MIN_SEQ)
+    let long = ModelSpec::llama_like("llama-3.1-70b-131k", 8192, 80, 64, 8, 28672, 128256);
+    for (name, model, batch) in cases.iter().chain([&("llama-3.1-70b-131k-megatron", long, 1u64)]) {
+        let long_context = name.ends_with("megatron");
         let w = Workload {
             task: Task::Train(TrainSetup {
                 precision: Precision::MixedBf16,
                 batch: *batch,
                 grad_accum: 8,
+                seq: if long_context { 131_072 } else { TrainSetup::default().seq },
+                engine: if long_context { Engine::Megatron } else { Engine::default() },
                 ..TrainSetup::default()
             }),
             ..Workload::default()
@@ -187,6 +192,7 @@ fn bench(c: &mut Criterion) {
                                     grad_accum: accum,
                                 }),
                                 infer: None,
+                                cp: 1,
                             });
                         }
                     }

@@ -315,9 +315,6 @@ pub fn modelled_figure(c: &ThroughputCase, tm: &TimeModel) -> Result<f64, NotMod
         }
         CaseSetup::Train(case) => {
             let case = case.as_ref();
-            if case.fp8_linears {
-                return Err(NotModelled::Fp8Training);
-            }
             let per_gpu = train_tokens_per_gpu(case, tm).map_err(NotModelled::Estimate)?;
             if c.unit == FigureUnit::TokensPerGpu {
                 // the published figure must be possible on one GPU at all

@@ -210,9 +210,24 @@ struct View {
     o: Option<Optimizer>,
     off_opt: Offload,
     off_par: Offload,
+    /// context-parallel degree
+    cp: u64,
 }
 
 fn rules(l: Launcher, v: View) -> Result<(), String> {
+    if v.cp > 1 && !matches!(l, Launcher::Torchtitan | Launcher::Megatron) {
+        return Err(format!(
+            "the plan uses context parallelism CP {}: {} has no ring attention over a split sequence (Megatron-LM --context-parallel-size or torchtitan context_parallel_degree run it)",
+            v.cp,
+            l.name()
+        ));
+    }
+    if v.p == Some(Precision::MixedFp8) && !matches!(l, Launcher::Torchtitan | Launcher::Megatron) {
+        return Err(format!(
+            "the plan trains in FP8 (mixed-fp8): {} has no FP8 training written here (Megatron-LM --fp8-format hybrid or torchtitan's float8 converter run it)",
+            l.name()
+        ));
+    }
     if l == Launcher::Torchtitan {
         return torchtitan_rules(&v);
     }
@@ -270,10 +285,10 @@ fn torchtitan_rules(v: &View) -> Result<(), String> {
         Some(o) => return Err(format!("the {} optimizer: torchtitan's recipes build AdamW", o.name())),
     }
     match v.p {
-        None | Some(Precision::MixedBf16) | Some(Precision::Bf16) | Some(Precision::Fp32) => {}
+        None | Some(Precision::MixedBf16) | Some(Precision::Bf16) | Some(Precision::Fp32) | Some(Precision::MixedFp8) => {}
         Some(p) => {
             return Err(format!(
-            "{} precision: torchtitan trains with FSDP mixed precision (fp32 master, bf16 compute), pure bf16 or fp32",
+            "{} precision: torchtitan trains with FSDP mixed precision (fp32 master, bf16 compute; float8 linears: mixed-fp8), pure bf16 or fp32",
             p.name()
         ))
         }
@@ -284,6 +299,14 @@ fn torchtitan_rules(v: &View) -> Result<(), String> {
     // FSDP2 is applied only when parameters are sharded over ranks
     // (`ParallelDims.fsdp_enabled`: dp_shard > 1), and its CPU offload is
     // fully_shard's `CPUOffloadPolicy`
+    // with CP, FSDP2 is applied over the dp_shard × cp ranks whatever the sharding
+    // (`ParallelDims.fsdp_enabled`: dp_shard > 1 or cp > 1): plain DP cannot be written
+    if v.cp > 1 && v.sharding == Sharding::None {
+        return Err(format!(
+            "plain data parallelism with CP {}: torchtitan shards parameters with FSDP2 over the data-parallel × context-parallel ranks whenever CP is on (ParallelDims.fsdp_enabled)",
+            v.cp
+        ));
+    }
     if v.sharding != Sharding::None && v.dp < 2 {
         return Err(format!(
             "{} on one data-parallel rank: torchtitan applies FSDP2 (and its CPU offload) only over two or more ranks",
@@ -304,10 +327,10 @@ fn megatron_rules(v: &View) -> Result<(), String> {
         return Err("LoRA/QLoRA: Megatron-LM's pretrain_gpt.py trains full models".into());
     }
     match v.p {
-        None | Some(Precision::MixedBf16) | Some(Precision::MixedFp16) | Some(Precision::Fp32) => {}
+        None | Some(Precision::MixedBf16) | Some(Precision::MixedFp16) | Some(Precision::Fp32) | Some(Precision::MixedFp8) => {}
         Some(p) => {
             return Err(format!(
-                "{} precision: Megatron trains 16-bit parameters with an fp32 master (--bf16, --fp16) or fp32",
+                "{} precision: Megatron trains 16-bit parameters with an fp32 master (--bf16, --fp16; --fp8-format hybrid: mixed-fp8) or fp32",
                 p.name()
             ))
         }
@@ -353,6 +376,7 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
         o: s.optimizer,
         off_opt: s.offload_optimizer,
         off_par: s.offload_params,
+        cp: s.cp.max(1),
     };
     rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
@@ -377,6 +401,7 @@ pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
         o: t.map(|t| t.optimizer),
         off_opt: k.offload_optimizer,
         off_par: k.offload_params,
+        cp: k.cp.max(1),
     };
     rules(l, v).is_ok()
 }
@@ -1025,49 +1050,8 @@ pub fn serve_command(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitte
 /// model (`torchtitan/config/README.md`: a run is a function selected with
 /// `--module`/`--config`), and its launch line (`run_train.sh` on one
 /// machine, `torchrun … -m torchtitan.train` on several).
-pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
-    check(Launcher::Torchtitan, s)?;
-    let (_, package, base, flavor) = torchtitan_recipe(t.model)
-        .ok_or_else(|| unsupported(Launcher::Torchtitan.runs_model(t.model).err().unwrap_or_default()))?;
-    let dp = (s.gpus / (s.tp.max(1) * s.pp.max(1))).max(1);
-    let seq = t.seq.max(1);
-    let micro_tokens =
-        s.micro_batch.max(1).checked_mul(seq).ok_or_else(|| unsupported("micro-batch tokens overflow"))?;
-    let step_tokens = micro_tokens
-        .checked_mul(s.grad_accum.max(1))
-        .and_then(|v| v.checked_mul(dp))
-        .ok_or_else(|| unsupported("step tokens overflow"))?;
-    let (replicate, shard) = match s.sharding {
-        Sharding::None => (dp, 1),
-        _ => (1, dp),
-    };
-    let mut o = String::new();
-    let _ = writeln!(o, "# torchtitan_recipes/vramfit_plan.py, written by `vramfit plan --emit torchtitan`");
-    let _ = writeln!(o, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC");
-    if FLOAT8_BASELINES.contains(&base) {
-        let _ = writeln!(o, "from torchtitan.models.{package} import model_registry");
-    }
-    let _ = writeln!(o, "from torchtitan.models.{package}.config_registry import {base}");
-    let _ = writeln!(
-        o,
-        "from torchtitan.trainer import Trainer
-
-"
-    );
-    let _ = writeln!(o, "def vramfit_plan() -> Trainer.Config:");
-    let _ = writeln!(o, "    config = {base}()");
-    if FLOAT8_BASELINES.contains(&base) {
-        let _ = writeln!(o, "    # the model as planned: bf16 linears (the baseline converts them to float8)");
-        let _ = writeln!(o, "    config.model_spec = model_registry(\"{flavor}\")");
-    }
-    let _ = writeln!(o, "    config.parallelism.data_parallel_replicate_degree = {replicate}");
-    let _ = writeln!(o, "    config.parallelism.data_parallel_shard_degree = {shard}");
-    if s.sharding == Sharding::Zero2 {
-        let _ = writeln!(o, "    # ZeRO-2: parameters stay gathered between forward and backward");
-        let _ = writeln!(o, "    config.parallelism.fsdp_reshard_after_forward = \"never\"");
-    }
-    let _ = writeln!(o, "    config.parallelism.tensor_parallel_degree = {}", s.tp.max(1));
-    let _ = writeln!(o, "    config.parallelism.pipeline_parallel_degree = {}", s.pp.max(1));
+/// torchtitan's pipeline schedule lines of the plan `s` (none without PP).
+fn torchtitan_pipeline(o: &mut String, s: &SetupSummary, t: &Target) {
     if s.pp > 1 && s.virtual_stages > 1 {
         // the interleaved schedule: torchtitan's `Interleaved1F1B` (torch.distributed.pipelining
         // `ScheduleInterleaved1F1B`), v stages per rank of `pipeline_parallel_layers_per_stage`
@@ -1096,6 +1080,70 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
         let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"1F1B\"");
         let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
     }
+}
+
+pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
+    check(Launcher::Torchtitan, s)?;
+    let (_, package, base, flavor) = torchtitan_recipe(t.model)
+        .ok_or_else(|| unsupported(Launcher::Torchtitan.runs_model(t.model).err().unwrap_or_default()))?;
+    // the data-parallel (batch) ranks: the CP ranks share their sequences
+    let dp = (s.gpus / (s.tp.max(1) * s.pp.max(1) * s.cp.max(1))).max(1);
+    let seq = t.seq.max(1);
+    let micro_tokens =
+        s.micro_batch.max(1).checked_mul(seq).ok_or_else(|| unsupported("micro-batch tokens overflow"))?;
+    let step_tokens = micro_tokens
+        .checked_mul(s.grad_accum.max(1))
+        .and_then(|v| v.checked_mul(dp))
+        .ok_or_else(|| unsupported("step tokens overflow"))?;
+    let (replicate, shard) = match s.sharding {
+        Sharding::None => (dp, 1),
+        _ => (1, dp),
+    };
+    let mut o = String::new();
+    let _ = writeln!(o, "# torchtitan_recipes/vramfit_plan.py, written by `vramfit plan --emit torchtitan`");
+    let _ = writeln!(o, "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC");
+    let fp8 = s.precision == Some(Precision::MixedFp8);
+    if fp8 {
+        let _ = writeln!(o, "from torchtitan.components.quantization.float8 import Float8LinearConverter");
+    }
+    if FLOAT8_BASELINES.contains(&base) || fp8 {
+        let _ = writeln!(o, "from torchtitan.models.{package} import model_registry");
+    }
+    let _ = writeln!(o, "from torchtitan.models.{package}.config_registry import {base}");
+    let _ = writeln!(
+        o,
+        "from torchtitan.trainer import Trainer
+
+"
+    );
+    let _ = writeln!(o, "def vramfit_plan() -> Trainer.Config:");
+    let _ = writeln!(o, "    config = {base}()");
+    if fp8 {
+        // mixed-fp8: torchao float8 linears, the output head in bf16 (torchtitan's own
+        // llama3_405b recipe: Float8LinearConverter with filter_fqns=["output"])
+        let _ = writeln!(o, "    # the model as planned: float8 linears (torchao), the output head in bf16");
+        let _ = writeln!(
+            o,
+            "    config.model_spec = model_registry(\"{flavor}\", converters=[Float8LinearConverter.Config(filter_fqns=[\"output\"])])"
+        );
+    } else if FLOAT8_BASELINES.contains(&base) {
+        let _ = writeln!(o, "    # the model as planned: bf16 linears (the baseline converts them to float8)");
+        let _ = writeln!(o, "    config.model_spec = model_registry(\"{flavor}\")");
+    }
+    let _ = writeln!(o, "    config.parallelism.data_parallel_replicate_degree = {replicate}");
+    let _ = writeln!(o, "    config.parallelism.data_parallel_shard_degree = {shard}");
+    if s.sharding == Sharding::Zero2 {
+        let _ = writeln!(o, "    # ZeRO-2: parameters stay gathered between forward and backward");
+        let _ = writeln!(o, "    config.parallelism.fsdp_reshard_after_forward = \"never\"");
+    }
+    let _ = writeln!(o, "    config.parallelism.tensor_parallel_degree = {}", s.tp.max(1));
+    let _ = writeln!(o, "    config.parallelism.pipeline_parallel_degree = {}", s.pp.max(1));
+    if s.cp > 1 {
+        // torchtitan `ParallelismConfig.context_parallel_degree`: each sequence split over the CP
+        // ranks (PyTorch `context_parallel`, load-balanced chunks), FSDP over dp_shard × cp
+        let _ = writeln!(o, "    config.parallelism.context_parallel_degree = {}", s.cp);
+    }
+    torchtitan_pipeline(&mut o, s, t);
     let _ = writeln!(o, "    config.training.max_context_length = {seq}");
     let _ = writeln!(o, "    config.training.num_tokens_per_microbatch_per_dp_rank = {micro_tokens}");
     let _ = writeln!(
@@ -1316,6 +1364,7 @@ mod tests {
             offload_params: off_par,
             weights: None,
             kv_dtype: None,
+            cp: 1,
         }
     }
 

@@ -137,6 +137,12 @@ fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> V
     if s.sequence_parallel {
         a.push("--sequence-parallel".into());
     }
+    if s.cp > 1 {
+        // megatron/training/arguments.py `--context-parallel-size`; TransformerEngine's ring
+        // attention (`--cp-comm-type p2p`, its default) as the time model runs it
+        a.push(format!("--context-parallel-size {}", s.cp));
+        a.push("--cp-comm-type p2p".into());
+    }
     if s.ep > 1 {
         a.push(format!("--expert-model-parallel-size {}", s.ep));
         // the experts whole on each EP rank, as planned (Megatron's default is the TP size)
@@ -168,6 +174,14 @@ fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> V
     match s.precision {
         Some(Precision::MixedBf16) => a.push("--bf16".into()),
         Some(Precision::MixedFp16) => a.push("--fp16".into()),
+        Some(Precision::MixedFp8) => {
+            // FP8 linears over bf16 parameters: megatron/training/arguments.py `--fp8-format hybrid`
+            // (TransformerEngine E4M3 forward, E5M2 gradients) with delayed scaling's amax history
+            a.push("--bf16".into());
+            a.push("--fp8-format hybrid".into());
+            a.push("--fp8-amax-history-len 1024".into());
+            a.push("--fp8-amax-compute-algo max".into());
+        }
         _ => {}
     }
     let per_step = s.global_batch.max(1).saturating_mul(seq.max(1));

@@ -136,6 +136,20 @@ fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, search
     })
 }
 
+/// FP8 training asked with `--have` a card without FP8 tensor cores: the
+/// sentence saying it cannot run there (the search leaves such offers out).
+fn fp8_card_note(req: &PlanRequest) -> Option<String> {
+    let (Task::Train(t), Some(g)) = (&req.workload.task, req.have) else { return None };
+    // TransformerEngine: "Device compute capability 8.9 or higher required for FP8
+    // execution"; torchao float8 needs SM89+ too
+    (t.precision.is_fp8() && g.fp8_tflops.is_none()).then(|| {
+        format!(
+            "your {} has no FP8 tensor cores: FP8 training (mixed-fp8) cannot run on it (TransformerEngine and torchao float8 need compute capability 8.9 or higher, Ada/Hopper/Blackwell); offers without FP8 are left out — use --precision mixed-bf16 on it",
+            g.name
+        )
+    })
+}
+
 /// Plan. Errors only when the user's job itself is refused by the estimator.
 pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     let pinned = pinned_layout(req.workload, req.one_gpu);
@@ -205,7 +219,7 @@ pub fn plan(req: &PlanRequest) -> Result<PlanReport, CoreError> {
     notes.extend(ram_notes(&search));
     notes.extend(cluster_notes(&search));
     notes.extend(engine_cap_note(req, &base)?);
-    notes.extend(expert_note(req.model, &base, recommended.as_ref(), &search));
+    notes.extend(expert_note(req.model, &base, recommended.as_ref(), &search).into_iter().chain(fp8_card_note(req)));
     if currencies.len() > 1 {
         notes.push(format!(
             "prices in {} are ranked separately: vramfit does not convert currencies",

@@ -34,7 +34,9 @@ use vramfit_core::model::ModelSpec;
 use vramfit_core::quant::QuantSpec;
 use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
 use vramfit_core::units::div_ceil;
-use vramfit_core::workload::{defaults, validate, InferenceSetup, Offload, Parallelism, Sharding, Task, Workload};
+use vramfit_core::workload::{
+    defaults, validate, Engine, InferenceSetup, Offload, Parallelism, Sharding, Task, Workload,
+};
 
 /// Largest power of two tried for a micro-batch (sequences per GPU).
 pub const MAX_MICRO_BATCH: u64 = 64;
@@ -44,6 +46,22 @@ pub const MAX_MICRO_BATCH: u64 = 64;
 /// Table 1); without interleaving the bubble of more than 16 stages needs
 /// more micro-batches than a fine-tune's global batch has.
 pub const MAX_SEARCH_PP: u64 = 16;
+
+/// Tokens per sample from which the search tries context parallelism for
+/// training. Below it a micro-batch of one sequence keeps its activations
+/// within reach of TP with sequence parallelism and checkpointing; Llama 3
+/// 405B ran its 8K-token stages with CP 1 and only the 128K stage with CP 16
+/// (Dubey et al. 2024, Table 4), and Megatron-LM recommends CP for long
+/// sequences (docs/source/api-guide/context_parallel.rst). A pinned `--cp`
+/// is estimated at any length.
+pub const CP_MIN_SEQ: u64 = 32_768;
+
+/// Tokens of each sequence a CP rank keeps at least: ring attention hides
+/// the K/V exchange behind the attention of a block only when the block is
+/// long enough (Liu et al. 2023, §3: block size ≥ the card's FLOPs /
+/// bandwidth, about 1–2K tokens over NVLink on A100/H100, more across
+/// machines), so the search leaves margin.
+pub const CP_MIN_LOCAL_SEQ: u64 = 4_096;
 
 /// On a multi-machine offer, machine counts past the smallest that fits the
 /// job unchanged are searched up to this factor (bigger clusters only buy
@@ -254,6 +272,7 @@ impl<'a> Search<'a> {
             sequence_parallel: self.sequence_parallel(key.tp),
             offload_optimizer: key.offload_optimizer,
             offload_params: key.offload_params,
+            cp: key.cp.max(1),
         };
         match (&mut w.task, &key.train, &key.infer) {
             (Task::Train(t), Some(k), _) => {
@@ -341,6 +360,7 @@ impl<'a> Search<'a> {
             sequence_parallel: self.sequence_parallel(key.tp),
             offload_optimizer: key.offload_optimizer,
             offload_params: key.offload_params,
+            cp: key.cp.max(1),
         };
         let scratch = self.scratch.as_mut()?;
         scratch.batch = k.micro_batch;
@@ -406,7 +426,8 @@ impl<'a> Search<'a> {
                 let method = t.kind != k.kind
                     && !(k.kind == TrainKind::Lora && self.allow.lora)
                     && !(k.kind == TrainKind::Qlora && self.allow.qlora);
-                let dp = (key.gpus / (key.tp.max(1) * key.pp.max(1))).max(1);
+                // the batch replicas: a CP group shares its sequences
+                let dp = (key.gpus / (key.tp.max(1) * key.pp.max(1) * key.cp.max(1))).max(1);
                 let gb = k.micro_batch * k.grad_accum * dp;
                 let asked = global_batch(t, &self.base.parallelism);
                 // fp32 → AMP is the seed's first switch (autocast keeps fp32 weights and
@@ -492,6 +513,12 @@ impl<'a> Search<'a> {
         }
         if !gpu.bf16 && self.needs_bf16(key) {
             // bf16 on a card without it would silently change the numerics
+            return false;
+        }
+        if gpu.fp8_tflops.is_none() && key.train.as_ref().is_some_and(|t| t.precision.is_fp8()) {
+            // FP8 training needs FP8 tensor cores (TransformerEngine refuses below compute
+            // capability 8.9: "Device compute capability 8.9 or higher required for FP8
+            // execution"; torchao float8 likewise): no A100, no V100
             return false;
         }
         if key.tp > 1 {
@@ -817,10 +844,15 @@ impl<'a> Search<'a> {
                     Some(c) => std::slice::from_ref(c),
                     None => &all,
                 };
-                for l in &layouts {
-                    let dp = (gpus / (l.tp * l.pp)).max(1);
+                for (l, cp) in
+                    layouts.iter().flat_map(|l| self.cp_variants(t, gpus, l).into_iter().map(move |c| (l, c)))
+                {
+                    let dp = (gpus / (l.tp * l.pp * cp)).max(1);
                     let micros = micro_batches(gb.max(dp * pipeline_min_micro_batches(l.pp)), dp, t.batch);
                     for &kind in &kinds {
+                        if cp > 1 && kind != TrainKind::Full {
+                            continue; // the CP engines (Megatron-LM, torchtitan) train full models
+                        }
                         for &precision in &precisions {
                             for &optimizer in &optimizers {
                                 if l.offload_optimizer != Offload::None && optimizer.is_8bit() {
@@ -867,6 +899,7 @@ impl<'a> Search<'a> {
                                                         grad_accum: accum,
                                                     }),
                                                     infer: None,
+                                                    cp,
                                                 });
                                             }
                                         }
@@ -921,6 +954,7 @@ impl<'a> Search<'a> {
                             offload_params: Offload::None,
                             train: None,
                             infer: Some(InferKey { quant_bits: q, kv_dtype: kv }),
+                            cp: 1,
                         });
                     }
                 }
@@ -941,6 +975,39 @@ impl<'a> Search<'a> {
     /// 2022: the norm and dropout activations split over the TP ranks too).
     fn sequence_parallel(&self, tp: u64) -> bool {
         tp > 1 && self.megatron()
+    }
+
+    /// Context-parallel degrees tried for a training layout `l` on `gpus`: 1,
+    /// and — when the engine runs CP (Megatron-LM, torchtitan: the rule of
+    /// `validate::context_parallel`) and a sequence is long, at least
+    /// [`CP_MIN_SEQ`] tokens — the powers of two that divide the data-parallel
+    /// ranks and leave each rank at least [`CP_MIN_LOCAL_SEQ`] tokens of each
+    /// sequence, the largest within the NVLink domain beside TP (TP × CP ≤ 8:
+    /// Megatron-LM orders its ranks `tp-cp-ep-dp-pp`, so a CP group sits next to
+    /// the TP ranks and its ring stays on NVLink) and the largest at all. A
+    /// pinned `--cp` keeps only itself.
+    pub fn cp_variants(&self, t: &TrainSetup, gpus: u64, l: &Layout) -> Vec<u64> {
+        let pinned = self.pinned.as_ref().map(|p| p.cp.max(1));
+        if let Some(cp) = pinned.filter(|&c| c > 1) {
+            let ok = gpus.is_multiple_of(l.tp * l.pp * cp);
+            return if ok { vec![cp] } else { Vec::new() };
+        }
+        let mut v = vec![1];
+        let runs_cp = matches!(t.engine, Engine::Megatron | Engine::Torchtitan)
+            && t.attention != vramfit_core::workload::AttentionImpl::Eager;
+        if pinned.is_some() || !runs_cp || t.seq < CP_MIN_SEQ {
+            return v;
+        }
+        let dp = gpus / (l.tp * l.pp);
+        let fits = |c: &u64| dp.is_multiple_of(*c) && t.seq / c >= CP_MIN_LOCAL_SEQ && t.seq.is_multiple_of(2 * c);
+        let domain = (8 / l.tp).max(1);
+        for cap in [domain, dp] {
+            let best = powers_of_two_upto(cap.min(dp)).into_iter().filter(|&c| c > 1).rev().find(fits);
+            if let Some(c) = best.filter(|c| !v.contains(c)) {
+                v.push(c);
+            }
+        }
+        v
     }
 
     /// Expert-parallel degrees tried for a training layout `l` on `gpus`: 1, and

@@ -86,6 +86,10 @@ pub struct SetupSummary {
     /// written as the dtype's name (`fp16`, `fp8`)
     #[serde(serialize_with = "dtype_name")]
     pub kv_dtype: Option<DType>,
+    /// training: context-parallel degree, each rank holding seq / cp tokens
+    /// of every sequence (absent: 1); GPUs = tp × cp × pp × dp
+    #[serde(skip_serializing_if = "is_one")]
+    pub cp: u64,
 }
 
 fn is_one(v: &u64) -> bool {
@@ -127,6 +131,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         offload_params: Offload::None,
         weights: None,
         kv_dtype: None,
+        cp: p.cp.max(1),
     };
     match &w.task {
         Task::Train(t) => SetupSummary {

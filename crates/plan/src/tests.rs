@@ -465,6 +465,7 @@ proptest! {
                 grad_accum: accum,
             }),
             infer: None,
+            cp: 1,
         };
         let i = s.entry(key.clone());
         let fast = s.entries[i as usize].mem;
@@ -519,6 +520,7 @@ fn fast_path_grid_matches_estimate() {
                                 grad_accum: 4,
                             }),
                             infer: None,
+                            cp: 1,
                         };
                         let i = s.entry(key.clone());
                         let fast = s.entries[i as usize].mem;

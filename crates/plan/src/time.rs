@@ -160,6 +160,8 @@ pub struct Device {
     /// streaming multiprocessors (a slice: its share) where a source gives
     /// them ([`sm_count`]); None: the micro-batch token rule times the GEMMs
     pub sms: Option<f64>,
+    /// the 16-bit tensor rate, FLOP/s: what FP8 training's non-GEMM work runs at
+    pub bf16_flops: f64,
 }
 
 impl TimeModel {
@@ -197,6 +199,7 @@ impl TimeModel {
             inter_bw: inter_node_gbs.map(|g| g * 1e9),
             link: if gpu.nvlink_gbs.is_some() { link } else { Link::Pcie },
             sms: sm_count(gpu).map(|s| s as f64 * fraction),
+            bf16_flops: gpu.bf16_tflops * 1e12 * fraction,
         }
     }
 
@@ -281,6 +284,28 @@ pub struct TrainWork {
     /// None: the micro-batch token rule ([`TimeModel::micro_batch_efficiency`])
     #[serde(default)]
     pub gemm_inverse_tiles: Option<f64>,
+    /// context-parallel degree (the ring of K/V blocks; 1: none)
+    #[serde(default = "one")]
+    pub cp: f64,
+    /// bytes one GPU sends per step round the context-parallel ring
+    /// ([`crate::work::train_cp_bytes`])
+    #[serde(default)]
+    pub cp_bytes_per_step: f64,
+    /// the share of attention time the ring's exchange can hide behind
+    /// ([`crate::work::cp_hidden_share`])
+    #[serde(default)]
+    pub cp_hidden_share: f64,
+    /// attention's share of the FLOPs of a step (with CP; 0 without)
+    #[serde(default)]
+    pub attn_share: f64,
+    /// FP8 training: the share of `flops_per_token` in the FP8 linear GEMMs
+    /// ([`crate::work::fp8_gemm_flops_per_token`]); 0 otherwise
+    #[serde(default)]
+    pub fp8_gemm_share: f64,
+    /// FP8 training: HBM bytes per trained token (whole model) of the casts to FP8
+    /// ([`crate::work::fp8_cast_bytes_per_token`]); 0 otherwise
+    #[serde(default)]
+    pub fp8_cast_bytes_per_token: f64,
 }
 
 fn one() -> f64 {
@@ -317,11 +342,13 @@ impl StepTime {
 impl TimeModel {
     /// Time of one optimizer step of `w` on `gpus` copies of `dev`.
     pub fn train_step(&self, w: &TrainWork, dev: &Device, cpu_cores: Option<u64>) -> StepTime {
-        let per_gpu = dev.flops * dev.mfu * if w.qlora { self.qlora_speed } else { 1.0 };
+        let per_gpu = self.train_rate(w, dev) * dev.mfu * if w.qlora { self.qlora_speed } else { 1.0 };
         let eff = self.compute_efficiency(w, dev);
         let total_flops = w.flops_per_token * w.tokens_per_step;
         let ideal = w.model_flops_per_token * w.tokens_per_step / (w.gpus * per_gpu);
-        let compute = total_flops / (w.gpus * per_gpu * eff);
+        // FP8 training: the casts to FP8 are memory-bound kernels on the critical path
+        let casts = w.fp8_cast_bytes_per_token * w.tokens_per_step / (w.gpus * dev.mem_bw.max(1.0));
+        let compute = total_flops / (w.gpus * per_gpu * eff) + casts;
         // 1F1B idles (p − 1)/m of the step; the interleaved schedule with v
         // virtual stages per rank (p − 1)/(v·m) (Narayanan et al. 2021 §2.2.2)
         let bubble = if w.pp > 1.0 {
@@ -344,7 +371,8 @@ impl TimeModel {
         // between machines each GPU has its share of the fabric
         let pp_bw = if w.machines > 1.0 { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
         let pp_comm = w.pp_bytes_per_step / pp_bw;
-        let comm = exposed_dp + tp_comm + pp_comm + self.train_all_to_all_s(w, dev);
+        let comm =
+            exposed_dp + tp_comm + pp_comm + self.train_all_to_all_s(w, dev) + self.context_parallel_s(w, dev, compute);
         let total = compute + bubble + comm + offload;
         let mfu = if total > 0.0 && dev.flops > 0.0 {
             w.model_flops_per_token * w.tokens_per_step / (w.gpus * dev.flops * total)
@@ -360,6 +388,36 @@ impl TimeModel {
             total_s: total,
             mfu,
         }
+    }
+
+    /// The dense rate a training step computes at, FLOP/s per GPU: the
+    /// precision's peak, or under FP8 training the harmonic blend of the FP8
+    /// peak for its linear GEMMs (`fp8_gemm_share` of the FLOPs) and the 16-bit
+    /// peak for the rest (attention, which TransformerEngine and torchao run in
+    /// bf16 flash attention, the output head, recompute of those), both at the
+    /// architecture's MFU: 1 / (share / fp8 + (1 − share) / bf16).
+    pub fn train_rate(&self, w: &TrainWork, dev: &Device) -> f64 {
+        if w.fp8_gemm_share <= 0.0 || dev.peak != PeakKind::Fp8 || dev.bf16_flops <= 0.0 {
+            return dev.flops;
+        }
+        let share = w.fp8_gemm_share.min(1.0);
+        1.0 / (share / dev.flops + (1.0 - share) / dev.bf16_flops)
+    }
+
+    /// Exposed seconds of context parallelism's K/V ring per step: its bytes
+    /// over NVLink while the TP × CP ranks fit in one machine (Megatron-LM's
+    /// rank order `tp-cp-ep-dp-pp` puts a CP group next to its TP ranks),
+    /// else over this GPU's share of the fabric; less the part hidden behind
+    /// attention (`cp_hidden_share` of attention's share of `compute`:
+    /// TransformerEngine overlaps each hop with the previous block's attention).
+    pub fn context_parallel_s(&self, w: &TrainWork, dev: &Device, compute: f64) -> f64 {
+        if w.cp <= 1.0 || w.cp_bytes_per_step <= 0.0 {
+            return 0.0;
+        }
+        let per_machine = (w.gpus / w.machines.max(1.0)).max(1.0);
+        let bw = if w.tp.max(1.0) * w.cp > per_machine { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
+        let ring = w.cp_bytes_per_step / bw;
+        (ring - w.cp_hidden_share * w.attn_share * compute).max(0.0)
     }
 
     /// Seconds of DP/ZeRO collectives per step, hierarchical across machines
@@ -660,6 +718,12 @@ mod tests {
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
             gemm_inverse_tiles: None,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -700,6 +764,12 @@ mod tests {
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
             gemm_inverse_tiles: None,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -739,12 +809,123 @@ mod tests {
             a2a_bytes_per_step: 1e9,
             ep: 8.0,
             gemm_inverse_tiles: None,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
         assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
         let with = tm.train_step(&w, &dev, None).comm_s;
         w.a2a_per_step = 0.0;
         assert!((with - tm.train_step(&w, &dev, None).comm_s - expect).abs() < 1e-12);
+    }
+
+    /// Context parallelism's ring by hand: 9e9 bytes per step over A100 NVLink
+    /// (225 GB/s effective) = 0.04 s. Megatron (TransformerEngine overlaps each hop
+    /// with the previous block's attention) hides it behind attention's share of
+    /// compute: 0.5 of 0.1 s = 0.05 s ≥ 0.04 s, nothing exposed; torchtitan's
+    /// all-gather hides behind the local block only, 1/cp = 1/4 of that: 0.0125 s,
+    /// so 0.0275 s is exposed. Across machines (TP 8 × CP 4 on 8-GPU machines) the
+    /// ring runs on the fabric.
+    #[test]
+    fn context_parallel_ring_hides_behind_attention_as_the_engine_overlaps() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        let w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            tokens_per_micro: 1.0,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 8.0,
+            tp: 2.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
+            peak: PeakKind::Bf16,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
+            cp: 4.0,
+            cp_bytes_per_step: 9e9,
+            cp_hidden_share: 1.0,
+            attn_share: 0.5,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
+        };
+        assert!((9e9 / dev.intra_bw - 0.04).abs() < 1e-12, "{}", dev.intra_bw);
+        assert_eq!(tm.context_parallel_s(&w, &dev, 0.1), 0.0);
+        let titan = TrainWork { cp_hidden_share: 0.25, ..w };
+        assert!((tm.context_parallel_s(&titan, &dev, 0.1) - 0.0275).abs() < 1e-12);
+        let none = TrainWork { cp: 1.0, ..w };
+        assert_eq!(tm.context_parallel_s(&none, &dev, 0.0), 0.0);
+        let across = TrainWork { tp: 8.0, gpus: 32.0, machines: 4.0, ..w };
+        let slow = tm.device(&a100(), Link::Nvlink, 1.0, Some(25.0), PeakKind::Bf16);
+        assert!(tm.context_parallel_s(&across, &slow, 0.0) > tm.context_parallel_s(&w, &slow, 0.0));
+    }
+
+    /// FP8 training's rate by hand on an H100 SXM (989 TFLOP/s bf16, 1979 fp8): with
+    /// 80 % of the FLOPs in FP8 GEMMs, 1 / (0.8 / 1979e12 + 0.2 / 989e12) =
+    /// 1 / (4.0424e-16 + 2.0222e-16) = 1.6489e15 FLOP/s; without FP8 GEMMs (or on a
+    /// card timed at its 16-bit peak) the precision's peak.
+    #[test]
+    fn fp8_training_blends_the_fp8_and_bf16_peaks_by_flops() {
+        let tm = TimeModel::default();
+        let h100 = GpuSpec { bf16_tflops: 989.0, fp8_tflops: Some(1979.0), ..a100() };
+        let dev = tm.device(&h100, Link::Nvlink, 1.0, None, PeakKind::Fp8);
+        let w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            tokens_per_micro: 1.0,
+            micro_steps: 1.0,
+            dp_bytes_per_step: 0.0,
+            zero3: false,
+            tp_bytes_per_step: 0.0,
+            offload_bytes_per_step: 0.0,
+            cpu_params_per_step: 0.0,
+            pp: 1.0,
+            qlora: false,
+            multi_node: false,
+            gpus: 1.0,
+            tp: 1.0,
+            machines: 1.0,
+            pp_bytes_per_step: 0.0,
+            virtual_stages: 1.0,
+            peak: PeakKind::Fp8,
+            a2a_per_step: 0.0,
+            a2a_bytes_per_step: 0.0,
+            ep: 1.0,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.8,
+            fp8_cast_bytes_per_token: 0.0,
+        };
+        let expect = 1.0 / (0.8 / 1979e12 + 0.2 / 989e12);
+        assert!((tm.train_rate(&w, &dev) / expect - 1.0).abs() < 1e-12, "{}", tm.train_rate(&w, &dev));
+        assert!((expect - 1.6489e15).abs() < 1e11);
+        let bf16 = tm.device(&h100, Link::Nvlink, 1.0, None, PeakKind::Bf16);
+        assert_eq!(tm.train_rate(&w, &bf16), 989e12);
+        assert_eq!(tm.train_rate(&TrainWork { fp8_gemm_share: 0.0, ..w }, &dev), 1979e12);
+        // the casts are memory-bound time on top: 3.35e12 bytes per token at 3.35 TB/s = 1 s more
+        let h = GpuSpec { bandwidth_gbs: 3350.0, ..h100 };
+        let d = tm.device(&h, Link::Nvlink, 1.0, None, PeakKind::Fp8);
+        let a = tm.train_step(&w, &d, None).compute_s;
+        let b = tm.train_step(&TrainWork { fp8_cast_bytes_per_token: 3.35e12, ..w }, &d, None).compute_s;
+        assert!((b - a - 1.0).abs() < 1e-9, "{a} {b}");
     }
 
     #[test]
@@ -779,6 +960,12 @@ mod tests {
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
             gemm_inverse_tiles: None,
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam

@@ -103,6 +103,8 @@ pub struct MemKey {
     pub offload_params: Offload,
     pub train: Option<TrainKey>,
     pub infer: Option<InferKey>,
+    /// training: context-parallel degree (1: none; see [`crate::search::Search::cp_variants`])
+    pub cp: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -225,7 +227,8 @@ impl Complexity {
             Complexity::OffloadParams
         } else if key.offload_optimizer != Offload::None {
             Complexity::OffloadOptimizer
-        } else if key.tp > 1 || key.pp > 1 {
+        } else if key.tp > 1 || key.pp > 1 || key.cp > 1 {
+            // context parallelism splits each sequence: a Megatron/torchtitan layout like TP/PP
             Complexity::ModelParallel
         } else {
             match key.sharding {
@@ -368,6 +371,7 @@ impl Scored {
 
 /// Global batch (sequences per optimizer step) of the user's job.
 pub fn global_batch(t: &TrainSetup, par: &Parallelism) -> u64 {
+    // the data-parallel replicas only: the ranks of a CP group share their sequences
     t.batch.max(1).saturating_mul(t.grad_accum.max(1)).saturating_mul(par.dp().max(1))
 }
 

@@ -142,7 +142,12 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         Checkpointing::Selective => 2.0 * l * h * s,
         Checkpointing::Full => 2.0 * n_act + 2.0 * l * h * s,
     };
+    // sequences: the data-parallel replicas; gradients and shards: DP × CP
     let dp = par.dp() as f64;
+    let dp_group = par.shard_dp() as f64;
+    let cp = par.cp.max(1) as f64;
+    // tokens of each sequence one rank holds (context parallelism: s / cp)
+    let s_rank = s / cp;
     let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
     let psi_t = m.params_trainable as f64 / mp;
     let psi = m.params_total as f64 / mp;
@@ -152,7 +157,9 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         } else {
             2.0
         }
-    } else if t.framework().megatron_mixed_precision && t.precision == vramfit_core::train::Precision::MixedBf16 {
+    } else if t.framework().megatron_mixed_precision
+        && matches!(t.precision, vramfit_core::train::Precision::MixedBf16 | vramfit_core::train::Precision::MixedFp8)
+    {
         // Megatron reduces its fp32 main grads under --bf16 (`grad_reduce_in_fp32`)
         4.0
     } else {
@@ -164,7 +171,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         TrainKind::Qlora => 0.5,
     };
     let k = t.grad_accum.max(1) as f64;
-    let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
+    let frac = if dp_group > 1.0 { (dp_group - 1.0) / dp_group } else { 0.0 };
     let dp_bytes = match par.sharding {
         Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
         Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
@@ -173,7 +180,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let tp = par.tp.max(1) as f64;
     let act_b = t.precision.compute_dtype().bytes_f64();
     let tp_bytes = if tp > 1.0 {
-        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s * h * act_b;
+        let per_micro = 4.0 * (l / par.pp.max(1) as f64) * t.batch as f64 * s_rank * h * act_b;
         let recompute_factor = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
         k * per_micro * 2.0 * (tp - 1.0) / tp * recompute_factor
     } else {
@@ -186,22 +193,29 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     // also increases by v")
     let pp = par.pp.max(1) as f64;
     let v = if pp > 1.0 { par.virtual_stages.max(1) as f64 } else { 1.0 };
-    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s * h * act_b / tp * v } else { 0.0 };
+    let pp_bytes = if pp > 1.0 { k * 2.0 * t.batch as f64 * s_rank * h * act_b / tp * v } else { 0.0 };
     let mut offload_bytes = 0.0;
     let mut cpu_params = 0.0;
     if par.offload_optimizer != Offload::None {
-        offload_bytes += psi_t * (gb + 2.0) / dp;
+        offload_bytes += psi_t * (gb + 2.0) / dp_group;
         cpu_params = m.params_trainable as f64;
     }
     if par.offload_params != Offload::None {
-        offload_bytes += k * 2.0 * psi * wb / dp;
+        offload_bytes += k * 2.0 * psi * wb / dp_group;
     }
-    let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
+    let peak = if t.precision.compute_dtype() == DType::F32 {
+        PeakKind::Fp32
+    } else if t.precision.is_fp8() {
+        PeakKind::Fp8
+    } else {
+        PeakKind::Bf16
+    };
+    let fp8_flops = fp8_gemm_flops_per_token(spec, t, m);
     TrainWork {
         flops_per_token: model_flops + recompute,
         model_flops_per_token: model_flops,
         tokens_per_step: t.batch as f64 * k * dp * s,
-        tokens_per_micro: t.batch as f64 * s,
+        tokens_per_micro: t.batch as f64 * s_rank,
         micro_steps: k,
         dp_bytes_per_step: dp_bytes,
         zero3: par.sharding == Sharding::Zero3,
@@ -221,6 +235,97 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
         gemm_inverse_tiles: gemm_shapes(spec, t, kind, par).map(|g| g.inverse_tiles),
+        cp,
+        cp_bytes_per_step: train_cp_bytes(spec, t, par) * k,
+        cp_hidden_share: cp_hidden_share(t, par),
+        attn_share: if cp > 1.0 {
+            (attn + recompute_attn(t.checkpointing, l, h, s)) / (model_flops + recompute)
+        } else {
+            0.0
+        },
+        fp8_gemm_share: fp8_flops / (model_flops + recompute),
+        fp8_cast_bytes_per_token: if fp8_flops > 0.0 { fp8_cast_bytes_per_token(spec) } else { 0.0 },
+    }
+}
+
+/// FP8 training (`mixed-fp8`): FLOPs per token of the decoder's linear GEMMs,
+/// which run in FP8 — 6 per decoder-linear parameter a token passes through
+/// (8 under full recompute, whose forward repeats them): the active parameters
+/// less the embedding and the output head, which TransformerEngine's Megatron
+/// layers and torchtitan's float8 converter (`filter_fqns = ["output"]`) keep
+/// in bf16 (one vocabulary × hidden matrix when tied). 0 otherwise.
+pub fn fp8_gemm_flops_per_token(spec: &ModelSpec, t: &TrainSetup, m: &MemSummary) -> f64 {
+    if !t.precision.is_fp8() {
+        return 0.0;
+    }
+    let vh = (spec.vocab_size * spec.hidden_size) as f64;
+    let outside = if spec.tied_embeddings { vh } else { 2.0 * vh };
+    let linears = (m.params_active as f64 - outside).max(0.0);
+    let passes = if t.checkpointing == Checkpointing::Full { 8.0 } else { 6.0 };
+    passes * linears
+}
+
+/// FP8 training: HBM bytes per token (whole model) the casts to FP8 move.
+/// Dynamic per-tensor scaling reads a tensor for its amax, then reads it
+/// again and writes it in FP8 (2 + 2 + 1 B per element): each decoder
+/// linear's input in forward and its output gradient in backward; the
+/// weight-gradient GEMM takes both transposed, one FP8 copy each (1 + 1 B;
+/// torchao `Float8Linear` / `hp_tensor_and_scale_to_float8`, TransformerEngine's
+/// quantizers with column-wise usage on Hopper): 7 B per element of input and
+/// of output, over the linears of a layer — q, k, v, o and the MLP's gate, up,
+/// down: 7·h + 2·q_width + 2·kv_width + 3·intermediate elements — and the layers.
+pub fn fp8_cast_bytes_per_token(spec: &ModelSpec) -> f64 {
+    let h = spec.hidden_size as f64;
+    let per_layer =
+        7.0 * h + 2.0 * spec.q_width() as f64 + 2.0 * spec.kv_width() as f64 + 3.0 * spec.intermediate_size as f64;
+    7.0 * per_layer * spec.num_layers as f64
+}
+
+/// Attention FLOPs per token a checkpointed step recomputes: the forward of
+/// attention (2·L·h·s/2·2 = 2·L·h·s per token) under selective or full recompute.
+fn recompute_attn(ckpt: Checkpointing, l: f64, h: f64, s: f64) -> f64 {
+    match ckpt {
+        Checkpointing::None => 0.0,
+        Checkpointing::Selective | Checkpointing::Full => 2.0 * l * h * s,
+    }
+}
+
+/// Bytes one GPU sends per micro-batch in context parallelism's ring
+/// attention: per layer of its stage, cp − 1 hops of its K/V block,
+/// 2 × batch × s/cp × kv heads (split over TP) × head_dim × activation bytes,
+/// in forward; in backward the K/V block and its gradient travel the ring
+/// together (2× forward); a fully checkpointed layer runs its forward ring
+/// again (TransformerEngine `AttnFuncWithCPAndKVP2P` forward and backward,
+/// `cp_comm_type p2p`, what Megatron-LM's `--context-parallel-size` runs;
+/// Liu et al. 2023, Ring Attention). torchtitan's default all-gathers the
+/// same K/V blocks (`context_parallel_rotate_method = "allgather"`): the
+/// same bytes per rank. 0 without CP.
+pub fn train_cp_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> f64 {
+    let cp = par.cp.max(1) as f64;
+    if cp < 2.0 {
+        return 0.0;
+    }
+    let tp = par.tp.max(1);
+    let kv_heads = spec.num_kv_heads.max(1).div_ceil(tp) as f64;
+    let act_b = t.precision.compute_dtype().bytes_f64();
+    let block = 2.0 * t.batch as f64 * (t.seq as f64 / cp) * kv_heads * spec.head_dim as f64 * act_b;
+    let layers = (spec.num_layers as f64 / par.pp.max(1) as f64).ceil();
+    let passes = if t.checkpointing == Checkpointing::Full { 4.0 } else { 3.0 };
+    layers * (cp - 1.0) * block * passes
+}
+
+/// The share of a rank's attention time behind which the CP exchange hides:
+/// all of it under Megatron-LM (TransformerEngine sends block i + 1 on one
+/// stream while attention runs on block i: `flash_attn_streams`,
+/// `send_recv_reqs` in `AttnFuncWithCPAndKVP2P.forward`), 1/cp under
+/// torchtitan's default all-gather ("all-gather all kv shards on ranks after
+/// the first sub-SDPA computation": `context_parallel_rotate_method` in
+/// torchtitan/config/job_config.py), whose gather overlaps only the local block.
+pub fn cp_hidden_share(t: &TrainSetup, par: &Parallelism) -> f64 {
+    let cp = par.cp.max(1) as f64;
+    match t.engine {
+        vramfit_core::workload::Engine::Megatron => 1.0,
+        _ => 1.0 / cp,
     }
 }
 
@@ -280,4 +385,19 @@ pub fn train_all_to_all_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelis
     let tokens = (t.batch * t.seq) as f64 / par.tp.max(1) as f64;
     let fanout = (moe.experts_per_token as f64).min(ep) * (ep - 1.0) / ep;
     tokens * spec.hidden_size as f64 * t.precision.compute_dtype().bytes_f64() * fanout * alls
+}
+
+#[cfg(test)]
+mod fp8_tests {
+    use super::*;
+
+    /// The FP8 casts by hand for a Llama-like layer, hidden 512, 8 heads of 64, 2 kv
+    /// heads, MLP 1376, 4 layers: elements per token of the linears' inputs and outputs
+    /// 7 × 512 + 2 × 512 + 2 × 128 + 3 × 1376 = 3584 + 1024 + 256 + 4128 = 8992, × 7 B
+    /// × 4 layers = 251,776 B per token.
+    #[test]
+    fn fp8_casts_count_every_decoder_linear() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 2, 1376, 32000);
+        assert_eq!(fp8_cast_bytes_per_token(&spec), 251_776.0);
+    }
 }

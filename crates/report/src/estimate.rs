@@ -120,6 +120,9 @@ pub struct WorkloadInfo {
     pub engine_version: Option<String>,
     /// any further settings, as strings (precision, optimizer, zero stage …)
     pub settings: BTreeMap<String, String>,
+    /// training: context-parallel degree (absent: 1)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cp: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -317,6 +320,7 @@ impl From<&Workload> for WorkloadInfo {
             dp_attention: Some(par.dp_attention).filter(|&d| d > 1),
             engine_version: None,
             settings: BTreeMap::new(),
+            cp: Some(par.cp).filter(|&c| c > 1),
         };
         match &w.task {
             Task::Inference(s) => {
@@ -473,10 +477,11 @@ impl EstimateReport {
         }
         let _ = write!(
             wl,
-            "; {} GPU{} (TP {} × PP {} × DP {}{})",
+            "; {} GPU{} (TP {}{} × PP {} × DP {}{})",
             self.gpus,
             if self.gpus == 1 { "" } else { "s" },
             w.tp,
+            w.cp.map(|c| format!(" × CP {c}")).unwrap_or_default(),
             w.pp,
             w.dp,
             w.ep.map(|e| format!(", experts over EP {e}")).unwrap_or_default()

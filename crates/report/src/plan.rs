@@ -160,6 +160,10 @@ fn setup_words(r: &PlanRow) -> String {
     if s.tp > 1 {
         parts.push(format!("TP {}", s.tp));
     }
+    if s.cp > 1 {
+        // context parallelism: each rank holds seq / cp tokens of every sequence
+        parts.push(format!("CP {}", s.cp));
+    }
     if s.ep > 1 {
         parts.push(format!("EP {}", s.ep));
     }

@@ -90,6 +90,7 @@ mod tests {
             dp_attention: None,
             engine_version: None,
             settings: Default::default(),
+            cp: None,
         };
         let model = crate::cmd::estimate::model_info(&r, 0).unwrap();
         let report = EstimateReport::new(model, wi, &ledger, None, Some(fit));

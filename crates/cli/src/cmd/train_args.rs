@@ -129,7 +129,8 @@ fn parse_optimizer(s: &str) -> Result<Optimizer, String> {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TrainArgs {
     /// Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
-    /// mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default: amp-bf16]
+    /// mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
+    /// (mixed-bf16 with FP8 linears: --engine megatron or torchtitan) [default: amp-bf16]
     #[arg(long, value_parser = parse_precision, value_name = "P")]
     pub precision: Option<Precision>,
     /// Optimizer: adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion [default: adamw]
@@ -206,6 +207,11 @@ pub struct TrainArgs {
     /// Offload saved activations to host memory (torchtune enable_activation_offloading)
     #[arg(long)]
     pub activation_offload: bool,
+    /// Context-parallel degree for long sequences (--engine megatron: --context-parallel-size;
+    /// torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of every
+    /// sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP [default: 1]
+    #[arg(long, value_name = "N")]
+    pub cp: Option<u64>,
 }
 
 /// Where each workload value came from, to name it in an error: the flag
@@ -386,6 +392,7 @@ impl TrainArgs {
             ("--no-double-quant", self.no_double_quant),
             ("--optimizer-in-backward", self.optimizer_in_backward),
             ("--activation-offload", self.activation_offload),
+            ("--cp", self.cp.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, given)| given.then_some(name))
@@ -481,6 +488,7 @@ impl TrainArgs {
             sequence_parallel: self.sp,
             offload_optimizer,
             offload_params,
+            cp: self.cp.unwrap_or(1),
         })
     }
 

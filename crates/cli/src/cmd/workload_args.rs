@@ -220,7 +220,8 @@ impl WorkloadArgs {
     /// Total GPUs: `--gpus`, else one replica of TP × PP (validate refuses a
     /// TP or PP above 2^12, so their product is only a stand-in when absurd).
     fn gpus(&self) -> u64 {
-        self.gpus.unwrap_or(self.tp().saturating_mul(self.pp()))
+        let cp = self.train.cp.unwrap_or(1).max(1);
+        self.gpus.unwrap_or(self.tp().saturating_mul(self.pp()).saturating_mul(cp))
     }
 
     fn common(&self) -> Common {

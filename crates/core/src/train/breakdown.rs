@@ -73,6 +73,9 @@ pub struct PeakLines {
     /// through backward and their gradients, kept to its end (only their gradients here:
     /// the inputs are in `act_layers`); live with the recomputed layer
     pub kept_input_grads: u64,
+    /// FP8 training under TransformerEngine: the FP8 copies of the decoder linears'
+    /// weights (and their transposes) kept across micro-batches; persistent
+    pub fp8_weights: u64,
 }
 
 impl PeakLines {
@@ -103,6 +106,7 @@ impl PeakLines {
                 self.root_unsharded,
                 self.root_flat_grad,
                 self.kept_input_grads,
+                self.fp8_weights,
             ],
         )
     }
@@ -200,7 +204,8 @@ impl TrainModel {
         let s = prof.states(par)?;
         let saved = self.saved(setup, par)?;
         let (weight_copies, recompute) = self.casts_and_recompute(setup, par, saved.full_layer)?;
-        let attention_backward = self.attention_backward(setup, par)?;
+        // eager attention is refused with CP, so at most one of the two is not 0
+        let attention_backward = self.attention_backward(setup, par)?.max(self.ring_attention(setup, par)?);
         let dequant = self.dequant(par)?;
         let comm = self.comm(setup, par, &s)?;
         let root_unsharded = self.root_unsharded(setup, par)?;
@@ -212,6 +217,7 @@ impl TrainModel {
             adapters: s.adapters,
             master: s.master,
             comm_buffers: comm.resident,
+            fp8_weights: self.fp8_weights(setup, par)?,
             ..PeakLines::default()
         };
         let step = if setup.optimizer_in_backward {
@@ -326,7 +332,8 @@ impl TrainModel {
         use crate::workload::Sharding;
         let prof = &self.profile;
         let framework = setup.framework();
-        let dp = par.dp();
+        // gradients are reduced over DP × CP ([`Parallelism::shard_dp`])
+        let dp = par.shard_dp();
         let mut c = CommBuffers::default();
         if dp < 2 || s.trainable_per_gpu == 0 {
             return Ok(c);
@@ -378,7 +385,7 @@ impl TrainModel {
     /// to, so an unsharded unit costs its full size on top of the shard the weights
     /// line holds.
     fn root_unsharded(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
-        let dp = par.dp();
+        let dp = par.shard_dp();
         if dp < 2 || par.sharding.stage() < 3 || !setup.framework().fsdp_root_unsharded_in_backward {
             return Ok(0);
         }
@@ -394,7 +401,7 @@ impl TrainModel {
     /// under full checkpointing; sharded FSDP on ≥ 2 ranks.
     fn kept_input_grads(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
         let frozen_units = matches!(setup.kind, TrainKind::Lora | TrainKind::Qlora);
-        if par.dp() < 2
+        if par.shard_dp() < 2
             || par.sharding.stage() < 2
             || setup.checkpointing != Checkpointing::Full
             || !frozen_units
@@ -405,7 +412,7 @@ impl TrainModel {
         let layers = self.profile.layers.div_ceil(par.pp.max(1));
         let input =
             if par.sequence_parallel { div_ceil(self.act.layer_input, par.tp.max(1)) } else { self.act.layer_input };
-        product("kept input gradients", &[setup.batch, setup.seq, layers.saturating_sub(1), input])
+        product("kept input gradients", &[setup.batch, local_seq(setup, par), layers.saturating_sub(1), input])
     }
 
     /// Bytes per vocabulary entry of the loss gradient rows at the start of backward:
@@ -424,9 +431,11 @@ impl TrainModel {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
         let sp = par.sequence_parallel;
-        let tokens = mul("tokens", setup.batch, setup.seq)?;
+        // context parallelism: each rank holds seq / cp tokens of every sequence
+        let seq = local_seq(setup, par);
+        let tokens = mul("tokens", setup.batch, seq)?;
         let in_flight = in_flight_micro_batches(pp, par.virtual_stages, setup.grad_accum);
-        let full_layer = layer_bytes_per_token(ap, setup.seq, tp, sp, setup.checkpointing)?;
+        let full_layer = layer_bytes_per_token(ap, seq, tp, sp, setup.checkpointing)?;
         let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {
             Checkpointing::Full => input,
@@ -504,7 +513,11 @@ impl TrainModel {
         };
         let recompute = if ckpt_full {
             let layer_copies = mul("recompute", per_param, prof.layer_cast_params_per_gpu(tp, pp)?)?;
-            add("recompute", mul("recompute", mul("tokens", setup.batch, setup.seq)?, full_layer)?, layer_copies)?
+            add(
+                "recompute",
+                mul("recompute", mul("tokens", setup.batch, local_seq(setup, par))?, full_layer)?,
+                layer_copies,
+            )?
         } else {
             0
         };
@@ -533,6 +546,62 @@ impl TrainModel {
         // the layer's 16-bit softmax cast is freed once `probs @ v` has been differentiated
         let cast = if self.compute_bytes != 4 { self.compute_bytes } else { 0 };
         sum(what, &[mul(what, elems, EAGER_BWD_BYTES - cast)?, rebuilt, head_grad])
+    }
+
+    /// FP8 training (`mixed-fp8`) under Megatron-LM: TransformerEngine's `Linear`
+    /// casts each weight to FP8 once per step and caches it across the step's
+    /// micro-batches (`get_weight_workspace` with `cache_name="weight"` while
+    /// Megatron passes `is_first_microbatch`, transformer_engine/pytorch/module/linear.py;
+    /// Megatron's `TELinear`), with its transpose for the backward GEMM on Hopper
+    /// (the weight quantizer's column-wise usage, `Float8Tensor`'s transpose): 2 B
+    /// per decoder-linear parameter on the GPU (TP/PP split; the output head and the
+    /// embedding stay bf16). torchtitan's torchao `Float8Linear` casts per GEMM and
+    /// saves the bf16 weight for backward: no persistent copy. 0 otherwise.
+    fn fp8_weights(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        if !setup.precision.is_fp8() || !setup.framework().megatron_mixed_precision {
+            return Ok(0);
+        }
+        let linears = self.profile.layer_cast_params_per_gpu(par.tp.max(1), par.pp.max(1))?;
+        mul("FP8 weight copies", linears, 2)
+    }
+
+    /// Context parallelism's ring attention, one layer at a time, the larger of
+    /// its two moments (TransformerEngine `AttnFuncWithCPAndKVP2P`,
+    /// transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py,
+    /// which Megatron-LM runs under `--context-parallel-size` with `cp_comm_type p2p`):
+    /// * forward: every K/V block received stays in `p2p_comm_buffers` and every
+    ///   step's partial output in `out_per_step` until the outputs are merged after
+    ///   the last step, so cp blocks of seq / cp tokens, the whole sequence's
+    ///   K/V and a q-sized output per token are live: batch × seq × (K/V + hidden)
+    ///   per rank (split over TP);
+    /// * backward: two buffers each holding a K/V block and its gradient
+    ///   (`torch.empty((2, *kv.shape))` twice): 4 × batch × seq / cp × K/V.
+    ///
+    /// 0 without CP. torchtitan's ring (PyTorch `context_parallel`, K/V all-gathered
+    /// by default: `context_parallel_rotate_method = "allgather"`) holds the same
+    /// whole-sequence K/V in forward.
+    fn ring_attention(&self, setup: &TrainSetup, par: &Parallelism) -> Result<u64, CoreError> {
+        let cp = par.cp.max(1);
+        if cp < 2 {
+            return Ok(0);
+        }
+        let what = "ring attention buffers";
+        let tp = par.tp.max(1);
+        let ap = &self.act;
+        let kv_heads = ap.kv_heads.max(1);
+        // K and V of one layer per token on this rank (kv heads split over TP, at least one
+        // each); where the saved set repeats them to every query head (`layer_kv` 0) the ring
+        // still passes the kv-head-wide K/V: 2 × hidden × kv heads / heads × compute bytes
+        let layer_kv = if ap.layer_kv > 0 {
+            ap.layer_kv
+        } else {
+            div_ceil(product(what, &[2, self.hidden, kv_heads, self.compute_bytes])?, self.heads.max(1))
+        };
+        let kv = div_ceil(mul(what, layer_kv, kv_heads.div_ceil(tp))?, kv_heads);
+        let out = div_ceil(mul(what, self.hidden, self.compute_bytes)?, tp);
+        let forward = product(what, &[setup.batch, setup.seq, add(what, kv, out)?])?;
+        let backward = product(what, &[4, setup.batch, local_seq(setup, par), kv])?;
+        Ok(forward.max(backward))
     }
 
     /// QLoRA: one base matrix dequantized to 16-bit in forward and one in backward.
@@ -581,6 +650,14 @@ impl BackwardOnTop {
             BackwardOnTop { root_flat_grad: root_grad, ..none }
         })
     }
+}
+
+/// Tokens of each sequence one rank holds: seq / cp under context parallelism
+/// (Megatron-LM `get_batch_on_this_cp_rank` splits each sequence into 2 × cp
+/// chunks and gives each rank two of them, for causal load balance; torchtitan
+/// `context_parallel` shards the sequence dimension likewise), rounded up.
+pub fn local_seq(setup: &TrainSetup, par: &Parallelism) -> u64 {
+    setup.seq.div_ceil(par.cp.max(1))
 }
 
 /// Micro-batches whose activations the first (worst) pipeline stage holds.
@@ -684,5 +761,70 @@ mod tests {
                 assert!(transients.iter().filter(|&&t| t > 0).count() <= 1, "{:?}", b.at_peak);
             }
         }
+    }
+
+    /// Context parallelism (Megatron-LM `--context-parallel-size`): a rank of a CP
+    /// group holds seq / cp tokens of each sequence, so everything sized per token
+    /// (saved activations, logits buffers) is that of a seq / cp job, while the
+    /// model states shard over DP × CP (`with_context_parallel=True`). By hand, a
+    /// Llama-like 512-hidden, 4-layer model, 8 GPUs at ZeRO-1: CP 4 at seq 8192
+    /// leaves DP 2 and shards over 8 ranks, exactly as CP 1 on 8 GPUs at seq 2048.
+    #[test]
+    fn context_parallel_holds_a_cp_th_of_the_tokens_and_shards_over_dp_cp() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 8, 1376, 32000);
+        let setup = |seq| TrainSetup {
+            engine: crate::workload::Engine::Megatron,
+            precision: Precision::MixedBf16,
+            batch: 1,
+            seq,
+            ..TrainSetup::default()
+        };
+        let par = |cp| Parallelism { gpus: 8, cp, sharding: Sharding::Zero1, ..Parallelism::default() };
+        let m = TrainModel::new(&spec, &setup(8192)).unwrap();
+        let with_cp = m.evaluate(&setup(8192), &par(4)).unwrap();
+        let short = m.evaluate(&setup(2048), &par(1)).unwrap();
+        let long = m.evaluate(&setup(8192), &par(1)).unwrap();
+        assert_eq!(par(4).dp(), 2);
+        assert_eq!(par(4).shard_dp(), 8);
+        assert_eq!(with_cp.states, short.states);
+        assert_eq!(with_cp.act_layers, short.act_layers);
+        assert_eq!(with_cp.at_peak.logits_grad, short.at_peak.logits_grad);
+        assert_eq!(long.act_layers, 4 * short.act_layers);
+        // the ring's buffers exist only with CP: K + V per token = 2 × 8 kv heads × 64 × 2 B
+        // = 2048 B, a q-sized output 512 × 2 B = 1024 B; forward 1 × 8192 tokens × 3072 B =
+        // 25,165,824 B, backward 4 × 2048 tokens × 2048 B = 16,777,216 B: forward is the larger
+        assert_eq!(m.ring_attention(&setup(8192), &par(4)).unwrap(), 8192 * 3072);
+        assert_eq!(m.ring_attention(&setup(8192), &par(1)).unwrap(), 0);
+        assert!(with_cp.tensor_peak < long.tensor_peak);
+    }
+
+    /// FP8 training under Megatron (TransformerEngine): the FP8 weight and its
+    /// transpose of every decoder linear stay cached, 2 B per decoder-linear
+    /// parameter. By hand, Llama-like hidden 512, 8 heads, 8 kv heads, MLP 1376,
+    /// 4 layers: q, k, v, o 4 × 512 × 512 = 1,048,576 and gate, up, down
+    /// 3 × 512 × 1376 = 2,113,536 per layer, 3,162,112 × 4 layers = 12,648,448
+    /// parameters → 25,296,896 B at TP 1, half at TP 2. torchtitan (torchao) keeps none.
+    #[test]
+    fn fp8_training_keeps_te_weight_copies() {
+        let spec = ModelSpec::llama_like("small", 512, 4, 8, 8, 1376, 32000);
+        let setup = |engine| TrainSetup {
+            engine,
+            precision: Precision::MixedFp8,
+            batch: 1,
+            seq: 1024,
+            ..TrainSetup::default()
+        };
+        let megatron = setup(crate::workload::Engine::Megatron);
+        let m = TrainModel::new(&spec, &megatron).unwrap();
+        let one = m.evaluate(&megatron, &Parallelism::default()).unwrap();
+        assert_eq!(one.at_peak.fp8_weights, 25_296_896);
+        let tp2 = Parallelism { gpus: 2, tp: 2, ..Parallelism::default() };
+        assert_eq!(m.evaluate(&megatron, &tp2).unwrap().at_peak.fp8_weights, 25_296_896 / 2);
+        let bf16 = TrainSetup { precision: Precision::MixedBf16, ..megatron.clone() };
+        let b = TrainModel::new(&spec, &bf16).unwrap().evaluate(&bf16, &Parallelism::default()).unwrap();
+        assert_eq!(one.tensor_peak, b.tensor_peak + 25_296_896);
+        let titan = setup(crate::workload::Engine::Torchtitan);
+        let t = TrainModel::new(&spec, &titan).unwrap().evaluate(&titan, &Parallelism::default()).unwrap();
+        assert_eq!(t.at_peak.fp8_weights, 0);
     }
 }

@@ -31,9 +31,13 @@ pub fn ddp_bucket_bytes(comm: &CommSetup, trainable: u64, grad_bytes: u64) -> Re
 /// one per pipeline neighbour for the point-to-point activations.
 pub fn training_communicators(par: &Parallelism) -> Vec<Communicator> {
     let mut v = Vec::new();
-    let dp = par.dp();
+    // the gradient group spans DP × CP ([`Parallelism::shard_dp`])
+    let dp = par.shard_dp();
     if dp > 1 {
         v.push(Communicator { role: "data parallel", ranks: dp });
+    }
+    if par.cp > 1 {
+        v.push(Communicator { role: "context parallel", ranks: par.cp });
     }
     if par.tp > 1 {
         v.push(Communicator { role: "tensor parallel", ranks: par.tp });

@@ -134,7 +134,7 @@ pub fn totals_of(
     rt: &RuntimeSetup,
 ) -> Result<TrainTotals, CoreError> {
     let at = &b.at_peak;
-    let weights = crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters])?;
+    let weights = crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters, at.fp8_weights])?;
     // paged optimizer states live outside the allocator: not its persistent tensors
     let optimizer_in_allocator = if setup.optimizer.is_paged() { 0 } else { at.optimizer };
     let persistent = crate::units::sum("persistent", &[weights, at.master, optimizer_in_allocator, b.comm_resident])?;
@@ -173,7 +173,9 @@ fn gib(b: u64) -> String {
 impl Lines<'_> {
     /// How a state is split over data-parallel ranks (ZeRO shards it from `stage` on).
     fn shard_note(&self, what: &str, stage: u8) -> String {
-        let dp = self.par.dp();
+        // the shards span DP × CP ([`Parallelism::shard_dp`])
+        let dp = self.par.shard_dp();
+        let group = if self.par.cp > 1 { "DP × CP" } else { "DP" };
         let megatron = self.setup.framework().megatron_mixed_precision;
         if megatron && dp > 1 && self.par.sharding.stage() >= stage {
             let ep = self.par.ep.max(1);
@@ -183,9 +185,9 @@ impl Lines<'_> {
             } else {
                 String::new()
             };
-            format!("÷ DP {dp} (Megatron --use-distributed-optimizer: {what} sharded over the data-parallel ranks{experts}; docs/user-guide/features/dist_optimizer.md: 6 + 12/d B/param under bf16)")
+            format!("÷ {group} {dp} (Megatron --use-distributed-optimizer: {what} sharded over the data-parallel ranks{experts}; docs/user-guide/features/dist_optimizer.md: 6 + 12/d B/param under bf16)")
         } else if dp > 1 && self.par.sharding.stage() >= stage {
-            format!("÷ DP {dp} ({}: {what} sharded)", self.par.sharding_label())
+            format!("÷ {group} {dp} ({}: {what} sharded)", self.par.sharding_label())
         } else {
             "not sharded over data-parallel ranks".to_string()
         }
@@ -303,6 +305,16 @@ impl Lines<'_> {
                         .term("sharding", self.shard_note("master weights", 1)),
                     if self.offloaded() { "offloaded: 0 on the GPU" } else { "" },
                 ),
+            );
+        }
+        if at.fp8_weights > 0 {
+            ledger.push(
+                Category::Weights,
+                "FP8 copies of the decoder linears' weights and their transposes",
+                at.fp8_weights,
+                Explanation::new("decoder-linear params per GPU × 2 B (an FP8 weight + its FP8 transpose)")
+                    .term("decoder-linear params per GPU", at.fp8_weights / 2)
+                    .note("TransformerEngine Linear caches the FP8 weight across a step's micro-batches (get_weight_workspace, cache_name \"weight\", Megatron's TELinear passes is_first_microbatch) with its transpose for the backward GEMM"),
             );
         }
         Ok(())
@@ -436,7 +448,7 @@ impl Lines<'_> {
                     .term("sharding", self.shard_note("the fp32 gradient partition", 1))
                     .note(if self.offloaded() {
                         "offloaded: the fp32 gradient partition lives in pinned host memory, 0 on the GPU"
-                    } else if setup.framework().megatron_mixed_precision && setup.precision == crate::workload::Precision::MixedBf16 {
+                    } else if setup.framework().megatron_mixed_precision && matches!(setup.precision, crate::workload::Precision::MixedBf16 | crate::workload::Precision::MixedFp8) {
                         "Megatron under --bf16: the main grads are fp32 already; _copy_model_grads_to_main_grads hands the optimizer main_grad.float(), the same tensor: no copy"
                     } else if setup.framework().megatron_mixed_precision {
                         "Megatron: _copy_model_grads_to_main_grads sets main_param.grad = main_grad.float(), an fp32 copy of the 16-bit main grads (megatron/core/optimizer/optimizer.py, distrib_optimizer.py)"
@@ -451,7 +463,8 @@ impl Lines<'_> {
     fn backward(&self, ledger: &mut Ledger) -> Result<(), CoreError> {
         let (model, setup, par, b, at) = (self.model, self.setup, self.par, self.b, &self.b.at_peak);
         let act = &model.act;
-        let tokens = product("tokens", &[setup.batch, setup.seq])?;
+        // per rank: seq / cp tokens of each sequence under context parallelism
+        let tokens = product("tokens", &[setup.batch, super::breakdown::local_seq(setup, par)])?;
         let per_layer_formula = match setup.checkpointing {
             Checkpointing::Full => "layers/stage × tokens × layer input (hidden × stream bytes)".to_string(),
             _ => "layers/stage × tokens × (norms + q/k/v + attention out + MLP intermediates [+ heads × seq × softmax bytes for eager])".to_string(),
@@ -536,7 +549,17 @@ impl Lines<'_> {
                     .note("the HF Trainer's gradient checkpointing is reentrant (transformers gradient_checkpointing_enable: use_reentrant=True) and wraps each FSDP-wrapped decoder layer: its backward recomputes the layer on detached leaf inputs and accumulates their gradients into .grad; for a unit without trainable parameters (LoRA/QLoRA base layers; PEFT's fsdp_auto_wrap_policy wraps the adapters apart) FSDP1 reshards through register_multi_grad_hook on those inputs (_register_post_backward_reshard_only_hook, torch/distributed/fsdp/_runtime_utils.py); the hook closes over their AccumulateGrad nodes (torch/autograd/graph.py), which hold each input and its .grad until _finalize_params removes the hook at the end of backward; so when the first layer is recomputed, every other layer's input (in the saved-activations line) and its gradient are still alive"),
             );
         }
-        if at.attention_backward > 0 {
+        if at.attention_backward > 0 && par.cp > 1 {
+            ledger.push(
+                Category::Temporaries,
+                "context-parallel ring attention: K/V blocks in flight (one layer)",
+                at.attention_backward,
+                Explanation::new("max(batch × seq × (K/V + hidden) × compute bytes ÷ TP [forward: every received K/V block and every step's partial output kept until the merge], 4 × batch × seq / cp × K/V [backward: two buffers of a K/V block and its gradient])")
+                    .term("tokens per rank", self.setup.batch.saturating_mul(self.setup.seq.div_ceil(par.cp)))
+                    .term("context-parallel ranks", par.cp)
+                    .note("TransformerEngine AttnFuncWithCPAndKVP2P (Megatron-LM --context-parallel-size, cp_comm_type p2p); counted on top of every saved activation, an upper bound for the forward moment"),
+            );
+        } else if at.attention_backward > 0 {
             ledger.push(
                 Category::Temporaries,
                 "eager attention backward: one layer's softmax and score gradients",
@@ -641,6 +664,18 @@ impl Lines<'_> {
     }
 }
 
+/// Context parallelism in one sentence: what each rank holds and where the
+/// model states shard.
+fn context_parallel_note(setup: &TrainSetup, par: &Parallelism) -> String {
+    let cp = par.cp.max(1);
+    format!(
+        "context parallel {cp}: each GPU holds {} of the {} tokens of every sequence and their activations (attention included: K/V blocks pass round the ring of {cp} ranks); gradients are reduced and states sharded over DP × CP = {} ranks",
+        setup.seq / cp,
+        setup.seq,
+        par.shard_dp()
+    )
+}
+
 /// What the user should know about this training setup, in sentences.
 fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u64, nvme_total: u64) -> Vec<String> {
     let dp = par.dp();
@@ -655,7 +690,7 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             "data parallelism alone ({dp} replicas) saves no memory per GPU: every GPU holds the full model states; use --zero 1|2|3 / --fsdp to shard them (PyTorch DDP also keeps gradient buckets, ≈ one more gradient copy unless gradient_as_bucket_view=True)"
         ));
     }
-    if dp == 1 && par.sharding != Sharding::None {
+    if par.shard_dp() == 1 && par.sharding != Sharding::None {
         notes.push(format!(
             "{} with one data-parallel rank shards nothing: give --gpus (the DP degree is gpus ÷ (tp × pp))",
             par.sharding_label()
@@ -668,7 +703,13 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             par.ep, par.ep
         ));
     }
-    if par.gpus > 1 {
+    if par.gpus > 1 && par.cp > 1 {
+        notes.push(format!(
+            "{} GPUs = TP {} × CP {} × PP {} × DP {dp}; figures are per GPU (the worst rank)",
+            par.gpus, par.tp, par.cp, par.pp
+        ));
+        notes.push(context_parallel_note(setup, par));
+    } else if par.gpus > 1 {
         notes.push(format!(
             "{} GPUs = TP {} × PP {} × DP {dp}; figures are per GPU (the worst rank)",
             par.gpus, par.tp, par.pp

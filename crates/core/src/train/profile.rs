@@ -290,7 +290,10 @@ impl TrainProfile {
     /// Megatron's fp32 main-grad buffer under `--bf16`
     /// ([`crate::workload::FrameworkFacts::megatron_mixed_precision`]).
     pub fn grad_bytes_stored(&self) -> u64 {
-        if self.framework.megatron_mixed_precision && self.precision == Precision::MixedBf16 {
+        // `--bf16`, with or without `--fp8-format` (FP8 keeps bf16 parameters and fp32 main grads)
+        if self.framework.megatron_mixed_precision
+            && matches!(self.precision, Precision::MixedBf16 | Precision::MixedFp8)
+        {
             4
         } else {
             self.grad_bytes
@@ -307,7 +310,8 @@ impl TrainProfile {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
         let ep = par.ep.max(1);
-        let dp = par.dp();
+        // ZeRO / FSDP / the distributed optimizer shard over DP × CP ([`Parallelism::shard_dp`])
+        let dp = par.shard_dp();
         let stage = par.sharding.stage();
         let t = self.per_gpu_ep("trainable per GPU", tp, pp, ep, |g| g.trainable)?;
         let base = self.per_gpu_ep("weights per GPU", tp, pp, ep, |g| g.base_bytes)?;
@@ -316,7 +320,7 @@ impl TrainProfile {
         // Megatron under --bf16: fp32 main gradients in the grad buffer, stepped in place
         // by a fused Adam ([`crate::workload::FrameworkFacts::megatron_mixed_precision`])
         let megatron = self.framework.megatron_mixed_precision;
-        let fp32_main_grads = megatron && self.precision == Precision::MixedBf16;
+        let fp32_main_grads = megatron && matches!(self.precision, Precision::MixedBf16 | Precision::MixedFp8);
         // weights on the GPU: the base (frozen or trainable) + adapters
         let mut adapters = if lora { mul("adapters per GPU", t, self.adapter_bytes)? } else { 0 };
         let mut weights = add("weights per GPU", base, adapters)?;
@@ -426,7 +430,7 @@ impl TrainProfile {
         } else {
             0
         };
-        Ok(DpSplit { t, expert_t, dp: par.dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
+        Ok(DpSplit { t, expert_t, dp: par.shard_dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
     }
 
     /// The host's share of offloaded optimizer states besides the fp32 gradient

@@ -87,7 +87,7 @@ fn is_one(v: &u64) -> bool {
 /// How the job is split over GPUs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Parallelism {
-    /// total GPUs (= tp × pp × dp)
+    /// total GPUs (= tp × cp × pp × dp)
     pub gpus: u64,
     /// tensor-parallel degree (Megatron column/row splits)
     pub tp: u64,
@@ -122,6 +122,13 @@ pub struct Parallelism {
     /// offload optimizer states (and, with ZeRO-3, parameters)
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
+    /// context-parallel degree (training): each rank of a CP group holds
+    /// seq / cp tokens of every sequence and exchanges K/V blocks with the
+    /// others in attention (Megatron-LM `--context-parallel-size`,
+    /// TransformerEngine `cp_comm_type p2p`; torchtitan
+    /// `context_parallel_degree`; Liu et al. 2023, Ring Attention); 1: none
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub cp: u64,
 }
 
 impl Default for Parallelism {
@@ -138,13 +145,32 @@ impl Default for Parallelism {
             sequence_parallel: false,
             offload_optimizer: Offload::None,
             offload_params: Offload::None,
+            cp: 1,
         }
     }
 }
 
 impl Parallelism {
-    /// Data-parallel degree.
+    /// Data-parallel degree: the replicas that each take their own
+    /// sequences (the global batch is micro-batch × accumulation × this),
+    /// GPUs / (TP × CP × PP).
     pub fn dp(&self) -> u64 {
+        let tp_pp = self.tp.max(1).saturating_mul(self.pp.max(1)).saturating_mul(self.cp.max(1));
+        (self.gpus / tp_pp).max(1)
+    }
+
+    /// The ranks that hold the same layers and reduce their gradients
+    /// together, over which ZeRO / FSDP / the distributed optimizer shard the
+    /// model states: DP × CP = GPUs / (TP × PP). The ranks of a CP group see
+    /// different tokens of the same sequences, so their gradients are reduced
+    /// and their states sharded like data-parallel ranks: Megatron-LM's
+    /// `DistributedDataParallel` builds its gradient buffers (and the
+    /// distributed optimizer its shards) over
+    /// `get_data_parallel_group(with_context_parallel=True)`
+    /// (megatron/core/distributed/distributed_data_parallel.py); torchtitan's
+    /// FSDP shards over the `dp_shard_cp` mesh (`ParallelDims.build_mesh`,
+    /// torchtitan/distributed/parallel_dims.py). Equal to [`Self::dp`] without CP.
+    pub fn shard_dp(&self) -> u64 {
         let tp_pp = self.tp.max(1).saturating_mul(self.pp.max(1));
         (self.gpus / tp_pp).max(1)
     }

@@ -55,6 +55,13 @@ pub enum Precision {
     MixedFp16,
     /// pure bf16: weights, grads and optimizer states all bf16
     Bf16,
+    /// FP8 training of the decoder's linears over `MixedBf16`: bf16 weights and
+    /// grads, fp32 master and states, the linear GEMMs in FP8 with per-tensor
+    /// scaling (Megatron-LM `--fp8-format hybrid`: TransformerEngine
+    /// `fp8_autocast`, E4M3 forward / E5M2 gradients; torchtitan's `float8`
+    /// converter: torchao `Float8Linear`); attention, norms, the embedding and
+    /// the output head stay bf16. Named as the mixed precision it extends.
+    MixedFp8,
 }
 
 impl Precision {
@@ -68,13 +75,14 @@ impl Precision {
             _ => Precision::default(),
         }
     }
-    pub const ALL: [Precision; 6] = [
+    pub const ALL: [Precision; 7] = [
         Precision::Fp32,
         Precision::AmpBf16,
         Precision::AmpFp16,
         Precision::MixedBf16,
         Precision::MixedFp16,
         Precision::Bf16,
+        Precision::MixedFp8,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,6 +93,7 @@ impl Precision {
             Precision::MixedBf16 => "mixed-bf16",
             Precision::MixedFp16 => "mixed-fp16",
             Precision::Bf16 => "bf16",
+            Precision::MixedFp8 => "mixed-fp8",
         }
     }
 
@@ -92,7 +101,7 @@ impl Precision {
     pub fn compute_dtype(self) -> DType {
         match self {
             Precision::Fp32 => DType::F32,
-            Precision::AmpBf16 | Precision::MixedBf16 | Precision::Bf16 => DType::BF16,
+            Precision::AmpBf16 | Precision::MixedBf16 | Precision::Bf16 | Precision::MixedFp8 => DType::BF16,
             Precision::AmpFp16 | Precision::MixedFp16 => DType::F16,
         }
     }
@@ -101,14 +110,19 @@ impl Precision {
     pub fn weight_dtype(self) -> DType {
         match self {
             Precision::Fp32 | Precision::AmpBf16 | Precision::AmpFp16 => DType::F32,
-            Precision::MixedBf16 | Precision::Bf16 => DType::BF16,
+            Precision::MixedBf16 | Precision::Bf16 | Precision::MixedFp8 => DType::BF16,
             Precision::MixedFp16 => DType::F16,
         }
     }
 
     /// A separate fp32 master copy exists beside the 16-bit weights.
     pub fn has_master(self) -> bool {
-        matches!(self, Precision::MixedBf16 | Precision::MixedFp16)
+        matches!(self, Precision::MixedBf16 | Precision::MixedFp16 | Precision::MixedFp8)
+    }
+
+    /// The decoder's linear GEMMs run in FP8 (`MixedFp8`).
+    pub fn is_fp8(self) -> bool {
+        self == Precision::MixedFp8
     }
 
     /// Optimizer state dtype for full-precision optimizers.
@@ -131,7 +145,7 @@ impl std::str::FromStr for Precision {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let n = s.replace('_', "-");
         Precision::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(&n)).ok_or_else(|| {
-            format!("unknown precision '{s}': expected one of fp32, amp-bf16, amp-fp16, mixed-bf16, mixed-fp16, bf16")
+            format!("unknown precision '{s}': expected one of fp32, amp-bf16, amp-fp16, mixed-bf16, mixed-fp16, bf16, mixed-fp8")
         })
     }
 }

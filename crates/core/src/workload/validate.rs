@@ -15,8 +15,8 @@ use super::limits::{
     MAX_BLOCK_SIZE, MAX_GPUS, MAX_GRAD_ACCUM, MAX_LORA_RANK, MAX_MODEL_PARALLEL, MAX_SEQUENCES, MAX_TOKENS,
 };
 use super::{
-    Engine, InferenceSetup, LoraTargets, Offload, Optimizer, Parallelism, Precision, Sharding, Task, TrainKind,
-    TrainSetup, Workload,
+    AttentionImpl, Engine, InferenceSetup, LoraTargets, Offload, Optimizer, Parallelism, Precision, Sharding, Task,
+    TrainKind, TrainSetup, Workload,
 };
 pub use crate::error::{Field, WorkloadError};
 use crate::model::{ModelSpec, Positional};
@@ -76,6 +76,8 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     layout(model, par)?;
     sharding(par)?;
     virtual_stages(model, par, t.grad_accum)?;
+    context_parallel(t, par)?;
+    fp8_training(t)?;
     if par.dp_attention != 1 {
         return Err(WorkloadError::DpAttention {
             dp: par.dp_attention,
@@ -154,6 +156,92 @@ pub fn virtual_stages(model: &ModelSpec, par: &Parallelism, micro_batches: u64) 
     Ok(())
 }
 
+/// Context parallelism (`cp` > 1) as the engines that run it for training do:
+/// Megatron-LM (`--context-parallel-size`, TransformerEngine's ring attention)
+/// and torchtitan (`context_parallel_degree`, PyTorch `context_parallel`);
+/// GPUs a multiple of TP × CP × PP; a flash/SDPA attention kernel (ring
+/// attention runs blockwise flash attention: Liu et al. 2023; TransformerEngine
+/// `AttnFuncWithCPAndKVP2P`, PyTorch's templated ring attention over
+/// `scaled_dot_product_attention`); each sequence split into 2 × CP chunks
+/// for causal load balance, so the sequence a multiple of 2 × CP (torchtitan
+/// `ParallelDims.seq_len_divisor`; TransformerEngine: "Sequence length per GPU
+/// needs to be divisible by 2"). The Hugging Face engines are refused by name:
+/// the DeepSpeed a HF Trainer user gets splits sequences with DeepSpeed-Ulysses
+/// (`sequence_parallel_size`: all-to-all over attention heads, not a K/V ring),
+/// which is not modelled.
+pub fn context_parallel(t: &TrainSetup, par: &Parallelism) -> Result<(), WorkloadError> {
+    let cp = par.cp;
+    size(Field::Cp, cp, MAX_MODEL_PARALLEL)?;
+    if cp == 1 {
+        return Ok(());
+    }
+    let bad = |reason: String| Err(WorkloadError::ContextParallel { cp, reason });
+    match t.engine {
+        Engine::Megatron | Engine::Torchtitan => {}
+        Engine::Deepspeed => {
+            return bad("DeepSpeed splits sequences with DeepSpeed-Ulysses (sequence_parallel_size: an all-to-all over the attention heads), not ring context parallelism; Ulysses is not modelled: use --engine megatron or torchtitan".into())
+        }
+        other => {
+            return bad(format!(
+                "{} has no ring context parallelism to model; it is run by --engine megatron (--context-parallel-size) or torchtitan (context_parallel_degree)",
+                other.name()
+            ))
+        }
+    }
+    if t.attention == AttentionImpl::Eager {
+        return bad("ring attention runs blockwise flash attention over the K/V blocks; eager attention cannot: give --attention sdpa".into());
+    }
+    // tp, cp, pp ≤ 2^12 each: the product cannot overflow
+    let ranks = par.tp.max(1) * cp * par.pp.max(1);
+    if !par.gpus.is_multiple_of(ranks) {
+        return bad(format!(
+            "{} GPUs are not a multiple of TP {} × CP {cp} × PP {} = {ranks}",
+            par.gpus,
+            par.tp.max(1),
+            par.pp.max(1)
+        ));
+    }
+    if !t.seq.is_multiple_of(2 * cp) {
+        return bad(format!(
+            "the sequence of {} tokens is split into 2 × {cp} chunks for causal load balance: give a multiple of {}",
+            t.seq,
+            2 * cp
+        ));
+    }
+    Ok(())
+}
+
+/// FP8 training (`mixed-fp8`) where an engine runs it: Megatron-LM
+/// (`--fp8-format hybrid`, TransformerEngine) and torchtitan (its `float8`
+/// converter, torchao `Float8Linear`), full training only (both train full
+/// models; an FP8 LoRA base is not modelled). The Hugging Face engines are
+/// refused by name: accelerate's FP8 backends (TransformerEngine, MS-AMP,
+/// torchao) are not modelled.
+pub fn fp8_training(t: &TrainSetup) -> Result<(), WorkloadError> {
+    if !t.precision.is_fp8() {
+        return Ok(());
+    }
+    let engine = match t.engine {
+        Engine::Megatron => "megatron",
+        Engine::Torchtitan => "torchtitan",
+        other => {
+            return Err(WorkloadError::EngineRefuses {
+                field: Field::Precision,
+                engine: other.name(),
+                reason: "FP8 training is modelled as Megatron-LM (--engine megatron: TransformerEngine, --fp8-format hybrid) and torchtitan (--engine torchtitan: torchao float8 linears) run it; accelerate's FP8 backends are not".into(),
+            })
+        }
+    };
+    if t.kind != TrainKind::Full {
+        return Err(WorkloadError::EngineRefuses {
+            field: Field::Precision,
+            engine,
+            reason: "FP8 training is modelled for full training (--task train): the FP8 linears' weights are the trained bf16 ones".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Sharding, offload, sequence parallelism and virtual pipeline stages exist for training only.
 fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
     let field = if par.sharding != Sharding::None {
@@ -165,6 +253,9 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
     } else if par.virtual_stages > 1 {
         // interleaved stages are a training schedule (no backward to interleave in serving)
         Field::Pp
+    } else if par.cp > 1 {
+        // context parallelism is modelled for training (its ring attention's backward)
+        Field::Cp
     } else {
         return Ok(());
     };
@@ -187,8 +278,8 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     if t.kind != TrainKind::Full {
         return no(Field::Task, "Megatron-LM trains full models (pretrain_gpt.py has no LoRA/QLoRA); use --task train, or another --engine for LoRA/QLoRA");
     }
-    if !matches!(t.precision, Precision::MixedBf16 | Precision::MixedFp16 | Precision::Fp32) {
-        return no(Field::Precision, "Megatron trains 16-bit parameters with an fp32 master copy (--bf16: mixed-bf16, --fp16: mixed-fp16) or in fp32; not autocast over fp32 weights or pure bf16");
+    if !matches!(t.precision, Precision::MixedBf16 | Precision::MixedFp16 | Precision::Fp32 | Precision::MixedFp8) {
+        return no(Field::Precision, "Megatron trains 16-bit parameters with an fp32 master copy (--bf16: mixed-bf16, --fp16: mixed-fp16, --bf16 --fp8-format hybrid: mixed-fp8) or in fp32; not autocast over fp32 weights or pure bf16");
     }
     if !matches!(t.optimizer, Optimizer::AdamW | Optimizer::Sgd | Optimizer::SgdMomentum) {
         return no(Field::Optimizer, "Megatron's --optimizer is adam (decoupled weight decay: adamw) or sgd (with momentum); bitsandbytes, Lion and Adafactor are not among them");
@@ -621,5 +712,50 @@ mod tests {
             offload_rules(Sharding::None, Offload::Cpu, Offload::None),
             Err(WorkloadError::OptimizerOffloadNeedsZero)
         );
+    }
+
+    /// Context parallelism as the engines that run it accept it: Megatron-LM and
+    /// torchtitan only, flash/SDPA attention, GPUs a multiple of TP × CP × PP and
+    /// the sequence a multiple of 2 × CP (torchtitan `ParallelDims.seq_len_divisor`).
+    #[test]
+    fn context_parallel_follows_the_engines_rules() {
+        let t = |engine, seq, attention| TrainSetup { engine, seq, attention, ..TrainSetup::default() };
+        let par = |gpus, tp, cp| Parallelism { gpus, tp, cp, ..Parallelism::default() };
+        let ok = t(Engine::Megatron, 8192, AttentionImpl::Sdpa);
+        assert_eq!(context_parallel(&ok, &par(8, 2, 4)), Ok(()));
+        assert_eq!(context_parallel(&t(Engine::Torchtitan, 8192, AttentionImpl::Sdpa), &par(8, 1, 8)), Ok(()));
+        assert_eq!(context_parallel(&t(Engine::Transformers, 8192, AttentionImpl::Sdpa), &par(8, 1, 1)), Ok(()));
+        let refused = |t: &TrainSetup, p: &Parallelism, words: &str| {
+            let e = context_parallel(t, p).unwrap_err();
+            assert_eq!(e.field(), Field::Cp);
+            let text = e.to_string();
+            assert!(text.contains(words), "{text}");
+        };
+        refused(&t(Engine::Deepspeed, 8192, AttentionImpl::Sdpa), &par(8, 1, 8), "Ulysses");
+        refused(&t(Engine::Transformers, 8192, AttentionImpl::Sdpa), &par(8, 1, 8), "megatron");
+        refused(&t(Engine::Megatron, 8192, AttentionImpl::Eager), &par(8, 1, 8), "--attention sdpa");
+        refused(&ok, &par(12, 2, 4), "TP 2 × CP 4 × PP 1 = 8");
+        refused(&t(Engine::Megatron, 8196, AttentionImpl::Sdpa), &par(8, 1, 4), "multiple of 8");
+        assert_eq!(context_parallel(&ok, &par(8, 1, 0)).unwrap_err(), WorkloadError::Zero { field: Field::Cp });
+    }
+
+    /// FP8 training where an engine runs it: Megatron-LM and torchtitan, full
+    /// training; the Hugging Face engines and LoRA refused naming --precision.
+    #[test]
+    fn fp8_training_follows_the_engines_that_run_it() {
+        let t = |engine, kind| TrainSetup { engine, kind, precision: Precision::MixedFp8, ..TrainSetup::default() };
+        assert_eq!(fp8_training(&t(Engine::Megatron, TrainKind::Full)), Ok(()));
+        assert_eq!(fp8_training(&t(Engine::Torchtitan, TrainKind::Full)), Ok(()));
+        for bad in [
+            t(Engine::Transformers, TrainKind::Full),
+            t(Engine::Deepspeed, TrainKind::Full),
+            t(Engine::Torchtitan, TrainKind::Lora),
+        ] {
+            let e = fp8_training(&bad).unwrap_err();
+            assert_eq!(e.field(), Field::Precision, "{e}");
+            assert!(e.to_string().contains("FP8 training is modelled"), "{e}");
+        }
+        let bf16 = TrainSetup { precision: Precision::MixedBf16, ..TrainSetup::default() };
+        assert_eq!(fp8_training(&bf16), Ok(()));
     }
 }

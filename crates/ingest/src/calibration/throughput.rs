@@ -193,6 +193,8 @@ fn parallelism(w: Obj, hardware_count: Option<u64>) -> Result<Parallelism, Inges
     // interleaved 1F1B: the source's virtual stages per rank (Megatron-LM's
     // `--num-layers-per-virtual-pipeline-stage` = layers / (pp × this))
     let virtual_stages = get("virtual_stages")?.unwrap_or(1).max(1);
+    // context parallelism: the source's CP degree (Llama 3's long-context stage, Table 4)
+    let cp = get("cp")?.unwrap_or(1).max(1);
     Ok(Parallelism {
         gpus,
         tp,
@@ -201,20 +203,17 @@ fn parallelism(w: Obj, hardware_count: Option<u64>) -> Result<Parallelism, Inges
         sharding,
         offload_optimizer,
         offload_params,
+        cp,
         ..Parallelism::default()
     })
 }
 
-/// A layout part the time model cannot express yet, named: context
-/// parallelism (`parallelism.cp` above 1: Llama 3's long-context stage,
-/// Table 4 of "The Llama 3 Herd of Models"), or an interleaved pipeline
-/// schedule whose virtual stages per rank the source does not state (its
-/// bubble depends on them: (p − 1)/(v·m), Narayanan et al. 2021 §2.2.2).
+/// A layout part the time model cannot express yet, named: an interleaved
+/// pipeline schedule whose virtual stages per rank the source does not state
+/// (its bubble depends on them: (p − 1)/(v·m), Narayanan et al. 2021 §2.2.2).
+/// Context parallelism (`parallelism.cp`) is expressed (`Parallelism::cp`).
 fn unexpressed_layout(w: Obj) -> Result<Option<NotModelled>, IngestError> {
     let Some(par) = w.obj("parallelism", paths::PARALLELISM)? else { return Ok(None) };
-    if let Some(cp) = count(par, "cp")?.filter(|&cp| cp > 1) {
-        return Ok(Some(NotModelled::Layout(format!("context parallelism (CP {cp})"))));
-    }
     let schedule = words(Some(par), "pipeline_schedule")?;
     if schedule.contains("interleaved") && count(par, "virtual_stages")?.is_none() {
         return Ok(Some(NotModelled::Layout("an interleaved pipeline with unstated virtual stages".into())));
@@ -244,6 +243,32 @@ fn unexpressed_serving_layout(w: Obj) -> Result<Option<NotModelled>, IngestError
         return Ok(Some(NotModelled::Layout(format!("expert parallelism in a serving case (EP {ep})"))));
     }
     Ok(None)
+}
+
+/// A run with context parallelism is timed as torchtitan runs CP, the public
+/// PyTorch-native 4D stack (FSDP2, TP, PP, CP): its K/V exchange is an
+/// all-gather that overlaps only the local block's attention, as Llama 3's
+/// own CP does ("we all-gather the K and V tensors, and then compute attention
+/// output for the local Q tensor chunk", Dubey et al. 2024 §3.3.2); the
+/// Hugging Face default engine runs no CP (`validate::context_parallel`).
+fn context_parallel_engine(mut w: Workload) -> Workload {
+    if w.parallelism.cp > 1 {
+        if let Task::Train(t) = &mut w.task {
+            t.engine = vramfit_core::workload::Engine::Torchtitan;
+        }
+    }
+    w
+}
+
+/// torchtitan's float8 linears (torchao `Float8Linear` over FSDP2 bf16
+/// parameters, the rows' own words): FP8 training as `mixed-fp8` under
+/// `--engine torchtitan`, the framework that ran them.
+fn float8_training(mut w: Workload) -> Workload {
+    if let Task::Train(t) = &mut w.task {
+        t.precision = Precision::MixedFp8;
+        t.engine = vramfit_core::workload::Engine::Torchtitan;
+    }
+    w
 }
 
 /// The fabric between machines from the source's words: 400 Gb/s RDMA per
@@ -290,6 +315,9 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
         parallelism,
         ..Workload::default()
     };
+    let workload = context_parallel_engine(workload);
+    let fp8_linears = precision_words.contains("float8") && !precision_words.contains("no float8");
+    let workload = if fp8_linears { float8_training(workload) } else { workload };
     let interconnect = words(Some(hw), "interconnect")?;
     let multi = workload.parallelism.gpus > 1;
     // a PCIe card's NVLink figure is a bridge's: only a source that says NVLink has it
@@ -301,7 +329,7 @@ fn train_case(o: Obj, hw: Obj, gpus: &[GpuSpec], id: &str) -> Result<Result<Case
         link: if nvlink { Link::Nvlink } else { Link::Pcie },
         gpus_per_node: GPUS_PER_NODE,
         inter_node_gbs: Some(inter_node_gbs(&interconnect)),
-        fp8_linears: precision_words.contains("float8") && !precision_words.contains("no float8"),
+        fp8_linears,
         cpu_cores: None,
     }))))
 }
@@ -474,9 +502,10 @@ mod tests {
         assert_eq!((s.precision, s.batch, s.seq), (Precision::AmpBf16, 2, 1024));
     }
 
-    /// Pipeline stages are read (Megatron-LM's Table 1 rows run PP up to 64);
-    /// context parallelism and an interleaved schedule without its virtual
-    /// stages are named as layouts the time model cannot express.
+    /// Pipeline stages and context parallelism are read (Megatron-LM's Table 1
+    /// rows run PP up to 64; Llama 3's 128K stage CP 16, timed as torchtitan's
+    /// all-gather CP); an interleaved schedule without its virtual stages is
+    /// named as a layout the time model cannot express.
     #[test]
     fn pipeline_stages_are_read_and_unexpressed_layouts_named() {
         let gpus = builtin_gpus().unwrap();
@@ -485,8 +514,17 @@ mod tests {
         let Ok(CaseSetup::Train(t)) = &c.setup else { panic!("{:?}", c.setup) };
         let p = &t.workload.parallelism;
         assert_eq!((p.gpus, p.tp, p.pp, p.dp(), p.sharding), (8, 2, 4, 1, Sharding::None));
-        let cp = parse_throughput(&line.replace(r#""pp": 4"#, r#""pp": 4, "cp": 2"#), "t", &gpus).unwrap();
-        assert_eq!(cp.setup.unwrap_err(), NotModelled::Layout("context parallelism (CP 2)".into()));
+        let cp = parse_throughput(
+            &line.replace(r#""gpus": 8"#, r#""gpus": 16"#).replace(r#""pp": 4"#, r#""pp": 4, "cp": 2"#),
+            "t",
+            &gpus,
+        )
+        .unwrap();
+        let Ok(CaseSetup::Train(t)) = &cp.setup else { panic!("{:?}", cp.setup) };
+        let p = &t.workload.parallelism;
+        assert_eq!((p.gpus, p.tp, p.cp, p.pp, p.dp(), p.shard_dp()), (16, 2, 2, 4, 1, 2));
+        let Task::Train(s) = &t.workload.task else { panic!() };
+        assert_eq!(s.engine, vramfit_core::workload::Engine::Torchtitan);
         let il = line.replace(r#""pp": 4"#, r#""pp": 4, "pipeline_schedule": "interleaved 1F1B""#);
         assert!(matches!(parse_throughput(&il, "t", &gpus).unwrap().setup, Err(NotModelled::Layout(_))));
     }
