@@ -78,10 +78,12 @@ pub enum Field {
     Task,
     /// training optimizer (`--optimizer`)
     Optimizer,
+    /// hybrid sharding: replicas of the ZeRO-3 / FSDP shard group (`--dp-replicate`)
+    DpReplicate,
 }
 
 impl Field {
-    pub const ALL: [Field; 24] = [
+    pub const ALL: [Field; 25] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -106,6 +108,7 @@ impl Field {
         Field::Precision,
         Field::Task,
         Field::Optimizer,
+        Field::DpReplicate,
     ];
 
     /// Stable id of the field. Every id is also the name of the CLI flag
@@ -138,6 +141,7 @@ impl Field {
             Field::Precision => "precision",
             Field::Task => "task",
             Field::Optimizer => "optimizer",
+            Field::DpReplicate => "dp-replicate",
         }
     }
 }
@@ -241,6 +245,11 @@ pub enum WorkloadError {
         dp: u64,
         reason: String,
     },
+    /// hybrid sharding (HSDP) on a layout that cannot run it
+    HybridShard {
+        replicate: u64,
+        reason: String,
+    },
     /// a setting the training framework named by `--engine` does not run
     EngineRefuses {
         field: Field,
@@ -270,6 +279,7 @@ impl WorkloadError {
             Margin { .. } => Field::Margin,
             ExpertParallel { .. } => Field::Ep,
             DpAttention { .. } => Field::DpAttention,
+            HybridShard { .. } => Field::DpReplicate,
         }
     }
 
@@ -349,6 +359,7 @@ impl WorkloadError {
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
+            HybridShard { replicate, reason } => format!("{} {replicate}: {reason}", f(Field::DpReplicate)),
             EngineRefuses { field, engine, reason } => format!("{} with --engine {engine}: {reason}", f(*field)),
         }
     }

@@ -307,7 +307,11 @@ impl TrainProfile {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
         let ep = par.ep.max(1);
-        let dp = par.dp();
+        // the ranks the states shard over: every data-parallel rank, or under hybrid
+        // sharding one replica's shard group (FSDP HYBRID_SHARD: "shard within the
+        // group, replicate across groups", Zhao et al. 2023 §3.2.2), whose ZeRO-3
+        // states are those of a plain ZeRO-3 run on dp / dp_replicate ranks
+        let dp = par.shard_degree();
         let stage = par.sharding.stage();
         let t = self.per_gpu_ep("trainable per GPU", tp, pp, ep, |g| g.trainable)?;
         let base = self.per_gpu_ep("weights per GPU", tp, pp, ep, |g| g.base_bytes)?;
@@ -429,7 +433,7 @@ impl TrainProfile {
         } else {
             0
         };
-        Ok(DpSplit { t, expert_t, dp: par.dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
+        Ok(DpSplit { t, expert_t, dp: par.shard_degree(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
     }
 
     /// What DeepSpeed's ZeRO-Offload keeps in host memory besides the fp32
