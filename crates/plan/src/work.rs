@@ -164,12 +164,15 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         TrainKind::Qlora => 0.5,
     };
     let k = t.grad_accum.max(1) as f64;
-    let frac = if dp > 1.0 { (dp - 1.0) / dp } else { 0.0 };
+    // hybrid sharding: the ZeRO-3 collectives run over one replica's shard group
+    let shard = par.shard_degree() as f64;
+    let frac = if shard > 1.0 { (shard - 1.0) / shard } else { 0.0 };
     let dp_bytes = match par.sharding {
         Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
         Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
         Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
     };
+    let replicate_bytes = hsdp_replicate_bytes(par, psi_t * gb, k);
     let tp = par.tp.max(1) as f64;
     let act_b = t.precision.compute_dtype().bytes_f64();
     let tp_bytes = if tp > 1.0 {
@@ -190,11 +193,11 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let mut offload_bytes = 0.0;
     let mut cpu_params = 0.0;
     if par.offload_optimizer != Offload::None {
-        offload_bytes += psi_t * (gb + 2.0) / dp;
+        offload_bytes += psi_t * (gb + 2.0) / shard;
         cpu_params = m.params_trainable as f64;
     }
     if par.offload_params != Offload::None {
-        offload_bytes += k * 2.0 * psi * wb / dp;
+        offload_bytes += k * 2.0 * psi * wb / shard;
     }
     let peak = if t.precision.compute_dtype() == DType::F32 { PeakKind::Fp32 } else { PeakKind::Bf16 };
     TrainWork {
@@ -220,7 +223,26 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         a2a_per_step: train_all_to_alls(spec, par) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
+        dp_replicate: par.dp_replicate.max(1) as f64,
+        replicate_bytes_per_step: replicate_bytes,
     }
+}
+
+/// Bytes one GPU sends per step in hybrid sharding's all-reduce across the
+/// replicas: after the reduce-scatter inside its shard group each rank holds
+/// the reduced gradient of its 1/g shard (`grad_bytes` = ψ_t × gradient bytes
+/// per GPU before sharding) and all-reduces it with the rank holding the same
+/// shard in each other replica (PyTorch FSDP `HYBRID_SHARD`: `_reduce_grad`
+/// reduce-scatters over the intra-node group, then `all_reduce`s over
+/// `_inter_node_pg`, torch/distributed/fsdp/_runtime_utils.py; Zhao et al.
+/// 2023 §3.2.2, §4), a ring all-reduce sending 2 (r − 1)/r of it, once per
+/// micro-batch as the reduce-scatter is; 0 without hybrid sharding.
+pub fn hsdp_replicate_bytes(par: &Parallelism, grad_bytes: f64, micro_steps: f64) -> f64 {
+    let r = par.dp_replicate.max(1) as f64;
+    if r <= 1.0 {
+        return 0.0;
+    }
+    micro_steps * 2.0 * grad_bytes / par.shard_degree() as f64 * (r - 1.0) / r
 }
 
 /// All-to-alls per micro-batch on one GPU in MoE training with expert
