@@ -86,6 +86,24 @@ pub struct SetupSummary {
     /// written as the dtype's name (`fp16`, `fp8`)
     #[serde(serialize_with = "dtype_name")]
     pub kv_dtype: Option<DType>,
+    /// training, hybrid sharding (HSDP): replicas of the ZeRO-3 shard group,
+    /// each sharding the states over `dp / dp_replicate` ranks (absent: 1,
+    /// sharded over every data-parallel rank)
+    #[serde(skip_serializing_if = "is_one")]
+    pub dp_replicate: u64,
+}
+
+impl SetupSummary {
+    /// Data-parallel ranks one replica shards the states over (hybrid
+    /// sharding's shard group; every DP rank without it).
+    pub fn shard_degree(&self) -> u64 {
+        let r = self.dp_replicate.max(1);
+        if self.dp.is_multiple_of(r) {
+            (self.dp / r).max(1)
+        } else {
+            self.dp.max(1)
+        }
+    }
 }
 
 fn is_one(v: &u64) -> bool {
@@ -127,6 +145,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         offload_params: Offload::None,
         weights: None,
         kv_dtype: None,
+        dp_replicate: 1,
     };
     match &w.task {
         Task::Train(t) => SetupSummary {
@@ -140,6 +159,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
             sharding: p.sharding,
             offload_optimizer: p.offload_optimizer,
             offload_params: p.offload_params,
+            dp_replicate: p.dp_replicate.max(1),
             ..common
         },
         Task::Inference(s) => SetupSummary {
