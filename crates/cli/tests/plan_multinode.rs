@@ -390,7 +390,8 @@ fn hybrid_sharding_loses_where_zero_1_fits() {
         rec["setup"]["micro_batch"].as_u64().unwrap().to_string(),
         rec["setup"]["grad_accum"].as_u64().unwrap().to_string(),
     );
-    let pinned = [&["--gpus", &gpus, "--zero", "3", "--dp-replicate", "2", "--batch", &micro, "--grad-accum", &accum][..]];
+    let pinned =
+        [&["--gpus", &gpus, "--zero", "3", "--dp-replicate", "2", "--batch", &micro, "--grad-accum", &accum][..]];
     let mut args: Vec<&str> = job.iter().copied().filter(|a| !["4", "8"].contains(a)).collect();
     args.retain(|a| *a != "--batch" && *a != "--grad-accum");
     let h = json(&[&args[..], pinned[0]].concat(), 0);

@@ -340,7 +340,8 @@ fn a_quantized_checkpoint_trains_dequantized_when_dtype_asks() {
 /// settings gain `dp_replicate`; a layout HSDP cannot run is refused by flag.
 #[test]
 fn hybrid_sharding_shards_over_one_replica() {
-    let base = ["estimate", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "32", "--zero", "3"];
+    let base =
+        ["estimate", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "32", "--zero", "3"];
     let v = json(&[&base[..], &["--dp-replicate", "4"]].concat());
     assert_eq!(cat(&v, "weights"), 2 * P7 / 8);
     assert_eq!(cat(&v, "master_weights"), 4 * P7 / 8);

@@ -102,9 +102,14 @@ fn hpz_and_mics_are_said_not_modelled() {
     let text = br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8, "mics_shard_size": 8}}"#;
     let c = parse_deepspeed(text, "ds.json").unwrap();
     assert_eq!(c.zero_stage, DsValue::Set(3));
-    assert!(c.notes.iter().any(|n| n.starts_with("zero_optimization.zero_hpz_partition_size 8: ZeRO++ hpZ")), "{:?}", c.notes);
+    assert!(
+        c.notes.iter().any(|n| n.starts_with("zero_optimization.zero_hpz_partition_size 8: ZeRO++ hpZ")),
+        "{:?}",
+        c.notes
+    );
     assert!(c.notes.iter().any(|n| n.contains("mics_shard_size 8") && n.contains("--dp-replicate")), "{:?}", c.notes);
     // 1 is plain ZeRO-3 (hpZ off); MiCS off at its default
-    let plain = parse_deepspeed(br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 1}}"#, "ds.json").unwrap();
+    let plain =
+        parse_deepspeed(br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 1}}"#, "ds.json").unwrap();
     assert!(plain.notes.is_empty(), "{:?}", plain.notes);
 }

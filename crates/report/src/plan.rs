@@ -150,11 +150,7 @@ fn setup_words(r: &PlanRow) -> String {
         parts.push(s.method.name().to_string());
         if s.dp_replicate > 1 {
             // hybrid sharding (FSDP HYBRID_SHARD): one shard group per machine
-            parts.push(format!(
-                "HSDP: sharded ×{} within a machine, replicated ×{}",
-                s.shard_degree(),
-                s.dp_replicate
-            ));
+            parts.push(format!("HSDP: sharded ×{} within a machine, replicated ×{}", s.shard_degree(), s.dp_replicate));
         } else if s.sharding != Sharding::None {
             parts.push(s.sharding.label().to_string());
         } else if s.dp > 1 {
