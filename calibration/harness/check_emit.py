@@ -17,7 +17,9 @@ DIR holds files written by crates/cli/tests/emit_python.rs (or by hand):
   (DeepSpeed's TorchBackend JIT-builds its small shm op once: needs ninja and a C++ compiler),
   and a config that is right only at world size 1 is checked to be refused at 4 before the real files.
 - `accelerate_<name>.yaml`: an accelerate config, loaded with accelerate's
-  `ClusterConfig.from_yaml_file` (unknown keys are refused there).
+  `ClusterConfig.from_yaml_file` (unknown keys are refused there); one with a
+  `parallelism_config` (hybrid sharding) also goes through `accelerate launch`'s own argument
+  validation and environment (`_validate_launch_command`, `prepare_multi_gpu_env`).
 
 Exit 0: every file loaded; 1: one did not (the error is printed); 77: deepspeed or accelerate
 (or torch) is not importable here, nothing was checked.
@@ -88,6 +90,27 @@ def start_comm():
     dscomm.cdb = TorchBackend("gloo", datetime.timedelta(seconds=60), None)
 
 
+def launch_env(path, c):
+    """For a config with a `parallelism_config` (FSDP2 hybrid sharding): what
+    `accelerate launch --config_file PATH` makes of it — the launcher's own
+    argument validation and the environment it hands the Accelerator, whose
+    PARALLELISM_CONFIG_* sizes must be the file's and multiply to the processes."""
+    if not c.parallelism_config:
+        return ""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    args = launch_command_parser().parse_args(["--config_file", path, "train.py"])
+    args, _, _ = _validate_launch_command(args)
+    env = prepare_multi_gpu_env(args)
+    rep = int(env["PARALLELISM_CONFIG_DP_REPLICATE_SIZE"])
+    shard = int(env["PARALLELISM_CONFIG_DP_SHARD_SIZE"])
+    assert env.get("ACCELERATE_USE_PARALLELISM_CONFIG") == "true" and env.get("FSDP_VERSION") == "2", env
+    assert rep == c.parallelism_config["parallelism_config_dp_replicate_size"], env
+    assert rep * shard == c.num_processes, (rep, shard, c.num_processes)
+    return f"; accelerate launch: FSDP2, dp_replicate {rep} x dp_shard {shard}"
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -133,7 +156,7 @@ def main():
                 c = ClusterConfig.from_yaml_file(path)
                 print(
                     f"ok {name}: ClusterConfig {c.distributed_type}, {c.num_processes} processes, "
-                    f"machine_rank {c.machine_rank} of {c.num_machines}"
+                    f"machine_rank {c.machine_rank} of {c.num_machines}{launch_env(path, c)}"
                 )
         except Exception as e:  # noqa: BLE001 - report every file
             failed += 1

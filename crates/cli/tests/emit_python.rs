@@ -81,11 +81,35 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
         let (acc, _) = run(&[args, &["--emit", "accelerate"]].concat(), 0);
         std::fs::write(dir.join(format!("accelerate_{name}.yaml")), acc).unwrap();
     }
+    // a hybrid-sharded plan over two machines (FSDP2 parallelism_config): the emit is a
+    // shell snippet writing one YAML per node; the first node's file is checked
+    let hsdp = [
+        "plan",
+        "gemma-2-27b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--batch",
+        "4",
+        "--grad-accum",
+        "8",
+        "--catalog",
+        "tests/fixtures/plan/hsdp_ethernet_cluster.toml",
+        "--emit",
+        "accelerate",
+    ];
+    let (sh, _) = run(&hsdp, 0);
+    let node0 = sh.split("cat > accelerate_node0.yaml <<'EOF'\n").nth(1).and_then(|t| t.split("\nEOF").next());
+    let node0 = node0.unwrap_or_else(|| panic!("no node 0 file in\n{sh}"));
+    assert!(node0.contains("parallelism_config_dp_replicate_size: 2"), "{node0}");
+    std::fs::write(dir.join("accelerate_hsdp_node0.yaml"), format!("{node0}\n")).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../calibration/harness/check_emit.py");
     let out = std::process::Command::new("python3").arg(script).arg(&dir).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("ok ").count(), 8, "{text}");
+    assert_eq!(text.matches("ok ").count(), 9, "{text}");
+    assert!(text.contains("accelerate launch: FSDP2, dp_replicate 2 x dp_shard 8"), "{text}");
 }
 
 /// `--emit megatron` scripts through Megatron-LM's own `parse_args` and

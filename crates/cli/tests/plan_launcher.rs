@@ -40,6 +40,8 @@ struct Setup {
     /// context-parallel degree (Megatron `--context-parallel-size`, torchtitan
     /// `context_parallel_degree`); 1 for the Hugging Face launchers
     cp: u64,
+    /// hybrid sharding: replicas of the shard group (1: none)
+    dp_replicate: u64,
 }
 
 fn flag(text: &str, name: &str) -> Option<u64> {
@@ -68,6 +70,8 @@ fn from_plan(rec: &Value, launcher: &str) -> Setup {
         offload_optimizer: s["offload_optimizer"] != "none",
         offload_params: s["offload_params"] != "none",
         cp: s["cp"].as_u64().unwrap_or(1),
+        // absent from the JSON when 1 (docs/schema.md)
+        dp_replicate: s["dp_replicate"].as_u64().unwrap_or(1),
     }
 }
 
@@ -90,10 +94,13 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_optimizer: z["offload_optimizer"]["device"] == "cpu",
                 offload_params: z["offload_param"]["device"] == "cpu",
                 cp: 1,
+                dp_replicate: 1,
             }
         }
         "torchrun" => {
-            let sharding = if out.contains("full_shard") {
+            // FSDP1 HYBRID_SHARD shards within each node and replicates across the nodes
+            let hybrid = out.contains("--fsdp 'hybrid_shard");
+            let sharding = if out.contains("full_shard") || hybrid {
                 "zero3"
             } else if out.contains("shard_grad_op") {
                 "zero2"
@@ -113,6 +120,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_optimizer: out.contains(" offload"),
                 offload_params: out.contains(" offload"),
                 cp: 1,
+                dp_replicate: if hybrid { flag(out, "--nnodes").unwrap() } else { 1 },
             }
         }
         "accelerate" => {
@@ -143,6 +151,8 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                     || out.contains("offload_optimizer_device: cpu"),
                 offload_params: out.contains("fsdp_offload_params: true") || out.contains("offload_param_device: cpu"),
                 cp: 1,
+                // FSDP2 hybrid sharding: accelerate's ParallelismConfig (every node's file says the same)
+                dp_replicate: flag(out, "parallelism_config_dp_replicate_size:").unwrap_or(1),
             }
         }
         "torchtitan" => {
@@ -181,6 +191,8 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_optimizer: out.contains("enable_cpu_offload = True"),
                 offload_params: out.contains("enable_cpu_offload = True"),
                 cp,
+                // HSDP: FSDP2 over the replicate × shard mesh (sharded, more than one replica)
+                dp_replicate: if shard > 1 { replicate } else { 1 },
             }
         }
         _ => unreachable!(),
@@ -204,36 +216,107 @@ fn recommended_is_what_emit_writes_for_every_launcher() {
         .flat_map(|j| LAUNCHERS.iter().map(move |l| (*j, *l)))
         .chain(titan.iter().map(|j| (*j, "torchtitan")));
     for (job, l) in runs {
-        {
-            let v = json(&[&["plan"][..], job, &["--launcher", l, "--json"]].concat(), 0);
-            assert_eq!(v["launcher"], l, "{job:?}");
-            let rec = &v["recommended"];
-            if v["own_card"].is_object() {
-                // the user's own card: the recommendation is that card, written the same way
-                assert!(rec.is_object());
-            }
-            let planned = from_plan(rec, l);
-            let o = vramfit().args([&["plan"][..], job, &["--emit", l]].concat()).output().unwrap();
-            let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-            if !o.status.success() {
-                skipped.push(format!("{job:?} {l}: {err}"));
-                continue;
-            }
-            let emitted = from_emitted(l, &out, &err);
-            // FSDP offloads parameters and optimizer together (`offload_params`)
-            let fsdp = out.contains("fsdp");
-            let planned = if fsdp && (planned.offload_optimizer || planned.offload_params) {
-                Setup { offload_optimizer: true, offload_params: true, ..planned }
-            } else {
-                planned
-            };
-            assert_eq!(emitted, planned, "{job:?} --launcher {l}\nemitted:\n{out}\n{err}");
-            assert!(!err.contains("cannot be written for"), "--emit swapped plans: {err}");
-            compared += 1;
+        match compare(job, l) {
+            Ok(_) => compared += 1,
+            Err(e) => skipped.push(e),
         }
     }
     assert!(skipped.is_empty(), "{skipped:?}");
     assert!(compared >= 20, "{compared}");
+}
+
+/// `plan JOB --launcher L --json` against `plan JOB --emit L`: the
+/// recommended setup as the emitted file states it (`Err`: the emit failed).
+fn compare(job: &[&str], l: &str) -> Result<Value, String> {
+    let v = json(&[&["plan"][..], job, &["--launcher", l, "--json"]].concat(), 0);
+    assert_eq!(v["launcher"], l, "{job:?}");
+    let rec = &v["recommended"];
+    if v["own_card"].is_object() {
+        // the user's own card: the recommendation is that card, written the same way
+        assert!(rec.is_object());
+    }
+    let planned = from_plan(rec, l);
+    let o = vramfit().args([&["plan"][..], job, &["--emit", l]].concat()).output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    if !o.status.success() {
+        return Err(format!("{job:?} {l}: {err}"));
+    }
+    let emitted = from_emitted(l, &out, &err);
+    // FSDP offloads parameters and optimizer together (`offload_params`)
+    let fsdp = out.contains("fsdp");
+    let planned = if fsdp && (planned.offload_optimizer || planned.offload_params) {
+        Setup { offload_optimizer: true, offload_params: true, ..planned }
+    } else {
+        planned
+    };
+    assert_eq!(emitted, planned, "{job:?} --launcher {l}\nemitted:\n{out}\n{err}");
+    assert!(!err.contains("cannot be written for"), "--emit swapped plans: {err}");
+    Ok(rec.clone())
+}
+
+/// A two-machine cluster of 8 × H100 on a 100 Gb/s Ethernet fabric, rented as a
+/// cluster only: where hybrid sharding pays.
+fn slow_cluster() -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("vramfit-launcher-hsdp-{}.toml", std::process::id()));
+    std::fs::write(
+        &p,
+        "replace = true\n[[offer]]\nid = \"c\"\nprovider = \"p\"\nname = \"H100 cluster\"\ngpu = \"h100-sxm\"\ngpus = 8\nlink = \"nvlink\"\nram_gb = 2048\nhourly = 20\ncurrency = \"USD\"\nmax_machines = 4\nmin_machines = 2\nfabric = { kind = \"ethernet\", gbps_per_node = 100, nvlink_domain = 8 }\n",
+    )
+    .unwrap();
+    p
+}
+
+/// Hybrid sharding plans (issue 21 item 3): the JSON's `setup.dp_replicate` is
+/// what each FSDP launcher writes — accelerate's FSDP2 `parallelism_config`
+/// (dp_replicate × dp_shard), the Trainer's `--fsdp 'hybrid_shard …'` on one
+/// node per replica, torchtitan's `data_parallel_replicate_degree` ×
+/// `data_parallel_shard_degree`. The Hugging Face launchers get HSDP as the
+/// recommendation for a 27B full fine-tune on the slow cluster (ZeRO-2 needs
+/// 3 machines and changes the batch, ZeRO-3 moves every parameter over
+/// Ethernet); torchtitan, which has TP, is pinned to it.
+#[test]
+fn hybrid_sharding_plans_are_what_emit_writes() {
+    let cat = slow_cluster();
+    let cat = cat.to_str().unwrap();
+    let gemma = [
+        "gemma-2-27b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--batch",
+        "4",
+        "--grad-accum",
+        "8",
+        "--tokens",
+        "1B",
+        "--catalog",
+        cat,
+    ];
+    for l in ["accelerate", "torchrun"] {
+        let rec = compare(&gemma, l).unwrap();
+        assert_eq!((rec["setup"]["dp_replicate"].as_u64(), rec["machines"].as_u64()), (Some(2), Some(2)), "{rec}");
+    }
+    let titan = [
+        "llama-3.1-8b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "16",
+        "--zero",
+        "3",
+        "--dp-replicate",
+        "2",
+        "--catalog",
+        cat,
+    ];
+    let rec = compare(&titan, "torchtitan").unwrap();
+    assert_eq!(rec["setup"]["dp_replicate"], 2, "{rec}");
+    // DeepSpeed writes no hybrid sharding: its plan for the job is another layout
+    let rec = compare(&gemma, "deepspeed").unwrap();
+    assert!(rec["setup"]["dp_replicate"].is_null(), "{rec}");
 }
 
 /// `--launcher` and `--emit` naming different launchers is refused by field;

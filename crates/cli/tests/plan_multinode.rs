@@ -309,3 +309,96 @@ fn break_even_with_stacked_cards_when_one_card_is_not_enough() {
     assert!(be["single"]["gpus"].as_u64().unwrap() > 1, "{be}");
     assert!(be["machine"]["gpus"].as_u64().unwrap() >= 8);
 }
+
+fn slow_cluster(gbps: u64) -> std::path::PathBuf {
+    let text = cluster(4, gbps).replace("max_machines = 4", "max_machines = 4\nmin_machines = 2");
+    temp_file(&format!("hsdp{gbps}.toml"), &text)
+}
+
+/// Hybrid sharding (issue 21 item 3) as a planner choice, through the binary.
+/// On two 8 × H100 machines over 100 Gb/s Ethernet, pinned to the same job
+/// (16 GPUs, ZeRO-3, micro-batch 2, no accumulation), HSDP keeps the
+/// parameter all-gathers on NVLink and sends only the gradient shard's
+/// all-reduce over Ethernet: faster than plain ZeRO-3 (time model:
+/// `hsdp_comm_s`). With 3.2 Tb/s per machine the fabric is no longer the
+/// bottleneck: ZeRO-3's traffic hides under compute and HSDP gains nothing.
+#[test]
+fn hybrid_sharding_pays_on_a_slow_fabric_only() {
+    let hours = |gbps: u64, hsdp: bool| {
+        let p = slow_cluster(gbps);
+        let mut args = vec![
+            "plan",
+            "gemma-2-27b",
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--batch",
+            "2",
+            "--grad-accum",
+            "1",
+            "--gpus",
+            "16",
+            "--zero",
+            "3",
+            "--checkpointing",
+            "full",
+            "--json",
+            "--catalog",
+            p.to_str().unwrap(),
+        ];
+        if hsdp {
+            args.extend(["--dp-replicate", "2"]);
+        }
+        let v = json(&args, 0);
+        let rec = &v["recommended"];
+        assert_eq!(rec["setup"]["dp_replicate"].as_u64().unwrap_or(1), if hsdp { 2 } else { 1 }, "{rec}");
+        rec["job_hours"].as_f64().unwrap()
+    };
+    assert!(hours(100, true) < hours(100, false) * 0.9, "{} vs {}", hours(100, true), hours(100, false));
+    assert!(hours(3200, true) >= hours(3200, false), "{} vs {}", hours(3200, true), hours(3200, false));
+}
+
+/// Where ZeRO-1/2 fits, the planner keeps it over HSDP: for a 13B full
+/// fine-tune through accelerate on the slow cluster, ZeRO-1 all-reduces the
+/// gradients once a step over the fabric, as HSDP's replicas do, without
+/// HSDP's gathers, and bills less than HSDP pinned on the same cards and batch.
+#[test]
+fn hybrid_sharding_loses_where_zero_1_fits() {
+    let p = slow_cluster(100);
+    let job = [
+        "plan",
+        "llama-2-13b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--batch",
+        "4",
+        "--grad-accum",
+        "8",
+        "--tokens",
+        "1B",
+        "--launcher",
+        "accelerate",
+        "--json",
+        "--catalog",
+        p.to_str().unwrap(),
+    ];
+    let v = json(&job, 0);
+    let rec = &v["recommended"];
+    assert!(rec["setup"]["dp_replicate"].is_null(), "{rec}");
+    let (gpus, micro, accum) = (
+        rec["gpus"].as_u64().unwrap().to_string(),
+        rec["setup"]["micro_batch"].as_u64().unwrap().to_string(),
+        rec["setup"]["grad_accum"].as_u64().unwrap().to_string(),
+    );
+    let pinned =
+        [&["--gpus", &gpus, "--zero", "3", "--dp-replicate", "2", "--batch", &micro, "--grad-accum", &accum][..]];
+    let mut args: Vec<&str> = job.iter().copied().filter(|a| !["4", "8"].contains(a)).collect();
+    args.retain(|a| *a != "--batch" && *a != "--grad-accum");
+    let h = json(&[&args[..], pinned[0]].concat(), 0);
+    let hr = &h["recommended"];
+    assert_eq!(hr["setup"]["dp_replicate"], 2, "{hr}");
+    assert!(hr["billed"]["low"].as_f64().unwrap() > rec["billed"]["low"].as_f64().unwrap(), "{hr}\n{rec}");
+}

@@ -332,3 +332,40 @@ fn a_quantized_checkpoint_trains_dequantized_when_dtype_asks() {
     let p = json(&["plan", "gpt-oss-120b", "--task", "train", "--dtype", "bf16"]);
     assert!(p["recommended"].is_object(), "{p}");
 }
+
+/// Hybrid sharding through the binary (PyTorch FSDP HYBRID_SHARD, Zhao et al.
+/// 2023 §3.2.2): 32 GPUs as 4 replicas × 8 ranks hold the ZeRO-3 states of 8
+/// ranks, not 32: bf16 weights 2 × 6,738,415,616 / 8 = 1,684,603,904 B, fp32
+/// master 4 P / 8, Adam 8 P / 8; `--explain` names the shard group; the JSON
+/// settings gain `dp_replicate`; a layout HSDP cannot run is refused by flag.
+#[test]
+fn hybrid_sharding_shards_over_one_replica() {
+    let base =
+        ["estimate", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "32", "--zero", "3"];
+    let v = json(&[&base[..], &["--dp-replicate", "4"]].concat());
+    assert_eq!(cat(&v, "weights"), 2 * P7 / 8);
+    assert_eq!(cat(&v, "master_weights"), 4 * P7 / 8);
+    assert_eq!(cat(&v, "optimizer_states"), 8 * P7 / 8);
+    assert_eq!(v["workload"]["settings"]["dp_replicate"], "4");
+    let plain = json(&base);
+    assert_eq!(cat(&plain, "weights"), 2 * P7 / 32);
+    assert!(plain["workload"]["settings"]["dp_replicate"].is_null());
+    let out = Command::cargo_bin("vramfit")
+        .unwrap()
+        .args([&base[..], &["--dp-replicate", "4", "--explain"]].concat())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sharding = ÷ shard group 8 = DP 32 ÷ 4 replicas"), "{text}");
+    assert!(text.contains("NCCL communicator (HSDP replicate group, 4 ranks)"), "{text}");
+    for (extra, says) in [
+        (&["--dp-replicate", "3"][..], "--dp-replicate 3: the 32 data-parallel ranks"),
+        (&["--dp-replicate", "4", "--zero", "2"][..], "this layout uses ZeRO-2"),
+    ] {
+        let args: Vec<&str> = [&base[..8], extra].concat();
+        let args = if extra.contains(&"--zero") { args } else { [&base[..], extra].concat() };
+        let out = Command::cargo_bin("vramfit").unwrap().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}

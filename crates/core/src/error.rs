@@ -80,10 +80,12 @@ pub enum Field {
     Optimizer,
     /// context-parallel degree (training)
     Cp,
+    /// hybrid sharding: replicas of the ZeRO-3 / FSDP shard group (`--dp-replicate`)
+    DpReplicate,
 }
 
 impl Field {
-    pub const ALL: [Field; 25] = [
+    pub const ALL: [Field; 26] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -109,6 +111,7 @@ impl Field {
         Field::Task,
         Field::Optimizer,
         Field::Cp,
+        Field::DpReplicate,
     ];
 
     /// Stable id of the field. Every id is also the name of the CLI flag
@@ -142,6 +145,7 @@ impl Field {
             Field::Task => "task",
             Field::Optimizer => "optimizer",
             Field::Cp => "cp",
+            Field::DpReplicate => "dp-replicate",
         }
     }
 }
@@ -250,6 +254,11 @@ pub enum WorkloadError {
         dp: u64,
         reason: String,
     },
+    /// hybrid sharding (HSDP) on a layout that cannot run it
+    HybridShard {
+        replicate: u64,
+        reason: String,
+    },
     /// a setting the training framework named by `--engine` does not run
     EngineRefuses {
         field: Field,
@@ -280,6 +289,7 @@ impl WorkloadError {
             ExpertParallel { .. } => Field::Ep,
             DpAttention { .. } => Field::DpAttention,
             ContextParallel { .. } => Field::Cp,
+            HybridShard { .. } => Field::DpReplicate,
         }
     }
 
@@ -360,6 +370,7 @@ impl WorkloadError {
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
             ContextParallel { cp, reason } => format!("{} {cp}: {reason}", f(Field::Cp)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
+            HybridShard { replicate, reason } => format!("{} {replicate}: {reason}", f(Field::DpReplicate)),
             EngineRefuses { field, engine, reason } => format!("{} with --engine {engine}: {reason}", f(*field)),
         }
     }

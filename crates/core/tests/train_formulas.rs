@@ -135,3 +135,54 @@ fn zero3_gathers_two_layers() {
     assert_eq!(st.gathered, 2 * 44_044_288 * 2);
     assert_eq!(st.weights, (2 * 1_100_048_384u64).div_ceil(8));
 }
+
+#[test]
+fn hybrid_sharding_shards_over_one_replica() {
+    // HSDP (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2): 32 GPUs, DP 32 as 4
+    // replicas × 8 ranks; the ZeRO-3 states shard over the 8 ranks of a replica.
+    // 7B llama-like, N = 6,738,415,616 params, mixed-bf16 AdamW:
+    //   bf16 weights 2N / 8  = 13,476,831,232 / 8 = 1,684,603,904 B
+    //   fp32 master  4N / 8  = N / 2              = 3,369,207,808 B
+    //   Adam states  8N / 8  = N                  = 6,738,415,616 B
+    //   bf16 grads   2N / 8                       = 1,684,603,904 B
+    // against plain ZeRO-3 over all 32 ranks: ÷ 32, a quarter of each.
+    let spec = ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = TrainSetup { precision: Precision::MixedBf16, ..TrainSetup::default() };
+    let p = TrainProfile::new(&spec, &s).unwrap();
+    assert_eq!(p.params_total, 6_738_415_616);
+    let plain = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
+    let hsdp = Parallelism { dp_replicate: 4, ..plain.clone() };
+    assert_eq!((hsdp.dp(), hsdp.shard_degree()), (32, 8));
+    let h = p.states(&hsdp).unwrap();
+    assert_eq!(h.weights, 1_684_603_904);
+    assert_eq!(h.master, 3_369_207_808);
+    assert_eq!(h.optimizer, 6_738_415_616);
+    assert_eq!(h.gradients, 1_684_603_904);
+    // the states of a plain ZeRO-3 run on one replica's 8 GPUs, exactly
+    let eight = p.states(&Parallelism { gpus: 8, sharding: Sharding::Zero3, ..Parallelism::default() }).unwrap();
+    assert_eq!(h, eight);
+    let z = p.states(&plain).unwrap();
+    assert_eq!(z.weights, 13_476_831_232 / 32);
+    assert_eq!(z.optimizer, 6_738_415_616 / 4);
+}
+
+#[test]
+fn hybrid_sharding_is_refused_where_it_cannot_run() {
+    use vramfit_core::workload::validate;
+    let spec = ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = TrainSetup::default();
+    let rt = vramfit_core::RuntimeSetup::default();
+    let z3 = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
+    assert!(validate::training(&spec, &s, &Parallelism { dp_replicate: 4, ..z3.clone() }, &rt).is_ok());
+    // 3 does not divide DP 32; 32 leaves shard groups of 1 rank (plain DP)
+    for r in [3, 32] {
+        let e = validate::training(&spec, &s, &Parallelism { dp_replicate: r, ..z3.clone() }, &rt).unwrap_err();
+        assert!(e.to_string().starts_with(&format!("--dp-replicate {r}: the 32 data-parallel ranks")), "{e}");
+    }
+    // a replicate group of ZeRO-2 is not HYBRID_SHARD's full sharding
+    let z2 = Parallelism { sharding: Sharding::Zero2, dp_replicate: 4, ..z3.clone() };
+    let e = validate::training(&spec, &s, &z2, &rt).unwrap_err().to_string();
+    assert!(e.contains("--dp-replicate 4") && e.contains("ZeRO-2") && e.contains("--zero 3"), "{e}");
+    let e = validate::training(&spec, &s, &Parallelism { dp_replicate: 0, ..z3 }, &rt).unwrap_err().to_string();
+    assert_eq!(e, "--dp-replicate must be at least 1");
+}

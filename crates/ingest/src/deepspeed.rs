@@ -268,6 +268,7 @@ fn zero(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
     c.overlap_comm = flag(z, "overlap_comm")?;
     c.offload_optimizer = offload(z, "offload_optimizer", "zero_optimization.offload_optimizer", &mut c.unknown_keys)?;
     c.offload_param = offload(z, "offload_param", "zero_optimization.offload_param", &mut c.unknown_keys)?;
+    hierarchical_partitions(z, c);
     if z.bool("cpu_offload").ok().flatten() == Some(true) {
         c.notes.push("legacy \"cpu_offload\": true read as offload_optimizer.device = cpu".into());
         if c.offload_optimizer == DsValue::Absent {
@@ -281,6 +282,28 @@ fn zero(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
         }
     }
     Ok(())
+}
+
+/// ZeRO++ hpZ and MiCS keep more per GPU than the ZeRO-3 estimate of the
+/// config: say so instead of ignoring the keys (under-prediction is the worst
+/// error). hpZ (`zero_hpz_partition_size` N > 1; Wang et al. 2023 "ZeRO++"
+/// §3.2, `deepspeed/runtime/zero/stage3.py` `zero_hpz_partition_size`) adds a
+/// secondary copy of the 16-bit parameters sharded over N ranks; MiCS
+/// (`mics_shard_size` N > 0, `deepspeed/runtime/zero/mics.py`) shards every
+/// state over N ranks and replicates across the groups: hybrid sharding,
+/// which `--dp-replicate` models.
+fn hierarchical_partitions(z: &Obj, c: &mut DeepSpeedConfig) {
+    let count = |k: &str| z.get(k).and_then(as_count);
+    if let Some(n) = count("zero_hpz_partition_size").filter(|&n| n > 1) {
+        c.notes.push(format!(
+            "zero_optimization.zero_hpz_partition_size {n}: ZeRO++ hpZ keeps a secondary copy of the 16-bit parameters sharded over {n} ranks, 2 B × parameters ÷ {n} per GPU that this estimate does not count"
+        ));
+    }
+    if let Some(n) = count("mics_shard_size").filter(|&n| n > 0) {
+        c.notes.push(format!(
+            "zero_optimization.mics_shard_size {n}: MiCS shards the model states over {n} ranks and replicates them across the groups, more per GPU than ZeRO-3 over every rank: add --dp-replicate (data-parallel ranks ÷ {n}) to size it"
+        ));
+    }
 }
 
 /// Parse a DeepSpeed config. `origin` names the file in errors.

@@ -93,3 +93,23 @@ fn bad_values_name_the_field() {
     let big = vec![b' '; (1 << 20) + 1];
     assert!(parse_deepspeed(&big, "ds.json").unwrap_err().to_string().contains("too large"));
 }
+
+/// ZeRO++ hpZ and MiCS hold more per GPU than plain ZeRO-3 (Wang et al. 2023
+/// §3.2: hpZ's secondary 16-bit parameter partition over the node; MiCS:
+/// states sharded over its group only): the keys are not ignored silently.
+#[test]
+fn hpz_and_mics_are_said_not_modelled() {
+    let text = br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8, "mics_shard_size": 8}}"#;
+    let c = parse_deepspeed(text, "ds.json").unwrap();
+    assert_eq!(c.zero_stage, DsValue::Set(3));
+    assert!(
+        c.notes.iter().any(|n| n.starts_with("zero_optimization.zero_hpz_partition_size 8: ZeRO++ hpZ")),
+        "{:?}",
+        c.notes
+    );
+    assert!(c.notes.iter().any(|n| n.contains("mics_shard_size 8") && n.contains("--dp-replicate")), "{:?}", c.notes);
+    // 1 is plain ZeRO-3 (hpZ off); MiCS off at its default
+    let plain =
+        parse_deepspeed(br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 1}}"#, "ds.json").unwrap();
+    assert!(plain.notes.is_empty(), "{:?}", plain.notes);
+}

@@ -183,6 +183,7 @@ fn bench(c: &mut Criterion) {
                                 sharding,
                                 offload_optimizer: vramfit_core::Offload::None,
                                 offload_params: vramfit_core::Offload::None,
+                                dp_replicate: 1,
                                 train: Some(TrainKey {
                                     kind: TrainKind::Full,
                                     precision: Precision::MixedBf16,

@@ -212,9 +212,21 @@ struct View {
     off_par: Offload,
     /// context-parallel degree
     cp: u64,
+    /// hybrid sharding: replicas of the shard group (1: none)
+    replicate: u64,
 }
 
 fn rules(l: Launcher, v: View) -> Result<(), String> {
+    if v.replicate > 1 && matches!(l, Launcher::Deepspeed | Launcher::Megatron) {
+        // DeepSpeed's hybrid sharding is MiCS (`mics_shard_size`) or ZeRO++ hpZ
+        // (`zero_hpz_partition_size`), neither modelled nor written; Megatron's
+        // distributed optimizer has none
+        return Err(format!(
+            "hybrid sharding (HSDP, {} replicas of the shard group): {} does not write it (FSDP HYBRID_SHARD: --emit accelerate, torchrun or torchtitan)",
+            v.replicate,
+            l.name()
+        ));
+    }
     if v.cp > 1 && !matches!(l, Launcher::Torchtitan | Launcher::Megatron) {
         return Err(format!(
             "the plan uses context parallelism CP {}: {} has no ring attention over a split sequence (Megatron-LM --context-parallel-size or torchtitan context_parallel_degree run it)",
@@ -377,6 +389,7 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
         off_opt: s.offload_optimizer,
         off_par: s.offload_params,
         cp: s.cp.max(1),
+        replicate: s.dp_replicate.max(1),
     };
     rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
@@ -402,6 +415,7 @@ pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
         off_opt: k.offload_optimizer,
         off_par: k.offload_params,
         cp: k.cp.max(1),
+        replicate: k.dp_replicate.max(1),
     };
     rules(l, v).is_ok()
 }
@@ -697,8 +711,14 @@ pub fn torchrun(s: &SetupSummary, family: Family, machines: u64) -> Result<Strin
     args.push(format!("--nproc-per-node={per_node}"));
     args.push("train.py".into());
     if let Some(st) = strategy {
-        let mut mode =
-            if st == "FULL_SHARD" { "full_shard auto_wrap".to_string() } else { "shard_grad_op auto_wrap".to_string() };
+        // hybrid sharding: transformers' FSDPOption.HYBRID_SHARD, FSDP1's HYBRID_SHARD
+        // (shards within the node's GPUs, `_init_intra_and_inter_node_groups`, and
+        // replicates across the nodes: the plan's one shard group per machine)
+        let mut mode = match st {
+            "FULL_SHARD" if s.dp_replicate > 1 => "hybrid_shard auto_wrap".to_string(),
+            "FULL_SHARD" => "full_shard auto_wrap".to_string(),
+            _ => "shard_grad_op auto_wrap".to_string(),
+        };
         if s.offload_params.is_some() {
             mode.push_str(" offload");
         }
@@ -809,6 +829,18 @@ fn accelerate_map(s: &SetupSummary, family: Family, machines: u64, rank: u64) ->
         f.insert("fsdp_state_dict_type".into(), json!("SHARDED_STATE_DICT"));
         f.insert("fsdp_version".into(), json!(2));
         m.insert("fsdp_config".into(), Value::Object(f));
+        if s.dp_replicate > 1 {
+            // hybrid sharding under FSDP2: accelerate's ParallelismConfig builds the 2-D
+            // ("dp_replicate", "dp_shard") device mesh fully_shard runs HSDP on
+            // (accelerate/parallelism_config.py: "dp_replicate_size > 1 and dp_shard_size
+            // > 1, we obtain Hybrid Sharded Data Parallel"; the launcher copies these keys
+            // to its --parallelism_config_* arguments, accelerate/commands/launch.py);
+            // FSDP1's fsdp_sharding_strategy HYBRID_SHARD is deprecated under fsdp_version 2
+            let mut p = Map::new();
+            p.insert("parallelism_config_dp_replicate_size".into(), json!(s.dp_replicate));
+            p.insert("parallelism_config_dp_shard_size".into(), json!(s.shard_degree()));
+            m.insert("parallelism_config".into(), Value::Object(p));
+        }
     }
     m.insert("downcast_bf16".into(), json!("no"));
     m.insert("machine_rank".into(), json!(rank));
@@ -1095,9 +1127,12 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
         .checked_mul(s.grad_accum.max(1))
         .and_then(|v| v.checked_mul(dp))
         .ok_or_else(|| unsupported("step tokens overflow"))?;
+    // hybrid sharding: torchtitan's HSDP, FSDP2 over the 2-D mesh of
+    // data_parallel_replicate_degree × data_parallel_shard_degree (ParallelDims;
+    // context parallelism is its own degree, FSDP spans dp_shard × cp)
     let (replicate, shard) = match s.sharding {
         Sharding::None => (dp, 1),
-        _ => (1, dp),
+        _ => (s.dp_replicate.max(1), s.shard_degree()),
     };
     let mut o = String::new();
     let _ = writeln!(o, "# torchtitan_recipes/vramfit_plan.py, written by `vramfit plan --emit torchtitan`");
@@ -1365,6 +1400,7 @@ mod tests {
             weights: None,
             kv_dtype: None,
             cp: 1,
+            dp_replicate: 1,
         }
     }
 

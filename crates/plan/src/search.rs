@@ -273,6 +273,7 @@ impl<'a> Search<'a> {
             offload_optimizer: key.offload_optimizer,
             offload_params: key.offload_params,
             cp: key.cp.max(1),
+            dp_replicate: key.dp_replicate,
         };
         match (&mut w.task, &key.train, &key.infer) {
             (Task::Train(t), Some(k), _) => {
@@ -361,6 +362,7 @@ impl<'a> Search<'a> {
             offload_optimizer: key.offload_optimizer,
             offload_params: key.offload_params,
             cp: key.cp.max(1),
+            dp_replicate: key.dp_replicate,
         };
         let scratch = self.scratch.as_mut()?;
         scratch.batch = k.micro_batch;
@@ -539,6 +541,10 @@ impl<'a> Search<'a> {
             if key.tp > Self::nvlink_domain(offer) || !key.gpus.is_multiple_of(machines) {
                 return false;
             }
+        }
+        if key.dp_replicate > 1 && key.dp_replicate != machines {
+            // hybrid sharding: one shard group per machine (`hybrid_replicas`)
+            return false;
         }
         true
     }
@@ -872,7 +878,10 @@ impl<'a> Search<'a> {
                                 // train full models: adapters keep plain 1F1B
                                 let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
                                 for v in pipeline_schedules(layers, l.pp) {
-                                    for &ep in &self.train_expert_variants(gpus, l) {
+                                    // hybrid sharding is searched without context parallelism
+                                    for (ep, dp_replicate) in
+                                        self.train_variants(gpus, l).into_iter().filter(|&(_, r)| cp == 1 || r == 1)
+                                    {
                                         let mut g = Vec::new();
                                         for &(micro, accum) in &micros {
                                             if v > 1 && !accum.is_multiple_of(l.pp) {
@@ -890,6 +899,7 @@ impl<'a> Search<'a> {
                                                     sharding: l.sharding,
                                                     offload_optimizer: l.offload_optimizer,
                                                     offload_params: l.offload_params,
+                                                    dp_replicate,
                                                     train: Some(TrainKey {
                                                         kind,
                                                         precision,
@@ -952,6 +962,7 @@ impl<'a> Search<'a> {
                             sharding: Sharding::None,
                             offload_optimizer: Offload::None,
                             offload_params: Offload::None,
+                            dp_replicate: 1,
                             train: None,
                             infer: Some(InferKey { quant_bits: q, kv_dtype: kv }),
                             cp: 1,
@@ -1005,6 +1016,58 @@ impl<'a> Search<'a> {
             let best = powers_of_two_upto(cap.min(dp)).into_iter().filter(|&c| c > 1).rev().find(fits);
             if let Some(c) = best.filter(|c| !v.contains(c)) {
                 v.push(c);
+            }
+        }
+        v
+    }
+
+    /// (EP, HSDP replicas) variants of a training layout `l` on `gpus`: the
+    /// expert-parallel degrees ([`Self::train_expert_variants`]) with plain
+    /// sharding, then the hybrid-sharded variants ([`Self::hybrid_replicas`]).
+    fn train_variants(&self, gpus: u64, l: &Layout) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self.train_expert_variants(gpus, l).into_iter().map(|ep| (ep, 1)).collect();
+        if v.contains(&(1, 1)) {
+            v.extend(self.hybrid_replicas(gpus, l).into_iter().map(|r| (1, r)));
+        }
+        if let Some(p) = &self.pinned {
+            v.retain(|&(_, r)| r == p.dp_replicate.max(1));
+            if v.is_empty() && p.dp_replicate > 1 {
+                // the user's hybrid layout, estimated as given (`allowed` places it)
+                v.push((1, p.dp_replicate));
+            }
+        }
+        v
+    }
+
+    /// Hybrid sharding (HSDP) replicas tried for a ZeRO-3 layout `l` without
+    /// pipeline stages or offload on `gpus`: one replica per machine of each
+    /// multi-machine offer whose machines hold a shard group of 2 or more
+    /// data-parallel ranks (PyTorch FSDP `HYBRID_SHARD` shards within the
+    /// node, `_init_intra_and_inter_node_groups`; torchtitan's
+    /// `data_parallel_shard_degree` × `data_parallel_replicate_degree`; Zhao et
+    /// al. 2023 §3.2.2): the shards' all-gathers and reduce-scatters stay on
+    /// NVLink and only the gradient shard's all-reduce crosses the fabric, for
+    /// the memory of ZeRO-3 over one machine. `allowed` keeps a key to the
+    /// offer whose machine count is its replica count. Not under Megatron (no
+    /// HSDP in its distributed optimizer).
+    fn hybrid_replicas(&self, gpus: u64, l: &Layout) -> Vec<u64> {
+        let mut v = Vec::new();
+        if l.sharding != Sharding::Zero3 || l.pp > 1 || l.offload_optimizer.is_some() || l.offload_params.is_some() {
+            return v;
+        }
+        if self.megatron() {
+            return v;
+        }
+        let dp = gpus / (l.tp.max(1) * l.pp.max(1));
+        for o in self.book.offers.iter().filter(|o| o.max_machines > 1 && o.inter_node_gbs.is_some()) {
+            let per_node = o.gpus_per_node();
+            if !per_node.is_multiple_of(l.tp.max(1)) || !gpus.is_multiple_of(per_node) {
+                continue;
+            }
+            let group = per_node / l.tp.max(1);
+            let r = gpus / per_node;
+            if group >= 2 && r >= 2 && dp == group * r && !v.contains(&r) {
+                v.push(r);
             }
         }
         v

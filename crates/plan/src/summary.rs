@@ -90,6 +90,24 @@ pub struct SetupSummary {
     /// of every sequence (absent: 1); GPUs = tp × cp × pp × dp
     #[serde(skip_serializing_if = "is_one")]
     pub cp: u64,
+    /// training, hybrid sharding (HSDP): replicas of the ZeRO-3 shard group,
+    /// each sharding the states over `dp / dp_replicate` ranks (absent: 1,
+    /// sharded over every data-parallel rank)
+    #[serde(skip_serializing_if = "is_one")]
+    pub dp_replicate: u64,
+}
+
+impl SetupSummary {
+    /// Data-parallel ranks one replica shards the states over (hybrid
+    /// sharding's shard group; every DP rank without it).
+    pub fn shard_degree(&self) -> u64 {
+        let r = self.dp_replicate.max(1);
+        if self.dp.is_multiple_of(r) {
+            (self.dp / r).max(1)
+        } else {
+            self.dp.max(1)
+        }
+    }
 }
 
 fn is_one(v: &u64) -> bool {
@@ -132,6 +150,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         weights: None,
         kv_dtype: None,
         cp: p.cp.max(1),
+        dp_replicate: 1,
     };
     match &w.task {
         Task::Train(t) => SetupSummary {
@@ -145,6 +164,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
             sharding: p.sharding,
             offload_optimizer: p.offload_optimizer,
             offload_params: p.offload_params,
+            dp_replicate: p.dp_replicate.max(1),
             ..common
         },
         Task::Inference(s) => SetupSummary {

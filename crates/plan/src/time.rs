@@ -306,6 +306,15 @@ pub struct TrainWork {
     /// ([`crate::work::fp8_cast_bytes_per_token`]); 0 otherwise
     #[serde(default)]
     pub fp8_cast_bytes_per_token: f64,
+    /// hybrid sharding (HSDP): replicas of the ZeRO-3 shard group, one per
+    /// machine (1: plain sharding); `dp_bytes_per_step` then covers the shard
+    /// group's all-gathers and reduce-scatters only
+    #[serde(default = "one")]
+    pub dp_replicate: f64,
+    /// bytes one GPU sends per step in HSDP's all-reduce of its gradient shard
+    /// across the replicas (`work::hsdp_replicate_bytes`); 0 without HSDP
+    #[serde(default)]
+    pub replicate_bytes_per_step: f64,
 }
 
 fn one() -> f64 {
@@ -435,6 +444,9 @@ impl TimeModel {
     /// inter-machine hops of one ring or tree), so the slower level sets the
     /// time, not their sum.
     pub fn dp_comm_s(&self, w: &TrainWork, dev: &Device) -> f64 {
+        if w.dp_replicate > 1.0 {
+            return self.hsdp_comm_s(w, dev);
+        }
         let b = w.dp_bytes_per_step;
         let machines = w.machines.max(1.0);
         if machines <= 1.0 || b <= 0.0 {
@@ -448,6 +460,23 @@ impl TimeModel {
         let inter_bw = dev.inter_bw.unwrap_or(dev.intra_bw);
         let intra = if dp_local > 1.0 { b / dev.intra_bw } else { 0.0 };
         intra.max(b * (spans - 1.0) / spans / (inter_bw * dp_local))
+    }
+}
+
+impl TimeModel {
+    /// Seconds of hybrid sharding's collectives per step (PyTorch FSDP
+    /// `HYBRID_SHARD`, Zhao et al. 2023 §3.2.2 and §4): the shard group is
+    /// one machine, so its all-gathers and reduce-scatters (`dp_bytes_per_step`,
+    /// ZeRO-3's traffic over g ranks) run over NVLink/PCIe inside it; then each
+    /// GPU all-reduces its 1/g gradient shard with the same shard of the other
+    /// replicas over its share of the fabric (`replicate_bytes_per_step`). FSDP
+    /// issues the all-reduce after the reduce-scatter of the same unit
+    /// (`_reduce_grad`), on the fabric while the next unit's reduce-scatter
+    /// uses NVLink; counted here as their sum, the slower bound.
+    pub fn hsdp_comm_s(&self, w: &TrainWork, dev: &Device) -> f64 {
+        let intra = w.dp_bytes_per_step / dev.intra_bw;
+        let inter_bw = if w.machines > 1.0 { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
+        intra + w.replicate_bytes_per_step / inter_bw
     }
 }
 
@@ -724,6 +753,8 @@ mod tests {
             attn_share: 0.0,
             fp8_gemm_share: 0.0,
             fp8_cast_bytes_per_token: 0.0,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         let t = tm.train_step(&w, &dev, None);
         // ideal: 6e9 × 16384 / (8 × 312e12 × 0.55) = 9.8304e13 / 1.37280e15 = 0.071608 s
@@ -770,6 +801,8 @@ mod tests {
             attn_share: 0.0,
             fp8_gemm_share: 0.0,
             fp8_cast_bytes_per_token: 0.0,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         let (a, b) = (tm.train_step(&w(1.0), &dev, None), tm.train_step(&w(4.0), &dev, None));
         assert!((a.bubble_s / a.compute_s - 0.4375).abs() < 1e-12, "{}", a.bubble_s / a.compute_s);
@@ -815,6 +848,8 @@ mod tests {
             attn_share: 0.0,
             fp8_gemm_share: 0.0,
             fp8_cast_bytes_per_token: 0.0,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         let expect = 128.0 * NVLINK_ALLREDUCE_S + 1e9 / 225e9;
         assert!((tm.train_all_to_all_s(&w, &dev) - expect).abs() < 1e-12);
@@ -863,6 +898,9 @@ mod tests {
             attn_share: 0.5,
             fp8_gemm_share: 0.0,
             fp8_cast_bytes_per_token: 0.0,
+            gemm_inverse_tiles: None,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         assert!((9e9 / dev.intra_bw - 0.04).abs() < 1e-12, "{}", dev.intra_bw);
         assert_eq!(tm.context_parallel_s(&w, &dev, 0.1), 0.0);
@@ -913,6 +951,9 @@ mod tests {
             attn_share: 0.0,
             fp8_gemm_share: 0.8,
             fp8_cast_bytes_per_token: 0.0,
+            gemm_inverse_tiles: None,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         let expect = 1.0 / (0.8 / 1979e12 + 0.2 / 989e12);
         assert!((tm.train_rate(&w, &dev) / expect - 1.0).abs() < 1e-12, "{}", tm.train_rate(&w, &dev));
@@ -966,6 +1007,8 @@ mod tests {
             attn_share: 0.0,
             fp8_gemm_share: 0.0,
             fp8_cast_bytes_per_token: 0.0,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         let t = tm.train_step(&w, &dev, Some(16));
         // 25 GB over 25 GB/s = 1 s of comm (compute negligible), 1 s PCIe + 1 s CPU Adam
@@ -1036,6 +1079,14 @@ mod tests {
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
             gemm_inverse_tiles: Some(shapes.inverse_tiles),
+            cp: 1.0,
+            cp_bytes_per_step: 0.0,
+            cp_hidden_share: 0.0,
+            attn_share: 0.0,
+            fp8_gemm_share: 0.0,
+            fp8_cast_bytes_per_token: 0.0,
+            dp_replicate: 1.0,
+            replicate_bytes_per_step: 0.0,
         };
         let dev = tm.device(&a100(), Link::Nvlink, 1.0, None, PeakKind::Bf16);
         assert_eq!(dev.sms, Some(108.0));
@@ -1186,5 +1237,57 @@ mod tests {
         // the decode step includes them
         let step = |w: &InferWork, d: &Device| tm.infer(w, d).decode_step_s;
         assert!(step(&InferWork { machines: 2.0, ..w }, &two) > step(&w, &one) + 55e-6);
+    }
+
+    /// Hybrid sharding's collectives by hand (PyTorch FSDP HYBRID_SHARD, Zhao et
+    /// al. 2023 §3.2.2/§4): a 7B (N = 6,738,415,616) full fine-tune, mixed-bf16,
+    /// grad_accum 1, on 4 machines × 8 A100 (NVLink 600 GB/s → 225 GB/s per
+    /// direction at 75 %) with a 5 GB/s-per-GPU fabric, as 4 replicas × 8 ranks:
+    /// - shard group (NVLink): ZeRO-3's 2 all-gathers + 1 reduce-scatter of bf16
+    ///   over 8 ranks: (2·2N + 2N)·7/8 = 6N·7/8 = 35,376,681,984 B → 0.15723 s
+    /// - replicas (fabric): ring all-reduce of the 1/8 bf16 gradient shard over
+    ///   4: 2·(2N/8)·3/4 = 2,526,905,856 B → 0.50538 s; summed: 0.66261 s.
+    ///
+    /// Plain ZeRO-3 over the 32 ranks: b = 6N·31/32 = 39,167,040,768 B; the
+    /// fabric leg b·(4−1)/4 / (5 GB/s × 8 ranks per machine) = 0.73438 s, its
+    /// NVLink leg b / 225 GB/s = 0.17407 s, pipelined: 0.73438 s.
+    #[test]
+    fn hybrid_sharding_moves_the_gradient_shard_over_the_fabric() {
+        use crate::types::MemSummary;
+        use crate::work::train_work;
+        use vramfit_core::train::{Precision, TrainKind, TrainSetup};
+        use vramfit_core::workload::{Parallelism, Sharding};
+        let n = 6_738_415_616u64;
+        let spec = vramfit_core::ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+        let m = MemSummary {
+            total: 0,
+            tensor_peak: 0,
+            weights: 0,
+            kv: 0,
+            model_states: 0,
+            cpu: 0,
+            params_total: n,
+            params_active: n,
+            params_trainable: n,
+        };
+        let t = TrainSetup { precision: Precision::MixedBf16, grad_accum: 1, ..TrainSetup::default() };
+        let z3 = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
+        let hsdp = Parallelism { dp_replicate: 4, ..z3.clone() };
+        let mut wh = train_work(&spec, &t, TrainKind::Full, &hsdp, &m);
+        let mut wz = train_work(&spec, &t, TrainKind::Full, &z3, &m);
+        assert_eq!(wh.dp_bytes_per_step, 35_376_681_984.0);
+        assert_eq!(wh.replicate_bytes_per_step, 2_526_905_856.0);
+        assert_eq!(wz.dp_bytes_per_step, 39_167_040_768.0);
+        assert_eq!(wz.replicate_bytes_per_step, 0.0);
+        wh.machines = 4.0;
+        wz.machines = 4.0;
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, Some(5.0), PeakKind::Bf16);
+        assert!((tm.dp_comm_s(&wh, &dev) - (35_376_681_984.0 / 225e9 + 2_526_905_856.0 / 5e9)).abs() < 1e-9);
+        assert!((tm.dp_comm_s(&wh, &dev) - 0.66261).abs() < 1e-5);
+        assert!((tm.dp_comm_s(&wz, &dev) - 0.73438).abs() < 1e-5);
+        // on a fabric twice as fast HSDP's edge shrinks: 0.15723 + 0.25269 vs 0.36719
+        let fast = tm.device(&a100(), Link::Nvlink, 1.0, Some(10.0), PeakKind::Bf16);
+        assert!(tm.dp_comm_s(&wh, &fast) > tm.dp_comm_s(&wz, &fast));
     }
 }

@@ -101,6 +101,8 @@ pub struct MemKey {
     pub sharding: Sharding,
     pub offload_optimizer: Offload,
     pub offload_params: Offload,
+    /// training, hybrid sharding: replicas of the ZeRO-3 shard group (1: plain sharding)
+    pub dp_replicate: u64,
     pub train: Option<TrainKey>,
     pub infer: Option<InferKey>,
     /// training: context-parallel degree (1: none; see [`crate::search::Search::cp_variants`])

@@ -144,7 +144,6 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     };
     // sequences: the data-parallel replicas; gradients and shards: DP × CP
     let dp = par.dp() as f64;
-    let dp_group = par.shard_dp() as f64;
     let cp = par.cp.max(1) as f64;
     // tokens of each sequence one rank holds (context parallelism: s / cp)
     let s_rank = s / cp;
@@ -171,12 +170,16 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         TrainKind::Qlora => 0.5,
     };
     let k = t.grad_accum.max(1) as f64;
-    let frac = if dp_group > 1.0 { (dp_group - 1.0) / dp_group } else { 0.0 };
+    // gradients reduce and states shard over DP × CP ([`Parallelism::shard_dp`]);
+    // under hybrid sharding the ZeRO-3 collectives run over one replica's shard group
+    let shard = par.shard_degree() as f64;
+    let frac = if shard > 1.0 { (shard - 1.0) / shard } else { 0.0 };
     let dp_bytes = match par.sharding {
         Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
         Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
         Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
     };
+    let replicate_bytes = hsdp_replicate_bytes(par, psi_t * gb, k);
     let tp = par.tp.max(1) as f64;
     let act_b = t.precision.compute_dtype().bytes_f64();
     let tp_bytes = if tp > 1.0 {
@@ -197,11 +200,11 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let mut offload_bytes = 0.0;
     let mut cpu_params = 0.0;
     if par.offload_optimizer != Offload::None {
-        offload_bytes += psi_t * (gb + 2.0) / dp_group;
+        offload_bytes += psi_t * (gb + 2.0) / shard;
         cpu_params = m.params_trainable as f64;
     }
     if par.offload_params != Offload::None {
-        offload_bytes += k * 2.0 * psi * wb / dp_group;
+        offload_bytes += k * 2.0 * psi * wb / shard;
     }
     let peak = if t.precision.compute_dtype() == DType::F32 {
         PeakKind::Fp32
@@ -245,6 +248,8 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         },
         fp8_gemm_share: fp8_flops / (model_flops + recompute),
         fp8_cast_bytes_per_token: if fp8_flops > 0.0 { fp8_cast_bytes_per_token(spec) } else { 0.0 },
+        dp_replicate: par.dp_replicate.max(1) as f64,
+        replicate_bytes_per_step: replicate_bytes,
     }
 }
 
@@ -359,6 +364,23 @@ pub fn gemm_shapes(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Para
         kind == TrainKind::Full,
         t.checkpointing == Checkpointing::Full,
     ))
+}
+
+/// Bytes one GPU sends per step in hybrid sharding's all-reduce across the
+/// replicas: after the reduce-scatter inside its shard group each rank holds
+/// the reduced gradient of its 1/g shard (`grad_bytes` = ψ_t × gradient bytes
+/// per GPU before sharding) and all-reduces it with the rank holding the same
+/// shard in each other replica (PyTorch FSDP `HYBRID_SHARD`: `_reduce_grad`
+/// reduce-scatters over the intra-node group, then `all_reduce`s over
+/// `_inter_node_pg`, torch/distributed/fsdp/_runtime_utils.py; Zhao et al.
+/// 2023 §3.2.2, §4), a ring all-reduce sending 2 (r − 1)/r of it, once per
+/// micro-batch as the reduce-scatter is; 0 without hybrid sharding.
+pub fn hsdp_replicate_bytes(par: &Parallelism, grad_bytes: f64, micro_steps: f64) -> f64 {
+    let r = par.dp_replicate.max(1) as f64;
+    if r <= 1.0 {
+        return 0.0;
+    }
+    micro_steps * 2.0 * grad_bytes / par.shard_degree() as f64 * (r - 1.0) / r
 }
 
 /// All-to-alls per micro-batch on one GPU in MoE training with expert

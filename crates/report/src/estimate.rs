@@ -351,6 +351,10 @@ impl From<&Workload> for WorkloadInfo {
                     ("loss", t.loss.name().to_string()),
                 ];
                 info.settings = settings.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                if par.hybrid() {
+                    // hybrid sharding (HSDP): the replicas of the shard group (add-only key)
+                    info.settings.insert("dp_replicate".into(), par.dp_replicate.to_string());
+                }
             }
         }
         info

@@ -148,7 +148,10 @@ fn setup_words(r: &PlanRow) -> String {
     let mut parts = Vec::new();
     if training {
         parts.push(s.method.name().to_string());
-        if s.sharding != Sharding::None {
+        if s.dp_replicate > 1 {
+            // hybrid sharding (FSDP HYBRID_SHARD): one shard group per machine
+            parts.push(format!("HSDP: sharded ×{} within a machine, replicated ×{}", s.shard_degree(), s.dp_replicate));
+        } else if s.sharding != Sharding::None {
             parts.push(s.sharding.label().to_string());
         } else if s.dp > 1 {
             parts.push(format!("DP {}", s.dp));

@@ -169,6 +169,10 @@ pub struct TrainArgs {
     /// Megatron sequence parallelism (with --tp > 1): norms and dropout activations split too
     #[arg(long)]
     pub sp: bool,
+    /// Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form N
+    /// replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
+    #[arg(long, value_name = "N")]
+    pub dp_replicate: Option<u64>,
     /// Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe
     #[arg(long, value_enum)]
     pub offload: Option<OffloadArg>,
@@ -380,6 +384,7 @@ impl TrainArgs {
             ("--zero", self.zero.is_some()),
             ("--fsdp", self.fsdp.is_some()),
             ("--sp", self.sp),
+            ("--dp-replicate", self.dp_replicate.is_some()),
             ("--offload", self.offload.is_some()),
             ("--deepspeed", self.deepspeed.is_some()),
             ("--first-step", self.first_step),
@@ -489,6 +494,7 @@ impl TrainArgs {
             offload_optimizer,
             offload_params,
             cp: self.cp.unwrap_or(1),
+            dp_replicate: self.dp_replicate.unwrap_or(1),
         })
     }
 

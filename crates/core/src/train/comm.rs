@@ -39,6 +39,16 @@ pub fn training_communicators(par: &Parallelism) -> Vec<Communicator> {
     if par.cp > 1 {
         v.push(Communicator { role: "context parallel", ranks: par.cp });
     }
+    if par.hybrid() {
+        // hybrid sharding runs its collectives on two more groups: the shard group
+        // (all-gather, reduce-scatter) and the replicate group (all-reduce of the
+        // gradient shard). FSDP1 HYBRID_SHARD creates both
+        // (`_init_intra_and_inter_node_groups`, torch/distributed/fsdp/_init_utils.py),
+        // FSDP2 / torchtitan take them from the 2-D device mesh (`dp_replicate`,
+        // `dp_shard`); the data-parallel group above stays for the loss and barriers
+        v.push(Communicator { role: "HSDP shard group", ranks: par.shard_degree() });
+        v.push(Communicator { role: "HSDP replicate group", ranks: par.dp_replicate });
+    }
     if par.tp > 1 {
         v.push(Communicator { role: "tensor parallel", ranks: par.tp });
     }

@@ -186,6 +186,12 @@ impl Lines<'_> {
                 String::new()
             };
             format!("÷ {group} {dp} (Megatron --use-distributed-optimizer: {what} sharded over the data-parallel ranks{experts}; docs/user-guide/features/dist_optimizer.md: 6 + 12/d B/param under bf16)")
+        } else if self.par.hybrid() && self.par.sharding.stage() >= stage {
+            format!(
+                "÷ shard group {} = DP {dp} ÷ {} replicas (hybrid sharding, FSDP HYBRID_SHARD: {what} sharded within each replica's ranks, replicated across the replicas)",
+                self.par.shard_degree(),
+                self.par.dp_replicate
+            )
         } else if dp > 1 && self.par.sharding.stage() >= stage {
             format!("÷ {group} {dp} ({}: {what} sharded)", self.par.sharding_label())
         } else {
@@ -701,6 +707,17 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
         notes.push(format!(
             "expert parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, whole (Megatron --expert-model-parallel-size, expert-tensor-parallel 1); attention and the dense layers split by TP; the experts' master and optimizer states shard over {edp} expert-data-parallel ranks with --zero 1",
             par.ep, par.ep
+        ));
+    }
+    if par.hybrid() {
+        notes.push(format!(
+            "hybrid sharding (HSDP): the {dp} data-parallel ranks form {} replicas of {} ranks; each replica shards the parameters, gradients and optimizer states over its {} ranks (÷ {}, not ÷ {dp}) and all-reduces its gradient shard with the other replicas (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2; torchtitan data_parallel_shard_degree {} × data_parallel_replicate_degree {})",
+            par.dp_replicate,
+            par.shard_degree(),
+            par.shard_degree(),
+            par.shard_degree(),
+            par.shard_degree(),
+            par.dp_replicate
         ));
     }
     if par.gpus > 1 && par.cp > 1 {

@@ -310,8 +310,11 @@ impl TrainProfile {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
         let ep = par.ep.max(1);
-        // ZeRO / FSDP / the distributed optimizer shard over DP × CP ([`Parallelism::shard_dp`])
-        let dp = par.shard_dp();
+        // the ranks the states shard over: DP × CP ([`Parallelism::shard_dp`]), or under
+        // hybrid sharding one replica's shard group (FSDP HYBRID_SHARD: "shard within the
+        // group, replicate across groups", Zhao et al. 2023 §3.2.2), whose ZeRO-3 states
+        // are those of a plain ZeRO-3 run on its ranks ([`Parallelism::shard_degree`])
+        let dp = par.shard_degree();
         let stage = par.sharding.stage();
         let t = self.per_gpu_ep("trainable per GPU", tp, pp, ep, |g| g.trainable)?;
         let base = self.per_gpu_ep("weights per GPU", tp, pp, ep, |g| g.base_bytes)?;
@@ -430,7 +433,7 @@ impl TrainProfile {
         } else {
             0
         };
-        Ok(DpSplit { t, expert_t, dp: par.shard_dp(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
+        Ok(DpSplit { t, expert_t, dp: par.shard_degree(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
     }
 
     /// The host's share of offloaded optimizer states besides the fp32 gradient
@@ -446,7 +449,7 @@ impl TrainProfile {
         if self.framework.shards_with_fsdp(par.fsdp) || self.framework.megatron_mixed_precision {
             add("offloaded bytes", opt, master)
         } else {
-            self.deepspeed_offloaded_states(t, par.dp(), stage, opt)
+            self.deepspeed_offloaded_states(t, par.shard_degree(), stage, opt)
         }
     }
 

@@ -129,6 +129,16 @@ pub struct Parallelism {
     /// `context_parallel_degree`; Liu et al. 2023, Ring Attention); 1: none
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub cp: u64,
+    /// hybrid sharding (HSDP): the data-parallel ranks form this many
+    /// replicas, each sharding the ZeRO-3 / FSDP model states over its
+    /// `dp / dp_replicate` ranks (usually the GPUs of one machine) and
+    /// all-reducing its gradient shard with the same shard of the other
+    /// replicas (PyTorch FSDP `ShardingStrategy.HYBRID_SHARD`, Zhao et al.
+    /// 2023 "PyTorch FSDP" §3.2.2; FSDP2 `fully_shard(mesh=2-D)`; torchtitan
+    /// `data_parallel_replicate_degree`); 1: states sharded over every
+    /// data-parallel rank
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub dp_replicate: u64,
 }
 
 impl Default for Parallelism {
@@ -146,6 +156,7 @@ impl Default for Parallelism {
             offload_optimizer: Offload::None,
             offload_params: Offload::None,
             cp: 1,
+            dp_replicate: 1,
         }
     }
 }
@@ -173,6 +184,26 @@ impl Parallelism {
     pub fn shard_dp(&self) -> u64 {
         let tp_pp = self.tp.max(1).saturating_mul(self.pp.max(1));
         (self.gpus / tp_pp).max(1)
+    }
+
+    /// Data-parallel ranks the sharded model states are split over: every
+    /// data-parallel rank, or under hybrid sharding the `dp / dp_replicate`
+    /// ranks of one replica (its shard group). `validate` refuses a
+    /// `dp_replicate` that does not divide the data-parallel degree.
+    /// With context parallelism the shard group also spans the CP ranks
+    /// ([`Self::shard_dp`]; torchtitan's `dp_shard_cp` mesh).
+    pub fn shard_degree(&self) -> u64 {
+        let r = self.dp_replicate.max(1);
+        if self.dp().is_multiple_of(r) {
+            (self.shard_dp() / r).max(1)
+        } else {
+            self.shard_dp()
+        }
+    }
+
+    /// Hybrid sharding (HSDP) is on: more than one replica of the shards.
+    pub fn hybrid(&self) -> bool {
+        self.dp_replicate > 1
     }
 
     /// Tensor-parallel degree of attention, the dense layers and the KV

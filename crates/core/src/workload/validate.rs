@@ -75,6 +75,7 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     size(Field::GradAccum, t.grad_accum, MAX_GRAD_ACCUM)?;
     layout(model, par)?;
     sharding(par)?;
+    hybrid_shard(par)?;
     virtual_stages(model, par, t.grad_accum)?;
     context_parallel(t, par)?;
     fp8_training(t)?;
@@ -256,6 +257,8 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
     } else if par.cp > 1 {
         // context parallelism is modelled for training (its ring attention's backward)
         Field::Cp
+    } else if par.dp_replicate != 1 {
+        Field::DpReplicate
     } else {
         return Ok(());
     };
@@ -344,6 +347,39 @@ fn sharding(par: &Parallelism) -> Result<(), WorkloadError> {
         return Err(WorkloadError::ShardedPipeline { stage: par.sharding.stage(), pp: par.pp });
     }
     offload_rules(par.sharding, par.offload_optimizer, par.offload_params)
+}
+
+/// Hybrid sharding (`dp_replicate` > 1) as PyTorch runs it: FSDP
+/// `HYBRID_SHARD` / FSDP2 on a 2-D mesh shard the full (ZeRO-3) states over
+/// each replica's ranks, so it needs ZeRO-3, a replicate degree that divides
+/// the data-parallel degree, and at least 2 ranks in each shard group (1 is
+/// plain data parallelism, all replicas is plain ZeRO-3); expert parallelism
+/// shards the experts over other groups and is not modelled with it.
+fn hybrid_shard(par: &Parallelism) -> Result<(), WorkloadError> {
+    let r = par.dp_replicate;
+    if r == 0 {
+        return Err(WorkloadError::Zero { field: Field::DpReplicate });
+    }
+    if r == 1 {
+        return Ok(());
+    }
+    let bad = |reason: String| Err(WorkloadError::HybridShard { replicate: r, reason });
+    let dp = par.dp();
+    if par.sharding != Sharding::Zero3 {
+        return bad(format!(
+            "hybrid sharding (FSDP HYBRID_SHARD, torchtitan data_parallel_replicate_degree) replicates a ZeRO-3 / FSDP FULL_SHARD shard group; this layout uses {}: add --zero 3 (or --fsdp full-shard)",
+            par.sharding_label()
+        ));
+    }
+    if !dp.is_multiple_of(r) || dp / r < 2 {
+        return bad(format!(
+            "the {dp} data-parallel ranks (GPUs ÷ (TP × PP)) must split into {r} replicas of 2 or more ranks each, the shard group (usually the GPUs of one machine)"
+        ));
+    }
+    if par.ep > 1 {
+        return bad("hybrid sharding with expert parallelism is not modelled".into());
+    }
+    Ok(())
 }
 
 /// Offload needs sharded states: the optimizer's at ZeRO-1 or more, the
