@@ -126,6 +126,33 @@ pub fn all_to_all_bytes(spec: &ModelSpec, s: &InferenceSetup, par: &Parallelism)
     tokens * spec.hidden_size as f64 * act * fanout * 2.0 * layers
 }
 
+/// Bytes per gradient element the data-parallel collectives move.
+fn grad_bytes(t: &TrainSetup, lora: bool) -> f64 {
+    if lora {
+        if t.lora.adapter_fp32 {
+            4.0
+        } else {
+            2.0
+        }
+    } else if t.framework().megatron_mixed_precision
+        && matches!(t.precision, vramfit_core::train::Precision::MixedBf16 | vramfit_core::train::Precision::MixedFp8)
+    {
+        // Megatron reduces its fp32 main grads under --bf16 (`grad_reduce_in_fp32`)
+        4.0
+    } else {
+        t.precision.weight_dtype().bytes_f64()
+    }
+}
+
+/// Bytes per weight element ZeRO-3 gathers (QLoRA: packed 4-bit).
+fn weight_bytes(t: &TrainSetup, kind: TrainKind) -> f64 {
+    match kind {
+        TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
+        TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
+        TrainKind::Qlora => 0.5,
+    }
+}
+
 /// The training work of `t` (method `kind`) under `par`.
 pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Parallelism, m: &MemSummary) -> TrainWork {
     let l = spec.num_layers as f64;
@@ -150,25 +177,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let mp = (par.tp.max(1) * par.pp.max(1)) as f64;
     let psi_t = m.params_trainable as f64 / mp;
     let psi = m.params_total as f64 / mp;
-    let gb = if lora {
-        if t.lora.adapter_fp32 {
-            4.0
-        } else {
-            2.0
-        }
-    } else if t.framework().megatron_mixed_precision
-        && matches!(t.precision, vramfit_core::train::Precision::MixedBf16 | vramfit_core::train::Precision::MixedFp8)
-    {
-        // Megatron reduces its fp32 main grads under --bf16 (`grad_reduce_in_fp32`)
-        4.0
-    } else {
-        t.precision.weight_dtype().bytes_f64()
-    };
-    let wb = match kind {
-        TrainKind::Full => t.precision.weight_dtype().bytes_f64(),
-        TrainKind::Lora => t.lora_base_dtype().bytes_f64(),
-        TrainKind::Qlora => 0.5,
-    };
+    let (gb, wb) = (grad_bytes(t, lora), weight_bytes(t, kind));
     let k = t.grad_accum.max(1) as f64;
     // gradients reduce and states shard over DP × CP ([`Parallelism::shard_dp`]);
     // under hybrid sharding the ZeRO-3 collectives run over one replica's shard group
