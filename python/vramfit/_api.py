@@ -61,6 +61,7 @@ def estimate(
     zero: Optional[int] = None,
     fsdp: Optional[str] = None,
     sp: bool = False,
+    dp_replicate: Optional[int] = None,
     offload: Optional[str] = None,
     deepspeed: Optional[Union[str, os.PathLike]] = None,
     first_step: bool = False,
@@ -73,6 +74,7 @@ def estimate(
     no_double_quant: bool = False,
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
+    cp: Optional[int] = None,
     ctx_size: Optional[Union[int, str]] = None,
     n_gpu_layers: Optional[int] = None,
     ngl: Optional[int] = None,
@@ -223,8 +225,8 @@ def estimate(
             for NGRAM from 0.5.3) for the draft
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
-            mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
-            amp-bf16]
+            mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
+            (mixed-bf16 with FP8 linears: --engine megatron or torchtitan) [default: amp-bf16]
         optimizer (--optimizer):
             Optimizer: adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion
             [default: adamw]
@@ -255,6 +257,9 @@ def estimate(
         sp (--sp):
             Megatron sequence parallelism (with --tp > 1): norms and dropout activations split too
             [default: false]
+        dp_replicate (--dp-replicate):
+            Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form
+            N replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
         offload (--offload):
             Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe One of:
             none, cpu, nvme.
@@ -289,6 +294,11 @@ def estimate(
         activation_offload (--activation-offload):
             Offload saved activations to host memory (torchtune enable_activation_offloading)
             [default: false]
+        cp (--cp):
+            Context-parallel degree for long sequences (--engine megatron: --context-parallel-size;
+            torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of
+            every sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP
+            [default: 1]
         ctx_size (--ctx-size):
             GGUF: context size, llama.cpp's `-c` (--context says the same; 32k = 32768; 0 = the
             model's trained context) [default: 4096]
@@ -456,6 +466,7 @@ def plan(
     zero: Optional[int] = None,
     fsdp: Optional[str] = None,
     sp: bool = False,
+    dp_replicate: Optional[int] = None,
     offload: Optional[str] = None,
     deepspeed: Optional[Union[str, os.PathLike]] = None,
     first_step: bool = False,
@@ -468,6 +479,7 @@ def plan(
     no_double_quant: bool = False,
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
+    cp: Optional[int] = None,
     have: Optional[str] = None,
     allow: Optional[Union[str, Sequence[str]]] = None,
     tokens: Optional[str] = None,
@@ -568,8 +580,8 @@ def plan(
             for NGRAM from 0.5.3) for the draft
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
-            mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
-            amp-bf16]
+            mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
+            (mixed-bf16 with FP8 linears: --engine megatron or torchtitan) [default: amp-bf16]
         optimizer (--optimizer):
             Optimizer: adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion
             [default: adamw]
@@ -600,6 +612,9 @@ def plan(
         sp (--sp):
             Megatron sequence parallelism (with --tp > 1): norms and dropout activations split too
             [default: false]
+        dp_replicate (--dp-replicate):
+            Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form
+            N replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
         offload (--offload):
             Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe One of:
             none, cpu, nvme.
@@ -634,6 +649,11 @@ def plan(
         activation_offload (--activation-offload):
             Offload saved activations to host memory (torchtune enable_activation_offloading)
             [default: false]
+        cp (--cp):
+            Context-parallel degree for long sequences (--engine megatron: --context-parallel-size;
+            torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of
+            every sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP
+            [default: 1]
         have (--have):
             The card you have (path 1: software switches on it), e.g. `rtx-3090`
         allow (--allow):
@@ -730,6 +750,7 @@ def diagnose(
     zero: Optional[int] = None,
     fsdp: Optional[str] = None,
     sp: bool = False,
+    dp_replicate: Optional[int] = None,
     offload: Optional[str] = None,
     deepspeed: Optional[Union[str, os.PathLike]] = None,
     first_step: bool = False,
@@ -742,6 +763,7 @@ def diagnose(
     no_double_quant: bool = False,
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
+    cp: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Why a run ran out of memory, from its error text, memory_summary, snapshot or script. Returns the `vramfit diagnose --json` document (docs/diagnose.md) for a file on this machine: an OOM log, memory_summary() output, a memory snapshot pickle or a training script. `exit_code` is the CLI's exit code (docs/exit-codes.md).
 
@@ -835,8 +857,8 @@ def diagnose(
             for NGRAM from 0.5.3) for the draft
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
-            mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure) [default:
-            amp-bf16]
+            mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
+            (mixed-bf16 with FP8 linears: --engine megatron or torchtitan) [default: amp-bf16]
         optimizer (--optimizer):
             Optimizer: adamw, adamw-8bit, paged-adamw-8bit, sgd, sgd-momentum, adafactor, lion
             [default: adamw]
@@ -867,6 +889,9 @@ def diagnose(
         sp (--sp):
             Megatron sequence parallelism (with --tp > 1): norms and dropout activations split too
             [default: false]
+        dp_replicate (--dp-replicate):
+            Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form
+            N replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
         offload (--offload):
             Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe One of:
             none, cpu, nvme.
@@ -901,6 +926,11 @@ def diagnose(
         activation_offload (--activation-offload):
             Offload saved activations to host memory (torchtune enable_activation_offloading)
             [default: false]
+        cp (--cp):
+            Context-parallel degree for long sequences (--engine megatron: --context-parallel-size;
+            torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of
+            every sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP
+            [default: 1]
 
     Returns:
         the ``vramfit diagnose --json`` document (docs/diagnose.md) plus ``exit_code``.
