@@ -88,6 +88,27 @@ fn fp8_training_is_refused_where_it_does_not_run() {
     assert!(!gpu.starts_with("a100") && !gpu.starts_with("v100"), "{gpu}");
 }
 
+/// `estimate --gpu` on a card without FP8 tensor cores refuses FP8 training as
+/// the planner leaves such cards out (TransformerEngine `check_fp8_support`:
+/// compute capability 8.9 or higher); a card with FP8 and a card given only by
+/// its memory (`--gpu-mem`: capabilities unknown) are sized as before.
+#[test]
+fn fp8_training_is_refused_on_a_card_without_fp8() {
+    let job = ["estimate", "llama-3.1-8b", "--task", "train", "--engine", "megatron", "--precision", "mixed-fp8"];
+    let with = |extra: &[&'static str]| job.iter().copied().chain(extra.iter().copied()).collect::<Vec<_>>();
+    for card in ["a100-80gb", "v100-32gb"] {
+        let (out, err) = run(&with(&["--gpu", card]), 2);
+        assert!(out.is_empty(), "{out}");
+        assert!(err.contains("FP8 training (mixed-fp8) needs FP8 tensor cores"), "{card}: {err}");
+        assert!(err.contains("--precision on "), "{err}");
+    }
+    let h100 = json(&with(&["--gpu", "h100", "--json"]), 1);
+    assert!(h100["fit"]["fits"].is_boolean(), "{h100}");
+    run(&with(&["--gpu-mem", "80GiB"]), 1);
+    // bf16 on the A100 is what the refusal suggests, and it runs
+    run(&["estimate", "llama-3.1-8b", "--task", "train", "--engine", "megatron", "--gpu", "a100-80gb"], 1);
+}
+
 /// The recommended FP8 plan is what `--emit` writes: Megatron `--bf16
 /// --fp8-format hybrid`, torchtitan's `Float8LinearConverter` with the output
 /// head left in bf16; a Hugging Face launcher refuses it by name.

@@ -265,6 +265,12 @@ pub enum WorkloadError {
         engine: &'static str,
         reason: String,
     },
+    /// the card cannot compute what `field` asks for (FP8 training without FP8 tensor cores)
+    CardCannot {
+        field: Field,
+        card: String,
+        reason: String,
+    },
 }
 
 impl WorkloadError {
@@ -273,7 +279,7 @@ impl WorkloadError {
         use WorkloadError::*;
         match self {
             Zero { field } | TooLarge { field, .. } | TrainingOnly { field } | Probability { field, .. } => *field,
-            EngineRefuses { field, .. } => *field,
+            EngineRefuses { field, .. } | CardCannot { field, .. } => *field,
             LearnedPositions { field, .. } => *field,
             GpusNotMultiple { .. } => Field::Gpus,
             TpSplitsHeads { .. } => Field::Tp,
@@ -372,6 +378,7 @@ impl WorkloadError {
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
             HybridShard { replicate, reason } => format!("{} {replicate}: {reason}", f(Field::DpReplicate)),
             EngineRefuses { field, engine, reason } => format!("{} with --engine {engine}: {reason}", f(*field)),
+            CardCannot { field, card, reason } => format!("{} on {card}: {reason}", f(*field)),
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct FitTarget {
     /// fraction of it (`--gpu-util` capacity)
     pub total_bytes: u64,
     pub detected: Option<DetectedGpus>,
+    /// the catalogue card when the target is one (`--gpu NAME`): what it can
+    /// compute in (bf16, FP8 tensor cores) is known only then
+    pub card: Option<vramfit_core::GpuSpec>,
     /// sentences for the report's notes
     pub notes: Vec<String>,
 }
@@ -65,6 +68,7 @@ impl FitTarget {
             memory_bytes: bytes,
             total_bytes: bytes,
             detected: None,
+            card: None,
             notes: Vec::new(),
         }
     }
@@ -187,6 +191,7 @@ pub fn target(card: Card, gpus_needed: u64, probe: &dyn GpuProbe, env: &CudaEnv)
                 memory_bytes: g.memory_bytes(),
                 total_bytes: g.memory_bytes(),
                 detected: None,
+                card: Some(g.clone()),
                 notes: Vec::new(),
             })
         }
@@ -328,6 +333,8 @@ fn local_target(used: Vec<DetectedGpu>, skipped: Vec<String>, mut notes: Vec<Str
         memory_bytes: memory,
         total_bytes: total,
         detected: Some(DetectedGpus { source: "NVML".into(), gpus: used, skipped }),
+        // NVML names the card, not its catalogue row: its capabilities stay unknown
+        card: None,
         notes,
     }
 }

@@ -142,7 +142,7 @@ fn fp8_card_note(req: &PlanRequest) -> Option<String> {
     let (Task::Train(t), Some(g)) = (&req.workload.task, req.have) else { return None };
     // TransformerEngine: "Device compute capability 8.9 or higher required for FP8
     // execution"; torchao float8 needs SM89+ too
-    (t.precision.is_fp8() && g.fp8_tflops.is_none()).then(|| {
+    (!vramfit_core::workload::validate::trains_in(g, t.precision)).then(|| {
         format!(
             "your {} has no FP8 tensor cores: FP8 training (mixed-fp8) cannot run on it (TransformerEngine and torchao float8 need compute capability 8.9 or higher, Ada/Hopper/Blackwell); offers without FP8 are left out — use --precision mixed-bf16 on it",
             g.name

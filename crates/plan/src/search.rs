@@ -517,10 +517,8 @@ impl<'a> Search<'a> {
             // bf16 on a card without it would silently change the numerics
             return false;
         }
-        if gpu.fp8_tflops.is_none() && key.train.as_ref().is_some_and(|t| t.precision.is_fp8()) {
-            // FP8 training needs FP8 tensor cores (TransformerEngine refuses below compute
-            // capability 8.9: "Device compute capability 8.9 or higher required for FP8
-            // execution"; torchao float8 likewise): no A100, no V100
+        if key.train.as_ref().is_some_and(|t| !vramfit_core::workload::validate::trains_in(gpu, t.precision)) {
+            // FP8 training needs FP8 tensor cores: no A100, no V100
             return false;
         }
         if key.tp > 1 {

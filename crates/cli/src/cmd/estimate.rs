@@ -230,6 +230,9 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     let spec = dequantized.as_ref().unwrap_or(&resolved.spec);
     let (mut workload, config_notes) = args.workload.build_with_notes(spec)?;
     let gpu = crate::cmd::gpu_target::target(args.gpu.as_deref(), args.gpu_mem.as_deref(), workload.parallelism.gpus)?;
+    if let Some(card) = gpu.as_ref().and_then(|g| g.card.as_ref()) {
+        vramfit_core::workload::validate::runs_on(card, &workload.task)?;
+    }
     // a serving engine's batch defaults follow the card it starts on (vLLM V1)
     if let (Task::Inference(s), Some(g)) = (&mut workload.task, &gpu) {
         let cuda_total_bytes = cuda_capacity(g.total_bytes);

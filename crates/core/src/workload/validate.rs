@@ -243,6 +243,31 @@ pub fn fp8_training(t: &TrainSetup) -> Result<(), WorkloadError> {
     Ok(())
 }
 
+/// What a card cannot compute: FP8 training on a card without FP8 tensor
+/// cores. TransformerEngine refuses below compute capability 8.9 ("Device
+/// compute capability 8.9 or higher required for FP8 execution",
+/// transformer_engine/pytorch/fp8.py `check_fp8_support`), and torchao's
+/// float8 linears need SM89+ likewise; the catalogue marks such cards by
+/// having no `fp8_tflops`. The planner leaves them out; `estimate --gpu`
+/// refuses them here.
+pub fn runs_on(card: &crate::GpuSpec, task: &Task) -> Result<(), WorkloadError> {
+    if let Task::Train(t) = task {
+        if !trains_in(card, t.precision) {
+            return Err(WorkloadError::CardCannot {
+                field: Field::Precision,
+                card: card.name.clone(),
+                reason: "FP8 training (mixed-fp8) needs FP8 tensor cores (compute capability 8.9 or higher: Ada, Hopper, Blackwell; TransformerEngine and torchao float8 refuse below it) and this card has none: use --precision mixed-bf16 on it, or a card with FP8".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `card` can train at `precision` (see [`runs_on`]): FP8 needs FP8 tensor cores.
+pub fn trains_in(card: &crate::GpuSpec, precision: Precision) -> bool {
+    !(precision.is_fp8() && card.fp8_tflops.is_none())
+}
+
 /// Sharding, offload, sequence parallelism and virtual pipeline stages exist for training only.
 fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
     let field = if par.sharding != Sharding::None {
@@ -777,6 +802,47 @@ mod tests {
 
     /// FP8 training where an engine runs it: Megatron-LM and torchtitan, full
     /// training; the Hugging Face engines and LoRA refused naming --precision.
+    #[test]
+    fn fp8_training_needs_fp8_tensor_cores() {
+        // the catalogue's A100 has no fp8_tflops, its H100 has: TransformerEngine's
+        // check_fp8_support refuses compute capability below 8.9
+        let card = |name: &str, fp8_tflops| crate::GpuSpec {
+            id: name.to_lowercase(),
+            name: name.into(),
+            aliases: vec![],
+            memory_mib: 81_559,
+            memory_gb: 80.0,
+            bandwidth_gbs: 2039.0,
+            bf16_tflops: 312.0,
+            tf32_tflops: None,
+            fp32_tflops: None,
+            fp8_tflops,
+            nvlink_gbs: None,
+            pcie_gen: 4,
+            mig_max: 7,
+            bf16: true,
+            arch: None,
+            confirmed: false,
+            source: "test".into(),
+        };
+        let a100 = card("A100 80GB SXM", None);
+        let h100 = card("H100 SXM", Some(989.0));
+        let fp8 = Task::Train(TrainSetup {
+            engine: Engine::Megatron,
+            precision: Precision::MixedFp8,
+            ..TrainSetup::default()
+        });
+        let e = runs_on(&a100, &fp8).unwrap_err();
+        assert_eq!(e.field(), Field::Precision);
+        assert!(
+            e.to_string().starts_with("--precision on A100 80GB SXM: FP8 training (mixed-fp8) needs FP8 tensor cores"),
+            "{e}"
+        );
+        assert_eq!(runs_on(&h100, &fp8), Ok(()));
+        let bf16 = Task::Train(TrainSetup { precision: Precision::MixedBf16, ..TrainSetup::default() });
+        assert_eq!(runs_on(&a100, &bf16), Ok(()));
+    }
+
     #[test]
     fn fp8_training_follows_the_engines_that_run_it() {
         let t = |engine, kind| TrainSetup { engine, kind, precision: Precision::MixedFp8, ..TrainSetup::default() };
