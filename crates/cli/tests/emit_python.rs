@@ -219,3 +219,99 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
     assert_eq!(text.matches("\nok megatron_").count(), written, "{text}");
     assert!(text.contains("ok control: global batch"), "{text}");
 }
+
+/// `--emit torchtitan` recipes imported and checked in the installed
+/// torchtitan (`calibration/harness/check_torchtitan.py`): the recipe runs,
+/// `Trainer.Config.__post_init__` and `_validate_cuda_graphs` pass on the
+/// edited config, `ParallelDims` accepts the degrees at the plan's GPU count,
+/// and the batch torchtitan derives (0.3.0: `local_batch_size`,
+/// `global_batch_size`, `pipeline_parallel_microbatch_size`; later: the
+/// `num_tokens_*` fields) is the plan's micro-batch and accumulation. Needs a
+/// python with torch and torchtitan (`TORCHTITAN_PYTHON`, default `python3`);
+/// otherwise it says it skipped.
+#[test]
+fn emitted_torchtitan_recipes_load_in_torchtitan() {
+    let python = std::env::var("TORCHTITAN_PYTHON").unwrap_or_else(|_| "python3".into());
+    let importable = std::process::Command::new(&python)
+        .args(["-c", "import torchtitan.trainer"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !importable {
+        eprintln!("skipped: no {python} that imports torchtitan (pip install torchtitan; TORCHTITAN_PYTHON names another python)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("vramfit-emit-torchtitan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plans: [(&str, &[&str]); 5] = [
+        ("8b_fsdp", &["plan", "llama-3.1-8b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"]),
+        (
+            "8b_accum",
+            &[
+                "plan",
+                "llama-3.1-8b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--batch",
+                "2",
+                "--grad-accum",
+                "8",
+                "--seq",
+                "4096",
+                "--tokens",
+                "1B",
+            ],
+        ),
+        // TP × PP, 1F1B: the batch split into pipeline micro-batches
+        ("70b_pp", &["plan", "llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "100M"]),
+        // interleaved stages
+        (
+            "70b_interleaved",
+            &[
+                "plan",
+                "llama-3.1-70b",
+                "--task",
+                "train",
+                "--precision",
+                "mixed-bf16",
+                "--gpus",
+                "64",
+                "--tp",
+                "8",
+                "--pp",
+                "8",
+                "--tokens",
+                "1B",
+            ],
+        ),
+        ("qwen3_moe", &["plan", "qwen3-30b-a3b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"]),
+    ];
+    for (name, args) in plans {
+        let v = common::json(&[args, &["--launcher", "torchtitan", "--json"]].concat(), 0);
+        let r = &v["recommended"];
+        let s = &r["setup"];
+        let n = |k: &str| s[k].as_u64().unwrap_or(1);
+        let gpus = r["gpus"].as_u64().unwrap();
+        let seq = args.iter().position(|a| *a == "--seq").map(|i| args[i + 1].parse::<u64>().unwrap()).unwrap_or(2048);
+        let want = serde_json::json!({
+            "tp": n("tp"),
+            "pp": n("pp"),
+            "cp": n("cp"),
+            "dp": gpus / (n("tp") * n("pp") * n("cp")),
+            "micro_batch": n("micro_batch"),
+            "grad_accum": n("grad_accum"),
+            "seq": seq,
+            "checkpointing": s["checkpointing"] == "full",
+        });
+        let (recipe, _) = run(&[args, &["--emit", "torchtitan"]].concat(), 0);
+        std::fs::write(dir.join(format!("tt_{name}_ws{gpus}.py")), recipe).unwrap();
+        std::fs::write(dir.join(format!("tt_{name}_ws{gpus}.json")), want.to_string()).unwrap();
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../calibration/harness/check_torchtitan.py");
+    let out = std::process::Command::new(&python).arg(script).arg(&dir).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("ok   tt_").count(), plans.len(), "{text}");
+}

@@ -1107,11 +1107,56 @@ fn torchtitan_pipeline(o: &mut String, s: &SetupSummary, t: &Target) {
         // default 1 the count is off by one: the planned equal chunks set them to 0
         let _ = writeln!(o, "    config.parallelism.pipeline_parallel_first_stage_less_layers = 0");
         let _ = writeln!(o, "    config.parallelism.pipeline_parallel_last_stage_less_layers = 0");
-        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
     } else if s.pp > 1 {
         let _ = writeln!(o, "    config.parallelism.pipeline_parallel_schedule = \"1F1B\"");
-        let _ = writeln!(o, "    config.parallelism.num_pp_microbatches = {}", s.grad_accum.max(1));
     }
+    if s.pp > 1 {
+        // torchtitan 0.3.0 captures forward+backward in a CUDA graph unless told not to, and
+        // `Trainer.__init__` refuses that under PP (`Trainer.Config._validate_cuda_graphs`:
+        // "CUDA graphs do not support pipeline parallelism yet. Set --training.disable_cuda_graphs.")
+        let _ = writeln!(o, "    if hasattr(config.training, \"disable_cuda_graphs\"):");
+        let _ = writeln!(o, "        config.training.disable_cuda_graphs = True");
+    }
+}
+
+/// The batch of a torchtitan recipe, for both releases a user may run: torchtitan
+/// after 0.3.0 counts it in tokens (`TrainingConfig.max_context_length`,
+/// `num_tokens_per_microbatch_per_dp_rank`, `num_tokens_per_train_step`;
+/// `ParallelismConfig.num_pp_microbatches`), torchtitan 0.3.0 — the release `pip
+/// install torchtitan` gives (PyPI, 2026-09-03) — in sequences (`TrainingConfig.seq_len`,
+/// `local_batch_size`: one accumulation step of one data-parallel rank, split into
+/// pipeline micro-batches of `ParallelismConfig.pipeline_parallel_microbatch_size`;
+/// `global_batch_size` = local × data-parallel degree × accumulation steps,
+/// torchtitan/trainer.py `Trainer.__init__`). Its config dataclasses have
+/// `slots=True`, so a field of the other release would raise AttributeError: the
+/// recipe asks the installed one which fields it has.
+fn torchtitan_batch(o: &mut String, s: &SetupSummary, seq: u64, dp: u64) -> Result<(), EmitError> {
+    let overflow = || unsupported("batch size overflow");
+    let (micro, accum) = (s.micro_batch.max(1), s.grad_accum.max(1));
+    let micro_tokens = micro.checked_mul(seq).ok_or_else(overflow)?;
+    let step_sequences = micro.checked_mul(accum).and_then(|v| v.checked_mul(dp)).ok_or_else(overflow)?;
+    let step_tokens = step_sequences.checked_mul(seq).ok_or_else(overflow)?;
+    let _ = writeln!(o, "    # the batch: {step_sequences} sequences of {seq} tokens a step, micro-batch {micro} × {} × {dp} data-parallel ranks",
+        if s.pp > 1 { format!("{accum} pipeline micro-batches") } else { format!("accumulation {accum}") });
+    let _ = writeln!(o, "    if hasattr(config.training, \"num_tokens_per_train_step\"):");
+    let _ = writeln!(o, "        # torchtitan after 0.3.0: the batch in tokens");
+    let _ = writeln!(o, "        config.training.max_context_length = {seq}");
+    let _ = writeln!(o, "        config.training.num_tokens_per_microbatch_per_dp_rank = {micro_tokens}");
+    let _ = writeln!(o, "        config.training.num_tokens_per_train_step = {step_tokens}");
+    if s.pp > 1 {
+        let _ = writeln!(o, "        config.parallelism.num_pp_microbatches = {accum}");
+    }
+    let _ = writeln!(o, "    else:");
+    let _ = writeln!(o, "        # torchtitan 0.3.0 (PyPI): the batch in sequences");
+    let _ = writeln!(o, "        config.training.seq_len = {seq}");
+    // under PP one accumulation step holds all the pipeline micro-batches
+    let local = if s.pp > 1 { micro.checked_mul(accum).ok_or_else(overflow)? } else { micro };
+    let _ = writeln!(o, "        config.training.local_batch_size = {local}");
+    let _ = writeln!(o, "        config.training.global_batch_size = {step_sequences}");
+    if s.pp > 1 {
+        let _ = writeln!(o, "        config.parallelism.pipeline_parallel_microbatch_size = {micro}");
+    }
+    Ok(())
 }
 
 pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
@@ -1121,12 +1166,6 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     // the data-parallel (batch) ranks: the CP ranks share their sequences
     let dp = (s.gpus / (s.tp.max(1) * s.pp.max(1) * s.cp.max(1))).max(1);
     let seq = t.seq.max(1);
-    let micro_tokens =
-        s.micro_batch.max(1).checked_mul(seq).ok_or_else(|| unsupported("micro-batch tokens overflow"))?;
-    let step_tokens = micro_tokens
-        .checked_mul(s.grad_accum.max(1))
-        .and_then(|v| v.checked_mul(dp))
-        .ok_or_else(|| unsupported("step tokens overflow"))?;
     // hybrid sharding: torchtitan's HSDP, FSDP2 over the 2-D mesh of
     // data_parallel_replicate_degree × data_parallel_shard_degree (ParallelDims;
     // context parallelism is its own degree, FSDP spans dp_shard × cp)
@@ -1179,20 +1218,7 @@ pub fn torchtitan(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
         let _ = writeln!(o, "    config.parallelism.context_parallel_degree = {}", s.cp);
     }
     torchtitan_pipeline(&mut o, s, t);
-    let _ = writeln!(o, "    config.training.max_context_length = {seq}");
-    let _ = writeln!(o, "    config.training.num_tokens_per_microbatch_per_dp_rank = {micro_tokens}");
-    let _ = writeln!(
-        o,
-        "    # {} sequences of {seq} tokens a step: micro-batch {} × {} × {dp} data-parallel ranks",
-        step_tokens / seq,
-        s.micro_batch,
-        if s.pp > 1 {
-            format!("{} pipeline micro-batches", s.grad_accum)
-        } else {
-            format!("accumulation {}", s.grad_accum)
-        }
-    );
-    let _ = writeln!(o, "    config.training.num_tokens_per_train_step = {step_tokens}");
+    torchtitan_batch(&mut o, s, seq, dp)?;
     match s.precision {
         Some(Precision::Bf16) => {
             let _ = writeln!(o, "    config.training.dtype = \"bfloat16\"");
