@@ -129,10 +129,12 @@ def tensors(m):
             (p + "attn_output.weight", [q, e], w),
             (p + "attn_q_norm.weight", [d], T.F32),
             (p + "attn_k_norm.weight", [d], T.F32),
-            (p + "ffn_norm.weight", [e], T.F32),
         ]
         if m.get("post_attn_norm"):
+            # qwen35: post_attention_norm is the FFN's input norm (no ffn_norm)
             out.append((p + "post_attention_norm.weight", [e], T.F32))
+        else:
+            out.append((p + "ffn_norm.weight", [e], T.F32))
         if m.get("post_norms"):
             out += [(p + "post_attention_norm.weight", [e], T.F32), (p + "post_ffw_norm.weight", [e], T.F32)]
         if "experts" in m:

@@ -4,7 +4,8 @@
 # usage: llamacpp_cpu_logs.sh BUILD_DIR GGUF_DIR LOG_DIR
 # Each run starts llama-server with the flags below, waits until the
 # context's buffers are logged (or 120 s), then stops it: only the
-# start-up lines are wanted. --no-warmup skips the warm-up decode (it runs
+# start-up lines are wanted. -lv 4: llama.cpp of this build logs the
+# buffer lines at verbosity 3+ only (the default shows none of them). --no-warmup skips the warm-up decode (it runs
 # after the buffers are reserved and does not change them).
 set -u
 BUILD=$1; GG=$2; LOGS=$3
@@ -12,7 +13,7 @@ mkdir -p "$LOGS"
 run() { # id model args...
   local id=$1 m=$2; shift 2
   local log="$LOGS/$id.log"
-  "$BUILD/bin/llama-server" -m "$GG/$m.gguf" --host 127.0.0.1 --port 18089 -t 2 --no-warmup "$@" >"$log" 2>&1 &
+  "$BUILD/bin/llama-server" -m "$GG/$m.gguf" --host 127.0.0.1 --port 18091 -t 2 --no-warmup -lv 4 "$@" >"$log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 120); do
     grep -q "compute buffer size" "$log" && sleep 2 && break
@@ -21,7 +22,7 @@ run() { # id model args...
   done
   kill $pid 2>/dev/null; wait $pid 2>/dev/null
   echo "== $id: llama-server -m $m.gguf $*"
-  grep -E "build|n_ctx|n_outputs_max|n_ubatch|n_batch|flash_attn|n_seq_max|model buffer size|KV buffer size|compute buffer size|output buffer size|RS buffer size|graph nodes|graph splits|repack" "$log"
+  grep -E "common_params_print_info: build|n_ctx|n_outputs_max|n_ubatch|n_batch|flash_attn|Flash Attention|n_seq_max|buffer size|llama_kv_cache: size|llama_memory_recurrent: size|cells|graph: nodes|fit" "$log"
 }
 run qwen3-0.6b-np1     qwen3-0.6b -c 4096 -np 1
 run qwen3-0.6b-np4     qwen3-0.6b -c 4096 -np 4

@@ -116,7 +116,12 @@ fn measured_cpu_logs_are_reproduced_within_their_limits() {
                 "{:<30} {:<16} {:>10.2} {:>10.3} {:>+8.2}% {:>5.0}%",
                 f.id, f.key, f.logged_mib, exact, f.error_pct, f.limit_pct
             );
-            if !f.within_limit() {
+            // the graphs vramfit rebuilds op for op (all but the recurrent
+            // qwen35, an approximation: docs/gguf.md) land on llama.cpp's
+            // printed figure: within 0.1 % (b11312's embeddings input,
+            // build::EMBD_INPUT, was 2.00–5.63 MiB, 4.5–7.4 %, before)
+            let exact_graph = c.arch().unwrap_or("") != "qwen35";
+            if !f.within_limit() || (exact_graph && f.error_pct.abs() > 0.1) {
                 failures.push(format!(
                     "{} {}: logged {:.2} MiB, vramfit {:.2} MiB ({:+.2} %, limit {} %)",
                     f.id, f.key, f.logged_mib, exact, f.error_pct, f.limit_pct

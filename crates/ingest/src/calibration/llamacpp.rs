@@ -58,6 +58,8 @@ pub enum BufferKind {
     Kv,
     /// `… compute buffer size`
     Compute,
+    /// `llama_context: … output buffer size` (logits of the reserved outputs)
+    Output,
 }
 
 impl BufferKind {
@@ -67,6 +69,7 @@ impl BufferKind {
             BufferKind::Model => "llamacpp_model_buffer",
             BufferKind::Kv => "llamacpp_kv_buffer",
             BufferKind::Compute => "llamacpp_compute_buffer",
+            BufferKind::Output => "llamacpp_output_buffer",
         }
     }
 }
@@ -451,6 +454,7 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
         // held to the KV cache's limit
         "rs CPU" => (BufferKind::Kv, p.host.bytes(LineKind::State)),
         "compute host" => (BufferKind::Compute, p.host.bytes(LineKind::Compute)),
+        "output host" => (BufferKind::Output, p.host.bytes(LineKind::Output)),
         // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
         "model CPU_Mapped" | "model CPU_REPACK" => {
             let name = &key["model ".len()..];
@@ -483,6 +487,11 @@ impl LogCase {
     /// The length of the file a measured case's header came from (`file_len`).
     pub fn file_len(&self) -> Result<u64, IngestError> {
         field_u64(&self.record, "", "file_len", &self.origin)
+    }
+
+    /// The case's `arch.arch` (llama.cpp's architecture name).
+    pub fn arch(&self) -> Result<&str, IngestError> {
+        field_str(&self.record["arch"], "arch", "arch", &self.origin)
     }
 }
 
