@@ -142,13 +142,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
         },
     )?;
-    if pipelined {
-        notes.push(format!(
-            "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
-            crate::graph::PIPELINE_COPIES,
-            crate::graph::PIPELINE_COPIES
-        ));
-    }
+    notes.extend(pipelined.then(pipeline_note));
     if let Some(a) = &compute.approximate {
         notes.push(format!("compute buffers approximate: {a}"));
     }
@@ -189,6 +183,15 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     };
     add_companions(&mut p, opts)?;
     Ok(p)
+}
+
+/// The note of a pipeline-parallel scheduler (several GPUs, every layer offloaded).
+fn pipeline_note() -> String {
+    format!(
+        "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
+        crate::graph::PIPELINE_COPIES,
+        crate::graph::PIPELINE_COPIES
+    )
 }
 
 /// `--spec-type` checked against what is loaded, and the draft tokens per
