@@ -89,11 +89,13 @@ pub const SPEC_TYPE_DEFAULT_NONE: u64 = 9464;
 /// input `inp_embd` of `n_embd_inp × n_tokens` in every graph, whether the
 /// batch carries tokens or embeddings, and select one of the two paths
 /// with `ggml_build_forward_select`. The token path is the one computed;
-/// the unselected input is a graph input with no consumer, so
-/// `ggml_gallocr` allocates it with the inputs and never frees it (its
-/// bytes are in the compute buffer at the peak). Graph inputs go to the
-/// host backend (`ggml_backend_sched`: inputs on the last backend, the
-/// CPU). Measured on b11312 (calibration/data/measured/llamacpp-cpu.jsonl:
+/// the unselected input is a leaf with no consumer: `ggml_gallocr`
+/// allocates every leaf before the nodes ("allocate leafs",
+/// `ggml_gallocr_alloc_graph_impl`, ggml/src/ggml-alloc.c) and frees a
+/// tensor only when its last consumer has run, so its bytes are in the
+/// compute buffer at the peak. Graph inputs go to the host backend
+/// (`ggml_backend_sched_backend_id_from_cur`: "last backend (assumed
+/// CPU)", cause "1.inp", ggml/src/ggml-backend.cpp). Measured on b11312 (calibration/data/measured/llamacpp-cpu.jsonl:
 /// every CPU compute buffer was `n_embd × n_ubatch × 4` bytes above the
 /// graph without it, 2.00 MiB for Qwen3-0.6B at -ub 512). The tag of the
 /// merge is not known here: b4897 (the ggml-org/ci logs of the published
