@@ -12,7 +12,11 @@
 //! otherwise 3 %.
 
 use std::collections::BTreeMap;
-use vramfit_ingest::calibration::llamacpp::{embedded_llamacpp, replay, BufferKind, CURRENT_BUILD_FROM};
+use std::path::PathBuf;
+use vramfit_ingest::calibration::llamacpp::{
+    embedded_llamacpp, header_path, parse_llamacpp_cases, replay, replay_header, BufferKind, LogFigure,
+    CURRENT_BUILD_FROM, MEASURED_CPU_FILE,
+};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -80,4 +84,54 @@ fn every_buffer_kind_is_checked() {
     for k in [BufferKind::Model, BufferKind::Kv, BufferKind::Compute] {
         assert!(kinds.contains(&k), "{k:?} never compared");
     }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The measured CPU-only set (calibration/data/measured/llamacpp-cpu.jsonl,
+/// README beside it): llama-server of ggml-org/llama.cpp@0c1e57098 (b11312)
+/// started on GGUFs at the real dimensions of Qwen3-0.6B, Gemma 3 1B,
+/// Qwen3-30B-A3B, Qwen3.5-27B and gpt-oss-20b, its log lines quoted
+/// verbatim. Each case is replayed on the header llama.cpp loaded (kept
+/// beside the set) and held to issue 22's bar: KV (and recurrent state)
+/// within 1 %, compute within 10 %, model buffers within 3 %.
+#[test]
+fn measured_cpu_logs_are_reproduced_within_their_limits() {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join(MEASURED_CPU_FILE)).expect("the measured set is in the repository");
+    let cases = parse_llamacpp_cases(&text, MEASURED_CPU_FILE).expect("the measured set parses");
+    assert!(cases.len() >= 8, "at least 8 measured logs, found {}", cases.len());
+    let mut failures = Vec::new();
+    let mut figs: Vec<LogFigure> = Vec::new();
+    for c in &cases {
+        assert!(c.build >= CURRENT_BUILD_FROM, "{}: a current build", c.id);
+        let path = root.join(header_path(c).unwrap_or_else(|e| panic!("{}: {e}", c.id)));
+        let head = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}: {e}", c.id, path.display()));
+        let len = c.file_len().unwrap_or_else(|e| panic!("{}: {e}", c.id));
+        for f in replay_header(c, &head, len).unwrap_or_else(|e| panic!("{}: {e}", c.id)) {
+            let exact = f.vramfit_bytes as f64 / 1048576.0;
+            println!(
+                "{:<30} {:<16} {:>10.2} {:>10.3} {:>+8.2}% {:>5.0}%",
+                f.id, f.key, f.logged_mib, exact, f.error_pct, f.limit_pct
+            );
+            // the graphs vramfit rebuilds op for op (all but the recurrent
+            // qwen35, an approximation: docs/gguf.md) land on llama.cpp's
+            // printed figure: within 0.1 % (b11312's embeddings input,
+            // build::EMBD_INPUT, was 2.00–5.63 MiB, 4.5–7.4 %, before)
+            let exact_graph = c.arch().unwrap_or("") != "qwen35";
+            if !f.within_limit() || (exact_graph && f.error_pct.abs() > 0.1) {
+                failures.push(format!(
+                    "{} {}: logged {:.2} MiB, vramfit {:.2} MiB ({:+.2} %, limit {} %)",
+                    f.id, f.key, f.logged_mib, exact, f.error_pct, f.limit_pct
+                ));
+            }
+            figs.push(f);
+        }
+    }
+    for k in [BufferKind::Kv, BufferKind::Compute] {
+        assert!(figs.iter().any(|f| f.kind == k), "{k:?} never compared");
+    }
+    assert!(failures.is_empty(), "outside their limits:\n{}", failures.join("\n"));
 }

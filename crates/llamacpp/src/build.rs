@@ -81,6 +81,29 @@ pub const SHARED_DRAFT_CONTEXT: u64 = 9109;
 /// none ... the draft model loaded but speculation never engaged".
 pub const SPEC_TYPE_DEFAULT_NONE: u64 = 9464;
 
+/// First build counted as reserving the embeddings input beside the token
+/// path: ggml-org/llama.cpp PR #18898 "graph : utilize
+/// `ggml_build_forward_select()` to avoid reallocations" (opened
+/// 2026-01-17, on PR #18550 "ggml : add ggml_build_forward_select") made
+/// `llm_graph_context::build_inp_embd` (src/llama-graph.cpp) create the f32
+/// input `inp_embd` of `n_embd_inp × n_tokens` in every graph, whether the
+/// batch carries tokens or embeddings, and select one of the two paths
+/// with `ggml_build_forward_select`. The token path is the one computed;
+/// the unselected input is a leaf with no consumer: `ggml_gallocr`
+/// allocates every leaf before the nodes ("allocate leafs",
+/// `ggml_gallocr_alloc_graph_impl`, ggml/src/ggml-alloc.c) and frees a
+/// tensor only when its last consumer has run, so its bytes are in the
+/// compute buffer at the peak. Graph inputs go to the host backend
+/// (`ggml_backend_sched_backend_id_from_cur`: "last backend (assumed
+/// CPU)", cause "1.inp", ggml/src/ggml-backend.cpp). Measured on b11312 (calibration/data/measured/llamacpp-cpu.jsonl:
+/// every CPU compute buffer was `n_embd × n_ubatch × 4` bytes above the
+/// graph without it, 2.00 MiB for Qwen3-0.6B at -ub 512). The tag of the
+/// merge is not known here: b4897 (the ggml-org/ci logs of the published
+/// set, reproduced to 0.00 %) lacks it, so every later build gets it —
+/// host memory over-stated by that one tensor for the builds before the
+/// merge, never under-stated.
+pub const EMBD_INPUT: u64 = 4898;
+
 /// The build rules of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildRules {
@@ -100,6 +123,9 @@ pub struct BuildRules {
     /// `-md` alone turns draft-simple on (before b9464; since, `--spec-type`
     /// defaults to none)
     pub draft_auto_spec: bool,
+    /// every graph reserves the f32 embeddings input `inp_embd` beside the
+    /// token path ([`EMBD_INPUT`])
+    pub embd_input: bool,
 }
 
 impl BuildRules {
@@ -113,6 +139,7 @@ impl BuildRules {
             v_less_mla: at_least(V_LESS_MLA),
             shared_draft_context: at_least(SHARED_DRAFT_CONTEXT),
             draft_auto_spec: build.is_some_and(|b| b < SPEC_TYPE_DEFAULT_NONE),
+            embd_input: at_least(EMBD_INPUT),
         }
     }
 
@@ -163,6 +190,9 @@ mod tests {
         assert!(cur.shared_draft_context && !BuildRules::of(Some(SHARED_DRAFT_CONTEXT - 1)).shared_draft_context);
         assert!(!cur.draft_auto_spec && BuildRules::of(Some(SPEC_TYPE_DEFAULT_NONE - 1)).draft_auto_spec);
         assert!(!BuildRules::of(Some(SPEC_TYPE_DEFAULT_NONE)).draft_auto_spec);
+        // b4897 (the published ggml-org/ci logs) has no embeddings input; b11312 (measured) has
+        assert!(!BuildRules::of(Some(4897)).embd_input && BuildRules::of(Some(11312)).embd_input);
+        assert!(cur.embd_input);
     }
 
     /// server_n_outputs_max: max(1, min(n_batch, n_parallel)), capped by the micro-batch.

@@ -91,6 +91,9 @@ pub struct ComputeSetup {
     /// no V cache (an MLA file under a build from
     /// [`crate::build::V_LESS_MLA`]): V is a view of the K cache
     pub v_less: bool,
+    /// the graph reserves the f32 embeddings input beside the token path
+    /// (builds from [`crate::build::EMBD_INPUT`])
+    pub embd_input: bool,
 }
 
 /// Compute buffer of one backend.
@@ -365,6 +368,15 @@ fn graph_inputs(
 ) -> Result<(TensorId, GraphInputs), CoreError> {
     let (t, streams) = (d.t, d.streams);
     let tokens = b.g.input("inp_tokens", I32, [t, 1, 1, 1], t * 4);
+    if s.embd_input {
+        // build_inp_embd (src/llama-graph.cpp, PR #18898): the embeddings
+        // input `inp_embd`, n_embd × n_tokens f32, is in every graph; the
+        // token path is selected (ggml_build_forward_select), so nothing
+        // consumes it and the allocator keeps it for the whole graph
+        let bytes = f32_bytes("inp_embd input", &[d.e, t])?;
+        let embd_in = b.g.input("inp_embd_input", F32, [d.e, t, 1, 1], bytes);
+        b.g.expand(embd_in);
+    }
     let tok_embd =
         b.g.weight("token_embd", model.tensor("token_embd.weight").map(|x| x.bytes).unwrap_or(0), Device::Cpu);
     let embd = b.fresh("inp_embd", F32, [d.e, t, 1, 1], &[tok_embd, tokens], t)?;

@@ -137,17 +137,12 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             era: opts.era,
             cpu_repack,
             v_less: cache_opt.v_less,
+            embd_input: rules.embd_input,
             gpus: opts.gpus.len() as u32,
             pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
         },
     )?;
-    if pipelined {
-        notes.push(format!(
-            "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
-            crate::graph::PIPELINE_COPIES,
-            crate::graph::PIPELINE_COPIES
-        ));
-    }
+    notes.extend(pipelined.then(pipeline_note));
     if let Some(a) = &compute.approximate {
         notes.push(format!("compute buffers approximate: {a}"));
     }
@@ -188,6 +183,15 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     };
     add_companions(&mut p, opts)?;
     Ok(p)
+}
+
+/// The note of a pipeline-parallel scheduler (several GPUs, every layer offloaded).
+fn pipeline_note() -> String {
+    format!(
+        "pipeline parallelism (several GPUs, every layer offloaded): the scheduler keeps {} copies of every graph input and cross-device copy, as llama.cpp logs 'pipeline parallelism enabled (n_copies={})'",
+        crate::graph::PIPELINE_COPIES,
+        crate::graph::PIPELINE_COPIES
+    )
 }
 
 /// `--spec-type` checked against what is loaded, and the draft tokens per
@@ -887,6 +891,24 @@ mod tests {
             tensors,
             notes: Vec::new(),
         }
+    }
+
+    /// build_inp_embd (src/llama-graph.cpp, PR #18898) reserves the f32
+    /// embeddings input beside the token path in every graph, never freed:
+    /// a CPU-only compute buffer grows by exactly n_embd × n_tokens × 4 B.
+    /// tiny: n_embd 64, -c 256 → n_tokens = min(256, -ub 512) = 256, so
+    /// 64 × 256 × 4 = 65,536 B (a multiple of the host's 32-B alignment).
+    /// b11312 measured it: Qwen3-0.6B 1024 × 512 × 4 = 2.00 MiB
+    /// (calibration/data/measured/llamacpp-cpu.jsonl).
+    #[test]
+    fn embeddings_input_is_reserved_from_its_build() {
+        let m = tiny(4, 4096);
+        let compute = |build: u64| {
+            let o = LlamaCppOptions { ctx_size: 256, build: Some(build), ..on(&[]) };
+            plan(&m, &o).unwrap().host.bytes(LineKind::Compute)
+        };
+        let (before, after) = (compute(crate::build::EMBD_INPUT - 1), compute(crate::build::EMBD_INPUT));
+        assert_eq!(after - before, 64 * 256 * 4, "before {before}, after {after}");
     }
 
     fn on(gpus: &[Option<u64>]) -> LlamaCppOptions {

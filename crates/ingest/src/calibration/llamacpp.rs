@@ -29,6 +29,11 @@ pub const LLAMACPP_CASES: &str = include_str!("../../../../calibration/data/publ
 /// Where it lives in the repository.
 pub const LLAMACPP_FILE: &str = "calibration/data/published/llamacpp.jsonl";
 
+/// Start-up logs measured by this project on a CPU-only build (one per
+/// line, same fields plus `header`: the GGUF header llama.cpp loaded, kept
+/// beside the set, and `file_len`: the file's length).
+pub const MEASURED_CPU_FILE: &str = "calibration/data/measured/llamacpp-cpu.jsonl";
+
 /// First build counted as "current" for the bar below: issue 22 asks for
 /// logs of llama.cpp builds from mid-2026 (b9400 and later: the f16
 /// flash-attention mask is b9442, llama-server's `n_outputs_max` b9479,
@@ -53,6 +58,8 @@ pub enum BufferKind {
     Kv,
     /// `… compute buffer size`
     Compute,
+    /// `llama_context: … output buffer size` (logits of the reserved outputs)
+    Output,
 }
 
 impl BufferKind {
@@ -62,6 +69,7 @@ impl BufferKind {
             BufferKind::Model => "llamacpp_model_buffer",
             BufferKind::Kv => "llamacpp_kv_buffer",
             BufferKind::Compute => "llamacpp_compute_buffer",
+            BufferKind::Output => "llamacpp_output_buffer",
         }
     }
 }
@@ -363,9 +371,15 @@ pub fn gguf_header(c: &LogCase) -> Result<(Vec<u8>, u64), IngestError> {
 
 /// The case's model, parsed from the header the converter would have written.
 fn model(c: &LogCase) -> Result<LlamaModel, IngestError> {
-    let r = &c.record;
     let (head, len) = gguf_header(c)?;
-    let header = match parse(&head, len).map_err(|e| invalid(&c.origin, e.to_string()))? {
+    model_of(c, &head, len)
+}
+
+/// The case's model parsed from a GGUF header (`head`, the first bytes of a
+/// file of `len` bytes), its tensor types checked against the log's counts.
+fn model_of(c: &LogCase, head: &[u8], len: u64) -> Result<LlamaModel, IngestError> {
+    let r = &c.record;
+    let header = match parse(head, len).map_err(|e| invalid(&c.origin, e.to_string()))? {
         Parsed::Complete(h) => h,
         Parsed::NeedMore { bytes } => return Err(invalid(&c.origin, format!("header needs {bytes} bytes"))),
     };
@@ -418,6 +432,8 @@ fn options(c: &LogCase) -> Result<LlamaCppOptions, IngestError> {
             _ => GraphEra::Current,
         },
         build: Some(c.build),
+        // `-nr`/`--no-repack` (optional flag, default: repack)
+        cpu_repack: !f["nr"].as_bool().unwrap_or(false),
         order: match field_str(&c.record, "", "order", o)? {
             "output_last" => OffloadOrder::OutputLast,
             _ => OffloadOrder::OutputFirst,
@@ -434,7 +450,11 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
         "kv CUDA0" => (BufferKind::Kv, gpu0()?.bytes(LineKind::Kv)),
         "compute CUDA0" => (BufferKind::Compute, gpu0()?.bytes(LineKind::Compute)),
         "kv CPU" => (BufferKind::Kv, p.host.bytes(LineKind::Kv)),
+        // `llama_memory_recurrent: CPU RS buffer size`: the recurrent state,
+        // held to the KV cache's limit
+        "rs CPU" => (BufferKind::Kv, p.host.bytes(LineKind::State)),
         "compute host" => (BufferKind::Compute, p.host.bytes(LineKind::Compute)),
+        "output host" => (BufferKind::Output, p.host.bytes(LineKind::Output)),
         // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
         "model CPU_Mapped" | "model CPU_REPACK" => {
             let name = &key["model ".len()..];
@@ -449,9 +469,40 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
 
 /// Replay one case: every figure it quotes, with vramfit's and the signed error.
 pub fn replay(c: &LogCase) -> Result<Vec<LogFigure>, IngestError> {
-    let model = model(c)?;
+    compare(c, &model(c)?)
+}
+
+/// Replay a measured case on the GGUF header llama.cpp loaded (`head`, the
+/// first bytes of the file; `len`, the file's length: the case's
+/// `file_len`, checked).
+pub fn replay_header(c: &LogCase, head: &[u8], len: u64) -> Result<Vec<LogFigure>, IngestError> {
+    let want = field_u64(&c.record, "", "file_len", &c.origin)?;
+    if want != len {
+        return Err(invalid(&c.origin, format!("field 'file_len': {want}, but the file is {len} bytes")));
+    }
+    compare(c, &model_of(c, head, len)?)
+}
+
+impl LogCase {
+    /// The length of the file a measured case's header came from (`file_len`).
+    pub fn file_len(&self) -> Result<u64, IngestError> {
+        field_u64(&self.record, "", "file_len", &self.origin)
+    }
+
+    /// The case's `arch.arch` (llama.cpp's architecture name).
+    pub fn arch(&self) -> Result<&str, IngestError> {
+        field_str(&self.record["arch"], "arch", "arch", &self.origin)
+    }
+}
+
+/// The case's header file (`header`, relative to the repository root).
+pub fn header_path(c: &LogCase) -> Result<&str, IngestError> {
+    field_str(&c.record, "", "header", &c.origin)
+}
+
+fn compare(c: &LogCase, model: &LlamaModel) -> Result<Vec<LogFigure>, IngestError> {
     let opts = options(c)?;
-    let p = plan(&model, &opts).map_err(|e| IngestError::Model { file: c.origin.clone(), error: e })?;
+    let p = plan(model, &opts).map_err(|e| IngestError::Model { file: c.origin.clone(), error: e })?;
     let expect = c.record["expect"].as_object().ok_or_else(|| invalid(&c.origin, "field 'expect': not an object"))?;
     let mut out = Vec::new();
     for (key, logged) in expect {

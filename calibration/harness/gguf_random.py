@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Write GGUF files at real architectures' dimensions for llama.cpp start-up logs.
+
+The header (metadata and tensor infos) is written with llama.cpp's own
+gguf-py (PYTHONPATH=<llama.cpp>/gguf-py); the tensor data is not written
+but the file is extended to its full length (a sparse file of zeros).
+llama.cpp's memory log lines (model, KV and compute buffers) depend on the
+tensor shapes and types only, never on the weight values, and a zero-filled
+file loads (llama_model_loader checks only that every tensor lies inside
+the file). The vocabulary is `tokenizer.ggml.model = "none"` with
+`<arch>.vocab_size` tokens: llama_vocab::load (src/llama-vocab.cpp) then
+adds that many dummy tokens, so n_vocab (and the logits) is the model's.
+
+Each model's dimensions are its Hugging Face config.json as vramfit's
+catalogue copies it (crates/catalog/data/presets.json, `source` of each
+preset). Tensor names and shapes follow llama.cpp's load_arch_tensors
+(src/models/<arch>.cpp) at ggml-org/llama.cpp@0c1e57098 (b11312).
+
+Usage: gguf_random.py MODEL OUT.gguf [--header OUT.header]
+  MODEL: qwen3-0.6b | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
+  --header writes the header alone (what vramfit reads) beside the file.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+from gguf import GGUFWriter, GGMLQuantizationType as T, GGML_QUANT_SIZES
+
+# Hugging Face config.json figures (crates/catalog/data/presets.json):
+MODELS = {
+    # Qwen/Qwen3-0.6B: hidden 1024, 28 layers, 16 heads, 8 KV heads, head_dim 128,
+    # intermediate 3072, vocab 151936, 40960 positions, tied embeddings
+    "qwen3-0.6b": dict(arch="qwen3", n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128,
+                       n_ff=3072, n_vocab=151936, n_ctx_train=40960, tied=True, wtype=T.F16,
+                       rope=1e6),
+    # google/gemma-3-1b-it: hidden 1152, 26 layers, 4 heads, 1 KV head, head_dim 256,
+    # intermediate 6912, vocab 262144, 32768 positions, sliding window 512 every
+    # layer but each 6th (llama.cpp load_swa_pattern(ml, 6)), tied embeddings
+    "gemma-3-1b": dict(arch="gemma3", n_layer=26, n_embd=1152, n_head=4, n_head_kv=1, head_dim=256,
+                       n_ff=6912, n_vocab=262144, n_ctx_train=32768, tied=True, wtype=T.F16,
+                       rope=1e6, swa=512, rope_swa=1e4, post_norms=True),
+    # Qwen/Qwen3-30B-A3B: hidden 2048, 48 layers, 32 heads, 4 KV heads, head_dim 128,
+    # 128 experts, 8 used, moe_intermediate 768, vocab 151936, untied head
+    "qwen3-30b-a3b-q4_0": dict(arch="qwen3moe", n_layer=48, n_embd=2048, n_head=32, n_head_kv=4,
+                               head_dim=128, n_ff=6144, n_vocab=151936, n_ctx_train=40960, tied=False,
+                               wtype=T.Q4_0, rope=1e6, experts=(128, 8, 768)),
+    # Qwen/Qwen3.5-27B (text_config): hidden 5120, 64 layers, every 4th full attention
+    # (24 heads, 4 KV heads, head_dim 256, gated query), the others gated delta-net
+    # (16 key heads and 48 value heads of 128, conv kernel 4), intermediate 17408,
+    # vocab 248320, partial rotary 0.25 (64 dims), mrope sections [11, 11, 10];
+    # the MTP layer is left out (no nextn_predict_layers key: llama.cpp loads the trunk)
+    "qwen3.5-27b-q4_0": dict(arch="qwen35", n_layer=64, n_embd=5120, n_head=24, n_head_kv=4, head_dim=256,
+                             n_ff=17408, n_vocab=248320, n_ctx_train=262144, tied=False, wtype=T.Q4_0,
+                             rope=1e7, gated_q=True, post_attn_norm=True,
+                             delta_net=dict(conv=4, k_heads=16, v_heads=48, head=128, interval=4)),
+    # openai/gpt-oss-20b: hidden 2880, 24 layers alternating sliding window 128 and full
+    # (llama.cpp load_swa_pattern(ml, 2)), 64 heads, 8 KV heads, head_dim 64, attention
+    # biases and sinks, 32 experts of 2880, 4 used, vocab 201088, 131072 positions;
+    # experts MXFP4 as released (the config's quantization_config), the rest f16/f32
+    "gpt-oss-20b-mxfp4": dict(arch="gpt-oss", n_layer=24, n_embd=2880, n_head=64, n_head_kv=8, head_dim=64,
+                              n_ff=2880, n_vocab=201088, n_ctx_train=131072, tied=False, wtype=T.F16,
+                              rope=150000.0, swa=128, experts=(32, 4, 2880), exp_type=T.MXFP4,
+                              oss=True),
+}
+
+
+def nbytes(ty, ne):
+    block, size = GGML_QUANT_SIZES[ty]
+    n = 1
+    for d in ne:
+        n *= d
+    assert ne[0] % block == 0, (ty, ne)
+    return n // block * size
+
+
+def tensors(m):
+    """(name, ne (ggml order), type) in the converter's order."""
+    e, d, v, ff = m["n_embd"], m["head_dim"], m["n_vocab"], m["n_ff"]
+    q, kv = m["n_head"] * d, m["n_head_kv"] * d
+    w = m["wtype"]
+    out = [("token_embd.weight", [e, v], w)]
+    for il in range(m["n_layer"]):
+        p = f"blk.{il}."
+        dn = m.get("delta_net")
+        if dn and (il + 1) % dn["interval"] != 0:
+            # llama_model_qwen35::load_arch_tensors, recurrent (linear attention) layer
+            kd, vd = dn["k_heads"] * dn["head"], dn["v_heads"] * dn["head"]
+            out += [
+                (p + "attn_norm.weight", [e], T.F32),
+                (p + "attn_qkv.weight", [e, 2 * kd + vd], w),
+                (p + "attn_gate.weight", [e, vd], w),
+                (p + "ssm_conv1d.weight", [dn["conv"], 2 * kd + vd], T.F32),
+                (p + "ssm_dt.bias", [dn["v_heads"]], T.F32),
+                (p + "ssm_a", [dn["v_heads"]], T.F32),
+                (p + "ssm_beta.weight", [e, dn["v_heads"]], w if e % 256 == 0 else T.F16),
+                (p + "ssm_alpha.weight", [e, dn["v_heads"]], w if e % 256 == 0 else T.F16),
+                (p + "ssm_norm.weight", [dn["head"]], T.F32),
+                (p + "ssm_out.weight", [vd, e], w),
+                (p + "post_attention_norm.weight", [e], T.F32),
+                (p + "ffn_gate.weight", [e, ff], w),
+                (p + "ffn_up.weight", [e, ff], w),
+                (p + "ffn_down.weight", [ff, e], w),
+            ]
+            continue
+        if m.get("oss"):
+            # llama_model_openai_moe::load_arch_tensors
+            n_exp, _, eff = m["experts"]
+            xt = m["exp_type"]
+            out += [
+                (p + "attn_norm.weight", [e], T.F32),
+                (p + "post_attention_norm.weight", [e], T.F32),
+                (p + "attn_q.weight", [e, q], w), (p + "attn_q.bias", [q], T.F32),
+                (p + "attn_k.weight", [e, kv], w), (p + "attn_k.bias", [kv], T.F32),
+                (p + "attn_v.weight", [e, kv], w), (p + "attn_v.bias", [kv], T.F32),
+                (p + "attn_output.weight", [q, e], w), (p + "attn_output.bias", [e], T.F32),
+                (p + "attn_sinks.weight", [m["n_head"]], T.F32),
+                (p + "ffn_gate_inp.weight", [e, n_exp], T.F32), (p + "ffn_gate_inp.bias", [n_exp], T.F32),
+                (p + "ffn_gate_exps.weight", [e, eff, n_exp], xt), (p + "ffn_gate_exps.bias", [eff, n_exp], T.F32),
+                (p + "ffn_down_exps.weight", [eff, e, n_exp], xt), (p + "ffn_down_exps.bias", [e, n_exp], T.F32),
+                (p + "ffn_up_exps.weight", [e, eff, n_exp], xt), (p + "ffn_up_exps.bias", [eff, n_exp], T.F32),
+            ]
+            continue
+        out += [
+            (p + "attn_norm.weight", [e], T.F32),
+            (p + "attn_q.weight", [e, 2 * q if m.get("gated_q") else q], w),
+            (p + "attn_k.weight", [e, kv], w),
+            (p + "attn_v.weight", [e, kv], w),
+            (p + "attn_output.weight", [q, e], w),
+            (p + "attn_q_norm.weight", [d], T.F32),
+            (p + "attn_k_norm.weight", [d], T.F32),
+        ]
+        if m.get("post_attn_norm"):
+            # qwen35: post_attention_norm is the FFN's input norm (no ffn_norm)
+            out.append((p + "post_attention_norm.weight", [e], T.F32))
+        else:
+            out.append((p + "ffn_norm.weight", [e], T.F32))
+        if m.get("post_norms"):
+            out += [(p + "post_attention_norm.weight", [e], T.F32), (p + "post_ffw_norm.weight", [e], T.F32)]
+        if "experts" in m:
+            n_exp, _, eff = m["experts"]
+            # the router stays f32 (llama-quantize never quantizes ffn_gate_inp)
+            out += [
+                (p + "ffn_gate_inp.weight", [e, n_exp], T.F32),
+                (p + "ffn_gate_exps.weight", [e, eff, n_exp], w),
+                (p + "ffn_down_exps.weight", [eff, e, n_exp], w),
+                (p + "ffn_up_exps.weight", [e, eff, n_exp], w),
+            ]
+        else:
+            out += [
+                (p + "ffn_gate.weight", [e, ff], w),
+                (p + "ffn_up.weight", [e, ff], w),
+                (p + "ffn_down.weight", [ff, e], w),
+            ]
+    out.append(("output_norm.weight", [e], T.F32))
+    if not m["tied"]:
+        out.append(("output.weight", [e, v], w))
+    return out
+
+
+def write(name, path, header_path=None):
+    m = MODELS[name]
+    a = m["arch"]
+    wr = GGUFWriter(path, a)
+    wr.add_name(name)
+    wr.add_uint32(f"{a}.block_count", m["n_layer"])
+    wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
+    wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
+    wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
+    wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
+    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
+    wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
+    wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
+    wr.add_float32(f"{a}.rope.freq_base", m["rope"])
+    wr.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    wr.add_uint32(f"{a}.vocab_size", m["n_vocab"])
+    if "swa" in m:
+        wr.add_uint32(f"{a}.attention.sliding_window", m["swa"])
+        if "rope_swa" in m:
+            wr.add_float32(f"{a}.rope.freq_base_swa", m["rope_swa"])
+    if "experts" in m:
+        n_exp, used, eff = m["experts"]
+        wr.add_uint32(f"{a}.expert_count", n_exp)
+        wr.add_uint32(f"{a}.expert_used_count", used)
+        wr.add_uint32(f"{a}.expert_feed_forward_length", eff)
+    if "delta_net" in m:
+        dn = m["delta_net"]
+        wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])
+        wr.add_uint32(f"{a}.ssm.inner_size", dn["v_heads"] * dn["head"])
+        wr.add_uint32(f"{a}.ssm.state_size", dn["head"])
+        wr.add_uint32(f"{a}.ssm.time_step_rank", dn["v_heads"])
+        wr.add_uint32(f"{a}.ssm.group_count", dn["k_heads"])
+        wr.add_uint32(f"{a}.full_attention_interval", dn["interval"])
+        wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
+        wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
+    wr.add_string("tokenizer.ggml.model", "none")
+    total = 0
+    for tname, ne, ty in tensors(m):
+        nb = nbytes(ty, ne)
+        wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
+        total += nb + (-nb % 32)
+    wr.write_header_to_file(path)
+    wr.write_kv_data_to_file()
+    wr.write_ti_data_to_file()
+    wr.close()
+    head = os.path.getsize(path)
+    data_start = head + (-head % 32)  # general.alignment: 32 (GGUF_DEFAULT_ALIGNMENT)
+    with open(path, "r+b") as f:
+        f.truncate(data_start + total)
+    if header_path:
+        with open(path, "rb") as f, open(header_path, "wb") as h:
+            h.write(f.read(head))
+    print(f"{path}: header {head} B, file {data_start + total} B")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=sorted(MODELS))
+    ap.add_argument("out")
+    ap.add_argument("--header")
+    args = ap.parse_args()
+    write(args.model, args.out, args.header)
+    sys.exit(0)
