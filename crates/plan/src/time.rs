@@ -315,6 +315,15 @@ pub struct TrainWork {
     /// across the replicas (`work::hsdp_replicate_bytes`); 0 without HSDP
     #[serde(default)]
     pub replicate_bytes_per_step: f64,
+    /// DeepSpeed ZeRO++ hpZ: ranks of the secondary partition's group, one
+    /// machine (1: none); `dp_bytes_per_step` then covers the collectives over
+    /// every rank only (the first forward's all-gather, the reduce-scatters)
+    #[serde(default = "one")]
+    pub hpz: f64,
+    /// bytes one GPU sends per step in hpZ's all-gathers inside its group
+    /// (`work::hpz_gathers`); 0 without hpZ
+    #[serde(default)]
+    pub hpz_intra_bytes_per_step: f64,
 }
 
 fn one() -> f64 {
@@ -447,7 +456,15 @@ impl TimeModel {
         if w.dp_replicate > 1.0 {
             return self.hsdp_comm_s(w, dev);
         }
-        let b = w.dp_bytes_per_step;
+        // ZeRO++ hpZ: the gathers from the secondary partition run inside the
+        // machine (its group) over NVLink/PCIe, after the collectives over every rank
+        let hpz = if w.hpz > 1.0 { w.hpz_intra_bytes_per_step / dev.intra_bw } else { 0.0 };
+        self.all_ranks_s(w, dev, w.dp_bytes_per_step) + hpz
+    }
+
+    /// Seconds of `b` bytes per GPU of DP/ZeRO collectives over every
+    /// data-parallel rank, hierarchical across machines ([`Self::dp_comm_s`]).
+    fn all_ranks_s(&self, w: &TrainWork, dev: &Device, b: f64) -> f64 {
         let machines = w.machines.max(1.0);
         if machines <= 1.0 || b <= 0.0 {
             return b / dev.intra_bw;
@@ -729,6 +746,8 @@ mod tests {
             fp8_cast_bytes_per_token: 0.0,
             dp_replicate: 1.0,
             replicate_bytes_per_step: 0.0,
+            hpz: 1.0,
+            hpz_intra_bytes_per_step: 0.0,
         }
     }
 
