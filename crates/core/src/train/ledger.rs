@@ -734,7 +734,7 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
     }
     if par.hpz_on() {
         notes.push(format!(
-            "ZeRO++ hpZ: besides the ZeRO-3 shard over all {dp} ranks, each GPU keeps a secondary 16-bit partition of the parameters over its group of {} ranks (one machine); backward and the later micro-batches' forwards all-gather from it inside the group, the first forward of each step across all ranks (DeepSpeed zero_hpz_partition_size {}; Wang et al. 2023, ZeRO++ §3.2)",
+            "ZeRO++ hpZ: besides the ZeRO-3 shard over all {dp} ranks, each GPU keeps a secondary partition of the parameters (as stored: 16-bit under mixed precision) over its group of {} ranks (one machine); backward and the later micro-batches' forwards all-gather from it inside the group, the first forward of each step across all ranks (DeepSpeed zero_hpz_partition_size {}; Wang et al. 2023, ZeRO++ §3.2)",
             par.hpz, par.hpz
         ));
     }
