@@ -221,11 +221,7 @@ struct View {
 fn rules(l: Launcher, v: View) -> Result<(), String> {
     if v.hpz > 1 && l != Launcher::Deepspeed {
         // ZeRO++ hpZ is a DeepSpeed ZeRO-3 option (`zero_hpz_partition_size`)
-        return Err(format!(
-            "ZeRO++ hpZ (a secondary parameter partition over groups of {} ranks) is DeepSpeed ZeRO-3's: {} does not run it (--emit deepspeed writes it)",
-            v.hpz,
-            l.name()
-        ));
+        return Err(hpz_refusal(v.hpz, l));
     }
     if v.replicate > 1 && matches!(l, Launcher::Deepspeed | Launcher::Megatron) {
         // DeepSpeed's hybrid sharding of every state is MiCS (`mics_shard_size`),
@@ -404,6 +400,23 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
     };
     rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
+}
+
+/// A layout the user pinned that `l` cannot run, said before any search: ZeRO++
+/// hpZ (`--hpz`, a DeepSpeed config's `zero_hpz_partition_size`) is DeepSpeed's
+/// alone ([`rules`]). `Err` names why.
+pub fn pinned_layout_runs(l: Launcher, par: &vramfit_core::workload::Parallelism) -> Result<(), String> {
+    if par.hpz > 1 && l != Launcher::Deepspeed {
+        return Err(hpz_refusal(par.hpz, l));
+    }
+    Ok(())
+}
+
+fn hpz_refusal(hpz: u64, l: Launcher) -> String {
+    format!(
+        "ZeRO++ hpZ (a secondary parameter partition over groups of {hpz} ranks) is DeepSpeed ZeRO-3's: {} does not run it (--emit deepspeed writes it)",
+        l.name()
+    )
 }
 
 /// The planner's filter for `--emit`: setups `l` can express.
