@@ -354,7 +354,10 @@ const CORPUS: &[(&[&str], i32)] = &[
         ],
         0,
     ),
-    (&["plan", "llama-2-7b", "--task", "train", "--gpus", "16", "--zero", "3", "--hpz", "8", "--emit", "accelerate"], 2),
+    (
+        &["plan", "llama-2-7b", "--task", "train", "--gpus", "16", "--zero", "3", "--hpz", "8", "--emit", "accelerate"],
+        2,
+    ),
     (&["check", "--fleet", "../hw/tests/fixtures/fleet/autodl-4"], 1),
     (&["check", "--fleet", "../hw/tests/fixtures/fleet/autodl-4-ok"], 0),
     (&["check", "--fleet", "../hw/tests/fixtures/fleet/a3mega-2"], 0),

@@ -404,8 +404,11 @@ fn hpz_adds_the_secondary_partition() {
     let dir = std::env::temp_dir().join(format!("vramfit-hpz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ds = dir.join("ds.json");
-    std::fs::write(&ds, r#"{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}}"#)
-        .unwrap();
+    std::fs::write(
+        &ds,
+        r#"{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}}"#,
+    )
+    .unwrap();
     let ds = ds.to_str().unwrap();
     let from_file = json(&["estimate", "llama-2-7b", "--task", "train", "--gpus", "32", "--deepspeed", ds]);
     assert_eq!(cat(&from_file, "weights"), 2 * P7 / 32 + 2 * P7 / 8);
