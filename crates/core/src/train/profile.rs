@@ -103,6 +103,24 @@ impl ModelStates {
     }
 }
 
+/// DeepSpeed ZeRO++ hpZ's secondary partition of `weights` (the rank's
+/// parameters as stored, before ZeRO-3 sharding): `_partition_param_sec`
+/// (deepspeed/runtime/zero/partition_parameters.py) keeps, besides the primary
+/// 1/dp shard, `aligned numel / zero_hpz_partition_size` elements in the
+/// parameter's own dtype (`torch.empty(secondary_partition_size,
+/// dtype=param.dtype)`): the weights as stored ÷ hpz. It is built as each
+/// module is released after its forward and dropped only in `_post_step`
+/// (`invalidate_secondary_tensor`, stage3.py), after the optimizer step, so it
+/// is live at every peak of the step (Wang et al. 2023 "ZeRO++" §3.2: "a
+/// secondary copy of the model parameters ... within each node"). 0 without hpZ.
+fn hpz_secondary_bytes(par: &Parallelism, weights: u64) -> u64 {
+    if par.hpz > 1 {
+        div_ceil(weights, par.hpz)
+    } else {
+        0
+    }
+}
+
 /// Precomputed per-model figures for training estimates.
 #[derive(Debug, Clone)]
 pub struct TrainProfile {
@@ -372,19 +390,8 @@ impl TrainProfile {
             grads = 0;
         }
         let mut gathered = 0;
-        let mut hpz_secondary = 0;
+        let hpz_secondary = if stage >= 3 && dp > 1 { hpz_secondary_bytes(par, weights) } else { 0 };
         if stage >= 3 && dp > 1 {
-            // ZeRO++ hpZ: `_partition_param_sec` (deepspeed/runtime/zero/partition_parameters.py)
-            // keeps, besides the primary 1/dp shard, a secondary partition of
-            // `aligned numel / zero_hpz_partition_size` elements in the parameter's own dtype
-            // (`torch.empty(secondary_partition_size, dtype=param.dtype)`): the weights as
-            // stored ÷ hpz. It is built as each module is released after its forward and
-            // dropped only in `_post_step` (`invalidate_secondary_tensor`, stage3.py), after
-            // the optimizer step, so it is live at every peak of the step (Wang et al. 2023
-            // "ZeRO++" §3.2: "a secondary copy of the model parameters ... within each node")
-            if par.hpz > 1 {
-                hpz_secondary = div_ceil(weights, par.hpz);
-            }
             weights = div_ceil(weights, dp);
             adapters = div_ceil(adapters, dp);
             fp32_casts = div_ceil(fp32_casts, dp);
