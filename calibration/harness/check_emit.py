@@ -148,9 +148,18 @@ def main():
                 cfg = fill_auto(json.load(open(path)))
                 c = DeepSpeedConfig(cfg, mpu=DataParallelMpu(ws))
                 assert c.train_batch_size == c.train_micro_batch_size_per_gpu * c.gradient_accumulation_steps * ws
+                # ZeRO++ hpZ: the parsed group size (DeepSpeedZeroConfig.zero_hpz_partition_size),
+                # whose groups of consecutive ranks must divide the world
+                # (groups._create_zero_param_parallel_group: _ensure_divisibility)
+                hpz = cfg.get("zero_optimization", {}).get("zero_hpz_partition_size")
+                extra = ""
+                if hpz is not None:
+                    got = c.zero_config.zero_hpz_partition_size
+                    assert got == hpz and ws % got == 0 and c.zero_optimization_stage == 3, (got, hpz, ws)
+                    extra = f", zero_hpz_partition_size {got}"
                 print(
                     f"ok {name}: DeepSpeedConfig world size {ws}, train_batch_size {c.train_batch_size}, "
-                    f"zero stage {c.zero_optimization_stage}, optimizer {c.optimizer_name}"
+                    f"zero stage {c.zero_optimization_stage}, optimizer {c.optimizer_name}{extra}"
                 )
             elif name.startswith("accelerate_") and name.endswith(".yaml"):
                 c = ClusterConfig.from_yaml_file(path)

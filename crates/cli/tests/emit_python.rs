@@ -104,11 +104,33 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
     let node0 = node0.unwrap_or_else(|| panic!("no node 0 file in\n{sh}"));
     assert!(node0.contains("parallelism_config_dp_replicate_size: 2"), "{node0}");
     std::fs::write(dir.join("accelerate_hsdp_node0.yaml"), format!("{node0}\n")).unwrap();
+    // a ZeRO++ hpZ plan over four machines of 8 (`zero_hpz_partition_size` 8), parsed by
+    // DeepSpeedZeroConfig at world size 32
+    let hpz = [
+        "plan",
+        "llama-3.1-70b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "32",
+        "--zero",
+        "3",
+        "--hpz",
+        "8",
+        "--emit",
+        "deepspeed",
+    ];
+    let (ds, _) = run(&hpz, 0);
+    assert!(ds.contains("\"zero_hpz_partition_size\": 8"), "{ds}");
+    std::fs::write(dir.join("ds_70b_hpz_ws32.json"), ds).unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../calibration/harness/check_emit.py");
     let out = std::process::Command::new("python3").arg(script).arg(&dir).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.matches("ok ").count(), 9, "{text}");
+    assert_eq!(text.matches("ok ").count(), 10, "{text}");
+    assert!(text.contains("ok ds_70b_hpz_ws32.json") && text.contains("zero_hpz_partition_size 8"), "{text}");
     assert!(text.contains("accelerate launch: FSDP2, dp_replicate 2 x dp_shard 8"), "{text}");
 }
 

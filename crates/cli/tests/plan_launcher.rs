@@ -42,6 +42,8 @@ struct Setup {
     cp: u64,
     /// hybrid sharding: replicas of the shard group (1: none)
     dp_replicate: u64,
+    /// DeepSpeed ZeRO++ hpZ: the secondary partition's group (1: none)
+    hpz: u64,
 }
 
 fn flag(text: &str, name: &str) -> Option<u64> {
@@ -72,6 +74,7 @@ fn from_plan(rec: &Value, launcher: &str) -> Setup {
         cp: s["cp"].as_u64().unwrap_or(1),
         // absent from the JSON when 1 (docs/schema.md)
         dp_replicate: s["dp_replicate"].as_u64().unwrap_or(1),
+        hpz: s["hpz"].as_u64().unwrap_or(1),
     }
 }
 
@@ -95,6 +98,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_params: z["offload_param"]["device"] == "cpu",
                 cp: 1,
                 dp_replicate: 1,
+                hpz: z["zero_hpz_partition_size"].as_u64().unwrap_or(1),
             }
         }
         "torchrun" => {
@@ -121,6 +125,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 offload_params: out.contains(" offload"),
                 cp: 1,
                 dp_replicate: if hybrid { flag(out, "--nnodes").unwrap() } else { 1 },
+                hpz: 1,
             }
         }
         "accelerate" => {
@@ -153,6 +158,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 cp: 1,
                 // FSDP2 hybrid sharding: accelerate's ParallelismConfig (every node's file says the same)
                 dp_replicate: flag(out, "parallelism_config_dp_replicate_size:").unwrap_or(1),
+                hpz: 1,
             }
         }
         "torchtitan" => {
@@ -193,6 +199,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 cp,
                 // HSDP: FSDP2 over the replicate × shard mesh (sharded, more than one replica)
                 dp_replicate: if shard > 1 { replicate } else { 1 },
+                hpz: 1,
             }
         }
         _ => unreachable!(),
@@ -317,6 +324,51 @@ fn hybrid_sharding_plans_are_what_emit_writes() {
     // DeepSpeed writes no hybrid sharding: its plan for the job is another layout
     let rec = compare(&gemma, "deepspeed").unwrap();
     assert!(rec["setup"]["dp_replicate"].is_null(), "{rec}");
+}
+
+/// ZeRO++ hpZ plans (issue 21 item 3; DeepSpeed `zero_hpz_partition_size`, Wang
+/// et al. 2023 §3.2): the JSON's `setup.hpz` is the emitted ds_config's
+/// `zero_optimization.zero_hpz_partition_size`. On the slow two-machine cluster
+/// the DeepSpeed plan of the 27B job is ZeRO-3 + hpZ over the 8 GPUs of each
+/// machine (backward's all-gathers stay on NVLink); a 70B full fine-tune with a
+/// 40-hour deadline on the embedded InfiniBand A100 machines gets hpZ on four
+/// of them (plain ZeRO-3 on 32 takes ~48 h: docs/plan.md). The FSDP launchers
+/// have no hpZ: their plan for the same job carries none.
+#[test]
+fn hpz_plans_are_what_emit_writes() {
+    let cat = slow_cluster();
+    let cat = cat.to_str().unwrap();
+    let gemma = [
+        "gemma-2-27b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--batch",
+        "4",
+        "--grad-accum",
+        "8",
+        "--tokens",
+        "1B",
+        "--catalog",
+        cat,
+    ];
+    let rec = compare(&gemma, "deepspeed").unwrap();
+    assert_eq!((rec["setup"]["hpz"].as_u64(), rec["machines"].as_u64()), (Some(8), Some(2)), "{rec}");
+    let llama = ["llama-3.1-70b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B", "--hours", "40"];
+    let rec = compare(&llama, "deepspeed").unwrap();
+    assert_eq!((rec["setup"]["hpz"].as_u64(), rec["machines"].as_u64()), (Some(8), Some(4)), "{rec}");
+    assert!(rec["job_hours"].as_f64().unwrap() <= 40.0, "{rec}");
+    for l in ["accelerate", "torchrun"] {
+        let rec = compare(&gemma, l).unwrap();
+        assert!(rec["setup"]["hpz"].is_null(), "{l}: {rec}");
+    }
+    // pinned: --hpz for a launcher that cannot run it is refused by name
+    let (_, err) = common::run(
+        &["plan", "llama-2-7b", "--task", "train", "--gpus", "16", "--zero", "3", "--hpz", "8", "--emit", "accelerate"],
+        2,
+    );
+    assert!(err.contains("--emit accelerate: ZeRO++ hpZ") && err.contains("--emit deepspeed"), "{err}");
 }
 
 /// `--launcher` and `--emit` naming different launchers is refused by field;

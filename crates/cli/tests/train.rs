@@ -369,3 +369,59 @@ fn hybrid_sharding_shards_over_one_replica() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// DeepSpeed ZeRO++ hpZ through the binary (Wang et al. 2023 §3.2;
+/// `_partition_param_sec`, deepspeed/runtime/zero/partition_parameters.py): 32
+/// GPUs with ZeRO-3 over all 32 and hpZ groups of 8 keep plain ZeRO-3's shards
+/// (bf16 weights 2 × 6,738,415,616 / 32 = 421,150,976 B) plus the secondary
+/// partition 2 × 6,738,415,616 / 8 = 1,684,603,904 B, a second weights line;
+/// the total grows by it and by the hpZ group's NCCL communicator (688 MiB,
+/// NCCL issue #964): 1,684,603,904 + 721,420,288 = 2,406,024,192 B. A
+/// ds_config's `zero_hpz_partition_size` 8 sizes the same; refusals name the
+/// flag or the config key.
+#[test]
+fn hpz_adds_the_secondary_partition() {
+    let base =
+        ["estimate", "llama-2-7b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "32", "--zero", "3"];
+    let v = json(&[&base[..], &["--hpz", "8"]].concat());
+    let plain = json(&base);
+    assert_eq!(cat(&plain, "weights"), 2 * P7 / 32);
+    assert_eq!(cat(&v, "weights"), 2 * P7 / 32 + 2 * P7 / 8);
+    assert_eq!(cat(&v, "optimizer_states"), cat(&plain, "optimizer_states"));
+    let total = |v: &Value| v["per_gpu"]["total_bytes"].as_u64().unwrap();
+    assert_eq!(total(&v) - total(&plain), 2 * P7 / 8 + 721_420_288);
+    assert_eq!(v["workload"]["settings"]["hpz"], "8");
+    assert!(plain["workload"]["settings"]["hpz"].is_null());
+    let out = Command::cargo_bin("vramfit")
+        .unwrap()
+        .args([&base[..], &["--hpz", "8", "--explain"]].concat())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ZeRO++ hpZ secondary parameter partition = 1.57 GiB (1,684,603,904 B)"), "{text}");
+    assert!(text.contains("NCCL communicator (ZeRO++ hpZ group, 8 ranks)"), "{text}");
+    // the same job from a ds_config
+    let dir = std::env::temp_dir().join(format!("vramfit-hpz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ds = dir.join("ds.json");
+    std::fs::write(
+        &ds,
+        r#"{"bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}}"#,
+    )
+    .unwrap();
+    let ds = ds.to_str().unwrap();
+    let from_file = json(&["estimate", "llama-2-7b", "--task", "train", "--gpus", "32", "--deepspeed", ds]);
+    assert_eq!(cat(&from_file, "weights"), 2 * P7 / 32 + 2 * P7 / 8);
+    for (args, says) in [
+        (
+            vec!["estimate", "llama-2-7b", "--task", "train", "--gpus", "12", "--deepspeed", ds],
+            "zero_optimization.zero_hpz_partition_size 8: the 12 GPUs",
+        ),
+        ([&base[..8], &["--zero", "2", "--hpz", "8"]].concat(), "--hpz 8: ZeRO++ hierarchical partitioning"),
+        ([&base[..], &["--deepspeed", ds, "--hpz", "4"]].concat(), "--hpz 4 contradicts"),
+    ] {
+        let out = Command::cargo_bin("vramfit").unwrap().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+}

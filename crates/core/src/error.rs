@@ -82,10 +82,12 @@ pub enum Field {
     Cp,
     /// hybrid sharding: replicas of the ZeRO-3 / FSDP shard group (`--dp-replicate`)
     DpReplicate,
+    /// DeepSpeed ZeRO++ hpZ: ranks of the secondary parameter partition (`--hpz`)
+    Hpz,
 }
 
 impl Field {
-    pub const ALL: [Field; 26] = [
+    pub const ALL: [Field; 27] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -112,6 +114,7 @@ impl Field {
         Field::Optimizer,
         Field::Cp,
         Field::DpReplicate,
+        Field::Hpz,
     ];
 
     /// Stable id of the field. Every id is also the name of the CLI flag
@@ -146,6 +149,7 @@ impl Field {
             Field::Optimizer => "optimizer",
             Field::Cp => "cp",
             Field::DpReplicate => "dp-replicate",
+            Field::Hpz => "hpz",
         }
     }
 }
@@ -259,6 +263,11 @@ pub enum WorkloadError {
         replicate: u64,
         reason: String,
     },
+    /// ZeRO++ hpZ on a layout that cannot run it
+    Hpz {
+        hpz: u64,
+        reason: String,
+    },
     /// a setting the training framework named by `--engine` does not run
     EngineRefuses {
         field: Field,
@@ -296,6 +305,7 @@ impl WorkloadError {
             DpAttention { .. } => Field::DpAttention,
             ContextParallel { .. } => Field::Cp,
             HybridShard { .. } => Field::DpReplicate,
+            Hpz { .. } => Field::Hpz,
         }
     }
 
@@ -377,6 +387,7 @@ impl WorkloadError {
             ContextParallel { cp, reason } => format!("{} {cp}: {reason}", f(Field::Cp)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
             HybridShard { replicate, reason } => format!("{} {replicate}: {reason}", f(Field::DpReplicate)),
+            Hpz { hpz, reason } => format!("{} {hpz}: {reason}", f(Field::Hpz)),
             EngineRefuses { field, engine, reason } => format!("{} with --engine {engine}: {reason}", f(*field)),
             CardCannot { field, card, reason } => format!("{} on {card}: {reason}", f(*field)),
         }

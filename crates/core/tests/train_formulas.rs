@@ -1,6 +1,8 @@
 //! Hand-worked formula checks for the training estimate.
 
-use vramfit_core::train::{LoraSetup, LoraTargets, Optimizer, Precision, TrainKind, TrainModel, TrainProfile};
+use vramfit_core::train::{
+    LoraSetup, LoraTargets, ModelStates, Optimizer, Precision, TrainKind, TrainModel, TrainProfile,
+};
 use vramfit_core::{Family, MlpKind, ModelSpec, NormKind, Parallelism, Positional, Sharding, TrainSetup};
 
 fn tinyllama() -> ModelSpec {
@@ -185,4 +187,72 @@ fn hybrid_sharding_is_refused_where_it_cannot_run() {
     assert!(e.contains("--dp-replicate 4") && e.contains("ZeRO-2") && e.contains("--zero 3"), "{e}");
     let e = validate::training(&spec, &s, &Parallelism { dp_replicate: 0, ..z3 }, &rt).unwrap_err().to_string();
     assert_eq!(e, "--dp-replicate must be at least 1");
+}
+
+#[test]
+fn hpz_adds_a_secondary_partition_over_its_group() {
+    // DeepSpeed ZeRO++ hpZ (Wang et al. 2023 §3.2; `_partition_param_sec` in
+    // deepspeed/runtime/zero/partition_parameters.py: a tensor of aligned numel ÷
+    // zero_hpz_partition_size in the parameter's dtype): 32 GPUs, ZeRO-3 over all 32,
+    // hpZ groups of 8. 7B llama-like, N = 6,738,415,616 params, mixed-bf16 AdamW:
+    //   primary bf16 shard  2N / 32 = 13,476,831,232 / 32 =   421,150,976 B (as plain ZeRO-3)
+    //   secondary partition 2N / 8  = 13,476,831,232 / 8  = 1,684,603,904 B
+    //   optimizer states    8N / 32                       = 1,684,603,904 B (unchanged)
+    let spec = ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = TrainSetup { precision: Precision::MixedBf16, ..TrainSetup::default() };
+    let p = TrainProfile::new(&spec, &s).unwrap();
+    assert_eq!(p.params_total, 6_738_415_616);
+    let plain = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
+    let hpz = Parallelism { hpz: 8, ..plain.clone() };
+    let (z, h) = (p.states(&plain).unwrap(), p.states(&hpz).unwrap());
+    assert_eq!(h.hpz_secondary, 1_684_603_904);
+    assert_eq!(z.hpz_secondary, 0);
+    assert_eq!(h.weights, 421_150_976);
+    // everything else is plain ZeRO-3's
+    assert_eq!(ModelStates { hpz_secondary: 0, ..h }, z);
+    // the whole estimate grows by the secondary partition (a persistent line, live at
+    // the peak) and the hpZ group's NCCL communicator (688 MiB for 3+ ranks, NCCL #964)
+    let m = TrainModel::new(&spec, &s).unwrap();
+    let (bz, bh) = (m.evaluate(&s, &plain).unwrap(), m.evaluate(&s, &hpz).unwrap());
+    assert_eq!(bh.at_peak.hpz_secondary, 1_684_603_904);
+    assert_eq!(bh.tensor_peak - bz.tensor_peak, 1_684_603_904);
+}
+
+#[test]
+fn hpz_is_refused_where_deepspeed_does_not_run_it() {
+    use vramfit_core::workload::{validate, Engine};
+    let spec = ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+    let s = TrainSetup::default();
+    let rt = vramfit_core::RuntimeSetup::default();
+    let z3 = Parallelism { gpus: 32, sharding: Sharding::Zero3, hpz: 8, ..Parallelism::default() };
+    assert!(validate::training(&spec, &s, &z3, &rt).is_ok());
+    let refused =
+        |par: &Parallelism, setup: &TrainSetup| validate::training(&spec, setup, par, &rt).unwrap_err().to_string();
+    // hpZ is a ZeRO-3 option (stage3.py); FSDP and Megatron have none
+    let e = refused(&Parallelism { sharding: Sharding::Zero2, ..z3.clone() }, &s);
+    assert!(e.starts_with("--hpz 8: ") && e.contains("ZeRO-2") && e.contains("--zero 3"), "{e}");
+    let e = refused(&Parallelism { fsdp: true, ..z3.clone() }, &s);
+    assert!(e.contains("FSDP FULL_SHARD"), "{e}");
+    let e = refused(&z3, &TrainSetup { engine: Engine::Torchtitan, ..s.clone() });
+    assert!(e.contains("--engine torchtitan"), "{e}");
+    // groups of consecutive ranks must divide the world (groups._create_zero_param_parallel_group)
+    // and be fewer than all of it; 12 and 8 do not, nor 32 and 32
+    for (gpus, h) in [(12, 8), (32, 32)] {
+        let e = refused(&Parallelism { gpus, hpz: h, ..z3.clone() }, &s);
+        assert!(e.starts_with(&format!("--hpz {h}: the {gpus} GPUs")), "{e}");
+    }
+    let e = refused(&Parallelism { tp: 2, ..z3.clone() }, &s);
+    assert!(e.contains("tensor, pipeline"), "{e}");
+    let e = refused(
+        &Parallelism {
+            offload_params: vramfit_core::Offload::Cpu,
+            offload_optimizer: vramfit_core::Offload::Cpu,
+            ..z3.clone()
+        },
+        &s,
+    );
+    assert!(e.contains("offload device"), "{e}");
+    let e = refused(&Parallelism { dp_replicate: 4, ..z3.clone() }, &s);
+    assert!(e.starts_with("--hpz 8:") && e.contains("--dp-replicate"), "{e}");
+    assert_eq!(refused(&Parallelism { hpz: 0, ..z3 }, &s), "--hpz must be at least 1");
 }

@@ -56,6 +56,9 @@ pub struct DeepSpeedConfig {
     pub allgather_bucket_size: DsValue<u64>,
     /// `zero_optimization.overlap_comm`
     pub overlap_comm: DsValue<bool>,
+    /// `zero_optimization.zero_hpz_partition_size`: ZeRO++ hpZ's secondary
+    /// partition group (1, or 0, which DeepSpeed also reads as off: hpZ off)
+    pub hpz_partition: DsValue<u64>,
     /// statements about `"auto"` values and legacy keys
     pub notes: Vec<String>,
     /// dotted paths of keys this reader does not know
@@ -268,7 +271,7 @@ fn zero(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
     c.overlap_comm = flag(z, "overlap_comm")?;
     c.offload_optimizer = offload(z, "offload_optimizer", "zero_optimization.offload_optimizer", &mut c.unknown_keys)?;
     c.offload_param = offload(z, "offload_param", "zero_optimization.offload_param", &mut c.unknown_keys)?;
-    hierarchical_partitions(z, c);
+    hierarchical_partitions(z, c)?;
     if z.bool("cpu_offload").ok().flatten() == Some(true) {
         c.notes.push("legacy \"cpu_offload\": true read as offload_optimizer.device = cpu".into());
         if c.offload_optimizer == DsValue::Absent {
@@ -284,26 +287,30 @@ fn zero(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
     Ok(())
 }
 
-/// ZeRO++ hpZ and MiCS keep more per GPU than the ZeRO-3 estimate of the
-/// config: say so instead of ignoring the keys (under-prediction is the worst
-/// error). hpZ (`zero_hpz_partition_size` N > 1; Wang et al. 2023 "ZeRO++"
-/// §3.2, `deepspeed/runtime/zero/stage3.py` `zero_hpz_partition_size`) adds a
-/// secondary copy of the 16-bit parameters sharded over N ranks; MiCS
+/// ZeRO++ hpZ's group and MiCS. hpZ (`zero_hpz_partition_size` N > 1; Wang
+/// et al. 2023 "ZeRO++" §3.2; `DeepSpeedZeroConfig.zero_hpz_partition_size`,
+/// an int ≥ 0 that stage 3 uses when > 1, deepspeed/runtime/zero/config.py and
+/// stage3.py) is read into `hpz_partition` and modelled (`--hpz`); MiCS
 /// (`mics_shard_size` N > 0, `deepspeed/runtime/zero/mics.py`) shards every
 /// state over N ranks and replicates across the groups: hybrid sharding,
-/// which `--dp-replicate` models.
-fn hierarchical_partitions(z: &Obj, c: &mut DeepSpeedConfig) {
-    let count = |k: &str| z.get(k).and_then(as_count);
-    if let Some(n) = count("zero_hpz_partition_size").filter(|&n| n > 1) {
-        c.notes.push(format!(
-            "zero_optimization.zero_hpz_partition_size {n}: ZeRO++ hpZ keeps a secondary copy of the 16-bit parameters sharded over {n} ranks, 2 B × parameters ÷ {n} per GPU that this estimate does not count"
-        ));
-    }
-    if let Some(n) = count("mics_shard_size").filter(|&n| n > 0) {
+/// which `--dp-replicate` models; it keeps more per GPU than the ZeRO-3
+/// estimate of the config, so it is said, not ignored (under-prediction is
+/// the worst error).
+fn hierarchical_partitions(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
+    let key = "zero_hpz_partition_size";
+    c.hpz_partition = match z.get(key) {
+        None => DsValue::Absent,
+        Some(v) => match as_count(v) {
+            Some(n) if n <= 1 << 24 => DsValue::Set(n.max(1)),
+            _ => return Err(z.bad(key, "a non-negative integer (DeepSpeed's int field; 0 and 1: hpZ off)", v)),
+        },
+    };
+    if let Some(n) = z.get("mics_shard_size").and_then(as_count).filter(|&n| n > 0) {
         c.notes.push(format!(
             "zero_optimization.mics_shard_size {n}: MiCS shards the model states over {n} ranks and replicates them across the groups, more per GPU than ZeRO-3 over every rank: add --dp-replicate (data-parallel ranks ÷ {n}) to size it"
         ));
     }
+    Ok(())
 }
 
 /// Parse a DeepSpeed config. `origin` names the file in errors.

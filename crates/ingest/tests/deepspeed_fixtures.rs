@@ -96,20 +96,28 @@ fn bad_values_name_the_field() {
 
 /// ZeRO++ hpZ and MiCS hold more per GPU than plain ZeRO-3 (Wang et al. 2023
 /// §3.2: hpZ's secondary 16-bit parameter partition over the node; MiCS:
-/// states sharded over its group only): the keys are not ignored silently.
+/// states sharded over its group only): hpZ's group is read (and modelled by
+/// the CLI, `--hpz`), MiCS is said, neither ignored silently
+/// (`DeepSpeedZeroConfig`, deepspeed/runtime/zero/config.py).
 #[test]
-fn hpz_and_mics_are_said_not_modelled() {
+fn hpz_is_read_and_mics_said_not_modelled() {
     let text = br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8, "mics_shard_size": 8}}"#;
     let c = parse_deepspeed(text, "ds.json").unwrap();
     assert_eq!(c.zero_stage, DsValue::Set(3));
-    assert!(
-        c.notes.iter().any(|n| n.starts_with("zero_optimization.zero_hpz_partition_size 8: ZeRO++ hpZ")),
-        "{:?}",
-        c.notes
-    );
+    // hpZ is modelled now (--hpz): read, not noted as left out
+    assert_eq!(c.hpz_partition, DsValue::Set(8));
+    assert!(!c.notes.iter().any(|n| n.contains("zero_hpz_partition_size")), "{:?}", c.notes);
     assert!(c.notes.iter().any(|n| n.contains("mics_shard_size 8") && n.contains("--dp-replicate")), "{:?}", c.notes);
-    // 1 is plain ZeRO-3 (hpZ off); MiCS off at its default
-    let plain =
-        parse_deepspeed(br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 1}}"#, "ds.json").unwrap();
-    assert!(plain.notes.is_empty(), "{:?}", plain.notes);
+    // 1 is plain ZeRO-3 (hpZ off), and so is 0 (DeepSpeedZeroConfig: int ≥ 0, used when > 1)
+    for (v, want) in [("1", 1), ("0", 1)] {
+        let text = format!(r#"{{"zero_optimization": {{"stage": 3, "zero_hpz_partition_size": {v}}}}}"#);
+        let plain = parse_deepspeed(text.as_bytes(), "ds.json").unwrap();
+        assert_eq!(plain.hpz_partition, DsValue::Set(want));
+        assert!(plain.notes.is_empty(), "{:?}", plain.notes);
+    }
+    // not an integer: refused naming the key
+    let e = parse_deepspeed(br#"{"zero_optimization": {"stage": 3, "zero_hpz_partition_size": "auto"}}"#, "ds.json")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("zero_hpz_partition_size"), "{e}");
 }

@@ -214,13 +214,19 @@ struct View {
     cp: u64,
     /// hybrid sharding: replicas of the shard group (1: none)
     replicate: u64,
+    /// DeepSpeed ZeRO++ hpZ: the secondary partition's group (1: none)
+    hpz: u64,
 }
 
 fn rules(l: Launcher, v: View) -> Result<(), String> {
+    if v.hpz > 1 && l != Launcher::Deepspeed {
+        // ZeRO++ hpZ is a DeepSpeed ZeRO-3 option (`zero_hpz_partition_size`)
+        return Err(hpz_refusal(v.hpz, l));
+    }
     if v.replicate > 1 && matches!(l, Launcher::Deepspeed | Launcher::Megatron) {
-        // DeepSpeed's hybrid sharding is MiCS (`mics_shard_size`) or ZeRO++ hpZ
-        // (`zero_hpz_partition_size`), neither modelled nor written; Megatron's
-        // distributed optimizer has none
+        // DeepSpeed's hybrid sharding of every state is MiCS (`mics_shard_size`),
+        // not modelled nor written (its ZeRO++ hpZ, `zero_hpz_partition_size`, is:
+        // `Parallelism::hpz`); Megatron's distributed optimizer has none
         return Err(format!(
             "hybrid sharding (HSDP, {} replicas of the shard group): {} does not write it (FSDP HYBRID_SHARD: --emit accelerate, torchrun or torchtitan)",
             v.replicate,
@@ -390,9 +396,27 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
         off_par: s.offload_params,
         cp: s.cp.max(1),
         replicate: s.dp_replicate.max(1),
+        hpz: s.hpz.max(1),
     };
     rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
+}
+
+/// A layout the user pinned that `l` cannot run, said before any search: ZeRO++
+/// hpZ (`--hpz`, a DeepSpeed config's `zero_hpz_partition_size`) is DeepSpeed's
+/// alone ([`rules`]). `Err` names why.
+pub fn pinned_layout_runs(l: Launcher, par: &vramfit_core::workload::Parallelism) -> Result<(), String> {
+    if par.hpz > 1 && l != Launcher::Deepspeed {
+        return Err(hpz_refusal(par.hpz, l));
+    }
+    Ok(())
+}
+
+fn hpz_refusal(hpz: u64, l: Launcher) -> String {
+    format!(
+        "ZeRO++ hpZ (a secondary parameter partition over groups of {hpz} ranks) is DeepSpeed ZeRO-3's: {} does not run it (--emit deepspeed writes it)",
+        l.name()
+    )
 }
 
 /// The planner's filter for `--emit`: setups `l` can express.
@@ -416,6 +440,7 @@ pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
         off_par: k.offload_params,
         cp: k.cp.max(1),
         replicate: k.dp_replicate.max(1),
+        hpz: k.hpz.max(1),
     };
     rules(l, v).is_ok()
 }
@@ -542,6 +567,13 @@ pub fn deepspeed_for(s: &SetupSummary, family: Family, machines: u64) -> Result<
         zero.insert("stage3_param_persistence_threshold".into(), json!(100_000u64));
         zero.insert("stage3_max_live_parameters".into(), json!(1_000_000_000u64));
         zero.insert("stage3_gather_16bit_weights_on_model_save".into(), json!(true));
+        if s.hpz > 1 {
+            // ZeRO++ hpZ: a secondary partition of the 16-bit parameters over each
+            // machine's ranks (`DeepSpeedZeroConfig.zero_hpz_partition_size`,
+            // deepspeed/runtime/zero/config.py; docs/_tutorials/zeropp.md sets it to
+            // the GPUs per node)
+            zero.insert("zero_hpz_partition_size".into(), json!(s.hpz));
+        }
     }
     if s.offload_optimizer.is_some() {
         zero.insert("offload_optimizer".into(), json!({"device": s.offload_optimizer.key(), "pin_memory": true}));
@@ -1297,6 +1329,7 @@ mod tests {
         "stage3_gather_16bit_weights_on_model_save",
         "sub_group_size",
         "round_robin_gradients",
+        "zero_hpz_partition_size",
     ];
     const DS_OFFLOAD: &[&str] =
         &["device", "nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu", "ratio", "fast_init"];
@@ -1427,6 +1460,7 @@ mod tests {
             kv_dtype: None,
             cp: 1,
             dp_replicate: 1,
+            hpz: 1,
         }
     }
 

@@ -52,6 +52,9 @@ fn layout_words(p: &Parallelism, one_gpu: bool) -> String {
     if p.sharding != Sharding::None {
         parts.push(p.sharding.label().to_string());
     }
+    if p.hpz > 1 {
+        parts.push(format!("ZeRO++ hpZ {}", p.hpz));
+    }
     if p.tp > 1 {
         parts.push(format!("TP {}", p.tp));
     }

@@ -274,6 +274,7 @@ impl<'a> Search<'a> {
             offload_params: key.offload_params,
             cp: key.cp.max(1),
             dp_replicate: key.dp_replicate,
+            hpz: key.hpz.max(1),
         };
         match (&mut w.task, &key.train, &key.infer) {
             (Task::Train(t), Some(k), _) => {
@@ -363,6 +364,7 @@ impl<'a> Search<'a> {
             offload_params: key.offload_params,
             cp: key.cp.max(1),
             dp_replicate: key.dp_replicate,
+            hpz: key.hpz.max(1),
         };
         let scratch = self.scratch.as_mut()?;
         scratch.batch = k.micro_batch;
@@ -542,6 +544,10 @@ impl<'a> Search<'a> {
         }
         if key.dp_replicate > 1 && key.dp_replicate != machines {
             // hybrid sharding: one shard group per machine (`hybrid_replicas`)
+            return false;
+        }
+        if key.hpz > 1 && (machines < 2 || key.hpz != key.gpus / machines) {
+            // ZeRO++ hpZ: one secondary-partition group per machine (`hpz_groups`)
             return false;
         }
         true
@@ -877,8 +883,10 @@ impl<'a> Search<'a> {
                                 let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
                                 for v in pipeline_schedules(layers, l.pp) {
                                     // hybrid sharding is searched without context parallelism
-                                    for (ep, dp_replicate) in
-                                        self.train_variants(gpus, l).into_iter().filter(|&(_, r)| cp == 1 || r == 1)
+                                    for (ep, dp_replicate, hpz) in self
+                                        .train_variants(gpus, l)
+                                        .into_iter()
+                                        .filter(|&(_, r, h)| cp == 1 || (r == 1 && h == 1))
                                     {
                                         let mut g = Vec::new();
                                         for &(micro, accum) in &micros {
@@ -898,6 +906,7 @@ impl<'a> Search<'a> {
                                                     offload_optimizer: l.offload_optimizer,
                                                     offload_params: l.offload_params,
                                                     dp_replicate,
+                                                    hpz,
                                                     train: Some(TrainKey {
                                                         kind,
                                                         precision,
@@ -961,6 +970,7 @@ impl<'a> Search<'a> {
                             offload_optimizer: Offload::None,
                             offload_params: Offload::None,
                             dp_replicate: 1,
+                            hpz: 1,
                             train: None,
                             infer: Some(InferKey { quant_bits: q, kv_dtype: kv }),
                             cp: 1,
@@ -1019,19 +1029,53 @@ impl<'a> Search<'a> {
         v
     }
 
-    /// (EP, HSDP replicas) variants of a training layout `l` on `gpus`: the
-    /// expert-parallel degrees ([`Self::train_expert_variants`]) with plain
-    /// sharding, then the hybrid-sharded variants ([`Self::hybrid_replicas`]).
-    fn train_variants(&self, gpus: u64, l: &Layout) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self.train_expert_variants(gpus, l).into_iter().map(|ep| (ep, 1)).collect();
-        if v.contains(&(1, 1)) {
-            v.extend(self.hybrid_replicas(gpus, l).into_iter().map(|r| (1, r)));
+    /// (EP, HSDP replicas, hpZ group) variants of a training layout `l` on
+    /// `gpus`: the expert-parallel degrees ([`Self::train_expert_variants`])
+    /// with plain sharding, then the hybrid-sharded variants
+    /// ([`Self::hybrid_replicas`]) and DeepSpeed ZeRO++ hpZ ([`Self::hpz_groups`]).
+    fn train_variants(&self, gpus: u64, l: &Layout) -> Vec<(u64, u64, u64)> {
+        let mut v: Vec<(u64, u64, u64)> =
+            self.train_expert_variants(gpus, l).into_iter().map(|ep| (ep, 1, 1)).collect();
+        if v.contains(&(1, 1, 1)) {
+            v.extend(self.hybrid_replicas(gpus, l).into_iter().map(|r| (1, r, 1)));
+            v.extend(self.hpz_groups(gpus, l).into_iter().map(|h| (1, 1, h)));
         }
         if let Some(p) = &self.pinned {
-            v.retain(|&(_, r)| r == p.dp_replicate.max(1));
-            if v.is_empty() && p.dp_replicate > 1 {
-                // the user's hybrid layout, estimated as given (`allowed` places it)
-                v.push((1, p.dp_replicate));
+            v.retain(|&(_, r, h)| r == p.dp_replicate.max(1) && h == p.hpz.max(1));
+            if v.is_empty() && (p.dp_replicate > 1 || p.hpz > 1) {
+                // the user's hybrid or hpZ layout, estimated as given (`allowed` places it)
+                v.push((1, p.dp_replicate.max(1), p.hpz.max(1)));
+            }
+        }
+        v
+    }
+
+    /// DeepSpeed ZeRO++ hpZ groups tried for a ZeRO-3 layout `l` on `gpus`:
+    /// the GPUs of one machine, on each multi-machine offer with a fabric that
+    /// `gpus` fills with 2 or more whole machines. hpZ keeps ZeRO-3's shards over
+    /// every rank and adds a secondary 16-bit partition of the parameters over
+    /// the machine (`zero_hpz_partition_size`, the setting the ZeRO++ paper and
+    /// DeepSpeed's tutorial use: the GPUs per node, Wang et al. 2023 §3.2,
+    /// docs/_tutorials/zeropp.md), so backward's all-gathers stay on NVLink
+    /// for 2 B × parameters ÷ GPUs-per-machine more memory. DeepSpeed ZeRO-3
+    /// only: a layout without TP, PP or offload (`validate::hpz`), under an
+    /// engine whose ZeRO-3 is DeepSpeed's (the Hugging Face Trainer with a
+    /// ds_config, `--engine deepspeed`), not FSDP, not Megatron.
+    fn hpz_groups(&self, gpus: u64, l: &Layout) -> Vec<u64> {
+        let mut v = Vec::new();
+        let plain_zero3 = l.sharding == Sharding::Zero3 && l.tp <= 1 && l.pp <= 1;
+        if !plain_zero3 || l.offload_optimizer.is_some() || l.offload_params.is_some() {
+            return v;
+        }
+        let deepspeed = matches!(&self.base.task, Task::Train(t)
+            if t.framework().sharder != vramfit_core::workload::Sharder::Fsdp && !self.megatron());
+        if !deepspeed || self.launcher.is_some_and(|k| k != Launcher::Deepspeed) {
+            return v;
+        }
+        for o in self.book.offers.iter().filter(|o| o.max_machines > 1 && o.inter_node_gbs.is_some()) {
+            let per_node = o.gpus_per_node();
+            if per_node >= 2 && gpus.is_multiple_of(per_node) && gpus / per_node >= 2 && !v.contains(&per_node) {
+                v.push(per_node);
             }
         }
         v

@@ -95,6 +95,11 @@ pub struct SetupSummary {
     /// sharded over every data-parallel rank)
     #[serde(skip_serializing_if = "is_one")]
     pub dp_replicate: u64,
+    /// training, DeepSpeed ZeRO++ hpZ: ranks of the group each secondary 16-bit
+    /// partition of the parameters is split over, one machine
+    /// (`zero_optimization.zero_hpz_partition_size`; absent: 1, no hpZ)
+    #[serde(skip_serializing_if = "is_one")]
+    pub hpz: u64,
 }
 
 impl SetupSummary {
@@ -151,6 +156,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         kv_dtype: None,
         cp: p.cp.max(1),
         dp_replicate: 1,
+        hpz: 1,
     };
     match &w.task {
         Task::Train(t) => SetupSummary {
@@ -165,6 +171,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
             offload_optimizer: p.offload_optimizer,
             offload_params: p.offload_params,
             dp_replicate: p.dp_replicate.max(1),
+            hpz: p.hpz.max(1),
             ..common
         },
         Task::Inference(s) => SetupSummary {

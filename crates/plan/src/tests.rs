@@ -427,7 +427,7 @@ proptest! {
     fn fast_path_agrees_with_estimate(
         kind in 0usize..3, precision in 0usize..6, optimizer in 0usize..7, ckpt in 0usize..3,
         micro in 1u64..9, accum in 1u64..5, dp_log in 0u32..3, tp_log in 0u32..2, pp_log in 0u32..3,
-        stage in 0u8..4, off in 0usize..6, seq_log in 8u32..13, first_step in any::<bool>(),
+        stage in 0u8..4, off in 0usize..9, seq_log in 8u32..13, first_step in any::<bool>(),
     ) {
         use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
         use crate::types::{MemKey, MemSummary, TrainKey};
@@ -445,8 +445,10 @@ proptest! {
         let tm = TimeModel::default();
         let mut s = Search::new(&m, &base, &g, &book, &tm, Job::None, Allow { lora: true, qlora: true, quant: false });
         let (off_opt, off_par) = [(Offload::None, Offload::None), (Offload::Cpu, Offload::None), (Offload::Cpu, Offload::Cpu)][off % 3];
-        // off ≥ 3: hybrid sharding with 2 replicas (refused unless ZeRO-3 on 4+ ranks)
-        let dp_replicate = if off >= 3 { 2 } else { 1 };
+        // off 3..6: hybrid sharding with 2 replicas (refused unless ZeRO-3 on 4+ ranks);
+        // off 6..9: ZeRO++ hpZ groups of 2 (refused unless DeepSpeed ZeRO-3 on 4+ GPUs, no TP/PP)
+        let dp_replicate = if (3..6).contains(&off) { 2 } else { 1 };
+        let hpz = if off >= 6 { 2 } else { 1 };
         let key = MemKey {
             gpus: 1 << (dp_log + tp_log + pp_log),
             tp: 1 << tp_log,
@@ -459,6 +461,7 @@ proptest! {
             offload_optimizer: off_opt,
             offload_params: off_par,
             dp_replicate,
+            hpz,
             train: Some(TrainKey {
                 kind: [TrainKind::Full, TrainKind::Lora, TrainKind::Qlora][kind],
                 precision: Precision::ALL[precision],
@@ -515,6 +518,7 @@ fn fast_path_grid_matches_estimate() {
                             offload_optimizer: o,
                             offload_params: p,
                             dp_replicate: 1,
+                            hpz: 1,
                             train: Some(TrainKey {
                                 kind,
                                 precision,

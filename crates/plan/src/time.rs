@@ -315,6 +315,15 @@ pub struct TrainWork {
     /// across the replicas (`work::hsdp_replicate_bytes`); 0 without HSDP
     #[serde(default)]
     pub replicate_bytes_per_step: f64,
+    /// DeepSpeed ZeRO++ hpZ: ranks of the secondary partition's group, one
+    /// machine (1: none); `dp_bytes_per_step` then covers the collectives over
+    /// every rank only (the first forward's all-gather, the reduce-scatters)
+    #[serde(default = "one")]
+    pub hpz: f64,
+    /// bytes one GPU sends per step in hpZ's all-gathers inside its group
+    /// (`work::hpz_gathers`); 0 without hpZ
+    #[serde(default)]
+    pub hpz_intra_bytes_per_step: f64,
 }
 
 fn one() -> f64 {
@@ -447,7 +456,15 @@ impl TimeModel {
         if w.dp_replicate > 1.0 {
             return self.hsdp_comm_s(w, dev);
         }
-        let b = w.dp_bytes_per_step;
+        // ZeRO++ hpZ: the gathers from the secondary partition run inside the
+        // machine (its group) over NVLink/PCIe, after the collectives over every rank
+        let hpz = if w.hpz > 1.0 { w.hpz_intra_bytes_per_step / dev.intra_bw } else { 0.0 };
+        self.all_ranks_s(w, dev, w.dp_bytes_per_step) + hpz
+    }
+
+    /// Seconds of `b` bytes per GPU of DP/ZeRO collectives over every
+    /// data-parallel rank, hierarchical across machines ([`Self::dp_comm_s`]).
+    fn all_ranks_s(&self, w: &TrainWork, dev: &Device, b: f64) -> f64 {
         let machines = w.machines.max(1.0);
         if machines <= 1.0 || b <= 0.0 {
             return b / dev.intra_bw;
@@ -729,6 +746,8 @@ mod tests {
             fp8_cast_bytes_per_token: 0.0,
             dp_replicate: 1.0,
             replicate_bytes_per_step: 0.0,
+            hpz: 1.0,
+            hpz_intra_bytes_per_step: 0.0,
         }
     }
 
@@ -1167,5 +1186,59 @@ mod tests {
         // on a fabric twice as fast HSDP's edge shrinks: 0.15723 + 0.25269 vs 0.36719
         let fast = tm.device(&a100(), Link::Nvlink, 1.0, Some(10.0), PeakKind::Bf16);
         assert!(tm.dp_comm_s(&wh, &fast) > tm.dp_comm_s(&wz, &fast));
+    }
+
+    /// ZeRO++ hpZ's collectives by hand (DeepSpeed `zero_hpz_partition_size`,
+    /// Wang et al. 2023 §3.2; `work::hpz_gathers`): the 7B above (N =
+    /// 6,738,415,616), mixed-bf16, 4 machines × 8 A100 (NVLink 225 GB/s per
+    /// direction) with a 5 GB/s-per-GPU fabric, hpZ groups of 8, grad_accum 1:
+    /// - every rank (fabric): the forward all-gather of 2N + the reduce-scatter of
+    ///   2N: 4N·31/32 = 26,111,360,512 B; fabric leg b·3/4 / (5 GB/s × 8) = 0.48959 s
+    ///   (its NVLink leg 0.11605 s, pipelined under it)
+    /// - inside the machine (NVLink): backward's all-gather from the secondary
+    ///   partition, (2N − N)·2·7/8 = 11,792,227,328 B → 0.05241 s; summed 0.54200 s
+    ///
+    /// against plain ZeRO-3's 6N·31/32 = 39,167,040,768 B over the fabric, 0.73438 s.
+    /// With grad_accum 4 the secondary partition serves the 3 later forwards too:
+    /// 10N·31/32 = 65,278,401,280 B across, 14N·7/8 = 82,545,591,296 B inside,
+    /// 1.22395 + 0.36687 = 1.59084 s against plain ZeRO-3's 24N·31/32 → 2.93753 s.
+    #[test]
+    fn hpz_gathers_backward_inside_the_machine() {
+        use crate::types::MemSummary;
+        use crate::work::train_work;
+        use vramfit_core::train::{Precision, TrainKind, TrainSetup};
+        use vramfit_core::workload::{Parallelism, Sharding};
+        let n = 6_738_415_616u64;
+        let spec = vramfit_core::ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
+        let m = MemSummary {
+            total: 0,
+            tensor_peak: 0,
+            weights: 0,
+            kv: 0,
+            model_states: 0,
+            cpu: 0,
+            params_total: n,
+            params_active: n,
+            params_trainable: n,
+        };
+        let z3 = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
+        let hpz = Parallelism { hpz: 8, ..z3.clone() };
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, Some(5.0), PeakKind::Bf16);
+        for (accum, across, inside, want_h, want_z) in [
+            (1, 26_111_360_512.0, 11_792_227_328.0, 0.54200, 0.73438),
+            (4, 65_278_401_280.0, 82_545_591_296.0, 1.59084, 2.93753),
+        ] {
+            let t = TrainSetup { precision: Precision::MixedBf16, grad_accum: accum, ..TrainSetup::default() };
+            let mut wh = train_work(&spec, &t, TrainKind::Full, &hpz, &m);
+            let mut wz = train_work(&spec, &t, TrainKind::Full, &z3, &m);
+            assert_eq!(wh.dp_bytes_per_step, across);
+            assert_eq!(wh.hpz_intra_bytes_per_step, inside);
+            assert_eq!(wz.hpz_intra_bytes_per_step, 0.0);
+            wh.machines = 4.0;
+            wz.machines = 4.0;
+            assert!((tm.dp_comm_s(&wh, &dev) - want_h).abs() < 1e-5, "{}", tm.dp_comm_s(&wh, &dev));
+            assert!((tm.dp_comm_s(&wz, &dev) - want_z).abs() < 1e-5, "{}", tm.dp_comm_s(&wz, &dev));
+        }
     }
 }

@@ -103,6 +103,9 @@ pub struct MemKey {
     pub offload_params: Offload,
     /// training, hybrid sharding: replicas of the ZeRO-3 shard group (1: plain sharding)
     pub dp_replicate: u64,
+    /// training, DeepSpeed ZeRO++ hpZ: ranks of the secondary parameter partition's
+    /// group, one machine (1: none; see [`crate::search::Search::hpz_groups`])
+    pub hpz: u64,
     pub train: Option<TrainKey>,
     pub infer: Option<InferKey>,
     /// training: context-parallel degree (1: none; see [`crate::search::Search::cp_variants`])

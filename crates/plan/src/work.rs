@@ -183,9 +183,11 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     // under hybrid sharding the ZeRO-3 collectives run over one replica's shard group
     let shard = par.shard_degree() as f64;
     let frac = if shard > 1.0 { (shard - 1.0) / shard } else { 0.0 };
+    let (hpz_fwd, hpz_intra) = hpz_gathers(par, psi, psi_t, wb, k);
     let dp_bytes = match par.sharding {
         Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
         Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
+        Sharding::Zero3 if par.hpz_on() => (hpz_fwd + k * psi_t * gb) * frac,
         Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
     };
     let replicate_bytes = hsdp_replicate_bytes(par, psi_t * gb, k);
@@ -259,7 +261,34 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         fp8_cast_bytes_per_token: if fp8_flops > 0.0 { fp8_cast_bytes_per_token(spec) } else { 0.0 },
         dp_replicate: par.dp_replicate.max(1) as f64,
         replicate_bytes_per_step: replicate_bytes,
+        hpz: par.hpz.max(1) as f64,
+        hpz_intra_bytes_per_step: hpz_intra,
     }
+}
+
+/// DeepSpeed ZeRO++ hpZ's parameter all-gathers per step, as (elements × bytes
+/// gathered across every rank, bytes one GPU sends inside its hpZ group);
+/// (0, 0) without hpZ. An all-gather reads the secondary partition, over the
+/// hpZ group, whenever the parameter has one (`use_secondary_tensor =
+/// params[0].ds_secondary_tensor is not None` → `zero_param_process_group`,
+/// `_all_gather_params` in deepspeed/runtime/zero/partition_parameters.py),
+/// and the secondary partition is built when a module is released after its
+/// forward and dropped only after the optimizer step (`_post_step` →
+/// `invalidate_secondary_tensor`, stage3.py), for the trainable parameters
+/// only (it walks `fp16_groups`; a frozen base keeps its secondary partition
+/// from the first step on). So per step the first micro-batch's forward
+/// gathers the trainable ψ_t across all ranks, and the other 2k − 1 passes'
+/// gathers (and every gather of a frozen base) run inside the group: (2kψ −
+/// ψ_t) × bytes × (h − 1)/h per GPU (Wang et al. 2023 "ZeRO++" §3.2: forward
+/// across nodes, backward within the node). The gradient reduce-scatter stays
+/// over all ranks.
+pub fn hpz_gathers(par: &Parallelism, psi: f64, psi_t: f64, wb: f64, micro_steps: f64) -> (f64, f64) {
+    let h = par.hpz.max(1) as f64;
+    if h <= 1.0 || par.sharding != Sharding::Zero3 {
+        return (0.0, 0.0);
+    }
+    let intra = (2.0 * micro_steps * psi - psi_t).max(0.0) * wb * (h - 1.0) / h;
+    (psi_t * wb, intra)
 }
 
 /// FP8 training (`mixed-fp8`): FLOPs per token of the decoder's linear GEMMs,

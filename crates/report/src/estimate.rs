@@ -355,6 +355,10 @@ impl From<&Workload> for WorkloadInfo {
                     // hybrid sharding (HSDP): the replicas of the shard group (add-only key)
                     info.settings.insert("dp_replicate".into(), par.dp_replicate.to_string());
                 }
+                if par.hpz_on() {
+                    // DeepSpeed ZeRO++ hpZ: the secondary partition's group (add-only key)
+                    info.settings.insert("hpz".into(), par.hpz.to_string());
+                }
             }
         }
         info

@@ -153,6 +153,10 @@ fn setup_words(r: &PlanRow) -> String {
             parts.push(format!("HSDP: sharded ×{} within a machine, replicated ×{}", s.shard_degree(), s.dp_replicate));
         } else if s.sharding != Sharding::None {
             parts.push(s.sharding.label().to_string());
+            if s.hpz > 1 {
+                // DeepSpeed ZeRO++ hpZ: a secondary parameter partition per machine
+                parts.push(format!("ZeRO++ hpZ: secondary copy within each machine of {}", s.hpz));
+            }
         } else if s.dp > 1 {
             parts.push(format!("DP {}", s.dp));
         }

@@ -260,6 +260,12 @@ pub fn run(mut args: PlanArgs) -> anyhow::Result<Outcome> {
     let launcher = resolve_launcher(&mut args, spec)?;
     let engine_assumed = assume_serving_engine(&mut args, spec);
     let workload = args.workload.build(spec)?;
+    if let Some(l) = launcher {
+        if let Err(why) = vramfit_plan::emit::pinned_layout_runs(l, &workload.parallelism) {
+            let field = if args.emit.is_some() { "emit" } else { "launcher" };
+            bail_on!(field, "--{field} {}: {why}", l.name());
+        }
+    }
     let user = match &args.catalog {
         Some(p) => Some((read_catalog(p).on_field("catalog")?, p.display().to_string())),
         None => None,

@@ -173,6 +173,10 @@ pub struct TrainArgs {
     /// replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
     #[arg(long, value_name = "N")]
     pub dp_replicate: Option<u64>,
+    /// DeepSpeed ZeRO++ hpZ (with --zero 3): a secondary 16-bit copy of the parameters sharded
+    /// over groups of N ranks (usually one machine), gathered from inside the group in backward
+    #[arg(long, value_name = "N")]
+    pub hpz: Option<u64>,
     /// Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe
     #[arg(long, value_enum)]
     pub offload: Option<OffloadArg>,
@@ -282,6 +286,8 @@ struct Merged {
     optimizer: Option<Optimizer>,
     /// DeepSpeed's reduce/all-gather buckets and overlap_comm (None: not a DeepSpeed run)
     comm: Option<DsComm>,
+    /// ZeRO++ hpZ group (`--hpz`, `zero_optimization.zero_hpz_partition_size`)
+    hpz: Option<u64>,
 }
 
 /// The bucket knobs of a DeepSpeed config.
@@ -385,6 +391,7 @@ impl TrainArgs {
             ("--fsdp", self.fsdp.is_some()),
             ("--sp", self.sp),
             ("--dp-replicate", self.dp_replicate.is_some()),
+            ("--hpz", self.hpz.is_some()),
             ("--offload", self.offload.is_some()),
             ("--deepspeed", self.deepspeed.is_some()),
             ("--first-step", self.first_step),
@@ -420,6 +427,7 @@ impl TrainArgs {
                 batch: common.batch,
                 grad_accum: self.grad_accum,
                 optimizer: self.optimizer,
+                hpz: self.hpz,
                 ..Merged::default()
             },
         };
@@ -495,6 +503,7 @@ impl TrainArgs {
             offload_params,
             cp: self.cp.unwrap_or(1),
             dp_replicate: self.dp_replicate.unwrap_or(1),
+            hpz: merged.hpz.unwrap_or(1),
         })
     }
 
@@ -684,7 +693,44 @@ impl TrainArgs {
             allgather_bucket: ds.allgather_bucket_size,
             overlap_comm: ds.overlap_comm,
         });
-        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer, comm })
+        let hpz = self.ds_hpz(&ds, &file, zero, names, notes)?;
+        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer, comm, hpz })
+    }
+
+    /// `--hpz` against the config's `zero_hpz_partition_size`. DeepSpeed uses the
+    /// group under stage 3 only (`DeepSpeedZeroOptimizer_Stage3`,
+    /// deepspeed/runtime/zero/stage3.py), so under another stage the key is said
+    /// to be unused; with parameter offload its secondary partition lives on the
+    /// offload device, which is not modelled: said, and sized as plain ZeRO-3
+    /// plus nothing (`--hpz` with offload is refused by name instead).
+    fn ds_hpz(
+        &self,
+        ds: &DeepSpeedConfig,
+        file: &str,
+        zero: Option<(u8, &'static str)>,
+        names: &mut FieldNames,
+        notes: &mut Vec<String>,
+    ) -> anyhow::Result<Option<u64>> {
+        let key = "zero_optimization.zero_hpz_partition_size";
+        let hpz =
+            agree("hpz", self.hpz, ds.hpz_partition, |f, v| format!("--hpz {f} contradicts {key} {v} in {file}"))?;
+        let from_file = self.hpz.is_none() && ds.hpz_partition.value().is_some_and(|n| n > 1);
+        if !from_file {
+            return Ok(hpz);
+        }
+        let n = hpz.unwrap_or(1);
+        if zero.map(|z| z.0) != Some(3) {
+            notes.push(format!("{file}: {key} {n} is used by ZeRO stage 3 only; not applied"));
+            return Ok(None);
+        }
+        if ds.offload_param.value().is_some_and(|o| o != Offload::None) {
+            notes.push(format!(
+                "{file}: {key} {n} with offload_param: DeepSpeed keeps hpZ's secondary parameter partition on the offload device (2 B × parameters ÷ {n} of host memory per rank), which this estimate does not count"
+            ));
+            return Ok(None);
+        }
+        names.set(Field::Hpz, key, "deepspeed");
+        Ok(hpz)
     }
 
     /// `--optimizer` against the config's `optimizer.type` (DeepSpeed's names).

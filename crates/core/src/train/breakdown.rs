@@ -76,6 +76,9 @@ pub struct PeakLines {
     /// FP8 training under TransformerEngine: the FP8 copies of the decoder linears'
     /// weights (and their transposes) kept across micro-batches; persistent
     pub fp8_weights: u64,
+    /// DeepSpeed ZeRO++ hpZ: the secondary parameter partition over the hpZ group;
+    /// persistent ([`crate::train::ModelStates::hpz_secondary`])
+    pub hpz_secondary: u64,
 }
 
 impl PeakLines {
@@ -107,6 +110,7 @@ impl PeakLines {
                 self.root_flat_grad,
                 self.kept_input_grads,
                 self.fp8_weights,
+                self.hpz_secondary,
             ],
         )
     }
@@ -218,6 +222,7 @@ impl TrainModel {
             master: s.master,
             comm_buffers: comm.resident,
             fp8_weights: self.fp8_weights(setup, par)?,
+            hpz_secondary: s.hpz_secondary,
             ..PeakLines::default()
         };
         let step = if setup.optimizer_in_backward {

@@ -49,6 +49,11 @@ pub fn training_communicators(par: &Parallelism) -> Vec<Communicator> {
         v.push(Communicator { role: "HSDP shard group", ranks: par.shard_degree() });
         v.push(Communicator { role: "HSDP replicate group", ranks: par.dp_replicate });
     }
+    if par.hpz_on() {
+        // ZeRO++ hpZ: the secondary partition's all-gathers run on their own group of
+        // consecutive ranks (`groups._create_zero_param_parallel_group`, deepspeed/utils/groups.py)
+        v.push(Communicator { role: "ZeRO++ hpZ group", ranks: par.hpz });
+    }
     if par.tp > 1 {
         v.push(Communicator { role: "tensor parallel", ranks: par.tp });
     }

@@ -134,7 +134,8 @@ pub fn totals_of(
     rt: &RuntimeSetup,
 ) -> Result<TrainTotals, CoreError> {
     let at = &b.at_peak;
-    let weights = crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters, at.fp8_weights])?;
+    let weights =
+        crate::units::sum("weights", &[at.base_weights, at.fp32_casts, at.adapters, at.fp8_weights, at.hpz_secondary])?;
     // paged optimizer states live outside the allocator: not its persistent tensors
     let optimizer_in_allocator = if setup.optimizer.is_paged() { 0 } else { at.optimizer };
     let persistent = crate::units::sum("persistent", &[weights, at.master, optimizer_in_allocator, b.comm_resident])?;
@@ -321,6 +322,17 @@ impl Lines<'_> {
                 Explanation::new("decoder-linear params per GPU × 2 B (an FP8 weight + its FP8 transpose)")
                     .term("decoder-linear params per GPU", at.fp8_weights / 2)
                     .note("TransformerEngine Linear caches the FP8 weight across a step's micro-batches (get_weight_workspace, cache_name \"weight\", Megatron's TELinear passes is_first_microbatch) with its transpose for the backward GEMM"),
+            );
+        }
+        if at.hpz_secondary > 0 {
+            ledger.push(
+                Category::Weights,
+                "ZeRO++ hpZ secondary parameter partition",
+                at.hpz_secondary,
+                Explanation::new("weights as stored (per GPU before sharding) ÷ hpZ group")
+                    .term("hpZ group (zero_hpz_partition_size)", self.par.hpz)
+                    .term("primary shard", format!("÷ DP {} (the weights line)", self.par.dp()))
+                    .note("DeepSpeed _partition_param_sec (runtime/zero/partition_parameters.py) keeps a second shard of every parameter in its own dtype over the rank's group; built as each module is released after forward, dropped in _post_step after the optimizer step (stage3.py invalidate_secondary_tensor): live at every peak"),
             );
         }
         Ok(())
@@ -718,6 +730,12 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             par.shard_degree(),
             par.shard_degree(),
             par.dp_replicate
+        ));
+    }
+    if par.hpz_on() {
+        notes.push(format!(
+            "ZeRO++ hpZ: besides the ZeRO-3 shard over all {dp} ranks, each GPU keeps a secondary partition of the parameters (as stored: 16-bit under mixed precision) over its group of {} ranks (one machine); backward and the later micro-batches' forwards all-gather from it inside the group, the first forward of each step across all ranks (DeepSpeed zero_hpz_partition_size {}; Wang et al. 2023, ZeRO++ §3.2)",
+            par.hpz, par.hpz
         ));
     }
     if par.gpus > 1 && par.cp > 1 {

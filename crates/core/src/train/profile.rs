@@ -84,6 +84,9 @@ pub struct ModelStates {
     pub fp32_grad_copy: u64,
     /// ZeRO-3 / FSDP: parameters all-gathered for the running layer (+ prefetch)
     pub gathered: u64,
+    /// DeepSpeed ZeRO++ hpZ: the secondary partition of the parameters over the
+    /// rank's hpZ group, as stored (0 without hpZ); beside `weights`, not in it
+    pub hpz_secondary: u64,
     /// trainable parameters held per GPU before data-parallel sharding
     pub trainable_per_gpu: u64,
     /// host RAM needed by this rank for offloaded state (the ledger's
@@ -97,6 +100,24 @@ impl ModelStates {
     /// weights + master + gradients + optimizer states.
     pub fn total(&self) -> Result<u64, CoreError> {
         sum("model states per GPU", &[self.weights, self.master, self.gradients, self.optimizer])
+    }
+}
+
+/// DeepSpeed ZeRO++ hpZ's secondary partition of `weights` (the rank's
+/// parameters as stored, before ZeRO-3 sharding): `_partition_param_sec`
+/// (deepspeed/runtime/zero/partition_parameters.py) keeps, besides the primary
+/// 1/dp shard, `aligned numel / zero_hpz_partition_size` elements in the
+/// parameter's own dtype (`torch.empty(secondary_partition_size,
+/// dtype=param.dtype)`): the weights as stored ÷ hpz. It is built as each
+/// module is released after its forward and dropped only in `_post_step`
+/// (`invalidate_secondary_tensor`, stage3.py), after the optimizer step, so it
+/// is live at every peak of the step (Wang et al. 2023 "ZeRO++" §3.2: "a
+/// secondary copy of the model parameters ... within each node"). 0 without hpZ.
+fn hpz_secondary_bytes(par: &Parallelism, weights: u64) -> u64 {
+    if par.hpz > 1 {
+        div_ceil(weights, par.hpz)
+    } else {
+        0
     }
 }
 
@@ -369,6 +390,7 @@ impl TrainProfile {
             grads = 0;
         }
         let mut gathered = 0;
+        let hpz_secondary = if stage >= 3 && dp > 1 { hpz_secondary_bytes(par, weights) } else { 0 };
         if stage >= 3 && dp > 1 {
             weights = div_ceil(weights, dp);
             adapters = div_ceil(adapters, dp);
@@ -418,6 +440,7 @@ impl TrainProfile {
             step_temporaries: add("optimizer temporaries", temps, grad_copy)?,
             fp32_grad_copy: grad_copy,
             gathered,
+            hpz_secondary,
             trainable_per_gpu: t,
             cpu_bytes: cpu,
             nvme_bytes: nvme,

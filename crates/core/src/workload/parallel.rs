@@ -139,6 +139,16 @@ pub struct Parallelism {
     /// data-parallel rank
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub dp_replicate: u64,
+    /// DeepSpeed ZeRO++ hierarchical partitioning (hpZ): besides the ZeRO-3
+    /// shard over every data-parallel rank, each rank keeps a secondary
+    /// 16-bit partition of the parameters over its group of this many
+    /// consecutive ranks (usually one machine), from which backward's
+    /// all-gathers run inside the group (`zero_optimization.
+    /// zero_hpz_partition_size`, deepspeed/runtime/zero/config.py;
+    /// `_partition_param_sec`, deepspeed/runtime/zero/partition_parameters.py;
+    /// Wang et al. 2023 "ZeRO++" §3.2); 1: none
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub hpz: u64,
 }
 
 impl Default for Parallelism {
@@ -157,6 +167,7 @@ impl Default for Parallelism {
             offload_params: Offload::None,
             cp: 1,
             dp_replicate: 1,
+            hpz: 1,
         }
     }
 }
@@ -199,6 +210,11 @@ impl Parallelism {
         } else {
             self.shard_dp()
         }
+    }
+
+    /// ZeRO++ hpZ is on: a secondary parameter partition over groups of `hpz` ranks.
+    pub fn hpz_on(&self) -> bool {
+        self.hpz > 1
     }
 
     /// Hybrid sharding (HSDP) is on: more than one replica of the shards.

@@ -76,6 +76,7 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     layout(model, par)?;
     sharding(par)?;
     hybrid_shard(par)?;
+    hpz(t, par)?;
     virtual_stages(model, par, t.grad_accum)?;
     context_parallel(t, par)?;
     fp8_training(t)?;
@@ -284,6 +285,8 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
         Field::Cp
     } else if par.dp_replicate != 1 {
         Field::DpReplicate
+    } else if par.hpz != 1 {
+        Field::Hpz
     } else {
         return Ok(());
     };
@@ -403,6 +406,57 @@ fn hybrid_shard(par: &Parallelism) -> Result<(), WorkloadError> {
     }
     if par.ep > 1 {
         return bad("hybrid sharding with expert parallelism is not modelled".into());
+    }
+    Ok(())
+}
+
+/// DeepSpeed ZeRO++ hpZ (`hpz` > 1) as DeepSpeed runs it: a ZeRO-3 option
+/// (`zero_optimization.zero_hpz_partition_size`, read by `DeepSpeedZeroConfig`
+/// and used by stage 3 only: `DeepSpeedZeroOptimizer_Stage3`,
+/// deepspeed/runtime/zero/stage3.py), so DeepSpeed ZeRO-3 (not FSDP, not an
+/// engine sharding with FSDP); the groups are consecutive ranks of the whole
+/// world, which must divide by the group size
+/// (`groups._create_zero_param_parallel_group`: `_ensure_divisibility(world_size,
+/// group_size)`, deepspeed/utils/groups.py). A group of every rank would be a
+/// second copy of the primary shard; with tensor or pipeline parallelism the
+/// world's consecutive ranks are not data-parallel peers, with parameter
+/// offload the secondary partition lives on the offload device
+/// (`torch.empty(..., device=self.remote_device)` in `_partition_param_sec`),
+/// and with HSDP there are two answers to one question: none of these is modelled.
+fn hpz(t: &TrainSetup, par: &Parallelism) -> Result<(), WorkloadError> {
+    let h = par.hpz;
+    if h == 0 {
+        return Err(WorkloadError::Zero { field: Field::Hpz });
+    }
+    if h == 1 {
+        return Ok(());
+    }
+    let bad = |reason: String| Err(WorkloadError::Hpz { hpz: h, reason });
+    let fsdp = par.fsdp || t.framework().sharder == super::Sharder::Fsdp;
+    if par.sharding != Sharding::Zero3 || fsdp || t.engine == Engine::Megatron {
+        return bad(format!(
+            "ZeRO++ hierarchical partitioning (zero_hpz_partition_size) is an option of DeepSpeed ZeRO-3; this layout uses {} under --engine {}: give --zero 3 with --engine deepspeed or transformers",
+            par.sharding_label(),
+            t.engine.name()
+        ));
+    }
+    if par.tp > 1 || par.pp > 1 || par.cp > 1 || par.ep > 1 {
+        return bad("DeepSpeed forms the hpZ groups from consecutive ranks of the whole world; with tensor, pipeline, context or expert parallelism that is not modelled".into());
+    }
+    if par.hybrid() {
+        return bad(
+            "hpZ and hybrid sharding (--dp-replicate) both decide where the parameters are gathered from: give one"
+                .into(),
+        );
+    }
+    if par.offload_params.is_some() {
+        return bad("with parameter offload DeepSpeed keeps the secondary partition on the offload device; that is not modelled".into());
+    }
+    if !par.gpus.is_multiple_of(h) || h >= par.gpus {
+        return bad(format!(
+            "the {} GPUs (DeepSpeed's world size) must split into groups of {h} ranks, 2 or more groups (usually one group per machine)",
+            par.gpus
+        ));
     }
     Ok(())
 }
