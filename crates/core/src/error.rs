@@ -58,6 +58,8 @@ pub enum Field {
     Pp,
     /// expert-parallel degree (MoE serving)
     Ep,
+    /// expert-tensor-parallel degree (MoE training under Megatron)
+    Etp,
     /// data-parallel attention groups (MoE serving)
     DpAttention,
     /// ZeRO stage / FSDP strategy
@@ -85,7 +87,7 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 26] = [
+    pub const ALL: [Field; 27] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
@@ -97,6 +99,7 @@ impl Field {
         Field::Tp,
         Field::Pp,
         Field::Ep,
+        Field::Etp,
         Field::DpAttention,
         Field::Sharding,
         Field::SequenceParallel,
@@ -131,6 +134,7 @@ impl Field {
             Field::Tp => "tp",
             Field::Pp => "pp",
             Field::Ep => "ep",
+            Field::Etp => "etp",
             Field::DpAttention => "dp-attention",
             Field::Sharding => "zero",
             Field::SequenceParallel => "sp",
@@ -244,6 +248,11 @@ pub enum WorkloadError {
         ep: u64,
         reason: String,
     },
+    /// expert-tensor parallelism on a setup that does not run it
+    ExpertTensorParallel {
+        etp: u64,
+        reason: String,
+    },
     /// context parallelism on a setup that does not run it
     ContextParallel {
         cp: u64,
@@ -287,6 +296,7 @@ impl WorkloadError {
             NoLoraTargets | UnknownLoraTarget { .. } | LoraRegex { .. } => Field::LoraTargets,
             Margin { .. } => Field::Margin,
             ExpertParallel { .. } => Field::Ep,
+            ExpertTensorParallel { .. } => Field::Etp,
             DpAttention { .. } => Field::DpAttention,
             ContextParallel { .. } => Field::Cp,
             HybridShard { .. } => Field::DpReplicate,
@@ -368,6 +378,7 @@ impl WorkloadError {
             ),
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
+            ExpertTensorParallel { etp, reason } => format!("{} {etp}: {reason}", f(Field::Etp)),
             ContextParallel { cp, reason } => format!("{} {cp}: {reason}", f(Field::Cp)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
             HybridShard { replicate, reason } => format!("{} {replicate}: {reason}", f(Field::DpReplicate)),

@@ -459,6 +459,7 @@ proptest! {
             offload_optimizer: off_opt,
             offload_params: off_par,
             dp_replicate,
+            etp: 0,
             train: Some(TrainKey {
                 kind: [TrainKind::Full, TrainKind::Lora, TrainKind::Qlora][kind],
                 precision: Precision::ALL[precision],
@@ -515,6 +516,7 @@ fn fast_path_grid_matches_estimate() {
                             offload_optimizer: o,
                             offload_params: p,
                             dp_replicate: 1,
+                            etp: 0,
                             train: Some(TrainKey {
                                 kind,
                                 precision,
