@@ -1108,7 +1108,20 @@ impl<'a> Search<'a> {
         match &self.pinned {
             Some(p) => {
                 let want = (p.ep.max(1), p.expert_tp());
-                let resolved = |&(e, t): &(u64, u64)| (e, if t == 0 { if e > 1 { 1 } else { tp } } else { t });
+                let resolved = |&(e, t): &(u64, u64)| {
+                    (
+                        e,
+                        if t == 0 {
+                            if e > 1 {
+                                1
+                            } else {
+                                tp
+                            }
+                        } else {
+                            t
+                        },
+                    )
+                };
                 let mut kept: Vec<(u64, u64)> = v.iter().filter(|g| resolved(g) == want).copied().collect();
                 if kept.is_empty() {
                     // the user's expert grid, estimated as given (validate refuses a bad one)

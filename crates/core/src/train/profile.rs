@@ -277,7 +277,7 @@ impl TrainProfile {
             } else {
                 f(g)
             };
-        let slot = match g.place {
+            let slot = match g.place {
                 Place::Layers => &mut layers,
                 Place::Embed => &mut emb,
                 Place::Head => &mut head,

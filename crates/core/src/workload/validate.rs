@@ -89,8 +89,9 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     if t.engine != Engine::Megatron && par.etp != 0 {
         return Err(WorkloadError::ExpertTensorParallel {
             etp: par.etp,
-            reason: "expert-tensor parallelism is Megatron-LM's (--expert-tensor-parallel-size): give --engine megatron"
-                .into(),
+            reason:
+                "expert-tensor parallelism is Megatron-LM's (--expert-tensor-parallel-size): give --engine megatron"
+                    .into(),
         });
     }
     if t.engine == Engine::Megatron {
@@ -356,7 +357,10 @@ fn megatron_expert_grid(model: &ModelSpec, par: &Parallelism) -> Result<(), Work
         size(Field::Etp, etp, MAX_MODEL_PARALLEL)?;
         let bad = |reason: String| Err(WorkloadError::ExpertTensorParallel { etp, reason });
         let Some(m) = moe else {
-            return bad(format!("{} has no routed experts to split (--expert-tensor-parallel-size splits the experts only)", model.name));
+            return bad(format!(
+                "{} has no routed experts to split (--expert-tensor-parallel-size splits the experts only)",
+                model.name
+            ));
         };
         if !m.expert_intermediate.is_multiple_of(etp) {
             return bad(format!(
@@ -365,7 +369,10 @@ fn megatron_expert_grid(model: &ModelSpec, par: &Parallelism) -> Result<(), Work
             ));
         }
         if etp > 1 && (model.o_bias || model.mlp_bias) {
-            return bad(format!("{} has biases in its linears; Megatron runs MoE biases only with --expert-tensor-parallel-size 1", model.name));
+            return bad(format!(
+                "{} has biases in its linears; Megatron runs MoE biases only with --expert-tensor-parallel-size 1",
+                model.name
+            ));
         }
     }
     if moe.is_none() {
