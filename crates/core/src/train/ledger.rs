@@ -180,7 +180,9 @@ impl Lines<'_> {
         if megatron && dp > 1 && self.par.sharding.stage() >= stage {
             let ep = self.par.ep.max(1);
             let edp = self.par.expert_dp();
-            let experts = if ep > 1 || self.par.expert_tp() != self.par.tp.max(1) {
+            let experts = if ep > 1 && self.par.expert_tp() == 1 {
+                format!("; the routed experts' share ÷ expert-DP {edp} = GPUs / (PP × EP)")
+            } else if ep > 1 || self.par.expert_tp() != self.par.tp.max(1) {
                 format!("; the routed experts' share ÷ expert-DP {edp} = GPUs / (PP × EP × ETP)")
             } else {
                 String::new()
