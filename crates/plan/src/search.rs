@@ -1081,25 +1081,28 @@ impl<'a> Search<'a> {
 
     /// (EP, ETP) grids tried for a training layout `l` on `gpus`: (1, 0) — the
     /// experts split by TP, Megatron's default — and under Megatron for a MoE
-    /// model the largest EP that divides the routed experts and the ranks of a
-    /// pipeline stage (`--num-experts` a multiple of
-    /// `--expert-model-parallel-size`), and the largest such EP within 8 ranks
-    /// (one NVLink machine: the all-to-alls stay on NVLink), each with
-    /// expert-tensor-parallel 1 and TP (Megatron's two common choices:
-    /// experts whole on each EP rank, or split like the dense linears), where
-    /// ETP × EP divides the stage's ranks (`validate::megatron_expert_grid`
-    /// checks the rest). A pinned layout keeps its own EP and ETP.
+    /// model, for expert-tensor-parallel 1 and TP (Megatron's two common
+    /// choices: experts whole on each EP rank, or split like the dense
+    /// linears), the largest EP that divides the routed experts and the
+    /// stage's ranks ÷ ETP (`--num-experts` a multiple of
+    /// `--expert-model-parallel-size`; ETP × EP × expert-DP = the stage's ranks,
+    /// parallel_state.py `initialize_model_parallel`), and the largest such EP
+    /// with EP × ETP within 8 ranks (one NVLink machine: the all-to-alls stay
+    /// on NVLink; `validate::megatron_expert_grid` checks the rest). A pinned
+    /// layout keeps its own EP and ETP.
     fn train_expert_variants(&self, gpus: u64, l: &Layout) -> Vec<(u64, u64)> {
         let experts = self.model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
         let stage = gpus / l.pp.max(1);
         let tp = l.tp.max(1);
         let mut v = vec![(1, 0)];
         if self.megatron() && experts > 1 {
-            let fits = |e: &u64| experts.is_multiple_of(*e) && stage.is_multiple_of(*e);
-            for cap in [stage, 8] {
-                let Some(e) = (2..=cap.min(experts)).rev().find(fits) else { continue };
-                for etp in [1, tp] {
-                    if stage.is_multiple_of(e.saturating_mul(etp)) && !v.contains(&(e, etp)) {
+            for etp in [1, tp] {
+                // the EP ranks of one expert-TP slot: the stage's ranks ÷ ETP
+                let ranks = stage / etp;
+                let fits = |e: &u64| experts.is_multiple_of(*e) && ranks.is_multiple_of(*e);
+                for cap in [ranks, (8 / etp).max(1)] {
+                    let Some(e) = (2..=cap.min(experts)).rev().find(fits) else { continue };
+                    if !v.contains(&(e, etp)) {
                         v.push((e, etp));
                     }
                 }
