@@ -9,7 +9,7 @@ variables given the values below), then parsed by `megatron.training.arguments.p
 Megatron-LM checkout in MEGATRON_LM (the flags are partly generated from `TransformerConfig` /
 `TrainingConfig` dataclass fields by its `ArgumentGroupFactory`, so only the real parser can say a
 flag exists). argparse exits on an unknown flag or a value of the wrong type; the parsed values of the
-plan's switches are then compared with the flags written (TP, PP, EP, micro and global batch,
+plan's switches are then compared with the flags written (TP, PP, EP, expert-TP, micro and global batch,
 sequence parallelism, distributed optimizer, recompute, bf16). Then `validate_args` runs at the
 script's world size (`--nproc-per-node` x its default NNODES, as torchrun's WORLD_SIZE) with
 CUDA_DEVICE_MAX_CONNECTIONS=1 (the script exports it): it asserts that TP x PP divides the world, that
@@ -168,7 +168,10 @@ def validated(argv, world_size, parse_args, validate_args):
 
 
 def check(path, parse_args, validate_args):
-    text = open(path).read()
+    return check_text(open(path).read(), parse_args, validate_args)
+
+
+def check_text(text, parse_args, validate_args):
     argv = script_args(text)
     a = validated(argv, world(text), parse_args, validate_args)
     dp = int(re.search(r" x DP (\d+)", text).group(1))
@@ -179,6 +182,10 @@ def check(path, parse_args, validate_args):
         "tensor_model_parallel_size": flag(argv, "--tensor-model-parallel-size"),
         "pipeline_model_parallel_size": flag(argv, "--pipeline-model-parallel-size"),
         "expert_model_parallel_size": flag(argv, "--expert-model-parallel-size", 1),
+        # absent: Megatron's default, the TP size (arguments.py validate_args)
+        "expert_tensor_parallel_size": flag(
+            argv, "--expert-tensor-parallel-size", flag(argv, "--tensor-model-parallel-size")
+        ),
         "micro_batch_size": flag(argv, "--micro-batch-size"),
         "global_batch_size": flag(argv, "--global-batch-size"),
         "sequence_parallel": "--sequence-parallel" in argv,
@@ -194,6 +201,13 @@ def check(path, parse_args, validate_args):
     got = {k: getattr(a, k) for k in want}
     if got != want:
         raise AssertionError(f"parsed {got}, written {want}")
+    # the expert grid of megatron/core/parallel_state.py initialize_model_parallel, which
+    # validate_args does not reach (it needs torch.distributed): world_size must divide by
+    # expert_tensor_parallel_size x expert_model_parallel_size x pipeline_model_parallel_size
+    # ("world_size ... is not divisible by expert_tensor_model_pipeline_parallel size")
+    grid = a.expert_tensor_parallel_size * a.expert_model_parallel_size * a.pipeline_model_parallel_size
+    if a.num_experts and a.world_size % grid != 0:
+        raise AssertionError(f"world size {a.world_size} is not divisible by ETP x EP x PP = {grid}")
     moe = f", {a.num_experts} experts top-{a.moe_router_topk}" if a.num_experts else ""
     return (
         f"{len(argv)} tokens; TP {a.tensor_model_parallel_size} PP {a.pipeline_model_parallel_size} "
@@ -210,6 +224,8 @@ def extras(a):
         out += f", stages {a.decoder_first_pipeline_num_layers}/…/{a.decoder_last_pipeline_num_layers} layers"
     if getattr(a, "virtual_pipeline_model_parallel_size", None):
         out += f", {a.virtual_pipeline_model_parallel_size} virtual stages"
+    if a.num_experts:
+        out += f", ETP {a.expert_tensor_parallel_size}"
     if a.multi_latent_attention:
         out += ", MLA"
     if a.optimizer_cpu_offload:
@@ -260,6 +276,20 @@ def main():
                 failed += 1
             except AssertionError:
                 print(f"ok control: global batch {gb + 1} refused for {os.path.basename(path)}")
+            break
+    # and the expert grid can fail: an expert-TP size of twice the world does not divide it
+    for path in files:
+        text = open(path).read()
+        m = re.search(r"--expert-tensor-parallel-size (\d+)", text)
+        if m:
+            bad = 2 * world(text)
+            text = text.replace(m.group(0), f"--expert-tensor-parallel-size {bad}")
+            try:
+                check_text(text, parse_args, validate_args)
+                print(f"FAIL control: expert-TP {bad} accepted in {os.path.basename(path)}")
+                failed += 1
+            except AssertionError:
+                print(f"ok control: expert-TP {bad} refused for {os.path.basename(path)}")
             break
     for path in files:
         name = os.path.basename(path)

@@ -156,7 +156,7 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
     }
     let dir = std::env::temp_dir().join(format!("vramfit-emit-megatron-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let plans: [(&str, &[&str]); 10] = [
+    let plans: [(&str, &[&str]); 12] = [
         // the optimizer on the host (Megatron-Core's HybridDeviceOptimizer)
         (
             "8b_offload",
@@ -228,6 +228,29 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
                 "1",
             ],
         ),
+        // expert-tensor parallelism: EP 4 × ETP 2 (--expert-tensor-parallel-size 2)
+        (
+            "mixtral_ep4_etp2",
+            &[
+                "plan",
+                "mixtral-8x7b",
+                "--task",
+                "train",
+                "--gpus",
+                "16",
+                "--tp",
+                "2",
+                "--ep",
+                "4",
+                "--etp",
+                "2",
+                "--sp",
+                "--zero",
+                "1",
+            ],
+        ),
+        // the planner's own MoE layout at scale (EP with ETP 1 on 8 machines)
+        ("qwen3_235b", &["plan", "qwen3-235b-a22b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "1B"]),
     ];
     let written = plans.len();
     for (name, args) in plans {
@@ -240,6 +263,8 @@ fn emitted_megatron_scripts_parse_in_megatron_lm() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("\nok megatron_").count(), written, "{text}");
     assert!(text.contains("ok control: global batch"), "{text}");
+    // an expert-TP size that does not divide the world is refused (initialize_model_parallel's grid)
+    assert!(text.contains("ok control: expert-TP"), "{text}");
 }
 
 /// `--emit torchtitan` recipes imported and checked in the installed

@@ -486,6 +486,34 @@ const CORPUS: &[(&[&str], i32)] = &[
         ],
         0,
     ),
+    // Megatron expert-tensor parallelism (issue 21 item 4)
+    (
+        &[
+            "estimate",
+            "mixtral-8x7b",
+            "--task",
+            "train",
+            "--engine",
+            "megatron",
+            "--precision",
+            "mixed-bf16",
+            "--tp",
+            "2",
+            "--ep",
+            "4",
+            "--etp",
+            "2",
+            "--gpus",
+            "16",
+            "--sp",
+            "--zero",
+            "1",
+            "--checkpointing",
+            "full",
+            "--explain",
+        ],
+        0,
+    ),
 ];
 
 #[test]
@@ -727,6 +755,25 @@ const ERROR_CORPUS: &[&[&str]] = &[
     &["check", "--nccl", "../../Cargo.toml"],
     &["check", "--xml", "../hw/tests/fixtures/nvidia_smi/01.xml", "--expect-fabric", "ib400"],
     &["calibrate", "--set", "throughput", "--group", "A"],
+    &[
+        "estimate",
+        "mixtral-8x7b",
+        "--task",
+        "train",
+        "--engine",
+        "megatron",
+        "--tp",
+        "2",
+        "--sp",
+        "--ep",
+        "8",
+        "--etp",
+        "2",
+        "--gpus",
+        "8",
+    ],
+    &["estimate", "llama-2-7b", "--task", "train", "--engine", "megatron", "--etp", "2"],
+    &["estimate", "mixtral-8x7b", "--task", "train", "--etp", "2"],
 ];
 
 #[test]

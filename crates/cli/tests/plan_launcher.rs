@@ -538,15 +538,17 @@ fn moe_serving_recommendation_is_what_the_command_starts() {
 /// Megatron-LM (`--launcher megatron` / `--emit megatron`): the recommended
 /// plan is what `megatron_plan.sh` runs — GPUs (torchrun's `--nproc-per-node`
 /// × machines), `--tensor-model-parallel-size`, `--pipeline-model-parallel-size`,
-/// `--expert-model-parallel-size` (with `--expert-tensor-parallel-size 1`),
+/// `--expert-model-parallel-size` and `--expert-tensor-parallel-size` (written
+/// for every MoE plan: Megatron's default when absent is the TP size),
 /// `--sequence-parallel`, `--use-distributed-optimizer` (ZeRO-1),
 /// `--micro-batch-size`, `--global-batch-size`, full / selective recompute and
 /// `--bf16` (megatron/training/arguments.py, Megatron-LM main of August 2026),
 /// and `--train-iters` = ⌈tokens / (global batch × seq)⌉. Five dense jobs and
-/// three MoE ones (Mixtral and Qwen3-30B-A3B with EP, one pinned to TP 2 × EP 8).
+/// four MoE ones (Mixtral and Qwen3-30B-A3B with EP, one pinned to TP 2 × EP 8,
+/// one to TP 2 × EP 4 × ETP 2).
 #[test]
 fn megatron_recommendation_is_what_the_script_runs() {
-    let jobs: [&[&str]; 12] = [
+    let jobs: [&[&str]; 13] = [
         // the optimizer on the host (--optimizer-cpu-offload)
         &[
             "llama-3.1-8b",
@@ -613,8 +615,28 @@ fn megatron_recommendation_is_what_the_script_runs() {
             "--tokens",
             "1B",
         ],
+        // expert-tensor parallelism pinned: each expert split over 2 ranks (EP 4 × ETP 2)
+        &[
+            "mixtral-8x7b",
+            "--task",
+            "train",
+            "--gpus",
+            "16",
+            "--tp",
+            "2",
+            "--ep",
+            "4",
+            "--etp",
+            "2",
+            "--sp",
+            "--zero",
+            "1",
+            "--tokens",
+            "1B",
+        ],
     ];
     let (mut expert_plans, mut uneven, mut mla, mut interleaved, mut offload) = (0, 0, 0, 0, 0);
+    let mut split_experts = 0;
     for job in jobs {
         let v = json(&[&["plan"][..], job, &["--launcher", "megatron", "--json"]].concat(), 0);
         assert_eq!(v["launcher"], "megatron", "{job:?}");
@@ -645,7 +667,11 @@ fn megatron_recommendation_is_what_the_script_runs() {
             },
             out.contains("--bf16"),
             flag(&out, "--context-parallel-size ").unwrap_or(1),
+            flag(&out, "--expert-tensor-parallel-size "),
         );
+        // a MoE model's script always states the expert-TP size (Megatron's default
+        // when the flag is absent is the TP size): the plan's `etp`, absent meaning TP
+        let moe = ["deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b"].contains(&job[0]);
         let planned = (
             rec["gpus"].as_u64().unwrap(),
             s["tp"].as_u64().unwrap(),
@@ -658,6 +684,7 @@ fn megatron_recommendation_is_what_the_script_runs() {
             s["checkpointing"].as_str().unwrap(),
             s["precision"] == "mixed-bf16",
             s["cp"].as_u64().unwrap_or(1),
+            moe.then(|| s["etp"].as_u64().unwrap_or(s["tp"].as_u64().unwrap())),
         );
         assert_eq!(emitted, planned, "{job:?}\n{out}\n{s}");
         // the pipeline schedule: virtual stages (interleaved) and the layers per stage
@@ -688,8 +715,8 @@ fn megatron_recommendation_is_what_the_script_runs() {
         let dp = s["dp"].as_u64().unwrap();
         assert_eq!(s["micro_batch"].as_u64().unwrap() * s["grad_accum"].as_u64().unwrap() * dp, planned.7);
         if planned.3 > 1 {
-            assert!(out.contains("--expert-tensor-parallel-size 1"), "{out}");
             expert_plans += 1;
+            split_experts += usize::from(planned.11.unwrap_or(1) > 1);
         }
         // --train-iters from --tokens: ⌈tokens / (global batch × 2048)⌉
         let tokens: u64 = match job[job.iter().position(|a| *a == "--tokens").unwrap() + 1] {
@@ -700,6 +727,7 @@ fn megatron_recommendation_is_what_the_script_runs() {
         assert_eq!(get("--train-iters"), tokens.div_ceil(planned.7 * 2048), "{out}");
     }
     assert!(expert_plans >= 2, "{expert_plans}");
+    assert!(split_experts >= 1, "no plan with expert-tensor parallelism above 1");
     assert!(
         uneven >= 1 && mla >= 2 && interleaved >= 1 && offload >= 1,
         "uneven {uneven}, MLA {mla}, interleaved {interleaved}, offload {offload}"

@@ -425,3 +425,55 @@ fn hpz_adds_the_secondary_partition() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+/// Megatron expert-tensor parallelism through the binary (issue 21 item 4):
+/// Mixtral-8x7B on 16 GPUs, TP 2, EP 4. `MoELayer` keeps 8 / 4 = 2 experts
+/// per rank (moe_layer.py) and `TEGroupedMLP` splits each over the
+/// expert-TP group (experts.py): with ETP 2 a rank holds one expert's worth
+/// of each MoE layer instead of two — 32 layers × 3 × 4096 × 14336 =
+/// 5,637,144,576 params fewer, × 2 B of bf16 weights = 11,274,289,152 B and
+/// × 4 B of fp32 main grads = 22,548,578,304 B; the master weights shard
+/// over expert-DP 16 / (4 × 2) = 2 instead of 4, the same bytes (±rounding).
+/// The JSON names the ETP; `--etp 4` (EP 4 × ETP 4 = 16 does not divide
+/// 16 ÷ PP 2 = 8 ranks) is refused naming the flag.
+#[test]
+fn megatron_expert_tensor_parallel_splits_each_expert() {
+    let base = [
+        "estimate",
+        "mixtral-8x7b",
+        "--task",
+        "train",
+        "--engine",
+        "megatron",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "16",
+        "--tp",
+        "2",
+        "--ep",
+        "4",
+        "--sp",
+        "--zero",
+        "1",
+    ];
+    let one = json(&[&base[..], &["--etp", "1"]].concat());
+    let two = json(&[&base[..], &["--etp", "2"]].concat());
+    let expert = 32 * 3 * 4096 * 14336u64;
+    assert_eq!(cat(&one, "weights") - cat(&two, "weights"), 2 * expert);
+    assert_eq!(cat(&one, "gradients") - cat(&two, "gradients"), 4 * expert);
+    assert!(cat(&one, "master_weights").abs_diff(cat(&two, "master_weights")) <= 4);
+    assert_eq!(two["workload"]["etp"], 2);
+    // without --etp, EP runs the experts whole: ETP 1, as --emit megatron writes
+    let default = json(&base);
+    assert_eq!(default["workload"]["etp"], 1);
+    assert_eq!(cat(&default, "weights"), cat(&one, "weights"));
+    let o = Command::cargo_bin("vramfit")
+        .unwrap()
+        .args([&base[..], &["--pp", "2", "--etp", "4"]].concat())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--etp 4: Megatron lays the 8 ranks of a pipeline stage"), "{err}");
+}

@@ -58,6 +58,8 @@ pub enum Field {
     Pp,
     /// expert-parallel degree (MoE serving)
     Ep,
+    /// expert-tensor-parallel degree (MoE training under Megatron)
+    Etp,
     /// data-parallel attention groups (MoE serving)
     DpAttention,
     /// ZeRO stage / FSDP strategy
@@ -99,6 +101,7 @@ impl Field {
         Field::Tp,
         Field::Pp,
         Field::Ep,
+        Field::Etp,
         Field::DpAttention,
         Field::Sharding,
         Field::SequenceParallel,
@@ -134,6 +137,7 @@ impl Field {
             Field::Tp => "tp",
             Field::Pp => "pp",
             Field::Ep => "ep",
+            Field::Etp => "etp",
             Field::DpAttention => "dp-attention",
             Field::Sharding => "zero",
             Field::SequenceParallel => "sp",
@@ -248,6 +252,11 @@ pub enum WorkloadError {
         ep: u64,
         reason: String,
     },
+    /// expert-tensor parallelism on a setup that does not run it
+    ExpertTensorParallel {
+        etp: u64,
+        reason: String,
+    },
     /// context parallelism on a setup that does not run it
     ContextParallel {
         cp: u64,
@@ -302,6 +311,7 @@ impl WorkloadError {
             NoLoraTargets | UnknownLoraTarget { .. } | LoraRegex { .. } => Field::LoraTargets,
             Margin { .. } => Field::Margin,
             ExpertParallel { .. } => Field::Ep,
+            ExpertTensorParallel { .. } => Field::Etp,
             DpAttention { .. } => Field::DpAttention,
             ContextParallel { .. } => Field::Cp,
             HybridShard { .. } => Field::DpReplicate,
@@ -384,6 +394,7 @@ impl WorkloadError {
             ),
             Margin { value } => format!("{} {value} is not a fraction between 0 and 10", f(Field::Margin)),
             ExpertParallel { ep, reason } => format!("{} {ep}: {reason}", f(Field::Ep)),
+            ExpertTensorParallel { etp, reason } => format!("{} {etp}: {reason}", f(Field::Etp)),
             ContextParallel { cp, reason } => format!("{} {cp}: {reason}", f(Field::Cp)),
             DpAttention { dp, reason } => format!("{} {dp}: {reason}", f(Field::DpAttention)),
             HybridShard { replicate, reason } => format!("{} {replicate}: {reason}", f(Field::DpReplicate)),

@@ -169,3 +169,117 @@ fn megatron_optimizer_offload_keeps_6_bytes_per_param_on_the_gpu_and_16_over_d_o
     let w = Workload { task: Task::Train(megatron_step()), parallelism: nvme, ..Workload::default() };
     assert_eq!(validate(&spec, &w).unwrap_err().field(), Field::Offload);
 }
+
+/// Expert-tensor parallelism (Megatron `--expert-tensor-parallel-size`):
+/// `MoELayer` keeps `num_moe_experts / ep` local experts
+/// (megatron/core/transformer/moe/moe_layer.py), `TEGroupedMLP` splits each
+/// over the expert-TP group like a TP linear (experts.py, `TEGroupedLinear`
+/// dividing its sizes by the group's size), and the distributed optimizer
+/// shards the experts' states over the expert-data-parallel group, GPUs /
+/// (PP × EP × ETP) (parallel_state.py `initialize_model_parallel`).
+#[test]
+fn expert_tensor_parallel_splits_each_expert_and_shrinks_the_expert_data_parallel_group() {
+    let spec = moe();
+    // 16 GPUs, TP 2, EP 4, ETP 2: DP 8, expert-DP 16 / (4 × 2) = 2
+    let par = Parallelism {
+        gpus: 16,
+        tp: 2,
+        ep: 4,
+        etp: 2,
+        sequence_parallel: true,
+        sharding: Sharding::Zero1,
+        ..Parallelism::default()
+    };
+    assert_eq!(par.expert_dp(), 2);
+    let [w, master, grads, opt] = states(&ledger(&spec, par.clone()));
+    // experts: 32 layers × 8 × 3 × 4096 × 14336 = 45,097,156,608 params; ÷ (EP 4 × ETP 2) = 5,637,144,576
+    let expert_rank = 32 * 8 * 3 * 4096 * 14336u64 / 8;
+    // the dense rest as in the EP-only test: attention, embeddings and head ÷ TP 2, norms and routers whole
+    let dense_rank = 1_342_177_280 / 2 + 262_144_000 / 2 + 266_240 + 1_048_576;
+    let t = expert_rank + dense_rank;
+    // bf16 weights 2 B, fp32 main grads 4 B: same bytes as EP 8 × ETP 1 (8 ranks share the experts either way)
+    assert_eq!(w, 2 * t);
+    assert_eq!(grads, 4 * t);
+    let shard = |bytes_per: u64| {
+        let (v, t) = (u128::from(bytes_per * t), u128::from(t));
+        let part = |n: u64, ranks: u128| (v * u128::from(n)).div_ceil(t).div_ceil(ranks);
+        u64::try_from(part(dense_rank, 8) + part(expert_rank, 2)).unwrap()
+    };
+    assert_eq!(master, shard(4));
+    assert_eq!(opt, shard(8));
+    // ETP 1 on the same EP 4: each rank holds 2 whole experts (twice the expert bytes),
+    // their states over expert-DP 16 / 4 = 4: the sharded master and Adam bytes stay the same
+    let etp1 = Parallelism { etp: 1, ..par.clone() };
+    let [w1, master1, grads1, _] = states(&ledger(&spec, etp1));
+    assert_eq!(w1, 2 * (2 * expert_rank + dense_rank));
+    assert_eq!(grads1, 4 * (2 * expert_rank + dense_rank));
+    assert!(master1.abs_diff(master) <= 4, "{master1} vs {master}");
+    // EP 1 with ETP = TP (unset: Megatron's default) is the plain TP split of the experts
+    let default = Parallelism { ep: 1, etp: 0, ..par.clone() };
+    let explicit = Parallelism { ep: 1, etp: 2, ..par };
+    assert_eq!(states(&ledger(&spec, default)), states(&ledger(&spec, explicit)));
+}
+
+/// The dispatched tokens under ETP: `dispatch_postprocess` all-gathers the
+/// all-to-all's output over the expert-TP group
+/// (megatron/core/transformer/moe/token_dispatcher.py), and the grouped fc1
+/// keeps the gathered input: ETP × the rank's own rows of top-k × hidden.
+#[test]
+fn expert_tensor_parallel_gathers_the_dispatched_tokens() {
+    let spec = moe();
+    let setup = TrainSetup {
+        batch: 1,
+        seq: 4096,
+        checkpointing: vramfit_core::workload::Checkpointing::Selective,
+        ..megatron_step()
+    };
+    let run = |etp| {
+        let par = Parallelism {
+            gpus: 16,
+            tp: 2,
+            ep: 4,
+            etp,
+            sequence_parallel: true,
+            sharding: Sharding::Zero1,
+            ..Parallelism::default()
+        };
+        estimate(&spec, &Workload { task: Task::Train(setup.clone()), parallelism: par, ..Workload::default() })
+            .unwrap()
+            .bytes(Category::Activations)
+    };
+    // ETP 2 − ETP 1: one more copy of each rank's dispatched rows per layer:
+    // 32 layers × (4096 tokens / TP 2) × top-2 × 4096 hidden × 2 B (bf16) = 536,870,912 B
+    assert_eq!(run(2) - run(1), 32 * (4096 / 2) * 2 * 4096 * 2);
+}
+
+#[test]
+fn megatron_refuses_an_expert_grid_it_cannot_lay_out_naming_etp() {
+    let spec = moe();
+    let check = |par: Parallelism| {
+        validate(&spec, &Workload { task: Task::Train(megatron_step()), parallelism: par, ..Workload::default() })
+    };
+    let base = Parallelism { gpus: 16, tp: 2, sequence_parallel: true, ..Parallelism::default() };
+    // ETP 4 × EP 8 = 32 does not divide the 16 ranks of the stage
+    assert_eq!(check(Parallelism { ep: 8, etp: 4, ..base.clone() }).unwrap_err().field(), Field::Etp);
+    // ETP 3 splits neither the 14336 expert columns nor the 16 ranks of the stage
+    assert_eq!(check(Parallelism { etp: 3, ..base.clone() }).unwrap_err().field(), Field::Etp);
+    // a dense model has no experts to split
+    let dense = validate(
+        &mistral(),
+        &Workload {
+            task: Task::Train(megatron_step()),
+            parallelism: Parallelism { etp: 2, ..base.clone() },
+            ..Workload::default()
+        },
+    );
+    assert_eq!(dense.unwrap_err().field(), Field::Etp);
+    // another engine: Megatron's flag
+    let ds = TrainSetup { kind: TrainKind::Full, precision: Precision::MixedBf16, ..TrainSetup::default() };
+    let err = validate(
+        &spec,
+        &Workload { task: Task::Train(ds), parallelism: Parallelism { etp: 2, ..base.clone() }, ..Workload::default() },
+    );
+    assert_eq!(err.unwrap_err().field(), Field::Etp);
+    assert!(check(Parallelism { ep: 4, etp: 2, ..base.clone() }).is_ok());
+    assert!(check(Parallelism { ep: 8, etp: 2, gpus: 16, tp: 2, ..base }).is_ok());
+}

@@ -185,6 +185,7 @@ fn bench(c: &mut Criterion) {
                                 offload_params: vramfit_core::Offload::None,
                                 dp_replicate: 1,
                                 hpz: 1,
+                                etp: 0,
                                 train: Some(TrainKey {
                                     kind: TrainKind::Full,
                                     precision: Precision::MixedBf16,

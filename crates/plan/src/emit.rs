@@ -1450,6 +1450,7 @@ mod tests {
             dp: gpus,
             replicas: 1,
             ep: 1,
+            etp: 0,
             dp_attention: 1,
             virtual_stages: 1,
             sharding,

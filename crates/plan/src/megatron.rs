@@ -117,7 +117,7 @@ fn model_flags(spec: &ModelSpec, seq: u64) -> Vec<String> {
 }
 
 /// The flags of the plan: parallel layout, batch, recompute, precision.
-fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> Vec<String> {
+fn plan_flags(s: &SetupSummary, layers: u64, moe: bool, seq: u64, tokens: Option<u64>) -> Vec<String> {
     let mut a = vec![
         format!("--tensor-model-parallel-size {}", s.tp.max(1)),
         format!("--pipeline-model-parallel-size {}", s.pp.max(1)),
@@ -143,10 +143,14 @@ fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> V
         a.push(format!("--context-parallel-size {}", s.cp));
         a.push("--cp-comm-type p2p".into());
     }
-    if s.ep > 1 {
-        a.push(format!("--expert-model-parallel-size {}", s.ep));
-        // the experts whole on each EP rank, as planned (Megatron's default is the TP size)
-        a.push("--expert-tensor-parallel-size 1".into());
+    if moe {
+        // written either way: Megatron's default when the flag is absent is the TP size
+        // (megatron/training/arguments.py `validate_args`:
+        // `args.expert_tensor_parallel_size = args.tensor_model_parallel_size`)
+        if s.ep > 1 {
+            a.push(format!("--expert-model-parallel-size {}", s.ep));
+        }
+        a.push(format!("--expert-tensor-parallel-size {}", expert_tp(s)));
     }
     if s.sharding == Sharding::Zero1 {
         a.push("--use-distributed-optimizer".into());
@@ -192,13 +196,25 @@ fn plan_flags(s: &SetupSummary, layers: u64, seq: u64, tokens: Option<u64>) -> V
     a
 }
 
+/// The plan's expert-tensor-parallel degree: its own, else what the
+/// memory was sized with ([`vramfit_core::Parallelism::expert_tp`]: TP
+/// without expert parallelism, 1 with it).
+fn expert_tp(s: &SetupSummary) -> u64 {
+    match s.etp {
+        0 if s.ep > 1 => 1,
+        0 => s.tp.max(1),
+        e => e,
+    }
+}
+
 /// `megatron_plan.sh` for the plan `s` (checked by the caller).
 pub fn script(s: &SetupSummary, t: &Script) -> String {
     let nodes = t.machines.max(1);
     let per_node = (s.gpus / nodes).max(1);
     let seq = t.seq.max(1);
     let mut flags = model_flags(t.spec, seq);
-    flags.extend(plan_flags(s, t.spec.num_layers, seq, t.tokens));
+    let moe = t.spec.moe.as_ref().is_some_and(|m| m.num_experts > 0 && t.spec.moe_layers() > 0);
+    flags.extend(plan_flags(s, t.spec.num_layers, moe, seq, t.tokens));
     flags.push("--tokenizer-type HuggingFaceTokenizer".into());
     flags.push(format!("--tokenizer-model {}", t.tokenizer));
     flags.push("--data-path $DATA_PATH".into());
@@ -217,7 +233,11 @@ pub fn script(s: &SetupSummary, t: &Script) -> String {
         s.tp.max(1),
         s.pp.max(1),
         s.dp.max(1),
-        if s.ep > 1 { format!(", experts over EP {}", s.ep) } else { String::new() }
+        if s.ep > 1 || s.etp > 0 {
+            format!(", experts over EP {} x ETP {}", s.ep.max(1), expert_tp(s))
+        } else {
+            String::new()
+        }
     );
     if let Some(line) = stage_line(t.spec.num_layers, s) {
         let _ = writeln!(o, "# {line}");

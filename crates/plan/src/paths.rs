@@ -36,6 +36,7 @@ fn pinned_layout(w: &Workload, one_gpu: bool) -> Option<Parallelism> {
         || p.tp > 1
         || p.pp > 1
         || p.ep > 1
+        || p.etp > 0
         || p.dp_attention > 1
         || p.sharding != Sharding::None
         || p.offload_optimizer != Offload::None
@@ -63,6 +64,9 @@ fn layout_words(p: &Parallelism, one_gpu: bool) -> String {
     }
     if p.ep > 1 {
         parts.push(format!("EP {}", p.ep));
+    }
+    if p.etp > 1 {
+        parts.push(format!("ETP {}", p.etp));
     }
     if p.dp_attention > 1 {
         parts.push(format!("DP-attention {}", p.dp_attention));

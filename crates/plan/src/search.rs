@@ -265,6 +265,7 @@ impl<'a> Search<'a> {
             tp: key.tp,
             pp: key.pp,
             ep: key.ep,
+            etp: key.etp,
             dp_attention: key.dp_attention,
             virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
@@ -355,6 +356,7 @@ impl<'a> Search<'a> {
             pp: key.pp,
             // expert parallelism in training: Megatron's (`train_expert_variants`)
             ep: key.ep,
+            etp: key.etp,
             dp_attention: 1,
             virtual_stages: key.virtual_stages.max(1),
             sharding: key.sharding,
@@ -883,7 +885,7 @@ impl<'a> Search<'a> {
                                 let layers = if kind == TrainKind::Full { self.model.num_layers } else { 0 };
                                 for v in pipeline_schedules(layers, l.pp) {
                                     // hybrid sharding is searched without context parallelism
-                                    for (ep, dp_replicate, hpz) in self
+                                    for ((ep, etp), dp_replicate, hpz) in self
                                         .train_variants(gpus, l)
                                         .into_iter()
                                         .filter(|&(_, r, h)| cp == 1 || (r == 1 && h == 1))
@@ -907,6 +909,7 @@ impl<'a> Search<'a> {
                                                     offload_params: l.offload_params,
                                                     dp_replicate,
                                                     hpz,
+                                                    etp,
                                                     train: Some(TrainKey {
                                                         kind,
                                                         precision,
@@ -971,6 +974,7 @@ impl<'a> Search<'a> {
                             offload_params: Offload::None,
                             dp_replicate: 1,
                             hpz: 1,
+                            etp: 0,
                             train: None,
                             infer: Some(InferKey { quant_bits: q, kv_dtype: kv }),
                             cp: 1,
@@ -1029,22 +1033,23 @@ impl<'a> Search<'a> {
         v
     }
 
-    /// (EP, HSDP replicas, hpZ group) variants of a training layout `l` on
-    /// `gpus`: the expert-parallel degrees ([`Self::train_expert_variants`])
-    /// with plain sharding, then the hybrid-sharded variants
-    /// ([`Self::hybrid_replicas`]) and DeepSpeed ZeRO++ hpZ ([`Self::hpz_groups`]).
-    fn train_variants(&self, gpus: u64, l: &Layout) -> Vec<(u64, u64, u64)> {
-        let mut v: Vec<(u64, u64, u64)> =
-            self.train_expert_variants(gpus, l).into_iter().map(|ep| (ep, 1, 1)).collect();
-        if v.contains(&(1, 1, 1)) {
-            v.extend(self.hybrid_replicas(gpus, l).into_iter().map(|r| (1, r, 1)));
-            v.extend(self.hpz_groups(gpus, l).into_iter().map(|h| (1, 1, h)));
+    /// ((EP, ETP), HSDP replicas, hpZ group) variants of a training layout `l`
+    /// on `gpus`: the expert grids ([`Self::train_expert_variants`]) with plain
+    /// sharding, then the hybrid-sharded variants ([`Self::hybrid_replicas`])
+    /// and DeepSpeed ZeRO++ hpZ ([`Self::hpz_groups`]).
+    fn train_variants(&self, gpus: u64, l: &Layout) -> Vec<((u64, u64), u64, u64)> {
+        let grids = self.train_expert_variants(gpus, l);
+        let plain = grids.iter().find(|&&(ep, _)| ep == 1).copied();
+        let mut v: Vec<((u64, u64), u64, u64)> = grids.into_iter().map(|g| (g, 1, 1)).collect();
+        if let Some(g) = plain {
+            v.extend(self.hybrid_replicas(gpus, l).into_iter().map(|r| (g, r, 1)));
+            v.extend(self.hpz_groups(gpus, l).into_iter().map(|h| (g, 1, h)));
         }
         if let Some(p) = &self.pinned {
             v.retain(|&(_, r, h)| r == p.dp_replicate.max(1) && h == p.hpz.max(1));
             if v.is_empty() && (p.dp_replicate > 1 || p.hpz > 1) {
                 // the user's hybrid or hpZ layout, estimated as given (`allowed` places it)
-                v.push((1, p.dp_replicate.max(1), p.hpz.max(1)));
+                v.push(((1, 0), p.dp_replicate.max(1), p.hpz.max(1)));
             }
         }
         v
@@ -1115,28 +1120,59 @@ impl<'a> Search<'a> {
         v
     }
 
-    /// Expert-parallel degrees tried for a training layout `l` on `gpus`: 1, and
-    /// under Megatron for a MoE model the largest EP that divides both the routed
-    /// experts and the ranks of a pipeline stage (`--num-experts` a multiple of
-    /// `--expert-model-parallel-size`, expert-tensor-parallel 1), and the largest
-    /// such EP within 8 ranks (one NVLink machine: the all-to-alls stay on
-    /// NVLink). A pinned `--ep` keeps only itself.
-    fn train_expert_variants(&self, gpus: u64, l: &Layout) -> Vec<u64> {
+    /// (EP, ETP) grids tried for a training layout `l` on `gpus`: (1, 0) — the
+    /// experts split by TP, Megatron's default — and under Megatron for a MoE
+    /// model, for expert-tensor-parallel 1 and TP (Megatron's two common
+    /// choices: experts whole on each EP rank, or split like the dense
+    /// linears), the largest EP that divides the routed experts and the
+    /// stage's ranks ÷ ETP (`--num-experts` a multiple of
+    /// `--expert-model-parallel-size`; ETP × EP × expert-DP = the stage's ranks,
+    /// parallel_state.py `initialize_model_parallel`), and the largest such EP
+    /// with EP × ETP within 8 ranks (one NVLink machine: the all-to-alls stay
+    /// on NVLink; `validate::megatron_expert_grid` checks the rest). A pinned
+    /// layout keeps its own EP and ETP.
+    fn train_expert_variants(&self, gpus: u64, l: &Layout) -> Vec<(u64, u64)> {
         let experts = self.model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
         let stage = gpus / l.pp.max(1);
-        let mut v = vec![1];
+        let tp = l.tp.max(1);
+        let mut v = vec![(1, 0)];
         if self.megatron() && experts > 1 {
-            let fits = |e: &u64| experts.is_multiple_of(*e) && stage.is_multiple_of(*e);
-            for cap in [stage, 8] {
-                if let Some(e) = (2..=cap.min(experts)).rev().find(fits) {
-                    if !v.contains(&e) {
-                        v.push(e);
+            for etp in [1, tp] {
+                // the EP ranks of one expert-TP slot: the stage's ranks ÷ ETP
+                let ranks = stage / etp;
+                let fits = |e: &u64| experts.is_multiple_of(*e) && ranks.is_multiple_of(*e);
+                for cap in [ranks, (8 / etp).max(1)] {
+                    let Some(e) = (2..=cap.min(experts)).rev().find(fits) else { continue };
+                    if !v.contains(&(e, etp)) {
+                        v.push((e, etp));
                     }
                 }
             }
         }
         match &self.pinned {
-            Some(p) => v.into_iter().filter(|&e| e == p.ep.max(1)).collect(),
+            Some(p) => {
+                let want = (p.ep.max(1), p.expert_tp());
+                let resolved = |&(e, t): &(u64, u64)| {
+                    (
+                        e,
+                        if t == 0 {
+                            if e > 1 {
+                                1
+                            } else {
+                                tp
+                            }
+                        } else {
+                            t
+                        },
+                    )
+                };
+                let mut kept: Vec<(u64, u64)> = v.iter().filter(|g| resolved(g) == want).copied().collect();
+                if kept.is_empty() {
+                    // the user's expert grid, estimated as given (validate refuses a bad one)
+                    kept.push((p.ep.max(1), p.etp));
+                }
+                kept
+            }
             None => v,
         }
     }

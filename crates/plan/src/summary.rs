@@ -68,6 +68,12 @@ pub struct SetupSummary {
     /// inference, MoE: routed experts split whole over this many ranks (absent: 1)
     #[serde(skip_serializing_if = "is_one")]
     pub ep: u64,
+    /// training, MoE under Megatron with expert parallelism or an explicit
+    /// `--etp`: the expert-tensor-parallel degree, each routed expert split
+    /// over this many ranks (Megatron `--expert-tensor-parallel-size`; absent:
+    /// the experts split by TP, Megatron's default)
+    #[serde(skip_serializing_if = "is_zero")]
+    pub etp: u64,
     /// inference, MoE: data-parallel attention groups within the TP ranks (absent: 1)
     #[serde(skip_serializing_if = "is_one")]
     pub dp_attention: u64,
@@ -115,6 +121,10 @@ impl SetupSummary {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 fn is_one(v: &u64) -> bool {
     *v == 1
 }
@@ -146,6 +156,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
         dp,
         replicas: 1,
         ep: p.ep.max(1),
+        etp: 0,
         dp_attention: p.dp_attention.max(1),
         virtual_stages: if p.pp > 1 { p.virtual_stages.max(1) } else { 1 },
         sharding: Sharding::None,
@@ -172,6 +183,7 @@ pub fn summarize(w: &Workload) -> SetupSummary {
             offload_params: p.offload_params,
             dp_replicate: p.dp_replicate.max(1),
             hpz: p.hpz.max(1),
+            etp: if p.ep > 1 || p.etp > 0 { p.expert_tp() } else { 0 },
             ..common
         },
         Task::Inference(s) => SetupSummary {

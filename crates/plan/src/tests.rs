@@ -462,6 +462,7 @@ proptest! {
             offload_params: off_par,
             dp_replicate,
             hpz,
+            etp: 0,
             train: Some(TrainKey {
                 kind: [TrainKind::Full, TrainKind::Lora, TrainKind::Qlora][kind],
                 precision: Precision::ALL[precision],
@@ -519,6 +520,7 @@ fn fast_path_grid_matches_estimate() {
                             offload_params: p,
                             dp_replicate: 1,
                             hpz: 1,
+                            etp: 0,
                             train: Some(TrainKey {
                                 kind,
                                 precision,
@@ -640,4 +642,55 @@ fn dp_attention_reads_fewer_bytes_per_rank_at_concurrency_64() {
     let kv_saved = 64.0 * 8192.0 * 8.0 * 288.0 * 2.0 * 7.0 / 8.0;
     assert!(dpa < tp - 0.5 * kv_saved, "DP-attention {dpa} vs TP {tp}");
     assert_eq!(dpa_a2a, 8.0 * 2048.0 * 2.0 * 8.0 * 7.0 / 8.0 * 2.0 * 7.0);
+}
+
+/// Megatron MoE training: the search tries each EP with expert-tensor-parallel
+/// 1 and TP (Megatron's two common choices) where ETP × EP divides the ranks of
+/// a pipeline stage (parallel_state.py `initialize_model_parallel`), and only
+/// EP 1 keeps the experts split by TP (etp 0: Megatron's default ETP = TP).
+#[test]
+fn megatron_moe_search_tries_expert_tensor_parallel_one_and_tp() {
+    let mut m = ModelSpec::llama_like("moe", 1024, 8, 16, 4, 2816, 32000);
+    m.moe = Some(vramfit_core::model::MoeSpec {
+        num_experts: 8,
+        experts_per_token: 2,
+        expert_intermediate: 2816,
+        shared_experts: 0,
+        shared_intermediate: 0,
+        shared_expert_gate: false,
+        dense_layers: 0,
+        router_bias: false,
+        router_linear_bias: false,
+    });
+    let t = TrainSetup {
+        kind: vramfit_core::train::TrainKind::Full,
+        precision: vramfit_core::train::Precision::MixedBf16,
+        seq: 1024,
+        ..TrainSetup::default()
+    }
+    .with_engine(vramfit_core::workload::Engine::Megatron);
+    let w = Workload { task: vramfit_core::workload::Task::Train(t), ..Workload::default() };
+    let g = gpus();
+    let book = PriceBook { offers: vec![offer("nv", "g48", 8, 8, true, 10.0)], discounts: vec![], upgrades: vec![] };
+    let tm = TimeModel::default();
+    let s = Search::new(&m, &w, &g, &book, &tm, Job::None, Allow::default());
+    let keys: Vec<MemKey> = s.key_groups(8).into_iter().flatten().collect();
+    let grids = |tp: u64, pp: u64| {
+        let mut v: Vec<(u64, u64)> = keys.iter().filter(|k| k.tp == tp && k.pp == pp).map(|k| (k.ep, k.etp)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    // TP 2 on 8 GPUs, a stage of 8 ranks: ETP 1 with EP 8; ETP 2 with EP 4 (8 ÷ 2 ranks per slot)
+    assert_eq!(grids(2, 1), vec![(1, 0), (4, 2), (8, 1)]);
+    // TP 2 × PP 2, a stage of 4 ranks: EP 4 × ETP 1, EP 2 × ETP 2
+    assert_eq!(grids(2, 2), vec![(1, 0), (2, 2), (4, 1)]);
+    // TP 1: ETP 1 is TP
+    assert_eq!(grids(1, 2), vec![(1, 0), (4, 1)]);
+    // TP 2 × PP 4, a stage of 2 ranks: EP 2 × ETP 1 only (EP 1 × ETP 2 is the (1, 0) default)
+    assert_eq!(grids(2, 4), vec![(1, 0), (2, 1)]);
+    // every key with EP names its ETP; each is a layout Megatron lays out
+    for k in keys.iter().filter(|k| k.ep > 1) {
+        assert!(k.etp >= 1 && (k.gpus / k.pp).is_multiple_of(k.ep * k.etp), "{k:?}");
+    }
 }

@@ -278,6 +278,14 @@ pub struct TrainWork {
     /// expert-parallel degree (the all-to-all group; 1: none)
     #[serde(default = "one")]
     pub ep: f64,
+    /// expert-tensor-parallel degree (Megatron `--expert-tensor-parallel-size`;
+    /// its ranks sit next to each other in the expert grid, `tp-ep-dp-pp`)
+    #[serde(default = "one")]
+    pub etp: f64,
+    /// bytes one GPU sends per step in the expert-TP group's all-gathers and
+    /// reduce-scatters of the dispatched tokens ([`crate::work::train_etp_bytes`]); 0 without
+    #[serde(default)]
+    pub etp_bytes_per_step: f64,
     /// the FLOP-weighted mean of 1 / tiles over a layer's per-GPU GEMMs
     /// ([`GemmShapes::new`]; dense transformers): all the GEMM-shape rule needs
     /// per candidate, kept as one number so the search's memo stays small.
@@ -389,8 +397,12 @@ impl TimeModel {
         // between machines each GPU has its share of the fabric
         let pp_bw = if w.machines > 1.0 { dev.inter_bw.unwrap_or(dev.intra_bw) } else { dev.intra_bw };
         let pp_comm = w.pp_bytes_per_step / pp_bw;
-        let comm =
-            exposed_dp + tp_comm + pp_comm + self.train_all_to_all_s(w, dev) + self.context_parallel_s(w, dev, compute);
+        let comm = exposed_dp
+            + tp_comm
+            + pp_comm
+            + self.train_all_to_all_s(w, dev)
+            + self.expert_tp_s(w, dev)
+            + self.context_parallel_s(w, dev, compute);
         let total = compute + bubble + comm + offload;
         let mfu = if total > 0.0 && dev.flops > 0.0 {
             w.model_flops_per_token * w.tokens_per_step / (w.gpus * dev.flops * total)
@@ -687,12 +699,28 @@ impl TimeModel {
             return 0.0;
         }
         let per_machine = (w.gpus / w.machines.max(1.0)).max(1.0);
-        let (bw, lat) = if w.ep <= per_machine || dev.inter_bw.is_none() {
+        // an EP group's ranks are ETP apart in Megatron's expert grid (`tp-ep-dp-pp`)
+        let (bw, lat) = if w.ep * w.etp.max(1.0) <= per_machine || dev.inter_bw.is_none() {
             (dev.intra_bw, if dev.link == Link::Nvlink { NVLINK_ALLREDUCE_S } else { PCIE_ALLREDUCE_S })
         } else {
             (dev.inter_bw.unwrap_or(dev.intra_bw), PCIE_ALLREDUCE_S)
         };
         w.a2a_per_step * lat + w.a2a_bytes_per_step / bw
+    }
+
+    /// Seconds of a training step's expert-tensor-parallel collectives: the
+    /// all-gather of the dispatched tokens before the experts and the
+    /// reduce-scatter of their outputs (`dispatch_postprocess` /
+    /// `combine_preprocess`, megatron/core/transformer/moe/token_dispatcher.py),
+    /// on the critical path like TP's; over NVLink while the ETP group (the
+    /// fastest axis of the expert grid) fits one machine, else the fabric.
+    pub fn expert_tp_s(&self, w: &TrainWork, dev: &Device) -> f64 {
+        if w.etp_bytes_per_step <= 0.0 {
+            return 0.0;
+        }
+        let per_machine = (w.gpus / w.machines.max(1.0)).max(1.0);
+        let bw = if w.etp <= per_machine { dev.intra_bw } else { dev.inter_bw.unwrap_or(dev.intra_bw) };
+        w.etp_bytes_per_step / bw
     }
 
     /// Seconds of a decode step's expert all-to-alls (data-parallel
@@ -737,6 +765,8 @@ mod tests {
             a2a_per_step: 0.0,
             a2a_bytes_per_step: 0.0,
             ep: 1.0,
+            etp: 1.0,
+            etp_bytes_per_step: 0.0,
             gemm_inverse_tiles: None,
             cp: 1.0,
             cp_bytes_per_step: 0.0,
@@ -844,6 +874,35 @@ mod tests {
         let with = tm.train_step(&w, &dev, None).comm_s;
         w.a2a_per_step = 0.0;
         assert!((with - tm.train_step(&w, &dev, None).comm_s - expect).abs() < 1e-12);
+    }
+
+    /// The expert-TP group's all-gathers and reduce-scatters (token_dispatcher.py
+    /// `dispatch_postprocess` / `combine_preprocess`): 4.5e9 bytes per step over A100
+    /// NVLink (225 GB/s effective) = 0.02 s, added to the step's communication; an
+    /// ETP group wider than a machine's 8 GPUs pays the fabric (here none: NVLink).
+    /// The EP all-to-all leaves NVLink once EP × ETP spans more than a machine.
+    #[test]
+    fn expert_tensor_parallel_collectives_by_hand() {
+        let tm = TimeModel::default();
+        let dev = tm.device(&a100(), Link::Nvlink, 1.0, Some(25.0), PeakKind::Bf16);
+        let w = TrainWork {
+            flops_per_token: 1.0,
+            model_flops_per_token: 1.0,
+            tokens_per_step: 1.0,
+            gpus: 16.0,
+            machines: 2.0,
+            etp: 2.0,
+            etp_bytes_per_step: 4.5e9,
+            ..work()
+        };
+        assert!((tm.expert_tp_s(&w, &dev) - 4.5e9 / 225e9).abs() < 1e-12);
+        let none = TrainWork { etp_bytes_per_step: 0.0, ..w };
+        let with = tm.train_step(&w, &dev, None).comm_s;
+        assert!((with - tm.train_step(&none, &dev, None).comm_s - 0.02).abs() < 1e-12);
+        // EP 8 × ETP 2 = 16 ranks over 2 machines of 8: the all-to-all crosses the fabric
+        let a2a = TrainWork { a2a_per_step: 1.0, a2a_bytes_per_step: 1e9, ep: 8.0, ..w };
+        let inside = TrainWork { etp: 1.0, ..a2a };
+        assert!(tm.train_all_to_all_s(&a2a, &dev) > tm.train_all_to_all_s(&inside, &dev));
     }
 
     /// Context parallelism's ring by hand: 9e9 bytes per step over A100 NVLink

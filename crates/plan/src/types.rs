@@ -96,6 +96,9 @@ pub struct MemKey {
     /// inference, MoE served by vLLM/SGLang: routed experts split whole over
     /// this many ranks (= tp; 1: split by TP like any linear)
     pub ep: u64,
+    /// training, MoE under Megatron: expert-tensor-parallel degree
+    /// ([`vramfit_core::Parallelism::etp`]; 0: unset, TP without EP, 1 with it)
+    pub etp: u64,
     /// inference: data-parallel attention groups within the tp ranks (1: none)
     pub dp_attention: u64,
     pub sharding: Sharding,

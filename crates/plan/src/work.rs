@@ -248,6 +248,8 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         a2a_per_step: train_all_to_alls(spec, par) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
+        etp: par.expert_tp() as f64,
+        etp_bytes_per_step: train_etp_bytes(spec, t, par) * k,
         gemm_inverse_tiles: gemm_shapes(spec, t, kind, par).map(|g| g.inverse_tiles),
         cp,
         cp_bytes_per_step: train_cp_bytes(spec, t, par) * k,
@@ -447,6 +449,30 @@ pub fn train_all_to_all_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelis
     tokens * spec.hidden_size as f64 * t.precision.compute_dtype().bytes_f64() * fanout * alls
 }
 
+/// Bytes one GPU sends per micro-batch in the expert-tensor-parallel group's
+/// collectives under Megatron: per MoE layer of its stage, the all-gather of
+/// the tokens it received by all-to-all before the experts and the
+/// reduce-scatter of the experts' outputs after them
+/// (`MoEAlltoAllTokenDispatcher.dispatch_postprocess` /
+/// `combine_preprocess`, megatron/core/transformer/moe/token_dispatcher.py,
+/// over `pg_collection.expt_tp`), and their two transposes in backward: four
+/// ring collectives, each sending (ETP − 1) × the rank's own rows — its
+/// tokens (the micro-batch's ÷ TP under sequence parallelism) × top-k —
+/// × hidden × activation bytes; × 1.5 under full recompute (its forward
+/// repeats them, as [`train_work`]'s TP traffic). Megatron's default (EP 1,
+/// ETP = TP) runs them too; 0 with ETP 1, a dense model or another engine.
+pub fn train_etp_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> f64 {
+    let etp = par.expert_tp() as f64;
+    let moe = spec.moe.as_ref().filter(|m| m.num_experts > 0 && spec.moe_layers() > 0);
+    let Some(moe) = moe.filter(|_| etp > 1.0 && t.engine == vramfit_core::workload::Engine::Megatron) else {
+        return 0.0;
+    };
+    let layers = spec.moe_layers() as f64 / par.pp.max(1) as f64;
+    let rows = (t.batch * t.seq) as f64 / par.cp.max(1) as f64 / par.tp.max(1) as f64 * moe.experts_per_token as f64;
+    let recompute = if t.checkpointing == Checkpointing::Full { 1.5 } else { 1.0 };
+    4.0 * layers * (etp - 1.0) * rows * spec.hidden_size as f64 * t.precision.compute_dtype().bytes_f64() * recompute
+}
+
 #[cfg(test)]
 mod fp8_tests {
     use super::*;
@@ -459,5 +485,57 @@ mod fp8_tests {
     fn fp8_casts_count_every_decoder_linear() {
         let spec = ModelSpec::llama_like("small", 512, 4, 8, 2, 1376, 32000);
         assert_eq!(fp8_cast_bytes_per_token(&spec), 251_776.0);
+    }
+}
+
+#[cfg(test)]
+mod etp_tests {
+    use super::*;
+    use vramfit_core::model::MoeSpec;
+    use vramfit_core::train::Precision;
+    use vramfit_core::workload::Engine;
+
+    /// Mistral's shape with 8 experts of 14336, top-2, in all 32 layers.
+    fn moe() -> ModelSpec {
+        let mut m = ModelSpec::llama_like("moe-8x7b", 4096, 32, 32, 8, 14336, 32000);
+        m.moe = Some(MoeSpec {
+            num_experts: 8,
+            experts_per_token: 2,
+            expert_intermediate: 14336,
+            shared_experts: 0,
+            shared_intermediate: 0,
+            shared_expert_gate: false,
+            dense_layers: 0,
+            router_bias: false,
+            router_linear_bias: false,
+        });
+        m
+    }
+
+    /// The ETP collectives by hand (token_dispatcher.py: all-gather before the
+    /// experts, reduce-scatter after, and their transposes in backward).
+    #[test]
+    fn expert_tp_bytes_by_hand() {
+        let t = TrainSetup {
+            kind: TrainKind::Full,
+            precision: Precision::MixedBf16,
+            batch: 1,
+            seq: 4096,
+            checkpointing: Checkpointing::Selective,
+            ..TrainSetup::default()
+        }
+        .with_engine(Engine::Megatron);
+        let par =
+            Parallelism { gpus: 16, tp: 2, pp: 2, ep: 4, etp: 2, sequence_parallel: true, ..Parallelism::default() };
+        // 4 collectives × 16 MoE layers per stage × (ETP 2 − 1) × (4096 / TP 2 × top-2 = 4096 rows)
+        // × 4096 hidden × 2 B = 64 × 33,554,432 = 2,147,483,648 B per micro-batch
+        assert_eq!(train_etp_bytes(&moe(), &t, &par), 2_147_483_648.0);
+        // ETP 1: the experts whole, nothing gathered
+        assert_eq!(train_etp_bytes(&moe(), &t, &Parallelism { etp: 1, ..par.clone() }), 0.0);
+        // EP 1 with Megatron's default ETP = TP 2 gathers the same
+        assert_eq!(train_etp_bytes(&moe(), &t, &Parallelism { ep: 1, etp: 0, ..par.clone() }), 2_147_483_648.0);
+        // another engine does not run Megatron's dispatcher
+        let ds = TrainSetup { engine: Engine::Deepspeed, ..t.clone() };
+        assert_eq!(train_etp_bytes(&moe(), &ds, &par), 0.0);
     }
 }

@@ -111,6 +111,11 @@ pub struct WorkloadInfo {
     /// expert-parallel degree of a MoE model's routed experts (absent: 1)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ep: Option<u64>,
+    /// expert-tensor-parallel degree of the routed experts (Megatron
+    /// `--expert-tensor-parallel-size`): present with expert parallelism in
+    /// training or an explicit `--etp`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etp: Option<u64>,
     /// data-parallel attention groups of a MoE serving layout (absent: 1)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dp_attention: Option<u64>,
@@ -317,6 +322,7 @@ impl From<&Workload> for WorkloadInfo {
             pp: par.pp,
             dp: par.dp(),
             ep: Some(par.ep).filter(|&e| e > 1),
+            etp: (par.etp > 0 || (par.ep > 1 && matches!(w.task, Task::Train(_)))).then(|| par.expert_tp()),
             dp_attention: Some(par.dp_attention).filter(|&d| d > 1),
             engine_version: None,
             settings: BTreeMap::new(),
@@ -492,8 +498,12 @@ impl EstimateReport {
             w.cp.map(|c| format!(" × CP {c}")).unwrap_or_default(),
             w.pp,
             w.dp,
-            w.ep.map(|e| format!(", experts over EP {e}")).unwrap_or_default()
-                + &w.dp_attention.map(|d| format!(", attention over DP {d}")).unwrap_or_default()
+            match (w.ep, w.etp) {
+                (Some(e), Some(t)) if t > 1 => format!(", experts over EP {e} × ETP {t}"),
+                (None, Some(t)) => format!(", experts over ETP {t}"),
+                (Some(e), _) => format!(", experts over EP {e}"),
+                _ => String::new(),
+            } + &w.dp_attention.map(|d| format!(", attention over DP {d}")).unwrap_or_default()
         );
         let _ = writeln!(out, "{wl}");
         if m.params_trainable > 0 && m.params_trainable != m.params_total {

@@ -174,6 +174,10 @@ fn setup_words(r: &PlanRow) -> String {
     if s.ep > 1 {
         parts.push(format!("EP {}", s.ep));
     }
+    if s.etp > 1 {
+        // Megatron expert-tensor parallelism: each routed expert split over etp ranks
+        parts.push(format!("ETP {}", s.etp));
+    }
     if s.dp_attention > 1 {
         parts.push(format!("DP-attn {}", s.dp_attention));
     }

@@ -87,6 +87,7 @@ mod tests {
             pp: 1,
             dp: 1,
             ep: None,
+            etp: None,
             dp_attention: None,
             engine_version: None,
             settings: Default::default(),

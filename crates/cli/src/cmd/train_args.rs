@@ -220,6 +220,11 @@ pub struct TrainArgs {
     /// sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP [default: 1]
     #[arg(long, value_name = "N")]
     pub cp: Option<u64>,
+    /// Expert-tensor-parallel degree of a MoE model under --engine megatron
+    /// (--expert-tensor-parallel-size): each routed expert split over N ranks like a TP linear;
+    /// ETP × EP must divide GPUs ÷ PP [default: TP without --ep, 1 with it]
+    #[arg(long, value_name = "N")]
+    pub etp: Option<u64>,
 }
 
 /// Where each workload value came from, to name it in an error: the flag
@@ -405,6 +410,7 @@ impl TrainArgs {
             ("--optimizer-in-backward", self.optimizer_in_backward),
             ("--activation-offload", self.activation_offload),
             ("--cp", self.cp.is_some()),
+            ("--etp", self.etp.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, given)| given.then_some(name))
@@ -494,6 +500,7 @@ impl TrainArgs {
             tp: common.tp,
             pp: common.pp,
             ep: common.ep,
+            etp: self.etp.unwrap_or(0),
             dp_attention: 1,
             virtual_stages: 1,
             sharding,

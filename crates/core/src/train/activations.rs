@@ -404,6 +404,25 @@ fn megatron_dispatched_bytes(spec: &ModelSpec, setup: &TrainSetup, act: u64) -> 
     }
 }
 
+/// Saved bytes per token per layer on one GPU that expert-tensor parallelism
+/// adds to [`ActProfile::moe_dispatched`]'s share: with an expert-TP group of
+/// `etp` ranks, `MoEAlltoAllTokenDispatcher.dispatch_postprocess` all-gathers
+/// the tokens each rank received by all-to-all over that group
+/// (`gather_from_sequence_parallel_region(global_input_tokens,
+/// group=self.tp_group)`, megatron/core/transformer/moe/token_dispatcher.py,
+/// `tp_group = pg_collection.expt_tp`), and the grouped fc1, split by columns
+/// over the group, keeps the gathered input for its weight gradient: `etp`
+/// times the rows of the rank's own tokens (the micro-batch's ÷ TP under
+/// sequence parallelism). The fc1 outputs and fc2 inputs keep their size
+/// (etp × the rows, each 1/etp of the width). Megatron's default (EP 1,
+/// ETP = TP) gathers TP times. 0 without Megatron's MoE or with ETP 1.
+pub fn expert_gather_bytes_per_token(ap: &ActProfile, tp: u64, etp: u64) -> Result<u64, CoreError> {
+    if ap.moe_dispatched == 0 || etp <= 1 {
+        return Ok(0);
+    }
+    Ok(div_ceil(mul("expert-TP gathered tokens", ap.moe_dispatched, etp - 1)?, tp.max(1)))
+}
+
 /// Falcon-H1's Mamba-2 branch, which runs beside attention in every layer
 /// (`FalconH1DecoderLayer`), so an attention-shaped layer misses it: the
 /// in_proj input (`hidden_states * ssm_in_multiplier`, a tensor of its own),

@@ -8,7 +8,9 @@
 //! sum; the ledger (`super::ledger`) prints exactly the lines of the winning
 //! moment, so its tensor total is the peak by construction.
 
-use super::activations::{act_profile, layer_bytes_per_token, loss_forward_bytes, loss_grad_rows, ActProfile};
+use super::activations::{
+    act_profile, expert_gather_bytes_per_token, layer_bytes_per_token, loss_forward_bytes, loss_grad_rows, ActProfile,
+};
 use super::profile::{ModelStates, TrainProfile};
 use crate::error::CoreError;
 use crate::ledger::Phase;
@@ -440,7 +442,11 @@ impl TrainModel {
         let seq = local_seq(setup, par);
         let tokens = mul("tokens", setup.batch, seq)?;
         let in_flight = in_flight_micro_batches(pp, par.virtual_stages, setup.grad_accum);
-        let full_layer = layer_bytes_per_token(ap, seq, tp, sp, setup.checkpointing)?;
+        let full_layer = add(
+            "activations per token",
+            layer_bytes_per_token(ap, seq, tp, sp, setup.checkpointing)?,
+            expert_gather_bytes_per_token(ap, tp, par.expert_tp())?,
+        )?;
         let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {
             Checkpointing::Full => input,

@@ -180,9 +180,11 @@ impl Lines<'_> {
         let megatron = self.setup.framework().megatron_mixed_precision;
         if megatron && dp > 1 && self.par.sharding.stage() >= stage {
             let ep = self.par.ep.max(1);
-            let edp = (self.par.gpus / self.par.pp.max(1).saturating_mul(ep)).max(1);
-            let experts = if ep > 1 {
+            let edp = self.par.expert_dp();
+            let experts = if ep > 1 && self.par.expert_tp() == 1 {
                 format!("; the routed experts' share ÷ expert-DP {edp} = GPUs / (PP × EP)")
+            } else if ep > 1 || self.par.expert_tp() != self.par.tp.max(1) {
+                format!("; the routed experts' share ÷ expert-DP {edp} = GPUs / (PP × EP × ETP)")
             } else {
                 String::new()
             };
@@ -264,10 +266,18 @@ impl Lines<'_> {
                 .term("params_total", prof.params_total)
                 .term(
                     "layout",
-                    if self.par.ep > 1 {
+                    if self.par.ep > 1 && self.par.expert_tp() == 1 {
                         format!(
                             "per GPU after TP {} × PP {} (worst stage); the routed experts whole, ÷ EP {} (expert-tensor-parallel 1)",
                             self.par.tp, self.par.pp, self.par.ep
+                        )
+                    } else if self.par.ep > 1 || self.par.expert_tp() != self.par.tp.max(1) {
+                        format!(
+                            "per GPU after TP {} × PP {} (worst stage); the routed experts ÷ EP {} × ETP {}",
+                            self.par.tp,
+                            self.par.pp,
+                            self.par.ep.max(1),
+                            self.par.expert_tp()
                         )
                     } else {
                         format!("per GPU after TP {} × PP {} (worst stage)", self.par.tp, self.par.pp)
@@ -493,6 +503,13 @@ impl Lines<'_> {
                 "of which MoE tokens dispatched to the experts (Megatron: top-k × hidden × activation bytes, the grouped fc1's saved input after MoEAlltoAllTokenDispatcher's permute + all-to-all)",
                 act.moe_dispatched,
             );
+            let gathered = super::activations::expert_gather_bytes_per_token(act, par.tp, par.expert_tp())?;
+            if gathered > 0 {
+                layers_explain = layers_explain.term(
+                    "plus per token per layer: the dispatched tokens all-gathered over the expert-tensor-parallel ranks (Megatron dispatch_postprocess; ETP − 1 more copies ÷ TP)",
+                    gathered,
+                );
+            }
         }
         ledger.push(
             Category::Activations,
@@ -714,8 +731,18 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             par.sharding_label()
         ));
     }
-    if par.ep > 1 {
-        let edp = (par.gpus / par.pp.max(1).saturating_mul(par.ep)).max(1);
+    if par.ep > 1 && par.expert_tp() > 1 || par.ep == 1 && par.expert_tp() != par.tp.max(1) {
+        notes.push(format!(
+            "expert parallel {} × expert-tensor parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, each split over {} ranks like a TP linear (Megatron --expert-model-parallel-size, --expert-tensor-parallel-size); the dispatched tokens are all-gathered over those {} ranks before the experts; the experts' master and optimizer states shard over {} expert-data-parallel ranks with --zero 1",
+            par.ep.max(1),
+            par.expert_tp(),
+            par.ep.max(1),
+            par.expert_tp(),
+            par.expert_tp(),
+            par.expert_dp()
+        ));
+    } else if par.ep > 1 {
+        let edp = par.expert_dp();
         notes.push(format!(
             "expert parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, whole (Megatron --expert-model-parallel-size, expert-tensor-parallel 1); attention and the dense layers split by TP; the experts' master and optimizer states shard over {edp} expert-data-parallel ranks with --zero 1",
             par.ep, par.ep

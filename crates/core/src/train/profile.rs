@@ -266,28 +266,33 @@ impl TrainProfile {
     /// layers go ceil(L/pp) per stage, the worst stage carries the larger
     /// of embeddings and head when pp > 1.
     fn per_gpu(&self, what: &str, tp: u64, pp: u64, f: impl Fn(&GroupInfo) -> u64) -> Result<u64, CoreError> {
-        self.per_gpu_ep(what, tp, pp, 1, f)
+        self.per_gpu_ep(what, tp, pp, Experts::AS_TP, f)
     }
 
-    /// As [`Self::per_gpu`], with the routed experts split whole over `ep`
-    /// ranks instead of by TP when `ep` > 1 (Megatron `--expert-model-parallel-size`
-    /// with `--expert-tensor-parallel-size 1`: `MoELayer` builds
-    /// `num_moe_experts / ep_size` local experts, megatron/core/transformer/moe/moe_layer.py).
+    /// As [`Self::per_gpu`], with the routed experts split over the expert grid
+    /// `x` instead of by TP: Megatron's `MoELayer` builds `num_moe_experts /
+    /// ep_size` local experts (megatron/core/transformer/moe/moe_layer.py) and
+    /// `TEGroupedMLP` splits each one's fc1 columns and fc2 rows over the
+    /// expert-tensor-parallel group (`pg_collection.expt_tp`,
+    /// megatron/core/transformer/moe/experts.py; `TEGroupedLinear` divides the
+    /// sizes by its TP size, megatron/core/extensions/transformer_engine.py):
+    /// ⌈f / (EP × ETP)⌉ per rank. EP 1 with ETP = TP is the TP split itself.
     fn per_gpu_ep(
         &self,
         what: &str,
         tp: u64,
         pp: u64,
-        ep: u64,
+        x: Experts,
         f: impl Fn(&GroupInfo) -> u64,
     ) -> Result<u64, CoreError> {
         let tp = tp.max(1);
         let pp = pp.max(1);
-        let ep = ep.max(1);
+        let (ep, etp) = (x.ep.max(1), if x.etp == 0 { tp } else { x.etp });
+        let own_grid = ep > 1 || etp != tp;
         let (mut layers, mut emb, mut head, mut other) = (0u64, 0u64, 0u64, 0u64);
         for g in &self.groups {
-            let v = if ep > 1 && g.expert {
-                div_ceil(f(g), ep)
+            let v = if own_grid && g.expert {
+                div_ceil(f(g), ep.saturating_mul(etp))
             } else if g.tp_split {
                 div_ceil(f(g), tp)
             } else {
@@ -330,7 +335,7 @@ impl TrainProfile {
     pub fn states(&self, par: &Parallelism) -> Result<ModelStates, CoreError> {
         let tp = par.tp.max(1);
         let pp = par.pp.max(1);
-        let ep = par.ep.max(1);
+        let ep = Experts::of(par);
         // the ranks the states shard over: DP × CP ([`Parallelism::shard_dp`]), or under
         // hybrid sharding one replica's shard group (FSDP HYBRID_SHARD: "shard within the
         // group, replicate across groups", Zhao et al. 2023 §3.2.2), whose ZeRO-3 states
@@ -450,13 +455,15 @@ impl TrainProfile {
     /// How `t` trainable parameters per GPU shard over the data-parallel ranks of
     /// `par`: the routed experts' share over the expert-data-parallel ranks under EP.
     fn dp_split(&self, par: &Parallelism, t: u64) -> Result<DpSplit, CoreError> {
-        let (tp, pp, ep) = (par.tp.max(1), par.pp.max(1), par.ep.max(1));
-        let expert_t = if ep > 1 {
-            self.per_gpu_ep("expert params per GPU", tp, pp, ep, |g| if g.expert { g.trainable } else { 0 })?
+        let (tp, pp, x) = (par.tp.max(1), par.pp.max(1), Experts::of(par));
+        // the experts' own grid shards them over the expert-data-parallel ranks;
+        // EP 1 with ETP = TP is the dense grid (expert-DP = DP without CP)
+        let expert_t = if x.ep > 1 || x.etp != tp {
+            self.per_gpu_ep("expert params per GPU", tp, pp, x, |g| if g.expert { g.trainable } else { 0 })?
         } else {
             0
         };
-        Ok(DpSplit { t, expert_t, dp: par.shard_degree(), edp: (par.gpus / pp.saturating_mul(ep)).max(1) })
+        Ok(DpSplit { t, expert_t, dp: par.shard_degree(), edp: par.expert_dp() })
     }
 
     /// The host's share of offloaded optimizer states besides the fp32 gradient
@@ -595,6 +602,24 @@ impl TrainProfile {
     /// Cast parameters of the decoder layers only (per GPU).
     pub fn layer_cast_params_per_gpu(&self, tp: u64, pp: u64) -> Result<u64, CoreError> {
         self.per_gpu("cast parameters", tp, pp, |g| if g.place == Place::Layers { g.cast_params } else { 0 })
+    }
+}
+
+/// The routed experts' grid: expert-parallel and expert-tensor-parallel
+/// degrees ([`Parallelism::expert_tp`]); `etp` 0 splits them by TP like
+/// any linear.
+#[derive(Debug, Clone, Copy)]
+struct Experts {
+    ep: u64,
+    etp: u64,
+}
+
+impl Experts {
+    /// split by TP like the dense linears
+    const AS_TP: Experts = Experts { ep: 1, etp: 0 };
+
+    fn of(par: &Parallelism) -> Experts {
+        Experts { ep: par.ep.max(1), etp: par.expert_tp() }
     }
 }
 

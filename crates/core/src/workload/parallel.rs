@@ -80,6 +80,10 @@ fn one() -> u64 {
     1
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 fn is_one(v: &u64) -> bool {
     *v == 1
 }
@@ -97,6 +101,17 @@ pub struct Parallelism {
     /// this many ranks instead of each expert split by TP); 1: none
     #[serde(default = "one")]
     pub ep: u64,
+    /// expert-tensor-parallel degree (MoE training under Megatron-LM,
+    /// `--expert-tensor-parallel-size`): each of a rank's `experts / ep`
+    /// routed experts is split column/row-wise over this many ranks, like a
+    /// TP linear. Megatron's expert grid folds the ranks of a pipeline stage
+    /// as ETP × EP × expert-DP = TP × CP × DP (`initialize_model_parallel`,
+    /// megatron/core/parallel_state.py: `expert_data_parallel_size =
+    /// world_size // (expert_tensor_parallel_size × expert_model_parallel_size
+    /// × pipeline_model_parallel_size)`). 0: unset, resolved by
+    /// [`Self::expert_tp`]
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub etp: u64,
     /// data-parallel attention (MoE serving): the `tp` ranks run attention,
     /// the dense layers and the KV cache as this many data-parallel groups
     /// of `tp / dp_attention` ranks, each serving its own share of the
@@ -158,6 +173,7 @@ impl Default for Parallelism {
             tp: 1,
             pp: 1,
             ep: 1,
+            etp: 0,
             dp_attention: 1,
             virtual_stages: 1,
             sharding: Sharding::None,
@@ -215,6 +231,30 @@ impl Parallelism {
     /// ZeRO++ hpZ is on: a secondary parameter partition over groups of `hpz` ranks.
     pub fn hpz_on(&self) -> bool {
         self.hpz > 1
+    }
+
+    /// The expert-tensor-parallel degree the routed experts are split by:
+    /// `etp` when set; unset, TP without expert parallelism (Megatron-LM's own
+    /// default, `args.expert_tensor_parallel_size = args.tensor_model_parallel_size`
+    /// in megatron/training/arguments.py `validate_args`: the experts split
+    /// like any TP linear) and 1 with it (the experts whole on each EP rank,
+    /// as `plan --emit megatron` writes `--expert-tensor-parallel-size 1`).
+    pub fn expert_tp(&self) -> u64 {
+        match self.etp {
+            0 if self.ep > 1 => 1,
+            0 => self.tp.max(1),
+            e => e,
+        }
+    }
+
+    /// Ranks the distributed optimizer shards the routed experts' states
+    /// over: the expert-data-parallel group, GPUs / (PP × EP × ETP)
+    /// (megatron/core/parallel_state.py `initialize_model_parallel`,
+    /// `expert_data_parallel_size`; experts do not use CP, so the CP ranks
+    /// fold into it).
+    pub fn expert_dp(&self) -> u64 {
+        let grid = self.pp.max(1).saturating_mul(self.ep.max(1)).saturating_mul(self.expert_tp());
+        (self.gpus / grid).max(1)
     }
 
     /// Hybrid sharding (HSDP) is on: more than one replica of the shards.

@@ -87,6 +87,14 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
                 .into(),
         });
     }
+    if t.engine != Engine::Megatron && par.etp != 0 {
+        return Err(WorkloadError::ExpertTensorParallel {
+            etp: par.etp,
+            reason:
+                "expert-tensor parallelism is Megatron-LM's (--expert-tensor-parallel-size): give --engine megatron"
+                    .into(),
+        });
+    }
     if t.engine == Engine::Megatron {
         megatron(model, t, par)?;
     } else if par.ep != 1 {
@@ -287,6 +295,9 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
         Field::DpReplicate
     } else if par.hpz != 1 {
         Field::Hpz
+    } else if par.etp != 0 {
+        // expert-tensor parallelism is modelled for Megatron-LM training
+        Field::Etp
     } else {
         return Ok(());
     };
@@ -298,8 +309,8 @@ fn no_training_parallelism(par: &Parallelism) -> Result<(), WorkloadError> {
 /// / `--fp16` (16-bit parameters, fp32 master) or fp32; the distributed optimizer
 /// (ZeRO-1) as its only sharding of model states, no offload; expert parallelism
 /// for a MoE model with `--num-experts` divisible by it (`validate_args`: "Number of
-/// experts should be a multiple of expert model parallel_size"), the experts' ranks
-/// (expert-tensor-parallel 1) dividing the ranks of a pipeline stage; MoE with TP
+/// experts should be a multiple of expert model parallel_size"), the expert grid
+/// ETP × EP dividing the ranks of a pipeline stage ([`megatron_expert_grid`]); MoE with TP
 /// needs sequence parallelism in training (`MoELayer.forward` raises without it,
 /// megatron/core/transformer/moe/moe_layer.py).
 fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), WorkloadError> {
@@ -344,24 +355,74 @@ fn megatron(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), 
     if ep == 0 {
         return Err(WorkloadError::Zero { field: Field::Ep });
     }
-    if ep == 1 {
+    if ep > 1 {
+        let bad = |reason: String| Err(WorkloadError::ExpertParallel { ep, reason });
+        if experts == 0 {
+            return bad(format!("{} has no routed experts to split", model.name));
+        }
+        if !experts.is_multiple_of(ep) {
+            return bad(format!("Megatron needs the {experts} routed experts to be a multiple of the expert-parallel size (--num-experts % --expert-model-parallel-size == 0)"));
+        }
+    }
+    megatron_expert_grid(model, par)
+}
+
+/// Megatron's expert grid (megatron/core/parallel_state.py
+/// `initialize_model_parallel`, "MoE parallel folding"): the ranks of a
+/// pipeline stage are laid out again as ETP × EP × expert-DP, so ETP × EP must
+/// divide GPUs / PP (`RuntimeError: world_size … is not divisible by
+/// expert_tensor_model_pipeline_parallel size`). An explicit `--etp`: a MoE
+/// model (`--expert-tensor-parallel-size` splits the routed experts only),
+/// the expert width divisible by it (`TEGroupedLinear` divides the fc1
+/// outputs and fc2 inputs by the expert-TP size,
+/// megatron/core/extensions/transformer_engine.py), and above 1 no biases in
+/// the linears (transformer_config.py `__post_init__`: "Bias in Moe is only
+/// supported when ETP==1").
+fn megatron_expert_grid(model: &ModelSpec, par: &Parallelism) -> Result<(), WorkloadError> {
+    let moe = model.moe.as_ref().filter(|m| m.num_experts > 0 && model.moe_layers() > 0);
+    let etp = par.etp;
+    if etp > 0 {
+        size(Field::Etp, etp, MAX_MODEL_PARALLEL)?;
+        let bad = |reason: String| Err(WorkloadError::ExpertTensorParallel { etp, reason });
+        let Some(m) = moe else {
+            return bad(format!(
+                "{} has no routed experts to split (--expert-tensor-parallel-size splits the experts only)",
+                model.name
+            ));
+        };
+        if !m.expert_intermediate.is_multiple_of(etp) {
+            return bad(format!(
+                "each expert's {} intermediate columns must divide evenly over the expert-tensor-parallel ranks (Megatron's grouped expert linears split them like a TP linear)",
+                m.expert_intermediate
+            ));
+        }
+        if etp > 1 && (model.o_bias || model.mlp_bias) {
+            return bad(format!(
+                "{} has biases in its linears; Megatron runs MoE biases only with --expert-tensor-parallel-size 1",
+                model.name
+            ));
+        }
+    }
+    if moe.is_none() {
         return Ok(());
     }
-    let bad = |reason: String| Err(WorkloadError::ExpertParallel { ep, reason });
-    if experts == 0 {
-        return bad(format!("{} has no routed experts to split", model.name));
-    }
-    if !experts.is_multiple_of(ep) {
-        return bad(format!("Megatron needs the {experts} routed experts to be a multiple of the expert-parallel size (--num-experts % --expert-model-parallel-size == 0)"));
-    }
     let stage_ranks = par.gpus / par.pp.max(1);
-    if !stage_ranks.is_multiple_of(ep) {
-        return bad(format!(
-            "the expert-parallel ranks must divide the {stage_ranks} ranks of a pipeline stage (--gpus {} / --pp {}; expert-tensor-parallel 1)",
-            par.gpus, par.pp
-        ));
+    let grid = par.ep.max(1).saturating_mul(par.expert_tp());
+    if stage_ranks.is_multiple_of(grid) {
+        return Ok(());
     }
-    Ok(())
+    let reason = format!(
+        "Megatron lays the {stage_ranks} ranks of a pipeline stage (--gpus {} / --pp {}) out as expert-tensor-parallel {} × expert-parallel {} × expert-data-parallel, so ETP × EP = {grid} must divide them",
+        par.gpus,
+        par.pp,
+        par.expert_tp(),
+        par.ep.max(1)
+    );
+    if par.etp == 0 && par.ep > 1 {
+        Err(WorkloadError::ExpertParallel { ep: par.ep, reason })
+    } else {
+        Err(WorkloadError::ExpertTensorParallel { etp: par.expert_tp(), reason })
+    }
 }
 
 /// ZeRO with pipelines, offload and sequence parallelism.
