@@ -89,7 +89,7 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 27] = [
+    pub const ALL: [Field; 28] = [
         Field::Batch,
         Field::Concurrency,
         Field::Context,
