@@ -358,7 +358,12 @@ impl TrainProfile {
             grad_copy = split.shard(grad_copy)?;
         }
         if dp > 1 && stage >= 2 {
-            grads = div_ceil(grads, dp);
+            // ZeRO-2 partitions the gradients as it partitions the states: under
+            // DeepSpeed AutoEP the experts' over the expert-data-parallel group
+            // (stage_1_and_2.py builds a partition per parameter group, the MoE
+            // groups over `expert_data_parallel_group`: `_configure_moe_settings`,
+            // `real_dp_process_group`); Megatron runs no ZeRO-2
+            grads = if ep > 1 { self.dp_split(par, t)?.shard(grads)? } else { div_ceil(grads, dp) };
         }
         if stage >= 2 && par.offload_optimizer != Offload::None {
             // ZeRO-Offload / FSDP CPU offload: gradients stream to the pinned CPU partition
