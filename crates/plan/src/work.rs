@@ -245,7 +245,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         pp_bytes_per_step: pp_bytes,
         virtual_stages: v,
         peak,
-        a2a_per_step: train_all_to_alls(spec, par) * k,
+        a2a_per_step: (train_all_to_alls(spec, par) + autoep_count_exchanges(spec, t, par)) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
         gemm_inverse_tiles: gemm_shapes(spec, t, kind, par).map(|g| g.inverse_tiles),
@@ -418,6 +418,18 @@ fn autoep_reduced(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism, psi_t: f6
     let share = |n: f64| if n > 1.0 { (n - 1.0) / n } else { 0.0 };
     let edp = (par.gpus as f64 / ep).max(1.0);
     Some((psi_t - experts).max(0.0) * share(par.shard_degree() as f64) + experts / ep * share(edp))
+}
+
+/// DeepSpeed AutoEP's extra collective per MoE layer per micro-batch: before
+/// the dispatch each rank tells the others how many rows it sends to each of
+/// their experts (`_split_plan_from_expert_counts`, an `all_to_all_single` of
+/// the counts, auto_ep_layer.py), a latency-bound all-to-all the backward
+/// does not repeat (`_AllToAllV` keeps the splits). 0 under Megatron or without EP.
+fn autoep_count_exchanges(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> f64 {
+    if t.engine == Engine::Megatron {
+        return 0.0;
+    }
+    train_all_to_alls(spec, par) / 4.0
 }
 
 /// All-to-alls per micro-batch on one GPU in MoE training with expert
