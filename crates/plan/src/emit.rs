@@ -635,10 +635,7 @@ pub fn deepspeed_autoep(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitErr
     let plain = SetupSummary { ep: 1, ..s.clone() };
     let mut e = deepspeed_for(&plain, t.family, t.machines)?;
     let mut root: Map<String, Value> = serde_json::from_str(&e.text).map_err(|x| unsupported(x.to_string()))?;
-    root.insert(
-        "expert_parallel".into(),
-        json!({"enabled": true, "autoep_size": s.ep, "preset_model": preset}),
-    );
+    root.insert("expert_parallel".into(), json!({"enabled": true, "autoep_size": s.ep, "preset_model": preset}));
     e.text = serde_json::to_string_pretty(&Value::Object(root)).map_err(|x| unsupported(x.to_string()))? + "\n";
     let note = format!(
         "# expert parallelism: DeepSpeed AutoEP (DeepSpeed >= 0.19.2, transformers >= 5.0.0 for preset {preset}) replaces the MoE blocks at deepspeed.initialize(): {} experts per GPU, {} expert-data-parallel ranks",

@@ -12,7 +12,7 @@
 //! the expert-data-parallel group (world ÷ autoep_size ranks), the router,
 //! attention, shared experts and embeddings over all ranks.
 
-use super::{Engine, Offload, Parallelism, Sharding, TrainKind, TrainSetup};
+use super::{Engine, Offload, Optimizer, Parallelism, Sharding, TrainKind, TrainSetup};
 use crate::model::{Family, ModelSpec};
 
 /// The AutoEP preset (`expert_parallel.preset_model`) that covers `spec`, or
@@ -88,6 +88,16 @@ pub fn autoep_rules(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Resu
     }
     if t.kind != TrainKind::Full {
         return Err("DeepSpeed AutoEP replaces the MoE blocks with its own grouped-GEMM experts; it is modelled for full fine-tuning (--task train), not LoRA/QLoRA adapters on them".into());
+    }
+    if !matches!(t.optimizer, Optimizer::AdamW | Optimizer::Sgd | Optimizer::SgdMomentum | Optimizer::Lion) {
+        // deepspeed.initialize() swaps the MoE blocks (engine.py `_configure_expert_parallel`)
+        // before it builds its own optimizer from the swapped model (`_configure_optimizer`);
+        // an optimizer built beforehand (the Trainer's --optim for bitsandbytes or Adafactor)
+        // holds the replaced experts' old parameters
+        return Err(format!(
+            "DeepSpeed AutoEP replaces the experts' parameters inside deepspeed.initialize(), so the optimizer must be one DeepSpeed builds from its config after that (AdamW, SGD, Lion), not the {} the Trainer builds before it",
+            t.optimizer.name()
+        ));
     }
     if par.sharding == Sharding::Zero3 {
         // PR #7938 shipped ZeRO 0/1/2; ZeRO-3 came with PR #8060 (v0.19.3), which
