@@ -642,9 +642,13 @@ pub fn deepspeed_autoep(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitErr
         spec.moe.as_ref().map(|m| m.num_experts / s.ep.max(1)).unwrap_or(0),
         (s.gpus / s.ep.max(1)).max(1)
     );
+    // engine.py builds the optimizer from `model_parameters` when given, else from the
+    // swapped module (`self.module.parameters()`); accelerate passes the list its
+    // DummyOptim took before deepspeed.initialize() (accelerator.py `_prepare_deepspeed`)
+    let params = "# AutoEP swaps the experts' parameters inside deepspeed.initialize(): the optimizer must be built from the model after the swap (deepspeed.initialize(model=model, config=\"ds_config.json\") without model_parameters); the HF Trainer through accelerate passes the parameter list it took before (DummyOptim.params), which would miss the new expert parameters";
     e.launch = Some(match e.launch.take() {
-        Some(l) => format!("{l}\n{note}"),
-        None => note,
+        Some(l) => format!("{l}\n{note}\n{params}"),
+        None => format!("{note}\n{params}"),
     });
     Ok(e)
 }
