@@ -83,8 +83,18 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
     }
     // a DeepSpeed AutoEP plan (Qwen3-30B-A3B, 100B tokens: ZeRO-1 with EP 8): its
     // expert_parallel section through validate_autoep_config at the plan's world size
-    let autoep =
-        ["plan", "qwen3-30b-a3b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "100B", "--launcher", "deepspeed"];
+    let autoep = [
+        "plan",
+        "qwen3-30b-a3b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--tokens",
+        "100B",
+        "--launcher",
+        "deepspeed",
+    ];
     let v = common::json(&[&autoep[..], &["--json"]].concat(), 0);
     let dp = v["recommended"]["setup"]["dp"].as_u64().unwrap();
     assert!(v["recommended"]["setup"]["ep"].as_u64().unwrap_or(1) > 1, "{v}");
