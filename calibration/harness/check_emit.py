@@ -111,6 +111,32 @@ def launch_env(path, c):
     return f"; accelerate launch: FSDP2, dp_replicate {rep} x dp_shard {shard}"
 
 
+def autoep(cfg, c, ws):
+    """DeepSpeed AutoEP (`expert_parallel`, DeepSpeed >= 0.19.2, PR #7938): the section as
+    DeepSpeedConfig parsed it (`parse_autoep_config`), put through the checks
+    `deepspeed.initialize()` runs before any process group (`validate_autoep_config`:
+    preset name, folding rules at this world size, ZeRO stage, offload) and the expert
+    width tiling the ranks (`build_folding_spec`). '' when the config has no such section."""
+    if "expert_parallel" not in cfg:
+        return ""
+    from deepspeed.module_inject.auto_ep_config import PRESET_MODELS, validate_autoep_config
+
+    ep = c.expert_parallel_config
+    assert ep.enabled and ep.autoep_size == cfg["expert_parallel"]["autoep_size"], vars(ep)
+    assert ep.preset_model in PRESET_MODELS, ep.preset_model
+    validate_autoep_config(
+        ep,
+        world_size=ws,
+        pp_size=1,
+        tp_size=1,
+        sp_size=1,
+        zero_stage=c.zero_optimization_stage,
+        zero_offload_optimizer=c.zero_config.offload_optimizer is not None,
+        zero_offload_param=c.zero_config.offload_param is not None,
+    )
+    return f", AutoEP autoep_size {ep.autoep_size} preset {ep.preset_model} (validate_autoep_config at world size {ws})"
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -159,7 +185,7 @@ def main():
                     extra = f", zero_hpz_partition_size {got}"
                 print(
                     f"ok {name}: DeepSpeedConfig world size {ws}, train_batch_size {c.train_batch_size}, "
-                    f"zero stage {c.zero_optimization_stage}, optimizer {c.optimizer_name}{extra}"
+                    f"zero stage {c.zero_optimization_stage}, optimizer {c.optimizer_name}{extra}{autoep(cfg, c, ws)}"
                 )
             elif name.startswith("accelerate_") and name.endswith(".yaml"):
                 c = ClusterConfig.from_yaml_file(path)

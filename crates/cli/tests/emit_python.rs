@@ -81,6 +81,25 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
         let (acc, _) = run(&[args, &["--emit", "accelerate"]].concat(), 0);
         std::fs::write(dir.join(format!("accelerate_{name}.yaml")), acc).unwrap();
     }
+    // a DeepSpeed AutoEP plan (Qwen3-30B-A3B, 100B tokens: ZeRO-1 with EP 8): its
+    // expert_parallel section through validate_autoep_config at the plan's world size
+    let autoep = [
+        "plan",
+        "qwen3-30b-a3b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+        "--tokens",
+        "100B",
+        "--launcher",
+        "deepspeed",
+    ];
+    let v = common::json(&[&autoep[..], &["--json"]].concat(), 0);
+    let dp = v["recommended"]["setup"]["dp"].as_u64().unwrap();
+    assert!(v["recommended"]["setup"]["ep"].as_u64().unwrap_or(1) > 1, "{v}");
+    let (ds, _) = run(&[&autoep[..], &["--emit", "deepspeed"]].concat(), 0);
+    std::fs::write(dir.join(format!("ds_qwen3_autoep_ws{dp}.json")), ds).unwrap();
     // a hybrid-sharded plan over two machines (FSDP2 parallelism_config): the emit is a
     // shell snippet writing one YAML per node; the first node's file is checked
     let hsdp = [
@@ -131,6 +150,7 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("ok ").count(), 10, "{text}");
     assert!(text.contains("ok ds_70b_hpz_ws32.json") && text.contains("zero_hpz_partition_size 8"), "{text}");
+    assert!(text.contains("AutoEP autoep_size 8 preset qwen3_moe"), "{text}");
     assert!(text.contains("accelerate launch: FSDP2, dp_replicate 2 x dp_shard 8"), "{text}");
 }
 

@@ -44,6 +44,8 @@ struct Setup {
     dp_replicate: u64,
     /// DeepSpeed ZeRO++ hpZ: the secondary partition's group (1: none)
     hpz: u64,
+    /// expert-parallel degree (DeepSpeed AutoEP `expert_parallel.autoep_size`; 1: none)
+    ep: u64,
 }
 
 fn flag(text: &str, name: &str) -> Option<u64> {
@@ -75,6 +77,7 @@ fn from_plan(rec: &Value, launcher: &str) -> Setup {
         // absent from the JSON when 1 (docs/schema.md)
         dp_replicate: s["dp_replicate"].as_u64().unwrap_or(1),
         hpz: s["hpz"].as_u64().unwrap_or(1),
+        ep: s["ep"].as_u64().unwrap_or(1),
     }
 }
 
@@ -99,6 +102,14 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 cp: 1,
                 dp_replicate: 1,
                 hpz: z["zero_hpz_partition_size"].as_u64().unwrap_or(1),
+                // DeepSpeed AutoEP (docs/code-docs/source/autoep.rst "Usage")
+                ep: match &v["expert_parallel"] {
+                    Value::Null => 1,
+                    e => {
+                        assert_eq!(e["enabled"], true, "{out}");
+                        e["autoep_size"].as_u64().unwrap()
+                    }
+                },
             }
         }
         "torchrun" => {
@@ -126,6 +137,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 cp: 1,
                 dp_replicate: if hybrid { flag(out, "--nnodes").unwrap() } else { 1 },
                 hpz: 1,
+                ep: 1,
             }
         }
         "accelerate" => {
@@ -159,6 +171,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 // FSDP2 hybrid sharding: accelerate's ParallelismConfig (every node's file says the same)
                 dp_replicate: flag(out, "parallelism_config_dp_replicate_size:").unwrap_or(1),
                 hpz: 1,
+                ep: 1,
             }
         }
         "torchtitan" => {
@@ -200,6 +213,7 @@ fn from_emitted(launcher: &str, out: &str, err: &str) -> Setup {
                 // HSDP: FSDP2 over the replicate × shard mesh (sharded, more than one replica)
                 dp_replicate: if shard > 1 { replicate } else { 1 },
                 hpz: 1,
+                ep: 1,
             }
         }
         _ => unreachable!(),
@@ -754,8 +768,8 @@ fn megatron_refusals_name_why() {
             "not --engine deepspeed",
         ),
         (
-            &["estimate", "mixtral-8x7b", "--task", "train", "--engine", "deepspeed", "--gpus", "8", "--ep", "8"],
-            "give --engine megatron",
+            &["estimate", "mixtral-8x7b", "--task", "train", "--engine", "fsdp", "--gpus", "8", "--ep", "8"],
+            "(--engine megatron)",
         ),
     ];
     for (args, says) in cases {
@@ -764,4 +778,30 @@ fn megatron_refusals_name_why() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// DeepSpeed AutoEP (`expert_parallel`, DeepSpeed PR #7938): a MoE model of an
+/// AutoEP preset planned for DeepSpeed — pinned layouts and jobs long enough
+/// that the AutoEP layout is the recommendation — is what `--emit deepspeed`
+/// writes, EP included (`expert_parallel.autoep_size` = the plan's `ep`, with
+/// the model's preset).
+#[test]
+fn autoep_plans_are_what_emit_writes() {
+    let jobs: [&[&str]; 4] = [
+        &["qwen3-30b-a3b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "16", "--zero", "1", "--ep", "16"],
+        &["mixtral-8x7b", "--task", "train", "--precision", "mixed-bf16", "--gpus", "32", "--zero", "2", "--ep", "8"],
+        &["mixtral-8x7b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "100B"],
+        &["qwen3-30b-a3b", "--task", "train", "--precision", "mixed-bf16", "--tokens", "100B"],
+    ];
+    for job in jobs {
+        let rec = compare(job, "deepspeed").unwrap_or_else(|e| panic!("{e}"));
+        assert!(rec["setup"]["ep"].as_u64().unwrap() > 1, "{job:?}: not an AutoEP plan: {rec}");
+        let o = vramfit().args([&["plan"][..], job, &["--emit", "deepspeed"]].concat()).output().unwrap();
+        let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let preset = if job[0].starts_with("mixtral") { "mixtral" } else { "qwen3_moe" };
+        assert_eq!(out["expert_parallel"]["preset_model"], preset, "{job:?}");
+    }
+    // a launcher without expert parallelism for training plans without it
+    let v = json(&[&["plan"][..], jobs[2], &["--launcher", "torchrun", "--json"]].concat(), 0);
+    assert_eq!(v["recommended"]["setup"]["ep"].as_u64().unwrap_or(1), 1, "{v}");
 }

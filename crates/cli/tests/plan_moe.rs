@@ -117,8 +117,12 @@ fn expert_parallel_refusals_name_the_field() {
         (&["estimate", "llama-3.1-8b", "--engine", "vllm", "--tp", "2", "--ep", "2"][..], "no routed experts"),
         (&["estimate", "deepseek-v3", "--tp", "8", "--ep", "8"][..], "give --engine vllm or sglang"),
         (&["estimate", "deepseek-v3", "--engine", "vllm", "--tp", "8", "--ep", "4"][..], "give --ep 8"),
-        // training EP is Megatron's (--engine megatron); other frameworks are refused naming it
-        (&["estimate", "mixtral-8x7b", "--task", "train", "--gpus", "8", "--ep", "8"][..], "give --engine megatron"),
+        // training EP is Megatron's (--engine megatron) or DeepSpeed AutoEP's (the Trainer with
+        // ZeRO, --engine deepspeed); FSDP is refused naming both
+        (
+            &["estimate", "mixtral-8x7b", "--task", "train", "--gpus", "8", "--ep", "8", "--fsdp", "full-shard"][..],
+            "(--engine megatron)",
+        ),
     ] {
         let (_, err) = common::run(args, 2);
         assert!(err.contains("--ep") && err.contains(says), "{args:?}: {err}");

@@ -216,6 +216,8 @@ struct View {
     replicate: u64,
     /// DeepSpeed ZeRO++ hpZ: the secondary partition's group (1: none)
     hpz: u64,
+    /// expert-parallel degree (1: none)
+    ep: u64,
 }
 
 fn rules(l: Launcher, v: View) -> Result<(), String> {
@@ -223,6 +225,7 @@ fn rules(l: Launcher, v: View) -> Result<(), String> {
         // ZeRO++ hpZ is a DeepSpeed ZeRO-3 option (`zero_hpz_partition_size`)
         return Err(hpz_refusal(v.hpz, l));
     }
+    autoep_launcher_rule(l, &v)?;
     if v.replicate > 1 && matches!(l, Launcher::Deepspeed | Launcher::Megatron) {
         // DeepSpeed's hybrid sharding of every state is MiCS (`mics_shard_size`),
         // not modelled nor written (its ZeRO++ hpZ, `zero_hpz_partition_size`, is:
@@ -397,6 +400,7 @@ pub fn check(l: Launcher, s: &SetupSummary) -> Result<(), EmitError> {
         cp: s.cp.max(1),
         replicate: s.dp_replicate.max(1),
         hpz: s.hpz.max(1),
+        ep: s.ep.max(1),
     };
     rules(l, v).map_err(unsupported)?;
     offload_rules(s.sharding, s.offload_optimizer, s.offload_params).map_err(|e| unsupported(e.to_string()))
@@ -441,6 +445,7 @@ pub fn key_expressible(l: Launcher, k: &MemKey) -> bool {
         cp: k.cp.max(1),
         replicate: k.dp_replicate.max(1),
         hpz: k.hpz.max(1),
+        ep: k.ep.max(1),
     };
     rules(l, v).is_ok()
 }
@@ -520,6 +525,10 @@ pub fn deepspeed(s: &SetupSummary, machines: u64) -> Result<Emitted, EmitError> 
 /// the leaf-module line its script needs).
 pub fn deepspeed_for(s: &SetupSummary, family: Family, machines: u64) -> Result<Emitted, EmitError> {
     check(Launcher::Deepspeed, s)?;
+    if s.ep > 1 {
+        // the AutoEP section names the model's preset: [`deepspeed_autoep`] writes it
+        return Err(unsupported("expert parallelism (DeepSpeed AutoEP) is written from the model's preset: emit it with the model (plan --emit deepspeed)"));
+    }
     if s.offload_optimizer.is_some() && s.optimizer.is_some_and(|o| o != Optimizer::AdamW) {
         return Err(unsupported("ZeRO-Offload runs DeepSpeed's CPU Adam: only AdamW can be offloaded"));
     }
@@ -630,6 +639,50 @@ pub fn deepspeed_for(s: &SetupSummary, family: Family, machines: u64) -> Result<
         launch = format!("{launch}\n{c}");
     }
     Ok(Emitted { text: text + "\n", launch: Some(launch) })
+}
+
+/// Only DeepSpeed (AutoEP) and Megatron-LM run expert parallelism in training
+/// here; the FSDP launchers and torchtitan's written recipes do not.
+fn autoep_launcher_rule(l: Launcher, v: &View) -> Result<(), String> {
+    if v.ep > 1 && !matches!(l, Launcher::Deepspeed | Launcher::Megatron | Launcher::Vllm | Launcher::Sglang) {
+        return Err(format!(
+            "the plan splits the experts over EP {}: {} writes no expert parallelism for training (DeepSpeed AutoEP: --emit deepspeed; Megatron-LM: --emit megatron)",
+            v.ep,
+            l.name()
+        ));
+    }
+    Ok(())
+}
+
+/// The DeepSpeed config of a plan with expert parallelism: the plan's ZeRO
+/// config ([`deepspeed_for`]) with DeepSpeed AutoEP's section
+/// (docs/code-docs/source/autoep.rst "Usage"; parsed by
+/// deepspeed/module_inject/auto_ep_config.py `parse_autoep_config`, DeepSpeed
+/// ≥ 0.19.2, PR #7938): `enabled`, `autoep_size` = the plan's EP and the
+/// model's `preset_model` ([`vramfit_core::workload::autoep::autoep_preset`]).
+/// Nothing changes in train.py: `deepspeed.initialize()` replaces the MoE blocks.
+pub fn deepspeed_autoep(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
+    let spec = t.spec.ok_or_else(|| unsupported("DeepSpeed AutoEP needs the model's shape to name its preset"))?;
+    let preset = vramfit_core::workload::autoep::autoep_preset(spec).map_err(unsupported)?;
+    let plain = SetupSummary { ep: 1, ..s.clone() };
+    let mut e = deepspeed_for(&plain, t.family, t.machines)?;
+    let mut root: Map<String, Value> = serde_json::from_str(&e.text).map_err(|x| unsupported(x.to_string()))?;
+    root.insert("expert_parallel".into(), json!({"enabled": true, "autoep_size": s.ep, "preset_model": preset}));
+    e.text = serde_json::to_string_pretty(&Value::Object(root)).map_err(|x| unsupported(x.to_string()))? + "\n";
+    let note = format!(
+        "# expert parallelism: DeepSpeed AutoEP (DeepSpeed >= 0.19.2, transformers >= 5.0.0 for preset {preset}) replaces the MoE blocks at deepspeed.initialize(): {} experts per GPU, {} expert-data-parallel ranks",
+        spec.moe.as_ref().map(|m| m.num_experts / s.ep.max(1)).unwrap_or(0),
+        (s.gpus / s.ep.max(1)).max(1)
+    );
+    // engine.py builds the optimizer from `model_parameters` when given, else from the
+    // swapped module (`self.module.parameters()`); accelerate passes the list its
+    // DummyOptim took before deepspeed.initialize() (accelerator.py `_prepare_deepspeed`)
+    let params = "# AutoEP swaps the experts' parameters inside deepspeed.initialize(): the optimizer must be built from the model after the swap (deepspeed.initialize(model=model, config=\"ds_config.json\") without model_parameters); the HF Trainer through accelerate passes the parameter list it took before (DummyOptim.params), which would miss the new expert parameters";
+    e.launch = Some(match e.launch.take() {
+        Some(l) => format!("{l}\n{note}\n{params}"),
+        None => format!("{note}\n{params}"),
+    });
+    Ok(e)
 }
 
 /// What train.py must do for the method. `flat_sharded`: the parameters are
@@ -962,6 +1015,7 @@ pub struct Target<'a> {
 /// line, torchrun's shell snippet, accelerate's YAML, or a torchtitan recipe.
 pub fn config(l: Launcher, s: &SetupSummary, t: &Target) -> Result<Emitted, EmitError> {
     match l {
+        Launcher::Deepspeed if s.ep > 1 => deepspeed_autoep(s, t),
         Launcher::Deepspeed => deepspeed_for(s, t.family, t.machines),
         Launcher::Torchrun => torchrun(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),
         Launcher::Accelerate => accelerate(s, t.family, t.machines).map(|text| Emitted { text, launch: None }),

@@ -116,7 +116,8 @@ fn engine_assumed_note(base: &Workload) -> String {
 /// so it wins only on price ties it cannot break; data-parallel attention
 /// trades replicated attention weights for 1/N of the KV cache per rank.
 fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, search: &Search) -> Option<String> {
-    let Task::Inference(s) = &base.task else { return None };
+    // training: DeepSpeed AutoEP's sentence
+    let Task::Inference(s) = &base.task else { return autoep_note(model, base, rec) };
     let experts = model.moe.as_ref().map(|m| m.num_experts).filter(|&e| e > 0)?;
     if s.engine.serving().is_none() {
         return Some(format!(
@@ -141,6 +142,19 @@ fn expert_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>, search
     } else {
         "expert-parallel layouts are listed beside the TP-only ones: at EP = TP a rank holds and reads the same expert bytes (whole experts instead of a 1/TP slice of each), so at the same bill the TP-only layout ranks first; data-parallel attention keeps 1/N of the KV cache per rank but whole attention weights on every rank".to_string()
     })
+}
+
+/// A training plan with EP outside Megatron is DeepSpeed AutoEP (DeepSpeed PR
+/// #7938, docs/training.md): the sentence naming it, its preset and the
+/// launcher that writes it.
+fn autoep_note(model: &ModelSpec, base: &Workload, rec: Option<&PlanRow>) -> Option<String> {
+    let Task::Train(t) = &base.task else { return None };
+    let rec = rec.filter(|r| r.setup.ep > 1 && t.engine != vramfit_core::workload::Engine::Megatron)?;
+    let preset = vramfit_core::workload::autoep::autoep_preset(model).ok()?;
+    Some(format!(
+        "recommended with DeepSpeed AutoEP: the experts split whole over EP {} (expert_parallel.autoep_size {}, preset_model {preset}; DeepSpeed ≥ 0.19.2, transformers ≥ 5.0.0); --emit deepspeed writes it",
+        rec.setup.ep, rec.setup.ep
+    ))
 }
 
 /// FP8 training asked with `--have` a card without FP8 tensor cores: the

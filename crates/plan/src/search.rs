@@ -1149,6 +1149,11 @@ impl<'a> Search<'a> {
                 }
             }
         }
+        for e in self.autoep_variants(gpus, l) {
+            if !v.contains(&e) {
+                v.push(e);
+            }
+        }
         match &self.pinned {
             Some(p) => {
                 let want = (p.ep.max(1), p.expert_tp());
@@ -1175,6 +1180,37 @@ impl<'a> Search<'a> {
             }
             None => v,
         }
+    }
+
+    /// DeepSpeed AutoEP degrees (`expert_parallel.autoep_size`, DeepSpeed PR
+    /// #7938) tried for a training layout `l` on `gpus` when the job runs under
+    /// DeepSpeed (`--engine deepspeed`, or the Trainer's ZeRO path:
+    /// [`vramfit_core::workload::autoep::runs_autoep`]) on a model of an AutoEP
+    /// preset: as under Megatron, the largest EP dividing both the routed
+    /// experts and the GPUs, and the largest within 8 ranks (one NVLink
+    /// machine); only without TP/PP, ZeRO-3 or offload (the rules of
+    /// [`vramfit_core::workload::autoep::autoep_rules`], which the estimate
+    /// applies to each key).
+    fn autoep_variants(&self, gpus: u64, l: &Layout) -> Vec<u64> {
+        let Task::Train(t) = &self.base.task else { return Vec::new() };
+        let plain = l.tp <= 1
+            && l.pp <= 1
+            && l.sharding != Sharding::Zero3
+            && !l.offload_optimizer.is_some()
+            && !l.offload_params.is_some();
+        let deepspeed = vramfit_core::workload::autoep::runs_autoep(t, &self.base.parallelism);
+        if !plain || !deepspeed || vramfit_core::workload::autoep::autoep_preset(self.model).is_err() {
+            return Vec::new();
+        }
+        let experts = self.model.moe.as_ref().map(|m| m.num_experts).unwrap_or(0);
+        let fits = |e: &u64| experts.is_multiple_of(*e) && gpus.is_multiple_of(*e);
+        let mut v = Vec::new();
+        for cap in [gpus, 8] {
+            if let Some(e) = (2..=cap.min(experts)).rev().find(fits).filter(|e| !v.contains(e)) {
+                v.push(e);
+            }
+        }
+        v
     }
 
     /// (EP, data-parallel attention) variants of a serving layout `l`:

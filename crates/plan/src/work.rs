@@ -13,7 +13,7 @@ use vramfit_core::params::ParamLayout;
 use vramfit_core::train::{Checkpointing, TrainKind, TrainSetup};
 use vramfit_core::weights::routed_expert_bytes_per_gpu;
 use vramfit_core::workload::InferenceSetup;
-use vramfit_core::workload::{Offload, Parallelism, Sharding, Task, Workload};
+use vramfit_core::workload::{Engine, Offload, Parallelism, Sharding, Task, Workload};
 
 /// Hardware-independent work of a setup (FLOPs, bytes to communicate and
 /// to offload per optimizer step): see [`crate::time`] for the sources.
@@ -184,9 +184,11 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
     let shard = par.shard_degree() as f64;
     let frac = if shard > 1.0 { (shard - 1.0) / shard } else { 0.0 };
     let (hpz_fwd, hpz_intra) = hpz_gathers(par, psi, psi_t, wb, k);
+    // DeepSpeed AutoEP: the experts' share reduces over world ÷ EP ranks ([`autoep_reduced`])
+    let psi_t_frac = autoep_reduced(spec, t, par, psi_t).unwrap_or(psi_t * frac);
     let dp_bytes = match par.sharding {
-        Sharding::None | Sharding::Zero1 => 2.0 * psi_t * gb * frac,
-        Sharding::Zero2 => k * psi_t * gb * frac + psi_t * wb * frac,
+        Sharding::None | Sharding::Zero1 => 2.0 * psi_t_frac * gb,
+        Sharding::Zero2 => k * psi_t_frac * gb + psi_t_frac * wb,
         Sharding::Zero3 if par.hpz_on() => (hpz_fwd + k * psi_t * gb) * frac,
         Sharding::Zero3 => k * (2.0 * psi * wb + psi_t * gb) * frac,
     };
@@ -245,7 +247,7 @@ pub fn train_work(spec: &ModelSpec, t: &TrainSetup, kind: TrainKind, par: &Paral
         pp_bytes_per_step: pp_bytes,
         virtual_stages: v,
         peak,
-        a2a_per_step: train_all_to_alls(spec, par) * k,
+        a2a_per_step: (train_all_to_alls(spec, par) + autoep_count_exchanges(spec, t, par)) * k,
         a2a_bytes_per_step: train_all_to_all_bytes(spec, t, par) * k,
         ep: par.ep.max(1) as f64,
         etp: par.expert_tp() as f64,
@@ -423,6 +425,44 @@ pub fn hsdp_replicate_bytes(par: &Parallelism, grad_bytes: f64, micro_steps: f64
     micro_steps * 2.0 * grad_bytes / par.shard_degree() as f64 * (r - 1.0) / r
 }
 
+/// DeepSpeed AutoEP (`--ep` > 1 outside Megatron): the trainable elements
+/// per rank `psi_t` (routed experts counted whole) weighted by the share each
+/// sends in the data-parallel reduction: the dense part over the shard ranks,
+/// (s − 1)/s; the rank's 1/EP of the routed experts over the
+/// expert-data-parallel group of world ÷ EP ranks, (e − 1)/e (engine.py
+/// `split_params_into_different_moe_groups_for_optimizer`; stage_1_and_2.py
+/// reduces the MoE groups over `expert_data_parallel_group`). The routed
+/// experts: MoE layers × experts × (3 gated, 2 plain) × hidden × expert width.
+/// None otherwise.
+fn autoep_reduced(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism, psi_t: f64) -> Option<f64> {
+    if par.ep <= 1 || t.engine == Engine::Megatron {
+        return None;
+    }
+    let moe = spec.moe.as_ref().filter(|m| m.num_experts > 0)?;
+    let mats = if spec.mlp == MlpKind::Gated { 3.0 } else { 2.0 };
+    let experts = spec.moe_layers() as f64
+        * moe.num_experts as f64
+        * mats
+        * spec.hidden_size as f64
+        * moe.expert_intermediate as f64;
+    let ep = par.ep as f64;
+    let share = |n: f64| if n > 1.0 { (n - 1.0) / n } else { 0.0 };
+    let edp = (par.gpus as f64 / ep).max(1.0);
+    Some((psi_t - experts).max(0.0) * share(par.shard_degree() as f64) + experts / ep * share(edp))
+}
+
+/// DeepSpeed AutoEP's extra collective per MoE layer per micro-batch: before
+/// the dispatch each rank tells the others how many rows it sends to each of
+/// their experts (`_split_plan_from_expert_counts`, an `all_to_all_single` of
+/// the counts, auto_ep_layer.py), a latency-bound all-to-all the backward
+/// does not repeat (`_AllToAllV` keeps the splits). 0 under Megatron or without EP.
+fn autoep_count_exchanges(spec: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> f64 {
+    if t.engine == Engine::Megatron {
+        return 0.0;
+    }
+    train_all_to_alls(spec, par) / 4.0
+}
+
 /// All-to-alls per micro-batch on one GPU in MoE training with expert
 /// parallelism: per MoE layer of its stage a dispatch and a combine forward
 /// and their two transposes backward (`MoEAlltoAllTokenDispatcher`,
@@ -445,7 +485,11 @@ pub fn train_all_to_all_bytes(spec: &ModelSpec, t: &TrainSetup, par: &Parallelis
     let Some(moe) = spec.moe.as_ref().filter(|_| alls > 0.0) else { return 0.0 };
     let ep = par.ep.max(1) as f64;
     let tokens = (t.batch * t.seq) as f64 / par.tp.max(1) as f64;
-    let fanout = (moe.experts_per_token as f64).min(ep) * (ep - 1.0) / ep;
+    // DeepSpeed AutoEP sends one row per (token, expert) whichever rank holds the
+    // expert (`x[token_indices // top_k]` then `_AllToAllV`, auto_ep_layer.py):
+    // k rows, not min(k, EP)
+    let rows = moe.experts_per_token as f64;
+    let fanout = if t.engine == Engine::Megatron { rows.min(ep) } else { rows } * (ep - 1.0) / ep;
     tokens * spec.hidden_size as f64 * t.precision.compute_dtype().bytes_f64() * fanout * alls
 }
 
@@ -537,5 +581,59 @@ mod etp_tests {
         // another engine does not run Megatron's dispatcher
         let ds = TrainSetup { engine: Engine::Deepspeed, ..t.clone() };
         assert_eq!(train_etp_bytes(&moe(), &ds, &par), 0.0);
+    }
+}
+
+#[cfg(test)]
+mod autoep_tests {
+    use super::*;
+    use vramfit_core::model::MoeSpec;
+    use vramfit_core::train::Precision;
+
+    /// Mixtral-8x7B's shape with `k` of `e` experts (width 14336, 32 MoE layers).
+    fn moe(e: u64, k: u64) -> ModelSpec {
+        let mut m = ModelSpec::llama_like("moe", 4096, 32, 32, 8, 14336, 32000);
+        m.moe = Some(MoeSpec {
+            num_experts: e,
+            experts_per_token: k,
+            expert_intermediate: 14336,
+            shared_experts: 0,
+            shared_intermediate: 0,
+            shared_expert_gate: false,
+            dense_layers: 0,
+            router_bias: false,
+            router_linear_bias: false,
+        });
+        m
+    }
+
+    fn step(engine: Engine) -> TrainSetup {
+        TrainSetup { seq: 4096, precision: Precision::MixedBf16, ..TrainSetup::default() }.with_engine(engine)
+    }
+
+    #[test]
+    fn autoep_sends_every_routed_row_where_megatron_counts_min_k_ep() {
+        // top-8 of 16 experts over EP 4, one 4096-token sequence, bf16: 32 MoE layers × 4
+        // all-to-alls (dispatch, combine; forward, backward) = 128. AutoEP (auto_ep_layer.py)
+        // sends k = 8 rows per token, 3/4 of them off the rank: 4096 × 4096 × 2 B × 8 × 3/4
+        // × 128 = 25,769,803,776 B; Megatron's formula takes min(8, 4) = 4 rows: half of it
+        let spec = moe(16, 8);
+        let par = Parallelism { gpus: 8, ep: 4, ..Parallelism::default() };
+        let ds = train_all_to_all_bytes(&spec, &step(Engine::Deepspeed), &par);
+        assert_eq!(ds, 25_769_803_776.0);
+        assert_eq!(train_all_to_all_bytes(&spec, &step(Engine::Megatron), &par), ds / 2.0);
+    }
+
+    #[test]
+    fn autoep_reduces_the_experts_over_world_over_ep() {
+        // Mixtral shape, 16 GPUs, EP 8: experts 32 × 8 × 3 × 4096 × 14336 = 45,097,156,608,
+        // dense 1,605,636,096 (attention, embeddings, head, norms, routers); psi_t = the sum.
+        // dense × 15/16 = 1,505,283,840; experts ÷ 8 × (2 − 1)/2 (expert-DP 16 / 8 = 2)
+        // = 2,818,572,288: 4,323,856,128 elements reduced
+        let spec = moe(8, 2);
+        let par = Parallelism { gpus: 16, ep: 8, sharding: Sharding::Zero1, ..Parallelism::default() };
+        let psi_t = 45_097_156_608.0 + 1_605_636_096.0;
+        assert_eq!(autoep_reduced(&spec, &step(Engine::Deepspeed), &par, psi_t), Some(4_323_856_128.0));
+        assert_eq!(autoep_reduced(&spec, &step(Engine::Megatron), &par, psi_t), None);
     }
 }

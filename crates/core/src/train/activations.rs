@@ -50,6 +50,10 @@ pub struct ActProfile {
     /// of `layer_split`: Megatron's MoE tokens dispatched to the experts, kept
     /// as the grouped fc1's input ([`megatron_dispatched_bytes`])
     pub moe_dispatched: u64,
+    /// per token per layer (averaged over the layers), not in `layer_split`: what
+    /// DeepSpeed AutoEP's MoE layer keeps for backward, counted when `--ep` > 1
+    /// outside Megatron ([`autoep_dispatched_bytes`])
+    pub autoep_dispatched: u64,
     /// per token per layer: k and v (when not repeated), split by TP over kv heads
     pub layer_kv: u64,
     /// key/value heads (for the TP split of `layer_kv`)
@@ -209,6 +213,7 @@ pub fn act_profile(spec: &ModelSpec, setup: &TrainSetup, prof: &TrainProfile) ->
             + parallel_mamba_bytes(spec, act)
             + megatron_dispatched_bytes(spec, setup, act),
         moe_dispatched: megatron_dispatched_bytes(spec, setup, act),
+        autoep_dispatched: autoep_dispatched_bytes(spec, setup, act),
         layer_per_key: core.per_key,
         layer_kv: core.kv,
         kv_heads: spec.num_kv_heads,
@@ -421,6 +426,36 @@ pub fn expert_gather_bytes_per_token(ap: &ActProfile, tp: u64, etp: u64) -> Resu
         return Ok(0);
     }
     Ok(div_ceil(mul("expert-TP gathered tokens", ap.moe_dispatched, etp - 1)?, tp.max(1)))
+}
+
+/// What DeepSpeed AutoEP's `AutoEPMoELayer.forward` keeps for backward per
+/// token per MoE layer beyond the expert MLP's own saves ([`mlp_bytes`]),
+/// deepspeed/module_inject/auto_ep_layer.py (PR #7938):
+/// - the routed rows the grouped GEMMs take: `x[token_indices // top_k]`, sent
+///   by `_AllToAllV` and permuted (`permute_by_local_expert`) into one row per
+///   (token, expert), which `torch._grouped_mm` keeps for the weight gradient:
+///   top-k × hidden × activation bytes (the all-to-all and the index ops keep
+///   only split sizes and indices);
+/// - the combine (`combine_from_routed`, score_apply "post" in every preset):
+///   `output.float() * top_scores` keeps the fp32 copy of the top-k expert
+///   outputs for the routing weights' gradient: top-k × hidden × 4 B.
+///
+/// Averaged over the layers (MoE layers ÷ layers, rounded up), so that the
+/// per-layer sum counts it on the MoE layers only. The balanced case: a rank
+/// that receives more than its share of the routed rows keeps more (dropless
+/// routing, no capacity factor). 0 under Megatron and for a dense model.
+fn autoep_dispatched_bytes(spec: &ModelSpec, setup: &TrainSetup, act: u64) -> u64 {
+    if setup.framework().megatron_mixed_precision || spec.num_layers == 0 {
+        return 0;
+    }
+    match spec.moe.as_ref().filter(|m| m.num_experts > 0 && spec.moe_layers() > 0) {
+        Some(m) => {
+            // saturating: a bound past u64 over-counts, never wraps
+            let per_moe_layer = m.experts_per_token.saturating_mul(spec.hidden_size).saturating_mul(act + 4);
+            per_moe_layer.saturating_mul(spec.moe_layers()).div_ceil(spec.num_layers)
+        }
+        None => 0,
+    }
 }
 
 /// Falcon-H1's Mamba-2 branch, which runs beside attention in every layer

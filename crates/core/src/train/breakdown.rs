@@ -442,10 +442,16 @@ impl TrainModel {
         let seq = local_seq(setup, par);
         let tokens = mul("tokens", setup.batch, seq)?;
         let in_flight = in_flight_micro_batches(pp, par.virtual_stages, setup.grad_accum);
+        // DeepSpeed AutoEP's dispatched rows and fp32 combine copy (TP 1: not split)
+        let autoep = if par.ep > 1 { ap.autoep_dispatched } else { 0 };
         let full_layer = add(
             "activations per token",
-            layer_bytes_per_token(ap, seq, tp, sp, setup.checkpointing)?,
-            expert_gather_bytes_per_token(ap, tp, par.expert_tp())?,
+            add(
+                "activations per token",
+                layer_bytes_per_token(ap, seq, tp, sp, setup.checkpointing)?,
+                expert_gather_bytes_per_token(ap, tp, par.expert_tp())?,
+            )?,
+            autoep,
         )?;
         let input = if sp { div_ceil(ap.layer_input, tp) } else { ap.layer_input };
         let kept = match setup.checkpointing {

@@ -195,6 +195,13 @@ impl Lines<'_> {
                 self.par.shard_degree(),
                 self.par.dp_replicate
             )
+        } else if dp > 1 && self.par.sharding.stage() >= stage && self.par.ep > 1 {
+            // DeepSpeed AutoEP: the experts' ZeRO partitions over the expert-data-parallel group
+            let edp = (self.par.gpus / self.par.ep).max(1);
+            format!(
+                "÷ {group} {dp} ({}: {what} sharded; the routed experts' share ÷ expert-DP {edp} = GPUs / EP, DeepSpeed AutoEP)",
+                self.par.sharding_label()
+            )
         } else if dp > 1 && self.par.sharding.stage() >= stage {
             format!("÷ {group} {dp} ({}: {what} sharded)", self.par.sharding_label())
         } else {
@@ -511,6 +518,12 @@ impl Lines<'_> {
                 );
             }
         }
+        if par.ep > 1 && act.autoep_dispatched > 0 {
+            layers_explain = layers_explain.term(
+                "of which DeepSpeed AutoEP's routed rows (top-k × hidden × activation bytes, the grouped GEMMs' input after the all-to-all) and fp32 combine copy (top-k × hidden × 4), averaged over the layers",
+                act.autoep_dispatched,
+            );
+        }
         ledger.push(
             Category::Activations,
             "saved activations, decoder layers",
@@ -712,6 +725,25 @@ fn context_parallel_note(setup: &TrainSetup, par: &Parallelism) -> String {
 }
 
 /// What the user should know about this training setup, in sentences.
+/// The note on DeepSpeed AutoEP's split (PR #7938; docs/code-docs/source/autoep.rst
+/// "How it works"): experts whole over the EP ranks, their gradients and ZeRO
+/// shards over the expert-data-parallel group, everything else over all ranks.
+fn autoep_note(par: &Parallelism) -> String {
+    let edp = (par.gpus / par.ep.max(1)).max(1);
+    let sharded = match par.sharding.stage() {
+        0 => "are not sharded (ZeRO 0)".to_string(),
+        1 => format!("shard their master and optimizer states over {edp} expert-data-parallel ranks (ZeRO-1)"),
+        _ => format!(
+            "shard their gradients, master and optimizer states over {edp} expert-data-parallel ranks ({})",
+            par.sharding_label()
+        ),
+    };
+    format!(
+        "expert parallel {}: DeepSpeed AutoEP (expert_parallel.autoep_size {}) gives each GPU 1/{} of the routed experts of every MoE layer, whole, and routes the tokens to them by all-to-all; the experts {sharded}; attention, router, shared experts and embeddings over all {} ranks",
+        par.ep, par.ep, par.ep, par.gpus
+    )
+}
+
 fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u64, nvme_total: u64) -> Vec<String> {
     let dp = par.dp();
     let mut notes = Vec::new();
@@ -731,7 +763,9 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             par.sharding_label()
         ));
     }
-    if par.ep > 1 && par.expert_tp() > 1 || par.ep == 1 && par.expert_tp() != par.tp.max(1) {
+    if par.ep > 1 && !setup.framework().megatron_mixed_precision {
+        notes.push(autoep_note(par));
+    } else if par.ep > 1 && par.expert_tp() > 1 || par.ep == 1 && par.expert_tp() != par.tp.max(1) {
         notes.push(format!(
             "expert parallel {} × expert-tensor parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, each split over {} ranks like a TP linear (Megatron --expert-model-parallel-size, --expert-tensor-parallel-size); the dispatched tokens are all-gathered over those {} ranks before the experts; the experts' master and optimizer states shard over {} expert-data-parallel ranks with --zero 1",
             par.ep.max(1),

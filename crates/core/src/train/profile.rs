@@ -384,7 +384,7 @@ impl TrainProfile {
             grad_copy = split.shard(grad_copy)?;
         }
         if dp > 1 && stage >= 2 {
-            grads = div_ceil(grads, dp);
+            grads = self.zero2_grads(par, t, grads)?;
         }
         if stage >= 2 && par.offload_optimizer != Offload::None {
             // ZeRO-Offload / FSDP CPU offload: gradients stream to the pinned CPU partition
@@ -450,6 +450,19 @@ impl TrainProfile {
             cpu_bytes: cpu,
             nvme_bytes: nvme,
         })
+    }
+
+    /// ZeRO-2's gradient partition of `grads` bytes: over the DP ranks, and under
+    /// DeepSpeed AutoEP the experts' share over the expert-data-parallel group as
+    /// the states are (stage_1_and_2.py partitions each parameter group over its
+    /// `real_dp_process_group`, the MoE groups' being `expert_data_parallel_group`);
+    /// Megatron runs no ZeRO-2.
+    fn zero2_grads(&self, par: &Parallelism, t: u64, grads: u64) -> Result<u64, CoreError> {
+        if par.ep > 1 {
+            self.dp_split(par, t)?.shard(grads)
+        } else {
+            Ok(div_ceil(grads, par.shard_degree()))
+        }
     }
 
     /// How `t` trainable parameters per GPU shard over the data-parallel ranks of

@@ -5,6 +5,7 @@
 //! `crate::infer` (with `crate::kv` and `crate::serving`) and `crate::train`,
 //! which import from here (never the other way round).
 
+pub mod autoep;
 pub mod defaults;
 mod engine;
 mod inference;

@@ -97,18 +97,38 @@ pub fn training(model: &ModelSpec, t: &TrainSetup, par: &Parallelism, rt: &Runti
     }
     if t.engine == Engine::Megatron {
         megatron(model, t, par)?;
-    } else if par.ep != 1 {
-        return Err(WorkloadError::ExpertParallel {
-            ep: par.ep,
-            reason: "expert parallelism in training is modelled as Megatron runs it: give --engine megatron (DeepSpeed-MoE is not modelled)"
-                .into(),
-        });
+    } else {
+        deepspeed_autoep(model, t, par)?;
     }
     if t.kind != TrainKind::Full {
         lora(model, t)?;
     }
     positions(model, Field::Seq, t.seq)?;
     runtime(rt)
+}
+
+/// Expert parallelism outside Megatron: DeepSpeed AutoEP (PR #7938) for a
+/// Hugging Face MoE model of a preset family, under `--engine deepspeed` or
+/// the Trainer with a DeepSpeed config ([`super::autoep::autoep_rules`]).
+fn deepspeed_autoep(model: &ModelSpec, t: &TrainSetup, par: &Parallelism) -> Result<(), WorkloadError> {
+    let ep = par.ep;
+    if ep == 0 {
+        return Err(WorkloadError::Zero { field: Field::Ep });
+    }
+    if ep == 1 {
+        return Ok(());
+    }
+    if !super::autoep::runs_autoep(t, par) {
+        return Err(WorkloadError::ExpertParallel {
+            ep,
+            reason: format!(
+                "expert parallelism in training is modelled as Megatron runs it (--engine megatron) and as DeepSpeed AutoEP runs a Hugging Face MoE model (--engine deepspeed, or the Trainer with ZeRO); not for --engine {}{}",
+                t.engine.name(),
+                if par.fsdp { " with --fsdp" } else { "" }
+            ),
+        });
+    }
+    super::autoep::autoep_rules(model, t, par).map_err(|reason| WorkloadError::ExpertParallel { ep, reason })
 }
 
 /// A size is at least 1 and at most its limit.
