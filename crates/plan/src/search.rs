@@ -1149,9 +1149,10 @@ impl<'a> Search<'a> {
                 }
             }
         }
+        // DeepSpeed AutoEP keeps each expert whole on its EP rank: ETP unset (1 with EP)
         for e in self.autoep_variants(gpus, l) {
-            if !v.contains(&e) {
-                v.push(e);
+            if !v.contains(&(e, 0)) {
+                v.push((e, 0));
             }
         }
         match &self.pinned {
