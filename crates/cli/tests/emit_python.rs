@@ -74,7 +74,9 @@ fn emitted_configs_load_in_deepspeed_and_accelerate() {
         ),
     ];
     for (name, args) in plans {
-        let v = common::json(&[args, &["--json"]].concat(), 0);
+        // the world size of the plan `--emit deepspeed` writes (it implies `--launcher deepspeed`;
+        // the best plan overall may be a TP × PP one no Hugging Face launcher runs)
+        let v = common::json(&[args, &["--launcher", "deepspeed", "--json"]].concat(), 0);
         let dp = v["recommended"]["setup"]["dp"].as_u64().unwrap();
         let (ds, _) = run(&[args, &["--emit", "deepspeed"]].concat(), 0);
         std::fs::write(dir.join(format!("ds_{name}_ws{dp}.json")), ds).unwrap();
