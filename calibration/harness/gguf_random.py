@@ -17,7 +17,7 @@ preset). Tensor names and shapes follow llama.cpp's load_arch_tensors
 (src/models/<arch>.cpp) at ggml-org/llama.cpp@0c1e57098 (b11312).
 
 Usage: gguf_random.py MODEL OUT.gguf [--header OUT.header]
-  MODEL: qwen3-0.6b | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
+  MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
   --header writes the header alone (what vramfit reads) beside the file.
 """
 import argparse
@@ -34,6 +34,11 @@ MODELS = {
     "qwen3-0.6b": dict(arch="qwen3", n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128,
                        n_ff=3072, n_vocab=151936, n_ctx_train=40960, tied=True, wtype=T.F16,
                        rope=1e6),
+    # the same, every matrix Q4_0 (as `llama-quantize --pure ... Q4_0` writes it): on an x86-64
+    # host the CPU backend repacks them (CPU_REPACK, ggml-cpu repack.cpp)
+    "qwen3-0.6b-q4_0": dict(arch="qwen3", n_layer=28, n_embd=1024, n_head=16, n_head_kv=8, head_dim=128,
+                            n_ff=3072, n_vocab=151936, n_ctx_train=40960, tied=True, wtype=T.Q4_0,
+                            rope=1e6),
     # google/gemma-3-1b-it: hidden 1152, 26 layers, 4 heads, 1 KV head, head_dim 256,
     # intermediate 6912, vocab 262144, 32768 positions, sliding window 512 every
     # layer but each 6th (llama.cpp load_swa_pattern(ml, 6)), tied embeddings

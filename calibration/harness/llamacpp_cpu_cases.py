@@ -21,6 +21,7 @@ ENV = ("this project's CPU-only build of ggml-org/llama.cpp@0c1e57098 (b11312; v
 # file lengths written by gguf_random.py (the header files hold the first bytes only)
 FILE_LEN = {
     "qwen3-0.6b": 1192249792,
+    "qwen3-0.6b-q4_0": 335522240,
     "gemma-3-1b": 2000061312,
     "qwen3-30b-a3b-q4_0": 17218335008,
     "qwen3.5-27b-q4_0": 15138472896,
@@ -28,6 +29,7 @@ FILE_LEN = {
 }
 MODEL = {
     "qwen3-0.6b": ("Qwen/Qwen3-0.6B", "F16", "qwen3"),
+    "qwen3-0.6b-q4_0": ("Qwen/Qwen3-0.6B", "Q4_0 (every matrix, as --pure)", "qwen3"),
     "gemma-3-1b": ("google/gemma-3-1b-it", "F16", "gemma3"),
     "qwen3-30b-a3b-q4_0": ("Qwen/Qwen3-30B-A3B", "Q4_0 (router f32)", "qwen3moe"),
     "qwen3.5-27b-q4_0": ("Qwen/Qwen3.5-27B (trunk, no MTP layer)", "Q4_0", "qwen35"),
@@ -40,6 +42,7 @@ RUNS = [
     ("qwen3-0.6b-np4-fa0", "qwen3-0.6b", "-c 4096 -np 4 -fa off"),
     ("qwen3-0.6b-c32k-np4", "qwen3-0.6b", "-c 32768 -np 4"),
     ("qwen3-0.6b-auto", "qwen3-0.6b", "-c 4096"),
+    ("qwen3-0.6b-q4_0-np4", "qwen3-0.6b-q4_0", "-c 4096 -np 4"),
     ("gemma-3-1b-auto", "gemma-3-1b", "-c 8192"),
     ("gemma-3-1b-np1", "gemma-3-1b", "-c 8192 -np 1"),
     ("gemma-3-1b-np4", "gemma-3-1b", "-c 8192 -np 4"),
@@ -71,6 +74,8 @@ def case(rid, m, flags):
         "compute host": mib(get("CPU compute buffer size")[0]),
         "output host": mib(get("CPU  output buffer size")[0]),
     }
+    if get("CPU_REPACK model buffer size"):
+        expect["model CPU_REPACK"] = mib(get("CPU_REPACK model buffer size")[0])
     if get("CPU RS buffer size"):
         expect["rs CPU"] = mib(get("CPU RS buffer size")[0])
     argv = flags.split()

@@ -28,6 +28,8 @@ run qwen3-0.6b-np1     qwen3-0.6b -c 4096 -np 1
 run qwen3-0.6b-np4     qwen3-0.6b -c 4096 -np 4
 run qwen3-0.6b-np4-fa0 qwen3-0.6b -c 4096 -np 4 -fa off
 run qwen3-0.6b-c32k-np4 qwen3-0.6b -c 32768 -np 4
+# Q4_0 matrices: repacked by the CPU backend (CPU_REPACK)
+run qwen3-0.6b-q4_0-np4 qwen3-0.6b-q4_0 -c 4096 -np 4
 # no -np: llama-server picks 4 slots and a unified cache (tools/server/server.cpp)
 run qwen3-0.6b-auto     qwen3-0.6b -c 4096
 run gemma-3-1b-auto     gemma-3-1b -c 8192

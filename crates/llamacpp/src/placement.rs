@@ -245,9 +245,15 @@ pub fn alloc_size(ty: GgmlType, ne: &[u64], bytes: u64, device: Device) -> Resul
 /// hosts also repack Q2_K, ARM hosts other sets (Q4_0/Q4_K/Q5_K/Q6_K/Q8_0/
 /// IQ4_NL/MXFP4 with NEON dot-product or i8mm): vramfit assumes AVX2.
 pub fn cpu_repacked(t: &TensorInfo) -> bool {
+    repackable_matrix(t) && t.slot != Slot::Input
+}
+
+/// The type and shape `ggml_repack_get_optimal_repack_type` repacks, for
+/// whichever op reads the tensor.
+fn repackable_matrix(t: &TensorInfo) -> bool {
     let kind = matches!(t.ty, GgmlType::Q4_0 | GgmlType::Q4K | GgmlType::Iq4Nl | GgmlType::Mxfp4);
     let matrix = t.ne.len() == 2 || (t.ne.len() == 3 && t.name.contains("_exps"));
-    kind && matrix && t.slot != Slot::Input && t.ne.get(1).is_some_and(|r| r % 8 == 0)
+    kind && matrix && t.ne.get(1).is_some_and(|r| r % 8 == 0)
 }
 
 /// The buffer type of a model buffer, as llama.cpp names it in its log
@@ -332,6 +338,30 @@ fn placed_gpus(placement: &Placement) -> Vec<u32> {
     gpus
 }
 
+/// The host tensors split into those the CPU repacks (`CPU_REPACK`) and the
+/// rest (mapped or copied).
+fn host_split<'m>(
+    model: &'m LlamaModel,
+    placement: &Placement,
+    on_host: Vec<&'m TensorInfo>,
+    cpu_repack: bool,
+) -> (Vec<&'m TensorInfo>, Vec<&'m TensorInfo>) {
+    let (mut repacked, host): (Vec<&TensorInfo>, Vec<&TensorInfo>) =
+        on_host.into_iter().partition(|t| cpu_repack && cpu_repacked(t));
+    // a tied output head on the host: the loader creates token_embd a second
+    // time for the output layer (TENSOR_DUPLICATED, e.g.
+    // llama_model_qwen3::load_arch_tensors, src/models/qwen3.cpp) with the
+    // output's buffer list, whose CPU extra buffer type (repack) takes the
+    // MUL_MAT: a repacked copy beside the mapped original, which keeps
+    // serving GET_ROWS. Measured on b11312: Qwen3-0.6B all-Q4_0 logs
+    // `CPU_REPACK model buffer size = 319.71 MiB` with the 83.47 MiB head in
+    // it (calibration/data/measured/llamacpp-cpu.jsonl).
+    if cpu_repack && model.tied_output && placement.output == Device::Cpu {
+        repacked.extend(model.tensors.iter().filter(|t| t.name == "token_embd.weight" && repackable_matrix(t)));
+    }
+    (repacked, host)
+}
+
 /// Model buffers of every device that holds weights.
 pub fn model_buffers(
     model: &LlamaModel,
@@ -386,7 +416,7 @@ pub fn model_buffers(
     // host: the input layer plus every slot left on the CPU; matrices the
     // CPU repacks are copied into their own buffer, the rest stay mapped
     let on_host: Vec<_> = model.tensors.iter().filter(|t| placement.tensor_device(t) == Device::Cpu).collect();
-    let (repacked, host): (Vec<_>, Vec<_>) = on_host.into_iter().partition(|t| cpu_repack && cpu_repacked(t));
+    let (repacked, host) = host_split(model, placement, on_host, cpu_repack);
     if !repacked.is_empty() {
         let mut bytes = 0u64;
         for t in &repacked {
