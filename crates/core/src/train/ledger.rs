@@ -763,42 +763,7 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
             par.sharding_label()
         ));
     }
-    if par.ep > 1 && !setup.framework().megatron_mixed_precision {
-        notes.push(autoep_note(par));
-    } else if par.ep > 1 && par.expert_tp() > 1 || par.ep == 1 && par.expert_tp() != par.tp.max(1) {
-        notes.push(format!(
-            "expert parallel {} × expert-tensor parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, each split over {} ranks like a TP linear (Megatron --expert-model-parallel-size, --expert-tensor-parallel-size); the dispatched tokens are all-gathered over those {} ranks before the experts; the experts' master and optimizer states shard over {} expert-data-parallel ranks with --zero 1",
-            par.ep.max(1),
-            par.expert_tp(),
-            par.ep.max(1),
-            par.expert_tp(),
-            par.expert_tp(),
-            par.expert_dp()
-        ));
-    } else if par.ep > 1 {
-        let edp = par.expert_dp();
-        notes.push(format!(
-            "expert parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, whole (Megatron --expert-model-parallel-size, expert-tensor-parallel 1); attention and the dense layers split by TP; the experts' master and optimizer states shard over {edp} expert-data-parallel ranks with --zero 1",
-            par.ep, par.ep
-        ));
-    }
-    if par.hybrid() {
-        notes.push(format!(
-            "hybrid sharding (HSDP): the {dp} data-parallel ranks form {} replicas of {} ranks; each replica shards the parameters, gradients and optimizer states over its {} ranks (÷ {}, not ÷ {dp}) and all-reduces its gradient shard with the other replicas (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2; torchtitan data_parallel_shard_degree {} × data_parallel_replicate_degree {})",
-            par.dp_replicate,
-            par.shard_degree(),
-            par.shard_degree(),
-            par.shard_degree(),
-            par.shard_degree(),
-            par.dp_replicate
-        ));
-    }
-    if par.hpz_on() {
-        notes.push(format!(
-            "ZeRO++ hpZ: besides the ZeRO-3 shard over all {dp} ranks, each GPU keeps a secondary partition of the parameters (as stored: 16-bit under mixed precision) over its group of {} ranks (one machine); backward and the later micro-batches' forwards all-gather from it inside the group, the first forward of each step across all ranks (DeepSpeed zero_hpz_partition_size {}; Wang et al. 2023, ZeRO++ §3.2)",
-            par.hpz, par.hpz
-        ));
-    }
+    notes.extend(sharding_notes(setup, par, dp));
     if par.gpus > 1 && par.cp > 1 {
         notes.push(format!(
             "{} GPUs = TP {} × CP {} × PP {} × DP {dp}; figures are per GPU (the worst rank)",
@@ -868,6 +833,50 @@ fn notes(setup: &TrainSetup, par: &Parallelism, b: &TrainBreakdown, cpu_total: u
         notes.push(
             "eager attention keeps batch × heads × seq × seq softmax tensors per layer; sdpa/flash keeps none".into(),
         );
+    }
+    notes
+}
+
+/// The notes on how the model states split beyond plain DP: expert
+/// parallelism (Megatron EP × ETP, DeepSpeed AutoEP), hybrid sharding and
+/// ZeRO++ hpZ.
+fn sharding_notes(setup: &TrainSetup, par: &Parallelism, dp: u64) -> Vec<String> {
+    let mut notes = Vec::new();
+    if par.ep > 1 && !setup.framework().megatron_mixed_precision {
+        notes.push(autoep_note(par));
+    } else if par.ep > 1 && par.expert_tp() > 1 || par.ep == 1 && par.expert_tp() != par.tp.max(1) {
+        notes.push(format!(
+            "expert parallel {} × expert-tensor parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, each split over {} ranks like a TP linear (Megatron --expert-model-parallel-size, --expert-tensor-parallel-size); the dispatched tokens are all-gathered over those {} ranks before the experts; the experts' master and optimizer states shard over {} expert-data-parallel ranks with --zero 1",
+            par.ep.max(1),
+            par.expert_tp(),
+            par.ep.max(1),
+            par.expert_tp(),
+            par.expert_tp(),
+            par.expert_dp()
+        ));
+    } else if par.ep > 1 {
+        let edp = par.expert_dp();
+        notes.push(format!(
+            "expert parallel {}: each GPU holds 1/{} of the routed experts of every MoE layer, whole (Megatron --expert-model-parallel-size, expert-tensor-parallel 1); attention and the dense layers split by TP; the experts' master and optimizer states shard over {edp} expert-data-parallel ranks with --zero 1",
+            par.ep, par.ep
+        ));
+    }
+    if par.hybrid() {
+        notes.push(format!(
+            "hybrid sharding (HSDP): the {dp} data-parallel ranks form {} replicas of {} ranks; each replica shards the parameters, gradients and optimizer states over its {} ranks (÷ {}, not ÷ {dp}) and all-reduces its gradient shard with the other replicas (PyTorch FSDP HYBRID_SHARD, Zhao et al. 2023 §3.2.2; torchtitan data_parallel_shard_degree {} × data_parallel_replicate_degree {})",
+            par.dp_replicate,
+            par.shard_degree(),
+            par.shard_degree(),
+            par.shard_degree(),
+            par.shard_degree(),
+            par.dp_replicate
+        ));
+    }
+    if par.hpz_on() {
+        notes.push(format!(
+            "ZeRO++ hpZ: besides the ZeRO-3 shard over all {dp} ranks, each GPU keeps a secondary partition of the parameters (as stored: 16-bit under mixed precision) over its group of {} ranks (one machine); backward and the later micro-batches' forwards all-gather from it inside the group, the first forward of each step across all ranks (DeepSpeed zero_hpz_partition_size {}; Wang et al. 2023, ZeRO++ §3.2)",
+            par.hpz, par.hpz
+        ));
     }
     notes
 }
