@@ -674,10 +674,15 @@ pub fn deepspeed_autoep(s: &SetupSummary, t: &Target) -> Result<Emitted, EmitErr
         spec.moe.as_ref().map(|m| m.num_experts / s.ep.max(1)).unwrap_or(0),
         (s.gpus / s.ep.max(1)).max(1)
     );
-    // engine.py builds the optimizer from `model_parameters` when given, else from the
-    // swapped module (`self.module.parameters()`); accelerate passes the list its
-    // DummyOptim took before deepspeed.initialize() (accelerator.py `_prepare_deepspeed`)
-    let params = "# AutoEP swaps the experts' parameters inside deepspeed.initialize(): the optimizer must be built from the model after the swap (deepspeed.initialize(model=model, config=\"ds_config.json\") without model_parameters); the HF Trainer through accelerate passes the parameter list it took before (DummyOptim.params), which would miss the new expert parameters";
+    // accelerate passes the parameter list its DummyOptim took before
+    // deepspeed.initialize() (accelerator.py `_prepare_deepspeed`); DeepSpeed 0.19.8's
+    // engine re-points such a list, and a client optimizer, at AutoEP's new expert
+    // parameters after the swap (runtime/engine.py `DeepSpeedEngine.__init__` →
+    // `_remap_model_parameters_after_module_replacement`,
+    // `_remap_client_optimizer_after_module_replacement`, whose docstring names the
+    // failure without it: the experts and routers never update). The release that
+    // added the remap is not pinned here, so the note asks for the one read.
+    let params = "# AutoEP swaps the experts' parameters inside deepspeed.initialize(); the HF Trainer (through accelerate) hands DeepSpeed the parameter list it took before the swap, which DeepSpeed 0.19.8 re-points at the new expert parameters (engine.py _remap_model_parameters_after_module_replacement): use DeepSpeed >= 0.19.8, or an older release may leave the experts and routers out of the optimizer";
     e.launch = Some(match e.launch.take() {
         Some(l) => format!("{l}\n{note}\n{params}"),
         None => format!("{note}\n{params}"),

@@ -50,8 +50,9 @@ pub struct WorkloadArgs {
     /// Tensor-parallel degree [default: 1]
     #[arg(long, visible_alias = "tensor-parallel-size")]
     pub tp: Option<u64>,
-    /// Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts split
-    /// over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size) [default: 1]
+    /// Expert-parallel degree for a MoE model: whole routed experts split over this many ranks;
+    /// serving under vLLM or SGLang (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size),
+    /// training under Megatron-LM (--expert-model-parallel-size) or DeepSpeed AutoEP [default: 1]
     #[arg(long, visible_alias = "ep-size", value_name = "EP")]
     pub ep: Option<u64>,
     /// Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run attention
