@@ -62,6 +62,7 @@ def estimate(
     fsdp: Optional[str] = None,
     sp: bool = False,
     dp_replicate: Optional[int] = None,
+    hpz: Optional[int] = None,
     offload: Optional[str] = None,
     deepspeed: Optional[Union[str, os.PathLike]] = None,
     first_step: bool = False,
@@ -75,6 +76,7 @@ def estimate(
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
     cp: Optional[int] = None,
+    etp: Optional[int] = None,
     ctx_size: Optional[Union[int, str]] = None,
     n_gpu_layers: Optional[int] = None,
     ngl: Optional[int] = None,
@@ -170,9 +172,10 @@ def estimate(
         tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
         ep (--ep, alias ep_size):
-            Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
-            split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
-            [default: 1]
+            Expert-parallel degree for a MoE model: whole routed experts split over this many ranks;
+            serving under vLLM or SGLang (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size),
+            training under Megatron-LM (--expert-model-parallel-size) or DeepSpeed AutoEP [default:
+            1]
         dp_attention (--dp-attention):
             Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run
             attention and the KV cache as this many groups, each with its share of the sequences,
@@ -260,6 +263,9 @@ def estimate(
         dp_replicate (--dp-replicate):
             Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form
             N replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
+        hpz (--hpz):
+            DeepSpeed ZeRO++ hpZ (with --zero 3): a secondary 16-bit copy of the parameters sharded
+            over groups of N ranks (usually one machine), gathered from inside the group in backward
         offload (--offload):
             Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe One of:
             none, cpu, nvme.
@@ -299,6 +305,10 @@ def estimate(
             torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of
             every sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP
             [default: 1]
+        etp (--etp):
+            Expert-tensor-parallel degree of a MoE model under --engine megatron
+            (--expert-tensor-parallel-size): each routed expert split over N ranks like a TP linear;
+            ETP × EP must divide GPUs ÷ PP [default: TP without --ep, 1 with it]
         ctx_size (--ctx-size):
             GGUF: context size, llama.cpp's `-c` (--context says the same; 32k = 32768; 0 = the
             model's trained context) [default: 4096]
@@ -467,6 +477,7 @@ def plan(
     fsdp: Optional[str] = None,
     sp: bool = False,
     dp_replicate: Optional[int] = None,
+    hpz: Optional[int] = None,
     offload: Optional[str] = None,
     deepspeed: Optional[Union[str, os.PathLike]] = None,
     first_step: bool = False,
@@ -480,6 +491,7 @@ def plan(
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
     cp: Optional[int] = None,
+    etp: Optional[int] = None,
     have: Optional[str] = None,
     allow: Optional[Union[str, Sequence[str]]] = None,
     tokens: Optional[str] = None,
@@ -525,9 +537,10 @@ def plan(
         tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
         ep (--ep, alias ep_size):
-            Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
-            split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
-            [default: 1]
+            Expert-parallel degree for a MoE model: whole routed experts split over this many ranks;
+            serving under vLLM or SGLang (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size),
+            training under Megatron-LM (--expert-model-parallel-size) or DeepSpeed AutoEP [default:
+            1]
         dp_attention (--dp-attention):
             Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run
             attention and the KV cache as this many groups, each with its share of the sequences,
@@ -615,6 +628,9 @@ def plan(
         dp_replicate (--dp-replicate):
             Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form
             N replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
+        hpz (--hpz):
+            DeepSpeed ZeRO++ hpZ (with --zero 3): a secondary 16-bit copy of the parameters sharded
+            over groups of N ranks (usually one machine), gathered from inside the group in backward
         offload (--offload):
             Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe One of:
             none, cpu, nvme.
@@ -654,6 +670,10 @@ def plan(
             torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of
             every sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP
             [default: 1]
+        etp (--etp):
+            Expert-tensor-parallel degree of a MoE model under --engine megatron
+            (--expert-tensor-parallel-size): each routed expert split over N ranks like a TP linear;
+            ETP × EP must divide GPUs ÷ PP [default: TP without --ep, 1 with it]
         have (--have):
             The card you have (path 1: software switches on it), e.g. `rtx-3090`
         allow (--allow):
@@ -751,6 +771,7 @@ def diagnose(
     fsdp: Optional[str] = None,
     sp: bool = False,
     dp_replicate: Optional[int] = None,
+    hpz: Optional[int] = None,
     offload: Optional[str] = None,
     deepspeed: Optional[Union[str, os.PathLike]] = None,
     first_step: bool = False,
@@ -764,6 +785,7 @@ def diagnose(
     optimizer_in_backward: bool = False,
     activation_offload: bool = False,
     cp: Optional[int] = None,
+    etp: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Why a run ran out of memory, from its error text, memory_summary, snapshot or script. Returns the `vramfit diagnose --json` document (docs/diagnose.md) for a file on this machine: an OOM log, memory_summary() output, a memory snapshot pickle or a training script. `exit_code` is the CLI's exit code (docs/exit-codes.md).
 
@@ -802,9 +824,10 @@ def diagnose(
         tp (--tp, alias tensor_parallel_size):
             Tensor-parallel degree [default: 1]
         ep (--ep, alias ep_size):
-            Expert-parallel degree for a MoE model served by vLLM or SGLang: whole routed experts
-            split over this many ranks (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size)
-            [default: 1]
+            Expert-parallel degree for a MoE model: whole routed experts split over this many ranks;
+            serving under vLLM or SGLang (vLLM --enable-expert-parallel: EP = TP; SGLang --ep-size),
+            training under Megatron-LM (--expert-model-parallel-size) or DeepSpeed AutoEP [default:
+            1]
         dp_attention (--dp-attention):
             Data-parallel attention for a MoE model served by vLLM or SGLang: the --tp ranks run
             attention and the KV cache as this many groups, each with its share of the sequences,
@@ -892,6 +915,9 @@ def diagnose(
         dp_replicate (--dp-replicate):
             Hybrid sharding (HSDP, with --zero 3 / --fsdp full-shard): the data-parallel ranks form
             N replicas, each sharding the model states over its DP ÷ N ranks (usually one machine)
+        hpz (--hpz):
+            DeepSpeed ZeRO++ hpZ (with --zero 3): a secondary 16-bit copy of the parameters sharded
+            over groups of N ranks (usually one machine), gathered from inside the group in backward
         offload (--offload):
             Offload optimizer states (and, with ZeRO-3, parameters) to host RAM or NVMe One of:
             none, cpu, nvme.
@@ -931,6 +957,10 @@ def diagnose(
             torchtitan: context_parallel_degree): each GPU of a CP group holds seq / N tokens of
             every sequence, K/V blocks passing round a ring in attention; GPUs = TP × CP × PP × DP
             [default: 1]
+        etp (--etp):
+            Expert-tensor-parallel degree of a MoE model under --engine megatron
+            (--expert-tensor-parallel-size): each routed expert split over N ranks like a TP linear;
+            ETP × EP must divide GPUs ÷ PP [default: TP without --ep, 1 with it]
 
     Returns:
         the ``vramfit diagnose --json`` document (docs/diagnose.md) plus ``exit_code``.
