@@ -477,3 +477,71 @@ fn megatron_expert_tensor_parallel_splits_each_expert() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--etp 4: Megatron lays the 8 ranks of a pipeline stage"), "{err}");
 }
+
+/// A DeepSpeed config that turns AutoEP on (`"expert_parallel": {"enabled":
+/// true, "autoep_size": 8}`, DeepSpeed PR #7938) sizes the same job as `--ep 8`
+/// under `--engine deepspeed` with its stage and precision; `--ep` saying
+/// another degree is refused naming the key, and AutoEP's own rules (ZeRO-3 not
+/// modelled) name the config key, not `--ep`.
+#[test]
+fn deepspeed_config_with_autoep_sizes_as_ep() {
+    let dir = std::env::temp_dir().join(format!("vramfit-autoep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, stage: u8| {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                r#"{{"bf16": {{"enabled": true}}, "zero_optimization": {{"stage": {stage}}}, "expert_parallel": {{"enabled": true, "autoep_size": 8, "preset_model": "mixtral"}}}}"#
+            ),
+        )
+        .unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let z2 = write("z2.json", 2);
+    let from_file = json(&["estimate", "mixtral-8x7b", "--task", "train", "--gpus", "16", "--deepspeed", &z2]);
+    let flags = json(&[
+        "estimate",
+        "mixtral-8x7b",
+        "--task",
+        "train",
+        "--engine",
+        "deepspeed",
+        "--precision",
+        "mixed-bf16",
+        "--gpus",
+        "16",
+        "--zero",
+        "2",
+        "--ep",
+        "8",
+    ]);
+    assert_eq!(from_file["workload"]["ep"], 8);
+    for k in ["weights", "gradients", "optimizer_states", "master_weights"] {
+        assert_eq!(cat(&from_file, k), cat(&flags, k), "{k}");
+    }
+    // without the section the experts are not split: more weights per GPU
+    let plain = json(&[
+        "estimate",
+        "mixtral-8x7b",
+        "--task",
+        "train",
+        "--gpus",
+        "16",
+        "--zero",
+        "2",
+        "--precision",
+        "mixed-bf16",
+    ]);
+    assert!(cat(&plain, "weights") > cat(&from_file, "weights"));
+    let err = |args: &[&str]| {
+        let o = Command::cargo_bin("vramfit").unwrap().args(args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let e = err(&["estimate", "mixtral-8x7b", "--task", "train", "--gpus", "16", "--deepspeed", &z2, "--ep", "4"]);
+    assert!(e.contains("--ep 4 contradicts expert_parallel.autoep_size 8"), "{e}");
+    let z3 = write("z3.json", 3);
+    let e = err(&["estimate", "mixtral-8x7b", "--task", "train", "--gpus", "16", "--deepspeed", &z3]);
+    assert!(e.contains("expert_parallel.autoep_size 8: AutoEP with ZeRO-3"), "{e}");
+}

@@ -59,6 +59,9 @@ pub struct DeepSpeedConfig {
     /// `zero_optimization.zero_hpz_partition_size`: ZeRO++ hpZ's secondary
     /// partition group (1, or 0, which DeepSpeed also reads as off: hpZ off)
     pub hpz_partition: DsValue<u64>,
+    /// `expert_parallel.autoep_size` with `"enabled": true`: DeepSpeed AutoEP's
+    /// expert-parallel degree (absent, or the section disabled: no AutoEP)
+    pub autoep_size: DsValue<u64>,
     /// statements about `"auto"` values and legacy keys
     pub notes: Vec<String>,
     /// dotted paths of keys this reader does not know
@@ -106,6 +109,7 @@ const TOP_KEYS: &[&str] = &[
     "torch_autocast",
     "graph_harvesting",
     "use_data_before_expert_parallelism",
+    "expert_parallel",
 ];
 
 const ZERO_KEYS: &[&str] = &[
@@ -313,6 +317,31 @@ fn hierarchical_partitions(z: &Obj, c: &mut DeepSpeedConfig) -> Result<(), Inges
     Ok(())
 }
 
+/// DeepSpeed AutoEP's section (`expert_parallel`; deepspeed/module_inject/auto_ep_config.py
+/// `parse_autoep_config`, DeepSpeed ≥ 0.19.2, PR #7938): `enabled` (default false) and
+/// `autoep_size` (default 1) give the expert-parallel degree `--ep` models; the routing and
+/// kernel keys change no bytes vramfit counts. `expert_tensor_parallel_size` above 1 splits
+/// each expert further, which is not modelled: said, and the experts sized whole on each EP
+/// rank (more than DeepSpeed keeps: over, never under).
+fn expert_parallel(e: &Obj, c: &mut DeepSpeedConfig) -> Result<(), IngestError> {
+    if e.bool("enabled")? != Some(true) {
+        return Ok(());
+    }
+    c.autoep_size = match e.get("autoep_size") {
+        None => DsValue::Set(1),
+        Some(v) => match as_count(v) {
+            Some(n) if (1..=1 << 24).contains(&n) => DsValue::Set(n),
+            _ => return Err(e.bad("autoep_size", "a positive integer (AutoEP's expert-parallel degree)", v)),
+        },
+    };
+    if let Some(n) = e.get("expert_tensor_parallel_size").and_then(as_count).filter(|&n| n > 1) {
+        c.notes.push(format!(
+            "expert_parallel.expert_tensor_parallel_size {n}: AutoEP's expert-tensor split is not modelled; each EP rank's experts are sized whole (more than DeepSpeed keeps)"
+        ));
+    }
+    Ok(())
+}
+
 /// Parse a DeepSpeed config. `origin` names the file in errors.
 pub fn parse_deepspeed(bytes: &[u8], origin: &str) -> Result<DeepSpeedConfig, IngestError> {
     if bytes.len() > MAX_DS_BYTES {
@@ -339,6 +368,9 @@ pub fn parse_deepspeed(bytes: &[u8], origin: &str) -> Result<DeepSpeedConfig, In
     }
     if let Some(z) = top.obj("zero_optimization", "zero_optimization")? {
         zero(&z, &mut c)?;
+    }
+    if let Some(e) = top.obj_expecting("expert_parallel", "expert_parallel", "an object with \"enabled\"")? {
+        expert_parallel(&e, &mut c)?;
     }
     if let Some(o) = top.obj_expecting("optimizer", "optimizer", "an object with \"type\"")? {
         c.optimizer_type = o.str("type")?.map(str::to_string);

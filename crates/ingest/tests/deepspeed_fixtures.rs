@@ -121,3 +121,28 @@ fn hpz_is_read_and_mics_said_not_modelled() {
         .to_string();
     assert!(e.contains("zero_hpz_partition_size"), "{e}");
 }
+
+/// DeepSpeed AutoEP's section (deepspeed/module_inject/auto_ep_config.py
+/// `parse_autoep_config`: `enabled` default false, `autoep_size` default 1):
+/// read into `autoep_size` only when enabled, no longer listed as an unknown
+/// key; an expert-tensor split (not modelled) is said; a size that is not a
+/// positive integer is refused naming the key.
+#[test]
+fn autoep_section_is_read_when_enabled() {
+    let c = parse_deepspeed(
+        br#"{"zero_optimization": {"stage": 1}, "expert_parallel": {"enabled": true, "autoep_size": 8, "preset_model": "mixtral", "expert_tensor_parallel_size": 2}}"#,
+        "ds.json",
+    )
+    .unwrap();
+    assert_eq!(c.autoep_size, DsValue::Set(8));
+    assert!(!c.unknown_keys.iter().any(|k| k.contains("expert_parallel")), "{:?}", c.unknown_keys);
+    assert!(c.notes.iter().any(|n| n.starts_with("expert_parallel.expert_tensor_parallel_size 2")), "{:?}", c.notes);
+    let off = parse_deepspeed(br#"{"expert_parallel": {"enabled": false, "autoep_size": 8}}"#, "ds.json").unwrap();
+    assert_eq!(off.autoep_size, DsValue::Absent);
+    let default_size = parse_deepspeed(br#"{"expert_parallel": {"enabled": true}}"#, "ds.json").unwrap();
+    assert_eq!(default_size.autoep_size, DsValue::Set(1));
+    for bad in [r#"{"expert_parallel": {"enabled": true, "autoep_size": 0}}"#, r#"{"expert_parallel": 8}"#] {
+        let e = parse_deepspeed(bad.as_bytes(), "ds.json").unwrap_err().to_string();
+        assert!(e.contains("expert_parallel") || e.contains("autoep_size"), "{e}");
+    }
+}

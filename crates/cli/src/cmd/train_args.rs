@@ -293,6 +293,9 @@ struct Merged {
     comm: Option<DsComm>,
     /// ZeRO++ hpZ group (`--hpz`, `zero_optimization.zero_hpz_partition_size`)
     hpz: Option<u64>,
+    /// expert-parallel degree when a DeepSpeed config's AutoEP section gives it
+    /// (`expert_parallel.autoep_size`); None: `--ep` as given
+    ep: Option<u64>,
 }
 
 /// The bucket knobs of a DeepSpeed config.
@@ -499,7 +502,7 @@ impl TrainArgs {
             gpus: common.gpus,
             tp: common.tp,
             pp: common.pp,
-            ep: common.ep,
+            ep: merged.ep.unwrap_or(common.ep),
             etp: self.etp.unwrap_or(0),
             dp_attention: 1,
             virtual_stages: 1,
@@ -701,7 +704,8 @@ impl TrainArgs {
             overlap_comm: ds.overlap_comm,
         });
         let hpz = self.ds_hpz(&ds, &file, zero, names, notes)?;
-        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer, comm, hpz })
+        let ep = Self::ds_autoep_of(&ds, &file, common, names)?;
+        Ok(Merged { zero, precision, offload_optimizer, offload_params, batch, grad_accum, optimizer, comm, hpz, ep })
     }
 
     /// `--hpz` against the config's `zero_hpz_partition_size`. DeepSpeed uses the
@@ -738,6 +742,28 @@ impl TrainArgs {
         }
         names.set(Field::Hpz, key, "deepspeed");
         Ok(hpz)
+    }
+
+    /// `--ep` against the config's DeepSpeed AutoEP section (`expert_parallel`
+    /// enabled with `autoep_size` N): the config's N when `--ep` is not given
+    /// (or 1), refused when `--ep` says another degree. AutoEP's own rules
+    /// (ZeRO 0–2, no TP/PP, a supported model) then apply as to `--ep`, the
+    /// errors naming the config key.
+    fn ds_autoep_of(
+        ds: &DeepSpeedConfig,
+        file: &str,
+        common: &Common,
+        names: &mut FieldNames,
+    ) -> anyhow::Result<Option<u64>> {
+        let key = "expert_parallel.autoep_size";
+        let Some(n) = ds.autoep_size.value() else { return Ok(None) };
+        if common.ep > 1 && common.ep != n {
+            bail_on!("ep", "--ep {} contradicts {key} {n} in {file}", common.ep);
+        }
+        if common.ep <= 1 && n > 1 {
+            names.set(Field::Ep, key, "deepspeed");
+        }
+        Ok(Some(n))
     }
 
     /// `--optimizer` against the config's `optimizer.type` (DeepSpeed's names).
