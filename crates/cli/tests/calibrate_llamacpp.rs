@@ -100,3 +100,36 @@ fn a_bad_log_line_names_its_field() {
     assert!(err.contains("logs.jsonl:1") && err.contains("flags.ctk"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The llama.cpp b11312 logs measured for this project on a CPU-only build
+/// (calibration/data/measured/llamacpp-cpu.jsonl, issue 22's current-build
+/// logs) are a group of their own, `llamacpp_cpu`: one row per quoted figure,
+/// replayed on the embedded GGUF headers llama.cpp loaded, judged on their own
+/// limits (KV and state 1 %, compute 10 %), in the whole published report and
+/// with `--group llamacpp_cpu` alone.
+#[test]
+fn measured_cpu_logs_are_their_own_group() {
+    const MEASURED: &str = include_str!("../../../calibration/data/measured/llamacpp-cpu.jsonl");
+    let quoted: usize = MEASURED
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["expect"].as_object().unwrap().len())
+        .sum();
+    let all = json(&["calibrate", "--set", "published", "--json"], 0);
+    let alone = json(&["calibrate", "--set", "published", "--group", "llamacpp_cpu", "--json"], 0);
+    for v in [&all, &alone] {
+        let rows: Vec<&Value> =
+            v["cases"].as_array().unwrap().iter().filter(|c| c["group"] == "llamacpp_cpu").collect();
+        assert_eq!(rows.len(), quoted);
+        for r in &rows {
+            let e = r["error_pct"].as_f64().unwrap();
+            let limit = if r["quantity"] == "llamacpp_compute_buffer" { 10.0 } else { 3.0 };
+            assert!(e.abs() <= limit, "{r}");
+            assert!(r["measured"].as_str().unwrap().starts_with("llama.cpp b11312 log"), "{r}");
+        }
+        let g = v["groups"].as_array().unwrap().iter().find(|g| g["group"] == "llamacpp_cpu").unwrap();
+        assert_eq!(g["pass"], true, "{g}");
+        assert_eq!(g["cases"].as_u64(), Some(quoted as u64), "{g}");
+    }
+    assert_eq!(alone["cases"].as_array().unwrap().len(), quoted);
+}

@@ -61,8 +61,14 @@ fn the_overall_and_multi_gpu_bars_are_met() {
 #[test]
 fn every_figure_is_compared_or_excluded_with_a_reason() {
     let v = report();
-    // memory.jsonl's rows (the llamacpp group is llamacpp.jsonl's: tests/calibrate_llamacpp.rs)
-    let cases: Vec<&Value> = v["cases"].as_array().unwrap().iter().filter(|c| c["group"] != "llamacpp").collect();
+    // memory.jsonl's rows (the llamacpp and llamacpp_cpu groups are the llama.cpp logs':
+    // tests/calibrate_llamacpp.rs)
+    let cases: Vec<&Value> = v["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["group"] != "llamacpp" && c["group"] != "llamacpp_cpu")
+        .collect();
     let excluded = v["excluded"].as_array().unwrap();
     // one row per measured figure: each line's `measured` and its `other_measurements`
     let text = include_str!("../../../calibration/data/published/memory.jsonl");

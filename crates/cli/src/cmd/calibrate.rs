@@ -29,6 +29,10 @@ pub const PUBLISHED_HOW: &str = "real GPU figures others published (calibration/
 pub const LLAMACPP_HOW: &str = "group llamacpp: published llama.cpp start-up logs (calibration/data/published/llamacpp.jsonl) replayed through the GGUF model, each model, KV and compute buffer as llama.cpp prints it, judged on its own (builds from b9400: KV within 1%, compute within 10%; older builds within 3%) and kept out of the overall figures";
 /// The published set's group of llama.cpp logs.
 pub const LLAMACPP_GROUP: &str = "llamacpp";
+/// The llama.cpp start-up logs measured for this project on a CPU-only build
+/// (calibration/data/measured/llamacpp-cpu.jsonl): a group of its own.
+pub const LLAMACPP_CPU_GROUP: &str = "llamacpp_cpu";
+pub const LLAMACPP_CPU_HOW: &str = "group llamacpp_cpu: llama.cpp b11312 start-up logs measured for this project on a CPU-only build (calibration/data/measured/llamacpp-cpu.jsonl, GGUF headers at real dimensions), replayed on the headers llama.cpp loaded, judged on their own (KV and state within 1%, compute within 10%) and kept out of the overall figures; CUDA's padding and host/GPU split are not in them";
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetArg {
@@ -48,7 +52,7 @@ pub struct CalibrateArgs {
     /// Which measured set: faketensor (A, B, C; measured on a CPU with PyTorch FakeTensorMode), published (real GPUs) or throughput (the planner's time model, docs/plan.md "Time model")
     #[arg(long, value_enum, default_value_t = SetArg::Faketensor)]
     pub set: SetArg,
-    /// Only this group: A, B, C (faketensor); qlora, lora, full, serving, multi_gpu, runtime, llamacpp (published)
+    /// Only this group: A, B, C (faketensor); qlora, lora, full, serving, multi_gpu, runtime, llamacpp, llamacpp_cpu (published)
     #[arg(long)]
     pub group: Option<String>,
     /// A JSONL file of cases in the chosen set's format instead of the embedded ones (with --group llamacpp: llama.cpp logs in llamacpp.jsonl's format)
@@ -168,11 +172,11 @@ pub fn compare_published(cases: &[PublishedCase], group: Option<&str>) -> anyhow
 
 /// The llama.cpp log figures as calibrate rows (group `llamacpp`); the
 /// errors and limits are the ingest replay's.
-pub fn llamacpp_rows(figs: &[LogFigure]) -> Vec<CaseRow> {
+pub fn llamacpp_rows(figs: &[LogFigure], group: &str) -> Vec<CaseRow> {
     figs.iter()
         .map(|f| CaseRow {
             id: f.id.clone(),
-            group: LLAMACPP_GROUP.to_string(),
+            group: group.to_string(),
             quantity: f.kind.quantity().to_string(),
             estimated_bytes: f.vramfit_bytes,
             measured_bytes: f.logged_bytes(),
@@ -192,9 +196,12 @@ pub fn llamacpp_rows(figs: &[LogFigure]) -> Vec<CaseRow> {
 }
 
 /// The llama.cpp log set replayed: its rows and the group's accuracy.
-fn llamacpp_group(logs: &[llamalogs::LogCase]) -> anyhow::Result<(Vec<CaseRow>, vramfit_core::accuracy::Accuracy)> {
+fn llamacpp_group(
+    logs: &[llamalogs::LogCase],
+    group: &str,
+) -> anyhow::Result<(Vec<CaseRow>, vramfit_core::accuracy::Accuracy)> {
     let figs = llamalogs::replay_all(logs)?;
-    Ok((llamacpp_rows(&figs), llamalogs::accuracy(&figs)))
+    Ok((llamacpp_rows(&figs, group), llamalogs::accuracy(&figs)))
 }
 
 fn read_cases(p: &std::path::Path) -> anyhow::Result<String> {
@@ -206,25 +213,31 @@ fn read_cases(p: &std::path::Path) -> anyhow::Result<String> {
 fn published(args: &CalibrateArgs) -> anyhow::Result<CalibrateReport> {
     let mut names: Vec<&str> = vramfit_ingest::calibration::published::PubGroup::ALL.iter().map(|g| g.name()).collect();
     names.push(LLAMACPP_GROUP);
+    names.push(LLAMACPP_CPU_GROUP);
     let group = args.group.as_deref();
     if let Some(g) = group {
         if !names.contains(&g) {
             bail!(
-                "--group {g}: the published set has groups {} ({PUBLISHED_FILE}; llamacpp: {})",
+                "--group {g}: the published set has groups {} ({PUBLISHED_FILE}; llamacpp: {}; llamacpp_cpu: {})",
                 names.join(", "),
-                llamalogs::LLAMACPP_FILE
+                llamalogs::LLAMACPP_FILE,
+                llamalogs::MEASURED_CPU_FILE
             );
         }
     }
-    if group == Some(LLAMACPP_GROUP) {
+    for (name, how) in [(LLAMACPP_GROUP, LLAMACPP_HOW), (LLAMACPP_CPU_GROUP, LLAMACPP_CPU_HOW)] {
+        if group != Some(name) {
+            continue;
+        }
         // --cases: a file in llamacpp.jsonl's format instead of the embedded logs
-        let logs = match &args.cases {
-            Some(p) => llamalogs::parse_llamacpp_cases(&read_cases(p)?, &p.display().to_string())?,
-            None => llamalogs::embedded_llamacpp()?,
+        let logs = match (&args.cases, name == LLAMACPP_CPU_GROUP) {
+            (Some(p), _) => llamalogs::parse_llamacpp_cases(&read_cases(p)?, &p.display().to_string())?,
+            (None, false) => llamalogs::embedded_llamacpp()?,
+            (None, true) => llamalogs::embedded_llamacpp_cpu()?,
         };
-        let (rows, acc) = llamacpp_group(&logs)?;
-        let mut r = CalibrateReport::new("published", LLAMACPP_HOW, Bar::Published, Vec::new(), Vec::new());
-        r.push_separate_group(LLAMACPP_GROUP, rows, acc);
+        let (rows, acc) = llamacpp_group(&logs, name)?;
+        let mut r = CalibrateReport::new("published", how, Bar::Published, Vec::new(), Vec::new());
+        r.push_separate_group(name, rows, acc);
         return Ok(r);
     }
     let cases = match &args.cases {
@@ -234,9 +247,11 @@ fn published(args: &CalibrateArgs) -> anyhow::Result<CalibrateReport> {
     let mut r = compare_published(&cases, group)?;
     // a --cases file replaces memory.jsonl only: the llama.cpp logs join the whole embedded set
     if args.cases.is_none() && group.is_none() {
-        let (rows, acc) = llamacpp_group(&llamalogs::embedded_llamacpp()?)?;
+        let (rows, acc) = llamacpp_group(&llamalogs::embedded_llamacpp()?, LLAMACPP_GROUP)?;
         r.push_separate_group(LLAMACPP_GROUP, rows, acc);
-        r.measured_how = format!("{PUBLISHED_HOW}; {LLAMACPP_HOW}");
+        let (rows, acc) = llamacpp_group(&llamalogs::embedded_llamacpp_cpu()?, LLAMACPP_CPU_GROUP)?;
+        r.push_separate_group(LLAMACPP_CPU_GROUP, rows, acc);
+        r.measured_how = format!("{PUBLISHED_HOW}; {LLAMACPP_HOW}; {LLAMACPP_CPU_HOW}");
     }
     Ok(r)
 }

@@ -33,6 +33,55 @@ pub const LLAMACPP_FILE: &str = "calibration/data/published/llamacpp.jsonl";
 /// line, same fields plus `header`: the GGUF header llama.cpp loaded, kept
 /// beside the set, and `file_len`: the file's length).
 pub const MEASURED_CPU_FILE: &str = "calibration/data/measured/llamacpp-cpu.jsonl";
+/// The measured set, embedded (`vramfit calibrate --set published`, group `llamacpp_cpu`).
+pub const MEASURED_CPU_CASES: &str = include_str!("../../../../calibration/data/measured/llamacpp-cpu.jsonl");
+
+/// The GGUF headers the measured logs' llama.cpp loaded, embedded by the path
+/// each case's `header` names (192 KiB in all).
+const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/gemma-3-1b.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/gemma-3-1b.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/gpt-oss-20b-mxfp4.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/gpt-oss-20b-mxfp4.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3-0.6b-q4_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3-0.6b-q4_0.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3-0.6b.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3-0.6b.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3-30b-a3b-q4_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3-30b-a3b-q4_0.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-q4_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-q4_0.gguf.header"),
+    ),
+];
+
+/// The embedded measured set.
+pub fn embedded_llamacpp_cpu() -> Result<Vec<LogCase>, IngestError> {
+    parse_llamacpp_cases(MEASURED_CPU_CASES, MEASURED_CPU_FILE)
+}
+
+/// Replay a measured case on its embedded header ([`replay_header`]); a
+/// header that is not one of the embedded ones is an error naming it.
+pub fn replay_measured(c: &LogCase) -> Result<Vec<LogFigure>, IngestError> {
+    let path = header_path(c)?;
+    let head = MEASURED_CPU_HEADERS.iter().find(|(p, _)| *p == path).map(|(_, h)| *h).ok_or_else(|| {
+        invalid(
+            &c.origin,
+            format!("field 'header': {path} is not one of the headers embedded with {MEASURED_CPU_FILE}"),
+        )
+    })?;
+    replay_header(c, head, c.file_len()?)
+}
 
 /// First build counted as "current" for the bar below: issue 22 asks for
 /// logs of llama.cpp builds from mid-2026 (b9400 and later: the f16
@@ -533,7 +582,7 @@ fn compare(c: &LogCase, model: &LlamaModel) -> Result<Vec<LogFigure>, IngestErro
 pub fn replay_all(cases: &[LogCase]) -> Result<Vec<LogFigure>, IngestError> {
     let mut out = Vec::new();
     for c in cases {
-        out.extend(replay(c)?);
+        out.extend(if c.record.get("header").is_some() { replay_measured(c)? } else { replay(c)? });
     }
     Ok(out)
 }
