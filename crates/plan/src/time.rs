@@ -1209,23 +1209,12 @@ mod tests {
     /// NVLink leg b / 225 GB/s = 0.17407 s, pipelined: 0.73438 s.
     #[test]
     fn hybrid_sharding_moves_the_gradient_shard_over_the_fabric() {
-        use crate::types::MemSummary;
         use crate::work::train_work;
         use vramfit_core::train::{Precision, TrainKind, TrainSetup};
         use vramfit_core::workload::{Parallelism, Sharding};
         let n = 6_738_415_616u64;
         let spec = vramfit_core::ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
-        let m = MemSummary {
-            total: 0,
-            tensor_peak: 0,
-            weights: 0,
-            kv: 0,
-            model_states: 0,
-            cpu: 0,
-            params_total: n,
-            params_active: n,
-            params_trainable: n,
-        };
+        let m = counts_only(n);
         let t = TrainSetup { precision: Precision::MixedBf16, grad_accum: 1, ..TrainSetup::default() };
         let z3 = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
         let hsdp = Parallelism { dp_replicate: 4, ..z3.clone() };
@@ -1247,6 +1236,22 @@ mod tests {
         assert!(tm.dp_comm_s(&wh, &fast) > tm.dp_comm_s(&wz, &fast));
     }
 
+    /// A dense model's parameter counts, all trainable; the byte figures 0 (what
+    /// the collectives' tests need of a memory summary).
+    fn counts_only(n: u64) -> crate::types::MemSummary {
+        crate::types::MemSummary {
+            total: 0,
+            tensor_peak: 0,
+            weights: 0,
+            kv: 0,
+            model_states: 0,
+            cpu: 0,
+            params_total: n,
+            params_active: n,
+            params_trainable: n,
+        }
+    }
+
     /// ZeRO++ hpZ's collectives by hand (DeepSpeed `zero_hpz_partition_size`,
     /// Wang et al. 2023 §3.2; `work::hpz_gathers`): the 7B above (N =
     /// 6,738,415,616), mixed-bf16, 4 machines × 8 A100 (NVLink 225 GB/s per
@@ -1263,23 +1268,12 @@ mod tests {
     /// 1.22395 + 0.36687 = 1.59084 s against plain ZeRO-3's 24N·31/32 → 2.93753 s.
     #[test]
     fn hpz_gathers_backward_inside_the_machine() {
-        use crate::types::MemSummary;
         use crate::work::train_work;
         use vramfit_core::train::{Precision, TrainKind, TrainSetup};
         use vramfit_core::workload::{Parallelism, Sharding};
         let n = 6_738_415_616u64;
         let spec = vramfit_core::ModelSpec::llama_like("7b", 4096, 32, 32, 32, 11008, 32000);
-        let m = MemSummary {
-            total: 0,
-            tensor_peak: 0,
-            weights: 0,
-            kv: 0,
-            model_states: 0,
-            cpu: 0,
-            params_total: n,
-            params_active: n,
-            params_trainable: n,
-        };
+        let m = counts_only(n);
         let z3 = Parallelism { gpus: 32, sharding: Sharding::Zero3, ..Parallelism::default() };
         let hpz = Parallelism { hpz: 8, ..z3.clone() };
         let tm = TimeModel::default();

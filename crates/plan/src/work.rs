@@ -535,25 +535,12 @@ mod fp8_tests {
 #[cfg(test)]
 mod etp_tests {
     use super::*;
-    use vramfit_core::model::MoeSpec;
     use vramfit_core::train::Precision;
     use vramfit_core::workload::Engine;
 
     /// Mistral's shape with 8 experts of 14336, top-2, in all 32 layers.
     fn moe() -> ModelSpec {
-        let mut m = ModelSpec::llama_like("moe-8x7b", 4096, 32, 32, 8, 14336, 32000);
-        m.moe = Some(MoeSpec {
-            num_experts: 8,
-            experts_per_token: 2,
-            expert_intermediate: 14336,
-            shared_experts: 0,
-            shared_intermediate: 0,
-            shared_expert_gate: false,
-            dense_layers: 0,
-            router_bias: false,
-            router_linear_bias: false,
-        });
-        m
+        super::autoep_tests::moe(8, 2)
     }
 
     /// The ETP collectives by hand (token_dispatcher.py: all-gather before the
@@ -591,7 +578,7 @@ mod autoep_tests {
     use vramfit_core::train::Precision;
 
     /// Mixtral-8x7B's shape with `k` of `e` experts (width 14336, 32 MoE layers).
-    fn moe(e: u64, k: u64) -> ModelSpec {
+    pub(super) fn moe(e: u64, k: u64) -> ModelSpec {
         let mut m = ModelSpec::llama_like("moe", 4096, 32, 32, 8, 14336, 32000);
         m.moe = Some(MoeSpec {
             num_experts: e,
