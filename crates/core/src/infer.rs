@@ -66,7 +66,7 @@ pub fn estimate_inference(
     let kv_detail = push_kv(&mut ledger, spec, setup, tp, pp)?;
 
     let (logits, act_bytes) = match setup.serving() {
-        Some(d) => push_profiling_run(&mut ledger, spec, setup, &d, tp, runtime)?,
+        Some(d) => push_profiling_run(&mut ledger, spec, setup, &d, (tp, pp), runtime)?,
         None => push_prefill(&mut ledger, spec, setup, tp)?,
     };
     let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
@@ -329,8 +329,9 @@ fn outside_of(setup: &InferenceSetup, s: &ServingSetup, p: &ServingProfile) -> (
     if p.outside_fits() {
         return (None, 0);
     }
+    let how = if setup.cuda_graph_bytes.is_some() { "given by --cuda-graph-mib" } else { "as modelled" };
     let note = format!(
-        "{}'s CUDA graphs ({} given by --cuda-graph-mib) are captured after its KV pool is sized and come on top of --gpu-util {} × CUDA capacity: they exceed the {} left, so the card does not hold the engine (lower --gpu-util)",
+        "{}'s CUDA graphs ({} {how}) are captured after its KV pool is sized and come on top of --gpu-util {} × CUDA capacity: they exceed the {} left, so the card does not hold the engine (lower --gpu-util)",
         crate::serving::release_label(setup),
         crate::units::fmt_bytes(p.graphs_outside_bytes),
         s.gpu_util,
@@ -370,7 +371,7 @@ pub fn capacity(
     let (mut outside_note, mut outside_short_bytes) = (None, 0);
     let graphs_note = match (&engine, setup.serving()) {
         (Some(s), Some(d)) if setup.engine == crate::workload::Engine::Vllm => {
-            Some(crate::serving::graph_note(setup, &d, s.gpu_util, cuda_capacity_bytes))
+            Some(crate::serving::graph_note(spec, setup, par, &d, s)?)
         }
         _ => None,
     };

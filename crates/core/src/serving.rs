@@ -11,7 +11,8 @@ use crate::params::ParamLayout;
 use crate::runtime::RuntimeSetup;
 use crate::units::{div_ceil, product};
 use crate::workload::{
-    validate, GraphCapture, InferenceSetup, Parallelism, ServingDefaults, VllmEntry, VLLM_CUDAGRAPH_ALLOWANCE,
+    validate, GraphCapture, GraphSizes, InferenceSetup, Parallelism, ServingDefaults, VllmEntry,
+    GRAPH_BYTES_PER_LAYER_GRAPH,
 };
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +28,7 @@ pub(crate) fn push_profiling_run(
     spec: &ModelSpec,
     setup: &InferenceSetup,
     d: &ServingDefaults,
-    tp: u64,
+    (tp, pp): (u64, u64),
     runtime: &RuntimeSetup,
 ) -> Result<(u64, u64), CoreError> {
     let (tokens, seqs) = profile_shape(setup, d);
@@ -50,20 +51,21 @@ pub(crate) fn push_profiling_run(
         .term("sampler", run.sampler)
         .note("the engine sizes its KV pool after this run and keeps its peak reserved; logits exist only for the sampled rows, inside the sampler"),
     );
-    if let Some(graphs) = graph_pool_bytes(setup, d) {
-        let card = setup.serving_card.as_ref().map(|c| c.cuda_total_bytes).unwrap_or(0);
+    if let Some(graphs) = graph_pool_bytes(spec, setup, d, tp, pp)? {
+        let model = graph_model(spec, setup, d, tp, pp, tokens, seqs)?;
+        let mut e = Explanation::new(match (setup.cuda_graph_bytes, &model) {
+            (Some(_), _) => "the engine's own figure (--cuda-graph-mib)",
+            (None, _) => "graphs × layers × bytes per layer-graph + largest captured size × bytes per token (the pool is shared, the largest size captured first)",
+        })
+        .term("engine release assumed", release_label(setup));
+        if let Some(m) = model.filter(|_| setup.cuda_graph_bytes.is_none()) {
+            e = graph_terms(e, &m);
+        }
         ledger.push(
             Category::Runtime,
             format!("{} CUDA graph pool", setup.engine.name()),
             graphs,
-            Explanation::new(match (setup.cuda_graph_bytes, d.graphs) {
-                (Some(_), _) => "the engine's own figure (--cuda-graph-mib)",
-                (None, _) => "the allowance vLLM added to gpu_memory_utilization for it (PR #38284) × CUDA capacity",
-            })
-            .term("engine release assumed", release_label(setup))
-            .term("allowance (share of the CUDA capacity)", VLLM_CUDAGRAPH_ALLOWANCE)
-            .term("CUDA capacity", card)
-            .note("estimated during the start-up profile and taken off the KV pool (vLLM PR #30515, on by default since 0.21: PR #38284)"),
+            e.note("estimated during the start-up profile and taken off the KV pool (vLLM PR #30515, on by default since 0.21: PR #38284)"),
         );
     }
     if let Some(non_torch) = d.non_torch_tp1 {
@@ -168,9 +170,7 @@ fn profiling_run(
     let act_b = setup.weight_dtype_compute().bytes()?;
     let tokens = tokens.max(1);
     let h = spec.hidden_size;
-    let width = div_ceil(spec.token_mlp_width(), tp);
-    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
-    let forward = product("profiling forward", &[tokens, 2 * h + mlp_cols, act_b])?;
+    let forward = product("profiling forward", &[tokens, forward_bytes_per_token(spec, setup, tp)?])?;
     let rows = seqs.min(tokens).max(1);
     let sampler = crate::units::add(
         "sampler",
@@ -178,6 +178,16 @@ fn profiling_run(
         product("hidden states", &[tokens, h, act_b])?,
     )?;
     Ok(ProfilingRun { forward, sampler, rows })
+}
+
+/// One layer's forward working set per token at TP `tp`: the residual and
+/// normed input (2 × hidden) with the MLP's gate/up output and activation
+/// (3 × I/tp for gated MLPs, 2 × I/tp otherwise), in the compute dtype.
+fn forward_bytes_per_token(spec: &ModelSpec, setup: &InferenceSetup, tp: u64) -> Result<u64, CoreError> {
+    let act_b = setup.weight_dtype_compute().bytes()?;
+    let width = div_ceil(spec.token_mlp_width(), tp);
+    let mlp_cols = if spec.mlp == crate::model::MlpKind::Gated { 3 * width } else { 2 * width };
+    product("forward bytes per token", &[2 * spec.hidden_size + mlp_cols, act_b])
 }
 
 /// A serving engine's start-up on one card (vLLM's memory profiling).
@@ -234,77 +244,226 @@ impl ServingProfile {
     }
 }
 
-/// The CUDA-graph pool a release takes off its KV budget on a card of
-/// `cuda_capacity_bytes`: vLLM 0.21+ ([`GraphCapture::InsideBudget`]) the
-/// engine's own figure when given (`--cuda-graph-mib`), else the allowance of
-/// PR #38284 ([`VLLM_CUDAGRAPH_ALLOWANCE`] of the capacity, the 0.02 it added
-/// to `gpu_memory_utilization` for it); 0 where the graphs are captured after
-/// the pool ([`graphs_after_pool_bytes`]) or not at all.
-pub fn graph_allowance_bytes(setup: &InferenceSetup, d: &ServingDefaults, cuda_capacity_bytes: u64) -> u64 {
-    match d.graphs {
-        GraphCapture::InsideBudget => {
-            setup.cuda_graph_bytes.unwrap_or((cuda_capacity_bytes as f64 * VLLM_CUDAGRAPH_ALLOWANCE).floor() as u64)
+/// The CUDA graphs a release captures for one start-up shape and the pool
+/// they need per GPU ([`graph_model`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GraphModel {
+    pub sizes: GraphSizes,
+    /// batch sizes captured as PIECEWISE graphs (one graph per piece between attention layers)
+    pub piecewise_sizes: u64,
+    /// batch sizes captured as FULL graphs (the whole model, uniform decode)
+    pub full_graphs: u64,
+    /// the largest captured size, in tokens
+    pub largest: u64,
+    /// decoder layers on this GPU (the layers ÷ PP)
+    pub layers: u64,
+    /// one layer's forward working set per token at TP (as the profiling forward counts it)
+    pub bytes_per_token: u64,
+    pub bytes: u64,
+}
+
+/// The capture sizes of `sizes` for `tokens` = `max_num_batched_tokens` and
+/// `seqs` = `max_num_seqs`: (PIECEWISE sizes, FULL graphs, largest size).
+fn capture_sizes(sizes: GraphSizes, tokens: u64, seqs: u64) -> (u64, u64, u64) {
+    let grid = |max: u64, step16_from: u64| -> Vec<u64> {
+        let mut v: Vec<u64> = [1, 2, 4].into_iter().filter(|&s| s <= max).collect();
+        v.extend((8..=max.min(step16_from.saturating_sub(1))).step_by(8));
+        if max >= step16_from {
+            v.extend((step16_from..=max).step_by(16));
         }
-        GraphCapture::AfterPool | GraphCapture::None => 0,
+        v
+    };
+    match sizes {
+        // vllm/worker/model_runner.py: `_BATCH_SIZES_TO_CAPTURE` up to
+        // `max_num_seqs` rounded up to a captured size (`_get_graph_batch_size`), at most 256
+        GraphSizes::V0Full => {
+            let all = grid(256, u64::MAX);
+            let max = all.iter().copied().find(|&s| s >= seqs).unwrap_or(256);
+            let n = all.iter().filter(|&&s| s <= max).count() as u64;
+            (0, n, max)
+        }
+        // V1 0.8 – 0.10: `[1, 2, 4] + range(8, 513, 8)`, none above max_num_batched_tokens
+        GraphSizes::V1Piecewise512 => {
+            let v: Vec<u64> = grid(512, u64::MAX).into_iter().filter(|&s| s <= tokens.max(1)).collect();
+            (v.len() as u64, 0, v.last().copied().unwrap_or(1))
+        }
+        // 0.11+: `_set_cudagraph_sizes`, vllm/config/vllm.py
+        GraphSizes::V1FullAndPiecewise => {
+            let max = (seqs.saturating_mul(2)).min(512).min(tokens).max(1);
+            let v = grid(max, 256);
+            let full = v.iter().filter(|&&s| s <= seqs).count() as u64;
+            (v.len() as u64, full, v.last().copied().unwrap_or(1))
+        }
+        GraphSizes::V1LargerOf | GraphSizes::NotModelled => (0, 0, 0),
     }
 }
 
-/// The CUDA-graph pool that comes on top of `gpu_memory_utilization ×
-/// capacity` (a release that captures after sizing the pool,
-/// [`GraphCapture::AfterPool`]): the figure given (`--cuda-graph-mib`), else 0
-/// (not known: the explain note says how much room is left for it).
-pub fn graphs_after_pool_bytes(setup: &InferenceSetup, d: &ServingDefaults) -> u64 {
-    match d.graphs {
-        GraphCapture::AfterPool => setup.cuda_graph_bytes.unwrap_or(0),
-        GraphCapture::InsideBudget | GraphCapture::None => 0,
+/// The modelled CUDA-graph pool of a vLLM release per GPU, `None` where the
+/// release captures none or vramfit does not model it (SGLang):
+/// (PIECEWISE sizes + FULL graphs) × layers × [`GRAPH_BYTES_PER_LAYER_GRAPH`]
+/// + largest captured size × one layer's forward bytes per token. All graphs
+///   share one pool (`graph_pool_handle`) and are captured largest first, so
+///   the activations are those of the largest size alone ("if you capture
+///   batchsize 768, it has the same cost of capturing 760, 752, ... together",
+///   youkaichao in vllm-project/vllm#7894); each graph adds its own fixed part.
+pub fn graph_model(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    tp: u64,
+    pp: u64,
+    tokens: u64,
+    seqs: u64,
+) -> Result<Option<GraphModel>, CoreError> {
+    if d.graphs == GraphCapture::None {
+        return Ok(None);
+    }
+    let of = |sizes: GraphSizes| -> Result<GraphModel, CoreError> {
+        let (piecewise_sizes, full_graphs, largest) = capture_sizes(sizes, tokens, seqs);
+        let layers = div_ceil(spec.num_layers, pp.max(1));
+        let bytes_per_token = forward_bytes_per_token(spec, setup, tp)?;
+        let graphs = product(
+            "CUDA graphs",
+            &[crate::units::add("CUDA graphs", piecewise_sizes, full_graphs)?, layers, GRAPH_BYTES_PER_LAYER_GRAPH],
+        )?;
+        let activations = product("CUDA graph activations", &[largest, bytes_per_token])?;
+        let bytes = crate::units::add("CUDA graph pool", graphs, activations)?;
+        Ok(GraphModel { sizes, piecewise_sizes, full_graphs, largest, layers, bytes_per_token, bytes })
+    };
+    Ok(match d.graph_sizes {
+        GraphSizes::NotModelled => None,
+        GraphSizes::V1LargerOf => {
+            let (a, b) = (of(GraphSizes::V1Piecewise512)?, of(GraphSizes::V1FullAndPiecewise)?);
+            Some(if a.bytes >= b.bytes { a } else { b })
+        }
+        s => Some(of(s)?),
+    })
+}
+
+/// The explain terms of a modelled graph pool.
+fn graph_terms(e: Explanation, m: &GraphModel) -> Explanation {
+    let sizes = match m.sizes {
+        GraphSizes::V0Full => "V0: [1, 2, 4] + 8·i up to max_num_seqs (≤ 256), FULL graphs (vllm/worker/model_runner.py)",
+        GraphSizes::V1Piecewise512 => "V1 0.8 – 0.10: [1, 2, 4] + range(8, 513, 8) ≤ max_num_batched_tokens, PIECEWISE",
+        _ => "V1 0.11+: [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16), max = min(2 × max_num_seqs, 512, max_num_batched_tokens), PIECEWISE + FULL decode up to max_num_seqs (vllm/config/vllm.py _set_cudagraph_sizes)",
+    };
+    e.term("capture sizes", sizes)
+        .term("PIECEWISE sizes, FULL graphs", format!("{}, {}", m.piecewise_sizes, m.full_graphs))
+        .term("largest captured size (tokens)", m.largest)
+        .term("layers on this GPU", m.layers)
+        .term("bytes per layer-graph (the bound of the published capture figures)", GRAPH_BYTES_PER_LAYER_GRAPH)
+        .term("bytes per token ((2·hidden + MLP columns) × act bytes)", m.bytes_per_token)
+}
+
+/// The CUDA-graph pool of this start-up: the figure given (`--cuda-graph-mib`),
+/// else the modelled pool ([`graph_model`]); `None` without graphs or a model.
+fn graph_bytes(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    tp: u64,
+    pp: u64,
+    tokens: u64,
+    seqs: u64,
+) -> Result<Option<u64>, CoreError> {
+    if d.graphs == GraphCapture::None {
+        return Ok(None);
+    }
+    match setup.cuda_graph_bytes {
+        Some(g) => Ok(Some(g)),
+        None => Ok(graph_model(spec, setup, d, tp, pp, tokens, seqs)?.map(|m| m.bytes)),
     }
 }
 
-/// The CUDA-graph pool inside the engine's budget, for the ledger: the figure
-/// given, else the release's allowance on the setup's card (vLLM 0.21+ with
-/// the card known); `None` when not known, when there are no graphs, or when
-/// they come on top of the budget (a release that captures after sizing the
-/// pool: the capacity checks them against what the fraction leaves, and its
-/// note says so, [`graph_note`]).
-pub fn graph_pool_bytes(setup: &InferenceSetup, d: &ServingDefaults) -> Option<u64> {
-    match d.graphs {
-        GraphCapture::None | GraphCapture::AfterPool => None,
-        GraphCapture::InsideBudget => setup
-            .cuda_graph_bytes
-            .or_else(|| setup.serving_card.as_ref().map(|c| graph_allowance_bytes(setup, d, c.cuda_total_bytes))),
+/// (inside the budget, on top of it): the CUDA-graph pool a release takes off
+/// its KV budget (vLLM 0.21+, [`GraphCapture::InsideBudget`]) and the one it
+/// captures after sizing the pool, on top of `gpu_memory_utilization ×
+/// capacity` ([`GraphCapture::AfterPool`]); each the figure given
+/// (`--cuda-graph-mib`) or the modelled pool ([`graph_model`]), 0 otherwise.
+#[allow(clippy::too_many_arguments)]
+pub fn graph_split_bytes(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    tp: u64,
+    pp: u64,
+    tokens: u64,
+    seqs: u64,
+) -> Result<(u64, u64), CoreError> {
+    let g = graph_bytes(spec, setup, d, tp, pp, tokens, seqs)?.unwrap_or(0);
+    Ok(match d.graphs {
+        GraphCapture::InsideBudget => (g, 0),
+        GraphCapture::AfterPool => (0, g),
+        GraphCapture::None => (0, 0),
+    })
+}
+
+/// The CUDA-graph pool inside the engine's budget, for the ledger (vLLM
+/// 0.21+): the figure given, else the modelled pool; `None` when there are
+/// no graphs or when they come on top of the budget (a release that captures
+/// after sizing the pool: the capacity checks them against what the fraction
+/// leaves, and its note says so, [`graph_note`]).
+pub fn graph_pool_bytes(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    d: &ServingDefaults,
+    tp: u64,
+    pp: u64,
+) -> Result<Option<u64>, CoreError> {
+    if d.graphs != GraphCapture::InsideBudget {
+        return Ok(None);
     }
+    let (tokens, seqs) = profile_shape(setup, d);
+    graph_bytes(spec, setup, d, tp, pp, tokens, seqs)
 }
 
 /// Where the release's CUDA graphs live, in a sentence for the explain
 /// notes: on top of `util × capacity` (with the room left for them, and
-/// whether the figure given fits it), inside it, or none.
-pub fn graph_note(setup: &InferenceSetup, d: &ServingDefaults, gpu_util: f64, cuda_capacity_bytes: u64) -> String {
+/// whether the figure given or modelled fits it), inside it, or none.
+pub fn graph_note(
+    spec: &ModelSpec,
+    setup: &InferenceSetup,
+    par: &Parallelism,
+    d: &ServingDefaults,
+    s: &ServingSetup,
+) -> Result<String, CoreError> {
     let b = crate::units::fmt_bytes;
-    match (d.graphs, setup.cuda_graph_bytes) {
-        (GraphCapture::AfterPool, given) => {
+    let model = graph_model(spec, setup, d, par.attn_tp(), par.pp, s.max_num_batched_tokens, s.max_num_seqs)?
+        .map(|m| m.bytes);
+    let (gpu_util, cuda_capacity_bytes) = (s.gpu_util, s.cuda_capacity_bytes);
+    Ok(match (d.graphs, setup.cuda_graph_bytes, model) {
+        (GraphCapture::AfterPool, given, model) => {
             let left = cuda_capacity_bytes.saturating_sub((cuda_capacity_bytes as f64 * gpu_util).floor() as u64);
             let head = format!(
                 "this release captures its CUDA graphs after sizing the KV pool, so their pool comes on top of util × CUDA capacity, in the {} left",
                 b(left)
             );
-            match given {
-                Some(g) if g > left => format!("{head}: the {} given (--cuda-graph-mib) does not fit there", b(g)),
-                Some(g) => format!("{head}: the {} given (--cuda-graph-mib) fits there", b(g)),
-                None => format!(
+            match (given, model) {
+                (Some(g), _) if g > left => format!("{head}: the {} given (--cuda-graph-mib) does not fit there", b(g)),
+                (Some(g), _) => format!("{head}: the {} given (--cuda-graph-mib) fits there", b(g)),
+                (None, Some(m)) if m > left => format!(
+                    "{head}: the {} modelled from the captured sizes does not fit there (vLLM logs their size: \"Graph capturing finished in … took X GiB\"; --cuda-graph-mib takes it)",
+                    b(m)
+                ),
+                (None, Some(m)) => format!(
+                    "{head}: the {} modelled from the captured sizes fits there (vLLM logs their size: \"Graph capturing finished in … took X GiB\"; --cuda-graph-mib takes it)",
+                    b(m)
+                ),
+                (None, None) => format!(
                     "{head} (vLLM logs their size: \"Graph capturing finished in … took X GiB\"; give it as --cuda-graph-mib to check it)"
                 ),
             }
         }
-        (GraphCapture::InsideBudget, Some(g)) => format!(
+        (GraphCapture::InsideBudget, Some(g), _) => format!(
             "this release estimates its CUDA graphs during the start-up profile and takes them off the KV pool (vLLM PR #38284, default since 0.21): the {} given (--cuda-graph-mib)",
             b(g)
         ),
-        (GraphCapture::InsideBudget, None) => format!(
-            "this release estimates its CUDA graphs during the start-up profile and takes them off the KV pool (vLLM PR #38284, default since 0.21), counted as {} of the CUDA capacity: the allowance vLLM added to gpu_memory_utilization for them (its log gives the estimate, \"Estimated CUDA graph memory: X GiB\", which --cuda-graph-mib takes)",
-            VLLM_CUDAGRAPH_ALLOWANCE
+        (GraphCapture::InsideBudget, None, m) => format!(
+            "this release estimates its CUDA graphs during the start-up profile and takes them off the KV pool (vLLM PR #38284, default since 0.21): the {} modelled from the captured sizes (its log gives the estimate, \"Estimated CUDA graph memory: X GiB\", which --cuda-graph-mib takes)",
+            b(m.unwrap_or(0))
         ),
-        (GraphCapture::None, _) => "this release captures no CUDA graphs".to_string(),
-    }
+        (GraphCapture::None, _, _) => "this release captures no CUDA graphs".to_string(),
+    })
 }
 
 /// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
@@ -391,8 +550,8 @@ pub fn serving_profile(
     let budget = (s.cuda_capacity_bytes as f64 * s.gpu_util).floor() as u64;
     // before vLLM PR #2031 the budget took the allocator's peak alone
     let non_torch_in_budget = if d.budget_counts_non_torch { non_torch } else { 0 };
-    let graphs = graph_allowance_bytes(setup, &d, s.cuda_capacity_bytes);
-    let graphs_outside = graphs_after_pool_bytes(setup, &d);
+    let (graphs, graphs_outside) =
+        graph_split_bytes(spec, setup, &d, attn_tp, pp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let used = crate::units::sum("serving start-up", &[weights, activation, non_torch_in_budget, graphs])?;
     let kv_pool = budget.saturating_sub(used);
     // a block as the KV entries count it (full-attention layers' block, or the
@@ -420,7 +579,7 @@ pub fn serving_profile(
     .term("block bytes", block_bytes)
     .note(format!(
         "vLLM sizes the KV pool once at start-up from a profiling run of max_num_batched_tokens tokens over max_num_seqs sequences; {}",
-        graph_note(setup, &d, s.gpu_util, s.cuda_capacity_bytes)
+        graph_note(spec, setup, par, &d, s)?
     ));
     Ok(ServingProfile {
         cuda_graph_bytes: graphs,
@@ -568,23 +727,13 @@ pub fn engine_need(
     } else {
         (need_bytes.saturating_sub(p.non_torch_bytes), need_bytes)
     };
-    // vLLM 0.21+ takes its CUDA graphs off the budget too: the figure given, or
-    // its allowance (a share of the card, PR #38284)
-    let (in_budget, util) = match (d.graphs, setup.cuda_graph_bytes) {
-        (GraphCapture::InsideBudget, Some(g)) => (crate::units::add("serving need", in_budget, g)?, gpu_util),
-        (GraphCapture::InsideBudget, None) => (in_budget, gpu_util - VLLM_CUDAGRAPH_ALLOWANCE),
-        _ => (in_budget, gpu_util),
-    };
-    if util <= 0.0 {
-        return Err(CoreError::invalid(
-            "gpu-util",
-            format!("{gpu_util} leaves nothing once vLLM's CUDA-graph allowance ({VLLM_CUDAGRAPH_ALLOWANCE} of the card) is taken"),
-        ));
-    }
-    // graphs captured after the pool must fit in what the fraction leaves:
+    // vLLM 0.21+ takes its CUDA graphs off the budget too, the figure given or
+    // the modelled pool (`graph_split_bytes`); up to 0.20 they are captured
+    // after the pool and must fit in what the fraction leaves:
     // C − floor(C × util) ≥ graphs
-    let outside = graphs_after_pool_bytes(setup, d);
-    let card_floor = card_floor.max(card_leaving(outside, gpu_util)?);
+    let in_budget = crate::units::add("serving need", in_budget, p.cuda_graph_bytes)?;
+    let util = gpu_util;
+    let card_floor = card_floor.max(card_leaving(p.graphs_outside_bytes, gpu_util)?);
     Ok(EngineNeed { gpu_util, need_bytes, card_bytes: card_for(in_budget, util)?.max(card_floor) })
 }
 

@@ -438,6 +438,43 @@ pub struct ServingDefaults {
     /// when the engine captures its CUDA graphs, and so whether their pool is
     /// inside the budget ([`GraphCapture`])
     pub graphs: GraphCapture,
+    /// which CUDA graphs the release captures by default, for the modelled
+    /// size of their pool ([`GraphSizes`], `crate::serving::graph_model`)
+    pub graph_sizes: GraphSizes,
+}
+
+/// Which CUDA graphs a serving release captures by default: the batch sizes
+/// and whether each is one graph of the whole model (FULL) or one per
+/// piece between attention layers (PIECEWISE), which sets the size of the
+/// graph pool (`crate::serving::graph_model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GraphSizes {
+    /// not modelled by vramfit (SGLang: its `mem_fraction_static` rule keeps
+    /// the graphs in the reserve outside the fraction; `--cuda-graph-mib`
+    /// still checks a logged figure)
+    NotModelled,
+    /// vLLM V0 (0.2.6 – 0.7): one FULL graph of the whole model per size in
+    /// `_BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 33)]`
+    /// up to `max_num_seqs` rounded up to a captured size
+    /// (`max_batchsize_to_capture`, `GPUModelRunnerBase.capture_model`,
+    /// vllm/worker/model_runner.py): 35 graphs at the default 256 sequences
+    V0Full,
+    /// vLLM V1 0.8 – 0.10: PIECEWISE graphs (torch.compile splits the model at
+    /// every attention layer) for `[1, 2, 4] + range(8, 513, 8)`, the sizes
+    /// above `max_num_batched_tokens` dropped (`VllmConfig.init_with_cudagraph_sizes`;
+    /// "By default, vLLM captures 67 graphs", vllm-project/vllm#20098)
+    V1Piecewise512,
+    /// vLLM V1 from 0.11: `[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)`
+    /// with `max_cudagraph_capture_size = min(max_num_seqs × 2, 512,
+    /// max_num_batched_tokens)` (`VllmConfig._set_cudagraph_sizes`,
+    /// vllm/config/vllm.py), each size PIECEWISE, and the sizes up to
+    /// `max_num_seqs` FULL as well for uniform decode batches
+    /// (`cudagraph_mode` FULL_AND_PIECEWISE by default, `CudagraphDispatcher`)
+    V1FullAndPiecewise,
+    /// a row spanning 0.9 – 0.19 (across the change in 0.11): the larger of
+    /// [`GraphSizes::V1Piecewise512`] and [`GraphSizes::V1FullAndPiecewise`],
+    /// so the pool is never under-counted
+    V1LargerOf,
 }
 
 /// Where a serving engine's CUDA-graph pool lives relative to the fraction of
@@ -839,6 +876,7 @@ pub const VLLM_V0: ServingFacts = ServingFacts {
         // 0.2.6+ capture after the cache is allocated (`Worker.warm_up_model` →
         // `capture_model`; 0.2.5 had no graphs, counted as if it had: over, never under)
         graphs: GraphCapture::AfterPool,
+        graph_sizes: GraphSizes::V0Full,
     },
     // V0 keeps a block table per sequence over the whole context for every
     // layer except where the model's sliding window bounds it
@@ -878,6 +916,7 @@ pub const VLLM_V0_8: ServingFacts = ServingFacts {
         // V1 `Worker.compile_or_warm_up_model` captures after
         // `initialize_from_config` allocated the KV cache (to 0.20)
         graphs: GraphCapture::AfterPool,
+        graph_sizes: GraphSizes::V1Piecewise512,
     },
     // v1's hybrid KV-cache manager (`SlidingWindowSpec`, on unless
     // `--disable-hybrid-kv-cache-manager`)
@@ -899,7 +938,13 @@ pub const VLLM_V0_8_4: ServingFacts = ServingFacts {
 /// elsewhere (`EngineArgs.get_batch_defaults`, vllm/engine/arg_utils.py).
 pub const VLLM_V0_9: ServingFacts = ServingFacts {
     version: EngineVersion::new(0, 9),
-    startup: ServingDefaults { card_rule: CardRule::AtLeast70GibNotA100, ..VLLM_V0_8_4.startup },
+    startup: ServingDefaults {
+        card_rule: CardRule::AtLeast70GibNotA100,
+        // 0.11 moved to FULL_AND_PIECEWISE and the smaller size grid: this
+        // row spans both, so the larger pool is taken
+        graph_sizes: GraphSizes::V1LargerOf,
+        ..VLLM_V0_8_4.startup
+    },
     ..VLLM_V0_8_4
 };
 
@@ -908,7 +953,11 @@ pub const VLLM_V0_9: ServingFacts = ServingFacts {
 pub const VLLM_V0_20: ServingFacts = ServingFacts {
     engine: ServingEngine::Vllm,
     version: EngineVersion::new(0, 20),
-    startup: ServingDefaults { sampler_bytes_per_entry: SAMPLER_FUSED_BYTES, ..VLLM_V0_9.startup },
+    startup: ServingDefaults {
+        sampler_bytes_per_entry: SAMPLER_FUSED_BYTES,
+        graph_sizes: GraphSizes::V1FullAndPiecewise,
+        ..VLLM_V0_9.startup
+    },
     ..VLLM_V0_9
 };
 
@@ -917,16 +966,19 @@ pub const VLLM_V0_20: ServingFacts = ServingFacts {
 /// preemptively address the impact on this parameter" (PR #38284).
 pub const VLLM_GPU_UTIL_0_21: f64 = 0.92;
 
-/// The part of the card vLLM 0.21+ takes off the KV budget for its CUDA graphs
-/// when vramfit is not given the engine's own estimate: the 0.02 that PR
-/// #38284 ("[Startup][UX] Enable CUDAGraph memory profiling by default", the
-/// 0.21 default) added to `gpu_memory_utilization` to keep the KV pool where it
-/// was — the engine authors' allowance, not a measurement. Published start-up
-/// logs ("Estimated CUDA graph memory: X GiB", with "The current
-/// --gpu-memory-utilization=U is equivalent to --gpu-memory-utilization=U′
-/// without CUDA graph memory profiling") put U − U′ between 0.0045 and 0.036
-/// (docs/inference.md lists them with their sources).
-pub const VLLM_CUDAGRAPH_ALLOWANCE: f64 = 0.02;
+/// Device memory per captured CUDA graph per decoder layer it replays,
+/// beyond the activations of the largest captured size: the graph objects
+/// the driver keeps (`cudaGraphExec_t` per graph, its kernel nodes growing
+/// with the layers) and the static outputs each graph keeps in the shared
+/// pool. No vLLM source gives it; it is the bound that no collected
+/// published capture figure exceeds (calibration/data/published/memory.jsonl,
+/// quantity `engine_cuda_graph`): vLLM PR #11349's Llama-3.2-1B start-up
+/// (V0, 35 FULL graphs of 16 layers, "Graph capturing finished in 14 secs,
+/// took 0.21 GiB") gives (0.215 GiB, the print's upper rounding, − 256 ×
+/// 57,344 B of activations) ÷ (35 × 16) = 386,026 B, rounded up to 3/8 MiB;
+/// vLLM PR #5515's Llama-3-70B-AWQ at TP 8 (35 graphs of 80 layers, 0.6172
+/// GiB) needs 231,721 B (this bound over-states it by 68%).
+pub const GRAPH_BYTES_PER_LAYER_GRAPH: u64 = 393_216;
 
 /// vLLM from 0.21: the CUDA-graph pool is estimated during the start-up
 /// profile and taken off the KV budget (PR #30515's
@@ -974,6 +1026,7 @@ pub const SGLANG_V0_4: ServingFacts = ServingFacts {
         // SGLang's fraction leaves its CUDA graphs outside the pool (the reserve
         // of `_handle_gpu_memory_settings` holds them)
         graphs: GraphCapture::AfterPool,
+        graph_sizes: GraphSizes::NotModelled,
     },
     // the SWA pool keeps the window only
     sliding_window_cache: SlidingWindowCache::Window,
