@@ -24,7 +24,7 @@ MEM_WHAT = {
     "allocated_peak", "active_peak", "reserved_peak", "reserved_peak_model_init", "allocated_after_train",
     "nvidia_smi", "nvidia_smi_peak_minus_initial", "nvidia_smi_after_weights_load",
     "reported_vram_unspecified", "reported_memory_unspecified",
-    "engine_weights", "engine_kv_pool", "engine_activation_peak", "engine_non_torch",
+    "engine_weights", "engine_kv_pool", "engine_activation_peak", "engine_non_torch", "engine_cuda_graph",
     "delta_device_memory_per_communicator", "delta_non_pytorch_memory", "delta_reported_memory",
 }
 BYTE_UNITS = {"B": 1, "MB": 10**6, "GB": 10**9, "MiB": 2**20, "GiB": 2**30}

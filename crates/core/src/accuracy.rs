@@ -52,6 +52,9 @@ pub enum Quantity {
     EngineActivation,
     /// a serving engine's memory outside the PyTorch allocator (context, NCCL, custom all-reduce)
     EngineNonTorch,
+    /// a serving engine's CUDA-graph pool (vLLM "Graph capturing finished … took X GiB",
+    /// "Estimated CUDA graph memory: X GiB"): `serving::graph_model`
+    EngineCudaGraph,
     /// the CUDA context of one process (nvidia-smi after the first tiny tensor)
     CudaContext,
     /// device memory of one NCCL communicator of `ranks` GPUs
@@ -73,6 +76,7 @@ impl Quantity {
             Quantity::EngineKvPool => "engine_kv_pool",
             Quantity::EngineActivation => "engine_activation",
             Quantity::EngineNonTorch => "engine_non_torch",
+            Quantity::EngineCudaGraph => "engine_cuda_graph",
             Quantity::CudaContext => "cuda_context",
             Quantity::NcclCommunicator { .. } => "nccl_communicator",
             Quantity::DeepspeedBucketsDelta { .. } => "deepspeed_buckets_delta",
@@ -240,6 +244,8 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
             Quantity::EngineKvPool => Ok(p.kv_pool_bytes),
             Quantity::EngineActivation => Ok(p.activation_peak_bytes),
             Quantity::EngineNonTorch => Ok(p.non_torch_bytes),
+            // inside the budget (0.21+) or on top of it (up to 0.20): one of them is 0
+            Quantity::EngineCudaGraph => crate::units::add("CUDA graphs", p.cuda_graph_bytes, p.graphs_outside_bytes),
             _ => Err(need("a training or generate workload")),
         };
     }

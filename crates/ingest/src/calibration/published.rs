@@ -194,6 +194,7 @@ fn quantity_of(what: &str) -> Result<Quantity, String> {
         "engine_kv_pool" => Quantity::EngineKvPool,
         "engine_activation_peak" => Quantity::EngineActivation,
         "engine_non_torch" => Quantity::EngineNonTorch,
+        "engine_cuda_graph" => Quantity::EngineCudaGraph,
         "reserved_peak_model_init" | "nvidia_smi_after_weights_load" => {
             return Err(format!("'{what}' is a loading transient, not a training-step figure"))
         }
