@@ -117,8 +117,8 @@ pub struct WorkloadArgs {
     pub vllm_entry: Option<VllmEntry>,
     /// Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
     /// (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory: X
-    /// GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before 0.21
-    /// not counted, the graphs come on top of --gpu-util]
+    /// GiB" from 0.21) [default: vLLM modelled from the release's capture sizes, off the KV pool
+    /// from 0.21, on top of --gpu-util before; SGLang not counted]
     #[arg(long, value_name = "MIB")]
     pub cuda_graph_mib: Option<f64>,
     /// SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
