@@ -66,3 +66,26 @@ fn the_published_capture_figures_are_never_under_predicted() {
         assert!((0.0..100.0).contains(&e), "{}: {e:.2}%", r["id"]);
     }
 }
+
+#[test]
+fn enforce_eager_captures_no_graphs() {
+    // vLLM `--enforce-eager`: `capture_model` is skipped (V0 `Worker._warm_up_model`: `if not
+    // self.model_config.enforce_eager`) and V1 sets `cudagraph_mode = NONE`, so no pool: the
+    // 0.98-util start-up above fits, and 0.21 has no graph pool line
+    let args = ["estimate", "llama-3.1-8b", "--engine", "vllm@0.20", "--gpu", "l40s", "--gpu-util", "0.98"];
+    let mut eager = args.to_vec();
+    eager.push("--enforce-eager");
+    let (out, _) = run(&eager, 0);
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!flat.contains("DOES NOT FIT") && flat.contains("captures no CUDA graphs"), "{out}");
+    let (out, _) =
+        run(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--gpu", "h100", "--enforce-eager", "--json"], 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let entries = v["per_gpu"]["entries"].as_array().unwrap();
+    assert!(!entries.iter().any(|e| e["label"] == "vllm CUDA graph pool"), "{out}");
+    // vLLM's flag only, and not beside a logged pool
+    let (_, err) = run(&["estimate", "llama-3.1-8b", "--engine", "sglang", "--enforce-eager"], 2);
+    assert!(err.contains("--enforce-eager is vLLM's flag"), "{err}");
+    let (_, err) = run(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--enforce-eager", "--cuda-graph-mib", "500"], 2);
+    assert!(err.contains("drop one of them"), "{err}");
+}

@@ -315,7 +315,7 @@ pub fn graph_model(
     tokens: u64,
     seqs: u64,
 ) -> Result<Option<GraphModel>, CoreError> {
-    if d.graphs == GraphCapture::None {
+    if d.graphs == GraphCapture::None || setup.enforce_eager {
         return Ok(None);
     }
     let of = |sizes: GraphSizes| -> Result<GraphModel, CoreError> {
@@ -366,7 +366,7 @@ fn graph_bytes(
     tokens: u64,
     seqs: u64,
 ) -> Result<Option<u64>, CoreError> {
-    if d.graphs == GraphCapture::None {
+    if d.graphs == GraphCapture::None || setup.enforce_eager {
         return Ok(None);
     }
     match setup.cuda_graph_bytes {
@@ -431,6 +431,9 @@ pub fn graph_note(
     let model = graph_model(spec, setup, d, par.attn_tp(), par.pp, s.max_num_batched_tokens, s.max_num_seqs)?
         .map(|m| m.bytes);
     let (gpu_util, cuda_capacity_bytes) = (s.gpu_util, s.cuda_capacity_bytes);
+    if setup.enforce_eager && d.graphs != GraphCapture::None {
+        return Ok("--enforce-eager: the engine captures no CUDA graphs, so there is no graph pool".to_string());
+    }
     Ok(match (d.graphs, setup.cuda_graph_bytes, model) {
         (GraphCapture::AfterPool, given, model) => {
             let left = cuda_capacity_bytes.saturating_sub((cuda_capacity_bytes as f64 * gpu_util).floor() as u64);

@@ -126,6 +126,10 @@ pub struct WorkloadArgs {
     /// NGRAM from 0.5.3) for the draft
     #[arg(long, value_name = "ALGORITHM", value_parser = parse_speculative)]
     pub speculative_algorithm: Option<SpeculativeAlgorithm>,
+    /// vLLM: --enforce-eager as given to the engine: no CUDA graphs are captured, so no graph pool
+    /// is counted
+    #[arg(long)]
+    pub enforce_eager: bool,
     #[command(flatten)]
     pub train: TrainArgs,
 }
@@ -310,6 +314,18 @@ impl WorkloadArgs {
                 "--speculative-algorithm is SGLang's flag (its mem_fraction_static reserve for the draft): add --engine sglang, or drop it"
             );
         }
+        if self.enforce_eager && engine != vramfit_core::workload::Engine::Vllm {
+            bail_on!(
+                "enforce-eager",
+                "--enforce-eager is vLLM's flag (no CUDA graphs captured): add --engine vllm, or drop it"
+            );
+        }
+        if self.enforce_eager && cuda_graph_bytes.is_some() {
+            bail_on!(
+                "enforce-eager",
+                "--enforce-eager captures no CUDA graphs, so --cuda-graph-mib has no pool to size: drop one of them"
+            );
+        }
         if self.vllm_entry.is_some() && engine != vramfit_core::workload::Engine::Vllm {
             bail_on!(
                 "vllm-entry",
@@ -343,6 +359,7 @@ impl WorkloadArgs {
             vllm_entry: self.vllm_entry.unwrap_or_default(),
             cuda_graph_bytes,
             speculative_algorithm: self.speculative_algorithm,
+            enforce_eager: self.enforce_eager,
         })
     }
 
@@ -442,6 +459,7 @@ impl WorkloadArgs {
             ("--vllm-entry", self.vllm_entry.is_some()),
             ("--cuda-graph-mib", self.cuda_graph_mib.is_some()),
             ("--speculative-algorithm", self.speculative_algorithm.is_some()),
+            ("--enforce-eager", self.enforce_eager),
             ("--kv-dtype", self.kv_dtype.is_some()),
             ("--block-size", self.block_size.is_some()),
             ("--sliding-window-cache", self.sliding_window_cache.is_some()),

@@ -61,6 +61,12 @@ pub struct InferenceSetup {
     /// a reserve for the draft ([`super::engine::ShareRule::speculative_reserve_mib`])
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative_algorithm: Option<super::engine::SpeculativeAlgorithm>,
+    /// vLLM's `--enforce-eager`: no CUDA graphs are captured (`capture_model`
+    /// is skipped when `model_config.enforce_eager`, and V1 sets
+    /// `cudagraph_mode = NONE`), so there is no graph pool
+    /// ([`crate::serving::graph_model`])
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enforce_eager: bool,
 }
 
 fn is_serve(e: &super::engine::VllmEntry) -> bool {
@@ -102,6 +108,7 @@ impl Default for InferenceSetup {
             vllm_entry: super::engine::VllmEntry::Serve,
             cuda_graph_bytes: None,
             speculative_algorithm: None,
+            enforce_eager: false,
         }
     }
 }
