@@ -86,6 +86,7 @@ fn enforce_eager_captures_no_graphs() {
     // vLLM's flag only, and not beside a logged pool
     let (_, err) = run(&["estimate", "llama-3.1-8b", "--engine", "sglang", "--enforce-eager"], 2);
     assert!(err.contains("--enforce-eager is vLLM's flag"), "{err}");
-    let (_, err) = run(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--enforce-eager", "--cuda-graph-mib", "500"], 2);
+    let (_, err) =
+        run(&["estimate", "llama-3.1-8b", "--engine", "vllm", "--enforce-eager", "--cuda-graph-mib", "500"], 2);
     assert!(err.contains("drop one of them"), "{err}");
 }

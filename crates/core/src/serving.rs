@@ -380,7 +380,6 @@ fn graph_bytes(
 /// captures after sizing the pool, on top of `gpu_memory_utilization ×
 /// capacity` ([`GraphCapture::AfterPool`]); each the figure given
 /// (`--cuda-graph-mib`) or the modelled pool ([`graph_model`]), 0 otherwise.
-#[allow(clippy::too_many_arguments)]
 pub fn graph_split_bytes(
     spec: &ModelSpec,
     setup: &InferenceSetup,
@@ -428,8 +427,8 @@ pub fn graph_note(
     s: &ServingSetup,
 ) -> Result<String, CoreError> {
     let b = crate::units::fmt_bytes;
-    let model = graph_model(spec, setup, d, par.attn_tp(), par.pp, s.max_num_batched_tokens, s.max_num_seqs)?
-        .map(|m| m.bytes);
+    let model =
+        graph_model(spec, setup, d, par.attn_tp(), par.pp, s.max_num_batched_tokens, s.max_num_seqs)?.map(|m| m.bytes);
     let (gpu_util, cuda_capacity_bytes) = (s.gpu_util, s.cuda_capacity_bytes);
     if setup.enforce_eager && d.graphs != GraphCapture::None {
         return Ok("--enforce-eager: the engine captures no CUDA graphs, so there is no graph pool".to_string());

@@ -17,9 +17,10 @@ mod training;
 pub mod validate;
 
 pub use engine::{
-    BatchBasis, CardRule, Engine, EngineChoice, EngineKind, EngineVersion, Framework, FrameworkFacts, GraphCapture, GraphSizes,
-    ProfileTokens, QloraBase, ServingCard, ServingDefaults, ServingEngine, ServingFacts, Sharder, SpeculativeAlgorithm,
-    VllmEntry, SAMPLER_FUSED_BYTES, SAMPLER_SORT_BYTES, GRAPH_BYTES_PER_LAYER_GRAPH, VLLM_GPU_UTIL_0_21, VLLM_NON_TORCH,
+    BatchBasis, CardRule, Engine, EngineChoice, EngineKind, EngineVersion, Framework, FrameworkFacts, GraphCapture,
+    GraphSizes, ProfileTokens, QloraBase, ServingCard, ServingDefaults, ServingEngine, ServingFacts, Sharder,
+    SpeculativeAlgorithm, VllmEntry, GRAPH_BYTES_PER_LAYER_GRAPH, SAMPLER_FUSED_BYTES, SAMPLER_SORT_BYTES,
+    VLLM_GPU_UTIL_0_21, VLLM_NON_TORCH,
 };
 pub use inference::{InferenceSetup, PrefillLogits};
 pub use parallel::{Offload, Parallelism, Sharding};
