@@ -469,7 +469,9 @@ pub enum GraphSizes {
     /// max_num_batched_tokens)` (`VllmConfig._set_cudagraph_sizes`,
     /// vllm/config/vllm.py), each size PIECEWISE, and the sizes up to
     /// `max_num_seqs` FULL as well for uniform decode batches
-    /// (`cudagraph_mode` FULL_AND_PIECEWISE by default, `CudagraphDispatcher`)
+    /// (`cudagraph_mode` FULL_AND_PIECEWISE by default, `CudagraphDispatcher`):
+    /// vLLM logs "Profiling CUDA graph memory: PIECEWISE=51 (largest=512),
+    /// FULL=35 (largest=256)" at 256 sequences (vllm-project/vllm#39559)
     V1FullAndPiecewise,
     /// a row spanning 0.9 – 0.19 (across the change in 0.11): the larger of
     /// [`GraphSizes::V1Piecewise512`] and [`GraphSizes::V1FullAndPiecewise`],
