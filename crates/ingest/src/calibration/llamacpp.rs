@@ -65,6 +65,17 @@ const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     ),
 ];
 
+/// Stand-in GGUF headers for published logs whose model the `arch` builder
+/// cannot write (hybrid and MoE architectures): written by
+/// `calibration/harness/gguf_random.py` at the model's real shapes (README
+/// beside the set). Their tensor types are not the logged file's, so such a
+/// case compares only figures that do not depend on them (KV, recurrent
+/// state, output and compute buffers).
+const PUBLISHED_HEADERS: &[(&str, &[u8])] = &[(
+    "calibration/data/published/llamacpp-headers/qwen3.6-35b-a3b-q4_0.gguf.header",
+    include_bytes!("../../../../calibration/data/published/llamacpp-headers/qwen3.6-35b-a3b-q4_0.gguf.header"),
+)];
+
 /// The embedded measured set.
 pub fn embedded_llamacpp_cpu() -> Result<Vec<LogCase>, IngestError> {
     parse_llamacpp_cases(MEASURED_CPU_CASES, MEASURED_CPU_FILE)
@@ -74,12 +85,17 @@ pub fn embedded_llamacpp_cpu() -> Result<Vec<LogCase>, IngestError> {
 /// header that is not one of the embedded ones is an error naming it.
 pub fn replay_measured(c: &LogCase) -> Result<Vec<LogFigure>, IngestError> {
     let path = header_path(c)?;
-    let head = MEASURED_CPU_HEADERS.iter().find(|(p, _)| *p == path).map(|(_, h)| *h).ok_or_else(|| {
-        invalid(
-            &c.origin,
-            format!("field 'header': {path} is not one of the headers embedded with {MEASURED_CPU_FILE}"),
-        )
-    })?;
+    let head = MEASURED_CPU_HEADERS
+        .iter()
+        .chain(PUBLISHED_HEADERS)
+        .find(|(p, _)| *p == path)
+        .map(|(_, h)| *h)
+        .ok_or_else(|| {
+            invalid(
+                &c.origin,
+                format!("field 'header': {path} is not one of the headers embedded with {MEASURED_CPU_FILE} or {LLAMACPP_FILE}"),
+            )
+        })?;
     replay_header(c, head, c.file_len()?)
 }
 
@@ -483,6 +499,12 @@ fn options(c: &LogCase) -> Result<LlamaCppOptions, IngestError> {
         build: Some(c.build),
         // `-nr`/`--no-repack` (optional flag, default: repack)
         cpu_repack: !f["nr"].as_bool().unwrap_or(false),
+        // `--n-cpu-moe N` (optional, default 0); `--cpu-moe` is `"cpu_moe": true`
+        n_cpu_moe: if f["cpu_moe"].as_bool().unwrap_or(false) {
+            vramfit_llamacpp::options::CPU_MOE_ALL
+        } else {
+            f["n_cpu_moe"].as_u64().unwrap_or(0)
+        },
         order: match field_str(&c.record, "", "order", o)? {
             "output_last" => OffloadOrder::OutputLast,
             _ => OffloadOrder::OutputFirst,
@@ -516,8 +538,12 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
     })
 }
 
-/// Replay one case: every figure it quotes, with vramfit's and the signed error.
+/// Replay one case: every figure it quotes, with vramfit's and the signed
+/// error. A case with a `header` is replayed on that embedded header.
 pub fn replay(c: &LogCase) -> Result<Vec<LogFigure>, IngestError> {
+    if c.record.get("header").is_some() {
+        return replay_measured(c);
+    }
     compare(c, &model(c)?)
 }
 
@@ -582,7 +608,7 @@ fn compare(c: &LogCase, model: &LlamaModel) -> Result<Vec<LogFigure>, IngestErro
 pub fn replay_all(cases: &[LogCase]) -> Result<Vec<LogFigure>, IngestError> {
     let mut out = Vec::new();
     for c in cases {
-        out.extend(if c.record.get("header").is_some() { replay_measured(c)? } else { replay(c)? });
+        out.extend(replay(c)?);
     }
     Ok(out)
 }
