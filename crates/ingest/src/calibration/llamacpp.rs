@@ -524,6 +524,7 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
         // `llama_memory_recurrent: CPU RS buffer size`: the recurrent state,
         // held to the KV cache's limit
         "rs CPU" => (BufferKind::Kv, p.host.bytes(LineKind::State)),
+        "rs CUDA0" => (BufferKind::Kv, gpu0()?.bytes(LineKind::State)),
         "compute host" => (BufferKind::Compute, p.host.bytes(LineKind::Compute)),
         "output host" => (BufferKind::Output, p.host.bytes(LineKind::Output)),
         // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
