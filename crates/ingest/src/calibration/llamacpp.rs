@@ -714,6 +714,46 @@ mod tests {
         assert!(m.tensors.iter().all(|t| t.name != "output.weight"));
     }
 
+    /// A published case with a `header` (a hybrid MoE the `arch` builder
+    /// cannot write) is replayed on that embedded stand-in header: the
+    /// Qwen3.6-35B-A3B row of ggml-org/llama.cpp#25721 (b10016) gives its
+    /// KV and RS lines. KV: 10 attention layers × 262144 cells × (512 + 512)
+    /// q4_0 values × 18/32 B = 1440 MiB; RS: 30 delta-net layers × (3 × 8192
+    /// conv values + 128 × 128 × 32 state values) × 4 B = 62.8125 MiB.
+    #[test]
+    fn published_cases_with_a_header_replay_on_it() {
+        let set = embedded_llamacpp().unwrap();
+        let c = set.iter().find(|c| c.id.starts_with("gh25721")).expect("the #25721 row");
+        let figs = replay(c).unwrap();
+        let kv = figs.iter().find(|f| f.key == "kv CUDA0").unwrap();
+        assert_eq!(kv.vramfit_bytes, 10 * 262_144 * 1024 * 18 / 32);
+        let rs = figs.iter().find(|f| f.key == "rs CUDA0").unwrap();
+        assert_eq!(rs.vramfit_bytes, 30 * (3 * 8192 + 128 * 128 * 32) * 4);
+        // a header that is not embedded is an error naming the field
+        let mut r = c.record.clone();
+        r["header"] = Value::String("calibration/data/published/llamacpp-headers/none.header".into());
+        let bad = &parse_llamacpp_cases(&r.to_string(), "h.jsonl").unwrap()[0];
+        let e = replay(bad).unwrap_err().to_string();
+        assert!(e.contains("h.jsonl:1") && e.contains("field 'header'") && e.contains("none.header"), "{e}");
+    }
+
+    /// `--cpu-moe` (`"cpu_moe": true`) keeps every layer's experts on the
+    /// host, `--n-cpu-moe N` the first N (llama.cpp common/arg.cpp, PR #15077);
+    /// absent, none.
+    #[test]
+    fn cpu_moe_flags_are_read() {
+        let set = embedded_llamacpp().unwrap();
+        let c = &set[0];
+        assert_eq!(options(c).unwrap().n_cpu_moe, 0);
+        let mut r = c.record.clone();
+        r["flags"]["n_cpu_moe"] = Value::from(23);
+        let c23 = &parse_llamacpp_cases(&r.to_string(), "m.jsonl").unwrap()[0];
+        assert_eq!(options(c23).unwrap().n_cpu_moe, 23);
+        r["flags"]["cpu_moe"] = Value::Bool(true);
+        let all = &parse_llamacpp_cases(&r.to_string(), "m.jsonl").unwrap()[0];
+        assert_eq!(options(all).unwrap().n_cpu_moe, vramfit_llamacpp::options::CPU_MOE_ALL);
+    }
+
     /// Every embedded case parses with a build number.
     #[test]
     fn embedded_set_parses() {
