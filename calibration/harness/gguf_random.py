@@ -17,7 +17,8 @@ preset). Tensor names and shapes follow llama.cpp's load_arch_tensors
 (src/models/<arch>.cpp) at ggml-org/llama.cpp@0c1e57098 (b11312).
 
 Usage: gguf_random.py MODEL OUT.gguf [--header OUT.header]
-  MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
+  MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4 |
+         qwen3.6-35b-a3b-q4_0
   --header writes the header alone (what vramfit reads) beside the file.
 """
 import argparse
@@ -67,6 +68,20 @@ MODELS = {
                               n_ff=2880, n_vocab=201088, n_ctx_train=131072, tied=False, wtype=T.F16,
                               rope=150000.0, swa=128, experts=(32, 4, 2880), exp_type=T.MXFP4,
                               oss=True),
+    # Qwen/Qwen3.6-35B-A3B (text_config; the same shapes as Qwen/Qwen3.5-35B-A3B, whose config.json
+    # the catalogue copies: crates/catalog/data/presets.json "qwen3.5-35b-a3b"): hidden 2048,
+    # 40 layers, every 4th full attention (16 heads, 2 KV heads, head_dim 256, gated query), the
+    # others gated delta-net (16 key heads and 32 value heads of 128, conv kernel 4), 256 experts
+    # of 512, 8 used, one shared expert of 512, vocab 248320, 262144 positions; the MTP layer is
+    # left out (llama.cpp builds the trunk without it). For published CUDA logs of this model
+    # (calibration/data/published/llamacpp.jsonl): a stand-in at the real shapes, every matrix
+    # Q4_0 (the logged files are unsloth's mixed UD quants: only KV, state, output and compute
+    # figures are compared, none of which depends on the weight types)
+    "qwen3.6-35b-a3b-q4_0": dict(arch="qwen35moe", n_layer=40, n_embd=2048, n_head=16, n_head_kv=2,
+                                 head_dim=256, n_ff=512, n_vocab=248320, n_ctx_train=262144, tied=False,
+                                 wtype=T.Q4_0, rope=1e7, gated_q=True, post_attn_norm=True,
+                                 experts=(256, 8, 512), shexp=512,
+                                 delta_net=dict(conv=4, k_heads=16, v_heads=32, head=128, interval=4)),
 }
 
 
@@ -77,6 +92,28 @@ def nbytes(ty, ne):
         n *= d
     assert ne[0] % block == 0, (ty, ne)
     return n // block * size
+
+
+def moe_ffn(m, p, e, w):
+    """The routed experts (and the shared expert, `shexp`) of one layer
+    (llama_model_qwen3moe / llama_model_qwen35moe ::load_arch_tensors)."""
+    n_exp, _, eff = m["experts"]
+    # the routers stay f32 (llama-quantize never quantizes ffn_gate_inp)
+    out = [
+        (p + "ffn_gate_inp.weight", [e, n_exp], T.F32),
+        (p + "ffn_gate_exps.weight", [e, eff, n_exp], w),
+        (p + "ffn_down_exps.weight", [eff, e, n_exp], w),
+        (p + "ffn_up_exps.weight", [e, eff, n_exp], w),
+    ]
+    if "shexp" in m:
+        sh = m["shexp"]
+        out += [
+            (p + "ffn_gate_inp_shexp.weight", [e], T.F32),
+            (p + "ffn_gate_shexp.weight", [e, sh], w),
+            (p + "ffn_up_shexp.weight", [e, sh], w),
+            (p + "ffn_down_shexp.weight", [sh, e], w),
+        ]
+    return out
 
 
 def tensors(m):
@@ -103,10 +140,15 @@ def tensors(m):
                 (p + "ssm_norm.weight", [dn["head"]], T.F32),
                 (p + "ssm_out.weight", [vd, e], w),
                 (p + "post_attention_norm.weight", [e], T.F32),
-                (p + "ffn_gate.weight", [e, ff], w),
-                (p + "ffn_up.weight", [e, ff], w),
-                (p + "ffn_down.weight", [ff, e], w),
             ]
+            if "experts" in m:
+                out += moe_ffn(m, p, e, w)
+            else:
+                out += [
+                    (p + "ffn_gate.weight", [e, ff], w),
+                    (p + "ffn_up.weight", [e, ff], w),
+                    (p + "ffn_down.weight", [ff, e], w),
+                ]
             continue
         if m.get("oss"):
             # llama_model_openai_moe::load_arch_tensors
@@ -143,14 +185,7 @@ def tensors(m):
         if m.get("post_norms"):
             out += [(p + "post_attention_norm.weight", [e], T.F32), (p + "post_ffw_norm.weight", [e], T.F32)]
         if "experts" in m:
-            n_exp, _, eff = m["experts"]
-            # the router stays f32 (llama-quantize never quantizes ffn_gate_inp)
-            out += [
-                (p + "ffn_gate_inp.weight", [e, n_exp], T.F32),
-                (p + "ffn_gate_exps.weight", [e, eff, n_exp], w),
-                (p + "ffn_down_exps.weight", [eff, e, n_exp], w),
-                (p + "ffn_up_exps.weight", [e, eff, n_exp], w),
-            ]
+            out += moe_ffn(m, p, e, w)
         else:
             out += [
                 (p + "ffn_gate.weight", [e, ff], w),
@@ -188,6 +223,8 @@ def write(name, path, header_path=None):
         wr.add_uint32(f"{a}.expert_count", n_exp)
         wr.add_uint32(f"{a}.expert_used_count", used)
         wr.add_uint32(f"{a}.expert_feed_forward_length", eff)
+    if "shexp" in m:
+        wr.add_uint32(f"{a}.expert_shared_feed_forward_length", m["shexp"])
     if "delta_net" in m:
         dn = m["delta_net"]
         wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])

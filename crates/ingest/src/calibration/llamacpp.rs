@@ -65,6 +65,17 @@ const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     ),
 ];
 
+/// Stand-in GGUF headers for published logs whose model the `arch` builder
+/// cannot write (hybrid and MoE architectures): written by
+/// `calibration/harness/gguf_random.py` at the model's real shapes (README
+/// beside the set). Their tensor types are not the logged file's, so such a
+/// case compares only figures that do not depend on them (KV, recurrent
+/// state, output and compute buffers).
+const PUBLISHED_HEADERS: &[(&str, &[u8])] = &[(
+    "calibration/data/published/llamacpp-headers/qwen3.6-35b-a3b-q4_0.gguf.header",
+    include_bytes!("../../../../calibration/data/published/llamacpp-headers/qwen3.6-35b-a3b-q4_0.gguf.header"),
+)];
+
 /// The embedded measured set.
 pub fn embedded_llamacpp_cpu() -> Result<Vec<LogCase>, IngestError> {
     parse_llamacpp_cases(MEASURED_CPU_CASES, MEASURED_CPU_FILE)
@@ -74,12 +85,17 @@ pub fn embedded_llamacpp_cpu() -> Result<Vec<LogCase>, IngestError> {
 /// header that is not one of the embedded ones is an error naming it.
 pub fn replay_measured(c: &LogCase) -> Result<Vec<LogFigure>, IngestError> {
     let path = header_path(c)?;
-    let head = MEASURED_CPU_HEADERS.iter().find(|(p, _)| *p == path).map(|(_, h)| *h).ok_or_else(|| {
-        invalid(
-            &c.origin,
-            format!("field 'header': {path} is not one of the headers embedded with {MEASURED_CPU_FILE}"),
-        )
-    })?;
+    let head = MEASURED_CPU_HEADERS
+        .iter()
+        .chain(PUBLISHED_HEADERS)
+        .find(|(p, _)| *p == path)
+        .map(|(_, h)| *h)
+        .ok_or_else(|| {
+            invalid(
+                &c.origin,
+                format!("field 'header': {path} is not one of the headers embedded with {MEASURED_CPU_FILE} or {LLAMACPP_FILE}"),
+            )
+        })?;
     replay_header(c, head, c.file_len()?)
 }
 
@@ -483,6 +499,12 @@ fn options(c: &LogCase) -> Result<LlamaCppOptions, IngestError> {
         build: Some(c.build),
         // `-nr`/`--no-repack` (optional flag, default: repack)
         cpu_repack: !f["nr"].as_bool().unwrap_or(false),
+        // `--n-cpu-moe N` (optional, default 0); `--cpu-moe` is `"cpu_moe": true`
+        n_cpu_moe: if f["cpu_moe"].as_bool().unwrap_or(false) {
+            vramfit_llamacpp::options::CPU_MOE_ALL
+        } else {
+            f["n_cpu_moe"].as_u64().unwrap_or(0)
+        },
         order: match field_str(&c.record, "", "order", o)? {
             "output_last" => OffloadOrder::OutputLast,
             _ => OffloadOrder::OutputFirst,
@@ -502,6 +524,7 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
         // `llama_memory_recurrent: CPU RS buffer size`: the recurrent state,
         // held to the KV cache's limit
         "rs CPU" => (BufferKind::Kv, p.host.bytes(LineKind::State)),
+        "rs CUDA0" => (BufferKind::Kv, gpu0()?.bytes(LineKind::State)),
         "compute host" => (BufferKind::Compute, p.host.bytes(LineKind::Compute)),
         "output host" => (BufferKind::Output, p.host.bytes(LineKind::Output)),
         // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
@@ -516,8 +539,12 @@ fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64)
     })
 }
 
-/// Replay one case: every figure it quotes, with vramfit's and the signed error.
+/// Replay one case: every figure it quotes, with vramfit's and the signed
+/// error. A case with a `header` is replayed on that embedded header.
 pub fn replay(c: &LogCase) -> Result<Vec<LogFigure>, IngestError> {
+    if c.record.get("header").is_some() {
+        return replay_measured(c);
+    }
     compare(c, &model(c)?)
 }
 
@@ -582,7 +609,7 @@ fn compare(c: &LogCase, model: &LlamaModel) -> Result<Vec<LogFigure>, IngestErro
 pub fn replay_all(cases: &[LogCase]) -> Result<Vec<LogFigure>, IngestError> {
     let mut out = Vec::new();
     for c in cases {
-        out.extend(if c.record.get("header").is_some() { replay_measured(c)? } else { replay(c)? });
+        out.extend(replay(c)?);
     }
     Ok(out)
 }
@@ -685,6 +712,46 @@ mod tests {
         let norm = m.tensors.iter().find(|t| t.name == "blk.0.attn_q_norm.weight").unwrap();
         assert_eq!(norm.ne[0], 80, "pythia-2.8b's head_dim");
         assert!(m.tensors.iter().all(|t| t.name != "output.weight"));
+    }
+
+    /// A published case with a `header` (a hybrid MoE the `arch` builder
+    /// cannot write) is replayed on that embedded stand-in header: the
+    /// Qwen3.6-35B-A3B row of ggml-org/llama.cpp#25721 (b10016) gives its
+    /// KV and RS lines. KV: 10 attention layers × 262144 cells × (512 + 512)
+    /// q4_0 values × 18/32 B = 1440 MiB; RS: 30 delta-net layers × (3 × 8192
+    /// conv values + 128 × 128 × 32 state values) × 4 B = 62.8125 MiB.
+    #[test]
+    fn published_cases_with_a_header_replay_on_it() {
+        let set = embedded_llamacpp().unwrap();
+        let c = set.iter().find(|c| c.id.starts_with("gh25721")).expect("the #25721 row");
+        let figs = replay(c).unwrap();
+        let kv = figs.iter().find(|f| f.key == "kv CUDA0").unwrap();
+        assert_eq!(kv.vramfit_bytes, 10 * 262_144 * 1024 * 18 / 32);
+        let rs = figs.iter().find(|f| f.key == "rs CUDA0").unwrap();
+        assert_eq!(rs.vramfit_bytes, 30 * (3 * 8192 + 128 * 128 * 32) * 4);
+        // a header that is not embedded is an error naming the field
+        let mut r = c.record.clone();
+        r["header"] = Value::String("calibration/data/published/llamacpp-headers/none.header".into());
+        let bad = &parse_llamacpp_cases(&r.to_string(), "h.jsonl").unwrap()[0];
+        let e = replay(bad).unwrap_err().to_string();
+        assert!(e.contains("h.jsonl:1") && e.contains("field 'header'") && e.contains("none.header"), "{e}");
+    }
+
+    /// `--cpu-moe` (`"cpu_moe": true`) keeps every layer's experts on the
+    /// host, `--n-cpu-moe N` the first N (llama.cpp common/arg.cpp, PR #15077);
+    /// absent, none.
+    #[test]
+    fn cpu_moe_flags_are_read() {
+        let set = embedded_llamacpp().unwrap();
+        let c = &set[0];
+        assert_eq!(options(c).unwrap().n_cpu_moe, 0);
+        let mut r = c.record.clone();
+        r["flags"]["n_cpu_moe"] = Value::from(23);
+        let c23 = &parse_llamacpp_cases(&r.to_string(), "m.jsonl").unwrap()[0];
+        assert_eq!(options(c23).unwrap().n_cpu_moe, 23);
+        r["flags"]["cpu_moe"] = Value::Bool(true);
+        let all = &parse_llamacpp_cases(&r.to_string(), "m.jsonl").unwrap()[0];
+        assert_eq!(options(all).unwrap().n_cpu_moe, vramfit_llamacpp::options::CPU_MOE_ALL);
     }
 
     /// Every embedded case parses with a build number.
