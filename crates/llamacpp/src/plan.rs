@@ -870,6 +870,7 @@ mod tests {
             n_ff: 128,
             sliding: false,
             recurrent: None,
+            kv_from: None,
         };
         LlamaModel {
             name: "tiny".into(),
