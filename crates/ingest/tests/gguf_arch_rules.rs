@@ -220,6 +220,28 @@ fn gemma4_sharing_all_but_one_layer_is_refused() {
     }
 }
 
+/// `-fa auto` with Gemma 4's 512-wide full layers: on a CPU-only build
+/// llama.cpp turns it on (measured, b11312: "Flash Attention enabled" in
+/// calibration/data/measured/llamacpp-cpu-logs/gemma-4-e2b-q8_0-c32k-np1.log);
+/// on CUDA the 512 kernel needs a GQA ratio of at least 2
+/// (ggml_cuda_get_best_fattn_kernel, ggml/src/ggml-cuda/fattn.cu, b11312).
+/// Regression: vramfit assumed it off for any head size outside CUDA's list.
+#[test]
+fn gemma4_flash_attention_auto_follows_the_device() {
+    let m = load(&gemma4_shared(None)); // 8 heads, 2 KV heads: GQA ratio 4
+    let cpu = LlamaCppOptions { ctx_size: 8192, gpus: vec![], n_gpu_layers: Some(0), ..Default::default() };
+    assert!(plan(&m, &cpu).unwrap().flash_attn);
+    let gpu = vramfit_llamacpp::GpuSlot { name: "x".into(), memory_bytes: None };
+    let cuda = LlamaCppOptions { ctx_size: 8192, gpus: vec![gpu], ..Default::default() };
+    assert!(plan(&m, &cuda).unwrap().flash_attn);
+    // every head its own KV head (ratio 1): no CUDA kernel for 512, auto → off
+    let mut mha = m.clone();
+    for l in &mut mha.layers {
+        l.n_head_kv = l.n_head;
+    }
+    assert!(!plan(&mha, &cuda).unwrap().flash_attn);
+}
+
 fn gguf_value_type_bool() -> vramfit_ingest::gguf::ValueType {
     vramfit_ingest::gguf::ValueType::Bool
 }
