@@ -35,6 +35,11 @@ fn rms_of_view(
     w: Option<&str>,
 ) -> Result<TensorId, CoreError> {
     let n = b.fresh("rms_norm", F32, ne, &[x], b.t)?;
+    // build_norm names it "norm": pinned to the layer under full offload, as in Builder::norm
+    if let (Some(il), Some(_), true) = (il, w, b.full_offload) {
+        let dev = b.p.layers[il as usize];
+        b.g.pin(n, dev);
+    }
     Ok(match w {
         Some(w) => {
             let wt = b.weight(il, w, ne[0] * 4);
