@@ -242,6 +242,34 @@ fn gemma4_flash_attention_auto_follows_the_device() {
     assert!(!plan(&mha, &cuda).unwrap().flash_attn);
 }
 
+/// Gemma 3n: llama.cpp fixes `n_layer_kv_from_start` at 20
+/// (src/models/gemma3n.cpp), so layers 20 and 21 of a 22-layer file (both
+/// sliding: `il % 6 < 5`) read layer 20 − 2 = 18's cache
+/// (`llama_model::create_memory`, the `reuse` callback). They keep no
+/// cache of their own but still attend: the compute graph keeps them
+/// (vramfit builds them as ordinary layers, so the buffer equals the
+/// unshared model's instead of dropping two layers).
+#[test]
+fn gemma3n_layers_from_20_share_the_cache_and_still_attend() {
+    let mk =
+        |arch| load(&writer(&Shape { arch, sliding_window: Some(512), ..Shape::llama(22, 1024, 8, 2, 4096, 1000) }));
+    let (shared, plain) = (mk("gemma3n"), mk("gemma3"));
+    assert_eq!((shared.layers[20].kv_from, shared.layers[21].kv_from), (Some(18), Some(18)));
+    assert!(shared.layers[..20].iter().all(|l| l.kv_from.is_none()));
+    let opts = LlamaCppOptions {
+        ctx_size: 8192,
+        flash_attn: vramfit_llamacpp::FlashAttn::On,
+        n_gpu_layers: Some(0),
+        gpus: vec![],
+        ..Default::default()
+    };
+    let (ps, pp) = (plan(&shared, &opts).unwrap(), plan(&plain, &opts).unwrap());
+    // two sliding layers fewer: 2 × (K + V) × 2 heads × 128 × 2 B × pad(512 + 512, 256) = 1024 cells
+    let two_swa_layers = 2 * 2 * 2 * 128 * 2 * 1024;
+    assert_eq!(pp.kv.k_bytes + pp.kv.v_bytes - (ps.kv.k_bytes + ps.kv.v_bytes), two_swa_layers);
+    assert_eq!(ps.compute.buffers, pp.compute.buffers);
+}
+
 fn gguf_value_type_bool() -> vramfit_ingest::gguf::ValueType {
     vramfit_ingest::gguf::ValueType::Bool
 }

@@ -308,7 +308,9 @@ pub fn compute_buffers(
                 .get_or_insert_with(|| format!("recurrent ({}) layers sized from their main tensors", model.arch));
             inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d)?;
         }
-        if !l.has_kv() {
+        // a KV-shared layer (Gemma 3n outside the Gemma 4 graph) still attends:
+        // built as a layer with its own K/V, which over-states it a little
+        if !l.attends() {
             continue;
         }
         let n_kv = if d.causal {
