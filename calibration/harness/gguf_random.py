@@ -17,8 +17,8 @@ preset). Tensor names and shapes follow llama.cpp's load_arch_tensors
 (src/models/<arch>.cpp) at ggml-org/llama.cpp@0c1e57098 (b11312).
 
 Usage: gguf_random.py MODEL OUT.gguf [--header OUT.header]
-  MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4 |
-         qwen3.6-35b-a3b-q4_0
+  MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
+         | qwen3.6-35b-a3b-q4_0 | qwen3-30b-a3b-8l-q4_0 | gemma-4-e2b-q8_0 | gemma-4-26b-a4b-q4_0
   --header writes the header alone (what vramfit reads) beside the file.
 """
 import argparse
@@ -82,7 +82,112 @@ MODELS = {
                                  wtype=T.Q4_0, rope=1e7, gated_q=True, post_attn_norm=True,
                                  experts=(256, 8, 512), shexp=512,
                                  delta_net=dict(conv=4, k_heads=16, v_heads=32, head=128, interval=4)),
+    # Qwen/Qwen3-30B-A3B with its 48 layers CUT TO 8 (every per-layer tensor keeps its real
+    # shape; embeddings and head unchanged): the full file's CPU_REPACK copy of its Q4_0
+    # experts (17 GB) does not fit beside the mapped file in this machine's 24 GiB, 8 layers'
+    # (2.7 GB) does. Only to measure the repack rule on 3-D expert stacks.
+    "qwen3-30b-a3b-8l-q4_0": dict(arch="qwen3moe", n_layer=8, n_embd=2048, n_head=32, n_head_kv=4,
+                                  head_dim=128, n_ff=6144, n_vocab=151936, n_ctx_train=40960, tied=False,
+                                  wtype=T.Q4_0, rope=1e6, experts=(128, 8, 768)),
+    # google/gemma-4-E2B(-it) text_config: hidden 1536, 35 layers, 8 heads, 1 KV head,
+    # head_dim 256 (sliding) / global_head_dim 512 (full), layer_types 4 sliding + 1 full
+    # (x7), sliding_window 512, intermediate 6144 with use_double_wide_mlp (the 20 KV-shared
+    # layers 12288: convert_hf_to_gguf Gemma4Model.set_gguf_parameters), num_kv_shared_layers
+    # 20, hidden_size_per_layer_input 256, vocab 262144, 131072 positions, final softcap 30,
+    # rope 1e6 full (partial 0.25, "proportional") / 1e4 sliding, tied embeddings.
+    # Q8_0 as convert_hf_to_gguf.py --outtype q8_0 writes it: every 2-D .weight Q8_0,
+    # 1-D tensors and norms F32 (conversion/base.py prepare_tensors)
+    "gemma-4-e2b-q8_0": dict(arch="gemma4", n_layer=35, n_embd=1536, n_head=8, n_head_kv=1, head_dim=512,
+                             head_dim_swa=256, n_ff=6144, n_vocab=262144, n_ctx_train=131072, tied=True,
+                             wtype=T.Q8_0, rope=1e6, rope_swa=1e4, swa=512,
+                             swa_layers=[(il % 5) < 4 for il in range(35)], kv_shared=20, double_wide=True,
+                             per_layer=256, softcap=30.0),
+    # google/gemma-4-26B-A4B(-it) text_config: hidden 2816, 30 layers, 16 heads, 8 KV heads
+    # (sliding, head_dim 256) / num_global_key_value_heads 2 (full, global_head_dim 512),
+    # attention_k_eq_v (full layers have no v_proj), layer_types 5 sliding + 1 full (x5),
+    # sliding_window 1024, intermediate 2112 (the dense MLP every layer keeps), 128 experts,
+    # top_k 8, moe_intermediate 704 (experts.gate_up_proj fused: ffn_gate_up_exps), vocab
+    # 262144, 262144 positions, no per-layer embeddings, no KV sharing, tied embeddings.
+    # Q4_0 on every matrix (as `llama-quantize --pure ... Q4_0`), router/norms/scales F32
+    "gemma-4-26b-a4b-q4_0": dict(arch="gemma4", n_layer=30, n_embd=2816, n_head=16, n_head_kv=2, head_dim=512,
+                                 head_dim_swa=256, n_head_kv_swa=8, n_ff=2112, n_vocab=262144,
+                                 n_ctx_train=262144, tied=True, wtype=T.Q4_0, rope=1e6, rope_swa=1e4,
+                                 swa=1024, swa_layers=[(il % 6) < 5 for il in range(30)], kv_shared=0,
+                                 k_eq_v=True, experts=(128, 8, 704), per_layer=0, softcap=30.0),
 }
+
+
+def gemma4_tensors(m):
+    """llama_model_gemma4::load_arch_tensors (src/models/gemma4.cpp, b11312), in the
+    converter's order: rope_freqs (generate_extra_tensors) first, then the checkpoint's."""
+    e, v, w = m["n_embd"], m["n_vocab"], m["wtype"]
+    nl, ple = m["n_layer"], m["per_layer"]
+    first_shared = nl - m["kv_shared"]
+    out = [("rope_freqs.weight", [m["head_dim"] // 2], T.F32),  # full layers' proportional rope
+           ("token_embd.weight", [e, v], w)]
+    if ple:
+        out.append(("per_layer_token_embd.weight", [ple * nl, v], w))
+    for il in range(nl):
+        p = f"blk.{il}."
+        sliding = m["swa_layers"][il]
+        hd = m["head_dim_swa"] if sliding else m["head_dim"]
+        kvh = m.get("n_head_kv_swa", m["n_head_kv"]) if sliding else m["n_head_kv"]
+        q, kv = m["n_head"] * hd, kvh * hd
+        ff = m["n_ff"] * (2 if m.get("double_wide") and il >= first_shared else 1)
+        out += [
+            (p + "attn_norm.weight", [e], T.F32),
+            (p + "layer_output_scale.weight", [1], T.F32),
+            (p + "ffn_down.weight", [ff, e], w),
+            (p + "ffn_gate.weight", [e, ff], w),
+            (p + "ffn_up.weight", [e, ff], w),
+        ]
+        if ple:
+            out += [(p + "inp_gate.weight", [e, ple], w), (p + "proj.weight", [ple, e], w)]
+        out += [(p + "post_attention_norm.weight", [e], T.F32), (p + "post_ffw_norm.weight", [e], T.F32)]
+        if ple:
+            out.append((p + "post_norm.weight", [e], T.F32))
+        out.append((p + "ffn_norm.weight", [e], T.F32))
+        if "experts" in m:
+            n_exp, _, eff = m["experts"]
+            out += [
+                (p + "ffn_gate_inp.weight", [e, n_exp], T.F32),   # router.proj (F32 in every file)
+                (p + "ffn_gate_inp.scale", [e], T.F32),           # router.scale
+                (p + "ffn_down_exps.scale", [n_exp], T.F32),      # router.per_expert_scale
+                (p + "ffn_gate_up_exps.weight", [e, 2 * eff, n_exp], w),
+                (p + "ffn_down_exps.weight", [eff, e, n_exp], w),
+                (p + "pre_ffw_norm_2.weight", [e], T.F32),
+                (p + "post_ffw_norm_1.weight", [e], T.F32),
+                (p + "post_ffw_norm_2.weight", [e], T.F32),
+            ]
+        # the KV-shared layers keep their k/v projections in the checkpoint (loaded,
+        # TENSOR_NOT_REQUIRED, unused); a full layer with attention_k_eq_v has no v_proj
+        out += [(p + "attn_k_norm.weight", [hd], T.F32), (p + "attn_k.weight", [e, kv], w),
+                (p + "attn_output.weight", [q, e], w), (p + "attn_q_norm.weight", [hd], T.F32),
+                (p + "attn_q.weight", [e, q], w)]
+        if not (m.get("k_eq_v") and not sliding):
+            out.append((p + "attn_v.weight", [e, kv], w))
+    out.append(("output_norm.weight", [e], T.F32))
+    if ple:
+        out += [("per_layer_model_proj.weight", [e, ple * nl], w), ("per_layer_proj_norm.weight", [ple], T.F32)]
+    return out
+
+
+def gemma4_keys(wr, a, m):
+    """The keys convert_hf_to_gguf Gemma4Model.set_gguf_parameters writes beyond the common ones."""
+    nl = m["n_layer"]
+    wr.add_shared_kv_layers(m["kv_shared"])
+    wr.add_embedding_length_per_layer_input(m["per_layer"])
+    wr.add_sliding_window_pattern(m["swa_layers"])
+    wr.add_key_length_swa(m["head_dim_swa"])
+    wr.add_value_length_swa(m["head_dim_swa"])
+    wr.add_rope_dimension_count(m["head_dim"])
+    wr.add_rope_dimension_count_swa(m["head_dim_swa"])
+    wr.add_final_logit_softcapping(m["softcap"])
+    if m.get("double_wide"):
+        first_shared = nl - m["kv_shared"]
+        wr.add_feed_forward_length([m["n_ff"] * (1 if il < first_shared else 2) for il in range(nl)])
+    if "n_head_kv_swa" in m:
+        wr.add_head_count_kv([m["n_head_kv_swa"] if s else m["n_head_kv"] for s in m["swa_layers"]])
 
 
 def nbytes(ty, ne):
@@ -118,6 +223,8 @@ def moe_ffn(m, p, e, w):
 
 def tensors(m):
     """(name, ne (ggml order), type) in the converter's order."""
+    if m["arch"] == "gemma4":
+        return gemma4_tensors(m)
     e, d, v, ff = m["n_embd"], m["head_dim"], m["n_vocab"], m["n_ff"]
     q, kv = m["n_head"] * d, m["n_head_kv"] * d
     w = m["wtype"]
@@ -206,9 +313,11 @@ def write(name, path, header_path=None):
     wr.add_uint32(f"{a}.block_count", m["n_layer"])
     wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
     wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
-    wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
+    if not m.get("double_wide"):
+        wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
     wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
-    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
+    if "n_head_kv_swa" not in m:
+        wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
     wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
     wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
     wr.add_float32(f"{a}.rope.freq_base", m["rope"])
@@ -218,6 +327,8 @@ def write(name, path, header_path=None):
         wr.add_uint32(f"{a}.attention.sliding_window", m["swa"])
         if "rope_swa" in m:
             wr.add_float32(f"{a}.rope.freq_base_swa", m["rope_swa"])
+    if a == "gemma4":
+        gemma4_keys(wr, a, m)
     if "experts" in m:
         n_exp, used, eff = m["experts"]
         wr.add_uint32(f"{a}.expert_count", n_exp)

@@ -26,6 +26,9 @@ FILE_LEN = {
     "qwen3-30b-a3b-q4_0": 17218335008,
     "qwen3.5-27b-q4_0": 15138472896,
     "gpt-oss-20b-mxfp4": 13779659072,
+    "qwen3-30b-a3b-8l-q4_0": 3161447168,
+    "gemma-4-e2b-q8_0": 4938812640,
+    "gemma-4-26b-a4b-q4_0": 14233264832,
 }
 MODEL = {
     "qwen3-0.6b": ("Qwen/Qwen3-0.6B", "F16", "qwen3"),
@@ -34,6 +37,11 @@ MODEL = {
     "qwen3-30b-a3b-q4_0": ("Qwen/Qwen3-30B-A3B", "Q4_0 (router f32)", "qwen3moe"),
     "qwen3.5-27b-q4_0": ("Qwen/Qwen3.5-27B (trunk, no MTP layer)", "Q4_0", "qwen35"),
     "gpt-oss-20b-mxfp4": ("openai/gpt-oss-20b", "MXFP4 experts, f16 attention", "gpt-oss"),
+    "qwen3-30b-a3b-8l-q4_0": ("Qwen/Qwen3-30B-A3B, layers cut to 8 of 48 (each layer at its real shape)",
+                              "Q4_0 (router f32)", "qwen3moe"),
+    "gemma-4-e2b-q8_0": ("google/gemma-4-E2B-it (text)", "Q8_0 (as convert_hf_to_gguf --outtype q8_0)", "gemma4"),
+    "gemma-4-26b-a4b-q4_0": ("google/gemma-4-26B-A4B-it (text)", "Q4_0 (every matrix, as --pure; router f32)",
+                             "gemma4"),
 }
 # id: (model, flags as passed)
 RUNS = [
@@ -51,6 +59,12 @@ RUNS = [
     ("qwen3.5-27b-q4_0-np4", "qwen3.5-27b-q4_0", "-c 4096 -np 4 -nr --numa distribute"),
     ("gpt-oss-20b-mxfp4-np1", "gpt-oss-20b-mxfp4", "-c 8192 -np 1 -nr --numa distribute"),
     ("gpt-oss-20b-mxfp4-np4", "gpt-oss-20b-mxfp4", "-c 8192 -np 4 -nr --numa distribute"),
+    ("gemma-4-e2b-q8_0-c32k-np1", "gemma-4-e2b-q8_0", "-c 32768 -np 1 --numa distribute"),
+    ("gemma-4-e2b-q8_0-c32k-np4", "gemma-4-e2b-q8_0", "-c 32768 -np 4 --numa distribute"),
+    ("gemma-4-e2b-q8_0-c32k-np1-fa0", "gemma-4-e2b-q8_0", "-c 32768 -np 1 -fa off --numa distribute"),
+    ("gemma-4-26b-a4b-q4_0-c32k-np1", "gemma-4-26b-a4b-q4_0", "-c 32768 -np 1 -nr --numa distribute"),
+    ("gemma-4-26b-a4b-q4_0-c32k-np4", "gemma-4-26b-a4b-q4_0", "-c 32768 -np 4 -nr --numa distribute"),
+    ("qwen3-30b-a3b-8l-q4_0-np4", "qwen3-30b-a3b-8l-q4_0", "-c 4096 -np 4"),
 ]
 KEEP = re.compile(r"model buffer size|KV buffer size|RS buffer size|compute buffer size|output buffer size|"
                   r"llama_context: (n_seq_max|n_ctx|n_ctx_seq|n_batch|n_ubatch|flash_attn|n_outputs_max) |"
@@ -110,7 +124,10 @@ def case(rid, m, flags):
                         "KV buffer lines of one context (an iSWA cache logs two)"
                         + ("; -nr: experts kept mapped instead of an anonymous CPU_REPACK copy the 24 GiB "
                            "machine could not hold, --numa distribute only turns off the mmap prefetch"
-                           if "-nr" in argv else "")),
+                           if "-nr" in argv else "")
+                        + ("; the model's 48 layers cut to 8 (each layer's tensors at their real shapes) so the "
+                           "CPU_REPACK copy of its Q4_0 experts fits in the machine's memory"
+                           if "-8l-" in m else "")),
     }
 
 

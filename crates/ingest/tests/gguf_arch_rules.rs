@@ -138,6 +138,138 @@ fn gemma4_sliding_layers_use_their_own_head_size() {
     assert_eq!(p.kv.swa_bytes, 5 * kvh * swa * 2 * 1536 * 2);
 }
 
+/// A Gemma 4 file of 6 layers, sliding pattern [S, S, F, S, S, F], its
+/// sliding layers at head size 256 and its full ones at 512, 2 KV heads,
+/// `attention.shared_kv_layers` = `shared` when given.
+fn gemma4_shared(shared: Option<u64>) -> GgufWriter {
+    let (e, heads, kvh, full, swa) = (1024u64, 8u64, 2u64, 512u64, 256u64);
+    let pattern = [true, true, false, true, true, false];
+    let s = Shape {
+        arch: "gemma4",
+        head_dim: full,
+        sliding_window: Some(1024),
+        ..Shape::llama(6, e, heads, kvh, 4096, 1000)
+    };
+    let mut w = writer(&s)
+        .kv("gemma4.attention.key_length_swa", u32v(swa))
+        .kv("gemma4.attention.value_length_swa", u32v(swa))
+        .kv(
+            "gemma4.attention.sliding_window_pattern",
+            WValue::Array(gguf_value_type_bool(), pattern.iter().map(|&b| WValue::Bool(b)).collect()),
+        )
+        .retain_tensors(|n| {
+            !(n.contains("attn_q.") || n.contains("attn_k.") || n.contains("attn_v.") || n.contains("attn_output."))
+        });
+    if let Some(n) = shared {
+        w = w.kv("gemma4.attention.shared_kv_layers", u32v(n));
+    }
+    for (il, &sliding) in pattern.iter().enumerate() {
+        let hd = if sliding { swa } else { full };
+        let p = |t: &str| format!("blk.{il}.{t}");
+        w = w
+            .tensor(&p("attn_q.weight"), GgmlType::Q4K, &[e, heads * hd])
+            .tensor(&p("attn_k.weight"), GgmlType::Q4K, &[e, kvh * hd])
+            .tensor(&p("attn_v.weight"), GgmlType::Q4K, &[e, kvh * hd])
+            .tensor(&p("attn_output.weight"), GgmlType::Q4K, &[heads * hd, e]);
+    }
+    w
+}
+
+/// Gemma 4 KV sharing: with `shared_kv_layers` = 3 of 6 only layers 0–2
+/// keep a cache (`n_layer_kv_from_start` = 6 − 3,
+/// `llama_model_gemma4::load_arch_hparams`, src/models/gemma4.cpp); the
+/// sliding layers 3 and 4 read layer 3 − 2 = 1's, the full layer 5 reads
+/// layer 3 − 1 = 2's (`llama_model::create_memory`, the `reuse` callback,
+/// src/llama-model.cpp, b11312). Regression (issue 22): every layer got a
+/// cache (measured: gemma-4-e2b logs 204 MiB at -c 32768 -np 1, vramfit
+/// said 476 MiB).
+#[test]
+fn gemma4_kv_shared_layers_keep_no_cache() {
+    let m = load(&gemma4_shared(Some(3)));
+    let from: Vec<Option<u32>> = m.layers.iter().map(|l| l.kv_from).collect();
+    assert_eq!(from, vec![None, None, None, Some(1), Some(1), Some(2)]);
+    assert_eq!((0..6).filter(|&il| m.layers[il].has_kv()).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let opts = LlamaCppOptions {
+        ctx_size: 8192,
+        flash_attn: vramfit_llamacpp::FlashAttn::On,
+        n_gpu_layers: Some(0),
+        gpus: vec![],
+        ..Default::default()
+    };
+    let p = plan(&m, &opts).unwrap();
+    // f16 K + V, -np 1: the full layer 2 over 8192 cells, 2 heads × 512:
+    //   1 × 2 × 512 × 2 B × 8192 × 2 = 32 MiB;
+    // the sliding layers 0, 1 over pad(min(8192, 1024 + 512), 256) = 1536 cells, 2 heads × 256:
+    //   2 × 2 × 256 × 2 B × 1536 × 2 = 6 MiB
+    assert_eq!(p.kv.swa_bytes, 2 * 2 * 256 * 2 * 1536 * 2);
+    assert_eq!(p.kv.k_bytes + p.kv.v_bytes, 2 * 512 * 2 * 8192 * 2 + 2 * 2 * 256 * 2 * 1536 * 2);
+    // without the key every layer keeps its own cache
+    let all = load(&gemma4_shared(None));
+    assert!(all.layers.iter().all(|l| l.has_kv() && l.kv_from.is_none()));
+}
+
+/// llama.cpp asserts `n_layer_kv_from_start >= 2` in the reuse callback: a
+/// file sharing all but one layer is refused, naming the key.
+#[test]
+fn gemma4_sharing_all_but_one_layer_is_refused() {
+    for shared in [5, 6, 7] {
+        let bytes = gemma4_shared(Some(shared)).to_bytes();
+        let Parsed::Complete(h) = parse(&bytes, bytes.len() as u64).unwrap() else { panic!() };
+        let e = model_from_header(&h, "x").unwrap_err().to_string();
+        assert!(e.contains("gemma4.attention.shared_kv_layers"), "{shared}: {e}");
+    }
+}
+
+/// `-fa auto` with Gemma 4's 512-wide full layers: on a CPU-only build
+/// llama.cpp turns it on (measured, b11312: "Flash Attention enabled" in
+/// calibration/data/measured/llamacpp-cpu-logs/gemma-4-e2b-q8_0-c32k-np1.log);
+/// on CUDA the 512 kernel needs a GQA ratio of at least 2
+/// (ggml_cuda_get_best_fattn_kernel, ggml/src/ggml-cuda/fattn.cu, b11312).
+/// Regression: vramfit assumed it off for any head size outside CUDA's list.
+#[test]
+fn gemma4_flash_attention_auto_follows_the_device() {
+    let m = load(&gemma4_shared(None)); // 8 heads, 2 KV heads: GQA ratio 4
+    let cpu = LlamaCppOptions { ctx_size: 8192, gpus: vec![], n_gpu_layers: Some(0), ..Default::default() };
+    assert!(plan(&m, &cpu).unwrap().flash_attn);
+    let gpu = vramfit_llamacpp::GpuSlot { name: "x".into(), memory_bytes: None };
+    let cuda = LlamaCppOptions { ctx_size: 8192, gpus: vec![gpu], ..Default::default() };
+    assert!(plan(&m, &cuda).unwrap().flash_attn);
+    // every head its own KV head (ratio 1): no CUDA kernel for 512, auto → off
+    let mut mha = m.clone();
+    for l in &mut mha.layers {
+        l.n_head_kv = l.n_head;
+    }
+    assert!(!plan(&mha, &cuda).unwrap().flash_attn);
+}
+
+/// Gemma 3n: llama.cpp fixes `n_layer_kv_from_start` at 20
+/// (src/models/gemma3n.cpp), so layers 20 and 21 of a 22-layer file (both
+/// sliding: `il % 6 < 5`) read layer 20 − 2 = 18's cache
+/// (`llama_model::create_memory`, the `reuse` callback). They keep no
+/// cache of their own but still attend: the compute graph keeps them
+/// (vramfit builds them as ordinary layers, so the buffer equals the
+/// unshared model's instead of dropping two layers).
+#[test]
+fn gemma3n_layers_from_20_share_the_cache_and_still_attend() {
+    let mk =
+        |arch| load(&writer(&Shape { arch, sliding_window: Some(512), ..Shape::llama(22, 1024, 8, 2, 4096, 1000) }));
+    let (shared, plain) = (mk("gemma3n"), mk("gemma3"));
+    assert_eq!((shared.layers[20].kv_from, shared.layers[21].kv_from), (Some(18), Some(18)));
+    assert!(shared.layers[..20].iter().all(|l| l.kv_from.is_none()));
+    let opts = LlamaCppOptions {
+        ctx_size: 8192,
+        flash_attn: vramfit_llamacpp::FlashAttn::On,
+        n_gpu_layers: Some(0),
+        gpus: vec![],
+        ..Default::default()
+    };
+    let (ps, pp) = (plan(&shared, &opts).unwrap(), plan(&plain, &opts).unwrap());
+    // two sliding layers fewer: 2 × (K + V) × 2 heads × 128 × 2 B × pad(512 + 512, 256) = 1024 cells
+    let two_swa_layers = 2 * 2 * 2 * 128 * 2 * 1024;
+    assert_eq!(pp.kv.k_bytes + pp.kv.v_bytes - (ps.kv.k_bytes + ps.kv.v_bytes), two_swa_layers);
+    assert_eq!(ps.compute.buffers, pp.compute.buffers);
+}
+
 fn gguf_value_type_bool() -> vramfit_ingest::gguf::ValueType {
     vramfit_ingest::gguf::ValueType::Bool
 }

@@ -29,6 +29,8 @@
 //! layers, MLA, encoders) are built from the same pieces with the sizes of
 //! their main tensors; the result says when it is such an approximation.
 
+mod gemma4;
+
 use crate::ggml::GgmlType;
 use crate::graph::{Device, Graph, OpKind, TensorId};
 use crate::model::{GraphFamily, LayerHparams, LlamaModel, RecurrentState};
@@ -255,6 +257,9 @@ struct GraphInputs {
     mask_swa: Option<TensorId>,
     k_idx: Option<TensorId>,
     v_idx: Option<TensorId>,
+    /// the sliding-window cache's own row indices (an iSWA cache)
+    k_idx_swa: Option<TensorId>,
+    v_idx_swa: Option<TensorId>,
     out_ids: Option<TensorId>,
 }
 
@@ -285,6 +290,10 @@ pub fn compute_buffers(
         v_trans: !s.flash_attn,
     };
     let (embd, inputs) = graph_inputs(&mut b, model, &s, &d)?;
+    if model.arch == "gemma4" {
+        let last = gemma4::build(&mut b, model, &s, &d, &inputs, embd)?;
+        return finish(b, last, has_gpu, &s, None);
+    }
     // an encoder attends over the micro-batch
     let enc_kv = t;
 
@@ -299,7 +308,9 @@ pub fn compute_buffers(
                 .get_or_insert_with(|| format!("recurrent ({}) layers sized from their main tensors", model.arch));
             inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d)?;
         }
-        if !l.has_kv() {
+        // a KV-shared layer (Gemma 3n outside the Gemma 4 graph) still attends:
+        // built as a layer with its own K/V, which over-states it a little
+        if !l.attends() {
             continue;
         }
         let n_kv = if d.causal {
@@ -342,6 +353,17 @@ pub fn compute_buffers(
     }
     let last =
         output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?;
+    finish(b, last, has_gpu, &s, approximate)
+}
+
+/// Expand the graph from its last node, schedule it and replay the allocator.
+fn finish(
+    mut b: Builder,
+    last: TensorId,
+    has_gpu: bool,
+    s: &ComputeSetup,
+    approximate: Option<String>,
+) -> Result<ComputeBuffers, CoreError> {
     b.g.expand(last);
     b.g.schedule(has_gpu, s.op_offload);
     let sizes = b.g.allocate(
@@ -404,7 +426,10 @@ fn graph_inputs(
     let mask_full = if any_full { Some(mask_for(b, if d.causal { s.n_kv } else { enc_kv })?) } else { None };
     let mask_swa = if any_sliding { Some(mask_for(b, s.n_kv_swa)?) } else { None };
     let v_max = model.layers.iter().map(|l| l.v_width()).max().unwrap_or(0);
-    let (k_idx, v_idx) = if d.current && d.causal {
+    let idx_pair = |b: &mut Builder| -> Result<(Option<TensorId>, Option<TensorId>), CoreError> {
+        if !(d.current && d.causal) {
+            return Ok((None, None));
+        }
         let k = b.g.input("k_idxs", I64, [t, 1, 1, 1], t * 8);
         // a V-less cache has only K row indices (llm_graph_input_attn_k, PR #19067)
         let v = if s.v_less {
@@ -413,12 +438,16 @@ fn graph_inputs(
             let vlen = if d.v_trans { product("v_idxs", &[t, v_max])? } else { t };
             Some(b.g.input("v_idxs", I64, [vlen, 1, 1, 1], product("v_idxs", &[vlen, 8])?))
         };
-        (Some(k), v)
-    } else {
-        (None, None)
+        Ok((Some(k), v))
     };
+    let (k_idx, v_idx) = idx_pair(b)?;
+    // an iSWA cache (sliding and full layers) gives each of its two caches its
+    // own K/V row indices, the V ones n_tokens × n_embd_v_gqa_max() when V is
+    // transposed (build_attn_inp_kv_iswa, llama_kv_cache::build_input_v_idxs,
+    // src/llama-graph.cpp / src/llama-kv-cache.cpp, b11312)
+    let (k_idx_swa, v_idx_swa) = if any_sliding && any_full { idx_pair(b)? } else { (None, None) };
     let out_ids = Some(b.g.input("inp_out_ids", I32, [d.n_out, 1, 1, 1], d.n_out * 4));
-    Ok((embd, GraphInputs { pos, mask_full, mask_swa, k_idx, v_idx, out_ids }))
+    Ok((embd, GraphInputs { pos, mask_full, mask_swa, k_idx, v_idx, k_idx_swa, v_idx_swa, out_ids }))
 }
 
 /// A recurrent layer: in-projection, conv over the state, scan, gate,
@@ -576,7 +605,8 @@ fn attention(
         )
     };
     if d.causal {
-        let ks = match inputs.k_idx {
+        let k_idx = if l.sliding { inputs.k_idx_swa.or(inputs.k_idx) } else { inputs.k_idx };
+        let ks = match k_idx {
             Some(ix) => b.g.store("set_rows_k", k, k_cache, &[ix]),
             None => b.g.store("cpy_k", k, k_cache, &[]),
         };
@@ -585,7 +615,8 @@ fn attention(
     if d.causal && v_stored {
         let v2 = b.g.view("reshape_2d_v", v);
         let vsrc = if d.v_trans { b.g.view("transpose_v", v2) } else { v2 };
-        let vs = match inputs.v_idx {
+        let v_idx = if l.sliding { inputs.v_idx_swa.or(inputs.v_idx) } else { inputs.v_idx };
+        let vs = match v_idx {
             Some(ix) => b.g.store("set_rows_v", vsrc, v_cache, &[ix]),
             None => b.g.store("cpy_v", vsrc, v_cache, &[]),
         };

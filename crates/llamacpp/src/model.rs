@@ -78,6 +78,11 @@ pub struct LayerHparams {
     pub sliding: bool,
     /// the layer keeps a recurrent state instead of (or besides) a KV cache
     pub recurrent: Option<RecurrentState>,
+    /// the layer keeps no KV cache of its own and attends over this earlier
+    /// layer's (Gemma 3n / Gemma 4 KV sharing: `llama_model::create_memory`'s
+    /// `reuse` callback, src/llama-model.cpp, b11312)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_from: Option<u32>,
 }
 
 impl LayerHparams {
@@ -91,7 +96,14 @@ impl LayerHparams {
         self.n_head_kv * self.head_dim_v
     }
 
+    /// The layer has a KV cache of its own (not a recurrent layer, not one
+    /// reading an earlier layer's cache).
     pub fn has_kv(&self) -> bool {
+        self.n_head_kv > 0 && self.kv_from.is_none()
+    }
+
+    /// The layer runs attention: over its own cache or a shared one.
+    pub fn attends(&self) -> bool {
         self.n_head_kv > 0
     }
 }
@@ -267,11 +279,24 @@ pub fn slot_of(name: &str) -> Slot {
             }
         }
     }
-    if name.starts_with("token_embd") || name.starts_with("pos_embd") || name.starts_with("token_types") {
+    // per_layer_token_embd (Gemma 3n / Gemma 4 per-layer embeddings) is an
+    // input-layer tensor read by GET_ROWS (LLM_TENSOR_INFOS, src/llama-arch.cpp)
+    if name.starts_with("token_embd")
+        || name.starts_with("pos_embd")
+        || name.starts_with("token_types")
+        || name.starts_with("per_layer_token_embd")
+    {
         return Slot::Input;
     }
-    // rope frequency factors are created with layer 0 (and shared by the rest)
-    if name.starts_with("rope_freqs") || name.starts_with("rope_factors") {
+    // rope frequency factors are created with layer 0 (and shared by the rest);
+    // so are the per-layer-embedding projection and its norm, repeating-layer
+    // tensors created with bid 0 (LLM_TENSOR_INFOS: LLM_TENSOR_LAYER_REPEATING;
+    // `tn(LLM_TENSOR_PER_LAYER_MODEL_PROJ, "weight", 0)`, src/models/gemma4.cpp)
+    if name.starts_with("rope_freqs")
+        || name.starts_with("rope_factors")
+        || name.starts_with("per_layer_model_proj")
+        || name.starts_with("per_layer_proj_norm")
+    {
         return Slot::Layer(0);
     }
     Slot::Output
@@ -288,6 +313,10 @@ mod tests {
         assert_eq!(slot_of("output.weight"), Slot::Output);
         assert_eq!(slot_of("output_norm.weight"), Slot::Output);
         assert_eq!(slot_of("rope_freqs.weight"), Slot::Layer(0));
+        // Gemma 3n / 4 per-layer embeddings: the table on the host, its projection with layer 0
+        assert_eq!(slot_of("per_layer_token_embd.weight"), Slot::Input);
+        assert_eq!(slot_of("per_layer_model_proj.weight"), Slot::Layer(0));
+        assert_eq!(slot_of("per_layer_proj_norm.weight"), Slot::Layer(0));
         assert_eq!(slot_of("blk.x.attn_q.weight"), Slot::Output);
     }
 }

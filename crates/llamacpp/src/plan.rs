@@ -55,12 +55,27 @@ fn resolve_flash_attn(model: &LlamaModel, opts: &LlamaCppOptions) -> (bool, Opti
         FlashAttn::Off => (false, None),
         FlashAttn::Auto => {
             // llama.cpp's auto check turns FA on when the device of every
-            // attention layer supports it, which CUDA and the CPU do for the
-            // usual head sizes; quantized V caches need it.
-            let odd =
-                model.layers.iter().any(|l| l.has_kv() && ![64, 80, 96, 112, 128, 256, 576].contains(&l.head_dim_k));
+            // attention layer supports it. The CPU backend runs
+            // FLASH_ATTN_EXT at any head size (measured on b11312: Gemma 4's
+            // 512-wide full layers log "Flash Attention enabled" on a
+            // CPU-only build, calibration/data/measured/llamacpp-cpu.jsonl).
+            // CUDA's kernels take K = V head sizes 64/80/96/112/128/256, 576
+            // (MLA), and 512 when the GQA ratio is at least 2
+            // (ggml_cuda_get_best_fattn_kernel, ggml/src/ggml-cuda/fattn.cu,
+            // b11312: `case 512: … if (!gqa_opt_applies) return NONE`).
+            if opts.gpus.is_empty() {
+                return (
+                    true,
+                    Some("flash attention auto → on (the CPU backend supports it at every head size)".into()),
+                );
+            }
+            let cuda = |l: &crate::model::LayerHparams| {
+                [64, 80, 96, 112, 128, 256, 576].contains(&l.head_dim_k)
+                    || (l.head_dim_k == 512 && l.head_dim_v == 512 && l.n_head >= 2 * l.n_head_kv)
+            };
+            let odd = model.layers.iter().any(|l| l.has_kv() && !cuda(l));
             if odd {
-                (false, Some("flash attention auto → assumed off: a head size outside the CUDA kernels' 64/80/96/112/128/256/576".into()))
+                (false, Some("flash attention auto → assumed off: a head size outside the CUDA kernels' 64/80/96/112/128/256/576 (512 with grouped-query attention)".into()))
             } else {
                 (true, Some("flash attention auto → on (llama.cpp enables it when the attention devices support it; pass -fa off to compare)".into()))
             }
@@ -870,6 +885,7 @@ mod tests {
             n_ff: 128,
             sliding: false,
             recurrent: None,
+            kv_from: None,
         };
         LlamaModel {
             name: "tiny".into(),

@@ -37,8 +37,16 @@ pub const MEASURED_CPU_FILE: &str = "calibration/data/measured/llamacpp-cpu.json
 pub const MEASURED_CPU_CASES: &str = include_str!("../../../../calibration/data/measured/llamacpp-cpu.jsonl");
 
 /// The GGUF headers the measured logs' llama.cpp loaded, embedded by the path
-/// each case's `header` names (192 KiB in all).
+/// each case's `header` names (255 KiB in all).
 const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/gemma-4-26b-a4b-q4_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/gemma-4-26b-a4b-q4_0.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/gemma-4-e2b-q8_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/gemma-4-e2b-q8_0.gguf.header"),
+    ),
     (
         "calibration/data/measured/llamacpp-cpu-headers/gemma-3-1b.gguf.header",
         include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/gemma-3-1b.gguf.header"),
@@ -58,6 +66,10 @@ const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     (
         "calibration/data/measured/llamacpp-cpu-headers/qwen3-30b-a3b-q4_0.gguf.header",
         include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3-30b-a3b-q4_0.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3-30b-a3b-8l-q4_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3-30b-a3b-8l-q4_0.gguf.header"),
     ),
     (
         "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-q4_0.gguf.header",

@@ -155,7 +155,8 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let sliding = sliding_layers(&k, nl, n_swa, &mut notes)?;
     let interval = full_attention_interval(&k)?;
     let (state, ssm) = recurrent_state(&k, n_embd)?;
-    let layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, heads_dims, &ff, &sliding)?;
+    let mut layers = layer_hparams(&k, nl, interval, state, &heads, &heads_kv, heads_dims, &ff, &sliding)?;
+    share_kv(&k, &mut layers)?;
     // experts
     let tensors_by_layer = consistency::Tensors::of(h);
     let expert_count = k.u64_opt("expert_count")?;
@@ -418,9 +419,50 @@ fn layer_hparams(
             n_ff: ff[il],
             sliding: sliding[il],
             recurrent: if recurrent_layer { state } else { None },
+            kv_from: None,
         });
     }
     Ok(layers)
+}
+
+/// KV sharing (Gemma 3n, Gemma 4): only the first `n_layer_kv_from_start`
+/// layers keep a KV cache; each later layer attends over the cache of the
+/// last cached layer of its kind, `n_layer_kv_from_start − 2` when it slides,
+/// `− 1` when not (`llama_model::create_memory`, the `reuse` callback for
+/// LLM_ARCH_GEMMA3N / LLM_ARCH_GEMMA4, src/llama-model.cpp, b11312).
+/// `n_layer_kv_from_start` is `block_count − attention.shared_kv_layers` for
+/// gemma4 (`llama_model_gemma4::load_arch_hparams`, src/models/gemma4.cpp;
+/// the key is optional, default 0) and 20 for gemma3n (src/models/gemma3n.cpp).
+fn share_kv(k: &Keys, layers: &mut [LayerHparams]) -> Result<(), ModelError> {
+    let nl = layers.len() as u64;
+    let (from_start, key) = match k.arch.as_str() {
+        "gemma4" => {
+            let shared = k.u64_opt("attention.shared_kv_layers")?.unwrap_or(0);
+            if shared == 0 {
+                return Ok(());
+            }
+            (nl.checked_sub(shared), k.key("attention.shared_kv_layers"))
+        }
+        "gemma3n" => (Some(20), "gemma3n: n_layer_kv_from_start (20)".to_string()),
+        _ => return Ok(()),
+    };
+    // llama.cpp asserts n_layer_kv_from_start >= 2 in the reuse callback
+    let from_start = match from_start {
+        Some(n) if n >= 2 => n,
+        _ => {
+            return Err(ModelError::Contradicts {
+                key,
+                detail: format!(
+                    "leaves fewer than 2 of the {nl} layers with a KV cache (llama.cpp asserts at least 2)"
+                ),
+            })
+        }
+    };
+    for l in layers.iter_mut().skip(from_start as usize) {
+        let back = if l.sliding { 2 } else { 1 };
+        l.kv_from = Some((from_start - back) as u32);
+    }
+    Ok(())
 }
 
 /// A gated FFN: a gate tensor in any layer, or Phi-3's fused gate and up.
