@@ -262,7 +262,7 @@ pub fn inference_communicators(setup: &InferenceSetup, tp: u64) -> Vec<crate::ru
     if tp < 2 {
         Vec::new()
     } else if setup.engine.serving().is_some() {
-        serving_communicators(tp, crate::nccl::stack_of(setup))
+        serving_communicators(tp, crate::serving::nccl_stack_of(setup))
     } else {
         vec![crate::runtime::Communicator::torch("default process group (tensor parallel)", tp)]
     }

@@ -9,7 +9,6 @@
 //! v2.28.9-1. Host memory (proxy state, the work FIFO in `cudaHostAlloc`
 //! memory, SHM transport buffers) is not device memory and is not counted.
 
-use crate::hardware::{GpuArch, GpuSpec, Link};
 use crate::units::MIB;
 use serde::{Deserialize, Serialize};
 
@@ -70,30 +69,64 @@ impl std::fmt::Display for NcclRelease {
     }
 }
 
+/// The link between the GPUs of a communicator, as NCCL sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Link {
+    /// NVLink / NVSwitch
+    Nvlink,
+    /// PCIe only
+    Pcie,
+}
+
+/// The GPU generation NCCL's choices follow (P2P read from Ampere, NVLS from
+/// Hopper, channel counts); the catalogue's architecture maps onto it
+/// (`GpuSpec::nccl_hardware`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    Volta,
+    Turing,
+    Ampere,
+    Ada,
+    Hopper,
+    Blackwell,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Volta => "volta",
+            Arch::Turing => "turing",
+            Arch::Ampere => "ampere",
+            Arch::Ada => "ada",
+            Arch::Hopper => "hopper",
+            Arch::Blackwell => "blackwell",
+        }
+    }
+
+    /// The generation spelled `s` (any case), None when there is none.
+    pub fn parse(s: &str) -> Option<Arch> {
+        [Arch::Volta, Arch::Turing, Arch::Ampere, Arch::Ada, Arch::Hopper, Arch::Blackwell]
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
 /// The interconnect facts NCCL's channel count and transport follow: the
-/// card's link, architecture and PCIe generation. `None`: not known (no
+/// card's link, generation and PCIe generation. `None`: not known (no
 /// catalogue card), then the largest figure is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NcclHardware {
     #[serde(default)]
     pub link: Option<Link>,
     #[serde(default)]
-    pub arch: Option<GpuArch>,
+    pub arch: Option<Arch>,
     #[serde(default)]
     pub pcie_gen: Option<u8>,
 }
 
 impl NcclHardware {
-    /// The facts of a catalogue card: NVLink when it has NVLink bandwidth
-    /// (`nvlink_gbs`), else PCIe.
-    pub fn of_gpu(gpu: &GpuSpec) -> Self {
-        NcclHardware {
-            link: Some(if gpu.nvlink_gbs.is_some() { Link::Nvlink } else { Link::Pcie }),
-            arch: gpu.arch,
-            pcie_gen: Some(gpu.pcie_gen),
-        }
-    }
-
     /// Said in `--explain`.
     pub fn label(&self) -> String {
         let link = match self.link {
@@ -102,7 +135,7 @@ impl NcclHardware {
             None => "link not known (no catalogue card: the largest figure)",
         };
         match self.arch {
-            Some(a) => format!("{link}, {a}"),
+            Some(a) => format!("{link}, {}", a.name()),
             None => link.to_string(),
         }
     }
@@ -128,32 +161,6 @@ pub struct NcclStack {
 pub const TORCH_DEFAULT: NcclStack =
     NcclStack { pinned_by: "torch 2.9", release: NcclRelease::new(2, 27, 5), cumem: true, nvls: true };
 
-/// The NCCL of a vLLM release (its torch's pin) and whether vLLM turns cuMem
-/// off: vLLM ships `NCCL_CUMEM_ENABLE=0` from PR #5091 (merged 2024-05-28,
-/// first in 0.5.0: "NCCL 2.19 will turn on virtual memory by default, which
-/// costs memory during cudagraph capture") until PR #24141 (merged
-/// 2025-09-03: "NCCL 2.22.3 resolved the memory overhead issue"; 0.10.2 is
-/// counted with it, the larger side). Before 0.5 vLLM used NCCL 2.18 (its
-/// `vllm-nccl` package), where cuMem is off by default. Without cuMem NCCL
-/// builds no NVLS and connects every algorithm at init.
-pub fn vllm_stack(version: crate::workload::EngineVersion) -> NcclStack {
-    use crate::workload::EngineVersion as V;
-    let (pinned_by, release, cumem) = if version < V::new(0, 5) {
-        ("vLLM 0.2–0.4 (torch 2.1, vllm-nccl 2.18.1)", NcclRelease::new(2, 18, 1), false)
-    } else if version < V::patch(0, 6, 4) {
-        ("vLLM 0.5–0.6.3 (torch 2.3/2.4)", NcclRelease::new(2, 20, 5), false)
-    } else if version < V::new(0, 9) {
-        ("vLLM 0.6.4–0.8 (torch 2.5/2.6)", NcclRelease::new(2, 21, 5), false)
-    } else if version < V::patch(0, 10, 2) {
-        ("vLLM 0.9–0.10.1 (torch 2.7)", NcclRelease::new(2, 26, 2), false)
-    } else if version < V::new(0, 12) {
-        ("vLLM 0.10.2–0.11 (torch 2.8)", NcclRelease::new(2, 27, 3), true)
-    } else {
-        ("vLLM 0.12+ (torch 2.9)", NcclRelease::new(2, 27, 5), true)
-    };
-    NcclStack { pinned_by, release, cumem, nvls: true }
-}
-
 /// SGLang sets `NCCL_CUMEM_ENABLE=0` and `NCCL_NVLS_ENABLE=0` before it starts
 /// its workers (`_set_envs_and_config`, python/sglang/srt/entrypoints/engine.py):
 /// no NVLS whatever the release, and the release does not change the figure.
@@ -163,16 +170,6 @@ pub const SGLANG_STACK: NcclStack = NcclStack {
     cumem: false,
     nvls: false,
 };
-
-/// The stack of an inference setup: its serving engine's release, else torch's.
-pub fn stack_of(setup: &crate::workload::InferenceSetup) -> NcclStack {
-    use crate::workload::{EngineKind, ServingEngine};
-    match (setup.engine.kind(), setup.serving_facts()) {
-        (EngineKind::Serving(ServingEngine::Vllm), Some(f)) => vllm_stack(setup.engine_version.unwrap_or(f.version)),
-        (EngineKind::Serving(ServingEngine::Sglang), _) => SGLANG_STACK,
-        _ => TORCH_DEFAULT,
-    }
-}
 
 /// One P2P connection's device buffer on the rank that allocates it
 /// (`p2pSendSetup` / `p2pRecvSetup`, src/transport/p2p.cc, v2.14.3-1 …
@@ -196,7 +193,7 @@ pub fn p2p_recv_bytes(read: bool) -> u64 {
 /// The two layouts hold the same bytes per send + receive pair (6 + 6 MiB with
 /// read, 2 + 10 MiB without).
 pub fn p2p_read(hw: &NcclHardware) -> bool {
-    hw.link == Some(Link::Nvlink) && !matches!(hw.arch, Some(GpuArch::Volta | GpuArch::Turing))
+    hw.link == Some(Link::Nvlink) && !matches!(hw.arch, Some(Arch::Volta | Arch::Turing))
 }
 
 /// Collective channels on one node: NCCL's ring search finds channels of a
@@ -215,8 +212,8 @@ pub fn channels(hw: &NcclHardware, release: NcclRelease) -> u64 {
     match (hw.link, hw.arch) {
         (Some(Link::Pcie), _) if hw.pcie_gen.is_some_and(|g| g >= 5) => 4,
         (Some(Link::Pcie), _) => 2,
-        (Some(Link::Nvlink), Some(GpuArch::Volta | GpuArch::Turing | GpuArch::Ampere | GpuArch::Ada)) => 24,
-        (Some(Link::Nvlink), Some(GpuArch::Blackwell)) if release >= NcclRelease::new(2, 25, 0) => 64,
+        (Some(Link::Nvlink), Some(Arch::Volta | Arch::Turing | Arch::Ampere | Arch::Ada)) => 24,
+        (Some(Link::Nvlink), Some(Arch::Blackwell)) if release >= NcclRelease::new(2, 25, 0) => 64,
         _ => 32,
     }
 }
@@ -261,7 +258,7 @@ pub fn per_channel_bytes(ranks: u64, read: bool, at: ChainPosition) -> u64 {
 ///   from 2.23 the 1 MiB alone;
 /// - heads: the communicator's ranks on one board ([`NVLS_MAX_LOCAL_RANKS`]).
 pub fn nvls_bytes(ranks: u64, hw: &NcclHardware, stack: &NcclStack) -> u64 {
-    let hopper_up = matches!(hw.arch, Some(GpuArch::Hopper | GpuArch::Blackwell));
+    let hopper_up = matches!(hw.arch, Some(Arch::Hopper | Arch::Blackwell));
     let r = stack.release;
     if ranks < 2 || hw.link != Some(Link::Nvlink) || !hopper_up || !stack.cumem || !stack.nvls {
         return 0;
@@ -270,8 +267,8 @@ pub fn nvls_bytes(ranks: u64, hw: &NcclHardware, stack: &NcclStack) -> u64 {
         return 0;
     }
     let channels = match hw.arch {
-        Some(GpuArch::Blackwell) if r >= NcclRelease::new(2, 27, 0) => 24,
-        Some(GpuArch::Blackwell) if r >= NcclRelease::new(2, 26, 0) => 32,
+        Some(Arch::Blackwell) if r >= NcclRelease::new(2, 27, 0) => 24,
+        Some(Arch::Blackwell) if r >= NcclRelease::new(2, 26, 0) => 32,
         _ => 16,
     };
     let chunk_buff = 128 * 1024 * 8;
@@ -322,10 +319,10 @@ mod tests {
     use super::*;
 
     const A100_NVLINK: NcclHardware =
-        NcclHardware { link: Some(Link::Nvlink), arch: Some(GpuArch::Ampere), pcie_gen: Some(4) };
-    const PCIE4: NcclHardware = NcclHardware { link: Some(Link::Pcie), arch: Some(GpuArch::Ampere), pcie_gen: Some(4) };
+        NcclHardware { link: Some(Link::Nvlink), arch: Some(Arch::Ampere), pcie_gen: Some(4) };
+    const PCIE4: NcclHardware = NcclHardware { link: Some(Link::Pcie), arch: Some(Arch::Ampere), pcie_gen: Some(4) };
     const H100_NVLINK: NcclHardware =
-        NcclHardware { link: Some(Link::Nvlink), arch: Some(GpuArch::Hopper), pcie_gen: Some(5) };
+        NcclHardware { link: Some(Link::Nvlink), arch: Some(Arch::Hopper), pcie_gen: Some(5) };
     /// NCCL issue #964 (August 2023): PyTorch 2.0's NCCL 2.14.3, cuMem off
     const ISSUE_964: NcclStack =
         NcclStack { pinned_by: "torch 2.0", release: NcclRelease::new(2, 14, 3), cumem: false, nvls: true };
@@ -356,7 +353,7 @@ mod tests {
     #[test]
     fn pcie_holds_a_fraction_of_nvlink() {
         // PCIe Gen4, 2 ranks: 2 channels × (2 + 10) MiB = 24 MiB + 256 = 280 MiB
-        let stack = vllm_stack(crate::workload::EngineVersion::new(0, 6));
+        let stack = NcclStack { release: NcclRelease::new(2, 20, 5), cumem: false, ..TORCH_DEFAULT };
         assert_eq!(communicator(2, &PCIE4, &stack).total, 280 * MIB);
         assert!(communicator(2, &PCIE4, &stack).total < communicator(2, &A100_NVLINK, &stack).total);
         // Gen5: 4 channels × 12 MiB = 48 + 256 = 304 MiB
@@ -366,8 +363,8 @@ mod tests {
 
     #[test]
     fn nvls_follows_the_release_and_the_stack() {
-        // vLLM 0.6 turns cuMem off: no NVLS; H100 2 ranks = 32 × 12 + 256 = 640 MiB
-        let v06 = vllm_stack(crate::workload::EngineVersion::new(0, 6));
+        // cuMem off (vLLM 0.5–0.10.1): no NVLS; H100 2 ranks = 32 × 12 + 256 = 640 MiB
+        let v06 = NcclStack { release: NcclRelease::new(2, 20, 5), cumem: false, ..TORCH_DEFAULT };
         assert_eq!(communicator(2, &H100_NVLINK, &v06).total, 640 * MIB);
         // torch 2.9's NCCL 2.27.5: 16 channels × 2 × 1 MiB × 8 heads = 256 MiB at 8 ranks
         assert_eq!(nvls_bytes(8, &H100_NVLINK, &TORCH_DEFAULT), 256 * MIB);
@@ -378,16 +375,6 @@ mod tests {
         // SGLang turns NVLS off; A100 has no NVLS
         assert_eq!(nvls_bytes(8, &H100_NVLINK, &SGLANG_STACK), 0);
         assert_eq!(nvls_bytes(8, &A100_NVLINK, &TORCH_DEFAULT), 0);
-    }
-
-    #[test]
-    fn vllm_turns_cumem_off_between_pr_5091_and_pr_24141() {
-        use crate::workload::EngineVersion as V;
-        assert!(!vllm_stack(V::new(0, 4)).cumem);
-        assert!(!vllm_stack(V::new(0, 5)).cumem);
-        assert!(!vllm_stack(V::patch(0, 10, 1)).cumem);
-        assert!(vllm_stack(V::patch(0, 10, 2)).cumem);
-        assert_eq!(vllm_stack(V::new(0, 8)).release, NcclRelease::new(2, 21, 5));
     }
 
     #[test]

@@ -322,7 +322,7 @@ fn a_vllm_start_up_by_hand() {
     // TP 2 on H100 NVLink: three NCCL communicators of 2 ranks (world, TP group,
     // PyNccl), each 32 channels × (6 + 6) MiB + 256 MiB = 640 MiB (vLLM 0.6 turns
     // cuMem off: no NVLS), and the custom all-reduce buffers (17 MiB)
-    let h100 = NcclHardware { link: Some(Link::Nvlink), arch: Some(GpuArch::Hopper), pcie_gen: Some(5) };
+    let h100 = NcclHardware { link: Some(Link::Nvlink), arch: Some(Arch::Hopper), pcie_gen: Some(5) };
     let rt_h100 = RuntimeSetup { nccl: h100, ..RuntimeSetup::default() };
     let p2 = serving_profile(&spec, &s, &Parallelism { gpus: 2, tp: 2, ..Parallelism::default() }, &rt_h100, &serving)
         .unwrap();

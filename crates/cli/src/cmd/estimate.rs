@@ -233,7 +233,7 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     if let Some(card) = gpu.as_ref().and_then(|g| g.card.as_ref()) {
         vramfit_core::workload::validate::runs_on(card, &workload.task)?;
         // NCCL's channels and buffers follow the card's link (core decides)
-        workload.runtime.nccl = vramfit_core::nccl::NcclHardware::of_gpu(card);
+        workload.runtime.nccl = card.nccl_hardware();
     }
     // a serving engine's batch defaults follow the card it starts on (vLLM V1)
     if let (Task::Inference(s), Some(g)) = (&mut workload.task, &gpu) {

@@ -232,7 +232,7 @@ fn explicit_quantity(v: Obj) -> Result<Option<Quantity>, IngestError> {
 /// The `link` ("nvlink", "pcie") and `arch` ("ampere", …) of the vramfit
 /// block of a runtime case, which an NCCL communicator's figure follows.
 fn nccl_hardware(v: Obj) -> Result<Option<vramfit_core::nccl::NcclHardware>, IngestError> {
-    use vramfit_core::hardware::{GpuArch, Link};
+    use vramfit_core::nccl::{Arch, Link};
     let link = match v.str("link")? {
         None => return Ok(None),
         Some("nvlink") => Link::Nvlink,
@@ -242,7 +242,7 @@ fn nccl_hardware(v: Obj) -> Result<Option<vramfit_core::nccl::NcclHardware>, Ing
     let arch = match v.str("arch")? {
         None => None,
         Some(a) => Some(
-            GpuArch::parse(a)
+            Arch::parse(a)
                 .ok_or_else(|| v.bad("arch", "a GPU architecture (ampere, hopper, …)", &Value::String(a.into())))?,
         ),
     };
