@@ -5,9 +5,8 @@
 //! buffers (DDP, DeepSpeed, FSDP, NCCL), optimizer in backward, activation
 //! offload, the allocator, the CUDA-reported capacity and a vLLM start-up.
 
-use vramfit_core::hardware::{GpuArch, Link};
 use vramfit_core::infer::{serving_profile, ServingSetup};
-use vramfit_core::nccl::NcclHardware;
+use vramfit_core::nccl::{Arch, Link, NcclHardware};
 use vramfit_core::runtime::{cuda_capacity, nccl_communicator_bytes, RuntimeSetup, DRIVER_RESERVED};
 use vramfit_core::train::comm::deepspeed_bucket_bytes;
 use vramfit_core::train::{
