@@ -165,7 +165,7 @@ pub const TORCH_DEFAULT: NcclStack =
 /// its workers (`_set_envs_and_config`, python/sglang/srt/entrypoints/engine.py):
 /// no NVLS whatever the release, and the release does not change the figure.
 pub const SGLANG_STACK: NcclStack = NcclStack {
-    pinned_by: "SGLang (its torch's NCCL)",
+    pinned_by: "SGLang with cuMem and NVLS off: any release holds the same bytes",
     release: NcclRelease::new(2, 21, 5),
     cumem: false,
     nvls: false,
