@@ -223,7 +223,11 @@ pub fn estimate_quantity(quantity: &Quantity, case: CaseInput) -> Result<u64, cr
                 .map(|w| w.runtime.cuda_context_bytes)
                 .unwrap_or(crate::runtime::DEFAULT_CUDA_CONTEXT))
         }
-        Quantity::NcclCommunicator { ranks } => return Ok(crate::runtime::nccl_communicator_bytes(*ranks)),
+        Quantity::NcclCommunicator { ranks } => {
+            // on the card the case names (its workload's runtime), with PyTorch's NCCL
+            let hw = case.workload.map(|w| w.runtime.nccl).unwrap_or_default();
+            return Ok(crate::nccl::communicator(*ranks, &hw, &crate::nccl::TORCH_DEFAULT).total);
+        }
         Quantity::DeepspeedBucketsDelta { from, to } => {
             let elem = match case.workload.map(|w| &w.task) {
                 Some(Task::Train(t)) => t.precision.compute_dtype().bytes()?,

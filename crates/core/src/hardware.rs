@@ -113,6 +113,27 @@ pub struct GpuSpec {
     pub source: String,
 }
 
+impl GpuSpec {
+    /// The facts NCCL's channels and buffers follow ([`crate::nccl`]): NVLink
+    /// when the card has NVLink bandwidth (`nvlink_gbs`), else PCIe; its
+    /// generation (none for AMD's CDNA3, whose RCCL is not modelled: the largest
+    /// figure).
+    pub fn nccl_hardware(&self) -> crate::nccl::NcclHardware {
+        use crate::nccl::Arch;
+        let arch = self.arch.and_then(|a| match a {
+            GpuArch::Volta => Some(Arch::Volta),
+            GpuArch::Turing => Some(Arch::Turing),
+            GpuArch::Ampere => Some(Arch::Ampere),
+            GpuArch::Ada => Some(Arch::Ada),
+            GpuArch::Hopper => Some(Arch::Hopper),
+            GpuArch::Blackwell => Some(Arch::Blackwell),
+            GpuArch::Cdna3 => None,
+        });
+        let link = if self.nvlink_gbs.is_some() { crate::nccl::Link::Nvlink } else { crate::nccl::Link::Pcie };
+        crate::nccl::NcclHardware { link: Some(link), arch, pcie_gen: Some(self.pcie_gen) }
+    }
+}
+
 fn yes() -> bool {
     true
 }

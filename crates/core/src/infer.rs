@@ -71,7 +71,7 @@ pub fn estimate_inference(
     };
     let prefill_moment = crate::units::sum("prefill", &[ledger.bytes(Category::KvCache), logits, act_bytes])?;
     push_load_transient(&mut ledger, &layout, setup, tp, prefill_moment)?;
-    let custom_ar = custom_allreduce_bytes(par.tp);
+    let custom_ar = custom_allreduce_bytes(par.tp, runtime.nccl.link);
     if setup.engine.serving().is_some() && custom_ar > 0 {
         ledger.push(
             Category::Runtime,
@@ -79,7 +79,7 @@ pub fn estimate_inference(
             custom_ar,
             Explanation::new("8 MiB IPC data buffer + its signal/metadata region + 8 MiB rank data, per GPU at TP 2, 4, 6 or 8")
                 .term("bytes", custom_ar)
-                .note("vllm/distributed/device_communicators/custom_all_reduce.py, CustomAllreduce(max_size=8192 * 1024), only for world sizes 2, 4, 6, 8 (_SUPPORTED_WORLD_SIZES); vLLM also disables it on more than two PCIe-only GPUs, which is not known here (counted)"),
+                .note("vllm/distributed/device_communicators/custom_all_reduce.py, CustomAllreduce(max_size=8192 * 1024), only for world sizes 2, 4, 6, 8 (_SUPPORTED_WORLD_SIZES) and not on more than two PCIe-only GPUs (world_size > 2 and not fully_connected); with the card's link not known it is counted"),
         );
     }
     runtime.apply_with(&mut ledger, &inference_communicators(setup, par.tp))?;
@@ -262,9 +262,9 @@ pub fn inference_communicators(setup: &InferenceSetup, tp: u64) -> Vec<crate::ru
     if tp < 2 {
         Vec::new()
     } else if setup.engine.serving().is_some() {
-        serving_communicators(tp)
+        serving_communicators(tp, crate::serving::nccl_stack_of(setup))
     } else {
-        vec![crate::runtime::Communicator { role: "default process group (tensor parallel)", ranks: tp }]
+        vec![crate::runtime::Communicator::torch("default process group (tensor parallel)", tp)]
     }
 }
 

@@ -28,6 +28,7 @@ pub mod infer;
 pub mod kv;
 pub mod ledger;
 pub mod model;
+pub mod nccl;
 pub mod params;
 pub mod quant;
 pub mod quantity;

@@ -52,20 +52,10 @@ pub const DEFAULT_FRAGMENTATION: f64 = 0.29;
 /// to CUDA in vLLM PR #10511's log (438 MiB reserved).
 pub const DRIVER_RESERVED: u64 = 450 * MIB;
 
-/// NCCL device memory of one communicator of 2 ranks, and of 3 or more
-/// (per-channel buffers of the ring/tree/NVLS protocols): 544 MiB and 688 MiB
-/// measured per process group on 4 × A100 NVLink with NCCL's defaults (NCCL
-/// issue #964). NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS change it.
-pub const NCCL_COMM_2_RANKS: u64 = 544 * MIB;
-pub const NCCL_COMM_MORE_RANKS: u64 = 688 * MIB;
-
-/// NCCL memory of one communicator of `ranks` GPUs (0 for one rank: no buffers).
+/// NCCL memory of one communicator of `ranks` GPUs on a link that is not
+/// known, with PyTorch's NCCL ([`crate::nccl::communicator`]; 0 for one rank).
 pub fn nccl_communicator_bytes(ranks: u64) -> u64 {
-    match ranks {
-        0 | 1 => 0,
-        2 => NCCL_COMM_2_RANKS,
-        _ => NCCL_COMM_MORE_RANKS,
-    }
+    crate::nccl::communicator(ranks, &crate::nccl::NcclHardware::default(), &crate::nccl::TORCH_DEFAULT).total
 }
 
 /// The card's memory as CUDA reports it, from the total nvidia-smi shows.
@@ -79,6 +69,15 @@ pub struct Communicator {
     /// what it serves ("data parallel", "tensor parallel", …)
     pub role: &'static str,
     pub ranks: u64,
+    /// the NCCL release and settings of the stack that creates it
+    pub stack: crate::nccl::NcclStack,
+}
+
+impl Communicator {
+    /// A communicator PyTorch creates with its own NCCL ([`crate::nccl::TORCH_DEFAULT`]).
+    pub fn torch(role: &'static str, ranks: u64) -> Self {
+        Communicator { role, ranks, stack: crate::nccl::TORCH_DEFAULT }
+    }
 }
 
 /// What the runtime adds on top of a ledger's tensor lines ([`RuntimeSetup::added`]).
@@ -104,6 +103,10 @@ pub struct RuntimeSetup {
     pub margin: f64,
     /// caching-allocator overhead as a fraction of the transient tensors at the peak
     pub fragmentation: f64,
+    /// the card's link and architecture, which NCCL's channels and buffers
+    /// follow (not known by default: the largest figure)
+    #[serde(default)]
+    pub nccl: crate::nccl::NcclHardware,
 }
 
 impl Default for RuntimeSetup {
@@ -113,11 +116,17 @@ impl Default for RuntimeSetup {
             workspace_bytes: DEFAULT_WORKSPACE,
             margin: DEFAULT_MARGIN,
             fragmentation: DEFAULT_FRAGMENTATION,
+            nccl: crate::nccl::NcclHardware::default(),
         }
     }
 }
 
 impl RuntimeSetup {
+    /// One NCCL communicator's device memory on this card ([`crate::nccl::communicator`]).
+    pub fn communicator_bytes(&self, c: &Communicator) -> crate::nccl::CommBytes {
+        crate::nccl::communicator(c.ranks, &self.nccl, &c.stack)
+    }
+
     /// The caching allocator's overhead for a peak of `transient` bytes of
     /// short-lived tensors.
     pub fn allocator_overhead(&self, transient: u64) -> Result<u64, CoreError> {
@@ -148,7 +157,7 @@ impl RuntimeSetup {
         let allocator = at_peak.max(elsewhere);
         let mut nccl = 0u64;
         for c in comms {
-            nccl = crate::units::add("NCCL communicators", nccl, nccl_communicator_bytes(c.ranks))?;
+            nccl = crate::units::add("NCCL communicators", nccl, self.communicator_bytes(c).total)?;
         }
         let base = crate::units::sum(
             "total per-GPU bytes",
@@ -228,14 +237,7 @@ impl RuntimeSetup {
                 .note("Hopper defaults are 32 MiB each; override with --workspace-mib"),
         );
         for c in comms {
-            ledger.push(
-                Category::Runtime,
-                format!("NCCL communicator ({}, {} ranks)", c.role, c.ranks),
-                nccl_communicator_bytes(c.ranks),
-                Explanation::new("per communicator: 544 MiB for 2 ranks, 688 MiB for 3 or more")
-                    .term("ranks", c.ranks)
-                    .note("NCCL's per-channel protocol buffers, measured per process group on 4 × A100 NVLink with default NCCL_BUFFSIZE / channels (NCCL issue #964); allocated by NCCL with cudaMalloc, outside the PyTorch allocator"),
-            );
+            self.push_communicator(ledger, c);
         }
         let base = ledger.checked_total()?;
         let m = added.margin;
@@ -258,5 +260,40 @@ impl RuntimeSetup {
             )));
         }
         Ok(())
+    }
+
+    /// The ledger line of one NCCL communicator, with its terms.
+    fn push_communicator(&self, ledger: &mut Ledger, c: &Communicator) {
+        let b = self.communicator_bytes(c);
+        let read = crate::nccl::p2p_read(&self.nccl);
+        let chain = if c.ranks > 2 {
+            "ring send + receive, and the tree's send to its parent and receive from its child (a middle rank of the chain)"
+        } else {
+            "ring send + receive (the tree's peer is the ring's)"
+        };
+        ledger.push(
+            Category::Runtime,
+            format!("NCCL communicator ({}, {} ranks)", c.role, c.ranks),
+            b.total,
+            Explanation::new("channels × buffers per channel + NVLS buffers + per-communicator residual")
+                .term("ranks", c.ranks)
+                .term("NCCL release assumed", format!("{} ({})", c.stack.release, c.stack.pinned_by))
+                .term("link", self.nccl.label())
+                .term("channels", b.channels)
+                .term(format!("buffers per channel: {chain}"), b.per_channel)
+                .term(
+                    "one send + receive pair",
+                    format!(
+                        "{} + {} B (P2P read {})",
+                        crate::nccl::p2p_send_bytes(read),
+                        crate::nccl::p2p_recv_bytes(read),
+                        if read { "on" } else { "off" }
+                    ),
+                )
+                .term("channels × buffers", b.p2p)
+                .term("NVLS buffers (Hopper+ NVSwitch, cuMem and NVLS on)", b.nvls)
+                .term("residual per communicator (NCCL issue #964)", b.residual)
+                .note("NCCL's LL 512 KiB + LL128 4,915,200 B + SIMPLE 4 MiB protocol buffers per connection, each side rounded to 2 MiB (src/transport/p2p.cc); channels from NCCL's ring search, doubled (src/graph/search.cc, connect.cc); NVLS from src/transport/nvls.cc; allocated by NCCL outside the PyTorch allocator. The 256 MiB residual is what NCCL issue #964's 544 / 688 MiB on 4 × A100 NVLink leave after the buffers. NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS / NCCL_NVLS_ENABLE change it"),
+        );
     }
 }

@@ -468,21 +468,59 @@ pub fn graph_note(
     })
 }
 
+/// The NCCL of a vLLM release (its torch's pin) and whether vLLM turns cuMem
+/// off: vLLM ships `NCCL_CUMEM_ENABLE=0` from PR #5091 (merged 2024-05-28,
+/// first in 0.5.0: "NCCL 2.19 will turn on virtual memory by default, which
+/// costs memory during cudagraph capture") until PR #24141 (merged
+/// 2025-09-03: "NCCL 2.22.3 resolved the memory overhead issue"; 0.10.2 is
+/// counted with it, the larger side). Before 0.5 vLLM used NCCL 2.18 (its
+/// `vllm-nccl` package), where cuMem is off by default. Without cuMem NCCL
+/// builds no NVLS and connects every algorithm at init.
+pub fn vllm_stack(version: crate::workload::EngineVersion) -> crate::nccl::NcclStack {
+    use crate::workload::EngineVersion as V;
+    let (pinned_by, release, cumem) = if version < V::new(0, 5) {
+        ("vLLM 0.2–0.4 (torch 2.1, vllm-nccl 2.18.1)", crate::nccl::NcclRelease::new(2, 18, 1), false)
+    } else if version < V::patch(0, 6, 4) {
+        ("vLLM 0.5–0.6.3 (torch 2.3/2.4)", crate::nccl::NcclRelease::new(2, 20, 5), false)
+    } else if version < V::new(0, 9) {
+        ("vLLM 0.6.4–0.8 (torch 2.5/2.6)", crate::nccl::NcclRelease::new(2, 21, 5), false)
+    } else if version < V::patch(0, 10, 2) {
+        ("vLLM 0.9–0.10.1 (torch 2.7)", crate::nccl::NcclRelease::new(2, 26, 2), false)
+    } else if version < V::new(0, 12) {
+        ("vLLM 0.10.2–0.11 (torch 2.8)", crate::nccl::NcclRelease::new(2, 27, 3), true)
+    } else {
+        ("vLLM 0.12+ (torch 2.9)", crate::nccl::NcclRelease::new(2, 27, 5), true)
+    };
+    crate::nccl::NcclStack { pinned_by, release, cumem, nvls: true }
+}
+
+/// The stack of an inference setup: its serving engine's release, else torch's.
+pub fn nccl_stack_of(setup: &InferenceSetup) -> crate::nccl::NcclStack {
+    use crate::workload::{EngineKind, ServingEngine};
+    match (setup.engine.kind(), setup.serving_facts()) {
+        (EngineKind::Serving(ServingEngine::Vllm), Some(f)) => vllm_stack(setup.engine_version.unwrap_or(f.version)),
+        (EngineKind::Serving(ServingEngine::Sglang), _) => crate::nccl::SGLANG_STACK,
+        _ => crate::nccl::TORCH_DEFAULT,
+    }
+}
+
 /// vLLM's custom all-reduce buffers per GPU at TP > 1: the 8 MiB IPC data
 /// buffer with its signal/metadata region and the 8 MiB rank-data buffer
 /// (`CustomAllreduce(max_size=8192 * 1024)`).
 pub const CUSTOM_ALLREDUCE_BYTES: u64 = 2 * 8 * crate::units::MIB + crate::units::MIB;
 
 /// The custom all-reduce buffers a vLLM worker allocates at TP `tp`
-/// ([`CUSTOM_ALLREDUCE_BYTES`]), 0 where vLLM disables it: one GPU, or a TP
+/// ([`CUSTOM_ALLREDUCE_BYTES`]), 0 where vLLM disables it: one GPU, a TP
 /// group size outside `CustomAllreduce._SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`
-/// ("Custom allreduce is disabled due to an unsupported world size",
-/// vllm/distributed/device_communicators/custom_all_reduce.py,
-/// `CustomAllreduce.__init__`). It is disabled too on more than two PCIe-only
-/// GPUs (`world_size > 2 and not fully_connected`) and across nodes; the card's
-/// link is not known here, so those keep the buffers (17 MiB over, never under).
-pub fn custom_allreduce_bytes(tp: u64) -> u64 {
-    if matches!(tp, 2 | 4 | 6 | 8) {
+/// ("Custom allreduce is disabled due to an unsupported world size"), or more
+/// than two GPUs linked by PCIe only (`if world_size > 2 and not
+/// fully_connected`: "Custom allreduce is disabled because it's not supported
+/// on more than two PCIe-only GPUs"), both in `CustomAllreduce.__init__`,
+/// vllm/distributed/device_communicators/custom_all_reduce.py. A link that is
+/// not known keeps the buffers (17 MiB over, never under).
+pub fn custom_allreduce_bytes(tp: u64, link: Option<crate::nccl::Link>) -> u64 {
+    let pcie_only = link == Some(crate::nccl::Link::Pcie);
+    if matches!(tp, 2 | 4 | 6 | 8) && !(tp > 2 && pcie_only) {
         CUSTOM_ALLREDUCE_BYTES
     } else {
         0
@@ -491,15 +529,34 @@ pub fn custom_allreduce_bytes(tp: u64) -> u64 {
 
 /// The NCCL communicators a vLLM worker holds at TP > 1: the world process
 /// group (its warm-up all-reduce creates it), the TP group's device group, and
-/// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`).
-pub fn serving_communicators(tp: u64) -> Vec<crate::runtime::Communicator> {
+/// the TP group's own PyNccl communicator (`GroupCoordinator` with `use_pynccl`),
+/// all with the NCCL of `stack`.
+pub fn serving_communicators(tp: u64, stack: crate::nccl::NcclStack) -> Vec<crate::runtime::Communicator> {
     if tp < 2 {
         return Vec::new();
     }
     ["world group", "tensor-parallel group", "PyNccl (tensor parallel)"]
         .into_iter()
-        .map(|role| crate::runtime::Communicator { role, ranks: tp })
+        .map(|role| crate::runtime::Communicator { role, ranks: tp, stack })
         .collect()
+}
+
+/// The NCCL release and link a serving start-up assumes, with one
+/// communicator's bytes, for `--explain`.
+fn nccl_label(setup: &InferenceSetup, rt: &RuntimeSetup, tp: u64) -> String {
+    let stack = nccl_stack_of(setup);
+    let b = crate::nccl::communicator(tp, &rt.nccl, &stack);
+    format!(
+        "NCCL {} ({}), {}: {} channels × {} B + NVLS {} B + residual {} B = {} B",
+        stack.release,
+        stack.pinned_by,
+        rt.nccl.label(),
+        b.channels,
+        b.per_channel,
+        b.nvls,
+        b.residual,
+        b.total
+    )
 }
 
 /// The start-up memory of a vLLM-style engine on one GPU: weights, the
@@ -543,9 +600,12 @@ pub fn serving_profile(
     let ProfilingRun { forward, sampler, .. } =
         profiling_run(spec, setup, &d, attn_tp, s.max_num_batched_tokens, s.max_num_seqs)?;
     let activation = forward.max(sampler);
-    let comms = serving_communicators(tp);
-    let nccl: u64 = comms.iter().map(|c| crate::runtime::nccl_communicator_bytes(c.ranks)).sum();
-    let custom_ar = custom_allreduce_bytes(tp);
+    let comms = serving_communicators(tp, nccl_stack_of(setup));
+    let mut nccl = 0u64;
+    for c in &comms {
+        nccl = crate::units::add("NCCL communicators", nccl, rt.communicator_bytes(c).total)?;
+    }
+    let custom_ar = custom_allreduce_bytes(tp, rt.nccl.link);
     let runtime_base = crate::units::add("non-torch", rt.cuda_context_bytes, rt.workspace_bytes)?;
     let base = d.non_torch_tp1.unwrap_or(runtime_base);
     let non_torch = crate::units::sum("non-torch", &[base, nccl, custom_ar])?;
@@ -575,6 +635,7 @@ pub fn serving_profile(
     .term("sampler bytes per row per vocabulary entry", d.sampler_bytes_per_entry)
     .term("non-torch at one GPU (engine's start-up figure, or context + workspaces)", base)
     .term("NCCL communicators (world, TP group, PyNccl) + custom all-reduce", nccl + custom_ar)
+    .term("NCCL per communicator (release, link)", nccl_label(setup, rt, tp))
     .term("non-torch memory taken off the budget (0 before vLLM PR #2031, vllm@0.2)", non_torch_in_budget)
     .term("CUDA graphs taken off the budget", graphs)
     .term("kv pool", kv_pool)
@@ -877,8 +938,29 @@ mod tests {
     fn custom_all_reduce_only_at_its_supported_world_sizes() {
         // vllm/distributed/device_communicators/custom_all_reduce.py:
         // `_SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]`; 8 MiB buffer + (meta + 8 MiB) + 8 MiB rank data ≈ 17 MiB
-        let sizes: Vec<u64> = (1..=16).filter(|&tp| custom_allreduce_bytes(tp) > 0).collect();
+        let sizes: Vec<u64> = (1..=16).filter(|&tp| custom_allreduce_bytes(tp, None) > 0).collect();
         assert_eq!(sizes, [2, 4, 6, 8]);
-        assert_eq!(custom_allreduce_bytes(4), 17 * crate::units::MIB);
+        assert_eq!(custom_allreduce_bytes(4, None), 17 * crate::units::MIB);
+    }
+
+    #[test]
+    fn custom_all_reduce_is_off_on_more_than_two_pcie_only_gpus() {
+        // `CustomAllreduce.__init__`: `if world_size > 2 and not fully_connected`
+        // disables it; two PCIe GPUs keep it, NVLink keeps it at every supported size
+        use crate::nccl::Link;
+        let pcie: Vec<u64> = (1..=8).filter(|&tp| custom_allreduce_bytes(tp, Some(Link::Pcie)) > 0).collect();
+        assert_eq!(pcie, [2]);
+        let nvlink: Vec<u64> = (1..=8).filter(|&tp| custom_allreduce_bytes(tp, Some(Link::Nvlink)) > 0).collect();
+        assert_eq!(nvlink, [2, 4, 6, 8]);
+    }
+
+    #[test]
+    fn vllm_turns_cumem_off_between_pr_5091_and_pr_24141() {
+        use crate::workload::EngineVersion as V;
+        assert!(!vllm_stack(V::new(0, 4)).cumem);
+        assert!(!vllm_stack(V::new(0, 5)).cumem);
+        assert!(!vllm_stack(V::patch(0, 10, 1)).cumem);
+        assert!(vllm_stack(V::patch(0, 10, 2)).cumem);
+        assert_eq!(vllm_stack(V::new(0, 8)).release, crate::nccl::NcclRelease::new(2, 21, 5));
     }
 }

@@ -211,7 +211,7 @@ fn hpz_adds_a_secondary_partition_over_its_group() {
     // everything else is plain ZeRO-3's
     assert_eq!(ModelStates { hpz_secondary: 0, ..h }, z);
     // the whole estimate grows by the secondary partition (a persistent line, live at
-    // the peak) and the hpZ group's NCCL communicator (688 MiB for 3+ ranks, NCCL #964)
+    // the peak) and the hpZ group's NCCL communicator (crates/core/src/nccl.rs)
     let m = TrainModel::new(&spec, &s).unwrap();
     let (bz, bh) = (m.evaluate(&s, &plain).unwrap(), m.evaluate(&s, &hpz).unwrap());
     assert_eq!(bh.at_peak.hpz_secondary, 1_684_603_904);

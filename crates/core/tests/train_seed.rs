@@ -63,7 +63,8 @@ fn data_parallel_alone_saves_nothing_and_says_so() {
     assert_eq!(buckets, 2 * 6_738_415_616);
     assert_eq!(l1.tensor_peak_bytes() + buckets, l8.tensor_peak_bytes());
     let nccl = l8.entries.iter().find(|e| e.label.starts_with("NCCL communicator")).unwrap().bytes;
-    assert_eq!(nccl, 688 * (1 << 20));
+    // 8 ranks on a link not known (vramfit_core::nccl): 32 channels × 24 MiB + 256 MiB
+    assert_eq!(nccl, 1024 * (1 << 20));
     assert!(l8.notes.iter().any(|n| n.contains("saves no memory per GPU")), "{:?}", l8.notes);
 }
 

@@ -232,6 +232,8 @@ pub fn run(args: EstimateArgs) -> anyhow::Result<Outcome> {
     let gpu = crate::cmd::gpu_target::target(args.gpu.as_deref(), args.gpu_mem.as_deref(), workload.parallelism.gpus)?;
     if let Some(card) = gpu.as_ref().and_then(|g| g.card.as_ref()) {
         vramfit_core::workload::validate::runs_on(card, &workload.task)?;
+        // NCCL's channels and buffers follow the card's link (core decides)
+        workload.runtime.nccl = card.nccl_hardware();
     }
     // a serving engine's batch defaults follow the card it starts on (vLLM V1)
     if let (Task::Inference(s), Some(g)) = (&mut workload.task, &gpu) {

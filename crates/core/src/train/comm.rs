@@ -34,10 +34,10 @@ pub fn training_communicators(par: &Parallelism) -> Vec<Communicator> {
     // the gradient group spans DP × CP ([`Parallelism::shard_dp`])
     let dp = par.shard_dp();
     if dp > 1 {
-        v.push(Communicator { role: "data parallel", ranks: dp });
+        v.push(Communicator::torch("data parallel", dp));
     }
     if par.cp > 1 {
-        v.push(Communicator { role: "context parallel", ranks: par.cp });
+        v.push(Communicator::torch("context parallel", par.cp));
     }
     if par.hybrid() {
         // hybrid sharding runs its collectives on two more groups: the shard group
@@ -46,21 +46,21 @@ pub fn training_communicators(par: &Parallelism) -> Vec<Communicator> {
         // (`_init_intra_and_inter_node_groups`, torch/distributed/fsdp/_init_utils.py),
         // FSDP2 / torchtitan take them from the 2-D device mesh (`dp_replicate`,
         // `dp_shard`); the data-parallel group above stays for the loss and barriers
-        v.push(Communicator { role: "HSDP shard group", ranks: par.shard_degree() });
-        v.push(Communicator { role: "HSDP replicate group", ranks: par.dp_replicate });
+        v.push(Communicator::torch("HSDP shard group", par.shard_degree()));
+        v.push(Communicator::torch("HSDP replicate group", par.dp_replicate));
     }
     if par.hpz_on() {
         // ZeRO++ hpZ: the secondary partition's all-gathers run on their own group of
         // consecutive ranks (`groups._create_zero_param_parallel_group`, deepspeed/utils/groups.py)
-        v.push(Communicator { role: "ZeRO++ hpZ group", ranks: par.hpz });
+        v.push(Communicator::torch("ZeRO++ hpZ group", par.hpz));
     }
     if par.tp > 1 {
-        v.push(Communicator { role: "tensor parallel", ranks: par.tp });
+        v.push(Communicator::torch("tensor parallel", par.tp));
     }
     if par.pp > 1 {
-        v.push(Communicator { role: "pipeline send/recv", ranks: 2 });
+        v.push(Communicator::torch("pipeline send/recv", 2));
         if par.pp > 2 {
-            v.push(Communicator { role: "pipeline send/recv", ranks: 2 });
+            v.push(Communicator::torch("pipeline send/recv", 2));
         }
     }
     v

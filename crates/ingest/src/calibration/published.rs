@@ -230,6 +230,26 @@ fn explicit_quantity(v: Obj) -> Result<Option<Quantity>, IngestError> {
     }))
 }
 
+/// The `link` ("nvlink", "pcie") and `arch` ("ampere", …) of the vramfit
+/// block of a runtime case, which an NCCL communicator's figure follows.
+fn nccl_hardware(v: Obj) -> Result<Option<vramfit_core::nccl::NcclHardware>, IngestError> {
+    use vramfit_core::nccl::{Arch, Link};
+    let link = match v.str("link")? {
+        None => return Ok(None),
+        Some("nvlink") => Link::Nvlink,
+        Some("pcie") => Link::Pcie,
+        Some(other) => return Err(v.bad("link", "nvlink or pcie", &Value::String(other.into()))),
+    };
+    let arch = match v.str("arch")? {
+        None => None,
+        Some(a) => Some(
+            Arch::parse(a)
+                .ok_or_else(|| v.bad("arch", "a GPU architecture (ampere, hopper, …)", &Value::String(a.into())))?,
+        ),
+    };
+    Ok(Some(vramfit_core::nccl::NcclHardware { link: Some(link), arch, pcie_gen: None }))
+}
+
 /// DeepSpeed bucket knobs of a `from`/`to` object.
 fn comm(o: Obj) -> Result<CommSetup, IngestError> {
     let d = CommSetup::default();
@@ -552,6 +572,12 @@ pub fn parse_published(line: &str, origin: &str) -> Result<PublishedCase, Ingest
             // the bytes per bucket element of a runtime case
             let t = TrainSetup { precision: p, ..TrainSetup::default() };
             case.workload = Some(Workload { task: Task::Train(t), ..Workload::default() });
+        }
+        if let Some(nccl) = nccl_hardware(v)? {
+            // the link and architecture an NCCL figure was measured on
+            let mut w = case.workload.take().unwrap_or_default();
+            w.runtime.nccl = nccl;
+            case.workload = Some(w);
         }
         return Ok(case);
     }
