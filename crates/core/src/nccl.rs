@@ -70,7 +70,7 @@ impl std::fmt::Display for NcclRelease {
 }
 
 /// The link between the GPUs of a communicator, as NCCL sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Link {
     /// NVLink / NVSwitch
@@ -82,7 +82,7 @@ pub enum Link {
 /// The GPU generation NCCL's choices follow (P2P read from Ampere, NVLS from
 /// Hopper, channel counts); the catalogue's architecture maps onto it
 /// (`GpuSpec::nccl_hardware`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
     Volta,
@@ -116,7 +116,7 @@ impl Arch {
 /// The interconnect facts NCCL's channel count and transport follow: the
 /// card's link, generation and PCIe generation. `None`: not known (no
 /// catalogue card), then the largest figure is taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct NcclHardware {
     #[serde(default)]
     pub link: Option<Link>,

@@ -12,10 +12,10 @@ use vramfit_core::workload::Task;
 /// offer names an unknown GPU).
 pub fn row(s: &Search, sc: &Scored) -> Option<PlanRow> {
     let e = &s.entries[sc.mem as usize];
-    let m = e.mem?;
+    let m = s.mem_of(sc)?;
     let offer = s.offer(sc.offer);
     let gpu = s.offer_gpu(sc.offer)?;
-    let workload = s.workload_of(sc.mem);
+    let workload = s.workload_on(sc.mem, sc.offer);
     let cap = match &offer.slice {
         Some(sl) => sl.memory_bytes(),
         None => gpu.usable_bytes(),

@@ -31,6 +31,7 @@ use vramfit_core::estimate::estimate;
 use vramfit_core::hardware::{GpuSpec, Link};
 use vramfit_core::ledger::Ledger;
 use vramfit_core::model::ModelSpec;
+use vramfit_core::nccl::NcclHardware;
 use vramfit_core::quant::QuantSpec;
 use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind, TrainModel, TrainSetup};
 use vramfit_core::units::div_ceil;
@@ -170,6 +171,13 @@ pub struct Search<'a> {
     pub machines_skipped: HashMap<u32, (u64, u64)>,
     /// with a deadline: the fastest fitting candidate that misses it
     pub fastest_late: Option<Scored>,
+    /// the NCCL interconnect the memo's entries were estimated with (the
+    /// base workload's: not known unless the user named a card)
+    nccl_now: NcclHardware,
+    /// entries re-estimated for an offer's card whose NCCL figure differs
+    /// (channels and NVLS follow the card's link and generation,
+    /// vramfit_core::nccl): (entry, card's interconnect) → its memory
+    mem_by_card: HashMap<(u32, NcclHardware), Option<MemSummary>>,
 }
 
 fn powers_of_two_upto(n: u64) -> Vec<u64> {
@@ -245,6 +253,8 @@ impl<'a> Search<'a> {
             estimated: 0,
             machines_skipped: HashMap::new(),
             fastest_late: None,
+            nccl_now: base.runtime.nccl,
+            mem_by_card: HashMap::new(),
         }
     }
 
@@ -259,6 +269,7 @@ impl<'a> Search<'a> {
     /// Build the workload of a key from the user's job.
     pub fn workload_for(&self, key: &MemKey) -> Workload {
         let mut w = self.base.clone();
+        w.runtime.nccl = self.nccl_now;
         let replicas = key.replicas.max(1);
         w.parallelism = Parallelism {
             gpus: key.gpus / replicas,
@@ -303,6 +314,66 @@ impl<'a> Search<'a> {
     /// The workload of an entry.
     pub fn workload_of(&self, mem: u32) -> Workload {
         self.workload_for(&self.entries[mem as usize].key)
+    }
+
+    /// The workload of an entry on an offer's card: its NCCL communicators
+    /// sized for that card's interconnect, as `estimate --gpu` sizes them.
+    pub fn workload_on(&self, mem: u32, offer_i: u32) -> Workload {
+        let mut w = self.workload_of(mem);
+        if let Some(hw) = self.offer_nccl(offer_i) {
+            w.runtime.nccl = hw;
+        }
+        w
+    }
+
+    /// The interconnect an offer's card gives NCCL (None: the offer names an
+    /// unknown GPU, or the user named the card: the base's figure stands).
+    fn offer_nccl(&self, offer_i: u32) -> Option<NcclHardware> {
+        if self.base.runtime.nccl.link.is_some() {
+            return None;
+        }
+        self.offer_gpu(offer_i).map(|g| g.nccl_hardware())
+    }
+
+    /// [`Search::mem_on`] of a scored candidate (its card's figure was
+    /// estimated when it was scored).
+    pub fn mem_of(&self, c: &Scored) -> Option<MemSummary> {
+        let base = self.entries[c.mem as usize].mem?;
+        match self.offer_nccl(c.offer) {
+            Some(hw) if c.gpus > 1 && hw != self.nccl_now => {
+                self.mem_by_card.get(&(c.mem, hw)).copied().unwrap_or(Some(base))
+            }
+            _ => Some(base),
+        }
+    }
+
+    /// An entry's memory on an offer's card. The memo estimates every setup
+    /// once, with the NCCL interconnect not known; a multi-GPU setup on a
+    /// card whose NCCL figure differs (channels by link and generation, NVLS
+    /// on Hopper and later, vramfit_core::nccl) is re-estimated once per such
+    /// card, so `plan` counts what `estimate --gpu` counts for that card.
+    pub fn mem_on(&mut self, mem: u32, offer_i: u32) -> Option<MemSummary> {
+        let e = &self.entries[mem as usize];
+        let base = e.mem?;
+        let Some(hw) = self.offer_nccl(offer_i) else { return Some(base) };
+        if e.key.gpus <= 1 || hw == self.nccl_now {
+            return Some(base);
+        }
+        if let Some(m) = self.mem_by_card.get(&(mem, hw)) {
+            return *m;
+        }
+        let key = e.key.clone();
+        let saved = std::mem::replace(&mut self.nccl_now, hw);
+        let m = match key.train.clone() {
+            Some(k) => self.train_memory(&key, &k).map(|(m, _)| m),
+            None => {
+                let w = self.workload_for(&key);
+                estimate(self.model, &w).and_then(|l| MemSummary::of_job(self.model, &w, &l)).ok()
+            }
+        };
+        self.nccl_now = saved;
+        self.mem_by_card.insert((mem, hw), m);
+        m
     }
 
     /// The estimated setup a candidate runs.
@@ -375,11 +446,12 @@ impl<'a> Search<'a> {
         scratch.precision = k.precision;
         scratch.optimizer = k.optimizer;
         let model = self.prepared[pi].model.as_ref()?;
-        validate::training(self.model, scratch, &par, &self.base.runtime).ok()?;
+        let rt = vramfit_core::runtime::RuntimeSetup { nccl: self.nccl_now, ..self.base.runtime.clone() };
+        validate::training(self.model, scratch, &par, &rt).ok()?;
         let b = model.evaluate(scratch, &par).ok()?;
         // the figures the estimate's ledger of this breakdown has (ledger_of checks
         // its lines against the same function), without building the lines
-        let t = vramfit_core::train::ledger::totals_of(&b, scratch, &par, &self.base.runtime).ok()?;
+        let t = vramfit_core::train::ledger::totals_of(&b, scratch, &par, &rt).ok()?;
         let prof = &model.profile;
         let m = MemSummary {
             total: t.total,
@@ -650,9 +722,8 @@ impl<'a> Search<'a> {
     #[inline]
     pub fn score(&mut self, mem: u32, offer_i: u32, gpus: u64, machines: u64) -> Option<Scored> {
         self.evaluated += 1;
-        let e = &self.entries[mem as usize];
-        let m = e.mem?;
-        let work = e.work?;
+        let m = self.mem_on(mem, offer_i)?;
+        let work = self.entries[mem as usize].work?;
         let book = self.book;
         let offer = &book.offers[offer_i as usize];
         let gpu = &self.gpus[self.offer_gpu[offer_i as usize]?];

@@ -694,3 +694,72 @@ fn megatron_moe_search_tries_expert_tensor_parallel_one_and_tp() {
         assert!(k.etp >= 1 && (k.gpus / k.pp).is_multiple_of(k.ep * k.etp), "{k:?}");
     }
 }
+
+/// A multi-GPU setup is sized for each offer's card as `estimate --gpu` sizes
+/// it: NCCL's channels follow the card's link and generation (vramfit_core::nccl:
+/// PCIe Gen4 2 channels, Ampere NVLink 24, Hopper NVLink 32 and NVLS), so the
+/// memo's figure (interconnect not known) is re-estimated per card, never
+/// reused across cards whose NCCL buffers differ.
+#[test]
+fn multi_gpu_memory_follows_each_offers_nccl_interconnect() {
+    use crate::types::{MemKey, MemSummary, TrainKey};
+    use vramfit_core::train::{Checkpointing, Optimizer, Precision, TrainKind};
+    let m = model();
+    let base = train(2);
+    let mut hopper = gpu("h", 81920, 900.0, true);
+    hopper.arch = Some(vramfit_core::GpuArch::Hopper);
+    let g = vec![gpu("pcie", 49152, 300.0, false), gpu("ampere", 81920, 300.0, true), hopper];
+    let book = PriceBook {
+        offers: vec![
+            offer("pcie", "pcie", 8, 8, false, 100.0),
+            offer("ampere", "ampere", 8, 8, true, 200.0),
+            offer("h", "h", 8, 8, true, 300.0),
+        ],
+        discounts: vec![],
+        upgrades: vec![],
+    };
+    let tm = TimeModel::default();
+    let mut s = Search::new(&m, &base, &g, &book, &tm, Job::None, Allow { lora: false, qlora: false, quant: false });
+    let key = MemKey {
+        gpus: 4,
+        tp: 1,
+        pp: 1,
+        virtual_stages: 1,
+        replicas: 1,
+        ep: 1,
+        dp_attention: 1,
+        sharding: Sharding::from_stage(2).unwrap(),
+        offload_optimizer: Offload::None,
+        offload_params: Offload::None,
+        dp_replicate: 1,
+        hpz: 1,
+        etp: 0,
+        train: Some(TrainKey {
+            kind: TrainKind::Full,
+            precision: Precision::MixedBf16,
+            optimizer: Optimizer::AdamW,
+            checkpointing: Checkpointing::Full,
+            micro_batch: 2,
+            grad_accum: 2,
+        }),
+        infer: None,
+        cp: 1,
+    };
+    let i = s.entry(key);
+    let mut totals = Vec::new();
+    for (oi, card) in g.iter().enumerate() {
+        let on_card = s.mem_on(i, oi as u32).expect("valid").total;
+        // what estimate computes with the card named (the CLI sets runtime.nccl from it)
+        let mut w = s.workload_of(i);
+        w.runtime.nccl = card.nccl_hardware();
+        let slow = vramfit_core::estimate(&m, &w).and_then(|l| MemSummary::of(&l)).unwrap().total;
+        assert_eq!(on_card, slow, "{}", card.id);
+        assert_eq!(s.workload_on(i, oi as u32).runtime.nccl, card.nccl_hardware());
+        totals.push(on_card);
+    }
+    // PCIe Gen4 (2 channels) < Ampere NVLink (24) < Hopper NVLink (32 + NVLS)
+    assert!(totals[0] < totals[1] && totals[1] < totals[2], "{totals:?}");
+    // the memo's own figure (link not known: 32 channels, no NVLS) is not what any of these cards hold
+    let unknown = s.entries[i as usize].mem.unwrap().total;
+    assert!(unknown > totals[1] && unknown < totals[2], "{unknown} vs {totals:?}");
+}
