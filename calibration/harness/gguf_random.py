@@ -18,6 +18,7 @@ preset). Tensor names and shapes follow llama.cpp's load_arch_tensors
 
 Usage: gguf_random.py MODEL OUT.gguf [--header OUT.header]
   MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
+         | qwen3.5-27b-mtp-q4_0 (with its MTP block, see MTP_MODELS)
   --header writes the header alone (what vramfit reads) beside the file.
 """
 import argparse
@@ -218,11 +219,107 @@ def write(name, path, header_path=None):
     print(f"{path}: header {head} B, file {data_start + total} B")
 
 
+# --- MTP (llama-server --spec-type draft-mtp) ---
+# A model file that carries its multi-token-prediction block, as the current
+# converter writes it (conversion/qwen.py `_QwenMtpMixin`): block_count is
+# num_hidden_layers + mtp_num_hidden_layers, `<arch>.nextn_predict_layers`
+# says how many of the last blocks are the MTP head, and the Hugging Face
+# `mtp.*` tensors become `blk.<n_layer>.*` (mtp.fc -> nextn.eh_proj,
+# pre_fc_norm_embedding -> nextn.enorm, pre_fc_norm_hidden -> nextn.hnorm,
+# mtp.norm -> nextn.shared_head_norm; mtp.layers.0.* the decoder block).
+# Shapes: llama_model_qwen35::load_arch_tensors `load_block_mtp`
+# (src/models/qwen35.cpp, b11312): a full-attention block with the gated
+# query, no nextn.embed_tokens / shared_head_head (the config's
+# mtp_use_dedicated_embeddings is false: the MTP graph uses token_embd and
+# output). The block's tensors come last in the file (the checkpoint's
+# `mtp.*` names sort after `model.*` and `lm_head`).
+# Qwen/Qwen3.5-27B config.json: text_config.mtp_num_hidden_layers = 1.
+MTP_MODELS = {"qwen3.5-27b-mtp-q4_0": ("qwen3.5-27b-q4_0", 1)}
+
+
+def mtp_tensors(m, n_mtp):
+    e, d, ff = m["n_embd"], m["head_dim"], m["n_ff"]
+    q, kv, w = m["n_head"] * d, m["n_head_kv"] * d, m["wtype"]
+    out = []
+    for il in range(m["n_layer"], m["n_layer"] + n_mtp):
+        p = f"blk.{il}."
+        out += [
+            (p + "attn_norm.weight", [e], T.F32),
+            (p + "attn_q.weight", [e, 2 * q], w),
+            (p + "attn_k.weight", [e, kv], w),
+            (p + "attn_v.weight", [e, kv], w),
+            (p + "attn_output.weight", [q, e], w),
+            (p + "attn_q_norm.weight", [d], T.F32),
+            (p + "attn_k_norm.weight", [d], T.F32),
+            (p + "post_attention_norm.weight", [e], T.F32),
+            (p + "ffn_gate.weight", [e, ff], w),
+            (p + "ffn_up.weight", [e, ff], w),
+            (p + "ffn_down.weight", [ff, e], w),
+            (p + "nextn.eh_proj.weight", [2 * e, e], w),
+            (p + "nextn.enorm.weight", [e], T.F32),
+            (p + "nextn.hnorm.weight", [e], T.F32),
+            (p + "nextn.shared_head_norm.weight", [e], T.F32),
+        ]
+    return out
+
+
+def write_mtp(name, path, header_path=None):
+    """write() for a file with its MTP block: the trunk of MODELS[base], then the block."""
+    base, n_mtp = MTP_MODELS[name]
+    m = MODELS[base]
+    a = m["arch"]
+    trunk = tensors(m)
+    wr = GGUFWriter(path, a)
+    wr.add_name(name)
+    wr.add_uint32(f"{a}.block_count", m["n_layer"] + n_mtp)
+    wr.add_uint32(f"{a}.nextn_predict_layers", n_mtp)
+    wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
+    wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
+    wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
+    wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
+    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
+    wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
+    wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
+    wr.add_float32(f"{a}.rope.freq_base", m["rope"])
+    wr.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    wr.add_uint32(f"{a}.vocab_size", m["n_vocab"])
+    dn = m["delta_net"]
+    wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])
+    wr.add_uint32(f"{a}.ssm.inner_size", dn["v_heads"] * dn["head"])
+    wr.add_uint32(f"{a}.ssm.state_size", dn["head"])
+    wr.add_uint32(f"{a}.ssm.time_step_rank", dn["v_heads"])
+    wr.add_uint32(f"{a}.ssm.group_count", dn["k_heads"])
+    wr.add_uint32(f"{a}.full_attention_interval", dn["interval"])
+    wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
+    wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
+    wr.add_string("tokenizer.ggml.model", "none")
+    total = 0
+    for tname, ne, ty in trunk + mtp_tensors(m, n_mtp):
+        nb = nbytes(ty, ne)
+        wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
+        total += nb + (-nb % 32)
+    wr.write_header_to_file(path)
+    wr.write_kv_data_to_file()
+    wr.write_ti_data_to_file()
+    wr.close()
+    head = os.path.getsize(path)
+    data_start = head + (-head % 32)
+    with open(path, "r+b") as f:
+        f.truncate(data_start + total)
+    if header_path:
+        with open(path, "rb") as f, open(header_path, "wb") as h:
+            h.write(f.read(head))
+    print(f"{path}: header {head} B, file {data_start + total} B")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=sorted(MODELS))
+    ap.add_argument("model", choices=sorted(MODELS) + sorted(MTP_MODELS))
     ap.add_argument("out")
     ap.add_argument("--header")
     args = ap.parse_args()
-    write(args.model, args.out, args.header)
+    if args.model in MTP_MODELS:
+        write_mtp(args.model, args.out, args.header)
+    else:
+        write(args.model, args.out, args.header)
     sys.exit(0)

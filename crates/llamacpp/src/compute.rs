@@ -37,6 +37,9 @@ use serde::{Deserialize, Serialize};
 use vramfit_core::units::product;
 use vramfit_core::CoreError;
 
+mod mtp_head;
+pub use mtp_head::mtp_head_buffers;
+
 const F32: u8 = 0;
 const F16: u8 = 1;
 const I32: u8 = 2;
