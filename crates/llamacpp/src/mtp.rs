@@ -351,3 +351,158 @@ pub fn push(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::companion::{Companions, SpecType, Speculative};
+    use crate::ggml::GgmlType;
+    use crate::model::{slot_of, GraphFamily, LayerHparams, NextnLayers, RecurrentState};
+    use crate::options::LlamaCppOptions;
+    use crate::plan::plan;
+
+    fn t(name: &str, ty: GgmlType, ne: &[u64], offset: &mut u64) -> TensorInfo {
+        let bytes = ty.nbytes(ne).unwrap();
+        let info = TensorInfo { name: name.into(), slot: slot_of(name), ty, ne: ne.to_vec(), bytes, offset: *offset };
+        *offset += bytes.next_multiple_of(32);
+        info
+    }
+
+    /// A Qwen3.5-shaped model, n_embd 64: layer 0 a gated-delta-net layer
+    /// (state r 96 + s 1024 values per sequence), layer 1 attention (4 heads
+    /// of 16, 2 KV heads), and one NextN layer (blk.2) of the same attention
+    /// with the gated query (attn_q 2 × 64 wide), f16 matrices, f32 norms.
+    fn qwen35_with_mtp() -> LlamaModel {
+        let (e, f16, f32) = (64, GgmlType::F16, GgmlType::F32);
+        let mut off = 0;
+        let mut tensors = vec![t("token_embd.weight", f16, &[e, 32], &mut off)];
+        for (n, ne) in [("attn_norm.weight", vec![e]), ("ssm_out.weight", vec![e, e])] {
+            tensors.push(t(&format!("blk.0.{n}"), if ne.len() == 1 { f32 } else { f16 }, &ne, &mut off));
+        }
+        for (n, ne) in
+            [("attn_q.weight", vec![e, 2 * e]), ("attn_k.weight", vec![e, 32]), ("attn_v.weight", vec![e, 32])]
+        {
+            tensors.push(t(&format!("blk.1.{n}"), f16, &ne, &mut off));
+        }
+        tensors.push(t("output_norm.weight", f32, &[e], &mut off));
+        tensors.push(t("output.weight", f16, &[e, 32], &mut off));
+        let mut nextn = Vec::new();
+        for (n, ne) in [
+            ("attn_norm.weight", vec![e]),
+            ("attn_q.weight", vec![e, 2 * e]),
+            ("attn_k.weight", vec![e, 32]),
+            ("attn_v.weight", vec![e, 32]),
+            ("attn_output.weight", vec![e, e]),
+            ("attn_q_norm.weight", vec![16]),
+            ("attn_k_norm.weight", vec![16]),
+            ("post_attention_norm.weight", vec![e]),
+            ("ffn_gate.weight", vec![e, 128]),
+            ("ffn_up.weight", vec![e, 128]),
+            ("ffn_down.weight", vec![128, e]),
+            ("nextn.eh_proj.weight", vec![2 * e, e]),
+            ("nextn.enorm.weight", vec![e]),
+            ("nextn.hnorm.weight", vec![e]),
+            ("nextn.shared_head_norm.weight", vec![e]),
+        ] {
+            nextn.push(t(&format!("blk.2.{n}"), if ne.len() == 1 { f32 } else { f16 }, &ne, &mut off));
+        }
+        let attn = LayerHparams {
+            n_head: 4,
+            n_head_kv: 2,
+            head_dim_k: 16,
+            head_dim_v: 16,
+            n_ff: 128,
+            sliding: false,
+            recurrent: None,
+        };
+        let rec = LayerHparams { n_head_kv: 0, recurrent: Some(RecurrentState { r: 96, s: 1024 }), ..attn.clone() };
+        LlamaModel {
+            name: "q".into(),
+            arch: "qwen35".into(),
+            n_layer: 2,
+            n_embd: e,
+            n_vocab: 32,
+            n_ctx_train: 4096,
+            layers: vec![rec, attn.clone()],
+            n_swa: 0,
+            experts: None,
+            causal: true,
+            family: GraphFamily::Sequential,
+            fused_qkv: false,
+            qk_norm: true,
+            gated_ffn: true,
+            tied_output: false,
+            mla: false,
+            tensors,
+            notes: Vec::new(),
+            nextn: Some(NextnLayers { layers: vec![attn], tensors: nextn }),
+        }
+    }
+
+    fn launch(types: Vec<SpecType>, np: u64, build: Option<u64>) -> LlamaCppOptions {
+        LlamaCppOptions {
+            ctx_size: 256,
+            parallel: np,
+            build,
+            companions: Companions {
+                speculative: Speculative { types, ..Speculative::default() },
+                ..Companions::default()
+            },
+            ..LlamaCppOptions::default()
+        }
+    }
+
+    fn line(p: &crate::plan::LlamaCppPlan, label: &str) -> u64 {
+        p.host.lines.iter().find(|l| l.label == label).map(|l| l.bytes).unwrap_or_else(|| panic!("no '{label}'"))
+    }
+
+    /// draft-mtp on a CPU-only launch, -c 256, hand-worked (llama.cpp b11312):
+    /// * weights (`load_mtp`): the NextN tensors join the model buffer:
+    ///   f16 attn_q 64·128·2 = 16,384 + attn_k, attn_v 64·32·2 = 4,096 each
+    ///   + attn_output 64·64·2 = 8,192 + q/k norms 16·4 = 64 each + five
+    ///   f32 norms 64·4 = 256 each (1,280) + ffn gate, up, down 64·128·2 =
+    ///   16,384 each (49,152) + eh_proj 128·64·2 = 16,384 = 99,712 B;
+    /// * the MTP context's KV (`llama_kv_cache` over the NextN layer only):
+    ///   (K + V) 2 heads × 16 × 2 B = 128 B per cell × 256 cells = 32,768 B at
+    ///   -np 1; at -np 2, 2 streams of pad(256 / 2, 256) = 256 cells: 65,536 B;
+    /// * its output buffer (`output_reserve(n_seq_max)`): 32 × np × 4 = 128 / 256 B;
+    /// * the target's NextN embeddings: n_embd 64 × n_batch min(2048, 256) × 4 = 65,536 B;
+    /// * the target's recurrent state (`n_rs_seq = 3`, need_n_rs_seq):
+    ///   (96 + 1024) × 4 B × np × (1 + 3) = 17,920 B at -np 1.
+    #[test]
+    fn draft_mtp_on_the_targets_nextn_layer_hand_worked() {
+        let m = qwen35_with_mtp();
+        let plain = plan(&m, &launch(vec![], 1, None)).unwrap();
+        let mtp = plan(&m, &launch(vec![SpecType::DraftMtp], 1, None)).unwrap();
+        let model = |p: &crate::plan::LlamaCppPlan| p.host.bytes(LineKind::Model);
+        assert_eq!(model(&mtp) - model(&plain), 99_712);
+        assert_eq!(line(&mtp, "MTP: CPU KV buffer"), 32_768);
+        assert_eq!(line(&mtp, "MTP: CPU output buffer"), 128);
+        assert_eq!(line(&mtp, "MTP: target NextN embeddings (output buffer growth)"), 65_536);
+        assert!(line(&mtp, "MTP: CPU compute buffer") > 0);
+        assert_eq!(plain.host.bytes(LineKind::State), 4_480);
+        assert_eq!(mtp.host.bytes(LineKind::State), 17_920);
+        // the target's own KV is unchanged: the NextN layer has no cache there
+        assert_eq!(mtp.kv.k_bytes + mtp.kv.v_bytes, plain.kv.k_bytes + plain.kv.v_bytes);
+        let two = plan(&m, &launch(vec![SpecType::DraftMtp], 2, None)).unwrap();
+        assert_eq!(line(&two, "MTP: CPU KV buffer"), 65_536);
+        assert_eq!(line(&two, "MTP: CPU output buffer"), 256);
+        // draft-eagle3 (with -md) rolls back the state too; ngram-mod does not
+        assert_eq!(n_rs_seq(&m, &[SpecType::DraftEagle3], 5), 5);
+        assert_eq!(n_rs_seq(&m, &[SpecType::NgramMod], 5), 0);
+        assert_eq!(n_rs_seq(&LlamaModel { arch: "llama".into(), ..m }, &[SpecType::DraftMtp], 3), 0);
+    }
+
+    /// Before b9180 (PR #22673) draft-mtp does not exist; a file without
+    /// NextN layers has nothing to draft with: both refused naming --spec-type.
+    #[test]
+    fn draft_mtp_is_refused_before_its_build_and_without_nextn_layers() {
+        let m = qwen35_with_mtp();
+        let e = plan(&m, &launch(vec![SpecType::DraftMtp], 1, Some(DRAFT_MTP - 1))).unwrap_err().to_string();
+        assert!(e.contains("spec-type") && e.contains("b9179") && e.contains("b9180"), "{e}");
+        assert!(plan(&m, &launch(vec![SpecType::DraftMtp], 1, Some(DRAFT_MTP))).is_ok());
+        let bare = LlamaModel { nextn: None, ..m };
+        let e = plan(&bare, &launch(vec![SpecType::DraftMtp], 1, None)).unwrap_err().to_string();
+        assert!(e.contains("spec-type") && e.contains("NextN"), "{e}");
+    }
+}

@@ -491,7 +491,7 @@ fn skip_nextn(
     let (dropped, tensors): (Vec<TensorInfo>, Vec<TensorInfo>) = tensors.into_iter().partition(skipped);
     let bytes = dropped.iter().fold(0u64, |a, t| a.saturating_add(t.bytes));
     notes.push(format!(
-        "{nextn} MTP/NextN layer(s) (blk.{kept}{}): {} tensors, {:.2} MiB, not loaded and without KV cache, as llama.cpp skips them ('model has unused tensor … -- ignoring') unless llama-server runs --spec-type draft-mtp",
+        "{nextn} MTP/NextN layer(s) (blk.{kept}{}): {} tensors, {:.2} MiB, which llama.cpp skips ('model has unused tensor … -- ignoring', no KV cache) unless llama-server runs --spec-type draft-mtp, which loads them with an MTP context of their own",
         if nextn == 1 { String::new() } else { format!("-{}", n_layer - 1) },
         dropped.len(),
         bytes as f64 / (1u64 << 20) as f64
