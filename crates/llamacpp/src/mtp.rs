@@ -94,6 +94,19 @@ pub fn n_rs_seq(model: &LlamaModel, types: &[crate::companion::SpecType], draft_
     }
 }
 
+/// [`add_rs_snapshots`] for a launch: its spec types in effect (`-md`
+/// alone meant draft-simple where `draft_auto`) and `--spec-draft-n-max`.
+pub fn launch_rs_snapshots(
+    kv: &mut crate::kv::KvCache,
+    model: &LlamaModel,
+    opts: &crate::options::LlamaCppOptions,
+    draft_auto: bool,
+) -> Result<Option<String>, CoreError> {
+    let spec = &opts.companions.speculative;
+    let types = spec.effective(opts.companions.draft.is_some(), draft_auto);
+    add_rs_snapshots(kv, n_rs_seq(model, &types, spec.draft_n_max))
+}
+
 /// Multiply the recurrent-state buffers by `1 + n_rs_seq`
 /// (`llama_memory_recurrent::llama_memory_recurrent`: `n_rows = mem_size *
 /// (1 + n_rs_seq)` rows of R and S per layer).
@@ -458,10 +471,10 @@ mod tests {
 
     /// draft-mtp on a CPU-only launch, -c 256, hand-worked (llama.cpp b11312):
     /// * weights (`load_mtp`): the NextN tensors join the model buffer:
-    ///   f16 attn_q 64·128·2 = 16,384 + attn_k, attn_v 64·32·2 = 4,096 each
-    ///   + attn_output 64·64·2 = 8,192 + q/k norms 16·4 = 64 each + five
-    ///   f32 norms 64·4 = 256 each (1,280) + ffn gate, up, down 64·128·2 =
-    ///   16,384 each (49,152) + eh_proj 128·64·2 = 16,384 = 99,712 B;
+    ///   f16 attn_q 64·128·2 = 16,384, attn_k and attn_v 64·32·2 = 4,096
+    ///   each, attn_output 64·64·2 = 8,192, q/k norms 16·4 = 64 each, five
+    ///   f32 norms 64·4 = 256 each (1,280), ffn gate, up, down 64·128·2 =
+    ///   16,384 each (49,152), eh_proj 128·64·2 = 16,384: 99,712 B in all;
     /// * the MTP context's KV (`llama_kv_cache` over the NextN layer only):
     ///   (K + V) 2 heads × 16 × 2 B = 128 B per cell × 256 cells = 32,768 B at
     ///   -np 1; at -np 2, 2 streams of pad(256 / 2, 256) = 256 cells: 65,536 B;

@@ -114,9 +114,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         v_less: model.mla && rules.v_less_mla,
     };
     let mut kv = kv_cache(model, &placement, size, cache_opt)?;
-    let spec = &opts.companions.speculative;
-    let types = spec.effective(opts.companions.draft.is_some(), rules.draft_auto_spec);
-    notes.extend(crate::mtp::add_rs_snapshots(&mut kv, crate::mtp::n_rs_seq(model, &types, spec.draft_n_max))?);
+    notes.extend(crate::mtp::launch_rs_snapshots(&mut kv, model, opts, rules.draft_auto_spec)?);
     notes.extend(model.mla.then(|| mla_note(rules)));
     let n_tokens = size.n_ctx.min(ubatch);
     let n_draft = speculative_draft_tokens(opts, rules, &mut notes)?;
