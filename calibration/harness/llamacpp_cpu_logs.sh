@@ -15,8 +15,11 @@ run() { # id model args...
   local log="$LOGS/$id.log"
   "$BUILD/bin/llama-server" -m "$GG/$m.gguf" --host 127.0.0.1 --port 18091 -t 2 --no-warmup -lv 4 "$@" >"$log" 2>&1 &
   local pid=$!
+  # draft-mtp: the MTP context logs a second compute buffer after the target's
+  local want=1
+  case " $* " in *" draft-mtp "*) want=2 ;; esac
   for _ in $(seq 1 120); do
-    grep -q "compute buffer size" "$log" && sleep 2 && break
+    [ "$(grep -c "compute buffer size" "$log")" -ge "$want" ] && sleep 2 && break
     kill -0 $pid 2>/dev/null || break
     sleep 1
   done
@@ -43,3 +46,8 @@ run qwen3.5-27b-q4_0-np1 qwen3.5-27b-q4_0 -c 4096 -np 1 -nr --numa distribute
 run qwen3.5-27b-q4_0-np4 qwen3.5-27b-q4_0 -c 4096 -np 4 -nr --numa distribute
 run gpt-oss-20b-mxfp4-np1 gpt-oss-20b-mxfp4 -c 8192 -np 1 -nr --numa distribute
 run gpt-oss-20b-mxfp4-np4 gpt-oss-20b-mxfp4 -c 8192 -np 4 -nr --numa distribute
+# --- mtp: the Qwen3.5-27B file with its MTP layer, with and without --spec-type draft-mtp ---
+run qwen3.5-27b-mtp-q4_0-np1 qwen3.5-27b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute
+run qwen3.5-27b-mtp-q4_0-np1-draft-mtp qwen3.5-27b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp
+run qwen3.5-27b-mtp-q4_0-np4 qwen3.5-27b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute
+run qwen3.5-27b-mtp-q4_0-np4-draft-mtp qwen3.5-27b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp
