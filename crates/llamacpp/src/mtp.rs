@@ -227,13 +227,24 @@ pub struct MtpSetup<'a> {
 /// NextN embeddings, as lines labelled `MTP: …` on the target's devices.
 pub fn context_lines(model: &LlamaModel, s: &MtpSetup) -> Result<(Vec<(Device, MemoryLine)>, String), CoreError> {
     let head = head_model(model);
-    let dev = if nextn_offloaded(s.n_gpu_layers) { s.placement.output } else { Device::Cpu };
+    // the NextN layer's device: the output's (or the host below -ngl 2), or
+    // where an -ot pattern sends its attention weights (the head's view
+    // renames its tensors, so the patterns are applied here, by the file's names)
+    let slot_dev = if nextn_offloaded(s.n_gpu_layers) { s.placement.output } else { Device::Cpu };
+    let dev = model
+        .nextn
+        .as_ref()
+        .and_then(|n| {
+            n.tensors.iter().find(|t| t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_qkv.weight"))
+        })
+        .and_then(|t| s.placement.overrides.device_of(&t.name))
+        .unwrap_or(slot_dev);
     let placement = Placement {
         layers: vec![dev; head.layers.len()],
         output: s.placement.output,
         offloaded: 0,
         host_expert_layers: 0,
-        overrides: s.placement.overrides.clone(),
+        overrides: Default::default(),
         explain: Explanation::new("the NextN layer on its device"),
     };
     let opt = CacheOptions {
@@ -504,6 +515,29 @@ mod tests {
         assert_eq!(n_rs_seq(&m, &[SpecType::DraftEagle3], 5), 5);
         assert_eq!(n_rs_seq(&m, &[SpecType::NgramMod], 5), 0);
         assert_eq!(n_rs_seq(&LlamaModel { arch: "llama".into(), ..m }, &[SpecType::DraftMtp], 3), 0);
+    }
+
+    /// llama.cpp places layers over `n_layer_all + 1` slots (`load_tensors`:
+    /// `i_gpu_start = n_layer_all + 1 − n_gpu_layers`), the NextN layer just
+    /// before the output: -ngl 2 or more puts it (weights, MTP KV) on the
+    /// GPU with the output, -ngl 1 leaves it on the host.
+    #[test]
+    fn the_nextn_layer_follows_the_slot_before_the_output() {
+        let m = qwen35_with_mtp();
+        let on = |ngl: Option<u64>| LlamaCppOptions {
+            gpus: vec![crate::options::GpuSlot { name: "g".into(), memory_bytes: None }],
+            n_gpu_layers: ngl,
+            ..launch(vec![SpecType::DraftMtp], 1, None)
+        };
+        let all = plan(&m, &on(None)).unwrap();
+        assert!(all.gpus[0].lines.iter().any(|l| l.label == "MTP: CUDA0 KV buffer" && l.bytes == 32_768));
+        let one = plan(&m, &on(Some(1))).unwrap();
+        assert_eq!(line(&one, "MTP: CPU KV buffer"), 32_768);
+        assert!(!one.gpus[0].lines.iter().any(|l| l.label.contains("KV")));
+        // the 99,712 B of NextN weights stay on the host at -ngl 1
+        let host_model = |p: &crate::plan::LlamaCppPlan| p.host.bytes(LineKind::Model);
+        let no_mtp = plan(&m, &LlamaCppOptions { companions: Companions::default(), ..on(Some(1)) }).unwrap();
+        assert_eq!(host_model(&one) - host_model(&no_mtp), 99_712);
     }
 
     /// Before b9180 (PR #22673) draft-mtp does not exist; a file without
