@@ -51,3 +51,7 @@ run qwen3.5-27b-mtp-q4_0-np1 qwen3.5-27b-mtp-q4_0 -c 4096 -np 1 -nr --numa distr
 run qwen3.5-27b-mtp-q4_0-np1-draft-mtp qwen3.5-27b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp
 run qwen3.5-27b-mtp-q4_0-np4 qwen3.5-27b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute
 run qwen3.5-27b-mtp-q4_0-np4-draft-mtp qwen3.5-27b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp
+# Qwen3.5-35B-A3B with its MTP layer (the MoE head)
+run qwen3.5-35b-a3b-mtp-q4_0-np1 qwen3.5-35b-a3b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute
+run qwen3.5-35b-a3b-mtp-q4_0-np1-draft-mtp qwen3.5-35b-a3b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp
+run qwen3.5-35b-a3b-mtp-q4_0-np4-draft-mtp qwen3.5-35b-a3b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp

@@ -97,6 +97,12 @@ pub struct ComputeSetup {
     /// the graph reserves the f32 embeddings input beside the token path
     /// (builds from [`crate::build::EMBD_INPUT`])
     pub embd_input: bool,
+    /// extra recurrent states the gated delta-net op writes beside its
+    /// output: `n_rs_seq × sequences` (`build_recurrent_attn` with
+    /// `n_rs_seq > 0`: `ggml_gated_delta_net(…, K = n_rs_seq + 1)` keeps K
+    /// snapshots per sequence, src/models/delta-net-base.cpp); 0 without
+    /// speculative rollback ([`crate::mtp::n_rs_seq`])
+    pub rs_snapshots: u64,
 }
 
 /// Compute buffer of one backend.
@@ -300,7 +306,7 @@ pub fn compute_buffers(
         if let Some(st) = l.recurrent {
             approximate
                 .get_or_insert_with(|| format!("recurrent ({}) layers sized from their main tensors", model.arch));
-            inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d)?;
+            inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d, s.rs_snapshots)?;
         }
         if !l.has_kv() {
             continue;
@@ -426,6 +432,7 @@ fn graph_inputs(
 
 /// A recurrent layer: in-projection, conv over the state, scan, gate,
 /// out-projection, added to the residual stream (returned).
+#[allow(clippy::too_many_arguments)]
 fn recurrent_block(
     b: &mut Builder,
     model: &LlamaModel,
@@ -434,6 +441,7 @@ fn recurrent_block(
     inp: TensorId,
     kv_dev: Device,
     d: &Dims,
+    rs_snapshots: u64,
 ) -> Result<TensorId, CoreError> {
     let (t, e) = (d.t, d.e);
     let state = b.g.cache("rs", product("state", &[st.r + st.s, 4, d.streams])?, kv_dev);
@@ -445,7 +453,10 @@ fn recurrent_block(
     let w_in = b.weight(Some(ilu), "ssm_in.weight", 0);
     let zx = b.mm(w_in, x, width, t)?;
     let conv = b.fresh("ssm_conv", F32, [(st.r / 3).max(width / 2), t, 1, 1], &[zx, state], t)?;
-    let scan = b.fresh("ssm_scan", F32, [(width / 2).max(1), t, 1, 1], &[conv, state], t)?;
+    // with speculative rollback the scan's output also carries the extra
+    // state snapshots (rs_snapshots × n_embd_s values), written to the cache after it
+    let snap = product("state snapshots", &[rs_snapshots, st.s])?.div_ceil(t.max(1));
+    let scan = b.fresh("ssm_scan", F32, [(width / 2).max(1) + snap, t, 1, 1], &[conv, state], t)?;
     let y = b.inplace("mul", scan, &[scan, zx]);
     let w_out = b.weight(Some(ilu), "ssm_out.weight", 0);
     let o = b.mm(w_out, y, e, t)?;

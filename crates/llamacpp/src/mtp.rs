@@ -55,12 +55,13 @@ pub const DRAFT_MTP: u64 = 9180;
 /// Architectures whose NextN layers vramfit sets apart
 /// (`vramfit_ingest`'s `NEXTN_SKIPPED`) and whose MTP head it builds:
 /// (architecture, the head's graph is replicated op for op). qwen35:
-/// `llama_model_qwen35::graph_mtp`, measured on b11312. qwen35moe
-/// (`llama_model_qwen35moe::graph_mtp`) and glm4moe
-/// (`llama_model_glm4_moe::graph_mtp`) share its shape with an MoE FFN,
-/// whose shared-expert gate and attention biases the replica leaves out
-/// (flagged approximate).
-pub const MTP_ARCHS: &[(&str, bool)] = &[("qwen35", true), ("qwen35moe", false), ("glm4moe", false)];
+/// `llama_model_qwen35::graph_mtp`; qwen35moe:
+/// `llama_model_qwen35moe::graph_mtp`, the same with its MoE FFN (the
+/// shared expert's sigmoid gate, an `[n_embd] → 1` row, left out); both
+/// measured on b11312 within 0.02 %. glm4moe
+/// (`llama_model_glm4_moe::graph_mtp`) shares the shape without the gated
+/// query, with attention biases: flagged approximate, not measured.
+pub const MTP_ARCHS: &[(&str, bool)] = &[("qwen35", true), ("qwen35moe", true), ("glm4moe", false)];
 
 /// `llm_arch_supports_rs_rollback` (src/llama-arch.cpp), by
 /// `general.architecture` name (`LLM_ARCH_NAMES`): these keep
@@ -96,15 +97,24 @@ pub fn n_rs_seq(model: &LlamaModel, types: &[crate::companion::SpecType], draft_
 
 /// [`add_rs_snapshots`] for a launch: its spec types in effect (`-md`
 /// alone meant draft-simple where `draft_auto`) and `--spec-draft-n-max`.
+/// Returns `n_rs_seq` (0 when the model keeps no recurrent state).
 pub fn launch_rs_snapshots(
     kv: &mut crate::kv::KvCache,
     model: &LlamaModel,
     opts: &crate::options::LlamaCppOptions,
     draft_auto: bool,
-) -> Result<Option<String>, CoreError> {
+    notes: &mut Vec<String>,
+) -> Result<u64, CoreError> {
     let spec = &opts.companions.speculative;
     let types = spec.effective(opts.companions.draft.is_some(), draft_auto);
-    add_rs_snapshots(kv, n_rs_seq(model, &types, spec.draft_n_max))
+    let n = n_rs_seq(model, &types, spec.draft_n_max);
+    match add_rs_snapshots(kv, n)? {
+        Some(note) => {
+            notes.push(note);
+            Ok(n)
+        }
+        None => Ok(0),
+    }
 }
 
 /// Multiply the recurrent-state buffers by `1 + n_rs_seq`
@@ -123,7 +133,7 @@ pub fn add_rs_snapshots(kv: &mut crate::kv::KvCache, n_rs_seq: u64) -> Result<Op
         );
     }
     Ok(Some(format!(
-        "speculative decoding with a drafter that rolls back: the recurrent state is kept {times} times (1 + n_rs_seq = 1 + --spec-draft-n-max, llama_memory_recurrent; llama.cpp logs 'n_rs_seq = {n_rs_seq}')"
+        "speculative decoding with a drafter that rolls back: the recurrent state is kept {times} times (1 + n_rs_seq = 1 + --spec-draft-n-max, llama_memory_recurrent; llama.cpp logs 'n_rs_seq = {n_rs_seq}'); the gated delta-net's output then holds {times} state snapshots per sequence, which the recurrent compute approximation counts only in part: the compute buffer may be under-stated (measured on Qwen3.5-35B-A3B at -np 4: 27 % under, docs/gguf.md)"
     )))
 }
 
@@ -258,7 +268,8 @@ pub fn context_lines(model: &LlamaModel, s: &MtpSetup) -> Result<(Vec<(Device, M
     let kv = kv_cache(&head, &placement, s.size, opt)?;
     // n_outputs_max = n_parallel (common_base_params_to_speculative), at most the micro-batch
     let n_outputs = s.n_parallel.clamp(1, s.compute.n_tokens.max(1));
-    let setup = ComputeSetup { n_outputs, v_less: false, embd_input: false, ..s.compute };
+    // the MTP context: n_rs_seq = 0, no recurrent layer
+    let setup = ComputeSetup { n_outputs, v_less: false, embd_input: false, rs_snapshots: 0, ..s.compute };
     let compute = crate::compute::mtp_head_buffers(&head, &placement, setup)?;
     let mut lines = Vec::new();
     for c in &kv.buffers {

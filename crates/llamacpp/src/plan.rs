@@ -114,7 +114,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         v_less: model.mla && rules.v_less_mla,
     };
     let mut kv = kv_cache(model, &placement, size, cache_opt)?;
-    notes.extend(crate::mtp::launch_rs_snapshots(&mut kv, model, opts, rules.draft_auto_spec)?);
+    let n_rs_seq = crate::mtp::launch_rs_snapshots(&mut kv, model, opts, rules.draft_auto_spec, &mut notes)?;
     notes.extend(model.mla.then(|| mla_note(rules)));
     let n_tokens = size.n_ctx.min(ubatch);
     let n_draft = speculative_draft_tokens(opts, rules, &mut notes)?;
@@ -139,6 +139,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         cpu_repack,
         v_less: cache_opt.v_less,
         embd_input: rules.embd_input,
+        rs_snapshots: n_rs_seq.saturating_mul(opts.parallel),
         gpus: opts.gpus.len() as u32,
         pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
     };

@@ -37,7 +37,7 @@ pub const MEASURED_CPU_FILE: &str = "calibration/data/measured/llamacpp-cpu.json
 pub const MEASURED_CPU_CASES: &str = include_str!("../../../../calibration/data/measured/llamacpp-cpu.jsonl");
 
 /// The GGUF headers the measured logs' llama.cpp loaded, embedded by the path
-/// each case's `header` names (223 KiB in all).
+/// each case's `header` names (271 KiB in all).
 const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     (
         "calibration/data/measured/llamacpp-cpu-headers/gemma-3-1b.gguf.header",
@@ -67,6 +67,12 @@ const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     (
         "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-mtp-q4_0.gguf.header",
         include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-mtp-q4_0.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-35b-a3b-mtp-q4_0.gguf.header",
+        include_bytes!(
+            "../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3.5-35b-a3b-mtp-q4_0.gguf.header"
+        ),
     ),
 ];
 
