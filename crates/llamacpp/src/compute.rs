@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use vramfit_core::units::product;
 use vramfit_core::CoreError;
 
+mod gated_delta;
 mod mtp_head;
 pub use mtp_head::mtp_head_buffers;
 
@@ -103,6 +104,11 @@ pub struct ComputeSetup {
     /// snapshots per sequence, src/models/delta-net-base.cpp); 0 without
     /// speculative rollback ([`crate::mtp::n_rs_seq`])
     pub rs_snapshots: u64,
+    /// sequences of the reserve ubatch of a recurrent model: `n_seq_max`
+    /// (`llama_context::sched_reserve` reserves `n_tokens / n_seq_max`
+    /// tokens for each of `n_seq_max` sequences, whether the KV cache is
+    /// unified or not); 0 reads as [`Self::streams`]
+    pub rs_seqs: u64,
 }
 
 /// Compute buffer of one backend.
@@ -306,6 +312,17 @@ pub fn compute_buffers(
         if let Some(st) = l.recurrent {
             approximate
                 .get_or_insert_with(|| format!("recurrent ({}) layers sized from their main tensors", model.arch));
+            if let Some(g) = gated_delta::delta_net_dims(model, ilu) {
+                // Qwen3.5's gated delta-net layer, then its FFN as in the
+                // attention layers (llama_model_qwen35::graph: both kinds
+                // share the residual, post-norm and FFN part)
+                let n_seqs = if s.rs_seqs > 0 { s.rs_seqs } else { streams };
+                // K = n_rs_seq + 1 snapshot slots per sequence
+                let k = (s.rs_snapshots / n_seqs).saturating_add(1);
+                let o = gated_delta::gated_delta_block(&mut b, ilu, st, g, inp, kv_dev, &d, (n_seqs, k))?;
+                inp = ffn_residual(&mut b, model, l, ilu, o, inp, &d)?;
+                continue;
+            }
             inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d, s.rs_snapshots)?;
         }
         if !l.has_kv() {

@@ -140,6 +140,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         v_less: cache_opt.v_less,
         embd_input: rules.embd_input,
         rs_snapshots: n_rs_seq.saturating_mul(opts.parallel),
+        rs_seqs: opts.parallel,
         gpus: opts.gpus.len() as u32,
         pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
     };
