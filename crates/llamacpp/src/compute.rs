@@ -304,6 +304,8 @@ pub fn compute_buffers(
     let enc_kv = t;
 
     let mut inp = embd;
+    // a Qwen3.5 hybrid: gated delta-net layers beside gated-query attention
+    let gdn_model = (0..model.layers.len() as u32).any(|il| gated_delta::delta_net_dims(model, il).is_some());
     for (il, l) in model.layers.iter().enumerate() {
         let ilu = il as u32;
         let dev = placement.layers[il];
@@ -338,13 +340,25 @@ pub fn compute_buffers(
             enc_kv
         };
         let x = b.norm(inp, Some(ilu), d.rms, "attn_norm.weight", d.e)?;
-        let (q, k, v) = qkv_projections(&mut b, model, l, ilu, x, inputs.pos, &d)?;
-        let attn = attention(&mut b, l, (q, k, v), n_kv, kv_dev, &inputs, &s, &d)?;
+        let (q, k, v, gate) = if gdn_model {
+            // Qwen3.5's attention layers (build_layer_attn, src/models/qwen35.cpp):
+            // the query projection carries a per-head output gate, as in its MTP head
+            mtp_head::head_qkv(&mut b, model, ilu, x, inputs.pos, &d)?
+        } else {
+            let (q, k, v) = qkv_projections(&mut b, model, l, ilu, x, inputs.pos, &d)?;
+            (q, k, v, None)
+        };
+        let mut attn = attention(&mut b, l, (q, k, v), n_kv, kv_dev, &inputs, &s, &d)?;
+        if let Some(g) = gate {
+            // cur · sigmoid(gate)
+            let sg = b.inplace("sigmoid", g, &[g]);
+            attn = b.inplace("mul", sg, &[attn, sg]);
+        }
         let wo = b.weight(Some(ilu), "attn_output.weight", 0);
         let mut cur = b.mm(wo, attn, d.e, t)?;
         cur = b.bias(Some(ilu), "attn_output.bias", cur);
         let mut inp_sa = inp;
-        if last {
+        if last && !gdn_model {
             // the last layer keeps only the rows whose logits are wanted
             if let Some(ids) = inputs.out_ids {
                 let n = d.n_out;
@@ -355,7 +369,7 @@ pub fn compute_buffers(
             }
         }
         // after the gather the last layer's FFN and the head see n_out rows
-        let dl = if last { Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d } } else { d };
+        let dl = if last && !gdn_model { Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d } } else { d };
         inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &dl)?;
     }
     if model.latent_attention() {
@@ -366,8 +380,11 @@ pub fn compute_buffers(
     if !d.causal {
         approximate.get_or_insert_with(|| "encoder (non-causal) attention over the micro-batch".into());
     }
-    let last =
-        output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?;
+    let last = if gdn_model {
+        gated_delta::h_nextn_head(&mut b, model, placement, inp, &d, inputs.out_ids)?
+    } else {
+        output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?
+    };
     b.g.expand(last);
     b.g.schedule(has_gpu, s.op_offload);
     let sizes = b.g.allocate(
@@ -800,7 +817,15 @@ fn moe_ffn(
         moe = b.inplace("add", moe, &[moe, vi]);
     }
     if shared > 0 && shared_ff > 0 {
-        let sh = dense_ffn_named(b, il, x, shared_ff * shared, current)?;
+        let mut sh = dense_ffn_named(b, il, x, shared_ff * shared, current)?;
+        if b.m.layer_tensor_bytes(il, "ffn_gate_inp_shexp.weight").is_some() {
+            // Qwen3.5-MoE / Qwen3-Next: the shared expert's own sigmoid gate,
+            // one value per token (qwen35moe.cpp build_layer_ffn)
+            let w = b.weight(Some(il), "ffn_gate_inp_shexp.weight", 0);
+            let sg = b.mm(w, x, 1, t)?;
+            let sg = b.inplace("sigmoid", sg, &[sg]);
+            sh = b.inplace("mul", sh, &[sh, sg]);
+        }
         moe = b.inplace("add", moe, &[moe, sh]);
     }
     Ok(moe)

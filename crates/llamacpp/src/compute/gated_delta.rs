@@ -160,6 +160,43 @@ pub(super) fn gated_delta_block(
     b.mm(w_out, y, e, t)
 }
 
+/// The end of a Qwen3.5 trunk (src/models/qwen35.cpp and qwen35moe.cpp,
+/// `graph::graph`): with `cparams.embeddings_nextn_masked` false (its
+/// default, llama_context's constructor) the last layer keeps every token;
+/// the output norm runs over all of them (`t_h_nextn`, an output:
+/// `llm_graph_result::set_outputs`), then `get_rows(inp_out_ids)` (`t_embd`,
+/// an output) and the LM head over the kept rows. Returns the logits.
+pub(super) fn h_nextn_head(
+    b: &mut Builder,
+    model: &LlamaModel,
+    placement: &crate::placement::Placement,
+    inp: TensorId,
+    d: &Dims,
+    out_ids: Option<TensorId>,
+) -> Result<TensorId, CoreError> {
+    let h = b.norm(inp, None, true, "output_norm.weight", d.e)?;
+    b.g.set_output(h);
+    let rows = match out_ids {
+        Some(ids) => {
+            let r = b.fresh("get_rows", F32, [d.e, d.n_out, 1, 1], &[h, ids], d.n_out)?;
+            b.g.not_offloadable(r);
+            b.g.set_output(r);
+            r
+        }
+        None => h,
+    };
+    let w = if model.tensor("output.weight").is_some() {
+        b.weight(None, "output.weight", 0)
+    } else {
+        let bytes = model.tensor("token_embd.weight").map(|x| x.bytes).unwrap_or(0);
+        b.g.weight("output(tied)", bytes, placement.output)
+    };
+    let n = if out_ids.is_some() { d.n_out } else { d.t };
+    let logits = b.mm(w, rows, model.n_vocab, n)?;
+    b.g.set_output(logits);
+    Ok(logits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,7 +61,7 @@ pub fn mtp_head_buffers(
     let eh = b.weight(Some(0), "nextn.eh_proj.weight", 0);
     let x0 = b.mm(eh, concat, e, t)?;
     let x = b.norm(x0, Some(0), true, "attn_norm.weight", e)?;
-    let (q, k, v, gate) = head_qkv(&mut b, model, x, inputs.pos, &d)?;
+    let (q, k, v, gate) = head_qkv(&mut b, model, 0, x, inputs.pos, &d)?;
     let kv_dev = if s.offload_kqv { placement.layers[0] } else { Device::Cpu };
     let mut cur = attention(&mut b, l, (q, k, v), s.n_kv, kv_dev, &inputs, &s, &d)?;
     if let Some(g) = gate {
@@ -133,36 +133,38 @@ pub fn mtp_head_buffers(
 /// contiguous); Q and K are RMS-normed per head when the norms exist
 /// (a norm of a view is a new tensor) and roped in place.
 #[allow(clippy::type_complexity)]
-fn head_qkv(
+pub(super) fn head_qkv(
     b: &mut Builder,
     model: &LlamaModel,
+    il: u32,
     x: usize,
     pos: usize,
     d: &Dims,
 ) -> Result<(usize, usize, usize, Option<usize>), CoreError> {
-    let l = &model.layers[0];
+    let l = &model.layers[il as usize];
     let t = d.t;
     let (hd, nh, nkv) = (l.head_dim_k, l.n_head, l.n_head_kv);
-    let q_width = model.tensor("blk.0.attn_q.weight").and_then(|w| w.ne.get(1).copied()).unwrap_or(nh * hd);
+    let q_width =
+        model.tensor(&format!("blk.{il}.attn_q.weight")).and_then(|w| w.ne.get(1).copied()).unwrap_or(nh * hd);
     let gated = q_width == 2 * nh * hd;
-    let wq = b.weight(Some(0), "attn_q.weight", 0);
+    let wq = b.weight(Some(il), "attn_q.weight", 0);
     let qf = b.mm(wq, x, q_width, t)?;
-    let qf = b.bias(Some(0), "attn_q.bias", qf);
-    let wk = b.weight(Some(0), "attn_k.weight", 0);
+    let qf = b.bias(Some(il), "attn_q.bias", qf);
+    let wk = b.weight(Some(il), "attn_k.weight", 0);
     let km = b.mm(wk, x, l.k_width(), t)?;
-    let km = b.bias(Some(0), "attn_k.bias", km);
-    let wv = b.weight(Some(0), "attn_v.weight", 0);
+    let km = b.bias(Some(il), "attn_k.bias", km);
+    let wv = b.weight(Some(il), "attn_v.weight", 0);
     let vm = b.mm(wv, x, l.v_width(), t)?;
-    let vm = b.bias(Some(0), "attn_v.bias", vm);
+    let vm = b.bias(Some(il), "attn_v.bias", vm);
     let qv = b.g.view("q_view", qf);
     let kv = b.g.view("reshape_k", km);
     let normed = |b: &mut Builder, v: usize, heads: u64, w: &str| -> Result<usize, CoreError> {
-        if model.tensor(&format!("blk.0.{w}")).is_none() {
+        if model.tensor(&format!("blk.{il}.{w}")).is_none() {
             // no per-head norm: RoPE of a view allocates anew
             return b.fresh("rope", F32, [hd, heads, t, 1], &[v, pos], t);
         }
         let n = b.fresh("rms_norm", F32, [hd, heads, t, 1], &[v], t)?;
-        let wn = b.weight(Some(0), w, 4 * hd);
+        let wn = b.weight(Some(il), w, 4 * hd);
         let n = b.inplace("mul", n, &[n, wn]);
         Ok(b.inplace("rope", n, &[n, pos]))
     };
