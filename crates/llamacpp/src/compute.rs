@@ -794,6 +794,9 @@ fn moe_ffn(
     let pr = b.g.view("reshape_probs", probs);
     let weights = b.fresh("get_rows", F32, [1, n_used, t, 1], &[pr, selected], t)?;
     b.g.not_offloadable(weights);
+    // build_moe_ffn expands the routing weights before the experts
+    // (ggml_build_forward_expand(gf, weights), src/llama-graph.cpp)
+    b.g.expand(weights);
     let xr = b.g.view("reshape_x", x);
     let w_up = b.weight(Some(il), "ffn_up_exps.weight", 0);
     let w_gate = b.weight(Some(il), "ffn_gate_exps.weight", 0);
