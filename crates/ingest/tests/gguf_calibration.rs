@@ -118,7 +118,7 @@ fn measured_cpu_logs_are_reproduced_within_their_limits() {
                 f.id, f.key, f.logged_mib, exact, f.error_pct, f.limit_pct
             );
             // the graphs vramfit rebuilds op for op (all but the qwen35moe
-            // trunk, 3.4–4.0 % under: docs/gguf.md) land on llama.cpp's
+            // trunk, 3.9 % under at -np 1: docs/gguf.md) land on llama.cpp's
             // printed figure: within 0.1 % (b11312's embeddings input,
             // build::EMBD_INPUT, was 2.00–5.63 MiB, 4.5–7.4 %, before)
             // (the MTP context's head, src/models/qwen35.cpp graph_mtp, is

@@ -314,7 +314,7 @@ pub fn compute_buffers(
         if let Some(st) = l.recurrent {
             if let Some(g) = gated_delta::delta_net_dims(model, ilu) {
                 if model.experts.is_some() {
-                    // measured on b11312 (Qwen3.5-35B-A3B): 3.4–4.0 % under, not found yet
+                    // measured on b11312 (Qwen3.5-35B-A3B): 3.9 % under at -np 1 (exact at -np 4), not found yet
                     approximate.get_or_insert_with(|| {
                         format!("{}'s gated delta-net hybrid rebuilt op for op, its MoE trunk measured up to 4 % under (docs/gguf.md)", model.arch)
                     });
@@ -825,8 +825,15 @@ fn moe_ffn(
         let vi = b.g.view("expert_view", experts);
         moe = b.inplace("add", moe, &[moe, vi]);
     }
-    if shared > 0 && shared_ff > 0 {
-        let mut sh = dense_ffn_named(b, il, x, shared_ff * shared, current)?;
+    // the shared expert is built when its tensors exist (Qwen2-MoE, Qwen3-Next and
+    // Qwen3.5-MoE files have no expert_shared_count: qwen35moe.cpp build_layer_ffn
+    // tests `ffn_up_shexp != nullptr`), as wide as its up projection
+    let sh_ff = match b.m.tensor(&format!("blk.{il}.ffn_up_shexp.weight")).and_then(|w| w.ne.get(1).copied()) {
+        Some(w) => w,
+        None => shared.saturating_mul(shared_ff),
+    };
+    if sh_ff > 0 {
+        let mut sh = dense_ffn_named(b, il, x, sh_ff, current)?;
         if b.m.layer_tensor_bytes(il, "ffn_gate_inp_shexp.weight").is_some() {
             // Qwen3.5-MoE / Qwen3-Next: the shared expert's own sigmoid gate,
             // one value per token (qwen35moe.cpp build_layer_ffn)

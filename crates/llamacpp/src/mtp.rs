@@ -133,7 +133,7 @@ pub fn add_rs_snapshots(kv: &mut crate::kv::KvCache, n_rs_seq: u64) -> Result<Op
         );
     }
     Ok(Some(format!(
-        "speculative decoding with a drafter that rolls back: the recurrent state is kept {times} times (1 + n_rs_seq = 1 + --spec-draft-n-max, llama_memory_recurrent; llama.cpp logs 'n_rs_seq = {n_rs_seq}'); the gated delta-net's output then holds {times} state snapshots per sequence: Qwen3.5's layers are rebuilt op for op with them (measured on b11312: Qwen3.5-27B within 0.1 %, Qwen3.5-35B-A3B 3.4 % under, docs/gguf.md), other recurrent layers' approximation counts them only in part"
+        "speculative decoding with a drafter that rolls back: the recurrent state is kept {times} times (1 + n_rs_seq = 1 + --spec-draft-n-max, llama_memory_recurrent; llama.cpp logs 'n_rs_seq = {n_rs_seq}'); the gated delta-net's output then holds {times} state snapshots per sequence: Qwen3.5's layers are rebuilt op for op with them (measured on b11312 at -np 4: Qwen3.5-27B and Qwen3.5-35B-A3B within 0.1 %, docs/gguf.md), other recurrent layers' approximation counts them only in part"
     )))
 }
 
