@@ -286,7 +286,9 @@ pub fn compute_buffers(
     let has_gpu = s.gpus > 0;
     let t = s.n_tokens;
     let mut b = Builder { g: Graph::new(), m: model, p: placement, full_offload, cpu_repack: s.cpu_repack, t };
-    let mut approximate: Option<String> = None;
+    // a Qwen3.5 hybrid: gated delta-net layers beside gated-query attention
+    let gdn_model = (0..model.layers.len() as u32).any(|il| gated_delta::delta_net_dims(model, il).is_some());
+    let mut approximate: Option<String> = gated_delta::moe_gap(model).filter(|_| gdn_model);
     let streams = s.streams.max(1);
     let d = Dims {
         t,
@@ -304,8 +306,6 @@ pub fn compute_buffers(
     let enc_kv = t;
 
     let mut inp = embd;
-    // a Qwen3.5 hybrid: gated delta-net layers beside gated-query attention
-    let gdn_model = (0..model.layers.len() as u32).any(|il| gated_delta::delta_net_dims(model, il).is_some());
     for (il, l) in model.layers.iter().enumerate() {
         let ilu = il as u32;
         let dev = placement.layers[il];
@@ -313,20 +313,7 @@ pub fn compute_buffers(
         let last = il + 1 == model.layers.len();
         if let Some(st) = l.recurrent {
             if let Some(g) = gated_delta::delta_net_dims(model, ilu) {
-                if model.experts.is_some() {
-                    // measured on b11312 (Qwen3.5-35B-A3B): 3.9 % under at -np 1 (exact at -np 4), not found yet
-                    approximate.get_or_insert_with(|| {
-                        format!("{}'s gated delta-net hybrid rebuilt op for op, its MoE trunk measured up to 4 % under (docs/gguf.md)", model.arch)
-                    });
-                }
-                // Qwen3.5's gated delta-net layer, then its FFN as in the
-                // attention layers (llama_model_qwen35::graph: both kinds
-                // share the residual, post-norm and FFN part)
-                let n_seqs = if s.rs_seqs > 0 { s.rs_seqs } else { streams };
-                // K = n_rs_seq + 1 snapshot slots per sequence
-                let k = (s.rs_snapshots / n_seqs).saturating_add(1);
-                let o = gated_delta::gated_delta_block(&mut b, ilu, st, g, inp, kv_dev, &d, (n_seqs, k))?;
-                inp = ffn_residual(&mut b, model, l, ilu, o, inp, &d)?;
+                inp = gated_delta::gdn_layer(&mut b, model, (l, ilu, st, g), inp, kv_dev, &d, &s)?;
                 continue;
             }
             approximate

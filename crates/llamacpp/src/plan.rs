@@ -84,8 +84,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             ),
         ));
     }
-    // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
-    let ubatch = opts.ubatch.min(opts.batch);
+    let ubatch = opts.ubatch.min(opts.batch); // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
     let pad = crate::kv::ctx_pad(opts.era, fa);
     let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full, pad)?;
     if size.n_ctx_seq > model.n_ctx_train && model.n_ctx_train > 0 {

@@ -26,9 +26,9 @@
 //! (`build_delta_net_fused`, `resolve_fused_ops`), which every backend of
 //! b11312 vramfit models (CPU, CUDA) does.
 
-use super::{Builder, Dims, F32};
+use super::{Builder, ComputeSetup, Dims, F32};
 use crate::graph::{Device, TensorId};
-use crate::model::{LlamaModel, RecurrentState};
+use crate::model::{LayerHparams, LlamaModel, RecurrentState};
 use vramfit_core::units::product;
 use vramfit_core::CoreError;
 
@@ -158,6 +158,39 @@ pub(super) fn gated_delta_block(
     let y = b.inplace("mul", n, &[n, zs]);
     let w_out = b.weight(Some(ilu), "ssm_out.weight", 0);
     b.mm(w_out, y, e, t)
+}
+
+/// A Qwen3.5 gated delta-net layer, then its FFN as in the attention
+/// layers (`llama_model_qwen35::graph`: both kinds share the residual,
+/// post-norm and FFN part); returns the layer's output. The reserve
+/// ubatch has `n_seq_max` sequences ([`ComputeSetup::rs_seqs`]) and `K =
+/// n_rs_seq + 1` snapshot slots per sequence.
+pub(super) fn gdn_layer(
+    b: &mut Builder,
+    model: &LlamaModel,
+    (l, ilu, st, g): (&LayerHparams, u32, RecurrentState, DeltaNetDims),
+    inp: TensorId,
+    kv_dev: Device,
+    d: &Dims,
+    s: &ComputeSetup,
+) -> Result<TensorId, CoreError> {
+    let n_seqs = if s.rs_seqs > 0 { s.rs_seqs } else { d.streams.max(1) };
+    let k = (s.rs_snapshots / n_seqs).saturating_add(1);
+    let o = gated_delta_block(b, ilu, st, g, inp, kv_dev, d, (n_seqs, k))?;
+    super::ffn_residual(b, model, l, ilu, o, inp, d)
+}
+
+/// The `approximate` flag of a Qwen3.5 graph: none for the dense one
+/// (within 0.01 % of b11312 on six measured runs); the MoE one measured
+/// 3.93 % under at `-np 1` on Qwen3.5-35B-A3B (exact at `-np 4`), the
+/// missing 3 MiB not found (docs/gguf.md, Limits).
+pub(super) fn moe_gap(model: &LlamaModel) -> Option<String> {
+    model.experts.as_ref().map(|_| {
+        format!(
+            "{}'s gated delta-net hybrid rebuilt op for op, its MoE trunk measured up to 4 % under (docs/gguf.md)",
+            model.arch
+        )
+    })
 }
 
 /// The end of a Qwen3.5 trunk (src/models/qwen35.cpp and qwen35moe.cpp,
