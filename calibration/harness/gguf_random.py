@@ -19,6 +19,7 @@ preset). Tensor names and shapes follow llama.cpp's load_arch_tensors
 Usage: gguf_random.py MODEL OUT.gguf [--header OUT.header]
   MODEL: qwen3-0.6b | qwen3-0.6b-q4_0 | gemma-3-1b | qwen3-30b-a3b-q4_0 | qwen3.5-27b-q4_0 | gpt-oss-20b-mxfp4
          | qwen3.6-35b-a3b-q4_0 | qwen3-30b-a3b-8l-q4_0 | gemma-4-e2b-q8_0 | gemma-4-26b-a4b-q4_0
+         | qwen3.5-27b-mtp-q4_0 | qwen3.5-35b-a3b-mtp-q4_0 (with their MTP block)
   --header writes the header alone (what vramfit reads) beside the file.
 """
 import argparse
@@ -366,11 +367,228 @@ def write(name, path, header_path=None):
     print(f"{path}: header {head} B, file {data_start + total} B")
 
 
+# --- MTP (llama-server --spec-type draft-mtp) ---
+# A model file that carries its multi-token-prediction block, as the current
+# converter writes it (conversion/qwen.py `_QwenMtpMixin`): block_count is
+# num_hidden_layers + mtp_num_hidden_layers, `<arch>.nextn_predict_layers`
+# says how many of the last blocks are the MTP head, and the Hugging Face
+# `mtp.*` tensors become `blk.<n_layer>.*` (mtp.fc -> nextn.eh_proj,
+# pre_fc_norm_embedding -> nextn.enorm, pre_fc_norm_hidden -> nextn.hnorm,
+# mtp.norm -> nextn.shared_head_norm; mtp.layers.0.* the decoder block).
+# Shapes: llama_model_qwen35::load_arch_tensors `load_block_mtp`
+# (src/models/qwen35.cpp, b11312): a full-attention block with the gated
+# query, no nextn.embed_tokens / shared_head_head (the config's
+# mtp_use_dedicated_embeddings is false: the MTP graph uses token_embd and
+# output). The block's tensors come last in the file (the checkpoint's
+# `mtp.*` names sort after `model.*` and `lm_head`).
+# Qwen/Qwen3.5-27B config.json: text_config.mtp_num_hidden_layers = 1.
+MTP_MODELS = {"qwen3.5-27b-mtp-q4_0": ("qwen3.5-27b-q4_0", 1)}
+
+
+def mtp_tensors(m, n_mtp):
+    e, d, ff = m["n_embd"], m["head_dim"], m["n_ff"]
+    q, kv, w = m["n_head"] * d, m["n_head_kv"] * d, m["wtype"]
+    out = []
+    for il in range(m["n_layer"], m["n_layer"] + n_mtp):
+        p = f"blk.{il}."
+        out += [
+            (p + "attn_norm.weight", [e], T.F32),
+            (p + "attn_q.weight", [e, 2 * q], w),
+            (p + "attn_k.weight", [e, kv], w),
+            (p + "attn_v.weight", [e, kv], w),
+            (p + "attn_output.weight", [q, e], w),
+            (p + "attn_q_norm.weight", [d], T.F32),
+            (p + "attn_k_norm.weight", [d], T.F32),
+            (p + "post_attention_norm.weight", [e], T.F32),
+            (p + "ffn_gate.weight", [e, ff], w),
+            (p + "ffn_up.weight", [e, ff], w),
+            (p + "ffn_down.weight", [ff, e], w),
+            (p + "nextn.eh_proj.weight", [2 * e, e], w),
+            (p + "nextn.enorm.weight", [e], T.F32),
+            (p + "nextn.hnorm.weight", [e], T.F32),
+            (p + "nextn.shared_head_norm.weight", [e], T.F32),
+        ]
+    return out
+
+
+def write_mtp(name, path, header_path=None):
+    """write() for a file with its MTP block: the trunk of MODELS[base], then the block."""
+    base, n_mtp = MTP_MODELS[name]
+    m = MODELS[base]
+    a = m["arch"]
+    trunk = tensors(m)
+    wr = GGUFWriter(path, a)
+    wr.add_name(name)
+    wr.add_uint32(f"{a}.block_count", m["n_layer"] + n_mtp)
+    wr.add_uint32(f"{a}.nextn_predict_layers", n_mtp)
+    wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
+    wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
+    wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
+    wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
+    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
+    wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
+    wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
+    wr.add_float32(f"{a}.rope.freq_base", m["rope"])
+    wr.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    wr.add_uint32(f"{a}.vocab_size", m["n_vocab"])
+    dn = m["delta_net"]
+    wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])
+    wr.add_uint32(f"{a}.ssm.inner_size", dn["v_heads"] * dn["head"])
+    wr.add_uint32(f"{a}.ssm.state_size", dn["head"])
+    wr.add_uint32(f"{a}.ssm.time_step_rank", dn["v_heads"])
+    wr.add_uint32(f"{a}.ssm.group_count", dn["k_heads"])
+    wr.add_uint32(f"{a}.full_attention_interval", dn["interval"])
+    wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
+    wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
+    wr.add_string("tokenizer.ggml.model", "none")
+    total = 0
+    for tname, ne, ty in trunk + mtp_tensors(m, n_mtp):
+        nb = nbytes(ty, ne)
+        wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
+        total += nb + (-nb % 32)
+    wr.write_header_to_file(path)
+    wr.write_kv_data_to_file()
+    wr.write_ti_data_to_file()
+    wr.close()
+    head = os.path.getsize(path)
+    data_start = head + (-head % 32)
+    with open(path, "r+b") as f:
+        f.truncate(data_start + total)
+    if header_path:
+        with open(path, "rb") as f, open(header_path, "wb") as h:
+            h.write(f.read(head))
+    print(f"{path}: header {head} B, file {data_start + total} B")
+
+
+# Qwen/Qwen3.5-35B-A3B (text_config): hidden 2048, 40 layers, every 4th full
+# attention (16 heads, 2 KV heads, head_dim 256, gated query), the others gated
+# delta-net (16 key heads, 32 value heads of 128, conv kernel 4); every layer's
+# FFN 256 routed experts of 512 (8 used) plus a shared expert of 512 with its
+# sigmoid gate; vocab 248320, untied head; mtp_num_hidden_layers 1. Shapes:
+# llama_model_qwen35moe::load_arch_tensors (src/models/qwen35moe.cpp, b11312).
+QWEN35MOE_MTP = dict(arch="qwen35moe", n_layer=40, n_embd=2048, n_head=16, n_head_kv=2, head_dim=256,
+                     n_vocab=248320, n_ctx_train=262144, wtype=T.Q4_0, rope=1e7, experts=(256, 8, 512),
+                     shexp=512, delta_net=dict(conv=4, k_heads=16, v_heads=32, head=128, interval=4), n_mtp=1)
+
+
+def qwen35moe_tensors(m):
+    e, d, v, w = m["n_embd"], m["head_dim"], m["n_vocab"], m["wtype"]
+    q, kv = m["n_head"] * d, m["n_head_kv"] * d
+    n_exp, _, eff = m["experts"]
+    sh, dn = m["shexp"], m["delta_net"]
+    out = [("token_embd.weight", [e, v], w)]
+    moe = lambda p: [
+        (p + "ffn_gate_inp.weight", [e, n_exp], T.F32),
+        (p + "ffn_gate_exps.weight", [e, eff, n_exp], w),
+        (p + "ffn_up_exps.weight", [e, eff, n_exp], w),
+        (p + "ffn_down_exps.weight", [eff, e, n_exp], w),
+        (p + "ffn_gate_inp_shexp.weight", [e], T.F32),
+        (p + "ffn_gate_shexp.weight", [e, sh], w),
+        (p + "ffn_up_shexp.weight", [e, sh], w),
+        (p + "ffn_down_shexp.weight", [sh, e], w),
+    ]
+    attn = lambda p: [
+        (p + "attn_norm.weight", [e], T.F32),
+        (p + "attn_q.weight", [e, 2 * q], w),
+        (p + "attn_k.weight", [e, kv], w),
+        (p + "attn_v.weight", [e, kv], w),
+        (p + "attn_output.weight", [q, e], w),
+        (p + "attn_q_norm.weight", [d], T.F32),
+        (p + "attn_k_norm.weight", [d], T.F32),
+        (p + "post_attention_norm.weight", [e], T.F32),
+    ]
+    for il in range(m["n_layer"]):
+        p = f"blk.{il}."
+        if (il + 1) % dn["interval"] != 0:
+            kd, vd = dn["k_heads"] * dn["head"], dn["v_heads"] * dn["head"]
+            out += [
+                (p + "attn_norm.weight", [e], T.F32),
+                (p + "attn_qkv.weight", [e, 2 * kd + vd], w),
+                (p + "attn_gate.weight", [e, vd], w),
+                (p + "ssm_conv1d.weight", [dn["conv"], 2 * kd + vd], T.F32),
+                (p + "ssm_dt.bias", [dn["v_heads"]], T.F32),
+                (p + "ssm_a", [dn["v_heads"]], T.F32),
+                (p + "ssm_beta.weight", [e, dn["v_heads"]], w),
+                (p + "ssm_alpha.weight", [e, dn["v_heads"]], w),
+                (p + "ssm_norm.weight", [dn["head"]], T.F32),
+                (p + "ssm_out.weight", [vd, e], w),
+                (p + "post_attention_norm.weight", [e], T.F32),
+            ] + moe(p)
+        else:
+            out += attn(p) + moe(p)
+    out += [("output_norm.weight", [e], T.F32), ("output.weight", [e, v], w)]
+    for il in range(m["n_layer"], m["n_layer"] + m["n_mtp"]):
+        p = f"blk.{il}."
+        out += attn(p) + moe(p) + [
+            (p + "nextn.eh_proj.weight", [2 * e, e], w),
+            (p + "nextn.enorm.weight", [e], T.F32),
+            (p + "nextn.hnorm.weight", [e], T.F32),
+            (p + "nextn.shared_head_norm.weight", [e], T.F32),
+        ]
+    return out
+
+
+def write_qwen35moe_mtp(path, header_path=None):
+    m = QWEN35MOE_MTP
+    a = m["arch"]
+    wr = GGUFWriter(path, a)
+    wr.add_name("qwen3.5-35b-a3b-mtp-q4_0")
+    wr.add_uint32(f"{a}.block_count", m["n_layer"] + m["n_mtp"])
+    wr.add_uint32(f"{a}.nextn_predict_layers", m["n_mtp"])
+    wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
+    wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
+    wr.add_uint32(f"{a}.feed_forward_length", 0)
+    wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
+    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
+    wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
+    wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
+    wr.add_float32(f"{a}.rope.freq_base", m["rope"])
+    wr.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+    wr.add_uint32(f"{a}.vocab_size", m["n_vocab"])
+    n_exp, used, eff = m["experts"]
+    wr.add_uint32(f"{a}.expert_count", n_exp)
+    wr.add_uint32(f"{a}.expert_used_count", used)
+    wr.add_uint32(f"{a}.expert_feed_forward_length", eff)
+    wr.add_uint32(f"{a}.expert_shared_feed_forward_length", m["shexp"])
+    dn = m["delta_net"]
+    wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])
+    wr.add_uint32(f"{a}.ssm.inner_size", dn["v_heads"] * dn["head"])
+    wr.add_uint32(f"{a}.ssm.state_size", dn["head"])
+    wr.add_uint32(f"{a}.ssm.time_step_rank", dn["v_heads"])
+    wr.add_uint32(f"{a}.ssm.group_count", dn["k_heads"])
+    wr.add_uint32(f"{a}.full_attention_interval", dn["interval"])
+    wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
+    wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
+    wr.add_string("tokenizer.ggml.model", "none")
+    total = 0
+    for tname, ne, ty in qwen35moe_tensors(m):
+        nb = nbytes(ty, ne)
+        wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
+        total += nb + (-nb % 32)
+    wr.write_header_to_file(path)
+    wr.write_kv_data_to_file()
+    wr.write_ti_data_to_file()
+    wr.close()
+    head = os.path.getsize(path)
+    data_start = head + (-head % 32)
+    with open(path, "r+b") as f:
+        f.truncate(data_start + total)
+    if header_path:
+        with open(path, "rb") as f, open(header_path, "wb") as h:
+            h.write(f.read(head))
+    print(f"{path}: header {head} B, file {data_start + total} B")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=sorted(MODELS))
+    ap.add_argument("model", choices=sorted(MODELS) + sorted(MTP_MODELS) + ["qwen3.5-35b-a3b-mtp-q4_0"])
     ap.add_argument("out")
     ap.add_argument("--header")
     args = ap.parse_args()
-    write(args.model, args.out, args.header)
+    if args.model in MTP_MODELS:
+        write_mtp(args.model, args.out, args.header)
+    elif args.model == "qwen3.5-35b-a3b-mtp-q4_0":
+        write_qwen35moe_mtp(args.out, args.header)
+    else:
+        write(args.model, args.out, args.header)
     sys.exit(0)

@@ -131,8 +131,65 @@ def case(rid, m, flags):
     }
 
 
+# --- MTP (llama-server --spec-type draft-mtp) ---
+# A file with its MTP block (gguf_random.py qwen3.5-27b-mtp-q4_0), with and
+# without draft-mtp. With it the log holds two contexts: the target's, then,
+# after "creating MTP draft context against the target model", the MTP
+# context's (its KV cache over the NextN layer, its compute and output
+# buffers), whose figures are the "mtp …" keys. The MTP context reserves its
+# graph twice (again after "adding speculative implementation"): the same
+# size both times in these logs; the first is quoted.
+FILE_LEN["qwen3.5-27b-mtp-q4_0"] = 15377128480
+MODEL["qwen3.5-27b-mtp-q4_0"] = ("Qwen/Qwen3.5-27B (with its MTP layer, text_config.mtp_num_hidden_layers = 1)",
+                                 "Q4_0", "qwen35")
+MTP_RUNS = [
+    ("qwen3.5-27b-mtp-q4_0-np1", "qwen3.5-27b-mtp-q4_0", "-c 4096 -np 1 -nr --numa distribute"),
+    ("qwen3.5-27b-mtp-q4_0-np1-draft-mtp", "qwen3.5-27b-mtp-q4_0",
+     "-c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp"),
+    ("qwen3.5-27b-mtp-q4_0-np4", "qwen3.5-27b-mtp-q4_0", "-c 4096 -np 4 -nr --numa distribute"),
+    ("qwen3.5-27b-mtp-q4_0-np4-draft-mtp", "qwen3.5-27b-mtp-q4_0",
+     "-c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp"),
+]
+# Qwen3.5-35B-A3B with its MTP layer (gguf_random.py qwen3.5-35b-a3b-mtp-q4_0): the MoE head
+FILE_LEN["qwen3.5-35b-a3b-mtp-q4_0"] = 20049957056
+MODEL["qwen3.5-35b-a3b-mtp-q4_0"] = ("Qwen/Qwen3.5-35B-A3B (with its MTP layer, text_config.mtp_num_hidden_layers = 1)",
+                                     "Q4_0 (routers f32)", "qwen35moe")
+MTP_RUNS += [
+    ("qwen3.5-35b-a3b-mtp-q4_0-np1", "qwen3.5-35b-a3b-mtp-q4_0", "-c 4096 -np 1 -nr --numa distribute"),
+    ("qwen3.5-35b-a3b-mtp-q4_0-np1-draft-mtp", "qwen3.5-35b-a3b-mtp-q4_0",
+     "-c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp"),
+    ("qwen3.5-35b-a3b-mtp-q4_0-np4-draft-mtp", "qwen3.5-35b-a3b-mtp-q4_0",
+     "-c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp"),
+]
+MTP_KEEP = re.compile(r"creating MTP draft context|n_rs_seq|adding speculative implementation|unused tensor blk")
+
+
+def case_mtp(rid, m, flags):
+    c = case(rid, m, flags)
+    lines = open(f"{LOGS}/{rid}.log").read().splitlines()
+    quoted = [re.sub(r"^[0-9.]+ [IWE] ", "", l) for l in lines if KEEP.search(l) or MTP_KEEP.search(l)]
+    at = next((i for i, l in enumerate(quoted) if "creating MTP draft context" in l), len(quoted))
+    tgt, mtp = quoted[:at], quoted[at:]
+    first = lambda part, pat: [l for l in part if re.search(pat, l)]
+    c["quoted"] = quoted
+    c["expect"]["kv CPU"] = round(sum(mib(l) for l in first(tgt, "CPU KV buffer size")), 2)
+    c["expect"]["compute host"] = mib(first(tgt, "CPU compute buffer size")[0])
+    c["expect"]["output host"] = mib(first(tgt, "CPU  output buffer size")[0])
+    if mtp:
+        c["expect"]["mtp kv CPU"] = mib(first(mtp, "CPU KV buffer size")[0])
+        c["expect"]["mtp compute host"] = mib(first(mtp, "CPU compute buffer size")[0])
+        c["expect"]["mtp output host"] = mib(first(mtp, "CPU  output buffer size")[0])
+        c["flags"]["spec_type"] = "draft-mtp"
+        c["assumptions"] += ("; --spec-type draft-mtp: the 'mtp …' figures are the MTP context's (the lines after "
+                             "'creating MTP draft context'), the others the target's")
+    return c
+
+
 if __name__ == "__main__":
     for rid, m, flags in RUNS:
         assert os.path.exists(f"{LOGS}/{rid}.log"), rid
         print(json.dumps(case(rid, m, flags), ensure_ascii=False))
+    for rid, m, flags in MTP_RUNS:
+        assert os.path.exists(f"{LOGS}/{rid}.log"), rid
+        print(json.dumps(case_mtp(rid, m, flags), ensure_ascii=False))
     sys.exit(0)

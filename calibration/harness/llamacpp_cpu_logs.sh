@@ -17,8 +17,11 @@ run() { # id model args...
   local log="$LOGS/$id.log"
   "$BUILD/bin/llama-server" -m "$GG/$m.gguf" --host 127.0.0.1 --port 18091 -t 2 --no-warmup -lv 4 "$@" >"$log" 2>&1 &
   local pid=$!
+  # draft-mtp: the MTP context logs a second compute buffer after the target's
+  local want=1
+  case " $* " in *" draft-mtp "*) want=2 ;; esac
   for _ in $(seq 1 120); do
-    grep -q "compute buffer size" "$log" && sleep 2 && break
+    [ "$(grep -c "compute buffer size" "$log")" -ge "$want" ] && sleep 2 && break
     kill -0 $pid 2>/dev/null || break
     sleep 1
   done
@@ -55,3 +58,12 @@ run gemma-4-26b-a4b-q4_0-c32k-np1 gemma-4-26b-a4b-q4_0 -c 32768 -np 1 -nr --numa
 run gemma-4-26b-a4b-q4_0-c32k-np4 gemma-4-26b-a4b-q4_0 -c 32768 -np 4 -nr --numa distribute
 # the Qwen3-30B-A3B geometry cut to 8 layers: Q4_0 experts repacked (CPU_REPACK, the default)
 run qwen3-30b-a3b-8l-q4_0-np4 qwen3-30b-a3b-8l-q4_0 -c 4096 -np 4
+# --- mtp: the Qwen3.5-27B file with its MTP layer, with and without --spec-type draft-mtp ---
+run qwen3.5-27b-mtp-q4_0-np1 qwen3.5-27b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute
+run qwen3.5-27b-mtp-q4_0-np1-draft-mtp qwen3.5-27b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp
+run qwen3.5-27b-mtp-q4_0-np4 qwen3.5-27b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute
+run qwen3.5-27b-mtp-q4_0-np4-draft-mtp qwen3.5-27b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp
+# Qwen3.5-35B-A3B with its MTP layer (the MoE head)
+run qwen3.5-35b-a3b-mtp-q4_0-np1 qwen3.5-35b-a3b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute
+run qwen3.5-35b-a3b-mtp-q4_0-np1-draft-mtp qwen3.5-35b-a3b-mtp-q4_0 -c 4096 -np 1 -nr --numa distribute --spec-type draft-mtp
+run qwen3.5-35b-a3b-mtp-q4_0-np4-draft-mtp qwen3.5-35b-a3b-mtp-q4_0 -c 4096 -np 4 -nr --numa distribute --spec-type draft-mtp

@@ -158,8 +158,8 @@ fn otd_moves_the_drafts_tensors() {
 /// --spec-type: the target reserves 1 + n_draft logits rows per slot
 /// (server_n_outputs_max); ngram-mod drafts up to 64 (common_params_
 /// speculative_ngram_mod::n_max). A model drafter without -md, draft-mtp on
-/// the target's own layers, an unknown type, and a projector beside a draft
-/// on builds before b9109 are refused (exit 2) naming the flag.
+/// a file without NextN layers, an unknown type, and a projector beside a
+/// draft on builds before b9109 are refused (exit 2) naming the flag.
 #[test]
 fn spec_types_reserve_their_draft_outputs_or_are_refused() {
     let t = target();
@@ -168,7 +168,7 @@ fn spec_types_reserve_their_draft_outputs_or_are_refused() {
     let ngram = json(&["estimate", &t, "--gpu-mem", "24GiB", "-np", "4", "--spec-type", "ngram-mod", "--json"], 0);
     assert!(compute(&ngram) > compute(&plain));
     assert!(ngram["notes"].to_string().contains("65 outputs per slot"));
-    for (spec, says) in [("draft-simple", "-md"), ("draft-mtp", "not modelled"), ("ngram-bogus", "ngram-mod")] {
+    for (spec, says) in [("draft-simple", "-md"), ("draft-mtp", "NextN"), ("ngram-bogus", "ngram-mod")] {
         let (_, err) = run(&["estimate", &t, "--spec-type", spec], 2);
         assert!(err.contains("spec-type") && err.contains(says), "{spec}: {err}");
     }
@@ -198,4 +198,64 @@ fn a_projector_beside_a_draft_is_refused_before_b9109() {
     old.extend(["--llamacpp-build", "9108"]);
     let (_, err) = run(&old, 2);
     assert!(err.contains("not supported by multimodal") && err.contains("b9109"), "{err}");
+}
+
+/// A GLM-4.5-style file with its MTP block: `block_count` 5, the last the
+/// NextN layer (`nextn_predict_layers` 1, its `nextn.*` tensors), 8 heads
+/// of 64, 2 KV heads.
+fn with_mtp() -> String {
+    let s = Shape { arch: "glm4moe", ..Shape::llama(5, 512, 8, 2, 1536, 1000) };
+    let w = writer(&s)
+        .kv("glm4moe.nextn_predict_layers", WValue::U32(1))
+        .tensor("blk.4.nextn.eh_proj.weight", GgmlType::F16, &[1024, 512])
+        .tensor("blk.4.nextn.enorm.weight", GgmlType::F32, &[512])
+        .tensor("blk.4.nextn.hnorm.weight", GgmlType::F32, &[512]);
+    write("glm-mtp.gguf", &w)
+}
+
+fn host_line(v: &serde_json::Value, label: &str) -> Option<u64> {
+    v["host"]["buffers"].as_array().unwrap().iter().find(|b| b["label"] == label).map(|b| b["bytes"].as_u64().unwrap())
+}
+
+/// llama-server's `--spec-type draft-mtp` without `-md` (PR #22673, b9180;
+/// common/speculative.cpp `common_speculative_init_result`, llama.cpp
+/// b11312): the NextN layer's weights are loaded (`mparams.load_mtp`) and
+/// an MTP context is built over them. -c 8192 -np 4 → 2,048 cells × 4
+/// streams; hand-worked:
+/// * MTP KV (`llama_kv_cache` over the NextN layer only): 1 layer × (K + V)
+///   × 2 KV heads × 64 × 2 B = 512 B per cell × 2,048 × 4 = 4,194,304 B
+///   (a quarter of the target's 4 layers' 16 MiB);
+/// * MTP output buffer (`output_reserve(n_seq_max)`): 1,000 × 4 × 4 = 16,000 B;
+/// * the target's NextN embeddings (n_embd × n_batch f32, unmasked):
+///   512 × min(2048, 8192) × 4 = 4,194,304 B;
+/// * the model buffer grows by the NextN block, at least its f16 eh_proj
+///   (1,024 × 512 × 2 = 1,048,576 B) and two f32 norms (2 × 2,048 B).
+///
+/// A build before b9180 has no draft-mtp, and a file without NextN layers
+/// nothing to draft with: both exit 2 naming --spec-type.
+#[test]
+fn draft_mtp_without_md_loads_the_nextn_layer_and_an_mtp_context() {
+    let f = with_mtp();
+    let go = |extra: &[&str]| {
+        let mut a = vec!["estimate", f.as_str(), "--gpu-mem", "24GiB", "-c", "8192", "-np", "4", "--json"];
+        a.extend_from_slice(extra);
+        json(&a, 0)
+    };
+    let plain = go(&[]);
+    let mtp = go(&["--spec-type", "draft-mtp"]);
+    assert_eq!(line(&mtp, "MTP: CUDA0 KV buffer"), Some(4_194_304));
+    assert_eq!(line(&plain, "CUDA0 KV buffer"), Some(4 * 4_194_304));
+    assert!(line(&mtp, "MTP: CUDA0 compute buffer").unwrap() > 0);
+    assert_eq!(host_line(&mtp, "MTP: CUDA_Host output buffer"), Some(16_000));
+    assert_eq!(host_line(&mtp, "MTP: target NextN embeddings (output buffer growth)"), Some(4_194_304));
+    let grown = line(&mtp, "CUDA0 model buffer").unwrap() - line(&plain, "CUDA0 model buffer").unwrap();
+    assert!(grown >= 1_048_576 + 2 * 2048, "{grown}");
+    assert_eq!(line(&plain, "MTP: CUDA0 KV buffer"), None);
+    assert!(mtp["notes"].to_string().contains("creating MTP draft context"));
+    let (text, _) = run(&["estimate", &f, "--gpu-mem", "24GiB", "--spec-type", "draft-mtp"], 0);
+    assert!(text.contains("MTP: CUDA0 KV buffer") && text.contains("--spec-type draft-mtp"), "{text}");
+    let (_, err) = run(&["estimate", &f, "--spec-type", "draft-mtp", "--llamacpp-build", "9179"], 2);
+    assert!(err.contains("spec-type") && err.contains("b9180"), "{err}");
+    let (_, err) = run(&["estimate", &target(), "--spec-type", "draft-mtp"], 2);
+    assert!(err.contains("spec-type") && err.contains("NextN"), "{err}");
 }

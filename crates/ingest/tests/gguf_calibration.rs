@@ -93,7 +93,8 @@ fn repo_root() -> PathBuf {
 /// The measured CPU-only set (calibration/data/measured/llamacpp-cpu.jsonl,
 /// README beside it): llama-server of ggml-org/llama.cpp@0c1e57098 (b11312)
 /// started on GGUFs at the real dimensions of Qwen3-0.6B, Gemma 3 1B,
-/// Qwen3-30B-A3B, Qwen3.5-27B and gpt-oss-20b, its log lines quoted
+/// Qwen3-30B-A3B, Qwen3.5-27B (also with its MTP layer, with and without
+/// `--spec-type draft-mtp`) and gpt-oss-20b, its log lines quoted
 /// verbatim. Each case is replayed on the header llama.cpp loaded (kept
 /// beside the set) and held to issue 22's bar: KV (and recurrent state)
 /// within 1 %, compute within 10 %, model buffers within 3 %.
@@ -116,11 +117,17 @@ fn measured_cpu_logs_are_reproduced_within_their_limits() {
                 "{:<30} {:<16} {:>10.2} {:>10.3} {:>+8.2}% {:>5.0}%",
                 f.id, f.key, f.logged_mib, exact, f.error_pct, f.limit_pct
             );
-            // the graphs vramfit rebuilds op for op (all but the recurrent
-            // qwen35, an approximation: docs/gguf.md) land on llama.cpp's
+            // the graphs vramfit rebuilds op for op (all but the qwen35moe
+            // trunk, 3.9 % under at -np 1: docs/gguf.md) land on llama.cpp's
             // printed figure: within 0.1 % (b11312's embeddings input,
             // build::EMBD_INPUT, was 2.00–5.63 MiB, 4.5–7.4 %, before)
-            let exact_graph = c.arch().unwrap_or("") != "qwen35";
+            // (the MTP context's head, src/models/qwen35.cpp graph_mtp, is
+            // rebuilt op for op: its figures are held to 0.1 % too)
+            // (Qwen3.5's gated delta-net trunk, src/models/qwen35.cpp, is rebuilt
+            // op for op: the dense qwen35 figures, with and without n_rs_seq
+            // snapshots, are held to 0.1 %)
+            let recurrent_trunk = c.arch().unwrap_or("") == "qwen35moe";
+            let exact_graph = !recurrent_trunk || f.key.starts_with("mtp ");
             if !f.within_limit() || (exact_graph && f.error_pct.abs() > 0.1) {
                 failures.push(format!(
                     "{} {}: logged {:.2} MiB, vramfit {:.2} MiB ({:+.2} %, limit {} %)",

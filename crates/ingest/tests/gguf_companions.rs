@@ -52,6 +52,12 @@ fn glm4moe_nextn_layers_are_not_loaded_and_get_no_kv() {
     assert_eq!(m.n_layer, 4);
     assert!(m.tensors.iter().all(|t| !t.name.starts_with("blk.4.")));
     assert!(m.notes.iter().any(|n| n.contains("MTP/NextN") && n.contains("blk.4")), "{:?}", m.notes);
+    // kept apart for --spec-type draft-mtp (mparams.load_mtp loads them): the
+    // block's attention KV heads (2, as the trunk's) and its blk.4.* tensors
+    let nextn = m.nextn.as_ref().expect("the NextN layer is kept apart");
+    assert_eq!((nextn.layers.len(), nextn.layers[0].n_head_kv, nextn.layers[0].recurrent), (1, 2, None));
+    assert!(nextn.tensors.iter().all(|t| t.name.starts_with("blk.4.")));
+    assert!(nextn.tensors.iter().any(|t| t.name == "blk.4.nextn.eh_proj.weight"));
     let four = load(&writer(&Shape { arch: "glm4moe", ..Shape::llama(4, 512, 8, 2, 1536, 1000) }));
     let (p, q) = (plan(&m, &on_gpu()).unwrap(), plan(&four, &on_gpu()).unwrap());
     assert_eq!(p.kv.k_bytes + p.kv.v_bytes, q.kv.k_bytes + q.kv.v_bytes);
@@ -66,6 +72,7 @@ fn glm4moe_nextn_layers_are_not_loaded_and_get_no_kv() {
 fn other_architectures_keep_every_block() {
     let m = load(&with_nextn("llama"));
     assert_eq!(m.n_layer, 5);
+    assert!(m.nextn.is_none());
     // nextn_predict_layers ≥ block_count: llama.cpp asserts n_layer_nextn < n_layer_all
     let bad = writer(&Shape { arch: "glm4moe", ..Shape::llama(2, 512, 8, 2, 1536, 1000) })
         .kv("glm4moe.nextn_predict_layers", WValue::U32(2));

@@ -39,6 +39,10 @@ use serde::{Deserialize, Serialize};
 use vramfit_core::units::product;
 use vramfit_core::CoreError;
 
+mod gated_delta;
+mod mtp_head;
+pub use mtp_head::mtp_head_buffers;
+
 const F32: u8 = 0;
 const F16: u8 = 1;
 const I32: u8 = 2;
@@ -96,6 +100,17 @@ pub struct ComputeSetup {
     /// the graph reserves the f32 embeddings input beside the token path
     /// (builds from [`crate::build::EMBD_INPUT`])
     pub embd_input: bool,
+    /// extra recurrent states the gated delta-net op writes beside its
+    /// output: `n_rs_seq × sequences` (`build_recurrent_attn` with
+    /// `n_rs_seq > 0`: `ggml_gated_delta_net(…, K = n_rs_seq + 1)` keeps K
+    /// snapshots per sequence, src/models/delta-net-base.cpp); 0 without
+    /// speculative rollback ([`crate::mtp::n_rs_seq`])
+    pub rs_snapshots: u64,
+    /// sequences of the reserve ubatch of a recurrent model: `n_seq_max`
+    /// (`llama_context::sched_reserve` reserves `n_tokens / n_seq_max`
+    /// tokens for each of `n_seq_max` sequences, whether the KV cache is
+    /// unified or not); 0 reads as [`Self::streams`]
+    pub rs_seqs: u64,
 }
 
 /// Compute buffer of one backend.
@@ -276,7 +291,9 @@ pub fn compute_buffers(
     let has_gpu = s.gpus > 0;
     let t = s.n_tokens;
     let mut b = Builder { g: Graph::new(), m: model, p: placement, full_offload, cpu_repack: s.cpu_repack, t };
-    let mut approximate: Option<String> = None;
+    // a Qwen3.5 hybrid: gated delta-net layers beside gated-query attention
+    let gdn_model = (0..model.layers.len() as u32).any(|il| gated_delta::delta_net_dims(model, il).is_some());
+    let mut approximate: Option<String> = gated_delta::moe_gap(model).filter(|_| gdn_model);
     let streams = s.streams.max(1);
     let d = Dims {
         t,
@@ -304,9 +321,13 @@ pub fn compute_buffers(
         let kv_dev = if s.offload_kqv { dev } else { Device::Cpu };
         let last = il + 1 == model.layers.len();
         if let Some(st) = l.recurrent {
+            if let Some(g) = gated_delta::delta_net_dims(model, ilu) {
+                inp = gated_delta::gdn_layer(&mut b, model, (l, ilu, st, g), inp, kv_dev, &d, &s)?;
+                continue;
+            }
             approximate
                 .get_or_insert_with(|| format!("recurrent ({}) layers sized from their main tensors", model.arch));
-            inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d)?;
+            inp = recurrent_block(&mut b, model, ilu, st, inp, kv_dev, &d, s.rs_snapshots)?;
         }
         // a KV-shared layer (Gemma 3n outside the Gemma 4 graph) still attends:
         // built as a layer with its own K/V, which over-states it a little
@@ -323,13 +344,25 @@ pub fn compute_buffers(
             enc_kv
         };
         let x = b.norm(inp, Some(ilu), d.rms, "attn_norm.weight", d.e)?;
-        let (q, k, v) = qkv_projections(&mut b, model, l, ilu, x, inputs.pos, &d)?;
-        let attn = attention(&mut b, l, (q, k, v), n_kv, kv_dev, &inputs, &s, &d)?;
+        let (q, k, v, gate) = if gdn_model {
+            // Qwen3.5's attention layers (build_layer_attn, src/models/qwen35.cpp):
+            // the query projection carries a per-head output gate, as in its MTP head
+            mtp_head::head_qkv(&mut b, model, ilu, x, inputs.pos, &d)?
+        } else {
+            let (q, k, v) = qkv_projections(&mut b, model, l, ilu, x, inputs.pos, &d)?;
+            (q, k, v, None)
+        };
+        let mut attn = attention(&mut b, l, (q, k, v), n_kv, kv_dev, &inputs, &s, &d)?;
+        if let Some(g) = gate {
+            // cur · sigmoid(gate)
+            let sg = b.inplace("sigmoid", g, &[g]);
+            attn = b.inplace("mul", sg, &[attn, sg]);
+        }
         let wo = b.weight(Some(ilu), "attn_output.weight", 0);
         let mut cur = b.mm(wo, attn, d.e, t)?;
         cur = b.bias(Some(ilu), "attn_output.bias", cur);
         let mut inp_sa = inp;
-        if last {
+        if last && !gdn_model {
             // the last layer keeps only the rows whose logits are wanted
             if let Some(ids) = inputs.out_ids {
                 let n = d.n_out;
@@ -340,7 +373,7 @@ pub fn compute_buffers(
             }
         }
         // after the gather the last layer's FFN and the head see n_out rows
-        let dl = if last { Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d } } else { d };
+        let dl = if last && !gdn_model { Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d } } else { d };
         inp = ffn_residual(&mut b, model, l, ilu, cur, inp_sa, &dl)?;
     }
     if model.latent_attention() {
@@ -351,8 +384,11 @@ pub fn compute_buffers(
     if !d.causal {
         approximate.get_or_insert_with(|| "encoder (non-causal) attention over the micro-batch".into());
     }
-    let last =
-        output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?;
+    let last = if gdn_model {
+        gated_delta::h_nextn_head(&mut b, model, placement, inp, &d, inputs.out_ids)?
+    } else {
+        output_head(&mut b, model, placement, inp, &Dims { t: d.n_out, t_seq: d.n_out.div_ceil(d.streams), ..d })?
+    };
     finish(b, last, has_gpu, &s, approximate)
 }
 
@@ -452,6 +488,7 @@ fn graph_inputs(
 
 /// A recurrent layer: in-projection, conv over the state, scan, gate,
 /// out-projection, added to the residual stream (returned).
+#[allow(clippy::too_many_arguments)]
 fn recurrent_block(
     b: &mut Builder,
     model: &LlamaModel,
@@ -460,6 +497,7 @@ fn recurrent_block(
     inp: TensorId,
     kv_dev: Device,
     d: &Dims,
+    rs_snapshots: u64,
 ) -> Result<TensorId, CoreError> {
     let (t, e) = (d.t, d.e);
     let state = b.g.cache("rs", product("state", &[st.r + st.s, 4, d.streams])?, kv_dev);
@@ -471,7 +509,10 @@ fn recurrent_block(
     let w_in = b.weight(Some(ilu), "ssm_in.weight", 0);
     let zx = b.mm(w_in, x, width, t)?;
     let conv = b.fresh("ssm_conv", F32, [(st.r / 3).max(width / 2), t, 1, 1], &[zx, state], t)?;
-    let scan = b.fresh("ssm_scan", F32, [(width / 2).max(1), t, 1, 1], &[conv, state], t)?;
+    // with speculative rollback the scan's output also carries the extra
+    // state snapshots (rs_snapshots × n_embd_s values), written to the cache after it
+    let snap = product("state snapshots", &[rs_snapshots, st.s])?.div_ceil(t.max(1));
+    let scan = b.fresh("ssm_scan", F32, [(width / 2).max(1) + snap, t, 1, 1], &[conv, state], t)?;
     let y = b.inplace("mul", scan, &[scan, zx]);
     let w_out = b.weight(Some(ilu), "ssm_out.weight", 0);
     let o = b.mm(w_out, y, e, t)?;
@@ -777,6 +818,9 @@ fn moe_ffn(
     let pr = b.g.view("reshape_probs", probs);
     let weights = b.fresh("get_rows", F32, [1, n_used, t, 1], &[pr, selected], t)?;
     b.g.not_offloadable(weights);
+    // build_moe_ffn expands the routing weights before the experts
+    // (ggml_build_forward_expand(gf, weights), src/llama-graph.cpp)
+    b.g.expand(weights);
     let xr = b.g.view("reshape_x", x);
     let w_up = b.weight(Some(il), "ffn_up_exps.weight", 0);
     let w_gate = b.weight(Some(il), "ffn_gate_exps.weight", 0);
@@ -799,8 +843,23 @@ fn moe_ffn(
         let vi = b.g.view("expert_view", experts);
         moe = b.inplace("add", moe, &[moe, vi]);
     }
-    if shared > 0 && shared_ff > 0 {
-        let sh = dense_ffn_named(b, il, x, shared_ff * shared, current)?;
+    // the shared expert is built when its tensors exist (Qwen2-MoE, Qwen3-Next and
+    // Qwen3.5-MoE files have no expert_shared_count: qwen35moe.cpp build_layer_ffn
+    // tests `ffn_up_shexp != nullptr`), as wide as its up projection
+    let sh_ff = match b.m.tensor(&format!("blk.{il}.ffn_up_shexp.weight")).and_then(|w| w.ne.get(1).copied()) {
+        Some(w) => w,
+        None => shared.saturating_mul(shared_ff),
+    };
+    if sh_ff > 0 {
+        let mut sh = dense_ffn_named(b, il, x, sh_ff, current)?;
+        if b.m.layer_tensor_bytes(il, "ffn_gate_inp_shexp.weight").is_some() {
+            // Qwen3.5-MoE / Qwen3-Next: the shared expert's own sigmoid gate,
+            // one value per token (qwen35moe.cpp build_layer_ffn)
+            let w = b.weight(Some(il), "ffn_gate_inp_shexp.weight", 0);
+            let sg = b.mm(w, x, 1, t)?;
+            let sg = b.inplace("sigmoid", sg, &[sg]);
+            sh = b.inplace("mul", sh, &[sh, sg]);
+        }
         moe = b.inplace("add", moe, &[moe, sh]);
     }
     Ok(moe)

@@ -10,6 +10,7 @@
 //! - [`arch`]: the architectures whose graph is built on their own terms
 //! - [`build`]: the llama.cpp builds whose rules differ (`--llamacpp-build`)
 //! - [`companion`]: a projector (`--mmproj`) and a draft model (`-md`) beside the model
+//! - [`mtp`]: `--spec-type draft-mtp` on the model's own NextN layers (their weights, the MTP context)
 //! - [`ggml`]: tensor types, block sizes, cache types
 //! - [`model`]: the model description and tensor slots
 //! - [`options`]: the launch flags, their defaults and bounds ([`LlamaCppOptions::validate`])
@@ -33,6 +34,7 @@ pub mod graph;
 pub mod kv;
 pub mod lines;
 pub mod model;
+pub mod mtp;
 pub mod options;
 pub mod placement;
 pub mod plan;

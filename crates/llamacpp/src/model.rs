@@ -168,6 +168,26 @@ pub struct LlamaModel {
     pub tensors: Vec<TensorInfo>,
     /// what the reader assumed or could not place
     pub notes: Vec<String>,
+    /// the multi-token-prediction (NextN) layers the file carries beyond
+    /// the trunk, which llama.cpp loads only for `--spec-type draft-mtp`
+    /// (see [`NextnLayers`]); not in `n_layer`, `layers` or `tensors`
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nextn: Option<NextnLayers>,
+}
+
+/// The last `nextn_predict_layers` blocks of a file whose loader keeps them
+/// out of the trunk (`hparams.n_layer() = n_layer_all − n_layer_nextn`,
+/// src/llama-model.cpp): their tensors are created with `TENSOR_SKIP`
+/// unless the model is loaded with `load_mtp` (llama-server's
+/// `--spec-type draft-mtp`, `common_model_params_to_llama`), and only an
+/// MTP context (`LLAMA_CONTEXT_TYPE_MTP`) gives them a KV cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NextnLayers {
+    /// hyper-parameters of each NextN layer (attention-only, never recurrent:
+    /// "MTP layers are dense attention-only", src/models/qwen35.cpp)
+    pub layers: Vec<LayerHparams>,
+    /// their tensors, `blk.{n_layer + i}.*`, slot `Layer(n_layer + i)`
+    pub tensors: Vec<TensorInfo>,
 }
 
 /// Sanity bounds (a GGUF claiming more is corrupt).

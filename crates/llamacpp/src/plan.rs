@@ -99,8 +99,7 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
             ),
         ));
     }
-    // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
-    let ubatch = opts.ubatch.min(opts.batch);
+    let ubatch = opts.ubatch.min(opts.batch); // llama.cpp: n_ubatch = min(n_batch, n_ubatch)
     let pad = crate::kv::ctx_pad(opts.era, fa);
     let size = context_size(model, opts.ctx_size, opts.parallel, opts.kv_unified, ubatch, opts.swa_full, pad)?;
     if size.n_ctx_seq > model.n_ctx_train && model.n_ctx_train > 0 {
@@ -111,6 +110,9 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     }
     let split = tensor_split(opts);
     let ngl = opts.n_gpu_layers.unwrap_or(model.n_layer as u64 + 1).min(model.n_layer as u64 + 1);
+    // draft-mtp without -md: the NextN layers' weights are loaded (mparams.load_mtp)
+    let loaded = crate::mtp::on_target(model, opts)?.then(|| crate::mtp::with_nextn_weights(model, opts.n_gpu_layers));
+    let model = loaded.as_ref().unwrap_or(model);
     let mut placement = place(model.n_layer, ngl, &split, opts.order)?;
     tensor_overrides(model, opts, &mut placement, &mut notes)?;
     experts_on_host(model, opts, &mut placement, &mut notes);
@@ -125,7 +127,8 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         n_parallel: opts.parallel,
         v_less: model.mla && rules.v_less_mla,
     };
-    let kv = kv_cache(model, &placement, size, cache_opt)?;
+    let mut kv = kv_cache(model, &placement, size, cache_opt)?;
+    let n_rs_seq = crate::mtp::launch_rs_snapshots(&mut kv, model, opts, rules.draft_auto_spec, &mut notes)?;
     notes.extend(model.mla.then(|| mla_note(rules)));
     let n_tokens = size.n_ctx.min(ubatch);
     let n_draft = speculative_draft_tokens(opts, rules, &mut notes)?;
@@ -134,29 +137,28 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
     // layer (-ngl > n_layer), split by layer, KV offloaded
     let pipelined = opts.gpus.len() > 1 && ngl > model.n_layer as u64 && opts.offload_kqv;
     notes.push(outputs_note(rules, n_outputs, n_tokens));
-    let compute = compute_buffers(
-        model,
-        &placement,
-        ComputeSetup {
-            n_tokens,
-            n_outputs,
-            f16_fa_mask: rules.f16_fa_mask,
-            n_kv: size.n_ctx_seq,
-            n_kv_swa: size.swa_cells,
-            streams: size.streams,
-            flash_attn: fa,
-            offload_kqv: opts.offload_kqv,
-            op_offload: opts.op_offload,
-            type_k: opts.cache_type_k,
-            type_v: opts.cache_type_v,
-            era: opts.era,
-            cpu_repack,
-            v_less: cache_opt.v_less,
-            embd_input: rules.embd_input,
-            gpus: opts.gpus.len() as u32,
-            pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
-        },
-    )?;
+    let compute_setup = ComputeSetup {
+        n_tokens,
+        n_outputs,
+        f16_fa_mask: rules.f16_fa_mask,
+        n_kv: size.n_ctx_seq,
+        n_kv_swa: size.swa_cells,
+        streams: size.streams,
+        flash_attn: fa,
+        offload_kqv: opts.offload_kqv,
+        op_offload: opts.op_offload,
+        type_k: opts.cache_type_k,
+        type_v: opts.cache_type_v,
+        era: opts.era,
+        cpu_repack,
+        v_less: cache_opt.v_less,
+        embd_input: rules.embd_input,
+        rs_snapshots: n_rs_seq.saturating_mul(opts.parallel),
+        rs_seqs: opts.parallel,
+        gpus: opts.gpus.len() as u32,
+        pipeline_copies: if pipelined { crate::graph::PIPELINE_COPIES } else { 1 },
+    };
+    let compute = compute_buffers(model, &placement, compute_setup)?;
     notes.extend(pipelined.then(pipeline_note));
     if let Some(a) = &compute.approximate {
         notes.push(format!("compute buffers approximate: {a}"));
@@ -197,7 +199,33 @@ pub fn plan(model: &LlamaModel, opts: &LlamaCppOptions) -> Result<LlamaCppPlan, 
         notes,
     };
     add_companions(&mut p, opts)?;
+    if loaded.is_some() {
+        add_mtp_context(&mut p, model, opts, compute_setup)?;
+    }
     Ok(p)
+}
+
+/// `--spec-type draft-mtp` on the target's own NextN layers: the MTP
+/// context's lines (see [`crate::mtp`]).
+fn add_mtp_context(
+    p: &mut LlamaCppPlan,
+    model: &LlamaModel,
+    opts: &LlamaCppOptions,
+    compute: ComputeSetup,
+) -> Result<(), CoreError> {
+    let setup = crate::mtp::MtpSetup {
+        size: p.context,
+        placement: &p.placement,
+        n_gpu_layers: opts.n_gpu_layers,
+        compute,
+        n_parallel: opts.parallel,
+        n_batch: opts.batch.min(p.context.n_ctx),
+        host_prefix: if opts.gpus.is_empty() { "CPU" } else { "CUDA_Host" },
+    };
+    let (lines, note) = crate::mtp::context_lines(model, &setup)?;
+    crate::mtp::push(&mut p.gpus, &mut p.host, lines)?;
+    p.notes.push(note);
+    Ok(())
 }
 
 /// The note of a pipeline-parallel scheduler (several GPUs, every layer offloaded).
@@ -216,7 +244,7 @@ fn speculative_draft_tokens(
     rules: crate::build::BuildRules,
     notes: &mut Vec<String>,
 ) -> Result<u64, CoreError> {
-    use crate::companion::{SpecType, MAX_DRAFT_N_MAX};
+    use crate::companion::MAX_DRAFT_N_MAX;
     let spec = &opts.companions.speculative;
     let has_draft = opts.companions.draft.is_some();
     if spec.draft_n_max > MAX_DRAFT_N_MAX {
@@ -232,12 +260,7 @@ fn speculative_draft_tokens(
             format!("{} drafts with a model of its own: add -md FILE (the drafter's GGUF)", t.name()),
         ));
     }
-    if types.contains(&SpecType::DraftMtp) && !has_draft {
-        return Err(CoreError::invalid(
-            "spec-type",
-            "draft-mtp with the target's own NextN layers is not modelled (llama-server loads those layers and builds a second context with their KV cache): vramfit would under-state it, so it does not size this launch",
-        ));
-    }
+    // draft-mtp without -md is checked and planned by crate::mtp
     let n = spec.n_max(has_draft, rules.draft_auto_spec);
     if has_draft && spec.types.is_empty() && !rules.draft_auto_spec {
         notes.push(format!(
@@ -906,6 +929,7 @@ mod tests {
             mla: false,
             tensors,
             notes: Vec::new(),
+            nextn: None,
         }
     }
 
@@ -1054,8 +1078,9 @@ mod tests {
         assert!(ngram.notes.iter().any(|n| n.contains("65 outputs per slot")), "{:?}", ngram.notes);
         let e = plan(&target, &spec(vec![SpecType::DraftSimple])).unwrap_err().to_string();
         assert!(e.contains("spec-type") && e.contains("-md"), "{e}");
+        // tiny has no NextN layers to draft with (see crate::mtp's tests)
         let e = plan(&target, &spec(vec![SpecType::DraftMtp])).unwrap_err().to_string();
-        assert!(e.contains("draft-mtp") && e.contains("not modelled"), "{e}");
+        assert!(e.contains("draft-mtp") && e.contains("NextN"), "{e}");
         assert_eq!(plan(&target, &spec(vec![SpecType::None])).unwrap().gpus, plain.gpus);
     }
 

@@ -37,7 +37,7 @@ pub const MEASURED_CPU_FILE: &str = "calibration/data/measured/llamacpp-cpu.json
 pub const MEASURED_CPU_CASES: &str = include_str!("../../../../calibration/data/measured/llamacpp-cpu.jsonl");
 
 /// The GGUF headers the measured logs' llama.cpp loaded, embedded by the path
-/// each case's `header` names (255 KiB in all).
+/// each case's `header` names (354 KiB in all).
 const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     (
         "calibration/data/measured/llamacpp-cpu-headers/gemma-4-26b-a4b-q4_0.gguf.header",
@@ -74,6 +74,17 @@ const MEASURED_CPU_HEADERS: &[(&str, &[u8])] = &[
     (
         "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-q4_0.gguf.header",
         include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-q4_0.gguf.header"),
+    ),
+    // --- mtp: the same with its MTP block (--spec-type draft-mtp runs) ---
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-mtp-q4_0.gguf.header",
+        include_bytes!("../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3.5-27b-mtp-q4_0.gguf.header"),
+    ),
+    (
+        "calibration/data/measured/llamacpp-cpu-headers/qwen3.5-35b-a3b-mtp-q4_0.gguf.header",
+        include_bytes!(
+            "../../../../calibration/data/measured/llamacpp-cpu-headers/qwen3.5-35b-a3b-mtp-q4_0.gguf.header"
+        ),
     ),
 ];
 
@@ -517,6 +528,8 @@ fn options(c: &LogCase) -> Result<LlamaCppOptions, IngestError> {
         } else {
             f["n_cpu_moe"].as_u64().unwrap_or(0)
         },
+        // `--spec-type` (optional flag, comma separated) and `--spec-draft-n-max`
+        companions: speculative(f, o)?,
         order: match field_str(&c.record, "", "order", o)? {
             "output_last" => OffloadOrder::OutputLast,
             _ => OffloadOrder::OutputFirst,
@@ -525,20 +538,48 @@ fn options(c: &LogCase) -> Result<LlamaCppOptions, IngestError> {
     })
 }
 
+/// `flags.spec_type` (llama-server's `--spec-type`, optional) and
+/// `flags.spec_draft_n_max` (optional, default 3).
+fn speculative(f: &Value, o: &str) -> Result<vramfit_llamacpp::companion::Companions, IngestError> {
+    use vramfit_llamacpp::companion::{Companions, SpecType, Speculative};
+    let mut spec = Speculative::default();
+    if let Some(t) = f["spec_type"].as_str() {
+        spec.types = SpecType::parse_list(t).map_err(|e| invalid(o, format!("field 'flags.spec_type': {e}")))?;
+    }
+    if !f["spec_draft_n_max"].is_null() {
+        spec.draft_n_max = field_u64(f, "flags", "spec_draft_n_max", o)?;
+    }
+    Ok(Companions { speculative: spec, ..Companions::default() })
+}
+
+/// Bytes of one kind on a device: the target context's lines, or (`mtp`)
+/// those of the MTP context of `--spec-type draft-mtp` (labelled `MTP: `;
+/// its NextN-embeddings line is not a start-up buffer and counts in neither).
+fn kind_bytes(d: &vramfit_llamacpp::plan::DeviceMemory, kind: LineKind, mtp: bool) -> u64 {
+    d.lines
+        .iter()
+        .filter(|l| l.kind == kind && l.label.starts_with("MTP: ") == mtp && !l.label.contains("NextN embeddings"))
+        .fold(0u64, |a, l| a.saturating_add(l.bytes))
+}
+
 /// vramfit's bytes for one key of a case's `expect`.
 fn figure(p: &LlamaCppPlan, key: &str, origin: &str) -> Result<(BufferKind, u64), IngestError> {
     let gpu0 = || p.gpus.first().ok_or_else(|| invalid(origin, format!("'{key}' needs a GPU (flags.gpus)")));
     Ok(match key {
         "model CUDA0" => (BufferKind::Model, gpu0()?.bytes(LineKind::Model)),
-        "kv CUDA0" => (BufferKind::Kv, gpu0()?.bytes(LineKind::Kv)),
-        "compute CUDA0" => (BufferKind::Compute, gpu0()?.bytes(LineKind::Compute)),
-        "kv CPU" => (BufferKind::Kv, p.host.bytes(LineKind::Kv)),
+        "kv CUDA0" => (BufferKind::Kv, kind_bytes(gpu0()?, LineKind::Kv, false)),
+        "compute CUDA0" => (BufferKind::Compute, kind_bytes(gpu0()?, LineKind::Compute, false)),
+        "kv CPU" => (BufferKind::Kv, kind_bytes(&p.host, LineKind::Kv, false)),
         // `llama_memory_recurrent: CPU RS buffer size`: the recurrent state,
         // held to the KV cache's limit
         "rs CPU" => (BufferKind::Kv, p.host.bytes(LineKind::State)),
         "rs CUDA0" => (BufferKind::Kv, gpu0()?.bytes(LineKind::State)),
-        "compute host" => (BufferKind::Compute, p.host.bytes(LineKind::Compute)),
-        "output host" => (BufferKind::Output, p.host.bytes(LineKind::Output)),
+        "compute host" => (BufferKind::Compute, kind_bytes(&p.host, LineKind::Compute, false)),
+        "output host" => (BufferKind::Output, kind_bytes(&p.host, LineKind::Output, false)),
+        // the MTP context's buffers (logged after 'creating MTP draft context')
+        "mtp kv CPU" => (BufferKind::Kv, kind_bytes(&p.host, LineKind::Kv, true)),
+        "mtp compute host" => (BufferKind::Compute, kind_bytes(&p.host, LineKind::Compute, true)),
+        "mtp output host" => (BufferKind::Output, kind_bytes(&p.host, LineKind::Output, true)),
         // the buffer as llama.cpp logs it (for CPU_Mapped: the mapped range)
         "model CPU_Mapped" | "model CPU_REPACK" => {
             let name = &key["model ".len()..];

@@ -212,7 +212,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
     let gated_ffn = has_gated_ffn(&tensors, &ff, nl);
     let tied_output = !has("output.weight") && has("token_embd.weight") && causal;
     let mla = is_mla(&k)?;
-    let (n_layer, layers, tensors) = skip_nextn(&k, n_layer, layers, tensors, &mut notes)?;
+    let (n_layer, layers, tensors, nextn) = skip_nextn(&k, n_layer, layers, tensors, &mut notes)?;
     let tensors = extra_layers_to_output(tensors, n_layer, &mut notes);
     if arch == "deepseek4" {
         notes.push(
@@ -238,6 +238,7 @@ pub fn model_from_header(h: &GgufHeader, name: &str) -> Result<LlamaModel, Model
         mla,
         tensors,
         notes,
+        nextn,
     };
     m.validate().map_err(|e| ModelError::Core(e.to_string()))?;
     Ok(m)
@@ -484,25 +485,30 @@ fn has_gated_ffn(tensors: &[TensorInfo], ff: &[u64], nl: usize) -> bool {
 /// `TENSOR_SKIP` (not allocated: llama.cpp logs "model has unused tensor
 /// blk.N.… -- ignoring") and they get no KV cache
 /// (`n_layer_kv_from_start = n_layer − nextn_predict_layers`): glm4moe
-/// (src/models/glm4-moe.cpp `load_arch_hparams` / `load_arch_tensors`: "skip
-/// all tensors in the NextN layers"), qwen35 and qwen35moe ("NextN/MTP
-/// (Qwen3.5/3.6): extra decoder block appended beyond the main stack").
-/// llama-server loads them only for `--spec-type draft-mtp` (PR #22673,
-/// 2026-05-16), which vramfit does not model.
+/// (src/models/glm4-moe.cpp `load_arch_tensors`: "skip all tensors in the
+/// NextN layers"), qwen35 and qwen35moe ("NextN/MTP (Qwen3.5/3.6): extra
+/// decoder block appended beyond the main stack"). llama-server loads them
+/// for `--spec-type draft-mtp` (`mparams.load_mtp`, PR #22673): the plan
+/// then adds them back with their MTP context (vramfit_llamacpp::mtp).
 pub const NEXTN_SKIPPED: &[&str] = &["glm4moe", "qwen35", "qwen35moe"];
 
+/// What [`skip_nextn`] returns: the trunk's layer count, layers and
+/// tensors, and the NextN layers set apart.
+type Trunk = (u64, Vec<LayerHparams>, Vec<TensorInfo>, Option<vramfit_llamacpp::model::NextnLayers>);
+
 /// The model without its MTP/NextN layers (see [`NEXTN_SKIPPED`]): the
-/// layer count, the layers and the tensors llama.cpp loads.
+/// layer count, the layers and the tensors llama.cpp loads, and the NextN
+/// layers kept apart for `--spec-type draft-mtp`.
 fn skip_nextn(
     k: &Keys,
     n_layer: u64,
     mut layers: Vec<LayerHparams>,
     tensors: Vec<TensorInfo>,
     notes: &mut Vec<String>,
-) -> Result<(u64, Vec<LayerHparams>, Vec<TensorInfo>), ModelError> {
+) -> Result<Trunk, ModelError> {
     let nextn = k.u64_opt("nextn_predict_layers")?.unwrap_or(0);
     if nextn == 0 || !NEXTN_SKIPPED.contains(&k.arch.as_str()) {
-        return Ok((n_layer, layers, tensors));
+        return Ok((n_layer, layers, tensors, None));
     }
     if nextn >= n_layer {
         // llama.cpp: GGML_ASSERT(n_layer_nextn < n_layer_all)
@@ -512,17 +518,28 @@ fn skip_nextn(
         });
     }
     let kept = n_layer - nextn;
-    layers.truncate(kept as usize);
+    let heads_kv = match k.get("attention.head_count_kv") {
+        None => k.per_layer("attention.head_count", n_layer as usize, None)?,
+        Some(_) => k.per_layer("attention.head_count_kv", n_layer as usize, None)?,
+    };
+    // MTP layers are attention-only, never recurrent (qwen35 load_arch_hparams:
+    // is_recr_impl[i] = i < n_layer() && …): a hybrid's interval rule does not apply
+    let mut mtp_layers = layers.split_off(kept as usize);
+    for (i, l) in mtp_layers.iter_mut().enumerate() {
+        l.recurrent = None;
+        l.n_head_kv = heads_kv[kept as usize + i];
+    }
     let skipped = |t: &TensorInfo| matches!(t.slot, vramfit_llamacpp::Slot::Layer(il) if il as u64 >= kept);
     let (dropped, tensors): (Vec<TensorInfo>, Vec<TensorInfo>) = tensors.into_iter().partition(skipped);
     let bytes = dropped.iter().fold(0u64, |a, t| a.saturating_add(t.bytes));
     notes.push(format!(
-        "{nextn} MTP/NextN layer(s) (blk.{kept}{}): {} tensors, {:.2} MiB, not loaded and without KV cache, as llama.cpp skips them ('model has unused tensor … -- ignoring') unless llama-server runs --spec-type draft-mtp, which vramfit does not model",
+        "{nextn} MTP/NextN layer(s) (blk.{kept}{}): {} tensors, {:.2} MiB, which llama.cpp skips ('model has unused tensor … -- ignoring', no KV cache) unless llama-server runs --spec-type draft-mtp, which loads them with an MTP context of their own",
         if nextn == 1 { String::new() } else { format!("-{}", n_layer - 1) },
         dropped.len(),
         bytes as f64 / (1u64 << 20) as f64
     ));
-    Ok((kept, layers, tensors))
+    let set_apart = vramfit_llamacpp::model::NextnLayers { layers: mtp_layers, tensors: dropped };
+    Ok((kept, layers, tensors, Some(set_apart)))
 }
 
 /// Tensors of layers past block_count (an extra prediction layer) go with
