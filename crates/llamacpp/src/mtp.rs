@@ -449,6 +449,7 @@ mod tests {
             n_ff: 128,
             sliding: false,
             recurrent: None,
+            kv_from: None,
         };
         let rec = LayerHparams { n_head_kv: 0, recurrent: Some(RecurrentState { r: 96, s: 1024 }), ..attn.clone() };
         LlamaModel {

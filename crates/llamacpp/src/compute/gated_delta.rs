@@ -288,6 +288,7 @@ mod tests {
             n_ff: 32,
             sliding: false,
             recurrent: Some(RecurrentState { r: 384, s: 1024 }),
+            kv_from: None,
         };
         LlamaModel {
             name: "q".into(),
