@@ -48,6 +48,7 @@ def estimate(
     vllm_entry: Optional[str] = None,
     cuda_graph_mib: Optional[float] = None,
     speculative_algorithm: Optional[str] = None,
+    enforce_eager: bool = False,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
     grad_accum: Optional[int] = None,
@@ -220,12 +221,15 @@ def estimate(
         cuda_graph_mib (--cuda-graph-mib):
             Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
             (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory:
-            X GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before
-            0.21 not counted, the graphs come on top of --gpu-util]
+            X GiB" from 0.21) [default: vLLM modelled from the release's capture sizes, off the KV
+            pool from 0.21, on top of --gpu-util before; SGLang not counted]
         speculative_algorithm (--speculative-algorithm):
             SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
             SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none
             for NGRAM from 0.5.3) for the draft
+        enforce_eager (--enforce-eager):
+            vLLM: --enforce-eager as given to the engine: no CUDA graphs are captured, so no graph
+            pool is counted [default: false]
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
@@ -463,6 +467,7 @@ def plan(
     vllm_entry: Optional[str] = None,
     cuda_graph_mib: Optional[float] = None,
     speculative_algorithm: Optional[str] = None,
+    enforce_eager: bool = False,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
     grad_accum: Optional[int] = None,
@@ -585,12 +590,15 @@ def plan(
         cuda_graph_mib (--cuda-graph-mib):
             Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
             (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory:
-            X GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before
-            0.21 not counted, the graphs come on top of --gpu-util]
+            X GiB" from 0.21) [default: vLLM modelled from the release's capture sizes, off the KV
+            pool from 0.21, on top of --gpu-util before; SGLang not counted]
         speculative_algorithm (--speculative-algorithm):
             SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
             SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none
             for NGRAM from 0.5.3) for the draft
+        enforce_eager (--enforce-eager):
+            vLLM: --enforce-eager as given to the engine: no CUDA graphs are captured, so no graph
+            pool is counted [default: false]
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
@@ -757,6 +765,7 @@ def diagnose(
     vllm_entry: Optional[str] = None,
     cuda_graph_mib: Optional[float] = None,
     speculative_algorithm: Optional[str] = None,
+    enforce_eager: bool = False,
     precision: Optional[str] = None,
     optimizer: Optional[str] = None,
     grad_accum: Optional[int] = None,
@@ -872,12 +881,15 @@ def diagnose(
         cuda_graph_mib (--cuda-graph-mib):
             Serving engines: the CUDA-graph pool per GPU as the engine's start-up log gives it, MiB
             (vLLM "Graph capturing finished … took X GiB" up to 0.20, "Estimated CUDA graph memory:
-            X GiB" from 0.21) [default: vLLM 0.21+ 0.02 of the card (PR #38284's allowance); before
-            0.21 not counted, the graphs come on top of --gpu-util]
+            X GiB" from 0.21) [default: vLLM modelled from the release's capture sizes, off the KV
+            pool from 0.21, on top of --gpu-util before; SGLang not counted]
         speculative_algorithm (--speculative-algorithm):
             SGLang: the speculative decoding algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, as
             SGLang names them): its mem_fraction_static rule keeps 2 GiB (6 GiB for STANDALONE, none
             for NGRAM from 0.5.3) for the draft
+        enforce_eager (--enforce-eager):
+            vLLM: --enforce-eager as given to the engine: no CUDA graphs are captured, so no graph
+            pool is counted [default: false]
         precision (--precision):
             Training precision: fp32, amp-bf16, amp-fp16 (autocast over fp32 weights), mixed-bf16,
             mixed-fp16 (16-bit weights + fp32 master, DeepSpeed/Megatron), bf16 (pure), mixed-fp8
