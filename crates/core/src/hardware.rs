@@ -13,57 +13,7 @@ pub enum Link {
     Pcie,
 }
 
-/// A GPU architecture (the generation of its tensor cores and links): the
-/// planner's time model picks an achievable MFU by it, `vramfit check` the
-/// NVLink generation. Spelled in lowercase (`ampere`) in the catalogue, in
-/// `--mfu ampere=0.5` and in JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuArch {
-    Volta,
-    Turing,
-    Ampere,
-    Ada,
-    Hopper,
-    Blackwell,
-    /// AMD Instinct MI300
-    Cdna3,
-}
-
-impl GpuArch {
-    pub const ALL: [GpuArch; 7] = [
-        GpuArch::Volta,
-        GpuArch::Turing,
-        GpuArch::Ampere,
-        GpuArch::Ada,
-        GpuArch::Hopper,
-        GpuArch::Blackwell,
-        GpuArch::Cdna3,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            GpuArch::Volta => "volta",
-            GpuArch::Turing => "turing",
-            GpuArch::Ampere => "ampere",
-            GpuArch::Ada => "ada",
-            GpuArch::Hopper => "hopper",
-            GpuArch::Blackwell => "blackwell",
-            GpuArch::Cdna3 => "cdna3",
-        }
-    }
-
-    /// The architecture spelled `s` (any case), None when there is none.
-    pub fn parse(s: &str) -> Option<GpuArch> {
-        GpuArch::ALL.into_iter().find(|a| a.name().eq_ignore_ascii_case(s.trim()))
-    }
-}
-
-impl std::fmt::Display for GpuArch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::arch::GpuArch;
 
 /// One GPU model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,16 +69,9 @@ impl GpuSpec {
     /// generation (none for AMD's CDNA3, whose RCCL is not modelled: the largest
     /// figure).
     pub fn nccl_hardware(&self) -> crate::nccl::NcclHardware {
-        use crate::nccl::Arch;
-        let arch = self.arch.and_then(|a| match a {
-            GpuArch::Volta => Some(Arch::Volta),
-            GpuArch::Turing => Some(Arch::Turing),
-            GpuArch::Ampere => Some(Arch::Ampere),
-            GpuArch::Ada => Some(Arch::Ada),
-            GpuArch::Hopper => Some(Arch::Hopper),
-            GpuArch::Blackwell => Some(Arch::Blackwell),
-            GpuArch::Cdna3 => None,
-        });
+        // AMD Instinct runs RCCL, not NCCL: its generation is not one NCCL's
+        // tables key on, so the figure for a generation not known is taken
+        let arch = self.arch.filter(|a| *a != GpuArch::Cdna3);
         let link = if self.nvlink_gbs.is_some() { crate::nccl::Link::Nvlink } else { crate::nccl::Link::Pcie };
         crate::nccl::NcclHardware { link: Some(link), arch, pcie_gen: Some(self.pcie_gen) }
     }

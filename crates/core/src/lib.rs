@@ -17,6 +17,7 @@
 //! ```
 
 pub mod accuracy;
+pub mod arch;
 pub mod dtype;
 pub mod error;
 pub mod estimate;

@@ -82,36 +82,9 @@ pub enum Link {
 /// The GPU generation NCCL's choices follow (P2P read from Ampere, NVLS from
 /// Hopper, channel counts); the catalogue's architecture maps onto it
 /// (`GpuSpec::nccl_hardware`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Arch {
-    Volta,
-    Turing,
-    Ampere,
-    Ada,
-    Hopper,
-    Blackwell,
-}
-
-impl Arch {
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Volta => "volta",
-            Arch::Turing => "turing",
-            Arch::Ampere => "ampere",
-            Arch::Ada => "ada",
-            Arch::Hopper => "hopper",
-            Arch::Blackwell => "blackwell",
-        }
-    }
-
-    /// The generation spelled `s` (any case), None when there is none.
-    pub fn parse(s: &str) -> Option<Arch> {
-        [Arch::Volta, Arch::Turing, Arch::Ampere, Arch::Ada, Arch::Hopper, Arch::Blackwell]
-            .into_iter()
-            .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
-    }
-}
+/// The card's generation, as the catalogue names it (one type for the fact:
+/// [`crate::arch::GpuArch`]); NCCL's channel counts follow it.
+pub use crate::arch::GpuArch as Arch;
 
 /// The interconnect facts NCCL's channel count and transport follow: the
 /// card's link, generation and PCIe generation. `None`: not known (no
