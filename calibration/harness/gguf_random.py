@@ -306,16 +306,19 @@ def tensors(m):
     return out
 
 
-def write(name, path, header_path=None):
-    m = MODELS[name]
+def header_keys(wr, m, block_count, nextn=None, n_ff=None):
+    """The metadata every file here carries, in the order the converter writes it:
+    the trunk's hyperparameters, then the architecture's own (sliding window,
+    Gemma 4, experts, gated delta-net). `nextn`: nextn_predict_layers of a file
+    with its MTP block; `n_ff`: feed_forward_length when it is not m["n_ff"]."""
     a = m["arch"]
-    wr = GGUFWriter(path, a)
-    wr.add_name(name)
-    wr.add_uint32(f"{a}.block_count", m["n_layer"])
+    wr.add_uint32(f"{a}.block_count", block_count)
+    if nextn is not None:
+        wr.add_uint32(f"{a}.nextn_predict_layers", nextn)
     wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
     wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
     if not m.get("double_wide"):
-        wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
+        wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"] if n_ff is None else n_ff)
     wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
     if "n_head_kv_swa" not in m:
         wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
@@ -348,8 +351,13 @@ def write(name, path, header_path=None):
         wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
         wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
     wr.add_string("tokenizer.ggml.model", "none")
+
+
+def write_file(wr, tensor_list, path, header_path=None):
+    """Tensor infos, header, then the file extended to its full length without
+    writing the data (a sparse file of zeros); `header_path`: the header alone."""
     total = 0
-    for tname, ne, ty in tensors(m):
+    for tname, ne, ty in tensor_list:
         nb = nbytes(ty, ne)
         wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
         total += nb + (-nb % 32)
@@ -365,6 +373,14 @@ def write(name, path, header_path=None):
         with open(path, "rb") as f, open(header_path, "wb") as h:
             h.write(f.read(head))
     print(f"{path}: header {head} B, file {data_start + total} B")
+
+
+def write(name, path, header_path=None):
+    m = MODELS[name]
+    wr = GGUFWriter(path, m["arch"])
+    wr.add_name(name)
+    header_keys(wr, m, m["n_layer"])
+    write_file(wr, tensors(m), path, header_path)
 
 
 # --- MTP (llama-server --spec-type draft-mtp) ---
@@ -415,49 +431,10 @@ def write_mtp(name, path, header_path=None):
     """write() for a file with its MTP block: the trunk of MODELS[base], then the block."""
     base, n_mtp = MTP_MODELS[name]
     m = MODELS[base]
-    a = m["arch"]
-    trunk = tensors(m)
-    wr = GGUFWriter(path, a)
+    wr = GGUFWriter(path, m["arch"])
     wr.add_name(name)
-    wr.add_uint32(f"{a}.block_count", m["n_layer"] + n_mtp)
-    wr.add_uint32(f"{a}.nextn_predict_layers", n_mtp)
-    wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
-    wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
-    wr.add_uint32(f"{a}.feed_forward_length", m["n_ff"])
-    wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
-    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
-    wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
-    wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
-    wr.add_float32(f"{a}.rope.freq_base", m["rope"])
-    wr.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
-    wr.add_uint32(f"{a}.vocab_size", m["n_vocab"])
-    dn = m["delta_net"]
-    wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])
-    wr.add_uint32(f"{a}.ssm.inner_size", dn["v_heads"] * dn["head"])
-    wr.add_uint32(f"{a}.ssm.state_size", dn["head"])
-    wr.add_uint32(f"{a}.ssm.time_step_rank", dn["v_heads"])
-    wr.add_uint32(f"{a}.ssm.group_count", dn["k_heads"])
-    wr.add_uint32(f"{a}.full_attention_interval", dn["interval"])
-    wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
-    wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
-    wr.add_string("tokenizer.ggml.model", "none")
-    total = 0
-    for tname, ne, ty in trunk + mtp_tensors(m, n_mtp):
-        nb = nbytes(ty, ne)
-        wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
-        total += nb + (-nb % 32)
-    wr.write_header_to_file(path)
-    wr.write_kv_data_to_file()
-    wr.write_ti_data_to_file()
-    wr.close()
-    head = os.path.getsize(path)
-    data_start = head + (-head % 32)
-    with open(path, "r+b") as f:
-        f.truncate(data_start + total)
-    if header_path:
-        with open(path, "rb") as f, open(header_path, "wb") as h:
-            h.write(f.read(head))
-    print(f"{path}: header {head} B, file {data_start + total} B")
+    header_keys(wr, m, m["n_layer"] + n_mtp, nextn=n_mtp)
+    write_file(wr, tensors(m) + mtp_tensors(m, n_mtp), path, header_path)
 
 
 # Qwen/Qwen3.5-35B-A3B (text_config): hidden 2048, 40 layers, every 4th full
@@ -530,53 +507,11 @@ def qwen35moe_tensors(m):
 
 def write_qwen35moe_mtp(path, header_path=None):
     m = QWEN35MOE_MTP
-    a = m["arch"]
-    wr = GGUFWriter(path, a)
+    wr = GGUFWriter(path, m["arch"])
     wr.add_name("qwen3.5-35b-a3b-mtp-q4_0")
-    wr.add_uint32(f"{a}.block_count", m["n_layer"] + m["n_mtp"])
-    wr.add_uint32(f"{a}.nextn_predict_layers", m["n_mtp"])
-    wr.add_uint32(f"{a}.context_length", m["n_ctx_train"])
-    wr.add_uint32(f"{a}.embedding_length", m["n_embd"])
-    wr.add_uint32(f"{a}.feed_forward_length", 0)
-    wr.add_uint32(f"{a}.attention.head_count", m["n_head"])
-    wr.add_uint32(f"{a}.attention.head_count_kv", m["n_head_kv"])
-    wr.add_uint32(f"{a}.attention.key_length", m["head_dim"])
-    wr.add_uint32(f"{a}.attention.value_length", m["head_dim"])
-    wr.add_float32(f"{a}.rope.freq_base", m["rope"])
-    wr.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
-    wr.add_uint32(f"{a}.vocab_size", m["n_vocab"])
-    n_exp, used, eff = m["experts"]
-    wr.add_uint32(f"{a}.expert_count", n_exp)
-    wr.add_uint32(f"{a}.expert_used_count", used)
-    wr.add_uint32(f"{a}.expert_feed_forward_length", eff)
-    wr.add_uint32(f"{a}.expert_shared_feed_forward_length", m["shexp"])
-    dn = m["delta_net"]
-    wr.add_uint32(f"{a}.ssm.conv_kernel", dn["conv"])
-    wr.add_uint32(f"{a}.ssm.inner_size", dn["v_heads"] * dn["head"])
-    wr.add_uint32(f"{a}.ssm.state_size", dn["head"])
-    wr.add_uint32(f"{a}.ssm.time_step_rank", dn["v_heads"])
-    wr.add_uint32(f"{a}.ssm.group_count", dn["k_heads"])
-    wr.add_uint32(f"{a}.full_attention_interval", dn["interval"])
-    wr.add_uint32(f"{a}.rope.dimension_count", m["head_dim"] // 4)
-    wr.add_array(f"{a}.rope.dimension_sections", [11, 11, 10, 0])
-    wr.add_string("tokenizer.ggml.model", "none")
-    total = 0
-    for tname, ne, ty in qwen35moe_tensors(m):
-        nb = nbytes(ty, ne)
-        wr.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float16), nb, raw_dtype=ty)
-        total += nb + (-nb % 32)
-    wr.write_header_to_file(path)
-    wr.write_kv_data_to_file()
-    wr.write_ti_data_to_file()
-    wr.close()
-    head = os.path.getsize(path)
-    data_start = head + (-head % 32)
-    with open(path, "r+b") as f:
-        f.truncate(data_start + total)
-    if header_path:
-        with open(path, "rb") as f, open(header_path, "wb") as h:
-            h.write(f.read(head))
-    print(f"{path}: header {head} B, file {data_start + total} B")
+    # every FFN is a MoE: the converter writes feed_forward_length 0
+    header_keys(wr, m, m["n_layer"] + m["n_mtp"], nextn=m["n_mtp"], n_ff=0)
+    write_file(wr, qwen35moe_tensors(m), path, header_path)
 
 
 if __name__ == "__main__":
